@@ -1,0 +1,203 @@
+// The few C functions that must run where Lua may raise an error.
+//
+// A Lua error is a longjmp. It must never cross a Swift frame, so everything that can raise on behalf of
+// the host lives here, in C: the count hook that enforces the time budget, the allocator that enforces the
+// memory cap, the trampoline that turns a Swift function's error code into a Lua error, the message handler,
+// and the sandbox's `pcall`/`xpcall`, which let nothing catch an exhausted time budget.
+// LuaKit's `LuaVM` owns the `CLuaGuard` and is the only user of this header.
+#ifndef CLUA_GUARD_H
+#define CLUA_GUARD_H
+
+#include <lua.h>
+#include <lauxlib.h>
+#include <lualib.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/// Per-VM bookkeeping shared by the allocator, the hook and the trampoline. Reached through
+/// `lua_getextraspace` (a pointer to it) and through the allocator's user data.
+typedef struct CLuaGuard {
+    lua_State *state;                 /* NULL until lua_newstate returns */
+    /* memory */
+    size_t bytesInUse;
+    size_t bytesLimit;
+    size_t bytesPeak;
+    int hostAllocations;              /* > 0: the host is allocating (cap not enforced; real exhaustion aborts) */
+    int memoryRefused;                /* the allocator refused a request during the current call */
+    /* time */
+    int64_t deadlineNanos;            /* CLOCK_MONOTONIC; 0 when no call is running */
+    int64_t budgetNanos;
+    int hookInterval;                 /* instructions between two budget checks */
+    int timedOut;                     /* the budget is spent: every hook from now on raises */
+    /* Swift functions exposed to Lua: returns the number of results, or -1 with the error value pushed */
+    int (*callSwift)(lua_State *L, void *function);
+    /* where the current call failed (first Lua frame), when known */
+    int failureLine;
+    char failureSource[LUA_IDSIZE];
+} CLuaGuard;
+
+/// The guard of a VM, stored in the extra space of its main thread.
+static inline CLuaGuard *clua_guard(lua_State *L) { return *(CLuaGuard **)lua_getextraspace(L); }
+
+static inline int64_t clua_now_nanos(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/// Records the innermost script frame at or above `level` as the failure location, skipping LuaKit's own
+/// prelude (chunks named `luakit:…`). Reads only; never allocates.
+static inline void clua_note_location(lua_State *L, CLuaGuard *g, int level) {
+    lua_Debug ar;
+    for (; level < 64 && lua_getstack(L, level, &ar); level++) {
+        if (lua_getinfo(L, "Sl", &ar) && ar.currentline > 0 && strncmp(ar.short_src, "luakit:", 7) != 0) {
+            g->failureLine = ar.currentline;
+            memcpy(g->failureSource, ar.short_src, LUA_IDSIZE);
+            g->failureSource[LUA_IDSIZE - 1] = '\0';
+            return;
+        }
+    }
+}
+
+/// The counting allocator (a `lua_Alloc`). Refuses growth beyond `bytesLimit` while a script runs.
+static inline void *clua_allocate(void *ud, void *ptr, size_t osize, size_t nsize) {
+    CLuaGuard *g = (CLuaGuard *)ud;
+    size_t old = ptr != NULL ? osize : 0;
+    if (nsize == 0) {
+        free(ptr);
+        g->bytesInUse -= old;
+        return NULL;
+    }
+    if (nsize > old && g->hostAllocations == 0 && g->bytesInUse - old + nsize > g->bytesLimit) {
+        if (!g->memoryRefused && g->state != NULL && g->failureLine == 0) clua_note_location(g->state, g, 0);
+        g->memoryRefused = 1;
+        return NULL;
+    }
+    void *block = realloc(ptr, nsize);
+    if (block == NULL) {
+        if (g->hostAllocations > 0) abort(); /* the host process itself is out of memory */
+        g->memoryRefused = 1;
+        return NULL;
+    }
+    g->bytesInUse = g->bytesInUse - old + nsize;
+    if (g->bytesInUse > g->bytesPeak) g->bytesPeak = g->bytesInUse;
+    return block;
+}
+
+/// The count hook: checks the deadline every `hookInterval` instructions. Once it passes, the hook fires on
+/// every instruction and raises each time, so neither `pcall` nor a `__close` handler can keep the script alive.
+static inline void clua_budget_hook(lua_State *L, lua_Debug *ar) {
+    CLuaGuard *g = clua_guard(L);
+    if (!g->timedOut) {
+        if (g->deadlineNanos == 0 || clua_now_nanos() < g->deadlineNanos) return;
+        g->timedOut = 1;
+        lua_sethook(L, clua_budget_hook, LUA_MASKCOUNT, 1);
+        clua_note_location(L, g, 0);
+    }
+    (void)ar;
+    g->hostAllocations++;
+    lua_pushfstring(L, "time budget of %d ms exceeded", (int)(g->budgetNanos / 1000000));
+    g->hostAllocations--;
+    lua_error(L);
+}
+
+/// Arms the budget for one top-level call.
+static inline void clua_begin_call(lua_State *L, CLuaGuard *g) {
+    g->timedOut = 0;
+    g->memoryRefused = 0;
+    g->failureLine = 0;
+    g->failureSource[0] = '\0';
+    g->deadlineNanos = g->budgetNanos > 0 ? clua_now_nanos() + g->budgetNanos : 0;
+    (void)L;
+}
+
+/// Disarms the budget after a top-level call and restores the normal hook rate.
+static inline void clua_end_call(lua_State *L, CLuaGuard *g) {
+    if (g->timedOut) lua_sethook(L, clua_budget_hook, LUA_MASKCOUNT, g->hookInterval);
+    g->deadlineNanos = 0;
+}
+
+/// Trampoline for Swift functions (upvalue 1 is the Swift function's box). Raises what Swift reports.
+static inline int clua_call_swift(lua_State *L) {
+    CLuaGuard *g = clua_guard(L);
+    int results = g->callSwift(L, lua_touserdata(L, lua_upvalueindex(1)));
+    if (results < 0) return lua_error(L);
+    return results;
+}
+
+/// The registry key (a light userdata) under which the message handler leaves the traceback.
+static inline void *clua_traceback_key(void) { static char key; return &key; }
+
+/// Message handler for top-level calls: records the location and the traceback, returns the error value as is.
+/// It calls no metamethod, so an error value whose `__tostring` loops cannot hang it.
+static inline int clua_message_handler(lua_State *L) {
+    CLuaGuard *g = clua_guard(L);
+    if (!g->timedOut) clua_note_location(L, g, 1);
+    g->hostAllocations++;
+    luaL_traceback(L, L, NULL, 1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, clua_traceback_key());
+    g->hostAllocations--;
+    lua_settop(L, 1);
+    return 1;
+}
+
+/// The sandbox's `pcall`: as Lua's, except that an exhausted time budget is re-raised.
+static inline int clua_sandbox_pcall(lua_State *L) {
+    luaL_checkany(L, 1);
+    int status = lua_pcall(L, lua_gettop(L) - 1, LUA_MULTRET, 0);
+    if (clua_guard(L)->timedOut) return lua_error(L);
+    lua_pushboolean(L, status == LUA_OK);
+    lua_insert(L, 1);
+    return lua_gettop(L);
+}
+
+/// The sandbox's `xpcall`: the handler runs after the stack has unwound (scripts have no `debug` library, so
+/// nothing observable is lost), which keeps Lua 5.4.4's message-handler recursion bugs out of reach.
+static inline int clua_sandbox_xpcall(lua_State *L) {
+    int n = lua_gettop(L);
+    luaL_checktype(L, 2, LUA_TFUNCTION);
+    lua_pushvalue(L, 1);       /* [f, h, args..., f] */
+    lua_copy(L, 2, 1);         /* [h, h, args..., f] */
+    lua_copy(L, -1, 2);        /* [h, f, args..., f] */
+    lua_pop(L, 1);             /* [h, f, args...] */
+    int status = lua_pcall(L, n - 2, LUA_MULTRET, 0);
+    if (clua_guard(L)->timedOut) return lua_error(L);
+    if (status == LUA_OK) {
+        lua_pushboolean(L, 1);
+        lua_replace(L, 1);     /* [true, results...] */
+        return lua_gettop(L);
+    }
+    lua_pushvalue(L, 1);       /* [h, err, h] */
+    lua_insert(L, 2);          /* [h, h, err] */
+    status = lua_pcall(L, 1, 1, 0);
+    if (clua_guard(L)->timedOut) return lua_error(L);
+    lua_pushboolean(L, 0);
+    lua_replace(L, 1);         /* [false, handler result or its error] */
+    return 2;
+}
+
+/// Opens the libraries the sandbox is built from. Run it with `lua_pcall`: it may raise on memory exhaustion.
+static inline int clua_open_libraries(lua_State *L) {
+    luaL_requiref(L, LUA_GNAME, luaopen_base, 1);
+    luaL_requiref(L, LUA_TABLIBNAME, luaopen_table, 1);
+    luaL_requiref(L, LUA_STRLIBNAME, luaopen_string, 1);
+    luaL_requiref(L, LUA_MATHLIBNAME, luaopen_math, 1);
+    luaL_requiref(L, LUA_UTF8LIBNAME, luaopen_utf8, 1);
+    lua_settop(L, 0);
+    return 0;
+}
+
+/// Creates a VM whose allocator and hook report to `g`; NULL when even that fails.
+static inline lua_State *clua_newstate(CLuaGuard *g) {
+    lua_State *L = lua_newstate(clua_allocate, g);
+    if (L == NULL) return NULL;
+    *(CLuaGuard **)lua_getextraspace(L) = g;
+    g->state = L;
+    lua_sethook(L, clua_budget_hook, LUA_MASKCOUNT, g->hookInterval);
+    lua_gc(L, LUA_GCINC, 0, 0, 0);
+    return L;
+}
+
+#endif

@@ -1,0 +1,66 @@
+/// A failure reported by the Lua runtime: what went wrong, and for script failures, where.
+///
+/// ```swift
+/// do {
+///     _ = try vm.run("return 1 + nil", chunkName: "app.lua")
+/// } catch {
+///     print(error.kind, error.location ?? "?")   // runtime app.lua:1
+/// }
+/// ```
+public struct LuaError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What kind of failure this is.
+    public enum Kind: String, Sendable, Equatable, CaseIterable {
+        /// The chunk does not parse.
+        case syntax
+        /// The script raised an error (including errors raised by library functions).
+        case runtime
+        /// The VM's memory cap was reached.
+        case memory
+        /// The call used up its time budget.
+        case timeout
+        /// A value could not be converted between Lua and Swift.
+        case conversion
+        /// A precompiled (binary) chunk was offered; only source text is accepted.
+        case binaryChunk
+        /// A module could not be found or read.
+        case module
+    }
+
+    /// What kind of failure this is.
+    public var kind: Kind
+    /// The message, without the `file:line:` prefix.
+    public var message: String
+    /// The chunk the failure happened in (`app.lua`), when known.
+    public var chunkName: String?
+    /// The line in `chunkName`, when known.
+    public var line: Int?
+    /// Lua's traceback at the point of failure, when there was one.
+    public var traceback: String?
+    /// For conversion failures: the path of the offending value, such as `state.todos[3].title`.
+    public var path: String?
+
+    /// Creates an error.
+    public init(
+        _ kind: Kind, _ message: String, chunkName: String? = nil, line: Int? = nil,
+        traceback: String? = nil, path: String? = nil
+    ) {
+        self.kind = kind
+        self.message = message
+        self.chunkName = chunkName
+        self.line = line
+        self.traceback = traceback
+        self.path = path
+    }
+
+    /// `file:line`, when both are known; `file` alone otherwise.
+    public var location: String? {
+        guard let chunkName else { return nil }
+        return line.map { "\(chunkName):\($0)" } ?? chunkName
+    }
+
+    /// The message as a person reads it: `app.lua:12: attempt to index a nil value`.
+    public var description: String {
+        let text = path.map { "\($0): \(message)" } ?? message
+        return location.map { "\($0): \(text)" } ?? text
+    }
+}

@@ -1,0 +1,36 @@
+import Synchronization
+
+/// A Lua value kept alive in its VM's registry (a function, a table, a chunk), for as long as the
+/// reference lives. Dropping the last copy releases the registry slot at the VM's next call.
+///
+/// References belong to one VM; passing one to another VM is a programming error.
+public final class LuaReference {
+    let id: Int32
+    let ledger: ReferenceLedger
+
+    init(id: Int32, ledger: ReferenceLedger) {
+        self.id = id
+        self.ledger = ledger
+    }
+
+    deinit {
+        ledger.release(id)
+    }
+}
+
+/// Registry slots whose `LuaReference` is gone, waiting for the VM's thread to free them.
+final class ReferenceLedger: Sendable {
+    private let released = Mutex<[Int32]>([])
+
+    func release(_ id: Int32) {
+        released.withLock { $0.append(id) }
+    }
+
+    func drain() -> [Int32] {
+        released.withLock { ids in
+            guard !ids.isEmpty else { return [] }
+            defer { ids.removeAll(keepingCapacity: true) }
+            return ids
+        }
+    }
+}

@@ -1,0 +1,228 @@
+import CLua
+
+/// An argument of a call into Lua: a Swift value, converted on the way in, or a value already in the VM.
+public enum LuaArgument {
+    /// A Swift value, pushed as a fresh Lua value.
+    case value(LuaValue)
+    /// A value held in the VM (a table or function from an earlier call), passed as is: no copy.
+    case reference(LuaReference)
+}
+
+extension LuaVM {
+    /// Compiles `source` into a function with a fresh sandbox environment of its own.
+    ///
+    /// `chunkName` is what tracebacks and errors show (`app.lua:12`). Binary chunks are refused.
+    public func load(_ source: String, chunkName: String) throws(LuaError) -> LuaReference {
+        checkThread()
+        try loadChunk(source, chunkName: chunkName)
+        try setFreshEnvironment()
+        return makeReference()
+    }
+
+    /// Compiles and runs `source`, returning its results converted to Swift.
+    public func run(_ source: String, chunkName: String) throws(LuaError) -> [LuaValue] {
+        let chunk = try load(source, chunkName: chunkName)
+        return try call(chunk, arguments: [])
+    }
+
+    /// Loads the app module `name` from `moduleRoot` (once; later calls return the same value), as a script's
+    /// `require(name)` would.
+    public func require(_ name: String) throws(LuaError) -> LuaReference {
+        checkThread()
+        lua_rawgeti(state, clua_registryindex(), lua_Integer(sandbox.require))
+        pushString(name)
+        try protectedCall(arguments: 1, results: 1)
+        return makeReference()
+    }
+
+    /// Calls `function` with Swift values; returns its results converted to Swift.
+    public func call(_ function: LuaReference, _ arguments: LuaValue...) throws(LuaError) -> [LuaValue] {
+        try call(function, arguments: arguments.map(LuaArgument.value))
+    }
+
+    /// Calls `function`; returns its results converted to Swift (`result`, `result2`, … in error paths).
+    public func call(_ function: LuaReference, arguments: [LuaArgument]) throws(LuaError) -> [LuaValue] {
+        let base = try callLeavingResults(function, arguments: arguments)
+        defer { lua_settop(state, base) }
+        var results: [LuaValue] = []
+        let top = lua_gettop(state)
+        var index = base + 1
+        while index <= top {
+            let root = index == base + 1 ? "result" : "result\(index - base)"
+            results.append(try value(at: index, root: root))
+            index += 1
+        }
+        return results
+    }
+
+    /// Calls `function`; returns its results as references (`nil` for `nil` results), converting nothing.
+    public func callForReferences(_ function: LuaReference, arguments: [LuaArgument]) throws(LuaError) -> [LuaReference?] {
+        let base = try callLeavingResults(function, arguments: arguments)
+        var results: [LuaReference?] = []
+        let top = lua_gettop(state)
+        for index in (base + 1)...max(base + 1, top) where index <= top {
+            lua_pushvalue(state, index)
+            results.append(lua_type(state, -1) == LUA_TNIL ? { clua_pop(state, 1); return nil }() : makeReference())
+        }
+        lua_settop(state, base)
+        return results
+    }
+
+    /// Converts the value behind `reference` to Swift; conversion errors name paths from `root`.
+    public func value(of reference: LuaReference, root: String = "value") throws(LuaError) -> LuaValue {
+        checkThread()
+        pushReference(reference)
+        defer { clua_pop(state, 1) }
+        return try value(at: -1, root: root)
+    }
+
+    /// Decodes the value behind `reference` as `type`; errors name paths from `root`.
+    public func decode<T: Decodable>(_ type: T.Type, from reference: LuaReference, root: String = "value") throws(LuaError) -> T {
+        try LuaDecoder().decode(type, from: try value(of: reference, root: root), root: root)
+    }
+
+    /// Encodes a Swift value into the VM and returns a reference to it.
+    public func reference<T: Encodable>(encoding value: T) throws(LuaError) -> LuaReference {
+        try reference(to: try LuaEncoder().encode(value))
+    }
+
+    /// Puts a Swift value into the VM and returns a reference to it.
+    public func reference(to value: LuaValue) throws(LuaError) -> LuaReference {
+        checkThread()
+        try push(value)
+        return makeReference()
+    }
+
+    /// `table[key]`, read raw (no metamethod runs); `nil` when the value is `nil` or `table` is not a table.
+    public func field(_ key: LuaKey, of table: LuaReference) throws(LuaError) -> LuaReference? {
+        checkThread()
+        pushReference(table)
+        defer { lua_settop(state, 0) }
+        guard lua_type(state, -1) == LUA_TTABLE else { return nil }
+        try push(key.value)
+        guard lua_rawget(state, -2) != LUA_TNIL else { return nil }
+        return makeReference()
+    }
+
+    /// The Lua type name of the value behind `reference` (`"table"`, `"function"`, …).
+    public func typeName(of reference: LuaReference) -> String {
+        checkThread()
+        pushReference(reference)
+        defer { clua_pop(state, 1) }
+        return String(cString: lua_typename(state, lua_type(state, -1)))
+    }
+
+    /// Whether two references hold the same Lua value (for tables and functions: the same object).
+    public func isSame(_ a: LuaReference, _ b: LuaReference) -> Bool {
+        checkThread()
+        pushReference(a)
+        pushReference(b)
+        defer { clua_pop(state, 2) }
+        return lua_rawequal(state, -1, -2) != 0
+    }
+
+    /// Adds a global every chunk loaded afterwards sees; tables become read-only.
+    public func define(global name: String, _ value: LuaValue) throws(LuaError) {
+        checkThread()
+        lua_rawgeti(state, clua_registryindex(), lua_Integer(sandbox.define))
+        pushString(name)
+        try push(value)
+        try protectedCall(arguments: 2, results: 0)
+    }
+
+    /// Adds a global Swift function every chunk loaded afterwards sees. Its arguments and results are
+    /// converted; a thrown error becomes a Lua error at the script's call site.
+    public func define(global name: String, function: @escaping ([LuaValue]) throws -> [LuaValue]) throws(LuaError) {
+        checkThread()
+        lua_rawgeti(state, clua_registryindex(), lua_Integer(sandbox.define))
+        pushString(name)
+        pushHostFunction(name) { vm throws(HostFailure) in
+            let count = lua_gettop(vm.state)
+            var arguments: [LuaValue] = []
+            do {
+                for index in stride(from: 1, through: count, by: 1) {
+                    arguments.append(try vm.value(at: index, root: "argument #\(index) to '\(name)'"))
+                }
+                let results = try function(arguments)
+                for result in results { try vm.push(result) }
+                return Int32(results.count)
+            } catch let error as LuaError where error.kind == .memory {
+                throw .memory
+            } catch {
+                throw .message(String(describing: error))
+            }
+        }
+        try protectedCall(arguments: 2, results: 0)
+    }
+
+    /// Makes `value` the result of `require(name)` in every script; tables become read-only.
+    public func define(module name: String, _ value: LuaValue) throws(LuaError) {
+        checkThread()
+        lua_rawgeti(state, clua_registryindex(), lua_Integer(sandbox.defineModule))
+        pushString(name)
+        try push(value)
+        try protectedCall(arguments: 2, results: 0)
+    }
+
+    /// Runs trusted `source` as the module `name` (a library the host ships, such as an effects API) and
+    /// makes its result what `require(name)` returns; tables become read-only.
+    public func define(module name: String, source: String) throws(LuaError) {
+        checkThread()
+        lua_rawgeti(state, clua_registryindex(), lua_Integer(sandbox.defineModule))
+        pushString(name)
+        try loadChunk(source, chunkName: name + ".lua")
+        try setFreshEnvironment()
+        try protectedCall(arguments: 0, results: 1)
+        try protectedCall(arguments: 2, results: 0)
+    }
+
+    // MARK: Internals
+
+    /// Lua's own (uninterruptible) `find`, `match`, `gmatch` and `gsub`, for differential tests only.
+    func referencePatternFunctions() -> LuaReference {
+        checkThread()
+        lua_rawgeti(state, clua_registryindex(), lua_Integer(sandbox.referencePatterns))
+        return makeReference()
+    }
+
+    /// [-0, +0] Gives the function on top of the stack a fresh sandbox environment as its `_ENV`.
+    func setFreshEnvironment() throws(LuaError) {
+        lua_rawgeti(state, clua_registryindex(), lua_Integer(sandbox.environment))
+        try protectedCall(arguments: 0, results: 1)
+        if lua_setupvalue(state, -2, 1) == nil { clua_pop(state, 1) }
+    }
+
+    /// [-0, +results] Pushes `function` and `arguments`, calls, leaves the results; returns the stack base.
+    func callLeavingResults(_ function: LuaReference, arguments: [LuaArgument]) throws(LuaError) -> Int32 {
+        checkThread()
+        let base = lua_gettop(state)
+        guard lua_checkstack(state, Int32(clamping: arguments.count + 2)) != 0 else {
+            throw LuaError(.runtime, "too many arguments (\(arguments.count))")
+        }
+        pushReference(function)
+        do throws(LuaError) {
+            for (position, argument) in arguments.enumerated() {
+                switch argument {
+                case .value(let value): try push(value, path: "argument #\(position + 1)")
+                case .reference(let reference): pushReference(reference)
+                }
+            }
+        } catch {
+            lua_settop(state, base)
+            throw error
+        }
+        try protectedCall(arguments: Int32(arguments.count), results: LUA_MULTRET)
+        return base
+    }
+
+    /// [-0, +1] Pushes the value behind `reference`.
+    func pushReference(_ reference: LuaReference) {
+        precondition(reference.ledger === ledger, "a LuaReference was used with a VM it does not belong to")
+        lua_rawgeti(state, clua_registryindex(), lua_Integer(reference.id))
+    }
+
+    /// [-1, +0] Moves the value on top of the stack into the registry.
+    func makeReference() -> LuaReference {
+        LuaReference(id: luaL_ref(state, clua_registryindex()), ledger: ledger)
+    }
+}

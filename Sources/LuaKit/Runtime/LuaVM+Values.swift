@@ -1,0 +1,182 @@
+import CLua
+
+extension LuaVM {
+    // MARK: Swift to Lua
+
+    /// [-0, +1] Pushes `value`. Refuses, before allocating anything, a value that would not fit under the
+    /// memory cap; the host allocates outside the cap, so no Lua error can arise in Swift code.
+    func push(_ value: LuaValue, path root: String = "value") throws(LuaError) {
+        let footprint = Self.estimatedFootprint(of: value)
+        let guardState = self.guardState.pointee
+        if guardState.bytesInUse + footprint > guardState.bytesLimit {
+            throw LuaError(.memory, "a value of about \(footprint) bytes does not fit under the memory cap of \(guardState.bytesLimit) bytes")
+        }
+        let top = lua_gettop(state)
+        var path = LuaPath(root)
+        do throws(LuaError) {
+            try pushUnchecked(value, depth: 0, path: &path)
+        } catch {
+            lua_settop(state, top)
+            throw error
+        }
+    }
+
+    private func pushUnchecked(_ value: LuaValue, depth: Int, path: inout LuaPath) throws(LuaError) {
+        switch value {
+        case .nil: lua_pushnil(state)
+        case .boolean(let flag): lua_pushboolean(state, flag ? 1 : 0)
+        case .integer(let integer): lua_pushinteger(state, integer)
+        case .number(let number): lua_pushnumber(state, number)
+        case .string(let text): pushString(text)
+        case .table(let table):
+            guard depth < limits.conversionDepth else {
+                throw LuaError(.conversion, "nested deeper than \(limits.conversionDepth) tables", path: path.rendered)
+            }
+            guard lua_checkstack(state, 4) != 0 else {
+                throw LuaError(.conversion, "the Lua stack cannot grow", path: path.rendered)
+            }
+            lua_createtable(state, Int32(clamping: table.array.count), Int32(clamping: table.fields.count))
+            for (offset, element) in table.array.enumerated() {
+                path.push(.integer(Int64(offset + 1)))
+                try pushUnchecked(element, depth: depth + 1, path: &path)
+                path.pop()
+                lua_rawseti(state, -2, lua_Integer(offset + 1))
+            }
+            for (key, element) in table.fields where element != .nil {
+                if case .number(let number) = key, number.isNaN {
+                    throw LuaError(.conversion, "a table key is NaN", path: path.rendered)
+                }
+                try pushUnchecked(key.value, depth: depth + 1, path: &path)
+                path.push(key)
+                try pushUnchecked(element, depth: depth + 1, path: &path)
+                path.pop()
+                lua_rawset(state, -3)
+            }
+        }
+    }
+
+    func pushString(_ text: String) {
+        var text = text
+        text.withUTF8 { bytes in
+            bytes.withMemoryRebound(to: CChar.self) { _ = lua_pushlstring(state, $0.baseAddress, $0.count) }
+        }
+    }
+
+    /// A generous estimate of the heap a pushed value takes.
+    static func estimatedFootprint(of value: LuaValue) -> Int {
+        switch value {
+        case .nil, .boolean, .integer, .number: return 16
+        case .string(let text): return 40 + text.utf8.count
+        case .table(let table):
+            var bytes = 64 + 16 * table.array.count + 48 * table.fields.count
+            for element in table.array { bytes += estimatedFootprint(of: element) }
+            for (key, element) in table.fields { bytes += estimatedFootprint(of: key.value) + estimatedFootprint(of: element) }
+            return bytes
+        }
+    }
+
+    // MARK: Lua to Swift
+
+    /// [-0, +0] Converts the value at `index` to a `LuaValue`, with raw access only (no metamethod runs), within
+    /// the depth and size limits; cycles, functions, userdata and strings that are not UTF-8 are refused, and the
+    /// error names the path of the offending value from `root`.
+    func value(at index: Int32, root: String) throws(LuaError) -> LuaValue {
+        let top = lua_gettop(state)
+        var reader = ValueReader(vm: self, path: LuaPath(root))
+        do throws(LuaError) {
+            return try reader.read(lua_absindex(state, index), depth: 0)
+        } catch {
+            lua_settop(state, top)
+            throw error
+        }
+    }
+}
+
+/// One Lua-to-Swift conversion: counts what it converted, remembers the tables on the current path.
+private struct ValueReader {
+    let vm: LuaVM
+    var path: LuaPath
+    var elements = 0
+    var ancestors: Set<UnsafeRawPointer> = []
+
+    private var state: OpaquePointer { vm.state }
+
+    func failure(_ message: String) -> LuaError {
+        LuaError(.conversion, message, path: path.rendered)
+    }
+
+    mutating func read(_ index: Int32, depth: Int) throws(LuaError) -> LuaValue {
+        elements += 1
+        if elements > vm.limits.conversionElements {
+            throw failure("more than \(vm.limits.conversionElements) values to convert")
+        }
+        switch lua_type(state, index) {
+        case LUA_TNIL, LUA_TNONE: return .nil
+        case LUA_TBOOLEAN: return .boolean(lua_toboolean(state, index) != 0)
+        case LUA_TNUMBER:
+            return lua_isinteger(state, index) != 0 ? .integer(clua_tointeger(state, index)) : .number(clua_tonumber(state, index))
+        case LUA_TSTRING: return .string(try readString(index))
+        case LUA_TTABLE: return .table(try readTable(index, depth: depth))
+        case let type:
+            let name = String(cString: lua_typename(state, type))
+            throw failure("a \(name) cannot be converted (only nil, booleans, numbers, strings and tables can)")
+        }
+    }
+
+    func readString(_ index: Int32) throws(LuaError) -> String {
+        var length = 0
+        let bytes = lua_tolstring(state, index, &length)!
+        let buffer = UnsafeRawBufferPointer(start: bytes, count: length).bindMemory(to: UInt8.self)
+        guard let text = String(validating: buffer, as: UTF8.self) else {
+            throw failure("the string is not valid UTF-8")
+        }
+        return text
+    }
+
+    mutating func readTable(_ index: Int32, depth: Int) throws(LuaError) -> LuaTable {
+        guard depth < vm.limits.conversionDepth else {
+            throw failure("tables nested deeper than \(vm.limits.conversionDepth) levels")
+        }
+        let identity = lua_topointer(state, index)!
+        guard ancestors.insert(identity).inserted else { throw failure("the table contains itself (a cycle)") }
+        defer { ancestors.remove(identity) }
+        guard lua_checkstack(state, 3) != 0 else { throw failure("the Lua stack cannot grow") }
+
+        var table = LuaTable()
+        let border = lua_rawlen(state, index)
+        var position: lua_Integer = 1
+        while position <= border {
+            guard lua_rawgeti(state, index, position) != LUA_TNIL else {
+                clua_pop(state, 1)
+                break
+            }
+            path.push(.integer(Int64(position)))
+            table.array.append(try read(lua_gettop(state), depth: depth + 1))
+            path.pop()
+            clua_pop(state, 1)
+            position += 1
+        }
+        let sequenceEnd = Int64(table.array.count)
+        lua_pushnil(state)
+        while lua_next(state, index) != 0 {
+            let key: LuaKey
+            switch lua_type(state, -2) {
+            case LUA_TSTRING: key = .string(try readString(lua_gettop(state) - 1))
+            case LUA_TNUMBER:
+                key = lua_isinteger(state, -2) != 0 ? .integer(clua_tointeger(state, -2)) : .number(clua_tonumber(state, -2))
+            case LUA_TBOOLEAN: key = .boolean(lua_toboolean(state, -2) != 0)
+            case let type:
+                throw failure("a table key of type \(String(cString: lua_typename(state, type))) cannot be converted")
+            }
+            if case .integer(let integer) = key, integer >= 1, integer <= sequenceEnd {
+                clua_pop(state, 1)
+                continue
+            }
+            path.push(key)
+            table.fields[key] = try read(lua_gettop(state), depth: depth + 1)
+            path.pop()
+            clua_pop(state, 1)
+        }
+        return table
+    }
+}

@@ -1,0 +1,175 @@
+import CLua
+import Foundation
+
+/// One sandboxed, bounded Lua 5.4 virtual machine.
+///
+/// A `LuaVM` owns its `lua_State` and closes it in `deinit`. It must be created and used on one thread whose
+/// stack is at least 8 MiB — a `LuaThread` — and every call into Lua is a protected call with a time budget and
+/// a memory cap (`LuaLimits`). Scripts see only the sandbox (see README, "The script environment").
+///
+/// ```swift
+/// let thread = LuaThread()
+/// try thread.sync {
+///     let vm = try LuaVM(moduleRoot: URL(fileURLWithPath: "samples/counter"))
+///     let app = try vm.require("app")
+///     let initial = try vm.call(try vm.field("init", of: app)!)
+/// }
+/// ```
+public final class LuaVM {
+    /// The limits this VM enforces.
+    public let limits: LuaLimits
+    /// The folder `require` loads modules from, if any.
+    public let moduleRoot: URL?
+
+    let state: OpaquePointer
+    let guardState: UnsafeMutablePointer<CLuaGuard>
+    let ledger = ReferenceLedger()
+    let printLine: @Sendable (String) -> Void
+    private let owner: pthread_t
+    var hostFunctions: [Unmanaged<HostFunction>] = []
+    private(set) var sandbox: SandboxInterface!
+
+    /// Refs into the prelude's interface table.
+    struct SandboxInterface {
+        let environment: Int32
+        let define: Int32
+        let defineModule: Int32
+        let require: Int32
+        let referencePatterns: Int32
+    }
+
+    /// Creates a VM and builds its sandbox.
+    ///
+    /// - Parameters:
+    ///   - limits: memory, time and conversion bounds.
+    ///   - moduleRoot: the folder `require` resolves modules in; `nil` disables `require` of files.
+    ///   - print: receives each line a script prints (default: standard error).
+    public init(
+        limits: LuaLimits = LuaLimits(),
+        moduleRoot: URL? = nil,
+        print: @escaping @Sendable (String) -> Void = { line in
+            FileHandle.standardError.write(Data((line + "\n").utf8))
+        }
+    ) throws(LuaError) {
+        precondition(LuaThread.currentStackSize >= LuaThread.defaultStackSize,
+                     "LuaVM needs a thread with an 8 MiB stack: create and use it on a LuaThread")
+        self.limits = limits
+        self.moduleRoot = moduleRoot?.standardizedFileURL.resolvingSymlinksInPath()
+        self.printLine = print
+        self.owner = pthread_self()
+        guardState = .allocate(capacity: 1)
+        guardState.initialize(to: CLuaGuard())
+        guardState.pointee.bytesLimit = limits.memoryBytes
+        guardState.pointee.budgetNanos = Int64(limits.timeBudget.components.seconds) * 1_000_000_000
+            + limits.timeBudget.components.attoseconds / 1_000_000_000
+        guardState.pointee.hookInterval = Int32(clamping: max(1, limits.hookInterval))
+        guardState.pointee.callSwift = { state, box in
+            Unmanaged<HostFunction>.fromOpaque(box!).takeUnretainedValue().invoke()
+        }
+        // Outside script calls the host allocates freely; `protectedCall` applies the cap while a script runs.
+        guardState.pointee.hostAllocations = 1
+        guard let state = clua_newstate(guardState) else {
+            guardState.deallocate()
+            throw LuaError(.memory, "could not create a Lua state")
+        }
+        self.state = state
+        try buildSandbox()
+        collectGarbage()
+    }
+
+    deinit {
+        lua_close(state)
+        for function in hostFunctions { function.release() }
+        guardState.deallocate()
+    }
+
+    /// Memory the VM's heap uses now, at most, and may use.
+    public struct MemoryUsage: Sendable, Equatable {
+        /// Bytes in use now.
+        public var bytesInUse: Int
+        /// The most bytes ever in use.
+        public var peakBytes: Int
+        /// The cap (`LuaLimits.memoryBytes`).
+        public var limitBytes: Int
+    }
+
+    /// The heap's current, peak and maximum size.
+    public var memory: MemoryUsage {
+        MemoryUsage(bytesInUse: guardState.pointee.bytesInUse, peakBytes: guardState.pointee.bytesPeak,
+                    limitBytes: guardState.pointee.bytesLimit)
+    }
+
+    /// Runs a full garbage collection.
+    public func collectGarbage() {
+        checkThread()
+        _ = clua_gc(state, LUA_GCCOLLECT, 0)
+    }
+
+    /// Whether the collector is running (it always should be: scripts cannot stop it).
+    public var isCollectorRunning: Bool { clua_gc(state, LUA_GCISRUNNING, 0) != 0 }
+
+    /// Slots on the Lua stack; zero between calls.
+    public var stackDepth: Int { Int(lua_gettop(state)) }
+
+    // MARK: Internals
+
+    func checkThread() {
+        precondition(pthread_equal(pthread_self(), owner) != 0, "LuaVM used off the thread that created it")
+        for id in ledger.drain() { luaL_unref(state, clua_registryindex(), id) }
+    }
+
+    private func buildSandbox() throws(LuaError) {
+        clua_pushcfunction(state, clua_open_libraries)
+        try protectedCall(arguments: 0, results: 0)
+        try loadChunk(Prelude.source, chunkName: Prelude.chunkName)
+        lua_createtable(state, 0, 6)
+        setHostFunction("match", in: -1) { vm throws(HostFailure) in try vm.patternPrimitive() }
+        setHostFunction("print", in: -1) { vm throws(HostFailure) in try vm.printPrimitive() }
+        setHostFunction("readmodule", in: -1) { vm throws(HostFailure) in try vm.readModulePrimitive() }
+        clua_pushcfunction(state, clua_sandbox_pcall)
+        lua_setfield(state, -2, "pcall")
+        clua_pushcfunction(state, clua_sandbox_xpcall)
+        lua_setfield(state, -2, "xpcall")
+        try protectedCall(arguments: 1, results: 1)
+        func field(_ name: String) -> Int32 {
+            lua_getfield(state, -1, name)
+            return luaL_ref(state, clua_registryindex())
+        }
+        sandbox = SandboxInterface(environment: field("environment"), define: field("define"),
+                                   defineModule: field("definemodule"), require: field("require"),
+                                   referencePatterns: field("reference_patterns"))
+        clua_pop(state, 1)
+    }
+
+    /// [-0, +1] Loads `source` as a text chunk named `chunkName` (compiled with the real global table as `_ENV`;
+    /// callers replace it). A chunk starting with Lua's binary signature is refused before parsing.
+    func loadChunk(_ source: String, chunkName: String) throws(LuaError) {
+        if source.utf8.first == 0x1B {
+            throw LuaError(.binaryChunk, "binary chunks are refused; load Lua source text", chunkName: chunkName)
+        }
+        var source = source
+        let status = source.withUTF8 { bytes in
+            bytes.withMemoryRebound(to: CChar.self) { chars in
+                luaL_loadbufferx(state, chars.baseAddress, chars.count, "=" + chunkName, "t")
+            }
+        }
+        if status != LUA_OK { throw popError(status: status) }
+    }
+
+    /// [-(arguments + 1), +results] Calls the function below the top `arguments` values, under the time budget
+    /// and memory cap, with the message handler that records location and traceback. On failure the function
+    /// and its arguments are gone and the error is thrown.
+    func protectedCall(arguments: Int32, results: Int32) throws(LuaError) {
+        let handlerIndex = lua_gettop(state) - arguments
+        clua_pushcfunction(state, clua_message_handler)
+        clua_insert(state, handlerIndex)
+        let hostAllocations = guardState.pointee.hostAllocations
+        guardState.pointee.hostAllocations = 0
+        clua_begin_call(state, guardState)
+        let status = clua_pcall(state, arguments, results, handlerIndex)
+        clua_end_call(state, guardState)
+        guardState.pointee.hostAllocations = hostAllocations
+        clua_remove(state, handlerIndex)
+        if status != LUA_OK { throw popError(status: status) }
+    }
+}

@@ -1,0 +1,63 @@
+extension LuaValue: ExpressibleByNilLiteral {
+    public init(nilLiteral: ()) { self = .nil }
+}
+
+extension LuaValue: ExpressibleByBooleanLiteral {
+    public init(booleanLiteral value: Bool) { self = .boolean(value) }
+}
+
+extension LuaValue: ExpressibleByIntegerLiteral {
+    public init(integerLiteral value: Int64) { self = .integer(value) }
+}
+
+extension LuaValue: ExpressibleByFloatLiteral {
+    public init(floatLiteral value: Double) { self = .number(value) }
+}
+
+extension LuaValue: ExpressibleByStringLiteral {
+    public init(stringLiteral value: String) { self = .string(value) }
+}
+
+extension LuaValue: ExpressibleByArrayLiteral {
+    public init(arrayLiteral elements: LuaValue...) {
+        self = .table(LuaTable(array: elements))
+    }
+}
+
+extension LuaValue: ExpressibleByDictionaryLiteral {
+    public init(dictionaryLiteral elements: (String, LuaValue)...) {
+        var table = LuaTable()
+        for (key, value) in elements { table[key] = value }
+        self = .table(table)
+    }
+}
+
+extension LuaKey: ExpressibleByStringLiteral {
+    public init(stringLiteral value: String) { self = .string(value) }
+}
+
+extension LuaKey: ExpressibleByIntegerLiteral {
+    public init(integerLiteral value: Int64) { self = .integer(value) }
+}
+
+extension LuaValue: CustomStringConvertible {
+    /// A Lua-like rendering with keys in order: `{1, 2, done = true}`.
+    public var description: String {
+        switch self {
+        case .nil: return "nil"
+        case .boolean(let value): return String(value)
+        case .integer(let value): return String(value)
+        case .number(let value): return String(value)
+        case .string(let value): return String(reflecting: value)
+        case .table(let table):
+            let items = table.array.map(\.description)
+                + table.sortedFields.map { entry -> String in
+                    if case .string(let name) = entry.key, LuaPath.isIdentifier(name) {
+                        return "\(name) = \(entry.value)"
+                    }
+                    return "[\(entry.key.value)] = \(entry.value)"
+                }
+            return "{" + items.joined(separator: ", ") + "}"
+        }
+    }
+}

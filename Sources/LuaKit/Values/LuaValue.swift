@@ -1,0 +1,184 @@
+/// A Lua value that can cross into Swift: nil, a boolean, a number, a string or a table of those.
+///
+/// Functions, userdata and threads stay inside the VM; converting them is a `.conversion` error.
+///
+/// ```swift
+/// let action: LuaValue = ["type": "todoAdded", "title": "Buy milk"]
+/// let results = try vm.call(reduce, state, action)
+/// ```
+public enum LuaValue: Sendable, Hashable {
+    /// `nil`.
+    case `nil`
+    /// `true` or `false`.
+    case boolean(Bool)
+    /// A Lua integer (64-bit).
+    case integer(Int64)
+    /// A Lua float.
+    case number(Double)
+    /// A string; Lua strings that are not valid UTF-8 are refused on conversion.
+    case string(String)
+    /// A table.
+    case table(LuaTable)
+
+    /// The Lua type name (`"nil"`, `"boolean"`, `"number"`, `"string"`, `"table"`).
+    public var typeName: String {
+        switch self {
+        case .nil: "nil"
+        case .boolean: "boolean"
+        case .integer, .number: "number"
+        case .string: "string"
+        case .table: "table"
+        }
+    }
+
+    /// The table, when this is one.
+    public var table: LuaTable? {
+        if case .table(let table) = self { return table }
+        return nil
+    }
+
+    /// The string, when this is one.
+    public var string: String? {
+        if case .string(let string) = self { return string }
+        return nil
+    }
+
+    /// The integer, when this is an integer or a float with an exact integer value.
+    public var integer: Int64? {
+        switch self {
+        case .integer(let value): value
+        case .number(let value): Int64(exactly: value)
+        default: nil
+        }
+    }
+
+    /// The number, when this is one.
+    public var number: Double? {
+        switch self {
+        case .integer(let value): Double(value)
+        case .number(let value): value
+        default: nil
+        }
+    }
+
+    /// The boolean, when this is one.
+    public var boolean: Bool? {
+        if case .boolean(let value) = self { return value }
+        return nil
+    }
+
+    /// `t[key]` for tables, `nil` otherwise.
+    public subscript(key: LuaKey) -> LuaValue {
+        table?[key] ?? .nil
+    }
+}
+
+/// A key of a Lua table that can cross into Swift. Keys are ordered: booleans, then numbers, then strings.
+public enum LuaKey: Sendable, Hashable, Comparable {
+    /// A boolean key.
+    case boolean(Bool)
+    /// An integer key (Lua stores float keys with integral values as integers).
+    case integer(Int64)
+    /// A float key (never NaN).
+    case number(Double)
+    /// A string key.
+    case string(String)
+
+    /// The key as a value.
+    public var value: LuaValue {
+        switch self {
+        case .boolean(let value): .boolean(value)
+        case .integer(let value): .integer(value)
+        case .number(let value): .number(value)
+        case .string(let value): .string(value)
+        }
+    }
+
+    private var rank: Int {
+        switch self {
+        case .boolean: 0
+        case .integer, .number: 1
+        case .string: 2
+        }
+    }
+
+    public static func < (lhs: LuaKey, rhs: LuaKey) -> Bool {
+        switch (lhs, rhs) {
+        case (.boolean(let a), .boolean(let b)): return !a && b
+        case (.integer(let a), .integer(let b)): return a < b
+        case (.string(let a), .string(let b)): return a.utf8.lexicographicallyPrecedes(b.utf8)
+        case (.integer(let a), .number(let b)): return Double(a) < b
+        case (.number(let a), .integer(let b)): return a < Double(b)
+        case (.number(let a), .number(let b)): return a < b
+        default: return lhs.rank < rhs.rank
+        }
+    }
+}
+
+/// A Lua table as a Swift value: its sequence `1...n` in `array`, every other key in `fields`.
+///
+/// Equality and hashing are structural, so two tables with the same contents are equal.
+public struct LuaTable: Sendable, Hashable {
+    /// Values at keys `1...array.count`, in order. None of them is `nil`.
+    public var array: [LuaValue]
+    /// Every key that is not part of `array`.
+    public var fields: [LuaKey: LuaValue]
+
+    /// Creates a table from a sequence part and other fields.
+    public init(array: [LuaValue] = [], fields: [LuaKey: LuaValue] = [:]) {
+        self.array = array
+        self.fields = fields
+    }
+
+    /// Number of entries.
+    public var count: Int { array.count + fields.count }
+
+    /// Whether the table has no entries.
+    public var isEmpty: Bool { array.isEmpty && fields.isEmpty }
+
+    /// Fields in key order (the array part is not included).
+    public var sortedFields: [(key: LuaKey, value: LuaValue)] {
+        fields.sorted { $0.key < $1.key }.map { (key: $0.key, value: $0.value) }
+    }
+
+    /// `t[key]`, or `nil`. Setting `nil` removes the entry; setting `array.count + 1` appends.
+    public subscript(key: LuaKey) -> LuaValue {
+        get {
+            if case .integer(let index) = key, index >= 1, index <= array.count { return array[Int(index) - 1] }
+            return fields[key] ?? .nil
+        }
+        set { set(key, newValue) }
+    }
+
+    /// `t.name`.
+    public subscript(name: String) -> LuaValue {
+        get { self[.string(name)] }
+        set { self[.string(name)] = newValue }
+    }
+
+    private mutating func set(_ key: LuaKey, _ value: LuaValue) {
+        if case .integer(let index) = key, index >= 1, index <= array.count + 1 {
+            let position = Int(index) - 1
+            if value == .nil {
+                guard position < array.count else { return }
+                // The sequence ends before the removed entry; what follows becomes ordinary fields.
+                for (offset, moved) in array[(position + 1)...].enumerated() {
+                    fields[.integer(Int64(position + 2 + offset))] = moved
+                }
+                array.removeSubrange(position...)
+            } else if position < array.count {
+                array[position] = value
+            } else {
+                array.append(value)
+                fields[key] = nil
+                var next = Int64(array.count + 1)
+                while let following = fields.removeValue(forKey: .integer(next)) {
+                    array.append(following)
+                    next += 1
+                }
+            }
+            return
+        }
+        fields[key] = value == .nil ? nil : value
+    }
+}

@@ -1,0 +1,185 @@
+import Foundation
+import Synchronization
+import LuaKit
+import Testing
+
+/// What a script can and cannot reach.
+@Suite struct SandboxTests {
+    @Test(arguments: ["io", "os", "package", "debug", "coroutine", "dofile", "loadfile", "warn", "utf8x"])
+    func missingLibrariesAreUndeclaredGlobals(name: String) throws {
+        let error = try withVM { vm in luaError { _ = try vm.run("return \(name)", chunkName: "probe.lua") } }
+        #expect(error?.kind == .runtime)
+        #expect(error?.message == "undeclared global '\(name)'")
+        #expect(error?.location == "probe.lua:1")
+    }
+
+    @Test func osExitAndIoOpenFailWithoutHarm() throws {
+        try withVM { vm throws in
+            let exit = luaError { _ = try vm.run("os.exit(3)", chunkName: "exit.lua") }
+            #expect(exit?.message == "undeclared global 'os'")
+            let open = luaError { _ = try vm.run("return io.open('/etc/passwd')", chunkName: "open.lua") }
+            #expect(open?.message == "undeclared global 'io'")
+            #expect(try vm.run("return 40 + 2", chunkName: "next.lua") == [42])
+        }
+    }
+
+    @Test func stringDumpIsUnreachable() throws {
+        try withVM { vm throws in
+            #expect(try vm.run("return string.dump, ('').dump", chunkName: "dump.lua") == [.nil, .nil])
+            let viaMetatable = luaError { _ = try vm.run("return getmetatable('').__index.dump", chunkName: "meta.lua") }
+            #expect(viaMetatable?.kind == .runtime)
+            #expect(try vm.run("return getmetatable('')", chunkName: "meta.lua") == [false])
+        }
+    }
+
+    @Test func undeclaredGlobalsAreErrorsThatNameThem() throws {
+        try withVM { vm throws in
+            let write = luaError { _ = try vm.run("local x = 1\ncounter = x", chunkName: "app.lua") }
+            #expect(write?.message == "assignment to undeclared global 'counter' (declare it with 'local')")
+            #expect(write?.location == "app.lua:2")
+            let read = luaError { _ = try vm.run("local function f()\n  return missing + 1\nend\nreturn f()", chunkName: "app.lua") }
+            #expect(read?.message == "undeclared global 'missing'")
+            #expect(read?.location == "app.lua:2")
+        }
+    }
+
+    @Test func libraryTablesAreReadOnly() throws {
+        try withVM { vm throws in
+            let assign = luaError { _ = try vm.run("string.upper = function() return 'pwned' end", chunkName: "t.lua") }
+            #expect(assign?.message == "cannot modify read-only table 'string' (field 'upper')")
+            let raw = luaError { _ = try vm.run("rawset(string, 'upper', print)", chunkName: "t.lua") }
+            #expect(raw?.message == "cannot modify a read-only table")
+            let add = luaError { _ = try vm.run("math.tau = 6.28", chunkName: "t.lua") }
+            #expect(add?.kind == .runtime)
+            let meta = luaError { _ = try vm.run("setmetatable(table, {})", chunkName: "t.lua") }
+            #expect(meta?.message == "cannot change the metatable of a read-only table")
+            #expect(try vm.run("return getmetatable(string)", chunkName: "t.lua") == [false])
+        }
+    }
+
+    @Test func oneScriptCannotDamageWhatTheNextSees() throws {
+        try withVM { vm throws in
+            _ = try vm.run("""
+                string = { upper = function() return 'pwned' end }
+                """.replacingOccurrences(of: "string =", with: "_ENV.string ="), chunkName: "evil.lua")
+            _ = try? vm.run("pcall(rawset, string, 'upper', print); pcall(function() string.upper = nil end)", chunkName: "evil2.lua")
+            #expect(try vm.run("return string.upper('ok'), ('ok'):upper()", chunkName: "next.lua") == ["OK", "OK"])
+        }
+    }
+
+    @Test func eachChunkHasItsOwnEnvironment() throws {
+        try withVM { vm throws in
+            _ = try vm.run("rawset(_ENV, 'shared', 42); print = nil", chunkName: "a.lua")
+            let error = luaError { _ = try vm.run("return shared", chunkName: "b.lua") }
+            #expect(error?.message == "undeclared global 'shared'")
+            #expect(try vm.run("return type(print), _G == _ENV", chunkName: "c.lua") == ["function", true])
+        }
+    }
+
+    @Test func finalizersAndWeakTablesAreRefused() throws {
+        try withVM { vm throws in
+            let gc = luaError { _ = try vm.run("setmetatable({}, {__gc = function() while true do end end})", chunkName: "gc.lua") }
+            #expect(gc?.message == "setmetatable: '__gc' metamethods (finalizers) are not available to scripts")
+            #expect(gc?.location == "gc.lua:1")
+            let weak = luaError { _ = try vm.run("setmetatable({}, {__mode = 'k'})", chunkName: "weak.lua") }
+            #expect(weak?.message == "setmetatable: weak tables ('__mode') are not available to scripts")
+            let raw = luaError { _ = try vm.run("local mt = {}; setmetatable({}, mt); rawset(mt, '__gc', print)", chunkName: "raw.lua") }
+            #expect(raw?.message == "rawset: '__gc' fields are not available to scripts")
+            #expect(try vm.run("return setmetatable({}, {__index = {x = 1}}).x", chunkName: "ok.lua") == [1])
+        }
+    }
+
+    @Test func loadAcceptsSourceTextOnly() throws {
+        try withVM { vm throws in
+            #expect(try vm.run("return load('return 1 + 1')()", chunkName: "load.lua") == [2])
+            let binary = luaError { _ = try vm.run("return load('\\27Lua...')", chunkName: "load.lua") }
+            #expect(binary == nil)
+            #expect(try vm.run("local f, e = load('\\27Lua'); return f, e", chunkName: "load.lua")
+                == [.nil, "attempt to load a binary chunk (mode is 't')"])
+            let mode = luaError { _ = try vm.run("return load('return 1', 'x', 'b')", chunkName: "load.lua") }
+            #expect(mode?.message == "load: scripts can load text chunks only (mode \"t\")")
+            let reader = luaError { _ = try vm.run("return load(function() return nil end)", chunkName: "load.lua") }
+            #expect(reader?.message == "load: scripts can load source strings only")
+            let strict = luaError { _ = try vm.run("return load('x = 1')()", chunkName: "load.lua") }
+            #expect(strict?.message == "assignment to undeclared global 'x' (declare it with 'local')")
+        }
+    }
+
+    @Test func binaryChunksAreRefusedBeforeParsing() throws {
+        try withVM { vm throws in
+            let error = luaError { _ = try vm.load("\u{1B}Lua\u{54}\u{00}garbage", chunkName: "evil.luac") }
+            #expect(error?.kind == .binaryChunk)
+            #expect(error?.chunkName == "evil.luac")
+        }
+    }
+
+    @Test func collectgarbageOffersOnlyCount() throws {
+        try withVM { vm throws in
+            let count = try vm.run("return collectgarbage('count')", chunkName: "gc.lua")
+            #expect((count.first?.number ?? 0) > 0)
+            for option in ["", "'collect'", "'stop'", "'generational'", "'step'"] {
+                let error = luaError { _ = try vm.run("collectgarbage(\(option))", chunkName: "gc.lua") }
+                #expect(error?.message == "collectgarbage: only \"count\" is available to scripts")
+            }
+            #expect(vm.isCollectorRunning)
+        }
+    }
+
+    @Test func noAddressesLeakIntoResults() throws {
+        try withVM { vm throws in
+            let results = try vm.run("""
+                local t = {}
+                return tostring(t), tostring(print), string.format('%s|%s', t, 1.5), tostring(setmetatable({}, {__name = 'Point'}))
+                """, chunkName: "addr.lua")
+            #expect(results == ["table", "function", "table|1.5", "Point"])
+            let pointer = luaError { _ = try vm.run("return string.format('%p', {})", chunkName: "addr.lua") }
+            #expect(pointer?.message == "bad argument #2 to 'format' ('%p' is not available to scripts)")
+            #expect(try vm.run("return tostring(setmetatable({}, {__tostring = function() return 'custom' end}))", chunkName: "t.lua") == ["custom"])
+        }
+    }
+
+    @Test func printGoesToTheHost() throws {
+        let lines = LinesBox()
+        try withVM(print: { lines.append($0) }) { vm throws in
+            _ = try vm.run("print('a', 1, nil, true, {})", chunkName: "p.lua")
+        }
+        #expect(lines.values == ["a\t1\tnil\ttrue\ttable"])
+    }
+
+    @Test func sortedpairsIteratesInKeyOrder() throws {
+        try withVM { vm throws in
+            let result = try vm.run("""
+                local out = {}
+                for k, v in sortedpairs({b = 2, a = 1, [3] = 'c', [1] = 'a', [true] = 't', [2.5] = 'x'}) do
+                  out[#out + 1] = tostring(k) .. '=' .. tostring(v)
+                end
+                return table.concat(out, ' ')
+                """, chunkName: "sorted.lua")
+            #expect(result == ["true=t 1=a 2.5=x 3=c a=1 b=2"])
+            let error = luaError { _ = try vm.run("for k in sortedpairs({[{}] = 1}) do end", chunkName: "s.lua") }
+            #expect(error?.message == "sortedpairs: keys of type table have no order")
+        }
+    }
+
+    @Test func scriptsCannotStopTheCollector() throws {
+        try withVM { vm throws in
+            _ = try? vm.run("collectgarbage('stop')", chunkName: "gc.lua")
+            #expect(vm.isCollectorRunning)
+        }
+    }
+
+    @Test func randomnessIsSeededAndNeedsExplicitSeeds() throws {
+        let first = try withVM { vm in try vm.run("return math.random(1, 1000000), math.random()", chunkName: "r.lua") }
+        let second = try withVM { vm in try vm.run("return math.random(1, 1000000), math.random()", chunkName: "r.lua") }
+        #expect(first == second)
+        let error = try withVM { vm in luaError { _ = try vm.run("math.randomseed()", chunkName: "r.lua") } }
+        #expect(error?.message == "bad argument #1 to 'randomseed' (scripts must give a seed)")
+    }
+}
+
+/// Lines collected from another thread.
+final class LinesBox: Sendable {
+    private let lines = Mutex<[String]>([])
+    func append(_ line: String) { lines.withLock { $0.append(line) } }
+    var values: [String] { lines.withLock { $0 } }
+}

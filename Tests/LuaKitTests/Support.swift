@@ -1,0 +1,41 @@
+import Foundation
+import LuaKit
+import Testing
+
+/// The thread every test VM lives on (8 MiB stack), shared so tests do not each start one.
+let testThread = LuaThread(name: "LuaKitTests")
+
+/// Runs `body` with a fresh VM on the test thread.
+func withVM<T>(
+    limits: LuaLimits = LuaLimits(), moduleRoot: URL? = nil,
+    print: @escaping @Sendable (String) -> Void = { _ in },
+    _ body: (LuaVM) throws -> T
+) throws -> T {
+    try testThread.sync { () throws -> T in
+        let vm = try LuaVM(limits: limits, moduleRoot: moduleRoot, print: print)
+        let result = try body(vm)
+        #expect(vm.stackDepth == 0, "the stack is empty after every call")
+        #expect(vm.isCollectorRunning, "the collector keeps running")
+        return result
+    }
+}
+
+/// The error `body` throws, which must be a `LuaError`.
+func luaError(_ body: () throws -> Void) -> LuaError? {
+    do {
+        try body()
+        return nil
+    } catch let error as LuaError {
+        return error
+    } catch {
+        Issue.record("expected a LuaError, got \(error)")
+        return nil
+    }
+}
+
+/// A fresh temporary folder, removed when the test ends (callers `defer` the removal).
+func makeTemporaryFolder() throws -> URL {
+    let url = FileManager.default.temporaryDirectory.appendingPathComponent("luakit-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    return url
+}
