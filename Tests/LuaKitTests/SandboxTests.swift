@@ -6,15 +6,15 @@ import Testing
 /// What a script can and cannot reach.
 @Suite struct SandboxTests {
     @Test(arguments: ["io", "os", "package", "debug", "coroutine", "dofile", "loadfile", "warn", "utf8x"])
-    func missingLibrariesAreUndeclaredGlobals(name: String) throws {
-        let error = try withVM { vm in luaError { _ = try vm.run("return \(name)", chunkName: "probe.lua") } }
+    func missingLibrariesAreUndeclaredGlobals(name: String) async throws {
+        let error = try await withVM { vm in luaError { _ = try vm.run("return \(name)", chunkName: "probe.lua") } }
         #expect(error?.kind == .runtime)
         #expect(error?.message == "undeclared global '\(name)'")
         #expect(error?.location == "probe.lua:1")
     }
 
-    @Test func osExitAndIoOpenFailWithoutHarm() throws {
-        try withVM { vm throws in
+    @Test func osExitAndIoOpenFailWithoutHarm() async throws {
+        try await withVM { vm throws in
             let exit = luaError { _ = try vm.run("os.exit(3)", chunkName: "exit.lua") }
             #expect(exit?.message == "undeclared global 'os'")
             let open = luaError { _ = try vm.run("return io.open('/etc/passwd')", chunkName: "open.lua") }
@@ -23,8 +23,8 @@ import Testing
         }
     }
 
-    @Test func stringDumpIsUnreachable() throws {
-        try withVM { vm throws in
+    @Test func stringDumpIsUnreachable() async throws {
+        try await withVM { vm throws in
             #expect(try vm.run("return string.dump, ('').dump", chunkName: "dump.lua") == [.nil, .nil])
             let viaMetatable = luaError { _ = try vm.run("return getmetatable('').__index.dump", chunkName: "meta.lua") }
             #expect(viaMetatable?.kind == .runtime)
@@ -32,8 +32,8 @@ import Testing
         }
     }
 
-    @Test func undeclaredGlobalsAreErrorsThatNameThem() throws {
-        try withVM { vm throws in
+    @Test func undeclaredGlobalsAreErrorsThatNameThem() async throws {
+        try await withVM { vm throws in
             let write = luaError { _ = try vm.run("local x = 1\ncounter = x", chunkName: "app.lua") }
             #expect(write?.message == "assignment to undeclared global 'counter' (declare it with 'local')")
             #expect(write?.location == "app.lua:2")
@@ -43,8 +43,8 @@ import Testing
         }
     }
 
-    @Test func libraryTablesAreReadOnly() throws {
-        try withVM { vm throws in
+    @Test func libraryTablesAreReadOnly() async throws {
+        try await withVM { vm throws in
             let assign = luaError { _ = try vm.run("string.upper = function() return 'pwned' end", chunkName: "t.lua") }
             #expect(assign?.message == "cannot modify read-only table 'string' (field 'upper')")
             let raw = luaError { _ = try vm.run("rawset(string, 'upper', print)", chunkName: "t.lua") }
@@ -57,8 +57,8 @@ import Testing
         }
     }
 
-    @Test func oneScriptCannotDamageWhatTheNextSees() throws {
-        try withVM { vm throws in
+    @Test func oneScriptCannotDamageWhatTheNextSees() async throws {
+        try await withVM { vm throws in
             _ = try vm.run("""
                 string = { upper = function() return 'pwned' end }
                 """.replacingOccurrences(of: "string =", with: "_ENV.string ="), chunkName: "evil.lua")
@@ -67,8 +67,8 @@ import Testing
         }
     }
 
-    @Test func eachChunkHasItsOwnEnvironment() throws {
-        try withVM { vm throws in
+    @Test func eachChunkHasItsOwnEnvironment() async throws {
+        try await withVM { vm throws in
             _ = try vm.run("rawset(_ENV, 'shared', 42); print = nil", chunkName: "a.lua")
             let error = luaError { _ = try vm.run("return shared", chunkName: "b.lua") }
             #expect(error?.message == "undeclared global 'shared'")
@@ -76,8 +76,8 @@ import Testing
         }
     }
 
-    @Test func finalizersAndWeakTablesAreRefused() throws {
-        try withVM { vm throws in
+    @Test func finalizersAndWeakTablesAreRefused() async throws {
+        try await withVM { vm throws in
             let gc = luaError { _ = try vm.run("setmetatable({}, {__gc = function() while true do end end})", chunkName: "gc.lua") }
             #expect(gc?.message == "setmetatable: '__gc' metamethods (finalizers) are not available to scripts")
             #expect(gc?.location == "gc.lua:1")
@@ -89,8 +89,8 @@ import Testing
         }
     }
 
-    @Test func loadAcceptsSourceTextOnly() throws {
-        try withVM { vm throws in
+    @Test func loadAcceptsSourceTextOnly() async throws {
+        try await withVM { vm throws in
             #expect(try vm.run("return load('return 1 + 1')()", chunkName: "load.lua") == [2])
             let binary = luaError { _ = try vm.run("return load('\\27Lua...')", chunkName: "load.lua") }
             #expect(binary == nil)
@@ -105,16 +105,16 @@ import Testing
         }
     }
 
-    @Test func binaryChunksAreRefusedBeforeParsing() throws {
-        try withVM { vm throws in
+    @Test func binaryChunksAreRefusedBeforeParsing() async throws {
+        try await withVM { vm throws in
             let error = luaError { _ = try vm.load("\u{1B}Lua\u{54}\u{00}garbage", chunkName: "evil.luac") }
             #expect(error?.kind == .binaryChunk)
             #expect(error?.chunkName == "evil.luac")
         }
     }
 
-    @Test func collectgarbageOffersOnlyCount() throws {
-        try withVM { vm throws in
+    @Test func collectgarbageOffersOnlyCount() async throws {
+        try await withVM { vm throws in
             let count = try vm.run("return collectgarbage('count')", chunkName: "gc.lua")
             #expect((count.first?.number ?? 0) > 0)
             for option in ["", "'collect'", "'stop'", "'generational'", "'step'"] {
@@ -125,8 +125,8 @@ import Testing
         }
     }
 
-    @Test func noAddressesLeakIntoResults() throws {
-        try withVM { vm throws in
+    @Test func noAddressesLeakIntoResults() async throws {
+        try await withVM { vm throws in
             let results = try vm.run("""
                 local t = {}
                 return tostring(t), tostring(print), string.format('%s|%s', t, 1.5), tostring(setmetatable({}, {__name = 'Point'}))
@@ -138,16 +138,16 @@ import Testing
         }
     }
 
-    @Test func printGoesToTheHost() throws {
+    @Test func printGoesToTheHost() async throws {
         let lines = LinesBox()
-        try withVM(print: { lines.append($0) }) { vm throws in
+        try await withVM(print: { lines.append($0) }) { vm throws in
             _ = try vm.run("print('a', 1, nil, true, {})", chunkName: "p.lua")
         }
         #expect(lines.values == ["a\t1\tnil\ttrue\ttable"])
     }
 
-    @Test func sortedpairsIteratesInKeyOrder() throws {
-        try withVM { vm throws in
+    @Test func sortedpairsIteratesInKeyOrder() async throws {
+        try await withVM { vm throws in
             let result = try vm.run("""
                 local out = {}
                 for k, v in sortedpairs({b = 2, a = 1, [3] = 'c', [1] = 'a', [true] = 't', [2.5] = 'x'}) do
@@ -161,18 +161,18 @@ import Testing
         }
     }
 
-    @Test func scriptsCannotStopTheCollector() throws {
-        try withVM { vm throws in
+    @Test func scriptsCannotStopTheCollector() async throws {
+        try await withVM { vm throws in
             _ = try? vm.run("collectgarbage('stop')", chunkName: "gc.lua")
             #expect(vm.isCollectorRunning)
         }
     }
 
-    @Test func randomnessIsSeededAndNeedsExplicitSeeds() throws {
-        let first = try withVM { vm in try vm.run("return math.random(1, 1000000), math.random()", chunkName: "r.lua") }
-        let second = try withVM { vm in try vm.run("return math.random(1, 1000000), math.random()", chunkName: "r.lua") }
+    @Test func randomnessIsSeededAndNeedsExplicitSeeds() async throws {
+        let first = try await withVM { vm in try vm.run("return math.random(1, 1000000), math.random()", chunkName: "r.lua") }
+        let second = try await withVM { vm in try vm.run("return math.random(1, 1000000), math.random()", chunkName: "r.lua") }
         #expect(first == second)
-        let error = try withVM { vm in luaError { _ = try vm.run("math.randomseed()", chunkName: "r.lua") } }
+        let error = try await withVM { vm in luaError { _ = try vm.run("math.randomseed()", chunkName: "r.lua") } }
         #expect(error?.message == "bad argument #1 to 'randomseed' (scripts must give a seed)")
     }
 }

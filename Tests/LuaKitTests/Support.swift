@@ -5,13 +5,15 @@ import Testing
 /// The thread every test VM lives on (8 MiB stack), shared so tests do not each start one.
 let testThread = LuaThread(name: "LuaKitTests")
 
-/// Runs `body` with a fresh VM on the test thread.
+/// Runs `body` with a fresh VM on the test thread, inside the calling test's task (so expectations made in
+/// `body` are attributed to the test).
 func withVM<T>(
     limits: LuaLimits = LuaLimits(), moduleRoot: URL? = nil,
     print: @escaping @Sendable (String) -> Void = { _ in },
     _ body: (LuaVM) throws -> T
-) throws -> T {
-    try testThread.sync { () throws -> T in
+) async throws -> T {
+    try await withTaskExecutorPreference(testThread) { () throws -> T in
+        #expect(testThread.isCurrent)
         let vm = try LuaVM(limits: limits, moduleRoot: moduleRoot, print: print)
         let result = try body(vm)
         #expect(vm.stackDepth == 0, "the stack is empty after every call")

@@ -144,3 +144,14 @@ private final class JobQueue: Sendable {
         }
     }
 }
+
+/// A `LuaThread` is a task executor: `withTaskExecutorPreference(thread) { … }` runs async code on it, in the
+/// calling task (task-local values, cancellation and priority come along).
+extension LuaThread: TaskExecutor {
+    /// Runs `job` on this thread.
+    public func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let executor = asUnownedTaskExecutor()
+        queue.submit { job.runSynchronously(on: executor) }
+    }
+}

@@ -16,14 +16,11 @@ enum HostFailure: Error {
 final class HostFunction {
     unowned let vm: LuaVM
     let name: String
-    /// Stack level of the Lua code to blame for failures (1 = the direct caller).
-    let blameLevel: Int32
     let body: (LuaVM) throws(HostFailure) -> Int32
 
-    init(vm: LuaVM, name: String, blameLevel: Int32, body: @escaping (LuaVM) throws(HostFailure) -> Int32) {
+    init(vm: LuaVM, name: String, body: @escaping (LuaVM) throws(HostFailure) -> Int32) {
         self.vm = vm
         self.name = name
-        self.blameLevel = blameLevel
         self.body = body
     }
 
@@ -34,7 +31,7 @@ final class HostFunction {
         do {
             return try body(vm)
         } catch {
-            vm.pushHostFailure(error, blameLevel: blameLevel)
+            vm.pushHostFailure(error)
             return -1
         }
     }
@@ -42,22 +39,22 @@ final class HostFunction {
 
 extension LuaVM {
     /// [-0, +1] Pushes a C closure that calls `body`, and keeps the body alive as long as the VM.
-    func pushHostFunction(_ name: String, blameLevel: Int32 = 1, _ body: @escaping (LuaVM) throws(HostFailure) -> Int32) {
-        let function = Unmanaged.passRetained(HostFunction(vm: self, name: name, blameLevel: blameLevel, body: body))
+    func pushHostFunction(_ name: String, _ body: @escaping (LuaVM) throws(HostFailure) -> Int32) {
+        let function = Unmanaged.passRetained(HostFunction(vm: self, name: name, body: body))
         hostFunctions.append(function)
         lua_pushlightuserdata(state, function.toOpaque())
         lua_pushcclosure(state, clua_call_swift, 1)
     }
 
     /// [-0, +0] Sets `table[name]` (table at `index`, a plain table) to a host function.
-    func setHostFunction(_ name: String, in index: Int32, blameLevel: Int32 = 2, _ body: @escaping (LuaVM) throws(HostFailure) -> Int32) {
+    func setHostFunction(_ name: String, in index: Int32, _ body: @escaping (LuaVM) throws(HostFailure) -> Int32) {
         let table = lua_absindex(state, index)
-        pushHostFunction(name, blameLevel: blameLevel, body)
+        pushHostFunction(name, body)
         lua_setfield(state, table, name)
     }
 
-    /// [-0, +1] The error value for a failed host function, prefixed with the blamed script position.
-    func pushHostFailure(_ failure: HostFailure, blameLevel: Int32) {
+    /// [-0, +1] The error value for a failed host function, prefixed with the calling script's position.
+    func pushHostFailure(_ failure: HostFailure) {
         let message: String
         switch failure {
         case .message(let text):
@@ -70,9 +67,28 @@ extension LuaVM {
             lua_sethook(state, clua_budget_hook, LUA_MASKCOUNT, 1)
             message = "time budget of \(guardState.pointee.budgetNanos / 1_000_000) ms exceeded"
         }
-        luaL_where(state, blameLevel)
-        pushString(message)
-        lua_concat(state, 2)
+        pushString(scriptPosition(from: 1) + message)
+    }
+
+    /// `chunk:line: ` of the innermost script frame at or above `level` (LuaKit's prelude does not count),
+    /// or nothing when no script frame is on the stack (after a tail call, say). Records it in the guard.
+    func scriptPosition(from level: Int32) -> String {
+        var record = lua_Debug()
+        var level = level
+        while level < 64, lua_getstack(state, level, &record) != 0 {
+            level += 1
+            guard lua_getinfo(state, "Sl", &record) != 0, record.currentline > 0 else { continue }
+            let source = withUnsafeBytes(of: record.short_src) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if source.hasPrefix("luakit:") { continue }
+            guardState.pointee.failureLine = record.currentline
+            withUnsafeMutableBytes(of: &guardState.pointee.failureSource) { target in
+                withUnsafeBytes(of: record.short_src) { target.copyMemory(from: $0) }
+            }
+            return "\(source):\(record.currentline): "
+        }
+        return ""
     }
 
     /// Throws `.memory` unless `bytes` more fit under the cap.

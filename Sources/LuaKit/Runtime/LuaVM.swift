@@ -148,12 +148,19 @@ public final class LuaVM {
             throw LuaError(.binaryChunk, "binary chunks are refused; load Lua source text", chunkName: chunkName)
         }
         var source = source
+        clua_begin_call(state, guardState)
         let status = source.withUTF8 { bytes in
             bytes.withMemoryRebound(to: CChar.self) { chars in
                 luaL_loadbufferx(state, chars.baseAddress, chars.count, "=" + chunkName, "t")
             }
         }
-        if status != LUA_OK { throw popError(status: status) }
+        clua_end_call(state, guardState)
+        if status != LUA_OK {
+            var error = popError(status: status)
+            error.kind = error.kind == .memory ? .memory : .syntax
+            if error.chunkName == nil { error.chunkName = chunkName }
+            throw error
+        }
     }
 
     /// [-(arguments + 1), +results] Calls the function below the top `arguments` values, under the time budget
