@@ -1,0 +1,139 @@
+import LuaKit
+import Testing
+
+/// Lua values crossing into Swift and back: raw access, limits, paths of bad values.
+@Suite struct ValueConversionTests {
+    @Test func valuesRoundTrip() async throws {
+        let value: LuaValue = [
+            "title": "Buy milk", "done": false, "count": 3, "ratio": 0.5,
+            "tags": ["a", "b"], "nested": ["deep": ["deeper": [1, 2, 3]]], "empty": .table(LuaTable()),
+        ]
+        try await withVM { vm throws in
+            let identity = try vm.load("return ...", chunkName: "id.lua")
+            #expect(try vm.call(identity, value) == [value])
+            #expect(try vm.call(identity, 1, 2.5, "x", true, nil) == [1, 2.5, "x", true, nil])
+        }
+    }
+
+    @Test func tablesSplitIntoSequenceAndFields() async throws {
+        let result = try await withVM { vm throws in
+            try vm.run("return {10, 20, 30, [5] = 50, x = 'y', [2.5] = 'f', [true] = 1}", chunkName: "t.lua")
+        }
+        let table = try #require(result.first?.table)
+        #expect(table.array == [10, 20, 30])
+        #expect(table.fields == [.integer(5): 50, "x": "y", .number(2.5): "f", .boolean(true): 1])
+    }
+
+    @Test func conversionRunsNoMetamethods() async throws {
+        let error = try await withVM { vm throws in
+            luaError { _ = try vm.run("return {f = print}", chunkName: "f.lua") }
+        }
+        #expect(error?.kind == .conversion)
+        #expect(error?.path == "result.f")
+        try await withVM { vm throws in
+            let chunk = try vm.load("""
+                return setmetatable({a = 1}, {
+                  __index = function() error('index ran') end,
+                  __pairs = function() error('pairs ran') end,
+                  __len = function() error('len ran') end,
+                })
+                """, chunkName: "meta.lua")
+            #expect(try vm.call(chunk) == [["a": 1]])
+        }
+    }
+
+    @Test func cyclesAreRefusedWithThePath() async throws {
+        let error = try await withVM { vm throws in
+            luaError { _ = try vm.run("local s = {todos = {{}, {}, {title = {}}}}\ns.todos[3].title.back = s\nreturn s", chunkName: "c.lua") }
+        }
+        #expect(error?.kind == .conversion)
+        #expect(error?.path == "result.todos[3].title.back")
+        #expect(error?.message == "the table contains itself (a cycle)")
+    }
+
+    @Test func sharedSubtablesAreNotCycles() async throws {
+        let result = try await withVM { vm throws in
+            try vm.run("local shared = {1}\nreturn {a = shared, b = shared}", chunkName: "s.lua")
+        }
+        #expect(result == [["a": [1], "b": [1]]])
+    }
+
+    @Test func deepTablesAreRefused() async throws {
+        let error = try await withVM { vm throws in
+            luaError { _ = try vm.run("local t = {}\nfor i = 1, 100000 do t = {t} end\nreturn t", chunkName: "d.lua") }
+        }
+        #expect(error?.kind == .conversion)
+        #expect(error?.message == "tables nested deeper than 200 levels")
+        #expect(error?.path?.hasPrefix("result[1][1][1]") == true)
+    }
+
+    @Test func hugeTablesAreRefused() async throws {
+        var limits = LuaLimits()
+        limits.conversionElements = 1000
+        let error = try await withVM(limits: limits) { vm throws in
+            luaError { _ = try vm.run("local t = {}\nfor i = 1, 5000 do t[i] = i end\nreturn {items = t}", chunkName: "h.lua") }
+        }
+        #expect(error?.message == "more than 1000 values to convert")
+        #expect(error?.path == "result.items[999]")
+    }
+
+    @Test(arguments: [
+        ("return {name = 'ok\\255'}", "result.name", "the string is not valid UTF-8"),
+        ("return {['bad\\255key'] = 1}", "result", "the string is not valid UTF-8"),
+        ("return {1, 2, print}", "result[3]", "a function cannot be converted (only nil, booleans, numbers, strings and tables can)"),
+        ("return {[{}] = 1}", "result", "a table key of type table cannot be converted"),
+        ("return 1, {x = {y = print}}", "result2.x.y", "a function cannot be converted (only nil, booleans, numbers, strings and tables can)"),
+        ("return {['first name'] = print}", "result[\"first name\"]", "a function cannot be converted (only nil, booleans, numbers, strings and tables can)"),
+    ])
+    func badValuesAreNamedByPath(source: String, path: String, message: String) async throws {
+        let error = try await withVM { vm throws in luaError { _ = try vm.run(source, chunkName: "b.lua") } }
+        #expect(error?.kind == .conversion)
+        #expect(error?.path == path)
+        #expect(error?.message == message)
+    }
+
+    @Test func pushingRespectsDepthAndMemory() async throws {
+        var deep: LuaValue = 1
+        for _ in 0..<300 { deep = [deep] }
+        var limits = LuaLimits()
+        limits.memoryBytes = 4 << 20
+        try await withVM(limits: limits) { vm throws in
+            let identity = try vm.load("return ...", chunkName: "id.lua")
+            let tooDeep = luaError { _ = try vm.call(identity, deep) }
+            #expect(tooDeep?.kind == .conversion)
+            let big = LuaValue.string(String(repeating: "x", count: 8 << 20))
+            let tooBig = luaError { _ = try vm.call(identity, big) }
+            #expect(tooBig?.kind == .memory)
+            #expect(try vm.call(identity, "still fine") == ["still fine"])
+        }
+    }
+
+    @Test func referencesKeepValuesInTheVM() async throws {
+        try await withVM { vm throws in
+            let make = try vm.load("local state = {items = {1, 2}}\nreturn function() return state end, function(s) return #s.items end", chunkName: "r.lua")
+            let functions = try vm.callForReferences(make, arguments: [])
+            let getState = try #require(functions[0])
+            let count = try #require(functions[1])
+            let state = try #require(try vm.callForReferences(getState, arguments: []).first ?? nil)
+            let again = try #require(try vm.callForReferences(getState, arguments: []).first ?? nil)
+            #expect(vm.isSame(state, again))
+            #expect(try vm.call(count, arguments: [.reference(state)]) == [2])
+            #expect(vm.typeName(of: state) == "table")
+            let items = try #require(try vm.field("items", of: state))
+            #expect(try vm.value(of: items, root: "state.items") == [1, 2])
+            #expect(try vm.field("missing", of: state) == nil)
+        }
+    }
+
+    @Test func droppedReferencesFreeTheirRegistrySlots() async throws {
+        try await withVM { vm throws in
+            let make = try vm.load("return {}", chunkName: "r.lua")
+            for _ in 0..<50 { _ = try vm.callForReferences(make, arguments: []) }
+            vm.collectGarbage()
+            let baseline = vm.memory.bytesInUse
+            for _ in 0..<20_000 { _ = try vm.callForReferences(make, arguments: []) }
+            vm.collectGarbage()
+            #expect(vm.memory.bytesInUse < baseline + 4096)
+        }
+    }
+}
