@@ -126,7 +126,8 @@ extension LuaVM {
     }
 
     /// `match(s, pattern, init, mode, lastEnd, anchored)`: the single pattern primitive behind
-    /// `string.find`, `match`, `gmatch` and `gsub`. `init` is 1-based and already in range.
+    /// `string.find`, `match`, `gmatch` and `gsub`. `init` is 1-based and already in range. In scan mode an
+    /// unfinished capture comes back as `false`, for the prelude to raise only when the capture is used.
     func patternPrimitive() throws(HostFailure) -> Int32 {
         let subject = try stringArgument(1, "find")
         let pattern = try stringArgument(2, "find")
@@ -157,6 +158,8 @@ extension LuaVM {
             lua_pushnil(state)
             return 1
         }
+        let hasUnfinishedCapture = found.captures.contains { if case .unfinished = $0 { true } else { false } }
+        if hasUnfinishedCapture, !scanning { throw .message("unfinished capture") }
         let captureBytes = found.captures.reduce(found.end - found.start) { total, capture in
             if case .range(let from, let to) = capture { return total + to - from }
             return total
@@ -177,6 +180,7 @@ extension LuaVM {
             switch capture {
             case .position(let position): lua_pushinteger(state, lua_Integer(position + 1))
             case .range(let from, let to): pushSubstring(subject, from..<to)
+            case .unfinished: lua_pushboolean(state, 0) // the prelude raises if the capture is used
             }
         }
         return results + Int32(found.captures.count)

@@ -15,10 +15,12 @@ struct PatternMatcher {
         case budgetExhausted
     }
 
-    /// A capture: a substring (`start..<end`) or a position capture (`()`), 0-based.
+    /// A capture: a substring (`start..<end`), a position capture (`()`), 0-based, or one left open by the
+    /// pattern (an error only if the caller uses it, as in Lua).
     enum Capture {
         case range(Int, Int)
         case position(Int)
+        case unfinished
     }
 
     /// A successful match: the bytes `start..<end` of the subject and its captures.
@@ -94,18 +96,17 @@ struct PatternMatcher {
             captures.removeAll(keepingCapacity: true)
             depth = 0
             if let end = try match(position, patternStart), end != excludingEnd {
-                let found = try captures.indices.map { index throws(Failure) -> Capture in try capture(index) }
-                return Match(start: position, end: end, captures: found)
+                return Match(start: position, end: end, captures: captures.indices.map(capture))
             }
             position += 1
         } while position <= subject.count && !anchored
         return nil
     }
 
-    private func capture(_ index: Int) throws(Failure) -> Capture {
+    private func capture(_ index: Int) -> Capture {
         let (start, length) = captures[index]
         if length == Self.positionCapture { return .position(start) }
-        if length == Self.unfinished { throw .malformed("unfinished capture") }
+        if length == Self.unfinished { return .unfinished }
         return .range(start, start + length)
     }
 

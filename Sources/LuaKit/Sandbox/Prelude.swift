@@ -119,6 +119,12 @@ local function match(s, pattern, init)
   return host_match(s, pattern, start, MATCH)
 end
 
+local function checkcaptures(found, first)
+  for index = first, found.n do
+    if found[index] == false then error("unfinished capture", 3) end
+  end
+end
+
 local function gmatch(s, pattern, init)
   s = checkstring(s, 1, "gmatch")
   pattern = checkstring(pattern, 2, "gmatch")
@@ -129,6 +135,7 @@ local function gmatch(s, pattern, init)
   return function()
     local found = pack(host_match(s, pattern, position, SCAN, last, false))
     if found[1] == nil then return nil end
+    checkcaptures(found, 3)
     position, last = found[2] + 1, found[2]
     return unpack(found, 3, found.n)
   end
@@ -158,6 +165,7 @@ local function expand(replacement, s, first, last, ...)
       local capture = code - 48
       if capture > captures then error("invalid capture index %" .. capture .. " in replacement string", 3) end
       local value = (select(capture, ...))
+      if value == false then error("unfinished capture", 3) end
       out[count] = mtype(value) and real_tostring(value) or value
     else
       error("invalid use of '%' in replacement string", 3)
@@ -194,8 +202,10 @@ local function gsub(s, pattern, replacement, limit)
     if kind == "string" then
       value = expand(replacement, s, first, finish, unpack(found, 3, found.n))
     elseif kind == "table" then
+      checkcaptures(found, 3)
       value = replacement[found[3]]
     else
+      checkcaptures(found, 3)
       value = replacement(unpack(found, 3, found.n))
     end
     if value == nil or value == false then
