@@ -1,0 +1,117 @@
+import Foundation
+import LuaKit
+import Testing
+
+/// `require` loads modules from the app's own folder and nowhere else.
+@Suite struct ModuleTests {
+    func makeApp(_ files: [String: String]) throws -> URL {
+        let root = try makeTemporaryFolder()
+        for (path, contents) in files {
+            let url = root.appendingPathComponent(path)
+            try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try Data(contents.utf8).write(to: url)
+        }
+        return root
+    }
+
+    @Test func requiresModulesFromTheAppFolder() async throws {
+        let root = try makeApp([
+            "app.lua": "local util = require('lib.util')\nlocal pkg = require('pkg')\nreturn {value = util.double(pkg.base), same = require('lib.util') == util}",
+            "lib/util.lua": "local M = {}\nfunction M.double(x) return x * 2 end\nreturn M",
+            "pkg/init.lua": "return {base = 21}",
+        ])
+        defer { try? FileManager.default.removeItem(at: root) }
+        try await withVM(moduleRoot: root) { vm throws in
+            let app = try vm.require("app")
+            #expect(try vm.value(of: app) == ["value": 42, "same": true])
+            #expect(vm.isSame(app, try vm.require("app")))
+        }
+    }
+
+    @Test(arguments: [
+        ("../secret", "require: '../secret' is not a module name (use names like 'lib.util')"),
+        ("/etc/passwd", "require: '/etc/passwd' is not a module name (use names like 'lib.util')"),
+        ("lib..util", "require: 'lib..util' is not a module name (use names like 'lib.util')"),
+        ("missing", "require: module 'missing' not found (looked for missing.lua and missing/init.lua in the app folder)"),
+        ("escape", "require: module 'escape' leads outside the app folder"),
+        ("binary", "require: module 'binary' is a binary chunk; only source text loads"),
+    ])
+    func refusesWhatIsNotAnAppModule(name: String, message: String) async throws {
+        let root = try makeApp(["app.lua": "return require(...)", "binary.lua": "\u{1B}Lua"])
+        let outside = try makeApp(["secret.lua": "return 'stolen'"])
+        defer {
+            try? FileManager.default.removeItem(at: root)
+            try? FileManager.default.removeItem(at: outside)
+        }
+        try FileManager.default.createSymbolicLink(at: root.appendingPathComponent("escape.lua"),
+                                                   withDestinationURL: outside.appendingPathComponent("secret.lua"))
+        let error = try await withVM(moduleRoot: root) { vm throws in
+            let app = try vm.load("local name = ...\nlocal m = require(name)\nreturn m", chunkName: "app.lua")
+            return luaError { _ = try vm.call(app, .string(name)) }
+        }
+        #expect(error?.message == message)
+        #expect(error?.location == "app.lua:2")
+    }
+
+    @Test func moduleErrorsNameTheModuleFileAndLine() async throws {
+        let root = try makeApp([
+            "broken.lua": "local M = {}\nfunction M.f()\n  return 1 +\nend\nreturn M",
+            "failing.lua": "local M = {}\n\nerror('cannot start')\nreturn M",
+            "cycle_a.lua": "return require('cycle_b')",
+            "cycle_b.lua": "local a = require('cycle_a')\nreturn a",
+        ])
+        defer { try? FileManager.default.removeItem(at: root) }
+        try await withVM(moduleRoot: root) { vm throws in
+            let syntax = luaError { _ = try vm.require("broken") }
+            #expect(syntax?.location == "broken.lua:4")
+            #expect(syntax?.message == "unexpected symbol near 'end'")
+            let runtime = luaError { _ = try vm.require("failing") }
+            #expect(runtime?.location == "failing.lua:3")
+            #expect(runtime?.message == "cannot start")
+            let cycle = luaError { _ = try vm.require("cycle_a") }
+            #expect(cycle?.message == "require: module 'cycle_a' requires itself (a cycle)")
+            #expect(cycle?.location == "cycle_b.lua:1", "a tail call would leave no frame to blame; this one is a plain call")
+        }
+    }
+
+    @Test func oversizedModulesAreRefused() async throws {
+        let root = try makeApp(["big.lua": "return '" + String(repeating: "x", count: 2_000) + "'"])
+        defer { try? FileManager.default.removeItem(at: root) }
+        var limits = LuaLimits()
+        limits.moduleBytes = 1_000
+        let error = try await withVM(limits: limits, moduleRoot: root) { vm throws in luaError { _ = try vm.require("big") } }
+        #expect(error?.message == "require: module 'big' is 2009 bytes; the limit is 1000")
+    }
+
+    @Test func withoutAFolderNothingIsRequired() async throws {
+        let error = try await withVM { vm throws in luaError { _ = try vm.require("app") } }
+        #expect(error?.message == "require: module 'app' not found (no module folder is set)")
+    }
+
+    @Test func hostModulesAndGlobalsAreReadOnly() async throws {
+        try await withVM { vm throws in
+            try vm.define(module: "effects", source: "return {log = function(text) return {kind = 'log', text = text} end, version = 1}")
+            try vm.define(global: "config", ["name": "demo", "limits": ["items": 10]])
+            try vm.define(global: "double") { arguments in [.integer((arguments.first?.integer ?? 0) * 2)] }
+            let result = try vm.run("""
+                local effects = require('effects')
+                return effects.log('hi'), config.limits.items, double(21)
+                """, chunkName: "app.lua")
+            #expect(result == [["kind": "log", "text": "hi"], 10, 42])
+            let write = luaError { _ = try vm.run("require('effects').version = 2", chunkName: "app.lua") }
+            #expect(write?.message == "cannot modify read-only table 'effects' (field 'version')")
+            let nested = luaError { _ = try vm.run("config.limits.items = 0", chunkName: "app.lua") }
+            #expect(nested?.message == "cannot modify read-only table 'config.limits' (field 'items')")
+        }
+    }
+
+    @Test func hostFunctionErrorsBlameTheCaller() async throws {
+        struct Refused: Error, CustomStringConvertible { var description: String { "refused by the host" } }
+        let error = try await withVM { vm throws in
+            try vm.define(global: "fail") { _ in throw Refused() }
+            return luaError { _ = try vm.run("local x = 1\nlocal y = fail()", chunkName: "app.lua") }
+        }
+        #expect(error?.message == "refused by the host")
+        #expect(error?.location == "app.lua:2")
+    }
+}
