@@ -127,8 +127,10 @@ static inline int clua_call_swift(lua_State *L) {
     return results;
 }
 
-/// The registry key (a light userdata) under which the message handler leaves the traceback.
-static inline void *clua_traceback_key(void) { static char key; return &key; }
+/// The registry field in which the message handler leaves the traceback. (A string, not the address of a
+/// static: each Swift file that includes this header gets its own copy of a static inline function's statics.)
+#define CLUA_TRACEBACK_FIELD "luakit.traceback"
+static inline const char *clua_traceback_field(void) { return CLUA_TRACEBACK_FIELD; }
 
 /// Message handler for top-level calls: records the location and the traceback, returns the error value as is.
 /// It calls no metamethod, so an error value whose `__tostring` loops cannot hang it.
@@ -137,7 +139,7 @@ static inline int clua_message_handler(lua_State *L) {
     if (!g->timedOut) clua_note_location(L, g, 1);
     g->hostAllocations++;
     luaL_traceback(L, L, NULL, 1);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, clua_traceback_key());
+    lua_setfield(L, LUA_REGISTRYINDEX, CLUA_TRACEBACK_FIELD);
     g->hostAllocations--;
     lua_settop(L, 1);
     return 1;

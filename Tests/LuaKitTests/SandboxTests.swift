@@ -179,7 +179,7 @@ import Testing
 
 /// Lines collected from another thread.
 final class LinesBox: Sendable {
-    private let lines = Mutex<[String]>([])
+    private let lines = Locked<[String]>([])
     func append(_ line: String) { lines.withLock { $0.append(line) } }
     var values: [String] { lines.withLock { $0 } }
 }

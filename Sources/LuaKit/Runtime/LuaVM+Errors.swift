@@ -25,11 +25,11 @@ extension LuaVM {
             }
             error.line = Int(guardState.failureLine)
         }
-        lua_rawgetp(state, clua_registryindex(), clua_traceback_key())
+        lua_getfield(state, clua_registryindex(), clua_traceback_field())
         if lua_type(state, -1) == LUA_TSTRING { error.traceback = string(at: -1, limit: 16 << 10) }
         clua_pop(state, 1)
         lua_pushnil(state)
-        lua_rawsetp(state, clua_registryindex(), clua_traceback_key())
+        lua_setfield(state, clua_registryindex(), clua_traceback_field())
         if kind == .memory {
             _ = clua_gc(state, LUA_GCCOLLECT, 0)
         }

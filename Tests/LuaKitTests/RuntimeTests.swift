@@ -1,0 +1,134 @@
+import Foundation
+import LuaKit
+import Synchronization
+import Testing
+
+/// Determinism, stability under load, and the thread a VM lives on.
+@Suite struct RuntimeTests {
+    static let deterministicScript = """
+        local out = {}
+        local t = {}
+        for i = 1, 200 do t['k' .. i] = i * 3 end
+        for k, v in sortedpairs(t) do out[#out + 1] = k .. '=' .. v end
+        for i = 1, 20 do out[#out + 1] = math.random(1, 1000) end
+        out[#out + 1] = tostring({}) .. tostring(print) .. string.format('%s %5.2f %q', {}, math.pi, 'x\\ny')
+        out[#out + 1] = select(2, pcall(error, {}))  and 'caught' or 'none'
+        out[#out + 1] = collectgarbage('count') > 0 and 'heap' or 'none'
+        local words = {}
+        for w in ('the quick brown fox'):gmatch('%a+') do words[#words + 1] = w:upper() end
+        out[#out + 1] = table.concat(words, ',')
+        return table.concat(out, ' '), {list = out, nested = {t = t}}
+        """
+
+    @Test func twoFreshVMsGiveIdenticalResults() async throws {
+        let first = try await withVM { vm throws in try vm.run(Self.deterministicScript, chunkName: "d.lua") }
+        let second = try await withVM { vm throws in try vm.run(Self.deterministicScript, chunkName: "d.lua") }
+        #expect(first == second)
+        let firstJSON = try JSONEncoder.sorted.encode(first)
+        let secondJSON = try JSONEncoder.sorted.encode(second)
+        #expect(firstJSON == secondJSON, "byte-identical")
+        #expect(first.first?.string?.contains("0x") == false)
+    }
+
+    @Test func soakOfMixedCallsLeavesNoGrowth() async throws {
+        var limits = LuaLimits()
+        limits.timeBudget = .milliseconds(20)
+        limits.memoryBytes = 8 << 20
+        try await withVM(limits: limits) { vm throws in
+            let scripts = [
+                "local t = {} for i = 1, 50 do t[i] = {i, tostring(i)} end return #t",
+                "error('boom')",
+                "local x = nil; return x.field",
+                "while true do end",
+                "local s = string.rep('x', 1 << 24) return #s",
+                "return ('k=v; a=b'):gsub('(%w+)=(%w+)', '%2=%1')",
+                "return undeclared_thing",
+                "return {a = {b = {c = 'd'}}}",
+                "local ok, e = pcall(error, 'inner') return ok, e",
+                "return {f = print}",
+            ]
+            let chunks = try scripts.enumerated().map { index, source in try vm.load(source, chunkName: "soak\(index).lua") }
+            func round(_ count: Int) {
+                for index in 0..<count {
+                    let chunk = chunks[index % chunks.count]
+                    _ = try? vm.call(chunk, arguments: index % 7 == 0 ? [.value(["payload": .string(String(index))])] : [])
+                }
+            }
+            let quickChunks = chunks.enumerated().filter { $0.offset != 3 }.map(\.element)
+            func quickRound(_ count: Int) {
+                for index in 0..<count { _ = try? vm.call(quickChunks[index % quickChunks.count], arguments: []) }
+            }
+            round(20)
+            quickRound(1000)
+            vm.collectGarbage()
+            let heapBefore = vm.memory.bytesInUse
+            let residentBefore = residentMemory()
+            round(100)                  // includes 10 time-outs of 20 ms each
+            quickRound(9_900)
+            vm.collectGarbage()
+            #expect(vm.stackDepth == 0)
+            #expect(vm.memory.bytesInUse <= heapBefore + 16 << 10, "Lua heap \(heapBefore) → \(vm.memory.bytesInUse)")
+            #expect(residentMemory() <= residentBefore + 4 << 20, "resident memory \(residentBefore) → \(residentMemory())")
+            #expect(try vm.run("return 1", chunkName: "after.lua") == [1])
+        }
+    }
+
+    @Test func threadRunsJobsInOrderAndSyncReturnsResults() throws {
+        let thread = LuaThread(name: "order")
+        let seen = Locked<[Int]>([])
+        for index in 0..<1000 { thread.async { seen.withLock { $0.append(index) } } }
+        let onThread = thread.sync { thread.isCurrent }
+        #expect(onThread)
+        #expect(!thread.isCurrent)
+        #expect(seen.withLock { $0 } == Array(0..<1000))
+        struct Failure: Error {}
+        #expect(throws: Failure.self) { try thread.sync { () throws(Failure) in throw Failure() } }
+        #expect(thread.sync { thread.sync { 7 } } == 7, "sync on the thread itself runs in place")
+        #expect(thread.sync { LuaThread.currentStackSize } == LuaThread.defaultStackSize)
+        #expect(LuaThread.currentStackSize == 0)
+    }
+
+    @Test func manyThreadsEachWithAVM() async throws {
+        let results = Locked<[Int]>([])
+        await withTaskGroup(of: Void.self) { group in
+            for worker in 0..<8 {
+                group.addTask {
+                    let thread = LuaThread(name: "worker\(worker)")
+                    let value = try? thread.sync { () throws -> Int in
+                        let vm = try LuaVM()
+                        let sum = try vm.run("local s = 0 for i = 1, \(worker * 100) do s = s + i end return s", chunkName: "w.lua")
+                        return Int(sum.first?.integer ?? -1)
+                    }
+                    results.withLock { $0.append(value ?? -1) }
+                }
+            }
+        }
+        #expect(results.withLock { $0.sorted() } == (0..<8).map { $0 * 100 * ($0 * 100 + 1) / 2 })
+    }
+
+    @Test func errorsCarryATraceback() async throws {
+        let error = try await withVM { vm throws in
+            luaError { _ = try vm.run("local function inner() error('deep') end\nlocal function outer() inner() end\nouter()", chunkName: "tb.lua") }
+        }
+        #expect(error?.location == "tb.lua:1")
+        #expect(error?.traceback?.contains("tb.lua:2: in") == true)
+        #expect(error?.description == "tb.lua:1: deep")
+    }
+}
+
+extension JSONEncoder {
+    static var sorted: JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        return encoder
+    }
+}
+
+/// The process's resident memory in bytes (`VmRSS` in `/proc/self/status`).
+func residentMemory() -> Int {
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+          let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+          let kilobytes = Int(line.split(separator: " ", omittingEmptySubsequences: true)[1])
+    else { return 0 }
+    return kilobytes * 1024
+}
