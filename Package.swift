@@ -14,6 +14,7 @@ let package = Package(
     name: "LuaStore",
     products: [
         .library(name: "LuaKit", targets: ["LuaKit"]),
+        .executable(name: "luakit", targets: ["luakit"]),
     ],
     targets: [
         .systemLibrary(
@@ -22,6 +23,7 @@ let package = Package(
             providers: [.apt(["liblua5.4-dev"])]
         ),
         .target(name: "LuaKit", dependencies: ["CLua"], swiftSettings: strict),
+        .executableTarget(name: "luakit", dependencies: ["LuaKit"], swiftSettings: strict),
         .testTarget(name: "LuaKitTests", dependencies: ["LuaKit"], swiftSettings: strict),
     ]
 )

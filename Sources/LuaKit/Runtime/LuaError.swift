@@ -22,8 +22,6 @@ public struct LuaError: Error, Sendable, Equatable, CustomStringConvertible {
         case conversion
         /// A precompiled (binary) chunk was offered; only source text is accepted.
         case binaryChunk
-        /// A module could not be found or read.
-        case module
     }
 
     /// What kind of failure this is.

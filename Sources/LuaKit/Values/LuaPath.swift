@@ -18,11 +18,28 @@ struct LuaPath {
     static func render(_ key: LuaKey) -> String {
         switch key {
         case .string(let name) where isIdentifier(name): ".\(name)"
-        case .string(let name): "[\(String(reflecting: name))]"
+        case .string(let name): "[\(quoted(name))]"
         case .integer(let index): "[\(index)]"
         case .number(let number): "[\(number)]"
         case .boolean(let flag): "[\(flag)]"
         }
+    }
+
+    /// `text` as a Lua string literal: `"say \"hi\"\n"`.
+    static func quoted(_ text: String) -> String {
+        var result = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": result += "\\\""
+            case "\\": result += "\\\\"
+            case "\n": result += "\\n"
+            case "\r": result += "\\r"
+            case "\t": result += "\\t"
+            case _ where scalar.value < 32 || scalar.value == 127: result += "\\\(scalar.value)"
+            default: result.unicodeScalars.append(scalar)
+            }
+        }
+        return result + "\""
     }
 
     static let keywords: Set<String> = [

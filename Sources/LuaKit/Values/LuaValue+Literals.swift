@@ -48,7 +48,7 @@ extension LuaValue: CustomStringConvertible {
         case .boolean(let value): return String(value)
         case .integer(let value): return String(value)
         case .number(let value): return String(value)
-        case .string(let value): return String(reflecting: value)
+        case .string(let value): return LuaPath.quoted(value)
         case .table(let table):
             let items = table.array.map(\.description)
                 + table.sortedFields.map { entry -> String in

@@ -1,0 +1,54 @@
+import Foundation
+import LuaKit
+
+/// `luakit FILE [--time-budget-ms N] [--memory-mb N]`: runs one Lua file in LuaKit's sandbox and prints what
+/// it returns. Modules it `require`s are loaded from the file's folder. Exit status: 0 on success, 1 when the
+/// script fails (the error, with file and line, goes to standard error), 2 for usage errors.
+let usage = "usage: luakit FILE [--time-budget-ms N] [--memory-mb N]"
+
+var arguments = Array(CommandLine.arguments.dropFirst())
+var limits = LuaLimits()
+var file: String?
+while !arguments.isEmpty {
+    let argument = arguments.removeFirst()
+    switch argument {
+    case "--time-budget-ms", "--memory-mb":
+        guard let value = arguments.first.flatMap(Int.init), value > 0 else {
+            FileHandle.standardError.write(Data("luakit: \(argument) needs a positive number\n\(usage)\n".utf8))
+            exit(2)
+        }
+        arguments.removeFirst()
+        if argument == "--time-budget-ms" { limits.timeBudget = .milliseconds(value) } else { limits.memoryBytes = value << 20 }
+    case "-h", "--help":
+        print(usage)
+        exit(0)
+    default:
+        guard file == nil, !argument.hasPrefix("-") else {
+            FileHandle.standardError.write(Data("luakit: unexpected argument '\(argument)'\n\(usage)\n".utf8))
+            exit(2)
+        }
+        file = argument
+    }
+}
+guard let file else {
+    FileHandle.standardError.write(Data("\(usage)\n".utf8))
+    exit(2)
+}
+let url = URL(fileURLWithPath: file)
+guard let source = try? String(contentsOf: url, encoding: .utf8) else {
+    FileHandle.standardError.write(Data("luakit: cannot read \(file) as UTF-8 text\n".utf8))
+    exit(2)
+}
+
+let thread = LuaThread(name: "luakit")
+let status: Int32 = thread.sync {
+    do {
+        let vm = try LuaVM(limits: limits, moduleRoot: url.deletingLastPathComponent(), print: { print($0) })
+        for value in try vm.run(source, chunkName: url.lastPathComponent) { print(value) }
+        return 0
+    } catch {
+        FileHandle.standardError.write(Data("luakit: \(error)\n".utf8))
+        return 1
+    }
+}
+exit(status)

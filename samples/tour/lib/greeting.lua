@@ -1,0 +1,7 @@
+local greeting = {}
+
+function greeting.hello(name)
+  return "hello from " .. name .. ", inside the sandbox"
+end
+
+return greeting

@@ -1,0 +1,29 @@
+-- A tour of the script environment LuaKit gives every script.
+-- Run it with: swift run luakit samples/tour/tour.lua
+local greeting = require("lib.greeting")   -- modules come from this folder only
+
+local inventory = { pears = 3, apples = 5, figs = 0 }
+
+-- pairs() order varies from run to run; sortedpairs() does not.
+local lines = {}
+for fruit, count in sortedpairs(inventory) do
+  lines[#lines + 1] = string.format("%-6s %d", fruit, count)
+end
+
+-- Lua patterns work as usual, under the same time budget as everything else.
+local words = {}
+for word in ("the quick brown fox"):gmatch("%a+") do words[#words + 1] = word:upper() end
+
+-- Globals are not declared by assignment: this is an error that names the variable.
+local ok, problem = pcall(function() total = 8 end)
+
+-- Library tables are read-only, for this script and every other.
+local tampered = pcall(function() string.upper = nil end)
+
+print(greeting.hello("tour"))
+return {
+  inventory = lines,
+  words = table.concat(words, " "),
+  undeclared = ok and "allowed" or problem,
+  tampering = tampered and "allowed" or "refused",
+}
