@@ -4,7 +4,8 @@ import PackageDescription
 /// LuaStore: app logic in sandboxed Lua 5.4, side effects in Swift.
 ///
 /// Layers, data flowing one way:
-/// `CLua` (Lua's C headers and shims) → `LuaKit` (the safe, bounded VM; the only importer of `CLua`).
+/// `CLua` (Lua's C headers and shims) → `LuaKit` (the safe, bounded VM; the only importer of `CLua`) ·
+/// `LuaStoreCore` (the pure-Swift store: effects, subscription diffing, URL effects, deduplicating observers).
 let strict: [SwiftSetting] = [
     .swiftLanguageMode(.v6),
     .treatAllWarnings(as: .error),
@@ -14,7 +15,12 @@ let package = Package(
     name: "LuaStore",
     products: [
         .library(name: "LuaKit", targets: ["LuaKit"]),
+        .library(name: "LuaStoreCore", targets: ["LuaStoreCore"]),
         .executable(name: "luakit", targets: ["luakit"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/swhitty/FlyingFox", from: "0.27.1"),
     ],
     targets: [
         .systemLibrary(
@@ -24,6 +30,16 @@ let package = Package(
         ),
         .target(name: "LuaKit", dependencies: ["CLua"], swiftSettings: strict),
         .executableTarget(name: "luakit", dependencies: ["LuaKit"], swiftSettings: strict),
+        .target(
+            name: "LuaStoreCore",
+            dependencies: [.product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
         .testTarget(name: "LuaKitTests", dependencies: ["LuaKit"], swiftSettings: strict),
+        .testTarget(
+            name: "LuaStoreCoreTests",
+            dependencies: ["LuaStoreCore", .product(name: "FlyingFox", package: "FlyingFox")],
+            swiftSettings: strict
+        ),
     ]
 )

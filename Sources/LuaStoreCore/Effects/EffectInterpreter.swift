@@ -1,0 +1,42 @@
+/// Performs effects: a handler per effect kind, each given its dependencies when it is made (dependency
+/// injection by construction), and at run time an `EffectContext` to report back with actions.
+///
+/// ```swift
+/// let runner = URLEffectRunner(policy: .init(allowedHosts: ["api.example.com"]))
+/// let effects = EffectInterpreter<AppEffect, AppState, AppAction>()
+///     .handling("url") { effect, context in
+///         guard case .fetch(let request) = effect else { return }
+///         switch await runner.perform(request) {
+///         case .success(let response): context.dispatch(.loaded(response.body))
+///         case .failure(let failure): context.dispatch(.failed(failure.message))
+///         }
+///     }
+/// ```
+public struct EffectInterpreter<Effect: StoreEffect, State: Sendable, Action: Sendable>: Sendable {
+    /// Performs one effect. For a subscription it runs until cancelled (or done); for a command until done.
+    public typealias Handler = @Sendable (Effect, EffectContext<State, Action>) async throws -> Void
+
+    private var handlers: [EffectKind: Handler] = [:]
+
+    /// An interpreter with no handlers.
+    public init() {}
+
+    /// This interpreter, with `handler` performing effects of `kind`.
+    public func handling(_ kind: EffectKind, _ handler: @escaping Handler) -> EffectInterpreter {
+        var copy = self
+        copy.handlers[kind] = handler
+        return copy
+    }
+
+    /// The kinds this interpreter can perform.
+    public var kinds: Set<EffectKind> { Set(handlers.keys) }
+
+    func handler(for kind: EffectKind) -> Handler? { handlers[kind] }
+}
+
+/// No handler is registered for an effect's kind.
+public struct UnhandledEffect: Error, Sendable, CustomStringConvertible {
+    /// The kind nobody handles.
+    public let kind: EffectKind
+    public var description: String { "no handler is registered for effects of kind '\(kind)'" }
+}

@@ -1,0 +1,331 @@
+import Dispatch
+import Synchronization
+
+/// The machinery behind a root store: the action inbox, the drain loop on the store's serial context, the
+/// subscription diff, observers and child stores.
+///
+/// `dispatch` may be called from any thread: it appends to the inbox (FIFO) and, if no drain is scheduled,
+/// schedules one on the executor. The drain reduces queued actions one at a time; an action dispatched while
+/// another is reduced or while observers are notified joins the inbox and is reduced after, never recursively.
+final class StoreEngine<R: Reducer>: Sendable {
+    typealias State = R.State
+    typealias Action = R.Action
+    typealias Effect = R.Effect
+    typealias Child = any ChildNode<State, Action, Effect>
+
+    struct Envelope: Sendable {
+        let action: Action
+        let origin: WeakChild<State, Action, Effect>?
+        let lease: EffectLease?
+    }
+
+    private struct Inbox {
+        var items: [Envelope] = []
+        var head = 0
+        var draining = false
+        var stopped = false
+
+        mutating func pop() -> Envelope? {
+            guard head < items.count else {
+                items.removeAll(keepingCapacity: true)
+                head = 0
+                return nil
+            }
+            defer { head += 1 }
+            return items[head]
+        }
+    }
+
+    /// What only the executor touches.
+    private struct Confined {
+        var state: State
+        var running: [String: RunningEffect<Effect>] = [:]
+        var changedSinceNotification = false
+    }
+
+    let reducer: R
+    let effects: EffectInterpreter<Effect, State, Action>
+    let configuration: StoreConfiguration<State, Action>
+    private let confined: ExecutorConfined<Confined>
+    private let inbox = Mutex(Inbox())
+    private let observers = Mutex<[ObserverEntry<State>]>([])
+    private let children = Mutex<[WeakChild<State, Action, Effect>]>([])
+    private let commandsInFlight = InFlightEffects()
+    private let subscriptionsInFlight = InFlightEffects()
+
+    init(initialState: State, reducer: R, effects: EffectInterpreter<Effect, State, Action>,
+         configuration: StoreConfiguration<State, Action>) {
+        self.reducer = reducer
+        self.effects = effects
+        self.configuration = configuration
+        self.confined = ExecutorConfined(Confined(state: initialState))
+        configuration.executor.execute { [self] in
+            diffSubscriptions(action: nil)
+        }
+    }
+
+    // MARK: Dispatch
+
+    func dispatch(_ action: Action, origin: WeakChild<State, Action, Effect>? = nil, lease: EffectLease? = nil) {
+        let scheduleDrain = inbox.withLock { inbox -> Bool in
+            guard !inbox.stopped else { return false }
+            inbox.items.append(Envelope(action: action, origin: origin, lease: lease))
+            guard !inbox.draining else { return false }
+            inbox.draining = true
+            return true
+        }
+        if scheduleDrain { configuration.executor.execute { [self] in drain() } }
+    }
+
+    private func drain() {
+        var sinceNotification = 0
+        let limit: Int
+        switch configuration.notification {
+        case .everyAction: limit = 1
+        case .batched(let maximumActions): limit = max(1, maximumActions)
+        }
+        while let envelope = inbox.withLock({ inbox -> Envelope? in
+            if let next = inbox.pop() { return next }
+            inbox.draining = false
+            return nil
+        }) {
+            process(envelope)
+            sinceNotification += 1
+            if sinceNotification >= limit {
+                notifyIfChanged()
+                sinceNotification = 0
+            }
+        }
+        notifyIfChanged()
+    }
+
+    private func process(_ envelope: Envelope) {
+        if let lease = envelope.lease, lease.isCancelled { return }
+        let action = envelope.action
+        if let interceptor = configuration.interceptor {
+            interceptor(action, Dispatcher { [weak self] in self?.dispatch($0, origin: envelope.origin) })
+        }
+        let commands: [Effect]
+        do {
+            commands = try reducer.reduce(into: &confined.value.state, action: action)
+        } catch {
+            report(.reducer, error, action: action)
+            return
+        }
+        confined.value.changedSinceNotification = true
+        launch(commands, action: action)
+        if let child = envelope.origin?.node {
+            do {
+                launch(try child.reduceLocal(action), action: action)
+            } catch {
+                report(.reducer, error, action: action)
+            }
+        }
+        diffSubscriptions(action: action)
+    }
+
+    // MARK: Effects
+
+    private func launch(_ commands: [Effect], action: Action?) {
+        for command in commands {
+            _ = start(command, key: nil, action: action)
+        }
+    }
+
+    /// Starts an effect as a task; returns its handle.
+    private func start(_ effect: Effect, key: String?, action: Action?) -> RunningEffect<Effect>? {
+        guard let handler = effects.handler(for: effect.kind) else {
+            report(.effect(effect.kind), UnhandledEffect(kind: effect.kind), action: action)
+            return nil
+        }
+        let lease = EffectLease()
+        let stateAtLaunch = confined.value.state
+        let context = EffectContext<State, Action>(
+            lease: lease,
+            send: { [weak self] action, lease in self?.dispatch(action, lease: lease) },
+            read: { [weak self] in await self?.currentState() ?? stateAtLaunch },
+            subscriptionKey: key
+        )
+        let ledger = key == nil ? commandsInFlight : subscriptionsInFlight
+        let token = ledger.begin()
+        let task = Task { [weak self] in
+            defer { ledger.end(token) }
+            do {
+                try await handler(effect, context)
+            } catch is CancellationError {
+            } catch {
+                guard !lease.isCancelled else { return }
+                self?.report(.effect(effect.kind), error, action: action)
+            }
+        }
+        let running = RunningEffect(effect: effect, lease: lease, task: task)
+        ledger.attach(token, running)
+        return running
+    }
+
+    /// Launches what the state asks for and is not running, cancels what runs and is no longer asked for.
+    private func diffSubscriptions(action: Action?) {
+        guard reducer.declaresSubscriptions else { return }
+        let wanted: [String: Effect]
+        do {
+            wanted = try reducer.subscriptions(for: confined.value.state)
+        } catch {
+            report(.subscriptions, error, action: action)
+            return
+        }
+        for (key, running) in confined.value.running where wanted[key] != running.effect {
+            running.cancel()
+            confined.value.running[key] = nil
+        }
+        for (key, effect) in wanted.sorted(by: { $0.key < $1.key }) where confined.value.running[key] == nil {
+            confined.value.running[key] = start(effect, key: key, action: action)
+        }
+    }
+
+    /// The keys and effects of the running subscriptions.
+    func runningSubscriptions() async -> [String: Effect] {
+        await onExecutor { engine in engine.confined.value.running.mapValues(\.effect) }
+    }
+
+    /// Waits until no action is queued and no command is in flight, or `timeout` passes; returns whether idle.
+    func waitUntilIdle(timeout: Duration) async -> Bool {
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: timeout)
+        while clock.now < deadline {
+            let queued = await onExecutor { engine in engine.inbox.withLock { $0.head < $0.items.count || $0.draining } }
+            if !queued, commandsInFlight.count == 0 { return true }
+            try? await Task.sleep(for: .milliseconds(2))
+        }
+        return false
+    }
+
+    /// Stops taking actions; cancels every subscription and command.
+    func shutdown() {
+        inbox.withLock { $0.stopped = true }
+        commandsInFlight.cancelAll()
+        subscriptionsInFlight.cancelAll()
+    }
+
+    // MARK: Observers
+
+    func subscribe(_ observer: Observer<State>) {
+        let entry = ObserverEntry(observer)
+        observers.withLock { $0.append(entry) }
+        configuration.executor.execute { [self] in
+            entry.prime(confined.value.state, report: reportObserverFailure)
+            if entry.isDead { removeDead() }
+        }
+    }
+
+    func attach(_ child: Child) -> WeakChild<State, Action, Effect> {
+        let link = WeakChild(child)
+        children.withLock { $0.append(link) }
+        configuration.executor.execute { [self] in child.rootChanged(confined.value.state) }
+        return link
+    }
+
+    private func notifyIfChanged() {
+        guard confined.value.changedSinceNotification else { return }
+        confined.value.changedSinceNotification = false
+        let state = confined.value.state
+        var anyDead = false
+        for entry in observers.withLock({ $0 }) where !entry.isDead {
+            entry.notify(state, report: reportObserverFailure)
+            anyDead = anyDead || entry.isDead
+        }
+        if anyDead { removeDead() }
+        let links = children.withLock { links in
+            links.removeAll { $0.node == nil }
+            return links
+        }
+        for link in links { link.node?.rootChanged(state) }
+    }
+
+    private func removeDead() {
+        observers.withLock { $0.removeAll(where: \.isDead) }
+    }
+
+    /// Runs `body` on the executor and returns its result.
+    func onExecutor<T: Sendable>(_ body: @escaping @Sendable (StoreEngine) -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            configuration.executor.execute { [self] in continuation.resume(returning: body(self)) }
+        }
+    }
+
+    /// The current state (read on the executor).
+    func currentState() async -> State {
+        await onExecutor { $0.confined.value.state }
+    }
+
+    // MARK: Failures
+
+    func report(_ stage: StoreFailure<State, Action>.Stage, _ error: any Error, action: Action?) {
+        configuration.errorReporter.report(StoreFailure(stage: stage, error: error, action: action, state: confined.value.state))
+    }
+
+    private var reportObserverFailure: @Sendable (any Error) -> Void {
+        { [weak self] error in
+            guard let self else { return }
+            configuration.errorReporter.report(StoreFailure(stage: .observer, error: error, action: nil, state: nil))
+        }
+    }
+}
+
+/// A value touched only on a store's serial executor.
+final class ExecutorConfined<Value> {
+    var value: Value
+    init(_ value: Value) { self.value = value }
+}
+
+// Every access happens on the owning store's serial executor, one job at a time.
+extension ExecutorConfined: @unchecked Sendable {}
+
+/// A running effect: its lease (cancel stops its results) and its task (cancel stops its work).
+struct RunningEffect<Effect: StoreEffect>: Sendable {
+    let effect: Effect
+    let lease: EffectLease
+    let task: Task<Void, Never>
+
+    func cancel() {
+        lease.cancel()
+        task.cancel()
+    }
+}
+
+/// Effects whose tasks have not finished, so a store can wait for them or cancel them all.
+final class InFlightEffects: Sendable {
+    private struct Entries {
+        var next = 0
+        var running: [Int: (lease: EffectLease, task: Task<Void, Never>)?] = [:]
+    }
+
+    private let entries = Mutex(Entries())
+
+    var count: Int { entries.withLock { $0.running.count } }
+
+    func begin() -> Int {
+        entries.withLock { entries in
+            entries.next += 1
+            entries.running[entries.next] = .some(nil)
+            return entries.next
+        }
+    }
+
+    func attach(_ token: Int, _ effect: RunningEffect<some StoreEffect>) {
+        entries.withLock { entries in
+            if entries.running[token] != nil { entries.running[token] = (effect.lease, effect.task) }
+        }
+    }
+
+    func end(_ token: Int) {
+        _ = entries.withLock { $0.running.removeValue(forKey: token) }
+    }
+
+    func cancelAll() {
+        let all = entries.withLock { $0.running.values.compactMap { $0 } }
+        for (lease, task) in all {
+            lease.cancel()
+            task.cancel()
+        }
+    }
+}

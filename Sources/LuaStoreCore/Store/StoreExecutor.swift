@@ -1,0 +1,16 @@
+import Dispatch
+
+/// A serial context a store reduces on: jobs run one at a time, in the order submitted.
+///
+/// `DispatchQueue` (serial) is one; a store whose state lives in a Lua VM uses the VM's thread.
+public protocol StoreExecutor: Sendable {
+    /// Runs `job` after the jobs already submitted.
+    func execute(_ job: @escaping @Sendable () -> Void)
+}
+
+extension DispatchQueue: StoreExecutor {
+    /// Runs `job` asynchronously on the queue (which must be serial for a store).
+    public func execute(_ job: @escaping @Sendable () -> Void) {
+        async(execute: job)
+    }
+}

@@ -1,0 +1,62 @@
+import Logging
+
+/// A failure inside a store: where it happened, the error, and the action and state it happened on.
+public struct StoreFailure<State: Sendable, Action: Sendable>: Error, Sendable, CustomStringConvertible {
+    /// Where a failure happened.
+    public enum Stage: Sendable, Equatable, CustomStringConvertible {
+        /// The reducer threw; the state was left as it was and nothing was notified.
+        case reducer
+        /// `subscriptions(for:)` threw; running subscriptions were left alone.
+        case subscriptions
+        /// An observer threw; it stays subscribed.
+        case observer
+        /// A presenter's props function threw.
+        case presenter
+        /// An effect of this kind failed (or no handler is registered for it).
+        case effect(EffectKind)
+
+        public var description: String {
+            switch self {
+            case .reducer: "reducer"
+            case .subscriptions: "subscriptions"
+            case .observer: "observer"
+            case .presenter: "presenter"
+            case .effect(let kind): "effect '\(kind)'"
+            }
+        }
+    }
+
+    /// Where it happened.
+    public var stage: Stage
+    /// What went wrong.
+    public var error: any Error
+    /// The action being handled, or that launched the failing effect.
+    public var action: Action?
+    /// The state at the time (for reducer failures: the state the action was applied to, unchanged).
+    public var state: State?
+
+    public var description: String { "\(stage) failed: \(error)" }
+}
+
+/// Receives every reducer, observer and effect failure of a store (Rodux's `errorReporter`). The store keeps
+/// running after each.
+public struct ErrorReporter<State: Sendable, Action: Sendable>: Sendable {
+    /// Handles one failure.
+    public let report: @Sendable (StoreFailure<State, Action>) -> Void
+
+    /// A reporter calling `report`.
+    public init(_ report: @escaping @Sendable (StoreFailure<State, Action>) -> Void) {
+        self.report = report
+    }
+
+    /// Logs each failure as an error through swift-log (the default).
+    public static func log(_ logger: Logger = Logger(label: "LuaStore")) -> ErrorReporter {
+        ErrorReporter { failure in
+            logger.error("\(failure.stage) failed: \(String(describing: failure.error))",
+                         metadata: failure.action.map { ["action": "\($0)"] })
+        }
+    }
+
+    /// Ignores failures.
+    public static var ignore: ErrorReporter { ErrorReporter { _ in } }
+}

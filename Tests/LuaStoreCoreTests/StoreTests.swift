@@ -1,0 +1,270 @@
+import Dispatch
+import Foundation
+import LuaStoreCore
+import Testing
+
+/// Reducing, ordering, observers, scoped and child stores, interceptor and error reporter.
+@Suite struct StoreTests {
+    func makeRoot(
+        notification: NotificationPolicy = .everyAction,
+        log: FailureLog<CounterState, CounterAction> = FailureLog(),
+        interceptor: (@Sendable (CounterAction, Dispatcher<CounterAction>) -> Void)? = nil,
+        effects: EffectInterpreter<CounterEffect, CounterState, CounterAction> = EffectInterpreter()
+    ) -> RootStore<CounterReducer> {
+        RootStore(
+            initialState: CounterState(), reducer: CounterReducer(), effects: effects,
+            configuration: StoreConfiguration(notification: notification, interceptor: interceptor, errorReporter: log.reporter))
+    }
+
+    @Test func reducesActionsInOrder() async throws {
+        let root = makeRoot()
+        for amount in 1...100 { root.dispatch(.add(amount)) }
+        #expect(await root.state().count == 5050)
+    }
+
+    @Test func reducerReturnsExactCommandsWithoutRunningThem() throws {
+        var state = CounterState(count: 9)
+        let commands = try CounterReducer().reduce(into: &state, action: .increment)
+        #expect(commands == [.log("reached 10")])
+        #expect(state.count == 10)
+    }
+
+    @Test func commandsRunAndReportBackWithActions() async throws {
+        let logged = Locked<[String]>([])
+        let effects = EffectInterpreter<CounterEffect, CounterState, CounterAction>()
+            .handling("log") { effect, context in
+                guard case .log(let line) = effect else { return }
+                logged.withLock { $0.append(line) }
+                let state = await context.state()
+                if state.count == 10 { context.dispatch(.add(100)) }
+            }
+        let root = makeRoot(effects: effects)
+        for _ in 0..<10 { root.dispatch(.increment) }
+        #expect(await eventually { await root.state().count == 110 })
+        #expect(logged.value == ["reached 10"])
+        #expect(await root.waitUntilIdle(timeout: .seconds(2)))
+    }
+
+    @Test func failingReducerLeavesStateAndObserversUntouched() async throws {
+        let log = FailureLog<CounterState, CounterAction>()
+        let root = makeRoot(log: log)
+        let seen = Locked<[Int]>([])
+        root.subscribe(Observer { state in seen.withLock { $0.append(state.count) }; return .active })
+        root.dispatch(.add(5))
+        root.dispatch(.fail)
+        root.dispatch(.add(1))
+        #expect(await root.state().count == 6)
+        #expect(await eventually { seen.value == [0, 5, 6] })
+        #expect(log.stages == [.reducer])
+        #expect(log.failures.value.first?.action == .fail)
+        #expect(log.failures.value.first?.state?.count == 5)
+    }
+
+    @Test func actionsDispatchedDuringNotificationAreQueuedNotRecursed() async throws {
+        let root = makeRoot()
+        let depth = Locked(0)
+        let maximumDepth = Locked(0)
+        let store = root.store
+        root.subscribe(Observer { state in
+            let current = depth.withLock { $0 += 1; return $0 }
+            maximumDepth.withLock { $0 = max($0, current) }
+            if state.count < 50 { store.dispatch(.increment) }
+            depth.withLock { $0 -= 1 }
+            return .active
+        })
+        #expect(await eventually { await root.state().count == 50 })
+        #expect(maximumDepth.value == 1)
+    }
+
+    @Test func interceptorSeesActionsAndDispatchesToTheSameStore() async throws {
+        let seen = Locked<[CounterAction]>([])
+        let root = makeRoot(interceptor: { action, dispatch in
+            seen.withLock { $0.append(action) }
+            if action == .add(1) { dispatch(.add(10)) }
+        })
+        root.dispatch(.add(1))
+        #expect(await eventually { await root.state().count == 11 })
+        #expect(seen.value == [.add(1), .add(10)])
+    }
+
+    @Test func deadObserversAreUnsubscribed() async throws {
+        let root = makeRoot()
+        let calls = Locked(0)
+        root.subscribe(Observer { _ in calls.withLock { $0 += 1 }; return calls.value >= 2 ? .dead : .active })
+        for _ in 0..<5 { root.dispatch(.increment) }
+        _ = await root.state()
+        #expect(calls.value == 2)
+    }
+
+    @Test func deduplicatedObserverOfAnUnchangedSliceIsNotCalled() async throws {
+        let root = makeRoot()
+        let titles = Locked<[String]>([])
+        let counts = Locked<[Int]>([])
+        root.subscribe(Observer(removeDuplicates: .equal { $0.title }) { state in titles.withLock { $0.append(state.title) }; return .active })
+        root.subscribe(Observer(removeDuplicates: .keyPath(\.count)) { state in counts.withLock { $0.append(state.count) }; return .active })
+        for _ in 0..<3 { root.dispatch(.increment) }
+        root.dispatch(.setTicking(false))
+        _ = await root.state()
+        #expect(titles.value == ["counter"])
+        #expect(counts.value == [0, 1, 2, 3])
+    }
+
+    @Test func equatingCombinators() {
+        let title = Equating<CounterState>.equal { $0.title }
+        let count = Equating<CounterState>.keyPath(\.count)
+        let a = CounterState(count: 1, title: "a")
+        let b = CounterState(count: 1, title: "b")
+        #expect(!(title && count).isEqual(a, b))
+        #expect((title || count).isEqual(a, b))
+        #expect(Equating<CounterState>.alwaysEqual.isEqual(a, b))
+        #expect(!Equating<CounterState>.neverEqual.isEqual(a, a))
+        #expect(Equating<CounterState>.asEquatable.isEqual(a, a))
+    }
+
+    @Test func observersSubscribingAndUnsubscribingOthersDuringNotification() async throws {
+        let root = makeRoot()
+        let store = root.store
+        let late = Locked<[Int]>([])
+        let first = Locked<[Int]>([])
+        let addedOnce = Locked(false)
+        root.subscribe(Observer { state in
+            first.withLock { $0.append(state.count) }
+            if !addedOnce.withLock({ let was = $0; $0 = true; return was }) {
+                store.subscribe(Observer { state in late.withLock { $0.append(state.count) }; return .active })
+            }
+            return state.count >= 3 ? .dead : .active
+        })
+        for _ in 0..<5 { root.dispatch(.increment) }
+        #expect(await eventually { late.value.last == 5 })
+        #expect(first.value == [0, 1, 2, 3])
+        #expect(late.value == late.value.sorted() && Set(late.value).count == late.value.count,
+                "a late subscriber starts from the state current when it joins, then sees each change once")
+    }
+
+    @Test func observersCanBeDeliveredOnAQueueOfTheirChoice() async throws {
+        let root = makeRoot()
+        let queue = DispatchQueue(label: "delivery")
+        let onQueue = Locked<[Bool]>([])
+        let key = DispatchSpecificKey<Int>()
+        queue.setSpecific(key: key, value: 7)
+        root.subscribe(Observer(on: queue) { _ in onQueue.withLock { $0.append(DispatchQueue.getSpecific(key: key) == 7) }; return .active })
+        root.dispatch(.increment)
+        #expect(await eventually { onQueue.value.count == 2 })
+        #expect(onQueue.value.allSatisfy { $0 })
+    }
+
+    @Test func observerFailuresAreReportedAndTheObserverStays() async throws {
+        let log = FailureLog<CounterState, CounterAction>()
+        let root = makeRoot(log: log)
+        let calls = Locked(0)
+        root.subscribe(Observer { _ in calls.withLock { $0 += 1 }; throw Boom() })
+        root.dispatch(.increment)
+        root.dispatch(.increment)
+        _ = await root.state()
+        #expect(calls.value == 3)
+        #expect(log.stages == [.observer, .observer, .observer])
+    }
+
+    @Test func scopedStoreMapsStateAndForwardsActions() async throws {
+        let root = makeRoot()
+        let scoped = root.store.scope { $0.count * 2 }
+        let seen = Locked<[Int]>([])
+        scoped.subscribe(Observer(removeDuplicates: .asEquatable) { doubled in seen.withLock { $0.append(doubled) }; return .active })
+        scoped.dispatch(.add(3))
+        root.dispatch(.setTicking(false))
+        root.dispatch(.add(1))
+        _ = await root.state()
+        #expect(await eventually { seen.value == [0, 6, 8] })
+    }
+
+    struct Draft: Reducer {
+        func reduce(into state: inout [CounterAction], action: CounterAction) -> [CounterEffect] {
+            state.append(action)
+            return []
+        }
+    }
+
+    @Test func childStoresFollowTheFlowRules() async throws {
+        let root = makeRoot()
+        let childA = root.child(initialState: [CounterAction](), reducer: Draft())
+        let childB = root.child(initialState: [CounterAction](), reducer: Draft())
+        let seenA = Locked<[ChildState<CounterState, [CounterAction]>]>([])
+        childA.subscribe(Observer { state in seenA.withLock { $0.append(state) }; return .active })
+        childA.dispatch(.add(1))
+        root.dispatch(.add(10))
+        childB.dispatch(.add(100))
+        #expect(await eventually { await root.state().count == 111 })
+        #expect(await eventually { seenA.value.last?.root.count == 111 })
+        let last = try #require(seenA.value.last)
+        #expect(last.local == [.add(1)], "A's reducer saw only A's action: not the root's, not B's")
+        #expect(seenA.value.map(\.root.count) == [0, 1, 11, 111], "A's observers see every root change")
+    }
+
+    @Test func droppedChildStoresDetach() async throws {
+        let root = makeRoot()
+        let calls = Locked(0)
+        do {
+            let child = root.child(initialState: [CounterAction](), reducer: Draft())
+            child.subscribe(Observer { _ in calls.withLock { $0 += 1 }; return .active })
+            child.dispatch(.increment)
+            _ = await root.state()
+        }
+        let before = calls.value
+        root.dispatch(.increment)
+        root.dispatch(.increment)
+        _ = await root.state()
+        #expect(calls.value == before)
+    }
+
+    @Test func handlesDoNotKeepTheRootAlive() async throws {
+        var root: RootStore<CounterReducer>? = makeRoot()
+        let store = root!.store
+        weak let weakRoot = root
+        root = nil
+        #expect(weakRoot == nil)
+        store.dispatch(.increment)
+    }
+
+    @Test func burstsAreBatchedForObserversButNotForReducers() async throws {
+        let gate = DispatchSemaphore(value: 0)
+        let queue = DispatchQueue(label: "store")
+        let root = RootStore(
+            initialState: CounterState(), reducer: CounterReducer(),
+            configuration: StoreConfiguration(executor: queue, notification: .batched(maximumActions: 1000)))
+        let seen = Locked<[Int]>([])
+        root.subscribe(Observer { state in seen.withLock { $0.append(state.count) }; return .active })
+        queue.async { gate.wait() }
+        for _ in 0..<500 { root.dispatch(.increment) }
+        gate.signal()
+        #expect(await root.state().count == 500)
+        #expect(await eventually { seen.value.last == 500 })
+        #expect(seen.value == [0, 500], "one notification for the whole burst")
+    }
+
+    @Test func presentersMakePropsOffTheStoreQueueAndDeduplicate() async throws {
+        let root = makeRoot()
+        let delivered = Locked<[String]>([])
+        let queue = DispatchQueue(label: "ui")
+        let presenter = Presenter<CounterState, String>(
+            removeStateDuplicates: .keyPath(\.count),
+            removePropsDuplicates: .asEquatable,
+            props: { "count is \($0.count / 2)" },
+            deliverOn: queue
+        ) { props in delivered.withLock { $0.append(props) }; return .active }
+        root.store.subscribe(presenter)
+        for _ in 0..<4 { root.dispatch(.increment) }
+        _ = await root.state()
+        #expect(await eventually { delivered.value.last == "count is 2" })
+        #expect(delivered.value.count == Set(delivered.value).count, "equal props are not delivered twice")
+    }
+
+    @Test func manyThreadsDispatchingLoseNothing() async throws {
+        let root = RootStore(initialState: CounterState(), reducer: CounterReducer(),
+                             configuration: StoreConfiguration(errorReporter: .ignore))
+        let store = root.store
+        DispatchQueue.concurrentPerform(iterations: 16) { _ in
+            for _ in 0..<10_000 { store.dispatch(.increment) }
+        }
+        #expect(await root.state().count == 160_000)
+    }
+}
