@@ -30,7 +30,24 @@ import Testing
         #expect(first.first?.string?.contains("0x") == false)
     }
 
-    @Test func soakOfMixedCallsLeavesNoGrowth() async throws {
+    /// Runs `soakWorker` alone in a child process, so that its memory readings see no other test.
+    @Test func soakOfMixedCallsLeavesNoGrowth() throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
+        process.arguments = ["--testing-library", "swift-testing", "--filter", "soakWorker"]
+        process.environment = ProcessInfo.processInfo.environment.merging(["LUAKIT_SOAK_WORKER": "1"]) { $1 }
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let log = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "\(log)")
+        #expect(log.contains("soakWorker() passed"), "\(log)")
+    }
+
+    @Test(.enabled(if: ProcessInfo.processInfo.environment["LUAKIT_SOAK_WORKER"] != nil))
+    func soakWorker() async throws {
         var limits = LuaLimits()
         limits.timeBudget = .milliseconds(20)
         limits.memoryBytes = 8 << 20

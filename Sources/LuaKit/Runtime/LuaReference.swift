@@ -1,4 +1,3 @@
-import Synchronization
 
 /// A Lua value kept alive in its VM's registry (a function, a table, a chunk), for as long as the
 /// reference lives. Dropping the last copy releases the registry slot at the VM's next call.
@@ -20,7 +19,7 @@ public final class LuaReference {
 
 /// Registry slots whose `LuaReference` is gone, waiting for the VM's thread to free them.
 final class ReferenceLedger: Sendable {
-    private let released = Mutex<[Int32]>([])
+    private let released = Protected<[Int32]>([])
 
     func release(_ id: Int32) {
         released.withLock { $0.append(id) }

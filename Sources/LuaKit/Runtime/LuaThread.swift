@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+
 
 /// A serial thread with an explicit 8 MiB stack, the home of one or more `LuaVM`s.
 ///
@@ -106,7 +106,7 @@ private final class JobQueue: Sendable {
 
     let name: String
     let stackSize: Int
-    private let state = Mutex(State())
+    private let state = Protected(State())
     private let wakeup = DispatchSemaphore(value: 0)
 
     init(name: String, stackSize: Int) {

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -142,7 +142,9 @@ public struct URLPolicy: Sendable, Hashable {
         request.httpMethod = method
         for (name, value) in effect.headers { request.setValue(value, forHTTPHeaderField: name) }
         request.httpBody = effect.body
-        request.timeoutInterval = Self.seconds(effect.timeout ?? defaultTimeout)
+        // The runner enforces the total timeout itself. FoundationNetworking on Linux fails the first request
+        // of a session at once when its idle timeout is under a second, so this one is whole seconds and longer.
+        request.timeoutInterval = (Self.seconds(effect.timeout ?? defaultTimeout)).rounded(.up) + 1
         return .success(request)
     }
 
@@ -230,7 +232,7 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
     }
 
     private let policy: URLPolicy
-    private let exchanges = Mutex<[Int: Exchange]>([:])
+    private let exchanges = Protected<[Int: Exchange]>([:])
 
     init(policy: URLPolicy) { self.policy = policy }
 

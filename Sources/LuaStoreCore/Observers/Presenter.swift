@@ -1,5 +1,5 @@
 import Dispatch
-import Synchronization
+
 
 /// Where a presenter computes props.
 public enum PresentationQueue: Sendable {
@@ -92,7 +92,7 @@ final class PresenterPipeline<State: Sendable, Props: Sendable>: Sendable {
     }
 
     private let presenter: Presenter<State, Props>
-    private let pending = Mutex(Pending())
+    private let pending = Protected(Pending())
 
     init(_ presenter: Presenter<State, Props>) { self.presenter = presenter }
 

@@ -1,4 +1,3 @@
-import Synchronization
 
 /// The state a child store's observers see: the root's state and the child's own.
 public struct ChildState<Root: Sendable, Local: Sendable>: Sendable {
@@ -23,14 +22,14 @@ protocol ChildNode<RootState, Action, Effect>: AnyObject, Sendable {
 
 /// A root's weak link to a child, so the child lives exactly as long as its owner keeps it.
 final class WeakChild<RootState: Sendable, Action: Sendable, Effect: StoreEffect>: Sendable {
-    private let reference: Mutex<WeakBox>
+    private let reference: Protected<WeakBox>
 
     private struct WeakBox: @unchecked Sendable {
         // Read and written only under the mutex.
         weak var node: (any ChildNode<RootState, Action, Effect>)?
     }
 
-    init(_ node: any ChildNode<RootState, Action, Effect>) { reference = Mutex(WeakBox(node: node)) }
+    init(_ node: any ChildNode<RootState, Action, Effect>) { reference = Protected(WeakBox(node: node)) }
 
     var node: (any ChildNode<RootState, Action, Effect>)? { reference.withLock { $0.node } }
 }
@@ -86,8 +85,8 @@ where C.Action == R.Action, C.Effect == R.Effect {
     private let root: StoreEngine<R>
     private let reducer: C
     private let local: ExecutorConfined<(state: C.State, root: R.State?)>
-    private let observers = Mutex<[ObserverEntry<ChildState<R.State, C.State>>]>([])
-    private let link = Mutex<WeakChild<R.State, R.Action, R.Effect>?>(nil)
+    private let observers = Protected<[ObserverEntry<ChildState<R.State, C.State>>]>([])
+    private let link = Protected<WeakChild<R.State, R.Action, R.Effect>?>(nil)
 
     init(root: StoreEngine<R>, initialState: C.State, reducer: C) {
         self.root = root

@@ -1,5 +1,5 @@
 import Dispatch
-import Synchronization
+
 
 /// The machinery behind a root store: the action inbox, the drain loop on the store's serial context, the
 /// subscription diff, observers and child stores.
@@ -47,9 +47,9 @@ final class StoreEngine<R: Reducer>: Sendable {
     let effects: EffectInterpreter<Effect, State, Action>
     let configuration: StoreConfiguration<State, Action>
     private let confined: ExecutorConfined<Confined>
-    private let inbox = Mutex(Inbox())
-    private let observers = Mutex<[ObserverEntry<State>]>([])
-    private let children = Mutex<[WeakChild<State, Action, Effect>]>([])
+    private let inbox = Protected(Inbox())
+    private let observers = Protected<[ObserverEntry<State>]>([])
+    private let children = Protected<[WeakChild<State, Action, Effect>]>([])
     private let commandsInFlight = InFlightEffects()
     private let subscriptionsInFlight = InFlightEffects()
 
@@ -299,7 +299,7 @@ final class InFlightEffects: Sendable {
         var running: [Int: (lease: EffectLease, task: Task<Void, Never>)?] = [:]
     }
 
-    private let entries = Mutex(Entries())
+    private let entries = Protected(Entries())
 
     var count: Int { entries.withLock { $0.running.count } }
 

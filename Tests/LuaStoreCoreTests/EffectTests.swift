@@ -1,0 +1,147 @@
+import Foundation
+import LuaStoreCore
+import Testing
+
+/// Subscriptions launched and cancelled by state, and URL effects against a real server on 127.0.0.1.
+@Suite(.serialized) struct EffectTests {
+    static func effects(runner: URLEffectRunner) -> EffectInterpreter<CounterEffect, CounterState, CounterAction> {
+        EffectInterpreter<CounterEffect, CounterState, CounterAction>()
+            .handlingTimer("timer", interval: { effect in
+                if case .timer(let every) = effect { return every }
+                return nil
+            }, action: { _ in .ticked })
+            .handling("url") { effect, context in
+                guard case .request(let request) = effect, let key = context.subscriptionKey else { return }
+                let path = String(key.dropFirst("request ".count))
+                switch await runner.perform(request) {
+                case .success(let response): context.dispatch(.fetched(response.status, response.text ?? ""))
+                case .failure(let failure): context.dispatch(.fetchFailed(path, failure.reason))
+                }
+            }
+    }
+
+    @Test func timerSubscriptionIsLaunchedAndCancelledByState() async throws {
+        let root = RootStore(initialState: CounterState(), reducer: CounterReducer(),
+                             effects: Self.effects(runner: URLEffectRunner()))
+        root.dispatch(.setTicking(true))
+        #expect(await eventually { await root.state().ticks >= 3 })
+        #expect(await root.runningSubscriptions().keys.sorted() == ["ticker"])
+        root.dispatch(.setTicking(false))
+        let stopped = await root.state().ticks
+        #expect(await root.runningSubscriptions().isEmpty)
+        try await Task.sleep(for: .milliseconds(80))
+        #expect(await root.state().ticks == stopped, "no tick reaches the reducer after the timer is cancelled")
+    }
+
+    @Test func unchangedSubscriptionsAreLeftAlone() async throws {
+        let launches = Locked(0)
+        let effects = EffectInterpreter<CounterEffect, CounterState, CounterAction>()
+            .handling("timer") { _, context in
+                launches.withLock { $0 += 1 }
+                while !context.isCancelled { try await Task.sleep(for: .milliseconds(5)) }
+            }
+        let root = RootStore(initialState: CounterState(ticking: true), reducer: CounterReducer(), effects: effects)
+        for _ in 0..<20 { root.dispatch(.increment) }
+        _ = await root.state()
+        #expect(await eventually { launches.value == 1 })
+        try await Task.sleep(for: .milliseconds(30))
+        #expect(launches.value == 1)
+    }
+
+    @Test func lateResultsOfCancelledSubscriptionsNeverReachTheReducer() async throws {
+        let release = Locked(false)
+        let effects = EffectInterpreter<CounterEffect, CounterState, CounterAction>()
+            .handling("timer") { _, context in
+                // Ignores cancellation on purpose, then reports.
+                while !release.value { try? await Task.sleep(for: .milliseconds(2)) }
+                context.dispatch(.ticked)
+            }
+        let root = RootStore(initialState: CounterState(ticking: true), reducer: CounterReducer(), effects: effects)
+        _ = await root.state()
+        root.dispatch(.setTicking(false))
+        _ = await root.state()
+        release.withLock { $0 = true }
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(await root.state().ticks == 0)
+    }
+
+    @Test func unknownEffectKindsAreReported() async throws {
+        let log = FailureLog<CounterState, CounterAction>()
+        let root = RootStore(initialState: CounterState(), reducer: CounterReducer(),
+                             configuration: StoreConfiguration(errorReporter: log.reporter))
+        for _ in 0..<10 { root.dispatch(.increment) }
+        #expect(await eventually { log.stages == [.effect("log")] })
+        #expect(log.failures.value.first?.action == .increment)
+    }
+
+    @Test func requestSetInStateLaunchesAndCancelsRequests() async throws {
+        let server = try await TestServer.start()
+        let root = RootStore(initialState: CounterState(), reducer: CounterReducer(baseURL: server.base),
+                             effects: Self.effects(runner: URLEffectRunner()))
+        root.dispatch(.fetch("/hello"))
+        #expect(await eventually { await root.state().results == ["200 hello"] })
+        root.dispatch(.fetch("/slow"))
+        #expect(await eventually { server.slowStarted.value == 1 })
+        root.dispatch(.cancelFetch("/slow"))
+        #expect(await eventually { await root.runningSubscriptions().keys.sorted() == ["request /hello"] })
+        try await Task.sleep(for: .milliseconds(600))
+        #expect(await root.state().results == ["200 hello"], "the cancelled request reports nothing (its 500 ms timeout never fires)")
+        await server.stop()
+    }
+
+    @Test func urlSuccessDecodesJSON() async throws {
+        let server = try await TestServer.start()
+        let runner = URLEffectRunner()
+        let response = try await runner.perform(URLRequestEffect(url: server.base + "/json")).get()
+        #expect(response.status == 200)
+        #expect(response.headers["content-type"] == "application/json; charset=utf-8")
+        #expect(response.json == .object(["name": .string("widget"), "items": .array([.integer(1), .number(2.5), .bool(true), .null]),
+                                          "nested": .object(["ok": .bool(false)])]))
+        let echo = try await runner.perform(URLRequestEffect(method: "POST", url: server.base + "/echo",
+                                                             headers: ["X-Test": "yes"], body: Data("12345".utf8))).get()
+        #expect(echo.json == .object(["method": .string("POST"), "header": .string("yes"), "length": .integer(5)]))
+        await server.stop()
+    }
+
+    @Test func urlFailuresAreNamed() async throws {
+        let server = try await TestServer.start()
+        let runner = URLEffectRunner(policy: URLPolicy(maximumResponseBytes: 1 << 20))
+        func reason(_ request: URLRequestEffect) async -> URLFailure.Reason? {
+            if case .failure(let failure) = await runner.perform(request) { return failure.reason }
+            return nil
+        }
+        let error = await runner.perform(URLRequestEffect(url: server.base + "/error"))
+        guard case .failure(let failure) = error else { Issue.record("expected a failure"); return }
+        #expect(failure.reason == .httpStatus)
+        #expect(failure.response?.status == 500)
+        #expect(failure.response?.text == "broken")
+        #expect(await reason(URLRequestEffect(url: server.base + "/slow", timeout: .milliseconds(200))) == .timedOut)
+        #expect(await reason(URLRequestEffect(url: "http://127.0.0.1:1/")) == .connectionFailed)
+        #expect(await reason(URLRequestEffect(url: server.base + "/big")) == .responseTooLarge)
+        #expect(await reason(URLRequestEffect(url: "not a url")) == .invalidURL)
+        #expect(await reason(URLRequestEffect(url: "file:///etc/passwd")) == .refusedScheme)
+        #expect(await reason(URLRequestEffect(url: "data:text/plain,hi")) == .refusedScheme)
+        #expect(await reason(URLRequestEffect(url: "ftp://127.0.0.1/")) == .refusedScheme)
+        #expect(await reason(URLRequestEffect(url: "http://example.com/")) == .refusedHost)
+        #expect(await reason(URLRequestEffect(url: server.base + "/hello", headers: ["X-Evil": "a\r\nHost: evil"])) == .invalidHeader)
+        #expect(await reason(URLRequestEffect(method: "POST", url: server.base + "/echo", body: Data(count: 2 << 20))) == .requestTooLarge)
+        let redirect = try await runner.perform(URLRequestEffect(url: server.base + "/redirect")).get()
+        #expect(redirect.status == 302, "a redirect to a host off the allow-list is not followed")
+        await server.stop()
+    }
+
+    @Test func cancellingTheCallerCancelsTheRequest() async throws {
+        let server = try await TestServer.start()
+        let runner = URLEffectRunner()
+        let clock = ContinuousClock()
+        let started = clock.now
+        let task = Task { await runner.perform(URLRequestEffect(url: server.base + "/slow")) }
+        #expect(await eventually { server.slowStarted.value == 1 })
+        task.cancel()
+        let result = await task.value
+        guard case .failure(let failure) = result else { Issue.record("expected a failure"); return }
+        #expect(failure.reason == .cancelled)
+        #expect(clock.now - started < .seconds(1), "the request stopped without waiting for the response")
+        await server.stop()
+    }
+}

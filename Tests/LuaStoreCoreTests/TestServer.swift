@@ -1,0 +1,68 @@
+import FlyingFox
+import FlyingSocks
+import Foundation
+
+/// A real HTTP server on 127.0.0.1 (FlyingFox) with the routes the URL effect tests need.
+final class TestServer: Sendable {
+    let server: HTTPServer
+    let task: Task<Void, any Error>
+    let port: UInt16
+    /// Requests to `/slow` that started, and that ran to the end without being cut off.
+    let slowStarted: Locked<Int>
+    let slowFinished: Locked<Int>
+
+    private init(server: HTTPServer, task: Task<Void, any Error>, port: UInt16, slowStarted: Locked<Int>, slowFinished: Locked<Int>) {
+        self.server = server
+        self.task = task
+        self.port = port
+        self.slowStarted = slowStarted
+        self.slowFinished = slowFinished
+    }
+
+    var base: String { "http://127.0.0.1:\(port)" }
+
+    static func start() async throws -> TestServer {
+        let server = HTTPServer(address: try sockaddr_in.inet(ip4: "127.0.0.1", port: 0), timeout: 5)
+        let slowStarted = Locked(0)
+        let slowFinished = Locked(0)
+        await server.appendRoute("GET /hello") { _ in
+            HTTPResponse(statusCode: .ok, headers: [.contentType: "text/plain"], body: Data("hello".utf8))
+        }
+        await server.appendRoute("GET /json") { _ in
+            HTTPResponse(statusCode: .ok, headers: [.contentType: "application/json; charset=utf-8"],
+                         body: Data(#"{"name":"widget","items":[1,2.5,true,null],"nested":{"ok":false}}"#.utf8))
+        }
+        await server.appendRoute("GET /error") { _ in
+            HTTPResponse(statusCode: .internalServerError, headers: [.contentType: "text/plain"], body: Data("broken".utf8))
+        }
+        await server.appendRoute("GET /slow") { _ in
+            slowStarted.withLock { $0 += 1 }
+            try await Task.sleep(for: .seconds(2))
+            slowFinished.withLock { $0 += 1 }
+            return HTTPResponse(statusCode: .ok, body: Data("finally".utf8))
+        }
+        await server.appendRoute("GET /big") { _ in
+            HTTPResponse(statusCode: .ok, body: Data(repeating: 0x61, count: 3 << 20))
+        }
+        await server.appendRoute("GET /redirect") { _ in
+            HTTPResponse(statusCode: .found, headers: HTTPHeaders([HTTPHeader("Location"): "http://example.com/"]))
+        }
+        await server.appendRoute("POST /echo") { request in
+            let body = try await request.bodyData
+            let header = request.headers[HTTPHeader("X-Test")] ?? ""
+            let text = #"{"method":"POST","header":"\#(header)","length":\#(body.count)}"#
+            return HTTPResponse(statusCode: .ok, headers: [.contentType: "application/json"], body: Data(text.utf8))
+        }
+        let task = Task { try await server.run() }
+        try await server.waitUntilListening()
+        guard case .ip4(_, let port) = await server.listeningAddress else {
+            throw URLError(.cannotConnectToHost)
+        }
+        return TestServer(server: server, task: task, port: port, slowStarted: slowStarted, slowFinished: slowFinished)
+    }
+
+    func stop() async {
+        await server.stop(timeout: 0)
+        task.cancel()
+    }
+}
