@@ -245,17 +245,33 @@ import Testing
         let root = makeRoot()
         let delivered = Locked<[String]>([])
         let queue = DispatchQueue(label: "ui")
+        let presentation = DispatchQueue(label: "presentation")
+        let key = DispatchSpecificKey<String>()
+        presentation.setSpecific(key: key, value: "presentation")
+        queue.setSpecific(key: key, value: "ui")
+        let placesOfProps = Locked<Set<String>>([])
+        let placesOfDelivery = Locked<Set<String>>([])
         let presenter = Presenter<CounterState, String>(
+            presentation: .serial(presentation),
             removeStateDuplicates: .keyPath(\.count),
             removePropsDuplicates: .asEquatable,
-            props: { "count is \($0.count / 2)" },
+            props: { state in
+                _ = placesOfProps.withLock { $0.insert(DispatchQueue.getSpecific(key: key) ?? "elsewhere") }
+                return "count is \(state.count / 2)"
+            },
             deliverOn: queue
-        ) { props in delivered.withLock { $0.append(props) }; return .active }
+        ) { props in
+            _ = placesOfDelivery.withLock { $0.insert(DispatchQueue.getSpecific(key: key) ?? "elsewhere") }
+            delivered.withLock { $0.append(props) }
+            return .active
+        }
         root.store.subscribe(presenter)
         for _ in 0..<4 { root.dispatch(.increment) }
         _ = await root.state()
         #expect(await eventually { delivered.value.last == "count is 2" })
         #expect(delivered.value.count == Set(delivered.value).count, "equal props are not delivered twice")
+        #expect(placesOfProps.value == ["presentation"])
+        #expect(placesOfDelivery.value == ["ui"])
     }
 
     @Test func manyThreadsDispatchingLoseNothing() async throws {
