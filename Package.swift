@@ -5,7 +5,8 @@ import PackageDescription
 ///
 /// Layers, data flowing one way:
 /// `CLua` (Lua's C headers and shims) → `LuaKit` (the safe, bounded VM; the only importer of `CLua`) ·
-/// `LuaStoreCore` (the pure-Swift store: effects, subscription diffing, URL effects, deduplicating observers).
+/// `LuaStoreCore` (the pure-Swift store: effects, subscription diffing, URL effects, deduplicating observers) →
+/// `LuaStoreScripting` (Lua reducers and props on the store; state kept in the VM; hot reload).
 let strict: [SwiftSetting] = [
     .swiftLanguageMode(.v6),
     .treatAllWarnings(as: .error),
@@ -16,6 +17,7 @@ let package = Package(
     products: [
         .library(name: "LuaKit", targets: ["LuaKit"]),
         .library(name: "LuaStoreCore", targets: ["LuaStoreCore"]),
+        .library(name: "LuaStoreScripting", targets: ["LuaStoreScripting"]),
         .executable(name: "luakit", targets: ["luakit"]),
     ],
     dependencies: [
@@ -35,10 +37,22 @@ let package = Package(
             dependencies: [.product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
+        .target(name: "LuaStoreScripting", dependencies: ["LuaKit", "LuaStoreCore"], swiftSettings: strict),
+        .target(
+            name: "LuaStoreTestSupport",
+            dependencies: [.product(name: "FlyingFox", package: "FlyingFox")],
+            path: "Tests/LuaStoreTestSupport",
+            swiftSettings: strict
+        ),
         .testTarget(name: "LuaKitTests", dependencies: ["LuaKit"], swiftSettings: strict),
         .testTarget(
             name: "LuaStoreCoreTests",
-            dependencies: ["LuaStoreCore", .product(name: "FlyingFox", package: "FlyingFox")],
+            dependencies: ["LuaStoreCore", "LuaStoreTestSupport"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "LuaStoreScriptingTests",
+            dependencies: ["LuaStoreScripting", "LuaStoreTestSupport"],
             swiftSettings: strict
         ),
     ]

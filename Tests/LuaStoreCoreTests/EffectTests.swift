@@ -1,5 +1,6 @@
 import Foundation
 import LuaStoreCore
+import LuaStoreTestSupport
 import Testing
 
 /// Subscriptions launched and cancelled by state, and URL effects against a real server on 127.0.0.1.

@@ -1,5 +1,6 @@
 import Foundation
 import LuaStoreCore
+import LuaStoreTestSupport
 import Testing
 
 /// The store example from README.md, compiled and run so the README stays true.

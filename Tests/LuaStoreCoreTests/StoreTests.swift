@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import LuaStoreCore
+import LuaStoreTestSupport
 import Testing
 
 /// Reducing, ordering, observers, scoped and child stores, interceptor and error reporter.

@@ -2,32 +2,14 @@ import Dispatch
 import Foundation
 import LuaStoreCore
 import Synchronization
+import LuaStoreTestSupport
 import Testing
-
-/// A value shared between threads.
-final class Locked<Value: Sendable>: Sendable {
-    private let mutex: Mutex<Value>
-    init(_ value: Value) { mutex = Mutex(value) }
-    func withLock<R>(_ body: (inout sending Value) -> sending R) -> sending R { mutex.withLock(body) }
-    var value: Value { withLock { $0 } }
-}
 
 /// Failures a store reported.
 final class FailureLog<State: Sendable, Action: Sendable>: Sendable {
     let failures = Locked<[StoreFailure<State, Action>]>([])
     var reporter: ErrorReporter<State, Action> { ErrorReporter { failure in self.failures.withLock { $0.append(failure) } } }
     var stages: [StoreFailure<State, Action>.Stage] { failures.value.map(\.stage) }
-}
-
-/// Polls `condition` until it holds or `timeout` passes.
-func eventually(timeout: Duration = .seconds(5), _ condition: @Sendable () async -> Bool) async -> Bool {
-    let clock = ContinuousClock()
-    let deadline = clock.now.advanced(by: timeout)
-    while clock.now < deadline {
-        if await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(5))
-    }
-    return await condition()
 }
 
 /// A counter app used across the store tests.

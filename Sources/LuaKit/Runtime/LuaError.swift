@@ -50,6 +50,16 @@ public struct LuaError: Error, Sendable, Equatable, CustomStringConvertible {
         self.path = path
     }
 
+    /// An error from a Lua error message such as `app.lua:12: attempt to index a nil value`, with the
+    /// location split off when the message starts with one.
+    public init(_ kind: Kind, parsing text: String) {
+        if let (chunk, line, message) = LuaVM.splitLocation(text) {
+            self.init(kind, message, chunkName: chunk, line: line)
+        } else {
+            self.init(kind, text)
+        }
+    }
+
     /// `file:line`, when both are known; `file` alone otherwise.
     public var location: String? {
         guard let chunkName else { return nil }

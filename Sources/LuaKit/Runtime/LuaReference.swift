@@ -33,3 +33,13 @@ final class ReferenceLedger: Sendable {
         }
     }
 }
+
+/// A module namespace of a VM (see `LuaVM.makeNamespace()`): a `require` with its own module cache.
+public final class LuaNamespace {
+    let requireFunction: LuaReference
+
+    init(require: LuaReference) { requireFunction = require }
+
+    /// The namespace's `require` function, to give to code that loads modules in it.
+    public var require: LuaReference { requireFunction }
+}

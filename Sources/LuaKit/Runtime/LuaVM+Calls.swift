@@ -35,12 +35,42 @@ extension LuaVM {
         return makeReference()
     }
 
+    /// A new module namespace: `require` in it has a cache of its own, so a new version of an app's modules
+    /// can be loaded beside the running one (and dropped if it fails). Built-in modules are shared.
+    public func makeNamespace() throws(LuaError) -> LuaNamespace {
+        checkThread()
+        lua_rawgeti(state, clua_registryindex(), lua_Integer(sandbox.namespace))
+        try protectedCall(arguments: 0, results: 1)
+        return LuaNamespace(require: makeReference())
+    }
+
+    /// Loads the app module `name` in `namespace` (once per namespace).
+    public func require(_ name: String, in namespace: LuaNamespace) throws(LuaError) -> LuaReference {
+        checkThread()
+        pushReference(namespace.requireFunction)
+        pushString(name)
+        try protectedCall(arguments: 1, results: 1)
+        return makeReference()
+    }
+
+    /// Compiles trusted host code (a library shipped with the host, never a script) against the VM's real
+    /// global table: the base library without the sandbox's guards (`setmetatable` with `__mode`, raw access),
+    /// plus `string`, `table`, `math` and `utf8`. It still runs under the time budget and memory cap, and it
+    /// still has no `io`, `os`, `package`, `debug` or `coroutine`.
+    public func loadTrusted(_ source: String, chunkName: String) throws(LuaError) -> LuaReference {
+        checkThread()
+        try loadChunk(source, chunkName: chunkName)
+        return makeReference()
+    }
+
     /// Calls `function` with Swift values; returns its results converted to Swift.
+    @discardableResult
     public func call(_ function: LuaReference, _ arguments: LuaValue...) throws(LuaError) -> [LuaValue] {
         try call(function, arguments: arguments.map(LuaArgument.value))
     }
 
     /// Calls `function`; returns its results converted to Swift (`result`, `result2`, … in error paths).
+    @discardableResult
     public func call(_ function: LuaReference, arguments: [LuaArgument]) throws(LuaError) -> [LuaValue] {
         let base = try callLeavingResults(function, arguments: arguments)
         defer { lua_settop(state, base) }

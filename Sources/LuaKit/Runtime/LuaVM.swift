@@ -35,6 +35,7 @@ public final class LuaVM {
         let define: Int32
         let defineModule: Int32
         let require: Int32
+        let namespace: Int32
         let referencePatterns: Int32
     }
 
@@ -137,6 +138,7 @@ public final class LuaVM {
         }
         sandbox = SandboxInterface(environment: field("environment"), define: field("define"),
                                    defineModule: field("definemodule"), require: field("require"),
+                                   namespace: field("namespace"),
                                    referencePatterns: field("reference_patterns"))
         clua_pop(state, 1)
     }

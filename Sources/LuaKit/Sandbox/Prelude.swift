@@ -1,8 +1,9 @@
 /// The trusted Lua chunk that builds the sandbox from the real libraries, once per VM, before any script runs.
 ///
 /// It receives the host's primitives (`match`, `print`, `readmodule`, `pcall`, `xpcall`) and returns the
-/// sandbox's interface: `environment()` makes a fresh strict environment for one chunk, `define` and
-/// `definemodule` add host values, `require` loads app modules, and `reference_patterns` keeps Lua's own pattern
+/// sandbox's interface: `environment(require)` makes a fresh strict environment for one chunk, `define` and
+/// `definemodule` add host values, `require` loads app modules, `namespace()` makes a new `require` with a
+/// module cache of its own, and `reference_patterns` keeps Lua's own pattern
 /// functions for differential tests (never given to scripts). Everything a script can reach is built here;
 /// the real library tables, the string metatable and the host table itself stay out of reach.
 enum Prelude {
@@ -341,10 +342,13 @@ local environment_metatable = {
   __metatable = false,
 }
 
-local function environment()
+local default_require
+
+local function environment(require_function)
   local env = {}
   for name, value in next, globals do env[name] = value end
   env._G = env
+  env.require = require_function or default_require
   return real_setmetatable(env, environment_metatable)
 end
 
@@ -356,33 +360,42 @@ local function sandbox_load(chunk, chunkname, mode, env)
   return real_load(chunk, chunkname, "t", env)
 end
 
-local loaded, loading = {}, {}
+local builtins = {}
 
-local function require(name)
-  if type(name) ~= "string" then
-    error("bad argument #1 to 'require' (string expected, got " .. (name == nil and "no value" or type(name)) .. ")", 2)
+-- A module namespace: its own cache, so a new version of an app's modules can load beside the old one.
+local function namespace()
+  local loaded, loading = {}, {}
+  local function require(name)
+    if type(name) ~= "string" then
+      error("bad argument #1 to 'require' (string expected, got " .. (name == nil and "no value" or type(name)) .. ")", 2)
+    end
+    local value = builtins[name]
+    if value ~= nil then return value end
+    value = loaded[name]
+    if value ~= nil then return value end
+    if loading[name] then error("require: module '" .. name .. "' requires itself (a cycle)", 2) end
+    local source, chunkname = host_readmodule(name)
+    local chunk, problem = real_load(source, chunkname, "t", environment(require))
+    if chunk == nil then error(problem, 0) end
+    loading[name] = true
+    local ok, result = sandbox_pcall(chunk, name)
+    loading[name] = nil
+    if not ok then error(result, 0) end
+    if result == nil then result = true end
+    loaded[name] = result
+    return result
   end
-  local value = loaded[name]
-  if value ~= nil then return value end
-  if loading[name] then error("require: module '" .. name .. "' requires itself (a cycle)", 2) end
-  local source, chunkname = host_readmodule(name)
-  local chunk, problem = real_load(source, chunkname, "t", environment())
-  if chunk == nil then error(problem, 0) end
-  loading[name] = true
-  local ok, result = sandbox_pcall(chunk, name)
-  loading[name] = nil
-  if not ok then error(result, 0) end
-  if result == nil then result = true end
-  loaded[name] = result
-  return result
+  return require
 end
+
+default_require = namespace()
 
 globals.assert, globals.error, globals.getmetatable, globals.ipairs = assert, error, real_getmetatable, ipairs
 globals.next, globals.pairs, globals.pcall, globals.xpcall = next, pairs, sandbox_pcall, sandbox_xpcall
 globals.print, globals.rawequal, globals.rawget, globals.rawlen = sandbox_print, rawequal, rawget, rawlen
 globals.rawset, globals.select, globals.setmetatable = sandbox_rawset, select, sandbox_setmetatable
 globals.tonumber, globals.tostring, globals.type, globals._VERSION = tonumber, safe_tostring, type, _VERSION
-globals.load, globals.require, globals.collectgarbage = sandbox_load, require, sandbox_collectgarbage
+globals.load, globals.collectgarbage = sandbox_load, sandbox_collectgarbage
 globals.sortedpairs = sortedpairs
 globals.string, globals.table = freeze("string", string), freeze("table", table)
 globals.math, globals.utf8 = freeze("math", math), freeze("utf8", utf8)
@@ -394,12 +407,16 @@ end
 
 local function definemodule(name, value)
   if type(value) == "table" and not frozen[value] then value = freeze(name, value) end
-  loaded[name] = value
+  builtins[name] = value
 end
 
+-- The real global table is what trusted host chunks see (LuaVM.loadTrusted): no file access there either.
+_G.dofile, _G.loadfile, _G.print, _G.warn = nil, nil, sandbox_print, nil
+_G.collectgarbage, _G.pcall, _G.xpcall = sandbox_collectgarbage, sandbox_pcall, sandbox_xpcall
+
 return {
-  environment = environment, define = define, definemodule = definemodule, require = require,
-  reference_patterns = reference_patterns,
+  environment = environment, define = define, definemodule = definemodule, require = default_require,
+  namespace = namespace, reference_patterns = reference_patterns,
 }
 """#
 }

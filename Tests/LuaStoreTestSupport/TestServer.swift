@@ -3,13 +3,13 @@ import FlyingSocks
 import Foundation
 
 /// A real HTTP server on 127.0.0.1 (FlyingFox) with the routes the URL effect tests need.
-final class TestServer: Sendable {
-    let server: HTTPServer
-    let task: Task<Void, any Error>
-    let port: UInt16
+public final class TestServer: Sendable {
+    public let server: HTTPServer
+    public let task: Task<Void, any Error>
+    public let port: UInt16
     /// Requests to `/slow` that started, and that ran to the end without being cut off.
-    let slowStarted: Locked<Int>
-    let slowFinished: Locked<Int>
+    public let slowStarted: Locked<Int>
+    public let slowFinished: Locked<Int>
 
     private init(server: HTTPServer, task: Task<Void, any Error>, port: UInt16, slowStarted: Locked<Int>, slowFinished: Locked<Int>) {
         self.server = server
@@ -19,9 +19,9 @@ final class TestServer: Sendable {
         self.slowFinished = slowFinished
     }
 
-    var base: String { "http://127.0.0.1:\(port)" }
+    public var base: String { "http://127.0.0.1:\(port)" }
 
-    static func start() async throws -> TestServer {
+    public static func start() async throws -> TestServer {
         let server = HTTPServer(address: try sockaddr_in.inet(ip4: "127.0.0.1", port: 0), timeout: 5)
         let slowStarted = Locked(0)
         let slowFinished = Locked(0)
@@ -61,7 +61,7 @@ final class TestServer: Sendable {
         return TestServer(server: server, task: task, port: port, slowStarted: slowStarted, slowFinished: slowFinished)
     }
 
-    func stop() async {
+    public func stop() async {
         await server.stop(timeout: 0)
         task.cancel()
     }

@@ -1,0 +1,65 @@
+import LuaKit
+import LuaStoreCore
+
+/// An effect a script asked for, as data: its kind (`http`, `delay`, `timer`, `log`) and the table that
+/// describes it. Validated when it leaves the script, so a malformed description fails at the reducer with a
+/// message naming the field.
+public struct ScriptEffect: StoreEffect, CustomStringConvertible {
+    /// The effect's kind.
+    public let kind: EffectKind
+    /// The description the script returned.
+    public let payload: LuaValue
+
+    /// The kinds scripts can ask for.
+    public static let kinds: [String] = ["http", "delay", "timer", "log"]
+
+    /// Validates `value` (named `name` in errors, such as `command #2` or `subscription "clock"`).
+    public init(validating value: LuaValue, name: String) throws(LuaError) {
+        guard let table = value.table else {
+            throw LuaError(.runtime, "\(name) must be a table made by luastore.http, delay, timer or log (got a \(value.typeName))")
+        }
+        guard let kind = table["kind"].string else {
+            throw LuaError(.runtime, "\(name): field 'kind' must be a string (one of \(Self.kinds.joined(separator: ", ")))")
+        }
+        func require(_ field: String, _ type: String, optional: Bool = false) throws(LuaError) {
+            let item = table[field]
+            if item == .nil, optional { return }
+            guard item.typeName == type else {
+                throw LuaError(.runtime, "\(name) (\(kind)): field '\(field)' must be a \(type) (got \(item.typeName))")
+            }
+        }
+        func requireAction(_ field: String) throws(LuaError) {
+            try require(field, "table")
+            guard table[field]["type"].string != nil else {
+                throw LuaError(.runtime, "\(name) (\(kind)): field '\(field).type' must be a string")
+            }
+        }
+        switch kind {
+        case "http":
+            try require("url", "string")
+            try require("method", "string", optional: true)
+            try require("headers", "table", optional: true)
+            try require("body", "string", optional: true)
+            try require("timeout", "number", optional: true)
+            try require("success", "string")
+            try require("failure", "string")
+        case "delay":
+            try require("seconds", "number")
+            try requireAction("action")
+        case "timer":
+            try require("every", "number")
+            guard (table["every"].number ?? 0) > 0 else {
+                throw LuaError(.runtime, "\(name) (timer): field 'every' must be positive")
+            }
+            try requireAction("action")
+        case "log":
+            try require("message", "string")
+        default:
+            throw LuaError(.runtime, "\(name): unknown effect kind '\(kind)' (known: \(Self.kinds.joined(separator: ", ")))")
+        }
+        self.kind = EffectKind(kind)
+        self.payload = value
+    }
+
+    public var description: String { payload.description }
+}

@@ -1,0 +1,85 @@
+import Foundation
+import LuaKit
+import LuaStoreCore
+
+/// Performs the effects scripts ask for: `http` through a `URLEffectRunner`, `delay`, `timer`, `log`.
+enum ScriptEffectHandlers {
+    static func interpreter(runner: URLEffectRunner, log: @escaping @Sendable (String) -> Void)
+        -> EffectInterpreter<ScriptEffect, ScriptState, LuaValue> {
+        EffectInterpreter<ScriptEffect, ScriptState, LuaValue>()
+            .handling("http") { effect, context in
+                let request = effect.payload
+                let result = await runner.perform(urlRequest(request))
+                context.dispatch(resultAction(for: request, result))
+            }
+            .handlingDelay("delay", delay: { effect in
+                effect.payload["seconds"].number.map { Duration.seconds($0) }
+            }, action: { effect in effect.payload["action"] })
+            .handlingTimer("timer", interval: { effect in
+                effect.payload["every"].number.map { Duration.seconds($0) }
+            }, action: { effect in effect.payload["action"] })
+            .handling("log") { effect, _ in
+                log(effect.payload["message"].string ?? "")
+            }
+    }
+
+    static func urlRequest(_ request: LuaValue) -> URLRequestEffect {
+        var headers: [String: String] = [:]
+        for (key, value) in request["headers"].table?.fields ?? [:] {
+            if case .string(let name) = key, let text = value.string { headers[name] = text }
+        }
+        return URLRequestEffect(
+            method: request["method"].string ?? "GET",
+            url: request["url"].string ?? "",
+            headers: headers,
+            body: request["body"].string.map { Data($0.utf8) },
+            timeout: request["timeout"].number.map { Duration.seconds($0) })
+    }
+
+    /// The action reporting a request's outcome: `{type = success, id, status, headers, body, json}` or
+    /// `{type = failure, id, reason, message, status, body}`.
+    static func resultAction(for request: LuaValue, _ result: Result<URLResponseValue, URLFailure>) -> LuaValue {
+        var action = LuaTable()
+        action["id"] = request["id"]
+        switch result {
+        case .success(let response):
+            action["type"] = request["success"]
+            fill(&action, with: response)
+        case .failure(let failure):
+            action["type"] = request["failure"]
+            action["reason"] = .string(failure.reason.rawValue)
+            action["message"] = .string(failure.message)
+            if let response = failure.response { fill(&action, with: response) }
+        }
+        return .table(action)
+    }
+
+    private static func fill(_ action: inout LuaTable, with response: URLResponseValue) {
+        action["status"] = .integer(Int64(response.status))
+        var headers = LuaTable()
+        for (name, value) in response.headers { headers[name] = .string(value) }
+        action["headers"] = .table(headers)
+        if let text = response.text { action["body"] = .string(text) }
+        if let json = response.json { action["json"] = luaValue(json) }
+    }
+
+    /// JSON as Lua data; `null` becomes `nil` (absent from tables).
+    static func luaValue(_ json: JSONValue) -> LuaValue {
+        switch json {
+        case .null: .nil
+        case .bool(let flag): .boolean(flag)
+        case .integer(let integer): .integer(integer)
+        case .number(let number): .number(number)
+        case .string(let text): .string(text)
+        case .array(let items):
+            .table(items.enumerated().reduce(into: LuaTable()) { table, item in
+                table[.integer(Int64(item.offset + 1))] = luaValue(item.element)
+            })
+        case .object(let fields):
+            .table(LuaTable(fields: Dictionary(uniqueKeysWithValues: fields.compactMap { key, value in
+                let converted = luaValue(value)
+                return converted == .nil ? nil : (LuaKey.string(key), converted)
+            })))
+        }
+    }
+}

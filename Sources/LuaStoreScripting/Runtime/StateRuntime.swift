@@ -1,0 +1,410 @@
+/// The trusted Lua chunk that keeps a scripted app's state in the VM.
+///
+/// ## Why a write barrier with an undo journal (and not persistent structures)
+///
+/// The state is ordinary Lua tables, mutated in place. Scripts never touch those tables directly: `reduce`,
+/// `props` and selectors receive *proxies* — empty tables whose metamethods forward to the real table. That
+/// one indirection buys the three properties LuaStore is built on:
+///
+/// 1. **Cost per action does not grow with state size.** A write costs a `rawset` plus three journal slots;
+///    nothing is copied. (A copy-on-write draft would shallow-copy a 100,000-entry array to change one entry.)
+///    Proxies are made lazily, only for the tables a function actually reaches, and cached weakly.
+/// 2. **Every dispatch is a transaction.** Each write appends `(table, key, old value)` to a journal. If the
+///    reducer raises, times out or runs out of memory, the host calls `rollback`, which replays the journal
+///    backwards; otherwise `commit` drops it. Untouched tables keep their identity across dispatches.
+/// 3. **Changes are known without comparing.** Commit turns the journal into a change set (table → keys).
+///    While `props`, a selector or `subscriptions` runs, its reads are recorded (table → keys; `#t` reads the
+///    table's structure, `pairs` all of it, and a state table it returns all of that subtree). An inverted
+///    index from (table, key) to readers finds, from the change set alone, exactly which of them must run
+///    again: one changed item among 1,000 observed items re-runs one selector.
+///
+/// Persistent structures (HAMTs) would give the same guarantees, but every read and write in a script would
+/// go through tree operations written in Lua, and tables would stop being tables.
+///
+/// Limits, by design: state tables are data (no metatables of their own, no functions inside is allowed by
+/// conversion anyway); `next` and `rawget`/`rawset` do not see through proxies — use `pairs`, indexing and
+/// `table.*`, which do; proxies may not be kept after the function that received them returns.
+enum StateRuntime {
+    static let chunkName = "luastore:runtime"
+
+    static let source = #"""
+local rawget, rawset, rawlen, next, type, setmetatable, error, pcall = rawget, rawset, rawlen, next, type, setmetatable, error, pcall
+local select, tostring = select, tostring
+
+local ALL, STRUCTURE = {}, {}          -- read markers: every key of a table; its length and set of keys
+local targets = setmetatable({}, { __mode = "k" })     -- proxy -> real table
+local proxies = setmetatable({}, { __mode = "kv" })    -- real table -> its proxy
+local mode = false                     -- false, "write" (reduce, migrate) or "read" (props, selectors)
+local reads = false                    -- while reading: real -> { key -> true }
+local journal, count = {}, 0           -- (table, key, old value) triples of the open transaction
+local changes = {}                     -- real -> { key -> true }, since the last flush
+local dependents = setmetatable({}, { __mode = "k" })  -- real -> key -> { reader id -> true }
+local readers = {}                     -- id -> { fn = function, reads = recorded reads }
+local holder = { state = false }       -- holder.state is the app's state table
+
+local meta = { __metatable = "luastore state" }
+
+local function proxy(real)
+  local p = proxies[real]
+  if p == nil then
+    p = setmetatable({}, meta)
+    targets[p] = real
+    proxies[real] = p
+  end
+  return p
+end
+
+local function note(real, key)
+  local keys = reads[real]
+  if keys == nil then
+    keys = {}
+    reads[real] = keys
+  end
+  keys[key] = true
+end
+
+local function closed()
+  error("state tables can be used only while reduce, props, a selector or subscriptions runs", 3)
+end
+
+-- Strips proxies out of a value about to be stored or returned: the real state never holds a proxy.
+local function unwrap(value)
+  if type(value) ~= "table" then return value end
+  local real = targets[value]
+  if real ~= nil then return real end
+  local seen = {}
+  local function strip(t)
+    if seen[t] then return end
+    seen[t] = true
+    local proxyKeys
+    for key, item in next, t do
+      if type(item) == "table" then
+        local inner = targets[item]
+        if inner ~= nil then rawset(t, key, inner) else strip(item) end
+      end
+      if type(key) == "table" and targets[key] ~= nil then
+        proxyKeys = proxyKeys or {}
+        proxyKeys[#proxyKeys + 1] = key
+      end
+    end
+    if proxyKeys then
+      for i = 1, #proxyKeys do
+        local key = proxyKeys[i]
+        local item = rawget(t, key)
+        rawset(t, key, nil)
+        rawset(t, targets[key], item)
+      end
+    end
+  end
+  strip(value)
+  return value
+end
+
+meta.__index = function(p, key)
+  if not mode then closed() end
+  local real = targets[p]
+  if type(key) == "table" then key = targets[key] or key end
+  if reads then note(real, key) end
+  local value = rawget(real, key)
+  if type(value) == "table" then return proxy(value) end
+  return value
+end
+
+meta.__newindex = function(p, key, value)
+  if mode ~= "write" then
+    if not mode then closed() end
+    error("props, selectors and subscriptions cannot change the state", 2)
+  end
+  local real = targets[p]
+  if type(key) == "table" then key = targets[key] or key end
+  if type(value) == "table" then value = unwrap(value) end
+  local old = rawget(real, key)
+  if old == value then return end
+  journal[count + 1], journal[count + 2], journal[count + 3] = real, key, old
+  count = count + 3
+  rawset(real, key, value)
+end
+
+meta.__len = function(p)
+  if not mode then closed() end
+  local real = targets[p]
+  if reads then note(real, STRUCTURE) end
+  return rawlen(real)
+end
+
+meta.__pairs = function(p)
+  if not mode then closed() end
+  local real = targets[p]
+  if reads then note(real, ALL) end
+  local key
+  return function()
+    local value
+    key, value = next(real, key)
+    if type(value) == "table" then value = proxy(value) end
+    return key, value
+  end
+end
+
+-- Transactions -------------------------------------------------------------------------------------
+
+local M = {}
+local subscriptionsDirty = true
+
+local function markChanges(from)
+  local dirtyTables = {}
+  for i = from, count, 3 do
+    local real, key = journal[i], journal[i + 1]
+    local keys = changes[real]
+    if keys == nil then
+      keys = {}
+      changes[real] = keys
+    end
+    keys[key] = true
+    if journal[i + 2] == nil or rawget(real, key) == nil then keys[STRUCTURE] = true end
+    dirtyTables[real] = keys
+  end
+  return dirtyTables
+end
+
+local function affects(id, dirtyTables)
+  local reader = readers[id]
+  if reader == nil then return false end
+  local recorded = reader.reads
+  if recorded == nil then return true end
+  for real, keys in next, dirtyTables do
+    local read = recorded[real]
+    if read ~= nil then
+      if read[ALL] then return true end
+      for key in next, keys do
+        if read[key] then return true end
+      end
+    end
+  end
+  return false
+end
+
+-- Records the transaction's changes. The journal is kept until the next transaction begins, so the host
+-- can still undo this one (when what the reducer returned turns out to be invalid, or a reload fails after
+-- its migration ran).
+local function commit()
+  local dirtyTables = markChanges(1)
+  if not subscriptionsDirty then subscriptionsDirty = affects("subscriptions", dirtyTables) end
+  mode = false
+end
+
+local function begin()
+  for i = 1, count do journal[i] = nil end
+  mode, reads, count = "write", false, 0
+end
+
+-- Runs the reducer on the state as one transaction. Returns the commands (proxies stripped) and whether
+-- `subscriptions` must run again.
+function M.reduce(reduce, action)
+  begin()
+  local state = proxy(holder.state)
+  local result, commands = reduce(state, action)
+  if result ~= nil and result ~= state then
+    if type(result) ~= "table" then
+      error("reduce must return the state table, a new state table, or nothing (it returned a " .. type(result) .. ")", 0)
+    end
+    local new = unwrap(result)
+    journal[count + 1], journal[count + 2], journal[count + 3] = holder, "state", holder.state
+    count = count + 3
+    holder.state = new
+  end
+  commands = unwrap(commands)
+  commit()
+  local dirty = subscriptionsDirty
+  return commands, dirty
+end
+
+-- Undoes the open or last transaction, newest write first.
+function M.rollback()
+  for i = count - 2, 1, -3 do
+    rawset(journal[i], journal[i + 1], journal[i + 2])
+  end
+  for i = 1, count do journal[i] = nil end
+  count, mode, reads = 0, false, false
+end
+
+-- Runs `fn(state, ...)` as a transaction that is not an action (init's result, migrate).
+function M.transform(fn, ...)
+  begin()
+  local state = proxy(holder.state)
+  local result = fn(state, ...)
+  if result ~= nil and result ~= state then
+    if type(result) ~= "table" then error("the function must return a state table or nothing", 0) end
+    journal[count + 1], journal[count + 2], journal[count + 3] = holder, "state", holder.state
+    count = count + 3
+    holder.state = unwrap(result)
+  end
+  commit()
+end
+
+function M.setState(state)
+  if type(state) ~= "table" then error("init must return a table (it returned a " .. type(state) .. ")", 0) end
+  begin()
+  journal[1], journal[2], journal[3] = holder, "state", holder.state
+  count = 3
+  holder.state = unwrap(state)
+  commit()
+end
+
+function M.state() return holder.state end
+
+-- Readers: props, selectors, subscriptions ---------------------------------------------------------
+
+local function index(id, recorded)
+  local reader = readers[id]
+  local old = reader.reads
+  if old then
+    for real, keys in next, old do
+      local byKey = dependents[real]
+      if byKey then
+        for key in next, keys do
+          local ids = byKey[key]
+          if ids then ids[id] = nil end
+        end
+      end
+    end
+  end
+  for real, keys in next, recorded do
+    local byKey = dependents[real]
+    if byKey == nil then
+      byKey = {}
+      dependents[real] = byKey
+    end
+    for key in next, keys do
+      local ids = byKey[key]
+      if ids == nil then
+        ids = {}
+        byKey[key] = ids
+      end
+      ids[id] = true
+    end
+  end
+  reader.reads = recorded
+end
+
+-- A state table a reader returns is converted whole, so the reader depends on all of it.
+local function dependOnResult(value, seen)
+  if type(value) ~= "table" then return end
+  local real = targets[value] or value
+  if seen[real] then return end
+  seen[real] = true
+  note(real, ALL)
+  for _, item in next, real do
+    if type(item) == "table" then dependOnResult(item, seen) end
+  end
+end
+
+local function evaluate(id, ...)
+  local reader = readers[id]
+  mode, reads = "read", {}
+  local recorded = reads
+  note(holder, "state")
+  local value = reader.fn(proxy(holder.state), ...)
+  dependOnResult(value, {})
+  mode, reads = false, false
+  index(id, recorded)
+  return unwrap(value)
+end
+
+function M.register(id, fn)
+  readers[id] = { fn = fn }
+end
+
+function M.unregister(id)
+  if readers[id] then
+    index(id, {})
+    readers[id] = nil
+  end
+end
+
+function M.path(...)
+  local keys, n = { ... }, select("#", ...)
+  return function(state)
+    local value = state
+    for i = 1, n do
+      if type(value) ~= "table" then return nil end
+      value = value[keys[i]]
+    end
+    return value
+  end
+end
+
+function M.evaluate(id, ...)
+  return evaluate(id, ...)
+end
+
+-- The subscriptions function, run only when its inputs changed; returns nil when they did not.
+function M.subscriptions(force)
+  if not force and not subscriptionsDirty then return nil end
+  subscriptionsDirty = false
+  local ok, value = pcall(evaluate, "subscriptions")
+  mode, reads = false, false
+  if not ok then
+    subscriptionsDirty = true
+    error(value, 0)
+  end
+  return value or {}
+end
+
+-- Evaluates the readers whose inputs changed since the last flush (all of them when `everything`).
+-- Returns the ids that ran, their values (each wrapped in a table, as it may be nil), and id -> message for
+-- the ones that failed.
+function M.flush(everything)
+  local due, seen = {}, {}
+  local function add(ids)
+    if ids then
+      for id in next, ids do
+        if not seen[id] then
+          seen[id] = true
+          due[#due + 1] = id
+        end
+      end
+    end
+  end
+  if everything then
+    for id in next, readers do add({ [id] = true }) end
+  else
+    for real, keys in next, changes do
+      local byKey = dependents[real]
+      if byKey then
+        add(byKey[ALL])
+        for key in next, keys do add(byKey[key]) end
+      end
+    end
+  end
+  changes = {}
+  local ids, values, failures, n = {}, {}, nil, 0
+  for i = 1, #due do
+    local id = due[i]
+    if id ~= "subscriptions" then
+      local ok, value = pcall(evaluate, id)
+      mode, reads = false, false
+      if ok then
+        n = n + 1
+        ids[n], values[n] = id, { value }
+      else
+        failures = failures or {}
+        failures[id] = tostring(value)
+      end
+    end
+  end
+  return ids, values, failures
+end
+
+-- Puts the runtime back to rest after a failed call.
+function M.reset()
+  if mode == "write" then M.rollback() end
+  mode, reads = false, false
+end
+
+function M.markAllDirty()
+  subscriptionsDirty = true
+end
+
+return M
+"""#
+}

@@ -1,0 +1,428 @@
+import Dispatch
+import Foundation
+import LuaKit
+import LuaStoreCore
+
+/// A scripted app inside its VM: the app's functions, the state runtime, and the readers (props and
+/// selectors) observers are attached to. Lives on the app's `LuaThread`; every method runs there.
+final class ScriptEngine {
+    /// The app's module and the functions it exports.
+    struct App {
+        let namespace: LuaNamespace
+        let module: LuaReference
+        let initialize: LuaReference
+        let reduce: LuaReference
+        let props: LuaReference
+        let subscriptions: LuaReference?
+        let migrate: LuaReference?
+        let schemaVersion: Int64
+        let fingerprint: [String: Data]
+    }
+
+    /// The functions of `StateRuntime`.
+    private struct Runtime {
+        let reduce, rollback, transform, setState, state, register, unregister, path, evaluate, subscriptions,
+            flush, reset, markAllDirty: LuaReference
+    }
+
+    /// What a reader shows: the app's props, or the value at a path in the state.
+    enum ReaderKind {
+        case props
+        case path([LuaKey])
+    }
+
+    /// An observer attached to a reader.
+    private struct Reader {
+        let kind: ReaderKind
+        let queue: DispatchQueue?
+        let deliver: @Sendable (LuaValue) -> ObserverStatus
+        var last: LuaValue?
+    }
+
+    let vm: LuaVM
+    let thread: LuaThread
+    let folder: URL
+    private(set) var app: App
+    private let runtime: Runtime
+    private let report: @Sendable (ScriptFailure) -> Void
+    private var readers: [Int64: Reader] = [:]
+    private var nextReader: Int64 = 1
+    private var cachedSubscriptions: [String: ScriptEffect] = [:]
+    private var subscriptionsDirty = true
+
+    /// Loads the app in `folder`, runs `init`, and sets up the runtime. On this VM's thread.
+    init(folder: URL, thread: LuaThread, limits: LuaLimits, log: @escaping @Sendable (String) -> Void,
+         report: @escaping @Sendable (ScriptFailure) -> Void) throws(ScriptError) {
+        self.folder = folder
+        self.thread = thread
+        self.report = report
+        let machine: LuaVM
+        do {
+            machine = try LuaVM(limits: limits, moduleRoot: folder, print: log)
+            try machine.define(module: EffectsModule.name, source: EffectsModule.source)
+            runtime = try Self.loadRuntime(machine)
+        } catch {
+            throw ScriptError(stage: .load, error: error)
+        }
+        vm = machine
+        app = try Self.loadApp(vm: vm, folder: folder)
+        do {
+            let initial = try vm.callForReferences(app.initialize, arguments: [])
+            try vm.call(runtime.setState, arguments: [initial.first.flatMap { $0 }.map(LuaArgument.reference) ?? .value(.nil)])
+        } catch {
+            throw ScriptError(stage: .initialize, error: error)
+        }
+        try registerSubscriptions()
+    }
+
+    // MARK: Loading
+
+    private static func loadRuntime(_ vm: LuaVM) throws(LuaError) -> Runtime {
+        let chunk = try vm.loadTrusted(StateRuntime.source, chunkName: StateRuntime.chunkName)
+        let module = try vm.callForReferences(chunk, arguments: [])[0]!
+        func function(_ name: String) throws(LuaError) -> LuaReference {
+            guard let reference = try vm.field(.string(name), of: module) else {
+                throw LuaError(.runtime, "the state runtime has no '\(name)'")
+            }
+            return reference
+        }
+        return Runtime(
+            reduce: try function("reduce"), rollback: try function("rollback"), transform: try function("transform"),
+            setState: try function("setState"), state: try function("state"), register: try function("register"),
+            unregister: try function("unregister"), path: try function("path"), evaluate: try function("evaluate"),
+            subscriptions: try function("subscriptions"), flush: try function("flush"), reset: try function("reset"),
+            markAllDirty: try function("markAllDirty"))
+    }
+
+    /// The app's files (`*.lua`, specs excluded) and their contents, to tell whether a reload changes anything.
+    static func fingerprint(of folder: URL) -> [String: Data] {
+        var files: [String: Data] = [:]
+        let root = folder.standardizedFileURL.resolvingSymlinksInPath().path
+        guard let enumerator = FileManager.default.enumerator(atPath: root) else { return files }
+        while let relative = enumerator.nextObject() as? String {
+            guard relative.hasSuffix(".lua"), !relative.hasSuffix("_spec.lua"), !relative.hasPrefix("spec/") else { continue }
+            if let data = FileManager.default.contents(atPath: root + "/" + relative) { files[relative] = data }
+        }
+        return files
+    }
+
+    /// Requires `app` in a fresh namespace and checks its exports.
+    static func loadApp(vm: LuaVM, folder: URL) throws(ScriptError) -> App {
+        let fingerprint = Self.fingerprint(of: folder)
+        guard fingerprint["app.lua"] != nil else {
+            throw ScriptError(stage: .load, error: LuaError(.runtime, "\(folder.path) has no app.lua"))
+        }
+        do throws(LuaError) {
+            let namespace = try vm.makeNamespace()
+            let module = try vm.require("app", in: namespace)
+            guard vm.typeName(of: module) == "table" else {
+                throw LuaError(.runtime, "app.lua must return a table of functions (init, reduce, props), not a \(vm.typeName(of: module))",
+                               chunkName: "app.lua")
+            }
+            func export(_ name: String, optional: Bool = false) throws(LuaError) -> LuaReference? {
+                let value = try vm.field(.string(name), of: module)
+                guard let value else {
+                    if optional { return nil }
+                    throw LuaError(.runtime, "app.lua must export a function '\(name)'", chunkName: "app.lua")
+                }
+                guard vm.typeName(of: value) == "function" else {
+                    throw LuaError(.runtime, "app.lua's '\(name)' must be a function, not a \(vm.typeName(of: value))", chunkName: "app.lua")
+                }
+                return value
+            }
+            var schemaVersion: Int64 = 0
+            if let version = try vm.field("schemaVersion", of: module) {
+                guard case .integer(let number) = try vm.value(of: version, root: "schemaVersion"), number >= 0 else {
+                    throw LuaError(.runtime, "app.lua's 'schemaVersion' must be a non-negative integer", chunkName: "app.lua")
+                }
+                schemaVersion = number
+            }
+            return App(
+                namespace: namespace, module: module, initialize: try export("init")!, reduce: try export("reduce")!,
+                props: try export("props")!, subscriptions: try export("subscriptions", optional: true),
+                migrate: try export("migrate", optional: true), schemaVersion: schemaVersion, fingerprint: fingerprint)
+        } catch {
+            throw ScriptError(stage: .load, error: error)
+        }
+    }
+
+    private func registerSubscriptions() throws(ScriptError) {
+        do {
+            if let subscriptions = app.subscriptions {
+                try vm.call(runtime.register, arguments: [.value("subscriptions"), .reference(subscriptions)])
+            } else {
+                try vm.call(runtime.unregister, arguments: [.value("subscriptions")])
+            }
+            try vm.call(runtime.markAllDirty, arguments: [])
+            subscriptionsDirty = true
+        } catch {
+            throw ScriptError(stage: .load, error: error)
+        }
+    }
+
+    // MARK: Reducing
+
+    /// Applies `action` as one transaction; returns the commands. On failure the state is as it was.
+    func reduce(_ action: LuaValue) throws(LuaError) -> [ScriptEffect] {
+        guard action.table?["type"].string != nil else {
+            throw LuaError(.runtime, "an action must be a table with a string field 'type' (got \(action))")
+        }
+        let results: [LuaValue]
+        do {
+            results = try vm.call(runtime.reduce, arguments: [.reference(app.reduce), .value(action)])
+        } catch {
+            undoLastTransaction()
+            throw error
+        }
+        if results.count > 1, results[1] == true { subscriptionsDirty = true }
+        do {
+            return try Self.commands(from: results.first ?? .nil)
+        } catch {
+            undoLastTransaction()
+            var located = error
+            if located.chunkName == nil { located.chunkName = "app.lua" }
+            throw located
+        }
+    }
+
+    private func undoLastTransaction() {
+        do {
+            try vm.call(runtime.rollback, arguments: [])
+        } catch {
+            report(ScriptFailure(stage: .reduce, error: LuaError(.runtime, "rolling back failed: \(error.message)"), action: nil))
+            _ = try? vm.call(runtime.reset, arguments: [])
+        }
+    }
+
+    static func commands(from value: LuaValue) throws(LuaError) -> [ScriptEffect] {
+        switch value {
+        case .nil: return []
+        case .table(let table) where table.fields.isEmpty:
+            var commands: [ScriptEffect] = []
+            for (index, item) in table.array.enumerated() {
+                commands.append(try ScriptEffect(validating: item, name: "command #\(index + 1)"))
+            }
+            return commands
+        default:
+            throw LuaError(.runtime, "reduce's second result must be a list of commands (got \(value.typeName == "table" ? "a table with non-list keys" : "a " + value.typeName))")
+        }
+    }
+
+    /// The subscriptions the state declares; re-evaluated only when their inputs changed.
+    func subscriptions() throws(LuaError) -> [String: ScriptEffect] {
+        guard app.subscriptions != nil else { return [:] }
+        guard subscriptionsDirty else { return cachedSubscriptions }
+        let value: LuaValue
+        do {
+            value = try vm.call(runtime.subscriptions, arguments: [.value(true)]).first ?? .nil
+        } catch {
+            _ = try? vm.call(runtime.reset, arguments: [])
+            throw error
+        }
+        guard let table = value.table else {
+            throw LuaError(.runtime, "subscriptions must return a table of effects by key (got a \(value.typeName))", chunkName: "app.lua")
+        }
+        var effects: [String: ScriptEffect] = [:]
+        for (index, item) in table.array.enumerated() {
+            effects[String(index + 1)] = try ScriptEffect(validating: item, name: "subscription [\(index + 1)]")
+        }
+        for (key, item) in table.fields {
+            let name: String = switch key {
+            case .string(let text): text
+            case .integer(let number): String(number)
+            case .number(let number): String(number)
+            case .boolean(let flag): String(flag)
+            }
+            effects[name] = try ScriptEffect(validating: item, name: "subscription \"\(name)\"")
+        }
+        cachedSubscriptions = effects
+        subscriptionsDirty = false
+        return effects
+    }
+
+    // MARK: Readers
+
+    /// Attaches an observer to a new reader and delivers its current value.
+    func addReader(_ kind: ReaderKind, queue: DispatchQueue?, deliver: @escaping @Sendable (LuaValue) -> ObserverStatus) {
+        let id = nextReader
+        nextReader += 1
+        readers[id] = Reader(kind: kind, queue: queue, deliver: deliver, last: nil)
+        do {
+            try vm.call(runtime.register, arguments: [.value(.integer(id)), .reference(try readerFunction(kind))])
+            let value = try vm.call(runtime.evaluate, arguments: [.value(.integer(id))]).first ?? .nil
+            offer(value, to: id)
+        } catch {
+            _ = try? vm.call(runtime.reset, arguments: [])
+            report(ScriptFailure(stage: kind.stage, error: error, action: nil))
+        }
+    }
+
+    private func readerFunction(_ kind: ReaderKind) throws(LuaError) -> LuaReference {
+        switch kind {
+        case .props:
+            return app.props
+        case .path(let keys):
+            return try vm.callForReferences(runtime.path, arguments: keys.map { .value($0.value) })[0]!
+        }
+    }
+
+    /// Re-evaluates the readers whose inputs changed (all of them when `everything`) and delivers new values.
+    func flush(everything: Bool = false) {
+        guard !readers.isEmpty else {
+            _ = try? vm.call(runtime.flush, arguments: [.value(false)])
+            return
+        }
+        let results: [LuaReference?]
+        do {
+            results = try vm.callForReferences(runtime.flush, arguments: [.value(.boolean(everything))])
+        } catch {
+            _ = try? vm.call(runtime.reset, arguments: [])
+            report(ScriptFailure(stage: .props, error: error, action: nil))
+            return
+        }
+        guard results.count >= 2, let idsReference = results[0], let valuesReference = results[1] else { return }
+        do {
+            let ids = try vm.value(of: idsReference, root: "readers").table?.array ?? []
+            for (position, id) in ids.enumerated() {
+                guard case .integer(let readerID) = id, let reader = readers[readerID] else { continue }
+                do {
+                    guard let wrapped = try vm.field(.integer(Int64(position + 1)), of: valuesReference) else { continue }
+                    let value = try vm.value(of: wrapped, root: reader.kind.rootName)
+                    offer(value.table?.array.first ?? .nil, to: readerID)
+                } catch {
+                    report(ScriptFailure(stage: reader.kind.stage, error: error, action: nil))
+                }
+            }
+            if results.count >= 3, let failures = results[2] {
+                for (key, message) in try vm.value(of: failures, root: "failures").table?.fields ?? [:] {
+                    guard case .integer(let readerID) = key, let reader = readers[readerID] else { continue }
+                    report(ScriptFailure(stage: reader.kind.stage, error: LuaError(.runtime, parsing: message.string ?? "\(message)"), action: nil))
+                }
+            }
+        } catch {
+            report(ScriptFailure(stage: .props, error: error, action: nil))
+        }
+    }
+
+    private func offer(_ value: LuaValue, to id: Int64) {
+        guard var reader = readers[id] else { return }
+        if let last = reader.last, last == value { return }
+        reader.last = value
+        readers[id] = reader
+        let deliver = reader.deliver
+        if let queue = reader.queue {
+            queue.async { [weak self] in
+                guard deliver(value) == .dead, let self else { return }
+                self.thread.async { [weak self] in self?.removeReader(id) }
+            }
+        } else if deliver(value) == .dead {
+            removeReader(id)
+        }
+    }
+
+    private func removeReader(_ id: Int64) {
+        readers[id] = nil
+        _ = try? vm.call(runtime.unregister, arguments: [.value(.integer(id))])
+    }
+
+    // MARK: State
+
+    /// The whole state, converted.
+    func state() throws(LuaError) -> LuaValue {
+        try vm.call(runtime.state, arguments: []).first ?? .nil
+    }
+
+    /// The current props, converted.
+    func currentProps() throws(LuaError) -> LuaValue {
+        let id: Int64 = -1
+        try vm.call(runtime.register, arguments: [.value(.integer(id)), .reference(app.props)])
+        defer { _ = try? vm.call(runtime.unregister, arguments: [.value(.integer(id))]) }
+        do {
+            return try vm.call(runtime.evaluate, arguments: [.value(.integer(id))]).first ?? .nil
+        } catch {
+            _ = try? vm.call(runtime.reset, arguments: [])
+            throw error
+        }
+    }
+
+    // MARK: Reload
+
+    /// Loads the app's files again. Keeps the old version (and the state as it was) on any failure.
+    func reload() throws(ScriptError) -> ReloadOutcome {
+        let fingerprint = Self.fingerprint(of: folder)
+        if fingerprint == app.fingerprint { return .unchanged }
+        let candidate = try Self.loadApp(vm: vm, folder: folder)
+        if candidate.schemaVersion < app.schemaVersion {
+            throw ScriptError(stage: .reload, error: LuaError(
+                .runtime, "schemaVersion went down from \(app.schemaVersion) to \(candidate.schemaVersion); the new version is refused",
+                chunkName: "app.lua"))
+        }
+        var migrated = false
+        if candidate.schemaVersion > app.schemaVersion {
+            guard let migrate = candidate.migrate else {
+                throw ScriptError(stage: .migrate, error: LuaError(
+                    .runtime, "schemaVersion grew from \(app.schemaVersion) to \(candidate.schemaVersion) but app.lua has no 'migrate'",
+                    chunkName: "app.lua"))
+            }
+            do {
+                try vm.call(runtime.transform, arguments: [.reference(migrate), .value(.integer(app.schemaVersion))])
+                migrated = true
+            } catch {
+                undoLastTransaction()
+                throw ScriptError(stage: .migrate, error: error)
+            }
+        }
+        let check: Int64 = -2
+        do {
+            try vm.call(runtime.register, arguments: [.value(.integer(check)), .reference(candidate.props)])
+            defer { _ = try? vm.call(runtime.unregister, arguments: [.value(.integer(check))]) }
+            _ = try vm.call(runtime.evaluate, arguments: [.value(.integer(check))])
+        } catch {
+            _ = try? vm.call(runtime.reset, arguments: [])
+            if migrated { undoLastTransaction() }
+            throw ScriptError(stage: .props, error: error)
+        }
+        let previous = app.schemaVersion
+        app = candidate
+        for (id, reader) in readers {
+            if case .props = reader.kind {
+                _ = try? vm.call(runtime.register, arguments: [.value(.integer(id)), .reference(candidate.props)])
+            }
+        }
+        try registerSubscriptions()
+        flush(everything: true)
+        return .reloaded(fromSchema: previous, toSchema: candidate.schemaVersion)
+    }
+}
+
+extension ScriptEngine.ReaderKind {
+    var stage: ScriptFailure.Stage {
+        switch self {
+        case .props: .props
+        case .path: .selector
+        }
+    }
+
+    var rootName: String {
+        switch self {
+        case .props: "props"
+        case .path(let keys): keys.reduce("state") { $0 + LuaPathRendering.render($1) }
+        }
+    }
+}
+
+/// Renders a key as Lua source would index with it.
+enum LuaPathRendering {
+    static func render(_ key: LuaKey) -> String {
+        switch key {
+        case .string(let name) where name.range(of: #"^[A-Za-z_][A-Za-z0-9_]*$"#, options: .regularExpression) != nil: ".\(name)"
+        case .string(let name): "[\"\(name)\"]"
+        case .integer(let index): "[\(index)]"
+        case .number(let number): "[\(number)]"
+        case .boolean(let flag): "[\(flag)]"
+        }
+    }
+}
+
+// Every use happens on the app's LuaThread (the store's executor); LuaVM checks the thread on each call.
+extension ScriptEngine: @unchecked Sendable {}

@@ -1,0 +1,67 @@
+import LuaKit
+
+/// A scripted app could not be loaded, started or reloaded.
+public struct ScriptError: Error, Sendable, CustomStringConvertible {
+    /// What was being done.
+    public var stage: ScriptFailure.Stage
+    /// The script error, with file and line when known.
+    public var error: LuaError
+
+    /// An error at `stage`.
+    public init(stage: ScriptFailure.Stage, error: LuaError) {
+        self.stage = stage
+        self.error = error
+    }
+
+    public var description: String { "\(stage): \(error)" }
+}
+
+/// A failure while a scripted app runs. The app keeps running: a failed action changes nothing, a failed
+/// props call keeps the last props, a failed reload keeps the old scripts.
+public struct ScriptFailure: Sendable, CustomStringConvertible {
+    /// Where a failure happened.
+    public enum Stage: String, Sendable, Equatable {
+        /// Loading the app's modules.
+        case load
+        /// Running `init`.
+        case initialize = "init"
+        /// Running `reduce` (the action was not applied).
+        case reduce
+        /// Running `props`.
+        case props
+        /// Running a selector.
+        case selector
+        /// Running `subscriptions`.
+        case subscriptions
+        /// Performing an effect.
+        case effect
+        /// Reloading (the old version keeps running).
+        case reload
+        /// Running `migrate` during a reload (the state was restored).
+        case migrate
+    }
+
+    /// Where it happened.
+    public var stage: Stage
+    /// The error, with file and line when known.
+    public var error: LuaError
+    /// The action being handled, if any.
+    public var action: LuaValue?
+
+    /// A failure.
+    public init(stage: Stage, error: LuaError, action: LuaValue? = nil) {
+        self.stage = stage
+        self.error = error
+        self.action = action
+    }
+
+    public var description: String { "\(stage.rawValue): \(error)" }
+}
+
+/// What a reload did.
+public enum ReloadOutcome: Sendable, Equatable {
+    /// The files are byte for byte what is running: nothing to do.
+    case unchanged
+    /// The new version runs; the state was migrated if its schema version grew.
+    case reloaded(fromSchema: Int64, toSchema: Int64)
+}

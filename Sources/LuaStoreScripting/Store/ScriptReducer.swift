@@ -1,0 +1,33 @@
+import LuaKit
+import LuaStoreCore
+
+/// What the Swift store holds for a scripted app: the state itself lives in the VM, so this is only a version
+/// number that grows with every applied action.
+public struct ScriptState: Sendable, Equatable {
+    /// Actions applied so far.
+    public var version: UInt64 = 0
+}
+
+/// The app's Lua `reduce` and `subscriptions` as a `Reducer` of the Swift store.
+struct ScriptReducer: Reducer {
+    let engine: ScriptEngine
+
+    func reduce(into state: inout ScriptState, action: LuaValue) throws -> [ScriptEffect] {
+        let commands = try engine.reduce(action)
+        state.version += 1
+        return commands
+    }
+
+    func subscriptions(for state: ScriptState) throws -> [String: ScriptEffect] {
+        try engine.subscriptions()
+    }
+}
+
+/// Runs a store's jobs on the app's `LuaThread`, where its VM lives.
+struct LuaThreadExecutor: StoreExecutor {
+    let thread: LuaThread
+
+    func execute(_ job: @escaping @Sendable () -> Void) {
+        thread.async(job)
+    }
+}

@@ -1,0 +1,231 @@
+import Dispatch
+import Foundation
+import LuaKit
+import LuaStoreCore
+
+/// How a scripted store runs.
+public struct ScriptedStoreOptions: Sendable {
+    /// Bounds of the app's VM (memory, time per call).
+    public var limits: LuaLimits
+    /// What HTTP effects may reach.
+    public var urlPolicy: URLPolicy
+    /// When observers hear about changes.
+    public var notification: NotificationPolicy
+    /// Receives what scripts `print` and `luastore.log` lines.
+    public var log: @Sendable (String) -> Void
+    /// Receives every failure while the app runs (default: standard error).
+    public var failures: @Sendable (ScriptFailure) -> Void
+
+    /// Options; every part has a default.
+    public init(
+        limits: LuaLimits = LuaLimits(),
+        urlPolicy: URLPolicy = URLPolicy(),
+        notification: NotificationPolicy = .batched,
+        log: @escaping @Sendable (String) -> Void = { line in FileHandle.standardError.write(Data((line + "\n").utf8)) },
+        failures: @escaping @Sendable (ScriptFailure) -> Void = { failure in
+            FileHandle.standardError.write(Data("luastore: \(failure)\n".utf8))
+        }
+    ) {
+        self.limits = limits
+        self.urlPolicy = urlPolicy
+        self.notification = notification
+        self.log = log
+        self.failures = failures
+    }
+}
+
+/// A store whose reducer, props and subscriptions are a Lua app (a folder with `app.lua`), running on the
+/// Swift store with effects performed in Swift.
+///
+/// ```swift
+/// let store = try await ScriptedStore(app: URL(fileURLWithPath: "samples/counter"))
+/// store.observeProps { props in print(props); return .active }
+/// store.dispatch(["type": "increment"])
+/// ```
+public final class ScriptedStore: Sendable {
+    /// The thread the app's VM lives on (also the store's serial context).
+    public let thread: LuaThread
+    private let engine: ScriptEngine
+    private let root: RootStore<ScriptReducer>
+    private let options: ScriptedStoreOptions
+    private let watcher = Protected<Task<Void, Never>?>(nil)
+
+    /// Loads the app in `folder`, runs its `init`, and starts the store.
+    public init(app folder: URL, options: ScriptedStoreOptions = ScriptedStoreOptions()) async throws(ScriptError) {
+        let thread = LuaThread(name: "luastore:" + folder.lastPathComponent)
+        self.thread = thread
+        self.options = options
+        let report = options.failures
+        let engine = try thread.sync { () throws(ScriptError) -> ScriptEngine in
+            try ScriptEngine(folder: folder, thread: thread, limits: options.limits, log: options.log, report: report)
+        }
+        self.engine = engine
+        let configuration = StoreConfiguration<ScriptState, LuaValue>(
+            executor: LuaThreadExecutor(thread: thread),
+            notification: options.notification,
+            errorReporter: ErrorReporter { failure in report(Self.scriptFailure(failure)) })
+        root = RootStore(
+            initialState: ScriptState(), reducer: ScriptReducer(engine: engine),
+            effects: ScriptEffectHandlers.interpreter(runner: URLEffectRunner(policy: options.urlPolicy), log: options.log),
+            configuration: configuration)
+        root.subscribe(Observer { [engine] _ in
+            engine.flush()
+            return .active
+        })
+    }
+
+    deinit {
+        watcher.withLock { $0?.cancel() }
+        root.shutdown()
+    }
+
+    private static func scriptFailure(_ failure: StoreFailure<ScriptState, LuaValue>) -> ScriptFailure {
+        let stage: ScriptFailure.Stage = switch failure.stage {
+        case .reducer: .reduce
+        case .subscriptions: .subscriptions
+        case .observer, .presenter: .props
+        case .effect: .effect
+        }
+        let error = failure.error as? LuaError ?? LuaError(.runtime, String(describing: failure.error))
+        return ScriptFailure(stage: stage, error: error, action: failure.action)
+    }
+
+    // MARK: Actions and observers
+
+    /// Dispatches `action`, a table with a string `type`. Safe from any thread.
+    public func dispatch(_ action: LuaValue) { root.dispatch(action) }
+
+    /// A handle to the underlying store (for scoping or for code written against `Store`).
+    public var store: Store<ScriptState, LuaValue> { root.store }
+
+    /// Observes the app's props: delivered now, then whenever they change (props run again only when the
+    /// state they read changed).
+    public func observeProps(on queue: DispatchQueue? = nil, _ body: @escaping @Sendable (LuaValue) -> ObserverStatus) {
+        thread.async { [engine] in engine.addReader(.props, queue: queue, deliver: body) }
+    }
+
+    /// Observes the props decoded as `T`; props that do not decode are reported as failures.
+    public func observeProps<T: Decodable & Sendable>(as type: T.Type, on queue: DispatchQueue? = nil,
+                                                      _ body: @escaping @Sendable (T) -> ObserverStatus) {
+        let report = options.failures
+        observeProps(on: queue) { value in
+            do throws(LuaError) {
+                return body(try LuaDecoder().decode(T.self, from: value, root: "props"))
+            } catch {
+                report(ScriptFailure(stage: .props, error: error))
+                return .active
+            }
+        }
+    }
+
+    /// Observes the value at `path` in the state (`["todos", 3, "title"]`): delivered now, then only when a
+    /// write touched it.
+    public func observe(_ path: [LuaKey], on queue: DispatchQueue? = nil, _ body: @escaping @Sendable (LuaValue) -> ObserverStatus) {
+        thread.async { [engine] in engine.addReader(.path(path), queue: queue, deliver: body) }
+    }
+
+    // MARK: Reading
+
+    /// The props now (after the actions dispatched before this call).
+    public func props() async throws(LuaError) -> LuaValue {
+        try await onThread { engine throws(LuaError) in try engine.currentProps() }
+    }
+
+    /// The whole state now, converted.
+    public func state() async throws(LuaError) -> LuaValue {
+        try await onThread { engine throws(LuaError) in try engine.state() }
+    }
+
+    /// Waits until no action is queued and no command is in flight, or `timeout`; returns whether idle.
+    public func waitUntilIdle(timeout: Duration) async -> Bool {
+        await root.waitUntilIdle(timeout: timeout)
+    }
+
+    /// Stops the store: no more actions; subscriptions and commands are cancelled.
+    public func shutdown() {
+        stopWatching()
+        root.shutdown()
+    }
+
+    private func onThread<T: Sendable>(_ body: @escaping @Sendable (ScriptEngine) throws(LuaError) -> T) async throws(LuaError) -> T {
+        let result: Result<T, LuaError> = await withCheckedContinuation { continuation in
+            thread.async { [engine] in continuation.resume(returning: Result { () throws(LuaError) -> T in try body(engine) }) }
+        }
+        return try result.get()
+    }
+
+    // MARK: Reload
+
+    /// Loads the app's scripts again, at an action boundary, keeping the state (see README, "Hot reload").
+    @discardableResult
+    public func reload() async throws(ScriptError) -> ReloadOutcome {
+        let result: Result<ReloadOutcome, ScriptError> = await withCheckedContinuation { continuation in
+            thread.async { [engine, root] in
+                let outcome = Result { () throws(ScriptError) -> ReloadOutcome in try engine.reload() }
+                if case .success(.reloaded(let from, let to)) = outcome {
+                    root.dispatch(["type": "luastore/reloaded", "from": .integer(from), "to": .integer(to)])
+                }
+                continuation.resume(returning: outcome)
+            }
+        }
+        return try result.get()
+    }
+
+    /// Watches the app's folder and reloads after a save (bursts of saves within `debounce` count as one).
+    /// Each attempt is reported to `onReload`.
+    public func startWatching(
+        interval: Duration = .milliseconds(10), debounce: Duration = .milliseconds(15),
+        onReload: @escaping @Sendable (Result<ReloadOutcome, ScriptError>) -> Void = { _ in }
+    ) {
+        let folder = engine.folder
+        let task = Task { [weak self] in
+            var known = FolderSnapshot(folder)
+            while !Task.isCancelled {
+                try? await Task.sleep(for: interval)
+                var current = FolderSnapshot(folder)
+                guard current != known else { continue }
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: debounce)
+                    let settled = FolderSnapshot(folder)
+                    if settled == current { break }
+                    current = settled
+                }
+                known = current
+                guard let self else { return }
+                do throws(ScriptError) {
+                    onReload(.success(try await self.reload()))
+                } catch {
+                    onReload(.failure(error))
+                }
+            }
+        }
+        watcher.withLock { previous in
+            previous?.cancel()
+            previous = task
+        }
+    }
+
+    /// Stops watching the app's folder.
+    public func stopWatching() {
+        watcher.withLock { task in
+            task?.cancel()
+            task = nil
+        }
+    }
+}
+
+/// Names, sizes and modification times of an app's Lua files: cheap to take, compared to notice saves.
+struct FolderSnapshot: Equatable {
+    private var files: [String: [Double]] = [:]
+
+    init(_ folder: URL) {
+        let root = folder.path
+        guard let enumerator = FileManager.default.enumerator(atPath: root) else { return }
+        while let relative = enumerator.nextObject() as? String {
+            guard relative.hasSuffix(".lua"), let attributes = try? FileManager.default.attributesOfItem(atPath: root + "/" + relative) else { continue }
+            let size = (attributes[.size] as? NSNumber)?.doubleValue ?? -1
+            let modified = (attributes[.modificationDate] as? Date)?.timeIntervalSince1970 ?? -1
+            files[relative] = [size, modified]
+        }
+    }
+}
