@@ -47,12 +47,12 @@ static inline int64_t clua_now_nanos(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/// Records the innermost script frame at or above `level` as the failure location, skipping LuaKit's own
-/// prelude (chunks named `luakit:…`). Reads only; never allocates.
+/// Records the innermost script frame at or above `level` as the failure location, skipping trusted host
+/// chunks (named `host:…`, such as LuaKit's prelude). Reads only; never allocates.
 static inline void clua_note_location(lua_State *L, CLuaGuard *g, int level) {
     lua_Debug ar;
     for (; level < 64 && lua_getstack(L, level, &ar); level++) {
-        if (lua_getinfo(L, "Sl", &ar) && ar.currentline > 0 && strncmp(ar.short_src, "luakit:", 7) != 0) {
+        if (lua_getinfo(L, "Sl", &ar) && ar.currentline > 0 && strncmp(ar.short_src, "host:", 5) != 0) {
             g->failureLine = ar.currentline;
             memcpy(g->failureSource, ar.short_src, LUA_IDSIZE);
             g->failureSource[LUA_IDSIZE - 1] = '\0';

@@ -56,10 +56,11 @@ extension LuaVM {
     /// Compiles trusted host code (a library shipped with the host, never a script) against the VM's real
     /// global table: the base library without the sandbox's guards (`setmetatable` with `__mode`, raw access),
     /// plus `string`, `table`, `math` and `utf8`. It still runs under the time budget and memory cap, and it
-    /// still has no `io`, `os`, `package`, `debug` or `coroutine`.
+    /// still has no `io`, `os`, `package`, `debug` or `coroutine`. Its chunk name gets the prefix `host:`, and
+    /// errors are blamed on the script code that called into it, not on its own lines.
     public func loadTrusted(_ source: String, chunkName: String) throws(LuaError) -> LuaReference {
         checkThread()
-        try loadChunk(source, chunkName: chunkName)
+        try loadChunk(source, chunkName: chunkName.hasPrefix("host:") ? chunkName : "host:" + chunkName)
         return makeReference()
     }
 

@@ -70,7 +70,7 @@ extension LuaVM {
         pushString(scriptPosition(from: 1) + message)
     }
 
-    /// `chunk:line: ` of the innermost script frame at or above `level` (LuaKit's prelude does not count),
+    /// `chunk:line: ` of the innermost script frame at or above `level` (trusted `host:` chunks do not count),
     /// or nothing when no script frame is on the stack (after a tail call, say). Records it in the guard.
     func scriptPosition(from level: Int32) -> String {
         var record = lua_Debug()
@@ -81,7 +81,7 @@ extension LuaVM {
             let source = withUnsafeBytes(of: record.short_src) { raw in
                 String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
             }
-            if source.hasPrefix("luakit:") { continue }
+            if source.hasPrefix("host:") { continue }
             guardState.pointee.failureLine = record.currentline
             withUnsafeMutableBytes(of: &guardState.pointee.failureSource) { target in
                 withUnsafeBytes(of: record.short_src) { target.copyMemory(from: $0) }

@@ -7,7 +7,7 @@
 /// functions for differential tests (never given to scripts). Everything a script can reach is built here;
 /// the real library tables, the string metatable and the host table itself stay out of reach.
 enum Prelude {
-    static let chunkName = "luakit:prelude"
+    static let chunkName = "host:luakit-prelude"
 
     static let source = #"""
 local host = ...

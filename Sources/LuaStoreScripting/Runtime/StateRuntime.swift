@@ -25,7 +25,7 @@
 /// conversion anyway); `next` and `rawget`/`rawset` do not see through proxies — use `pairs`, indexing and
 /// `table.*`, which do; proxies may not be kept after the function that received them returns.
 enum StateRuntime {
-    static let chunkName = "luastore:runtime"
+    static let chunkName = "host:luastore-runtime"
 
     static let source = #"""
 local rawget, rawset, rawlen, next, type, setmetatable, error, pcall = rawget, rawset, rawlen, next, type, setmetatable, error, pcall

@@ -1,0 +1,179 @@
+import Foundation
+import LuaKit
+import LuaStoreScripting
+import LuaStoreTestSupport
+import Testing
+
+/// The app contract, transactions, change tracking and effects of a scripted store.
+@Suite struct ScriptedStoreTests {
+    func makeStore(_ files: [String: String] = ["app.lua": testApp, "lib/util.lua": testUtil]) async throws
+        -> (ScriptedStore, Recorder, AppFolder) {
+        let folder = try AppFolder(files)
+        let recorder = Recorder()
+        let store = try await ScriptedStore(app: folder.url, options: recorder.options)
+        recorder.observe(store)
+        return (store, recorder, folder)
+    }
+
+    @Test func initialPropsThenChanges() async throws {
+        let (store, recorder, folder) = try await makeStore()
+        defer { folder.remove() }
+        store.dispatch(["type": "increment"])
+        store.dispatch(["type": "add", "title": "Buy milk"])
+        store.dispatch(["type": "toggle", "id": 1])
+        #expect(await eventually { recorder.props.value.last == ["count": 1, "total": 1, "done": 1] })
+        #expect(recorder.props.value.first == ["count": 0, "total": 0, "done": 0])
+        #expect(recorder.failures.value.isEmpty)
+    }
+
+    @Test(arguments: [
+        ("explode", ScriptFailure.Stage.reduce, "exploded on purpose", "app.lua:26"),
+        ("loop", .reduce, "time budget of 100 ms exceeded", "app.lua:29"),
+        ("hog", .reduce, "not enough memory", "app.lua:33"),
+        ("badcommand", .reduce, "command #1 (http): field 'url' must be a string (got number)", "app.lua"),
+    ])
+    func failingReducerLeavesStateExactlyAsItWas(action: String, stage: ScriptFailure.Stage, message: String, location: String) async throws {
+        let (store, recorder, folder) = try await makeStore()
+        defer { folder.remove() }
+        store.dispatch(["type": "add", "title": "first"])
+        store.dispatch(["type": "increment"])
+        let before = try await store.state()
+        let propsBefore = await settledProps(recorder)
+        store.dispatch(["type": .string(action)])
+        let after = try await store.state()
+        #expect(after == before, "deep, bit for bit")
+        #expect(recorder.props.value.count == propsBefore, "no observer was notified")
+        let failure = try #require(recorder.failures.value.first)
+        #expect(failure.stage == stage)
+        #expect(failure.error.message == message)
+        #expect(failure.error.location == location)
+        #expect(failure.action == ["type": .string(action)])
+        store.dispatch(["type": "increment"])
+        #expect(await eventually { recorder.props.value.last?["count"] == 2 }, "the store serves the next action")
+    }
+
+    func settledProps(_ recorder: Recorder) async -> Int {
+        var count = -1
+        while count != recorder.props.value.count {
+            count = recorder.props.value.count
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return count
+    }
+
+    @Test func reducerMayReturnANewState() async throws {
+        let (store, recorder, folder) = try await makeStore()
+        defer { folder.remove() }
+        store.dispatch(["type": "add", "title": "x"])
+        store.dispatch(["type": "replace"])
+        #expect(await eventually { recorder.props.value.last == ["count": 100, "total": 0, "done": 0] })
+        #expect(try await store.state()["nested"] == ["deep": ["value": 1]])
+    }
+
+    @Test func propsRunOnlyWhenTheirInputsChanged() async throws {
+        let (store, recorder, folder) = try await makeStore()
+        defer { folder.remove() }
+        store.dispatch(["type": "increment"])
+        #expect(await eventually { recorder.props.value.last?["count"] == 1 })
+        let runs = recorder.logs.value.filter { $0 == "props ran" }.count
+        store.dispatch(["type": "fetch", "id": "a", "url": "http://127.0.0.1:1/"])
+        store.dispatch(["type": "cancel", "id": "a"])
+        store.dispatch(["type": "unknown action type"])
+        _ = try await store.state()
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(recorder.logs.value.filter { $0 == "props ran" }.count == runs, "requests and log are not read by props")
+        store.dispatch(["type": "increment"])
+        #expect(await eventually { recorder.logs.value.filter { $0 == "props ran" }.count == runs + 1 })
+    }
+
+    @Test func selectorsOfUnchangedSlicesAreNotCalled() async throws {
+        let (store, _, folder) = try await makeStore()
+        defer { folder.remove() }
+        for index in 1...20 { store.dispatch(["type": "add", "title": .string("item \(index)")]) }
+        _ = try await store.state()
+        let deliveries = Locked<[Int: Int]>([:])
+        for index in 1...20 {
+            store.observe(["items", .integer(Int64(index))]) { _ in
+                deliveries.withLock { $0[index, default: 0] += 1 }
+                return .active
+            }
+        }
+        #expect(await eventually { deliveries.value.count == 20 })
+        store.dispatch(["type": "toggle", "id": 7])
+        store.dispatch(["type": "increment"])
+        _ = try await store.state()
+        #expect(await eventually { deliveries.value[7] == 2 })
+        try await Task.sleep(for: .milliseconds(30))
+        #expect(deliveries.value.filter { $0.value != 1 }.map(\.key) == [7])
+    }
+
+    @Test func commandsAreReturnedAndRun() async throws {
+        let (store, recorder, folder) = try await makeStore()
+        defer { folder.remove() }
+        store.dispatch(["type": "increment"])
+        store.dispatch(["type": "say"])
+        #expect(await eventually { recorder.logs.value.contains("count is 1") })
+        store.dispatch(["type": "later"])
+        #expect(await eventually { recorder.props.value.last?["count"] == 2 })
+        #expect(await store.waitUntilIdle(timeout: .seconds(2)))
+    }
+
+    @Test func httpRequestsRunAndAreCancelledByState() async throws {
+        let server = try await TestServer.start()
+        let (store, _, folder) = try await makeStore()
+        defer { folder.remove() }
+        store.dispatch(["type": "fetch", "id": "hello", "url": .string(server.base + "/hello")])
+        #expect(await eventually { (try? await store.state()["log"]) == ["fetched hello hello"] })
+        store.dispatch(["type": "fetch", "id": "slow", "url": .string(server.base + "/slow")])
+        #expect(await eventually { server.slowStarted.value == 1 })
+        store.dispatch(["type": "cancel", "id": "slow"])
+        store.dispatch(["type": "fetch", "id": "refused", "url": "http://127.0.0.1:1/"])
+        #expect(await eventually { (try? await store.state()["log"])?.table?.array.count == 2 })
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(try await store.state()["log"] == ["fetched hello hello", "fetchFailed refused connectionFailed"],
+                "the cancelled request never reports back")
+        await server.stop()
+    }
+
+    @Test func appsThatCannotLoadSayWhy() async throws {
+        let cases: [([String: String], ScriptFailure.Stage, String, String?)] = [
+            (["app.lua": "return {"], .load, "unexpected symbol near <eof>", "app.lua:1"),
+            (["app.lua": "return { init = function() return {} end, reduce = function() end }"], .load,
+             "app.lua must export a function 'props'", "app.lua"),
+            (["app.lua": "return 42"], .load, "app.lua must return a table of functions (init, reduce, props), not a number", "app.lua"),
+            (["app.lua": "return { init = function() return 1 end, reduce = function() end, props = function() end }"], .initialize,
+             "init must return a table (it returned a number)", nil),
+            (["other.lua": "return {}"], .load, "has no app.lua", nil),
+        ]
+        for (files, stage, message, location) in cases {
+            let folder = try AppFolder(files)
+            defer { folder.remove() }
+            do {
+                _ = try await ScriptedStore(app: folder.url, options: Recorder().options)
+                Issue.record("expected \(message)")
+            } catch {
+                #expect(error.stage == stage)
+                #expect(error.error.message.hasSuffix(message), "\(error)")
+                #expect(error.error.location == location)
+            }
+        }
+    }
+
+    struct Counter: Decodable, Sendable, Equatable {
+        var count: Int
+        var total: Int
+        var done: Int
+    }
+
+    @Test func propsDecodeIntoSwiftTypes() async throws {
+        let (store, _, folder) = try await makeStore()
+        defer { folder.remove() }
+        let decoded = Locked<[Counter]>([])
+        store.observeProps(as: Counter.self) { props in
+            decoded.withLock { $0.append(props) }
+            return .active
+        }
+        store.dispatch(["type": "increment"])
+        #expect(await eventually { decoded.value.last == Counter(count: 1, total: 0, done: 0) })
+    }
+}

@@ -1,0 +1,130 @@
+import Foundation
+import LuaKit
+import LuaStoreScripting
+import LuaStoreTestSupport
+
+/// An app folder written for one test, removed when it ends (callers `defer` `remove()`).
+struct AppFolder {
+    let url: URL
+
+    init(_ files: [String: String]) throws {
+        url = FileManager.default.temporaryDirectory.appendingPathComponent("luastore-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        for (path, contents) in files { try write(path, contents) }
+    }
+
+    func write(_ path: String, _ contents: String) throws {
+        let file = url.appendingPathComponent(path)
+        try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try Data(contents.utf8).write(to: file)
+    }
+
+    func remove() { try? FileManager.default.removeItem(at: url) }
+}
+
+/// What a store under test reported.
+final class Recorder: Sendable {
+    let props = Locked<[LuaValue]>([])
+    let failures = Locked<[ScriptFailure]>([])
+    let logs = Locked<[String]>([])
+
+    var options: ScriptedStoreOptions {
+        var options = ScriptedStoreOptions(
+            log: { line in self.logs.withLock { $0.append(line) } },
+            failures: { failure in self.failures.withLock { $0.append(failure) } })
+        options.limits.timeBudget = .milliseconds(100)
+        options.limits.memoryBytes = 32 << 20
+        return options
+    }
+
+    func observe(_ store: ScriptedStore) {
+        store.observeProps { props in
+            self.props.withLock { $0.append(props) }
+            return .active
+        }
+    }
+}
+
+/// A small app exercising every part of the contract.
+let testApp = #"""
+local luastore = require("luastore")
+local util = require("lib.util")
+
+local app = {}
+app.schemaVersion = 1
+
+function app.init()
+  return { count = 0, items = {}, nested = { deep = { value = 1 } }, requests = {}, log = {} }
+end
+
+function app.reduce(state, action)
+  local kind = action.type
+  if kind == "increment" then
+    state.count = state.count + 1
+  elseif kind == "add" then
+    table.insert(state.items, { id = #state.items + 1, title = action.title, done = false })
+  elseif kind == "toggle" then
+    local item = state.items[action.id]
+    item.done = not item.done
+  elseif kind == "explode" then
+    state.count = 999
+    state.nested.deep.value = 42
+    table.insert(state.items, { id = 0 })
+    state.items[1] = nil
+    state.nested.extra = { 1, 2, 3 }
+    util.fail("exploded on purpose")
+  elseif kind == "loop" then
+    state.count = -1
+    while true do end
+  elseif kind == "hog" then
+    state.count = -2
+    local hoard = {}
+    for i = 1, 64 do hoard[i] = string.rep("x", 1 << 20) .. i end
+  elseif kind == "replace" then
+    return { count = 100, items = {}, nested = state.nested, requests = {}, log = {} }
+  elseif kind == "say" then
+    return nil, { luastore.log("count is " .. state.count) }
+  elseif kind == "later" then
+    return nil, { luastore.delay(0.01, { type = "increment" }) }
+  elseif kind == "fetch" then
+    state.requests[action.id] = action.url
+  elseif kind == "fetched" or kind == "fetchFailed" then
+    state.requests[action.id] = nil
+    table.insert(state.log, kind .. " " .. tostring(action.id) .. " " .. tostring(action.body or action.reason))
+  elseif kind == "cancel" then
+    state.requests[action.id] = nil
+  elseif kind == "badcommand" then
+    state.count = 555
+    return nil, { { kind = "http", url = 42, success = "a", failure = "b" } }
+  end
+end
+
+function app.props(state)
+  print("props ran")
+  local done = 0
+  for _, item in ipairs(state.items) do
+    if item.done then done = done + 1 end
+  end
+  return { count = state.count, total = #state.items, done = done }
+end
+
+function app.subscriptions(state)
+  local wanted = {}
+  for id, url in pairs(state.requests) do
+    wanted["request " .. id] = luastore.http { url = url, success = "fetched", failure = "fetchFailed", id = id, timeout = 2 }
+  end
+  return wanted
+end
+
+return app
+"""#
+
+let testUtil = #"""
+local util = {}
+
+function util.fail(message)
+  error(message, 2)
+end
+
+return util
+"""#
