@@ -1,0 +1,153 @@
+import Foundation
+import LuaKit
+import LuaStoreScripting
+import LuaStoreTestSupport
+import Testing
+
+/// Hot reload: new scripts, same state; every failure keeps the old version running.
+@Suite struct ReloadTests {
+    static let version1 = #"""
+    local app = {}
+    app.schemaVersion = 1
+    function app.init() return { count = 0 } end
+    function app.reduce(state, action)
+      if action.type == "increment" then state.count = state.count + 1 end
+    end
+    function app.props(state) return { count = state.count, version = 1 } end
+    return app
+    """#
+
+    static let version2 = version1.replacingOccurrences(of: "version = 1", with: "version = 2")
+
+    static let migrated = #"""
+    local app = {}
+    app.schemaVersion = 2
+    function app.init() return { counter = { value = 0 } } end
+    function app.migrate(state, from)
+      if from < 2 then
+        state.counter = { value = state.count }
+        state.count = nil
+      end
+    end
+    function app.reduce(state, action)
+      if action.type == "increment" then state.counter.value = state.counter.value + 1 end
+    end
+    function app.props(state) return { count = state.counter.value, version = 3 } end
+    return app
+    """#
+
+    func makeStore() async throws -> (ScriptedStore, Recorder, AppFolder) {
+        let folder = try AppFolder(["app.lua": Self.version1])
+        let recorder = Recorder()
+        let store = try await ScriptedStore(app: folder.url, options: recorder.options)
+        recorder.observe(store)
+        return (store, recorder, folder)
+    }
+
+    @Test func reloadKeepsTheStateAndDeliversFreshProps() async throws {
+        let (store, recorder, folder) = try await makeStore()
+        defer { folder.remove() }
+        for _ in 0..<3 { store.dispatch(["type": "increment"]) }
+        try folder.write("app.lua", Self.version2)
+        #expect(try await store.reload() == .reloaded(fromSchema: 1, toSchema: 1))
+        #expect(await eventually { recorder.props.value.last == ["count": 3, "version": 2] })
+        store.dispatch(["type": "increment"])
+        #expect(await eventually { recorder.props.value.last == ["count": 4, "version": 2] })
+    }
+
+    @Test func identicalBytesAreANoOp() async throws {
+        let (store, _, folder) = try await makeStore()
+        defer { folder.remove() }
+        #expect(try await store.reload() == .unchanged)
+        try folder.write("app.lua", Self.version1)
+        #expect(try await store.reload() == .unchanged)
+    }
+
+    @Test func migrationRunsWhenTheSchemaVersionGrows() async throws {
+        let (store, recorder, folder) = try await makeStore()
+        defer { folder.remove() }
+        for _ in 0..<5 { store.dispatch(["type": "increment"]) }
+        try folder.write("app.lua", Self.migrated)
+        #expect(try await store.reload() == .reloaded(fromSchema: 1, toSchema: 2))
+        #expect(try await store.state() == ["counter": ["value": 5]])
+        store.dispatch(["type": "increment"])
+        #expect(await eventually { recorder.props.value.last == ["count": 6, "version": 3] })
+    }
+
+    static let failures: [(String, String, ScriptFailure.Stage, String, String?)] = [
+        ("syntax error", version1.replacingOccurrences(of: "return app", with: "return app +"), .load,
+         "unexpected symbol near <eof>", "app.lua:8"),
+        ("error at top level", "local x = nil\nreturn x.field", .load, "attempt to index a nil value (local 'x')", "app.lua:2"),
+        ("endless loop at top level", "while true do end", .load, "time budget of 100 ms exceeded", "app.lua:1"),
+        ("missing export", version1.replacingOccurrences(of: "function app.props", with: "function app.view"), .load,
+         "app.lua must export a function 'props'", "app.lua"),
+        ("failing props", version1.replacingOccurrences(of: "count = state.count", with: "count = state.missing.count"), .props,
+         "attempt to index a nil value (field 'missing')", "app.lua:7"),
+        ("failing migration", migrated.replacingOccurrences(of: "state.count = nil", with: "state.count = nil\n    error('migration broke')"), .migrate,
+         "migration broke", "app.lua:8"),
+        ("lower schema version", version1.replacingOccurrences(of: "schemaVersion = 1", with: "schemaVersion = 0"), .reload,
+         "schemaVersion went down from 1 to 0; the new version is refused", "app.lua"),
+        ("growth without migrate", version1.replacingOccurrences(of: "schemaVersion = 1", with: "schemaVersion = 2"), .migrate,
+         "schemaVersion grew from 1 to 2 but app.lua has no 'migrate'", "app.lua"),
+    ]
+
+    @Test(arguments: failures.map(\.0))
+    func everyFailureKeepsTheOldVersionRunning(name: String) async throws {
+        let (_, source, stage, message, location) = Self.failures.first { $0.0 == name }!
+        let (store, recorder, folder) = try await makeStore()
+        defer { folder.remove() }
+        store.dispatch(["type": "increment"])
+        let before = try await store.state()
+        try folder.write("app.lua", source)
+        do {
+            try await store.reload()
+            Issue.record("the reload should have failed")
+        } catch {
+            #expect(error.stage == stage)
+            #expect(error.error.message == message)
+            #expect(error.error.location == location)
+        }
+        #expect(try await store.state() == before, "the state is as it was")
+        store.dispatch(["type": "increment"])
+        #expect(await eventually { recorder.props.value.last == ["count": 2, "version": 1] }, "the old scripts still run")
+    }
+
+    @Test func reloadUnderAStreamOfDispatchesLosesAndDuplicatesNothing() async throws {
+        let (store, recorder, folder) = try await makeStore()
+        defer { folder.remove() }
+        let dispatcher = Task.detached {
+            for _ in 0..<3000 {
+                store.dispatch(["type": "increment"])
+                if Int.random(in: 0..<50) == 0 { try? await Task.sleep(for: .microseconds(200)) }
+            }
+        }
+        for round in 0..<10 {
+            try folder.write("app.lua", round.isMultiple(of: 2) ? Self.version2 : Self.version1)
+            _ = try await store.reload()
+        }
+        await dispatcher.value
+        #expect(await eventually { recorder.props.value.last?["count"] == 3000 })
+        #expect(try await store.state() == ["count": 3000])
+    }
+
+    @Test func watcherReloadsAfterASave() async throws {
+        let (store, recorder, folder) = try await makeStore()
+        defer { folder.remove() }
+        let outcomes = Locked<[String]>([])
+        store.startWatching { result in
+            let text = switch result {
+            case .success(let outcome): "\(outcome)"
+            case .failure(let error): "\(error)"
+            }
+            outcomes.withLock { $0.append(text) }
+        }
+        try await Task.sleep(for: .milliseconds(30))
+        try folder.write("app.lua", Self.version2)
+        #expect(await eventually { recorder.props.value.last == ["count": 0, "version": 2] })
+        try folder.write("app.lua", "return {")
+        #expect(await eventually { outcomes.value.count == 2 })
+        #expect(outcomes.value.first == "reloaded(fromSchema: 1, toSchema: 1)")
+        #expect(outcomes.value.last?.contains("app.lua:1: unexpected symbol") == true)
+        store.stopWatching()
+    }
+}
