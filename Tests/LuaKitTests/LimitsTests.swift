@@ -4,6 +4,14 @@ import Testing
 /// Scripts that try to hang, exhaust or crash the host. Each must leave the host alive, the VM usable for the
 /// next call, and report a typed error naming what happened.
 @Suite struct LimitsTests {
+    /// Small memory, long time: for tests that must run out of memory before time (also under TSan).
+    static var memoryBound: LuaLimits {
+        var limits = LuaLimits()
+        limits.timeBudget = .seconds(20)
+        limits.memoryBytes = 16 << 20
+        return limits
+    }
+
     static var quick: LuaLimits {
         var limits = LuaLimits()
         limits.timeBudget = .milliseconds(100)
@@ -67,13 +75,14 @@ import Testing
     }
 
     @Test func stringRepBeyondTheCapIsAMemoryError() async throws {
-        let error = try await expectFailure(.memory, "local s = string.rep('x', 2^30)\nreturn #s")
+        let error = try await expectFailure(.memory, "local s = string.rep('x', 2^30)\nreturn #s", limits: Self.memoryBound)
         #expect(error?.message == "not enough memory")
         #expect(error?.location == "hostile.lua:1")
     }
 
     @Test func unboundedTableGrowthIsAMemoryError() async throws {
-        let error = try await expectFailure(.memory, "local t = {}\nlocal i = 0\nwhile true do i = i + 1; t[i] = {i} end")
+        let error = try await expectFailure(.memory, "local t = {}\nlocal i = 0\nwhile true do i = i + 1; t[i] = {i} end",
+                                            limits: Self.memoryBound)
         #expect(error?.location == "hostile.lua:3")
     }
 
@@ -86,7 +95,7 @@ import Testing
     }
 
     @Test func stringConcatenationGrowthIsAMemoryError() async throws {
-        _ = try await expectFailure(.memory, "local s = 'x'\nwhile true do s = s .. s end")
+        _ = try await expectFailure(.memory, "local s = 'x'\nwhile true do s = s .. s end", limits: Self.memoryBound)
     }
 
     @Test func finalizerThatLoopsIsRefused() async throws {

@@ -59,7 +59,9 @@ import Testing
     }
 
     @Test func deepTablesAreRefused() async throws {
-        let error = try await withVM { vm throws in
+        var limits = LuaLimits()
+        limits.timeBudget = .seconds(20)
+        let error = try await withVM(limits: limits) { vm throws in
             luaError { _ = try vm.run("local t = {}\nfor i = 1, 100000 do t = {t} end\nreturn t", chunkName: "d.lua") }
         }
         #expect(error?.kind == .conversion)

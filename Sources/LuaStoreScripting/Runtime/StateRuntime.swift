@@ -41,6 +41,7 @@ local changes = {}                     -- real -> { key -> true }, since the las
 local dependents = setmetatable({}, { __mode = "k" })  -- real -> key -> { reader id -> true }
 local readers = {}                     -- id -> { fn = function, reads = recorded reads }
 local holder = { state = false }       -- holder.state is the app's state table
+local children = {}                    -- child store id -> its local state table
 
 local meta = { __metatable = "luastore state" }
 
@@ -252,6 +253,40 @@ end
 
 function M.state() return holder.state end
 
+-- Child stores: local state of their own, reduced by their own module, never writing the root's.
+
+function M.setChild(id, state)
+  if type(state) ~= "table" then error("a child's init must return a table (it returned a " .. type(state) .. ")", 0) end
+  begin()
+  journal[1], journal[2], journal[3] = children, id, children[id]
+  count = 3
+  children[id] = unwrap(state)
+  commit()
+end
+
+function M.removeChild(id)
+  children[id] = nil
+end
+
+function M.childState(id) return children[id] end
+
+function M.reduceChild(id, reduce, action)
+  begin()
+  local state = proxy(children[id])
+  local result, commands = reduce(state, action)
+  if result ~= nil and result ~= state then
+    if type(result) ~= "table" then
+      error("a child's reduce must return its state table, a new table, or nothing (it returned a " .. type(result) .. ")", 0)
+    end
+    journal[count + 1], journal[count + 2], journal[count + 3] = children, id, children[id]
+    count = count + 3
+    children[id] = unwrap(result)
+  end
+  commands = unwrap(commands)
+  commit()
+  return commands
+end
+
 -- Readers: props, selectors, subscriptions ---------------------------------------------------------
 
 local function index(id, recorded)
@@ -303,15 +338,22 @@ local function evaluate(id, ...)
   mode, reads = "read", {}
   local recorded = reads
   note(holder, "state")
-  local value = reader.fn(proxy(holder.state), ...)
+  local value
+  if reader.child ~= nil then
+    note(children, reader.child)
+    value = reader.fn(proxy(children[reader.child]), proxy(holder.state), ...)
+  else
+    value = reader.fn(proxy(holder.state), ...)
+  end
   dependOnResult(value, {})
   mode, reads = false, false
   index(id, recorded)
   return unwrap(value)
 end
 
-function M.register(id, fn)
-  readers[id] = { fn = fn }
+function M.register(id, fn, child)
+  local old = readers[id]
+  readers[id] = { fn = fn, child = child, reads = old and old.reads }
 end
 
 function M.unregister(id)

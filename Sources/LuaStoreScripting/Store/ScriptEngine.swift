@@ -22,13 +22,21 @@ final class ScriptEngine {
     /// The functions of `StateRuntime`.
     private struct Runtime {
         let reduce, rollback, transform, setState, state, register, unregister, path, evaluate, subscriptions,
-            flush, reset, markAllDirty: LuaReference
+            flush, reset, markAllDirty, setChild, removeChild, childState, reduceChild: LuaReference
     }
 
-    /// What a reader shows: the app's props, or the value at a path in the state.
+    /// A child store's module: its own `init`, `reduce` and `props`.
+    struct ChildModule {
+        let name: String
+        let reduce: LuaReference
+        let props: LuaReference
+    }
+
+    /// What a reader shows: the app's props, the value at a path in the state, or a child store's props.
     enum ReaderKind {
         case props
         case path([LuaKey])
+        case childProps(Int64)
     }
 
     /// An observer attached to a reader.
@@ -48,6 +56,8 @@ final class ScriptEngine {
     private var readers: [Int64: Reader] = [:]
     private var nextReader: Int64 = 1
     private var cachedSubscriptions: [String: ScriptEffect] = [:]
+    private var children: [Int64: ChildModule] = [:]
+    private var nextChild: Int64 = 1
     private var subscriptionsDirty = true
 
     /// Loads the app in `folder`, runs `init`, and sets up the runtime. On this VM's thread.
@@ -91,7 +101,73 @@ final class ScriptEngine {
             setState: try function("setState"), state: try function("state"), register: try function("register"),
             unregister: try function("unregister"), path: try function("path"), evaluate: try function("evaluate"),
             subscriptions: try function("subscriptions"), flush: try function("flush"), reset: try function("reset"),
-            markAllDirty: try function("markAllDirty"))
+            markAllDirty: try function("markAllDirty"), setChild: try function("setChild"),
+            removeChild: try function("removeChild"), childState: try function("childState"),
+            reduceChild: try function("reduceChild"))
+    }
+
+    /// Requires a child store's module in `namespace` and checks its exports.
+    private func loadChild(_ name: String, in namespace: LuaNamespace) throws(LuaError) -> (ChildModule, LuaReference) {
+        let module = try vm.require(name, in: namespace)
+        guard vm.typeName(of: module) == "table" else {
+            throw LuaError(.runtime, "the child module '\(name)' must return a table of functions (init, reduce, props)")
+        }
+        func export(_ function: String) throws(LuaError) -> LuaReference {
+            guard let value = try vm.field(.string(function), of: module), vm.typeName(of: value) == "function" else {
+                throw LuaError(.runtime, "the child module '\(name)' must export a function '\(function)'")
+            }
+            return value
+        }
+        return (ChildModule(name: name, reduce: try export("reduce"), props: try export("props")), try export("init"))
+    }
+
+    // MARK: Child stores
+
+    /// Loads the child module `name`, runs its `init`, and returns the child's id.
+    func addChild(module name: String) throws(ScriptError) -> Int64 {
+        do {
+            let (child, initialize) = try loadChild(name, in: app.namespace)
+            let id = nextChild
+            nextChild += 1
+            let initial = try vm.callForReferences(initialize, arguments: [])
+            try vm.call(runtime.setChild, arguments: [.value(.integer(id)), initial.first.flatMap { $0 }.map(LuaArgument.reference) ?? .value(.nil)])
+            children[id] = child
+            return id
+        } catch {
+            throw ScriptError(stage: .initialize, error: error)
+        }
+    }
+
+    /// Forgets a child store: its state and readers.
+    func removeChild(_ id: Int64) {
+        children[id] = nil
+        for (readerID, reader) in readers {
+            if case .childProps(id) = reader.kind { removeReader(readerID) }
+        }
+        _ = try? vm.call(runtime.removeChild, arguments: [.value(.integer(id))])
+    }
+
+    /// Applies an action dispatched to the child to its local state, as one transaction.
+    func reduceChild(_ id: Int64, _ action: LuaValue) throws(LuaError) -> [ScriptEffect] {
+        guard let child = children[id] else { return [] }
+        let results: [LuaValue]
+        do {
+            results = try vm.call(runtime.reduceChild, arguments: [.value(.integer(id)), .reference(child.reduce), .value(action)])
+        } catch {
+            undoLastTransaction()
+            throw error
+        }
+        do {
+            return try Self.commands(from: results.first ?? .nil)
+        } catch {
+            undoLastTransaction()
+            throw error
+        }
+    }
+
+    /// The child's local state, converted.
+    func childState(_ id: Int64) throws(LuaError) -> LuaValue {
+        try vm.call(runtime.childState, arguments: [.value(.integer(id))]).first ?? .nil
     }
 
     /// The app's files (`*.lua`, specs excluded) and their contents, to tell whether a reload changes anything.
@@ -248,7 +324,9 @@ final class ScriptEngine {
         nextReader += 1
         readers[id] = Reader(kind: kind, queue: queue, deliver: deliver, last: nil)
         do {
-            try vm.call(runtime.register, arguments: [.value(.integer(id)), .reference(try readerFunction(kind))])
+            var arguments: [LuaArgument] = [.value(.integer(id)), .reference(try readerFunction(kind))]
+            if case .childProps(let child) = kind { arguments.append(.value(.integer(child))) }
+            try vm.call(runtime.register, arguments: arguments)
             let value = try vm.call(runtime.evaluate, arguments: [.value(.integer(id))]).first ?? .nil
             offer(value, to: id)
         } catch {
@@ -263,6 +341,9 @@ final class ScriptEngine {
             return app.props
         case .path(let keys):
             return try vm.callForReferences(runtime.path, arguments: keys.map { .value($0.value) })[0]!
+        case .childProps(let child):
+            guard let module = children[child] else { throw LuaError(.runtime, "the child store is gone") }
+            return module.props
         }
     }
 
@@ -382,11 +463,28 @@ final class ScriptEngine {
             if migrated { undoLastTransaction() }
             throw ScriptError(stage: .props, error: error)
         }
+        var reloadedChildren: [Int64: ChildModule] = [:]
+        for (id, child) in children {
+            do {
+                reloadedChildren[id] = try loadChild(child.name, in: candidate.namespace).0
+            } catch {
+                if migrated { undoLastTransaction() }
+                throw ScriptError(stage: .load, error: error)
+            }
+        }
         let previous = app.schemaVersion
         app = candidate
+        children = reloadedChildren
         for (id, reader) in readers {
-            if case .props = reader.kind {
+            switch reader.kind {
+            case .props:
                 _ = try? vm.call(runtime.register, arguments: [.value(.integer(id)), .reference(candidate.props)])
+            case .childProps(let child):
+                if let module = reloadedChildren[child] {
+                    _ = try? vm.call(runtime.register, arguments: [.value(.integer(id)), .reference(module.props), .value(.integer(child))])
+                }
+            case .path:
+                break
             }
         }
         try registerSubscriptions()
@@ -398,14 +496,14 @@ final class ScriptEngine {
 extension ScriptEngine.ReaderKind {
     var stage: ScriptFailure.Stage {
         switch self {
-        case .props: .props
+        case .props, .childProps: .props
         case .path: .selector
         }
     }
 
     var rootName: String {
         switch self {
-        case .props: "props"
+        case .props, .childProps: "props"
         case .path(let keys): keys.reduce("state") { $0 + LuaPathRendering.render($1) }
         }
     }

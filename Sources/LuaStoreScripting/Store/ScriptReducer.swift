@@ -23,6 +23,20 @@ struct ScriptReducer: Reducer {
     }
 }
 
+/// A child store's Lua `reduce`, applied to its local state after the root's reducer.
+struct ChildScriptReducer: Reducer {
+    let engine: ScriptEngine
+    let id: Int64
+
+    func reduce(into state: inout ScriptState, action: LuaValue) throws -> [ScriptEffect] {
+        let commands = try engine.reduceChild(id, action)
+        state.version += 1
+        return commands
+    }
+
+    var declaresSubscriptions: Bool { false }
+}
+
 /// Runs a store's jobs on the app's `LuaThread`, where its VM lives.
 struct LuaThreadExecutor: StoreExecutor {
     let thread: LuaThread

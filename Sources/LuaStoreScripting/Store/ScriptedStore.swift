@@ -124,6 +124,18 @@ public final class ScriptedStore: Sendable {
         thread.async { [engine] in engine.addReader(.path(path), queue: queue, deliver: body) }
     }
 
+    /// A child store with its own local state, reduced by the app module `module` (see README, "Child
+    /// stores"). It lives as long as you keep it.
+    public func child(module: String) async throws(ScriptError) -> ScriptedChildStore {
+        let engine = self.engine
+        let result: Result<Int64, ScriptError> = await withCheckedContinuation { continuation in
+            thread.async { continuation.resume(returning: Result { () throws(ScriptError) -> Int64 in try engine.addChild(module: module) }) }
+        }
+        let id = try result.get()
+        let core = root.child(initialState: ScriptState(), reducer: ChildScriptReducer(engine: engine, id: id))
+        return ScriptedChildStore(id: id, engine: engine, core: core)
+    }
+
     // MARK: Reading
 
     /// The props now (after the actions dispatched before this call).

@@ -1,0 +1,74 @@
+import Foundation
+import LuaKit
+import LuaStoreScripting
+import LuaStoreTestSupport
+import Testing
+
+/// Child stores declared by an app's modules.
+@Suite struct ChildStoreTests {
+    static let app = #"""
+    local app = {}
+    function app.init() return { count = 0, seen = {} } end
+    function app.reduce(state, action)
+      table.insert(state.seen, action.type)
+      if action.type == "increment" then state.count = state.count + 1 end
+    end
+    function app.props(state) return { count = state.count } end
+    return app
+    """#
+
+    static let editor = #"""
+    local editor = {}
+    function editor.init() return { text = "", edits = 0 } end
+    function editor.reduce(draft, action)
+      if action.type == "draftEdited" then
+        draft.text = action.text
+        draft.edits = draft.edits + 1
+      end
+    end
+    function editor.props(draft, root) return { text = draft.text, edits = draft.edits, count = root.count } end
+    return editor
+    """#
+
+    @Test func childStoresFollowTheFlowRules() async throws {
+        let folder = try AppFolder(["app.lua": Self.app, "editor.lua": Self.editor])
+        defer { folder.remove() }
+        let recorder = Recorder()
+        let store = try await ScriptedStore(app: folder.url, options: recorder.options)
+        let first = try await store.child(module: "editor")
+        let second = try await store.child(module: "editor")
+        let seen = Locked<[LuaValue]>([])
+        first.observeProps { props in
+            seen.withLock { $0.append(props) }
+            return .active
+        }
+        first.dispatch(["type": "draftEdited", "text": "Buy milk"])
+        store.dispatch(["type": "draftEdited", "text": "from the root"])
+        second.dispatch(["type": "draftEdited", "text": "from a sibling"])
+        store.dispatch(["type": "increment"])
+        #expect(await eventually { seen.value.last == ["text": "Buy milk", "edits": 1, "count": 1] })
+        #expect(try await first.state() == ["text": "Buy milk", "edits": 1], "only its own actions reached its reducer")
+        #expect(try await second.state() == ["text": "from a sibling", "edits": 1])
+        #expect(try await store.state()["seen"] == ["draftEdited", "draftEdited", "draftEdited", "increment"],
+                "every action reached the root's reducer")
+        #expect(recorder.failures.value.isEmpty)
+    }
+
+    @Test func missingChildModulesAreReported() async throws {
+        let folder = try AppFolder(["app.lua": Self.app, "broken.lua": "return { init = function() return {} end }"])
+        defer { folder.remove() }
+        let store = try await ScriptedStore(app: folder.url, options: Recorder().options)
+        do {
+            _ = try await store.child(module: "broken")
+            Issue.record("expected a failure")
+        } catch {
+            #expect(error.error.message == "the child module 'broken' must export a function 'reduce'")
+        }
+        do {
+            _ = try await store.child(module: "absent")
+            Issue.record("expected a failure")
+        } catch {
+            #expect(error.error.message.hasPrefix("require: module 'absent' not found"))
+        }
+    }
+}
