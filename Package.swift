@@ -32,6 +32,9 @@ let package = Package(
         ),
         .target(name: "LuaKit", dependencies: ["CLua"], swiftSettings: strict),
         .executableTarget(name: "luakit", dependencies: ["LuaKit"], swiftSettings: strict),
+        .executableTarget(
+            name: "luastore-bench", dependencies: ["LuaKit", "LuaStoreCore", "LuaStoreScripting"], swiftSettings: strict
+        ),
         .target(
             name: "LuaStoreCore",
             dependencies: [.product(name: "Logging", package: "swift-log")],

@@ -148,6 +148,16 @@ public final class ScriptedStore: Sendable {
         try await onThread { engine throws(LuaError) in try engine.state() }
     }
 
+    /// The app VM's memory: in use now (after a full collection), at most so far, and the cap.
+    public func memory() async -> LuaVM.MemoryUsage {
+        await withCheckedContinuation { continuation in
+            thread.async { [engine] in
+                engine.vm.collectGarbage()
+                continuation.resume(returning: engine.vm.memory)
+            }
+        }
+    }
+
     /// Waits until no action is queued and no command is in flight, or `timeout`; returns whether idle.
     public func waitUntilIdle(timeout: Duration) async -> Bool {
         await root.waitUntilIdle(timeout: timeout)

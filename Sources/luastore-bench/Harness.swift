@@ -1,0 +1,70 @@
+import Foundation
+
+/// One line of the results table.
+struct Scenario: Encodable {
+    let name: String
+    let value: Double
+    let unit: String
+    let goal: String
+    let pass: Bool?
+}
+
+/// Measuring helpers: ratios come from alternating the two sides, several rounds, and taking the median.
+enum Harness {
+    static func median(_ values: [Double]) -> Double {
+        let sorted = values.sorted()
+        guard !sorted.isEmpty else { return .nan }
+        return sorted.count.isMultiple(of: 2) ? (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2 : sorted[sorted.count / 2]
+    }
+
+    static func percentile(_ values: [Double], _ fraction: Double) -> Double {
+        let sorted = values.sorted()
+        guard !sorted.isEmpty else { return .nan }
+        return sorted[min(sorted.count - 1, Int((Double(sorted.count) * fraction).rounded(.up)) - 1)]
+    }
+
+    /// Nanoseconds per operation of `body`, which performs `operations` operations.
+    static func nanoseconds(operations: Int, _ body: () async throws -> Void) async rethrows -> Double {
+        let clock = ContinuousClock()
+        let start = clock.now
+        try await body()
+        let elapsed = clock.now - start
+        return Double(elapsed.components.seconds) * 1e9 / Double(operations) + Double(elapsed.components.attoseconds) / 1e9 / Double(operations)
+    }
+
+    /// Runs `a` and `b` alternately for `rounds` rounds; returns the medians of each and of the ratios a/b.
+    static func alternate(rounds: Int, _ a: () async throws -> Double, _ b: () async throws -> Double) async rethrows
+        -> (a: Double, b: Double, ratio: Double) {
+        var first: [Double] = []
+        var second: [Double] = []
+        var ratios: [Double] = []
+        for _ in 0..<rounds {
+            let x = try await a()
+            let y = try await b()
+            first.append(x)
+            second.append(y)
+            ratios.append(x / y)
+        }
+        return (median(first), median(second), median(ratios))
+    }
+
+    static func milliseconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15
+    }
+}
+
+/// Polls `condition` until it holds (benchmarks wait for observers this way).
+func waitUntil(_ condition: @Sendable () -> Bool) async {
+    while !condition() { await Task.yield() }
+}
+
+/// A value shared with observers on other threads.
+final class Box<Value: Sendable>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: Value
+    init(_ value: Value) { stored = value }
+    var value: Value {
+        get { lock.lock(); defer { lock.unlock() }; return stored }
+        set { lock.lock(); defer { lock.unlock() }; stored = newValue }
+    }
+}

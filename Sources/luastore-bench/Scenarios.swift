@@ -1,0 +1,254 @@
+import Foundation
+import LuaKit
+import LuaStoreCore
+import LuaStoreScripting
+
+/// The benchmark scenarios. Each returns its rows; sizes shrink with `--quick`.
+struct Scenarios {
+    let quick: Bool
+    let workspace: URL
+
+    var rounds: Int { quick ? 2 : 7 }
+
+    func app(_ name: String, _ source: String) throws -> URL {
+        let folder = workspace.appendingPathComponent(name)
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        try Data(source.utf8).write(to: folder.appendingPathComponent("app.lua"))
+        return folder
+    }
+
+    static let quiet = ScriptedStoreOptions(log: { _ in }, failures: { failure in
+        FileHandle.standardError.write(Data("bench: \(failure)\n".utf8))
+    })
+
+    // MARK: counter
+
+    static let counterApp = """
+    local app = {}
+    function app.init() return { count = 0 } end
+    function app.reduce(state, action) if action.type == "increment" then state.count = state.count + 1 end end
+    function app.props(state) return { count = state.count } end
+    return app
+    """
+
+    struct Counter: Sendable, Equatable { var count = 0 }
+
+    func counter() async throws -> [Scenario] {
+        let actions = quick ? 2_000 : 50_000
+        let folder = try app("counter", Self.counterApp)
+        let luaSide = { () async throws -> Double in
+            let store = try await ScriptedStore(app: folder, options: Self.quiet)
+            let seen = Box(Int64(-1))
+            store.observeProps { props in
+                seen.value = props["count"].integer ?? -1
+                return .active
+            }
+            await waitUntil { seen.value == 0 }
+            let action: LuaValue = ["type": "increment"]
+            let result = await Harness.nanoseconds(operations: actions) {
+                for _ in 0..<actions { store.dispatch(action) }
+                await waitUntil { seen.value == Int64(actions) }
+            }
+            store.shutdown()
+            return result
+        }
+        let swiftSide = { () async -> Double in
+            let root = RootStore(
+                initialState: Counter(),
+                reducer: Reduce<Counter, String, Never> { state, action in
+                    if action == "increment" { state.count += 1 }
+                    return []
+                })
+            let seen = Box(-1)
+            root.store.scope { ["count": $0.count] }.subscribe(Observer(removeDuplicates: .asEquatable) { props in
+                seen.value = props["count"] ?? -1
+                return .active
+            })
+            await waitUntil { seen.value == 0 }
+            let result = await Harness.nanoseconds(operations: actions) {
+                for _ in 0..<actions { root.dispatch("increment") }
+                await waitUntil { seen.value == actions }
+            }
+            root.shutdown()
+            return result
+        }
+        let (lua, swift, ratio) = try await Harness.alternate(rounds: rounds, luaSide, swiftSide)
+        return [
+            Scenario(name: "counter.lua_vs_swift_ratio", value: ratio, unit: "×", goal: "≤ 2.0", pass: ratio <= 2.0),
+            Scenario(name: "counter.lua_ns_per_dispatch", value: lua, unit: "ns", goal: "—", pass: nil),
+            Scenario(name: "counter.swift_ns_per_dispatch", value: swift, unit: "ns", goal: "—", pass: nil),
+        ]
+    }
+
+    // MARK: state size
+
+    static func listApp(items: Int) -> String {
+        """
+        local app = {}
+        function app.init()
+          local items = {}
+          for i = 1, \(items) do items[i] = { id = i, title = "item " .. i, done = false } end
+          return { items = items, toggles = 0 }
+        end
+        function app.reduce(state, action)
+          if action.type == "toggle" then
+            local item = state.items[action.id]
+            item.done = not item.done
+            state.toggles = state.toggles + 1
+          end
+        end
+        function app.props(state) return { toggles = state.toggles, size = #state.items } end
+        return app
+        """
+    }
+
+    func toggleCost(items: Int, actions: Int) async throws -> Double {
+        let folder = try app("list\(items)", Self.listApp(items: items))
+        let store = try await ScriptedStore(app: folder, options: Self.quiet)
+        let seen = Box(Int64(-1))
+        store.observeProps { props in
+            seen.value = props["toggles"].integer ?? -1
+            return .active
+        }
+        await waitUntil { seen.value == 0 }
+        let actionsToSend: [LuaValue] = (0..<actions).map { ["type": "toggle", "id": .integer(Int64($0 * 7919 % items + 1))] }
+        let result = await Harness.nanoseconds(operations: actions) {
+            for action in actionsToSend { store.dispatch(action) }
+            await waitUntil { seen.value == Int64(actions) }
+        }
+        store.shutdown()
+        return result
+    }
+
+    func stateSize() async throws -> [Scenario] {
+        let actions = quick ? 2_000 : 30_000
+        let big = quick ? 10_000 : 100_000
+        let (large, small, ratio) = try await Harness.alternate(
+            rounds: rounds, { try await toggleCost(items: big, actions: actions) }, { try await toggleCost(items: 10, actions: actions) })
+        return [
+            Scenario(name: "state_size.ratio_100k_vs_10", value: ratio, unit: "×", goal: "≤ 1.5", pass: ratio <= 1.5),
+            Scenario(name: "state_size.ns_per_toggle_100k", value: large, unit: "ns", goal: "—", pass: nil),
+            Scenario(name: "state_size.ns_per_toggle_10", value: small, unit: "ns", goal: "—", pass: nil),
+        ]
+    }
+
+    // MARK: fan-out
+
+    func fanoutCost(observers: Int, actions: Int) async throws -> Double {
+        let folder = try app("fanout", Self.listApp(items: 1000))
+        var options = Self.quiet
+        options.notification = .everyAction
+        let store = try await ScriptedStore(app: folder, options: options)
+        let deliveries = Box(0)
+        for index in 1...observers {
+            store.observe(["items", .integer(Int64(index))]) { _ in
+                deliveries.value += 1
+                return .active
+            }
+        }
+        await waitUntil { deliveries.value == observers }
+        let toggles: [LuaValue] = (0..<actions).map { ["type": "toggle", "id": .integer(Int64($0 % observers + 1))] }
+        let result = await Harness.nanoseconds(operations: actions) {
+            for action in toggles { store.dispatch(action) }
+            await waitUntil { deliveries.value == observers + actions }
+        }
+        store.shutdown()
+        return result
+    }
+
+    func fanout() async throws -> [Scenario] {
+        let actions = quick ? 1_000 : 20_000
+        let (many, one, ratio) = try await Harness.alternate(
+            rounds: rounds, { try await fanoutCost(observers: 1000, actions: actions) }, { try await fanoutCost(observers: 1, actions: actions) })
+        return [
+            Scenario(name: "fanout.ratio_1000_vs_1", value: ratio, unit: "×", goal: "≤ 5.0", pass: ratio <= 5.0),
+            Scenario(name: "fanout.ns_per_action_1000", value: many, unit: "ns", goal: "—", pass: nil),
+            Scenario(name: "fanout.ns_per_action_1", value: one, unit: "ns", goal: "—", pass: nil),
+        ]
+    }
+
+    // MARK: reload
+
+    static func reloadApp(items: Int, version: Int) -> String {
+        listApp(items: items).replacingOccurrences(
+            of: "return { toggles = state.toggles, size = #state.items }",
+            with: "return { toggles = state.toggles, size = #state.items, version = \(version) }")
+    }
+
+    /// Milliseconds from writing app.lua to the new props arriving, for each of `samples` saves.
+    func reloadTimes(items: Int, samples: Int) async throws -> [Double] {
+        let folder = try app("reload\(items)", Self.reloadApp(items: items, version: 0))
+        let store = try await ScriptedStore(app: folder, options: Self.quiet)
+        let version = Box(Int64(-1))
+        store.observeProps { props in
+            version.value = props["version"].integer ?? -1
+            return .active
+        }
+        store.startWatching()
+        await waitUntil { version.value == 0 }
+        try await Task.sleep(for: .milliseconds(30))
+        var times: [Double] = []
+        let clock = ContinuousClock()
+        for sample in 1...samples {
+            let start = clock.now
+            try Data(Self.reloadApp(items: items, version: sample).utf8).write(to: folder.appendingPathComponent("app.lua"))
+            await waitUntil { version.value == Int64(sample) }
+            times.append(Harness.milliseconds(clock.now - start))
+            try await Task.sleep(for: .milliseconds(30))
+        }
+        store.shutdown()
+        return times
+    }
+
+    func reload() async throws -> [Scenario] {
+        let samples = quick ? 5 : 20
+        let big = quick ? 10_000 : 100_000
+        var small: [Double] = []
+        var large: [Double] = []
+        for _ in 0..<(quick ? 1 : 2) {
+            small += try await reloadTimes(items: 10, samples: samples / (quick ? 1 : 2))
+            large += try await reloadTimes(items: big, samples: samples / (quick ? 1 : 2))
+        }
+        let p50 = Harness.median(small)
+        let ratio = Harness.median(large) / p50
+        return [
+            Scenario(name: "reload.p50_ms", value: p50, unit: "ms", goal: "≤ 50", pass: p50 <= 50),
+            Scenario(name: "reload.ratio_100k_vs_10", value: ratio, unit: "×", goal: "≤ 1.5", pass: ratio <= 1.5),
+        ]
+    }
+
+    // MARK: memory and latency
+
+    func memoryAndLatency() async throws -> [Scenario] {
+        let items = quick ? 10_000 : 100_000
+        let emptyStore = try await ScriptedStore(app: try app("empty", Self.listApp(items: 0)), options: Self.quiet)
+        let baseline = await emptyStore.memory().bytesInUse
+        emptyStore.shutdown()
+        let store = try await ScriptedStore(app: try app("memory", Self.listApp(items: items)), options: Self.quiet)
+        let used = await store.memory().bytesInUse
+        let perItem = Double(used - baseline) / Double(items)
+
+        let applied = Box(Int64(-1))
+        store.observeProps { props in
+            applied.value = props["toggles"].integer ?? -1
+            return .active
+        }
+        await waitUntil { applied.value == 0 }
+        var latencies: [Double] = []
+        let clock = ContinuousClock()
+        let samples = quick ? 2_000 : 20_000
+        for sample in 1...samples {
+            let start = clock.now
+            store.dispatch(["type": "toggle", "id": .integer(Int64(sample * 7919 % items + 1))])
+            await waitUntil { applied.value == Int64(sample) }
+            latencies.append(Harness.milliseconds(clock.now - start) * 1000)
+        }
+        store.shutdown()
+        let p999 = Harness.percentile(latencies, 0.999)
+        return [
+            Scenario(name: "memory.bytes_per_item", value: perItem, unit: "B", goal: "≤ 250", pass: perItem <= 250),
+            Scenario(name: "latency.p999_us", value: p999, unit: "µs", goal: "≤ 1000", pass: p999 <= 1000),
+            Scenario(name: "latency.p50_us", value: Harness.percentile(latencies, 0.5), unit: "µs", goal: "—", pass: nil),
+        ]
+    }
+}

@@ -1,0 +1,51 @@
+import Foundation
+
+/// `luastore-bench [--quick] [--json FILE] [--only PREFIX]`: runs the benchmark scenarios and prints a table.
+/// Ratios are measured within one run, alternating the two sides over several rounds (medians).
+var arguments = Array(CommandLine.arguments.dropFirst())
+var quick = false
+var jsonPath: String?
+var only: String?
+while !arguments.isEmpty {
+    switch arguments.removeFirst() {
+    case "--quick": quick = true
+    case "--json": jsonPath = arguments.isEmpty ? nil : arguments.removeFirst()
+    case "--only": only = arguments.isEmpty ? nil : arguments.removeFirst()
+    case let other:
+        FileHandle.standardError.write(Data("usage: luastore-bench [--quick] [--json FILE] [--only PREFIX] (unknown: \(other))\n".utf8))
+        exit(2)
+    }
+}
+
+let workspace = FileManager.default.temporaryDirectory.appendingPathComponent("luastore-bench-\(ProcessInfo.processInfo.processIdentifier)")
+try FileManager.default.createDirectory(at: workspace, withIntermediateDirectories: true)
+defer { try? FileManager.default.removeItem(at: workspace) }
+
+let scenarios = Scenarios(quick: quick, workspace: workspace)
+var rows: [Scenario] = []
+let groups: [(String, () async throws -> [Scenario])] = [
+    ("counter", scenarios.counter), ("state_size", scenarios.stateSize), ("fanout", scenarios.fanout),
+    ("reload", scenarios.reload), ("memory", scenarios.memoryAndLatency),
+]
+for (name, run) in groups where only.map({ name.hasPrefix($0) || $0.hasPrefix(name) }) ?? true {
+    FileHandle.standardError.write(Data("bench: \(name)…\n".utf8))
+    rows += try await run()
+}
+
+func format(_ value: Double) -> String {
+    value >= 100 ? String(format: "%.0f", value) : String(format: "%.2f", value)
+}
+
+let nameWidth = max(10, rows.map(\.name.count).max() ?? 0)
+print("| " + "scenario".padding(toLength: nameWidth, withPad: " ", startingAt: 0) + " | value | goal | pass |")
+print("| " + String(repeating: "-", count: nameWidth) + " | ---: | --- | --- |")
+for row in rows {
+    let pass = row.pass.map { $0 ? "yes" : "NO" } ?? ""
+    print("| \(row.name.padding(toLength: nameWidth, withPad: " ", startingAt: 0)) | \(format(row.value)) \(row.unit) | \(row.goal) | \(pass) |")
+}
+if let jsonPath {
+    struct Report: Encodable { let scenarios: [Scenario] }
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+    try encoder.encode(Report(scenarios: rows)).write(to: URL(fileURLWithPath: jsonPath))
+}
