@@ -32,10 +32,9 @@ public struct LuaDecoder: Sendable {
         case .dataCorrupted(let context): (context, "invalid value")
         @unknown default: (DecodingError.Context(codingPath: [], debugDescription: ""), "invalid value")
         }
-        var path = LuaPath(root)
-        for key in context.codingPath { path.push(key.intValue.map { .integer(Int64($0 + 1)) } ?? .string(key.stringValue)) }
+        let keys = context.codingPath.map { key -> LuaKey in key.intValue.map { .integer(Int64($0 + 1)) } ?? .string(key.stringValue) }
         let detail = context.debugDescription.isEmpty ? summary : context.debugDescription
-        return LuaError(.conversion, detail, path: path.rendered)
+        return LuaError(.conversion, detail, path: LuaPath.render(root: root, keys: keys))
     }
 }
 

@@ -1,3 +1,4 @@
+import Synchronization
 
 /// A Lua value kept alive in its VM's registry (a function, a table, a chunk), for as long as the
 /// reference lives. Dropping the last copy releases the registry slot at the VM's next call.
@@ -20,13 +21,17 @@ public final class LuaReference {
 /// Registry slots whose `LuaReference` is gone, waiting for the VM's thread to free them.
 final class ReferenceLedger: Sendable {
     private let released = Protected<[Int32]>([])
+    private let pending = Atomic<Int>(0)
 
     func release(_ id: Int32) {
         released.withLock { $0.append(id) }
+        pending.add(1, ordering: .releasing)
     }
 
     func drain() -> [Int32] {
-        released.withLock { ids in
+        guard pending.load(ordering: .acquiring) > 0 else { return [] }
+        return released.withLock { ids in
+            pending.subtract(ids.count, ordering: .relaxed)
             guard !ids.isEmpty else { return [] }
             defer { ids.removeAll(keepingCapacity: true) }
             return ids

@@ -33,6 +33,7 @@ public final class LuaThread: Sendable {
         let status = pthread_create(&thread, &attributes, { context in
             let queue = Unmanaged<JobQueue>.fromOpaque(context!).takeRetainedValue()
             pthread_setspecific(stackSizeKey, UnsafeRawPointer(bitPattern: queue.stackSize))
+            Thread.current.name = queue.name
             queue.runUntilStopped()
             return nil
         }, context)

@@ -86,6 +86,16 @@ extension LuaVM {
         return results
     }
 
+    /// Calls `function` and hands its results to `body` unconverted: read only what you need. The view is
+    /// valid only inside `body`.
+    public func call<T>(
+        _ function: LuaReference, arguments: [LuaArgument], results body: (LuaResults) throws(LuaError) -> T
+    ) throws(LuaError) -> T {
+        let base = try callLeavingResults(function, arguments: arguments)
+        defer { lua_settop(state, base) }
+        return try body(LuaResults(vm: self, base: base, count: lua_gettop(state) - base))
+    }
+
     /// Calls `function`; returns its results as references (`nil` for `nil` results), converting nothing.
     public func callForReferences(_ function: LuaReference, arguments: [LuaArgument]) throws(LuaError) -> [LuaReference?] {
         let base = try callLeavingResults(function, arguments: arguments)

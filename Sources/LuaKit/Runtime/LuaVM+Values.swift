@@ -5,23 +5,26 @@ extension LuaVM {
 
     /// [-0, +1] Pushes `value`. Refuses, before allocating anything, a value that would not fit under the
     /// memory cap; the host allocates outside the cap, so no Lua error can arise in Swift code.
-    func push(_ value: LuaValue, path root: String = "value") throws(LuaError) {
-        let footprint = Self.estimatedFootprint(of: value)
-        let guardState = self.guardState.pointee
-        if guardState.bytesInUse + footprint > guardState.bytesLimit {
-            throw LuaError(.memory, "a value of about \(footprint) bytes does not fit under the memory cap of \(guardState.bytesLimit) bytes")
+    func push(_ value: LuaValue, path root: @autoclosure () -> String = "value") throws(LuaError) {
+        if case .table = value {
+            let footprint = Self.estimatedFootprint(of: value)
+            let guardState = self.guardState.pointee
+            if guardState.bytesInUse + footprint > guardState.bytesLimit {
+                throw LuaError(.memory, "a value of about \(footprint) bytes does not fit under the memory cap of \(guardState.bytesLimit) bytes")
+            }
+        } else if case .string(let text) = value, guardState.pointee.bytesInUse + text.utf8.count + 40 > guardState.pointee.bytesLimit {
+            throw LuaError(.memory, "a string of \(text.utf8.count) bytes does not fit under the memory cap of \(guardState.pointee.bytesLimit) bytes")
         }
         let top = lua_gettop(state)
-        var path = LuaPath(root)
-        do throws(LuaError) {
-            try pushUnchecked(value, depth: 0, path: &path)
+        do throws(ConversionFailure) {
+            try pushUnchecked(value, depth: 0)
         } catch {
             lua_settop(state, top)
-            throw error
+            throw error.error(root: root())
         }
     }
 
-    private func pushUnchecked(_ value: LuaValue, depth: Int, path: inout LuaPath) throws(LuaError) {
+    private func pushUnchecked(_ value: LuaValue, depth: Int) throws(ConversionFailure) {
         switch value {
         case .nil: lua_pushnil(state)
         case .boolean(let flag): lua_pushboolean(state, flag ? 1 : 0)
@@ -30,26 +33,26 @@ extension LuaVM {
         case .string(let text): pushString(text)
         case .table(let table):
             guard depth < limits.conversionDepth else {
-                throw LuaError(.conversion, "nested deeper than \(limits.conversionDepth) tables", path: path.rendered)
+                throw ConversionFailure("nested deeper than \(limits.conversionDepth) tables")
             }
-            guard lua_checkstack(state, 4) != 0 else {
-                throw LuaError(.conversion, "the Lua stack cannot grow", path: path.rendered)
-            }
+            guard lua_checkstack(state, 4) != 0 else { throw ConversionFailure("the Lua stack cannot grow") }
             lua_createtable(state, Int32(clamping: table.array.count), Int32(clamping: table.fields.count))
             for (offset, element) in table.array.enumerated() {
-                path.push(.integer(Int64(offset + 1)))
-                try pushUnchecked(element, depth: depth + 1, path: &path)
-                path.pop()
+                do throws(ConversionFailure) {
+                    try pushUnchecked(element, depth: depth + 1)
+                } catch {
+                    throw error.under(.integer(Int64(offset + 1)))
+                }
                 lua_rawseti(state, -2, lua_Integer(offset + 1))
             }
             for (key, element) in table.fields where element != .nil {
-                if case .number(let number) = key, number.isNaN {
-                    throw LuaError(.conversion, "a table key is NaN", path: path.rendered)
+                if case .number(let number) = key, number.isNaN { throw ConversionFailure("a table key is NaN") }
+                try pushUnchecked(key.value, depth: depth + 1)
+                do throws(ConversionFailure) {
+                    try pushUnchecked(element, depth: depth + 1)
+                } catch {
+                    throw error.under(key)
                 }
-                try pushUnchecked(key.value, depth: depth + 1, path: &path)
-                path.push(key)
-                try pushUnchecked(element, depth: depth + 1, path: &path)
-                path.pop()
                 lua_rawset(state, -3)
             }
         }
@@ -80,14 +83,21 @@ extension LuaVM {
     /// [-0, +0] Converts the value at `index` to a `LuaValue`, with raw access only (no metamethod runs), within
     /// the depth and size limits; cycles, functions, userdata and strings that are not UTF-8 are refused, and the
     /// error names the path of the offending value from `root`.
-    func value(at index: Int32, root: String) throws(LuaError) -> LuaValue {
+    func value(at index: Int32, root: @autoclosure () -> String) throws(LuaError) -> LuaValue {
+        switch lua_type(state, index) {
+        case LUA_TNIL, LUA_TNONE: return .nil
+        case LUA_TBOOLEAN: return .boolean(lua_toboolean(state, index) != 0)
+        case LUA_TNUMBER:
+            return lua_isinteger(state, index) != 0 ? .integer(clua_tointeger(state, index)) : .number(clua_tonumber(state, index))
+        default: break
+        }
         let top = lua_gettop(state)
-        var reader = ValueReader(vm: self, path: LuaPath(root))
-        do throws(LuaError) {
+        var reader = ValueReader(vm: self)
+        do throws(ConversionFailure) {
             return try reader.read(lua_absindex(state, index), depth: 0)
         } catch {
             lua_settop(state, top)
-            throw error
+            throw error.error(root: root())
         }
     }
 }
@@ -95,17 +105,16 @@ extension LuaVM {
 /// One Lua-to-Swift conversion: counts what it converted, remembers the tables on the current path.
 private struct ValueReader {
     let vm: LuaVM
-    var path: LuaPath
     var elements = 0
     var ancestors: Set<UnsafeRawPointer> = []
 
     private var state: OpaquePointer { vm.state }
 
-    func failure(_ message: String) -> LuaError {
-        LuaError(.conversion, message, path: path.rendered)
+    func failure(_ message: String) -> ConversionFailure {
+        ConversionFailure(message)
     }
 
-    mutating func read(_ index: Int32, depth: Int) throws(LuaError) -> LuaValue {
+    mutating func read(_ index: Int32, depth: Int) throws(ConversionFailure) -> LuaValue {
         elements += 1
         if elements > vm.limits.conversionElements {
             throw failure("more than \(vm.limits.conversionElements) values to convert")
@@ -123,7 +132,7 @@ private struct ValueReader {
         }
     }
 
-    func readString(_ index: Int32) throws(LuaError) -> String {
+    func readString(_ index: Int32) throws(ConversionFailure) -> String {
         var length = 0
         let bytes = lua_tolstring(state, index, &length)!
         let buffer = UnsafeRawBufferPointer(start: bytes, count: length).bindMemory(to: UInt8.self)
@@ -133,7 +142,7 @@ private struct ValueReader {
         return text
     }
 
-    mutating func readTable(_ index: Int32, depth: Int) throws(LuaError) -> LuaTable {
+    mutating func readTable(_ index: Int32, depth: Int) throws(ConversionFailure) -> LuaTable {
         guard depth < vm.limits.conversionDepth else {
             throw failure("tables nested deeper than \(vm.limits.conversionDepth) levels")
         }
@@ -150,9 +159,11 @@ private struct ValueReader {
                 clua_pop(state, 1)
                 break
             }
-            path.push(.integer(Int64(position)))
-            table.array.append(try read(lua_gettop(state), depth: depth + 1))
-            path.pop()
+            do throws(ConversionFailure) {
+                table.array.append(try read(lua_gettop(state), depth: depth + 1))
+            } catch {
+                throw error.under(.integer(Int64(position)))
+            }
             clua_pop(state, 1)
             position += 1
         }
@@ -172,9 +183,11 @@ private struct ValueReader {
                 clua_pop(state, 1)
                 continue
             }
-            path.push(key)
-            table.fields[key] = try read(lua_gettop(state), depth: depth + 1)
-            path.pop()
+            do throws(ConversionFailure) {
+                table.fields[key] = try read(lua_gettop(state), depth: depth + 1)
+            } catch {
+                throw error.under(key)
+            }
             clua_pop(state, 1)
         }
         return table

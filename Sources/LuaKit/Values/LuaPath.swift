@@ -1,18 +1,29 @@
-/// The path of a value inside a converted structure, rendered as Lua source would name it:
+/// A conversion that failed: the message and the keys from the bad value up to the root, collected while the
+/// failure unwinds (so a conversion that succeeds builds no path at all).
+struct ConversionFailure: Error {
+    var message: String
+    var keysFromLeaf: [LuaKey] = []
+
+    init(_ message: String) { self.message = message }
+
+    /// This failure, one level further from the bad value.
+    func under(_ key: LuaKey) -> ConversionFailure {
+        var copy = self
+        copy.keysFromLeaf.append(key)
+        return copy
+    }
+
+    /// The failure as a `LuaError` naming the path from `root`: `state.todos[3].title`.
+    func error(root: String) -> LuaError {
+        LuaError(.conversion, message, path: LuaPath.render(root: root, keys: keysFromLeaf.reversed()))
+    }
+}
+
+/// Renders the path of a value inside a converted structure as Lua source would name it:
 /// `state.todos[3].title`, `props["first name"]`.
-struct LuaPath {
-    private var root: String
-    private var components: [LuaKey] = []
-
-    init(_ root: String) { self.root = root }
-
-    mutating func push(_ key: LuaKey) { components.append(key) }
-    mutating func pop() { components.removeLast() }
-
-    var rendered: String {
-        var text = root
-        for key in components { text += Self.render(key) }
-        return text
+enum LuaPath {
+    static func render(root: String, keys: some Sequence<LuaKey>) -> String {
+        keys.reduce(root) { $0 + render($1) }
     }
 
     static func render(_ key: LuaKey) -> String {

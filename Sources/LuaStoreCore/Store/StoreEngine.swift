@@ -60,7 +60,7 @@ final class StoreEngine<R: Reducer>: Sendable {
         self.configuration = configuration
         self.confined = ExecutorConfined(Confined(state: initialState))
         configuration.executor.execute { [self] in
-            diffSubscriptions(action: nil)
+            if reducer.declaresSubscriptions { diffSubscriptions(action: nil) }
         }
     }
 
@@ -113,15 +113,16 @@ final class StoreEngine<R: Reducer>: Sendable {
             return
         }
         confined.value.changedSinceNotification = true
-        launch(commands, action: action)
+        if !commands.isEmpty { launch(commands, action: action) }
         if let child = envelope.origin?.node {
             do {
-                launch(try child.reduceLocal(action), action: action)
+                let childCommands = try child.reduceLocal(action)
+                if !childCommands.isEmpty { launch(childCommands, action: action) }
             } catch {
                 report(.reducer, error, action: action)
             }
         }
-        diffSubscriptions(action: action)
+        if reducer.declaresSubscriptions { diffSubscriptions(action: action) }
     }
 
     // MARK: Effects
@@ -165,7 +166,6 @@ final class StoreEngine<R: Reducer>: Sendable {
 
     /// Launches what the state asks for and is not running, cancels what runs and is no longer asked for.
     private func diffSubscriptions(action: Action?) {
-        guard reducer.declaresSubscriptions else { return }
         let wanted: [String: Effect]
         do {
             wanted = try reducer.subscriptions(for: confined.value.state)
@@ -173,6 +173,7 @@ final class StoreEngine<R: Reducer>: Sendable {
             report(.subscriptions, error, action: action)
             return
         }
+        if wanted.isEmpty, confined.value.running.isEmpty { return }
         for (key, running) in confined.value.running where wanted[key] != running.effect {
             running.cancel()
             confined.value.running[key] = nil

@@ -151,8 +151,8 @@ end
 local M = {}
 local subscriptionsDirty = true
 
-local function markChanges(from)
-  local dirtyTables = {}
+local function markChanges(from, collect)
+  local dirtyTables = collect and {} or nil
   for i = from, count, 3 do
     local real, key = journal[i], journal[i + 1]
     local keys = changes[real]
@@ -162,7 +162,7 @@ local function markChanges(from)
     end
     keys[key] = true
     if journal[i + 2] == nil or rawget(real, key) == nil then keys[STRUCTURE] = true end
-    dirtyTables[real] = keys
+    if collect then dirtyTables[real] = keys end
   end
   return dirtyTables
 end
@@ -188,8 +188,9 @@ end
 -- can still undo this one (when what the reducer returned turns out to be invalid, or a reload fails after
 -- its migration ran).
 local function commit()
-  local dirtyTables = markChanges(1)
-  if not subscriptionsDirty then subscriptionsDirty = affects("subscriptions", dirtyTables) end
+  local watching = not subscriptionsDirty and readers.subscriptions ~= nil
+  local dirtyTables = markChanges(1, watching)
+  if watching then subscriptionsDirty = affects("subscriptions", dirtyTables) end
   mode = false
 end
 

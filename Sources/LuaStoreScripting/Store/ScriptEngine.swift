@@ -243,16 +243,19 @@ final class ScriptEngine {
         guard action.table?["type"].string != nil else {
             throw LuaError(.runtime, "an action must be a table with a string field 'type' (got \(action))")
         }
-        let results: [LuaValue]
+        let commands: LuaValue
         do {
-            results = try vm.call(runtime.reduce, arguments: [.reference(app.reduce), .value(action)])
+            commands = try vm.call(runtime.reduce, arguments: [.reference(app.reduce), .value(action)]) { results throws(LuaError) in
+                if results.boolean(2) == true { subscriptionsDirty = true }
+                return results.isNil(1) ? .nil : try results.value(1, root: "commands")
+            }
         } catch {
             undoLastTransaction()
             throw error
         }
-        if results.count > 1, results[1] == true { subscriptionsDirty = true }
+        if commands == .nil { return [] }
         do {
-            return try Self.commands(from: results.first ?? .nil)
+            return try Self.commands(from: commands)
         } catch {
             undoLastTransaction()
             var located = error
@@ -284,9 +287,15 @@ final class ScriptEngine {
         }
     }
 
+    /// Whether the running app has a `subscriptions` function, or had one with subscriptions still running.
+    var declaresSubscriptions: Bool { app.subscriptions != nil || !cachedSubscriptions.isEmpty }
+
     /// The subscriptions the state declares; re-evaluated only when their inputs changed.
     func subscriptions() throws(LuaError) -> [String: ScriptEffect] {
-        guard app.subscriptions != nil else { return [:] }
+        guard app.subscriptions != nil else {
+            cachedSubscriptions = [:]
+            return [:]
+        }
         guard subscriptionsDirty else { return cachedSubscriptions }
         let value: LuaValue
         do {

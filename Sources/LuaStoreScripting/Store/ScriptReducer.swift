@@ -21,6 +21,9 @@ struct ScriptReducer: Reducer {
     func subscriptions(for state: ScriptState) throws -> [String: ScriptEffect] {
         try engine.subscriptions()
     }
+
+    /// Whether the running app declares subscriptions (it may change with a reload).
+    var declaresSubscriptions: Bool { engine.declaresSubscriptions }
 }
 
 /// A child store's Lua `reduce`, applied to its local state after the root's reducer.
