@@ -19,8 +19,10 @@ let package = Package(
         .library(name: "LuaStoreCore", targets: ["LuaStoreCore"]),
         .library(name: "LuaStoreScripting", targets: ["LuaStoreScripting"]),
         .executable(name: "luakit", targets: ["luakit"]),
+        .executable(name: "luastore", targets: ["luastore"]),
     ],
     dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/swhitty/FlyingFox", from: "0.27.1"),
     ],
@@ -32,6 +34,14 @@ let package = Package(
         ),
         .target(name: "LuaKit", dependencies: ["CLua"], swiftSettings: strict),
         .executableTarget(name: "luakit", dependencies: ["LuaKit"], swiftSettings: strict),
+        .executableTarget(
+            name: "luastore",
+            dependencies: [
+                "LuaKit", "LuaStoreCore", "LuaStoreScripting",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
+        ),
         .executableTarget(
             name: "luastore-bench", dependencies: ["LuaKit", "LuaStoreCore", "LuaStoreScripting"], swiftSettings: strict
         ),

@@ -19,6 +19,23 @@ extension LuaVM {
         return makeReference()
     }
 
+    /// Compiles `source` like `load(_:chunkName:)`, with `globals` added to its environment (for harnesses that
+    /// give a chunk functions of their own, such as a spec runner's `describe` and `it`).
+    public func load(_ source: String, chunkName: String, globals: [String: LuaReference]) throws(LuaError) -> LuaReference {
+        checkThread()
+        try loadChunk(source, chunkName: chunkName)
+        try setFreshEnvironment()
+        if !globals.isEmpty, lua_getupvalue(state, -1, 1) != nil {
+            for (name, value) in globals {
+                pushString(name)
+                pushReference(value)
+                lua_rawset(state, -3) // raw: the environment's __newindex refuses undeclared globals
+            }
+            clua_pop(state, 1)
+        }
+        return makeReference()
+    }
+
     /// Compiles and runs `source`, returning its results converted to Swift.
     public func run(_ source: String, chunkName: String) throws(LuaError) -> [LuaValue] {
         let chunk = try load(source, chunkName: chunkName)

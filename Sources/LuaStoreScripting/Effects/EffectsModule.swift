@@ -1,10 +1,13 @@
 /// The `luastore` module scripts `require`: constructors for the effects a reducer returns (commands) or
 /// `subscriptions` declares. Each returns a plain table, so a spec can compare exactly what a reducer returned;
-/// a malformed description is an error naming the field.
-enum EffectsModule {
-    static let name = "luastore"
+/// a malformed description is an error naming the field. Hosts that run app modules outside a
+/// `ScriptedStore` (a spec runner) define it with `LuaVM.define(module:source:)`.
+public enum EffectsModule {
+    /// The module's name: `require("luastore")`.
+    public static let name = "luastore"
 
-    static let source = #"""
+    /// The module's Lua source.
+    public static let source = #"""
 local luastore = {}
 
 local function fail(fn, message)

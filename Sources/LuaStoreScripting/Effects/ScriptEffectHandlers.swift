@@ -4,6 +4,13 @@ import LuaStoreCore
 
 /// Performs the effects scripts ask for: `http` through a `URLEffectRunner`, `delay`, `timer`, `log`.
 enum ScriptEffectHandlers {
+    /// Handlers that perform nothing (for replays, where effect results come from the recording).
+    static var inert: EffectInterpreter<ScriptEffect, ScriptState, LuaValue> {
+        ScriptEffect.kinds.reduce(EffectInterpreter()) { interpreter, kind in
+            interpreter.handling(EffectKind(kind)) { _, _ in }
+        }
+    }
+
     static func interpreter(runner: URLEffectRunner, log: @escaping @Sendable (String) -> Void)
         -> EffectInterpreter<ScriptEffect, ScriptState, LuaValue> {
         EffectInterpreter<ScriptEffect, ScriptState, LuaValue>()

@@ -57,6 +57,8 @@ final class ScriptEngine {
     private var nextReader: Int64 = 1
     private var cachedSubscriptions: [String: ScriptEffect] = [:]
     private var children: [Int64: ChildModule] = [:]
+    /// Hears every applied action with the state after it (see `ScriptedStoreOptions.transitions`).
+    var transitions: (@Sendable (LuaValue, LuaValue) -> Void)?
     private var nextChild: Int64 = 1
     private var subscriptionsDirty = true
 
@@ -253,15 +255,17 @@ final class ScriptEngine {
             undoLastTransaction()
             throw error
         }
-        if commands == .nil { return [] }
+        let effects: [ScriptEffect]
         do {
-            return try Self.commands(from: commands)
+            effects = commands == .nil ? [] : try Self.commands(from: commands)
         } catch {
             undoLastTransaction()
             var located = error
             if located.chunkName == nil { located.chunkName = "app.lua" }
             throw located
         }
+        if let transitions { transitions(action, (try? state()) ?? .nil) }
+        return effects
     }
 
     private func undoLastTransaction() {

@@ -15,6 +15,13 @@ public struct ScriptedStoreOptions: Sendable {
     public var log: @Sendable (String) -> Void
     /// Receives every failure while the app runs (default: standard error).
     public var failures: @Sendable (ScriptFailure) -> Void
+    /// Whether effects are performed. `false` (for replays) drops every command and subscription unperformed.
+    public var performsEffects: Bool = true
+    /// Called after every action the app's reducer applied, with the action and the whole state after it
+    /// (converted on the store's thread: costs a full conversion per action; for recording sessions).
+    public var transitions: (@Sendable (LuaValue, LuaValue) -> Void)?
+    /// Called with each action that failed, before the next one (for recording sessions).
+    public var rejections: (@Sendable (LuaValue, ScriptFailure) -> Void)?
 
     /// Options; every part has a default.
     public init(
@@ -60,13 +67,21 @@ public final class ScriptedStore: Sendable {
             try ScriptEngine(folder: folder, thread: thread, limits: options.limits, log: options.log, report: report)
         }
         self.engine = engine
+        let rejections = options.rejections
         let configuration = StoreConfiguration<ScriptState, LuaValue>(
             executor: LuaThreadExecutor(thread: thread),
             notification: options.notification,
-            errorReporter: ErrorReporter { failure in report(Self.scriptFailure(failure)) })
+            errorReporter: ErrorReporter { failure in
+                let scriptFailure = Self.scriptFailure(failure)
+                if failure.stage == .reducer, let action = failure.action { rejections?(action, scriptFailure) }
+                report(scriptFailure)
+            })
+        engine.transitions = options.transitions
+        let effects = options.performsEffects
+            ? ScriptEffectHandlers.interpreter(runner: URLEffectRunner(policy: options.urlPolicy), log: options.log)
+            : ScriptEffectHandlers.inert
         root = RootStore(
-            initialState: ScriptState(), reducer: ScriptReducer(engine: engine),
-            effects: ScriptEffectHandlers.interpreter(runner: URLEffectRunner(policy: options.urlPolicy), log: options.log),
+            initialState: ScriptState(), reducer: ScriptReducer(engine: engine), effects: effects,
             configuration: configuration)
         root.subscribe(Observer { [engine] _ in
             engine.flush()
@@ -155,6 +170,13 @@ public final class ScriptedStore: Sendable {
                 engine.vm.collectGarbage()
                 continuation.resume(returning: engine.vm.memory)
             }
+        }
+    }
+
+    /// Returns once every action dispatched before the call has been reduced and its observers notified.
+    public func barrier() async {
+        await withCheckedContinuation { continuation in
+            thread.async { continuation.resume() }
         }
     }
 

@@ -1,0 +1,41 @@
+import ArgumentParser
+import Foundation
+import LuaKit
+import LuaStoreScripting
+
+/// `luastore check APP_DIR`: loads and validates an app without running it.
+struct Check: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Load and validate an app (syntax, exports, init and a props call) without running it.",
+        discussion: "Errors name file and line. Exit status: 0 when the app is valid, 1 when it is not.")
+
+    @Argument(help: "The app folder (with app.lua).", completion: .directory)
+    var appDirectory: String
+
+    func run() async throws {
+        let failures = Locked<[String]>([])
+        let options = ScriptedStoreOptions(log: { _ in }, failures: { failure in
+            failures.withLock { $0.append("\(failure.stage.rawValue): \(failure.error)") }
+        })
+        do {
+            let store = try await ScriptedStore(app: URL(fileURLWithPath: appDirectory), options: options)
+            let props = try await store.props()
+            _ = try JSONText.encode(props)
+            store.shutdown()
+        } catch let error as ScriptError {
+            Console.error("\(error.error) (\(error.stage.rawValue))")
+            throw ExitCode.appFailure
+        } catch let error as LuaError {
+            Console.error("\(error) (props)")
+            throw ExitCode.appFailure
+        } catch {
+            Console.error("props: \(error)")
+            throw ExitCode.appFailure
+        }
+        if !failures.value.isEmpty {
+            for failure in failures.value { Console.error(failure) }
+            throw ExitCode.appFailure
+        }
+        Console.out("ok: \(appDirectory)")
+    }
+}

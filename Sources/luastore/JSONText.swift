@@ -1,0 +1,104 @@
+import Foundation
+import LuaKit
+import LuaStoreCore
+
+/// Lua values as JSON text, and JSON text as Lua values.
+///
+/// A table whose keys are exactly `1...n` (n ≥ 1) is an array; any other table is an object with its keys
+/// sorted (non-string keys written as their decimal or `true`/`false` form); an empty table is `{}`; integers
+/// print as integers. NaN and infinities cannot be represented and are an error naming the path.
+enum JSONText {
+    struct Unrepresentable: Error, CustomStringConvertible {
+        let path: String
+        let reason: String
+        var description: String { "\(path): \(reason)" }
+    }
+
+    static func encode(_ value: LuaValue, root: String = "props") throws -> String {
+        var output = ""
+        try write(value, path: root, into: &output)
+        return output
+    }
+
+    private static func write(_ value: LuaValue, path: String, into output: inout String) throws {
+        switch value {
+        case .nil: output += "null"
+        case .boolean(let flag): output += flag ? "true" : "false"
+        case .integer(let integer): output += String(integer)
+        case .number(let number):
+            guard number.isFinite else { throw Unrepresentable(path: path, reason: "\(number) cannot be represented in JSON") }
+            if number == number.rounded(), abs(number) < 1e15 {
+                output += String(format: "%.1f", number)
+            } else {
+                output += "\(number)"
+            }
+        case .string(let text): quote(text, into: &output)
+        case .table(let table):
+            if table.fields.isEmpty, !table.array.isEmpty {
+                output += "["
+                for (index, element) in table.array.enumerated() {
+                    if index > 0 { output += "," }
+                    try write(element, path: "\(path)[\(index + 1)]", into: &output)
+                }
+                output += "]"
+                return
+            }
+            var entries: [(String, LuaValue)] = table.array.enumerated().map { (String($0.offset + 1), $0.element) }
+            for (key, element) in table.fields {
+                let name: String = switch key {
+                case .string(let text): text
+                case .integer(let integer): String(integer)
+                case .number(let number): "\(number)"
+                case .boolean(let flag): flag ? "true" : "false"
+                }
+                entries.append((name, element))
+            }
+            entries.sort { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) }
+            output += "{"
+            for (index, entry) in entries.enumerated() {
+                if index > 0 { output += "," }
+                quote(entry.0, into: &output)
+                output += ":"
+                try write(entry.1, path: "\(path).\(entry.0)", into: &output)
+            }
+            output += "}"
+        }
+    }
+
+    static func quote(_ text: String, into output: inout String) {
+        output += "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": output += "\\\""
+            case "\\": output += "\\\\"
+            case "\n": output += "\\n"
+            case "\r": output += "\\r"
+            case "\t": output += "\\t"
+            case _ where scalar.value < 0x20: output += String(format: "\\u%04x", scalar.value)
+            default: output.unicodeScalars.append(scalar)
+            }
+        }
+        output += "\""
+    }
+
+    /// Parses JSON text into a Lua value (`null` becomes `nil`).
+    static func decode(_ text: String) throws -> LuaValue {
+        try luaValue(JSONValue(parsing: Data(text.utf8)))
+    }
+
+    static func luaValue(_ json: JSONValue) -> LuaValue {
+        switch json {
+        case .null: .nil
+        case .bool(let flag): .boolean(flag)
+        case .integer(let integer): .integer(integer)
+        case .number(let number): .number(number)
+        case .string(let text): .string(text)
+        case .array(let items):
+            .table(items.enumerated().reduce(into: LuaTable()) { table, item in
+                table[.integer(Int64(item.offset + 1))] = luaValue(item.element)
+            })
+        case .object(let fields):
+            .table(fields.reduce(into: LuaTable()) { table, field in table[.string(field.key)] = luaValue(field.value) })
+        }
+    }
+}
