@@ -20,6 +20,7 @@ let package = Package(
         .library(name: "LuaStoreScripting", targets: ["LuaStoreScripting"]),
         .executable(name: "luakit", targets: ["luakit"]),
         .executable(name: "luastore", targets: ["luastore"]),
+        .executable(name: "luastore-demo-api", targets: ["luastore-demo-api"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -42,6 +43,12 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        .target(
+            name: "LuaStoreDemoAPI",
+            dependencies: [.product(name: "FlyingFox", package: "FlyingFox")],
+            swiftSettings: strict
+        ),
+        .executableTarget(name: "luastore-demo-api", dependencies: ["LuaStoreDemoAPI"], swiftSettings: strict),
         .executableTarget(
             name: "luastore-bench", dependencies: ["LuaKit", "LuaStoreCore", "LuaStoreScripting"], swiftSettings: strict
         ),
@@ -65,7 +72,7 @@ let package = Package(
         ),
         .testTarget(
             name: "LuaStoreScriptingTests",
-            dependencies: ["LuaStoreScripting", "LuaStoreTestSupport"],
+            dependencies: ["LuaStoreScripting", "LuaStoreTestSupport", "LuaStoreDemoAPI"],
             swiftSettings: strict
         ),
     ]

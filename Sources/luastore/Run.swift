@@ -44,6 +44,9 @@ struct Run: AsyncParsableCommand {
     @Option(name: .customLong("allow-host"), help: "A host HTTP effects may reach (repeatable); loopback is always allowed.")
     var allowedHosts: [String] = []
 
+    @Option(name: .long, help: "Folder for luastore.save/load data (default: APP_DIR/.data).", completion: .directory)
+    var data: String?
+
     func validate() throws {
         guard settleTimeout >= 0, settleTimeout.isFinite else { throw ValidationError("--settle-timeout must be a number of seconds ≥ 0") }
     }
@@ -67,6 +70,7 @@ struct Run: AsyncParsableCommand {
                 Console.error(text)
             })
         options.urlPolicy.allowedHosts.formUnion(allowedHosts)
+        options.storageFolder = URL(fileURLWithPath: data ?? (appDirectory + "/.data"))
         if let recorder {
             options.transitions = { action, state in recorder.append(action: action, state: state) }
             options.rejections = { action, failure in recorder.append(action: action, error: failure.error.description) }

@@ -48,14 +48,22 @@ struct SpecTest: AsyncParsableCommand {
 
     /// Runs one spec file in a fresh VM (on its LuaThread); returns how many passed and failed.
     static func run(file: String, folder: URL) -> (Int, Int) {
-        do {
+        do throws(LuaError) {
             let vm = try LuaVM(moduleRoot: folder, print: { line in Console.out("  " + line) })
             try vm.define(module: "luastore", source: EffectsModule.source)
-            try vm.define(module: "luastore.spec", source: SpecLibrary.source)
-            let spec = try vm.require("luastore.spec")
+            let library = try vm.load(SpecLibrary.source, chunkName: "luastore-spec.lua")
+            guard let spec = try vm.callForReferences(library, arguments: []).first ?? nil else {
+                throw LuaError(.runtime, "the spec library did not load")
+            }
             var globals: [String: LuaReference] = [:]
+            func function(_ name: String) throws(LuaError) -> LuaReference {
+                guard let value = try vm.field(.string(name), of: spec) else {
+                    throw LuaError(.runtime, "the spec library has no '\(name)'")
+                }
+                return value
+            }
             for name in ["describe", "it", "expect", "before_each"] {
-                globals[name] = try vm.field(.string(name), of: spec)!
+                globals[name] = try function(name)
             }
             guard let source = try? String(contentsOf: folder.appendingPathComponent(file), encoding: .utf8) else {
                 Console.out("FAIL \(file): cannot read the file")
@@ -63,9 +71,9 @@ struct SpecTest: AsyncParsableCommand {
             }
             let chunk = try vm.load(source, chunkName: file, globals: globals)
             try vm.call(chunk)
-            let count = try vm.call(try vm.field("count", of: spec)!).first?.integer ?? 0
-            let name = try vm.field("name", of: spec)!
-            let runOne = try vm.field("run", of: spec)!
+            let count = try vm.call(try function("count")).first?.integer ?? 0
+            let name = try function("name")
+            let runOne = try function("run")
             var passed = 0
             var failed = 0
             for index in stride(from: Int64(1), through: count, by: 1) {

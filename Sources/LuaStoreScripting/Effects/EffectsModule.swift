@@ -70,6 +70,24 @@ function luastore.timer(seconds, tick)
   return { kind = "timer", every = seconds, action = tick }
 end
 
+local function storageKey(fn, key)
+  field(fn, key, "key", "string")
+  if not key:match("^[%w_%-]+$") then fail(fn, "'key' may hold only letters, digits, '_' and '-'") end
+end
+
+--- Saves `value` (any data; nil deletes) under `key` in the host's storage folder.
+function luastore.save(key, value)
+  storageKey("save", key)
+  return { kind = "save", key = key, value = value }
+end
+
+--- Loads what was saved under `key`; the store then dispatches `{type = success, key, value}` (value nil if none).
+function luastore.load(key, success)
+  storageKey("load", key)
+  field("load", success, "success", "string")
+  return { kind = "load", key = key, success = success }
+end
+
 --- Writes a line to the host's log.
 function luastore.log(message)
   field("log", message, "message", "string")

@@ -11,7 +11,7 @@ public struct ScriptEffect: StoreEffect, CustomStringConvertible {
     public let payload: LuaValue
 
     /// The kinds scripts can ask for.
-    public static let kinds: [String] = ["http", "delay", "timer", "log"]
+    public static let kinds: [String] = ["http", "delay", "timer", "log", "save", "load"]
 
     /// Validates `value` (named `name` in errors, such as `command #2` or `subscription "clock"`).
     public init(validating value: LuaValue, name: String) throws(LuaError) {
@@ -54,6 +54,11 @@ public struct ScriptEffect: StoreEffect, CustomStringConvertible {
             try requireAction("action")
         case "log":
             try require("message", "string")
+        case "save":
+            try require("key", "string")
+        case "load":
+            try require("key", "string")
+            try require("success", "string")
         default:
             throw LuaError(.runtime, "\(name): unknown effect kind '\(kind)' (known: \(Self.kinds.joined(separator: ", ")))")
         }

@@ -11,7 +11,7 @@ enum ScriptEffectHandlers {
         }
     }
 
-    static func interpreter(runner: URLEffectRunner, log: @escaping @Sendable (String) -> Void)
+    static func interpreter(runner: URLEffectRunner, storage: URL?, log: @escaping @Sendable (String) -> Void)
         -> EffectInterpreter<ScriptEffect, ScriptState, LuaValue> {
         EffectInterpreter<ScriptEffect, ScriptState, LuaValue>()
             .handling("http") { effect, context in
@@ -28,6 +28,33 @@ enum ScriptEffectHandlers {
             .handling("log") { effect, _ in
                 log(effect.payload["message"].string ?? "")
             }
+            .handling("save") { effect, _ in
+                let file = try storageFile(storage, key: effect.payload["key"].string ?? "")
+                let value = effect.payload["value"]
+                if value == .nil {
+                    try? FileManager.default.removeItem(at: file)
+                } else {
+                    let encoder = JSONEncoder()
+                    encoder.outputFormatting = [.sortedKeys]
+                    try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+                    try encoder.encode(value).write(to: file, options: .atomic)
+                }
+            }
+            .handling("load") { effect, context in
+                let key = effect.payload["key"].string ?? ""
+                let file = try storageFile(storage, key: key)
+                var value = LuaValue.nil
+                if let data = FileManager.default.contents(atPath: file.path) {
+                    value = try JSONDecoder().decode(LuaValue.self, from: data)
+                }
+                context.dispatch(["type": effect.payload["success"], "key": .string(key), "value": value])
+            }
+    }
+
+    /// The file a storage key lives in.
+    static func storageFile(_ folder: URL?, key: String) throws -> URL {
+        guard let folder else { throw StorageUnavailable() }
+        return folder.appendingPathComponent(key + ".json")
     }
 
     static func urlRequest(_ request: LuaValue) -> URLRequestEffect {
@@ -89,4 +116,9 @@ enum ScriptEffectHandlers {
             })))
         }
     }
+}
+
+/// A save or load effect ran in a store without a storage folder.
+struct StorageUnavailable: Error, CustomStringConvertible {
+    var description: String { "save and load effects need a storage folder (ScriptedStoreOptions.storageFolder)" }
 }

@@ -15,6 +15,8 @@ public struct ScriptedStoreOptions: Sendable {
     public var log: @Sendable (String) -> Void
     /// Receives every failure while the app runs (default: standard error).
     public var failures: @Sendable (ScriptFailure) -> Void
+    /// Where `luastore.save` and `luastore.load` keep their data (one JSON file per key); `nil` makes them fail.
+    public var storageFolder: URL?
     /// Whether effects are performed. `false` (for replays) drops every command and subscription unperformed.
     public var performsEffects: Bool = true
     /// Called after every action the app's reducer applied, with the action and the whole state after it
@@ -78,7 +80,8 @@ public final class ScriptedStore: Sendable {
             })
         engine.transitions = options.transitions
         let effects = options.performsEffects
-            ? ScriptEffectHandlers.interpreter(runner: URLEffectRunner(policy: options.urlPolicy), log: options.log)
+            ? ScriptEffectHandlers.interpreter(
+                runner: URLEffectRunner(policy: options.urlPolicy), storage: options.storageFolder, log: options.log)
             : ScriptEffectHandlers.inert
         root = RootStore(
             initialState: ScriptState(), reducer: ScriptReducer(engine: engine), effects: effects,
