@@ -71,6 +71,12 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(
+            name: "luastoreTests",
+            dependencies: ["LuaStoreDemoAPI", .target(name: "luastore")],
+            exclude: ["golden"],
+            swiftSettings: strict
+        ),
+        .testTarget(
             name: "LuaStoreScriptingTests",
             dependencies: ["LuaStoreScripting", "LuaStoreTestSupport", "LuaStoreDemoAPI"],
             swiftSettings: strict

@@ -160,7 +160,7 @@ final class StoreEngine<R: Reducer>: Sendable {
             }
         }
         let running = RunningEffect(effect: effect, lease: lease, task: task)
-        ledger.attach(token, running)
+        ledger.attach(token, running, kind: effect.kind)
         return running
     }
 
@@ -188,13 +188,14 @@ final class StoreEngine<R: Reducer>: Sendable {
         await onExecutor { engine in engine.confined.value.running.mapValues(\.effect) }
     }
 
-    /// Waits until no action is queued and no command is in flight, or `timeout` passes; returns whether idle.
-    func waitUntilIdle(timeout: Duration) async -> Bool {
+    /// Waits until no action is queued, no command is in flight and no subscription of a kind in `finishing`
+    /// is running, or `timeout` passes; returns whether idle.
+    func waitUntilIdle(timeout: Duration, finishing: Set<EffectKind> = []) async -> Bool {
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: timeout)
         while clock.now < deadline {
             let queued = await onExecutor { engine in engine.inbox.withLock { $0.head < $0.items.count || $0.draining } }
-            if !queued, commandsInFlight.count == 0 { return true }
+            if !queued, commandsInFlight.count == 0, subscriptionsInFlight.count(of: finishing) == 0 { return true }
             try? await Task.sleep(for: .milliseconds(2))
         }
         return false
@@ -298,11 +299,18 @@ final class InFlightEffects: Sendable {
     private struct Entries {
         var next = 0
         var running: [Int: (lease: EffectLease, task: Task<Void, Never>)?] = [:]
+        var kinds: [Int: EffectKind] = [:]
     }
 
     private let entries = Protected(Entries())
 
     var count: Int { entries.withLock { $0.running.count } }
+
+    /// How many of the running effects are of one of `kinds`.
+    func count(of kinds: Set<EffectKind>) -> Int {
+        guard !kinds.isEmpty else { return 0 }
+        return entries.withLock { entries in entries.kinds.values.filter(kinds.contains).count }
+    }
 
     func begin() -> Int {
         entries.withLock { entries in
@@ -312,14 +320,20 @@ final class InFlightEffects: Sendable {
         }
     }
 
-    func attach(_ token: Int, _ effect: RunningEffect<some StoreEffect>) {
+    func attach(_ token: Int, _ effect: RunningEffect<some StoreEffect>, kind: EffectKind) {
         entries.withLock { entries in
-            if entries.running[token] != nil { entries.running[token] = (effect.lease, effect.task) }
+            if entries.running[token] != nil {
+                entries.running[token] = (effect.lease, effect.task)
+                entries.kinds[token] = kind
+            }
         }
     }
 
     func end(_ token: Int) {
-        _ = entries.withLock { $0.running.removeValue(forKey: token) }
+        entries.withLock { entries in
+            entries.running.removeValue(forKey: token)
+            entries.kinds.removeValue(forKey: token)
+        }
     }
 
     func cancelAll() {

@@ -9,6 +9,19 @@ public struct ScriptEffect: StoreEffect, CustomStringConvertible {
     public let kind: EffectKind
     /// The description the script returned.
     public let payload: LuaValue
+    /// The order in which the reducer returned this command among all commands of the store (0 for
+    /// subscriptions). Not part of equality: it lets effects that must apply in order, such as saves, drop
+    /// a late write of older data.
+    public internal(set) var sequence: UInt64 = 0
+
+    public static func == (lhs: ScriptEffect, rhs: ScriptEffect) -> Bool {
+        lhs.kind == rhs.kind && lhs.payload == rhs.payload
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(kind)
+        hasher.combine(payload)
+    }
 
     /// The kinds scripts can ask for.
     public static let kinds: [String] = ["http", "delay", "timer", "log", "save", "load"]

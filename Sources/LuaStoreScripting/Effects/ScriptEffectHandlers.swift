@@ -13,7 +13,8 @@ enum ScriptEffectHandlers {
 
     static func interpreter(runner: URLEffectRunner, storage: URL?, log: @escaping @Sendable (String) -> Void)
         -> EffectInterpreter<ScriptEffect, ScriptState, LuaValue> {
-        EffectInterpreter<ScriptEffect, ScriptState, LuaValue>()
+        let saves = SaveOrder()
+        return EffectInterpreter<ScriptEffect, ScriptState, LuaValue>()
             .handling("http") { effect, context in
                 let request = effect.payload
                 let result = await runner.perform(urlRequest(request))
@@ -29,15 +30,18 @@ enum ScriptEffectHandlers {
                 log(effect.payload["message"].string ?? "")
             }
             .handling("save") { effect, _ in
-                let file = try storageFile(storage, key: effect.payload["key"].string ?? "")
+                let key = effect.payload["key"].string ?? ""
+                let file = try storageFile(storage, key: key)
                 let value = effect.payload["value"]
-                if value == .nil {
-                    try? FileManager.default.removeItem(at: file)
-                } else {
-                    let encoder = JSONEncoder()
-                    encoder.outputFormatting = [.sortedKeys]
-                    try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
-                    try encoder.encode(value).write(to: file, options: .atomic)
+                try saves.write(key: key, sequence: effect.sequence) {
+                    if value == .nil {
+                        try? FileManager.default.removeItem(at: file)
+                    } else {
+                        let encoder = JSONEncoder()
+                        encoder.outputFormatting = [.sortedKeys]
+                        try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+                        try encoder.encode(value).write(to: file, options: .atomic)
+                    }
                 }
             }
             .handling("load") { effect, context in
@@ -121,4 +125,18 @@ enum ScriptEffectHandlers {
 /// A save or load effect ran in a store without a storage folder.
 struct StorageUnavailable: Error, CustomStringConvertible {
     var description: String { "save and load effects need a storage folder (ScriptedStoreOptions.storageFolder)" }
+}
+
+/// Keeps saves in the order the reducer asked for them: save tasks may start in any order, so a save of
+/// older data that arrives after a newer one for the same key is dropped.
+final class SaveOrder: Sendable {
+    private let written = Protected<[String: UInt64]>([:])
+
+    func write(key: String, sequence: UInt64, _ body: () throws -> Void) throws {
+        try written.withLock { written in
+            guard sequence > written[key, default: 0] else { return }
+            try body()
+            written[key] = sequence
+        }
+    }
 }

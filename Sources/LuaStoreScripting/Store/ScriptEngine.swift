@@ -60,6 +60,7 @@ final class ScriptEngine {
     /// Hears every applied action with the state after it (see `ScriptedStoreOptions.transitions`).
     var transitions: (@Sendable (LuaValue, LuaValue) -> Void)?
     private var nextChild: Int64 = 1
+    private var commandSequence: UInt64 = 0
     private var subscriptionsDirty = true
 
     /// Loads the app in `folder`, runs `init`, and sets up the runtime. On this VM's thread.
@@ -255,9 +256,13 @@ final class ScriptEngine {
             undoLastTransaction()
             throw error
         }
-        let effects: [ScriptEffect]
+        var effects: [ScriptEffect]
         do {
             effects = commands == .nil ? [] : try Self.commands(from: commands)
+            for index in effects.indices {
+                commandSequence += 1
+                effects[index].sequence = commandSequence
+            }
         } catch {
             undoLastTransaction()
             var located = error
@@ -340,7 +345,9 @@ final class ScriptEngine {
             var arguments: [LuaArgument] = [.value(.integer(id)), .reference(try readerFunction(kind))]
             if case .childProps(let child) = kind { arguments.append(.value(.integer(child))) }
             try vm.call(runtime.register, arguments: arguments)
-            let value = try vm.call(runtime.evaluate, arguments: [.value(.integer(id))]).first ?? .nil
+            let value = try vm.call(runtime.evaluate, arguments: [.value(.integer(id))]) { results throws(LuaError) in
+                try results.value(1, root: kind.rootName)
+            }
             offer(value, to: id)
         } catch {
             _ = try? vm.call(runtime.reset, arguments: [])
@@ -432,7 +439,9 @@ final class ScriptEngine {
         try vm.call(runtime.register, arguments: [.value(.integer(id)), .reference(app.props)])
         defer { _ = try? vm.call(runtime.unregister, arguments: [.value(.integer(id))]) }
         do {
-            return try vm.call(runtime.evaluate, arguments: [.value(.integer(id))]).first ?? .nil
+            return try vm.call(runtime.evaluate, arguments: [.value(.integer(id))]) { results throws(LuaError) in
+                try results.value(1, root: "props")
+            }
         } catch {
             _ = try? vm.call(runtime.reset, arguments: [])
             throw error

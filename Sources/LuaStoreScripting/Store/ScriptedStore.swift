@@ -183,9 +183,11 @@ public final class ScriptedStore: Sendable {
         }
     }
 
-    /// Waits until no action is queued and no command is in flight, or `timeout`; returns whether idle.
+    /// Waits until no action is queued, no command is in flight and no request or delay declared as a
+    /// subscription is still running (timers never finish, so they do not count), or `timeout`; returns
+    /// whether idle.
     public func waitUntilIdle(timeout: Duration) async -> Bool {
-        await root.waitUntilIdle(timeout: timeout)
+        await root.waitUntilIdle(timeout: timeout, finishing: ["http", "delay", "load", "save"])
     }
 
     /// Stops the store: no more actions; subscriptions and commands are cancelled.

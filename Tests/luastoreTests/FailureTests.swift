@@ -1,0 +1,112 @@
+import Foundation
+import Testing
+
+/// Bad input is reported with where it came from, and nothing else is lost.
+@Suite struct FailureTests {
+    static let fragile = """
+    local app = {}
+    function app.init() return { count = 0 } end
+    function app.reduce(state, action)
+      if action.type == "increment" then state.count = state.count + 1 end
+      if action.type == "explode" then state.count = 99; error("exploded") end
+    end
+    function app.props(state) return { count = state.count } end
+    return app
+    """
+
+    func makeApp(_ source: String) throws -> URL {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("luastore-cli-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        try Data(source.utf8).write(to: folder.appendingPathComponent("app.lua"))
+        return folder
+    }
+
+    @Test func malformedLinesAndFailingReducersExitOneAndLoseNothing() throws {
+        let app = try makeApp(Self.fragile)
+        defer { try? FileManager.default.removeItem(at: app) }
+        let stateOut = app.appendingPathComponent("state.json")
+        let input = """
+        {"type":"increment"}
+        {"type":
+        {"type":"explode"}
+        ["increment"]
+        {"count":1}
+        {"type":"increment"}
+
+        """
+        let run = try CLI.run(["run", app.path, "--format", "json", "--state-out", stateOut.path], input: input)
+        #expect(run.status == 1)
+        #expect(run.outputLines == [#"{"count":0}"#, #"{"count":1}"#, #"{"count":2}"#])
+        let errors = run.errors.split(separator: "\n").map(String.init)
+        #expect(errors == [
+            "luastore: line 2: not valid JSON",
+            "luastore: reduce failed: app.lua:5: exploded (line 3)",
+            "luastore: line 4: an action must be a JSON object, not an array",
+            "luastore: line 5: an action needs a string \"type\"",
+        ])
+        #expect(try String(contentsOf: stateOut, encoding: .utf8) == "{\"count\":2}\n")
+    }
+
+    @Test func unloadableAppsAndUsageErrorsExitTwo() throws {
+        let broken = try makeApp("return {")
+        defer { try? FileManager.default.removeItem(at: broken) }
+        let run = try CLI.run(["run", broken.path, "--format", "json"], input: "")
+        #expect(run.status == 2)
+        #expect(run.errors.contains("app.lua:1: unexpected symbol near <eof>"))
+        #expect(try CLI.run(["run"]).status == 2)
+        #expect(try CLI.run(["run", "samples/counter", "--format", "xml"]).status == 2)
+        #expect(try CLI.run(["frobnicate"]).status == 2)
+    }
+
+    @Test func unrepresentablePropsNameThePath() throws {
+        let app = try makeApp("""
+        local app = {}
+        function app.init() return {} end
+        function app.reduce() end
+        function app.props() return { handler = print } end
+        return app
+        """)
+        defer { try? FileManager.default.removeItem(at: app) }
+        let run = try CLI.run(["run", app.path, "--format", "json"], input: "")
+        #expect(run.status == 1)
+        #expect(run.errors.contains("props.handler: a function cannot be converted"))
+    }
+
+    @Test func checkValidatesWithoutRunning() throws {
+        #expect(try CLI.run(["check", "samples/todos"]).status == 0)
+        let broken = try makeApp("local app = {}\nfunction app.init() return {} end\nfunction app.reduce() end\nfunction app.props(s) return s.missing.x end\nreturn app")
+        defer { try? FileManager.default.removeItem(at: broken) }
+        let run = try CLI.run(["check", broken.path])
+        #expect(run.status == 1)
+        #expect(run.errors.contains("app.lua:4: attempt to index a nil value (field 'missing')"))
+    }
+
+    @Test func specsReportFailuresByFileAndLine() throws {
+        let app = try makeApp(Self.fragile)
+        defer { try? FileManager.default.removeItem(at: app) }
+        try Data("""
+        local app = require("app")
+        describe("fragile", function()
+          it("counts", function()
+            local state = app.init()
+            app.reduce(state, { type = "increment" })
+            expect(state.count).to.be(2)
+          end)
+          it("passes", function() expect(app.props(app.init())).to.equal({ count = 0 }) end)
+          it("explodes", function() app.reduce(app.init(), { type = "explode" }) end)
+        end)
+        """.utf8).write(to: app.appendingPathComponent("fragile_spec.lua"))
+        let run = try CLI.run(["test", app.path])
+        #expect(run.status == 1)
+        #expect(run.outputLines == [
+            "FAIL fragile_spec.lua:6: fragile counts: expected exactly 2, got 1",
+            "FAIL app.lua:5: fragile explodes: exploded",
+            "1 passed, 2 failed",
+        ])
+        for sample in ["counter", "todos", "stopwatch", "search"] {
+            let specs = try CLI.run(["test", "samples/\(sample)"])
+            #expect(specs.status == 0, "\(sample): \(specs.output)")
+            #expect(specs.outputLines.last?.hasSuffix(" passed, 0 failed") == true)
+        }
+    }
+}
