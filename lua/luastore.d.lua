@@ -1,0 +1,105 @@
+---@meta luastore
+-- Editor definitions for LuaStore apps (lua-language-server / LuaLS). Add this folder to your workspace's
+-- `Lua.workspace.library` and editors complete and check the `luastore` module, the app contract, the sandbox's
+-- additions and the spec API. Nothing here runs.
+
+---@class luastore.Action
+---@field type string The action's kind, such as "todoAdded".
+
+---@class luastore.Effect
+---@field kind "http"|"delay"|"timer"|"log"|"save"|"load"
+
+---@class luastore.HTTPRequest
+---@field url string Absolute URL; its host must be allowed by the host (loopback by default).
+---@field method? string "GET" (default), "POST", …
+---@field headers? table<string, string>
+---@field body? string
+---@field timeout? number Seconds for the whole exchange.
+---@field success string Action type dispatched with {id, status, headers, body, json}.
+---@field failure string Action type dispatched with {id, reason, message, status?, body?}.
+---@field id? string|number Echoed back in the result action.
+
+---@class luastore
+local luastore = {}
+
+---An HTTP request, as a command (returned from reduce) or a subscription (cancelled when it disappears).
+---@param request luastore.HTTPRequest
+---@return luastore.Effect
+function luastore.http(request) end
+
+---Dispatches `action` once, after `seconds`.
+---@param seconds number
+---@param action luastore.Action
+---@return luastore.Effect
+function luastore.delay(seconds, action) end
+
+---Dispatches `action` every `seconds`, as long as `subscriptions` declares it.
+---@param seconds number
+---@param action luastore.Action
+---@return luastore.Effect
+function luastore.timer(seconds, action) end
+
+---Writes `message` to the host's log.
+---@param message string
+---@return luastore.Effect
+function luastore.log(message) end
+
+---Saves `value` under `key` in the host's storage folder (nil deletes it).
+---@param key string Letters, digits, "_" and "-".
+---@param value any
+---@return luastore.Effect
+function luastore.save(key, value) end
+
+---Loads what was saved under `key`; the store dispatches {type = success, key, value}.
+---@param key string
+---@param success string
+---@return luastore.Effect
+function luastore.load(key, success) end
+
+---@class luastore.App
+---@field schemaVersion? integer Raise it to run `migrate` on the next reload.
+---@field init fun(): table The initial state.
+---@field reduce fun(state: table, action: luastore.Action): table?, luastore.Effect[]? Change `state` in place or return a new one; commands second.
+---@field props fun(state: table): table The view model.
+---@field subscriptions? fun(state: table): table<string, luastore.Effect> Long-running effects by key.
+---@field migrate? fun(state: table, fromVersion: integer): table?
+
+---Iterates a table in key order: booleans, numbers, strings.
+---@generic K, V
+---@param t table<K, V>
+---@return fun(): K, V
+function sortedpairs(t) end
+
+---@class luastore.Expectation
+---@field to luastore.Matchers
+---@field to_not luastore.Matchers
+
+---@class luastore.Matchers
+---@field equal fun(expected: any) Deep equality.
+---@field be fun(expected: any) `==`.
+---@field be_nil fun()
+---@field be_truthy fun()
+---@field be_falsy fun()
+---@field contain fun(item: any)
+---@field fail fun(text?: string) The value is a function that raises (an error containing `text`).
+
+---(specs) A group of specs.
+---@param name string
+---@param body fun()
+function describe(name, body) end
+
+---(specs) One spec.
+---@param name string
+---@param body fun()
+function it(name, body) end
+
+---(specs) Runs before every spec of the enclosing describe.
+---@param body fun()
+function before_each(body) end
+
+---(specs) Expectations on `value`.
+---@param value any
+---@return luastore.Expectation
+function expect(value) end
+
+return luastore
