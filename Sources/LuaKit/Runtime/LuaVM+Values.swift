@@ -3,17 +3,16 @@ import CLua
 extension LuaVM {
     // MARK: Swift to Lua
 
-    /// [-0, +1] Pushes `value`. Refuses, before allocating anything, a value that would not fit under the
-    /// memory cap; the host allocates outside the cap, so no Lua error can arise in Swift code.
+    /// [-0, +1] Pushes `value`. The host allocates outside the cap (so no Lua error can arise in Swift code);
+    /// a value that takes the heap past the cap is dropped again at once and refused with a `.memory` error.
+    /// Values far too large to fit are refused before anything is built.
     func push(_ value: LuaValue, path root: @autoclosure () -> String = "value") throws(LuaError) {
-        if case .table = value {
-            let footprint = Self.estimatedFootprint(of: value)
-            let guardState = self.guardState.pointee
-            if guardState.bytesInUse + footprint > guardState.bytesLimit {
-                throw LuaError(.memory, "a value of about \(footprint) bytes does not fit under the memory cap of \(guardState.bytesLimit) bytes")
-            }
-        } else if case .string(let text) = value, guardState.pointee.bytesInUse + text.utf8.count + 40 > guardState.pointee.bytesLimit {
-            throw LuaError(.memory, "a string of \(text.utf8.count) bytes does not fit under the memory cap of \(guardState.pointee.bytesLimit) bytes")
+        let limit = guardState.pointee.bytesLimit
+        if case .string(let text) = value, text.utf8.count > limit {
+            throw LuaError(.memory, "a string of \(text.utf8.count) bytes does not fit under the memory cap of \(limit) bytes")
+        }
+        if case .table(let table) = value, table.count > limit / 16 {
+            throw LuaError(.memory, "a table of \(table.count) entries does not fit under the memory cap of \(limit) bytes")
         }
         let top = lua_gettop(state)
         do throws(ConversionFailure) {
@@ -21,6 +20,12 @@ extension LuaVM {
         } catch {
             lua_settop(state, top)
             throw error.error(root: root())
+        }
+        if guardState.pointee.bytesInUse > limit {
+            let used = guardState.pointee.bytesInUse
+            lua_settop(state, top)
+            _ = clua_gc(state, LUA_GCCOLLECT, 0)
+            throw LuaError(.memory, "the value took the heap to \(used) bytes, over the memory cap of \(limit) bytes")
         }
     }
 
@@ -62,19 +67,6 @@ extension LuaVM {
         var text = text
         text.withUTF8 { bytes in
             bytes.withMemoryRebound(to: CChar.self) { _ = lua_pushlstring(state, $0.baseAddress, $0.count) }
-        }
-    }
-
-    /// A generous estimate of the heap a pushed value takes.
-    static func estimatedFootprint(of value: LuaValue) -> Int {
-        switch value {
-        case .nil, .boolean, .integer, .number: return 16
-        case .string(let text): return 40 + text.utf8.count
-        case .table(let table):
-            var bytes = 64 + 16 * table.array.count + 48 * table.fields.count
-            for element in table.array { bytes += estimatedFootprint(of: element) }
-            for (key, element) in table.fields { bytes += estimatedFootprint(of: key.value) + estimatedFootprint(of: element) }
-            return bytes
         }
     }
 

@@ -201,9 +201,12 @@ end
 
 -- Runs the reducer on the state as one transaction. Returns the commands (proxies stripped) and whether
 -- `subscriptions` must run again.
+-- The hot path: begin, reduce and commit are inlined here (every dispatch runs this).
 function M.reduce(reduce, action)
-  begin()
-  local state = proxy(holder.state)
+  for i = 1, count do journal[i] = nil end
+  mode, reads, count = "write", false, 0
+  local root = holder.state
+  local state = proxies[root] or proxy(root)
   local result, commands = reduce(state, action)
   if result ~= nil and result ~= state then
     if type(result) ~= "table" then
@@ -214,10 +217,27 @@ function M.reduce(reduce, action)
     count = count + 3
     holder.state = new
   end
-  commands = unwrap(commands)
-  commit()
-  local dirty = subscriptionsDirty
-  return commands, dirty
+  if commands ~= nil then commands = unwrap(commands) end
+  if count == 0 then
+    mode = false
+    return commands, subscriptionsDirty
+  end
+  if readers.subscriptions ~= nil and not subscriptionsDirty then
+    commit()
+  else
+    for i = 1, count, 3 do
+      local real, key = journal[i], journal[i + 1]
+      local keys = changes[real]
+      if keys == nil then
+        keys = {}
+        changes[real] = keys
+      end
+      keys[key] = true
+      if journal[i + 2] == nil or rawget(real, key) == nil then keys[STRUCTURE] = true end
+    end
+    mode = false
+  end
+  return commands, subscriptionsDirty
 end
 
 -- Undoes the open or last transaction, newest write first.
