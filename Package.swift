@@ -72,7 +72,7 @@ let package = Package(
         ),
         .testTarget(
             name: "luastoreTests",
-            dependencies: ["LuaStoreDemoAPI", .target(name: "luastore")],
+            dependencies: ["LuaStoreDemoAPI", .target(name: "luastore"), .target(name: "luastore-bench")],
             exclude: ["golden"],
             swiftSettings: strict
         ),

@@ -34,6 +34,7 @@ local select, tostring = select, tostring
 local ALL, STRUCTURE = {}, {}          -- read markers: every key of a table; its length and set of keys
 local targets = setmetatable({}, { __mode = "k" })     -- proxy -> real table
 local proxies = setmetatable({}, { __mode = "kv" })    -- real table -> its proxy
+local made = 0                                         -- proxies made since the caches were last emptied
 local mode = false                     -- false, "write" (reduce, migrate) or "read" (props, selectors)
 local reads = false                    -- while reading: real -> { key -> true }
 local journal, count = {}, 0           -- (table, key, old value) triples of the open transaction
@@ -51,8 +52,20 @@ local function proxy(real)
     p = setmetatable({}, meta)
     targets[p] = real
     proxies[real] = p
+    made = made + 1
   end
   return p
+end
+
+-- Proxies live only while a function runs, so between calls the caches may start afresh. Doing so once they
+-- hold many entries keeps them small (a reducer touching a different item each time would otherwise grow
+-- them until the collector clears them, and large weak tables lengthen collector pauses).
+local function trimCaches()
+  if made > 512 then
+    targets = setmetatable({}, { __mode = "k" })
+    proxies = setmetatable({}, { __mode = "kv" })
+    made = 0
+  end
 end
 
 local function note(real, key)
@@ -203,6 +216,7 @@ end
 -- `subscriptions` must run again.
 -- The hot path: begin, reduce and commit are inlined here (every dispatch runs this).
 function M.reduce(reduce, action)
+  if made > 512 then trimCaches() end
   for i = 1, count do journal[i] = nil end
   mode, reads, count = "write", false, 0
   local root = holder.state
@@ -417,6 +431,7 @@ end
 -- Returns the ids that ran, their values (each wrapped in a table, as it may be nil), and id -> message for
 -- the ones that failed.
 function M.flush(everything)
+  trimCaches()
   local due, seen = {}, {}
   local function add(ids)
     if ids then
