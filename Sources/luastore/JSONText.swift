@@ -1,6 +1,7 @@
 import Foundation
 import LuaKit
 import LuaStoreCore
+import LuaStoreScripting
 
 /// Lua values as JSON text, and JSON text as Lua values.
 ///
@@ -44,15 +45,7 @@ enum JSONText {
                 return
             }
             var entries: [(String, LuaValue)] = table.array.enumerated().map { (String($0.offset + 1), $0.element) }
-            for (key, element) in table.fields {
-                let name: String = switch key {
-                case .string(let text): text
-                case .integer(let integer): String(integer)
-                case .number(let number): "\(number)"
-                case .boolean(let flag): flag ? "true" : "false"
-                }
-                entries.append((name, element))
-            }
+            for (key, element) in table.fields { entries.append((key.text, element)) }
             entries.sort { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) }
             output += "{"
             for (index, entry) in entries.enumerated() {
@@ -83,22 +76,6 @@ enum JSONText {
 
     /// Parses JSON text into a Lua value (`null` becomes `nil`).
     static func decode(_ text: String) throws -> LuaValue {
-        try luaValue(JSONValue(parsing: Data(text.utf8)))
-    }
-
-    static func luaValue(_ json: JSONValue) -> LuaValue {
-        switch json {
-        case .null: .nil
-        case .bool(let flag): .boolean(flag)
-        case .integer(let integer): .integer(integer)
-        case .number(let number): .number(number)
-        case .string(let text): .string(text)
-        case .array(let items):
-            .table(items.enumerated().reduce(into: LuaTable()) { table, item in
-                table[.integer(Int64(item.offset + 1))] = luaValue(item.element)
-            })
-        case .object(let fields):
-            .table(fields.reduce(into: LuaTable()) { table, field in table[.string(field.key)] = luaValue(field.value) })
-        }
+        LuaValue(json: try JSONValue(parsing: Data(text.utf8)))
     }
 }

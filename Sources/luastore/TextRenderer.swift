@@ -33,12 +33,7 @@ enum TextRenderer {
             }
         }
         for (key, element) in table.sortedFields {
-            let name: String = switch key {
-            case .string(let text): text
-            case .integer(let integer): String(integer)
-            case .number(let number): String(number)
-            case .boolean(let flag): String(flag)
-            }
+            let name = key.text
             if let text = scalar(element) {
                 lines.append(indent + name + ": " + text)
             } else {

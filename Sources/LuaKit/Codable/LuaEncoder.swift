@@ -197,13 +197,7 @@ extension LuaValue: Encodable {
             var container = encoder.container(keyedBy: AnyKey.self)
             for (index, element) in table.array.enumerated() { try container.encode(element, forKey: AnyKey(String(index + 1))) }
             for (key, element) in table.fields {
-                let name: String = switch key {
-                case .string(let text): text
-                case .integer(let integer): String(integer)
-                case .number(let number): String(number)
-                case .boolean(let flag): String(flag)
-                }
-                try container.encode(element, forKey: AnyKey(name))
+                try container.encode(element, forKey: AnyKey(key.text))
             }
         }
     }

@@ -84,6 +84,16 @@ public enum LuaKey: Sendable, Hashable, Comparable {
     /// A string key.
     case string(String)
 
+    /// The key as text: a string as it is, a number or a boolean as Lua writes it (`3`, `2.5`, `true`).
+    public var text: String {
+        switch self {
+        case .boolean(let flag): String(flag)
+        case .integer(let integer): String(integer)
+        case .number(let number): String(number)
+        case .string(let string): string
+        }
+    }
+
     /// The key as a value.
     public var value: LuaValue {
         switch self {

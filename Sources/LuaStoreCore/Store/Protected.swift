@@ -1,14 +1,22 @@
 import Foundation
 
-/// A value behind a lock. Built on `NSLock` (a pthread mutex), which the Thread Sanitizer understands; the
-/// futex-based `Synchronization.Mutex` is invisible to it on Linux and shows up as false races.
-final class Protected<Value>: @unchecked Sendable {
+/// A value behind a lock, for effect handlers and observers that share state across threads. Built on `NSLock`
+/// (a pthread mutex), which the Thread Sanitizer understands; the futex-based `Synchronization.Mutex` is
+/// invisible to it on Linux and shows up as false races.
+///
+/// ```swift
+/// let seen = Protected<[Int]>([])
+/// store.subscribe(Observer { state in seen.withLock { $0.append(state.count) }; return .active })
+/// ```
+public final class Protected<Value>: @unchecked Sendable {
     private let lock = NSLock()
     private var value: Value
 
-    init(_ value: Value) { self.value = value }
+    /// A lock around `value`.
+    public init(_ value: Value) { self.value = value }
 
-    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+    /// Runs `body` with exclusive access to the value.
+    public func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
         lock.lock()
         defer { lock.unlock() }
         return try body(&value)

@@ -98,26 +98,25 @@ enum ScriptEffectHandlers {
         for (name, value) in response.headers { headers[name] = .string(value) }
         action["headers"] = .table(headers)
         if let text = response.text { action["body"] = .string(text) }
-        if let json = response.json { action["json"] = luaValue(json) }
+        if let json = response.json { action["json"] = LuaValue(json: json) }
     }
+}
 
-    /// JSON as Lua data; `null` becomes `nil` (absent from tables).
-    static func luaValue(_ json: JSONValue) -> LuaValue {
+extension LuaValue {
+    /// JSON as Lua data: `null` becomes `nil` (absent from tables; a hole in arrays), arrays become sequences.
+    public init(json: JSONValue) {
         switch json {
-        case .null: .nil
-        case .bool(let flag): .boolean(flag)
-        case .integer(let integer): .integer(integer)
-        case .number(let number): .number(number)
-        case .string(let text): .string(text)
+        case .null: self = .nil
+        case .bool(let flag): self = .boolean(flag)
+        case .integer(let integer): self = .integer(integer)
+        case .number(let number): self = .number(number)
+        case .string(let text): self = .string(text)
         case .array(let items):
-            .table(items.enumerated().reduce(into: LuaTable()) { table, item in
-                table[.integer(Int64(item.offset + 1))] = luaValue(item.element)
+            self = .table(items.enumerated().reduce(into: LuaTable()) { table, item in
+                table[.integer(Int64(item.offset + 1))] = LuaValue(json: item.element)
             })
         case .object(let fields):
-            .table(LuaTable(fields: Dictionary(uniqueKeysWithValues: fields.compactMap { key, value in
-                let converted = luaValue(value)
-                return converted == .nil ? nil : (LuaKey.string(key), converted)
-            })))
+            self = .table(fields.reduce(into: LuaTable()) { table, field in table[.string(field.key)] = LuaValue(json: field.value) })
         }
     }
 }

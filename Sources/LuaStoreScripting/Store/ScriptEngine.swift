@@ -321,13 +321,7 @@ final class ScriptEngine {
             effects[String(index + 1)] = try ScriptEffect(validating: item, name: "subscription [\(index + 1)]")
         }
         for (key, item) in table.fields {
-            let name: String = switch key {
-            case .string(let text): text
-            case .integer(let number): String(number)
-            case .number(let number): String(number)
-            case .boolean(let flag): String(flag)
-            }
-            effects[name] = try ScriptEffect(validating: item, name: "subscription \"\(name)\"")
+            effects[key.text] = try ScriptEffect(validating: item, name: "subscription \"\(key.text)\"")
         }
         cachedSubscriptions = effects
         subscriptionsDirty = false
