@@ -23,6 +23,10 @@ struct Scenarios {
 
     // MARK: counter
 
+    // Both sides: a burst of dispatches, timed until the deduplicated props observer sees the last one. The Swift
+    // side is a Swift reducer with a `Presenter` (props made on the presentation queue); the Lua side is the same
+    // counter as an app (Lua reduce and props, on the app's thread).
+
     static let counterApp = """
     local app = {}
     function app.init() return { count = 0 } end
@@ -60,7 +64,11 @@ struct Scenarios {
                     return []
                 })
             let seen = Box(-1)
-            root.store.scope { ["count": $0.count] }.subscribe(Observer(removeDuplicates: .asEquatable) { props in
+            root.store.subscribe(Presenter<Counter, [String: Int]>(
+                removeStateDuplicates: .asEquatable,
+                removePropsDuplicates: .asEquatable,
+                props: { ["count": $0.count] }
+            ) { props in
                 seen.value = props["count"] ?? -1
                 return .active
             })
