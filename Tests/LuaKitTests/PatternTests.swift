@@ -80,6 +80,72 @@ import Testing
         }
     }
 
+    /// A deterministic generator (SplitMix64), so a failure can be reproduced from its seed.
+    struct SplitMix: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    static let atoms = ["a", "b", ".", "%a", "%d", "%s", "%w", "%p", "[ab]", "[^a]", "[a-c]", "[%d_]", "x", "1", " ", "%%", "%."]
+    static let quantifiers = ["", "", "", "*", "+", "-", "?"]
+
+    static func randomPattern(_ generator: inout SplitMix) -> String {
+        var pattern = Int.random(in: 0..<6, using: &generator) == 0 ? "^" : ""
+        var open = 0
+        for _ in 0..<Int.random(in: 1...6, using: &generator) {
+            switch Int.random(in: 0..<12, using: &generator) {
+            case 0 where open < 3:
+                pattern += "("
+                open += 1
+            case 1 where open > 0:
+                pattern += ")"
+                open -= 1
+            case 2: pattern += "()"
+            case 3: pattern += "%b()"
+            case 4: pattern += "%f[%w]"
+            case 5 where pattern.contains("("): pattern += "%1"
+            default:
+                pattern += atoms.randomElement(using: &generator)! + quantifiers.randomElement(using: &generator)!
+            }
+        }
+        if Int.random(in: 0..<6, using: &generator) == 0 { pattern += "$" }
+        return pattern + String(repeating: ")", count: Int.random(in: 0..<3, using: &generator) == 0 ? 0 : open)
+    }
+
+    static func randomSubject(_ generator: inout SplitMix) -> String {
+        let alphabet = Array("ab1x (_).%-")
+        return String((0..<Int.random(in: 0...14, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! })
+    }
+
+    @Test(arguments: [1, 2, 3, 4, 5, 6, 7, 8] as [UInt64])
+    func matchesLuaOnRandomPatterns(seed: UInt64) async throws {
+        try await withVM { vm throws in
+            let referenceFunctions = vm.referencePatternFunctions()
+            let makeHarness = try vm.load(Self.harness, chunkName: "harness.lua")
+            let getReference = try vm.load("local r = ...\nreturn r.find, r.match, r.gmatch, r.gsub", chunkName: "ref.lua")
+            let references = try vm.callForReferences(getReference, arguments: [.reference(referenceFunctions)]).map { .reference($0!) as LuaArgument }
+            let getSandboxed = try vm.load("return string.find, string.match, string.gmatch, string.gsub", chunkName: "sb.lua")
+            let sandboxed = try vm.callForReferences(getSandboxed, arguments: []).map { .reference($0!) as LuaArgument }
+            let reference = try #require(try vm.callForReferences(makeHarness, arguments: references + [references[3]]).first ?? nil)
+            let sandbox = try #require(try vm.callForReferences(makeHarness, arguments: sandboxed + [references[3]]).first ?? nil)
+            var generator = SplitMix(state: seed)
+            for _ in 0..<400 {
+                let pattern = Self.randomPattern(&generator)
+                let subject = Self.randomSubject(&generator)
+                let expected = try vm.call(reference, .string(subject), .string(pattern)).first?.string ?? ""
+                let actual = try vm.call(sandbox, .string(subject), .string(pattern)).first?.string ?? ""
+                #expect(Self.normalized(actual) == Self.normalized(expected),
+                        "seed \(seed): subject \(String(reflecting: subject)), pattern \(String(reflecting: pattern))")
+            }
+        }
+    }
+
     @Test func argumentErrorsBlameTheCaller() async throws {
         let error = try await withVM { vm throws in
             luaError { _ = try vm.run("local s = 'abc'\nlocal r = s:find({})", chunkName: "app.lua") }

@@ -203,7 +203,7 @@ local function gsub(s, pattern, replacement, limit)
     if kind == "string" then
       value = expand(replacement, s, first, finish, unpack(found, 3, found.n))
     elseif kind == "table" then
-      checkcaptures(found, 3)
+      if found[3] == false then error("unfinished capture", 2) end -- only the first capture is the key
       value = replacement[found[3]]
     else
       checkcaptures(found, 3)
