@@ -124,6 +124,77 @@ import Testing
     }
 }
 
+extension StateRuntimeTests {
+    /// A random program of table operations, run on the state through the runtime's proxies and on a plain copy:
+    /// the two results must be equal, and a failing run must roll back to exactly the state before it.
+    static let randomEdits = #"""
+    local seed, fail = ...
+    return function(state, action)
+      math.randomseed(seed + action.round)
+      local function pick(t)
+        local keys = {}
+        for k in pairs(t) do keys[#keys + 1] = k end
+        table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+        return keys[math.random(1, math.max(1, #keys))]
+      end
+      for step = 1, 40 do
+        local kind = math.random(1, 9)
+        local list = state.list
+        if kind == 1 then
+          table.insert(list, { n = step, tags = { "t" .. step } })
+        elseif kind == 2 and #list > 0 then
+          table.remove(list, math.random(1, #list))
+        elseif kind == 3 and #list > 0 then
+          list[math.random(1, #list)].n = step * 10
+        elseif kind == 4 then
+          state.map["k" .. math.random(1, 6)] = math.random(1, 3) == 1 and nil or { v = step }
+        elseif kind == 5 then
+          local key = pick(state.map)
+          if key ~= nil and type(state.map[key]) == "table" then state.map[key].v = -step end
+        elseif kind == 6 and #list > 1 then
+          table.sort(list, function(a, b) return a.n > b.n end)
+        elseif kind == 7 then
+          state.counter = (state.counter or 0) + step
+        elseif kind == 8 and #list > 0 then
+          local item = list[math.random(1, #list)]
+          table.insert(item.tags, "x" .. step)
+        elseif kind == 9 then
+          state.nested = { list = list, copy = { n = #list } }
+        end
+      end
+      if fail then error("rolled back on purpose") end
+    end
+    """#
+
+    @Test(arguments: [11, 12, 13, 14, 15, 16] as [Int64])
+    func proxiedRunsMatchPlainRunsAndRollBackExactly(seed: Int64) async throws {
+        try await withRuntime { vm, runtime in
+            let initial: LuaValue = ["list": [], "map": ["k1": ["v": 1]], "counter": 0]
+            try vm.call(function(vm, runtime, "setState"), arguments: [.value(initial)])
+            let edits = try vm.load(Self.randomEdits, chunkName: "edits.lua")
+            let succeed = try #require(try vm.callForReferences(edits, arguments: [.value(.integer(seed)), .value(false)]).first ?? nil)
+            let failing = try #require(try vm.callForReferences(edits, arguments: [.value(.integer(seed)), .value(true)]).first ?? nil)
+            let plainRun = try vm.load("""
+                local edit, state, rounds = ...
+                for round = 1, rounds do edit(state, { type = "edit", round = round }) end
+                return state
+                """, chunkName: "plain.lua")
+            var plainState = initial
+            for round in 1...12 {
+                let before = try vm.call(function(vm, runtime, "state"))
+                let failure = luaError { try vm.call(function(vm, runtime, "reduce"), arguments: [.reference(failing), .value(["type": "edit", "round": .integer(Int64(round))])]) }
+                #expect(failure?.message == "rolled back on purpose")
+                try vm.call(function(vm, runtime, "rollback"))
+                #expect(try vm.call(function(vm, runtime, "state")) == before, "round \(round): exactly as before")
+                try vm.call(function(vm, runtime, "reduce"), arguments: [.reference(succeed), .value(["type": "edit", "round": .integer(Int64(round))])])
+            }
+            plainState = try vm.call(plainRun, arguments: [.reference(succeed), .value(plainState), .value(12)]).first ?? .nil
+            #expect(try vm.call(function(vm, runtime, "state")).first == plainState, "proxies behave like plain tables")
+            #expect((plainState["list"].table?.count ?? 0) + (plainState["map"].table?.count ?? 0) > 3, "the program did something: \(plainState)")
+        }
+    }
+}
+
 /// The error `body` throws, which must be a `LuaError`.
 func luaError(_ body: () throws -> Void) -> LuaError? {
     do {
