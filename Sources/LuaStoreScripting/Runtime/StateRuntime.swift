@@ -414,8 +414,8 @@ function M.subscriptions(force)
 end
 
 -- Evaluates the readers whose inputs changed since the last flush (all of them when `everything`).
--- Returns the ids that ran, their values (each wrapped in a table, as it may be nil), and id -> message for
--- the ones that failed.
+-- Returns nothing when no reader was due; otherwise the ids that ran, their values (each wrapped in a table,
+-- as it may be nil), and id -> message for the ones that failed.
 function M.flush(everything)
   trimCaches()
   local due, seen = {}, {}
@@ -440,7 +440,8 @@ function M.flush(everything)
       end
     end
   end
-  changes = {}
+  if next(changes) ~= nil then changes = {} end
+  if #due == 0 then return nil end
   local ids, values, failures, n = {}, {}, nil, 0
   for i = 1, #due do
     local id = due[i]

@@ -363,13 +363,11 @@ final class ScriptEngine {
 
     /// Re-evaluates the readers whose inputs changed (all of them when `everything`) and delivers new values.
     func flush(everything: Bool = false) {
-        guard !readers.isEmpty else {
-            _ = try? vm.call(runtime.flush, arguments: [.value(false)])
-            return
-        }
         let results: [LuaReference?]
         do {
-            results = try vm.callForReferences(runtime.flush, arguments: [.value(.boolean(everything))])
+            results = try vm.call(runtime.flush, arguments: [.value(.boolean(everything))]) { results throws(LuaError) in
+                results.isNil(1) ? [] : (1...3).map { results.reference($0) }
+            }
         } catch {
             _ = try? vm.call(runtime.reset, arguments: [])
             report(ScriptFailure(stage: .props, error: error, action: nil))
