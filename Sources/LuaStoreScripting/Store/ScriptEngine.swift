@@ -92,7 +92,9 @@ final class ScriptEngine {
 
     private static func loadRuntime(_ vm: LuaVM) throws(LuaError) -> Runtime {
         let chunk = try vm.loadTrusted(StateRuntime.source, chunkName: StateRuntime.chunkName)
-        let module = try vm.callForReferences(chunk, arguments: [])[0]!
+        guard let module = try vm.callForReferences(chunk, arguments: []).first ?? nil else {
+            throw LuaError(.runtime, "the state runtime did not load")
+        }
         func function(_ name: String) throws(LuaError) -> LuaReference {
             guard let reference = try vm.field(.string(name), of: module) else {
                 throw LuaError(.runtime, "the state runtime has no '\(name)'")
@@ -198,14 +200,16 @@ final class ScriptEngine {
                 throw LuaError(.runtime, "app.lua must return a table of functions (init, reduce, props), not a \(vm.typeName(of: module))",
                                chunkName: "app.lua")
             }
-            func export(_ name: String, optional: Bool = false) throws(LuaError) -> LuaReference? {
-                let value = try vm.field(.string(name), of: module)
-                guard let value else {
-                    if optional { return nil }
-                    throw LuaError(.runtime, "app.lua must export a function '\(name)'", chunkName: "app.lua")
-                }
+            func optionalExport(_ name: String) throws(LuaError) -> LuaReference? {
+                guard let value = try vm.field(.string(name), of: module) else { return nil }
                 guard vm.typeName(of: value) == "function" else {
                     throw LuaError(.runtime, "app.lua's '\(name)' must be a function, not a \(vm.typeName(of: value))", chunkName: "app.lua")
+                }
+                return value
+            }
+            func export(_ name: String) throws(LuaError) -> LuaReference {
+                guard let value = try optionalExport(name) else {
+                    throw LuaError(.runtime, "app.lua must export a function '\(name)'", chunkName: "app.lua")
                 }
                 return value
             }
@@ -217,9 +221,9 @@ final class ScriptEngine {
                 schemaVersion = number
             }
             return App(
-                namespace: namespace, module: module, initialize: try export("init")!, reduce: try export("reduce")!,
-                props: try export("props")!, subscriptions: try export("subscriptions", optional: true),
-                migrate: try export("migrate", optional: true), schemaVersion: schemaVersion, fingerprint: fingerprint)
+                namespace: namespace, module: module, initialize: try export("init"), reduce: try export("reduce"),
+                props: try export("props"), subscriptions: try optionalExport("subscriptions"),
+                migrate: try optionalExport("migrate"), schemaVersion: schemaVersion, fingerprint: fingerprint)
         } catch {
             throw ScriptError(stage: .load, error: error)
         }
@@ -354,7 +358,10 @@ final class ScriptEngine {
         case .props:
             return app.props
         case .path(let keys):
-            return try vm.callForReferences(runtime.path, arguments: keys.map { .value($0.value) })[0]!
+            guard let selector = try vm.callForReferences(runtime.path, arguments: keys.map { .value($0.value) }).first ?? nil else {
+                throw LuaError(.runtime, "the state runtime made no selector")
+            }
+            return selector
         case .childProps(let child):
             guard let module = children[child] else { throw LuaError(.runtime, "the child store is gone") }
             return module.props
