@@ -165,6 +165,27 @@ import Testing
         var done: Int
     }
 
+    struct Item: Decodable, Sendable, Equatable {
+        var id: Int
+        var title: String
+        var done: Bool
+    }
+
+    @Test func stateSlicesDecodeIntoSwiftTypes() async throws {
+        let (store, recorder, folder) = try await makeStore()
+        defer { folder.remove() }
+        store.dispatch(["type": "add", "title": "Buy milk"])
+        let items = Locked<[Item]>([])
+        store.observe(["items", 1], as: Item.self) { item in
+            items.withLock { $0.append(item) }
+            return .active
+        }
+        store.dispatch(["type": "toggle", "id": 1])
+        #expect(await eventually { items.value == [Item(id: 1, title: "Buy milk", done: false), Item(id: 1, title: "Buy milk", done: true)] })
+        store.observe(["count"], as: Item.self) { _ in .active }
+        #expect(await eventually { recorder.failures.value.first?.error.path == "state.count" })
+    }
+
     @Test func propsDecodeIntoSwiftTypes() async throws {
         let (store, _, folder) = try await makeStore()
         defer { folder.remove() }

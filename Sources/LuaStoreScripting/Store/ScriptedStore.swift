@@ -154,6 +154,22 @@ public final class ScriptedStore: Sendable {
         return ScriptedChildStore(id: id, engine: engine, core: core)
     }
 
+    /// Observes the value at `path` decoded as `T`: converted and decoded only when a write touched it.
+    /// Values that do not decode are reported as failures.
+    public func observe<T: Decodable & Sendable>(_ path: [LuaKey], as type: T.Type, on queue: DispatchQueue? = nil,
+                                                 _ body: @escaping @Sendable (T) -> ObserverStatus) {
+        let report = options.failures
+        let root = path.reduce("state") { $0 + LuaPathRendering.render($1) }
+        observe(path, on: queue) { value in
+            do throws(LuaError) {
+                return body(try LuaDecoder().decode(T.self, from: value, root: root))
+            } catch {
+                report(ScriptFailure(stage: .selector, error: error))
+                return .active
+            }
+        }
+    }
+
     // MARK: Reading
 
     /// The props now (after the actions dispatched before this call).
