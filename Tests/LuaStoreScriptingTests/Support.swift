@@ -79,7 +79,7 @@ function app.reduce(state, action)
   elseif kind == "hog" then
     state.count = -2
     local hoard = {}
-    for i = 1, 64 do hoard[i] = string.rep("x", 1 << 20) .. i end
+    for i = 1, 64 do hoard[i] = string.rep("x", 1 << 26) .. i end
   elseif kind == "replace" then
     return { count = 100, items = {}, nested = state.nested, requests = {}, log = {} }
   elseif kind == "say" then
