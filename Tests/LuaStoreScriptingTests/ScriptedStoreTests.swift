@@ -180,6 +180,7 @@ import Testing
             items.withLock { $0.append(item) }
             return .active
         }
+        #expect(await eventually { items.value.count == 1 }, "the observer is registered with the item as it is now")
         store.dispatch(["type": "toggle", "id": 1])
         #expect(await eventually { items.value == [Item(id: 1, title: "Buy milk", done: false), Item(id: 1, title: "Buy milk", done: true)] })
         store.observe(["count"], as: Item.self) { _ in .active }

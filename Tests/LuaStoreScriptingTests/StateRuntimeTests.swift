@@ -99,6 +99,24 @@ import Testing
         }
     }
 
+    @Test func stateTablesAreRefusedMetatables() async throws {
+        try await withRuntime { vm, runtime in
+            try vm.call(function(vm, runtime, "setState"), arguments: [.value(["items": []])])
+            let before = try vm.call(function(vm, runtime, "state"))
+            let script = try vm.load("""
+                return function(state)
+                  state.items[1] = setmetatable({}, { __index = { hidden = true } })
+                end
+                """, chunkName: "app.lua")
+            let reduce = try #require(try vm.callForReferences(script, arguments: []).first ?? nil)
+            let failure = luaError { try vm.call(function(vm, runtime, "reduce"), arguments: [.reference(reduce), .value(["type": "x"])]) }
+            #expect(failure?.message == "state tables are plain data: a table with a metatable cannot be stored in the state")
+            #expect(failure?.location == "app.lua:2")
+            try vm.call(function(vm, runtime, "rollback"))
+            #expect(try vm.call(function(vm, runtime, "state")) == before)
+        }
+    }
+
     @Test func readersRunAgainOnlyWhenTheirInputsChange() async throws {
         try await withRuntime { vm, runtime in
             let make = try vm.load("local items = {} for i = 1, 100 do items[i] = {done = false} end return {items = items, title = 't'}", chunkName: "s.lua")

@@ -28,7 +28,8 @@ enum StateRuntime {
     static let chunkName = "host:luastore-runtime"
 
     static let source = #"""
-local rawget, rawset, rawlen, next, type, setmetatable, error, pcall = rawget, rawset, rawlen, next, type, setmetatable, error, pcall
+local rawget, rawset, rawlen, next, type, setmetatable, getmetatable, error, pcall =
+  rawget, rawset, rawlen, next, type, setmetatable, getmetatable, error, pcall
 local select, tostring = select, tostring
 
 local ALL, STRUCTURE = {}, {}          -- read markers: every key of a table; its length and set of keys
@@ -81,8 +82,10 @@ local function closed()
   error("state tables can be used only while reduce, props, a selector or subscriptions runs", 3)
 end
 
--- Strips proxies out of a value about to be stored or returned: the real state never holds a proxy.
-local function unwrap(value)
+-- Strips proxies out of a value about to be stored or returned: the real state never holds a proxy. State
+-- tables are plain data: one with a metatable is refused, which is what lets the barrier below index real
+-- tables directly (`real[key]`, no `rawget` call) with raw semantics.
+local function unwrap(value, storing)
   if type(value) ~= "table" then return value end
   local real = targets[value]
   if real ~= nil then return real end
@@ -90,6 +93,9 @@ local function unwrap(value)
   local function strip(t)
     if seen[t] then return end
     seen[t] = true
+    if storing and getmetatable(t) ~= nil then
+      error("state tables are plain data: a table with a metatable cannot be stored in the state", 0)
+    end
     local proxyKeys
     for key, item in next, t do
       if type(item) == "table" then
@@ -119,8 +125,8 @@ meta.__index = function(p, key)
   local real = targets[p]
   if type(key) == "table" then key = targets[key] or key end
   if reads then note(real, key) end
-  local value = rawget(real, key)
-  if type(value) == "table" then return proxy(value) end
+  local value = real[key]
+  if type(value) == "table" then return proxies[value] or proxy(value) end
   return value
 end
 
@@ -131,12 +137,12 @@ meta.__newindex = function(p, key, value)
   end
   local real = targets[p]
   if type(key) == "table" then key = targets[key] or key end
-  if type(value) == "table" then value = unwrap(value) end
-  local old = rawget(real, key)
+  if type(value) == "table" then value = unwrap(value, true) end
+  local old = real[key]
   if old == value then return end
   journal[count + 1], journal[count + 2], journal[count + 3] = real, key, old
   count = count + 3
-  rawset(real, key, value)
+  real[key] = value
 end
 
 meta.__len = function(p)
@@ -174,7 +180,7 @@ local function markChanges(from, collect)
       changes[real] = keys
     end
     keys[key] = true
-    if journal[i + 2] == nil or rawget(real, key) == nil then keys[STRUCTURE] = true end
+    if journal[i + 2] == nil or real[key] == nil then keys[STRUCTURE] = true end
     if collect then dirtyTables[real] = keys end
   end
   return dirtyTables
@@ -226,7 +232,7 @@ function M.reduce(reduce, action)
     if type(result) ~= "table" then
       error("reduce must return the state table, a new state table, or nothing (it returned a " .. type(result) .. ")", 0)
     end
-    local new = unwrap(result)
+    local new = unwrap(result, true)
     journal[count + 1], journal[count + 2], journal[count + 3] = holder, "state", holder.state
     count = count + 3
     holder.state = new
@@ -258,7 +264,7 @@ function M.transform(fn, ...)
     if type(result) ~= "table" then error("the function must return a state table or nothing", 0) end
     journal[count + 1], journal[count + 2], journal[count + 3] = holder, "state", holder.state
     count = count + 3
-    holder.state = unwrap(result)
+    holder.state = unwrap(result, true)
   end
   commit()
 end
@@ -268,7 +274,7 @@ function M.setState(state)
   begin()
   journal[1], journal[2], journal[3] = holder, "state", holder.state
   count = 3
-  holder.state = unwrap(state)
+  holder.state = unwrap(state, true)
   commit()
 end
 
@@ -281,7 +287,7 @@ function M.setChild(id, state)
   begin()
   journal[1], journal[2], journal[3] = children, id, children[id]
   count = 3
-  children[id] = unwrap(state)
+  children[id] = unwrap(state, true)
   commit()
 end
 
@@ -301,7 +307,7 @@ function M.reduceChild(id, reduce, action)
     end
     journal[count + 1], journal[count + 2], journal[count + 3] = children, id, children[id]
     count = count + 3
-    children[id] = unwrap(result)
+    children[id] = unwrap(result, true)
   end
   commands = unwrap(commands)
   commit()
