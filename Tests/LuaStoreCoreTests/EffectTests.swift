@@ -75,6 +75,21 @@ import Testing
         #expect(log.failures.value.first?.action == .increment)
     }
 
+    @Test func failingEffectsAreReportedWithTheState() async throws {
+        let log = FailureLog<CounterState, CounterAction>()
+        let effects = EffectInterpreter<CounterEffect, CounterState, CounterAction>()
+            .handling("log") { _, _ in throw Boom() }
+        let root = RootStore(initialState: CounterState(), reducer: CounterReducer(), effects: effects,
+                             configuration: StoreConfiguration(errorReporter: log.reporter))
+        for _ in 0..<10 { root.dispatch(.increment) }
+        for _ in 0..<5 { root.dispatch(.add(1)) }
+        #expect(await eventually { log.stages == [.effect("log")] })
+        let failure = try #require(log.failures.value.first)
+        #expect(failure.error is Boom)
+        #expect(failure.action == .increment)
+        #expect((failure.state?.count ?? 0) >= 10, "the state when the failure was reported")
+    }
+
     @Test func requestSetInStateLaunchesAndCancelsRequests() async throws {
         let server = try await TestServer.start()
         let root = RootStore(initialState: CounterState(), reducer: CounterReducer(baseURL: server.base),

@@ -155,8 +155,9 @@ final class StoreEngine<R: Reducer>: Sendable {
                 try await handler(effect, context)
             } catch is CancellationError {
             } catch {
-                guard !lease.isCancelled else { return }
-                self?.report(.effect(effect.kind), error, action: action)
+                guard !lease.isCancelled, let self else { return }
+                // The state is read where it lives: on the store's executor.
+                configuration.executor.execute { [self] in report(.effect(effect.kind), error, action: action) }
             }
         }
         let running = RunningEffect(effect: effect, lease: lease, task: task)
