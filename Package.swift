@@ -72,7 +72,9 @@ let package = Package(
         ),
         .testTarget(
             name: "luastoreTests",
-            dependencies: ["LuaStoreDemoAPI", .target(name: "luastore"), .target(name: "luastore-bench")],
+            dependencies: [
+                "LuaStoreDemoAPI", "LuaStoreTestSupport", .target(name: "luastore"), .target(name: "luastore-bench"),
+            ],
             exclude: ["golden"],
             swiftSettings: strict
         ),

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LuaKit
+import LuaStoreCore
 import LuaStoreScripting
 
 /// `luastore check APP_DIR`: loads and validates an app without running it.
@@ -13,7 +14,7 @@ struct Check: AsyncParsableCommand {
     var appDirectory: String
 
     func run() async throws {
-        let failures = Locked<[String]>([])
+        let failures = Protected<[String]>([])
         let options = ScriptedStoreOptions(log: { _ in }, failures: { failure in
             failures.withLock { $0.append("\(failure.stage.rawValue): \(failure.error)") }
         })
@@ -32,8 +33,8 @@ struct Check: AsyncParsableCommand {
             Console.error("props: \(error)")
             throw ExitCode.appFailure
         }
-        if !failures.value.isEmpty {
-            for failure in failures.value { Console.error(failure) }
+        if !failures.withLock({ $0 }).isEmpty {
+            for failure in failures.withLock({ $0 }) { Console.error(failure) }
             throw ExitCode.appFailure
         }
         Console.out("ok: \(appDirectory)")

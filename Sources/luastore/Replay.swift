@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LuaKit
+import LuaStoreCore
 import LuaStoreScripting
 
 /// `luastore replay APP_DIR FILE`: replays a recorded session without performing effects.
@@ -32,7 +33,7 @@ struct Replay: AsyncParsableCommand {
             }
             entries.append(entry)
         }
-        let outcomes = Locked<[LuaValue]>([])
+        let outcomes = Protected<[LuaValue]>([])
         var options = ScriptedStoreOptions(log: { _ in }, failures: { _ in })
         options.performsEffects = false
         options.notification = .everyAction

@@ -53,8 +53,8 @@ struct Run: AsyncParsableCommand {
 
     func run() async throws {
         let folder = URL(fileURLWithPath: appDirectory)
-        let failures = Locked(0)
-        let currentLine = Locked<(Int, LuaValue)?>(nil)
+        let failures = Protected(0)
+        let currentLine = Protected<(Int, LuaValue)?>(nil)
         let recorder = try record.map { try SessionRecorder(path: $0) }
         let format = self.format
 
@@ -63,7 +63,7 @@ struct Run: AsyncParsableCommand {
             log: { line in Console.error("log: " + line) },
             failures: { failure in
                 var text = "\(failure.stage.rawValue) failed: \(failure.error)"
-                if let action = failure.action, let (line, current) = currentLine.value {
+                if let action = failure.action, let (line, current) = currentLine.withLock({ $0 }) {
                     text += action == current ? " (line \(line))" : " (action \((try? JSONText.encode(action, root: "action")) ?? "\(action)"))"
                 }
                 failures.withLock { $0 += 1 }
@@ -157,7 +157,7 @@ struct Run: AsyncParsableCommand {
             }
         }
         recorder?.close()
-        if failures.value > 0 { throw ExitCode.appFailure }
+        if failures.withLock({ $0 }) > 0 { throw ExitCode.appFailure }
     }
 }
 
@@ -195,20 +195,4 @@ final class LineSource: Sendable {
             bytes.append(byte)
         }
     }
-}
-
-/// A value shared between threads.
-final class Locked<Value: Sendable>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var stored: Value
-
-    init(_ value: Value) { stored = value }
-
-    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&stored)
-    }
-
-    var value: Value { withLock { $0 } }
 }

@@ -49,6 +49,20 @@ import Testing
         end
         """
 
+    /// The harness (above) over Lua's own pattern functions and over the sandbox's.
+    static func harnesses(_ vm: LuaVM) throws -> (reference: LuaReference, sandbox: LuaReference) {
+        let referenceFunctions = vm.referencePatternFunctions()
+        let makeHarness = try vm.load(harness, chunkName: "harness.lua")
+        let getReference = try vm.load("local r = ...\nreturn r.find, r.match, r.gmatch, r.gsub", chunkName: "ref.lua")
+        let references = try vm.callForReferences(getReference, arguments: [.reference(referenceFunctions)]).map { .reference($0!) as LuaArgument }
+        let getSandboxed = try vm.load("return string.find, string.match, string.gmatch, string.gsub", chunkName: "sb.lua")
+        let sandboxed = try vm.callForReferences(getSandboxed, arguments: []).map { .reference($0!) as LuaArgument }
+        let escape = references[3]
+        let reference = try #require(try vm.callForReferences(makeHarness, arguments: references + [escape]).first ?? nil)
+        let sandbox = try #require(try vm.callForReferences(makeHarness, arguments: sandboxed + [escape]).first ?? nil)
+        return (reference, sandbox)
+    }
+
     /// Strips `chunk:line:` positions, which differ between the two implementations' call stacks.
     static func normalized(_ text: String) -> String {
         text.split(separator: "\n", omittingEmptySubsequences: false).map { line in
@@ -58,15 +72,7 @@ import Testing
 
     @Test func matchesLuaOnEveryCombination() async throws {
         try await withVM { vm throws in
-            let referenceFunctions = vm.referencePatternFunctions()
-            let makeHarness = try vm.load(Self.harness, chunkName: "harness.lua")
-            let getReference = try vm.load("local r = ...\nreturn r.find, r.match, r.gmatch, r.gsub", chunkName: "ref.lua")
-            let references = try vm.callForReferences(getReference, arguments: [.reference(referenceFunctions)]).map { .reference($0!) as LuaArgument }
-            let getSandboxed = try vm.load("return string.find, string.match, string.gmatch, string.gsub", chunkName: "sb.lua")
-            let sandboxed = try vm.callForReferences(getSandboxed, arguments: []).map { .reference($0!) as LuaArgument }
-            let escape = references[3]
-            let reference = try #require(try vm.callForReferences(makeHarness, arguments: references + [escape]).first ?? nil)
-            let sandbox = try #require(try vm.callForReferences(makeHarness, arguments: sandboxed + [escape]).first ?? nil)
+            let (reference, sandbox) = try Self.harnesses(vm)
             var compared = 0
             for subject in Self.subjects {
                 for pattern in Self.patterns + Self.badPatterns {
@@ -126,14 +132,7 @@ import Testing
     @Test(arguments: [1, 2, 3, 4, 5, 6, 7, 8] as [UInt64])
     func matchesLuaOnRandomPatterns(seed: UInt64) async throws {
         try await withVM { vm throws in
-            let referenceFunctions = vm.referencePatternFunctions()
-            let makeHarness = try vm.load(Self.harness, chunkName: "harness.lua")
-            let getReference = try vm.load("local r = ...\nreturn r.find, r.match, r.gmatch, r.gsub", chunkName: "ref.lua")
-            let references = try vm.callForReferences(getReference, arguments: [.reference(referenceFunctions)]).map { .reference($0!) as LuaArgument }
-            let getSandboxed = try vm.load("return string.find, string.match, string.gmatch, string.gsub", chunkName: "sb.lua")
-            let sandboxed = try vm.callForReferences(getSandboxed, arguments: []).map { .reference($0!) as LuaArgument }
-            let reference = try #require(try vm.callForReferences(makeHarness, arguments: references + [references[3]]).first ?? nil)
-            let sandbox = try #require(try vm.callForReferences(makeHarness, arguments: sandboxed + [references[3]]).first ?? nil)
+            let (reference, sandbox) = try Self.harnesses(vm)
             var generator = SplitMix(state: seed)
             for _ in 0..<400 {
                 let pattern = Self.randomPattern(&generator)

@@ -1,4 +1,5 @@
 import Foundation
+import LuaStoreTestSupport
 import Testing
 
 /// Runs the built `luastore` binary.
@@ -59,17 +60,4 @@ enum CLI {
         try FileManager.default.copyItem(at: packageRoot.appendingPathComponent("samples/\(name)"), to: copy)
         return copy
     }
-}
-
-/// A value shared between threads.
-final class Locked<Value: Sendable>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var stored: Value
-    init(_ value: Value) { stored = value }
-    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&stored)
-    }
-    var value: Value { withLock { $0 } }
 }
