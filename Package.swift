@@ -26,6 +26,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/swhitty/FlyingFox", from: "0.27.1"),
+        // Tests only: runs the built binaries (Foundation's `Process` waits for every descendant that inherits
+        // its exit-watching socket, so a program that starts a daemon, such as tmux, never "exits").
+        .package(url: "https://github.com/swiftlang/swift-subprocess", from: "1.0.2"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
     ],
     targets: [
         .systemLibrary(
@@ -60,11 +64,15 @@ let package = Package(
         .target(name: "LuaStoreScripting", dependencies: ["LuaKit", "LuaStoreCore"], swiftSettings: strict),
         .target(
             name: "LuaStoreTestSupport",
-            dependencies: [.product(name: "FlyingFox", package: "FlyingFox")],
+            dependencies: [
+                .product(name: "FlyingFox", package: "FlyingFox"),
+                .product(name: "Subprocess", package: "swift-subprocess"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ],
             path: "Tests/LuaStoreTestSupport",
             swiftSettings: strict
         ),
-        .testTarget(name: "LuaKitTests", dependencies: ["LuaKit"], swiftSettings: strict),
+        .testTarget(name: "LuaKitTests", dependencies: ["LuaKit", "LuaStoreTestSupport"], swiftSettings: strict),
         .testTarget(
             name: "LuaStoreCoreTests",
             dependencies: ["LuaStoreCore", "LuaStoreTestSupport"],

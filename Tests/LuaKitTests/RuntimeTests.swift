@@ -1,6 +1,6 @@
 import Foundation
 import LuaKit
-import Synchronization
+import LuaStoreTestSupport
 import Testing
 
 /// Determinism, stability under load, and the thread a VM lives on.
@@ -31,18 +31,12 @@ import Testing
     }
 
     /// Runs `soakWorker` alone in a child process, so that its memory readings see no other test.
-    @Test func soakOfMixedCallsLeavesNoGrowth() throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
-        process.arguments = ["--testing-library", "swift-testing", "--filter", "soakWorker"]
-        process.environment = ProcessInfo.processInfo.environment.merging(["LUAKIT_SOAK_WORKER": "1"]) { $1 }
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let log = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "\(log)")
+    @Test func soakOfMixedCallsLeavesNoGrowth() async throws {
+        let run = try await runChildProcess(
+            URL(fileURLWithPath: CommandLine.arguments[0]), ["--testing-library", "swift-testing", "--filter", "soakWorker"],
+            environment: ["LUAKIT_SOAK_WORKER": "1"], timeout: .seconds(300))
+        let log = run.output + run.errors
+        #expect(run.status == 0, "\(log)")
         #expect(log.contains("soakWorker() passed"), "\(log)")
     }
 

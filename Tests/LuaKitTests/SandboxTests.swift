@@ -1,6 +1,6 @@
 import Foundation
-import Synchronization
 import LuaKit
+import LuaStoreTestSupport
 import Testing
 
 /// What a script can and cannot reach.

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import LuaKit
 import Testing
 
@@ -41,11 +40,4 @@ func makeTemporaryFolder() throws -> URL {
     let url = FileManager.default.temporaryDirectory.appendingPathComponent("luakit-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
     return url
-}
-
-/// A value shared between threads.
-final class Locked<Value: Sendable>: Sendable {
-    private let mutex: Mutex<Value>
-    init(_ value: Value) { mutex = Mutex(value) }
-    func withLock<R>(_ body: (inout sending Value) -> sending R) -> sending R { mutex.withLock(body) }
 }

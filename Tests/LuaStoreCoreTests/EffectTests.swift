@@ -53,8 +53,10 @@ import Testing
         let release = Locked(false)
         let effects = EffectInterpreter<CounterEffect, CounterState, CounterAction>()
             .handling("timer") { _, context in
-                // Ignores cancellation on purpose, then reports.
-                while !release.value { try? await Task.sleep(for: .milliseconds(2)) }
+                // Ignores cancellation on purpose, then reports. (It waits in a detached task, which the
+                // cancellation does not reach: a cancelled `Task.sleep` returns at once, and looping on it
+                // would spin and starve the cooperative pool.)
+                while !release.value { await Task.detached { try? await Task.sleep(for: .milliseconds(2)) }.value }
                 context.dispatch(.ticked)
             }
         let root = RootStore(initialState: CounterState(ticking: true), reducer: CounterReducer(), effects: effects)

@@ -16,13 +16,13 @@ public final class Locked<Value: Sendable>: @unchecked Sendable {
     public var value: Value { withLock { $0 } }
 }
 
-/// Polls `condition` until it holds or `timeout` passes.
+/// Polls `condition` until it holds or `timeout` passes (or the calling task is cancelled).
 public func eventually(timeout: Duration = .seconds(5), _ condition: @Sendable () async -> Bool) async -> Bool {
     let clock = ContinuousClock()
     let deadline = clock.now.advanced(by: timeout)
     while clock.now < deadline {
         if await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(5))
+        do { try await Task.sleep(for: .milliseconds(5)) } catch { break }
     }
     return await condition()
 }

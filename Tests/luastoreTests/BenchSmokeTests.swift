@@ -1,4 +1,5 @@
 import Foundation
+import LuaStoreTestSupport
 import Testing
 
 /// The benchmark program runs and writes its report. Times are not asserted: they belong to `scripts/bench`.
@@ -17,19 +18,9 @@ import Testing
     @Test func quickRunWritesEveryScenario() async throws {
         let report = FileManager.default.temporaryDirectory.appendingPathComponent("bench-\(UUID().uuidString).json")
         defer { try? FileManager.default.removeItem(at: report) }
-        let process = Process()
-        process.executableURL = CLI.buildFolder.appendingPathComponent("luastore-bench")
-        process.arguments = ["--quick", "--json", report.path]
-        process.standardOutput = Pipe()
-        process.standardError = Pipe()
-        try process.run()
-        await withCheckedContinuation { continuation in
-            Thread {
-                process.waitUntilExit()
-                continuation.resume()
-            }.start()
-        }
-        #expect(process.terminationStatus == 0)
+        let run = try await runChildProcess(CLI.buildFolder.appendingPathComponent("luastore-bench"),
+                                            ["--quick", "--json", report.path], timeout: .seconds(300))
+        #expect(run.status == 0, "\(run.errors)")
         let decoded = try JSONDecoder().decode(Report.self, from: Data(contentsOf: report))
         let names = Set(decoded.scenarios.map(\.name))
         for name in ["counter.lua_vs_swift_ratio", "counter.lua_ns_per_dispatch", "state_size.ratio_100k_vs_10",

@@ -21,7 +21,7 @@ import Testing
         return folder
     }
 
-    @Test func malformedLinesAndFailingReducersExitOneAndLoseNothing() throws {
+    @Test func malformedLinesAndFailingReducersExitOneAndLoseNothing() async throws {
         let app = try makeApp(Self.fragile)
         defer { try? FileManager.default.removeItem(at: app) }
         let stateOut = app.appendingPathComponent("state.json")
@@ -34,7 +34,7 @@ import Testing
         {"type":"increment"}
 
         """
-        let run = try CLI.run(["run", app.path, "--format", "json", "--state-out", stateOut.path], input: input)
+        let run = try await CLI.run(["run", app.path, "--format", "json", "--state-out", stateOut.path], input: input)
         #expect(run.status == 1)
         #expect(run.outputLines == [#"{"count":0}"#, #"{"count":1}"#, #"{"count":2}"#])
         let errors = run.errors.split(separator: "\n").map(String.init)
@@ -47,18 +47,18 @@ import Testing
         #expect(try String(contentsOf: stateOut, encoding: .utf8) == "{\"count\":2}\n")
     }
 
-    @Test func unloadableAppsAndUsageErrorsExitTwo() throws {
+    @Test func unloadableAppsAndUsageErrorsExitTwo() async throws {
         let broken = try makeApp("return {")
         defer { try? FileManager.default.removeItem(at: broken) }
-        let run = try CLI.run(["run", broken.path, "--format", "json"], input: "")
+        let run = try await CLI.run(["run", broken.path, "--format", "json"], input: "")
         #expect(run.status == 2)
         #expect(run.errors.contains("app.lua:1: unexpected symbol near <eof>"))
-        #expect(try CLI.run(["run"]).status == 2)
-        #expect(try CLI.run(["run", "samples/counter", "--format", "xml"]).status == 2)
-        #expect(try CLI.run(["frobnicate"]).status == 2)
+        #expect(try await CLI.run(["run"]).status == 2)
+        #expect(try await CLI.run(["run", "samples/counter", "--format", "xml"]).status == 2)
+        #expect(try await CLI.run(["frobnicate"]).status == 2)
     }
 
-    @Test func unrepresentablePropsNameThePath() throws {
+    @Test func unrepresentablePropsNameThePath() async throws {
         let app = try makeApp("""
         local app = {}
         function app.init() return {} end
@@ -67,21 +67,21 @@ import Testing
         return app
         """)
         defer { try? FileManager.default.removeItem(at: app) }
-        let run = try CLI.run(["run", app.path, "--format", "json"], input: "")
+        let run = try await CLI.run(["run", app.path, "--format", "json"], input: "")
         #expect(run.status == 1)
         #expect(run.errors.contains("props.handler: a function cannot be converted"))
     }
 
-    @Test func checkValidatesWithoutRunning() throws {
-        #expect(try CLI.run(["check", "samples/todos"]).status == 0)
+    @Test func checkValidatesWithoutRunning() async throws {
+        #expect(try await CLI.run(["check", "samples/todos"]).status == 0)
         let broken = try makeApp("local app = {}\nfunction app.init() return {} end\nfunction app.reduce() end\nfunction app.props(s) return s.missing.x end\nreturn app")
         defer { try? FileManager.default.removeItem(at: broken) }
-        let run = try CLI.run(["check", broken.path])
+        let run = try await CLI.run(["check", broken.path])
         #expect(run.status == 1)
         #expect(run.errors.contains("app.lua:4: attempt to index a nil value (field 'missing')"))
     }
 
-    @Test func specsReportFailuresByFileAndLine() throws {
+    @Test func specsReportFailuresByFileAndLine() async throws {
         let app = try makeApp(Self.fragile)
         defer { try? FileManager.default.removeItem(at: app) }
         try Data("""
@@ -96,7 +96,7 @@ import Testing
           it("explodes", function() app.reduce(app.init(), { type = "explode" }) end)
         end)
         """.utf8).write(to: app.appendingPathComponent("fragile_spec.lua"))
-        let run = try CLI.run(["test", app.path])
+        let run = try await CLI.run(["test", app.path])
         #expect(run.status == 1)
         #expect(run.outputLines == [
             "FAIL fragile_spec.lua:6: fragile counts: expected exactly 2, got 1",
@@ -104,7 +104,7 @@ import Testing
             "1 passed, 2 failed",
         ])
         for sample in ["counter", "todos", "stopwatch", "search"] {
-            let specs = try CLI.run(["test", "samples/\(sample)"])
+            let specs = try await CLI.run(["test", "samples/\(sample)"])
             #expect(specs.status == 0, "\(sample): \(specs.output)")
             #expect(specs.outputLines.last?.hasSuffix(" passed, 0 failed") == true)
         }

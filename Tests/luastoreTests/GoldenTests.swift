@@ -5,10 +5,10 @@ import Testing
 /// Every sample run through the built binary on a file of actions, compared with a golden file.
 @Suite struct GoldenTests {
     @Test(arguments: ["counter", "todos", "stopwatch"])
-    func sampleMatchesItsGoldenRun(sample: String) throws {
+    func sampleMatchesItsGoldenRun(sample: String) async throws {
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("luastore-data-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: data) }
-        let run = try CLI.run(["run", "samples/\(sample)", "--actions", CLI.golden("\(sample).actions.jsonl").path,
+        let run = try await CLI.run(["run", "samples/\(sample)", "--actions", CLI.golden("\(sample).actions.jsonl").path,
                                "--format", "json", "--data", data.path])
         let expected = try String(contentsOf: CLI.golden("\(sample).expected.jsonl"), encoding: .utf8)
         #expect(run.status == 0, "\(run.errors)")
@@ -16,19 +16,19 @@ import Testing
         #expect(run.errors.isEmpty, "diagnostics go to standard error only when something is wrong")
     }
 
-    @Test func unchangedPropsPrintNothing() throws {
-        let run = try CLI.run(["run", "samples/counter", "--format", "json"],
+    @Test func unchangedPropsPrintNothing() async throws {
+        let run = try await CLI.run(["run", "samples/counter", "--format", "json"],
                               input: "{\"type\":\"reset\"}\n{\"type\":\"unknown\"}\n{\"type\":\"increment\"}\n{\"type\":\"unknown\"}\n")
         #expect(run.outputLines == [#"{"count":0,"label":"0 clicks"}"#, #"{"count":1,"label":"1 click"}"#])
     }
 
-    @Test func todosArePersistedThroughEffects() throws {
+    @Test func todosArePersistedThroughEffects() async throws {
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("luastore-data-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: data) }
-        let first = try CLI.run(["run", "samples/todos", "--format", "json", "--data", data.path],
+        let first = try await CLI.run(["run", "samples/todos", "--format", "json", "--data", data.path],
                                 input: "{\"type\":\"appStarted\"}\n{\"type\":\"todoAdded\",\"title\":\"Keep me\"}\n")
         #expect(first.status == 0)
-        let second = try CLI.run(["run", "samples/todos", "--format", "json", "--data", data.path], input: "{\"type\":\"appStarted\"}\n")
+        let second = try await CLI.run(["run", "samples/todos", "--format", "json", "--data", data.path], input: "{\"type\":\"appStarted\"}\n")
         #expect(second.outputLines.last == #"{"canClear":false,"filter":"all","items":[{"done":false,"id":1,"title":"Keep me"}],"left":"1 item left"}"#)
     }
 
@@ -42,14 +42,14 @@ import Testing
         let (server, task, port) = try await SearchAPI.start(port: 0)
         let app = try searchCopy(port: port)
         defer { try? FileManager.default.removeItem(at: app) }
-        let run = try await CLI.runDetached(["run", app.path, "--actions", CLI.golden("search.actions.jsonl").path, "--format", "json"])
+        let run = try await CLI.run(["run", app.path, "--actions", CLI.golden("search.actions.jsonl").path, "--format", "json"])
         #expect(run.status == 0, "\(run.errors)")
         #expect(run.output == (try String(contentsOf: CLI.golden("search.expected.jsonl"), encoding: .utf8)), "\(run.output)\n\(run.errors)")
-        let failing = try await CLI.runDetached(["run", app.path, "--actions", CLI.golden("search-error.actions.jsonl").path, "--format", "json"])
+        let failing = try await CLI.run(["run", app.path, "--actions", CLI.golden("search-error.actions.jsonl").path, "--format", "json"])
         #expect(failing.outputLines.last == #"{"query":"error","results":{},"status":"search failed: httpStatus 500"}"#)
         await server.stop(timeout: 0)
         task.cancel()
-        let refused = try await CLI.runDetached(["run", app.path, "--actions", CLI.golden("search-error.actions.jsonl").path, "--format", "json"])
+        let refused = try await CLI.run(["run", app.path, "--actions", CLI.golden("search-error.actions.jsonl").path, "--format", "json"])
         #expect(refused.outputLines.last == #"{"query":"error","results":{},"status":"search failed: connectionFailed"}"#)
     }
 
@@ -58,19 +58,19 @@ import Testing
         let app = try searchCopy(port: port)
         let recording = app.appendingPathComponent("session.jsonl")
         defer { try? FileManager.default.removeItem(at: app) }
-        let run = try await CLI.runDetached(["run", app.path, "--actions", CLI.golden("search.actions.jsonl").path, "--format", "json",
+        let run = try await CLI.run(["run", app.path, "--actions", CLI.golden("search.actions.jsonl").path, "--format", "json",
                                "--record", recording.path])
         #expect(run.status == 0, "\(run.errors)")
         await server.stop(timeout: 0)
         task.cancel()
-        let replay = try await CLI.runDetached(["replay", app.path, recording.path])
+        let replay = try await CLI.run(["replay", app.path, recording.path])
         #expect(replay.status == 0, "\(replay.errors)")
         #expect(replay.output == "replayed 3 actions: every state matches the recording\n")
 
         let changed = try String(contentsOf: app.appendingPathComponent("app.lua"), encoding: .utf8)
             .replacingOccurrences(of: "state.status, state.results = \"done\", titles", with: "state.status, state.results = \"done\", {}")
         try Data(changed.utf8).write(to: app.appendingPathComponent("app.lua"))
-        let diverged = try await CLI.runDetached(["replay", app.path, recording.path])
+        let diverged = try await CLI.run(["replay", app.path, recording.path])
         #expect(diverged.status == 1)
         #expect(diverged.errors.contains("diverges at action 3 of 3"))
         #expect(diverged.errors.contains("state.results[1]: recorded \"lua\", now nil"))

@@ -88,8 +88,8 @@ public final class RootStore<R: Reducer>: Sendable {
     /// The subscriptions running now, by key.
     public func runningSubscriptions() async -> [String: R.Effect] { await engine.runningSubscriptions() }
 
-    /// Waits until no action is queued and no command is in flight, or until `timeout`; returns whether the
-    /// store became idle. Running subscriptions do not count, except those of the kinds in `finishing`
+    /// Waits until no action is queued and no command is in flight, or until `timeout` (or the calling task is
+    /// cancelled); returns whether the store became idle. Running subscriptions do not count, except those of the kinds in `finishing`
     /// (subscriptions that end by themselves, such as requests).
     public func waitUntilIdle(timeout: Duration, finishing: Set<EffectKind> = []) async -> Bool {
         await engine.waitUntilIdle(timeout: timeout, finishing: finishing)

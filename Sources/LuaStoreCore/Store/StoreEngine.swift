@@ -190,16 +190,16 @@ final class StoreEngine<R: Reducer>: Sendable {
     }
 
     /// Waits until no action is queued, no command is in flight and no subscription of a kind in `finishing`
-    /// is running, or `timeout` passes; returns whether idle.
+    /// is running, or `timeout` passes, or the calling task is cancelled; returns whether idle.
     func waitUntilIdle(timeout: Duration, finishing: Set<EffectKind> = []) async -> Bool {
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: timeout)
-        while clock.now < deadline {
+        while true {
             let queued = await onExecutor { engine in engine.inbox.withLock { $0.head < $0.items.count || $0.draining } }
             if !queued, commandsInFlight.count == 0, subscriptionsInFlight.count(of: finishing) == 0 { return true }
-            try? await Task.sleep(for: .milliseconds(2))
+            guard clock.now < deadline else { return false }
+            do { try await Task.sleep(for: .milliseconds(2)) } catch { return false }
         }
-        return false
     }
 
     /// Stops taking actions; cancels every subscription and command.

@@ -200,8 +200,8 @@ public final class ScriptedStore: Sendable {
     }
 
     /// Waits until no action is queued, no command is in flight and no request or delay declared as a
-    /// subscription is still running (timers never finish, so they do not count), or `timeout`; returns
-    /// whether idle.
+    /// subscription is still running (timers never finish, so they do not count), or `timeout` (or the calling
+    /// task is cancelled); returns whether idle.
     public func waitUntilIdle(timeout: Duration) async -> Bool {
         await root.waitUntilIdle(timeout: timeout, finishing: ["http", "delay", "load", "save"])
     }

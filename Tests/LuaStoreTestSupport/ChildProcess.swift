@@ -1,0 +1,63 @@
+import Foundation
+import Subprocess
+import SystemPackage
+
+/// What a finished child process left behind.
+public struct ChildProcessResult: Sendable {
+    /// The exit status, or the number of the signal that ended it.
+    public var status: Int32
+    /// Everything it wrote on standard output.
+    public var output: String
+    /// Everything it wrote on standard error.
+    public var errors: String
+
+    /// Standard output split into lines (the text after the last newline, normally empty, is dropped).
+    public var outputLines: [String] {
+        output.split(separator: "\n", omittingEmptySubsequences: false).dropLast().map(String.init)
+    }
+}
+
+/// A child process that outlived the time its test gave it (it has been killed).
+public struct ChildProcessTimedOut: Error, CustomStringConvertible {
+    public let command: String
+    public let timeout: Duration
+    public var description: String { "\(command) did not finish within \(timeout)" }
+}
+
+/// Runs a program to completion and collects what it writes.
+///
+/// Standard input is `input`, or empty when `input` is `nil` (never the test runner's own standard input, which
+/// may be a pipe that never closes). The wait is asynchronous, so no thread of the cooperative pool is blocked
+/// while the child runs: stores, effects and servers in the test process keep running. A child that outlives
+/// `timeout` is killed and the call throws, so a hang fails its test instead of stalling the run.
+public func runChildProcess(
+    _ executable: URL, _ arguments: [String], input: String? = nil, directory: URL? = nil,
+    environment: [String: String] = [:], timeout: Duration = .seconds(120)
+) async throws -> ChildProcessResult {
+    let overrides = Dictionary(uniqueKeysWithValues: environment.map { (Environment.Key(stringLiteral: $0.key), Optional($0.value)) })
+    let command = ([executable.lastPathComponent] + arguments).joined(separator: " ")
+    return try await withThrowingTaskGroup(of: ChildProcessResult?.self) { group in
+        group.addTask {
+            let result = try await run(
+                .path(FilePath(executable.path)), arguments: Arguments(arguments),
+                environment: .inherit.updating(overrides),
+                workingDirectory: directory.map { FilePath($0.path) },
+                input: .string(input ?? ""),
+                output: .string(limit: 64 << 20), error: .string(limit: 64 << 20))
+            let status: Int32 = switch result.terminationStatus {
+            case .exited(let code): code
+            case .signaled(let signal): signal
+            }
+            return ChildProcessResult(status: status, output: result.standardOutput,
+                                      errors: result.standardError)
+        }
+        group.addTask {
+            try await Task.sleep(for: timeout)
+            return nil
+        }
+        let first = try await group.next()!
+        group.cancelAll()
+        guard let first else { throw ChildProcessTimedOut(command: command, timeout: timeout) }
+        return first
+    }
+}
