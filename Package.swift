@@ -65,6 +65,7 @@ let package = Package(
         .target(
             name: "LuaStoreTestSupport",
             dependencies: [
+                "LuaKit",
                 .product(name: "FlyingFox", package: "FlyingFox"),
                 .product(name: "Subprocess", package: "swift-subprocess"),
                 .product(name: "SystemPackage", package: "swift-system"),

@@ -1,4 +1,5 @@
 import LuaKit
+import LuaStoreTestSupport
 import Testing
 
 /// Decoding Lua tables into Swift types and encoding Swift values into Lua.

@@ -1,4 +1,5 @@
 import LuaKit
+import LuaStoreTestSupport
 import Testing
 
 /// Scripts that try to hang, exhaust or crash the host. Each must leave the host alive, the VM usable for the

@@ -1,5 +1,6 @@
 import Foundation
 import LuaKit
+import LuaStoreTestSupport
 import Testing
 
 /// `require` loads modules from the app's own folder and nowhere else.

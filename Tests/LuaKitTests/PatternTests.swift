@@ -1,4 +1,5 @@
 @testable import LuaKit
+import LuaStoreTestSupport
 import Testing
 
 /// The sandbox's pattern functions against Lua's own, call by call: same results, same errors.

@@ -22,19 +22,6 @@ func withVM<T>(
     }
 }
 
-/// The error `body` throws, which must be a `LuaError`.
-func luaError(_ body: () throws -> Void) -> LuaError? {
-    do {
-        try body()
-        return nil
-    } catch let error as LuaError {
-        return error
-    } catch {
-        Issue.record("expected a LuaError, got \(error)")
-        return nil
-    }
-}
-
 /// A fresh temporary folder, removed when the test ends (callers `defer` the removal).
 func makeTemporaryFolder() throws -> URL {
     let url = FileManager.default.temporaryDirectory.appendingPathComponent("luakit-\(UUID().uuidString)")

@@ -1,4 +1,5 @@
 import LuaKit
+import LuaStoreTestSupport
 import Testing
 
 /// Lua values crossing into Swift and back: raw access, limits, paths of bad values.

@@ -1,5 +1,6 @@
 import LuaKit
 @testable import LuaStoreScripting
+import LuaStoreTestSupport
 import Testing
 
 /// The state runtime directly: proxies, the journal, identity, read/write tracking.
@@ -210,18 +211,5 @@ extension StateRuntimeTests {
             #expect(try vm.call(function(vm, runtime, "state")).first == plainState, "proxies behave like plain tables")
             #expect((plainState["list"].table?.count ?? 0) + (plainState["map"].table?.count ?? 0) > 3, "the program did something: \(plainState)")
         }
-    }
-}
-
-/// The error `body` throws, which must be a `LuaError`.
-func luaError(_ body: () throws -> Void) -> LuaError? {
-    do {
-        try body()
-        return nil
-    } catch let error as LuaError {
-        return error
-    } catch {
-        Issue.record("expected a LuaError, got \(error)")
-        return nil
     }
 }
