@@ -4,7 +4,7 @@ import PackageDescription
 /// LuaStore: app logic in sandboxed Lua 5.4, side effects in Swift.
 ///
 /// Layers, data flowing one way:
-/// `CLua` (Lua's C headers and shims) → `LuaKit` (the safe, bounded VM; the only importer of `CLua`) ·
+/// `CLua` (Lua's C headers and shims), `CLuaGuard` (the C that runs where Lua may raise) → `LuaKit` (the safe, bounded VM; the only importer of `CLua`) ·
 /// `LuaStoreCore` (the pure-Swift store: effects, subscription diffing, URL effects, deduplicating observers) →
 /// `LuaStoreScripting` (Lua reducers and props on the store; state kept in the VM; hot reload).
 let strict: [SwiftSetting] = [
@@ -37,7 +37,9 @@ let package = Package(
             pkgConfig: "lua5.4",
             providers: [.apt(["liblua5.4-dev"])]
         ),
-        .target(name: "LuaKit", dependencies: ["CLua"], swiftSettings: strict),
+        // What must run in C where Lua may raise, and the watchdog that enforces time budgets.
+        .target(name: "CLuaGuard", dependencies: ["CLua"]),
+        .target(name: "LuaKit", dependencies: ["CLua", "CLuaGuard"], swiftSettings: strict),
         .executableTarget(name: "luakit", dependencies: ["LuaKit"], swiftSettings: strict),
         .executableTarget(
             name: "luastore",

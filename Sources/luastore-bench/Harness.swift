@@ -32,15 +32,21 @@ enum Harness {
         return Double(elapsed.components.seconds) * 1e9 / Double(operations) + Double(elapsed.components.attoseconds) / 1e9 / Double(operations)
     }
 
+    /// Which side of each ratio runs: both (measuring), or only one (to profile it alone).
+    enum Sides: String, Sendable {
+        case both, first, second
+    }
+
     /// Runs `a` and `b` alternately for `rounds` rounds; returns the medians of each and of the ratios a/b.
-    static func alternate(rounds: Int, _ a: () async throws -> Double, _ b: () async throws -> Double) async rethrows
-        -> (a: Double, b: Double, ratio: Double) {
+    /// With `sides` other than `.both` only that side runs (the other's figures and the ratio are NaN).
+    static func alternate(rounds: Int, sides: Sides = .both, _ a: () async throws -> Double, _ b: () async throws -> Double)
+        async rethrows -> (a: Double, b: Double, ratio: Double) {
         var first: [Double] = []
         var second: [Double] = []
         var ratios: [Double] = []
         for _ in 0..<rounds {
-            let x = try await a()
-            let y = try await b()
+            let x = sides == .second ? .nan : try await a()
+            let y = sides == .first ? .nan : try await b()
             first.append(x)
             second.append(y)
             ratios.append(x / y)

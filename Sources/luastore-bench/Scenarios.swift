@@ -7,6 +7,8 @@ import LuaStoreScripting
 struct Scenarios {
     let quick: Bool
     let workspace: URL
+    /// Which side of each ratio runs (`--side`).
+    var sides: Harness.Sides = .both
 
     var rounds: Int { quick ? 2 : 7 }
 
@@ -80,7 +82,7 @@ struct Scenarios {
             root.shutdown()
             return result
         }
-        let (lua, swift, ratio) = try await Harness.alternate(rounds: rounds, luaSide, swiftSide)
+        let (lua, swift, ratio) = try await Harness.alternate(rounds: rounds, sides: sides, luaSide, swiftSide)
         return [
             Scenario(name: "counter.lua_vs_swift_ratio", value: ratio, unit: "×", goal: "≤ 2.0", pass: ratio <= 2.0),
             Scenario(name: "counter.lua_ns_per_dispatch", value: lua, unit: "ns", goal: "—", pass: nil),
@@ -132,7 +134,7 @@ struct Scenarios {
         let actions = quick ? 2_000 : 30_000
         let big = quick ? 10_000 : 100_000
         let (large, small, ratio) = try await Harness.alternate(
-            rounds: rounds, { try await toggleCost(items: big, actions: actions) }, { try await toggleCost(items: 10, actions: actions) })
+            rounds: rounds, sides: sides, { try await toggleCost(items: big, actions: actions) }, { try await toggleCost(items: 10, actions: actions) })
         return [
             Scenario(name: "state_size.ratio_100k_vs_10", value: ratio, unit: "×", goal: "≤ 1.5", pass: ratio <= 1.5),
             Scenario(name: "state_size.ns_per_toggle_100k", value: large, unit: "ns", goal: "—", pass: nil),
@@ -167,7 +169,7 @@ struct Scenarios {
     func fanout() async throws -> [Scenario] {
         let actions = quick ? 1_000 : 20_000
         let (many, one, ratio) = try await Harness.alternate(
-            rounds: rounds, { try await fanoutCost(observers: 1000, actions: actions) }, { try await fanoutCost(observers: 1, actions: actions) })
+            rounds: rounds, sides: sides, { try await fanoutCost(observers: 1000, actions: actions) }, { try await fanoutCost(observers: 1, actions: actions) })
         return [
             Scenario(name: "fanout.ratio_1000_vs_1", value: ratio, unit: "×", goal: "≤ 5.0", pass: ratio <= 5.0),
             Scenario(name: "fanout.ns_per_action_1000", value: many, unit: "ns", goal: "—", pass: nil),

@@ -1,18 +1,26 @@
 import Foundation
 
-/// `luastore-bench [--quick] [--json FILE] [--only PREFIX]`: runs the benchmark scenarios and prints a table.
-/// Ratios are measured within one run, alternating the two sides over several rounds (medians).
+/// `luastore-bench [--quick] [--json FILE] [--only PREFIX] [--side both|first|second]`: runs the benchmark
+/// scenarios and prints a table. Ratios are measured within one run, alternating the two sides over several
+/// rounds (medians). `--side first` (the Lua or larger side) or `second` runs one side only, for a profiler.
 var arguments = Array(CommandLine.arguments.dropFirst())
 var quick = false
 var jsonPath: String?
 var only: String?
+var sides = Harness.Sides.both
 while !arguments.isEmpty {
     switch arguments.removeFirst() {
     case "--quick": quick = true
     case "--json": jsonPath = arguments.isEmpty ? nil : arguments.removeFirst()
     case "--only": only = arguments.isEmpty ? nil : arguments.removeFirst()
+    case "--side":
+        guard let value = arguments.isEmpty ? nil : arguments.removeFirst(), let side = Harness.Sides(rawValue: value) else {
+            FileHandle.standardError.write(Data("luastore-bench: --side takes both, first or second\n".utf8))
+            exit(2)
+        }
+        sides = side
     case let other:
-        FileHandle.standardError.write(Data("usage: luastore-bench [--quick] [--json FILE] [--only PREFIX] (unknown: \(other))\n".utf8))
+        FileHandle.standardError.write(Data("usage: luastore-bench [--quick] [--json FILE] [--only PREFIX] [--side both|first|second] (unknown: \(other))\n".utf8))
         exit(2)
     }
 }
@@ -21,7 +29,8 @@ let workspace = FileManager.default.temporaryDirectory.appendingPathComponent("l
 try FileManager.default.createDirectory(at: workspace, withIntermediateDirectories: true)
 defer { try? FileManager.default.removeItem(at: workspace) }
 
-let scenarios = Scenarios(quick: quick, workspace: workspace)
+var scenarios = Scenarios(quick: quick, workspace: workspace)
+scenarios.sides = sides
 var rows: [Scenario] = []
 let groups: [(String, () async throws -> [Scenario])] = [
     ("counter", scenarios.counter), ("state_size", scenarios.stateSize), ("fanout", scenarios.fanout),

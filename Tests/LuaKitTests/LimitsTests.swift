@@ -1,3 +1,4 @@
+import Foundation
 import LuaKit
 import LuaStoreTestSupport
 import Testing
@@ -30,10 +31,84 @@ import Testing
         }
     }
 
-    @Test func endlessLoopTimesOut() async throws {
-        let error = try await expectFailure(.timeout, "local n = 0\nwhile true do n = n + 1 end")
+    /// Both ways of enforcing the budget; every budget test runs under each.
+    static let enforcements: [BudgetEnforcement] = [.watchdog, .countHook(instructions: 1000)]
+
+    static func quick(_ enforcement: BudgetEnforcement) -> LuaLimits {
+        var limits = quick
+        limits.budgetEnforcement = enforcement
+        return limits
+    }
+
+    @Test(arguments: enforcements)
+    func endlessLoopTimesOut(enforcement: BudgetEnforcement) async throws {
+        let error = try await expectFailure(.timeout, "local n = 0\nwhile true do n = n + 1 end", limits: Self.quick(enforcement))
         #expect(error?.message == "time budget of 100 ms exceeded")
         #expect(error?.location == "hostile.lua:2")
+    }
+
+    /// Outside ThreadSanitizer (which holds signals back while the interpreter runs) the watchdog is what
+    /// VMs use unless told otherwise; asked for the count hook, they use it.
+    @Test func watchdogIsTheDefault() async throws {
+        let underTSan = ProcessInfo.processInfo.environment["TSAN_OPTIONS"] != nil
+        try await withVM { vm in
+            #expect(vm.budgetEnforcement == (underTSan ? .countHook(instructions: 1000) : .watchdog))
+        }
+        try await withVM(limits: Self.quick(.countHook(instructions: 50))) { vm in
+            #expect(vm.budgetEnforcement == .countHook(instructions: 50))
+        }
+    }
+
+    /// SIGURGs that are not the watchdog's (sent by another process or thread, or while no call is over its
+    /// deadline) interrupt nothing: a call within budget completes with its result.
+    @Test func straySignalsStopNothing() async throws {
+        let thread = LuaThread(name: "stray-signals")
+        let vmThread = thread.sync { pthread_self() }
+        let sender = Task.detached {
+            while !Task.isCancelled {
+                pthread_kill(vmThread, SIGURG)
+                kill(getpid(), SIGURG)
+                try? await Task.sleep(for: .microseconds(200))
+            }
+        }
+        defer { sender.cancel() }
+        let sum = try thread.sync { () throws(LuaError) -> [LuaValue] in
+            var limits = LuaLimits()
+            limits.timeBudget = .seconds(20)
+            let vm = try LuaVM(limits: limits)
+            return try vm.run("local n = 0 for i = 1, 3e7 do n = n + i % 7 end return n", chunkName: "busy.lua")
+        }
+        #expect(sum == [.integer((1...30_000_000).reduce(0) { $0 + $1 % 7 })])
+    }
+
+    /// Budgets are per VM: one thread's endless loop is stopped while another thread's VM goes on calling,
+    /// undisturbed, at the same time.
+    @Test func watchdogStopsOnlyTheCallOverItsBudget() async throws {
+        let loopThread = LuaThread(name: "loops")
+        let workThread = LuaThread(name: "works")
+        let limits = Self.quick(.watchdog)
+        async let looping: LuaError? = Task.detached {
+            loopThread.sync { () -> LuaError? in
+                guard let vm = try? LuaVM(limits: limits) else { return nil }
+                return luaError { _ = try vm.run("while true do end", chunkName: "loop.lua") }
+            }
+        }.value
+        async let working: [LuaValue] = Task.detached {
+            try workThread.sync { () throws(LuaError) -> [LuaValue] in
+                let vm = try LuaVM(limits: limits)
+                var last: [LuaValue] = []
+                let clock = ContinuousClock()
+                let start = clock.now
+                var round: Int64 = 0
+                while clock.now - start < .milliseconds(300) {
+                    round += 1
+                    last = try vm.run("local n = 0 for i = 1, 1000 do n = n + i end return n + \(round)", chunkName: "ok.lua")
+                }
+                return last.map { $0 == .integer(500_500 + round) ? .boolean(true) : $0 }
+            }
+        }.value
+        #expect(await looping?.kind == .timeout)
+        #expect(try await working == [.boolean(true)])
     }
 
     @Test(arguments: [
@@ -47,9 +122,9 @@ import Testing
         "table.sort({3, 2, 1, 5, 4}, function(a, b) while true do end end)",
         "local t = setmetatable({}, {__index = function(t, k) while true do end end}) return t.x",
         "string.gsub(string.rep('a', 1000), 'a', function() while true do end end)",
-    ])
-    func budgetCannotBeSwallowed(source: String) async throws {
-        _ = try await expectFailure(.timeout, source)
+    ], enforcements)
+    func budgetCannotBeSwallowed(source: String, enforcement: BudgetEnforcement) async throws {
+        _ = try await expectFailure(.timeout, source, limits: Self.quick(enforcement))
     }
 
     @Test func deepLuaRecursionIsAnError() async throws {

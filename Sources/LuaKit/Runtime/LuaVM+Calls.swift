@@ -1,4 +1,5 @@
 import CLua
+import CLuaGuard
 
 /// An argument of a call into Lua: a Swift value, converted on the way in, or a value already in the VM.
 public enum LuaArgument {

@@ -1,4 +1,5 @@
 import CLua
+import CLuaGuard
 
 extension LuaVM {
     /// [-1, +0] Turns the error value on top of the stack into a `LuaError`, using what the guard recorded.

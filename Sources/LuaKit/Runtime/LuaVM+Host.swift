@@ -1,4 +1,5 @@
 import CLua
+import CLuaGuard
 import Foundation
 
 /// Why a Swift function exposed to Lua failed.

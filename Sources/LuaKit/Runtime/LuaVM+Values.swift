@@ -1,4 +1,5 @@
 import CLua
+import CLuaGuard
 
 extension LuaVM {
     // MARK: Swift to Lua

@@ -1,4 +1,5 @@
 import CLua
+import CLuaGuard
 import Foundation
 
 /// One sandboxed, bounded Lua 5.4 virtual machine.
@@ -63,7 +64,14 @@ public final class LuaVM {
         guardState.pointee.bytesLimit = limits.memoryBytes
         guardState.pointee.budgetNanos = Int64(limits.timeBudget.components.seconds) * 1_000_000_000
             + limits.timeBudget.components.attoseconds / 1_000_000_000
-        guardState.pointee.hookInterval = Int32(clamping: max(1, limits.hookInterval))
+        switch limits.budgetEnforcement {
+        case .watchdog:
+            guardState.pointee.enforcement = CLUA_ENFORCE_WATCHDOG
+            guardState.pointee.hookInterval = 1000
+        case .countHook(let instructions):
+            guardState.pointee.enforcement = CLUA_ENFORCE_COUNT_HOOK
+            guardState.pointee.hookInterval = Int32(clamping: max(1, instructions))
+        }
         guardState.pointee.callSwift = { state, box in
             Unmanaged<HostFunction>.fromOpaque(box!).takeUnretainedValue().invoke()
         }
@@ -79,7 +87,7 @@ public final class LuaVM {
     }
 
     deinit {
-        lua_close(state)
+        clua_closestate(guardState)
         for function in hostFunctions { function.release() }
         guardState.deallocate()
     }
@@ -104,6 +112,13 @@ public final class LuaVM {
     public func collectGarbage() {
         checkThread()
         _ = clua_gc(state, LUA_GCCOLLECT, 0)
+    }
+
+    /// How this VM enforces its time budget: `limits.budgetEnforcement`, or `.countHook(instructions: 1000)`
+    /// when the watchdog is unavailable (under ThreadSanitizer, or when its thread could not start).
+    public var budgetEnforcement: BudgetEnforcement {
+        guardState.pointee.enforcement == CLUA_ENFORCE_WATCHDOG
+            ? .watchdog : .countHook(instructions: Int(guardState.pointee.hookInterval))
     }
 
     /// Whether the collector is running (it always should be: scripts cannot stop it).

@@ -1,4 +1,5 @@
 import CLua
+import CLuaGuard
 
 /// Lua 5.4 patterns (`string.find`, `match`, `gmatch`, `gsub`), matched with a deadline.
 ///

@@ -1,9 +1,10 @@
-// The few C functions that must run where Lua may raise an error.
+// The few C functions that must run where Lua may raise an error, or in a signal handler.
 //
 // A Lua error is a longjmp. It must never cross a Swift frame, so everything that can raise on behalf of
-// the host lives here, in C: the count hook that enforces the time budget, the allocator that enforces the
-// memory cap, the trampoline that turns a Swift function's error code into a Lua error, the message handler,
-// and the sandbox's `pcall`/`xpcall`, which let nothing catch an exhausted time budget.
+// the host lives here, in C: the hook that enforces the time budget, the allocator that enforces the memory
+// cap, the trampoline that turns a Swift function's error code into a Lua error, the message handler, and the
+// sandbox's `pcall`/`xpcall`, which let nothing catch an exhausted time budget. `guard.c` adds the watchdog
+// that interrupts a call past its deadline (it needs one copy of its state per process, so it is not inline).
 // LuaKit's `LuaVM` owns the `CLuaGuard` and is the only user of this header.
 #ifndef CLUA_GUARD_H
 #define CLUA_GUARD_H
@@ -11,10 +12,22 @@
 #include <lua.h>
 #include <lauxlib.h>
 #include <lualib.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+/// How the time budget stops a script that overruns it.
+typedef enum CLuaEnforcement {
+    /// Lua's count hook checks the clock every `hookInterval` instructions. While any hook is set, Lua 5.4
+    /// traps every instruction, so scripts run markedly slower.
+    CLUA_ENFORCE_COUNT_HOOK = 0,
+    /// The watchdog thread signals the VM's thread once a call's deadline passes, and the signal handler sets
+    /// the hook then (`lua_sethook` is the one Lua function made to be called from a signal handler). No hook
+    /// is set while scripts run within budget.
+    CLUA_ENFORCE_WATCHDOG = 1,
+} CLuaEnforcement;
 
 /// Per-VM bookkeeping shared by the allocator, the hook and the trampoline. Reached through
 /// `lua_getextraspace` (a pointer to it) and through the allocator's user data.
@@ -27,10 +40,19 @@ typedef struct CLuaGuard {
     int hostAllocations;              /* > 0: the host is allocating (cap not enforced; real exhaustion aborts) */
     int memoryRefused;                /* the allocator refused a request during the current call */
     /* time */
-    int64_t deadlineNanos;            /* CLOCK_MONOTONIC; 0 when no call is running */
+    int64_t deadlineNanos;            /* CLOCK_MONOTONIC; 0 when no call is running. Written by the VM's thread
+                                         only (atomically: the watchdog reads it from its own) */
     int64_t budgetNanos;
-    int hookInterval;                 /* instructions between two budget checks */
+    int hookInterval;                 /* count hook: instructions between two budget checks */
     int timedOut;                     /* the budget is spent: every hook from now on raises */
+    CLuaEnforcement enforcement;
+    int callDepth;                    /* nested top-level calls; the budget covers the outermost */
+    struct CLuaGuard *outerRunning;   /* the guard whose call was running on this thread before this one's */
+    /* watchdog registry (guarded by the registry's lock) */
+    pthread_t thread;
+    struct CLuaGuard *registryNext;
+    struct CLuaGuard *registryPrevious;
+    int registered;
     /* Swift functions exposed to Lua: returns the number of results, or -1 with the error value pushed */
     int (*callSwift)(lua_State *L, void *function);
     /* where the current call failed (first Lua frame), when known */
@@ -103,21 +125,16 @@ static inline void clua_budget_hook(lua_State *L, lua_Debug *ar) {
     lua_error(L);
 }
 
-/// Arms the budget for one top-level call.
-static inline void clua_begin_call(lua_State *L, CLuaGuard *g) {
-    g->timedOut = 0;
-    g->memoryRefused = 0;
-    g->failureLine = 0;
-    g->failureSource[0] = '\0';
-    g->deadlineNanos = g->budgetNanos > 0 ? clua_now_nanos() + g->budgetNanos : 0;
-    (void)L;
-}
+/// Arms the budget for a top-level call (a nested one keeps the outer call's deadline). In guard.c.
+void clua_begin_call(lua_State *L, CLuaGuard *g);
 
-/// Disarms the budget after a top-level call and restores the normal hook rate.
-static inline void clua_end_call(lua_State *L, CLuaGuard *g) {
-    if (g->timedOut) lua_sethook(L, clua_budget_hook, LUA_MASKCOUNT, g->hookInterval);
-    g->deadlineNanos = 0;
-}
+/// Disarms the budget after a top-level call: removes a hook the watchdog set, or restores the count hook's
+/// normal rate. In guard.c.
+void clua_end_call(lua_State *L, CLuaGuard *g);
+
+/// Whether the watchdog can enforce budgets in this process (not under ThreadSanitizer, which holds back
+/// signals while uninstrumented code such as the Lua interpreter runs). In guard.c.
+int clua_watchdog_available(void);
 
 /// Trampoline for Swift functions (upvalue 1 is the Swift function's box). Raises what Swift reports.
 static inline int clua_call_swift(lua_State *L) {
@@ -191,15 +208,12 @@ static inline int clua_open_libraries(lua_State *L) {
     return 0;
 }
 
-/// Creates a VM whose allocator and hook report to `g`; NULL when even that fails.
-static inline lua_State *clua_newstate(CLuaGuard *g) {
-    lua_State *L = lua_newstate(clua_allocate, g);
-    if (L == NULL) return NULL;
-    *(CLuaGuard **)lua_getextraspace(L) = g;
-    g->state = L;
-    lua_sethook(L, clua_budget_hook, LUA_MASKCOUNT, g->hookInterval);
-    lua_gc(L, LUA_GCINC, 0, 0, 0);
-    return L;
-}
+/// Creates a VM whose allocator and hook report to `g`, on the calling thread (the only one that may use it);
+/// NULL when even that fails. With `CLUA_ENFORCE_WATCHDOG` (if available) the VM is registered with the
+/// watchdog; otherwise the count hook is set. In guard.c.
+lua_State *clua_newstate(CLuaGuard *g);
+
+/// Unregisters the VM from the watchdog and closes it. In guard.c.
+void clua_closestate(CLuaGuard *g);
 
 #endif

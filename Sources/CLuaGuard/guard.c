@@ -1,0 +1,235 @@
+// The time budget's watchdog, and the per-call arming it relies on.
+//
+// Lua 5.4 traps every instruction while any hook is set (a count hook of 1,000 still makes the interpreter
+// call into ldebug.c once per instruction), which made every script ≈ 20–30 % slower just to check a clock
+// that almost never runs out. So by default no hook is set. Each top-level call publishes its deadline; one
+// watchdog thread per process sleeps until the earliest deadline it knows of (and looks for new calls every
+// `WATCHDOG_POLL_NANOS`); when a call overruns, it sends the VM's thread `SIGURG`, whose handler, on that
+// thread, sets a count hook of 1 with `lua_sethook` — the one Lua function made to be called from a signal
+// handler (lua.c stops scripts on Ctrl-C the same way). The hook then raises at the script's next instruction
+// and keeps raising, as before, so nothing can catch it.
+//
+// Why SIGURG: it is ignored by default (a stray one is harmless), debuggers and runtimes leave it alone, and
+// hardly any program uses it (Go preempts goroutines with it for the same reasons). A handler the host had
+// installed before still receives every SIGURG that is not the watchdog's.
+//
+// Memory safety: the watchdog reads a guard only under the registry lock, and a VM leaves the registry
+// before it is closed. The handler touches only the guards whose calls are running on its own thread (a
+// thread-local chain, set and cleared by that thread), so it never sees a guard that is gone.
+#include "clua_guard.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <unistd.h>
+
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define CLUA_UNDER_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define CLUA_UNDER_TSAN 1
+#endif
+
+/// How long the watchdog sleeps before looking for calls it has not seen yet. A call that starts right after
+/// a look is noticed at most this late; its deadline is honoured exactly unless the budget is shorter.
+#define WATCHDOG_POLL_NANOS 20000000LL
+/// How soon the watchdog signals again a call that is still running past its deadline (its thread may have
+/// been inside a C function, which no hook interrupts).
+#define WATCHDOG_RESIGNAL_NANOS 5000000LL
+
+static _Thread_local CLuaGuard *running_on_this_thread;
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t registry_changed;
+static CLuaGuard *registry_head;
+static int registry_count;
+static int watchdog_started;
+static struct sigaction previous_action;
+
+static inline int64_t load_deadline(const CLuaGuard *g) {
+    return __atomic_load_n(&g->deadlineNanos, __ATOMIC_RELAXED);
+}
+
+static inline void store_deadline(CLuaGuard *g, int64_t value) {
+    __atomic_store_n(&g->deadlineNanos, value, __ATOMIC_RELAXED);
+}
+
+int clua_watchdog_available(void) {
+#ifdef CLUA_UNDER_TSAN
+    return 0;
+#else
+    return 1;
+#endif
+}
+
+// MARK: The signal handler (runs on a VM's thread)
+
+static void forward_to_previous(int signal, siginfo_t *info, void *context) {
+    if (previous_action.sa_flags & SA_SIGINFO) {
+        if (previous_action.sa_sigaction != NULL) previous_action.sa_sigaction(signal, info, context);
+    } else if (previous_action.sa_handler != SIG_IGN && previous_action.sa_handler != SIG_DFL &&
+               previous_action.sa_handler != NULL) {
+        previous_action.sa_handler(signal);
+    }
+}
+
+static void on_watchdog_signal(int signal, siginfo_t *info, void *context) {
+    int saved = errno;
+    if (info != NULL && info->si_code == SI_TKILL && info->si_pid == getpid()) {
+        int64_t now = clua_now_nanos();
+        for (CLuaGuard *g = running_on_this_thread; g != NULL; g = g->outerRunning) {
+            int64_t deadline = g->deadlineNanos;
+            if (deadline != 0 && now >= deadline && !g->timedOut) {
+                lua_sethook(g->state, clua_budget_hook, LUA_MASKCOUNT, 1);
+            }
+        }
+    } else {
+        forward_to_previous(signal, info, context);
+    }
+    errno = saved;
+}
+
+// MARK: The watchdog thread
+
+static void *watchdog_main(void *unused) {
+    (void)unused;
+    pthread_mutex_lock(&registry_lock);
+    for (;;) {
+        while (registry_count == 0) pthread_cond_wait(&registry_changed, &registry_lock);
+        int64_t now = clua_now_nanos();
+        int64_t wake = now + WATCHDOG_POLL_NANOS;
+        for (CLuaGuard *g = registry_head; g != NULL; g = g->registryNext) {
+            int64_t deadline = load_deadline(g);
+            if (deadline == 0) continue;
+            if (now >= deadline) {
+                pthread_kill(g->thread, SIGURG);
+                if (now + WATCHDOG_RESIGNAL_NANOS < wake) wake = now + WATCHDOG_RESIGNAL_NANOS;
+            } else if (deadline < wake) {
+                wake = deadline;
+            }
+        }
+        struct timespec until = { .tv_sec = wake / 1000000000, .tv_nsec = wake % 1000000000 };
+        pthread_cond_timedwait(&registry_changed, &registry_lock, &until);
+    }
+    return NULL;
+}
+
+/// Installs the handler and starts the thread, once. Called with the registry lock held.
+static int start_watchdog(void) {
+    if (watchdog_started) return 1;
+    pthread_condattr_t attributes;
+    pthread_condattr_init(&attributes);
+    pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
+    pthread_cond_init(&registry_changed, &attributes);
+    pthread_condattr_destroy(&attributes);
+
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_sigaction = on_watchdog_signal;
+    action.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+    sigemptyset(&action.sa_mask);
+    if (sigaction(SIGURG, &action, &previous_action) != 0) return 0;
+
+    pthread_attr_t threadAttributes;
+    pthread_attr_init(&threadAttributes);
+    pthread_attr_setdetachstate(&threadAttributes, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&threadAttributes, 64 * 1024);
+    // The watchdog never handles SIGURG itself: block it (and everything else) there.
+    sigset_t all, saved;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &saved);
+    pthread_t thread;
+    int status = pthread_create(&thread, &threadAttributes, watchdog_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &saved, NULL);
+    pthread_attr_destroy(&threadAttributes);
+    if (status != 0) {
+        sigaction(SIGURG, &previous_action, NULL);
+        return 0;
+    }
+    watchdog_started = 1;
+    return 1;
+}
+
+static int watchdog_register(CLuaGuard *g) {
+    pthread_mutex_lock(&registry_lock);
+    int started = start_watchdog();
+    if (started) {
+        // Threads started from a dispatch or cooperative-pool thread inherit a mask that blocks every signal.
+        sigset_t urgent;
+        sigemptyset(&urgent);
+        sigaddset(&urgent, SIGURG);
+        pthread_sigmask(SIG_UNBLOCK, &urgent, NULL);
+        g->thread = pthread_self();
+        g->registryPrevious = NULL;
+        g->registryNext = registry_head;
+        if (registry_head != NULL) registry_head->registryPrevious = g;
+        registry_head = g;
+        registry_count += 1;
+        g->registered = 1;
+        pthread_cond_signal(&registry_changed);
+    }
+    pthread_mutex_unlock(&registry_lock);
+    return started;
+}
+
+static void watchdog_unregister(CLuaGuard *g) {
+    if (!g->registered) return;
+    pthread_mutex_lock(&registry_lock);
+    if (g->registryPrevious != NULL) g->registryPrevious->registryNext = g->registryNext;
+    else registry_head = g->registryNext;
+    if (g->registryNext != NULL) g->registryNext->registryPrevious = g->registryPrevious;
+    registry_count -= 1;
+    g->registered = 0;
+    pthread_mutex_unlock(&registry_lock);
+}
+
+// MARK: VMs and calls
+
+lua_State *clua_newstate(CLuaGuard *g) {
+    lua_State *L = lua_newstate(clua_allocate, g);
+    if (L == NULL) return NULL;
+    *(CLuaGuard **)lua_getextraspace(L) = g;
+    g->state = L;
+    if (g->enforcement == CLUA_ENFORCE_WATCHDOG &&
+        !(clua_watchdog_available() && g->budgetNanos > 0 && watchdog_register(g))) {
+        g->enforcement = CLUA_ENFORCE_COUNT_HOOK;
+    }
+    if (g->enforcement == CLUA_ENFORCE_COUNT_HOOK) lua_sethook(L, clua_budget_hook, LUA_MASKCOUNT, g->hookInterval);
+    lua_gc(L, LUA_GCINC, 0, 0, 0);
+    return L;
+}
+
+void clua_closestate(CLuaGuard *g) {
+    watchdog_unregister(g);
+    if (g->state != NULL) lua_close(g->state);
+    g->state = NULL;
+}
+
+void clua_begin_call(lua_State *L, CLuaGuard *g) {
+    (void)L;
+    if (g->callDepth++ > 0) return;
+    g->timedOut = 0;
+    g->memoryRefused = 0;
+    g->failureLine = 0;
+    g->failureSource[0] = '\0';
+    g->outerRunning = running_on_this_thread;
+    running_on_this_thread = g;
+    store_deadline(g, g->budgetNanos > 0 ? clua_now_nanos() + g->budgetNanos : 0);
+}
+
+void clua_end_call(lua_State *L, CLuaGuard *g) {
+    if (--g->callDepth > 0) return;
+    store_deadline(g, 0);
+    running_on_this_thread = g->outerRunning;
+    g->outerRunning = NULL;
+    // The handler runs on this thread, so once the deadline is 0 and the guard is off the chain it cannot
+    // set the hook again; whatever it set before is removed here.
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    if (g->enforcement == CLUA_ENFORCE_WATCHDOG) {
+        if (lua_gethookmask(L) != 0) lua_sethook(L, NULL, 0, 0);
+    } else if (g->timedOut) {
+        lua_sethook(L, clua_budget_hook, LUA_MASKCOUNT, g->hookInterval);
+    }
+}
