@@ -52,6 +52,24 @@ import Testing
         #expect(await eventually { recorder.props.value.last?["count"] == 2 }, "the store serves the next action")
     }
 
+    /// An action that is not a table with a string `type` is refused before the reducer runs: reported with
+    /// what was wrong, the state (including the action just before it) untouched, the next action served.
+    @Test(arguments: [["title": "no type"], ["type": 1], .string("increment")] as [LuaValue])
+    func actionsWithoutAStringTypeAreRefused(action: LuaValue) async throws {
+        let (store, recorder, folder) = try await makeStore()
+        defer { folder.remove() }
+        store.dispatch(["type": "increment"])
+        let before = try await store.state()
+        #expect(before["count"] == 1)
+        store.dispatch(action)
+        #expect(try await store.state() == before)
+        let failure = try #require(recorder.failures.value.first)
+        #expect(failure.stage == .reduce)
+        #expect(failure.error.message == "an action must be a table with a string field 'type' (got \(action))")
+        store.dispatch(["type": "increment"])
+        #expect(await eventually { recorder.props.value.last?["count"] == 2 }, "the store serves the next action")
+    }
+
     func settledProps(_ recorder: Recorder) async -> Int {
         var count = -1
         while count != recorder.props.value.count {

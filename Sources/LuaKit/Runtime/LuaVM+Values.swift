@@ -7,13 +7,15 @@ extension LuaVM {
     /// [-0, +1] Pushes `value`. The host allocates outside the cap (so no Lua error can arise in Swift code);
     /// a value that takes the heap past the cap is dropped again at once and refused with a `.memory` error.
     /// Values far too large to fit are refused before anything is built.
-    func push(_ value: LuaValue, path root: @autoclosure () -> String = "value") throws(LuaError) {
+    func push(_ value: borrowing LuaValue, path root: @autoclosure () -> String = "value") throws(LuaError) {
         let limit = guardState.pointee.bytesLimit
-        if case .string(let text) = value, text.utf8.count > limit {
+        switch value {
+        case .string(let text) where text.utf8.count > limit:
             throw LuaError(.memory, "a string of \(text.utf8.count) bytes does not fit under the memory cap of \(limit) bytes")
-        }
-        if case .table(let table) = value, table.count > limit / 16 {
+        case .table(let table) where table.count > limit / 16:
             throw LuaError(.memory, "a table of \(table.count) entries does not fit under the memory cap of \(limit) bytes")
+        default:
+            break
         }
         let top = lua_gettop(state)
         do throws(ConversionFailure) {
@@ -30,7 +32,7 @@ extension LuaVM {
         }
     }
 
-    private func pushUnchecked(_ value: LuaValue, depth: Int) throws(ConversionFailure) {
+    private func pushUnchecked(_ value: borrowing LuaValue, depth: Int) throws(ConversionFailure) {
         switch value {
         case .nil: lua_pushnil(state)
         case .boolean(let flag): lua_pushboolean(state, flag ? 1 : 0)
@@ -43,17 +45,28 @@ extension LuaVM {
             }
             guard lua_checkstack(state, 4) != 0 else { throw ConversionFailure("the Lua stack cannot grow") }
             lua_createtable(state, Int32(clamping: table.array.count), Int32(clamping: table.fields.count))
-            for (offset, element) in table.array.enumerated() {
-                do throws(ConversionFailure) {
-                    try pushUnchecked(element, depth: depth + 1)
-                } catch {
-                    throw error.under(.integer(Int64(offset + 1)))
+            if !table.array.isEmpty {
+                var position: lua_Integer = 1
+                for element in table.array {
+                    do throws(ConversionFailure) {
+                        try pushUnchecked(element, depth: depth + 1)
+                    } catch {
+                        throw error.under(.integer(position))
+                    }
+                    lua_rawseti(state, -2, position)
+                    position += 1
                 }
-                lua_rawseti(state, -2, lua_Integer(offset + 1))
             }
-            for (key, element) in table.fields where element != .nil {
-                if case .number(let number) = key, number.isNaN { throw ConversionFailure("a table key is NaN") }
-                try pushUnchecked(key.value, depth: depth + 1)
+            for (key, element) in table.fields {
+                if case .nil = element { continue }
+                switch key {
+                case .string(let name): pushString(name)
+                case .integer(let integer): lua_pushinteger(state, integer)
+                case .boolean(let flag): lua_pushboolean(state, flag ? 1 : 0)
+                case .number(let number):
+                    if number.isNaN { throw ConversionFailure("a table key is NaN") }
+                    lua_pushnumber(state, number)
+                }
                 do throws(ConversionFailure) {
                     try pushUnchecked(element, depth: depth + 1)
                 } catch {
@@ -65,9 +78,14 @@ extension LuaVM {
     }
 
     func pushString(_ text: String) {
-        var text = text
-        text.withUTF8 { bytes in
-            bytes.withMemoryRebound(to: CChar.self) { _ = lua_pushlstring(state, $0.baseAddress, $0.count) }
+        let pushed: Void? = text.utf8.withContiguousStorageIfAvailable { bytes in
+            _ = lua_pushlstring(state, UnsafeRawPointer(bytes.baseAddress)?.assumingMemoryBound(to: CChar.self), bytes.count)
+        }
+        if pushed == nil {
+            var text = text
+            text.withUTF8 { bytes in
+                bytes.withMemoryRebound(to: CChar.self) { _ = lua_pushlstring(state, $0.baseAddress, $0.count) }
+            }
         }
     }
 

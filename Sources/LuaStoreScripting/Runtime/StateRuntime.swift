@@ -170,18 +170,23 @@ end
 local M = {}
 local subscriptionsDirty = true
 
+-- Only tables some reader depends on are recorded: a change nobody read cannot make anyone run again, and
+-- skipping it keeps the cost of a write to an unread table (one item of a large list, say) at the journal.
 local function markChanges(from, collect)
   local dirtyTables = collect and {} or nil
   for i = from, count, 3 do
-    local real, key = journal[i], journal[i + 1]
-    local keys = changes[real]
-    if keys == nil then
-      keys = {}
-      changes[real] = keys
+    local real = journal[i]
+    if dependents[real] ~= nil then
+      local key = journal[i + 1]
+      local keys = changes[real]
+      if keys == nil then
+        keys = {}
+        changes[real] = keys
+      end
+      keys[key] = true
+      if journal[i + 2] == nil or real[key] == nil then keys[STRUCTURE] = true end
+      if collect then dirtyTables[real] = keys end
     end
-    keys[key] = true
-    if journal[i + 2] == nil or real[key] == nil then keys[STRUCTURE] = true end
-    if collect then dirtyTables[real] = keys end
   end
   return dirtyTables
 end
@@ -219,9 +224,11 @@ local function begin()
 end
 
 -- Runs the reducer on the state as one transaction. Returns the commands (proxies stripped) and whether
--- `subscriptions` must run again.
+-- `subscriptions` must run again; or nothing but a third result `true` when the action is not a table with a
+-- string `type` (checked here, where it costs two instructions; the host words the error).
 -- The hot path (every dispatch runs it): `begin` is inlined, and an action that wrote nothing skips `commit`.
 function M.reduce(reduce, action)
+  if type(action) ~= "table" or type(action.type) ~= "string" then return nil, nil, true end
   if made > 512 then trimCaches() end
   for i = 1, count do journal[i] = nil end
   mode, reads, count = "write", false, 0

@@ -247,18 +247,19 @@ final class ScriptEngine {
 
     /// Applies `action` as one transaction; returns the commands. On failure the state is as it was.
     func reduce(_ action: LuaValue) throws(LuaError) -> [ScriptEffect] {
-        guard action.table?["type"].string != nil else {
-            throw LuaError(.runtime, "an action must be a table with a string field 'type' (got \(action))")
-        }
-        let commands: LuaValue
+        let reduced: LuaValue?
         do {
-            commands = try vm.call(runtime.reduce, arguments: [.reference(app.reduce), .value(action)]) { results throws(LuaError) in
+            reduced = try vm.call(runtime.reduce, arguments: [.reference(app.reduce), .value(action)]) { results throws(LuaError) in
+                if results.boolean(3) == true { return nil } // refused before anything ran
                 if results.boolean(2) == true { subscriptionsDirty = true }
                 return results.isNil(1) ? .nil : try results.value(1, root: "commands")
             }
         } catch {
             undoLastTransaction()
             throw error
+        }
+        guard let commands = reduced else {
+            throw LuaError(.runtime, "an action must be a table with a string field 'type' (got \(action))")
         }
         var effects: [ScriptEffect]
         do {
