@@ -227,9 +227,22 @@ void clua_end_call(lua_State *L, CLuaGuard *g) {
     // The handler runs on this thread, so once the deadline is 0 and the guard is off the chain it cannot
     // set the hook again; whatever it set before is removed here.
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    if (g->enforcement == CLUA_ENFORCE_WATCHDOG) {
+    if (g->countingInstructions) {
+        if (g->timedOut) lua_sethook(L, clua_budget_hook, LUA_MASKCOUNT, 1);
+    } else if (g->enforcement == CLUA_ENFORCE_WATCHDOG) {
         if (lua_gethookmask(L) != 0) lua_sethook(L, NULL, 0, 0);
     } else if (g->timedOut) {
+        lua_sethook(L, clua_budget_hook, LUA_MASKCOUNT, g->hookInterval);
+    }
+}
+
+void clua_count_instructions(lua_State *L, CLuaGuard *g, int on) {
+    g->countingInstructions = on != 0;
+    if (on) {
+        lua_sethook(L, clua_budget_hook, LUA_MASKCOUNT, 1);
+    } else if (g->enforcement == CLUA_ENFORCE_WATCHDOG) {
+        lua_sethook(L, NULL, 0, 0);
+    } else {
         lua_sethook(L, clua_budget_hook, LUA_MASKCOUNT, g->hookInterval);
     }
 }

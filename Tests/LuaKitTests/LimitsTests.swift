@@ -111,6 +111,27 @@ import Testing
         #expect(try await working == [.boolean(true)])
     }
 
+    /// Counting is exact and repeatable: a loop of n iterations costs a + b·n instructions, the same call
+    /// counts the same twice, the budget still holds while counting, and afterwards enforcement is as before.
+    @Test(arguments: enforcements)
+    func instructionsAreCountedExactly(enforcement: BudgetEnforcement) async throws {
+        try await withVM(limits: Self.quick(enforcement)) { vm in
+            let loop = try vm.load("local n = ... local x = 0 for i = 1, n do x = x + i end return x", chunkName: "loop.lua")
+            func count(_ n: Int64) throws -> Int {
+                try vm.countingInstructions { () throws(LuaError) in try vm.call(loop, .integer(n)) }.instructions
+            }
+            let zero = try count(0), ten = try count(10), twenty = try count(20)
+            #expect(zero > 0)
+            #expect(twenty - ten == ten - zero, "linear in the iterations")
+            #expect(try count(10) == ten, "repeatable")
+            let error = luaError { _ = try vm.countingInstructions { () throws(LuaError) in try vm.run("while true do end", chunkName: "spin.lua") } }
+            #expect(error?.kind == .timeout)
+            #expect(vm.budgetEnforcement == enforcement || enforcement == .watchdog)
+            #expect(luaError { _ = try vm.run("while true do end", chunkName: "spin.lua") }?.kind == .timeout)
+            #expect(try vm.run("return 1 + 1", chunkName: "after.lua") == [2])
+        }
+    }
+
     @Test(arguments: [
         "while true do pcall(function() while true do end end) end",
         "while true do xpcall(function() while true do end end, function() return 'swallowed' end) end",

@@ -47,6 +47,8 @@ typedef struct CLuaGuard {
     int timedOut;                     /* the budget is spent: every hook from now on raises */
     CLuaEnforcement enforcement;
     int callDepth;                    /* nested top-level calls; the budget covers the outermost */
+    int countingInstructions;         /* the hook runs after every instruction and counts it (diagnostics) */
+    int64_t instructionCount;
     struct CLuaGuard *outerRunning;   /* the guard whose call was running on this thread before this one's */
     /* watchdog registry (guarded by the registry's lock) */
     pthread_t thread;
@@ -112,6 +114,10 @@ static inline void *clua_allocate(void *ud, void *ptr, size_t osize, size_t nsiz
 /// every instruction and raises each time, so neither `pcall` nor a `__close` handler can keep the script alive.
 static inline void clua_budget_hook(lua_State *L, lua_Debug *ar) {
     CLuaGuard *g = clua_guard(L);
+    if (g->countingInstructions) {
+        g->instructionCount += 1;
+        if (!g->timedOut && g->instructionCount % 1024 != 0) return; /* the clock is read every 1,024 */
+    }
     if (!g->timedOut) {
         if (g->deadlineNanos == 0 || clua_now_nanos() < g->deadlineNanos) return;
         g->timedOut = 1;
@@ -129,8 +135,12 @@ static inline void clua_budget_hook(lua_State *L, lua_Debug *ar) {
 void clua_begin_call(lua_State *L, CLuaGuard *g);
 
 /// Disarms the budget after a top-level call: removes a hook the watchdog set, or restores the count hook's
-/// normal rate. In guard.c.
+/// normal rate (unless instructions are being counted). In guard.c.
 void clua_end_call(lua_State *L, CLuaGuard *g);
+
+/// Starts (`on` nonzero) or stops counting every instruction the VM executes into `instructionCount`, and sets
+/// the hook that enforcement and counting need. In guard.c.
+void clua_count_instructions(lua_State *L, CLuaGuard *g, int on);
 
 /// Whether the watchdog can enforce budgets in this process (not under ThreadSanitizer, which holds back
 /// signals while uninstrumented code such as the Lua interpreter runs). In guard.c.
