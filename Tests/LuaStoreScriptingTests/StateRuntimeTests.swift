@@ -144,6 +144,43 @@ import Testing
 }
 
 extension StateRuntimeTests {
+    /// Read records are recycled between evaluations: a reader whose inputs change from run to run depends on
+    /// exactly what its latest run read, and a reader returning a fresh table that holds a state table depends
+    /// on that subtree (all of it) and nothing else — over many rounds.
+    @Test func readersFollowTheirLatestInputs() async throws {
+        try await withRuntime { vm, runtime in
+            try vm.call(function(vm, runtime, "setState"), arguments: [.value(["mode": "a", "a": 0, "b": 0, "c": 0, "sub": ["x": 0], "other": 0])])
+            let readers = try vm.load("""
+                return function(state) if state.mode == "a" then return state.a else return state.b end end,
+                       function(state) return state.c end,
+                       function(state) return { inner = state.sub, label = "fresh" } end
+                """, chunkName: "readers.lua")
+            let functions = try vm.callForReferences(readers, arguments: [])
+            for (offset, reader) in functions.enumerated() {
+                let id = Int64(offset + 1)
+                try vm.call(function(vm, runtime, "register"), arguments: [.value(.integer(id)), .reference(try #require(reader))])
+                try vm.call(function(vm, runtime, "evaluate"), arguments: [.value(.integer(id))])
+            }
+            let write = try #require(try vm.callForReferences(try vm.load(
+                "return function(state, action) if action.sub then state.sub[action.sub] = action.value else state[action.key] = action.value end end",
+                chunkName: "app.lua"), arguments: []).first ?? nil)
+            func ran(after action: LuaValue) throws -> LuaValue {
+                try vm.call(function(vm, runtime, "reduce"), arguments: [.reference(write), .value(action)])
+                return try vm.call(function(vm, runtime, "flush"), arguments: [.value(false)]).first ?? .nil
+            }
+            for round in 1...50 {
+                let value = LuaValue.integer(Int64(round))
+                let mode = round % 2 == 0 ? "a" : "b"
+                #expect(try ran(after: ["type": "w", "key": "mode", "value": .string(mode)]) == [1])
+                #expect(try ran(after: ["type": "w", "key": .string(mode), "value": value]) == [1], "round \(round): the input in use")
+                #expect(try ran(after: ["type": "w", "key": mode == "a" ? "b" : "a", "value": value]) == .nil, "round \(round): the input not read")
+                #expect(try ran(after: ["type": "w", "key": "c", "value": value]) == [2])
+                #expect(try ran(after: ["type": "w", "sub": "x", "value": value]) == [3], "inside the returned subtree")
+                #expect(try ran(after: ["type": "w", "key": "other", "value": value]) == .nil)
+            }
+        }
+    }
+
     /// A random program of table operations, run on the state through the runtime's proxies and on a plain copy:
     /// the two results must be equal, and a failing run must roll back to exactly the state before it.
     static let randomEdits = #"""

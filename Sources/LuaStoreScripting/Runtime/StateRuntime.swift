@@ -33,6 +33,7 @@ local rawget, rawset, rawlen, next, type, setmetatable, getmetatable, error, pca
 local select, tostring = select, tostring
 
 local ALL, STRUCTURE = {}, {}          -- read markers: every key of a table; its length and set of keys
+local HOLDER_STATE = { state = true }  -- what every reader reads of `holder` (shared; never written)
 local targets = setmetatable({}, { __mode = "k" })     -- proxy -> real table
 local proxies = setmetatable({}, { __mode = "kv" })    -- real table -> its proxy
 local made = 0                                         -- proxies made since the caches were last emptied
@@ -69,10 +70,20 @@ local function trimCaches()
   end
 end
 
+-- Read records are recycled: when a reader runs again its previous record is emptied and kept for the
+-- next one, so evaluating props allocates little more than the props themselves.
+local spareKeys, spareKeysCount, spareReads = {}, 0, false
+
 local function note(real, key)
   local keys = reads[real]
   if keys == nil then
-    keys = {}
+    if spareKeysCount > 0 then
+      keys = spareKeys[spareKeysCount]
+      spareKeys[spareKeysCount] = nil
+      spareKeysCount = spareKeysCount - 1
+    else
+      keys = {}
+    end
     reads[real] = keys
   end
   keys[key] = true
@@ -89,6 +100,14 @@ local function unwrap(value, storing)
   if type(value) ~= "table" then return value end
   local real = targets[value]
   if real ~= nil then return real end
+  if not storing then
+    -- The common case (props of plain values, no commands inside): nothing to strip, nothing to allocate.
+    local flat = true
+    for key, item in next, value do
+      if type(item) == "table" or type(key) == "table" then flat = false break end
+    end
+    if flat then return value end
+  end
   local seen = {}
   local function strip(t)
     if seen[t] then return end
@@ -335,7 +354,14 @@ local function index(id, recorded)
           if ids then ids[id] = nil end
         end
       end
+      if keys ~= HOLDER_STATE and spareKeysCount < 256 then
+        for key in next, keys do keys[key] = nil end
+        spareKeysCount = spareKeysCount + 1
+        spareKeys[spareKeysCount] = keys
+      end
+      old[real] = nil
     end
+    spareReads = old
   end
   for real, keys in next, recorded do
     local byKey = dependents[real]
@@ -355,23 +381,38 @@ local function index(id, recorded)
   reader.reads = recorded
 end
 
--- A state table a reader returns is converted whole, so the reader depends on all of it.
-local function dependOnResult(value, seen)
+-- A state table a reader returns is converted whole, so the reader depends on all of it. Tables the reader
+-- made itself (the props table, say) are not state: only the state tables inside them count. (Noting those
+-- fresh tables would add an entry to `dependents`, a weak-keyed table, on every evaluation, and weak tables
+-- full of dead keys make every collection slower.)
+local function dependOnResult(value, seen, inState)
   if type(value) ~= "table" then return end
-  local real = targets[value] or value
-  if seen[real] then return end
+  local real = targets[value]
+  if real ~= nil then inState = true else real = value end
+  if seen == nil then seen = {} elseif seen[real] then return end
   seen[real] = true
-  note(real, ALL)
+  if inState then note(real, ALL) end
   for _, item in next, real do
-    if type(item) == "table" then dependOnResult(item, seen) end
+    if type(item) == "table" then dependOnResult(item, seen, inState) end
   end
+end
+
+-- Whether `value` is, or holds, a table (only then can it hold state tables).
+local function holdsTables(value)
+  if type(value) ~= "table" then return false end
+  if targets[value] ~= nil then return true end
+  for _, item in next, value do
+    if type(item) == "table" then return true end
+  end
+  return false
 end
 
 local function evaluate(id, ...)
   local reader = readers[id]
-  mode, reads = "read", {}
-  local recorded = reads
-  note(holder, "state")
+  local recorded = spareReads or {}
+  spareReads = false
+  recorded[holder] = HOLDER_STATE
+  mode, reads = "read", recorded
   local value
   if reader.child ~= nil then
     note(children, reader.child)
@@ -379,7 +420,7 @@ local function evaluate(id, ...)
   else
     value = reader.fn(proxy(holder.state), ...)
   end
-  dependOnResult(value, {})
+  if holdsTables(value) then dependOnResult(value, nil, false) end
   mode, reads = false, false
   index(id, recorded)
   return unwrap(value)
@@ -429,34 +470,52 @@ end
 -- Evaluates the readers whose inputs changed since the last flush (all of them when `everything`).
 -- Returns nothing when no reader was due; otherwise the ids that ran, their values (each wrapped in a table,
 -- as it may be nil), and id -> message for the ones that failed.
-function M.flush(everything)
-  trimCaches()
-  local due, seen = {}, {}
-  local function add(ids)
-    if ids then
-      for id in next, ids do
-        if not seen[id] then
-          seen[id] = true
-          due[#due + 1] = id
-        end
+local due, dueCount, isDue = {}, 0, {}   -- the readers a flush will run, in order (reused, emptied after)
+
+local function addDue(ids)
+  if ids then
+    for id in next, ids do
+      if not isDue[id] then
+        isDue[id] = true
+        dueCount = dueCount + 1
+        due[dueCount] = id
       end
     end
   end
+end
+
+local function clearDue()
+  for i = 1, dueCount do
+    isDue[due[i]] = nil
+    due[i] = nil
+  end
+  dueCount = 0
+end
+
+function M.flush(everything)
+  trimCaches()
+  if dueCount > 0 then clearDue() end -- left by a flush the time budget cut short
   if everything then
-    for id in next, readers do add({ [id] = true }) end
+    for id in next, readers do
+      if not isDue[id] then
+        isDue[id] = true
+        dueCount = dueCount + 1
+        due[dueCount] = id
+      end
+    end
   else
     for real, keys in next, changes do
       local byKey = dependents[real]
       if byKey then
-        add(byKey[ALL])
-        for key in next, keys do add(byKey[key]) end
+        addDue(byKey[ALL])
+        for key in next, keys do addDue(byKey[key]) end
       end
     end
   end
   if next(changes) ~= nil then changes = {} end
-  if #due == 0 then return nil end
+  if dueCount == 0 then return nil end
   local ids, values, failures, n = {}, {}, nil, 0
-  for i = 1, #due do
+  for i = 1, dueCount do
     local id = due[i]
     if id ~= "subscriptions" then
       local ok, value = pcall(evaluate, id)
@@ -470,6 +529,7 @@ function M.flush(everything)
       end
     end
   end
+  clearDue()
   return ids, values, failures
 end
 
