@@ -472,15 +472,17 @@ end
 -- as it may be nil), and id -> message for the ones that failed.
 local due, dueCount, isDue = {}, 0, {}   -- the readers a flush will run, in order (reused, emptied after)
 
+local function markDue(id)
+  if not isDue[id] then
+    isDue[id] = true
+    dueCount = dueCount + 1
+    due[dueCount] = id
+  end
+end
+
 local function addDue(ids)
   if ids then
-    for id in next, ids do
-      if not isDue[id] then
-        isDue[id] = true
-        dueCount = dueCount + 1
-        due[dueCount] = id
-      end
-    end
+    for id in next, ids do markDue(id) end
   end
 end
 
@@ -496,13 +498,7 @@ function M.flush(everything)
   trimCaches()
   if dueCount > 0 then clearDue() end -- left by a flush the time budget cut short
   if everything then
-    for id in next, readers do
-      if not isDue[id] then
-        isDue[id] = true
-        dueCount = dueCount + 1
-        due[dueCount] = id
-      end
-    end
+    for id in next, readers do markDue(id) end
   else
     for real, keys in next, changes do
       local byKey = dependents[real]
