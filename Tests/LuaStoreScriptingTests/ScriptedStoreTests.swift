@@ -70,6 +70,34 @@ import Testing
         #expect(await eventually { recorder.props.value.last?["count"] == 2 }, "the store serves the next action")
     }
 
+    /// A reader whose value cannot cross into Swift is reported (stage, path, message) on its own; the other
+    /// readers evaluated in the same flush still get their values, and it recovers once its value is plain.
+    @Test func oneReadersBadValueSparesTheOthers() async throws {
+        let (store, recorder, folder) = try await makeStore(["app.lua": """
+            local app = {}
+            function app.init() return { count = 0 } end
+            function app.reduce(state, action) state.count = state.count + (action.by or 1) end
+            function app.props(state) return { count = state.count, odd = state.count % 2 == 1 and print or nil } end
+            return app
+            """])
+        defer { folder.remove() }
+        let counts = Locked<[LuaValue]>([])
+        store.observe(["count"]) { value in
+            counts.withLock { $0.append(value) }
+            return .active
+        }
+        store.dispatch(["type": "add"])
+        #expect(await eventually { counts.value.last == 1 })
+        let failure = try #require(await eventually { !recorder.failures.value.isEmpty } ? recorder.failures.value.first : nil)
+        #expect(failure.stage == .props)
+        #expect(failure.error.kind == .conversion)
+        #expect(failure.error.path == "props.odd")
+        #expect(failure.error.message.hasPrefix("a function cannot be converted"))
+        store.dispatch(["type": "add"])
+        #expect(await eventually { recorder.props.value.last == ["count": 2] })
+        #expect(counts.value == [0, 1, 2])
+    }
+
     func settledProps(_ recorder: Recorder) async -> Int {
         var count = -1
         while count != recorder.props.value.count {

@@ -23,6 +23,25 @@ public struct LuaResults {
         return lua_toboolean(vm.state, index) != 0
     }
 
+    /// Result `position` if it is an integer (or a float with an integral value).
+    public func integer(_ position: Int32) -> Int64? {
+        guard let index = index(position), lua_type(vm.state, index) == LUA_TNUMBER else { return nil }
+        var isInteger: Int32 = 0
+        let value = lua_tointegerx(vm.state, index, &isInteger)
+        return isInteger != 0 ? value : nil
+    }
+
+    /// Element `key` of result `position`, read raw (no metamethod runs) and converted: `.nil` when the result
+    /// is not a table or has no such element. Converting the elements of a large table one by one keeps a bad
+    /// element's error to itself; errors name paths from `root`.
+    public func value(_ position: Int32, at key: Int64, root: @autoclosure () -> String) throws(LuaError) -> LuaValue {
+        guard let index = index(position), lua_type(vm.state, index) == LUA_TTABLE else { return .nil }
+        guard lua_checkstack(vm.state, 1) != 0 else { throw LuaError(.runtime, "the Lua stack cannot grow") }
+        lua_rawgeti(vm.state, index, key)
+        defer { clua_pop(vm.state, 1) }
+        return try vm.value(at: -1, root: root())
+    }
+
     /// Result `position` converted to Swift; errors name paths from `root`.
     public func value(_ position: Int32, root: @autoclosure () -> String) throws(LuaError) -> LuaValue {
         guard let index = index(position) else { return .nil }

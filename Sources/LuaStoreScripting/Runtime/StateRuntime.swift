@@ -468,8 +468,8 @@ function M.subscriptions(force)
 end
 
 -- Evaluates the readers whose inputs changed since the last flush (all of them when `everything`).
--- Returns nothing when no reader was due; otherwise the ids that ran, their values (each wrapped in a table,
--- as it may be nil), and id -> message for the ones that failed.
+-- Returns how many ran, then (when any did) their ids and values in two lists (a value may be nil), and
+-- id -> message for the ones that failed. The lists are reused: read them before the next flush.
 local due, dueCount, isDue = {}, 0, {}   -- the readers a flush will run, in order (reused, emptied after)
 
 local function markDue(id)
@@ -494,9 +494,13 @@ local function clearDue()
   dueCount = 0
 end
 
+local outIds, outValues, outCount = {}, {}, 0  -- what the last flush evaluated (reused)
+
 function M.flush(everything)
   trimCaches()
   if dueCount > 0 then clearDue() end -- left by a flush the time budget cut short
+  for i = 1, outCount do outIds[i], outValues[i] = nil, nil end
+  outCount = 0
   if everything then
     for id in next, readers do markDue(id) end
   else
@@ -509,16 +513,16 @@ function M.flush(everything)
     end
   end
   if next(changes) ~= nil then changes = {} end
-  if dueCount == 0 then return nil end
-  local ids, values, failures, n = {}, {}, nil, 0
+  if dueCount == 0 then return 0 end
+  local failures
   for i = 1, dueCount do
     local id = due[i]
     if id ~= "subscriptions" then
       local ok, value = pcall(evaluate, id)
       mode, reads = false, false
       if ok then
-        n = n + 1
-        ids[n], values[n] = id, { value }
+        outCount = outCount + 1
+        outIds[outCount], outValues[outCount] = id, value
       else
         failures = failures or {}
         failures[id] = tostring(value)
@@ -526,7 +530,7 @@ function M.flush(everything)
     end
   end
   clearDue()
-  return ids, values, failures
+  return outCount, outIds, outValues, failures
 end
 
 -- Puts the runtime back to rest after a failed call.

@@ -370,38 +370,38 @@ final class ScriptEngine {
     }
 
     /// Re-evaluates the readers whose inputs changed (all of them when `everything`) and delivers new values.
+    /// Values are converted straight off the Lua stack; one reader's bad value is reported for that reader alone.
     func flush(everything: Bool = false) {
-        let results: [LuaReference?]
+        var fresh: [(id: Int64, value: LuaValue)] = []
+        var failures: [(id: Int64, error: LuaError)] = []
         do {
-            results = try vm.call(runtime.flush, arguments: [.value(.boolean(everything))]) { results throws(LuaError) in
-                results.isNil(1) ? [] : (1...3).map { results.reference($0) }
+            try vm.call(runtime.flush, arguments: [.value(.boolean(everything))]) { results throws(LuaError) in
+                guard let count = results.integer(1), count > 0 else { return }
+                fresh.reserveCapacity(Int(count))
+                for position in 1...count {
+                    guard case .integer(let readerID) = try results.value(2, at: position, root: "readers"),
+                          let reader = readers[readerID] else { continue }
+                    do throws(LuaError) {
+                        fresh.append((readerID, try results.value(3, at: position, root: reader.kind.rootName)))
+                    } catch {
+                        failures.append((readerID, error))
+                    }
+                }
+                guard !results.isNil(4) else { return }
+                for (key, message) in try results.value(4, root: "failures").table?.fields ?? [:] {
+                    guard case .integer(let readerID) = key else { continue }
+                    failures.append((readerID, LuaError(.runtime, parsing: message.string ?? "\(message)")))
+                }
             }
         } catch {
             _ = try? vm.call(runtime.reset, arguments: [])
             report(ScriptFailure(stage: .props, error: error, action: nil))
             return
         }
-        guard results.count >= 2, let idsReference = results[0], let valuesReference = results[1] else { return }
-        do {
-            let ids = try vm.value(of: idsReference, root: "readers").table?.array ?? []
-            for (position, id) in ids.enumerated() {
-                guard case .integer(let readerID) = id, let reader = readers[readerID] else { continue }
-                do {
-                    guard let wrapped = try vm.field(.integer(Int64(position + 1)), of: valuesReference) else { continue }
-                    let value = try vm.value(of: wrapped, root: reader.kind.rootName)
-                    offer(value.table?.array.first ?? .nil, to: readerID)
-                } catch {
-                    report(ScriptFailure(stage: reader.kind.stage, error: error, action: nil))
-                }
-            }
-            if results.count >= 3, let failures = results[2] {
-                for (key, message) in try vm.value(of: failures, root: "failures").table?.fields ?? [:] {
-                    guard case .integer(let readerID) = key, let reader = readers[readerID] else { continue }
-                    report(ScriptFailure(stage: reader.kind.stage, error: LuaError(.runtime, parsing: message.string ?? "\(message)"), action: nil))
-                }
-            }
-        } catch {
-            report(ScriptFailure(stage: .props, error: error, action: nil))
+        for (id, value) in fresh { offer(value, to: id) }
+        for (id, error) in failures {
+            guard let reader = readers[id] else { continue }
+            report(ScriptFailure(stage: reader.kind.stage, error: error, action: nil))
         }
     }
 
