@@ -112,7 +112,9 @@ struct Scenarios {
         """
     }
 
-    func toggleCost(items: Int, actions: Int) async throws -> Double {
+    /// ns per toggle of an `items`-item list; toggle `k` reaches item `k · 7919 mod spread + 1` (by default
+    /// spread over the whole list, so at 100,000 items nearly every toggle reaches an item not touched lately).
+    func toggleCost(items: Int, actions: Int, spread: Int? = nil) async throws -> Double {
         let folder = try app("list\(items)", Self.listApp(items: items))
         let store = try await ScriptedStore(app: folder, options: Self.quiet)
         let seen = Box(Int64(-1))
@@ -121,7 +123,8 @@ struct Scenarios {
             return .active
         }
         await waitUntil { seen.value == 0 }
-        let actionsToSend: [LuaValue] = (0..<actions).map { ["type": "toggle", "id": .integer(Int64($0 * 7919 % items + 1))] }
+        let reach = spread ?? items
+        let actionsToSend: [LuaValue] = (0..<actions).map { ["type": "toggle", "id": .integer(Int64($0 * 7919 % reach + 1))] }
         let result = await Harness.nanoseconds(operations: actions) {
             for action in actionsToSend { store.dispatch(action) }
             await waitUntil { seen.value == Int64(actions) }
@@ -135,10 +138,16 @@ struct Scenarios {
         let big = quick ? 10_000 : 100_000
         let (large, small, ratio) = try await Harness.alternate(
             rounds: rounds, sides: sides, { try await toggleCost(items: big, actions: actions) }, { try await toggleCost(items: 10, actions: actions) })
+        // The same ten items toggled in both lists: what the size of the state alone costs, apart from reaching
+        // items scattered over a large heap.
+        let (_, _, sameItems) = try await Harness.alternate(
+            rounds: rounds, sides: sides, { try await toggleCost(items: big, actions: actions, spread: 10) },
+            { try await toggleCost(items: 10, actions: actions) })
         return [
             Scenario(name: "state_size.ratio_100k_vs_10", value: ratio, unit: "×", goal: "≤ 1.5", pass: ratio <= 1.5),
             Scenario(name: "state_size.ns_per_toggle_100k", value: large, unit: "ns", goal: "—", pass: nil),
             Scenario(name: "state_size.ns_per_toggle_10", value: small, unit: "ns", goal: "—", pass: nil),
+            Scenario(name: "state_size.ratio_100k_vs_10_same_items", value: sameItems, unit: "×", goal: "—", pass: nil),
         ]
     }
 
