@@ -182,6 +182,34 @@ extension StateRuntimeTests {
         }
     }
 
+    /// A function that reaches more tables than the proxy caches hold strongly (they turn weak past 4,096
+    /// proxies) still sees one proxy per table for as long as it holds it, and walks the whole state correctly.
+    @Test func proxyIdentityHoldsThroughLargeWalks() async throws {
+        try await withRuntime { vm, runtime in
+            let make = try vm.load("local items = {} for i = 1, 10000 do items[i] = {n = i} end return {items = items}", chunkName: "s.lua")
+            try vm.call(function(vm, runtime, "setState"), arguments: [.reference(try #require(try vm.callForReferences(make, arguments: []).first ?? nil))])
+            let walk = try #require(try vm.callForReferences(try vm.load("""
+                return function(state, action)
+                  local first = state.items[1]
+                  local sum = 0
+                  for round = 1, 2 do
+                    for _, item in ipairs(state.items) do sum = sum + item.n end
+                  end
+                  state.same = first == state.items[1] and rawequal(first, state.items[1])
+                  state.sum = sum
+                end
+                """, chunkName: "app.lua"), arguments: []).first ?? nil)
+            try vm.call(function(vm, runtime, "reduce"), arguments: [.reference(walk), .value(["type": "walk"])])
+            let state = try vm.call(function(vm, runtime, "state")).first
+            #expect(state?["same"] == true)
+            #expect(state?["sum"] == .integer(2 * 50_005_000))
+            // And afterwards, ordinary small calls go on as before.
+            let bump = try #require(try vm.callForReferences(try vm.load("return function(state) state.items[7].n = -7 end", chunkName: "app.lua"), arguments: []).first ?? nil)
+            try vm.call(function(vm, runtime, "reduce"), arguments: [.reference(bump), .value(["type": "bump"])])
+            #expect(try vm.call(function(vm, runtime, "state")).first?["items"][7]["n"] == -7)
+        }
+    }
+
     /// A random program of table operations, run on the state through the runtime's proxies and on a plain copy:
     /// the two results must be equal, and a failing run must roll back to exactly the state before it.
     static let randomEdits = #"""

@@ -8,7 +8,7 @@
 ///
 /// 1. **Cost per action does not grow with state size.** A write costs a `rawset` plus three journal slots;
 ///    nothing is copied. (A copy-on-write draft would shallow-copy a 100,000-entry array to change one entry.)
-///    Proxies are made lazily, only for the tables a function actually reaches, and cached weakly.
+///    Proxies are made lazily, only for the tables a function actually reaches, and cached.
 /// 2. **Every dispatch is a transaction.** Each write appends `(table, key, old value)` to a journal. If the
 ///    reducer raises, times out or runs out of memory, the host calls `rollback`, which replays the journal
 ///    backwards; otherwise `commit` drops it. Untouched tables keep their identity across dispatches.
@@ -34,8 +34,9 @@ local select, tostring = select, tostring
 
 local ALL, STRUCTURE = {}, {}          -- read markers: every key of a table; its length and set of keys
 local HOLDER_STATE = { state = true }  -- what every reader reads of `holder` (shared; never written)
-local targets = setmetatable({}, { __mode = "k" })     -- proxy -> real table
-local proxies = setmetatable({}, { __mode = "kv" })    -- real table -> its proxy
+local targets = {}                                     -- proxy -> real table
+local proxies = {}                                     -- real table -> its proxy
+local WEAK_KEYS, WEAK_ALL = { __mode = "k" }, { __mode = "kv" }
 local made = 0                                         -- proxies made since the caches were last emptied
 local mode = false                     -- false, "write" (reduce, migrate) or "read" (props, selectors)
 local reads = false                    -- while reading: real -> { key -> true }
@@ -48,6 +49,9 @@ local children = {}                    -- child store id -> its local state tabl
 
 local meta = { __metatable = "luastore state" }
 
+-- The caches are strong (cheaper to fill and to collect) until one function has made more than 4,096
+-- proxies (props walking a large list, say); then they turn weak for the rest of the call, so proxies the
+-- function no longer holds can be collected. Either way, one table has one proxy while anyone holds it.
 local function proxy(real)
   local p = proxies[real]
   if p == nil then
@@ -55,19 +59,27 @@ local function proxy(real)
     targets[p] = real
     proxies[real] = p
     made = made + 1
+    if made == 4096 then
+      setmetatable(targets, WEAK_KEYS)
+      setmetatable(proxies, WEAK_ALL)
+    end
   end
   return p
 end
 
--- Proxies live only while a function runs, so between calls the caches may start afresh. Doing so once they
--- hold many entries keeps them small (a reducer touching a different item each time would otherwise grow
--- them until the collector clears them, and large weak tables lengthen collector pauses). They are emptied in
--- place, not replaced: a table keeps its slots when emptied, so refilling it costs no rehashing (replacing them
--- made every toggle of a not-recently-touched item ≈ 250 ns dearer).
+-- Proxies live only while a function runs, so between calls the caches may start afresh; doing so once they
+-- hold a few hundred entries keeps them small (a reducer touching a different item each time would otherwise
+-- grow them without end). They are emptied in place, not replaced: a table keeps its slots when emptied, so
+-- refilling it costs no rehashing (replacing them made every toggle of a not-recently-touched item ≈ 250 ns
+-- dearer). Caches a large evaluation grew (and made weak) are replaced, to let their slots go.
 local function trimCaches()
   if made > 512 then
-    for p in next, targets do targets[p] = nil end
-    for real in next, proxies do proxies[real] = nil end
+    if made >= 4096 then
+      targets, proxies = {}, {}
+    else
+      for p in next, targets do targets[p] = nil end
+      for real in next, proxies do proxies[real] = nil end
+    end
     made = 0
   end
 end
