@@ -305,7 +305,9 @@ extension StateRuntimeTests {
             defer { folder.remove() }
             let thread = LuaThread(name: "toggle-work")
             return try thread.sync { () throws -> [Int] in
-                let engine = try ScriptEngine(folder: folder.url, thread: thread, limits: LuaLimits(), log: { _ in }, report: { _ in })
+                var limits = LuaLimits()
+                limits.timeBudget = .seconds(20) // building 100,000 items on a busy test machine
+                let engine = try ScriptEngine(folder: folder.url, thread: thread, limits: limits, log: { _ in }, report: { _ in })
                 engine.addReader(.props, queue: nil) { _ in .active }
                 func toggle(_ id: Int) throws -> Int {
                     try engine.vm.countingInstructions { () throws(LuaError) in

@@ -25,14 +25,16 @@ final class StoreEngine<R: Reducer>: Sendable {
         var draining = false
         var stopped = false
 
-        mutating func pop() -> Envelope? {
+        /// Takes up to `limit` queued envelopes, oldest first (empty when none is queued).
+        mutating func take(upTo limit: Int, into batch: inout [Envelope]) {
             guard head < items.count else {
                 items.removeAll(keepingCapacity: true)
                 head = 0
-                return nil
+                return
             }
-            defer { head += 1 }
-            return items[head]
+            let end = min(items.count, head + limit)
+            batch.append(contentsOf: items[head..<end])
+            head = end
         }
     }
 
@@ -84,16 +86,25 @@ final class StoreEngine<R: Reducer>: Sendable {
         case .everyAction: limit = 1
         case .batched(let maximumActions): limit = max(1, maximumActions)
         }
-        while let envelope = inbox.withLock({ inbox -> Envelope? in
-            if let next = inbox.pop() { return next }
-            inbox.draining = false
-            return nil
-        }) {
-            process(envelope)
-            sinceNotification += 1
-            if sinceNotification >= limit {
-                notifyIfChanged()
-                sinceNotification = 0
+        // Envelopes are taken from the inbox a batch at a time (one lock per batch, not per action); actions
+        // dispatched meanwhile join the inbox behind the batch, so the order stays first in, first out.
+        var batch: [Envelope] = []
+        batch.reserveCapacity(64)
+        while true {
+            batch.removeAll(keepingCapacity: true)
+            let more = inbox.withLock { inbox -> Bool in
+                inbox.take(upTo: 64, into: &batch)
+                if batch.isEmpty { inbox.draining = false }
+                return !batch.isEmpty
+            }
+            guard more else { break }
+            for envelope in batch {
+                process(envelope)
+                sinceNotification += 1
+                if sinceNotification >= limit {
+                    notifyIfChanged()
+                    sinceNotification = 0
+                }
             }
         }
         notifyIfChanged()
