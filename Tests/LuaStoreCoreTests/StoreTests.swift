@@ -17,10 +17,17 @@ import Testing
             configuration: StoreConfiguration(notification: notification, interceptor: interceptor, errorReporter: log.reporter))
     }
 
-    @Test func reducesActionsInOrder() async throws {
-        let root = makeRoot()
-        for amount in 1...100 { root.dispatch(.add(amount)) }
-        #expect(await root.state().count == 5050)
+    /// First in, first out, across the batches the drain takes from the inbox (64 at a time), under both
+    /// notification policies.
+    @Test(arguments: [NotificationPolicy.everyAction, .batched(maximumActions: 64)])
+    func reducesActionsInOrder(notification: NotificationPolicy) async throws {
+        let seen = Locked<[Int]>([])
+        let root = makeRoot(notification: notification, interceptor: { action, _ in
+            if case .add(let amount) = action { seen.withLock { $0.append(amount) } }
+        })
+        for amount in 1...1000 { root.dispatch(.add(amount)) }
+        #expect(await root.state().count == 500_500)
+        #expect(seen.value == Array(1...1000))
     }
 
     @Test func reducerReturnsExactCommandsWithoutRunningThem() throws {
