@@ -100,6 +100,30 @@ import Testing
         }
     }
 
+    /// A state table kept from one call and used in a later one is refused with an error that says so (once
+    /// the proxy caches have been emptied; until then it reads the same table it always did).
+    @Test func stateTablesKeptAcrossCallsAreRefused() async throws {
+        try await withRuntime { vm, runtime in
+            let make = try vm.load("local items = {} for i = 1, 600 do items[i] = {n = i} end return {items = items}", chunkName: "s.lua")
+            try vm.call(function(vm, runtime, "setState"), arguments: [.reference(try #require(try vm.callForReferences(make, arguments: []).first ?? nil))])
+            let functions = try vm.callForReferences(try vm.load("""
+                local kept
+                return function(state) kept = state.items[1] end,
+                       function(state) for i = 1, 600 do local _ = state.items[i].n end end,
+                       function(state) state.seen = kept.n end
+                """, chunkName: "app.lua"), arguments: [])
+            for index in 0...1 {
+                try vm.call(function(vm, runtime, "reduce"), arguments: [.reference(try #require(functions[index])), .value(["type": "x"])])
+            }
+            let error = luaError {
+                try vm.call(function(vm, runtime, "reduce"), arguments: [.reference(try #require(functions[2])), .value(["type": "x"])])
+            }
+            #expect(error?.message == "a state table kept from an earlier call was used: state tables can be used only during the call that received them")
+            #expect(error?.location == "app.lua:4")
+            try vm.call(function(vm, runtime, "rollback"))
+        }
+    }
+
     @Test func stateTablesAreRefusedMetatables() async throws {
         try await withRuntime { vm, runtime in
             try vm.call(function(vm, runtime, "setState"), arguments: [.value(["items": []])])

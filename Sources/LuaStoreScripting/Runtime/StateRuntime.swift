@@ -107,6 +107,10 @@ local function closed()
   error("state tables can be used only while reduce, props, a selector or subscriptions runs", 3)
 end
 
+local function stale()
+  error("a state table kept from an earlier call was used: state tables can be used only during the call that received them", 3)
+end
+
 -- Strips proxies out of a value about to be stored or returned: the real state never holds a proxy. State
 -- tables are plain data: one with a metatable is refused, which is what lets the barrier below index real
 -- tables directly (`real[key]`, no `rawget` call) with raw semantics.
@@ -156,6 +160,7 @@ end
 meta.__index = function(p, key)
   if not mode then closed() end
   local real = targets[p]
+  if real == nil then stale() end
   if type(key) == "table" then key = targets[key] or key end
   if reads then note(real, key) end
   local value = real[key]
@@ -169,6 +174,7 @@ meta.__newindex = function(p, key, value)
     error("props, selectors and subscriptions cannot change the state", 2)
   end
   local real = targets[p]
+  if real == nil then stale() end
   if type(key) == "table" then key = targets[key] or key end
   if type(value) == "table" then value = unwrap(value, true) end
   local old = real[key]
@@ -181,6 +187,7 @@ end
 meta.__len = function(p)
   if not mode then closed() end
   local real = targets[p]
+  if real == nil then stale() end
   if reads then note(real, STRUCTURE) end
   return rawlen(real)
 end
@@ -188,6 +195,7 @@ end
 meta.__pairs = function(p)
   if not mode then closed() end
   local real = targets[p]
+  if real == nil then stale() end
   if reads then note(real, ALL) end
   local key
   return function()
