@@ -43,6 +43,29 @@ import Testing
         }
     }
 
+    /// After `sealRawWrites`, `rawset` refuses tables whose `__metatable` is the marker (they change only
+    /// through their metamethods); other tables, protected or not, are unaffected.
+    @Test func sealedTablesRefuseRawset() async throws {
+        try await withVM { vm throws in
+            try vm.sealRawWrites(metatableMarker: "host state")
+            let error = luaError { _ = try vm.run("""
+                local writes = 0
+                local t = setmetatable({}, { __metatable = "host state", __newindex = function() writes = writes + 1 end })
+                t.x = 1
+                rawset(t, "y", 2)
+                """, chunkName: "sealed.lua") }
+            #expect(error?.message == "rawset: this table can be changed only by assignment (it is a host state)")
+            #expect(error?.location == "sealed.lua:4")
+            #expect(try vm.run("""
+                local other = setmetatable({}, { __metatable = "something else" })
+                rawset(other, "y", 2)
+                local plain = {}
+                rawset(plain, "z", 3)
+                return rawget(other, "y") + plain.z
+                """, chunkName: "open.lua") == [5])
+        }
+    }
+
     @Test func libraryTablesAreReadOnly() async throws {
         try await withVM { vm throws in
             let assign = luaError { _ = try vm.run("string.upper = function() return 'pwned' end", chunkName: "t.lua") }

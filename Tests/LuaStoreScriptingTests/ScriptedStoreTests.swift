@@ -70,6 +70,30 @@ import Testing
         #expect(await eventually { recorder.props.value.last?["count"] == 2 }, "the store serves the next action")
     }
 
+    /// `rawset` on a state table is refused (it would write past the journal): the reducer fails with file and
+    /// line, the state is as it was, and props keep showing the real state.
+    @Test func rawsetOnStateIsRefused() async throws {
+        let (store, recorder, folder) = try await makeStore(["app.lua": """
+            local app = {}
+            function app.init() return { count = 0, items = { { n = 1 } } } end
+            function app.reduce(state, action)
+              if action.type == "raw" then rawset(state.items[1], "n", 99) else state.count = state.count + 1 end
+            end
+            function app.props(state) return { count = state.count, n = state.items[1].n } end
+            return app
+            """])
+        defer { folder.remove() }
+        store.dispatch(["type": "increment"])
+        let before = try await store.state()
+        store.dispatch(["type": "raw"])
+        #expect(try await store.state() == before)
+        let failure = try #require(await eventually { !recorder.failures.value.isEmpty } ? recorder.failures.value.first : nil)
+        #expect(failure.error.message == "rawset: this table can be changed only by assignment (it is a luastore state)")
+        #expect(failure.error.location == "app.lua:4")
+        store.dispatch(["type": "increment"])
+        #expect(await eventually { recorder.props.value.last == ["count": 2, "n": 1] })
+    }
+
     /// A reader whose value cannot cross into Swift is reported (stage, path, message) on its own; the other
     /// readers evaluated in the same flush still get their values, and it recovers once its value is plain.
     @Test func oneReadersBadValueSparesTheOthers() async throws {

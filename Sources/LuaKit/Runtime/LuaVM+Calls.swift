@@ -235,6 +235,16 @@ extension LuaVM {
         try protectedCall(arguments: 2, results: 0)
     }
 
+    /// Makes the sandbox's `rawset` refuse every table whose metatable has `__metatable = marker`: for host
+    /// tables that must change only through their metamethods (a store's state proxies, whose `__newindex`
+    /// journals each write). Trusted host code keeps the real `rawset`.
+    public func sealRawWrites(metatableMarker marker: String) throws(LuaError) {
+        checkThread()
+        lua_rawgeti(state, clua_registryindex(), lua_Integer(sandbox.seal))
+        pushString(marker)
+        try protectedCall(arguments: 1, results: 0)
+    }
+
     // MARK: Internals
 
     /// Lua's own (uninterruptible) `find`, `match`, `gmatch` and `gsub`, for differential tests only.

@@ -38,6 +38,7 @@ public final class LuaVM {
         let require: Int32
         let namespace: Int32
         let referencePatterns: Int32
+        let seal: Int32
     }
 
     /// Creates a VM and builds its sandbox.
@@ -171,7 +172,7 @@ public final class LuaVM {
         sandbox = SandboxInterface(environment: field("environment"), define: field("define"),
                                    defineModule: field("definemodule"), require: field("require"),
                                    namespace: field("namespace"),
-                                   referencePatterns: field("reference_patterns"))
+                                   referencePatterns: field("reference_patterns"), seal: field("seal"))
         clua_pop(state, 1)
     }
 

@@ -3,7 +3,8 @@
 /// It receives the host's primitives (`match`, `print`, `readmodule`, `pcall`, `xpcall`) and returns the
 /// sandbox's interface: `environment(require)` makes a fresh strict environment for one chunk, `define` and
 /// `definemodule` add host values, `require` loads app modules, `namespace()` makes a new `require` with a
-/// module cache of its own, and `reference_patterns` keeps Lua's own pattern
+/// module cache of its own, `seal(marker)` makes `rawset` refuse tables whose `__metatable` is `marker`, and
+/// `reference_patterns` keeps Lua's own pattern
 /// functions for differential tests (never given to scripts). Everything a script can reach is built here;
 /// the real library tables, the string metatable and the host table itself stay out of reach.
 enum Prelude {
@@ -269,8 +270,16 @@ string_metatable.__metatable = false
 
 -- Guarded base functions -------------------------------------------------------------------------------
 
+-- Markers (`__metatable` values) of host tables that may change only through their metamethods, such as a
+-- store's state proxies: `rawset` on one would write past the host's bookkeeping (LuaVM.sealRawWrites).
+local sealed = {}
+
 local function sandbox_rawset(t, key, value)
   if frozen[t] then error("cannot modify a read-only table", 2) end
+  local marker = real_getmetatable(t)
+  if marker ~= nil and sealed[marker] then
+    error("rawset: this table can be changed only by assignment (it is a " .. tostring(marker) .. ")", 2)
+  end
   if key == "__gc" or key == "__mode" then error("rawset: '" .. key .. "' fields are not available to scripts", 2) end
   return real_rawset(t, key, value)
 end
@@ -410,13 +419,17 @@ local function definemodule(name, value)
   builtins[name] = value
 end
 
+local function seal(marker)
+  sealed[marker] = true
+end
+
 -- The real global table is what trusted host chunks see (LuaVM.loadTrusted): no file access there either.
 _G.dofile, _G.loadfile, _G.print, _G.warn = nil, nil, sandbox_print, nil
 _G.collectgarbage, _G.pcall, _G.xpcall = sandbox_collectgarbage, sandbox_pcall, sandbox_xpcall
 
 return {
   environment = environment, define = define, definemodule = definemodule, require = default_require,
-  namespace = namespace, reference_patterns = reference_patterns,
+  namespace = namespace, reference_patterns = reference_patterns, seal = seal,
 }
 """#
 }

@@ -26,6 +26,9 @@
 /// `table.*`, which do; proxies may not be kept after the function that received them returns.
 enum StateRuntime {
     static let chunkName = "host:luastore-runtime"
+    /// The `__metatable` of state proxies (what `getmetatable` returns for one); the sandbox's `rawset` refuses
+    /// tables with it, so no write can bypass the journal.
+    static let metatableMarker = "luastore state"
 
     static let source = #"""
 local rawget, rawset, rawlen, next, type, setmetatable, getmetatable, error, pcall =

@@ -73,6 +73,7 @@ final class ScriptEngine {
         do {
             machine = try LuaVM(limits: limits, moduleRoot: folder, print: log)
             try machine.define(module: EffectsModule.name, source: EffectsModule.source)
+            try machine.sealRawWrites(metatableMarker: StateRuntime.metatableMarker)
             runtime = try Self.loadRuntime(machine)
         } catch {
             throw ScriptError(stage: .load, error: error)
