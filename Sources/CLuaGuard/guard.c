@@ -39,7 +39,9 @@
 /// been inside a C function, which no hook interrupts).
 #define WATCHDOG_RESIGNAL_NANOS 5000000LL
 
-static _Thread_local CLuaGuard *running_on_this_thread;
+// Initial-exec: the signal handler reads it, and static TLS is never allocated lazily (no malloc in a handler,
+// even when this code ends up in a shared library).
+static _Thread_local CLuaGuard *running_on_this_thread __attribute__((tls_model("initial-exec")));
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t registry_changed;

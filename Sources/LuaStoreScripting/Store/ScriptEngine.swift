@@ -20,7 +20,7 @@ final class ScriptEngine {
     }
 
     /// The functions of `StateRuntime`.
-    private struct Runtime {
+    struct Runtime {
         let reduce, rollback, transform, setState, state, register, unregister, path, evaluate, subscriptions,
             flush, reset, markAllDirty, setChild, removeChild, childState, reduceChild: LuaReference
     }
@@ -40,7 +40,7 @@ final class ScriptEngine {
     }
 
     /// An observer attached to a reader.
-    private struct Reader {
+    struct Reader {
         let kind: ReaderKind
         let queue: DispatchQueue?
         let deliver: @Sendable (LuaValue) -> ObserverStatus
@@ -50,16 +50,16 @@ final class ScriptEngine {
     let vm: LuaVM
     let thread: LuaThread
     let folder: URL
-    private(set) var app: App
-    private let runtime: Runtime
-    private let report: @Sendable (ScriptFailure) -> Void
-    private var readers: [Int64: Reader] = [:]
+    var app: App
+    let runtime: Runtime
+    let report: @Sendable (ScriptFailure) -> Void
+    var readers: [Int64: Reader] = [:]
     private var nextReader: Int64 = 1
     private var cachedSubscriptions: [String: ScriptEffect] = [:]
-    private var children: [Int64: ChildModule] = [:]
+    var children: [Int64: ChildModule] = [:]
     /// Hears every applied action with the state after it (see `ScriptedStoreOptions.transitions`).
     var transitions: (@Sendable (LuaValue, LuaValue) -> Void)?
-    private var nextChild: Int64 = 1
+    var nextChild: Int64 = 1
     private var commandSequence: UInt64 = 0
     private var subscriptionsDirty = true
 
@@ -110,70 +110,6 @@ final class ScriptEngine {
             markAllDirty: try function("markAllDirty"), setChild: try function("setChild"),
             removeChild: try function("removeChild"), childState: try function("childState"),
             reduceChild: try function("reduceChild"))
-    }
-
-    /// Requires a child store's module in `namespace` and checks its exports.
-    private func loadChild(_ name: String, in namespace: LuaNamespace) throws(LuaError) -> (ChildModule, LuaReference) {
-        let module = try vm.require(name, in: namespace)
-        guard vm.typeName(of: module) == "table" else {
-            throw LuaError(.runtime, "the child module '\(name)' must return a table of functions (init, reduce, props)")
-        }
-        func export(_ function: String) throws(LuaError) -> LuaReference {
-            guard let value = try vm.field(.string(function), of: module), vm.typeName(of: value) == "function" else {
-                throw LuaError(.runtime, "the child module '\(name)' must export a function '\(function)'")
-            }
-            return value
-        }
-        return (ChildModule(name: name, reduce: try export("reduce"), props: try export("props")), try export("init"))
-    }
-
-    // MARK: Child stores
-
-    /// Loads the child module `name`, runs its `init`, and returns the child's id.
-    func addChild(module name: String) throws(ScriptError) -> Int64 {
-        do {
-            let (child, initialize) = try loadChild(name, in: app.namespace)
-            let id = nextChild
-            nextChild += 1
-            let initial = try vm.callForReferences(initialize, arguments: [])
-            try vm.call(runtime.setChild, arguments: [.value(.integer(id)), initial.first.flatMap { $0 }.map(LuaArgument.reference) ?? .value(.nil)])
-            children[id] = child
-            return id
-        } catch {
-            throw ScriptError(stage: .initialize, error: error)
-        }
-    }
-
-    /// Forgets a child store: its state and readers.
-    func removeChild(_ id: Int64) {
-        children[id] = nil
-        for (readerID, reader) in readers {
-            if case .childProps(id) = reader.kind { removeReader(readerID) }
-        }
-        _ = try? vm.call(runtime.removeChild, arguments: [.value(.integer(id))])
-    }
-
-    /// Applies an action dispatched to the child to its local state, as one transaction.
-    func reduceChild(_ id: Int64, _ action: LuaValue) throws(LuaError) -> [ScriptEffect] {
-        guard let child = children[id] else { return [] }
-        let results: [LuaValue]
-        do {
-            results = try vm.call(runtime.reduceChild, arguments: [.value(.integer(id)), .reference(child.reduce), .value(action)])
-        } catch {
-            undoLastTransaction()
-            throw error
-        }
-        do {
-            return try Self.commands(from: results.first ?? .nil)
-        } catch {
-            undoLastTransaction()
-            throw error
-        }
-    }
-
-    /// The child's local state, converted.
-    func childState(_ id: Int64) throws(LuaError) -> LuaValue {
-        try vm.call(runtime.childState, arguments: [.value(.integer(id))]).first ?? .nil
     }
 
     /// The app's files (`*.lua`, specs excluded) and their contents, to tell whether a reload changes anything.
@@ -230,7 +166,7 @@ final class ScriptEngine {
         }
     }
 
-    private func registerSubscriptions() throws(ScriptError) {
+    func registerSubscriptions() throws(ScriptError) {
         do {
             if let subscriptions = app.subscriptions {
                 try vm.call(runtime.register, arguments: [.value("subscriptions"), .reference(subscriptions)])
@@ -279,7 +215,7 @@ final class ScriptEngine {
         return effects
     }
 
-    private func undoLastTransaction() {
+    func undoLastTransaction() {
         do {
             try vm.call(runtime.rollback, arguments: [])
         } catch {
@@ -355,7 +291,7 @@ final class ScriptEngine {
         }
     }
 
-    private func readerFunction(_ kind: ReaderKind) throws(LuaError) -> LuaReference {
+    func readerFunction(_ kind: ReaderKind) throws(LuaError) -> LuaReference {
         switch kind {
         case .props:
             return app.props
@@ -422,7 +358,7 @@ final class ScriptEngine {
         }
     }
 
-    private func removeReader(_ id: Int64) {
+    func removeReader(_ id: Int64) {
         readers[id] = nil
         _ = try? vm.call(runtime.unregister, arguments: [.value(.integer(id))])
     }
@@ -449,71 +385,6 @@ final class ScriptEngine {
         }
     }
 
-    // MARK: Reload
-
-    /// Loads the app's files again. Keeps the old version (and the state as it was) on any failure.
-    func reload() throws(ScriptError) -> ReloadOutcome {
-        let fingerprint = Self.fingerprint(of: folder)
-        if fingerprint == app.fingerprint { return .unchanged }
-        let candidate = try Self.loadApp(vm: vm, folder: folder)
-        if candidate.schemaVersion < app.schemaVersion {
-            throw ScriptError(stage: .reload, error: LuaError(
-                .runtime, "schemaVersion went down from \(app.schemaVersion) to \(candidate.schemaVersion); the new version is refused",
-                chunkName: "app.lua"))
-        }
-        var migrated = false
-        if candidate.schemaVersion > app.schemaVersion {
-            guard let migrate = candidate.migrate else {
-                throw ScriptError(stage: .migrate, error: LuaError(
-                    .runtime, "schemaVersion grew from \(app.schemaVersion) to \(candidate.schemaVersion) but app.lua has no 'migrate'",
-                    chunkName: "app.lua"))
-            }
-            do {
-                try vm.call(runtime.transform, arguments: [.reference(migrate), .value(.integer(app.schemaVersion))])
-                migrated = true
-            } catch {
-                undoLastTransaction()
-                throw ScriptError(stage: .migrate, error: error)
-            }
-        }
-        let check: Int64 = -2
-        do {
-            try vm.call(runtime.register, arguments: [.value(.integer(check)), .reference(candidate.props)])
-            defer { _ = try? vm.call(runtime.unregister, arguments: [.value(.integer(check))]) }
-            _ = try vm.call(runtime.evaluate, arguments: [.value(.integer(check))])
-        } catch {
-            _ = try? vm.call(runtime.reset, arguments: [])
-            if migrated { undoLastTransaction() }
-            throw ScriptError(stage: .props, error: error)
-        }
-        var reloadedChildren: [Int64: ChildModule] = [:]
-        for (id, child) in children {
-            do {
-                reloadedChildren[id] = try loadChild(child.name, in: candidate.namespace).0
-            } catch {
-                if migrated { undoLastTransaction() }
-                throw ScriptError(stage: .load, error: error)
-            }
-        }
-        let previous = app.schemaVersion
-        app = candidate
-        children = reloadedChildren
-        for (id, reader) in readers {
-            switch reader.kind {
-            case .props:
-                _ = try? vm.call(runtime.register, arguments: [.value(.integer(id)), .reference(candidate.props)])
-            case .childProps(let child):
-                if let module = reloadedChildren[child] {
-                    _ = try? vm.call(runtime.register, arguments: [.value(.integer(id)), .reference(module.props), .value(.integer(child))])
-                }
-            case .path:
-                break
-            }
-        }
-        try registerSubscriptions()
-        flush(everything: true)
-        return .reloaded(fromSchema: previous, toSchema: candidate.schemaVersion)
-    }
 }
 
 extension ScriptEngine.ReaderKind {

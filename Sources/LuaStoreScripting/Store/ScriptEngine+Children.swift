@@ -1,0 +1,66 @@
+import LuaKit
+
+// Child stores: a module of the app with its own local state, reduced after the root's reducer.
+extension ScriptEngine {
+    /// Requires a child store's module in `namespace` and checks its exports.
+    func loadChild(_ name: String, in namespace: LuaNamespace) throws(LuaError) -> (ChildModule, LuaReference) {
+        let module = try vm.require(name, in: namespace)
+        guard vm.typeName(of: module) == "table" else {
+            throw LuaError(.runtime, "the child module '\(name)' must return a table of functions (init, reduce, props)")
+        }
+        func export(_ function: String) throws(LuaError) -> LuaReference {
+            guard let value = try vm.field(.string(function), of: module), vm.typeName(of: value) == "function" else {
+                throw LuaError(.runtime, "the child module '\(name)' must export a function '\(function)'")
+            }
+            return value
+        }
+        return (ChildModule(name: name, reduce: try export("reduce"), props: try export("props")), try export("init"))
+    }
+
+    /// Loads the child module `name`, runs its `init`, and returns the child's id.
+    func addChild(module name: String) throws(ScriptError) -> Int64 {
+        do {
+            let (child, initialize) = try loadChild(name, in: app.namespace)
+            let id = nextChild
+            nextChild += 1
+            let initial = try vm.callForReferences(initialize, arguments: [])
+            try vm.call(runtime.setChild, arguments: [.value(.integer(id)), initial.first.flatMap { $0 }.map(LuaArgument.reference) ?? .value(.nil)])
+            children[id] = child
+            return id
+        } catch {
+            throw ScriptError(stage: .initialize, error: error)
+        }
+    }
+
+    /// Forgets a child store: its state and readers.
+    func removeChild(_ id: Int64) {
+        children[id] = nil
+        for (readerID, reader) in readers {
+            if case .childProps(id) = reader.kind { removeReader(readerID) }
+        }
+        _ = try? vm.call(runtime.removeChild, arguments: [.value(.integer(id))])
+    }
+
+    /// Applies an action dispatched to the child to its local state, as one transaction.
+    func reduceChild(_ id: Int64, _ action: LuaValue) throws(LuaError) -> [ScriptEffect] {
+        guard let child = children[id] else { return [] }
+        let results: [LuaValue]
+        do {
+            results = try vm.call(runtime.reduceChild, arguments: [.value(.integer(id)), .reference(child.reduce), .value(action)])
+        } catch {
+            undoLastTransaction()
+            throw error
+        }
+        do {
+            return try Self.commands(from: results.first ?? .nil)
+        } catch {
+            undoLastTransaction()
+            throw error
+        }
+    }
+
+    /// The child's local state, converted.
+    func childState(_ id: Int64) throws(LuaError) -> LuaValue {
+        try vm.call(runtime.childState, arguments: [.value(.integer(id))]).first ?? .nil
+    }
+}

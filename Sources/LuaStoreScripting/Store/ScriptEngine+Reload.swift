@@ -1,0 +1,69 @@
+import LuaKit
+
+// Hot reload: a new version of the app's scripts, checked beside the running one, swapped in only when whole.
+extension ScriptEngine {
+
+    /// Loads the app's files again. Keeps the old version (and the state as it was) on any failure.
+    func reload() throws(ScriptError) -> ReloadOutcome {
+        let fingerprint = Self.fingerprint(of: folder)
+        if fingerprint == app.fingerprint { return .unchanged }
+        let candidate = try Self.loadApp(vm: vm, folder: folder)
+        if candidate.schemaVersion < app.schemaVersion {
+            throw ScriptError(stage: .reload, error: LuaError(
+                .runtime, "schemaVersion went down from \(app.schemaVersion) to \(candidate.schemaVersion); the new version is refused",
+                chunkName: "app.lua"))
+        }
+        var migrated = false
+        if candidate.schemaVersion > app.schemaVersion {
+            guard let migrate = candidate.migrate else {
+                throw ScriptError(stage: .migrate, error: LuaError(
+                    .runtime, "schemaVersion grew from \(app.schemaVersion) to \(candidate.schemaVersion) but app.lua has no 'migrate'",
+                    chunkName: "app.lua"))
+            }
+            do {
+                try vm.call(runtime.transform, arguments: [.reference(migrate), .value(.integer(app.schemaVersion))])
+                migrated = true
+            } catch {
+                undoLastTransaction()
+                throw ScriptError(stage: .migrate, error: error)
+            }
+        }
+        let check: Int64 = -2
+        do {
+            try vm.call(runtime.register, arguments: [.value(.integer(check)), .reference(candidate.props)])
+            defer { _ = try? vm.call(runtime.unregister, arguments: [.value(.integer(check))]) }
+            _ = try vm.call(runtime.evaluate, arguments: [.value(.integer(check))])
+        } catch {
+            _ = try? vm.call(runtime.reset, arguments: [])
+            if migrated { undoLastTransaction() }
+            throw ScriptError(stage: .props, error: error)
+        }
+        var reloadedChildren: [Int64: ChildModule] = [:]
+        for (id, child) in children {
+            do {
+                reloadedChildren[id] = try loadChild(child.name, in: candidate.namespace).0
+            } catch {
+                if migrated { undoLastTransaction() }
+                throw ScriptError(stage: .load, error: error)
+            }
+        }
+        let previous = app.schemaVersion
+        app = candidate
+        children = reloadedChildren
+        for (id, reader) in readers {
+            switch reader.kind {
+            case .props:
+                _ = try? vm.call(runtime.register, arguments: [.value(.integer(id)), .reference(candidate.props)])
+            case .childProps(let child):
+                if let module = reloadedChildren[child] {
+                    _ = try? vm.call(runtime.register, arguments: [.value(.integer(id)), .reference(module.props), .value(.integer(child))])
+                }
+            case .path:
+                break
+            }
+        }
+        try registerSubscriptions()
+        flush(everything: true)
+        return .reloaded(fromSchema: previous, toSchema: candidate.schemaVersion)
+    }
+}
