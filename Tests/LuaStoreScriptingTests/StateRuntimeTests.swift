@@ -234,6 +234,30 @@ extension StateRuntimeTests {
         }
     }
 
+    /// A subtree the reducer replaced is not kept alive by the proxy caches past the next flush.
+    @Test func replacedSubtreesAreReleasedByTheNextFlush() async throws {
+        try await withRuntime { vm, runtime in
+            let make = try vm.load("local items = {} for i = 1, 20000 do items[i] = {title = 'item ' .. i} end return {items = items}", chunkName: "s.lua")
+            try vm.call(function(vm, runtime, "setState"), arguments: [.reference(try #require(try vm.callForReferences(make, arguments: []).first ?? nil))])
+            let functions = try vm.callForReferences(try vm.load("""
+                return function(state) local first = state.items[1].title end,
+                       function(state) state.items = {} end,
+                       function(state) state.count = #state.items end
+                """, chunkName: "app.lua"), arguments: [])
+            for function in functions.prefix(2) {
+                try vm.call(self.function(vm, runtime, "reduce"), arguments: [.reference(try #require(function)), .value(["type": "x"])])
+            }
+            // The last transaction's journal (kept for undo until the next one) and the caches hold the old list.
+            try vm.call(function(vm, runtime, "reduce"), arguments: [.reference(try #require(functions[2])), .value(["type": "x"])])
+            vm.collectGarbage()
+            let beforeFlush = vm.memory.bytesInUse
+            try vm.call(function(vm, runtime, "flush"), arguments: [.value(false)])
+            vm.collectGarbage()
+            let afterFlush = vm.memory.bytesInUse
+            #expect(beforeFlush - afterFlush > 1_000_000, "the 20,000 old items went: \(beforeFlush) → \(afterFlush) bytes")
+        }
+    }
+
     /// A random program of table operations, run on the state through the runtime's proxies and on a plain copy:
     /// the two results must be equal, and a failing run must roll back to exactly the state before it.
     static let randomEdits = #"""

@@ -75,8 +75,10 @@ end
 -- grow them without end). They are emptied in place, not replaced: a table keeps its slots when emptied, so
 -- refilling it costs no rehashing (replacing them made every toggle of a not-recently-touched item ≈ 250 ns
 -- dearer). Caches a large evaluation grew (and made weak) are replaced, to let their slots go.
-local function trimCaches()
-  if made > 512 then
+-- The caches hold their tables strongly, so they are also emptied at every flush: a table the state no
+-- longer holds (a list the reducer replaced) is released by the next flush at the latest.
+local function trimCaches(always)
+  if made > 512 or (always and made > 0) then
     if made >= 4096 then
       targets, proxies = {}, {}
     else
@@ -522,7 +524,7 @@ end
 local outIds, outValues, outCount = {}, {}, 0  -- what the last flush evaluated (reused)
 
 function M.flush(everything)
-  trimCaches()
+  trimCaches(true)
   if dueCount > 0 then clearDue() end -- left by a flush the time budget cut short
   for i = 1, outCount do outIds[i], outValues[i] = nil, nil end
   outCount = 0
