@@ -41,6 +41,7 @@ local targets = {}                                     -- proxy -> real table
 local proxies = {}                                     -- real table -> its proxy
 local WEAK_KEYS, WEAK_ALL = { __mode = "k" }, { __mode = "kv" }
 local made = 0                                         -- proxies made since the caches were last emptied
+local tablesLeft = false                               -- a committed write replaced or removed a table
 local mode = false                     -- false, "write" (reduce, migrate) or "read" (props, selectors)
 local reads = false                    -- while reading: real -> { key -> true }
 local journal, count = {}, 0           -- (table, key, old value) triples of the open transaction
@@ -75,10 +76,12 @@ end
 -- grow them without end). They are emptied in place, not replaced: a table keeps its slots when emptied, so
 -- refilling it costs no rehashing (replacing them made every toggle of a not-recently-touched item ≈ 250 ns
 -- dearer). Caches a large evaluation grew (and made weak) are replaced, to let their slots go.
--- The caches hold their tables strongly, so they are also emptied at every flush: a table the state no
--- longer holds (a list the reducer replaced) is released by the next flush at the latest.
-local function trimCaches(always)
-  if made > 512 or (always and made > 0) then
+-- The caches hold their tables strongly, so they are also emptied by a flush after a table left the state
+-- (a write replaced or removed one): such a table (a list the reducer replaced) is released by the next
+-- flush at the latest.
+local function trimCaches(afterFlush)
+  if made > 512 or (afterFlush and tablesLeft and made > 0) then
+    tablesLeft = false
     if made >= 4096 then
       targets, proxies = {}, {}
     else
@@ -222,6 +225,7 @@ local function markChanges(from, collect)
   local dirtyTables = collect and {} or nil
   for i = from, count, 3 do
     local real = journal[i]
+    if type(journal[i + 2]) == "table" then tablesLeft = true end
     if dependents[real] ~= nil then
       local key = journal[i + 1]
       local keys = changes[real]
@@ -301,6 +305,7 @@ end
 
 -- Undoes the open or last transaction, newest write first.
 function M.rollback()
+  tablesLeft = true -- tables the undone writes had added leave the state
   for i = count - 2, 1, -3 do
     rawset(journal[i], journal[i + 1], journal[i + 2])
   end
@@ -346,6 +351,7 @@ end
 
 function M.removeChild(id)
   children[id] = nil
+  tablesLeft = true
 end
 
 function M.childState(id) return children[id] end
