@@ -154,9 +154,17 @@ static int start_watchdog(void) {
     return 1;
 }
 
+/// Whether SIGURG still reaches the watchdog's handler (directly, not through one the host installed since).
+static int handler_in_place(void) {
+    struct sigaction current;
+    if (sigaction(SIGURG, NULL, &current) != 0) return 0;
+    return (current.sa_flags & SA_SIGINFO) != 0 && current.sa_sigaction == on_watchdog_signal;
+}
+
 static int watchdog_register(CLuaGuard *g) {
     pthread_mutex_lock(&registry_lock);
-    int started = start_watchdog();
+    // A VM made after the host replaced the handler would never be stopped: it uses the count hook instead.
+    int started = start_watchdog() && handler_in_place();
     if (started) {
         // Threads started from a dispatch or cooperative-pool thread inherit a mask that blocks every signal.
         sigset_t urgent;

@@ -59,6 +59,28 @@ import Testing
         }
     }
 
+    /// A VM made after the host replaced the `SIGURG` handler would never be stopped by the watchdog, so it
+    /// uses the count hook (and still stops an endless loop). The replacement here forwards to the watchdog's
+    /// handler, so VMs made before it keep working meanwhile.
+    @Test func vmsMadeAfterTheHandlerWasReplacedUseTheCountHook() async throws {
+        try await withVM { _ in } // the watchdog and its handler are in place
+        var replacement = sigaction()
+        replacement.__sigaction_handler.sa_sigaction = { signal, info, context in
+            replacedURGAction.__sigaction_handler.sa_sigaction?(signal, info, context)
+        }
+        replacement.sa_flags = SA_SIGINFO | SA_RESTART
+        var watchdogAction = sigaction()
+        sigaction(SIGURG, nil, &watchdogAction)
+        replacedURGAction = watchdogAction
+        sigaction(SIGURG, &replacement, nil)
+        defer { sigaction(SIGURG, &watchdogAction, nil) }
+        let error = try await withVM(limits: Self.quick(.watchdog)) { vm in
+            #expect(vm.budgetEnforcement == .countHook(instructions: 1000))
+            return luaError { _ = try vm.run("while true do end", chunkName: "spin.lua") }
+        }
+        #expect(error?.kind == .timeout)
+    }
+
     /// SIGURGs that are not the watchdog's (sent by another process or thread, or while no call is over its
     /// deadline) interrupt nothing: a call within budget completes with its result.
     @Test func straySignalsStopNothing() async throws {
@@ -261,3 +283,7 @@ import Testing
         _ = try await expectFailure(.runtime, "local function loop() assert(pcall(loop)) end\nlocal ok, e = xpcall(loop, loop)\nerror(e)")
     }
 }
+
+/// The watchdog's `SIGURG` action while a test has replaced it: written before the replacement is installed,
+/// then only read, by the replacement (a signal handler may take no lock).
+nonisolated(unsafe) private var replacedURGAction = sigaction()

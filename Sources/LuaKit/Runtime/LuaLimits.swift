@@ -32,7 +32,8 @@ public struct LuaLimits: Sendable, Equatable {
 public enum BudgetEnforcement: Sendable, Equatable {
     /// One watchdog thread per process signals (`SIGURG`) the VM's thread when a call's deadline passes; only
     /// then is a Lua hook set. Scripts run at full speed. A `SIGURG` handler the host installed earlier still
-    /// receives every `SIGURG` that is not the watchdog's. Under ThreadSanitizer (which holds signals back
+    /// receives every `SIGURG` that is not the watchdog's; VMs made after the host replaced the watchdog's
+    /// handler use `.countHook(instructions: 1000)`. Under ThreadSanitizer (which holds signals back
     /// while uninstrumented code such as the Lua interpreter runs) VMs use `.countHook(instructions: 1000)`.
     case watchdog
     /// Lua's count hook checks the clock every `instructions` instructions. No signal and no extra thread,
