@@ -47,40 +47,6 @@ import Testing
         #expect(error?.location == "hostile.lua:2")
     }
 
-    /// Outside ThreadSanitizer (which holds signals back while the interpreter runs) the watchdog is what
-    /// VMs use unless told otherwise; asked for the count hook, they use it.
-    @Test func watchdogIsTheDefault() async throws {
-        let underTSan = ProcessInfo.processInfo.environment["TSAN_OPTIONS"] != nil
-        try await withVM { vm in
-            #expect(vm.budgetEnforcement == (underTSan ? .countHook(instructions: 1000) : .watchdog))
-        }
-        try await withVM(limits: Self.quick(.countHook(instructions: 50))) { vm in
-            #expect(vm.budgetEnforcement == .countHook(instructions: 50))
-        }
-    }
-
-    /// A VM made after the host replaced the `SIGURG` handler would never be stopped by the watchdog, so it
-    /// uses the count hook (and still stops an endless loop). The replacement here forwards to the watchdog's
-    /// handler, so VMs made before it keep working meanwhile.
-    @Test func vmsMadeAfterTheHandlerWasReplacedUseTheCountHook() async throws {
-        try await withVM { _ in } // the watchdog and its handler are in place
-        var replacement = sigaction()
-        replacement.__sigaction_handler.sa_sigaction = { signal, info, context in
-            replacedURGAction.__sigaction_handler.sa_sigaction?(signal, info, context)
-        }
-        replacement.sa_flags = SA_SIGINFO | SA_RESTART
-        var watchdogAction = sigaction()
-        sigaction(SIGURG, nil, &watchdogAction)
-        replacedURGAction = watchdogAction
-        sigaction(SIGURG, &replacement, nil)
-        defer { sigaction(SIGURG, &watchdogAction, nil) }
-        let error = try await withVM(limits: Self.quick(.watchdog)) { vm in
-            #expect(vm.budgetEnforcement == .countHook(instructions: 1000))
-            return luaError { _ = try vm.run("while true do end", chunkName: "spin.lua") }
-        }
-        #expect(error?.kind == .timeout)
-    }
-
     /// SIGURGs that are not the watchdog's (sent by another process or thread, or while no call is over its
     /// deadline) interrupt nothing: a call within budget completes with its result.
     @Test func straySignalsStopNothing() async throws {
@@ -281,6 +247,45 @@ import Testing
         // Lua 5.4.4 can overflow its stack handling a C-stack overflow inside a message handler;
         // the sandbox's xpcall runs handlers after unwinding, so this is an ordinary error.
         _ = try await expectFailure(.runtime, "local function loop() assert(pcall(loop)) end\nlocal ok, e = xpcall(loop, loop)\nerror(e)")
+    }
+}
+
+/// Tests that read or change which `SIGURG` handler is installed, one at a time (the handler is process-wide).
+extension LimitsTests {
+    @Suite(.serialized) struct SignalHandler {
+        /// Outside ThreadSanitizer (which holds signals back while the interpreter runs) the watchdog is what
+        /// VMs use unless told otherwise; asked for the count hook, they use it.
+        @Test func watchdogIsTheDefault() async throws {
+            let underTSan = ProcessInfo.processInfo.environment["TSAN_OPTIONS"] != nil
+            try await withVM { vm in
+                #expect(vm.budgetEnforcement == (underTSan ? .countHook(instructions: 1000) : .watchdog))
+            }
+            try await withVM(limits: LimitsTests.quick(.countHook(instructions: 50))) { vm in
+                #expect(vm.budgetEnforcement == .countHook(instructions: 50))
+            }
+        }
+
+        /// A VM made after the host replaced the `SIGURG` handler would never be stopped by the watchdog, so it
+        /// uses the count hook (and still stops an endless loop). The replacement here forwards to the watchdog's
+        /// handler, so VMs made before it keep working meanwhile.
+        @Test func vmsMadeAfterTheHandlerWasReplacedUseTheCountHook() async throws {
+            try await withVM { _ in } // the watchdog and its handler are in place
+            var replacement = sigaction()
+            replacement.__sigaction_handler.sa_sigaction = { signal, info, context in
+                replacedURGAction.__sigaction_handler.sa_sigaction?(signal, info, context)
+            }
+            replacement.sa_flags = SA_SIGINFO | SA_RESTART
+            var watchdogAction = sigaction()
+            sigaction(SIGURG, nil, &watchdogAction)
+            replacedURGAction = watchdogAction
+            sigaction(SIGURG, &replacement, nil)
+            defer { sigaction(SIGURG, &watchdogAction, nil) }
+            let error = try await withVM(limits: LimitsTests.quick(.watchdog)) { vm in
+                #expect(vm.budgetEnforcement == .countHook(instructions: 1000))
+                return luaError { _ = try vm.run("while true do end", chunkName: "spin.lua") }
+            }
+            #expect(error?.kind == .timeout)
+        }
     }
 }
 
