@@ -217,6 +217,12 @@ void clua_closestate(CLuaGuard *g) {
     g->state = NULL;
 }
 
+/// The hook between calls: none under the watchdog, the count hook at its normal rate otherwise.
+static void set_resting_hook(lua_State *L, CLuaGuard *g) {
+    if (g->enforcement == CLUA_ENFORCE_WATCHDOG) lua_sethook(L, NULL, 0, 0);
+    else lua_sethook(L, clua_budget_hook, LUA_MASKCOUNT, g->hookInterval);
+}
+
 void clua_begin_call(lua_State *L, CLuaGuard *g) {
     (void)L;
     if (g->callDepth++ > 0) return;
@@ -239,20 +245,13 @@ void clua_end_call(lua_State *L, CLuaGuard *g) {
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     if (g->countingInstructions) {
         if (g->timedOut) lua_sethook(L, clua_budget_hook, LUA_MASKCOUNT, 1);
-    } else if (g->enforcement == CLUA_ENFORCE_WATCHDOG) {
-        if (lua_gethookmask(L) != 0) lua_sethook(L, NULL, 0, 0);
-    } else if (g->timedOut) {
-        lua_sethook(L, clua_budget_hook, LUA_MASKCOUNT, g->hookInterval);
+    } else if (g->enforcement == CLUA_ENFORCE_WATCHDOG ? lua_gethookmask(L) != 0 : g->timedOut) {
+        set_resting_hook(L, g);
     }
 }
 
 void clua_count_instructions(lua_State *L, CLuaGuard *g, int on) {
     g->countingInstructions = on != 0;
-    if (on) {
-        lua_sethook(L, clua_budget_hook, LUA_MASKCOUNT, 1);
-    } else if (g->enforcement == CLUA_ENFORCE_WATCHDOG) {
-        lua_sethook(L, NULL, 0, 0);
-    } else {
-        lua_sethook(L, clua_budget_hook, LUA_MASKCOUNT, g->hookInterval);
-    }
+    if (on) lua_sethook(L, clua_budget_hook, LUA_MASKCOUNT, 1);
+    else set_resting_hook(L, g);
 }

@@ -422,22 +422,18 @@ local function dependOnResult(value, seen, inState)
   if type(value) ~= "table" then return end
   local real = targets[value]
   if real ~= nil then inState = true else real = value end
-  if seen == nil then seen = {} elseif seen[real] then return end
-  seen[real] = true
+  if seen ~= nil then
+    if seen[real] then return end
+    seen[real] = true
+  end
   if inState then note(real, ALL) end
   for _, item in next, real do
-    if type(item) == "table" then dependOnResult(item, seen, inState) end
+    if type(item) == "table" then
+      -- The cycle guard is made only once there is something to recurse into: a flat result allocates nothing.
+      seen = seen or { [real] = true }
+      dependOnResult(item, seen, inState)
+    end
   end
-end
-
--- Whether `value` is, or holds, a table (only then can it hold state tables).
-local function holdsTables(value)
-  if type(value) ~= "table" then return false end
-  if targets[value] ~= nil then return true end
-  for _, item in next, value do
-    if type(item) == "table" then return true end
-  end
-  return false
 end
 
 local function evaluate(id, ...)
@@ -453,7 +449,7 @@ local function evaluate(id, ...)
   else
     value = reader.fn(proxy(holder.state), ...)
   end
-  if holdsTables(value) then dependOnResult(value, nil, false) end
+  dependOnResult(value, nil, false)
   mode, reads = false, false
   index(id, recorded)
   return unwrap(value)
