@@ -250,6 +250,19 @@ void clua_end_call(lua_State *L, CLuaGuard *g) {
     }
 }
 
+int clua_restart_budget(lua_State *L) {
+    CLuaGuard *g = clua_guard(L);
+    if (g->callDepth == 0 || g->timedOut || g->budgetNanos <= 0) return 0;
+    store_deadline(g, clua_now_nanos() + g->budgetNanos);
+    // A hook the handler set for the old deadline (which had just passed) would otherwise stay until the call
+    // ends; the handler checks the deadline, so it cannot set it again for the new one.
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    if (g->enforcement == CLUA_ENFORCE_WATCHDOG && !g->countingInstructions && lua_gethookmask(L) != 0) {
+        lua_sethook(L, NULL, 0, 0);
+    }
+    return 0;
+}
+
 void clua_count_instructions(lua_State *L, CLuaGuard *g, int on) {
     g->countingInstructions = on != 0;
     if (on) lua_sethook(L, clua_budget_hook, LUA_MASKCOUNT, 1);

@@ -99,6 +99,33 @@ import Testing
         #expect(try await working == [.boolean(true)])
     }
 
+    /// `restartbudget()` gives each step of a trusted host loop a budget of its own (five steps of 35 % each
+    /// pass with it, time out without it); scripts cannot see it.
+    @Test(arguments: enforcements)
+    func trustedLoopsGiveEachStepItsOwnBudget(enforcement: BudgetEnforcement) async throws {
+        var limits = Self.quick(enforcement)
+        limits.timeBudget = .milliseconds(300)
+        try await withVM(limits: limits) { vm in
+            let step = try vm.load("local n = ... local x = 0 for i = 1, n do x = x + i end return x", chunkName: "step.lua")
+            let clock = ContinuousClock()
+            let sample: Int64 = 2_000_000
+            try vm.call(step, .integer(sample))
+            let start = clock.now
+            try vm.call(step, .integer(sample))
+            let duration = clock.now - start
+            let seconds = max(Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18, 1e-4)
+            let n = LuaValue.integer(Int64(Double(sample) * 0.105 / seconds))
+            let loop = try vm.loadTrusted(
+                "local step, n, restart = ... for i = 1, 5 do if restart then restartbudget() end step(n) end return true",
+                chunkName: "loop")
+            #expect(try vm.call(loop, arguments: [.reference(step), .value(n), .value(true)]) == [true])
+            let error = luaError { try vm.call(loop, arguments: [.reference(step), .value(n), .value(false)]) }
+            #expect(error?.kind == .timeout)
+            let hidden = luaError { _ = try vm.run("return restartbudget", chunkName: "script.lua") }
+            #expect(hidden?.message == "undeclared global 'restartbudget'")
+        }
+    }
+
     /// Counting is exact and repeatable: a loop of n iterations costs a + b·n instructions, the same call
     /// counts the same twice, the budget still holds while counting, and afterwards enforcement is as before.
     @Test(arguments: enforcements)

@@ -138,6 +138,11 @@ void clua_begin_call(lua_State *L, CLuaGuard *g);
 /// normal rate (unless instructions are being counted). In guard.c.
 void clua_end_call(lua_State *L, CLuaGuard *g);
 
+/// `restartbudget()`, a Lua function for trusted host code: gives the running top-level call a fresh time
+/// budget, counted from now (nothing once the budget is spent). For host loops that run many script functions
+/// in one call, each within its own budget. In guard.c.
+int clua_restart_budget(lua_State *L);
+
 /// Starts (`on` nonzero) or stops counting every instruction the VM executes into `instructionCount`, and sets
 /// the hook that enforcement and counting need. In guard.c.
 void clua_count_instructions(lua_State *L, CLuaGuard *g, int on);

@@ -76,6 +76,9 @@ extension LuaVM {
     /// plus `string`, `table`, `math` and `utf8`. It still runs under the time budget and memory cap, and it
     /// still has no `io`, `os`, `package`, `debug` or `coroutine`. Its chunk name gets the prefix `host:`, and
     /// errors are blamed on the script code that called into it, not on its own lines.
+    ///
+    /// Trusted code also sees `restartbudget()`, which gives the running call a fresh time budget counted from
+    /// now: a host loop that runs many script functions in one call (a run of actions) gives each its own.
     public func loadTrusted(_ source: String, chunkName: String) throws(LuaError) -> LuaReference {
         checkThread()
         try loadChunk(source, chunkName: chunkName.hasPrefix("host:") ? chunkName : "host:" + chunkName)
@@ -149,6 +152,26 @@ extension LuaVM {
     public func reference(to value: LuaValue) throws(LuaError) -> LuaReference {
         checkThread()
         try push(value)
+        return makeReference()
+    }
+
+    /// Puts `values` into the VM as a list (a table with keys 1…n) and returns a reference to it, converting
+    /// nothing twice: a host loop in Lua can then walk many values handed over in one go.
+    public func reference(toList values: some Collection<LuaValue>) throws(LuaError) -> LuaReference {
+        checkThread()
+        guard lua_checkstack(state, 2) != 0 else { throw LuaError(.runtime, "the Lua stack cannot grow") }
+        lua_createtable(state, Int32(clamping: values.count), 0)
+        var position: lua_Integer = 1
+        for value in values {
+            do throws(LuaError) {
+                try push(value, path: "list[\(position)]")
+            } catch {
+                clua_pop(state, 1)
+                throw error
+            }
+            lua_rawseti(state, -2, position)
+            position += 1
+        }
         return makeReference()
     }
 

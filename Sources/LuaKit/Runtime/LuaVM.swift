@@ -174,6 +174,9 @@ public final class LuaVM {
                                    namespace: field("namespace"),
                                    referencePatterns: field("reference_patterns"), seal: field("seal"))
         clua_pop(state, 1)
+        // Trusted host code only (scripts never see the real global table).
+        clua_pushcfunction(state, clua_restart_budget)
+        lua_setglobal(state, "restartbudget")
     }
 
     /// [-0, +1] Loads `source` as a text chunk named `chunkName` (compiled with the real global table as `_ENV`;

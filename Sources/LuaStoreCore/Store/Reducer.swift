@@ -31,11 +31,30 @@ public protocol Reducer<State, Action, Effect>: Sendable {
 
     /// Whether `subscriptions(for:)` can ask for anything (lets the store skip the diff). Default: `true`.
     var declaresSubscriptions: Bool { get }
+
+    /// Whether the store should hand this reducer runs of queued actions (`reduce(into:actions:)`) rather than
+    /// one action at a time. For reducers whose every call has a fixed cost worth paying once per run (one
+    /// that crosses into a scripting VM, say). Default: `false`.
+    var reducesRuns: Bool { get }
+
+    /// Applies a run of queued actions in order, each as `reduce(into:action:)` would — a failing action
+    /// leaves the state as it was and the ones after it still run — and returns the outcome of each action it
+    /// applied, in order. It may stop early (after at least one action), and must stop after any action that
+    /// changed what `subscriptions(for:)` returns: the store diffs subscriptions once, after the run, and hands
+    /// the remaining actions over again. Called only when `reducesRuns` is `true`, and never while an
+    /// interceptor is set (it sees each action before its reduction). Default: the first action alone.
+    func reduce(into state: inout State, actions: ArraySlice<Action>) -> [Result<[Effect], any Error>]
 }
 
 extension Reducer {
     public func subscriptions(for state: State) throws -> [String: Effect] { [:] }
     public var declaresSubscriptions: Bool { true }
+    public var reducesRuns: Bool { false }
+
+    public func reduce(into state: inout State, actions: ArraySlice<Action>) -> [Result<[Effect], any Error>] {
+        guard let action = actions.first else { return [] }
+        return [Result { try reduce(into: &state, action: action) }]
+    }
 }
 
 /// A reducer made of closures.

@@ -17,6 +17,9 @@ final class StoreEngine<R: Reducer>: Sendable {
         let action: Action
         let origin: WeakChild<State, Action, Effect>?
         let lease: EffectLease?
+
+        /// Dispatched from outside (not by an effect, not through a child store): may join a run.
+        var isPlain: Bool { origin == nil && lease == nil }
     }
 
     private struct Inbox {
@@ -98,9 +101,20 @@ final class StoreEngine<R: Reducer>: Sendable {
                 return !batch.isEmpty
             }
             guard more else { break }
-            for envelope in batch {
-                process(envelope)
-                sinceNotification += 1
+            var index = 0
+            while index < batch.count {
+                if runs, batch[index].isPlain {
+                    // A run: consecutive plain envelopes, no longer than the notification policy allows.
+                    var end = index + 1
+                    while end < batch.count, end - index < limit - sinceNotification, batch[end].isPlain { end += 1 }
+                    let applied = processRun(batch[index..<end])
+                    index += applied
+                    sinceNotification += applied
+                } else {
+                    process(batch[index])
+                    index += 1
+                    sinceNotification += 1
+                }
                 if sinceNotification >= limit {
                     notifyIfChanged()
                     sinceNotification = 0
@@ -108,6 +122,35 @@ final class StoreEngine<R: Reducer>: Sendable {
             }
         }
         notifyIfChanged()
+    }
+
+    /// Whether the reducer is handed runs of actions: it asks for them and no interceptor must see each action
+    /// before its reduction.
+    private var runs: Bool { reducer.reducesRuns && configuration.interceptor == nil }
+
+    /// Reduces a run of plain envelopes with one call of the reducer; returns how many it applied (≥ 1).
+    private func processRun(_ run: ArraySlice<Envelope>) -> Int {
+        if run.count == 1 {
+            process(run[run.startIndex])
+            return 1
+        }
+        let actions = run.map(\.action)[...]
+        let outcomes = reducer.reduce(into: &confined.value.state, actions: actions)
+        guard !outcomes.isEmpty else {
+            process(run[run.startIndex])
+            return 1
+        }
+        for (offset, outcome) in outcomes.enumerated() {
+            switch outcome {
+            case .success(let commands):
+                confined.value.changedSinceNotification = true
+                if !commands.isEmpty { launch(commands, action: actions[offset]) }
+            case .failure(let error):
+                report(.reducer, error, action: actions[offset])
+            }
+        }
+        if reducer.declaresSubscriptions { diffSubscriptions(action: actions[outcomes.count - 1]) }
+        return outcomes.count
     }
 
     private func process(_ envelope: Envelope) {

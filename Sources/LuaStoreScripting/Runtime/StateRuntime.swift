@@ -11,8 +11,9 @@
 ///    Proxies are made lazily, only for the tables a function actually reaches, and cached.
 /// 2. **Every dispatch is a transaction.** Each write appends `(table, key, old value)` to a journal. If the
 ///    reducer raises, times out or runs out of memory, the host calls `rollback`, which replays the journal
-///    backwards; otherwise `commit` drops it. Untouched tables keep their identity across dispatches.
-/// 3. **Changes are known without comparing.** Commit turns the journal into a change set (table → keys).
+///    backwards; otherwise the next transaction drops it. Untouched tables keep their identity across dispatches.
+/// 3. **Changes are known without comparing.** The barrier also records each write in a change set (table →
+///    keys), for tables some reader read.
 ///    While `props`, a selector or `subscriptions` runs, its reads are recorded (table → keys; `#t` reads the
 ///    table's structure, `pairs` all of it, and a state table it returns all of that subtree). An inverted
 ///    index from (table, key) to readers finds, from the change set alone, exactly which of them must run
@@ -52,6 +53,29 @@ local holder = { state = false }       -- holder.state is the app's state table
 local children = {}                    -- child store id -> its local state table
 
 local meta = { __metatable = "luastore state" }
+local subscriptionsDirty = true        -- `subscriptions` must run again before its result is used
+
+-- Records that `real[key]` changed (`structural`: a key appeared or went away), for the readers that depend
+-- on it: only tables some reader read are recorded (`byKey` is `dependents[real]`), so a write to a table
+-- nobody reads (one item of a large list, say) costs the journal alone. Called by the barrier as the write
+-- happens, so committing costs nothing; a write later rolled back may make a reader run once for nothing
+-- (its result compares equal and is not delivered).
+local function noteChange(real, byKey, key, structural)
+  local keys = changes[real]
+  if keys == nil then
+    keys = {}
+    changes[real] = keys
+  end
+  keys[key] = true
+  if structural then keys[STRUCTURE] = true end
+  if not subscriptionsDirty then
+    local ids = byKey[key]
+    if (ids and ids.subscriptions) or (byKey[ALL] and byKey[ALL].subscriptions)
+        or (structural and byKey[STRUCTURE] and byKey[STRUCTURE].subscriptions) then
+      subscriptionsDirty = true
+    end
+  end
+end
 
 -- The caches are strong (cheaper to fill and to collect) until one function has made more than 4,096
 -- proxies (props walking a large list, say); then they turn weak for the rest of the call, so proxies the
@@ -190,6 +214,9 @@ meta.__newindex = function(p, key, value)
   journal[count + 1], journal[count + 2], journal[count + 3] = real, key, old
   count = count + 3
   real[key] = value
+  local byKey = dependents[real]
+  if byKey ~= nil then noteChange(real, byKey, key, old == nil or value == nil) end
+  if type(old) == "table" then tablesLeft = true end
 end
 
 meta.__len = function(p)
@@ -217,68 +244,36 @@ end
 -- Transactions -------------------------------------------------------------------------------------
 
 local M = {}
-local subscriptionsDirty = true
 
--- Only tables some reader depends on are recorded: a change nobody read cannot make anyone run again, and
--- skipping it keeps the cost of a write to an unread table (one item of a large list, say) at the journal.
-local function markChanges(from, collect)
-  local dirtyTables = collect and {} or nil
-  for i = from, count, 3 do
-    local real = journal[i]
-    if type(journal[i + 2]) == "table" then tablesLeft = true end
-    if dependents[real] ~= nil then
-      local key = journal[i + 1]
-      local keys = changes[real]
-      if keys == nil then
-        keys = {}
-        changes[real] = keys
-      end
-      keys[key] = true
-      if journal[i + 2] == nil or real[key] == nil then keys[STRUCTURE] = true end
-      if collect then dirtyTables[real] = keys end
-    end
-  end
-  return dirtyTables
-end
-
-local function affects(id, dirtyTables)
-  local reader = readers[id]
-  if reader == nil then return false end
-  local recorded = reader.reads
-  if recorded == nil then return true end
-  for real, keys in next, dirtyTables do
-    local read = recorded[real]
-    if read ~= nil then
-      if read[ALL] then return true end
-      for key in next, keys do
-        if read[key] then return true end
-      end
-    end
-  end
-  return false
-end
-
--- Records the transaction's changes. The journal is kept until the next transaction begins, so the host
--- can still undo this one (when what the reducer returned turns out to be invalid, or a reload fails after
--- its migration ran).
+-- Ends a transaction. The barrier recorded the changes as they happened; writes the host made itself (a
+-- replaced root or child state) are recorded here.
 local function commit()
-  local watching = not subscriptionsDirty and readers.subscriptions ~= nil
-  local dirtyTables = markChanges(1, watching)
-  if watching then subscriptionsDirty = affects("subscriptions", dirtyTables) end
   mode = false
 end
 
+-- Replaces `tbl[key]` (the root state in `holder`, a child's state in `children`) as a journaled write.
+local function replace(tbl, key, value)
+  local old = tbl[key]
+  journal[count + 1], journal[count + 2], journal[count + 3] = tbl, key, old
+  count = count + 3
+  tbl[key] = value
+  local byKey = dependents[tbl]
+  if byKey ~= nil then noteChange(tbl, byKey, key, old == nil or value == nil) end
+  if type(old) == "table" then tablesLeft = true end
+end
+
+-- The journal is kept until the next transaction begins, so the host can still undo the last one (when
+-- what the reducer returned turns out to be invalid, or a reload fails after its migration ran).
 local function begin()
   for i = 1, count do journal[i] = nil end
   mode, reads, count = "write", false, 0
 end
 
--- Runs the reducer on the state as one transaction. Returns the commands (proxies stripped) and whether
--- `subscriptions` must run again; or nothing but a third result `true` when the action is not a table with a
--- string `type` (checked here, where it costs two instructions; the host words the error).
--- The hot path (every dispatch runs it): `begin` is inlined, and an action that wrote nothing skips `commit`.
-function M.reduce(reduce, action)
-  if type(action) ~= "table" or type(action.type) ~= "string" then return nil, nil, true end
+-- Runs the reducer on the state as one transaction. Returns the commands (proxies stripped), or nothing but a
+-- second result `true` when the action is not a table with a string `type` (checked here, where it costs two
+-- instructions; the host words the error). Every dispatch runs it: `begin` and `commit` are inlined.
+local function apply(reduce, action)
+  if type(action) ~= "table" or type(action.type) ~= "string" then return nil, true end
   if made > 512 then trimCaches() end
   for i = 1, count do journal[i] = nil end
   mode, reads, count = "write", false, 0
@@ -289,19 +284,44 @@ function M.reduce(reduce, action)
     if type(result) ~= "table" then
       error("reduce must return the state table, a new state table, or nothing (it returned a " .. type(result) .. ")", 0)
     end
-    local new = unwrap(result, true)
-    journal[count + 1], journal[count + 2], journal[count + 3] = holder, "state", holder.state
-    count = count + 3
-    holder.state = new
+    replace(holder, "state", unwrap(result, true))
   end
-  if commands ~= nil then commands = unwrap(commands) end
-  if count == 0 then
-    mode = false
-  else
-    commit()
-  end
+  mode = false
+  if commands ~= nil then return unwrap(commands) end
+  return nil
+end
+
+-- One action: its commands, whether `subscriptions` must run again, and (alone) `true` when it was refused.
+function M.reduce(reduce, action)
+  local commands, refused = apply(reduce, action)
+  if refused then return nil, nil, true end
   return commands, subscriptionsDirty
 end
+
+-- Reduces list[first..last] in order, each action its own transaction with its own time budget, in one call
+-- from the host (the fixed cost of crossing into the VM is paid once per run, not per action). Stops after an
+-- action the host must look at before the next one: one that returned commands (the host validates them and
+-- may undo it), one that made the declared subscriptions stale (the store diffs them), or one refused for its
+-- shape; returns its position and what `reduce` returned for it. Returns `last` when every action ran
+-- without any of those. A failing action raises as from `reduce`; `runPosition` then says which one it was
+-- (the ones before it are committed, its own writes are in the journal for the host to roll back).
+local restartBudget = restartbudget
+local runPosition = 0
+
+function M.reduceRun(reduce, list, first, last)
+  for i = first, last do
+    runPosition = i
+    if i > first then restartBudget() end
+    local commands, refused = apply(reduce, list[i])
+    if refused then return i, nil, nil, true end
+    if commands ~= nil or (subscriptionsDirty and readers.subscriptions ~= nil) then
+      return i, commands, subscriptionsDirty
+    end
+  end
+  return last
+end
+
+function M.runPosition() return runPosition end
 
 -- Undoes the open or last transaction, newest write first.
 function M.rollback()
@@ -320,9 +340,7 @@ function M.transform(fn, ...)
   local result = fn(state, ...)
   if result ~= nil and result ~= state then
     if type(result) ~= "table" then error("the function must return a state table or nothing", 0) end
-    journal[count + 1], journal[count + 2], journal[count + 3] = holder, "state", holder.state
-    count = count + 3
-    holder.state = unwrap(result, true)
+    replace(holder, "state", unwrap(result, true))
   end
   commit()
 end
@@ -330,9 +348,7 @@ end
 function M.setState(state)
   if type(state) ~= "table" then error("init must return a table (it returned a " .. type(state) .. ")", 0) end
   begin()
-  journal[1], journal[2], journal[3] = holder, "state", holder.state
-  count = 3
-  holder.state = unwrap(state, true)
+  replace(holder, "state", unwrap(state, true))
   commit()
 end
 
@@ -343,9 +359,7 @@ function M.state() return holder.state end
 function M.setChild(id, state)
   if type(state) ~= "table" then error("a child's init must return a table (it returned a " .. type(state) .. ")", 0) end
   begin()
-  journal[1], journal[2], journal[3] = children, id, children[id]
-  count = 3
-  children[id] = unwrap(state, true)
+  replace(children, id, unwrap(state, true))
   commit()
 end
 
@@ -364,9 +378,7 @@ function M.reduceChild(id, reduce, action)
     if type(result) ~= "table" then
       error("a child's reduce must return its state table, a new table, or nothing (it returned a " .. type(result) .. ")", 0)
     end
-    journal[count + 1], journal[count + 2], journal[count + 3] = children, id, children[id]
-    count = count + 3
-    children[id] = unwrap(result, true)
+    replace(children, id, unwrap(result, true))
   end
   commands = unwrap(commands)
   commit()

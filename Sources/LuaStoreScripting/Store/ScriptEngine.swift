@@ -21,7 +21,7 @@ final class ScriptEngine {
 
     /// The functions of `StateRuntime`.
     struct Runtime {
-        let reduce, rollback, transform, setState, state, register, unregister, path, evaluate, subscriptions,
+        let reduce, reduceRun, runPosition, rollback, transform, setState, state, register, unregister, path, evaluate, subscriptions,
             flush, reset, markAllDirty, setChild, removeChild, childState, reduceChild: LuaReference
     }
 
@@ -103,7 +103,8 @@ final class ScriptEngine {
             return reference
         }
         return Runtime(
-            reduce: try function("reduce"), rollback: try function("rollback"), transform: try function("transform"),
+            reduce: try function("reduce"), reduceRun: try function("reduceRun"),
+            runPosition: try function("runPosition"), rollback: try function("rollback"), transform: try function("transform"),
             setState: try function("setState"), state: try function("state"), register: try function("register"),
             unregister: try function("unregister"), path: try function("path"), evaluate: try function("evaluate"),
             subscriptions: try function("subscriptions"), flush: try function("flush"), reset: try function("reset"),
@@ -198,21 +199,84 @@ final class ScriptEngine {
         guard let commands = reduced else {
             throw LuaError(.runtime, "an action must be a table with a string field 'type' (got \(action))")
         }
-        var effects: [ScriptEffect]
+        let effects = try effects(from: commands)
+        if let transitions { transitions(action, (try? state()) ?? .nil) }
+        return effects
+    }
+
+    /// Applies `actions` in order, each as `reduce(_:)` would (its own transaction and time budget; a failing
+    /// one is undone and the next runs), crossing into the VM once for the whole run rather than per action.
+    /// Returns each applied action's outcome, in order; stops early, after an action whose subscriptions the
+    /// store must diff before the next one. With `transitions` set (which need the state after each action),
+    /// or for a single action, it is `reduce(_:)` one action at a time.
+    func reduce(run actions: ArraySlice<LuaValue>) -> [Result<[ScriptEffect], LuaError>] {
+        guard actions.count > 1, transitions == nil else {
+            return [Result { () throws(LuaError) -> [ScriptEffect] in try reduce(actions[actions.startIndex]) }]
+        }
+        let list: LuaReference
         do {
-            effects = commands == .nil ? [] : try Self.commands(from: commands)
+            list = try vm.reference(toList: actions)
+        } catch {
+            // An action that cannot be converted fails on its own, one at a time.
+            return [Result { () throws(LuaError) -> [ScriptEffect] in try reduce(actions[actions.startIndex]) }]
+        }
+        let base = actions.startIndex - 1 // list position p holds actions[base + p]
+        let last = Int64(actions.count)
+        var outcomes: [Result<[ScriptEffect], LuaError>] = []
+        outcomes.reserveCapacity(actions.count)
+        var first: Int64 = 1
+        while first <= last {
+            let stop: (position: Int64, commands: LuaValue?, refused: Bool, dirty: Bool)
+            do {
+                stop = try vm.call(runtime.reduceRun, arguments: [
+                    .reference(app.reduce), .reference(list), .value(.integer(first)), .value(.integer(last)),
+                ]) { results throws(LuaError) in
+                    let position = results.integer(1) ?? last
+                    if results.boolean(4) == true { return (position, nil, true, false) }
+                    let commands = results.isNil(2) ? nil : try results.value(2, root: "commands")
+                    return (position, commands, false, results.boolean(3) == true)
+                }
+            } catch {
+                let failed = (try? vm.call(runtime.runPosition, arguments: []).first?.integer) ?? first
+                undoLastTransaction()
+                for _ in first..<max(first, failed) { outcomes.append(.success([])) }
+                outcomes.append(.failure(error))
+                first = failed + 1
+                continue
+            }
+            for _ in first..<stop.position { outcomes.append(.success([])) }
+            if stop.refused {
+                let action = actions[base + Int(stop.position)]
+                outcomes.append(.failure(LuaError(.runtime, "an action must be a table with a string field 'type' (got \(action))")))
+            } else if let commands = stop.commands {
+                outcomes.append(Result { () throws(LuaError) -> [ScriptEffect] in try effects(from: commands) })
+            } else {
+                outcomes.append(.success([]))
+            }
+            if stop.dirty && app.subscriptions != nil {
+                subscriptionsDirty = true
+                break // the store diffs subscriptions before the next action
+            }
+            first = stop.position + 1
+        }
+        return outcomes
+    }
+
+    /// The commands a reducer returned, validated and numbered; invalid ones undo the action.
+    private func effects(from commands: LuaValue) throws(LuaError) -> [ScriptEffect] {
+        do {
+            var effects = commands == .nil ? [] : try Self.commands(from: commands)
             for index in effects.indices {
                 commandSequence += 1
                 effects[index].sequence = commandSequence
             }
+            return effects
         } catch {
             undoLastTransaction()
             var located = error
             if located.chunkName == nil { located.chunkName = "app.lua" }
             throw located
         }
-        if let transitions { transitions(action, (try? state()) ?? .nil) }
-        return effects
     }
 
     func undoLastTransaction() {

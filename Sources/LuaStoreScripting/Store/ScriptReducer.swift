@@ -18,6 +18,21 @@ struct ScriptReducer: Reducer {
         return commands
     }
 
+    /// Queued actions cross into the VM a run at a time (see `ScriptEngine.reduce(run:)`).
+    var reducesRuns: Bool { true }
+
+    func reduce(into state: inout ScriptState, actions: ArraySlice<LuaValue>) -> [Result<[ScriptEffect], any Error>] {
+        engine.reduce(run: actions).map { outcome in
+            switch outcome {
+            case .success(let commands):
+                state.version += 1
+                return .success(commands)
+            case .failure(let error):
+                return .failure(error)
+            }
+        }
+    }
+
     func subscriptions(for state: ScriptState) throws -> [String: ScriptEffect] {
         try engine.subscriptions()
     }

@@ -1,0 +1,136 @@
+import Foundation
+import LuaKit
+@testable import LuaStoreScripting
+import LuaStoreTestSupport
+import Testing
+
+/// Queued actions reach the VM a run at a time (one call for many actions); every action must still be its
+/// own transaction, with its own failure, commands and time budget.
+@Suite struct ScriptedRunTests {
+    /// Everything the test app can do, good and bad, in one queue.
+    static let mixed: [LuaValue] = [
+        ["type": "increment"], ["type": "add", "title": "first"], ["type": "explode"], ["type": "increment"],
+        ["type": "loop"], ["type": "toggle", "id": 1], ["type": "hog"], ["type": "badcommand"], ["type": "increment"],
+        ["type": "say"], .string("not a table"), ["type": "toggle", "id": 99], ["type": "replace"], ["type": "increment"],
+        ["title": "no type"], ["type": "add", "title": "second"],
+    ]
+
+    struct Outcome: Equatable {
+        let state: LuaValue
+        let props: LuaValue?
+        let failures: [String]
+        let logs: [String]
+    }
+
+    func outcome(queuedAtOnce: Bool) async throws -> Outcome {
+        let folder = try AppFolder(["app.lua": testApp, "lib/util.lua": testUtil])
+        defer { folder.remove() }
+        let recorder = Recorder()
+        let store = try await ScriptedStore(app: folder.url, options: recorder.options)
+        recorder.observe(store)
+        if queuedAtOnce {
+            // While the store's thread is busy, every action joins the inbox: the drain finds them all at once.
+            store.thread.sync { for action in Self.mixed { store.dispatch(action) } }
+        } else {
+            for action in Self.mixed {
+                store.dispatch(action)
+                await store.barrier()
+            }
+        }
+        await store.barrier()
+        #expect(await store.waitUntilIdle(timeout: .seconds(5)))
+        let failures = recorder.failures.value.map { failure in
+            "\(failure.stage) \(failure.error.kind) \(failure.error.location ?? "-") \(failure.error.message) \(failure.action.map { "\($0)" } ?? "-")"
+        }
+        return Outcome(state: try await store.state(), props: recorder.props.value.last, failures: failures,
+                       logs: recorder.logs.value.filter { !$0.hasPrefix("props ran") })
+    }
+
+    @Test func aRunEndsExactlyAsTheSameActionsOneAtATime() async throws {
+        let oneByOne = try await outcome(queuedAtOnce: false)
+        let run = try await outcome(queuedAtOnce: true)
+        #expect(run == oneByOne)
+        #expect(run.failures.count == 7)
+        #expect(run.failures.first?.hasPrefix("reduce runtime app.lua:26 exploded on purpose") == true)
+        #expect(run.failures.contains { $0.contains("app.lua:29 time budget of 100 ms exceeded") })
+        #expect(run.state["count"] == 101 && run.state["items"].table?.count == 1)
+        #expect(run.logs == ["count is 3"])
+    }
+
+    /// The engine itself: one call runs the whole run; it stops only where the store must act before the
+    /// next action (subscriptions that changed), and each action has its own time budget.
+    @Test func theEngineStopsARunOnlyWhereSubscriptionsChanged() throws {
+        let folder = try AppFolder(["app.lua": testApp, "lib/util.lua": testUtil])
+        defer { folder.remove() }
+        let thread = LuaThread(name: "run-test")
+        try thread.sync { () throws in
+            var limits = LuaLimits()
+            limits.timeBudget = .milliseconds(200)
+            let engine = try ScriptEngine(folder: folder.url, thread: thread, limits: limits, log: { _ in }, report: { _ in })
+            _ = try engine.subscriptions() // evaluated once: clean
+            let increments = Array(repeating: ["type": "increment"] as LuaValue, count: 5)
+            var outcomes = engine.reduce(run: (increments + [["type": "say"]] + increments)[...])
+            #expect(outcomes.count == 11, "commands do not end a run")
+            #expect(try outcomes[5].get().map(\.kind) == ["log"])
+            outcomes = engine.reduce(run: [["type": "increment"], ["type": "fetch", "id": 1, "url": "http://127.0.0.1:1/"], ["type": "increment"]])
+            #expect(outcomes.count == 2, "the store must diff subscriptions before the next action")
+            #expect(try engine.subscriptions().keys.sorted() == ["request 1"])
+            #expect(engine.reduce(run: [["type": "increment"], ["type": "increment"]]).count == 2)
+            #expect(try engine.state()["count"] == 13)
+        }
+    }
+
+    /// Each action of a run has the whole time budget: a run of actions that each take 40 % of it succeeds,
+    /// and an endless loop in the middle is stopped and undone while the actions around it apply.
+    @Test func everyActionOfARunHasItsOwnTimeBudget() throws {
+        let folder = try AppFolder(["app.lua": """
+            local app = {}
+            function app.init() return { burned = 0, count = 0 } end
+            function app.reduce(state, action)
+              if action.type == "burn" then
+                local x = 0
+                for i = 1, action.n do x = x + i end
+                state.burned = state.burned + 1
+              elseif action.type == "loop" then
+                state.count = -1
+                while true do end
+              else
+                state.count = state.count + 1
+              end
+            end
+            function app.props(state) return state end
+            return app
+            """])
+        defer { folder.remove() }
+        let thread = LuaThread(name: "run-budget-test")
+        try thread.sync { () throws in
+            var limits = LuaLimits()
+            limits.timeBudget = .milliseconds(300)
+            let engine = try ScriptEngine(folder: folder.url, thread: thread, limits: limits, log: { _ in }, report: { _ in })
+            // How many iterations take 40 % of the budget here (the machine, a sanitizer or the count hook).
+            let clock = ContinuousClock()
+            let sample: Int64 = 2_000_000
+            _ = try engine.reduce(["type": "burn", "n": .integer(sample)])
+            let start = clock.now
+            _ = try engine.reduce(["type": "burn", "n": .integer(sample)])
+            let duration = clock.now - start
+            let elapsed = max(Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18, 1e-4)
+            let n = Int64(Double(sample) * 0.12 / elapsed)
+            let burn: LuaValue = ["type": "burn", "n": .integer(n)]
+            let outcomes = engine.reduce(run: [burn, burn, burn, burn])
+            #expect(outcomes.count == 4)
+            for outcome in outcomes { #expect((try? outcome.get()) != nil) }
+            #expect(try engine.state()["burned"] == 6)
+
+            let mixed = engine.reduce(run: [["type": "increment"], ["type": "loop"], ["type": "increment"]])
+            #expect(mixed.count == 3)
+            guard mixed.count == 3, case .failure(let error) = mixed[1] else {
+                Issue.record("the loop did not fail")
+                return
+            }
+            #expect(error.message == "time budget of 300 ms exceeded")
+            #expect(error.location == "app.lua:10")
+            #expect(try engine.state()["count"] == 2, "the loop's write was undone, the actions around it applied")
+        }
+    }
+}
