@@ -19,9 +19,19 @@ struct RunRecordingReducer: Reducer {
         return try apply(action, to: &state)
     }
 
-    func reduce(into state: inout CounterState, actions: ArraySlice<CounterAction>) -> [Result<[CounterEffect], any Error>] {
+    func reduce(into state: inout CounterState, actions: ArraySlice<CounterAction>) -> RunOutcome<CounterEffect> {
         runs.withLock { $0.append(Array(actions)) }
-        return actions.prefix(stopAfter).map { action in Result { try apply(action, to: &state) } }
+        var outcome = RunOutcome<CounterEffect>()
+        for (offset, action) in actions.prefix(stopAfter).enumerated() {
+            outcome.applied += 1
+            do {
+                let commands = try apply(action, to: &state)
+                if !commands.isEmpty { outcome.commands.append((offset, commands)) }
+            } catch {
+                outcome.failures.append((offset, error))
+            }
+        }
+        return outcome
     }
 
     private func apply(_ action: CounterAction, to state: inout CounterState) throws -> [CounterEffect] {

@@ -69,13 +69,14 @@ import Testing
             let engine = try ScriptEngine(folder: folder.url, thread: thread, limits: limits, log: { _ in }, report: { _ in })
             _ = try engine.subscriptions() // evaluated once: clean
             let increments = Array(repeating: ["type": "increment"] as LuaValue, count: 5)
-            var outcomes = engine.reduce(run: (increments + [["type": "say"]] + increments)[...])
-            #expect(outcomes.count == 11, "commands do not end a run")
-            #expect(try outcomes[5].get().map(\.kind) == ["log"])
-            outcomes = engine.reduce(run: [["type": "increment"], ["type": "fetch", "id": 1, "url": "http://127.0.0.1:1/"], ["type": "increment"]])
-            #expect(outcomes.count == 2, "the store must diff subscriptions before the next action")
+            var outcome = engine.reduce(run: (increments + [["type": "say"]] + increments)[...])
+            #expect(outcome.applied == 11, "commands do not end a run")
+            #expect(outcome.commands.map(\.offset) == [5] && outcome.commands.first?.commands.map(\.kind) == ["log"])
+            #expect(outcome.failures.isEmpty)
+            outcome = engine.reduce(run: [["type": "increment"], ["type": "fetch", "id": 1, "url": "http://127.0.0.1:1/"], ["type": "increment"]])
+            #expect(outcome.applied == 2, "the store must diff subscriptions before the next action")
             #expect(try engine.subscriptions().keys.sorted() == ["request 1"])
-            #expect(engine.reduce(run: [["type": "increment"], ["type": "increment"]]).count == 2)
+            #expect(engine.reduce(run: [["type": "increment"], ["type": "increment"]]).applied == 2)
             #expect(try engine.state()["count"] == 13)
         }
     }
@@ -117,14 +118,15 @@ import Testing
             let elapsed = max(Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18, 1e-4)
             let n = Int64(Double(sample) * 0.12 / elapsed)
             let burn: LuaValue = ["type": "burn", "n": .integer(n)]
-            let outcomes = engine.reduce(run: [burn, burn, burn, burn])
-            #expect(outcomes.count == 4)
-            for outcome in outcomes { #expect((try? outcome.get()) != nil) }
+            let outcome = engine.reduce(run: [burn, burn, burn, burn])
+            #expect(outcome.applied == 4)
+            #expect(outcome.failures.isEmpty)
             #expect(try engine.state()["burned"] == 6)
 
             let mixed = engine.reduce(run: [["type": "increment"], ["type": "loop"], ["type": "increment"]])
-            #expect(mixed.count == 3)
-            guard mixed.count == 3, case .failure(let error) = mixed[1] else {
+            #expect(mixed.applied == 3)
+            #expect(mixed.failures.map(\.offset) == [1])
+            guard let error = mixed.failures.first?.error as? LuaError else {
                 Issue.record("the loop did not fail")
                 return
             }

@@ -157,14 +157,14 @@ extension LuaVM {
 
     /// Puts `values` into the VM as a list (a table with keys 1…n) and returns a reference to it, converting
     /// nothing twice: a host loop in Lua can then walk many values handed over in one go.
-    public func reference(toList values: some Collection<LuaValue>) throws(LuaError) -> LuaReference {
+    public func reference(toList values: ArraySlice<LuaValue>) throws(LuaError) -> LuaReference {
         checkThread()
         guard lua_checkstack(state, 2) != 0 else { throw LuaError(.runtime, "the Lua stack cannot grow") }
         lua_createtable(state, Int32(clamping: values.count), 0)
         var position: lua_Integer = 1
-        for value in values {
+        for index in values.indices {
             do throws(LuaError) {
-                try push(value, path: "list[\(position)]")
+                try push(values[index], path: "list[\(position)]")
             } catch {
                 clua_pop(state, 1)
                 throw error

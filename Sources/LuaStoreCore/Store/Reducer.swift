@@ -38,12 +38,12 @@ public protocol Reducer<State, Action, Effect>: Sendable {
     var reducesRuns: Bool { get }
 
     /// Applies a run of queued actions in order, each as `reduce(into:action:)` would — a failing action
-    /// leaves the state as it was and the ones after it still run — and returns the outcome of each action it
-    /// applied, in order. It may stop early (after at least one action), and must stop after any action that
+    /// leaves the state as it was and the ones after it still run — and says how many it applied and what
+    /// came of them. It may stop early (after at least one action), and must stop after any action that
     /// changed what `subscriptions(for:)` returns: the store diffs subscriptions once, after the run, and hands
     /// the remaining actions over again. Called only when `reducesRuns` is `true`, and never while an
     /// interceptor is set (it sees each action before its reduction). Default: the first action alone.
-    func reduce(into state: inout State, actions: ArraySlice<Action>) -> [Result<[Effect], any Error>]
+    func reduce(into state: inout State, actions: ArraySlice<Action>) -> RunOutcome<Effect>
 }
 
 extension Reducer {
@@ -51,10 +51,32 @@ extension Reducer {
     public var declaresSubscriptions: Bool { true }
     public var reducesRuns: Bool { false }
 
-    public func reduce(into state: inout State, actions: ArraySlice<Action>) -> [Result<[Effect], any Error>] {
-        guard let action = actions.first else { return [] }
-        return [Result { try reduce(into: &state, action: action) }]
+    public func reduce(into state: inout State, actions: ArraySlice<Action>) -> RunOutcome<Effect> {
+        var outcome = RunOutcome<Effect>()
+        guard let action = actions.first else { return outcome }
+        outcome.applied = 1
+        do {
+            let commands = try reduce(into: &state, action: action)
+            if !commands.isEmpty { outcome.commands.append((0, commands)) }
+        } catch {
+            outcome.failures.append((0, error))
+        }
+        return outcome
     }
+}
+
+/// What came of a run of actions (`Reducer.reduce(into:actions:)`): only what needs the store's attention is
+/// listed, so a run of plain state changes costs nothing per action here.
+public struct RunOutcome<Effect: StoreEffect> {
+    /// How many actions of the run were reduced (from its start), failed ones included.
+    public var applied = 0
+    /// The commands of the actions that returned some, by offset in the run, in order.
+    public var commands: [(offset: Int, commands: [Effect])] = []
+    /// The actions that failed (and changed nothing), by offset in the run, in order.
+    public var failures: [(offset: Int, error: any Error)] = []
+
+    /// An outcome of nothing applied yet.
+    public init() {}
 }
 
 /// A reducer made of closures.

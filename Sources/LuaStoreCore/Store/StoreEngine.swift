@@ -135,22 +135,24 @@ final class StoreEngine<R: Reducer>: Sendable {
             return 1
         }
         let actions = run.map(\.action)[...]
-        let outcomes = reducer.reduce(into: &confined.value.state, actions: actions)
-        guard !outcomes.isEmpty else {
+        let outcome = reducer.reduce(into: &confined.value.state, actions: actions)
+        let applied = min(outcome.applied, actions.count)
+        guard applied > 0 else {
             process(run[run.startIndex])
             return 1
         }
-        for (offset, outcome) in outcomes.enumerated() {
-            switch outcome {
-            case .success(let commands):
-                confined.value.changedSinceNotification = true
-                if !commands.isEmpty { launch(commands, action: actions[offset]) }
-            case .failure(let error):
-                report(.reducer, error, action: actions[offset])
+        if outcome.failures.count < applied { confined.value.changedSinceNotification = true }
+        var failures = outcome.failures[...]
+        for (offset, commands) in outcome.commands {
+            while let failure = failures.first, failure.offset < offset {
+                report(.reducer, failure.error, action: actions[failure.offset])
+                failures = failures.dropFirst()
             }
+            if !commands.isEmpty { launch(commands, action: actions[offset]) }
         }
-        if reducer.declaresSubscriptions { diffSubscriptions(action: actions[outcomes.count - 1]) }
-        return outcomes.count
+        for failure in failures { report(.reducer, failure.error, action: actions[failure.offset]) }
+        if reducer.declaresSubscriptions { diffSubscriptions(action: actions[applied - 1]) }
+        return applied
     }
 
     private func process(_ envelope: Envelope) {

@@ -206,25 +206,31 @@ final class ScriptEngine {
 
     /// Applies `actions` in order, each as `reduce(_:)` would (its own transaction and time budget; a failing
     /// one is undone and the next runs), crossing into the VM once for the whole run rather than per action.
-    /// Returns each applied action's outcome, in order; stops early, after an action whose subscriptions the
-    /// store must diff before the next one. With `transitions` set (which need the state after each action),
-    /// or for a single action, it is `reduce(_:)` one action at a time.
-    func reduce(run actions: ArraySlice<LuaValue>) -> [Result<[ScriptEffect], LuaError>] {
-        guard actions.count > 1, transitions == nil else {
-            return [Result { () throws(LuaError) -> [ScriptEffect] in try reduce(actions[actions.startIndex]) }]
+    /// Stops early, after an action whose subscriptions the store must diff before the next one. With
+    /// `transitions` set (which need the state after each action), or for a single action, it is `reduce(_:)`
+    /// one action at a time.
+    func reduce(run actions: ArraySlice<LuaValue>) -> RunOutcome<ScriptEffect> {
+        var outcome = RunOutcome<ScriptEffect>()
+        guard let firstAction = actions.first else { return outcome }
+        func single() -> RunOutcome<ScriptEffect> {
+            outcome.applied = 1
+            do {
+                let commands = try reduce(firstAction)
+                if !commands.isEmpty { outcome.commands.append((0, commands)) }
+            } catch {
+                outcome.failures.append((0, error))
+            }
+            return outcome
         }
+        guard actions.count > 1, transitions == nil else { return single() }
         let list: LuaReference
         do {
             list = try vm.reference(toList: actions)
         } catch {
-            // An action that cannot be converted fails on its own, one at a time.
-            return [Result { () throws(LuaError) -> [ScriptEffect] in try reduce(actions[actions.startIndex]) }]
+            return single() // an action that cannot be converted fails on its own, one at a time
         }
-        let base = actions.startIndex - 1 // list position p holds actions[base + p]
         let last = Int64(actions.count)
-        var outcomes: [Result<[ScriptEffect], LuaError>] = []
-        outcomes.reserveCapacity(actions.count)
-        var first: Int64 = 1
+        var first: Int64 = 1 // list position p holds the action at offset p - 1
         while first <= last {
             let stop: (position: Int64, commands: LuaValue?, refused: Bool, dirty: Bool)
             do {
@@ -239,19 +245,23 @@ final class ScriptEngine {
             } catch {
                 let failed = (try? vm.call(runtime.runPosition, arguments: []).first?.integer) ?? first
                 undoLastTransaction()
-                for _ in first..<max(first, failed) { outcomes.append(.success([])) }
-                outcomes.append(.failure(error))
+                outcome.failures.append((Int(failed - 1), error))
+                outcome.applied = Int(failed)
                 first = failed + 1
                 continue
             }
-            for _ in first..<stop.position { outcomes.append(.success([])) }
+            let offset = Int(stop.position - 1)
+            outcome.applied = offset + 1
             if stop.refused {
-                let action = actions[base + Int(stop.position)]
-                outcomes.append(.failure(LuaError(.runtime, "an action must be a table with a string field 'type' (got \(action))")))
+                let action = actions[actions.startIndex + offset]
+                outcome.failures.append((offset, LuaError(.runtime, "an action must be a table with a string field 'type' (got \(action))")))
             } else if let commands = stop.commands {
-                outcomes.append(Result { () throws(LuaError) -> [ScriptEffect] in try effects(from: commands) })
-            } else {
-                outcomes.append(.success([]))
+                do {
+                    let effects = try effects(from: commands)
+                    if !effects.isEmpty { outcome.commands.append((offset, effects)) }
+                } catch {
+                    outcome.failures.append((offset, error))
+                }
             }
             if stop.dirty && app.subscriptions != nil {
                 subscriptionsDirty = true
@@ -259,7 +269,7 @@ final class ScriptEngine {
             }
             first = stop.position + 1
         }
-        return outcomes
+        return outcome
     }
 
     /// The commands a reducer returned, validated and numbered; invalid ones undo the action.

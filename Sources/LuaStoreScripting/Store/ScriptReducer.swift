@@ -21,16 +21,10 @@ struct ScriptReducer: Reducer {
     /// Queued actions cross into the VM a run at a time (see `ScriptEngine.reduce(run:)`).
     var reducesRuns: Bool { true }
 
-    func reduce(into state: inout ScriptState, actions: ArraySlice<LuaValue>) -> [Result<[ScriptEffect], any Error>] {
-        engine.reduce(run: actions).map { outcome in
-            switch outcome {
-            case .success(let commands):
-                state.version += 1
-                return .success(commands)
-            case .failure(let error):
-                return .failure(error)
-            }
-        }
+    func reduce(into state: inout ScriptState, actions: ArraySlice<LuaValue>) -> RunOutcome<ScriptEffect> {
+        let outcome = engine.reduce(run: actions)
+        state.version += UInt64(outcome.applied - outcome.failures.count)
+        return outcome
     }
 
     func subscriptions(for state: ScriptState) throws -> [String: ScriptEffect] {
