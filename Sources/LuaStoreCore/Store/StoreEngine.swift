@@ -134,7 +134,7 @@ final class StoreEngine<R: Reducer>: Sendable {
             process(run[run.startIndex])
             return 1
         }
-        let actions = run.map(\.action)[...]
+        let actions = run.map { $0.action }[...]
         let outcome = reducer.reduce(into: &confined.value.state, actions: actions)
         let applied = min(outcome.applied, actions.count)
         guard applied > 0 else {

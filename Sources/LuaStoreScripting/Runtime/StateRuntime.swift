@@ -215,7 +215,13 @@ meta.__newindex = function(p, key, value)
   count = count + 3
   real[key] = value
   local byKey = dependents[real]
-  if byKey ~= nil then noteChange(real, byKey, key, old == nil or value == nil) end
+  if byKey ~= nil then
+    -- Often the change is already recorded (the same field written again since the last flush).
+    local keys = changes[real]
+    if keys == nil or not keys[key] or old == nil or value == nil or not subscriptionsDirty then
+      noteChange(real, byKey, key, old == nil or value == nil)
+    end
+  end
   if type(old) == "table" then tablesLeft = true end
 end
 
@@ -269,42 +275,15 @@ local function begin()
   mode, reads, count = "write", false, 0
 end
 
--- Runs the reducer on the state as one transaction. Returns the commands (proxies stripped), or nothing but a
--- second result `true` when the action is not a table with a string `type` (checked here, where it costs two
--- instructions; the host words the error). Every dispatch runs it: `begin` and `commit` are inlined.
-local function apply(reduce, action)
-  if type(action) ~= "table" or type(action.type) ~= "string" then return nil, true end
-  if made > 512 then trimCaches() end
-  for i = 1, count do journal[i] = nil end
-  mode, reads, count = "write", false, 0
-  local root = holder.state
-  local state = proxies[root] or proxy(root)
-  local result, commands = reduce(state, action)
-  if result ~= nil and result ~= state then
-    if type(result) ~= "table" then
-      error("reduce must return the state table, a new state table, or nothing (it returned a " .. type(result) .. ")", 0)
-    end
-    replace(holder, "state", unwrap(result, true))
-  end
-  mode = false
-  if commands ~= nil then return unwrap(commands) end
-  return nil
-end
-
--- One action: its commands, whether `subscriptions` must run again, and (alone) `true` when it was refused.
-function M.reduce(reduce, action)
-  local commands, refused = apply(reduce, action)
-  if refused then return nil, nil, true end
-  return commands, subscriptionsDirty
-end
-
 -- Reduces list[first..last] in order, each action its own transaction with its own time budget, in one call
 -- from the host (the fixed cost of crossing into the VM is paid once per run, not per action). Stops after an
 -- action the host must look at before the next one: one that returned commands (the host validates them and
--- may undo it), one that made the declared subscriptions stale (the store diffs them), or one refused for its
--- shape; returns its position and what `reduce` returned for it. Returns `last` when every action ran
--- without any of those. A failing action raises as from `reduce`; `runPosition` then says which one it was
--- (the ones before it are committed, its own writes are in the journal for the host to roll back).
+-- may undo it), one that made the declared subscriptions stale (the store diffs them), or one refused for not
+-- being a table with a string `type` (checked here, where it costs two instructions; the host words the
+-- error); returns its position, its commands (proxies stripped), whether `subscriptions` must run again, and
+-- whether it was refused. Returns `last` alone when every action ran without any of those. A failing action
+-- raises; `runPosition` then says which one it was (the ones before it are committed, its own writes are in
+-- the journal for the host to roll back). Every dispatch runs this loop: `begin` and `commit` are inlined.
 local restartBudget = restartbudget
 local runPosition = 0
 
@@ -312,16 +291,39 @@ function M.reduceRun(reduce, list, first, last)
   for i = first, last do
     runPosition = i
     if i > first then restartBudget() end
-    local commands, refused = apply(reduce, list[i])
-    if refused then return i, nil, nil, true end
-    if commands ~= nil or (subscriptionsDirty and readers.subscriptions ~= nil) then
-      return i, commands, subscriptionsDirty
+    local action = list[i]
+    if type(action) ~= "table" or type(action.type) ~= "string" then return i, nil, nil, true end
+    if made > 512 then trimCaches() end
+    for j = 1, count do journal[j] = nil end
+    mode, reads, count = "write", false, 0
+    local root = holder.state
+    local state = proxies[root] or proxy(root)
+    local result, commands = reduce(state, action)
+    if result ~= nil and result ~= state then
+      if type(result) ~= "table" then
+        error("reduce must return the state table, a new state table, or nothing (it returned a " .. type(result) .. ")", 0)
+      end
+      replace(holder, "state", unwrap(result, true))
     end
+    mode = false
+    if commands ~= nil then return i, unwrap(commands), subscriptionsDirty end
+    if subscriptionsDirty and readers.subscriptions ~= nil then return i, nil, true end
   end
   return last
 end
 
 function M.runPosition() return runPosition end
+
+-- One action (a run of one): its commands, whether `subscriptions` must run again, and (alone) `true` when it
+-- was refused.
+local single = {}
+function M.reduce(reduce, action)
+  single[1] = action
+  local _, commands, _, refused = M.reduceRun(reduce, single, 1, 1)
+  single[1] = nil
+  if refused then return nil, nil, true end
+  return commands, subscriptionsDirty
+end
 
 -- Undoes the open or last transaction, newest write first.
 function M.rollback()
