@@ -30,6 +30,10 @@ static inline void clua_remove(lua_State *L, int index) { lua_remove(L, index); 
 static inline void clua_replace(lua_State *L, int index) { lua_replace(L, index); }
 /// lua_gc (variadic in C)
 static inline int clua_gc(lua_State *L, int what, int data) { return lua_gc(L, what, data); }
+/// lua_gc(L, LUA_GCINC, pause, stepmul, 0): the incremental collector; returns the previous mode
+static inline int clua_gc_incremental(lua_State *L, int pause, int stepmul) { return lua_gc(L, LUA_GCINC, pause, stepmul, 0); }
+/// lua_gc(L, LUA_GCGEN, minormul, majormul): the generational collector; returns the previous mode
+static inline int clua_gc_generational(lua_State *L, int minormul, int majormul) { return lua_gc(L, LUA_GCGEN, minormul, majormul); }
 /// LUA_REGISTRYINDEX
 static inline int clua_registryindex(void) { return LUA_REGISTRYINDEX; }
 /// LUA_RIDX_GLOBALS

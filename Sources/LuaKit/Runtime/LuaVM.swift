@@ -85,6 +85,12 @@ public final class LuaVM {
         self.state = state
         try buildSandbox()
         collectGarbage()
+        switch limits.garbageCollection {
+        case .incremental(let pause, let stepMultiplier):
+            _ = clua_gc_incremental(state, Int32(min(max(pause, 1), 1000)), Int32(min(max(stepMultiplier, 1), 1000)))
+        case .generational(let minorMultiplier, let majorMultiplier):
+            _ = clua_gc_generational(state, Int32(min(max(minorMultiplier, 1), 200)), Int32(min(max(majorMultiplier, 1), 1000)))
+        }
     }
 
     deinit {
