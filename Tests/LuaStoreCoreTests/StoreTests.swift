@@ -17,7 +17,7 @@ import Testing
             configuration: StoreConfiguration(notification: notification, interceptor: interceptor, errorReporter: log.reporter))
     }
 
-    /// First in, first out, across the batches the drain takes from the inbox (64 at a time), under both
+    /// First in, first out, across the batches the drain takes from the inbox, under both
     /// notification policies.
     @Test(arguments: [NotificationPolicy.everyAction, .batched(maximumActions: 64)])
     func reducesActionsInOrder(notification: NotificationPolicy) async throws {

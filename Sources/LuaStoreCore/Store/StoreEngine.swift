@@ -5,8 +5,9 @@ import Dispatch
 /// subscription diff, observers and child stores.
 ///
 /// `dispatch` may be called from any thread: it appends to the inbox (FIFO) and, if no drain is scheduled,
-/// schedules one on the executor. The drain reduces queued actions one at a time; an action dispatched while
-/// another is reduced or while observers are notified joins the inbox and is reduced after, never recursively.
+/// schedules one on the executor. The drain reduces queued actions one at a time (or hands runs of them to a
+/// reducer that takes runs, `Reducer.reducesRuns`); an action dispatched while another is reduced or while
+/// observers are notified joins the inbox and is reduced after, never recursively.
 final class StoreEngine<R: Reducer>: Sendable {
     typealias State = R.State
     typealias Action = R.Action
@@ -24,20 +25,13 @@ final class StoreEngine<R: Reducer>: Sendable {
 
     private struct Inbox {
         var items: [Envelope] = []
-        var head = 0
         var draining = false
         var stopped = false
 
-        /// Takes up to `limit` queued envelopes, oldest first (empty when none is queued).
-        mutating func take(upTo limit: Int, into batch: inout [Envelope]) {
-            guard head < items.count else {
-                items.removeAll(keepingCapacity: true)
-                head = 0
-                return
-            }
-            let end = min(items.count, head + limit)
-            batch.append(contentsOf: items[head..<end])
-            head = end
+        /// Takes every queued envelope, oldest first, by exchanging buffers (nothing is copied): `batch` must be
+        /// empty, and its storage becomes the inbox's.
+        mutating func takeAll(into batch: inout [Envelope]) {
+            swap(&items, &batch)
         }
     }
 
@@ -89,14 +83,14 @@ final class StoreEngine<R: Reducer>: Sendable {
         case .everyAction: limit = 1
         case .batched(let maximumActions): limit = max(1, maximumActions)
         }
-        // Envelopes are taken from the inbox a batch at a time (one lock per batch, not per action); actions
-        // dispatched meanwhile join the inbox behind the batch, so the order stays first in, first out.
+        // Everything queued is taken from the inbox at once (one lock per batch, not per action; the two buffers
+        // trade places, so nothing is copied); actions dispatched meanwhile join the inbox behind the batch, so
+        // the order stays first in, first out.
         var batch: [Envelope] = []
-        batch.reserveCapacity(64)
         while true {
             batch.removeAll(keepingCapacity: true)
             let more = inbox.withLock { inbox -> Bool in
-                inbox.take(upTo: 64, into: &batch)
+                inbox.takeAll(into: &batch)
                 if batch.isEmpty { inbox.draining = false }
                 return !batch.isEmpty
             }
@@ -251,7 +245,7 @@ final class StoreEngine<R: Reducer>: Sendable {
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: timeout)
         while true {
-            let queued = await onExecutor { engine in engine.inbox.withLock { $0.head < $0.items.count || $0.draining } }
+            let queued = await onExecutor { engine in engine.inbox.withLock { !$0.items.isEmpty || $0.draining } }
             if !queued, commandsInFlight.count == 0, subscriptionsInFlight.count(of: finishing) == 0 { return true }
             guard clock.now < deadline else { return false }
             do { try await Task.sleep(for: .milliseconds(2)) } catch { return false }
