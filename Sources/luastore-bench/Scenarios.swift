@@ -9,6 +9,15 @@ struct Scenarios {
     let workspace: URL
     /// Which side of each ratio runs (`--side`).
     var sides: Harness.Sides = .both
+    /// How the apps' VMs collect garbage (`--collector`; default: `LuaLimits`'s).
+    var collector = LuaLimits().garbageCollection
+
+    /// The options every benchmarked app runs with.
+    var options: ScriptedStoreOptions {
+        var options = Self.quiet
+        options.limits.garbageCollection = collector
+        return options
+    }
 
     var rounds: Int { quick ? 2 : 7 }
 
@@ -50,7 +59,7 @@ struct Scenarios {
         let actions = quick ? 2_000 : 50_000
         let folder = try app("counter", Self.counterApp)
         let luaSide = { () async throws -> Double in
-            let store = try await ScriptedStore(app: folder, options: Self.quiet)
+            let store = try await ScriptedStore(app: folder, options: options)
             let seen = Box(Int64(-1))
             store.observeProps { props in
                 seen.value = props["count"].integer ?? -1
@@ -123,7 +132,7 @@ struct Scenarios {
     /// spread over the whole list, so at 100,000 items nearly every toggle reaches an item not touched lately).
     func toggleCost(items: Int, actions: Int, spread: Int? = nil) async throws -> Double {
         let folder = try app("list\(items)", Self.listApp(items: items))
-        let store = try await ScriptedStore(app: folder, options: Self.quiet)
+        let store = try await ScriptedStore(app: folder, options: options)
         let seen = Box(Int64(-1))
         store.observeProps { props in
             seen.value = props["toggles"].integer ?? -1
@@ -162,7 +171,7 @@ struct Scenarios {
 
     func fanoutCost(observers: Int, actions: Int) async throws -> Double {
         let folder = try app("fanout", Self.listApp(items: 1000))
-        var options = Self.quiet
+        var options = self.options
         options.notification = .everyAction
         let store = try await ScriptedStore(app: folder, options: options)
         let deliveries = Box(0)
@@ -204,7 +213,7 @@ struct Scenarios {
     /// Milliseconds from writing app.lua to the new props arriving, for each of `samples` saves.
     func reloadTimes(items: Int, samples: Int) async throws -> [Double] {
         let folder = try app("reload\(items)", Self.reloadApp(items: items, version: 0))
-        let store = try await ScriptedStore(app: folder, options: Self.quiet)
+        let store = try await ScriptedStore(app: folder, options: options)
         let version = Box(Int64(-1))
         store.observeProps { props in
             version.value = props["version"].integer ?? -1
@@ -247,10 +256,10 @@ struct Scenarios {
 
     func memoryAndLatency() async throws -> [Scenario] {
         let items = quick ? 10_000 : 100_000
-        let emptyStore = try await ScriptedStore(app: try app("empty", Self.listApp(items: 0)), options: Self.quiet)
+        let emptyStore = try await ScriptedStore(app: try app("empty", Self.listApp(items: 0)), options: options)
         let baseline = await emptyStore.memory().bytesInUse
         emptyStore.shutdown()
-        let store = try await ScriptedStore(app: try app("memory", Self.listApp(items: items)), options: Self.quiet)
+        let store = try await ScriptedStore(app: try app("memory", Self.listApp(items: items)), options: options)
         let used = await store.memory().bytesInUse
         let perItem = Double(used - baseline) / Double(items)
         // `memory()` runs a full collection: what a major collection of the generational collector costs here.

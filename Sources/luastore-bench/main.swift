@@ -1,13 +1,16 @@
 import Foundation
+import LuaKit
 
-/// `luastore-bench [--quick] [--json FILE] [--only PREFIX] [--side both|first|second]`: runs the benchmark
-/// scenarios and prints a table. Ratios are measured within one run, alternating the two sides over several
-/// rounds (medians). `--side first` (the Lua or larger side) or `second` runs one side only, for a profiler.
+/// `luastore-bench [--quick] [--json FILE] [--only PREFIX] [--side both|first|second]
+/// [--collector generational|incremental]`: runs the benchmark scenarios and prints a table. Ratios are measured
+/// within one run, alternating the two sides over several rounds (medians). `--side first` (the Lua or larger
+/// side) or `second` runs one side only, for a profiler. `--collector` picks the apps' garbage collector.
 var arguments = Array(CommandLine.arguments.dropFirst())
 var quick = false
 var jsonPath: String?
 var only: String?
 var sides = Harness.Sides.both
+var collector = LuaLimits().garbageCollection
 while !arguments.isEmpty {
     switch arguments.removeFirst() {
     case "--quick": quick = true
@@ -19,8 +22,16 @@ while !arguments.isEmpty {
             exit(2)
         }
         sides = side
+    case "--collector":
+        switch arguments.isEmpty ? nil : arguments.removeFirst() {
+        case "generational": collector = .generational()
+        case "incremental": collector = .incremental()
+        default:
+            FileHandle.standardError.write(Data("luastore-bench: --collector takes generational or incremental\n".utf8))
+            exit(2)
+        }
     case let other:
-        FileHandle.standardError.write(Data("usage: luastore-bench [--quick] [--json FILE] [--only PREFIX] [--side both|first|second] (unknown: \(other))\n".utf8))
+        FileHandle.standardError.write(Data("usage: luastore-bench [--quick] [--json FILE] [--only PREFIX] [--side both|first|second] [--collector generational|incremental] (unknown: \(other))\n".utf8))
         exit(2)
     }
 }
@@ -31,6 +42,7 @@ defer { try? FileManager.default.removeItem(at: workspace) }
 
 var scenarios = Scenarios(quick: quick, workspace: workspace)
 scenarios.sides = sides
+scenarios.collector = collector
 var rows: [Scenario] = []
 let groups: [(String, () async throws -> [Scenario])] = [
     ("counter", scenarios.counter), ("state_size", scenarios.stateSize), ("fanout", scenarios.fanout),
