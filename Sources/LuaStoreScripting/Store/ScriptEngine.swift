@@ -61,7 +61,8 @@ final class ScriptEngine {
     var transitions: (@Sendable (LuaValue, LuaValue) -> Void)?
     var nextChild: Int64 = 1
     private var commandSequence: UInt64 = 0
-    private var subscriptionsDirty = true
+    /// Whether `subscriptions` must run again before its cached result is used.
+    var subscriptionsDirty = true
 
     /// Loads the app in `folder`, runs `init`, and sets up the runtime. On this VM's thread.
     init(folder: URL, thread: LuaThread, limits: LuaLimits, log: @escaping @Sendable (String) -> Void,
@@ -204,76 +205,8 @@ final class ScriptEngine {
         return effects
     }
 
-    /// Applies `actions` in order, each as `reduce(_:)` would (its own transaction and time budget; a failing
-    /// one is undone and the next runs), crossing into the VM once for the whole run rather than per action.
-    /// Stops early, after an action whose subscriptions the store must diff before the next one. With
-    /// `transitions` set (which need the state after each action), or for a single action, it is `reduce(_:)`
-    /// one action at a time.
-    func reduce(run actions: ArraySlice<LuaValue>) -> RunOutcome<ScriptEffect> {
-        var outcome = RunOutcome<ScriptEffect>()
-        guard let firstAction = actions.first else { return outcome }
-        func single() -> RunOutcome<ScriptEffect> {
-            outcome.applied = 1
-            do {
-                let commands = try reduce(firstAction)
-                if !commands.isEmpty { outcome.commands.append((0, commands)) }
-            } catch {
-                outcome.failures.append((0, error))
-            }
-            return outcome
-        }
-        guard actions.count > 1, transitions == nil else { return single() }
-        let list: LuaReference
-        do {
-            list = try vm.reference(toList: actions)
-        } catch {
-            return single() // an action that cannot be converted fails on its own, one at a time
-        }
-        let last = Int64(actions.count)
-        var first: Int64 = 1 // list position p holds the action at offset p - 1
-        while first <= last {
-            let stop: (position: Int64, commands: LuaValue?, refused: Bool, dirty: Bool)
-            do {
-                stop = try vm.call(runtime.reduceRun, arguments: [
-                    .reference(app.reduce), .reference(list), .value(.integer(first)), .value(.integer(last)),
-                ]) { results throws(LuaError) in
-                    let position = results.integer(1) ?? last
-                    if results.boolean(4) == true { return (position, nil, true, false) }
-                    let commands = results.isNil(2) ? nil : try results.value(2, root: "commands")
-                    return (position, commands, false, results.boolean(3) == true)
-                }
-            } catch {
-                let failed = (try? vm.call(runtime.runPosition, arguments: []).first?.integer) ?? first
-                undoLastTransaction()
-                outcome.failures.append((Int(failed - 1), error))
-                outcome.applied = Int(failed)
-                first = failed + 1
-                continue
-            }
-            let offset = Int(stop.position - 1)
-            outcome.applied = offset + 1
-            if stop.refused {
-                let action = actions[actions.startIndex + offset]
-                outcome.failures.append((offset, LuaError(.runtime, "an action must be a table with a string field 'type' (got \(action))")))
-            } else if let commands = stop.commands {
-                do {
-                    let effects = try effects(from: commands)
-                    if !effects.isEmpty { outcome.commands.append((offset, effects)) }
-                } catch {
-                    outcome.failures.append((offset, error))
-                }
-            }
-            if stop.dirty && app.subscriptions != nil {
-                subscriptionsDirty = true
-                break // the store diffs subscriptions before the next action
-            }
-            first = stop.position + 1
-        }
-        return outcome
-    }
-
     /// The commands a reducer returned, validated and numbered; invalid ones undo the action.
-    private func effects(from commands: LuaValue) throws(LuaError) -> [ScriptEffect] {
+    func effects(from commands: LuaValue) throws(LuaError) -> [ScriptEffect] {
         do {
             var effects = commands == .nil ? [] : try Self.commands(from: commands)
             for index in effects.indices {
