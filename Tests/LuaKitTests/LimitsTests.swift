@@ -125,6 +125,19 @@ import Testing
         }
     }
 
+    /// `istable` and `isstring` answer what `type(v) == "table"` and `== "string"` would, for trusted code only.
+    @Test func trustedCodeHasTypeTestsThatMakeNoString() async throws {
+        try await withVM { vm throws in
+            let probe = try vm.loadTrusted(
+                "return istable({}), istable('t'), istable(nil), isstring('s'), isstring(1), isstring({})", chunkName: "probe")
+            #expect(try vm.call(probe) == [true, false, false, true, false, false])
+            for name in ["istable", "isstring"] {
+                let hidden = luaError { _ = try vm.run("return \(name)", chunkName: "script.lua") }
+                #expect(hidden?.message == "undeclared global '\(name)'")
+            }
+        }
+    }
+
     /// Counting is exact and repeatable: a loop of n iterations costs a + b·n instructions, the same call
     /// counts the same twice, the budget still holds while counting, and afterwards enforcement is as before.
     @Test(arguments: enforcements)

@@ -143,6 +143,20 @@ void clua_end_call(lua_State *L, CLuaGuard *g);
 /// in one call, each within its own budget. In guard.c.
 int clua_restart_budget(lua_State *L);
 
+/// `istable(v)` and `isstring(v)`, Lua functions for trusted host code: `type(v) == "table"` (or `"string"`)
+/// without making a string — Lua's `type` pushes its answer as a string, found again in the string cache with
+/// a `strcmp`, on every call, which made it the dearest part of a write barrier that asks it several times
+/// per access.
+static inline int clua_is_table(lua_State *L) {
+    lua_pushboolean(L, lua_type(L, 1) == LUA_TTABLE);
+    return 1;
+}
+
+static inline int clua_is_string(lua_State *L) {
+    lua_pushboolean(L, lua_type(L, 1) == LUA_TSTRING);
+    return 1;
+}
+
 /// Starts (`on` nonzero) or stops counting every instruction the VM executes into `instructionCount`, and sets
 /// the hook that enforcement and counting need. In guard.c.
 void clua_count_instructions(lua_State *L, CLuaGuard *g, int on);

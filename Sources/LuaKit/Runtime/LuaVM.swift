@@ -183,6 +183,10 @@ public final class LuaVM {
         // Trusted host code only (scripts never see the real global table).
         clua_pushcfunction(state, clua_restart_budget)
         lua_setglobal(state, "restartbudget")
+        clua_pushcfunction(state, clua_is_table)
+        lua_setglobal(state, "istable")
+        clua_pushcfunction(state, clua_is_string)
+        lua_setglobal(state, "isstring")
     }
 
     /// [-0, +1] Loads `source` as a text chunk named `chunkName` (compiled with the real global table as `_ENV`;

@@ -18,9 +18,16 @@ final class StoreEngine<R: Reducer>: Sendable {
         let action: Action
         let origin: WeakChild<State, Action, Effect>?
         let lease: EffectLease?
+        /// Dispatched from outside (not by an effect, not through a child store): may join a run. Stored, so
+        /// that reading it does not copy the envelope (the engine's code runs unspecialized in other modules).
+        let isPlain: Bool
 
-        /// Dispatched from outside (not by an effect, not through a child store): may join a run.
-        var isPlain: Bool { origin == nil && lease == nil }
+        init(action: Action, origin: WeakChild<State, Action, Effect>?, lease: EffectLease?) {
+            self.action = action
+            self.origin = origin
+            self.lease = lease
+            isPlain = origin == nil && lease == nil
+        }
     }
 
     private struct Inbox {
@@ -87,6 +94,8 @@ final class StoreEngine<R: Reducer>: Sendable {
         // trade places, so nothing is copied); actions dispatched meanwhile join the inbox behind the batch, so
         // the order stays first in, first out.
         var batch: [Envelope] = []
+        var actions: [Action] = [] // a run's actions (reused)
+        let runs = reducer.reducesRuns && configuration.interceptor == nil
         while true {
             batch.removeAll(keepingCapacity: true)
             let more = inbox.withLock { inbox -> Bool in
@@ -97,11 +106,12 @@ final class StoreEngine<R: Reducer>: Sendable {
             guard more else { break }
             var index = 0
             while index < batch.count {
+                // Runs go to a reducer that asks for them, unless an interceptor must see each action first.
                 if runs, batch[index].isPlain {
                     // A run: consecutive plain envelopes, no longer than the notification policy allows.
                     var end = index + 1
                     while end < batch.count, end - index < limit - sinceNotification, batch[end].isPlain { end += 1 }
-                    let applied = processRun(batch[index..<end])
+                    let applied = processRun(batch[index..<end], actions: &actions)
                     index += applied
                     sinceNotification += applied
                 } else {
@@ -118,18 +128,16 @@ final class StoreEngine<R: Reducer>: Sendable {
         notifyIfChanged()
     }
 
-    /// Whether the reducer is handed runs of actions: it asks for them and no interceptor must see each action
-    /// before its reduction.
-    private var runs: Bool { reducer.reducesRuns && configuration.interceptor == nil }
-
     /// Reduces a run of plain envelopes with one call of the reducer; returns how many it applied (≥ 1).
-    private func processRun(_ run: ArraySlice<Envelope>) -> Int {
+    private func processRun(_ run: ArraySlice<Envelope>, actions: inout [Action]) -> Int {
         if run.count == 1 {
             process(run[run.startIndex])
             return 1
         }
-        let actions = run.map { $0.action }[...]
-        let outcome = reducer.reduce(into: &confined.value.state, actions: actions)
+        // A plain loop into a reused buffer: `map` runs unspecialized here and cost as much as the run itself.
+        actions.removeAll(keepingCapacity: true)
+        for index in run.indices { actions.append(run[index].action) }
+        let outcome = reducer.reduce(into: &confined.value.state, actions: actions[...])
         let applied = min(outcome.applied, actions.count)
         guard applied > 0 else {
             process(run[run.startIndex])

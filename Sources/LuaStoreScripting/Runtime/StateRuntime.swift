@@ -35,6 +35,7 @@ enum StateRuntime {
 local rawget, rawset, rawlen, next, type, setmetatable, getmetatable, error, pcall =
   rawget, rawset, rawlen, next, type, setmetatable, getmetatable, error, pcall
 local select, tostring = select, tostring
+local istable, isstring = istable, isstring  -- type(v) == "table" / "string", without making a string
 
 local ALL, STRUCTURE = {}, {}          -- read markers: every key of a table; its length and set of keys
 local HOLDER_STATE = { state = true }  -- what every reader reads of `holder` (shared; never written)
@@ -147,14 +148,14 @@ end
 -- tables are plain data: one with a metatable is refused, which is what lets the barrier below index real
 -- tables directly (`real[key]`, no `rawget` call) with raw semantics.
 local function unwrap(value, storing)
-  if type(value) ~= "table" then return value end
+  if not istable(value) then return value end
   local real = targets[value]
   if real ~= nil then return real end
   if not storing then
     -- The common case (props of plain values, no commands inside): nothing to strip, nothing to allocate.
     local flat = true
     for key, item in next, value do
-      if type(item) == "table" or type(key) == "table" then flat = false break end
+      if istable(item) or istable(key) then flat = false break end
     end
     if flat then return value end
   end
@@ -167,11 +168,11 @@ local function unwrap(value, storing)
     end
     local proxyKeys
     for key, item in next, t do
-      if type(item) == "table" then
+      if istable(item) then
         local inner = targets[item]
         if inner ~= nil then rawset(t, key, inner) else strip(item) end
       end
-      if type(key) == "table" and targets[key] ~= nil then
+      if istable(key) and targets[key] ~= nil then
         proxyKeys = proxyKeys or {}
         proxyKeys[#proxyKeys + 1] = key
       end
@@ -193,10 +194,10 @@ meta.__index = function(p, key)
   if not mode then closed() end
   local real = targets[p]
   if real == nil then stale() end
-  if type(key) == "table" then key = targets[key] or key end
+  if istable(key) then key = targets[key] or key end
   if reads then note(real, key) end
   local value = real[key]
-  if type(value) == "table" then return proxies[value] or proxy(value) end
+  if istable(value) then return proxies[value] or proxy(value) end
   return value
 end
 
@@ -207,8 +208,8 @@ meta.__newindex = function(p, key, value)
   end
   local real = targets[p]
   if real == nil then stale() end
-  if type(key) == "table" then key = targets[key] or key end
-  if type(value) == "table" then value = unwrap(value, true) end
+  if istable(key) then key = targets[key] or key end
+  if istable(value) then value = unwrap(value, true) end
   local old = real[key]
   if old == value then return end
   journal[count + 1], journal[count + 2], journal[count + 3] = real, key, old
@@ -222,7 +223,7 @@ meta.__newindex = function(p, key, value)
       noteChange(real, byKey, key, old == nil or value == nil)
     end
   end
-  if type(old) == "table" then tablesLeft = true end
+  if istable(old) then tablesLeft = true end
 end
 
 meta.__len = function(p)
@@ -242,7 +243,7 @@ meta.__pairs = function(p)
   return function()
     local value
     key, value = next(real, key)
-    if type(value) == "table" then value = proxy(value) end
+    if istable(value) then value = proxy(value) end
     return key, value
   end
 end
@@ -265,7 +266,7 @@ local function replace(tbl, key, value)
   tbl[key] = value
   local byKey = dependents[tbl]
   if byKey ~= nil then noteChange(tbl, byKey, key, old == nil or value == nil) end
-  if type(old) == "table" then tablesLeft = true end
+  if istable(old) then tablesLeft = true end
 end
 
 -- The journal is kept until the next transaction begins, so the host can still undo the last one (when
@@ -292,7 +293,7 @@ function M.reduceRun(reduce, list, first, last)
     runPosition = i
     if i > first then restartBudget() end
     local action = list[i]
-    if type(action) ~= "table" or type(action.type) ~= "string" then return i, nil, nil, true end
+    if not istable(action) or not isstring(action.type) then return i, nil, nil, true end
     if made > 512 then trimCaches() end
     for j = 1, count do journal[j] = nil end
     mode, reads, count = "write", false, 0
@@ -300,7 +301,7 @@ function M.reduceRun(reduce, list, first, last)
     local state = proxies[root] or proxy(root)
     local result, commands = reduce(state, action)
     if result ~= nil and result ~= state then
-      if type(result) ~= "table" then
+      if not istable(result) then
         error("reduce must return the state table, a new state table, or nothing (it returned a " .. type(result) .. ")", 0)
       end
       replace(holder, "state", unwrap(result, true))
@@ -341,14 +342,14 @@ function M.transform(fn, ...)
   local state = proxy(holder.state)
   local result = fn(state, ...)
   if result ~= nil and result ~= state then
-    if type(result) ~= "table" then error("the function must return a state table or nothing", 0) end
+    if not istable(result) then error("the function must return a state table or nothing", 0) end
     replace(holder, "state", unwrap(result, true))
   end
   commit()
 end
 
 function M.setState(state)
-  if type(state) ~= "table" then error("init must return a table (it returned a " .. type(state) .. ")", 0) end
+  if not istable(state) then error("init must return a table (it returned a " .. type(state) .. ")", 0) end
   begin()
   replace(holder, "state", unwrap(state, true))
   commit()
@@ -359,7 +360,7 @@ function M.state() return holder.state end
 -- Child stores: local state of their own, reduced by their own module, never writing the root's.
 
 function M.setChild(id, state)
-  if type(state) ~= "table" then error("a child's init must return a table (it returned a " .. type(state) .. ")", 0) end
+  if not istable(state) then error("a child's init must return a table (it returned a " .. type(state) .. ")", 0) end
   begin()
   replace(children, id, unwrap(state, true))
   commit()
@@ -377,7 +378,7 @@ function M.reduceChild(id, reduce, action)
   local state = proxy(children[id])
   local result, commands = reduce(state, action)
   if result ~= nil and result ~= state then
-    if type(result) ~= "table" then
+    if not istable(result) then
       error("a child's reduce must return its state table, a new table, or nothing (it returned a " .. type(result) .. ")", 0)
     end
     replace(children, id, unwrap(result, true))
@@ -433,7 +434,7 @@ end
 -- fresh tables would add an entry to `dependents`, a weak-keyed table, on every evaluation, and weak tables
 -- full of dead keys make every collection slower.)
 local function dependOnResult(value, seen, inState)
-  if type(value) ~= "table" then return end
+  if not istable(value) then return end
   local real = targets[value]
   if real ~= nil then inState = true else real = value end
   if seen ~= nil then
@@ -442,7 +443,7 @@ local function dependOnResult(value, seen, inState)
   end
   if inState then note(real, ALL) end
   for _, item in next, real do
-    if type(item) == "table" then
+    if istable(item) then
       -- The cycle guard is made only once there is something to recurse into: a flat result allocates nothing.
       seen = seen or { [real] = true }
       dependOnResult(item, seen, inState)
@@ -486,7 +487,7 @@ function M.path(...)
   return function(state)
     local value = state
     for i = 1, n do
-      if type(value) ~= "table" then return nil end
+      if not istable(value) then return nil end
       value = value[keys[i]]
     end
     return value
