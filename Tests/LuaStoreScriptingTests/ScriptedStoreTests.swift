@@ -94,6 +94,33 @@ import Testing
         #expect(await eventually { recorder.props.value.last == ["count": 2, "n": 1] })
     }
 
+    /// A write with a nil or NaN key fails like one on a plain table, names file and line, and is rolled back
+    /// with the writes before it (nothing is journaled for the bad key, so undoing cannot fail).
+    @Test(arguments: [("nilkey", "table index is nil"), ("nankey", "table index is NaN")])
+    func writesWithAnInvalidKeyFailAndRollBack(action: String, message: String) async throws {
+        let (store, recorder, folder) = try await makeStore(["app.lua": """
+            local app = {}
+            function app.init() return { count = 0 } end
+            function app.reduce(state, action)
+              state.count = state.count + 1
+              if action.type == "nilkey" then state[nil] = 1 elseif action.type == "nankey" then state[0/0] = 1 end
+            end
+            function app.props(state) return { count = state.count } end
+            return app
+            """])
+        defer { folder.remove() }
+        store.dispatch(["type": "increment"])
+        let before = try await store.state()
+        store.dispatch(["type": .string(action)])
+        #expect(try await store.state() == before)
+        let failures = recorder.failures.value
+        #expect(failures.count == 1, "one failure, no failed rollback: \(failures)")
+        #expect(failures.first?.error.message == message)
+        #expect(failures.first?.error.location == "app.lua:5")
+        store.dispatch(["type": "increment"])
+        #expect(await eventually { recorder.props.value.last == ["count": 2] })
+    }
+
     /// A reader whose value cannot cross into Swift is reported (stage, path, message) on its own; the other
     /// readers evaluated in the same flush still get their values, and it recovers once its value is plain.
     @Test func oneReadersBadValueSparesTheOthers() async throws {

@@ -194,7 +194,8 @@ meta.__index = function(p, key)
   if not mode then closed() end
   local real = targets[p]
   if real == nil then stale() end
-  if istable(key) then key = targets[key] or key end
+  local keyTarget = targets[key] -- a proxy used as a key stands for its table (a lookup is cheaper than a type test)
+  if keyTarget ~= nil then key = keyTarget end
   if reads then note(real, key) end
   local value = real[key]
   if istable(value) then return proxies[value] or proxy(value) end
@@ -208,7 +209,10 @@ meta.__newindex = function(p, key, value)
   end
   local real = targets[p]
   if real == nil then stale() end
-  if istable(key) then key = targets[key] or key end
+  local keyTarget = targets[key]
+  if keyTarget ~= nil then key = keyTarget end
+  -- Refused before anything is journaled: undoing a journaled write to such a key would itself fail.
+  if key == nil then error("table index is nil", 2) elseif key ~= key then error("table index is NaN", 2) end
   if istable(value) then value = unwrap(value, true) end
   local old = real[key]
   if old == value then return end
