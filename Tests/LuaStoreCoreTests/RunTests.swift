@@ -77,6 +77,29 @@ struct RunRecordingReducer: Reducer {
         #expect(reducer.diffs.value.last == 1234, "subscriptions are diffed after the run")
     }
 
+    /// An action dispatched through a child store (the child reduces it after the root) ends a run and is
+    /// reduced on its own; the runs around it keep their order.
+    @Test func actionsFromAChildStoreSplitRuns() async throws {
+        let reducer = RunRecordingReducer(stopAfter: .max)
+        let queue = DispatchQueue(label: "run-tests")
+        let root = RootStore(initialState: CounterState(), reducer: reducer,
+                             configuration: StoreConfiguration(executor: queue))
+        let child = root.child(initialState: [CounterAction](), reducer: StoreTests.Draft())
+        let seen = Locked<[ChildState<CounterState, [CounterAction]>]>([])
+        child.subscribe(Observer { state in seen.withLock { $0.append(state) }; return .active })
+        queue.sync {
+            root.dispatch(.add(1))
+            root.dispatch(.add(2))
+            child.dispatch(.add(3))
+            root.dispatch(.add(4))
+            root.dispatch(.add(5))
+        }
+        #expect(await root.state().count == 12345)
+        #expect(reducer.runs.value == [[.add(1), .add(2)], [.add(4), .add(5)]])
+        #expect(reducer.singles.value == [.add(3)])
+        #expect(await eventually { seen.value.last?.local == [.add(3)] && seen.value.last?.root.count == 12345 })
+    }
+
     @Test func aReducerThatStopsEarlyIsHandedTheRestAgain() async {
         let reducer = RunRecordingReducer(stopAfter: 2)
         let (_, state) = await queued([.add(1), .add(2), .add(3), .add(4), .add(5)], reducer: reducer)

@@ -14,31 +14,42 @@ final class StoreEngine<R: Reducer>: Sendable {
     typealias Effect = R.Effect
     typealias Child = any ChildNode<State, Action, Effect>
 
-    struct Envelope: Sendable {
-        let action: Action
+    /// Where a queued action came from, when not from outside: a child store it was dispatched to, or the
+    /// effect that sent it (whose cancellation drops it).
+    struct Route: Sendable {
         let origin: WeakChild<State, Action, Effect>?
         let lease: EffectLease?
-        /// Dispatched from outside (not by an effect, not through a child store): may join a run. Stored, so
-        /// that reading it does not copy the envelope (the engine's code runs unspecialized in other modules).
-        let isPlain: Bool
+    }
 
-        init(action: Action, origin: WeakChild<State, Action, Effect>?, lease: EffectLease?) {
-            self.action = action
-            self.origin = origin
-            self.lease = lease
-            isPlain = origin == nil && lease == nil
+    /// Queued actions, oldest first. The actions are an array of their own, not fields of envelopes: the
+    /// engine's code runs unspecialized in other modules, where reading one field of a generic struct in an
+    /// array copies the whole struct, and a run hands the reducer a slice of `actions` as it is. Dispatching
+    /// from outside appends one action; the few that came from a child store or an effect also note their route.
+    struct Queue {
+        var actions: [Action] = []
+        /// The actions that did not come from outside, by position in `actions`, in order.
+        var routed: [(position: Int, route: Route)] = []
+
+        mutating func append(_ action: Action, origin: WeakChild<State, Action, Effect>?, lease: EffectLease?) {
+            if origin != nil || lease != nil { routed.append((actions.count, Route(origin: origin, lease: lease))) }
+            actions.append(action)
+        }
+
+        mutating func removeAll() {
+            actions.removeAll(keepingCapacity: true)
+            if !routed.isEmpty { routed.removeAll(keepingCapacity: true) }
         }
     }
 
     private struct Inbox {
-        var items: [Envelope] = []
+        var queue = Queue()
         var draining = false
         var stopped = false
 
-        /// Takes every queued envelope, oldest first, by exchanging buffers (nothing is copied): `batch` must be
+        /// Takes every queued action, oldest first, by exchanging buffers (nothing is copied): `batch` must be
         /// empty, and its storage becomes the inbox's.
-        mutating func takeAll(into batch: inout [Envelope]) {
-            swap(&items, &batch)
+        mutating func takeAll(into batch: inout Queue) {
+            swap(&queue, &batch)
         }
     }
 
@@ -75,7 +86,7 @@ final class StoreEngine<R: Reducer>: Sendable {
     func dispatch(_ action: Action, origin: WeakChild<State, Action, Effect>? = nil, lease: EffectLease? = nil) {
         let scheduleDrain = inbox.withLock { inbox -> Bool in
             guard !inbox.stopped else { return false }
-            inbox.items.append(Envelope(action: action, origin: origin, lease: lease))
+            inbox.queue.append(action, origin: origin, lease: lease)
             guard !inbox.draining else { return false }
             inbox.draining = true
             return true
@@ -93,29 +104,36 @@ final class StoreEngine<R: Reducer>: Sendable {
         // Everything queued is taken from the inbox at once (one lock per batch, not per action; the two buffers
         // trade places, so nothing is copied); actions dispatched meanwhile join the inbox behind the batch, so
         // the order stays first in, first out.
-        var batch: [Envelope] = []
-        var actions: [Action] = [] // a run's actions (reused)
+        var batch = Queue()
         let runs = reducer.reducesRuns && configuration.interceptor == nil
         while true {
-            batch.removeAll(keepingCapacity: true)
+            batch.removeAll()
             let more = inbox.withLock { inbox -> Bool in
                 inbox.takeAll(into: &batch)
-                if batch.isEmpty { inbox.draining = false }
-                return !batch.isEmpty
+                if batch.actions.isEmpty { inbox.draining = false }
+                return !batch.actions.isEmpty
             }
             guard more else { break }
             var index = 0
-            while index < batch.count {
-                // Runs go to a reducer that asks for them, unless an interceptor must see each action first.
-                if runs, batch[index].isPlain {
-                    // A run: consecutive plain envelopes, no longer than the notification policy allows.
-                    var end = index + 1
-                    while end < batch.count, end - index < limit - sinceNotification, batch[end].isPlain { end += 1 }
-                    let applied = processRun(batch[index..<end], actions: &actions)
+            var nextRouted = 0 // in batch.routed
+            let count = batch.actions.count
+            while index < count {
+                let routedAt = nextRouted < batch.routed.count ? batch.routed[nextRouted].position : count
+                if index == routedAt {
+                    process(batch.actions[index], route: batch.routed[nextRouted].route)
+                    nextRouted += 1
+                    index += 1
+                    sinceNotification += 1
+                } else if runs {
+                    // A run of actions from outside (up to the next routed one), no longer than the notification
+                    // policy allows. Runs go to a reducer that asks for them, unless an interceptor must see each
+                    // action before it is reduced.
+                    let end = min(routedAt, index + (limit - sinceNotification))
+                    let applied = processRun(batch.actions[index..<end])
                     index += applied
                     sinceNotification += applied
                 } else {
-                    process(batch[index])
+                    process(batch.actions[index], route: Route(origin: nil, lease: nil))
                     index += 1
                     sinceNotification += 1
                 }
@@ -128,40 +146,37 @@ final class StoreEngine<R: Reducer>: Sendable {
         notifyIfChanged()
     }
 
-    /// Reduces a run of plain envelopes with one call of the reducer; returns how many it applied (≥ 1).
-    private func processRun(_ run: ArraySlice<Envelope>, actions: inout [Action]) -> Int {
-        if run.count == 1 {
-            process(run[run.startIndex])
+    /// Reduces a run of plain actions with one call of the reducer; returns how many it applied (≥ 1).
+    private func processRun(_ actions: ArraySlice<Action>) -> Int {
+        let first = actions.startIndex
+        if actions.count == 1 {
+            process(actions[first], route: Route(origin: nil, lease: nil))
             return 1
         }
-        // A plain loop into a reused buffer: `map` runs unspecialized here and cost as much as the run itself.
-        actions.removeAll(keepingCapacity: true)
-        for index in run.indices { actions.append(run[index].action) }
-        let outcome = reducer.reduce(into: &confined.value.state, actions: actions[...])
+        let outcome = reducer.reduce(into: &confined.value.state, actions: actions)
         let applied = min(outcome.applied, actions.count)
         guard applied > 0 else {
-            process(run[run.startIndex])
+            process(actions[first], route: Route(origin: nil, lease: nil))
             return 1
         }
         if outcome.failures.count < applied { confined.value.changedSinceNotification = true }
         var failures = outcome.failures[...]
         for (offset, commands) in outcome.commands {
             while let failure = failures.first, failure.offset < offset {
-                report(.reducer, failure.error, action: actions[failure.offset])
+                report(.reducer, failure.error, action: actions[first + failure.offset])
                 failures = failures.dropFirst()
             }
-            if !commands.isEmpty { launch(commands, action: actions[offset]) }
+            if !commands.isEmpty { launch(commands, action: actions[first + offset]) }
         }
-        for failure in failures { report(.reducer, failure.error, action: actions[failure.offset]) }
-        if reducer.declaresSubscriptions { diffSubscriptions(action: actions[applied - 1]) }
+        for failure in failures { report(.reducer, failure.error, action: actions[first + failure.offset]) }
+        if reducer.declaresSubscriptions { diffSubscriptions(action: actions[first + applied - 1]) }
         return applied
     }
 
-    private func process(_ envelope: Envelope) {
-        if let lease = envelope.lease, lease.isCancelled { return }
-        let action = envelope.action
+    private func process(_ action: Action, route: Route) {
+        if let lease = route.lease, lease.isCancelled { return }
         if let interceptor = configuration.interceptor {
-            interceptor(action, Dispatcher { [weak self] in self?.dispatch($0, origin: envelope.origin) })
+            interceptor(action, Dispatcher { [weak self] in self?.dispatch($0, origin: route.origin) })
         }
         let commands: [Effect]
         do {
@@ -172,7 +187,7 @@ final class StoreEngine<R: Reducer>: Sendable {
         }
         confined.value.changedSinceNotification = true
         if !commands.isEmpty { launch(commands, action: action) }
-        if let child = envelope.origin?.node {
+        if let child = route.origin?.node {
             do {
                 let childCommands = try child.reduceLocal(action)
                 if !childCommands.isEmpty { launch(childCommands, action: action) }
@@ -253,7 +268,7 @@ final class StoreEngine<R: Reducer>: Sendable {
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: timeout)
         while true {
-            let queued = await onExecutor { engine in engine.inbox.withLock { !$0.items.isEmpty || $0.draining } }
+            let queued = await onExecutor { engine in engine.inbox.withLock { !$0.queue.actions.isEmpty || $0.draining } }
             if !queued, commandsInFlight.count == 0, subscriptionsInFlight.count(of: finishing) == 0 { return true }
             guard clock.now < deadline else { return false }
             do { try await Task.sleep(for: .milliseconds(2)) } catch { return false }
