@@ -256,8 +256,8 @@ end
 
 local M = {}
 
--- Ends a transaction. The barrier recorded the changes as they happened; writes the host made itself (a
--- replaced root or child state) are recorded here.
+-- Ends a transaction. Nothing is left to record: the barrier (and `replace`, for the runtime's own writes)
+-- recorded each change as it happened.
 local function commit()
   mode = false
 end
@@ -284,7 +284,7 @@ end
 -- from the host (the fixed cost of crossing into the VM is paid once per run, not per action). Stops after an
 -- action the host must look at before the next one: one that returned commands (the host validates them and
 -- may undo it), one that made the declared subscriptions stale (the store diffs them), or one refused for not
--- being a table with a string `type` (checked here, where it costs two instructions; the host words the
+-- being a table with a string `type` (checked here, where it costs two type tests; the host words the
 -- error); returns its position, its commands (proxies stripped), whether `subscriptions` must run again, and
 -- whether it was refused. Returns `last` alone when every action ran without any of those. A failing action
 -- raises; `runPosition` then says which one it was (the ones before it are committed, its own writes are in
