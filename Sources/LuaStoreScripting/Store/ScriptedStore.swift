@@ -5,7 +5,7 @@ import LuaStoreCore
 
 /// How a scripted store runs.
 public struct ScriptedStoreOptions: Sendable {
-    /// Bounds of the app's VM (memory, time per call).
+    /// Bounds of the app's VM (memory, time per call) and how it collects garbage.
     public var limits: LuaLimits
     /// What HTTP effects may reach.
     public var urlPolicy: URLPolicy
