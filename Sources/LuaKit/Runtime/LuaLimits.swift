@@ -1,4 +1,4 @@
-/// The bounds a VM enforces on the scripts it runs.
+/// The bounds a VM enforces on the scripts it runs, and how it collects their garbage.
 ///
 /// ```swift
 /// var limits = LuaLimits()
