@@ -15,6 +15,18 @@ import Testing
         ["title": "no type"], ["type": "add", "title": "second"],
     ]
 
+    /// Runs `body` with an engine for the app `files`, on a thread of its own, with a time budget of `budget`.
+    func withEngine(_ files: [String: String], budget: Duration, _ body: (ScriptEngine) throws -> Void) throws {
+        let folder = try AppFolder(files)
+        defer { folder.remove() }
+        let thread = LuaThread(name: "run-test")
+        try thread.sync { () throws in
+            var limits = LuaLimits()
+            limits.timeBudget = budget
+            try body(try ScriptEngine(folder: folder.url, thread: thread, limits: limits, log: { _ in }, report: { _ in }))
+        }
+    }
+
     struct Outcome: Equatable {
         let state: LuaValue
         let props: LuaValue?
@@ -60,13 +72,7 @@ import Testing
     /// The engine itself: one call runs the whole run; it stops only where the store must act before the
     /// next action (subscriptions that changed), and each action has its own time budget.
     @Test func theEngineStopsARunOnlyWhereSubscriptionsChanged() throws {
-        let folder = try AppFolder(["app.lua": testApp, "lib/util.lua": testUtil])
-        defer { folder.remove() }
-        let thread = LuaThread(name: "run-test")
-        try thread.sync { () throws in
-            var limits = LuaLimits()
-            limits.timeBudget = .milliseconds(200)
-            let engine = try ScriptEngine(folder: folder.url, thread: thread, limits: limits, log: { _ in }, report: { _ in })
+        try withEngine(["app.lua": testApp, "lib/util.lua": testUtil], budget: .milliseconds(200)) { engine in
             _ = try engine.subscriptions() // evaluated once: clean
             let increments = Array(repeating: ["type": "increment"] as LuaValue, count: 5)
             var outcome = engine.reduce(run: (increments + [["type": "say"]] + increments)[...])
@@ -84,7 +90,7 @@ import Testing
     /// Each action of a run has the whole time budget: a run of actions that each take 30 % of it succeeds,
     /// and an endless loop in the middle is stopped and undone while the actions around it apply.
     @Test func everyActionOfARunHasItsOwnTimeBudget() throws {
-        let folder = try AppFolder(["app.lua": """
+        try withEngine(["app.lua": """
             local app = {}
             function app.init() return { burned = 0, count = 0 } end
             function app.reduce(state, action)
@@ -101,13 +107,7 @@ import Testing
             end
             function app.props(state) return state end
             return app
-            """])
-        defer { folder.remove() }
-        let thread = LuaThread(name: "run-budget-test")
-        try thread.sync { () throws in
-            var limits = LuaLimits()
-            limits.timeBudget = .milliseconds(300)
-            let engine = try ScriptEngine(folder: folder.url, thread: thread, limits: limits, log: { _ in }, report: { _ in })
+            """], budget: .milliseconds(300)) { engine in
             // Burns that take 30 % of the budget each, by a calibration on this machine (a sanitizer or the count
             // hook make it slower); a run of five must outlast the budget, or the premise failed and it is
             // measured again.

@@ -52,8 +52,7 @@ extension ScriptEngine {
             let offset = Int(stop.position - 1)
             outcome.applied = offset + 1
             if stop.refused {
-                let action = actions[actions.startIndex + offset]
-                outcome.failures.append((offset, LuaError(.runtime, "an action must be a table with a string field 'type' (got \(action))")))
+                outcome.failures.append((offset, Self.refused(actions[actions.startIndex + offset])))
             } else if let commands = stop.commands {
                 do {
                     let effects = try effects(from: commands)

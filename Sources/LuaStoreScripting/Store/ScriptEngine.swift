@@ -198,11 +198,16 @@ final class ScriptEngine {
             throw error
         }
         guard let commands = reduced else {
-            throw LuaError(.runtime, "an action must be a table with a string field 'type' (got \(action))")
+            throw Self.refused(action)
         }
         let effects = try effects(from: commands)
         if let transitions { transitions(action, (try? state()) ?? .nil) }
         return effects
+    }
+
+    /// The error for an action the runtime refused before any reducer ran.
+    static func refused(_ action: LuaValue) -> LuaError {
+        LuaError(.runtime, "an action must be a table with a string field 'type' (got \(action))")
     }
 
     /// The commands a reducer returned, validated and numbered; invalid ones undo the action.
