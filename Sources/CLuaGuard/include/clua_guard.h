@@ -143,6 +143,11 @@ void clua_end_call(lua_State *L, CLuaGuard *g);
 /// in one call, each within its own budget. In guard.c.
 int clua_restart_budget(lua_State *L);
 
+/// `makebarrier{targets, proxies, journal, dependents, status, index, newindex, note}`, a Lua function for
+/// trusted host code: returns the `__index` and `__newindex` of a journaling write barrier over proxy tables,
+/// which do the common cases in C and hand the rest to the given Lua functions. In barrier.c, which says more.
+int clua_make_barrier(lua_State *L);
+
 /// `istable(v)` and `isstring(v)`, Lua functions for trusted host code: `type(v) == "table"` (or `"string"`)
 /// without making a string — Lua's `type` pushes its answer as a string, found again in the string cache with
 /// a `strcmp`, on every call, which made it the dearest part of a write barrier that asks it several times

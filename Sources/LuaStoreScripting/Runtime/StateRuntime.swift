@@ -36,6 +36,7 @@ local rawget, rawset, rawlen, next, type, setmetatable, getmetatable, error, pca
   rawget, rawset, rawlen, next, type, setmetatable, getmetatable, error, pcall
 local select, tostring = select, tostring
 local istable, isstring = istable, isstring  -- type(v) == "table" / "string", without making a string
+local makebarrier = makebarrier
 
 local ALL, STRUCTURE = {}, {}          -- read markers: every key of a table; its length and set of keys
 local HOLDER_STATE = { state = true }  -- what every reader reads of `holder` (shared; never written)
@@ -43,18 +44,23 @@ local targets = {}                                     -- proxy -> real table
 local proxies = {}                                     -- real table -> its proxy
 local WEAK_KEYS, WEAK_ALL = { __mode = "k" }, { __mode = "kv" }
 local made = 0                                         -- proxies made since the caches were last emptied
+local installBarrier                                   -- (below) makes the metamethods for the current caches
 local tablesLeft = false                               -- a committed write replaced or removed a table
-local mode = false                     -- false, "write" (reduce, migrate) or "read" (props, selectors)
 local reads = false                    -- while reading: real -> { key -> true }
-local journal, count = {}, 0           -- (table, key, old value) triples of the open transaction
-local changes = {}                     -- real -> { key -> true }, since the last flush
+local journal = {}                     -- (table, key, old value) triples of the open transaction
 local dependents = setmetatable({}, { __mode = "k" })  -- real -> key -> { reader id -> true }
 local readers = {}                     -- id -> { fn = function, reads = recorded reads }
 local holder = { state = false }       -- holder.state is the app's state table
 local children = {}                    -- child store id -> its local state table
 
 local meta = { __metatable = "luastore state" }
-local subscriptionsDirty = true        -- `subscriptions` must run again before its result is used
+-- What the runtime and the barrier's C fast paths (`makebarrier`) share, in slots: the mode (CLOSED; WRITE
+-- for reduce and migrate; READ for props, selectors, subscriptions), how many journal slots the open
+-- transaction filled, the changes since the last flush (real -> { key -> true }), and whether `subscriptions`
+-- must run again before its result is used.
+local CLOSED, WRITE, READ = 0, 1, 2
+local MODE, COUNT, CHANGES, SUBSCRIPTIONS_DIRTY = 1, 2, 3, 4
+local status = { CLOSED, 0, {}, true }
 
 -- Records that `real[key]` changed (`structural`: a key appeared or went away), for the readers that depend
 -- on it: only tables some reader read are recorded (`byKey` is `dependents[real]`), so a write to a table
@@ -62,6 +68,7 @@ local subscriptionsDirty = true        -- `subscriptions` must run again before 
 -- happens, so committing costs nothing; a write later rolled back may make a reader run once for nothing
 -- (its result compares equal and is not delivered).
 local function noteChange(real, byKey, key, structural)
+  local changes = status[CHANGES]
   local keys = changes[real]
   if keys == nil then
     keys = {}
@@ -69,11 +76,11 @@ local function noteChange(real, byKey, key, structural)
   end
   keys[key] = true
   if structural then keys[STRUCTURE] = true end
-  if not subscriptionsDirty then
+  if not status[SUBSCRIPTIONS_DIRTY] then
     local ids = byKey[key]
     if (ids and ids.subscriptions) or (byKey[ALL] and byKey[ALL].subscriptions)
         or (structural and byKey[STRUCTURE] and byKey[STRUCTURE].subscriptions) then
-      subscriptionsDirty = true
+      status[SUBSCRIPTIONS_DIRTY] = true
     end
   end
 end
@@ -109,6 +116,7 @@ local function trimCaches(afterFlush)
     tablesLeft = false
     if made >= 4096 then
       targets, proxies = {}, {}
+      installBarrier()
     else
       for p in next, targets do targets[p] = nil end
       for real in next, proxies do proxies[real] = nil end
@@ -136,12 +144,14 @@ local function note(real, key)
   keys[key] = true
 end
 
-local function closed()
-  error("state tables can be used only while reduce, props, a selector or subscriptions runs", 3)
+-- The errors of a metamethod; `level` 2 is the metamethod's caller (3 for the barrier's Lua halves, which
+-- its C halves call).
+local function closed(level)
+  error("state tables can be used only while reduce, props, a selector or subscriptions runs", level + 1)
 end
 
-local function stale()
-  error("a state table kept from an earlier call was used: state tables can be used only during the call that received them", 3)
+local function stale(level)
+  error("a state table kept from an earlier call was used: state tables can be used only during the call that received them", level + 1)
 end
 
 -- Strips proxies out of a value about to be stored or returned: the real state never holds a proxy. State
@@ -190,10 +200,16 @@ local function unwrap(value, storing)
   return value
 end
 
-meta.__index = function(p, key)
-  if not mode then closed() end
+-- The barrier. `makebarrier` (trusted host code) makes `__index` and `__newindex` in C for the common cases
+-- — while writing: a read, or a write to a key that stays, of a value that is not a table — and hands every
+-- other access, unchanged, to the Lua functions below, which are what the metamethods were before. So the
+-- functions below are always called from C: the script that caused an error is at level 3, not 2.
+
+local function index(p, key)
+  local mode = status[MODE]
+  if mode == CLOSED then closed(3) end
   local real = targets[p]
-  if real == nil then stale() end
+  if real == nil then stale(3) end
   local keyTarget = targets[key] -- a proxy used as a key stands for its table (a lookup is cheaper than a type test)
   if keyTarget ~= nil then key = keyTarget end
   if reads then note(real, key) end
@@ -202,46 +218,56 @@ meta.__index = function(p, key)
   return value
 end
 
-meta.__newindex = function(p, key, value)
-  if mode ~= "write" then
-    if not mode then closed() end
-    error("props, selectors and subscriptions cannot change the state", 2)
+local function newindex(p, key, value)
+  local mode = status[MODE]
+  if mode ~= WRITE then
+    if mode == CLOSED then closed(3) end
+    error("props, selectors and subscriptions cannot change the state", 3)
   end
   local real = targets[p]
-  if real == nil then stale() end
+  if real == nil then stale(3) end
   local keyTarget = targets[key]
   if keyTarget ~= nil then key = keyTarget end
   -- Refused before anything is journaled: undoing a journaled write to such a key would itself fail.
-  if key == nil then error("table index is nil", 2) elseif key ~= key then error("table index is NaN", 2) end
+  if key == nil then error("table index is nil", 3) elseif key ~= key then error("table index is NaN", 3) end
   if istable(value) then value = unwrap(value, true) end
   local old = real[key]
   if old == value then return end
+  local count = status[COUNT]
   journal[count + 1], journal[count + 2], journal[count + 3] = real, key, old
-  count = count + 3
+  status[COUNT] = count + 3
   real[key] = value
   local byKey = dependents[real]
   if byKey ~= nil then
     -- Often the change is already recorded (the same field written again since the last flush).
-    local keys = changes[real]
-    if keys == nil or not keys[key] or old == nil or value == nil or not subscriptionsDirty then
+    local keys = status[CHANGES][real]
+    if keys == nil or not keys[key] or old == nil or value == nil or not status[SUBSCRIPTIONS_DIRTY] then
       noteChange(real, byKey, key, old == nil or value == nil)
     end
   end
   if istable(old) then tablesLeft = true end
 end
 
+-- Installs the barrier's metamethods over the current caches (again whenever they are replaced).
+function installBarrier()
+  meta.__index, meta.__newindex = makebarrier {
+    targets = targets, proxies = proxies, status = status, index = index,
+    journal = journal, dependents = dependents, newindex = newindex, note = noteChange,
+  }
+end
+
 meta.__len = function(p)
-  if not mode then closed() end
+  if status[MODE] == CLOSED then closed(2) end
   local real = targets[p]
-  if real == nil then stale() end
+  if real == nil then stale(2) end
   if reads then note(real, STRUCTURE) end
   return rawlen(real)
 end
 
 meta.__pairs = function(p)
-  if not mode then closed() end
+  if status[MODE] == CLOSED then closed(2) end
   local real = targets[p]
-  if real == nil then stale() end
+  if real == nil then stale(2) end
   if reads then note(real, ALL) end
   local key
   return function()
@@ -259,14 +285,15 @@ local M = {}
 -- Ends a transaction. Nothing is left to record: the barrier (and `replace`, for the runtime's own writes)
 -- recorded each change as it happened.
 local function commit()
-  mode = false
+  status[MODE] = CLOSED
 end
 
 -- Replaces `tbl[key]` (the root state in `holder`, a child's state in `children`) as a journaled write.
 local function replace(tbl, key, value)
   local old = tbl[key]
+  local count = status[COUNT]
   journal[count + 1], journal[count + 2], journal[count + 3] = tbl, key, old
-  count = count + 3
+  status[COUNT] = count + 3
   tbl[key] = value
   local byKey = dependents[tbl]
   if byKey ~= nil then noteChange(tbl, byKey, key, old == nil or value == nil) end
@@ -276,16 +303,16 @@ end
 -- The journal is kept until the next transaction begins, so the host can still undo the last one (when
 -- what the reducer returned turns out to be invalid, or a reload fails after its migration ran).
 local function begin()
-  for i = 1, count do journal[i] = nil end
-  mode, reads, count = "write", false, 0
+  for i = 1, status[COUNT] do journal[i] = nil end
+  status[MODE], status[COUNT], reads = WRITE, 0, false
 end
 
 -- Reduces list[first..last] in order, each action its own transaction with its own time budget, in one call
 -- from the host (the fixed cost of crossing into the VM is paid once per run, not per action). Stops after an
 -- action the host must look at before the next one: one that returned commands (the host validates them and
--- may undo it), one that made the declared subscriptions stale (the store diffs them), or one refused for not
--- being a table with a string `type` (checked here, where it costs two type tests; the host words the
--- error); returns its position, its commands (proxies stripped), whether `subscriptions` must run again, and
+-- may undo it), one that made the declared subscriptions stale (the store diffs them), or one refused for
+-- having no string `type` (checked here, where it costs one type test; the host hands over only tables, and
+-- words the error); returns its position, its commands (proxies stripped), whether `subscriptions` must run again, and
 -- whether it was refused. Returns `last` alone when every action ran without any of those. A failing action
 -- raises; `runPosition` then says which one it was (the ones before it are committed, its own writes are in
 -- the journal for the host to roll back). Every dispatch runs this loop: `begin` and `commit` are inlined.
@@ -297,10 +324,10 @@ function M.reduceRun(reduce, list, first, last)
     runPosition = i
     if i > first then restartBudget() end
     local action = list[i]
-    if not istable(action) or not isstring(action.type) then return i, nil, nil, true end
+    if not isstring(action.type) then return i, nil, nil, true end
     if made > 512 then trimCaches() end
-    for j = 1, count do journal[j] = nil end
-    mode, reads, count = "write", false, 0
+    for j = 1, status[COUNT] do journal[j] = nil end
+    status[MODE], status[COUNT], reads = WRITE, 0, false
     local root = holder.state
     local state = proxies[root] or proxy(root)
     local result, commands = reduce(state, action)
@@ -310,9 +337,9 @@ function M.reduceRun(reduce, list, first, last)
       end
       replace(holder, "state", unwrap(result, true))
     end
-    mode = false
-    if commands ~= nil then return i, unwrap(commands), subscriptionsDirty end
-    if subscriptionsDirty and readers.subscriptions ~= nil then return i, nil, true end
+    status[MODE] = CLOSED
+    if commands ~= nil then return i, unwrap(commands), status[SUBSCRIPTIONS_DIRTY] end
+    if status[SUBSCRIPTIONS_DIRTY] and readers.subscriptions ~= nil then return i, nil, true end
   end
   return last
 end
@@ -323,21 +350,23 @@ function M.runPosition() return runPosition end
 -- was refused.
 local single = {}
 function M.reduce(reduce, action)
+  if not istable(action) then return nil, nil, true end
   single[1] = action
   local _, commands, _, refused = M.reduceRun(reduce, single, 1, 1)
   single[1] = nil
   if refused then return nil, nil, true end
-  return commands, subscriptionsDirty
+  return commands, status[SUBSCRIPTIONS_DIRTY]
 end
 
 -- Undoes the open or last transaction, newest write first.
 function M.rollback()
   tablesLeft = true -- tables the undone writes had added leave the state
+  local count = status[COUNT]
   for i = count - 2, 1, -3 do
     rawset(journal[i], journal[i + 1], journal[i + 2])
   end
   for i = 1, count do journal[i] = nil end
-  count, mode, reads = 0, false, false
+  status[COUNT], status[MODE], reads = 0, CLOSED, false
 end
 
 -- Runs `fn(state, ...)` as a transaction that is not an action (init's result, migrate).
@@ -460,7 +489,7 @@ local function evaluate(id, ...)
   local recorded = spareReads or {}
   spareReads = false
   recorded[holder] = HOLDER_STATE
-  mode, reads = "read", recorded
+  status[MODE], reads = READ, recorded
   local value
   if reader.child ~= nil then
     note(children, reader.child)
@@ -469,7 +498,7 @@ local function evaluate(id, ...)
     value = reader.fn(proxy(holder.state), ...)
   end
   dependOnResult(value, nil, false)
-  mode, reads = false, false
+  status[MODE], reads = CLOSED, false
   index(id, recorded)
   return unwrap(value)
 end
@@ -504,12 +533,12 @@ end
 
 -- The subscriptions function, run only when its inputs changed; returns nil when they did not.
 function M.subscriptions(force)
-  if not force and not subscriptionsDirty then return nil end
-  subscriptionsDirty = false
+  if not force and not status[SUBSCRIPTIONS_DIRTY] then return nil end
+  status[SUBSCRIPTIONS_DIRTY] = false
   local ok, value = pcall(evaluate, "subscriptions")
-  mode, reads = false, false
+  status[MODE], reads = CLOSED, false
   if not ok then
-    subscriptionsDirty = true
+    status[SUBSCRIPTIONS_DIRTY] = true
     error(value, 0)
   end
   return value or {}
@@ -552,7 +581,7 @@ function M.flush(everything)
   if everything then
     for id in next, readers do markDue(id) end
   else
-    for real, keys in next, changes do
+    for real, keys in next, status[CHANGES] do
       local byKey = dependents[real]
       if byKey then
         addDue(byKey[ALL])
@@ -560,14 +589,14 @@ function M.flush(everything)
       end
     end
   end
-  if next(changes) ~= nil then changes = {} end
+  if next(status[CHANGES]) ~= nil then status[CHANGES] = {} end
   if dueCount == 0 then return 0 end
   local failures
   for i = 1, dueCount do
     local id = due[i]
     if id ~= "subscriptions" then
       local ok, value = pcall(evaluate, id)
-      mode, reads = false, false
+      status[MODE], reads = CLOSED, false
       if ok then
         outCount = outCount + 1
         outIds[outCount], outValues[outCount] = id, value
@@ -583,13 +612,15 @@ end
 
 -- Puts the runtime back to rest after a failed call.
 function M.reset()
-  if mode == "write" then M.rollback() end
-  mode, reads = false, false
+  if status[MODE] == WRITE then M.rollback() end
+  status[MODE], reads = CLOSED, false
 end
 
 function M.markAllDirty()
-  subscriptionsDirty = true
+  status[SUBSCRIPTIONS_DIRTY] = true
 end
+
+installBarrier()
 
 return M
 """#

@@ -21,7 +21,13 @@ extension ScriptEngine {
             }
             return outcome
         }
-        guard actions.count > 1, transitions == nil else { return single() }
+        // The runtime's loop asks each action only for its `type`: an action that is not even a table is
+        // refused by `reduce(_:)`, one at a time (the store hands the rest of the run again).
+        func isTable(_ action: LuaValue) -> Bool {
+            if case .table = action { return true }
+            return false
+        }
+        guard actions.count > 1, transitions == nil, actions.allSatisfy(isTable) else { return single() }
         let list: LuaReference
         do {
             list = try vm.reference(toList: actions)
