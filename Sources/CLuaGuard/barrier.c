@@ -117,6 +117,36 @@ static int barrier_newindex(lua_State *L) {
     return 0;
 }
 
+// beginaction upvalues
+#define BEGIN_JOURNAL lua_upvalueindex(1)
+#define BEGIN_STATUS lua_upvalueindex(2)
+
+/// `beginaction(action, restart)`: the start of one action's transaction in a run — `false` (and nothing
+/// else) when the action has no string `type`; otherwise, with `restart`, a fresh time budget for it
+/// (`restartbudget()`), then the last transaction's journal dropped and the mode set to writing; `true`.
+/// One call instead of three, per action.
+static int barrier_begin_action(lua_State *L) {
+    int isnum = 0;
+    if (lua_type(L, 1) != LUA_TTABLE || lua_getfield(L, 1, "type") != LUA_TSTRING) {
+        lua_pushboolean(L, 0);
+        return 1;
+    }
+    if (lua_toboolean(L, 2)) clua_restart_budget_now(L);
+    lua_Integer count = (lua_rawgeti(L, BEGIN_STATUS, STATUS_JOURNAL_COUNT), lua_tointegerx(L, -1, &isnum));
+    if (isnum) {
+        for (lua_Integer i = 1; i <= count; i++) {
+            lua_pushnil(L);
+            lua_rawseti(L, BEGIN_JOURNAL, i);
+        }
+    }
+    lua_pushinteger(L, 0);
+    lua_rawseti(L, BEGIN_STATUS, STATUS_JOURNAL_COUNT);
+    lua_pushinteger(L, MODE_WRITE);
+    lua_rawseti(L, BEGIN_STATUS, STATUS_MODE);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
 int clua_make_barrier(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
     static const char *const indexFields[] = { "targets", "proxies", "status", "index" };
@@ -129,5 +159,8 @@ int clua_make_barrier(lua_State *L) {
         if (lua_getfield(L, 1, writeFields[i]) == LUA_TNIL) return luaL_error(L, "makebarrier: %s is missing", writeFields[i]);
     }
     lua_pushcclosure(L, barrier_newindex, 6);
-    return 2;
+    lua_getfield(L, 1, "journal");
+    lua_getfield(L, 1, "status");
+    lua_pushcclosure(L, barrier_begin_action, 2);
+    return 3;
 }

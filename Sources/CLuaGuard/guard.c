@@ -250,16 +250,34 @@ void clua_end_call(lua_State *L, CLuaGuard *g) {
     }
 }
 
-int clua_restart_budget(lua_State *L) {
+/// The monotonic clock, read cheaply (the kernel's last tick: ≈ 5 ns instead of ≈ 20), rounded up by one
+/// tick, so a deadline counted from it is never earlier than one counted from the precise clock — at most one
+/// tick (1–4 ms) later. For per-step budgets restarted many times a second.
+static int64_t coarse_now_rounded_up(void) {
+    static int64_t resolution = -1;
+    if (resolution < 0) {
+        struct timespec res;
+        resolution = clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0 ? (int64_t)res.tv_sec * 1000000000 + res.tv_nsec : -2;
+    }
+    struct timespec ts;
+    if (resolution < 0 || clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0) return clua_now_nanos();
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec + resolution;
+}
+
+void clua_restart_budget_now(lua_State *L) {
     CLuaGuard *g = clua_guard(L);
-    if (g->callDepth == 0 || g->timedOut || g->budgetNanos <= 0) return 0;
-    store_deadline(g, clua_now_nanos() + g->budgetNanos);
+    if (g->callDepth == 0 || g->timedOut || g->budgetNanos <= 0) return;
+    store_deadline(g, coarse_now_rounded_up() + g->budgetNanos);
     // A hook the handler set for the old deadline (which had just passed) would otherwise stay until the call
     // ends; the handler checks the deadline, so it cannot set it again for the new one.
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     if (g->enforcement == CLUA_ENFORCE_WATCHDOG && !g->countingInstructions && lua_gethookmask(L) != 0) {
         lua_sethook(L, NULL, 0, 0);
     }
+}
+
+int clua_restart_budget(lua_State *L) {
+    clua_restart_budget_now(L);
     return 0;
 }
 

@@ -40,40 +40,56 @@ extension LuaVM {
         case .number(let number): lua_pushnumber(state, number)
         case .string(let text): pushString(text)
         case .table(let table):
-            guard depth < limits.conversionDepth else {
-                throw ConversionFailure("nested deeper than \(limits.conversionDepth) tables")
-            }
-            guard lua_checkstack(state, 4) != 0 else { throw ConversionFailure("the Lua stack cannot grow") }
-            lua_createtable(state, Int32(clamping: table.array.count), Int32(clamping: table.fields.count))
-            if !table.array.isEmpty {
-                var position: lua_Integer = 1
-                for element in table.array {
-                    do throws(ConversionFailure) {
-                        try pushUnchecked(element, depth: depth + 1)
-                    } catch {
-                        throw error.under(.integer(position))
-                    }
-                    lua_rawseti(state, -2, position)
-                    position += 1
+            try pushTable(table, depth: depth)
+        }
+    }
+
+    private func pushTable(_ table: borrowing LuaTable, depth: Int) throws(ConversionFailure) {
+        guard depth < limits.conversionDepth else {
+            throw ConversionFailure("nested deeper than \(limits.conversionDepth) tables")
+        }
+        guard lua_checkstack(state, 4) != 0 else { throw ConversionFailure("the Lua stack cannot grow") }
+        let array = table.array
+        let fields = table.fields
+        lua_createtable(state, Int32(truncatingIfNeeded: array.count), Int32(truncatingIfNeeded: fields.count))
+        if !array.isEmpty {
+            var position: lua_Integer = 1
+            for element in array {
+                do throws(ConversionFailure) {
+                    try pushUnchecked(element, depth: depth + 1)
+                } catch {
+                    throw error.under(.integer(position))
                 }
+                lua_rawseti(state, -2, position)
+                position += 1
             }
-            for (key, element) in table.fields {
-                if case .nil = element { continue }
-                switch key {
-                case .string(let name): pushString(name)
-                case .integer(let integer): lua_pushinteger(state, integer)
-                case .boolean(let flag): lua_pushboolean(state, flag ? 1 : 0)
-                case .number(let number):
-                    if number.isNaN { throw ConversionFailure("a table key is NaN") }
-                    lua_pushnumber(state, number)
-                }
+        }
+        var index = fields.startIndex
+        while index != fields.endIndex {
+            let (key, element) = fields[index]
+            fields.formIndex(after: &index)
+            switch key {
+            case .string(let name): pushString(name)
+            case .integer(let integer): lua_pushinteger(state, integer)
+            case .boolean(let flag): lua_pushboolean(state, flag ? 1 : 0)
+            case .number(let number):
+                if number.isNaN { throw ConversionFailure("a table key is NaN") }
+                lua_pushnumber(state, number)
+            }
+            switch element {
+            case .nil: clua_pop(state, 1); continue
+            case .boolean(let flag): lua_pushboolean(state, flag ? 1 : 0)
+            case .integer(let integer): lua_pushinteger(state, integer)
+            case .number(let number): lua_pushnumber(state, number)
+            case .string(let text): pushString(text)
+            case .table:
                 do throws(ConversionFailure) {
                     try pushUnchecked(element, depth: depth + 1)
                 } catch {
                     throw error.under(key)
                 }
-                lua_rawset(state, -3)
             }
+            lua_rawset(state, -3)
         }
     }
 

@@ -249,8 +249,9 @@ local function newindex(p, key, value)
 end
 
 -- Installs the barrier's metamethods over the current caches (again whenever they are replaced).
+local beginAction -- (action, restart): false when the action has no string `type`; else opens its transaction
 function installBarrier()
-  meta.__index, meta.__newindex = makebarrier {
+  meta.__index, meta.__newindex, beginAction = makebarrier {
     targets = targets, proxies = proxies, status = status, index = index,
     journal = journal, dependents = dependents, newindex = newindex, note = noteChange,
   }
@@ -311,23 +312,20 @@ end
 -- from the host (the fixed cost of crossing into the VM is paid once per run, not per action). Stops after an
 -- action the host must look at before the next one: one that returned commands (the host validates them and
 -- may undo it), one that made the declared subscriptions stale (the store diffs them), or one refused for
--- having no string `type` (checked here, where it costs one type test; the host hands over only tables, and
--- words the error); returns its position, its commands (proxies stripped), whether `subscriptions` must run again, and
+-- having no string `type` (checked here, by `beginAction`; the host words the error); returns its position, its commands (proxies stripped), whether `subscriptions` must run again, and
 -- whether it was refused. Returns `last` alone when every action ran without any of those. A failing action
 -- raises; `runPosition` then says which one it was (the ones before it are committed, its own writes are in
 -- the journal for the host to roll back). Every dispatch runs this loop: `begin` and `commit` are inlined.
-local restartBudget = restartbudget
 local runPosition = 0
 
 function M.reduceRun(reduce, list, first, last)
   for i = first, last do
     runPosition = i
-    if i > first then restartBudget() end
-    local action = list[i]
-    if not isstring(action.type) then return i, nil, nil, true end
     if made > 512 then trimCaches() end
-    for j = 1, status[COUNT] do journal[j] = nil end
-    status[MODE], status[COUNT], reads = WRITE, 0, false
+    local action = list[i]
+    -- A fresh time budget for every action after the first; the last transaction's journal dropped; writing.
+    if not beginAction(action, i > first) then return i, nil, nil, true end
+    reads = false
     local root = holder.state
     local state = proxies[root] or proxy(root)
     local result, commands = reduce(state, action)
