@@ -147,10 +147,10 @@ int clua_restart_budget(lua_State *L);
 /// up: never sooner than the budget from now, at most one tick (1–4 ms) later. In guard.c.
 void clua_restart_budget_now(lua_State *L);
 
-/// `makebarrier{targets, proxies, journal, dependents, status, index, newindex, note}`, a Lua function for
-/// trusted host code: returns the `__index` and `__newindex` of a journaling write barrier over proxy tables,
-/// which do the common cases in C and hand the rest to the given Lua functions, and `beginaction(action,
-/// restart)`, which opens a transaction for one action of a run. In barrier.c, which says more.
+/// `makebarrier{…}`, a Lua function for trusted host code: a journaling write barrier over proxy tables —
+/// `__index` and `__newindex` that do the common cases in C and hand the rest to given Lua functions, a C loop
+/// that reduces a run of actions through it, and the functions that read and set its state. In barrier.c,
+/// which says more.
 int clua_make_barrier(lua_State *L);
 
 /// `istable(v)` and `isstring(v)`, Lua functions for trusted host code: `type(v) == "table"` (or `"string"`)

@@ -35,7 +35,7 @@ enum StateRuntime {
 local rawget, rawset, rawlen, next, type, setmetatable, getmetatable, error, pcall =
   rawget, rawset, rawlen, next, type, setmetatable, getmetatable, error, pcall
 local select, tostring = select, tostring
-local istable, isstring = istable, isstring  -- type(v) == "table" / "string", without making a string
+local istable = istable  -- type(v) == "table", without making a string
 local makebarrier = makebarrier
 
 local ALL, STRUCTURE = {}, {}          -- read markers: every key of a table; its length and set of keys
@@ -54,13 +54,13 @@ local holder = { state = false }       -- holder.state is the app's state table
 local children = {}                    -- child store id -> its local state table
 
 local meta = { __metatable = "luastore state" }
--- What the runtime and the barrier's C fast paths (`makebarrier`) share, in slots: the mode (CLOSED; WRITE
--- for reduce and migrate; READ for props, selectors, subscriptions), how many journal slots the open
--- transaction filled, the changes since the last flush (real -> { key -> true }), and whether `subscriptions`
--- must run again before its result is used.
+local pending = { {} }                 -- pending[1]: real -> { key -> true }, the changes since the last flush
+-- The barrier (`makebarrier`, in C; made by `installBarrier` below): the proxies' `__index` and `__newindex`,
+-- the loop over a run of actions, and the state they share — the mode (CLOSED; WRITE for reduce and migrate;
+-- READ for props, selectors, subscriptions), the journal's length, whether `subscriptions` must run again
+-- before its result is used — which the functions here read and set through it.
+local B
 local CLOSED, WRITE, READ = 0, 1, 2
-local MODE, COUNT, CHANGES, SUBSCRIPTIONS_DIRTY = 1, 2, 3, 4
-local status = { CLOSED, 0, {}, true }
 
 -- Records that `real[key]` changed (`structural`: a key appeared or went away), for the readers that depend
 -- on it: only tables some reader read are recorded (`byKey` is `dependents[real]`), so a write to a table
@@ -68,7 +68,7 @@ local status = { CLOSED, 0, {}, true }
 -- happens, so committing costs nothing; a write later rolled back may make a reader run once for nothing
 -- (its result compares equal and is not delivered).
 local function noteChange(real, byKey, key, structural)
-  local changes = status[CHANGES]
+  local changes = pending[1]
   local keys = changes[real]
   if keys == nil then
     keys = {}
@@ -76,11 +76,11 @@ local function noteChange(real, byKey, key, structural)
   end
   keys[key] = true
   if structural then keys[STRUCTURE] = true end
-  if not status[SUBSCRIPTIONS_DIRTY] then
+  if not B.dirty() then
     local ids = byKey[key]
     if (ids and ids.subscriptions) or (byKey[ALL] and byKey[ALL].subscriptions)
         or (structural and byKey[STRUCTURE] and byKey[STRUCTURE].subscriptions) then
-      status[SUBSCRIPTIONS_DIRTY] = true
+      B.setdirty(true)
     end
   end
 end
@@ -200,14 +200,13 @@ local function unwrap(value, storing)
   return value
 end
 
--- The barrier. `makebarrier` (trusted host code) makes `__index` and `__newindex` in C for the common cases
--- — while writing: a read, or a write to a key that stays, of a value that is not a table — and hands every
+-- The barrier's `__index` and `__newindex` (`makebarrier`, trusted host code) do the common cases in C —
+-- while writing: a read, or a write to a key that stays, of a value that is not a table — and hand every
 -- other access, unchanged, to the Lua functions below, which are what the metamethods were before. So the
 -- functions below are always called from C: the script that caused an error is at level 3, not 2.
 
 local function index(p, key)
-  local mode = status[MODE]
-  if mode == CLOSED then closed(3) end
+  if B.mode() == CLOSED then closed(3) end
   local real = targets[p]
   if real == nil then stale(3) end
   local keyTarget = targets[key] -- a proxy used as a key stands for its table (a lookup is cheaper than a type test)
@@ -219,7 +218,7 @@ local function index(p, key)
 end
 
 local function newindex(p, key, value)
-  local mode = status[MODE]
+  local mode = B.mode()
   if mode ~= WRITE then
     if mode == CLOSED then closed(3) end
     error("props, selectors and subscriptions cannot change the state", 3)
@@ -233,32 +232,21 @@ local function newindex(p, key, value)
   if istable(value) then value = unwrap(value, true) end
   local old = real[key]
   if old == value then return end
-  local count = status[COUNT]
-  journal[count + 1], journal[count + 2], journal[count + 3] = real, key, old
-  status[COUNT] = count + 3
+  B.record(real, key, old)
   real[key] = value
   local byKey = dependents[real]
   if byKey ~= nil then
     -- Often the change is already recorded (the same field written again since the last flush).
-    local keys = status[CHANGES][real]
-    if keys == nil or not keys[key] or old == nil or value == nil or not status[SUBSCRIPTIONS_DIRTY] then
+    local keys = pending[1][real]
+    if keys == nil or not keys[key] or old == nil or value == nil or not B.dirty() then
       noteChange(real, byKey, key, old == nil or value == nil)
     end
   end
   if istable(old) then tablesLeft = true end
 end
 
--- Installs the barrier's metamethods over the current caches (again whenever they are replaced).
-local beginAction -- (action, restart): false when the action has no string `type`; else opens its transaction
-function installBarrier()
-  meta.__index, meta.__newindex, beginAction = makebarrier {
-    targets = targets, proxies = proxies, status = status, index = index,
-    journal = journal, dependents = dependents, newindex = newindex, note = noteChange,
-  }
-end
-
 meta.__len = function(p)
-  if status[MODE] == CLOSED then closed(2) end
+  if B.mode() == CLOSED then closed(2) end
   local real = targets[p]
   if real == nil then stale(2) end
   if reads then note(real, STRUCTURE) end
@@ -266,7 +254,7 @@ meta.__len = function(p)
 end
 
 meta.__pairs = function(p)
-  if status[MODE] == CLOSED then closed(2) end
+  if B.mode() == CLOSED then closed(2) end
   local real = targets[p]
   if real == nil then stale(2) end
   if reads then note(real, ALL) end
@@ -286,15 +274,13 @@ local M = {}
 -- Ends a transaction. Nothing is left to record: the barrier (and `replace`, for the runtime's own writes)
 -- recorded each change as it happened.
 local function commit()
-  status[MODE] = CLOSED
+  B.setmode(CLOSED)
 end
 
 -- Replaces `tbl[key]` (the root state in `holder`, a child's state in `children`) as a journaled write.
 local function replace(tbl, key, value)
   local old = tbl[key]
-  local count = status[COUNT]
-  journal[count + 1], journal[count + 2], journal[count + 3] = tbl, key, old
-  status[COUNT] = count + 3
+  B.record(tbl, key, old)
   tbl[key] = value
   local byKey = dependents[tbl]
   if byKey ~= nil then noteChange(tbl, byKey, key, old == nil or value == nil) end
@@ -304,45 +290,46 @@ end
 -- The journal is kept until the next transaction begins, so the host can still undo the last one (when
 -- what the reducer returned turns out to be invalid, or a reload fails after its migration ran).
 local function begin()
-  for i = 1, status[COUNT] do journal[i] = nil end
-  status[MODE], status[COUNT], reads = WRITE, 0, false
+  B.begin()
+  reads = false
+end
+
+-- Installs a state table a reducer returned instead of changing the one it received.
+local function adopt(result)
+  if not istable(result) then
+    error("reduce must return the state table, a new state table, or nothing (it returned a " .. type(result) .. ")", 0)
+  end
+  replace(holder, "state", unwrap(result, true))
+end
+
+-- Makes the barrier over the current caches (again whenever they are replaced; its state carries over).
+function installBarrier()
+  B = makebarrier {
+    control = B and B.control, targets = targets, proxies = proxies, journal = journal, dependents = dependents,
+    changes = pending, holder = holder, index = index, newindex = newindex, note = noteChange, proxy = proxy,
+    adopt = adopt,
+  }
+  meta.__index, meta.__newindex = B.index, B.newindex
 end
 
 -- Reduces list[first..last] in order, each action its own transaction with its own time budget, in one call
--- from the host (the fixed cost of crossing into the VM is paid once per run, not per action). Stops after an
--- action the host must look at before the next one: one that returned commands (the host validates them and
--- may undo it), one that made the declared subscriptions stale (the store diffs them), or one refused for
--- having no string `type` (checked here, by `beginAction`; the host words the error); returns its position, its commands (proxies stripped), whether `subscriptions` must run again, and
--- whether it was refused. Returns `last` alone when every action ran without any of those. A failing action
--- raises; `runPosition` then says which one it was (the ones before it are committed, its own writes are in
--- the journal for the host to roll back). Every dispatch runs this loop: `begin` and `commit` are inlined.
-local runPosition = 0
-
+-- from the host (the fixed cost of crossing into the VM is paid once per run, not per action), in the
+-- barrier's C loop. Stops after an action the host must look at before the next one: one that returned
+-- commands (the host validates them and may undo it), one that made the declared subscriptions stale (the
+-- store diffs them), or one refused for having no string `type` (the host words the error); returns its
+-- position, its commands (proxies stripped), whether `subscriptions` must run again, and whether it was
+-- refused. Returns `last` alone when every action ran without any of those. A failing action raises;
+-- `runPosition` then says which one it was (the ones before it are committed, its own writes are in the
+-- journal for the host to roll back). Proxies a run makes are trimmed before the next one.
 function M.reduceRun(reduce, list, first, last)
-  for i = first, last do
-    runPosition = i
-    if made > 512 then trimCaches() end
-    local action = list[i]
-    -- A fresh time budget for every action after the first; the last transaction's journal dropped; writing.
-    if not beginAction(action, i > first) then return i, nil, nil, true end
-    reads = false
-    local root = holder.state
-    local state = proxies[root] or proxy(root)
-    local result, commands = reduce(state, action)
-    if result ~= nil and result ~= state then
-      if not istable(result) then
-        error("reduce must return the state table, a new state table, or nothing (it returned a " .. type(result) .. ")", 0)
-      end
-      replace(holder, "state", unwrap(result, true))
-    end
-    status[MODE] = CLOSED
-    if commands ~= nil then return i, unwrap(commands), status[SUBSCRIPTIONS_DIRTY] end
-    if status[SUBSCRIPTIONS_DIRTY] and readers.subscriptions ~= nil then return i, nil, true end
-  end
-  return last
+  if made > 512 then trimCaches() end
+  reads = false
+  local position, commands, dirty, refused = B.run(reduce, list, first, last, readers.subscriptions ~= nil)
+  if commands ~= nil then commands = unwrap(commands) end
+  return position, commands, dirty, refused
 end
 
-function M.runPosition() return runPosition end
+function M.runPosition() return B.position() end
 
 -- One action (a run of one): its commands, whether `subscriptions` must run again, and (alone) `true` when it
 -- was refused.
@@ -353,18 +340,14 @@ function M.reduce(reduce, action)
   local _, commands, _, refused = M.reduceRun(reduce, single, 1, 1)
   single[1] = nil
   if refused then return nil, nil, true end
-  return commands, status[SUBSCRIPTIONS_DIRTY]
+  return commands, B.dirty()
 end
 
 -- Undoes the open or last transaction, newest write first.
 function M.rollback()
   tablesLeft = true -- tables the undone writes had added leave the state
-  local count = status[COUNT]
-  for i = count - 2, 1, -3 do
-    rawset(journal[i], journal[i + 1], journal[i + 2])
-  end
-  for i = 1, count do journal[i] = nil end
-  status[COUNT], status[MODE], reads = 0, CLOSED, false
+  B.rollback()
+  reads = false
 end
 
 -- Runs `fn(state, ...)` as a transaction that is not an action (init's result, migrate).
@@ -487,7 +470,8 @@ local function evaluate(id, ...)
   local recorded = spareReads or {}
   spareReads = false
   recorded[holder] = HOLDER_STATE
-  status[MODE], reads = READ, recorded
+  B.setmode(READ)
+  reads = recorded
   local value
   if reader.child ~= nil then
     note(children, reader.child)
@@ -496,7 +480,8 @@ local function evaluate(id, ...)
     value = reader.fn(proxy(holder.state), ...)
   end
   dependOnResult(value, nil, false)
-  status[MODE], reads = CLOSED, false
+  B.setmode(CLOSED)
+  reads = false
   index(id, recorded)
   return unwrap(value)
 end
@@ -531,12 +516,13 @@ end
 
 -- The subscriptions function, run only when its inputs changed; returns nil when they did not.
 function M.subscriptions(force)
-  if not force and not status[SUBSCRIPTIONS_DIRTY] then return nil end
-  status[SUBSCRIPTIONS_DIRTY] = false
+  if not force and not B.dirty() then return nil end
+  B.setdirty(false)
   local ok, value = pcall(evaluate, "subscriptions")
-  status[MODE], reads = CLOSED, false
+  B.setmode(CLOSED)
+  reads = false
   if not ok then
-    status[SUBSCRIPTIONS_DIRTY] = true
+    B.setdirty(true)
     error(value, 0)
   end
   return value or {}
@@ -579,7 +565,7 @@ function M.flush(everything)
   if everything then
     for id in next, readers do markDue(id) end
   else
-    for real, keys in next, status[CHANGES] do
+    for real, keys in next, pending[1] do
       local byKey = dependents[real]
       if byKey then
         addDue(byKey[ALL])
@@ -587,14 +573,18 @@ function M.flush(everything)
       end
     end
   end
-  if next(status[CHANGES]) ~= nil then status[CHANGES] = {} end
+  if next(pending[1]) ~= nil then
+    pending[1] = {}
+    B.flushed()
+  end
   if dueCount == 0 then return 0 end
   local failures
   for i = 1, dueCount do
     local id = due[i]
     if id ~= "subscriptions" then
       local ok, value = pcall(evaluate, id)
-      status[MODE], reads = CLOSED, false
+      B.setmode(CLOSED)
+  reads = false
       if ok then
         outCount = outCount + 1
         outIds[outCount], outValues[outCount] = id, value
@@ -610,12 +600,13 @@ end
 
 -- Puts the runtime back to rest after a failed call.
 function M.reset()
-  if status[MODE] == WRITE then M.rollback() end
-  status[MODE], reads = CLOSED, false
+  if B.mode() == WRITE then M.rollback() end
+  B.setmode(CLOSED)
+  reads = false
 end
 
 function M.markAllDirty()
-  status[SUBSCRIPTIONS_DIRTY] = true
+  B.setdirty(true)
 end
 
 installBarrier()
