@@ -19,6 +19,7 @@ enum { MODE_CLOSED = 0, MODE_WRITE = 1, MODE_READ = 2 };
 typedef struct Barrier {
     lua_Integer mode;           /* MODE_CLOSED; MODE_WRITE (reduce, migrate); MODE_READ (props, selectors) */
     lua_Integer count;          /* journal slots the open (or last) transaction filled */
+    lua_Integer filled;         /* journal slots that may hold something (from earlier transactions) */
     lua_Integer position;       /* the action of a run being reduced */
     lua_Integer flushes;        /* how many times the change set was handed over and started afresh */
     lua_Integer lastNotedAt;    /* `flushes` when __newindex remembered the last change it saw recorded */
@@ -48,14 +49,22 @@ static void journal_append(lua_State *L, Barrier *b, int journal, int table, int
     lua_pushvalue(L, old);
     lua_rawseti(L, journal, b->count + 3);
     b->count += 3;
+    if (b->count > b->filled) b->filled = b->count;
 }
 
-/// Drops the last transaction's journal and opens a new one.
-static void begin_transaction(lua_State *L, Barrier *b, int journal) {
-    for (lua_Integer i = 1; i <= b->count; i++) {
+/// Empties the journal's slots past the open transaction's, so what earlier transactions replaced can be
+/// collected. Not needed for correctness (only the first `count` slots are ever read), so it is done at
+/// flushes and rollbacks, not at every transaction.
+static void clear_journal_tail(lua_State *L, Barrier *b, int journal) {
+    for (lua_Integer i = b->count + 1; i <= b->filled; i++) {
         lua_pushnil(L);
         lua_rawseti(L, journal, i);
     }
+    b->filled = b->count;
+}
+
+/// Drops the last transaction's journal (its slots are overwritten, not emptied) and opens a new one.
+static void begin_transaction(Barrier *b) {
     b->count = 0;
     b->mode = MODE_WRITE;
 }
@@ -154,6 +163,8 @@ static int barrier_newindex(lua_State *L) {
 #define RUN_PROXIES lua_upvalueindex(4)
 #define RUN_PROXY lua_upvalueindex(5)   /* proxy(real): makes one */
 #define RUN_ADOPT lua_upvalueindex(6)   /* adopt(result): checks and installs a state the reducer returned */
+#define RUN_TYPE lua_upvalueindex(7)    /* "type" */
+#define RUN_STATE lua_upvalueindex(8)   /* "state" */
 
 /// `run(reduce, list, first, last, stopWhenDirty)`: reduces `list[first..last]` in order, each action its own
 /// transaction with its own time budget (restarted for every action after the first). Stops after an action
@@ -170,7 +181,8 @@ static int barrier_run(lua_State *L) {
     lua_settop(L, 5);
     for (lua_Integer i = first; i <= last; i++) {
         b->position = i;
-        if (lua_rawgeti(L, 2, i) != LUA_TTABLE || lua_getfield(L, 6, "type") != LUA_TSTRING) { /* 6: action */
+        if (lua_rawgeti(L, 2, i) != LUA_TTABLE || (lua_pushvalue(L, RUN_TYPE), lua_rawget(L, 6)) != LUA_TSTRING) {
+            /* 6: the action */
             lua_pushinteger(L, i);
             lua_pushnil(L);
             lua_pushnil(L);
@@ -179,8 +191,9 @@ static int barrier_run(lua_State *L) {
         }
         lua_pop(L, 1);
         if (i > first) clua_restart_budget_now(L);
-        begin_transaction(L, b, RUN_JOURNAL);
-        lua_getfield(L, RUN_HOLDER, "state"); /* 7: the state */
+        begin_transaction(b);
+        lua_pushvalue(L, RUN_STATE);
+        lua_rawget(L, RUN_HOLDER); /* 7: the state */
         lua_pushvalue(L, 7);
         if (lua_rawget(L, RUN_PROXIES) == LUA_TNIL) { /* 8: its proxy */
             lua_pop(L, 1);
@@ -222,7 +235,7 @@ static int barrier_run(lua_State *L) {
 
 /// `begin()`: drops the last transaction's journal and opens one (writing).
 static int barrier_begin(lua_State *L) {
-    begin_transaction(L, barrier(L), JOURNAL);
+    begin_transaction(barrier(L));
     return 0;
 }
 
@@ -243,11 +256,8 @@ static int barrier_rollback(lua_State *L) {
         if (lua_type(L, -3) == LUA_TTABLE && !lua_isnil(L, -2)) lua_rawset(L, -3);
         lua_settop(L, 0);
     }
-    for (lua_Integer i = 1; i <= b->count; i++) {
-        lua_pushnil(L);
-        lua_rawseti(L, JOURNAL, i);
-    }
     b->count = 0;
+    clear_journal_tail(L, b, JOURNAL);
     b->mode = MODE_CLOSED;
     return 0;
 }
@@ -276,9 +286,12 @@ static int barrier_set_dirty(lua_State *L) {
     return 0;
 }
 
-/// `flushed()`: the change set was handed over and starts afresh.
+/// `flushed()`: the change set was handed over and starts afresh; the journal keeps only what the last
+/// transaction needs to be undone.
 static int barrier_flushed(lua_State *L) {
-    barrier(L)->flushes += 1;
+    Barrier *b = barrier(L);
+    b->flushes += 1;
+    clear_journal_tail(L, b, JOURNAL);
     return 0;
 }
 
@@ -313,6 +326,7 @@ int clua_make_barrier(lua_State *L) {
         Barrier *b = (Barrier *)lua_newuserdatauv(L, sizeof(Barrier), 0);
         b->mode = MODE_CLOSED;
         b->count = 0;
+        b->filled = 0;
         b->position = 0;
         b->flushes = 0;
         b->lastNotedAt = -1;
@@ -330,14 +344,18 @@ int clua_make_barrier(lua_State *L) {
     push_closure(L, control, barrier_newindex, writeFields, 6, 2); /* + the last change seen recorded */
     lua_setfield(L, 3, "newindex");
     static const char *const runFields[] = { "journal", "holder", "proxies", "proxy", "adopt" };
-    push_closure(L, control, barrier_run, runFields, 5, 0);
+    push_closure(L, control, barrier_run, runFields, 5, 2);
+    lua_pushliteral(L, "type");
+    lua_setupvalue(L, -2, 7);
+    lua_pushliteral(L, "state");
+    lua_setupvalue(L, -2, 8);
     lua_setfield(L, 3, "run");
 
     static const char *const journalField[] = { "journal" };
     static const struct { const char *name; lua_CFunction function; int usesJournal; } plain[] = {
-        { "begin", barrier_begin, 1 }, { "record", barrier_record, 1 }, { "rollback", barrier_rollback, 1 },
+        { "begin", barrier_begin, 0 }, { "record", barrier_record, 1 }, { "rollback", barrier_rollback, 1 },
         { "mode", barrier_mode, 0 }, { "setmode", barrier_set_mode, 0 }, { "dirty", barrier_dirty, 0 },
-        { "setdirty", barrier_set_dirty, 0 }, { "position", barrier_position, 0 }, { "flushed", barrier_flushed, 0 },
+        { "setdirty", barrier_set_dirty, 0 }, { "position", barrier_position, 0 }, { "flushed", barrier_flushed, 1 },
     };
     for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++) {
         push_closure(L, control, plain[i].function, journalField, plain[i].usesJournal, 0);

@@ -199,7 +199,10 @@ static void watchdog_unregister(CLuaGuard *g) {
 
 lua_State *clua_newstate(CLuaGuard *g) {
     lua_State *L = lua_newstate(clua_allocate, g);
-    if (L == NULL) return NULL;
+    if (L == NULL) {
+        clua_free_kept_blocks(g);
+        return NULL;
+    }
     *(CLuaGuard **)lua_getextraspace(L) = g;
     g->state = L;
     if (g->enforcement == CLUA_ENFORCE_WATCHDOG &&
@@ -215,6 +218,7 @@ void clua_closestate(CLuaGuard *g) {
     watchdog_unregister(g);
     if (g->state != NULL) lua_close(g->state);
     g->state = NULL;
+    clua_free_kept_blocks(g);
 }
 
 /// The hook between calls: none under the watchdog, the count hook at its normal rate otherwise.

@@ -125,6 +125,17 @@ import Testing
         }
     }
 
+    /// `makebarrier` is for trusted code only, and says what it is missing.
+    @Test func barriersAreForTrustedCodeOnly() async throws {
+        try await withVM { vm throws in
+            let hidden = luaError { _ = try vm.run("return makebarrier", chunkName: "script.lua") }
+            #expect(hidden?.message == "undeclared global 'makebarrier'")
+            let incomplete = try vm.loadTrusted("return makebarrier { targets = {} }", chunkName: "probe")
+            let error = luaError { _ = try vm.call(incomplete) }
+            #expect(error?.message.contains("makebarrier: proxies is missing") == true, "\(error.map(String.init(describing:)) ?? "")")
+        }
+    }
+
     /// `istable` and `isstring` answer what `type(v) == "table"` and `== "string"` would, for trusted code only.
     @Test func trustedCodeHasTypeTestsThatMakeNoString() async throws {
         try await withVM { vm throws in
@@ -222,6 +233,35 @@ import Testing
             let error = luaError { _ = try vm.run("local t = {}\nlocal i = 0\nwhile true do i = i + 1; t[i] = {i} end", chunkName: "hostile.lua") }
             #expect(error?.kind == .memory)
             #expect(try vm.run(churn, chunkName: "churn.lua") == [400], "usable after the memory error")
+        }
+    }
+
+    /// The allocator keeps freed small blocks for reuse; its count of live bytes stays exactly Lua's own, through
+    /// churn of every size class, tables that grow from small blocks into large ones and shrink back, and
+    /// strings, and the cap still holds for memory that reused blocks would have covered.
+    @Test func keptBlocksLeaveTheCountExact() async throws {
+        try await withVM(limits: Self.memoryBound) { vm throws in
+            let churn = """
+                local kept = {}
+                for round = 1, 20 do
+                  for i = 1, 5000 do
+                    local t = {}
+                    for k = 1, i % 40 do t[k] = k end         -- grows through the small classes and past them
+                    t.name = "item " .. i                      -- a string of its own, a hash part
+                    if i % 97 == 0 then kept[#kept + 1] = t end
+                  end
+                  for k = #kept, 1, -1 do if k % 3 == 0 then table.remove(kept, k) end end
+                end
+                collectgarbage("count")
+                return #kept
+                """
+            #expect(try vm.run(churn, chunkName: "churn.lua").count == 1)
+            let count = try #require(try vm.run("return collectgarbage('count')", chunkName: "count.lua").first?.number)
+            // Lua counts in kilobytes, with the bytes as the fraction: exact for counts below 2^53.
+            #expect(Int(count * 1024) == vm.memory.bytesInUse)
+            let error = luaError { _ = try vm.run("local t = {}\nlocal i = 0\nwhile true do i = i + 1; t[i] = {i} end", chunkName: "hostile.lua") }
+            #expect(error?.kind == .memory)
+            #expect(vm.memory.bytesInUse < Self.memoryBound.memoryBytes)
         }
     }
 

@@ -111,6 +111,42 @@ import Testing
         }
     }
 
+    /// A list hands many values over at once. A value repeated (the same storage, as when one action is
+    /// dispatched again and again) is copied inside the VM rather than converted again: each element is a table
+    /// of its own (nested tables too), with the same contents, which a script may change without touching
+    /// the others; values equal but not the same, and scalars, arrive as they are.
+    @Test func listsCopyRepeatedTablesInsideTheVM() async throws {
+        let action: LuaValue = ["type": "move", "by": ["x": 1, "y": [2, 3]], "tags": ["a", "b"]]
+        let other: LuaValue = ["type": "move", "by": ["x": 1, "y": [2, 3]], "tags": ["a", "b"]] // equal, not the same
+        let values: [LuaValue] = [action, action, action, "text", "text", 7, 7, other, action]
+        try await withVM { vm throws in
+            let list = try vm.reference(toList: values[...])
+            let probe = try vm.load("""
+                local list = ...
+                local distinct = list[1] ~= list[2] and list[2] ~= list[3] and list[1].by ~= list[2].by
+                  and list[1].by.y ~= list[2].by.y and list[1].tags ~= list[3].tags
+                list[2].by.y[1] = 99                                  -- changes the second one only
+                list[3].type = "changed"
+                return distinct, list[1], list[2], list[3], list[9], #list, list[4], list[5], list[6], list[7], list[8]
+                """, chunkName: "probe.lua")
+            let results = try vm.call(probe, arguments: [.reference(list)])
+            #expect(results[0] == true)
+            #expect(results[1] == action)
+            #expect(results[2] == ["type": "move", "by": ["x": 1, "y": [99, 3]], "tags": ["a", "b"]])
+            #expect(results[3] == ["type": "changed", "by": ["x": 1, "y": [2, 3]], "tags": ["a", "b"]])
+            #expect(results[4] == action)
+            #expect(Array(results[5...]) == [9, "text", "text", 7, 7, other])
+        }
+        var limits = LuaLimits()
+        limits.memoryBytes = 4 << 20
+        let wide = LuaValue.table(LuaTable(array: (0..<2_000).map { .integer(Int64($0)) }))
+        try await withVM(limits: limits) { vm throws in
+            let error = luaError { _ = try vm.reference(toList: Array(repeating: wide, count: 200)[...]) }
+            #expect(error?.kind == .memory, "copies count against the cap like conversions")
+            #expect(try vm.run("return 1", chunkName: "after.lua") == [1])
+        }
+    }
+
     @Test func referencesKeepValuesInTheVM() async throws {
         try await withVM { vm throws in
             let make = try vm.load("local state = {items = {1, 2}}\nreturn function() return state end, function(s) return #s.items end", chunkName: "r.lua")

@@ -60,6 +60,8 @@ typedef struct CLuaGuard {
     /* where the current call failed (first Lua frame), when known */
     int failureLine;
     char failureSource[LUA_IDSIZE];
+    /* freed small blocks kept for reuse (allocator.c); NULL until the first is freed */
+    void *smallBlocks;
 } CLuaGuard;
 
 /// The guard of a VM, stored in the extra space of its main thread.
@@ -85,30 +87,12 @@ static inline void clua_note_location(lua_State *L, CLuaGuard *g, int level) {
     }
 }
 
-/// The counting allocator (a `lua_Alloc`). Refuses growth beyond `bytesLimit` while a script runs.
-static inline void *clua_allocate(void *ud, void *ptr, size_t osize, size_t nsize) {
-    CLuaGuard *g = (CLuaGuard *)ud;
-    size_t old = ptr != NULL ? osize : 0;
-    if (nsize == 0) {
-        free(ptr);
-        g->bytesInUse -= old;
-        return NULL;
-    }
-    if (nsize > old && g->hostAllocations == 0 && g->bytesInUse - old + nsize > g->bytesLimit) {
-        if (!g->memoryRefused && g->state != NULL && g->failureLine == 0) clua_note_location(g->state, g, 0);
-        g->memoryRefused = 1;
-        return NULL;
-    }
-    void *block = realloc(ptr, nsize);
-    if (block == NULL) {
-        if (g->hostAllocations > 0) abort(); /* the host process itself is out of memory */
-        g->memoryRefused = 1;
-        return NULL;
-    }
-    g->bytesInUse = g->bytesInUse - old + nsize;
-    if (g->bytesInUse > g->bytesPeak) g->bytesPeak = g->bytesInUse;
-    return block;
-}
+/// The counting allocator (a `lua_Alloc`). Refuses growth beyond `bytesLimit` while a script runs; keeps
+/// freed small blocks for reuse (`smallBlocks`). In allocator.c.
+void *clua_allocate(void *ud, void *ptr, size_t osize, size_t nsize);
+
+/// Frees the small blocks the allocator kept, after the VM is closed. In allocator.c.
+void clua_free_kept_blocks(CLuaGuard *g);
 
 /// The count hook: checks the deadline every `hookInterval` instructions. Once it passes, the hook fires on
 /// every instruction and raises each time, so neither `pcall` nor a `__close` handler can keep the script alive.
@@ -152,6 +136,12 @@ void clua_restart_budget_now(lua_State *L);
 /// that reduces a run of actions through it, and the functions that read and set its state. In barrier.c,
 /// which says more.
 int clua_make_barrier(lua_State *L);
+
+/// [-0, +1] Pushes a deep copy of the table at `index`, which must be plain data as the host converts it: no
+/// metatables, no cycles, nested at most as deep as the host's conversion allows (each level needs 3 stack
+/// slots the caller has made sure of). Raw access only; allocates like the conversion it stands in for.
+/// In values.c.
+void clua_copy_plain_table(lua_State *L, int index);
 
 /// `istable(v)` and `isstring(v)`, Lua functions for trusted host code: `type(v) == "table"` (or `"string"`)
 /// without making a string — Lua's `type` pushes its answer as a string, found again in the string cache with

@@ -1,5 +1,6 @@
 import CLua
 import CLuaGuard
+import Foundation
 
 /// An argument of a call into Lua: a Swift value, converted on the way in, or a value already in the VM.
 public enum LuaArgument {
@@ -157,23 +158,62 @@ extension LuaVM {
     }
 
     /// Puts `values` into the VM as a list (a table with keys 1…n) and returns a reference to it, converting
-    /// nothing twice: a host loop in Lua can then walk many values handed over in one go.
+    /// nothing twice: a host loop in Lua can then walk many values handed over in one go. A value that is the
+    /// very same as the one before it (the same storage: an action dispatched again and again, say) is not
+    /// converted again: a table is copied inside the VM (a new table all the same, which the script may change
+    /// or keep), anything else is reused.
     public func reference(toList values: ArraySlice<LuaValue>) throws(LuaError) -> LuaReference {
         checkThread()
         guard lua_checkstack(state, 2) != 0 else { throw LuaError(.runtime, "the Lua stack cannot grow") }
         lua_createtable(state, Int32(clamping: values.count), 0)
         var position: lua_Integer = 1
-        for index in values.indices {
-            do throws(LuaError) {
-                try push(values[index], path: "list[\(position)]")
-            } catch {
-                clua_pop(state, 1)
-                throw error
+        var failure: LuaError?
+        values.withUnsafeBufferPointer { buffer in
+            for index in buffer.indices {
+                do throws(LuaError) {
+                    if index > 0, Self.isSameValue(buffer, index, index - 1) {
+                        try pushAgain(position - 1)
+                    } else {
+                        try push(buffer[index], path: "list[\(position)]")
+                    }
+                } catch {
+                    failure = error
+                    return
+                }
+                lua_rawseti(state, -2, position)
+                position += 1
             }
-            lua_rawseti(state, -2, position)
-            position += 1
+        }
+        if let failure {
+            clua_pop(state, 1)
+            throw failure
         }
         return makeReference()
+    }
+
+    /// Whether two elements are bit for bit the same value: the same number or string, or a table with the
+    /// same storage — which implies equal contents, as storage shared by two values is never changed in place.
+    /// (Reads the bits where they lie: copying the values out to compare them would retain their storage.)
+    private static func isSameValue(_ buffer: UnsafeBufferPointer<LuaValue>, _ a: Int, _ b: Int) -> Bool {
+        guard let base = buffer.baseAddress else { return false }
+        return memcmp(UnsafeRawPointer(base + a), UnsafeRawPointer(base + b), MemoryLayout<LuaValue>.size) == 0
+    }
+
+    /// [-0, +1] Pushes the value at `position` of the list on top again; a copy when it is a table.
+    private func pushAgain(_ position: lua_Integer) throws(LuaError) {
+        guard lua_checkstack(state, Int32(clamping: 3 * limits.conversionDepth + 8)) != 0 else {
+            throw LuaError(.runtime, "the Lua stack cannot grow")
+        }
+        guard lua_rawgeti(state, -1, position) == LUA_TTABLE else { return }
+        clua_copy_plain_table(state, -1)
+        clua_remove(state, -2)
+        let limit = guardState.pointee.bytesLimit
+        if guardState.pointee.bytesInUse > limit {
+            let used = guardState.pointee.bytesInUse
+            clua_pop(state, 1)
+            _ = clua_gc(state, LUA_GCCOLLECT, 0)
+            throw LuaError(.memory, "the value took the heap to \(used) bytes, over the memory cap of \(limit) bytes")
+        }
     }
 
     /// `table[key]`, read raw (no metamethod runs); `nil` when the value is `nil` or `table` is not a table.

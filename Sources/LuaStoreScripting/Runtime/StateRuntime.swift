@@ -573,10 +573,8 @@ function M.flush(everything)
       end
     end
   end
-  if next(pending[1]) ~= nil then
-    pending[1] = {}
-    B.flushed()
-  end
+  if next(pending[1]) ~= nil then pending[1] = {} end
+  B.flushed()
   if dueCount == 0 then return 0 end
   local failures
   for i = 1, dueCount do
