@@ -22,13 +22,51 @@ typedef struct Barrier {
     lua_Integer filled;         /* journal slots that may hold something (from earlier transactions) */
     lua_Integer position;       /* the action of a run being reduced */
     lua_Integer flushes;        /* how many times the change set was handed over and started afresh */
+    lua_Integer made;           /* proxies made since the caches were last emptied */
     lua_Integer lastNotedAt;    /* `flushes` when __newindex remembered the last change it saw recorded */
     int subscriptionsDirty;     /* `subscriptions` must run again before its result is used */
 } Barrier;
 
-#define CONTROL lua_upvalueindex(1) /* every function's first upvalue: the Barrier userdata */
+// Every function's first upvalues: the Barrier userdata, then what making a proxy needs.
+#define CONTROL lua_upvalueindex(1)
+#define TARGETS lua_upvalueindex(2)   /* proxy -> real table */
+#define PROXIES lua_upvalueindex(3)   /* real table -> proxy */
+#define META lua_upvalueindex(4)      /* the proxies' metatable */
+#define WEAK_KEYS lua_upvalueindex(5) /* { __mode = "k" } */
+#define WEAK_ALL lua_upvalueindex(6)  /* { __mode = "kv" } */
+#define FIRST_OWN_UPVALUE 7
+
+/// How many proxies one function may make before the caches turn weak (so proxies it no longer holds can be
+/// collected: props walking a large list, say); the Lua side empties or replaces them between calls.
+#define PROXIES_BEFORE_WEAK 4096
 
 static Barrier *barrier(lua_State *L) { return (Barrier *)lua_touserdata(L, CONTROL); }
+
+/// [-1, +1] Replaces the real table on top with its proxy, made now if it has none.
+static void to_proxy(lua_State *L, Barrier *b) {
+    lua_pushvalue(L, -1);
+    if (lua_rawget(L, PROXIES) != LUA_TNIL) { /* made before */
+        lua_remove(L, -2);
+        return;
+    }
+    lua_pop(L, 1);
+    lua_createtable(L, 0, 0); /* real, proxy */
+    lua_pushvalue(L, META);
+    lua_setmetatable(L, -2);
+    lua_pushvalue(L, -1);
+    lua_pushvalue(L, -3);
+    lua_rawset(L, TARGETS); /* targets[proxy] = real */
+    lua_pushvalue(L, -2);
+    lua_pushvalue(L, -2);
+    lua_rawset(L, PROXIES); /* proxies[real] = proxy */
+    lua_remove(L, -2);
+    if (++b->made == PROXIES_BEFORE_WEAK) {
+        lua_pushvalue(L, WEAK_KEYS);
+        lua_setmetatable(L, TARGETS);
+        lua_pushvalue(L, WEAK_ALL);
+        lua_setmetatable(L, PROXIES);
+    }
+}
 
 /// Calls the Lua fallback with the metamethod's arguments and returns what it returns.
 static int fall_back(lua_State *L, int fallback, int arguments, int results) {
@@ -71,30 +109,43 @@ static void begin_transaction(Barrier *b) {
 
 // MARK: The metamethods
 
-#define INDEX_TARGETS lua_upvalueindex(2)  /* proxy -> real table */
-#define INDEX_PROXIES lua_upvalueindex(3)  /* real table -> proxy */
-#define INDEX_FALLBACK lua_upvalueindex(4) /* the Lua __index, for everything else */
+#define INDEX_FALLBACK lua_upvalueindex(FIRST_OWN_UPVALUE) /* the Lua __index, for everything else */
 
-/// `__index(proxy, key)` while writing: the real table's value, a table as its proxy made before.
+/// `__index(proxy, key)` while writing: the real table's value, a table as its proxy.
 static int barrier_index(lua_State *L) {
-    if (barrier(L)->mode != MODE_WRITE || lua_type(L, 2) == LUA_TTABLE) return fall_back(L, INDEX_FALLBACK, 2, 1);
+    Barrier *b = barrier(L);
+    if (b->mode != MODE_WRITE || lua_type(L, 2) == LUA_TTABLE) return fall_back(L, INDEX_FALLBACK, 2, 1);
     lua_settop(L, 2);
     lua_pushvalue(L, 1);
-    if (lua_rawget(L, INDEX_TARGETS) != LUA_TTABLE) return fall_back(L, INDEX_FALLBACK, 2, 1); /* 3: real */
+    if (lua_rawget(L, TARGETS) != LUA_TTABLE) return fall_back(L, INDEX_FALLBACK, 2, 1); /* 3: real */
     lua_pushvalue(L, 2);
-    if (lua_rawget(L, 3) != LUA_TTABLE) return 1; /* 4: the value */
-    if (lua_rawget(L, INDEX_PROXIES) != LUA_TNIL) return 1; /* its proxy */
-    return fall_back(L, INDEX_FALLBACK, 2, 1);
+    if (lua_rawget(L, 3) == LUA_TTABLE) to_proxy(L, b); /* 4: the value */
+    return 1;
 }
 
-#define WRITE_TARGETS lua_upvalueindex(2)
-#define WRITE_JOURNAL lua_upvalueindex(3)    /* (table, key, old value) triples */
-#define WRITE_DEPENDENTS lua_upvalueindex(4) /* real table -> key -> readers */
-#define WRITE_CHANGES lua_upvalueindex(5)    /* { [1] = real table -> { key -> true } since the last flush } */
-#define WRITE_FALLBACK lua_upvalueindex(6)   /* the Lua __newindex, for everything else */
-#define WRITE_NOTE lua_upvalueindex(7)       /* note(real, byKey, key): records a change for readers */
-#define WRITE_LAST_TABLE lua_upvalueindex(8) /* the table and key of the last change seen recorded, */
-#define WRITE_LAST_KEY lua_upvalueindex(9)   /* valid while `flushes` is `lastNotedAt` */
+/// `proxy(real)`: the proxy of a real table, made now if it has none.
+static int barrier_proxy(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_settop(L, 1);
+    to_proxy(L, barrier(L));
+    return 1;
+}
+
+/// `made()`: proxies made since `made(0)` (which the Lua side calls when it empties the caches).
+static int barrier_made(lua_State *L) {
+    Barrier *b = barrier(L);
+    if (lua_gettop(L) >= 1) b->made = luaL_checkinteger(L, 1);
+    lua_pushinteger(L, b->made);
+    return 1;
+}
+
+#define WRITE_JOURNAL lua_upvalueindex(FIRST_OWN_UPVALUE)        /* (table, key, old value) triples */
+#define WRITE_DEPENDENTS lua_upvalueindex(FIRST_OWN_UPVALUE + 1) /* real table -> key -> readers */
+#define WRITE_CHANGES lua_upvalueindex(FIRST_OWN_UPVALUE + 2)    /* { [1] = real -> { key -> true } since the last flush } */
+#define WRITE_FALLBACK lua_upvalueindex(FIRST_OWN_UPVALUE + 3)   /* the Lua __newindex, for everything else */
+#define WRITE_NOTE lua_upvalueindex(FIRST_OWN_UPVALUE + 4)       /* note(real, byKey, key): records a change */
+#define WRITE_LAST_TABLE lua_upvalueindex(FIRST_OWN_UPVALUE + 5) /* the table and key of the last change seen */
+#define WRITE_LAST_KEY lua_upvalueindex(FIRST_OWN_UPVALUE + 6)   /* recorded, valid while `flushes` is `lastNotedAt` */
 
 /// Remembers that the change of `real[key]` (at 4 and 2) is recorded in the current change set.
 static void remember_noted(lua_State *L, Barrier *b) {
@@ -117,7 +168,7 @@ static int barrier_newindex(lua_State *L) {
         return fall_back(L, WRITE_FALLBACK, 3, 0);
     }
     lua_pushvalue(L, 1);
-    if (lua_rawget(L, WRITE_TARGETS) != LUA_TTABLE) return fall_back(L, WRITE_FALLBACK, 3, 0); /* 4: real */
+    if (lua_rawget(L, TARGETS) != LUA_TTABLE) return fall_back(L, WRITE_FALLBACK, 3, 0); /* 4: real */
     lua_pushvalue(L, 2);
     int oldType = lua_rawget(L, 4); /* 5: the old value */
     // (A NaN key never gets past this: no table holds a value under NaN, so its old value is nil.)
@@ -158,13 +209,10 @@ static int barrier_newindex(lua_State *L) {
 
 // MARK: Runs of actions
 
-#define RUN_JOURNAL lua_upvalueindex(2)
-#define RUN_HOLDER lua_upvalueindex(3)  /* holder.state is the app's state table */
-#define RUN_PROXIES lua_upvalueindex(4)
-#define RUN_PROXY lua_upvalueindex(5)   /* proxy(real): makes one */
-#define RUN_ADOPT lua_upvalueindex(6)   /* adopt(result): checks and installs a state the reducer returned */
-#define RUN_TYPE lua_upvalueindex(7)    /* "type" */
-#define RUN_STATE lua_upvalueindex(8)   /* "state" */
+#define RUN_HOLDER lua_upvalueindex(FIRST_OWN_UPVALUE)    /* holder.state is the app's state table */
+#define RUN_ADOPT lua_upvalueindex(FIRST_OWN_UPVALUE + 1) /* adopt(result): installs a state the reducer returned */
+#define RUN_TYPE lua_upvalueindex(FIRST_OWN_UPVALUE + 2)  /* "type" */
+#define RUN_STATE lua_upvalueindex(FIRST_OWN_UPVALUE + 3) /* "state" */
 
 /// `run(reduce, list, first, last, stopWhenDirty)`: reduces `list[first..last]` in order, each action its own
 /// transaction with its own time budget (restarted for every action after the first). Stops after an action
@@ -195,12 +243,7 @@ static int barrier_run(lua_State *L) {
         lua_pushvalue(L, RUN_STATE);
         lua_rawget(L, RUN_HOLDER); /* 7: the state */
         lua_pushvalue(L, 7);
-        if (lua_rawget(L, RUN_PROXIES) == LUA_TNIL) { /* 8: its proxy */
-            lua_pop(L, 1);
-            lua_pushvalue(L, RUN_PROXY);
-            lua_pushvalue(L, 7);
-            lua_call(L, 1, 1);
-        }
+        to_proxy(L, b); /* 8: its proxy */
         lua_pushvalue(L, 1);
         lua_pushvalue(L, 8);
         lua_pushvalue(L, 6);
@@ -231,7 +274,7 @@ static int barrier_run(lua_State *L) {
 
 // MARK: The Lua side's view of the barrier's state
 
-#define JOURNAL lua_upvalueindex(2)
+#define JOURNAL lua_upvalueindex(FIRST_OWN_UPVALUE)
 
 /// `begin()`: drops the last transaction's journal and opens one (writing).
 static int barrier_begin(lua_State *L) {
@@ -303,16 +346,20 @@ static int barrier_position(lua_State *L) {
 
 // MARK: makebarrier
 
-/// Pushes a closure of `function` over the barrier (at `control`), the named fields of the table at 1, and
-/// `spare` more upvalues (nil) the function keeps for itself.
+/// Pushes a closure of `function` over the barrier (at `control`), what making proxies needs, the named fields
+/// of the table at 1, and `spare` more upvalues (nil) the function keeps for itself.
 static void push_closure(lua_State *L, int control, lua_CFunction function, const char *const *fields, int count,
                          int spare) {
+    static const char *const shared[] = { "targets", "proxies", "meta", "weakkeys", "weakall" };
     lua_pushvalue(L, control);
+    for (int i = 0; i < 5; i++) {
+        if (lua_getfield(L, 1, shared[i]) != LUA_TTABLE) luaL_error(L, "makebarrier: %s is missing", shared[i]);
+    }
     for (int i = 0; i < count; i++) {
         if (lua_getfield(L, 1, fields[i]) == LUA_TNIL) luaL_error(L, "makebarrier: %s is missing", fields[i]);
     }
     for (int i = 0; i < spare; i++) lua_pushnil(L);
-    lua_pushcclosure(L, function, 1 + count + spare);
+    lua_pushcclosure(L, function, 1 + 5 + count + spare);
 }
 
 int clua_make_barrier(lua_State *L) {
@@ -324,31 +371,28 @@ int clua_make_barrier(lua_State *L) {
     } else {
         lua_pop(L, 1);
         Barrier *b = (Barrier *)lua_newuserdatauv(L, sizeof(Barrier), 0);
+        memset(b, 0, sizeof *b);
         b->mode = MODE_CLOSED;
-        b->count = 0;
-        b->filled = 0;
-        b->position = 0;
-        b->flushes = 0;
         b->lastNotedAt = -1;
         b->subscriptionsDirty = 1;
     }
     int control = 2;
-    lua_createtable(L, 0, 14); /* 3: the functions */
+    lua_createtable(L, 0, 16); /* 3: the functions */
     lua_pushvalue(L, control);
     lua_setfield(L, 3, "control");
 
-    static const char *const indexFields[] = { "targets", "proxies", "index" };
-    push_closure(L, control, barrier_index, indexFields, 3, 0);
+    static const char *const indexFields[] = { "index" };
+    push_closure(L, control, barrier_index, indexFields, 1, 0);
     lua_setfield(L, 3, "index");
-    static const char *const writeFields[] = { "targets", "journal", "dependents", "changes", "newindex", "note" };
-    push_closure(L, control, barrier_newindex, writeFields, 6, 2); /* + the last change seen recorded */
+    static const char *const writeFields[] = { "journal", "dependents", "changes", "newindex", "note" };
+    push_closure(L, control, barrier_newindex, writeFields, 5, 2); /* + the last change seen recorded */
     lua_setfield(L, 3, "newindex");
-    static const char *const runFields[] = { "journal", "holder", "proxies", "proxy", "adopt" };
-    push_closure(L, control, barrier_run, runFields, 5, 2);
+    static const char *const runFields[] = { "holder", "adopt" };
+    push_closure(L, control, barrier_run, runFields, 2, 2);
     lua_pushliteral(L, "type");
-    lua_setupvalue(L, -2, 7);
+    lua_setupvalue(L, -2, FIRST_OWN_UPVALUE + 2);
     lua_pushliteral(L, "state");
-    lua_setupvalue(L, -2, 8);
+    lua_setupvalue(L, -2, FIRST_OWN_UPVALUE + 3);
     lua_setfield(L, 3, "run");
 
     static const char *const journalField[] = { "journal" };
@@ -356,6 +400,7 @@ int clua_make_barrier(lua_State *L) {
         { "begin", barrier_begin, 0 }, { "record", barrier_record, 1 }, { "rollback", barrier_rollback, 1 },
         { "mode", barrier_mode, 0 }, { "setmode", barrier_set_mode, 0 }, { "dirty", barrier_dirty, 0 },
         { "setdirty", barrier_set_dirty, 0 }, { "position", barrier_position, 0 }, { "flushed", barrier_flushed, 1 },
+        { "proxy", barrier_proxy, 0 }, { "made", barrier_made, 0 },
     };
     for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++) {
         push_closure(L, control, plain[i].function, journalField, plain[i].usesJournal, 0);

@@ -43,7 +43,6 @@ local HOLDER_STATE = { state = true }  -- what every reader reads of `holder` (s
 local targets = {}                                     -- proxy -> real table
 local proxies = {}                                     -- real table -> its proxy
 local WEAK_KEYS, WEAK_ALL = { __mode = "k" }, { __mode = "kv" }
-local made = 0                                         -- proxies made since the caches were last emptied
 local installBarrier                                   -- (below) makes the metamethods for the current caches
 local tablesLeft = false                               -- a committed write replaced or removed a table
 local reads = false                    -- while reading: real -> { key -> true }
@@ -85,22 +84,12 @@ local function noteChange(real, byKey, key, structural)
   end
 end
 
--- The caches are strong (cheaper to fill and to collect) until one function has made more than 4,096
--- proxies (props walking a large list, say); then they turn weak for the rest of the call, so proxies the
--- function no longer holds can be collected. Either way, one table has one proxy while anyone holds it.
+-- The proxy of a real table, made (by the barrier, in C) if it has none. The caches are strong (cheaper to
+-- fill and to collect) until one function has made more than 4,096 proxies (props walking a large list,
+-- say); then the barrier turns them weak for the rest of the call, so proxies the function no longer holds
+-- can be collected. Either way, one table has one proxy while anyone holds it.
 local function proxy(real)
-  local p = proxies[real]
-  if p == nil then
-    p = setmetatable({}, meta)
-    targets[p] = real
-    proxies[real] = p
-    made = made + 1
-    if made == 4096 then
-      setmetatable(targets, WEAK_KEYS)
-      setmetatable(proxies, WEAK_ALL)
-    end
-  end
-  return p
+  return proxies[real] or B.proxy(real)
 end
 
 -- Proxies live only while a function runs, so between calls the caches may start afresh; doing so once they
@@ -112,6 +101,7 @@ end
 -- (a write replaced or removed one): such a table (a list the reducer replaced) is released by the next
 -- flush at the latest.
 local function trimCaches(afterFlush)
+  local made = B.made()
   if made > 512 or (afterFlush and tablesLeft and made > 0) then
     tablesLeft = false
     if made >= 4096 then
@@ -121,7 +111,7 @@ local function trimCaches(afterFlush)
       for p in next, targets do targets[p] = nil end
       for real in next, proxies do proxies[real] = nil end
     end
-    made = 0
+    B.made(0)
   end
 end
 
@@ -305,9 +295,9 @@ end
 -- Makes the barrier over the current caches (again whenever they are replaced; its state carries over).
 function installBarrier()
   B = makebarrier {
-    control = B and B.control, targets = targets, proxies = proxies, journal = journal, dependents = dependents,
-    changes = pending, holder = holder, index = index, newindex = newindex, note = noteChange, proxy = proxy,
-    adopt = adopt,
+    control = B and B.control, targets = targets, proxies = proxies, meta = meta, weakkeys = WEAK_KEYS,
+    weakall = WEAK_ALL, journal = journal, dependents = dependents, changes = pending, holder = holder,
+    index = index, newindex = newindex, note = noteChange, adopt = adopt,
   }
   meta.__index, meta.__newindex = B.index, B.newindex
 end
@@ -322,7 +312,7 @@ end
 -- `runPosition` then says which one it was (the ones before it are committed, its own writes are in the
 -- journal for the host to roll back). Proxies a run makes are trimmed before the next one.
 function M.reduceRun(reduce, list, first, last)
-  if made > 512 then trimCaches() end
+  if B.made() > 512 then trimCaches() end
   reads = false
   local position, commands, dirty, refused = B.run(reduce, list, first, last, readers.subscriptions ~= nil)
   if commands ~= nil then commands = unwrap(commands) end
