@@ -119,7 +119,16 @@ static int barrier_index(lua_State *L) {
     lua_pushvalue(L, 1);
     if (lua_rawget(L, TARGETS) != LUA_TTABLE) return fall_back(L, INDEX_FALLBACK, 2, 1); /* 3: real */
     lua_pushvalue(L, 2);
-    if (lua_rawget(L, 3) == LUA_TTABLE) to_proxy(L, b); /* 4: the value */
+    if (lua_rawget(L, 3) == LUA_TTABLE) { /* 4: the value */
+        // The script is about to use this table (it asked for it): start fetching it, and what usually lies
+        // right after it (its slots, allocated next when it was made), while its proxy is found or made. In a
+        // large state the table is rarely in cache, and each miss costs ≈ 100 ns.
+        const char *table = (const char *)lua_topointer(L, 4);
+        __builtin_prefetch(table);
+        __builtin_prefetch(table + 64);
+        __builtin_prefetch(table + 128);
+        to_proxy(L, b);
+    }
     return 1;
 }
 
