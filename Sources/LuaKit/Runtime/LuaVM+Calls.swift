@@ -164,16 +164,21 @@ extension LuaVM {
     /// or keep), anything else is reused.
     public func reference(toList values: ArraySlice<LuaValue>) throws(LuaError) -> LuaReference {
         checkThread()
-        guard lua_checkstack(state, 2) != 0 else { throw LuaError(.runtime, "the Lua stack cannot grow") }
+        // Room for the list, and for copying a table nested as deep as a conversion may go.
+        guard lua_checkstack(state, Int32(clamping: 4 * limits.conversionDepth + 8)) != 0 else {
+            throw LuaError(.runtime, "the Lua stack cannot grow")
+        }
         lua_createtable(state, Int32(clamping: values.count), 0)
         var position: lua_Integer = 1
         var failure: LuaError?
+        var shape: (sequence: Int32, others: Int32) = (-1, -1) // of the table being repeated, once known
         values.withUnsafeBufferPointer { buffer in
             for index in buffer.indices {
                 do throws(LuaError) {
                     if index > 0, Self.isSameValue(buffer, index, index - 1) {
-                        try pushAgain(position - 1)
+                        try pushAgain(position - 1, shape: &shape)
                     } else {
+                        shape = (-1, -1)
                         try push(buffer[index], path: "list[\(position)]")
                     }
                 } catch {
@@ -199,13 +204,11 @@ extension LuaVM {
         return memcmp(UnsafeRawPointer(base + a), UnsafeRawPointer(base + b), MemoryLayout<LuaValue>.size) == 0
     }
 
-    /// [-0, +1] Pushes the value at `position` of the list on top again; a copy when it is a table.
-    private func pushAgain(_ position: lua_Integer) throws(LuaError) {
-        guard lua_checkstack(state, Int32(clamping: 3 * limits.conversionDepth + 8)) != 0 else {
-            throw LuaError(.runtime, "the Lua stack cannot grow")
-        }
+    /// [-0, +1] Pushes the value at `position` of the list on top again; a copy when it is a table (`shape`
+    /// sizes it; learned from the first copy).
+    private func pushAgain(_ position: lua_Integer, shape: inout (sequence: Int32, others: Int32)) throws(LuaError) {
         guard lua_rawgeti(state, -1, position) == LUA_TTABLE else { return }
-        clua_copy_plain_table(state, -1)
+        clua_copy_plain_table(state, -1, &shape.sequence, &shape.others)
         clua_remove(state, -2)
         let limit = guardState.pointee.bytesLimit
         if guardState.pointee.bytesInUse > limit {
