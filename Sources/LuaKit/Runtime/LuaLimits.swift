@@ -7,7 +7,9 @@
 /// let vm = try LuaVM(limits: limits)
 /// ```
 public struct LuaLimits: Sendable, Equatable {
-    /// The most memory the VM's heap may hold. Exceeding it is a `.memory` error; the VM stays usable.
+    /// The most memory the VM's heap may hold. Exceeding it is a `.memory` error; the VM stays usable. (The VM
+    /// also keeps up to 4,096 freed blocks of each small size, ≤ 128 bytes, for reuse — at most ≈ 2.3 MB, not
+    /// live Lua memory and not counted here.)
     public var memoryBytes: Int = 64 << 20
     /// Wall-clock budget of one top-level call. Exceeding it is a `.timeout` error that scripts cannot catch.
     public var timeBudget: Duration = .milliseconds(200)

@@ -79,8 +79,10 @@ extension LuaVM {
     /// errors are blamed on the script code that called into it, not on its own lines.
     ///
     /// Trusted code also sees `restartbudget()`, which gives the running call a fresh time budget counted from
-    /// now: a host loop that runs many script functions in one call (a run of actions) gives each its own; and
-    /// `istable(v)` and `isstring(v)`, type tests that make no string (for hot paths such as a write barrier).
+    /// now: a host loop that runs many script functions in one call (a run of actions) gives each its own;
+    /// `istable(v)` and `isstring(v)`, type tests that make no string (for hot paths such as a write barrier);
+    /// and `makebarrier{…}`, a journaling write barrier over proxy tables with its hot paths in C (the
+    /// metamethods' common cases, making proxies, a loop that reduces a run of actions; see `barrier.c`).
     public func loadTrusted(_ source: String, chunkName: String) throws(LuaError) -> LuaReference {
         checkThread()
         try loadChunk(source, chunkName: chunkName.hasPrefix("host:") ? chunkName : "host:" + chunkName)

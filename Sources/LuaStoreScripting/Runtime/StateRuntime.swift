@@ -22,6 +22,16 @@
 /// Persistent structures (HAMTs) would give the same guarantees, but every read and write in a script would
 /// go through tree operations written in Lua, and tables would stop being tables.
 ///
+/// ## Where the barrier runs
+///
+/// The hot paths are C (`makebarrier`, in `CLuaGuard/barrier.c`): `__index` and `__newindex` for the common
+/// cases (while writing: a read; a write to a key that stays, of a value that is not a table), the loop that
+/// reduces a run of actions, making proxies, and the barrier's state (mode, journal length, stale
+/// subscriptions, run position). Written in Lua, each access cost a Lua call plus several C calls for type
+/// tests, and `state.count = state.count + 1` in a run cost ≈ 390 ns per action; in C the whole action costs
+/// ≈ 150 ns. Everything else — read tracking, table keys and values, keys that appear or go away, errors — is
+/// handed to the Lua functions below, unchanged; they are what the metamethods were before.
+///
 /// Limits, by design: state tables are data (no metatables of their own, no functions inside is allowed by
 /// conversion anyway); `next` and `rawget`/`rawset` do not see through proxies — use `pairs`, indexing and
 /// `table.*`, which do; proxies may not be kept after the function that received them returns.
