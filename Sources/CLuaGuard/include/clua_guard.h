@@ -4,7 +4,9 @@
 // the host lives here, in C: the hook that enforces the time budget, the allocator that enforces the memory
 // cap, the trampoline that turns a Swift function's error code into a Lua error, the message handler, and the
 // sandbox's `pcall`/`xpcall`, which let nothing catch an exhausted time budget. `guard.c` adds the watchdog
-// that interrupts a call past its deadline (it needs one copy of its state per process, so it is not inline).
+// that interrupts a call past its deadline (it needs one copy of its state per process, so it is not inline);
+// `allocator.c` the counting allocator and its free lists; `barrier.c` the hot paths of a journaling write
+// barrier that trusted Lua code builds on (`makebarrier`); `values.c` copying converted values in the VM.
 // LuaKit's `LuaVM` owns the `CLuaGuard` and is the only user of this header.
 #ifndef CLUA_GUARD_H
 #define CLUA_GUARD_H
