@@ -114,8 +114,10 @@ static void begin_transaction(Barrier *b) {
 /// `__index(proxy, key)` while writing: the real table's value, a table as its proxy.
 static int barrier_index(lua_State *L) {
     Barrier *b = barrier(L);
-    if (b->mode != MODE_WRITE || lua_type(L, 2) == LUA_TTABLE) return fall_back(L, INDEX_FALLBACK, 2, 1);
-    lua_settop(L, 2);
+    // (Lua calls a metamethod with exactly its arguments; anything else is handed over.)
+    if (b->mode != MODE_WRITE || lua_gettop(L) != 2 || lua_type(L, 2) == LUA_TTABLE) {
+        return fall_back(L, INDEX_FALLBACK, 2, 1);
+    }
     lua_pushvalue(L, 1);
     if (lua_rawget(L, TARGETS) != LUA_TTABLE) return fall_back(L, INDEX_FALLBACK, 2, 1); /* 3: real */
     lua_pushvalue(L, 2);
@@ -169,10 +171,9 @@ static void remember_noted(lua_State *L, Barrier *b) {
 /// nil) and values that are not tables: journaled, written, recorded for the readers of that table.
 static int barrier_newindex(lua_State *L) {
     Barrier *b = barrier(L);
-    lua_settop(L, 3);
     int keyType = lua_type(L, 2);
     int valueType = lua_type(L, 3);
-    if (b->mode != MODE_WRITE || keyType == LUA_TTABLE || keyType == LUA_TNIL || valueType == LUA_TTABLE ||
+    if (b->mode != MODE_WRITE || lua_gettop(L) != 3 || keyType == LUA_TTABLE || keyType == LUA_TNIL || valueType == LUA_TTABLE ||
         valueType == LUA_TNIL) {
         return fall_back(L, WRITE_FALLBACK, 3, 0);
     }
@@ -246,10 +247,9 @@ static int barrier_run(lua_State *L) {
             lua_pushboolean(L, 1);
             return 4;
         }
-        lua_pop(L, 1);
         if (i > first) clua_restart_budget_now(L);
         begin_transaction(b);
-        lua_pushvalue(L, RUN_STATE);
+        lua_copy(L, RUN_STATE, 7); /* "state", over the action's type */
         lua_rawget(L, RUN_HOLDER); /* 7: the state */
         lua_pushvalue(L, 7);
         to_proxy(L, b); /* 8: its proxy */
