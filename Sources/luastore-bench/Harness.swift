@@ -37,10 +37,14 @@ enum Harness {
         case both, first, second
     }
 
-    /// Runs `a` and `b` alternately for `rounds` rounds; returns the medians of each and of the ratios a/b.
-    /// With `sides` other than `.both` only that side runs (the other's figures and the ratio are NaN).
+    /// Runs `a` and `b` alternately for `rounds` rounds, after one round of each that is not counted (it warms
+    /// up caches, allocators and thread pools: first rounds were often outliers); returns the medians of each
+    /// and of the ratios a/b. With `sides` other than `.both` only that side runs (the other's figures and the
+    /// ratio are NaN).
     static func alternate(rounds: Int, sides: Sides = .both, _ a: () async throws -> Double, _ b: () async throws -> Double)
         async rethrows -> (a: Double, b: Double, ratio: Double) {
+        if sides != .second { _ = try await a() }
+        if sides != .first { _ = try await b() }
         var first: [Double] = []
         var second: [Double] = []
         var ratios: [Double] = []

@@ -19,7 +19,7 @@ struct Scenarios {
         return options
     }
 
-    var rounds: Int { quick ? 2 : 7 }
+    var rounds: Int { quick ? 2 : 9 }
 
     func app(_ name: String, _ source: String) throws -> URL {
         let folder = workspace.appendingPathComponent(name)

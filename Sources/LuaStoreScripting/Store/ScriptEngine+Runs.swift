@@ -22,12 +22,16 @@ extension ScriptEngine {
             return outcome
         }
         // The runtime's loop asks each action only for its `type`: an action that is not even a table is
-        // refused by `reduce(_:)`, one at a time (the store hands the rest of the run again).
-        func isTable(_ action: LuaValue) -> Bool {
-            if case .table = action { return true }
-            return false
+        // refused by `reduce(_:)`, one at a time (the store hands the rest of the run again). (Looked at where
+        // the actions lie: copying one out would retain its storage, which the dispatching thread is busy
+        // retaining too when one action is dispatched again and again.)
+        let allTables = actions.withUnsafeBufferPointer { buffer in
+            for index in buffer.indices {
+                guard case .table = buffer[index] else { return false }
+            }
+            return true
         }
-        guard actions.count > 1, transitions == nil, actions.allSatisfy(isTable) else { return single() }
+        guard actions.count > 1, transitions == nil, allTables else { return single() }
         let list: LuaReference
         do {
             list = try vm.reference(toList: actions)
