@@ -237,10 +237,15 @@ static int barrier_run(lua_State *L) {
     lua_Integer first = luaL_checkinteger(L, 3), last = luaL_checkinteger(L, 4);
     int stopWhenDirty = lua_toboolean(L, 5);
     lua_settop(L, 5);
+    // 6: the state's proxy, found once per run: nothing trims the caches during a run, and only `adopt`
+    // replaces the state.
+    lua_pushvalue(L, RUN_STATE);
+    lua_rawget(L, RUN_HOLDER);
+    to_proxy(L, b);
     for (lua_Integer i = first; i <= last; i++) {
         b->position = i;
-        if (lua_rawgeti(L, 2, i) != LUA_TTABLE || (lua_pushvalue(L, RUN_TYPE), lua_rawget(L, 6)) != LUA_TSTRING) {
-            /* 6: the action */
+        if (lua_rawgeti(L, 2, i) != LUA_TTABLE || (lua_pushvalue(L, RUN_TYPE), lua_rawget(L, 7)) != LUA_TSTRING) {
+            /* 7: the action */
             lua_pushinteger(L, i);
             lua_pushnil(L);
             lua_pushnil(L);
@@ -249,23 +254,23 @@ static int barrier_run(lua_State *L) {
         }
         if (i > first) clua_restart_budget_now(L);
         begin_transaction(b);
-        lua_copy(L, RUN_STATE, 7); /* "state", over the action's type */
-        lua_rawget(L, RUN_HOLDER); /* 7: the state */
-        lua_pushvalue(L, 7);
-        to_proxy(L, b); /* 8: its proxy */
-        lua_pushvalue(L, 1);
-        lua_pushvalue(L, 8);
+        lua_copy(L, 1, 8); /* reduce, over the action's type */
         lua_pushvalue(L, 6);
-        lua_call(L, 2, 2); /* 9: result, 10: commands */
-        if (!lua_isnil(L, 9) && !lua_rawequal(L, 9, 8)) {
+        lua_pushvalue(L, 7);
+        lua_call(L, 2, 2); /* 8: result, 9: commands */
+        if (!lua_isnil(L, 8) && !lua_rawequal(L, 8, 6)) {
             lua_pushvalue(L, RUN_ADOPT);
-            lua_pushvalue(L, 9);
+            lua_pushvalue(L, 8);
             lua_call(L, 1, 0);
+            lua_pushvalue(L, RUN_STATE); /* the new state's proxy */
+            lua_rawget(L, RUN_HOLDER);
+            to_proxy(L, b);
+            lua_replace(L, 6);
         }
         b->mode = MODE_CLOSED;
-        if (!lua_isnil(L, 10)) {
+        if (!lua_isnil(L, 9)) {
             lua_pushinteger(L, i);
-            lua_pushvalue(L, 10);
+            lua_pushvalue(L, 9);
             lua_pushboolean(L, b->subscriptionsDirty);
             return 3;
         }
@@ -275,7 +280,7 @@ static int barrier_run(lua_State *L) {
             lua_pushboolean(L, 1);
             return 3;
         }
-        lua_settop(L, 5);
+        lua_settop(L, 6);
     }
     lua_pushinteger(L, last);
     return 1;
