@@ -180,11 +180,19 @@ static int barrier_newindex(lua_State *L) {
     lua_pushvalue(L, 1);
     if (lua_rawget(L, TARGETS) != LUA_TTABLE) return fall_back(L, WRITE_FALLBACK, 3, 0); /* 4: real */
     lua_pushvalue(L, 2);
-    int oldType = lua_rawget(L, 4); /* 5: the old value */
+    int oldType = lua_rawget(L, 4); /* 5: the old value (taken by the journal below) */
     // (A NaN key never gets past this: no table holds a value under NaN, so its old value is nil.)
     if (oldType == LUA_TNIL || oldType == LUA_TTABLE) return fall_back(L, WRITE_FALLBACK, 3, 0);
     if (lua_rawequal(L, 5, 3)) return 0;
-    journal_append(L, b, WRITE_JOURNAL, 4, 2, 5); /* first: growing it may raise, and nothing changed yet */
+    // Journaled first: growing the journal may raise, and then nothing has changed yet. (The old value is on
+    // top, where the journal takes it from; its slots are filled last to first.)
+    lua_rawseti(L, WRITE_JOURNAL, b->count + 3);
+    lua_pushvalue(L, 2);
+    lua_rawseti(L, WRITE_JOURNAL, b->count + 2);
+    lua_pushvalue(L, 4);
+    lua_rawseti(L, WRITE_JOURNAL, b->count + 1);
+    b->count += 3;
+    if (b->count > b->filled) b->filled = b->count;
     lua_pushvalue(L, 2);
     lua_pushvalue(L, 3);
     lua_rawset(L, 4); /* the key exists: no allocation, no error */
@@ -196,7 +204,7 @@ static int barrier_newindex(lua_State *L) {
         return 0;
     }
     lua_pushvalue(L, 4);
-    if (lua_rawget(L, WRITE_DEPENDENTS) == LUA_TNIL) return 0; /* 6: who reads this table */
+    if (lua_rawget(L, WRITE_DEPENDENTS) == LUA_TNIL) return 0; /* 5: who reads this table */
     if (b->subscriptionsDirty && lua_rawgeti(L, WRITE_CHANGES, 1) == LUA_TTABLE) {
         lua_pushvalue(L, 4);
         if (lua_rawget(L, -2) == LUA_TTABLE) {
@@ -207,10 +215,10 @@ static int barrier_newindex(lua_State *L) {
             }
         }
     }
-    lua_settop(L, 6);
+    lua_settop(L, 5);
     lua_pushvalue(L, WRITE_NOTE);
     lua_pushvalue(L, 4);
-    lua_pushvalue(L, 6);
+    lua_pushvalue(L, 5);
     lua_pushvalue(L, 2);
     lua_call(L, 3, 0);
     remember_noted(L, b);
