@@ -32,6 +32,14 @@ enum Harness {
         return Double(elapsed.components.seconds) * 1e9 / Double(operations) + Double(elapsed.components.attoseconds) / 1e9 / Double(operations)
     }
 
+    /// The median of `rounds` runs of `body`, after one that is not counted.
+    static func median(rounds: Int, _ body: () async throws -> Double) async rethrows -> Double {
+        _ = try await body()
+        var values: [Double] = []
+        for _ in 0..<rounds { values.append(try await body()) }
+        return median(values)
+    }
+
     /// Which side of each ratio runs: both (measuring), or only one (to profile it alone).
     enum Sides: String, Sendable {
         case both, first, second
