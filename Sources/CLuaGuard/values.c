@@ -3,32 +3,64 @@
 
 static int clamp_size(lua_Unsigned size) { return size > INT32_MAX ? INT32_MAX : (int)size; }
 
-void clua_copy_plain_table(lua_State *L, int index, int *sequence, int *others) {
+/// [-0, +1] The general copy: entry by entry, nested tables copied in turn.
+static void copy_entries(lua_State *L, int index, int sequence, int others) {
+    lua_createtable(L, sequence, others);
+    lua_pushnil(L);
+    while (lua_next(L, index) != 0) { /* copy, key, value */
+        if (lua_type(L, -1) == LUA_TTABLE) {
+            CLuaCopyShape nested = { -1, -1, 0, 0 };
+            clua_copy_plain_table(L, -1, 0, &nested);
+            lua_remove(L, -2);
+        }
+        lua_pushvalue(L, -2); /* copy, key, value, key */
+        lua_pushvalue(L, -2); /* copy, key, value, key, value */
+        lua_rawset(L, -5);
+        lua_pop(L, 1);
+    }
+}
+
+void clua_copy_plain_table(lua_State *L, int index, int scratch, CLuaCopyShape *shape) {
     index = lua_absindex(L, index);
-    // Sized before it is filled (growing a table rehashes it): the sequence part and the other keys, counted
-    // unless the caller knows them from an earlier copy of the same table.
-    if (*sequence < 0 || *others < 0) {
+    if (shape->sequence < 0) {
+        // Sized before it is filled (growing a table rehashes it): the sequence part and the other keys,
+        // counted. A flat table (no table inside) also leaves its keys and values in a list at `scratch`,
+        // from which the next copies of it are made without walking it again.
         lua_Unsigned length = lua_rawlen(L, index);
         lua_Unsigned entries = 0;
+        int flat = 1;
         lua_pushnil(L);
         while (lua_next(L, index) != 0) {
+            if (lua_type(L, -1) == LUA_TTABLE) flat = 0;
             lua_pop(L, 1);
             entries++;
         }
-        *sequence = clamp_size(length);
-        *others = clamp_size(entries > length ? entries - length : 0);
-    }
-    lua_createtable(L, *sequence, *others);
-    lua_pushnil(L);
-    while (lua_next(L, index) != 0) { /* table, key, value */
-        if (lua_type(L, -1) == LUA_TTABLE) {
-            int nestedSequence = -1, nestedOthers = -1;
-            clua_copy_plain_table(L, -1, &nestedSequence, &nestedOthers);
-            lua_remove(L, -2);
+        shape->sequence = clamp_size(length);
+        shape->others = clamp_size(entries > length ? entries - length : 0);
+        shape->entries = clamp_size(entries);
+        shape->flat = 0;
+        if (flat && scratch != 0 && entries <= 64) {
+            lua_createtable(L, 2 * (int)entries, 0);
+            int position = 1;
+            lua_pushnil(L);
+            while (lua_next(L, index) != 0) { /* pairs, key, value */
+                lua_rawseti(L, -3, position + 1);
+                lua_pushvalue(L, -1);
+                lua_rawseti(L, -3, position);
+                position += 2;
+            }
+            lua_replace(L, scratch);
+            shape->flat = 1;
         }
-        lua_pushvalue(L, -2); /* table, key, value, key */
-        lua_pushvalue(L, -2); /* table, key, value, key, value */
-        lua_rawset(L, -5);
-        lua_pop(L, 1);
+    }
+    if (!shape->flat) {
+        copy_entries(L, index, shape->sequence, shape->others);
+        return;
+    }
+    lua_createtable(L, shape->sequence, shape->others);
+    for (int position = 1; position < 2 * shape->entries; position += 2) {
+        lua_rawgeti(L, scratch, position);
+        lua_rawgeti(L, scratch, position + 1);
+        lua_rawset(L, -3);
     }
 }

@@ -136,6 +136,20 @@ import Testing
             #expect(results[3] == ["type": "changed", "by": ["x": 1, "y": [2, 3]], "tags": ["a", "b"]])
             #expect(results[4] == action)
             #expect(Array(results[5...]) == [9, "text", "text", 7, 7, other])
+            // A flat table (nothing nested), copied from the list of its keys and values the first copy left.
+            let tick = LuaValue.table(LuaTable(array: ["first", "second"], fields: ["type": "tick", "n": 1, "ok": true]))
+            let ticks = try vm.reference(toList: Array(repeating: tick, count: 4)[...])
+            let change = try vm.load("""
+                local list = ...
+                list[2].n = 2
+                list[3][1] = nil
+                return list[1] ~= list[2] and list[2] ~= list[3] and list[3] ~= list[4], list[1], list[2], list[3], list[4]
+                """, chunkName: "ticks.lua")
+            let copies = try vm.call(change, arguments: [.reference(ticks)])
+            #expect(copies[0] == true)
+            #expect(copies[1] == tick && copies[4] == tick)
+            #expect(copies[2] == .table(LuaTable(array: ["first", "second"], fields: ["type": "tick", "n": 2, "ok": true])))
+            #expect(copies[3] == .table(LuaTable(fields: [.integer(2): "second", "type": "tick", "n": 1, "ok": true])))
         }
         var limits = LuaLimits()
         limits.memoryBytes = 4 << 20

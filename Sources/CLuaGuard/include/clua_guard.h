@@ -139,12 +139,22 @@ void clua_restart_budget_now(lua_State *L);
 /// which says more.
 int clua_make_barrier(lua_State *L);
 
+/// What copying a table learned about it, for the next copy of the same table: its size (sequence part, other
+/// keys, entries), and whether it is flat (no table inside: its keys and values then wait in a list at the
+/// `scratch` stack slot). Start with `{ -1, -1, 0, 0 }`.
+typedef struct CLuaCopyShape {
+    int sequence;
+    int others;
+    int entries;
+    int flat;
+} CLuaCopyShape;
+
 /// [-0, +1] Pushes a deep copy of the table at `index`, which must be plain data as the host converts it: no
 /// metatables, no cycles, nested at most as deep as the host's conversion allows (each level needs 4 stack
 /// slots the caller has made sure of). Raw access only; allocates like the conversion it stands in for.
-/// `sequence` and `others` size the copy (its sequence part and its other keys); when either is negative,
-/// the table's entries are counted first and both are set, for the next copy of the same table. In values.c.
-void clua_copy_plain_table(lua_State *L, int index, int *sequence, int *others);
+/// `scratch` is a stack slot the copier may use (0: none); keep it and `shape` from one copy of a table to the
+/// next. In values.c.
+void clua_copy_plain_table(lua_State *L, int index, int scratch, CLuaCopyShape *shape);
 
 /// `istable(v)` and `isstring(v)`, Lua functions for trusted host code: `type(v) == "table"` (or `"string"`)
 /// without making a string — Lua's `type` pushes its answer as a string, found again in the string cache with

@@ -170,27 +170,31 @@ extension LuaVM {
         guard lua_checkstack(state, Int32(clamping: 4 * limits.conversionDepth + 8)) != 0 else {
             throw LuaError(.runtime, "the Lua stack cannot grow")
         }
+        let top = lua_gettop(state)
         lua_createtable(state, Int32(clamping: values.count), 0)
+        let list = top + 1
+        lua_pushnil(state) // a slot for the copier (see `clua_copy_plain_table`)
         var position: lua_Integer = 1
         var failure: LuaError?
-        var shape: (sequence: Int32, others: Int32) = (-1, -1) // of the table being repeated, once known
+        var shape = CLuaCopyShape(sequence: -1, others: -1, entries: 0, flat: 0) // of the table being repeated
         values.withUnsafeBufferPointer { buffer in
             for index in buffer.indices {
                 do throws(LuaError) {
                     if index > 0, Self.isSameValue(buffer, index, index - 1) {
-                        try pushAgain(position - 1, shape: &shape)
+                        try pushAgain(position - 1, list: list, shape: &shape)
                     } else {
-                        shape = (-1, -1)
+                        shape = CLuaCopyShape(sequence: -1, others: -1, entries: 0, flat: 0)
                         try push(buffer[index], path: "list[\(position)]")
                     }
                 } catch {
                     failure = error
                     return
                 }
-                lua_rawseti(state, -2, position)
+                lua_rawseti(state, list, position)
                 position += 1
             }
         }
+        lua_settop(state, list)
         if let failure {
             clua_pop(state, 1)
             throw failure
@@ -206,11 +210,11 @@ extension LuaVM {
         return memcmp(UnsafeRawPointer(base + a), UnsafeRawPointer(base + b), MemoryLayout<LuaValue>.size) == 0
     }
 
-    /// [-0, +1] Pushes the value at `position` of the list on top again; a copy when it is a table (`shape`
-    /// sizes it; learned from the first copy).
-    private func pushAgain(_ position: lua_Integer, shape: inout (sequence: Int32, others: Int32)) throws(LuaError) {
-        guard lua_rawgeti(state, -1, position) == LUA_TTABLE else { return }
-        clua_copy_plain_table(state, -1, &shape.sequence, &shape.others)
+    /// [-0, +1] Pushes the value at `position` of `list` again; a copy when it is a table (`shape` and the slot
+    /// above the list carry what the first copy learned).
+    private func pushAgain(_ position: lua_Integer, list: Int32, shape: inout CLuaCopyShape) throws(LuaError) {
+        guard lua_rawgeti(state, list, position) == LUA_TTABLE else { return }
+        clua_copy_plain_table(state, -1, list + 1, &shape)
         clua_remove(state, -2)
         let limit = guardState.pointee.bytesLimit
         if guardState.pointee.bytesInUse > limit {
