@@ -29,7 +29,7 @@
 /// reduces a run of actions, making proxies, and the barrier's state (mode, journal length, stale
 /// subscriptions, run position). Written in Lua, each access cost a Lua call plus several C calls for type
 /// tests, and `state.count = state.count + 1` in a run cost ≈ 390 ns per action; in C the whole action costs
-/// ≈ 150 ns. Everything else — read tracking, table keys and values, keys that appear or go away, errors — is
+/// ≈ 130 ns. Everything else — read tracking, table keys and values, keys that appear or go away, errors — is
 /// handed to the Lua functions below, unchanged; they are what the metamethods were before.
 ///
 /// Limits, by design: state tables are data (no metatables of their own, no functions inside is allowed by
