@@ -80,6 +80,7 @@ static int fall_back(lua_State *L, int fallback, int arguments, int results) {
 /// Appends (table, key, old value) at the given stack indices to the journal. May raise (memory) before
 /// anything is recorded.
 static void journal_append(lua_State *L, Barrier *b, int journal, int table, int key, int old) {
+    if (b->count + 3 > b->filled) b->filled = b->count + 3; /* first: a slot filled before a raise is emptied too */
     lua_pushvalue(L, table);
     lua_rawseti(L, journal, b->count + 1);
     lua_pushvalue(L, key);
@@ -87,7 +88,6 @@ static void journal_append(lua_State *L, Barrier *b, int journal, int table, int
     lua_pushvalue(L, old);
     lua_rawseti(L, journal, b->count + 3);
     b->count += 3;
-    if (b->count > b->filled) b->filled = b->count;
 }
 
 /// Empties the journal's slots past the open transaction's, so what earlier transactions replaced can be
@@ -186,13 +186,13 @@ static int barrier_newindex(lua_State *L) {
     if (lua_rawequal(L, 5, 3)) return 0;
     // Journaled first: growing the journal may raise, and then nothing has changed yet. (The old value is on
     // top, where the journal takes it from; its slots are filled last to first.)
+    if (b->count + 3 > b->filled) b->filled = b->count + 3;
     lua_rawseti(L, WRITE_JOURNAL, b->count + 3);
     lua_pushvalue(L, 2);
     lua_rawseti(L, WRITE_JOURNAL, b->count + 2);
     lua_pushvalue(L, 4);
     lua_rawseti(L, WRITE_JOURNAL, b->count + 1);
     b->count += 3;
-    if (b->count > b->filled) b->filled = b->count;
     lua_pushvalue(L, 2);
     lua_pushvalue(L, 3);
     lua_rawset(L, 4); /* the key exists: no allocation, no error */
