@@ -36,7 +36,7 @@ typedef struct Barrier {
 #define WEAK_ALL lua_upvalueindex(6)  /* { __mode = "kv" } */
 #define FIRST_OWN_UPVALUE 7
 
-/// How many proxies one function may make before the caches turn weak (so proxies it no longer holds can be
+/// How many proxies may be made before the caches turn weak (so proxies no one holds any more can be
 /// collected: props walking a large list, say); the Lua side empties or replaces them between calls.
 #define PROXIES_BEFORE_WEAK 4096
 

@@ -95,9 +95,9 @@ local function noteChange(real, byKey, key, structural)
 end
 
 -- The proxy of a real table, made (by the barrier, in C) if it has none. The caches are strong (cheaper to
--- fill and to collect) until one function has made more than 4,096 proxies (props walking a large list,
--- say); then the barrier turns them weak for the rest of the call, so proxies the function no longer holds
--- can be collected. Either way, one table has one proxy while anyone holds it.
+-- fill and to collect) until 4,096 proxies were made since they were last emptied (props walking a large
+-- list, say); then the barrier turns them weak until they are replaced, so proxies no one holds any more can
+-- be collected. Either way, one table has one proxy while anyone holds it.
 local function proxy(real)
   return proxies[real] or B.proxy(real)
 end
