@@ -213,16 +213,11 @@ extension LuaVM {
     /// [-0, +1] Pushes the value at `position` of `list` again; a copy when it is a table (`shape` and the slot
     /// above the list carry what the first copy learned).
     private func pushAgain(_ position: lua_Integer, list: Int32, shape: inout CLuaCopyShape) throws(LuaError) {
+        let top = lua_gettop(state)
         guard lua_rawgeti(state, list, position) == LUA_TTABLE else { return }
         clua_copy_plain_table(state, -1, list + 1, &shape)
         clua_remove(state, -2)
-        let limit = guardState.pointee.bytesLimit
-        if guardState.pointee.bytesInUse > limit {
-            let used = guardState.pointee.bytesInUse
-            clua_pop(state, 1)
-            _ = clua_gc(state, LUA_GCCOLLECT, 0)
-            throw LuaError(.memory, "the value took the heap to \(used) bytes, over the memory cap of \(limit) bytes")
-        }
+        try refuseIfOverCap(above: top)
     }
 
     /// `table[key]`, read raw (no metamethod runs); `nil` when the value is `nil` or `table` is not a table.

@@ -24,12 +24,18 @@ extension LuaVM {
             lua_settop(state, top)
             throw error.error(root: root())
         }
-        if guardState.pointee.bytesInUse > limit {
-            let used = guardState.pointee.bytesInUse
-            lua_settop(state, top)
-            _ = clua_gc(state, LUA_GCCOLLECT, 0)
-            throw LuaError(.memory, "the value took the heap to \(used) bytes, over the memory cap of \(limit) bytes")
-        }
+        try refuseIfOverCap(above: top)
+    }
+
+    /// After the host built a value on the stack above `top` (outside the cap): if the heap went past the cap,
+    /// drops the value again, collects, and refuses it with a `.memory` error.
+    func refuseIfOverCap(above top: Int32) throws(LuaError) {
+        let limit = guardState.pointee.bytesLimit
+        guard guardState.pointee.bytesInUse > limit else { return }
+        let used = guardState.pointee.bytesInUse
+        lua_settop(state, top)
+        _ = clua_gc(state, LUA_GCCOLLECT, 0)
+        throw LuaError(.memory, "the value took the heap to \(used) bytes, over the memory cap of \(limit) bytes")
     }
 
     private func pushUnchecked(_ value: borrowing LuaValue, depth: Int) throws(ConversionFailure) {

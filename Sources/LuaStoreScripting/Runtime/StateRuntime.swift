@@ -205,7 +205,7 @@ end
 -- other access, unchanged, to the Lua functions below, which are what the metamethods were before. So the
 -- functions below are always called from C: the script that caused an error is at level 3, not 2.
 
-local function index(p, key)
+local function indexFallback(p, key)
   if B.mode() == CLOSED then closed(3) end
   local real = targets[p]
   if real == nil then stale(3) end
@@ -217,7 +217,7 @@ local function index(p, key)
   return value
 end
 
-local function newindex(p, key, value)
+local function newindexFallback(p, key, value)
   local mode = B.mode()
   if mode ~= WRITE then
     if mode == CLOSED then closed(3) end
@@ -307,7 +307,7 @@ function installBarrier()
   B = makebarrier {
     control = B and B.control, targets = targets, proxies = proxies, meta = meta, weakkeys = WEAK_KEYS,
     weakall = WEAK_ALL, journal = journal, dependents = dependents, changes = pending, holder = holder,
-    index = index, newindex = newindex, note = noteChange, adopt = adopt,
+    index = indexFallback, newindex = newindexFallback, note = noteChange, adopt = adopt,
   }
   meta.__index, meta.__newindex = B.index, B.newindex
 end
