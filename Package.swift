@@ -39,15 +39,21 @@ let package = Package(
         ),
         // What must run in C where Lua may raise, and the watchdog that enforces time budgets.
         .target(name: "CLuaGuard", dependencies: ["CLua"]),
-        .target(name: "LuaKit", dependencies: ["CLua", "CLuaGuard"], swiftSettings: strict),
-        .executableTarget(name: "luakit", dependencies: ["LuaKit"], swiftSettings: strict),
+        .target(name: "LuaKit", dependencies: ["CLua", "CLuaGuard"], swiftSettings: strict, plugins: ["EmbedLua"]),
+        // The folder is not `Sources/luakit`: a case-insensitive file system would merge it with `Sources/LuaKit`.
+        .executableTarget(name: "luakit", dependencies: ["LuaKit"], path: "Sources/LuaKitTool", swiftSettings: strict),
+        // Lua that a module runs (the sandbox's prelude, the state runtime, the `luastore` module, the spec
+        // library) lives in `.lua` files beside its Swift; this plugin embeds them into the binary at build time.
+        .plugin(name: "EmbedLua", capability: .buildTool(), dependencies: ["embed-lua"], path: "Plugins/EmbedLua"),
+        .executableTarget(name: "embed-lua", path: "Plugins/embed-lua", swiftSettings: strict),
         .executableTarget(
             name: "luastore",
             dependencies: [
                 "LuaKit", "LuaStoreCore", "LuaStoreScripting",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
-            swiftSettings: strict
+            swiftSettings: strict,
+            plugins: ["EmbedLua"]
         ),
         .target(
             name: "LuaStoreDemoAPI",
@@ -63,7 +69,9 @@ let package = Package(
             dependencies: [.product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
-        .target(name: "LuaStoreScripting", dependencies: ["LuaKit", "LuaStoreCore"], swiftSettings: strict),
+        .target(
+            name: "LuaStoreScripting", dependencies: ["LuaKit", "LuaStoreCore"], swiftSettings: strict, plugins: ["EmbedLua"]
+        ),
         .target(
             name: "LuaStoreTestSupport",
             dependencies: [

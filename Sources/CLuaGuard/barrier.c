@@ -1,20 +1,68 @@
 // A journaling write barrier over proxy tables, and the loop that reduces a run of actions through it, in C.
 //
-// LuaStore keeps an app's state in plain Lua tables and hands scripts proxies: empty tables whose metamethods
-// forward to the real table, journal every write (so a failing transaction can be undone) and record what
-// changed (so readers re-run only when their inputs did). Written in Lua, each access to the state cost a Lua
-// function call plus several C calls for type tests (Lua has no cheaper way to ask whether a value is a
-// table), and the loop over a run of actions several more C calls per action: `state.count = state.count + 1`
-// in a run cost ≈ 390 ns per action, thirteen times the reducer itself. Here the common cases cost a few raw
-// table operations, and everything else — read tracking, a key or value that is a table, a key that appears
-// or goes away, an error to raise — is handed, unchanged, to the Lua functions the barrier was made with.
+// This comment is the barrier's contract; `state_runtime.lua` (the Lua half), `StateRuntime.swift`,
+// `ScriptEngine+Runs.swift` and `LuaVM.loadTrusted` point here.
 //
-// The barrier's own state (mode, journal length, whether the declared subscriptions are stale, the position
-// in a run) lives in a C struct every function of one barrier shares, so the hot paths read it for free; the
-// Lua side reads and sets it through the functions `makebarrier` returns.
+// ## Why a write barrier with an undo journal (and not persistent structures)
+//
+// An app's state is ordinary Lua tables, mutated in place. Scripts never touch those tables directly: `reduce`,
+// `props` and selectors receive *proxies* — empty tables whose metamethods forward to the real table. That one
+// indirection buys the three properties LuaStore is built on:
+//
+// 1. Cost per action does not grow with state size. A write costs a `rawset` plus three journal slots; nothing
+//    is copied (a copy-on-write draft would shallow-copy a 100,000-entry array to change one entry). Proxies are
+//    made lazily, only for the tables a function actually reaches, and cached.
+// 2. Every dispatch is a transaction. Each write appends (table, key, old value) to the journal. If the reducer
+//    raises, runs out of time or memory, the host calls `rollback`, which replays the journal backwards;
+//    otherwise the next transaction drops it. Untouched tables keep their identity across dispatches.
+// 3. Changes are known without comparing. Each write to a table some reader (props, a selector, subscriptions)
+//    read is recorded in a change set (real table -> keys); the Lua half maps it to the readers to run again.
+//
+// Persistent structures (HAMTs) would give the same guarantees, but every read and write in a script would go
+// through tree operations written in Lua, and tables would stop being tables.
+//
+// ## Who does what
+//
+// `makebarrier{…}` (trusted host code only) returns the barrier's functions (below, "The functions"). The
+// common cases run here: `__index` while writing; `__newindex` while writing, for a key that stays and a value
+// that is not a table; making proxies; the loop over a run of actions; the barrier's state. Everything else —
+// read tracking, a key or value that is a table, a key that appears or goes away, an error to raise — is handed,
+// unchanged, to the Lua functions the barrier was made with (`index`, `newindex`, `note`, `adopt`), which are what
+// the metamethods were before this file existed (README's benchmark section has what that saved).
+//
+// The barrier's state (mode, journal length, whether the declared subscriptions are stale, the position in a
+// run, proxies made) is a C struct every function of one barrier shares, so the hot paths read it for free; the
+// Lua side reads and sets it through `mode`/`setmode`, `dirty`/`setdirty`, `position`, `made`.
+//
+// Modes (`B.CLOSED`, `B.WRITE`, `B.READ`, the only definition of their numbers): no function of the app runs;
+// `reduce` or `migrate` runs (writes are journaled); `props`, a selector or `subscriptions` runs (writes are
+// errors, reads are recorded by the Lua half).
+//
+// Limits, by design: state tables are data (no metatables of their own); `next` and `rawget`/`rawset` do not
+// see through proxies (`pairs`, indexing and `table.*` do; the sandbox's `rawset` refuses proxies); a proxy may
+// not be kept after the function that received it returns.
+//
+// ## Stack effects
+//
+// Every function here states its stack effect as Lua's manual does, `[-o, +p, x]`: it pops `o` values, pushes
+// `p`, and `x` says whether it may raise: `-` never, `m` only a memory error, `e` any error (it calls Lua). The
+// functions Lua calls (`lua_CFunction`s) are entered with their arguments and may raise (`e`): they run only
+// inside a protected call the host made, never in a Swift frame.
 #include "clua_guard.h"
 
-enum { MODE_CLOSED = 0, MODE_WRITE = 1, MODE_READ = 2 };
+// MARK: The barrier's state
+
+/// The modes, by name and number; exported to the Lua half as `B.<name>`.
+#define BARRIER_MODES(X) \
+    X(CLOSED, 0)         \
+    X(WRITE, 1)          \
+    X(READ, 2)
+
+enum {
+#define BARRIER_MODE_ENUM(name, number) MODE_##name = number,
+    BARRIER_MODES(BARRIER_MODE_ENUM)
+#undef BARRIER_MODE_ENUM
+};
 
 typedef struct Barrier {
     lua_Integer mode;           /* MODE_CLOSED; MODE_WRITE (reduce, migrate); MODE_READ (props, selectors) */
@@ -27,48 +75,92 @@ typedef struct Barrier {
     int subscriptionsDirty;     /* `subscriptions` must run again before its result is used */
 } Barrier;
 
-// Every function's first upvalues: the Barrier userdata, then what making a proxy needs.
-#define CONTROL lua_upvalueindex(1)
-#define TARGETS lua_upvalueindex(2)   /* proxy -> real table */
-#define PROXIES lua_upvalueindex(3)   /* real table -> proxy */
-#define META lua_upvalueindex(4)      /* the proxies' metatable */
-#define WEAK_KEYS lua_upvalueindex(5) /* { __mode = "k" } */
-#define WEAK_ALL lua_upvalueindex(6)  /* { __mode = "kv" } */
-#define FIRST_OWN_UPVALUE 7
+// MARK: Upvalues
+//
+// Every closure `makebarrier` makes holds the Barrier (upvalue 1), then the shared fields of the table it was
+// given, then its own upvalues. Each list below is the one place its upvalues are named: the indices
+// (`UPVALUE(name)`) and what `makebarrier` puts in each slot are both generated from it. An entry is
+// `X(name, kind, text)`: `FIELD` the table's field `text`; `LITERAL` the string `text`; `SPARE` nil, a slot
+// the function writes itself.
+
+enum { FIELD, LITERAL, SPARE };
+
+#define SHARED_UPVALUES(X)                                                                               \
+    X(TARGETS, FIELD, "targets")    /* proxy -> real table */                                           \
+    X(PROXIES, FIELD, "proxies")    /* real table -> proxy */                                           \
+    X(META, FIELD, "meta")          /* the proxies' metatable */                                        \
+    X(WEAK_KEYS, FIELD, "weakkeys") /* { __mode = "k" } */                                              \
+    X(WEAK_ALL, FIELD, "weakall")   /* { __mode = "kv" } */
+
+/// `__index`'s own upvalues.
+#define INDEX_UPVALUES(X) X(INDEX_FALLBACK, FIELD, "index") /* the Lua __index, for everything else */
+
+/// `__newindex`'s own upvalues.
+#define WRITE_UPVALUES(X)                                                                                  \
+    X(WRITE_JOURNAL, FIELD, "journal")       /* (table, key, old value) triples */                        \
+    X(WRITE_DEPENDENTS, FIELD, "dependents") /* real table -> key -> readers */                            \
+    X(WRITE_CHANGES, FIELD, "changes")       /* { [1] = real -> { key -> true } since the last flush } */  \
+    X(WRITE_FALLBACK, FIELD, "newindex")     /* the Lua __newindex, for everything else */                \
+    X(WRITE_NOTE, FIELD, "note")             /* note(real, byKey, key): records a change */               \
+    X(WRITE_LAST_TABLE, SPARE, NULL)         /* the table and key of the last change seen recorded, */    \
+    X(WRITE_LAST_KEY, SPARE, NULL)           /* valid while `flushes` is `lastNotedAt` */
+
+/// `run`'s own upvalues.
+#define RUN_UPVALUES(X)                                                                                    \
+    X(RUN_HOLDER, FIELD, "holder")  /* holder.state is the app's state table */                          \
+    X(RUN_ADOPT, FIELD, "adopt")    /* adopt(result): installs a state the reducer returned */           \
+    X(RUN_TYPE, LITERAL, "type")    /* the key of an action's type */                                     \
+    X(RUN_STATE, LITERAL, "state")  /* the key of the state in `holder` */
+
+/// The own upvalue of the functions that read or write the journal.
+#define JOURNAL_UPVALUES(X) X(JOURNAL, FIELD, "journal")
+
+#define UPVALUE_ENUM(name, kind, text) UPVALUE_##name,
+enum { UPVALUE_CONTROL = 1, SHARED_UPVALUES(UPVALUE_ENUM) FIRST_OWN_UPVALUE };
+enum { INDEX_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, INDEX_UPVALUES(UPVALUE_ENUM) };
+enum { WRITE_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, WRITE_UPVALUES(UPVALUE_ENUM) };
+enum { RUN_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, RUN_UPVALUES(UPVALUE_ENUM) };
+enum { JOURNAL_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, JOURNAL_UPVALUES(UPVALUE_ENUM) };
+#undef UPVALUE_ENUM
+
+/// The pseudo-index of the current function's upvalue `name`.
+#define UPVALUE(name) lua_upvalueindex(UPVALUE_##name)
 
 /// How many proxies may be made before the caches turn weak (so proxies no one holds any more can be
 /// collected: props walking a large list, say); the Lua side empties or replaces them between calls.
 #define PROXIES_BEFORE_WEAK 4096
 
-static Barrier *barrier(lua_State *L) { return (Barrier *)lua_touserdata(L, CONTROL); }
+/// [-0, +0, -] The barrier of the running function.
+static Barrier *barrier(lua_State *L) { return (Barrier *)lua_touserdata(L, UPVALUE(CONTROL)); }
 
-/// [-1, +1] Replaces the real table on top with its proxy, made now if it has none.
+/// [-1, +1, m] Replaces the real table on top with its proxy, made now if it has none.
 static void to_proxy(lua_State *L, Barrier *b) {
     lua_pushvalue(L, -1);
-    if (lua_rawget(L, PROXIES) != LUA_TNIL) { /* made before */
+    if (lua_rawget(L, UPVALUE(PROXIES)) != LUA_TNIL) { /* made before */
         lua_remove(L, -2);
         return;
     }
     lua_pop(L, 1);
     lua_createtable(L, 0, 0); /* real, proxy */
-    lua_pushvalue(L, META);
+    lua_pushvalue(L, UPVALUE(META));
     lua_setmetatable(L, -2);
     lua_pushvalue(L, -1);
     lua_pushvalue(L, -3);
-    lua_rawset(L, TARGETS); /* targets[proxy] = real */
+    lua_rawset(L, UPVALUE(TARGETS)); /* targets[proxy] = real */
     lua_pushvalue(L, -2);
     lua_pushvalue(L, -2);
-    lua_rawset(L, PROXIES); /* proxies[real] = proxy */
+    lua_rawset(L, UPVALUE(PROXIES)); /* proxies[real] = proxy */
     lua_remove(L, -2);
     if (++b->made == PROXIES_BEFORE_WEAK) {
-        lua_pushvalue(L, WEAK_KEYS);
-        lua_setmetatable(L, TARGETS);
-        lua_pushvalue(L, WEAK_ALL);
-        lua_setmetatable(L, PROXIES);
+        lua_pushvalue(L, UPVALUE(WEAK_KEYS));
+        lua_setmetatable(L, UPVALUE(TARGETS));
+        lua_pushvalue(L, UPVALUE(WEAK_ALL));
+        lua_setmetatable(L, UPVALUE(PROXIES));
     }
 }
 
-/// Calls the Lua fallback with the metamethod's arguments and returns what it returns.
+/// [-(top), +results, e] Calls the Lua fallback with the metamethod's `arguments` (the stack is cut to them
+/// first) and leaves what it returns.
 static int fall_back(lua_State *L, int fallback, int arguments, int results) {
     lua_settop(L, arguments);
     lua_pushvalue(L, fallback);
@@ -77,8 +169,8 @@ static int fall_back(lua_State *L, int fallback, int arguments, int results) {
     return results;
 }
 
-/// Appends (table, key, old value) at the given stack indices to the journal. May raise (memory) before
-/// anything is recorded.
+/// [-0, +0, m] Appends (table, key, old value) at the given stack indices to the journal. May raise (memory)
+/// before anything is recorded.
 static void journal_append(lua_State *L, Barrier *b, int journal, int table, int key, int old) {
     if (b->count + 3 > b->filled) b->filled = b->count + 3; /* first: a slot filled before a raise is emptied too */
     lua_pushvalue(L, table);
@@ -90,9 +182,9 @@ static void journal_append(lua_State *L, Barrier *b, int journal, int table, int
     b->count += 3;
 }
 
-/// Empties the journal's slots past the open transaction's, so what earlier transactions replaced can be
-/// collected. Not needed for correctness (only the first `count` slots are ever read), so it is done at
-/// flushes and rollbacks, not at every transaction.
+/// [-0, +0, -] Empties the journal's slots past the open transaction's, so what earlier transactions replaced
+/// can be collected. Not needed for correctness (only the first `count` slots are ever read), so it is done at
+/// flushes and rollbacks, not at every transaction. (Assigning nil to an existing slot never allocates.)
 static void clear_journal_tail(lua_State *L, Barrier *b, int journal) {
     for (lua_Integer i = b->count + 1; i <= b->filled; i++) {
         lua_pushnil(L);
@@ -101,7 +193,7 @@ static void clear_journal_tail(lua_State *L, Barrier *b, int journal) {
     b->filled = b->count;
 }
 
-/// Drops the last transaction's journal (its slots are overwritten, not emptied) and opens a new one.
+/// [-0, +0, -] Drops the last transaction's journal (its slots are overwritten, not emptied) and opens a new one.
 static void begin_transaction(Barrier *b) {
     b->count = 0;
     b->mode = MODE_WRITE;
@@ -109,17 +201,15 @@ static void begin_transaction(Barrier *b) {
 
 // MARK: The metamethods
 
-#define INDEX_FALLBACK lua_upvalueindex(FIRST_OWN_UPVALUE) /* the Lua __index, for everything else */
-
-/// `__index(proxy, key)` while writing: the real table's value, a table as its proxy.
+/// `__index(proxy, key)` [-2, +1, e] while writing: the real table's value, a table as its proxy.
 static int barrier_index(lua_State *L) {
     Barrier *b = barrier(L);
     // (Lua calls a metamethod with exactly its arguments; anything else is handed over.)
     if (b->mode != MODE_WRITE || lua_gettop(L) != 2 || lua_type(L, 2) == LUA_TTABLE) {
-        return fall_back(L, INDEX_FALLBACK, 2, 1);
+        return fall_back(L, UPVALUE(INDEX_FALLBACK), 2, 1);
     }
     lua_pushvalue(L, 1);
-    if (lua_rawget(L, TARGETS) != LUA_TTABLE) return fall_back(L, INDEX_FALLBACK, 2, 1); /* 3: real */
+    if (lua_rawget(L, UPVALUE(TARGETS)) != LUA_TTABLE) return fall_back(L, UPVALUE(INDEX_FALLBACK), 2, 1); /* 3: real */
     lua_pushvalue(L, 2);
     if (lua_rawget(L, 3) == LUA_TTABLE) { /* 4: the value */
         // The script is about to use this table (it asked for it): start fetching it, and what usually lies
@@ -134,64 +224,40 @@ static int barrier_index(lua_State *L) {
     return 1;
 }
 
-/// `proxy(real)`: the proxy of a real table, made now if it has none.
-static int barrier_proxy(lua_State *L) {
-    luaL_checktype(L, 1, LUA_TTABLE);
-    lua_settop(L, 1);
-    to_proxy(L, barrier(L));
-    return 1;
-}
-
-/// `made()`: proxies made since `made(0)` (which the Lua side calls when it empties the caches).
-static int barrier_made(lua_State *L) {
-    Barrier *b = barrier(L);
-    if (lua_gettop(L) >= 1) b->made = luaL_checkinteger(L, 1);
-    lua_pushinteger(L, b->made);
-    return 1;
-}
-
-#define WRITE_JOURNAL lua_upvalueindex(FIRST_OWN_UPVALUE)        /* (table, key, old value) triples */
-#define WRITE_DEPENDENTS lua_upvalueindex(FIRST_OWN_UPVALUE + 1) /* real table -> key -> readers */
-#define WRITE_CHANGES lua_upvalueindex(FIRST_OWN_UPVALUE + 2)    /* { [1] = real -> { key -> true } since the last flush } */
-#define WRITE_FALLBACK lua_upvalueindex(FIRST_OWN_UPVALUE + 3)   /* the Lua __newindex, for everything else */
-#define WRITE_NOTE lua_upvalueindex(FIRST_OWN_UPVALUE + 4)       /* note(real, byKey, key): records a change */
-#define WRITE_LAST_TABLE lua_upvalueindex(FIRST_OWN_UPVALUE + 5) /* the table and key of the last change seen */
-#define WRITE_LAST_KEY lua_upvalueindex(FIRST_OWN_UPVALUE + 6)   /* recorded, valid while `flushes` is `lastNotedAt` */
-
-/// Remembers that the change of `real[key]` (at 4 and 2) is recorded in the current change set.
+/// [-0, +0, -] Remembers that the change of `real[key]` (at 4 and 2) is recorded in the current change set.
 static void remember_noted(lua_State *L, Barrier *b) {
     lua_pushvalue(L, 4);
-    lua_replace(L, WRITE_LAST_TABLE);
+    lua_replace(L, UPVALUE(WRITE_LAST_TABLE));
     lua_pushvalue(L, 2);
-    lua_replace(L, WRITE_LAST_KEY);
+    lua_replace(L, UPVALUE(WRITE_LAST_KEY));
     b->lastNotedAt = b->flushes;
 }
 
-/// `__newindex(proxy, key, value)` while writing, for a key that stays (neither the old nor the new value is
-/// nil) and values that are not tables: journaled, written, recorded for the readers of that table.
+/// `__newindex(proxy, key, value)` [-3, +0, e] while writing, for a key that stays (neither the old nor the new
+/// value is nil) and values that are not tables: journaled, written, recorded for the readers of that table.
 static int barrier_newindex(lua_State *L) {
     Barrier *b = barrier(L);
     int keyType = lua_type(L, 2);
     int valueType = lua_type(L, 3);
     if (b->mode != MODE_WRITE || lua_gettop(L) != 3 || keyType == LUA_TTABLE || keyType == LUA_TNIL || valueType == LUA_TTABLE ||
         valueType == LUA_TNIL) {
-        return fall_back(L, WRITE_FALLBACK, 3, 0);
+        return fall_back(L, UPVALUE(WRITE_FALLBACK), 3, 0);
     }
     lua_pushvalue(L, 1);
-    if (lua_rawget(L, TARGETS) != LUA_TTABLE) return fall_back(L, WRITE_FALLBACK, 3, 0); /* 4: real */
+    if (lua_rawget(L, UPVALUE(TARGETS)) != LUA_TTABLE) return fall_back(L, UPVALUE(WRITE_FALLBACK), 3, 0); /* 4: real */
     lua_pushvalue(L, 2);
     int oldType = lua_rawget(L, 4); /* 5: the old value (taken by the journal below) */
     // (A NaN key never gets past this: no table holds a value under NaN, so its old value is nil.)
-    if (oldType == LUA_TNIL || oldType == LUA_TTABLE) return fall_back(L, WRITE_FALLBACK, 3, 0);
+    if (oldType == LUA_TNIL || oldType == LUA_TTABLE) return fall_back(L, UPVALUE(WRITE_FALLBACK), 3, 0);
     if (lua_rawequal(L, 5, 3)) return 0;
     // Journaled first: growing the journal may raise, and then nothing has changed yet. (The old value is on
     // top, where the journal takes it from; its slots are filled last to first.)
     if (b->count + 3 > b->filled) b->filled = b->count + 3;
-    lua_rawseti(L, WRITE_JOURNAL, b->count + 3);
+    lua_rawseti(L, UPVALUE(WRITE_JOURNAL), b->count + 3);
     lua_pushvalue(L, 2);
-    lua_rawseti(L, WRITE_JOURNAL, b->count + 2);
+    lua_rawseti(L, UPVALUE(WRITE_JOURNAL), b->count + 2);
     lua_pushvalue(L, 4);
-    lua_rawseti(L, WRITE_JOURNAL, b->count + 1);
+    lua_rawseti(L, UPVALUE(WRITE_JOURNAL), b->count + 1);
     b->count += 3;
     lua_pushvalue(L, 2);
     lua_pushvalue(L, 3);
@@ -199,13 +265,13 @@ static int barrier_newindex(lua_State *L) {
     // Often the change is recorded already (the same field written since the last flush) and the
     // subscriptions are stale anyway: then there is nothing to add. The same field as last time is known
     // without a lookup.
-    if (b->subscriptionsDirty && b->lastNotedAt == b->flushes && lua_rawequal(L, 4, WRITE_LAST_TABLE) &&
-        lua_rawequal(L, 2, WRITE_LAST_KEY)) {
+    if (b->subscriptionsDirty && b->lastNotedAt == b->flushes && lua_rawequal(L, 4, UPVALUE(WRITE_LAST_TABLE)) &&
+        lua_rawequal(L, 2, UPVALUE(WRITE_LAST_KEY))) {
         return 0;
     }
     lua_pushvalue(L, 4);
-    if (lua_rawget(L, WRITE_DEPENDENTS) == LUA_TNIL) return 0; /* 5: who reads this table */
-    if (b->subscriptionsDirty && lua_rawgeti(L, WRITE_CHANGES, 1) == LUA_TTABLE) {
+    if (lua_rawget(L, UPVALUE(WRITE_DEPENDENTS)) == LUA_TNIL) return 0; /* 5: who reads this table */
+    if (b->subscriptionsDirty && lua_rawgeti(L, UPVALUE(WRITE_CHANGES), 1) == LUA_TTABLE) {
         lua_pushvalue(L, 4);
         if (lua_rawget(L, -2) == LUA_TTABLE) {
             lua_pushvalue(L, 2);
@@ -216,7 +282,7 @@ static int barrier_newindex(lua_State *L) {
         }
     }
     lua_settop(L, 5);
-    lua_pushvalue(L, WRITE_NOTE);
+    lua_pushvalue(L, UPVALUE(WRITE_NOTE));
     lua_pushvalue(L, 4);
     lua_pushvalue(L, 5);
     lua_pushvalue(L, 2);
@@ -227,17 +293,13 @@ static int barrier_newindex(lua_State *L) {
 
 // MARK: Runs of actions
 
-#define RUN_HOLDER lua_upvalueindex(FIRST_OWN_UPVALUE)    /* holder.state is the app's state table */
-#define RUN_ADOPT lua_upvalueindex(FIRST_OWN_UPVALUE + 1) /* adopt(result): installs a state the reducer returned */
-#define RUN_TYPE lua_upvalueindex(FIRST_OWN_UPVALUE + 2)  /* "type" */
-#define RUN_STATE lua_upvalueindex(FIRST_OWN_UPVALUE + 3) /* "state" */
-
-/// `run(reduce, list, first, last, stopWhenDirty)`: reduces `list[first..last]` in order, each action its own
-/// transaction with its own time budget (restarted for every action after the first). Stops after an action
-/// the host must look at before the next: one without a string `type` (returns its position, nil, nil,
-/// true), one that returned commands (its position, the commands, whether subscriptions are stale), one that
-/// made the subscriptions stale when `stopWhenDirty` (its position, nil, true). Otherwise returns `last`. A
-/// failing action raises; `position()` then says which one it was, and its writes are in the journal.
+/// `run(reduce, list, first, last, stopWhenDirty)` [-5, +(1|3|4), e]: reduces `list[first..last]` in order, each
+/// action its own transaction with its own time budget (restarted for every action after the first). Stops
+/// after an action the host must look at before the next: one without a string `type` (returns its position,
+/// nil, nil, true), one that returned commands (its position, the commands, whether subscriptions are stale),
+/// one that made the subscriptions stale when `stopWhenDirty` (its position, nil, true). Otherwise returns
+/// `last`. (These are the results `StateRuntime.RunResult` names.) A failing action raises; `position()` then
+/// says which one it was, and its writes are in the journal.
 static int barrier_run(lua_State *L) {
     Barrier *b = barrier(L);
     luaL_checktype(L, 1, LUA_TFUNCTION);
@@ -247,12 +309,12 @@ static int barrier_run(lua_State *L) {
     lua_settop(L, 5);
     // 6: the state's proxy, found once per run: nothing trims the caches during a run, and only `adopt`
     // replaces the state.
-    lua_pushvalue(L, RUN_STATE);
-    lua_rawget(L, RUN_HOLDER);
+    lua_pushvalue(L, UPVALUE(RUN_STATE));
+    lua_rawget(L, UPVALUE(RUN_HOLDER));
     to_proxy(L, b);
     for (lua_Integer i = first; i <= last; i++) {
         b->position = i;
-        if (lua_rawgeti(L, 2, i) != LUA_TTABLE || (lua_pushvalue(L, RUN_TYPE), lua_rawget(L, 7)) != LUA_TSTRING) {
+        if (lua_rawgeti(L, 2, i) != LUA_TTABLE || (lua_pushvalue(L, UPVALUE(RUN_TYPE)), lua_rawget(L, 7)) != LUA_TSTRING) {
             /* 7: the action */
             lua_pushinteger(L, i);
             lua_pushnil(L);
@@ -267,11 +329,11 @@ static int barrier_run(lua_State *L) {
         lua_pushvalue(L, 7);
         lua_call(L, 2, 2); /* 8: result, 9: commands */
         if (!lua_isnil(L, 8) && !lua_rawequal(L, 8, 6)) {
-            lua_pushvalue(L, RUN_ADOPT);
+            lua_pushvalue(L, UPVALUE(RUN_ADOPT));
             lua_pushvalue(L, 8);
             lua_call(L, 1, 0);
-            lua_pushvalue(L, RUN_STATE); /* the new state's proxy */
-            lua_rawget(L, RUN_HOLDER);
+            lua_pushvalue(L, UPVALUE(RUN_STATE)); /* the new state's proxy */
+            lua_rawget(L, UPVALUE(RUN_HOLDER));
             to_proxy(L, b);
             lua_replace(L, 6);
         }
@@ -294,73 +356,90 @@ static int barrier_run(lua_State *L) {
     return 1;
 }
 
-// MARK: The Lua side's view of the barrier's state
+// MARK: The functions: the Lua side's view of the barrier's state
 
-#define JOURNAL lua_upvalueindex(FIRST_OWN_UPVALUE)
+/// `proxy(real)` [-1, +1, e]: the proxy of a real table, made now if it has none.
+static int barrier_proxy(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_settop(L, 1);
+    to_proxy(L, barrier(L));
+    return 1;
+}
 
-/// `begin()`: drops the last transaction's journal and opens one (writing).
+/// `made([n])` [-(0|1), +1, e]: proxies made since `made(0)` (which the Lua side calls when it empties the caches).
+static int barrier_made(lua_State *L) {
+    Barrier *b = barrier(L);
+    if (lua_gettop(L) >= 1) b->made = luaL_checkinteger(L, 1);
+    lua_pushinteger(L, b->made);
+    return 1;
+}
+
+/// `begin()` [-0, +0, -]: drops the last transaction's journal and opens one (writing).
 static int barrier_begin(lua_State *L) {
     begin_transaction(barrier(L));
     return 0;
 }
 
-/// `record(table, key, old)`: journals a write the Lua side makes itself.
+/// `record(table, key, old)` [-3, +0, m]: journals a write the Lua side makes itself.
 static int barrier_record(lua_State *L) {
     lua_settop(L, 3);
-    journal_append(L, barrier(L), JOURNAL, 1, 2, 3);
+    journal_append(L, barrier(L), UPVALUE(JOURNAL), 1, 2, 3);
     return 0;
 }
 
-/// `rollback()`: undoes the open or last transaction, newest write first, and closes it.
+/// `rollback()` [-0, +0, -]: undoes the open or last transaction, newest write first, and closes it. (Each
+/// write restores a key that existed when it was journaled: no allocation.)
 static int barrier_rollback(lua_State *L) {
     Barrier *b = barrier(L);
     for (lua_Integer i = b->count - 2; i >= 1; i -= 3) {
-        lua_rawgeti(L, JOURNAL, i);
-        lua_rawgeti(L, JOURNAL, i + 1);
-        lua_rawgeti(L, JOURNAL, i + 2);
+        lua_rawgeti(L, UPVALUE(JOURNAL), i);
+        lua_rawgeti(L, UPVALUE(JOURNAL), i + 1);
+        lua_rawgeti(L, UPVALUE(JOURNAL), i + 2);
         if (lua_type(L, -3) == LUA_TTABLE && !lua_isnil(L, -2)) lua_rawset(L, -3);
         lua_settop(L, 0);
     }
     b->count = 0;
-    clear_journal_tail(L, b, JOURNAL);
+    clear_journal_tail(L, b, UPVALUE(JOURNAL));
     b->mode = MODE_CLOSED;
     return 0;
 }
 
-/// `mode()`: 0 (no function runs), 1 (writing), 2 (reading). `setmode(m)`.
+/// `mode()` [-0, +1, -]: `B.CLOSED`, `B.WRITE` or `B.READ`.
 static int barrier_mode(lua_State *L) {
     lua_pushinteger(L, barrier(L)->mode);
     return 1;
 }
 
+/// `setmode(mode)` [-1, +0, e].
 static int barrier_set_mode(lua_State *L) {
     lua_Integer mode = luaL_checkinteger(L, 1);
-    luaL_argcheck(L, mode >= MODE_CLOSED && mode <= MODE_READ, 1, "a mode is 0, 1 or 2");
+    luaL_argcheck(L, mode == MODE_CLOSED || mode == MODE_WRITE || mode == MODE_READ, 1, "not a mode of the barrier");
     barrier(L)->mode = mode;
     return 0;
 }
 
-/// `dirty()`: whether the subscriptions are stale. `setdirty(flag)`.
+/// `dirty()` [-0, +1, -]: whether the subscriptions are stale.
 static int barrier_dirty(lua_State *L) {
     lua_pushboolean(L, barrier(L)->subscriptionsDirty);
     return 1;
 }
 
+/// `setdirty(flag)` [-1, +0, -].
 static int barrier_set_dirty(lua_State *L) {
     barrier(L)->subscriptionsDirty = lua_toboolean(L, 1);
     return 0;
 }
 
-/// `flushed()`: the change set was handed over and starts afresh; the journal keeps only what the last
-/// transaction needs to be undone.
+/// `flushed()` [-0, +0, -]: the change set was handed over and starts afresh; the journal keeps only what the
+/// last transaction needs to be undone.
 static int barrier_flushed(lua_State *L) {
     Barrier *b = barrier(L);
     b->flushes += 1;
-    clear_journal_tail(L, b, JOURNAL);
+    clear_journal_tail(L, b, UPVALUE(JOURNAL));
     return 0;
 }
 
-/// `position()`: the action of the last run that was being reduced.
+/// `position()` [-0, +1, -]: the action of the last run that was being reduced.
 static int barrier_position(lua_State *L) {
     lua_pushinteger(L, barrier(L)->position);
     return 1;
@@ -368,26 +447,56 @@ static int barrier_position(lua_State *L) {
 
 // MARK: makebarrier
 
-/// Pushes a closure of `function` over the barrier (at `control`), what making proxies needs, the named fields
-/// of the table at 1, and `spare` more upvalues (nil) the function keeps for itself.
-static void push_closure(lua_State *L, int control, lua_CFunction function, const char *const *fields, int count,
-                         int spare) {
-    static const char *const shared[] = { "targets", "proxies", "meta", "weakkeys", "weakall" };
-    lua_pushvalue(L, control);
-    for (int i = 0; i < 5; i++) {
-        if (lua_getfield(L, 1, shared[i]) != LUA_TTABLE) luaL_error(L, "makebarrier: %s is missing", shared[i]);
-    }
+/// What `makebarrier` puts in one upvalue slot (an entry of the lists above).
+typedef struct Upvalue {
+    int kind;
+    const char *text;
+} Upvalue;
+
+#define UPVALUE_DESCRIPTION(name, kind, text) { kind, text },
+static const Upvalue sharedUpvalues[] = { SHARED_UPVALUES(UPVALUE_DESCRIPTION) };
+static const Upvalue indexUpvalues[] = { INDEX_UPVALUES(UPVALUE_DESCRIPTION) };
+static const Upvalue writeUpvalues[] = { WRITE_UPVALUES(UPVALUE_DESCRIPTION) };
+static const Upvalue runUpvalues[] = { RUN_UPVALUES(UPVALUE_DESCRIPTION) };
+static const Upvalue journalUpvalues[] = { JOURNAL_UPVALUES(UPVALUE_DESCRIPTION) };
+#undef UPVALUE_DESCRIPTION
+
+#define COUNT(array) ((int)(sizeof(array) / sizeof((array)[0])))
+
+/// [-0, +count, e] Pushes the upvalues `list` describes, from the fields of the table at 1 (which must be
+/// tables when `tables`).
+static void push_upvalues(lua_State *L, const Upvalue *list, int count, int tables) {
     for (int i = 0; i < count; i++) {
-        if (lua_getfield(L, 1, fields[i]) == LUA_TNIL) luaL_error(L, "makebarrier: %s is missing", fields[i]);
+        switch (list[i].kind) {
+        case FIELD: {
+            int type = lua_getfield(L, 1, list[i].text);
+            if (type == LUA_TNIL || (tables && type != LUA_TTABLE)) luaL_error(L, "makebarrier: %s is missing", list[i].text);
+            break;
+        }
+        case LITERAL:
+            lua_pushstring(L, list[i].text);
+            break;
+        default:
+            lua_pushnil(L);
+        }
     }
-    for (int i = 0; i < spare; i++) lua_pushnil(L);
-    lua_pushcclosure(L, function, 1 + 5 + count + spare);
 }
 
+/// [-0, +1, e] Pushes a closure of `function` over the barrier (at `control`), the shared upvalues and its own.
+static void push_closure(lua_State *L, int control, lua_CFunction function, const Upvalue *own, int count) {
+    lua_pushvalue(L, control);
+    push_upvalues(L, sharedUpvalues, COUNT(sharedUpvalues), 1);
+    push_upvalues(L, own, count, 0);
+    lua_pushcclosure(L, function, 1 + COUNT(sharedUpvalues) + count);
+}
+
+/// `makebarrier{…}` [-1, +1, e]. The table gives the shared fields (`targets`, `proxies`, `meta`, `weakkeys`,
+/// `weakall`), each function's own (the lists above), and optionally `control`, the barrier whose state a new
+/// set of functions keeps (when the Lua side replaces its caches). Returns the functions (`index`, `newindex`,
+/// `run`, and those of "The functions"), `control`, and the modes (`CLOSED`, `WRITE`, `READ`).
 int clua_make_barrier(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_settop(L, 1);
-    // The state is kept when the barrier is made again over new caches (`control` names the old one's).
     if (lua_getfield(L, 1, "control") == LUA_TUSERDATA) {
         if (lua_rawlen(L, 2) != sizeof(Barrier)) return luaL_error(L, "makebarrier: control is not a barrier's");
     } else {
@@ -399,34 +508,39 @@ int clua_make_barrier(lua_State *L) {
         b->subscriptionsDirty = 1;
     }
     int control = 2;
-    lua_createtable(L, 0, 16); /* 3: the functions */
+    lua_createtable(L, 0, 20); /* 3: the functions */
     lua_pushvalue(L, control);
     lua_setfield(L, 3, "control");
+#define BARRIER_MODE_FIELD(name, number) \
+    lua_pushinteger(L, MODE_##name);     \
+    lua_setfield(L, 3, #name);
+    BARRIER_MODES(BARRIER_MODE_FIELD)
+#undef BARRIER_MODE_FIELD
 
-    static const char *const indexFields[] = { "index" };
-    push_closure(L, control, barrier_index, indexFields, 1, 0);
-    lua_setfield(L, 3, "index");
-    static const char *const writeFields[] = { "journal", "dependents", "changes", "newindex", "note" };
-    push_closure(L, control, barrier_newindex, writeFields, 5, 2); /* + the last change seen recorded */
-    lua_setfield(L, 3, "newindex");
-    static const char *const runFields[] = { "holder", "adopt" };
-    push_closure(L, control, barrier_run, runFields, 2, 2);
-    lua_pushliteral(L, "type");
-    lua_setupvalue(L, -2, FIRST_OWN_UPVALUE + 2);
-    lua_pushliteral(L, "state");
-    lua_setupvalue(L, -2, FIRST_OWN_UPVALUE + 3);
-    lua_setfield(L, 3, "run");
-
-    static const char *const journalField[] = { "journal" };
-    static const struct { const char *name; lua_CFunction function; int usesJournal; } plain[] = {
-        { "begin", barrier_begin, 0 }, { "record", barrier_record, 1 }, { "rollback", barrier_rollback, 1 },
-        { "mode", barrier_mode, 0 }, { "setmode", barrier_set_mode, 0 }, { "dirty", barrier_dirty, 0 },
-        { "setdirty", barrier_set_dirty, 0 }, { "position", barrier_position, 0 }, { "flushed", barrier_flushed, 1 },
-        { "proxy", barrier_proxy, 0 }, { "made", barrier_made, 0 },
+    static const struct {
+        const char *name;
+        lua_CFunction function;
+        const Upvalue *upvalues;
+        int count;
+    } functions[] = {
+        { "index", barrier_index, indexUpvalues, COUNT(indexUpvalues) },
+        { "newindex", barrier_newindex, writeUpvalues, COUNT(writeUpvalues) },
+        { "run", barrier_run, runUpvalues, COUNT(runUpvalues) },
+        { "begin", barrier_begin, NULL, 0 },
+        { "record", barrier_record, journalUpvalues, COUNT(journalUpvalues) },
+        { "rollback", barrier_rollback, journalUpvalues, COUNT(journalUpvalues) },
+        { "flushed", barrier_flushed, journalUpvalues, COUNT(journalUpvalues) },
+        { "mode", barrier_mode, NULL, 0 },
+        { "setmode", barrier_set_mode, NULL, 0 },
+        { "dirty", barrier_dirty, NULL, 0 },
+        { "setdirty", barrier_set_dirty, NULL, 0 },
+        { "position", barrier_position, NULL, 0 },
+        { "proxy", barrier_proxy, NULL, 0 },
+        { "made", barrier_made, NULL, 0 },
     };
-    for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++) {
-        push_closure(L, control, plain[i].function, journalField, plain[i].usesJournal, 0);
-        lua_setfield(L, 3, plain[i].name);
+    for (int i = 0; i < COUNT(functions); i++) {
+        push_closure(L, control, functions[i].function, functions[i].upvalues, functions[i].count);
+        lua_setfield(L, 3, functions[i].name);
     }
     return 1;
 }

@@ -50,8 +50,8 @@ struct SpecTest: AsyncParsableCommand {
     static func run(file: String, folder: URL) -> (Int, Int) {
         do throws(LuaError) {
             let vm = try LuaVM(moduleRoot: folder, print: { line in Console.out("  " + line) })
-            try vm.define(module: "luastore", source: EffectsModule.source)
-            let library = try vm.load(SpecLibrary.source, chunkName: "luastore-spec.lua")
+            try EffectsModule.define(in: vm)
+            let library = try vm.load(EmbeddedLua.luastoreSpec.source, chunkName: EmbeddedLua.luastoreSpec.path)
             guard let spec = try vm.callForReferences(library, arguments: []).first ?? nil else {
                 throw LuaError(.runtime, "the spec library did not load")
             }

@@ -11,8 +11,7 @@ import Testing
     func withRuntime(_ body: (LuaVM, LuaReference) throws -> Void) async throws {
         try await withTaskExecutorPreference(Self.thread) { () throws -> Void in
             let vm = try LuaVM()
-            let chunk = try vm.loadTrusted(StateRuntime.source, chunkName: StateRuntime.chunkName)
-            let runtime = try #require(try vm.callForReferences(chunk, arguments: []).first ?? nil)
+            let runtime = try StateRuntime.loadModule(into: vm)
             try body(vm, runtime)
         }
     }

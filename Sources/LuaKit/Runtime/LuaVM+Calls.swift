@@ -292,12 +292,13 @@ extension LuaVM {
     }
 
     /// Runs trusted `source` as the module `name` (a library the host ships, such as an effects API) and
-    /// makes its result what `require(name)` returns; tables become read-only.
-    public func define(module name: String, source: String) throws(LuaError) {
+    /// makes its result what `require(name)` returns; tables become read-only. Its chunk is named `chunkName`
+    /// (by default `name.lua`) in messages and tracebacks.
+    public func define(module name: String, source: String, chunkName: String? = nil) throws(LuaError) {
         checkThread()
         lua_rawgeti(state, clua_registryindex(), lua_Integer(sandbox.defineModule))
         pushString(name)
-        try loadChunk(source, chunkName: name + ".lua")
+        try loadChunk(source, chunkName: chunkName ?? name + ".lua")
         try setFreshEnvironment()
         try protectedCall(arguments: 0, results: 1)
         try protectedCall(arguments: 2, results: 0)

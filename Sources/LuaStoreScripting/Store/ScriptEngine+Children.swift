@@ -24,7 +24,7 @@ extension ScriptEngine {
             let id = nextChild
             nextChild += 1
             let initial = try vm.callForReferences(initialize, arguments: [])
-            try vm.call(runtime.setChild, arguments: [.value(.integer(id)), initial.first.flatMap { $0 }.map(LuaArgument.reference) ?? .value(.nil)])
+            try vm.call(runtime[.setChild], arguments: [.value(.integer(id)), initial.first.flatMap { $0 }.map(LuaArgument.reference) ?? .value(.nil)])
             children[id] = child
             return id
         } catch {
@@ -38,7 +38,7 @@ extension ScriptEngine {
         for (readerID, reader) in readers {
             if case .childProps(id) = reader.kind { removeReader(readerID) }
         }
-        _ = try? vm.call(runtime.removeChild, arguments: [.value(.integer(id))])
+        _ = try? vm.call(runtime[.removeChild], arguments: [.value(.integer(id))])
     }
 
     /// Applies an action dispatched to the child to its local state, as one transaction.
@@ -46,7 +46,7 @@ extension ScriptEngine {
         guard let child = children[id] else { return [] }
         let results: [LuaValue]
         do {
-            results = try vm.call(runtime.reduceChild, arguments: [.value(.integer(id)), .reference(child.reduce), .value(action)])
+            results = try vm.call(runtime[.reduceChild], arguments: [.value(.integer(id)), .reference(child.reduce), .value(action)])
         } catch {
             undoLastTransaction()
             throw error
@@ -61,6 +61,6 @@ extension ScriptEngine {
 
     /// The child's local state, converted.
     func childState(_ id: Int64) throws(LuaError) -> LuaValue {
-        try vm.call(runtime.childState, arguments: [.value(.integer(id))]).first ?? .nil
+        try vm.call(runtime[.childState], arguments: [.value(.integer(id))]).first ?? .nil
     }
 }

@@ -21,7 +21,7 @@ extension ScriptEngine {
                     chunkName: "app.lua"))
             }
             do {
-                try vm.call(runtime.transform, arguments: [.reference(migrate), .value(.integer(app.schemaVersion))])
+                try vm.call(runtime[.transform], arguments: [.reference(migrate), .value(.integer(app.schemaVersion))])
                 migrated = true
             } catch {
                 undoLastTransaction()
@@ -30,11 +30,11 @@ extension ScriptEngine {
         }
         let check: Int64 = -2
         do {
-            try vm.call(runtime.register, arguments: [.value(.integer(check)), .reference(candidate.props)])
-            defer { _ = try? vm.call(runtime.unregister, arguments: [.value(.integer(check))]) }
-            _ = try vm.call(runtime.evaluate, arguments: [.value(.integer(check))])
+            try vm.call(runtime[.register], arguments: [.value(.integer(check)), .reference(candidate.props)])
+            defer { _ = try? vm.call(runtime[.unregister], arguments: [.value(.integer(check))]) }
+            _ = try vm.call(runtime[.evaluate], arguments: [.value(.integer(check))])
         } catch {
-            _ = try? vm.call(runtime.reset, arguments: [])
+            _ = try? vm.call(runtime[.reset], arguments: [])
             if migrated { undoLastTransaction() }
             throw ScriptError(stage: .props, error: error)
         }
@@ -53,10 +53,10 @@ extension ScriptEngine {
         for (id, reader) in readers {
             switch reader.kind {
             case .props:
-                _ = try? vm.call(runtime.register, arguments: [.value(.integer(id)), .reference(candidate.props)])
+                _ = try? vm.call(runtime[.register], arguments: [.value(.integer(id)), .reference(candidate.props)])
             case .childProps(let child):
                 if let module = reloadedChildren[child] {
-                    _ = try? vm.call(runtime.register, arguments: [.value(.integer(id)), .reference(module.props), .value(.integer(child))])
+                    _ = try? vm.call(runtime[.register], arguments: [.value(.integer(id)), .reference(module.props), .value(.integer(child))])
                 }
             case .path:
                 break

@@ -43,16 +43,17 @@ extension ScriptEngine {
         while first <= last {
             let stop: (position: Int64, commands: LuaValue?, refused: Bool, dirty: Bool)
             do {
-                stop = try vm.call(runtime.reduceRun, arguments: [
+                stop = try vm.call(runtime[.reduceRun], arguments: [
                     .reference(app.reduce), .reference(list), .value(.integer(first)), .value(.integer(last)),
                 ]) { results throws(LuaError) in
-                    let position = results.integer(1) ?? last
-                    if results.boolean(4) == true { return (position, nil, true, false) }
-                    let commands = results.isNil(2) ? nil : try results.value(2, root: "commands")
-                    return (position, commands, false, results.boolean(3) == true)
+                    typealias Result = StateRuntime.RunResult
+                    let position = results.integer(Result.position) ?? last
+                    if results.boolean(Result.refused) == true { return (position, nil, true, false) }
+                    let commands = results.isNil(Result.commands) ? nil : try results.value(Result.commands, root: "commands")
+                    return (position, commands, false, results.boolean(Result.dirty) == true)
                 }
             } catch {
-                let failed = (try? vm.call(runtime.runPosition, arguments: []).first?.integer) ?? first
+                let failed = (try? vm.call(runtime[.runPosition], arguments: []).first?.integer) ?? first
                 undoLastTransaction()
                 outcome.failures.append((Int(failed - 1), error))
                 outcome.applied = Int(failed)

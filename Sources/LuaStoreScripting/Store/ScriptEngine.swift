@@ -19,12 +19,6 @@ final class ScriptEngine {
         let fingerprint: [String: Data]
     }
 
-    /// The functions of `StateRuntime`.
-    struct Runtime {
-        let reduce, reduceRun, runPosition, rollback, transform, setState, state, register, unregister, path, evaluate, subscriptions,
-            flush, reset, markAllDirty, setChild, removeChild, childState, reduceChild: LuaReference
-    }
-
     /// A child store's module: its own `init`, `reduce` and `props`.
     struct ChildModule {
         let name: String
@@ -51,7 +45,7 @@ final class ScriptEngine {
     let thread: LuaThread
     let folder: URL
     var app: App
-    let runtime: Runtime
+    let runtime: StateRuntime.Functions
     let report: @Sendable (ScriptFailure) -> Void
     var readers: [Int64: Reader] = [:]
     private var nextReader: Int64 = 1
@@ -73,9 +67,9 @@ final class ScriptEngine {
         let machine: LuaVM
         do {
             machine = try LuaVM(limits: limits, moduleRoot: folder, print: log)
-            try machine.define(module: EffectsModule.name, source: EffectsModule.source)
+            try EffectsModule.define(in: machine)
             try machine.sealRawWrites(metatableMarker: StateRuntime.metatableMarker)
-            runtime = try Self.loadRuntime(machine)
+            runtime = try StateRuntime.load(into: machine)
         } catch {
             throw ScriptError(stage: .load, error: error)
         }
@@ -83,7 +77,7 @@ final class ScriptEngine {
         app = try Self.loadApp(vm: vm, folder: folder)
         do {
             let initial = try vm.callForReferences(app.initialize, arguments: [])
-            try vm.call(runtime.setState, arguments: [initial.first.flatMap { $0 }.map(LuaArgument.reference) ?? .value(.nil)])
+            try vm.call(runtime[.setState], arguments: [initial.first.flatMap { $0 }.map(LuaArgument.reference) ?? .value(.nil)])
         } catch {
             throw ScriptError(stage: .initialize, error: error)
         }
@@ -91,28 +85,6 @@ final class ScriptEngine {
     }
 
     // MARK: Loading
-
-    private static func loadRuntime(_ vm: LuaVM) throws(LuaError) -> Runtime {
-        let chunk = try vm.loadTrusted(StateRuntime.source, chunkName: StateRuntime.chunkName)
-        guard let module = try vm.callForReferences(chunk, arguments: []).first ?? nil else {
-            throw LuaError(.runtime, "the state runtime did not load")
-        }
-        func function(_ name: String) throws(LuaError) -> LuaReference {
-            guard let reference = try vm.field(.string(name), of: module) else {
-                throw LuaError(.runtime, "the state runtime has no '\(name)'")
-            }
-            return reference
-        }
-        return Runtime(
-            reduce: try function("reduce"), reduceRun: try function("reduceRun"),
-            runPosition: try function("runPosition"), rollback: try function("rollback"), transform: try function("transform"),
-            setState: try function("setState"), state: try function("state"), register: try function("register"),
-            unregister: try function("unregister"), path: try function("path"), evaluate: try function("evaluate"),
-            subscriptions: try function("subscriptions"), flush: try function("flush"), reset: try function("reset"),
-            markAllDirty: try function("markAllDirty"), setChild: try function("setChild"),
-            removeChild: try function("removeChild"), childState: try function("childState"),
-            reduceChild: try function("reduceChild"))
-    }
 
     /// The app's files (`*.lua`, specs excluded) and their contents, to tell whether a reload changes anything.
     static func fingerprint(of folder: URL) -> [String: Data] {
@@ -171,11 +143,11 @@ final class ScriptEngine {
     func registerSubscriptions() throws(ScriptError) {
         do {
             if let subscriptions = app.subscriptions {
-                try vm.call(runtime.register, arguments: [.value("subscriptions"), .reference(subscriptions)])
+                try vm.call(runtime[.register], arguments: [.value("subscriptions"), .reference(subscriptions)])
             } else {
-                try vm.call(runtime.unregister, arguments: [.value("subscriptions")])
+                try vm.call(runtime[.unregister], arguments: [.value("subscriptions")])
             }
-            try vm.call(runtime.markAllDirty, arguments: [])
+            try vm.call(runtime[.markAllDirty], arguments: [])
             subscriptionsDirty = true
         } catch {
             throw ScriptError(stage: .load, error: error)
@@ -188,10 +160,11 @@ final class ScriptEngine {
     func reduce(_ action: LuaValue) throws(LuaError) -> [ScriptEffect] {
         let reduced: LuaValue?
         do {
-            reduced = try vm.call(runtime.reduce, arguments: [.reference(app.reduce), .value(action)]) { results throws(LuaError) in
-                if results.boolean(3) == true { return nil } // refused before anything ran
-                if results.boolean(2) == true { subscriptionsDirty = true }
-                return results.isNil(1) ? .nil : try results.value(1, root: "commands")
+            reduced = try vm.call(runtime[.reduce], arguments: [.reference(app.reduce), .value(action)]) { results throws(LuaError) in
+                typealias Result = StateRuntime.RunResult
+                if results.boolean(Result.refused) == true { return nil } // refused before anything ran
+                if results.boolean(Result.dirty) == true { subscriptionsDirty = true }
+                return results.isNil(Result.commands) ? .nil : try results.value(Result.commands, root: "commands")
             }
         } catch {
             undoLastTransaction()
@@ -229,10 +202,10 @@ final class ScriptEngine {
 
     func undoLastTransaction() {
         do {
-            try vm.call(runtime.rollback, arguments: [])
+            try vm.call(runtime[.rollback], arguments: [])
         } catch {
             report(ScriptFailure(stage: .reduce, error: LuaError(.runtime, "rolling back failed: \(error.message)"), action: nil))
-            _ = try? vm.call(runtime.reset, arguments: [])
+            _ = try? vm.call(runtime[.reset], arguments: [])
         }
     }
 
@@ -262,9 +235,9 @@ final class ScriptEngine {
         guard subscriptionsDirty else { return cachedSubscriptions }
         let value: LuaValue
         do {
-            value = try vm.call(runtime.subscriptions, arguments: [.value(true)]).first ?? .nil
+            value = try vm.call(runtime[.subscriptions], arguments: [.value(true)]).first ?? .nil
         } catch {
-            _ = try? vm.call(runtime.reset, arguments: [])
+            _ = try? vm.call(runtime[.reset], arguments: [])
             throw error
         }
         guard let table = value.table else {
@@ -292,13 +265,13 @@ final class ScriptEngine {
         do {
             var arguments: [LuaArgument] = [.value(.integer(id)), .reference(try readerFunction(kind))]
             if case .childProps(let child) = kind { arguments.append(.value(.integer(child))) }
-            try vm.call(runtime.register, arguments: arguments)
-            let value = try vm.call(runtime.evaluate, arguments: [.value(.integer(id))]) { results throws(LuaError) in
+            try vm.call(runtime[.register], arguments: arguments)
+            let value = try vm.call(runtime[.evaluate], arguments: [.value(.integer(id))]) { results throws(LuaError) in
                 try results.value(1, root: kind.rootName)
             }
             offer(value, to: id)
         } catch {
-            _ = try? vm.call(runtime.reset, arguments: [])
+            _ = try? vm.call(runtime[.reset], arguments: [])
             report(ScriptFailure(stage: kind.stage, error: error, action: nil))
         }
     }
@@ -308,7 +281,7 @@ final class ScriptEngine {
         case .props:
             return app.props
         case .path(let keys):
-            guard let selector = try vm.callForReferences(runtime.path, arguments: keys.map { .value($0.value) }).first ?? nil else {
+            guard let selector = try vm.callForReferences(runtime[.path], arguments: keys.map { .value($0.value) }).first ?? nil else {
                 throw LuaError(.runtime, "the state runtime made no selector")
             }
             return selector
@@ -324,26 +297,27 @@ final class ScriptEngine {
         var fresh: [(id: Int64, value: LuaValue)] = []
         var failures: [(id: Int64, error: LuaError)] = []
         do {
-            try vm.call(runtime.flush, arguments: [.value(.boolean(everything))]) { results throws(LuaError) in
-                guard let count = results.integer(1), count > 0 else { return }
+            try vm.call(runtime[.flush], arguments: [.value(.boolean(everything))]) { results throws(LuaError) in
+                typealias Result = StateRuntime.FlushResult
+                let count = results.integer(Result.count) ?? 0
                 fresh.reserveCapacity(Int(count))
-                for position in 1...count {
-                    guard case .integer(let readerID) = try results.value(2, at: position, root: "readers"),
+                for position in stride(from: Int64(1), through: count, by: 1) {
+                    guard case .integer(let readerID) = try results.value(Result.readers, at: position, root: "readers"),
                           let reader = readers[readerID] else { continue }
                     do throws(LuaError) {
-                        fresh.append((readerID, try results.value(3, at: position, root: reader.kind.rootName)))
+                        fresh.append((readerID, try results.value(Result.values, at: position, root: reader.kind.rootName)))
                     } catch {
                         failures.append((readerID, error))
                     }
                 }
-                guard !results.isNil(4) else { return }
-                for (key, message) in try results.value(4, root: "failures").table?.fields ?? [:] {
+                guard !results.isNil(Result.failures) else { return }
+                for (key, message) in try results.value(Result.failures, root: "failures").table?.fields ?? [:] {
                     guard case .integer(let readerID) = key else { continue }
                     failures.append((readerID, LuaError(.runtime, parsing: message.string ?? "\(message)")))
                 }
             }
         } catch {
-            _ = try? vm.call(runtime.reset, arguments: [])
+            _ = try? vm.call(runtime[.reset], arguments: [])
             report(ScriptFailure(stage: .props, error: error, action: nil))
             return
         }
@@ -372,27 +346,27 @@ final class ScriptEngine {
 
     func removeReader(_ id: Int64) {
         readers[id] = nil
-        _ = try? vm.call(runtime.unregister, arguments: [.value(.integer(id))])
+        _ = try? vm.call(runtime[.unregister], arguments: [.value(.integer(id))])
     }
 
     // MARK: State
 
     /// The whole state, converted.
     func state() throws(LuaError) -> LuaValue {
-        try vm.call(runtime.state, arguments: []).first ?? .nil
+        try vm.call(runtime[.state], arguments: []).first ?? .nil
     }
 
     /// The current props, converted.
     func currentProps() throws(LuaError) -> LuaValue {
         let id: Int64 = -1
-        try vm.call(runtime.register, arguments: [.value(.integer(id)), .reference(app.props)])
-        defer { _ = try? vm.call(runtime.unregister, arguments: [.value(.integer(id))]) }
+        try vm.call(runtime[.register], arguments: [.value(.integer(id)), .reference(app.props)])
+        defer { _ = try? vm.call(runtime[.unregister], arguments: [.value(.integer(id))]) }
         do {
-            return try vm.call(runtime.evaluate, arguments: [.value(.integer(id))]) { results throws(LuaError) in
+            return try vm.call(runtime[.evaluate], arguments: [.value(.integer(id))]) { results throws(LuaError) in
                 try results.value(1, root: "props")
             }
         } catch {
-            _ = try? vm.call(runtime.reset, arguments: [])
+            _ = try? vm.call(runtime[.reset], arguments: [])
             throw error
         }
     }

@@ -1,6 +1,5 @@
-/// The spec API of `luastore test`: `describe`, `it`, `expect` and `before_each`, busted-like, in Lua.
-enum SpecLibrary {
-    static let source = #"""
+-- The spec API of `luastore test`: `describe`, `it`, `expect` and `before_each`, busted-like. Loaded in each
+-- spec file's fresh VM by SpecTest.swift (embedded into the binary at build time).
 local spec = {}
 local tests, names, hooks = {}, {}, {}
 local befores = {}
@@ -106,5 +105,3 @@ function spec.run(index)
 end
 
 return spec
-"""#
-}

@@ -1,0 +1,89 @@
+-- The `luastore` module scripts `require` (EffectsModule.swift defines it): constructors for effects, each a
+-- plain table. lua/luastore.d.lua declares the same functions for editors; a test checks that they agree.
+local luastore = {}
+
+local function fail(fn, message)
+  error("luastore." .. fn .. ": " .. message, 3)
+end
+
+local function field(fn, value, name, expected, optional)
+  if value == nil then
+    if optional then return end
+    fail(fn, "'" .. name .. "' is required (a " .. expected .. ")")
+  end
+  if type(value) ~= expected then
+    fail(fn, "'" .. name .. "' must be a " .. expected .. " (got " .. type(value) .. ")")
+  end
+end
+
+local function action(fn, value, name)
+  field(fn, value, name, "table")
+  if type(value.type) ~= "string" then fail(fn, "'" .. name .. ".type' must be a string (got " .. type(value.type) .. ")") end
+end
+
+--- An HTTP request. On success the store dispatches `{type = success, id, status, headers, body, json}`;
+--- on failure `{type = failure, id, reason, message, status, body}`.
+function luastore.http(request)
+  field("http", request, "request", "table")
+  field("http", request.url, "url", "string")
+  field("http", request.method, "method", "string", true)
+  field("http", request.headers, "headers", "table", true)
+  field("http", request.body, "body", "string", true)
+  field("http", request.timeout, "timeout", "number", true)
+  field("http", request.success, "success", "string")
+  field("http", request.failure, "failure", "string")
+  if request.timeout ~= nil and request.timeout <= 0 then fail("http", "'timeout' must be positive") end
+  local headers = {}
+  for name, value in pairs(request.headers or {}) do
+    if type(name) ~= "string" or type(value) ~= "string" then fail("http", "'headers' must map strings to strings") end
+    headers[name] = value
+  end
+  local id = request.id
+  if id ~= nil and type(id) ~= "string" and type(id) ~= "number" then fail("http", "'id' must be a string or a number") end
+  return {
+    kind = "http", url = request.url, method = request.method or "GET", headers = headers, body = request.body,
+    timeout = request.timeout, success = request.success, failure = request.failure, id = id,
+  }
+end
+
+--- Dispatches `action` once, after `seconds`.
+function luastore.delay(seconds, later)
+  field("delay", seconds, "seconds", "number")
+  if seconds < 0 then fail("delay", "'seconds' must not be negative") end
+  action("delay", later, "action")
+  return { kind = "delay", seconds = seconds, action = later }
+end
+
+--- Dispatches `action` every `seconds` while the subscription is declared.
+function luastore.timer(seconds, tick)
+  field("timer", seconds, "seconds", "number")
+  if seconds <= 0 then fail("timer", "'seconds' must be positive") end
+  action("timer", tick, "action")
+  return { kind = "timer", every = seconds, action = tick }
+end
+
+local function storageKey(fn, key)
+  field(fn, key, "key", "string")
+  if not key:match("^[%w_%-]+$") then fail(fn, "'key' may hold only letters, digits, '_' and '-'") end
+end
+
+--- Saves `value` (any data; nil deletes) under `key` in the host's storage folder.
+function luastore.save(key, value)
+  storageKey("save", key)
+  return { kind = "save", key = key, value = value }
+end
+
+--- Loads what was saved under `key`; the store then dispatches `{type = success, key, value}` (value nil if none).
+function luastore.load(key, success)
+  storageKey("load", key)
+  field("load", success, "success", "string")
+  return { kind = "load", key = key, success = success }
+end
+
+--- Writes a line to the host's log.
+function luastore.log(message)
+  field("log", message, "message", "string")
+  return { kind = "log", message = message }
+end
+
+return luastore
