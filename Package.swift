@@ -75,7 +75,7 @@ let package = Package(
         .target(
             name: "LuaStoreTestSupport",
             dependencies: [
-                "LuaKit",
+                "LuaKit", "LuaStoreCore",
                 .product(name: "FlyingFox", package: "FlyingFox"),
                 .product(name: "Subprocess", package: "swift-subprocess"),
                 .product(name: "SystemPackage", package: "swift-system"),
@@ -83,7 +83,10 @@ let package = Package(
             path: "Tests/LuaStoreTestSupport",
             swiftSettings: strict
         ),
-        .testTarget(name: "LuaKitTests", dependencies: ["LuaKit", "LuaStoreTestSupport"], swiftSettings: strict),
+        // (LuaStoreCore only for `Protected`, the one lock wrapper the tests share.)
+        .testTarget(
+            name: "LuaKitTests", dependencies: ["LuaKit", "LuaStoreCore", "LuaStoreTestSupport"], swiftSettings: strict
+        ),
         .testTarget(
             name: "LuaStoreCoreTests",
             dependencies: ["LuaStoreCore", "LuaStoreTestSupport"],

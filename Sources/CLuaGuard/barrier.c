@@ -214,7 +214,7 @@ static int barrier_index(lua_State *L) {
     if (lua_rawget(L, 3) == LUA_TTABLE) { /* 4: the value */
         // The script is about to use this table (it asked for it): start fetching it, and what usually lies
         // right after it (its slots, allocated next when it was made), while its proxy is found or made. In a
-        // large state the table is rarely in cache, and each miss costs ≈ 100 ns.
+        // large state the table is rarely in cache, and each miss is a trip to main memory.
         const char *table = (const char *)lua_topointer(L, 4);
         __builtin_prefetch(table);
         __builtin_prefetch(table + 64);

@@ -254,7 +254,7 @@ void clua_end_call(lua_State *L, CLuaGuard *g) {
     }
 }
 
-/// The monotonic clock, read cheaply (the kernel's last tick: ≈ 5 ns instead of ≈ 20), rounded up by one
+/// The monotonic clock, read cheaply (the kernel's last tick, a fraction of the precise clock's cost), rounded up by one
 /// tick, so a deadline counted from it is never earlier than one counted from the precise clock — at most one
 /// tick (1–4 ms) later. For per-step budgets restarted many times a second.
 static int64_t coarse_now_rounded_up(void) {

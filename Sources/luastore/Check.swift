@@ -23,7 +23,7 @@ struct Check: AsyncParsableCommand {
             let props = try await store.props()
             _ = try JSONText.encode(props)
             store.shutdown()
-        } catch let error as ScriptError {
+        } catch let error as ScriptFailure {
             Console.error("\(error.error) (\(error.stage.rawValue))")
             throw ExitCode.appFailure
         } catch let error as LuaError {

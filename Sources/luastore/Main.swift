@@ -46,11 +46,6 @@ enum Console {
     }
 }
 
-/// A failure the command has already reported; exits with `status`.
-struct Reported: Error {
-    let status: Int32
-}
-
 extension ExitCode {
     /// A failure of the app (a malformed action, a reducer error).
     static let appFailure = ExitCode(1)

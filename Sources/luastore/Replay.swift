@@ -77,10 +77,8 @@ enum Differences {
         for index in 0..<max(left.array.count, right.array.count) { keys.insert(.integer(Int64(index + 1))) }
         for key in keys.sorted() {
             let name: String = switch key {
-            case .string(let text): path.isEmpty ? text : path + "." + text
-            case .integer(let index): path + "[\(index)]"
-            case .number(let number): path + "[\(number)]"
-            case .boolean(let flag): path + "[\(flag)]"
+            case .string(let text) where path.isEmpty: text // the outcome's own fields: `state`, `props`
+            default: path + LuaPath.render(key)
             }
             if let found = first(left[key], right[key], path: name) { return found }
         }

@@ -2,9 +2,10 @@ import Foundation
 import LuaKit
 import LuaStoreTestSupport
 import Testing
+import LuaStoreCore
 
 /// Determinism, stability under load, and the thread a VM lives on.
-@Suite struct RuntimeTests {
+@Suite(.tags(.concurrency)) struct RuntimeTests {
     static let deterministicScript = """
         local out = {}
         local t = {}
@@ -86,7 +87,7 @@ import Testing
 
     @Test func threadRunsJobsInOrderAndSyncReturnsResults() throws {
         let thread = LuaThread(name: "order")
-        let seen = Locked<[Int]>([])
+        let seen = Protected<[Int]>([])
         for index in 0..<1000 { thread.async { seen.withLock { $0.append(index) } } }
         let onThread = thread.sync { thread.isCurrent }
         #expect(onThread)
@@ -100,7 +101,7 @@ import Testing
     }
 
     @Test func manyThreadsEachWithAVM() async throws {
-        let results = Locked<[Int]>([])
+        let results = Protected<[Int]>([])
         await withTaskGroup(of: Void.self) { group in
             for worker in 0..<8 {
                 group.addTask {

@@ -2,6 +2,7 @@ import Foundation
 import LuaKit
 import LuaStoreTestSupport
 import Testing
+import LuaStoreCore
 
 /// What a script can and cannot reach.
 @Suite struct SandboxTests {
@@ -202,7 +203,7 @@ import Testing
 
 /// Lines collected from another thread.
 final class LinesBox: Sendable {
-    private let lines = Locked<[String]>([])
+    private let lines = Protected<[String]>([])
     func append(_ line: String) { lines.withLock { $0.append(line) } }
     var values: [String] { lines.withLock { $0 } }
 }

@@ -4,7 +4,7 @@ import LuaStoreTestSupport
 import Testing
 
 /// Subscriptions launched and cancelled by state, and URL effects against a real server on 127.0.0.1.
-@Suite(.serialized) struct EffectTests {
+@Suite(.serialized, .tags(.concurrency)) struct EffectTests {
     static func effects(runner: URLEffectRunner) -> EffectInterpreter<CounterEffect, CounterState, CounterAction> {
         EffectInterpreter<CounterEffect, CounterState, CounterAction>()
             .handlingTimer("timer", interval: { effect in
@@ -35,7 +35,7 @@ import Testing
     }
 
     @Test func unchangedSubscriptionsAreLeftAlone() async throws {
-        let launches = Locked(0)
+        let launches = Protected(0)
         let effects = EffectInterpreter<CounterEffect, CounterState, CounterAction>()
             .handling("timer") { _, context in
                 launches.withLock { $0 += 1 }
@@ -50,7 +50,7 @@ import Testing
     }
 
     @Test func lateResultsOfCancelledSubscriptionsNeverReachTheReducer() async throws {
-        let release = Locked(false)
+        let release = Protected(false)
         let effects = EffectInterpreter<CounterEffect, CounterState, CounterAction>()
             .handling("timer") { _, context in
                 // Ignores cancellation on purpose, then reports. (It waits in a detached task, which the

@@ -7,9 +7,9 @@ import Testing
 /// A reducer that takes runs of actions: it records each run it is handed and applies at most `stopAfter`
 /// actions of one (the store must hand the rest over again). `.fail` fails alone; the others still apply.
 struct RunRecordingReducer: Reducer {
-    let runs = Locked<[[CounterAction]]>([])
-    let singles = Locked<[CounterAction]>([])
-    let diffs = Locked<[Int]>([])
+    let runs = Protected<[[CounterAction]]>([])
+    let singles = Protected<[CounterAction]>([])
+    let diffs = Protected<[Int]>([])
     let stopAfter: Int
 
     var reducesRuns: Bool { true }
@@ -85,7 +85,7 @@ struct RunRecordingReducer: Reducer {
         let root = RootStore(initialState: CounterState(), reducer: reducer,
                              configuration: StoreConfiguration(executor: queue))
         let child = root.child(initialState: [CounterAction](), reducer: StoreTests.Draft())
-        let seen = Locked<[ChildState<CounterState, [CounterAction]>]>([])
+        let seen = Protected<[ChildState<CounterState, [CounterAction]>]>([])
         child.subscribe(Observer { state in seen.withLock { $0.append(state) }; return .active })
         queue.sync {
             root.dispatch(.add(1))
@@ -110,7 +110,7 @@ struct RunRecordingReducer: Reducer {
     }
 
     @Test func failuresAndCommandsInARunAreHandledPerAction() async {
-        let logged = Locked<[String]>([])
+        let logged = Protected<[String]>([])
         let effects = EffectInterpreter<CounterEffect, CounterState, CounterAction>()
             .handling("log") { effect, _ in
                 if case .log(let line) = effect { logged.withLock { $0.append(line) } }
@@ -140,7 +140,7 @@ struct RunRecordingReducer: Reducer {
 
     @Test func anInterceptorSeesEveryActionBeforeItIsReduced() async {
         let reducer = RunRecordingReducer(stopAfter: .max)
-        let seen = Locked<[CounterAction]>([])
+        let seen = Protected<[CounterAction]>([])
         let (_, state) = await queued([.add(1), .add(2), .add(3)], reducer: reducer, interceptor: { action, _ in
             seen.withLock { $0.append(action) }
         })

@@ -5,7 +5,7 @@ import LuaStoreTestSupport
 import Testing
 
 /// Reducing, ordering, observers, scoped and child stores, interceptor and error reporter.
-@Suite struct StoreTests {
+@Suite(.tags(.concurrency)) struct StoreTests {
     func makeRoot(
         notification: NotificationPolicy = .everyAction,
         log: FailureLog<CounterState, CounterAction> = FailureLog(),
@@ -21,7 +21,7 @@ import Testing
     /// notification policies.
     @Test(arguments: [NotificationPolicy.everyAction, .batched(maximumActions: 64)])
     func reducesActionsInOrder(notification: NotificationPolicy) async throws {
-        let seen = Locked<[Int]>([])
+        let seen = Protected<[Int]>([])
         let root = makeRoot(notification: notification, interceptor: { action, _ in
             if case .add(let amount) = action { seen.withLock { $0.append(amount) } }
         })
@@ -38,7 +38,7 @@ import Testing
     }
 
     @Test func commandsRunAndReportBackWithActions() async throws {
-        let logged = Locked<[String]>([])
+        let logged = Protected<[String]>([])
         let effects = EffectInterpreter<CounterEffect, CounterState, CounterAction>()
             .handling("log") { effect, context in
                 guard case .log(let line) = effect else { return }
@@ -56,7 +56,7 @@ import Testing
     @Test func failingReducerLeavesStateAndObserversUntouched() async throws {
         let log = FailureLog<CounterState, CounterAction>()
         let root = makeRoot(log: log)
-        let seen = Locked<[Int]>([])
+        let seen = Protected<[Int]>([])
         root.subscribe(Observer { state in seen.withLock { $0.append(state.count) }; return .active })
         root.dispatch(.add(5))
         root.dispatch(.fail)
@@ -70,8 +70,8 @@ import Testing
 
     @Test func actionsDispatchedDuringNotificationAreQueuedNotRecursed() async throws {
         let root = makeRoot()
-        let depth = Locked(0)
-        let maximumDepth = Locked(0)
+        let depth = Protected(0)
+        let maximumDepth = Protected(0)
         let store = root.store
         root.subscribe(Observer { state in
             let current = depth.withLock { $0 += 1; return $0 }
@@ -85,7 +85,7 @@ import Testing
     }
 
     @Test func interceptorSeesActionsAndDispatchesToTheSameStore() async throws {
-        let seen = Locked<[CounterAction]>([])
+        let seen = Protected<[CounterAction]>([])
         let root = makeRoot(interceptor: { action, dispatch in
             seen.withLock { $0.append(action) }
             if action == .add(1) { dispatch(.add(10)) }
@@ -97,7 +97,7 @@ import Testing
 
     @Test func deadObserversAreUnsubscribed() async throws {
         let root = makeRoot()
-        let calls = Locked(0)
+        let calls = Protected(0)
         root.subscribe(Observer { _ in calls.withLock { $0 += 1 }; return calls.value >= 2 ? .dead : .active })
         for _ in 0..<5 { root.dispatch(.increment) }
         _ = await root.state()
@@ -106,8 +106,8 @@ import Testing
 
     @Test func deduplicatedObserverOfAnUnchangedSliceIsNotCalled() async throws {
         let root = makeRoot()
-        let titles = Locked<[String]>([])
-        let counts = Locked<[Int]>([])
+        let titles = Protected<[String]>([])
+        let counts = Protected<[Int]>([])
         root.subscribe(Observer(removeDuplicates: .equal { $0.title }) { state in titles.withLock { $0.append(state.title) }; return .active })
         root.subscribe(Observer(removeDuplicates: .keyPath(\.count)) { state in counts.withLock { $0.append(state.count) }; return .active })
         for _ in 0..<3 { root.dispatch(.increment) }
@@ -132,9 +132,9 @@ import Testing
     @Test func observersSubscribingAndUnsubscribingOthersDuringNotification() async throws {
         let root = makeRoot()
         let store = root.store
-        let late = Locked<[Int]>([])
-        let first = Locked<[Int]>([])
-        let addedOnce = Locked(false)
+        let late = Protected<[Int]>([])
+        let first = Protected<[Int]>([])
+        let addedOnce = Protected(false)
         root.subscribe(Observer { state in
             first.withLock { $0.append(state.count) }
             if !addedOnce.withLock({ let was = $0; $0 = true; return was }) {
@@ -152,7 +152,7 @@ import Testing
     @Test func observersCanBeDeliveredOnAQueueOfTheirChoice() async throws {
         let root = makeRoot()
         let queue = DispatchQueue(label: "delivery")
-        let onQueue = Locked<[Bool]>([])
+        let onQueue = Protected<[Bool]>([])
         let key = DispatchSpecificKey<Int>()
         queue.setSpecific(key: key, value: 7)
         root.subscribe(Observer(on: queue) { _ in onQueue.withLock { $0.append(DispatchQueue.getSpecific(key: key) == 7) }; return .active })
@@ -164,7 +164,7 @@ import Testing
     @Test func observerFailuresAreReportedAndTheObserverStays() async throws {
         let log = FailureLog<CounterState, CounterAction>()
         let root = makeRoot(log: log)
-        let calls = Locked(0)
+        let calls = Protected(0)
         root.subscribe(Observer { _ in calls.withLock { $0 += 1 }; throw Boom() })
         root.dispatch(.increment)
         root.dispatch(.increment)
@@ -176,7 +176,7 @@ import Testing
     @Test func scopedStoreMapsStateAndForwardsActions() async throws {
         let root = makeRoot()
         let scoped = root.store.scope { $0.count * 2 }
-        let seen = Locked<[Int]>([])
+        let seen = Protected<[Int]>([])
         scoped.subscribe(Observer(removeDuplicates: .asEquatable) { doubled in seen.withLock { $0.append(doubled) }; return .active })
         scoped.dispatch(.add(3))
         root.dispatch(.setTicking(false))
@@ -196,7 +196,7 @@ import Testing
         let root = makeRoot()
         let childA = root.child(initialState: [CounterAction](), reducer: Draft())
         let childB = root.child(initialState: [CounterAction](), reducer: Draft())
-        let seenA = Locked<[ChildState<CounterState, [CounterAction]>]>([])
+        let seenA = Protected<[ChildState<CounterState, [CounterAction]>]>([])
         childA.subscribe(Observer { state in seenA.withLock { $0.append(state) }; return .active })
         childA.dispatch(.add(1))
         root.dispatch(.add(10))
@@ -210,7 +210,7 @@ import Testing
 
     @Test func droppedChildStoresDetach() async throws {
         let root = makeRoot()
-        let calls = Locked(0)
+        let calls = Protected(0)
         do {
             let child = root.child(initialState: [CounterAction](), reducer: Draft())
             child.subscribe(Observer { _ in calls.withLock { $0 += 1 }; return .active })
@@ -239,7 +239,7 @@ import Testing
         let root = RootStore(
             initialState: CounterState(), reducer: CounterReducer(),
             configuration: StoreConfiguration(executor: queue, notification: .batched(maximumActions: 1000)))
-        let seen = Locked<[Int]>([])
+        let seen = Protected<[Int]>([])
         root.subscribe(Observer { state in seen.withLock { $0.append(state.count) }; return .active })
         queue.async { gate.wait() }
         for _ in 0..<500 { root.dispatch(.increment) }
@@ -251,14 +251,14 @@ import Testing
 
     @Test func presentersMakePropsOffTheStoreQueueAndDeduplicate() async throws {
         let root = makeRoot()
-        let delivered = Locked<[String]>([])
+        let delivered = Protected<[String]>([])
         let queue = DispatchQueue(label: "ui")
         let presentation = DispatchQueue(label: "presentation")
         let key = DispatchSpecificKey<String>()
         presentation.setSpecific(key: key, value: "presentation")
         queue.setSpecific(key: key, value: "ui")
-        let placesOfProps = Locked<Set<String>>([])
-        let placesOfDelivery = Locked<Set<String>>([])
+        let placesOfProps = Protected<Set<String>>([])
+        let placesOfDelivery = Protected<Set<String>>([])
         let presenter = Presenter<CounterState, String>(
             presentation: .serial(presentation),
             removeStateDuplicates: .keyPath(\.count),

@@ -7,7 +7,7 @@ import Testing
 
 /// Failures a store reported.
 final class FailureLog<State: Sendable, Action: Sendable>: Sendable {
-    let failures = Locked<[StoreFailure<State, Action>]>([])
+    let failures = Protected<[StoreFailure<State, Action>]>([])
     var reporter: ErrorReporter<State, Action> { ErrorReporter { failure in self.failures.withLock { $0.append(failure) } } }
     var stages: [StoreFailure<State, Action>.Stage] { failures.value.map(\.stage) }
 }

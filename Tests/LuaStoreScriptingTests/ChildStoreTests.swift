@@ -3,9 +3,10 @@ import LuaKit
 import LuaStoreScripting
 import LuaStoreTestSupport
 import Testing
+import LuaStoreCore
 
 /// Child stores declared by an app's modules.
-@Suite struct ChildStoreTests {
+@Suite(.tags(.concurrency)) struct ChildStoreTests {
     static let app = #"""
     local app = {}
     function app.init() return { count = 0, seen = {} } end
@@ -37,7 +38,7 @@ import Testing
         let store = try await ScriptedStore(app: folder.url, options: recorder.options)
         let first = try await store.child(module: "editor")
         let second = try await store.child(module: "editor")
-        let seen = Locked<[LuaValue]>([])
+        let seen = Protected<[LuaValue]>([])
         first.observeProps { props in
             seen.withLock { $0.append(props) }
             return .active

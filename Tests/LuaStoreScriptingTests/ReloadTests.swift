@@ -3,9 +3,10 @@ import LuaKit
 import LuaStoreScripting
 import LuaStoreTestSupport
 import Testing
+import LuaStoreCore
 
 /// Hot reload: new scripts, same state; every failure keeps the old version running.
-@Suite struct ReloadTests {
+@Suite(.tags(.concurrency)) struct ReloadTests {
     static let version1 = #"""
     local app = {}
     app.schemaVersion = 1
@@ -133,7 +134,7 @@ import Testing
     @Test func watcherReloadsAfterASave() async throws {
         let (store, recorder, folder) = try await makeStore()
         defer { folder.remove() }
-        let outcomes = Locked<[String]>([])
+        let outcomes = Protected<[String]>([])
         store.startWatching { result in
             let text = switch result {
             case .success(let outcome): "\(outcome)"

@@ -3,9 +3,10 @@ import LuaKit
 import LuaStoreScripting
 import LuaStoreTestSupport
 import Testing
+import LuaStoreCore
 
 /// The app contract, transactions, change tracking and effects of a scripted store.
-@Suite struct ScriptedStoreTests {
+@Suite(.tags(.concurrency)) struct ScriptedStoreTests {
     func makeStore(_ files: [String: String] = ["app.lua": testApp, "lib/util.lua": testUtil]) async throws
         -> (ScriptedStore, Recorder, AppFolder) {
         let folder = try AppFolder(files)
@@ -132,7 +133,7 @@ import Testing
             return app
             """])
         defer { folder.remove() }
-        let counts = Locked<[LuaValue]>([])
+        let counts = Protected<[LuaValue]>([])
         store.observe(["count"]) { value in
             counts.withLock { $0.append(value) }
             return .active
@@ -188,7 +189,7 @@ import Testing
         defer { folder.remove() }
         for index in 1...20 { store.dispatch(["type": "add", "title": .string("item \(index)")]) }
         _ = try await store.state()
-        let deliveries = Locked<[Int: Int]>([:])
+        let deliveries = Protected<[Int: Int]>([:])
         for index in 1...20 {
             store.observe(["items", .integer(Int64(index))]) { _ in
                 deliveries.withLock { $0[index, default: 0] += 1 }
@@ -272,7 +273,7 @@ import Testing
         let (store, recorder, folder) = try await makeStore()
         defer { folder.remove() }
         store.dispatch(["type": "add", "title": "Buy milk"])
-        let items = Locked<[Item]>([])
+        let items = Protected<[Item]>([])
         store.observe(["items", 1], as: Item.self) { item in
             items.withLock { $0.append(item) }
             return .active
@@ -287,7 +288,7 @@ import Testing
     @Test func propsDecodeIntoSwiftTypes() async throws {
         let (store, _, folder) = try await makeStore()
         defer { folder.remove() }
-        let decoded = Locked<[Counter]>([])
+        let decoded = Protected<[Counter]>([])
         store.observeProps(as: Counter.self) { props in
             decoded.withLock { $0.append(props) }
             return .active

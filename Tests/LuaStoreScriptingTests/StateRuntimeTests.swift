@@ -4,7 +4,7 @@ import LuaStoreTestSupport
 import Testing
 
 /// The state runtime directly: proxies, the journal, identity, read/write tracking.
-@Suite struct StateRuntimeTests {
+@Suite(.tags(.concurrency)) struct StateRuntimeTests {
     static let thread = LuaThread(name: "StateRuntimeTests")
 
     /// A VM with the runtime loaded; `body` gets the VM and the runtime's module table.

@@ -2,6 +2,7 @@ import Foundation
 import LuaKit
 import LuaStoreScripting
 import LuaStoreTestSupport
+import LuaStoreCore
 
 /// An app folder written for one test, removed when it ends (callers `defer` `remove()`).
 struct AppFolder {
@@ -24,9 +25,9 @@ struct AppFolder {
 
 /// What a store under test reported.
 final class Recorder: Sendable {
-    let props = Locked<[LuaValue]>([])
-    let failures = Locked<[ScriptFailure]>([])
-    let logs = Locked<[String]>([])
+    let props = Protected<[LuaValue]>([])
+    let failures = Protected<[ScriptFailure]>([])
+    let logs = Protected<[String]>([])
 
     var options: ScriptedStoreOptions {
         var options = ScriptedStoreOptions(

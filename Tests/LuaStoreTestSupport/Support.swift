@@ -1,20 +1,5 @@
 import Foundation
-
-/// A value shared between threads (behind an `NSLock`, which the Thread Sanitizer understands).
-public final class Locked<Value: Sendable>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var stored: Value
-
-    public init(_ value: Value) { stored = value }
-
-    public func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&stored)
-    }
-
-    public var value: Value { withLock { $0 } }
-}
+import Testing
 
 /// Polls `condition` until it holds or `timeout` passes (or the calling task is cancelled).
 public func eventually(timeout: Duration = .seconds(5), _ condition: @Sendable () async -> Bool) async -> Bool {
@@ -27,3 +12,10 @@ public func eventually(timeout: Duration = .seconds(5), _ condition: @Sendable (
     return await condition()
 }
 
+
+extension Tag {
+    /// Suites about threads and concurrency: `scripts/test` runs every suite with this tag a second time, under
+    /// the Thread Sanitizer (it finds them by this tag; suites about time budgets stay out, as the sanitizer's
+    /// tenfold slowdown turns their deadlines into noise).
+    @Tag public static var concurrency: Self
+}

@@ -1,6 +1,7 @@
 import FlyingFox
 import FlyingSocks
 import Foundation
+import LuaStoreCore
 
 /// A real HTTP server on 127.0.0.1 (FlyingFox) with the routes the URL effect tests need.
 public final class TestServer: Sendable {
@@ -8,10 +9,10 @@ public final class TestServer: Sendable {
     public let task: Task<Void, any Error>
     public let port: UInt16
     /// Requests to `/slow` that started, and that ran to the end without being cut off.
-    public let slowStarted: Locked<Int>
-    public let slowFinished: Locked<Int>
+    public let slowStarted: Protected<Int>
+    public let slowFinished: Protected<Int>
 
-    private init(server: HTTPServer, task: Task<Void, any Error>, port: UInt16, slowStarted: Locked<Int>, slowFinished: Locked<Int>) {
+    private init(server: HTTPServer, task: Task<Void, any Error>, port: UInt16, slowStarted: Protected<Int>, slowFinished: Protected<Int>) {
         self.server = server
         self.task = task
         self.port = port
@@ -23,8 +24,8 @@ public final class TestServer: Sendable {
 
     public static func start() async throws -> TestServer {
         let server = HTTPServer(address: try sockaddr_in.inet(ip4: "127.0.0.1", port: 0), timeout: 5)
-        let slowStarted = Locked(0)
-        let slowFinished = Locked(0)
+        let slowStarted = Protected(0)
+        let slowFinished = Protected(0)
         await server.appendRoute("GET /hello") { _ in
             HTTPResponse(statusCode: .ok, headers: [.contentType: "text/plain"], body: Data("hello".utf8))
         }

@@ -44,9 +44,9 @@ public enum GarbageCollection: Sendable, Equatable {
     /// one — a full, stop-the-world collection — once the heap grew by `majorMultiplier` % since the last one
     /// (at most 200 and 1000). Short-lived garbage — an action's table, a proxy, a props table — is freed
     /// cheaply while still in cache, which is most of what a scripted store makes; the price is the
-    /// occasional major collection (≈ 5 ms for a 23 MB heap of 100,000 records on a 2-core machine). The
+    /// occasional major collection (milliseconds for a heap of 100,000 records: README, Benchmarks). The
     /// default major multiplier is 300, not Lua's 100: with 100, Lua 5.4.4 ran major collections often enough
-    /// to make toggling an item of a 100,000-item state ≈ 40 % dearer, for no smaller peak. Where 4 × the live
+    /// to make toggling an item of a 100,000-item state much dearer, for no smaller peak. Where 4 × the live
     /// heap would not fit under `memoryBytes`, the cap triggers the major collection instead (the same full
     /// collection, run by the allocator; nothing fails while the live data fits).
     case generational(minorMultiplier: Int = 20, majorMultiplier: Int = 300)

@@ -19,14 +19,17 @@ struct ConversionFailure: Error {
     }
 }
 
-/// Renders the path of a value inside a converted structure as Lua source would name it:
-/// `state.todos[3].title`, `props["first name"]`.
-enum LuaPath {
-    static func render(root: String, keys: some Sequence<LuaKey>) -> String {
+/// Renders the path of a value inside a structure as Lua source would name it: `state.todos[3].title`,
+/// `props["first name"]`, `state["end"]` (keywords and other non-identifiers are quoted and escaped). The one
+/// renderer of paths: conversion errors, selectors and the tools all name values with it.
+public enum LuaPath {
+    /// `root` followed by each key: `LuaPath.render(root: "state", keys: ["todos", 3])` is `state.todos[3]`.
+    public static func render(root: String, keys: some Sequence<LuaKey>) -> String {
         keys.reduce(root) { $0 + render($1) }
     }
 
-    static func render(_ key: LuaKey) -> String {
+    /// One step of a path: `.title`, `[3]`, `["first name"]`.
+    public static func render(_ key: LuaKey) -> String {
         switch key {
         case .string(let name) where isIdentifier(name): ".\(name)"
         case .string(let name): "[\(quoted(name))]"

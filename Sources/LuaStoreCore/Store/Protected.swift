@@ -10,15 +10,18 @@ import Foundation
 /// ```
 public final class Protected<Value>: @unchecked Sendable {
     private let lock = NSLock()
-    private var value: Value
+    private var stored: Value
 
     /// A lock around `value`.
-    public init(_ value: Value) { self.value = value }
+    public init(_ value: Value) { stored = value }
+
+    /// A copy of the value, read under the lock.
+    public var value: Value { withLock { $0 } }
 
     /// Runs `body` with exclusive access to the value.
     public func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
         lock.lock()
         defer { lock.unlock() }
-        return try body(&value)
+        return try body(&stored)
     }
 }

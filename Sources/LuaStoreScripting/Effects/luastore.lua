@@ -16,7 +16,7 @@ local function field(fn, value, name, expected, optional)
   end
 end
 
-local function action(fn, value, name)
+local function checkaction(fn, value, name)
   field(fn, value, name, "table")
   if type(value.type) ~= "string" then fail(fn, "'" .. name .. ".type' must be a string (got " .. type(value.type) .. ")") end
 end
@@ -47,19 +47,19 @@ function luastore.http(request)
 end
 
 --- Dispatches `action` once, after `seconds`.
-function luastore.delay(seconds, later)
+function luastore.delay(seconds, action)
   field("delay", seconds, "seconds", "number")
   if seconds < 0 then fail("delay", "'seconds' must not be negative") end
-  action("delay", later, "action")
-  return { kind = "delay", seconds = seconds, action = later }
+  checkaction("delay", action, "action")
+  return { kind = "delay", seconds = seconds, action = action }
 end
 
 --- Dispatches `action` every `seconds` while the subscription is declared.
-function luastore.timer(seconds, tick)
+function luastore.timer(seconds, action)
   field("timer", seconds, "seconds", "number")
   if seconds <= 0 then fail("timer", "'seconds' must be positive") end
-  action("timer", tick, "action")
-  return { kind = "timer", every = seconds, action = tick }
+  checkaction("timer", action, "action")
+  return { kind = "timer", every = seconds, action = action }
 end
 
 local function storageKey(fn, key)

@@ -18,7 +18,7 @@ extension ScriptEngine {
     }
 
     /// Loads the child module `name`, runs its `init`, and returns the child's id.
-    func addChild(module name: String) throws(ScriptError) -> Int64 {
+    func addChild(module name: String) throws(ScriptFailure) -> Int64 {
         do {
             let (child, initialize) = try loadChild(name, in: app.namespace)
             let id = nextChild
@@ -28,7 +28,7 @@ extension ScriptEngine {
             children[id] = child
             return id
         } catch {
-            throw ScriptError(stage: .initialize, error: error)
+            throw ScriptFailure(stage: .initialize, error: error)
         }
     }
 

@@ -4,19 +4,19 @@ import LuaKit
 extension ScriptEngine {
 
     /// Loads the app's files again. Keeps the old version (and the state as it was) on any failure.
-    func reload() throws(ScriptError) -> ReloadOutcome {
+    func reload() throws(ScriptFailure) -> ReloadOutcome {
         let fingerprint = Self.fingerprint(of: folder)
         if fingerprint == app.fingerprint { return .unchanged }
         let candidate = try Self.loadApp(vm: vm, folder: folder)
         if candidate.schemaVersion < app.schemaVersion {
-            throw ScriptError(stage: .reload, error: LuaError(
+            throw ScriptFailure(stage: .reload, error: LuaError(
                 .runtime, "schemaVersion went down from \(app.schemaVersion) to \(candidate.schemaVersion); the new version is refused",
                 chunkName: "app.lua"))
         }
         var migrated = false
         if candidate.schemaVersion > app.schemaVersion {
             guard let migrate = candidate.migrate else {
-                throw ScriptError(stage: .migrate, error: LuaError(
+                throw ScriptFailure(stage: .migrate, error: LuaError(
                     .runtime, "schemaVersion grew from \(app.schemaVersion) to \(candidate.schemaVersion) but app.lua has no 'migrate'",
                     chunkName: "app.lua"))
             }
@@ -25,7 +25,7 @@ extension ScriptEngine {
                 migrated = true
             } catch {
                 undoLastTransaction()
-                throw ScriptError(stage: .migrate, error: error)
+                throw ScriptFailure(stage: .migrate, error: error)
             }
         }
         let check: Int64 = -2
@@ -36,7 +36,7 @@ extension ScriptEngine {
         } catch {
             _ = try? vm.call(runtime[.reset], arguments: [])
             if migrated { undoLastTransaction() }
-            throw ScriptError(stage: .props, error: error)
+            throw ScriptFailure(stage: .props, error: error)
         }
         var reloadedChildren: [Int64: ChildModule] = [:]
         for (id, child) in children {
@@ -44,7 +44,7 @@ extension ScriptEngine {
                 reloadedChildren[id] = try loadChild(child.name, in: candidate.namespace).0
             } catch {
                 if migrated { undoLastTransaction() }
-                throw ScriptError(stage: .load, error: error)
+                throw ScriptFailure(stage: .load, error: error)
             }
         }
         let previous = app.schemaVersion

@@ -60,7 +60,7 @@ final class ScriptEngine {
 
     /// Loads the app in `folder`, runs `init`, and sets up the runtime. On this VM's thread.
     init(folder: URL, thread: LuaThread, limits: LuaLimits, log: @escaping @Sendable (String) -> Void,
-         report: @escaping @Sendable (ScriptFailure) -> Void) throws(ScriptError) {
+         report: @escaping @Sendable (ScriptFailure) -> Void) throws(ScriptFailure) {
         self.folder = folder
         self.thread = thread
         self.report = report
@@ -71,7 +71,7 @@ final class ScriptEngine {
             try machine.sealRawWrites(metatableMarker: StateRuntime.metatableMarker)
             runtime = try StateRuntime.load(into: machine)
         } catch {
-            throw ScriptError(stage: .load, error: error)
+            throw ScriptFailure(stage: .load, error: error)
         }
         vm = machine
         app = try Self.loadApp(vm: vm, folder: folder)
@@ -79,7 +79,7 @@ final class ScriptEngine {
             let initial = try vm.callForReferences(app.initialize, arguments: [])
             try vm.call(runtime[.setState], arguments: [initial.first.flatMap { $0 }.map(LuaArgument.reference) ?? .value(.nil)])
         } catch {
-            throw ScriptError(stage: .initialize, error: error)
+            throw ScriptFailure(stage: .initialize, error: error)
         }
         try registerSubscriptions()
     }
@@ -99,10 +99,10 @@ final class ScriptEngine {
     }
 
     /// Requires `app` in a fresh namespace and checks its exports.
-    static func loadApp(vm: LuaVM, folder: URL) throws(ScriptError) -> App {
+    static func loadApp(vm: LuaVM, folder: URL) throws(ScriptFailure) -> App {
         let fingerprint = Self.fingerprint(of: folder)
         guard fingerprint["app.lua"] != nil else {
-            throw ScriptError(stage: .load, error: LuaError(.runtime, "\(folder.path) has no app.lua"))
+            throw ScriptFailure(stage: .load, error: LuaError(.runtime, "\(folder.path) has no app.lua"))
         }
         do throws(LuaError) {
             let namespace = try vm.makeNamespace()
@@ -136,11 +136,11 @@ final class ScriptEngine {
                 props: try export("props"), subscriptions: try optionalExport("subscriptions"),
                 migrate: try optionalExport("migrate"), schemaVersion: schemaVersion, fingerprint: fingerprint)
         } catch {
-            throw ScriptError(stage: .load, error: error)
+            throw ScriptFailure(stage: .load, error: error)
         }
     }
 
-    func registerSubscriptions() throws(ScriptError) {
+    func registerSubscriptions() throws(ScriptFailure) {
         do {
             if let subscriptions = app.subscriptions {
                 try vm.call(runtime[.register], arguments: [.value("subscriptions"), .reference(subscriptions)])
@@ -150,7 +150,7 @@ final class ScriptEngine {
             try vm.call(runtime[.markAllDirty], arguments: [])
             subscriptionsDirty = true
         } catch {
-            throw ScriptError(stage: .load, error: error)
+            throw ScriptFailure(stage: .load, error: error)
         }
     }
 
@@ -384,20 +384,7 @@ extension ScriptEngine.ReaderKind {
     var rootName: String {
         switch self {
         case .props, .childProps: "props"
-        case .path(let keys): keys.reduce("state") { $0 + LuaPathRendering.render($1) }
-        }
-    }
-}
-
-/// Renders a key as Lua source would index with it.
-enum LuaPathRendering {
-    static func render(_ key: LuaKey) -> String {
-        switch key {
-        case .string(let name) where name.range(of: #"^[A-Za-z_][A-Za-z0-9_]*$"#, options: .regularExpression) != nil: ".\(name)"
-        case .string(let name): "[\"\(name)\"]"
-        case .integer(let index): "[\(index)]"
-        case .number(let number): "[\(number)]"
-        case .boolean(let flag): "[\(flag)]"
+        case .path(let keys): LuaPath.render(root: "state", keys: keys)
         }
     }
 }

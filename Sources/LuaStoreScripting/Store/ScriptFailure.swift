@@ -1,24 +1,10 @@
 import LuaKit
 
-/// A scripted app could not be loaded, started or reloaded.
-public struct ScriptError: Error, Sendable, CustomStringConvertible {
-    /// What was being done.
-    public var stage: ScriptFailure.Stage
-    /// The script error, with file and line when known.
-    public var error: LuaError
-
-    /// An error at `stage`.
-    public init(stage: ScriptFailure.Stage, error: LuaError) {
-        self.stage = stage
-        self.error = error
-    }
-
-    public var description: String { "\(stage): \(error)" }
-}
-
-/// A failure while a scripted app runs. The app keeps running: a failed action changes nothing, a failed
-/// props call keeps the last props, a failed reload keeps the old scripts.
-public struct ScriptFailure: Sendable, CustomStringConvertible {
+/// A failure of a scripted app: thrown when the app cannot start (`ScriptedStore(app:)`, `child(module:)`) or a
+/// reload is refused, and reported (`ScriptedStoreOptions.failures`) while it runs. The app keeps running: a
+/// failed action changes nothing, a failed props call keeps the last props, a failed reload keeps the old
+/// scripts. (The store's own failures are `StoreFailure`s, the VM's `LuaError`s.)
+public struct ScriptFailure: Error, Sendable, CustomStringConvertible {
     /// Where a failure happened.
     public enum Stage: String, Sendable, Equatable {
         /// Loading the app's modules.

@@ -60,12 +60,12 @@ public final class ScriptedStore: Sendable {
     private let watcher = Protected<Task<Void, Never>?>(nil)
 
     /// Loads the app in `folder`, runs its `init`, and starts the store.
-    public init(app folder: URL, options: ScriptedStoreOptions = ScriptedStoreOptions()) async throws(ScriptError) {
+    public init(app folder: URL, options: ScriptedStoreOptions = ScriptedStoreOptions()) async throws(ScriptFailure) {
         let thread = LuaThread(name: "luastore:" + folder.lastPathComponent)
         self.thread = thread
         self.options = options
         let report = options.failures
-        let engine = try thread.sync { () throws(ScriptError) -> ScriptEngine in
+        let engine = try thread.sync { () throws(ScriptFailure) -> ScriptEngine in
             try ScriptEngine(folder: folder, thread: thread, limits: options.limits, log: options.log, report: report)
         }
         self.engine = engine
@@ -144,10 +144,10 @@ public final class ScriptedStore: Sendable {
 
     /// A child store with its own local state, reduced by the app module `module` (see README, "Child
     /// stores"). It lives as long as you keep it.
-    public func child(module: String) async throws(ScriptError) -> ScriptedChildStore {
+    public func child(module: String) async throws(ScriptFailure) -> ScriptedChildStore {
         let engine = self.engine
-        let result: Result<Int64, ScriptError> = await withCheckedContinuation { continuation in
-            thread.async { continuation.resume(returning: Result { () throws(ScriptError) -> Int64 in try engine.addChild(module: module) }) }
+        let result: Result<Int64, ScriptFailure> = await withCheckedContinuation { continuation in
+            thread.async { continuation.resume(returning: Result { () throws(ScriptFailure) -> Int64 in try engine.addChild(module: module) }) }
         }
         let id = try result.get()
         let core = root.child(initialState: ScriptState(), reducer: ChildScriptReducer(engine: engine, id: id))
@@ -159,7 +159,7 @@ public final class ScriptedStore: Sendable {
     public func observe<T: Decodable & Sendable>(_ path: [LuaKey], as type: T.Type, on queue: DispatchQueue? = nil,
                                                  _ body: @escaping @Sendable (T) -> ObserverStatus) {
         let report = options.failures
-        let root = path.reduce("state") { $0 + LuaPathRendering.render($1) }
+        let root = LuaPath.render(root: "state", keys: path)
         observe(path, on: queue) { value in
             do throws(LuaError) {
                 return body(try LuaDecoder().decode(T.self, from: value, root: root))
@@ -223,10 +223,10 @@ public final class ScriptedStore: Sendable {
 
     /// Loads the app's scripts again, at an action boundary, keeping the state (see README, "Hot reload").
     @discardableResult
-    public func reload() async throws(ScriptError) -> ReloadOutcome {
-        let result: Result<ReloadOutcome, ScriptError> = await withCheckedContinuation { continuation in
+    public func reload() async throws(ScriptFailure) -> ReloadOutcome {
+        let result: Result<ReloadOutcome, ScriptFailure> = await withCheckedContinuation { continuation in
             thread.async { [engine, root] in
-                let outcome = Result { () throws(ScriptError) -> ReloadOutcome in try engine.reload() }
+                let outcome = Result { () throws(ScriptFailure) -> ReloadOutcome in try engine.reload() }
                 if case .success(.reloaded(let from, let to)) = outcome {
                     root.dispatch(["type": "luastore/reloaded", "from": .integer(from), "to": .integer(to)])
                 }
@@ -240,7 +240,7 @@ public final class ScriptedStore: Sendable {
     /// Each attempt is reported to `onReload`.
     public func startWatching(
         interval: Duration = .milliseconds(10), debounce: Duration = .milliseconds(15),
-        onReload: @escaping @Sendable (Result<ReloadOutcome, ScriptError>) -> Void = { _ in }
+        onReload: @escaping @Sendable (Result<ReloadOutcome, ScriptFailure>) -> Void = { _ in }
     ) {
         let folder = engine.folder
         let task = Task { [weak self] in
@@ -257,7 +257,7 @@ public final class ScriptedStore: Sendable {
                 }
                 known = current
                 guard let self else { return }
-                do throws(ScriptError) {
+                do throws(ScriptFailure) {
                     onReload(.success(try await self.reload()))
                 } catch {
                     onReload(.failure(error))

@@ -1,0 +1,127 @@
+import LuaKit
+import LuaStoreTestSupport
+import Testing
+
+/// `makebarrier` (CLuaGuard/barrier.c) driven directly from trusted Lua, with fallbacks that only count what
+/// they were handed: what the C paths do themselves and what they hand over.
+@Suite struct BarrierTests {
+    /// A barrier over fresh caches, with counting fallbacks, as the chunk's local `B`; `body` runs after it.
+    /// The chunk returns whatever `body` returns.
+    func run(_ body: String) async throws -> [LuaValue] {
+        try await withVM { vm in
+            let chunk = try vm.loadTrusted("""
+                local handed = { index = 0, newindex = 0, note = 0, adopt = 0 }
+                local targets, proxies, journal, dependents, changes = {}, {}, {}, {}, { {} }
+                local holder = { state = { count = 1, items = { { done = false } } } }
+                local meta = { __metatable = "test state" }
+                local B
+                B = makebarrier {
+                  targets = targets, proxies = proxies, meta = meta, weakkeys = { __mode = "k" },
+                  weakall = { __mode = "kv" }, journal = journal, dependents = dependents, changes = changes,
+                  holder = holder,
+                  index = function(p, k) handed.index = handed.index + 1; return targets[p][k] end,
+                  newindex = function(p, k, v)
+                    handed.newindex = handed.newindex + 1
+                    B.record(targets[p], k, targets[p][k])
+                    rawset(targets[p], k, v)
+                  end,
+                  note = function() handed.note = handed.note + 1 end,
+                  adopt = function(result) handed.adopt = handed.adopt + 1; holder.state = targets[result] or result end,
+                }
+                meta.__index, meta.__newindex = B.index, B.newindex
+                local real = holder.state
+                local state = B.proxy(real)
+                \(body)
+                """, chunkName: "barrier_test.lua")
+            return try vm.call(chunk)
+        }
+    }
+
+    @Test func theModesAreExportedOnceAndOthersRefused() async throws {
+        let results = try await run("""
+            local ok, message = pcall(B.setmode, 7)
+            return B.CLOSED, B.WRITE, B.READ, B.mode(), ok, message
+            """)
+        #expect(results[0] == 0 && results[1] == 1 && results[2] == 2)
+        #expect(results[3] == 0) // a new barrier is closed
+        #expect(results[4] == false)
+        #expect(results[5].string?.contains("not a mode of the barrier") == true)
+    }
+
+    @Test func aWriteToAKeyThatStaysIsJournaledInCAndRolledBack() async throws {
+        let results = try await run("""
+            B.begin()
+            state.count = 5
+            local written, slots, t, k, old = real.count, #journal, journal[1], journal[2], journal[3]
+            B.rollback()
+            return written, slots, t == real, k, old, real.count, B.mode() == B.CLOSED, handed.newindex, #journal
+            """)
+        // 5 written, three slots (table, key, old value), undone to 1, the Lua fallback never called, and the
+        // journal emptied by the rollback.
+        #expect(results == [5, 3, true, "count", 1, 1, true, 0, 0])
+    }
+
+    @Test func newKeysAndTableValuesGoToTheFallback() async throws {
+        let results = try await run("""
+            B.begin()
+            state.fresh = true                 -- a key that appears
+            state.count = { boxed = 1 }        -- a table value
+            local afterWrites = handed.newindex
+            B.rollback()
+            return afterWrites, real.fresh == nil, real.count
+            """)
+        #expect(results == [2, true, 1])
+    }
+
+    @Test func readsWhileWritingGiveOneProxyPerTableAndOtherwiseFallBack() async throws {
+        let results = try await run("""
+            B.begin()
+            local items1, items2 = state.items, state.items
+            local count = state.count
+            local inC = handed.index
+            B.setmode(B.READ)
+            local _ = state.count
+            return rawequal(items1, items2), targets[items1] == real.items, count, inC, handed.index,
+              getmetatable(items1)
+            """)
+        #expect(results == [true, true, 1, 0, 1, "test state"])
+    }
+
+    @Test func aRunStopsAfterCommandsAndRefusalsAndSaysWhere() async throws {
+        let results = try await run("""
+            local function reduce(s, action)
+              s.count = s.count + 1
+              if action.type == "withCommand" then return nil, { "command" } end
+            end
+            local stop1, commands, dirty = B.run(reduce, { { type = "a" }, { type = "withCommand" }, { type = "b" } }, 1, 3, false)
+            local stop2, _, _, refused = B.run(reduce, { { type = "a" }, { notype = true } }, 1, 2, false)
+            local finished = B.run(reduce, { { type = "a" }, { type = "b" } }, 1, 2, false)
+            return stop1, commands[1], stop2, refused, finished, real.count, B.position()
+            """)
+        // 2 actions, then 1, then 2 applied: count 1 + 5.
+        #expect(results == [2, "command", 2, true, 2, 6, 2])
+    }
+
+    @Test func aFailingActionOfARunLeavesItsWritesInTheJournal() async throws {
+        let results = try await run("""
+            local function reduce(s, action)
+              s.count = s.count + 10
+              if action.type == "fail" then error("boom", 0) end
+            end
+            local ok, message = pcall(B.run, reduce, { { type = "a" }, { type = "fail" } }, 1, 2, false)
+            local failedAt, before = B.position(), real.count
+            B.rollback()
+            return ok, message, failedAt, before, real.count
+            """)
+        #expect(results == [false, "boom", 2, 21, 11])
+    }
+
+    @Test func missingFieldsAreNamed() async throws {
+        let results = try await run("""
+            local ok, message = pcall(makebarrier, { targets = {}, proxies = {}, meta = {}, weakkeys = {}, weakall = {} })
+            return ok, message
+            """)
+        #expect(results[0] == false)
+        #expect(results[1].string?.hasSuffix("makebarrier: index is missing") == true)
+    }
+}
