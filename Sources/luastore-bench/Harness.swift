@@ -32,6 +32,15 @@ enum Harness {
         return Double(elapsed.components.seconds) * 1e9 / Double(operations) + Double(elapsed.components.attoseconds) / 1e9 / Double(operations)
     }
 
+    /// Nanoseconds per operation of `body` (synchronous, for work on a VM's own thread).
+    static func nanosecondsSync(operations: Int, _ body: () throws -> Void) rethrows -> Double {
+        let clock = ContinuousClock()
+        let start = clock.now
+        try body()
+        let elapsed = clock.now - start
+        return Double(elapsed.components.seconds) * 1e9 / Double(operations) + Double(elapsed.components.attoseconds) / 1e9 / Double(operations)
+    }
+
     /// The median of `rounds` runs of `body`, after one that is not counted.
     static func median(rounds: Int, _ body: () async throws -> Double) async rethrows -> Double {
         _ = try await body()

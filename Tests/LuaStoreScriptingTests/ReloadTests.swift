@@ -142,8 +142,7 @@ import LuaStoreCore
             }
             outcomes.withLock { $0.append(text) }
         }
-        try await Task.sleep(for: .milliseconds(30))
-        try folder.write("app.lua", Self.version2)
+        try folder.write("app.lua", Self.version2) // at once: the watcher's baseline was taken before it returned
         #expect(await eventually { recorder.props.value.last == ["count": 0, "version": 2] })
         try folder.write("app.lua", "return {")
         #expect(await eventually { outcomes.value.count == 2 })

@@ -16,14 +16,14 @@ import Testing
     ]
 
     /// Runs `body` with an engine for the app `files`, on a thread of its own, with a time budget of `budget`.
-    func withEngine(_ files: [String: String], budget: Duration, _ body: (ScriptEngine) throws -> Void) throws {
+    func withEngine(_ files: [String: String], budget: Duration, _ body: (ScriptEngine, AppFolder) throws -> Void) throws {
         let folder = try AppFolder(files)
         defer { folder.remove() }
         let thread = LuaThread(name: "run-test")
         try thread.sync { () throws in
             var limits = LuaLimits()
             limits.timeBudget = budget
-            try body(try ScriptEngine(folder: folder.url, thread: thread, limits: limits, log: { _ in }, report: { _ in }))
+            try body(try ScriptEngine(folder: folder.url, thread: thread, limits: limits, log: { _ in }, report: { _ in }), folder)
         }
     }
 
@@ -72,7 +72,7 @@ import Testing
     /// The engine itself: one call runs the whole run; it stops only where the store must act before the
     /// next action (subscriptions that changed), and each action has its own time budget.
     @Test func theEngineStopsARunOnlyWhereSubscriptionsChanged() throws {
-        try withEngine(["app.lua": testApp, "lib/util.lua": testUtil], budget: .milliseconds(200)) { engine in
+        try withEngine(["app.lua": testApp, "lib/util.lua": testUtil], budget: .milliseconds(200)) { engine, _ in
             _ = try engine.subscriptions() // evaluated once: clean
             let increments = Array(repeating: ["type": "increment"] as LuaValue, count: 5)
             var outcome = engine.reduce(run: (increments + [["type": "say"]] + increments)[...])
@@ -87,16 +87,18 @@ import Testing
         }
     }
 
-    /// Each action of a run has the whole time budget: a run of actions that each take 30 % of it succeeds,
-    /// and an endless loop in the middle is stopped and undone while the actions around it apply.
+    /// Each action of a run has the whole time budget: a run of five actions that each spin for a quarter of it
+    /// (by the host's clock, so load on the machine cannot shorten them, and a stall of up to ¾ of the budget
+    /// cannot fail them) applies whole, though together they outlast the budget; an endless loop in the middle
+    /// is stopped and undone while the actions around it apply.
     @Test func everyActionOfARunHasItsOwnTimeBudget() throws {
-        try withEngine(["app.lua": """
+        let app = """
             local app = {}
             function app.init() return { burned = 0, count = 0 } end
             function app.reduce(state, action)
               if action.type == "burn" then
-                local x = 0
-                for i = 1, action.n do x = x + i end
+                local start = elapsed()
+                while elapsed() - start < action.seconds do end
                 state.burned = state.burned + 1
               elseif action.type == "loop" then
                 state.count = -1
@@ -107,31 +109,26 @@ import Testing
             end
             function app.props(state) return state end
             return app
-            """], budget: .milliseconds(300)) { engine in
-            // Burns that take 30 % of the budget each, by a calibration on this machine (a sanitizer or the count
-            // hook make it slower); a run of five must outlast the budget, or the premise failed and it is
-            // measured again.
+            """
+        try withEngine(["app.lua": app], budget: .seconds(1)) { engine, folder in
+            // The host's clock, for the app: globals reach the environments of modules loaded after they are
+            // defined, so the app is loaded again (a reload, as after a save) once `elapsed` is there.
             let clock = ContinuousClock()
+            let origin = clock.now
             func seconds(_ duration: Duration) -> Double {
                 Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
             }
-            var burned: Int64 = 0
-            var outlasted = false
-            for _ in 0..<3 where !outlasted {
-                let sample: Int64 = 2_000_000
-                let start = clock.now
-                _ = try engine.reduce(["type": "burn", "n": .integer(sample)])
-                let n = Int64(Double(sample) * 0.09 / max(seconds(clock.now - start), 1e-4))
-                let burn: LuaValue = ["type": "burn", "n": .integer(n)]
-                let runStart = clock.now
-                let outcome = engine.reduce(run: [burn, burn, burn, burn, burn])
-                outlasted = seconds(clock.now - runStart) > 0.3
-                #expect(outcome.applied == 5)
-                #expect(outcome.failures.isEmpty, "each burn had a budget of its own")
-                burned += 6
-            }
-            #expect(outlasted, "the runs took longer than one budget")
-            #expect(try engine.state()["burned"] == .integer(burned))
+            try engine.vm.define(global: "elapsed") { _ in [.number(seconds(clock.now - origin))] }
+            try folder.write("app.lua", app + "\n-- with the host's clock\n")
+            #expect(try engine.reload() == .reloaded(fromSchema: 0, toSchema: 0))
+
+            let burn: LuaValue = ["type": "burn", "seconds": 0.25]
+            let runStart = clock.now
+            let outcome = engine.reduce(run: [burn, burn, burn, burn, burn])
+            #expect(seconds(clock.now - runStart) > 1, "the run outlasted one budget")
+            #expect(outcome.applied == 5)
+            #expect(outcome.failures.isEmpty, "each burn had a budget of its own")
+            #expect(try engine.state()["burned"] == 5)
 
             let mixed = engine.reduce(run: [["type": "increment"], ["type": "loop"], ["type": "increment"]])
             #expect(mixed.applied == 3)
@@ -140,7 +137,7 @@ import Testing
                 Issue.record("the loop did not fail")
                 return
             }
-            #expect(error.message == "time budget of 300 ms exceeded")
+            #expect(error.message == "time budget of 1000 ms exceeded")
             #expect(error.location == "app.lua:10")
             #expect(try engine.state()["count"] == 2, "the loop's write was undone, the actions around it applied")
         }

@@ -39,11 +39,11 @@ import LuaStoreCore
         store.dispatch(["type": "add", "title": "first"])
         store.dispatch(["type": "increment"])
         let before = try await store.state()
-        let propsBefore = await settledProps(recorder)
+        #expect(await eventually { recorder.props.value.last?["count"] == 1 })
+        let propsBefore = recorder.props.value.count
         store.dispatch(["type": .string(action)])
         let after = try await store.state()
         #expect(after == before, "deep, bit for bit")
-        #expect(recorder.props.value.count == propsBefore, "no observer was notified")
         let failure = try #require(recorder.failures.value.first)
         #expect(failure.stage == stage)
         #expect(failure.error.message == message)
@@ -51,6 +51,8 @@ import LuaStoreCore
         #expect(failure.action == ["type": .string(action)])
         store.dispatch(["type": "increment"])
         #expect(await eventually { recorder.props.value.last?["count"] == 2 }, "the store serves the next action")
+        // The next action's props arrived, once; the failed action's would have come before them.
+        #expect(recorder.props.value.count == propsBefore + 1, "the failed action notified no observer")
     }
 
     /// An action that is not a table with a string `type` is refused before the reducer runs: reported with
@@ -62,6 +64,8 @@ import LuaStoreCore
         store.dispatch(["type": "increment"])
         let before = try await store.state()
         #expect(before["count"] == 1)
+        #expect(await eventually { recorder.props.value.last?["count"] == 1 })
+        let propsBefore = recorder.props.value.count
         store.dispatch(action)
         #expect(try await store.state() == before)
         let failure = try #require(recorder.failures.value.first)
@@ -69,6 +73,8 @@ import LuaStoreCore
         #expect(failure.error.message == "an action must be a table with a string field 'type' (got \(action))")
         store.dispatch(["type": "increment"])
         #expect(await eventually { recorder.props.value.last?["count"] == 2 }, "the store serves the next action")
+        // The next action's props arrived, once; the failed action's would have come before them.
+        #expect(recorder.props.value.count == propsBefore + 1, "the failed action notified no observer")
     }
 
     /// `rawset` on a state table is refused (it would write past the journal): the reducer fails with file and
@@ -150,15 +156,6 @@ import LuaStoreCore
         #expect(counts.value == [0, 1, 2])
     }
 
-    func settledProps(_ recorder: Recorder) async -> Int {
-        var count = -1
-        while count != recorder.props.value.count {
-            count = recorder.props.value.count
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-        return count
-    }
-
     @Test func reducerMayReturnANewState() async throws {
         let (store, recorder, folder) = try await makeStore()
         defer { folder.remove() }
@@ -227,8 +224,12 @@ import LuaStoreCore
         store.dispatch(["type": "cancel", "id": "slow"])
         store.dispatch(["type": "fetch", "id": "refused", "url": "http://127.0.0.1:1/"])
         #expect(await eventually { (try? await store.state()["log"])?.table?.array.count == 2 })
-        try await Task.sleep(for: .milliseconds(300))
-        #expect(try await store.state()["log"] == ["fetched hello hello", "fetchFailed refused connectionFailed"],
+        // The server answers the slow request after 2 s, well inside the app's 5 s timeout: had it not been
+        // cancelled, that answer would be logged before the one to a request made after the server sent it.
+        #expect(await eventually(timeout: .seconds(10)) { server.slowFinished.value == 1 })
+        store.dispatch(["type": "fetch", "id": "again", "url": .string(server.base + "/hello")])
+        #expect(await eventually { (try? await store.state()["log"])?.table?.array.count == 3 })
+        #expect(try await store.state()["log"] == ["fetched hello hello", "fetchFailed refused connectionFailed", "fetched again hello"],
                 "the cancelled request never reports back")
         await server.stop()
     }

@@ -112,7 +112,7 @@ end
 function app.subscriptions(state)
   local wanted = {}
   for id, url in pairs(state.requests) do
-    wanted["request " .. id] = luastore.http { url = url, success = "fetched", failure = "fetchFailed", id = id, timeout = 2 }
+    wanted["request " .. id] = luastore.http { url = url, success = "fetched", failure = "fetchFailed", id = id, timeout = 5 }
   end
   return wanted
 end

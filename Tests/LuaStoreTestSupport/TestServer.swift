@@ -42,6 +42,13 @@ public final class TestServer: Sendable {
             slowFinished.withLock { $0 += 1 }
             return HTTPResponse(statusCode: .ok, body: Data("finally".utf8))
         }
+        // Answers only after 30 s: a request to it that ends sooner was cancelled or timed out. (Counted in
+        // `slowStarted` too.)
+        await server.appendRoute("GET /hang") { _ in
+            slowStarted.withLock { $0 += 1 }
+            try await Task.sleep(for: .seconds(30))
+            return HTTPResponse(statusCode: .ok, body: Data("too late".utf8))
+        }
         await server.appendRoute("GET /big") { _ in
             HTTPResponse(statusCode: .ok, body: Data(repeating: 0x61, count: 3 << 20))
         }

@@ -243,8 +243,10 @@ public final class ScriptedStore: Sendable {
         onReload: @escaping @Sendable (Result<ReloadOutcome, ScriptFailure>) -> Void = { _ in }
     ) {
         let folder = engine.folder
+        // Taken before this returns: a save made right after `startWatching` is a change, never the baseline.
+        let baseline = FolderSnapshot(folder)
         let task = Task { [weak self] in
-            var known = FolderSnapshot(folder)
+            var known = baseline
             while !Task.isCancelled {
                 try? await Task.sleep(for: interval)
                 var current = FolderSnapshot(folder)
