@@ -85,7 +85,8 @@ let package = Package(
         ),
         // (LuaStoreCore only for `Protected`, the one lock wrapper the tests share.)
         .testTarget(
-            name: "LuaKitTests", dependencies: ["LuaKit", "LuaStoreCore", "LuaStoreTestSupport"], swiftSettings: strict
+            name: "LuaKitTests", dependencies: ["LuaKit", "LuaStoreCore", "LuaStoreTestSupport"], exclude: ["Fuzz"],
+            swiftSettings: strict
         ),
         .testTarget(
             name: "LuaStoreCoreTests",

@@ -22,6 +22,7 @@ import Testing
         let afterMarker = frame[frame.range(of: marker)!.upperBound...]
         let line = try #require(Int(afterMarker.prefix { $0.isNumber }))
         let lines = try String(contentsOf: Self.prelude, encoding: .utf8).components(separatedBy: "\n")
+        try #require(line >= 1 && line <= lines.count, "line \(line) of a \(lines.count)-line file")
         #expect(lines[line - 1].contains("sortedpairs: keys of type"), "line \(line): \(lines[line - 1])")
     }
 }

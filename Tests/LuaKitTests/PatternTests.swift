@@ -150,7 +150,7 @@ import Testing
         let error = try await withVM { vm throws in
             luaError { _ = try vm.run("local s = 'abc'\nlocal r = s:find({})", chunkName: "app.lua") }
         }
-        #expect(error?.message == "bad argument #2 to 'find' (string expected, got table)")
+        #expect(error?.message == "bad argument #1 to 'find' (string expected, got table)") // as Lua counts a method's arguments
         #expect(error?.location == "app.lua:2")
     }
 

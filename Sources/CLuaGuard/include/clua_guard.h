@@ -6,7 +6,8 @@
 // sandbox's `pcall`/`xpcall`, which let nothing catch an exhausted time budget. `guard.c` adds the watchdog
 // that interrupts a call past its deadline (it needs one copy of its state per process, so it is not inline);
 // `allocator.c` the counting allocator and its free lists; `barrier.c` the hot paths of a journaling write
-// barrier that trusted Lua code builds on (`makebarrier`); `values.c` copying converted values in the VM.
+// barrier that trusted Lua code builds on (`makebarrier`); `values.c` copying converted values in the VM;
+// `strings.c` the sandbox's pattern functions and `tostring`.
 // LuaKit's `LuaVM` owns the `CLuaGuard` and is the only user of this header.
 #ifndef CLUA_GUARD_H
 #define CLUA_GUARD_H
@@ -96,6 +97,23 @@ void *clua_allocate(void *ud, void *ptr, size_t osize, size_t nsize);
 /// Frees the small blocks the allocator kept, after the VM is closed. In allocator.c.
 void clua_free_kept_blocks(CLuaGuard *g);
 
+static inline void clua_budget_hook(lua_State *L, lua_Debug *ar);
+
+/// [-0, +1, e] Raises the `timeout` error of a spent budget: marks the budget spent and sets the hook to fire on
+/// every instruction, so neither `pcall` nor a `__close` handler can keep the script alive. For C that runs
+/// where no hook fires (the pattern matcher).
+static inline int clua_raise_budget_exceeded(lua_State *L, CLuaGuard *g) {
+    if (!g->timedOut) {
+        g->timedOut = 1;
+        lua_sethook(L, clua_budget_hook, LUA_MASKCOUNT, 1);
+        clua_note_location(L, g, 0);
+    }
+    g->hostAllocations++;
+    lua_pushfstring(L, "time budget of %d ms exceeded", (int)(g->budgetNanos / 1000000));
+    g->hostAllocations--;
+    return lua_error(L);
+}
+
 /// The count hook: checks the deadline every `hookInterval` instructions. Once it passes, the hook fires on
 /// every instruction and raises each time, so neither `pcall` nor a `__close` handler can keep the script alive.
 static inline void clua_budget_hook(lua_State *L, lua_Debug *ar) {
@@ -104,18 +122,14 @@ static inline void clua_budget_hook(lua_State *L, lua_Debug *ar) {
         g->instructionCount += 1;
         if (!g->timedOut && g->instructionCount % 1024 != 0) return; /* the clock is read every 1,024 */
     }
-    if (!g->timedOut) {
-        if (g->deadlineNanos == 0 || clua_now_nanos() < g->deadlineNanos) return;
-        g->timedOut = 1;
-        lua_sethook(L, clua_budget_hook, LUA_MASKCOUNT, 1);
-        clua_note_location(L, g, 0);
-    }
+    if (!g->timedOut && (g->deadlineNanos == 0 || clua_now_nanos() < g->deadlineNanos)) return;
     (void)ar;
-    g->hostAllocations++;
-    lua_pushfstring(L, "time budget of %d ms exceeded", (int)(g->budgetNanos / 1000000));
-    g->hostAllocations--;
-    lua_error(L);
+    clua_raise_budget_exceeded(L, g);
 }
+
+/// Pushes the sandbox's `find`, `match`, `gmatch`, `gsub` and `tostring` as a table: Lua 5.4's semantics and
+/// messages, interruptible by the time budget, no addresses. In strings.c.
+int clua_push_sandbox_strings(lua_State *L);
 
 /// Arms the budget for a top-level call (a nested one keeps the outer call's deadline). In guard.c.
 void clua_begin_call(lua_State *L, CLuaGuard *g);

@@ -31,7 +31,7 @@ public struct LuaResults {
         return isInteger != 0 ? value : nil
     }
 
-    /// [-0, +0] Element `key` of result `position`, read raw (no metamethod runs) and converted: `.nil` when the
+    /// [-0, +0, -] Element `key` of result `position`, read raw (no metamethod runs) and converted: `.nil` when the
     /// result is not a table or has no such element. Converting the elements of a large table one by one keeps a bad
     /// element's error to itself; errors name paths from `root`.
     public func value(_ position: Int32, at key: Int64, root: @autoclosure () -> String) throws(LuaError) -> LuaValue {

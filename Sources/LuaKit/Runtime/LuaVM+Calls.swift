@@ -210,7 +210,7 @@ extension LuaVM {
         return memcmp(UnsafeRawPointer(base + a), UnsafeRawPointer(base + b), MemoryLayout<LuaValue>.size) == 0
     }
 
-    /// [-0, +1] Pushes the value at `position` of `list` again; a copy when it is a table (`shape` and the slot
+    /// [-0, +1, -] Pushes the value at `position` of `list` again; a copy when it is a table (`shape` and the slot
     /// above the list carry what the first copy learned).
     private func pushAgain(_ position: lua_Integer, list: Int32, shape: inout CLuaCopyShape) throws(LuaError) {
         let top = lua_gettop(state)
@@ -317,20 +317,21 @@ extension LuaVM {
     // MARK: Internals
 
     /// Lua's own (uninterruptible) `find`, `match`, `gmatch` and `gsub`, for differential tests only.
+    /// [-0, +0, -]
     func referencePatternFunctions() -> LuaReference {
         checkThread()
         lua_rawgeti(state, clua_registryindex(), lua_Integer(sandbox.referencePatterns))
         return makeReference()
     }
 
-    /// [-0, +0] Gives the function on top of the stack a fresh sandbox environment as its `_ENV`.
+    /// [-0, +0, -] Gives the function on top of the stack a fresh sandbox environment as its `_ENV`.
     func setFreshEnvironment() throws(LuaError) {
         lua_rawgeti(state, clua_registryindex(), lua_Integer(sandbox.environment))
         try protectedCall(arguments: 0, results: 1)
         if lua_setupvalue(state, -2, 1) == nil { clua_pop(state, 1) }
     }
 
-    /// [-0, +results] Pushes `function` and `arguments`, calls, leaves the results; returns the stack base.
+    /// [-0, +results, -] Pushes `function` and `arguments`, calls, leaves the results; returns the stack base.
     func callLeavingResults(_ function: LuaReference, arguments: [LuaArgument]) throws(LuaError) -> Int32 {
         checkThread()
         let base = lua_gettop(state)
@@ -353,13 +354,13 @@ extension LuaVM {
         return base
     }
 
-    /// [-0, +1] Pushes the value behind `reference`.
+    /// [-0, +1, -] Pushes the value behind `reference`.
     func pushReference(_ reference: LuaReference) {
         precondition(reference.ledger === ledger, "a LuaReference was used with a VM it does not belong to")
         lua_rawgeti(state, clua_registryindex(), lua_Integer(reference.id))
     }
 
-    /// [-1, +0] Moves the value on top of the stack into the registry.
+    /// [-1, +0, -] Moves the value on top of the stack into the registry.
     func makeReference() -> LuaReference {
         LuaReference(id: luaL_ref(state, clua_registryindex()), ledger: ledger)
     }

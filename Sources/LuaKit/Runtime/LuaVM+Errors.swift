@@ -2,7 +2,7 @@ import CLua
 import CLuaGuard
 
 extension LuaVM {
-    /// [-1, +0] Turns the error value on top of the stack into a `LuaError`, using what the guard recorded.
+    /// [-1, +0, -] Turns the error value on top of the stack into a `LuaError`, using what the guard recorded.
     func popError(status: Int32) -> LuaError {
         let guardState = self.guardState.pointee
         let text = errorText(at: -1)
@@ -38,6 +38,7 @@ extension LuaVM {
     }
 
     /// The message of an error value, without running any metamethod. Long messages are cut.
+    /// [-0, +0, -]
     private func errorText(at index: Int32) -> String {
         switch lua_type(state, index) {
         case LUA_TSTRING:
@@ -53,6 +54,7 @@ extension LuaVM {
     }
 
     /// A Lua string at `index` (which must be a string) as Swift text, cut to `limit` bytes.
+    /// [-0, +0, -]
     func string(at index: Int32, limit: Int) -> String {
         var length = 0
         let bytes = lua_tolstring(state, index, &length)!

@@ -4,7 +4,7 @@ import CLuaGuard
 extension LuaVM {
     // MARK: Swift to Lua
 
-    /// [-0, +1] Pushes `value`. The host allocates outside the cap (so no Lua error can arise in Swift code);
+    /// [-0, +1, -] Pushes `value`. The host allocates outside the cap (so no Lua error can arise in Swift code);
     /// a value that takes the heap past the cap is dropped again at once and refused with a `.memory` error.
     /// Values far too large to fit are refused before anything is built.
     func push(_ value: borrowing LuaValue, path root: @autoclosure () -> String = "value") throws(LuaError) {
@@ -29,6 +29,7 @@ extension LuaVM {
 
     /// After the host built a value on the stack above `top` (outside the cap): if the heap went past the cap,
     /// drops the value again, collects, and refuses it with a `.memory` error.
+    /// [-(0|n), +0, -] Pops the n values above `top` when it refuses them.
     func refuseIfOverCap(above top: Int32) throws(LuaError) {
         let limit = guardState.pointee.bytesLimit
         guard guardState.pointee.bytesInUse > limit else { return }
@@ -38,6 +39,7 @@ extension LuaVM {
         throw LuaError(.memory, "the value took the heap to \(used) bytes, over the memory cap of \(limit) bytes")
     }
 
+    /// [-0, +1, -]
     private func pushUnchecked(_ value: borrowing LuaValue, depth: Int) throws(ConversionFailure) {
         switch value {
         case .nil: lua_pushnil(state)
@@ -50,6 +52,7 @@ extension LuaVM {
         }
     }
 
+    /// [-0, +1, -]
     private func pushTable(_ table: borrowing LuaTable, depth: Int) throws(ConversionFailure) {
         guard depth < limits.conversionDepth else {
             throw ConversionFailure("nested deeper than \(limits.conversionDepth) tables")
@@ -99,6 +102,7 @@ extension LuaVM {
         }
     }
 
+    /// [-0, +1, -]
     func pushString(_ text: String) {
         let pushed: Void? = text.utf8.withContiguousStorageIfAvailable { bytes in
             _ = lua_pushlstring(state, UnsafeRawPointer(bytes.baseAddress)?.assumingMemoryBound(to: CChar.self), bytes.count)
@@ -113,7 +117,7 @@ extension LuaVM {
 
     // MARK: Lua to Swift
 
-    /// [-0, +0] Converts the value at `index` to a `LuaValue`, with raw access only (no metamethod runs), within
+    /// [-0, +0, -] Converts the value at `index` to a `LuaValue`, with raw access only (no metamethod runs), within
     /// the depth and size limits; cycles, functions, userdata and strings that are not UTF-8 are refused, and the
     /// error names the path of the offending value from `root`.
     func value(at index: Int32, root: @autoclosure () -> String) throws(LuaError) -> LuaValue {
@@ -147,6 +151,7 @@ private struct ValueReader {
         ConversionFailure(message)
     }
 
+    /// [-0, +0, -]
     mutating func read(_ index: Int32, depth: Int) throws(ConversionFailure) -> LuaValue {
         elements += 1
         if elements > vm.limits.conversionElements {
@@ -165,6 +170,7 @@ private struct ValueReader {
         }
     }
 
+    /// [-0, +0, -]
     func readString(_ index: Int32) throws(ConversionFailure) -> String {
         var length = 0
         let bytes = lua_tolstring(state, index, &length)!
@@ -175,6 +181,7 @@ private struct ValueReader {
         return text
     }
 
+    /// [-0, +0, -]
     mutating func readTable(_ index: Int32, depth: Int) throws(ConversionFailure) -> LuaTable {
         guard depth < vm.limits.conversionDepth else {
             throw failure("tables nested deeper than \(vm.limits.conversionDepth) levels")

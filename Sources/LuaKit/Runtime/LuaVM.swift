@@ -8,6 +8,11 @@ import Foundation
 /// stack is at least 8 MiB — a `LuaThread` — and every call into Lua is a protected call with a time budget and
 /// a memory cap (`LuaLimits`). Scripts see only the sandbox (see README, "The script environment").
 ///
+/// Internally, every helper that touches the Lua stack states its effect as Lua's manual does, `[-o, +p, x]`
+/// (pops `o`, pushes `p`; `x` whether it may raise a Lua error). In Swift `x` is always `-`: no Lua error may
+/// unwind through a Swift frame, so Swift calls only API functions that cannot raise, and reaches everything
+/// else through `protectedCall` or the C trampolines of `CLuaGuard`.
+///
 /// ```swift
 /// let thread = LuaThread()
 /// try thread.sync {
@@ -158,12 +163,15 @@ public final class LuaVM {
         for id in ledger.drain() { luaL_unref(state, clua_registryindex(), id) }
     }
 
+    /// [-0, +0, -]
     private func buildSandbox() throws(LuaError) {
         clua_pushcfunction(state, clua_open_libraries)
         try protectedCall(arguments: 0, results: 0)
         try loadChunk(Prelude.source, chunkName: Prelude.chunkName)
         lua_createtable(state, 0, 6)
-        setHostFunction("match", in: -1) { vm throws(HostFailure) in try vm.patternPrimitive() }
+        clua_pushcfunction(state, clua_push_sandbox_strings)
+        try protectedCall(arguments: 0, results: 1)
+        lua_setfield(state, -2, "strings")
         setHostFunction("print", in: -1) { vm throws(HostFailure) in try vm.printPrimitive() }
         setHostFunction("readmodule", in: -1) { vm throws(HostFailure) in try vm.readModulePrimitive() }
         clua_pushcfunction(state, clua_sandbox_pcall)
@@ -191,7 +199,7 @@ public final class LuaVM {
         lua_setglobal(state, "makebarrier")
     }
 
-    /// [-0, +1] Loads `source` as a text chunk named `chunkName` (compiled with the real global table as `_ENV`;
+    /// [-0, +1, -] Loads `source` as a text chunk named `chunkName` (compiled with the real global table as `_ENV`;
     /// callers replace it). A chunk starting with Lua's binary signature is refused before parsing.
     func loadChunk(_ source: String, chunkName: String) throws(LuaError) {
         if source.utf8.first == 0x1B {
@@ -213,7 +221,7 @@ public final class LuaVM {
         }
     }
 
-    /// [-(arguments + 1), +results] Calls the function below the top `arguments` values, under the time budget
+    /// [-(arguments + 1), +results, -] Calls the function below the top `arguments` values, under the time budget
     /// and memory cap, with the message handler that records location and traceback. On failure the function
     /// and its arguments are gone and the error is thrown.
     func protectedCall(arguments: Int32, results: Int32) throws(LuaError) {

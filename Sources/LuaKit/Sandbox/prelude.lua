@@ -1,7 +1,7 @@
 -- The trusted chunk that builds the sandbox from the real libraries, once per VM, before any script runs
 -- (LuaVM.buildSandbox loads it; it is embedded into the binary at build time by the EmbedLua plugin).
 --
--- It receives the host's primitives (`match`, `print`, `readmodule`, `pcall`, `xpcall`) and returns the
+-- It receives the host's primitives (`strings`, `print`, `readmodule`, `pcall`, `xpcall`) and returns the
 -- sandbox's interface: `environment(require)` makes a fresh strict environment for one chunk, `define` and
 -- `definemodule` add host values, `require` loads app modules, `namespace()` makes a new `require` with a
 -- module cache of its own, `seal(marker)` makes `rawset` refuse tables whose `__metatable` is `marker`, and
@@ -20,50 +20,13 @@ local real_find, real_match, real_format = string.find, string.match, string.for
 local reference_patterns = { find = string.find, match = string.match, gmatch = string.gmatch, gsub = string.gsub }
 local concat, sort, pack, unpack = table.concat, table.sort, table.pack, table.unpack
 local tointeger, mtype = math.tointeger, math.type
-local host_match, host_print, host_readmodule = host.match, host.print, host.readmodule
+local host_strings, host_print, host_readmodule = host.strings, host.print, host.readmodule
 local sandbox_pcall, sandbox_xpcall = host.pcall, host.xpcall
 
-local FIND, MATCH, PLAIN, SCAN = 1, 2, 3, 4
+-- Strings: Lua's pattern functions with the time budget, and `tostring` without addresses, in C
+-- (CLuaGuard/strings.c) -------------------------------------------------------------------------------
 
--- Argument checks, reporting at the script's call site ------------------------------------------------
-
-local function argerror(position, name, message)
-  error("bad argument #" .. position .. " to '" .. name .. "' (" .. message .. ")", 4)
-end
-
-local function checkstring(value, position, name)
-  local kind = type(value)
-  if kind == "string" then return value end
-  if kind == "number" then return real_tostring(value) end
-  argerror(position, name, "string expected, got " .. (value == nil and "no value" or kind))
-end
-
-local function checkinteger(value, position, name)
-  local number = tonumber(value)
-  if number == nil then argerror(position, name, "number expected, got " .. (value == nil and "no value" or type(value))) end
-  local integer = tointeger(number)
-  if integer == nil then argerror(position, name, "number has no integer representation") end
-  return integer
-end
-
-local function relative(init, length)
-  if init > 0 then return init end
-  if init == 0 or init < -length then return 1 end
-  return length + init + 1
-end
-
--- Strings without addresses ----------------------------------------------------------------------------
-
-local addressed = { table = true, ["function"] = true, userdata = true, thread = true }
-
-local function safe_tostring(value)
-  local text = real_tostring(value)
-  if addressed[type(value)] then
-    local name = real_match(text, "^([^:]*): 0x%x+$")
-    if name then return name end
-  end
-  return text
-end
+local safe_tostring = host_strings.tostring
 
 local function safe_format(format, ...)
   if type(format) ~= "string" then return real_format(format, ...) end
@@ -101,134 +64,9 @@ local function sandbox_print(...)
   host_print(concat(parts, "\t"))
 end
 
--- Pattern matching with a step budget (the C matcher cannot be interrupted) ---------------------------
-
-local function find(s, pattern, init, plain)
-  s = checkstring(s, 1, "find")
-  pattern = checkstring(pattern, 2, "find")
-  local start = init == nil and 1 or relative(checkinteger(init, 3, "find"), #s)
-  if start > #s + 1 then return nil end
-  return host_match(s, pattern, start, plain and PLAIN or FIND)
-end
-
-local function match(s, pattern, init)
-  s = checkstring(s, 1, "match")
-  pattern = checkstring(pattern, 2, "match")
-  local start = init == nil and 1 or relative(checkinteger(init, 3, "match"), #s)
-  if start > #s + 1 then return nil end
-  return host_match(s, pattern, start, MATCH)
-end
-
-local function checkcaptures(found, first)
-  for index = first, found.n do
-    if found[index] == false then error("unfinished capture", 3) end
-  end
-end
-
-local function gmatch(s, pattern, init)
-  s = checkstring(s, 1, "gmatch")
-  pattern = checkstring(pattern, 2, "gmatch")
-  local length = #s
-  local position = init == nil and 1 or relative(checkinteger(init, 3, "gmatch"), length)
-  if position > length + 1 then position = length + 1 end
-  local last = -1
-  return function()
-    local found = pack(host_match(s, pattern, position, SCAN, last, false))
-    if found[1] == nil then return nil end
-    checkcaptures(found, 3)
-    position, last = found[2] + 1, found[2]
-    return unpack(found, 3, found.n)
-  end
-end
-
-local function expand(replacement, s, first, last, ...)
-  local captures = select("#", ...)
-  local out, count, index, length = {}, 0, 1, #replacement
-  while index <= length do
-    local at = real_find(replacement, "%", index, true)
-    if at == nil then
-      count = count + 1
-      out[count] = sub(replacement, index)
-      break
-    end
-    if at > index then
-      count = count + 1
-      out[count] = sub(replacement, index, at - 1)
-    end
-    local code = byte(replacement, at + 1)
-    count = count + 1
-    if code == 37 then
-      out[count] = "%"
-    elseif code == 48 then
-      out[count] = sub(s, first, last)
-    elseif code and code >= 49 and code <= 57 then
-      local capture = code - 48
-      if capture > captures then error("invalid capture index %" .. capture .. " in replacement string", 3) end
-      local value = (select(capture, ...))
-      if value == false then error("unfinished capture", 3) end
-      out[count] = mtype(value) and real_tostring(value) or value
-    else
-      error("invalid use of '%' in replacement string", 3)
-    end
-    index = at + 2
-  end
-  return concat(out)
-end
-
-local function gsub(s, pattern, replacement, limit)
-  s = checkstring(s, 1, "gsub")
-  pattern = checkstring(pattern, 2, "gsub")
-  local kind = type(replacement)
-  if kind == "number" then
-    replacement, kind = real_tostring(replacement), "string"
-  elseif kind ~= "string" and kind ~= "table" and kind ~= "function" then
-    error("bad argument #3 to 'gsub' (string/function/table expected, got " .. (replacement == nil and "no value" or kind) .. ")", 2)
-  end
-  local length = #s
-  limit = limit == nil and length + 1 or checkinteger(limit, 4, "gsub")
-  local anchored = byte(pattern, 1) == 94
-  if anchored then pattern = sub(pattern, 2) end
-  local out, pieces, position, last, replaced = {}, 0, 1, -1, 0
-  while replaced < limit do
-    local found = pack(host_match(s, pattern, position, SCAN, last, anchored))
-    local first, finish = found[1], found[2]
-    if first == nil then break end
-    if first > position then
-      pieces = pieces + 1
-      out[pieces] = sub(s, position, first - 1)
-    end
-    replaced = replaced + 1
-    local value
-    if kind == "string" then
-      value = expand(replacement, s, first, finish, unpack(found, 3, found.n))
-    elseif kind == "table" then
-      if found[3] == false then error("unfinished capture", 2) end -- only the first capture is the key
-      value = replacement[found[3]]
-    else
-      checkcaptures(found, 3)
-      value = replacement(unpack(found, 3, found.n))
-    end
-    if value == nil or value == false then
-      value = sub(s, first, finish)
-    elseif type(value) == "number" then
-      value = real_tostring(value)
-    elseif type(value) ~= "string" then
-      error("invalid replacement value (a " .. type(value) .. ")", 2)
-    end
-    pieces = pieces + 1
-    out[pieces] = value
-    position, last = finish + 1, finish
-    if anchored then break end
-  end
-  if position <= length then
-    pieces = pieces + 1
-    out[pieces] = sub(s, position)
-  end
-  return concat(out), replaced
-end
-
 string.dump = nil
-string.find, string.match, string.gmatch, string.gsub = find, match, gmatch, gsub
+string.find, string.match = host_strings.find, host_strings.match
+string.gmatch, string.gsub = host_strings.gmatch, host_strings.gsub
 string.format = safe_format
 
 -- Read-only library tables -----------------------------------------------------------------------------
