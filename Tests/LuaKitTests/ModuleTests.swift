@@ -116,3 +116,37 @@ import Testing
         #expect(error?.location == "app.lua:2")
     }
 }
+
+/// `require` knows the standard library's names: the sandbox's libraries, or a message saying why not.
+@Suite struct StandardModuleTests {
+    @Test(arguments: ["string", "table", "math", "utf8"])
+    func standardLibrariesLoadByName(name: String) async throws {
+        let same = try await withVM { vm in
+            try vm.run("local lib = require('\(name)')\nreturn lib == \(name), require('\(name)') == lib", chunkName: "app.lua")
+        }
+        #expect(same == [true, true])
+    }
+
+    @Test func utf8LoadsAsRealCodeWritesIt() async throws {
+        let length = try await withVM { vm in
+            try vm.run("local utf8 = require(\"utf8\")\nreturn utf8.len(\"ümlaut ☃\")", chunkName: "app.lua")
+        }
+        #expect(length == [8])
+    }
+
+    @Test(arguments: ["os", "io", "debug", "package", "coroutine"])
+    func leftOutLibrariesSaySo(name: String) async throws {
+        let error = try await withVM { vm in
+            luaError { _ = try vm.run("local x = 1\nlocal lib = require('\(name)')", chunkName: "app.lua") }
+        }
+        #expect(error?.message.hasPrefix("require: module '\(name)' is not available in the sandbox (") == true, "\(String(describing: error))")
+        #expect(error?.location == "app.lua:2")
+    }
+
+    @Test func aMissingModuleCanBeCaughtAsInLua() async throws {
+        let result = try await withVM { vm in
+            try vm.run("local ok, message = pcall(require, 'missing')\nreturn ok, type(message)", chunkName: "app.lua")
+        }
+        #expect(result == [false, "string"])
+    }
+}

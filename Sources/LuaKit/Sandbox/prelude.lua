@@ -205,7 +205,13 @@ local function sandbox_load(chunk, chunkname, mode, env)
   return real_load(chunk, chunkname, "t", env)
 end
 
-local builtins = {}
+local builtins = {}     -- modules `require` returns by name: the standard libraries, and what the host defines
+
+-- Standard libraries the sandbox leaves out: `require` says so, rather than looking for a file of that name.
+local unavailable = {
+  os = "no clocks, processes or environment", io = "no files", debug = "no access to the VM's internals",
+  package = "modules load only from the app's folder", coroutine = "coroutines are not available",
+}
 
 -- A module namespace: its own cache, so a new version of an app's modules can load beside the old one.
 local function namespace()
@@ -216,6 +222,9 @@ local function namespace()
     end
     local value = builtins[name]
     if value ~= nil then return value end
+    if unavailable[name] then
+      error("require: module '" .. name .. "' is not available in the sandbox (" .. unavailable[name] .. ")", 2)
+    end
     value = loaded[name]
     if value ~= nil then return value end
     if loading[name] then error("require: module '" .. name .. "' requires itself (a cycle)", 2) end
@@ -244,6 +253,7 @@ globals.load, globals.collectgarbage = sandbox_load, sandbox_collectgarbage
 globals.sortedpairs = sortedpairs
 globals.string, globals.table = freeze("string", string), freeze("table", table)
 globals.math, globals.utf8 = freeze("math", math), freeze("utf8", utf8)
+for _, name in ipairs({ "string", "table", "math", "utf8" }) do builtins[name] = globals[name] end
 
 local function define(name, value)
   if type(value) == "table" and not frozen[value] then value = freeze(name, value) end
