@@ -27,7 +27,10 @@ import Testing
             let chunk = try vm.loadTrusted(try String(contentsOf: Self.fuzzer, encoding: .utf8), chunkName: "pattern_fuzzer.lua")
             let tables = try vm.load("""
                 local reference = ...
-                return reference, { find = string.find, match = string.match, gmatch = string.gmatch, gsub = string.gsub }
+                return reference, {
+                  find = string.find, match = string.match, gmatch = string.gmatch, gsub = string.gsub,
+                  format = string.format, tostring = tostring,
+                }
                 """, chunkName: "libraries.lua")
             let libraries = try vm.callForReferences(tables, arguments: [.reference(vm.referencePatternFunctions())])
             return try vm.call(chunk, arguments: [

@@ -316,11 +316,12 @@ extension LuaVM {
 
     // MARK: Internals
 
-    /// Lua's own (uninterruptible) `find`, `match`, `gmatch` and `gsub`, for differential tests only.
+    /// Lua's own (uninterruptible, address-printing) `find`, `match`, `gmatch`, `gsub`, `format` and `tostring`,
+    /// for differential tests only (trusted chunks see the same table as `referencestrings`).
     /// [-0, +0, -]
     func referencePatternFunctions() -> LuaReference {
         checkThread()
-        lua_rawgeti(state, clua_registryindex(), lua_Integer(sandbox.referencePatterns))
+        lua_rawgeti(state, clua_registryindex(), lua_Integer(sandbox.referenceStrings))
         return makeReference()
     }
 

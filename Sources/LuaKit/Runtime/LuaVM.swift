@@ -42,7 +42,7 @@ public final class LuaVM {
         let defineModule: Int32
         let require: Int32
         let namespace: Int32
-        let referencePatterns: Int32
+        let referenceStrings: Int32
         let seal: Int32
     }
 
@@ -186,7 +186,7 @@ public final class LuaVM {
         sandbox = SandboxInterface(environment: field("environment"), define: field("define"),
                                    defineModule: field("definemodule"), require: field("require"),
                                    namespace: field("namespace"),
-                                   referencePatterns: field("reference_patterns"), seal: field("seal"))
+                                   referenceStrings: field("reference_strings"), seal: field("seal"))
         clua_pop(state, 1)
         // Trusted host code only (scripts never see the real global table).
         clua_pushcfunction(state, clua_restart_budget)

@@ -5,7 +5,8 @@
 -- sandbox's interface: `environment(require)` makes a fresh strict environment for one chunk, `define` and
 -- `definemodule` add host values, `require` loads app modules, `namespace()` makes a new `require` with a
 -- module cache of its own, `seal(marker)` makes `rawset` refuse tables whose `__metatable` is `marker`, and
--- `reference_patterns` keeps Lua's own pattern functions for differential tests (never given to scripts).
+-- `reference_strings` keeps Lua's own `find`, `match`, `gmatch`, `gsub`, `format` and `tostring` for
+-- differential tests and benchmarks (never given to scripts; trusted code sees it as `referencestrings`).
 -- Everything a script can reach is built here; the real library tables, the string metatable and the host
 -- table itself stay out of reach.
 
@@ -13,13 +14,13 @@ local host = ...
 local type, error, select, next, ipairs, pairs = type, error, select, next, ipairs, pairs
 local rawget, rawequal, rawlen, tonumber, assert = rawget, rawequal, rawlen, tonumber, assert
 local real_rawset, real_setmetatable, real_getmetatable = rawset, setmetatable, getmetatable
-local real_tostring, real_load, real_collectgarbage = tostring, load, collectgarbage
+local real_load, real_collectgarbage = load, collectgarbage
 local string, table, math, utf8 = string, table, math, utf8
-local sub, byte = string.sub, string.byte
-local real_find, real_match, real_format = string.find, string.match, string.format
-local reference_patterns = { find = string.find, match = string.match, gmatch = string.gmatch, gsub = string.gsub }
-local concat, sort, pack, unpack = table.concat, table.sort, table.pack, table.unpack
-local tointeger, mtype = math.tointeger, math.type
+local reference_strings = {
+  find = string.find, match = string.match, gmatch = string.gmatch, gsub = string.gsub, format = string.format,
+  tostring = tostring,
+}
+local concat, sort = table.concat, table.sort
 local host_strings, host_print, host_readmodule = host.strings, host.print, host.readmodule
 local sandbox_pcall, sandbox_xpcall = host.pcall, host.xpcall
 
@@ -27,36 +28,6 @@ local sandbox_pcall, sandbox_xpcall = host.pcall, host.xpcall
 -- (CLuaGuard/strings.c) -------------------------------------------------------------------------------
 
 local safe_tostring = host_strings.tostring
-
-local function safe_format(format, ...)
-  if type(format) ~= "string" then return real_format(format, ...) end
-  local arguments = pack(...)
-  local index, argument = 1, 0
-  while true do
-    local at = real_find(format, "%", index, true)
-    if at == nil then break end
-    if byte(format, at + 1) == 37 then
-      index = at + 2
-    else
-      argument = argument + 1
-      local cursor = at + 1
-      local code = byte(format, cursor)
-      while code and not ((code >= 65 and code <= 90) or (code >= 97 and code <= 122)) do
-        cursor = cursor + 1
-        code = byte(format, cursor)
-      end
-      if code == 112 then
-        error("bad argument #" .. (argument + 1) .. " to 'format' ('%p' is not available to scripts)", 2)
-      end
-      if code == 115 and argument <= arguments.n then
-        local value = arguments[argument]
-        if type(value) ~= "string" and type(value) ~= "number" then arguments[argument] = safe_tostring(value) end
-      end
-      index = cursor + 1
-    end
-  end
-  return real_format(format, unpack(arguments, 1, arguments.n))
-end
 
 local function sandbox_print(...)
   local parts = {}
@@ -67,7 +38,7 @@ end
 string.dump = nil
 string.find, string.match = host_strings.find, host_strings.match
 string.gmatch, string.gsub = host_strings.gmatch, host_strings.gsub
-string.format = safe_format
+string.format = host_strings.format
 
 -- Read-only library tables -----------------------------------------------------------------------------
 
@@ -272,8 +243,9 @@ end
 -- The real global table is what trusted host chunks see (LuaVM.loadTrusted): no file access there either.
 _G.dofile, _G.loadfile, _G.print, _G.warn = nil, nil, sandbox_print, nil
 _G.collectgarbage, _G.pcall, _G.xpcall = sandbox_collectgarbage, sandbox_pcall, sandbox_xpcall
+_G.referencestrings = reference_strings
 
 return {
   environment = environment, define = define, definemodule = definemodule, require = default_require,
-  namespace = namespace, reference_patterns = reference_patterns, seal = seal,
+  namespace = namespace, reference_strings = reference_strings, seal = seal,
 }

@@ -1,8 +1,10 @@
--- A differential fuzzer of the sandbox's pattern functions against Lua's own (PatternFuzzTests loads it as a
+-- A differential fuzzer of the sandbox's string functions against Lua's own (PatternFuzzTests loads it as a
 -- trusted chunk; `scripts/fuzz-patterns N [SEED]` runs it long).
 --
--- Arguments: Lua's own functions ({find, match, gmatch, gsub}), the sandbox's (the same), a seed and a number
--- of cases. Each case is a random call — `find` (with and without `plain`), `match`, `gmatch`, `gsub` with a
+-- Arguments: Lua's own functions ({find, match, gmatch, gsub, format, tostring}), the sandbox's (the same), a
+-- seed and a number of cases. Besides the pattern functions, `format` gets random conversions (flags, widths,
+-- precisions, letters valid and not) over every kind of value but those with addresses, and `tostring` values
+-- whose `__tostring` misbehaves. Each case is a random call — `find` (with and without `plain`), `match`, `gmatch`, `gsub` with a
 -- string, table or function replacement and a limit — over a pattern drawn from the whole grammar (every class
 -- including %z, sets with ranges, classes, negation and ']' and '-' in odd places, . * + - ?, anchors,
 -- captures, position captures, back-references, %b, %f, and malformed patterns) and a subject with NUL and
@@ -10,8 +12,10 @@
 -- line, so even error positions must agree. Returns the number of cases run and, at the first difference, a
 -- one-line reproducer.
 local reference, sandbox, seed, cases = ...
-local pack, concat, format, char = table.pack, table.concat, string.format, string.char
+local pack, concat, char = table.pack, table.concat, string.char
 local mtype = math.type
+-- The fuzzer describes values with Lua's own functions, so a bug under test cannot garble its reports.
+local format, tostring = reference.format, reference.tostring
 
 -- SplitMix64: the same cases for the same seed, on every machine.
 local state = seed
@@ -161,6 +165,45 @@ local function limit()
   return nil
 end
 
+-- format and tostring ------------------------------------------------------------------------------------------
+
+-- Values without addresses (the sandbox prints none on purpose: README), but with every other kind of value,
+-- including tables that name themselves through `__tostring` or `__name`, and `__tostring`s that misbehave.
+local named = setmetatable({}, { __tostring = function() return "named" end })
+local badlyNamed = setmetatable({}, { __tostring = function() return {} end })
+local numberNamed = setmetatable({}, { __tostring = function() return 42 end })
+local values = {
+  0, 1, -1, 42, 255, math.maxinteger, math.mininteger, 0.0, -0.0, 0.1, -2.5, 1e300, 1e-300, 1 / 0, -1 / 0, 0 / 0,
+  3.14159, 2 ^ 53, "", "x", "a\0b", "quote\"back\\slash\nnl", "\200\255", "12", " 7 ", "a\0009", "\0012\r\t\127", true, false, nil, named,
+  badlyNamed, numberNamed,
+}
+local flagChars = { "-", "+", " ", "#", "0" }
+local letters = { "c", "d", "i", "u", "o", "x", "X", "a", "A", "f", "F", "e", "E", "g", "G", "q", "s", "%", "z", "l", "" }
+
+local function conversion()
+  if chance(2) then return "%" .. pick(letters) end -- most conversions have no flags, width or precision
+  local parts = { "%" }
+  for _ = 1, random(3) - 1 do parts[#parts + 1] = pick(flagChars) end
+  if chance(2) then parts[#parts + 1] = tostring(random(120) - 1) end
+  if chance(3) then parts[#parts + 1] = "." .. (chance(4) and "" or tostring(random(120) - 1)) end
+  parts[#parts + 1] = pick(letters)
+  return concat(parts)
+end
+
+local function formatArguments()
+  local parts, count = {}, 0
+  for _ = 1, random(4) - 1 do
+    count = count + 1
+    parts[count] = chance(2) and conversion() or pick({ "text", " ", "%%", "\0", "é" })
+  end
+  local arguments = { n = 1, concat(parts) }
+  for i = 1, random(5) - 1 do
+    arguments[i + 1] = pick(values)
+    arguments.n = i + 1
+  end
+  return arguments
+end
+
 -- Calls, from one line each so that positions in error messages agree --------------------------------------
 
 local function describe(value)
@@ -179,6 +222,8 @@ end
 local function find(lib, ...) return outcome(pcall(function(...) local r = pack(lib.find(...)) return table.unpack(r, 1, r.n) end, ...)) end
 local function match(lib, ...) return outcome(pcall(function(...) local r = pack(lib.match(...)) return table.unpack(r, 1, r.n) end, ...)) end
 local function gsub(lib, ...) return outcome(pcall(function(...) local r = pack(lib.gsub(...)) return table.unpack(r, 1, r.n) end, ...)) end
+local function stringformat(lib, ...) return outcome(pcall(function(...) local r = pack(lib.format(...)) return table.unpack(r, 1, r.n) end, ...)) end
+local function tostringcall(lib, ...) return outcome(pcall(function(...) local r = pack(lib.tostring(...)) return table.unpack(r, 1, r.n) end, ...)) end
 local function gmatch(lib, ...)
   local items = {}
   local ok, problem = pcall(function(...)
@@ -201,7 +246,7 @@ end
 
 for case = 1, cases do
   local s, p = subject(), pattern()
-  local operation = random(6)
+  local operation = random(8)
   local name, arguments
   if operation == 1 then
     name, arguments = "find", pack(s, p, init(s))
@@ -211,11 +256,16 @@ for case = 1, cases do
     name, arguments = "match", pack(s, p, init(s))
   elseif operation == 4 then
     name, arguments = "gmatch", pack(s, p, init(s))
+  elseif operation == 7 then
+    name, arguments = "format", formatArguments()
+  elseif operation == 8 then
+    local value = pick(values)
+    name, arguments = "tostring", chance(10) and pack() or pack(value)
   else
     local replacement = pick({ replacementString(), replacementString(), replacementTable, replacementFunction, 12 })
     name, arguments = "gsub", pack(s, p, replacement, limit())
   end
-  local run = ({ find = find, match = match, gmatch = gmatch, gsub = gsub })[name]
+  local run = ({ find = find, match = match, gmatch = gmatch, gsub = gsub, format = stringformat, tostring = tostringcall })[name]
   local expected = run(reference, table.unpack(arguments, 1, arguments.n))
   local actual = run(sandbox, table.unpack(arguments, 1, arguments.n))
   if expected ~= actual then
