@@ -8,9 +8,10 @@
 // - Every entry into `match` counts a step; every 1,024 steps the clock is read against the call's deadline,
 //   and past it the script stops with the same `timeout` error the budget hook raises (as Luau calls its interrupt on each entry to `match`). Lua itself bounds only the recursion depth
 //   (200, "pattern too complex"), as this does.
-// - A plain search (`find` with `plain`, or a pattern without special characters) uses glibc's `memmem`
-//   (the two-way algorithm: linear), not Lua's first-byte scan, which is quadratic on needles such as
-//   `string.rep("a", 100000) .. "b"`. The first occurrence is the same.
+// - A plain search (`find` with `plain`, or a pattern without special characters) is Lua's first-byte scan
+//   until that has cost as much as the subject's length, then glibc's `memmem` (the two-way algorithm:
+//   linear): Lua's scan alone is quadratic on needles such as `string.rep("a", 100000) .. "b"`. The first
+//   occurrence is the same.
 //
 // `tostring` is Lua's `luaL_tolstring` without addresses: `"table: 0x55…"` becomes `"table"`.
 //
@@ -367,6 +368,27 @@ static size_t relative_start(lua_Integer position, size_t length) {
     return length + (size_t)position + 1;
 }
 
+/// The first occurrence of `needle` (`n` bytes) in `s` (`length` bytes), or NULL. Lua's scan — `memchr` for the
+/// first byte, `memcmp` for the rest — is fastest on the short needles scripts search for, but quadratic on
+/// some (`("a"):rep(100000) .. "b"` in a run of `a`s); so once its comparisons have cost as much as the
+/// subject's length, the rest of the search is glibc's `memmem` (two-way: linear). Either way the first
+/// occurrence is found.
+static const char *find_plain(const char *s, size_t length, const char *needle, size_t n) {
+    if (n == 0) return s;
+    if (n > length) return NULL;
+    const char *last = s + (length - n); /* the last place the needle fits */
+    size_t budget = length;
+    for (const char *at = s; at <= last;) {
+        const char *hit = memchr(at, needle[0], (size_t)(last - at) + 1);
+        if (hit == NULL) return NULL;
+        if (memcmp(hit + 1, needle + 1, n - 1) == 0) return hit;
+        if (n > budget) return memmem(hit + 1, (size_t)(s + length - (hit + 1)), needle, n);
+        budget -= n;
+        at = hit + 1;
+    }
+    return NULL;
+}
+
 /// Whether the pattern has none of the special characters (NULs included: it may go on after one).
 static int is_plain(const char *p, size_t length) {
     size_t at = 0;
@@ -388,8 +410,7 @@ static int find_or_match(lua_State *L, int wantPositions) {
         return 1;
     }
     if (wantPositions && (lua_toboolean(L, 4) || is_plain(p, patternLength))) {
-        const char *found = patternLength == 0 ? s + start
-                                               : memmem(s + start, length - start, p, patternLength);
+        const char *found = find_plain(s + start, length - start, p, patternLength);
         if (found != NULL) {
             lua_pushinteger(L, (found - s) + 1);
             lua_pushinteger(L, (lua_Integer)((found - s) + patternLength));

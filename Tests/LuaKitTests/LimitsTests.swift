@@ -334,6 +334,15 @@ import Testing
                 return s:find(string.rep('a', 100000) .. 'b', 1, true), s:find(string.rep('a', 1000), 1, true)
                 """, chunkName: "plain.lua")
             #expect(result == [.nil, 1, 1000])
+            // Found only after the first-byte scan has spent its share and memmem took over: the same answer as
+            // Lua's own function.
+            let late = try vm.run("""
+                local s, needle = string.rep('a', 50000) .. 'b' .. string.rep('a', 10), string.rep('a', 1000) .. 'b'
+                local i, j = s:find(needle, 1, true)
+                local k, l = s:find(needle, 2, true)
+                return i, j, k, l, s:find('aab', 40000, true)
+                """, chunkName: "late.lua")
+            #expect(late == [49001, 50001, 49001, 50001, 49999, 50001])
         }
     }
 
