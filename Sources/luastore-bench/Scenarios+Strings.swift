@@ -70,4 +70,48 @@ extension Scenarios {
             return rows
         }
     }
+
+    /// Whole scripts, whole processes: `luakit FILE` ÷ the stock `lua5.4 FILE` (Debian's; the row is left out,
+    /// with a note, where it is not installed), for a templating / trimming / url-encoding script and a JSON
+    /// encoder and decoder in plain Lua round-tripping a ≈ 1.2 MB document.
+    func stringScripts() async throws -> [Scenario] {
+        let stock = ["/usr/bin/lua5.4", "/usr/local/bin/lua5.4"].first { FileManager.default.isExecutableFile(atPath: $0) }
+        guard let stock else {
+            FileHandle.standardError.write(Data("bench: lua5.4 is not installed; the whole-script rows are left out\n".utf8))
+            return []
+        }
+        let luakit = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("luakit").path
+        var rows: [Scenario] = []
+        for (name, file) in [("text", EmbeddedLua.textWorkload), ("json", EmbeddedLua.jsonWorkload)] {
+            let script = workspace.appendingPathComponent("\(name)_workload.lua")
+            try Data(file.source.utf8).write(to: script)
+            func seconds(_ executable: String, _ arguments: [String]) throws -> Double {
+                let process = Process()
+                process.executableURL = URL(fileURLWithPath: executable)
+                process.arguments = arguments
+                process.standardOutput = FileHandle.nullDevice
+                let clock = ContinuousClock()
+                let start = clock.now
+                try process.run()
+                process.waitUntilExit()
+                guard process.terminationStatus == 0 else {
+                    throw BenchFailure("\(executable) \(arguments.joined(separator: " ")) exited with \(process.terminationStatus)")
+                }
+                return Harness.milliseconds(clock.now - start) / 1000
+            }
+            let times = try await Harness.alternate(
+                rounds: quick ? 1 : 5, sides: sides,
+                { try seconds(luakit, [script.path, "--time-budget-ms", "600000", "--memory-mb", "1024"]) },
+                { try seconds(stock, [script.path]) })
+            rows.append(Scenario(name: "strings.\(name)_script_vs_stock_lua_ratio", value: times.ratio, unit: "×",
+                                 goal: "≤ 1.2", pass: times.ratio <= 1.2))
+        }
+        return rows
+    }
+}
+
+/// A benchmark that could not run.
+struct BenchFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
 }
