@@ -68,6 +68,8 @@ import Testing
     @Test func unsignedValuesBeyondInt64AreRefused() {
         let error = luaError { _ = try LuaEncoder().encode(["big": UInt64.max]) }
         #expect(error?.kind == .conversion)
+        #expect(error?.message == "18446744073709551615 does not fit in a Lua integer")
+        #expect(error?.path == "big")
     }
 
     @Test func luaValueIsItselfCodable() throws {

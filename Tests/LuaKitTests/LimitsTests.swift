@@ -164,7 +164,9 @@ import Testing
             #expect(try count(10) == ten, "repeatable")
             let error = luaError { _ = try vm.countingInstructions { () throws(LuaError) in try vm.run("while true do end", chunkName: "spin.lua") } }
             #expect(error?.kind == .timeout)
-            #expect(vm.budgetEnforcement == enforcement || enforcement == .watchdog)
+            // (A VM asked for the watchdog uses the count hook once another SIGURG handler replaced LuaKit's, as
+            // the serialized SignalHandler suite does while this one may run: only the count hook is certain.)
+            if case .countHook = enforcement { #expect(vm.budgetEnforcement == enforcement) }
             #expect(luaError { _ = try vm.run("while true do end", chunkName: "spin.lua") }?.kind == .timeout)
             #expect(try vm.run("return 1 + 1", chunkName: "after.lua") == [2])
         }

@@ -74,16 +74,19 @@ import Testing
     @Test func matchesLuaOnEveryCombination() async throws {
         try await withVM { vm throws in
             let (reference, sandbox) = try Self.harnesses(vm)
-            var compared = 0
+            var found = 0, refused = 0
             for subject in Self.subjects {
                 for pattern in Self.patterns + Self.badPatterns {
                     let expected = try vm.call(reference, .string(subject), .string(pattern)).first?.string ?? ""
                     let actual = try vm.call(sandbox, .string(subject), .string(pattern)).first?.string ?? ""
                     #expect(Self.normalized(actual) == Self.normalized(expected), "subject \(String(reflecting: subject)), pattern \(String(reflecting: pattern))")
-                    compared += 1
+                    if expected.hasPrefix("find|true|2|") { found += 1 }
+                    if expected.hasPrefix("find|false|") { refused += 1 }
                 }
             }
-            #expect(compared == Self.subjects.count * (Self.patterns.count + Self.badPatterns.count))
+            // The table exercises both sides: calls that find something, and malformed patterns Lua refuses.
+            #expect(found >= 100, "\(found) subject-pattern pairs found a match")
+            #expect(refused >= Self.subjects.count * 8, "\(refused) pairs were refused")
         }
     }
 

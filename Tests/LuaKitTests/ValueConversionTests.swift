@@ -104,9 +104,12 @@ import Testing
             let identity = try vm.load("return ...", chunkName: "id.lua")
             let tooDeep = luaError { _ = try vm.call(identity, deep) }
             #expect(tooDeep?.kind == .conversion)
+            #expect(tooDeep?.message == "nested deeper than 200 tables")
+            #expect(tooDeep?.path == "argument #1" + String(repeating: "[1]", count: 200))
             let big = LuaValue.string(String(repeating: "x", count: 8 << 20))
             let tooBig = luaError { _ = try vm.call(identity, big) }
             #expect(tooBig?.kind == .memory)
+            #expect(tooBig?.message == "a string of 8388608 bytes does not fit under the memory cap of 4194304 bytes")
             #expect(try vm.call(identity, "still fine") == ["still fine"])
         }
     }

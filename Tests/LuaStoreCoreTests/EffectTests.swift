@@ -21,36 +21,66 @@ import Testing
             }
     }
 
+    /// A timer ticks while the state asks for it. After it is cancelled, a witness timer of the same period,
+    /// still running, ticks five times — time in which the cancelled one would have ticked too — and the
+    /// cancelled one's count has not moved.
     @Test func timerSubscriptionIsLaunchedAndCancelledByState() async throws {
-        let root = RootStore(initialState: CounterState(), reducer: CounterReducer(),
-                             effects: Self.effects(runner: URLEffectRunner()))
+        let reducer = Reduce<CounterState, CounterAction, CounterEffect>({ state, action in
+            switch action {
+            case .setTicking(let on): state.ticking = on
+            case .ticked: state.ticks += 1
+            case .increment: state.count += 1 // the witness
+            default: break
+            }
+            return []
+        }, subscriptions: { state in
+            var wanted: [String: CounterEffect] = ["witness": .timer(.milliseconds(11))]
+            if state.ticking { wanted["ticker"] = .timer(.milliseconds(10)) }
+            return wanted
+        })
+        let effects = EffectInterpreter<CounterEffect, CounterState, CounterAction>()
+            .handlingTimer("timer", interval: { effect in
+                if case .timer(let every) = effect { return every }
+                return nil
+            }, action: { effect in effect == .timer(.milliseconds(11)) ? .increment : .ticked })
+        let root = RootStore(initialState: CounterState(), reducer: reducer, effects: effects)
         root.dispatch(.setTicking(true))
         #expect(await eventually { await root.state().ticks >= 3 })
-        #expect(await root.runningSubscriptions().keys.sorted() == ["ticker"])
+        #expect(await root.runningSubscriptions().keys.sorted() == ["ticker", "witness"])
         root.dispatch(.setTicking(false))
-        let stopped = await root.state().ticks
-        #expect(await root.runningSubscriptions().isEmpty)
-        try await Task.sleep(for: .milliseconds(80))
-        #expect(await root.state().ticks == stopped, "no tick reaches the reducer after the timer is cancelled")
+        let stopped = await root.state()
+        #expect(await root.runningSubscriptions().keys.sorted() == ["witness"])
+        #expect(await eventually { await root.state().count >= stopped.count + 5 }, "the witness kept ticking")
+        #expect(await root.state().ticks == stopped.ticks, "no tick reaches the reducer after the timer is cancelled")
+        root.shutdown()
     }
 
     @Test func unchangedSubscriptionsAreLeftAlone() async throws {
         let launches = Protected(0)
+        let firstContext = Protected<EffectContext<CounterState, CounterAction>?>(nil)
         let effects = EffectInterpreter<CounterEffect, CounterState, CounterAction>()
             .handling("timer") { _, context in
                 launches.withLock { $0 += 1 }
+                firstContext.withLock { if $0 == nil { $0 = context } }
                 while !context.isCancelled { try await Task.sleep(for: .milliseconds(5)) }
             }
         let root = RootStore(initialState: CounterState(ticking: true), reducer: CounterReducer(), effects: effects)
-        for _ in 0..<20 { root.dispatch(.increment) }
-        _ = await root.state()
         #expect(await eventually { launches.value == 1 })
-        try await Task.sleep(for: .milliseconds(30))
+        for _ in 0..<20 { root.dispatch(.increment) }
+        // Every one of those transitions was diffed before this state was read (the store diffs subscriptions
+        // after each action, on its context), and a relaunch cancels the running effect's lease right there.
+        #expect(await root.state().count == 20)
+        #expect(await root.runningSubscriptions().keys.sorted() == ["ticker"])
+        #expect(firstContext.value?.isCancelled == false, "the first launch is still the running one")
+        root.dispatch(.setTicking(false))
+        _ = await root.state()
+        #expect(firstContext.value?.isCancelled == true, "…and the check can see a cancellation")
         #expect(launches.value == 1)
     }
 
     @Test func lateResultsOfCancelledSubscriptionsNeverReachTheReducer() async throws {
         let release = Protected(false)
+        let dispatched = Protected(false)
         let effects = EffectInterpreter<CounterEffect, CounterState, CounterAction>()
             .handling("timer") { _, context in
                 // Ignores cancellation on purpose, then reports. (It waits in a detached task, which the
@@ -58,13 +88,15 @@ import Testing
                 // would spin and starve the cooperative pool.)
                 while !release.value { await Task.detached { try? await Task.sleep(for: .milliseconds(2)) }.value }
                 context.dispatch(.ticked)
+                dispatched.withLock { $0 = true }
             }
         let root = RootStore(initialState: CounterState(ticking: true), reducer: CounterReducer(), effects: effects)
         _ = await root.state()
         root.dispatch(.setTicking(false))
         _ = await root.state()
         release.withLock { $0 = true }
-        try await Task.sleep(for: .milliseconds(50))
+        #expect(await eventually { dispatched.value }, "the cancelled handler did report")
+        // Had the store accepted it, it would be queued before this read, which runs after what is queued.
         #expect(await root.state().ticks == 0)
     }
 
@@ -102,8 +134,14 @@ import Testing
         #expect(await eventually { server.slowStarted.value == 1 })
         root.dispatch(.cancelFetch("/slow"))
         #expect(await eventually { await root.runningSubscriptions().keys.sorted() == ["request /hello"] })
-        try await Task.sleep(for: .milliseconds(600))
-        #expect(await root.state().results == ["200 hello"], "the cancelled request reports nothing (its 500 ms timeout never fires)")
+        // The server answers the slow request after 2 s; uncancelled, it would have timed out (500 ms) well
+        // before, and its failure been reported before the answer to a request made after the server's.
+        #expect(await eventually(timeout: .seconds(10)) { server.slowFinished.value == 1 })
+        root.dispatch(.fetch("/json"))
+        #expect(await eventually { await root.state().results.count == 2 })
+        let results = await root.state().results
+        #expect(results.first == "200 hello")
+        #expect(results.last?.hasPrefix("200 {") == true, "the cancelled request reported nothing: \(results)")
         await server.stop()
     }
 

@@ -13,7 +13,7 @@ import Testing
         ["type": "loop"], ["type": "toggle", "id": 1], ["type": "hog"], ["type": "badcommand"], ["type": "increment"],
         ["type": "say"], .string("not a table"), ["type": "toggle", "id": 99], ["type": "replace"], ["type": "increment"],
         ["title": "no type"], ["type": "add", "title": "second"],
-    ]
+    ] + Array(repeating: ["type": "increment"], count: 40) // a stretch a run takes whole
 
     /// Runs `body` with an engine for the app `files`, on a thread of its own, with a time budget of `budget`.
     func withEngine(_ files: [String: String], budget: Duration, _ body: (ScriptEngine, AppFolder) throws -> Void) throws {
@@ -34,7 +34,9 @@ import Testing
         let logs: [String]
     }
 
-    func outcome(queuedAtOnce: Bool) async throws -> Outcome {
+    /// The outcome of the mixed actions, dispatched at once or one by one, and how many times the reducer
+    /// crossed into the VM for them.
+    func outcome(queuedAtOnce: Bool) async throws -> (outcome: Outcome, crossings: Int) {
         let folder = try AppFolder(["app.lua": testApp, "lib/util.lua": testUtil])
         defer { folder.remove() }
         let recorder = Recorder()
@@ -54,18 +56,24 @@ import Testing
         let failures = recorder.failures.value.map { failure in
             "\(failure.stage) \(failure.error.kind) \(failure.error.location ?? "-") \(failure.error.message) \(failure.action.map { "\($0)" } ?? "-")"
         }
-        return Outcome(state: try await store.state(), props: recorder.props.value.last, failures: failures,
-                       logs: recorder.logs.value.filter { !$0.hasPrefix("props ran") })
+        let crossings = store.thread.sync { store.engine.reduceCrossings }
+        let outcome = Outcome(state: try await store.state(), props: recorder.props.value.last, failures: failures,
+                              logs: recorder.logs.value.filter { !$0.hasPrefix("props ran") })
+        return (outcome, crossings)
     }
 
     @Test func aRunEndsExactlyAsTheSameActionsOneAtATime() async throws {
-        let oneByOne = try await outcome(queuedAtOnce: false)
-        let run = try await outcome(queuedAtOnce: true)
+        let (oneByOne, crossingsOneByOne) = try await outcome(queuedAtOnce: false)
+        let (run, crossingsOfRuns) = try await outcome(queuedAtOnce: true)
         #expect(run == oneByOne)
+        // One by one, every action crossed into the VM on its own; queued at once, they crossed as runs (cut
+        // only after the actions the store must look at: commands, failures, stale subscriptions).
+        #expect(crossingsOneByOne == Self.mixed.count)
+        #expect(crossingsOfRuns * 2 < Self.mixed.count, "\(crossingsOfRuns) crossings for \(Self.mixed.count) actions")
         #expect(run.failures.count == 7)
         #expect(run.failures.first?.hasPrefix("reduce runtime app.lua:26 exploded on purpose") == true)
         #expect(run.failures.contains { $0.contains("app.lua:29 time budget of 100 ms exceeded") })
-        #expect(run.state["count"] == 101 && run.state["items"].table?.count == 1)
+        #expect(run.state["count"] == 141 && run.state["items"].table?.count == 1)
         #expect(run.logs == ["count is 3"])
     }
 

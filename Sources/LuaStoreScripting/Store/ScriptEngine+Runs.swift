@@ -42,6 +42,7 @@ extension ScriptEngine {
         var first: Int64 = 1 // list position p holds the action at offset p - 1
         while first <= last {
             let stop: (position: Int64, commands: LuaValue?, refused: Bool, dirty: Bool)
+            reduceCrossings += 1
             do {
                 stop = try vm.call(runtime[.reduceRun], arguments: [
                     .reference(app.reduce), .reference(list), .value(.integer(first)), .value(.integer(last)),

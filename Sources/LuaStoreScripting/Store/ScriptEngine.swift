@@ -57,6 +57,8 @@ final class ScriptEngine {
     private var commandSequence: UInt64 = 0
     /// Whether `subscriptions` must run again before its cached result is used.
     var subscriptionsDirty = true
+    /// How many times a reducer call crossed into the VM (a run of actions is one), for tests of batching.
+    var reduceCrossings = 0
 
     /// Loads the app in `folder`, runs `init`, and sets up the runtime. On this VM's thread.
     init(folder: URL, thread: LuaThread, limits: LuaLimits, log: @escaping @Sendable (String) -> Void,
@@ -159,6 +161,7 @@ final class ScriptEngine {
     /// Applies `action` as one transaction; returns the commands. On failure the state is as it was.
     func reduce(_ action: LuaValue) throws(LuaError) -> [ScriptEffect] {
         let reduced: LuaValue?
+        reduceCrossings += 1
         do {
             reduced = try vm.call(runtime[.reduce], arguments: [.reference(app.reduce), .value(action)]) { results throws(LuaError) in
                 typealias Result = StateRuntime.RunResult

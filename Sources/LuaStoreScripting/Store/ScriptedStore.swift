@@ -54,7 +54,7 @@ public struct ScriptedStoreOptions: Sendable {
 public final class ScriptedStore: Sendable {
     /// The thread the app's VM lives on (also the store's serial context).
     public let thread: LuaThread
-    private let engine: ScriptEngine
+    let engine: ScriptEngine
     private let root: RootStore<ScriptReducer>
     private let options: ScriptedStoreOptions
     private let watcher = Protected<Task<Void, Never>?>(nil)
