@@ -3,7 +3,8 @@ import LuaStoreCore
 import LuaStoreTestSupport
 import Testing
 
-/// The store example from README.md, compiled and run so the README stays true.
+/// The store example from README.md, compiled and run so the README stays true. (Its server is the test
+/// server, not README's 127.0.0.1:8080, and what the README prints is recorded.)
 enum ReadmeExample {
 
     enum Action: Sendable { case queryChanged(String), loaded(String), failed(URLFailure.Reason), tick }
@@ -17,6 +18,8 @@ enum ReadmeExample {
     }
 
     struct App: Reducer {
+        let base: String
+
         func reduce(into state: inout AppState, action: Action) -> [AppEffect] {
             switch action {
             case .queryChanged(let query): state.query = query          // the subscription below follows it
@@ -31,14 +34,14 @@ enum ReadmeExample {
         func subscriptions(for state: AppState) -> [String: AppEffect] {
             var wanted: [String: AppEffect] = ["clock": .timer(.seconds(1))]
             if !state.query.isEmpty {
-                wanted["search"] = .fetch(URLRequestEffect(url: "http://127.0.0.1:8080/search?q=\(state.query)"))
+                wanted["search"] = .fetch(URLRequestEffect(url: "\(base)/search?q=\(state.query)"))
             }
             return wanted
         }
     }
 
 
-    static func run() async {
+    static func run(base: String, printed: Protected<[String]>) async -> RootStore<App> {
         let runner = URLEffectRunner(policy: URLPolicy(allowedHosts: ["127.0.0.1"]))
         let effects = EffectInterpreter<AppEffect, AppState, Action>()
             .handling("url") { effect, context in
@@ -50,17 +53,24 @@ enum ReadmeExample {
             }
             .handlingTimer("timer", interval: { if case .timer(let every) = $0 { every } else { nil } }, action: { _ in .tick })
 
-        let root = RootStore(initialState: AppState(), reducer: App(), effects: effects)
+        let root = RootStore(initialState: AppState(), reducer: App(base: base), effects: effects)
         root.store.scope(\.results).subscribe(Observer(removeDuplicates: .asEquatable) { results in
-            print(results)
+            printed.withLock { $0.append(results) } // README: print(results)
             return .active
         })
         root.dispatch(.queryChanged("lua"))
-
-        _ = await root.state()
+        return root
     }
 }
 
-@Test func readmeStoreExampleRuns() async {
-    await ReadmeExample.run()
+@Test func readmeStoreExampleRuns() async throws {
+    let server = try await TestServer.start()
+    let printed = Protected<[String]>([])
+    let root = await ReadmeExample.run(base: server.base, printed: printed)
+    // The observer got the empty results first, then the server's answer to the query; the clock subscription
+    // runs beside the request.
+    #expect(await eventually { printed.value == ["", "results for lua"] }, "\(printed.value)")
+    #expect(await root.runningSubscriptions().keys.sorted() == ["clock", "search"], "both keys the state asks for")
+    root.shutdown()
+    await server.stop()
 }

@@ -33,6 +33,10 @@ public final class TestServer: Sendable {
             HTTPResponse(statusCode: .ok, headers: [.contentType: "application/json; charset=utf-8"],
                          body: Data(#"{"name":"widget","items":[1,2.5,true,null],"nested":{"ok":false}}"#.utf8))
         }
+        await server.appendRoute("GET /search") { request in
+            let query = request.query.first { $0.name == "q" }?.value ?? ""
+            return HTTPResponse(statusCode: .ok, headers: [.contentType: "text/plain"], body: Data("results for \(query)".utf8))
+        }
         await server.appendRoute("GET /error") { _ in
             HTTPResponse(statusCode: .internalServerError, headers: [.contentType: "text/plain"], body: Data("broken".utf8))
         }
