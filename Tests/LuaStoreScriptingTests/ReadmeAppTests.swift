@@ -1,6 +1,6 @@
 import Foundation
 import LuaKit
-import LuaStoreScripting
+@testable import LuaStoreScripting
 import LuaStoreTestSupport
 import Testing
 
@@ -36,5 +36,25 @@ import Testing
         store.dispatch(["type": "increment", "by": 5])
         store.dispatch(["type": "decrement"])
         #expect(await eventually { recorder.props.value.last == ["count": 5, "label": "5 clicks"] })
+    }
+}
+
+/// The stopwatch sample's `luastore.timer` subscription in a live store: launched by `start`, ticking on its
+/// own, cancelled by `stop`.
+@Suite struct LuaTimerTests {
+    @Test func aTimerSubscriptionTicksWhileTheStateAsksForIt() async throws {
+        let store = try await ScriptedStore(app: ReadmeAppTests.packageRoot.appendingPathComponent("samples/stopwatch"),
+                                            options: Recorder().options)
+        #expect(await store.root.runningSubscriptions().isEmpty)
+        store.dispatch(["type": "start"])
+        #expect(await eventually { (try? await store.state()["tenths"])?.integer.map { $0 >= 3 } == true },
+                "three ticks of 0.1 s, sent by the timer")
+        #expect(await store.root.runningSubscriptions().keys.sorted() == ["ticker"])
+        store.dispatch(["type": "stop"])
+        let stopped = try await store.state()["tenths"]
+        #expect(await store.root.runningSubscriptions().isEmpty, "stop cancelled the timer")
+        #expect(try await store.props()["running"] == false)
+        #expect(stopped.integer.map { $0 >= 3 } == true)
+        store.shutdown()
     }
 }

@@ -151,3 +151,59 @@ import LuaStoreCore
         store.stopWatching()
     }
 }
+
+/// What README's "Hot reload" promises beyond the state kept: the reload is an action, commands in flight
+/// report to the new scripts, and a burst of saves is one reload.
+@Suite(.tags(.concurrency)) struct ReloadPromisesTests {
+    /// Records the last action it saw (with `from`/`to`), and asks for a delayed `late` action on `later`.
+    static func app(version: Int, lateMarks: String) -> String {
+        """
+        local luastore = require("luastore")
+        local app = {}
+        app.schemaVersion = \(version)
+        function app.init() return { seen = "none", late = "none" } end
+        function app.migrate(state, from) end
+        function app.reduce(state, action)
+          if action.type == "later" then return nil, { luastore.delay(0.3, { type = "late" }) } end
+          if action.type == "late" then state.late = "\(lateMarks)"; return end
+          state.seen = action.type .. " " .. tostring(action.from) .. "->" .. tostring(action.to)
+        end
+        function app.props(state) return { seen = state.seen, late = state.late } end
+        return app
+        """
+    }
+
+    @Test func aReloadIsDispatchedAndCommandsInFlightReportToTheNewScripts() async throws {
+        let folder = try AppFolder(["app.lua": Self.app(version: 1, lateMarks: "old scripts")])
+        defer { folder.remove() }
+        let recorder = Recorder()
+        let store = try await ScriptedStore(app: folder.url, options: recorder.options)
+        recorder.observe(store)
+        store.dispatch(["type": "later"]) // a 0.3 s delay, in flight across the reload
+        _ = try await store.state()
+        try folder.write("app.lua", Self.app(version: 2, lateMarks: "new scripts"))
+        #expect(try await store.reload() == .reloaded(fromSchema: 1, toSchema: 2))
+        #expect(await eventually { recorder.props.value.last?["seen"] == "luastore/reloaded 1->2" })
+        #expect(await eventually { recorder.props.value.last?["late"] == "new scripts" }, "\(recorder.props.value)")
+        #expect(recorder.failures.value.isEmpty)
+        store.shutdown()
+    }
+
+    @Test func aBurstOfSavesIsOneReload() async throws {
+        let folder = try AppFolder(["app.lua": Self.app(version: 1, lateMarks: "v1")])
+        defer { folder.remove() }
+        let store = try await ScriptedStore(app: folder.url, options: Recorder().options)
+        let outcomes = Protected<[String]>([])
+        // A debounce far longer than the burst takes, so a busy machine cannot split it.
+        store.startWatching(debounce: .milliseconds(300)) { result in outcomes.withLock { $0.append("\(result)") } }
+        for version in 2...6 { try folder.write("app.lua", Self.app(version: version, lateMarks: "v\(version)")) }
+        #expect(await eventually { outcomes.value.count == 1 })
+        // One more save later is one more reload: the first count was not cut short.
+        try folder.write("app.lua", Self.app(version: 7, lateMarks: "v7"))
+        #expect(await eventually { outcomes.value.count == 2 })
+        #expect(outcomes.value.first?.contains("toSchema: 6") == true, "the burst ended at version 6: \(outcomes.value)")
+        #expect(outcomes.value.last?.contains("fromSchema: 6, toSchema: 7") == true, "\(outcomes.value)")
+        store.stopWatching()
+        store.shutdown()
+    }
+}

@@ -203,6 +203,20 @@ import LuaStoreCore
         #expect(deliveries.value.filter { $0.value != 1 }.map(\.key).sorted() == [3, 7])
     }
 
+    /// A reducer that returns a valid and a malformed command fails as a whole: the state is undone and not
+    /// even the valid command runs. (A later action's command does run: the log is being listened to.)
+    @Test func noCommandRunsWhenOneOfThemIsMalformed() async throws {
+        let (store, recorder, folder) = try await makeStore()
+        defer { folder.remove() }
+        store.dispatch(["type": "halfbad"])
+        #expect(await eventually { !recorder.failures.value.isEmpty })
+        #expect(recorder.failures.value.first?.error.message == "command #2 (http): field 'url' must be a string (got number)")
+        store.dispatch(["type": "say"])
+        #expect(await eventually { recorder.logs.value.contains("count is 0") })
+        #expect(!recorder.logs.value.contains("the valid command ran"))
+        #expect(try await store.state()["count"] == 0)
+    }
+
     @Test func commandsAreReturnedAndRun() async throws {
         let (store, recorder, folder) = try await makeStore()
         defer { folder.remove() }

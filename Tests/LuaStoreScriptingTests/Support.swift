@@ -97,6 +97,9 @@ function app.reduce(state, action)
   elseif kind == "badcommand" then
     state.count = 555
     return nil, { { kind = "http", url = 42, success = "a", failure = "b" } }
+  elseif kind == "halfbad" then
+    state.count = 777
+    return nil, { luastore.log("the valid command ran"), { kind = "http", url = 42, success = "a", failure = "b" } }
   end
 end
 

@@ -2,9 +2,9 @@ import Foundation
 import LuaStoreTestSupport
 import Testing
 
-/// The interactive mode, driven through a real terminal (tmux), with a hot reload.
-@Suite(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/tmux")))
-struct InteractiveTests {
+/// The interactive mode, driven through a real terminal (tmux, which `scripts/bootstrap` installs: without it
+/// this test fails and says so, rather than being skipped quietly), with a hot reload.
+@Suite struct InteractiveTests {
     @discardableResult
     func tmux(_ arguments: [String]) async throws -> String {
         try await runChildProcess(URL(fileURLWithPath: "/usr/bin/tmux"), arguments, timeout: .seconds(20)).output
@@ -23,6 +23,8 @@ struct InteractiveTests {
     }
 
     @Test func typedActionsAndAHotReload() async throws {
+        try #require(FileManager.default.isExecutableFile(atPath: "/usr/bin/tmux"),
+                     "tmux is required for this test of the interactive mode: run scripts/bootstrap, or apt-get install tmux")
         let app = try CLI.copySample("counter")
         let session = "luastore-\(UUID().uuidString.prefix(8))"
         defer { try? FileManager.default.removeItem(at: app) }

@@ -55,7 +55,7 @@ public final class ScriptedStore: Sendable {
     /// The thread the app's VM lives on (also the store's serial context).
     public let thread: LuaThread
     let engine: ScriptEngine
-    private let root: RootStore<ScriptReducer>
+    let root: RootStore<ScriptReducer>
     private let options: ScriptedStoreOptions
     private let watcher = Protected<Task<Void, Never>?>(nil)
 
