@@ -87,6 +87,7 @@ void *clua_allocate(void *ud, void *ptr, size_t osize, size_t nsize) {
     }
     g->bytesInUse = g->bytesInUse - old + nsize;
     if (g->bytesInUse > g->bytesPeak) g->bytesPeak = g->bytesInUse;
+    g->allocationCount += 1;
     return block;
 }
 

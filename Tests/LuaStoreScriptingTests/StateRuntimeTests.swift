@@ -332,6 +332,8 @@ extension StateRuntimeTests {
     /// Hot toggles count exactly the same; first touches may differ by the few proxies the collector happened to
     /// clear from the weak caches at another moment (a heap-size effect, bounded here at 0.5 %). Instruction
     /// counts are repeatable, unlike timings; the benchmark (`state_size`) measures the wall-clock side.
+    /// The same toggles at 1,000 and 100,000 items cost the same Lua instructions and the same allocations
+    /// (what C or Swift code walking or converting the state would change), exactly when hot.
     @Test func toggleWorkDoesNotDependOnStateSize() async throws {
         func instructions(items: Int) throws -> [Int] {
             let folder = try AppFolder(["app.lua": """
@@ -356,16 +358,25 @@ extension StateRuntimeTests {
                 limits.timeBudget = .seconds(20) // building 100,000 items on a busy test machine
                 let engine = try ScriptEngine(folder: folder.url, thread: thread, limits: limits, log: { _ in }, report: { _ in })
                 engine.addReader(.props, queue: nil) { _ in .active }
-                func toggle(_ id: Int) throws -> Int {
-                    try engine.vm.countingInstructions { () throws(LuaError) in
+                func toggle(_ id: Int) throws -> (instructions: Int, allocations: Int) {
+                    let counted = try engine.vm.countingInstructions { () throws(LuaError) in
                         _ = try engine.reduce(["type": "toggle", "id": .integer(Int64(id))])
                         engine.flush()
-                    }.instructions
+                    }
+                    return (counted.instructions, counted.allocations)
                 }
-                var firstTouches = 0, hot = 0
-                for id in 1...700 { firstTouches += try toggle(id) } // crosses the proxy caches' trim
-                for round in 0..<100 { hot += try toggle(round % 10 + 1) }
-                return [firstTouches, hot]
+                var firstTouches = 0, hot = 0, firstAllocations = 0, hotAllocations = 0
+                for id in 1...700 { // crosses the proxy caches' trim
+                    let work = try toggle(id)
+                    firstTouches += work.instructions
+                    firstAllocations += work.allocations
+                }
+                for round in 0..<100 {
+                    let work = try toggle(round % 10 + 1)
+                    hot += work.instructions
+                    hotAllocations += work.allocations
+                }
+                return [firstTouches, hot, firstAllocations, hotAllocations]
             }
         }
         let small = try instructions(items: 1_000)
@@ -373,5 +384,8 @@ extension StateRuntimeTests {
         #expect(small[1] == large[1], "hot toggles: exactly the same work")
         #expect(abs(small[0] - large[0]) * 200 <= small[0], "first touches: \(small[0]) vs \(large[0]) instructions")
         #expect(small[0] > 0 && small[1] > 0)
+        #expect(small[3] == large[3], "hot toggles: exactly the same allocations")
+        #expect(abs(small[2] - large[2]) * 200 <= small[2], "first touches: \(small[2]) vs \(large[2]) allocations")
+        #expect(small[2] > 0 && small[3] > 0)
     }
 }

@@ -40,6 +40,7 @@ typedef struct CLuaGuard {
     size_t bytesInUse;
     size_t bytesLimit;
     size_t bytesPeak;
+    int64_t allocationCount;          /* blocks allocated or grown, ever (a deterministic measure of work) */
     int hostAllocations;              /* > 0: the host is allocating (cap not enforced; real exhaustion aborts) */
     int memoryRefused;                /* the allocator refused a request during the current call */
     /* time */

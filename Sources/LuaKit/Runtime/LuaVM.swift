@@ -133,21 +133,24 @@ public final class LuaVM {
             ? .watchdog : .countHook(instructions: Int(guardState.pointee.hookInterval))
     }
 
-    /// Runs `body` and counts the Lua instructions this VM executes meanwhile: a deterministic measure of
-    /// script work, for tests and profiling (every instruction traps into a hook while counting, so scripts run
-    /// several times slower). Counting does not nest.
+    /// Runs `body` and counts the Lua instructions this VM executes meanwhile, and the blocks its allocator
+    /// hands out (new or grown): deterministic measures of the work of scripts and of the C and Swift code that
+    /// builds values in the VM, for tests and profiling (every instruction traps into a hook while counting, so
+    /// scripts run several times slower). Counting does not nest.
     ///
     /// ```swift
-    /// let (_, instructions) = try vm.countingInstructions { try vm.call(reduce, arguments: [...]) }
+    /// let (_, instructions, allocations) = try vm.countingInstructions { try vm.call(reduce, arguments: [...]) }
     /// ```
-    public func countingInstructions<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> (result: T, instructions: Int) {
+    public func countingInstructions<T, E: Error>(_ body: () throws(E) -> T) throws(E)
+        -> (result: T, instructions: Int, allocations: Int) {
         checkThread()
         precondition(guardState.pointee.countingInstructions == 0, "countingInstructions does not nest")
         let start = guardState.pointee.instructionCount
+        let allocationsBefore = guardState.pointee.allocationCount
         clua_count_instructions(state, guardState, 1)
         defer { clua_count_instructions(state, guardState, 0) }
         let result = try body()
-        return (result, Int(guardState.pointee.instructionCount - start))
+        return (result, Int(guardState.pointee.instructionCount - start), Int(guardState.pointee.allocationCount - allocationsBefore))
     }
 
     /// Whether the collector is running (it always should be: scripts cannot stop it).
