@@ -42,9 +42,17 @@ import Testing
         let (server, task, port) = try await SearchAPI.start(port: 0)
         let app = try searchCopy(port: port)
         defer { try? FileManager.default.removeItem(at: app) }
-        let run = try await CLI.run(["run", app.path, "--actions", CLI.golden("search.actions.jsonl").path, "--format", "json"])
+        let recording = app.appendingPathComponent("session.jsonl")
+        let run = try await CLI.run(["run", app.path, "--actions", CLI.golden("search.actions.jsonl").path, "--format", "json",
+                                     "--record", recording.path])
         #expect(run.status == 0, "\(run.errors)")
         #expect(run.output == (try String(contentsOf: CLI.golden("search.expected.jsonl"), encoding: .utf8)), "\(run.output)\n\(run.errors)")
+        // The props cannot tell (the app ignores answers to old queries); the recording of every action reduced
+        // can: the answer for "lua" came back, and nothing ever came back for "slow1" — not its results (after
+        // 2 s) nor its timeout (after 1.5 s), both within the run's wait for requests in flight.
+        let recorded = try String(contentsOf: recording, encoding: .utf8)
+        #expect(recorded.contains(#""id":"lua""#), "\(recorded)")
+        #expect(!recorded.contains(#""id":"slow1""#), "the slow request was cancelled: \(recorded)")
         let failing = try await CLI.run(["run", app.path, "--actions", CLI.golden("search-error.actions.jsonl").path, "--format", "json"])
         #expect(failing.outputLines.last == #"{"query":"error","results":{},"status":"search failed: httpStatus 500"}"#)
         await server.stop(timeout: 0)
