@@ -39,7 +39,12 @@ let package = Package(
         ),
         // What must run in C where Lua may raise, and the watchdog that enforces time budgets.
         .target(name: "CLuaGuard", dependencies: ["CLua"]),
-        .target(name: "LuaKit", dependencies: ["CLua", "CLuaGuard"], swiftSettings: strict, plugins: ["EmbedLua"]),
+        // `Protected`, the one lock wrapper, below both LuaKit and LuaStoreCore (as swift-nio keeps its locks in
+        // NIOConcurrencyHelpers).
+        .target(name: "LuaStoreConcurrency", swiftSettings: strict),
+        .target(
+            name: "LuaKit", dependencies: ["CLua", "CLuaGuard", "LuaStoreConcurrency"], swiftSettings: strict, plugins: ["EmbedLua"]
+        ),
         // The folder is not `Sources/luakit`: a case-insensitive file system would merge it with `Sources/LuaKit`.
         .executableTarget(name: "luakit", dependencies: ["LuaKit"], path: "Sources/LuaKitTool", swiftSettings: strict),
         // Lua that a module runs (the sandbox's prelude, the state runtime, the `luastore` module, the spec
@@ -67,7 +72,7 @@ let package = Package(
         ),
         .target(
             name: "LuaStoreCore",
-            dependencies: [.product(name: "Logging", package: "swift-log")],
+            dependencies: ["LuaStoreConcurrency", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
         .target(
@@ -76,7 +81,7 @@ let package = Package(
         .target(
             name: "LuaStoreTestSupport",
             dependencies: [
-                "LuaKit", "LuaStoreCore",
+                "LuaKit", "LuaStoreConcurrency",
                 .product(name: "FlyingFox", package: "FlyingFox"),
                 .product(name: "Subprocess", package: "swift-subprocess"),
                 .product(name: "SystemPackage", package: "swift-system"),
@@ -84,9 +89,8 @@ let package = Package(
             path: "Tests/LuaStoreTestSupport",
             swiftSettings: strict
         ),
-        // (LuaStoreCore only for `Protected`, the one lock wrapper the tests share.)
         .testTarget(
-            name: "LuaKitTests", dependencies: ["LuaKit", "LuaStoreCore", "LuaStoreTestSupport"], exclude: ["Fuzz"],
+            name: "LuaKitTests", dependencies: ["LuaKit", "LuaStoreConcurrency", "LuaStoreTestSupport"], exclude: ["Fuzz"],
             swiftSettings: strict
         ),
         .testTarget(

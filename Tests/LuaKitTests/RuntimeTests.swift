@@ -2,7 +2,7 @@ import Foundation
 import LuaKit
 import LuaStoreTestSupport
 import Testing
-import LuaStoreCore
+import LuaStoreConcurrency
 
 /// Determinism, stability under load, and the thread a VM lives on.
 @Suite(.tags(.concurrency)) struct RuntimeTests {

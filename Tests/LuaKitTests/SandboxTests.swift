@@ -2,7 +2,7 @@ import Foundation
 import LuaKit
 import LuaStoreTestSupport
 import Testing
-import LuaStoreCore
+import LuaStoreConcurrency
 
 /// What a script can and cannot reach.
 @Suite struct SandboxTests {

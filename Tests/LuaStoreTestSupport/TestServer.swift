@@ -1,7 +1,7 @@
 import FlyingFox
 import FlyingSocks
 import Foundation
-import LuaStoreCore
+import LuaStoreConcurrency
 
 /// A real HTTP server on 127.0.0.1 (FlyingFox) with the routes the URL effect tests need.
 public final class TestServer: Sendable {

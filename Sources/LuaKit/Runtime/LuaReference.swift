@@ -1,4 +1,5 @@
 import Synchronization
+internal import LuaStoreConcurrency
 
 /// A Lua value kept alive in its VM's registry (a function, a table, a chunk), for as long as the
 /// reference lives. Dropping the last copy releases the registry slot at the VM's next call.

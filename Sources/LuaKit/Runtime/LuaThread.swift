@@ -1,4 +1,5 @@
 import Foundation
+internal import LuaStoreConcurrency
 
 
 /// A serial thread with an explicit 8 MiB stack, the home of one or more `LuaVM`s.

@@ -1,6 +1,7 @@
 import Foundation
 
-/// A value behind a lock, for effect handlers and observers that share state across threads. Built on `NSLock`
+/// A value behind a lock, for effect handlers and observers that share state across threads — and LuaStore's
+/// one lock wrapper: `LuaKit` and `LuaStoreCore` both use it (`LuaStoreCore` re-exports it). Built on `NSLock`
 /// (a pthread mutex), which the Thread Sanitizer understands; the futex-based `Synchronization.Mutex` is
 /// invisible to it on Linux and shows up as false races.
 ///
