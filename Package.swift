@@ -103,7 +103,7 @@ let package = Package(
             dependencies: [
                 "LuaStoreDemoAPI", "LuaStoreTestSupport", .target(name: "luastore"), .target(name: "luastore-bench"),
             ],
-            exclude: ["golden"],
+            exclude: ["golden", "specs"],
             swiftSettings: strict
         ),
         .testTarget(

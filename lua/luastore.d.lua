@@ -102,4 +102,58 @@ function before_each(body) end
 ---@return luastore.Expectation
 function expect(value) end
 
+---(specs) A group of specs (busted's names for it).
+context, insulate, expose = describe, describe, describe
+
+---(specs) One spec (busted's names for it).
+spec, test = it, it
+
+---(specs) A spec not written yet: reported as pending.
+---@param name string
+---@param body? fun()
+function pending(name, body) end
+
+---(specs) Hooks of the enclosing describe: after every spec; when the block is entered and left (strict_ forms
+---alike); lazily, only if one of its specs runs.
+---@param body fun()
+function after_each(body) end
+---@param body fun()
+function setup(body) end
+---@param body fun()
+function teardown(body) end
+---@param body fun()
+function lazy_setup(body) end
+---@param body fun()
+function lazy_teardown(body) end
+strict_setup, strict_teardown = setup, teardown
+
+---(specs) Inside a spec: runs after it, even when it fails.
+---@param body fun()
+function finally(body) end
+
+---(specs) Shuffles the enclosing describe's specs (a fixed shuffle: runs stay repeatable).
+---@param on? boolean
+function randomize(on) end
+
+---(specs) luassert: `assert.are.same(expected, actual)`, `assert.is_not_nil(v)`, `assert.has_no.errors(fn)`,
+---`assert.spy(s).was.called(2)`, … — and still Lua's `assert(v, message)`.
+---@type table|fun(v: any, message?: any, ...): any
+assert = assert
+
+---(specs) Spies: `spy.new(fn)`, `spy(fn)`, `spy.on(t, key)`.
+---@type table|fun(fn?: function): table
+spy = {}
+
+---(specs) Stubs: `stub(t, key, returns…)`, `stub.new()`; `s.returns(…)`, `s.invokes(fn)`, `s.on_call_with(…)`.
+---@type table|fun(t?: table, key?: any, ...): table
+stub = {}
+
+---(specs) `mock(t [, stubbed])` makes every function of `t` a spy (or a stub); `mock.revert(t)`, `mock.clear(t)`.
+---@type table|fun(t: table, stubbed?: boolean): table
+mock = {}
+
+---(specs) Matchers for `same` and `called_with`: `match._`, `match.is_string()`, `match.none_of(…)`, …
+---@type table
+match = {}
+
 return luastore

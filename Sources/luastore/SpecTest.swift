@@ -3,20 +3,27 @@ import Foundation
 import LuaKit
 import LuaStoreScripting
 
-/// `luastore test APP_DIR`: runs the app's Lua specs.
+/// `luastore test APP_DIR [--filter PATTERN] [--output text|json|tap|junit]`: runs the app's Lua specs.
 struct SpecTest: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "test",
         abstract: "Run an app's specs (*_spec.lua in the app folder or its spec/ folder).",
         discussion: """
-            Specs use describe(name, fn), it(name, fn), before_each(fn) and expect(value).to.equal(x) (deep), \
-            .to.be(x), .to.be_nil(), .to.be_truthy(), .to.be_falsy(), .to.contain(x), .to.fail(text); `to_not` negates. \
-            `require("app")` loads the app. Each spec runs with its own time budget. Ends with `N passed, N failed`; \
-            exits 1 if any failed, naming each by file and line.
+            Specs are written as for busted: describe/context, it/spec/test, pending, before_each/after_each, \
+            setup/teardown (and lazy_ and strict_ forms), finally, randomize; luassert's assert (assert.are.same, \
+            assert.is_not_nil, assert.has_error, assert.spy(s).was.called(2), …), spy, stub, mock and match; and \
+            LuaStore's expect(value).to.equal(x). `require("app")` loads the app. Each test runs with its own time \
+            budget. Exits 1 if any test failed.
             """)
 
     @Argument(help: "The app folder.", completion: .directory)
     var appDirectory: String
+
+    @Option(help: "Run only the tests whose full name (the describe blocks' names and its own) matches this Lua pattern.")
+    var filter: String?
+
+    @Option(help: "How to report: text (default), json, tap or junit.")
+    var output: SpecOutput = .text
 
     func run() async throws {
         let folder = URL(fileURLWithPath: appDirectory).standardizedFileURL
@@ -26,15 +33,18 @@ struct SpecTest: AsyncParsableCommand {
             throw ExitCode.unusable
         }
         let thread = LuaThread(name: "luastore-test")
-        var passed = 0
-        var failed = 0
+        var results: [SpecResult] = []
         for file in files {
-            let (filePassed, fileFailed) = thread.sync { Self.run(file: file, folder: folder) }
-            passed += filePassed
-            failed += fileFailed
+            let outcome = thread.sync { Self.run(file: file, folder: folder, filter: filter) }
+            switch outcome {
+            case .success(let fileResults): results += fileResults
+            case .failure(let problem):
+                Console.error(problem.description)
+                throw ExitCode.unusable
+            }
         }
-        Console.out("\(passed) passed, \(failed) failed")
-        if failed > 0 { throw ExitCode.appFailure }
+        Console.out(SpecReport(results: results).render(output))
+        if results.contains(where: { $0.status == .failed }) { throw ExitCode.appFailure }
     }
 
     static func specFiles(in folder: URL) -> [String] {
@@ -46,51 +56,111 @@ struct SpecTest: AsyncParsableCommand {
         return files
     }
 
-    /// Runs one spec file in a fresh VM (on its LuaThread); returns how many passed and failed.
-    static func run(file: String, folder: URL) -> (Int, Int) {
+    /// A problem with the command itself (not with a spec): a malformed `--filter`.
+    struct UsageProblem: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    /// Runs one spec file in a fresh VM (on its LuaThread): a result for each test, in order.
+    static func run(file: String, folder: URL, filter: String?) -> Result<[SpecResult], UsageProblem> {
+        var results: [SpecResult] = []
+        let clock = ContinuousClock()
         do throws(LuaError) {
             let vm = try LuaVM(moduleRoot: folder, print: { line in Console.out("  " + line) })
             try EffectsModule.define(in: vm)
-            let library = try vm.load(EmbeddedLua.luastoreSpec.source, chunkName: EmbeddedLua.luastoreSpec.path)
+            // A host chunk (`host:`): errors inside the library are located at the spec's line that called it.
+            let library = try vm.load(EmbeddedLua.luastoreSpec.source, chunkName: "host:" + EmbeddedLua.luastoreSpec.path)
             guard let spec = try vm.callForReferences(library, arguments: []).first ?? nil else {
                 throw LuaError(.runtime, "the spec library did not load")
             }
-            var globals: [String: LuaReference] = [:]
             func function(_ name: String) throws(LuaError) -> LuaReference {
                 guard let value = try vm.field(.string(name), of: spec) else {
                     throw LuaError(.runtime, "the spec library has no '\(name)'")
                 }
                 return value
             }
-            for name in ["describe", "it", "expect", "before_each"] {
-                globals[name] = try function(name)
+            let exported = try function("globals")
+            var globals: [String: LuaReference] = [:]
+            for name in ["describe", "context", "insulate", "expose", "it", "spec", "test", "pending", "before_each",
+                         "after_each", "setup", "strict_setup", "lazy_setup", "teardown", "strict_teardown",
+                         "lazy_teardown", "finally", "randomize", "assert", "spy", "stub", "mock", "match", "expect"] {
+                guard let value = try vm.field(.string(name), of: exported) else {
+                    throw LuaError(.runtime, "the spec library has no '\(name)'")
+                }
+                globals[name] = value
             }
             guard let source = try? String(contentsOf: folder.appendingPathComponent(file), encoding: .utf8) else {
-                Console.out("FAIL \(file): cannot read the file")
-                return (0, 1)
+                return .success([SpecResult(file: file, name: file, status: .failed, message: "cannot read the file", location: file)])
             }
             let chunk = try vm.load(source, chunkName: file, globals: globals)
             try vm.call(chunk)
             let count = try vm.call(try function("count")).first?.integer ?? 0
-            let name = try function("name")
-            let runOne = try function("run")
-            var passed = 0
-            var failed = 0
+            let name = try function("name"), line = try function("line"), status = try function("status")
+            let matches = try function("matches"), runOne = try function("run")
             for index in stride(from: Int64(1), through: count, by: 1) {
-                let title = (try? vm.call(name, .integer(index)).first?.string) ?? "spec \(index)"
+                let title = (try? vm.call(name, .integer(index)).first?.string) ?? "test \(index)"
+                let testLine = (try? vm.call(line, .integer(index)).first?.integer).flatMap { $0 }.map { "\(file):\($0)" } ?? file
+                if let filter {
+                    do {
+                        guard try vm.call(matches, .integer(index), .string(filter)).first == true else { continue }
+                    } catch {
+                        return .failure(UsageProblem(description: "--filter \(String(reflecting: filter)): \(error.message)"))
+                    }
+                }
+                if try vm.call(status, .integer(index)).first?.string == "pending" {
+                    results.append(SpecResult(file: file, name: title, status: .pending, location: testLine))
+                    continue
+                }
+                let start = clock.now
                 do {
                     try vm.call(runOne, .integer(index))
-                    passed += 1
+                    results.append(SpecResult(file: file, name: title, status: .passed, location: testLine,
+                                              seconds: Self.seconds(clock.now - start)))
                 } catch {
-                    failed += 1
-                    let location = error.location ?? file
-                    Console.out("FAIL \(location): \(title): \(error.message)")
+                    results.append(SpecResult(file: file, name: title, status: .failed, message: error.message,
+                                              location: error.location ?? testLine, seconds: Self.seconds(clock.now - start)))
                 }
             }
-            return (passed, failed)
+            do {
+                try vm.call(try function("finish"))
+            } catch {
+                results.append(SpecResult(file: file, name: "teardown", status: .failed, message: error.message,
+                                          location: error.location ?? file))
+            }
         } catch {
-            Console.out("FAIL \(error.location ?? file): \(error.message)")
-            return (0, 1)
+            results.append(SpecResult(file: file, name: file, status: .failed, message: error.message, location: error.location ?? file))
         }
+        return .success(results)
+    }
+
+    static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+}
+
+/// How `luastore test` reports.
+enum SpecOutput: String, ExpressibleByArgument, CaseIterable {
+    case text, json, tap, junit
+}
+
+/// The outcome of one test.
+struct SpecResult {
+    enum Status { case passed, failed, pending }
+
+    var file: String
+    var name: String
+    var status: Status
+    var message: String?
+    /// `file:line` of the failure, or of the test.
+    var location: String
+    var seconds: Double = 0
+
+    init(file: String, name: String, status: Status, message: String? = nil, location: String, seconds: Double = 0) {
+        self.file = file
+        self.name = name
+        self.status = status
+        self.message = message
+        self.location = location
+        self.seconds = seconds
     }
 }

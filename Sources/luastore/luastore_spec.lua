@@ -1,29 +1,74 @@
--- The spec API of `luastore test`: `describe`, `it`, `expect` and `before_each`, busted-like. Loaded in each
--- spec file's fresh VM by SpecTest.swift (embedded into the binary at build time).
+-- The spec API of `luastore test` (SpecTest.swift loads it into each spec file's fresh VM; embedded into the
+-- binary at build time): busted's blocks and hooks, luassert's `assert` with its chains, spies, stubs, mocks and
+-- matchers, and LuaStore's own `expect`. Each test runs in its own call from the host, with its own time
+-- budget; the host asks for the tests in order (`count`, `name`, `status`, `run`, `finish`).
 local spec = {}
-local tests, names, hooks = {}, {}, {}
-local befores = {}
 
-local function render(value, depth)
-  depth = depth or 0
-  if type(value) == "string" then return string.format("%q", value) end
-  if type(value) ~= "table" then return tostring(value) end
-  if depth > 3 then return "{…}" end
-  local parts = {}
-  local n = #value
-  for i = 1, n do parts[#parts + 1] = render(value[i], depth + 1) end
-  for key, item in sortedpairs(value) do
-    if not (math.type(key) == "integer" and key >= 1 and key <= n) then
-      local name = type(key) == "string" and key:match("^[%a_][%w_]*$") and key or ("[" .. render(key, depth + 1) .. "]")
-      parts[#parts + 1] = name .. " = " .. render(item, depth + 1)
-    end
-  end
-  return "{" .. table.concat(parts, ", ") .. "}"
+local unpack, pack, concat, insert, sort = table.unpack, table.pack, table.concat, table.insert, table.sort
+local format, mtype = string.format, math.type
+
+-- Rendering values (in failure messages) -------------------------------------------------------------------
+
+local keyOrder = { boolean = 1, number = 2, string = 3 }
+
+local function sortedKeys(t)
+  local keys = {}
+  for key in pairs(t) do keys[#keys + 1] = key end
+  sort(keys, function(a, b)
+    local ta, tb = type(a), type(b)
+    if ta ~= tb then return (keyOrder[ta] or 4) < (keyOrder[tb] or 4) end
+    if ta == "number" or ta == "string" then return a < b end
+    if ta == "boolean" then return not a and b end
+    return false
+  end)
+  return keys
 end
 
+local function render(value, depth, seen)
+  depth = depth or 0
+  if type(value) == "string" then return format("%q", value) end
+  if type(value) ~= "table" then return tostring(value) end
+  seen = seen or {}
+  if seen[value] then return "{<cycle>}" end
+  if depth > 3 then return "{…}" end
+  seen[value] = true
+  local parts = {}
+  local n = #value
+  for i = 1, n do parts[#parts + 1] = render(value[i], depth + 1, seen) end
+  for _, key in ipairs(sortedKeys(value)) do
+    if not (mtype(key) == "integer" and key >= 1 and key <= n) then
+      local name = type(key) == "string" and key:match("^[%a_][%w_]*$") and key or ("[" .. render(key, depth + 1, seen) .. "]")
+      parts[#parts + 1] = name .. " = " .. render(value[key], depth + 1, seen)
+    end
+  end
+  seen[value] = nil
+  return "{" .. concat(parts, ", ") .. "}"
+end
+
+-- luassert's "(type) value" lines.
+local function typed(value)
+  return "(" .. type(value) .. ") " .. render(value)
+end
+
+-- The arguments of a call (a `pack`ed list), each typed: "(number) 1, (string) \"x\"".
+local function typedList(list)
+  if list.n == 0 then return "(no values)" end
+  local parts = {}
+  for i = 1, list.n do parts[i] = typed(list[i]) end
+  return concat(parts, ", ")
+end
+
+-- Matchers (match._, match.is_string(), …) compare inside `same` and the spies' `called_with`.
+local matcherMeta = {}
+local function isMatcher(value) return getmetatable(value) == matcherMeta end
+
 local function same(a, b, seen)
+  if isMatcher(b) then return b.test(a) end
+  if isMatcher(a) then return a.test(b) end
   if a == b then return true end
-  if type(a) ~= "table" or type(b) ~= "table" then return false end
+  if type(a) ~= "table" or type(b) ~= "table" then
+    return type(a) == "number" and type(b) == "number" and a ~= a and b ~= b -- NaN is the same as NaN
+  end
   seen = seen or {}
   if seen[a] == b then return true end
   seen[a] = b
@@ -36,44 +81,621 @@ local function same(a, b, seen)
   return true
 end
 
-function spec.describe(name, body)
+-- Blocks and tests ---------------------------------------------------------------------------------------------
+
+local root = { name = nil, children = {}, befores = {}, afters = {}, setups = {}, lazySetups = {}, teardowns = {},
+  lazyTeardowns = {} }
+local current = root
+local tests = {}         -- in run order: { name, block, body, pending, line, finallies }
+local running            -- the test being run
+
+local function newBlock(name)
+  return { name = name, parent = current, children = {}, befores = {}, afters = {}, setups = {}, lazySetups = {},
+    teardowns = {}, lazyTeardowns = {} }
+end
+
+-- The line of the call `level` frames above callerLine's caller, from the error mechanism (scripts have no
+-- debug library). (Frames from `error`: 1 is pcall, 2 callerLine, 3 its caller.)
+local function callerLine(level)
+  local _, problem = pcall(error, "", level + 3)
+  local line = type(problem) == "string" and problem:match(":(%d+): $")
+  return line and tonumber(line) or nil
+end
+
+local function describe(name, body)
   if type(name) ~= "string" or type(body) ~= "function" then error("describe(name, function) expected", 2) end
-  names[#names + 1] = name
-  local saved = #befores
+  local block = newBlock(name)
+  insert(current.children, block)
+  local saved = current
+  current = block
   body()
-  for i = #befores, saved + 1, -1 do befores[i] = nil end
-  names[#names] = nil
-end
-
-function spec.before_each(body)
-  if type(body) ~= "function" then error("before_each(function) expected", 2) end
-  befores[#befores + 1] = body
-end
-
-function spec.it(name, body)
-  if type(name) ~= "string" or type(body) ~= "function" then error("it(name, function) expected", 2) end
-  local full = #names > 0 and (table.concat(names, " ") .. " " .. name) or name
-  local setup = {}
-  for i = 1, #befores do setup[i] = befores[i] end
-  tests[#tests + 1] = { name = full, body = body, setup = setup }
-end
-
-local function fail(message) error(message, 3) end
-
-function spec.expect(actual)
-  local positive = {}
-  local negative = {}
-  local function matcher(check, describe)
-    return function(...)
-      local ok = check(...)
-      if not ok then fail(describe(...)) end
-    end, function(...)
-      local ok = check(...)
-      if ok then fail("not " .. describe(...)) end
+  current = saved
+  if block.randomized then
+    -- A fixed shuffle (busted's is seeded by the clock; specs must be repeatable here).
+    local state = 0x2545F491
+    local list = block.children
+    for i = #list, 2, -1 do
+      state = (state * 1103515245 + 12345) % 2147483648
+      local j = state % i + 1
+      list[i], list[j] = list[j], list[i]
     end
   end
-  local function add(name, check, describe)
-    positive[name], negative[name] = matcher(check, describe)
+end
+
+local function addTest(name, body, pending)
+  if type(name) ~= "string" then error("it(name, function) expected", 3) end
+  if not pending and type(body) ~= "function" then error("it(name, function) expected", 3) end
+  insert(current.children, { test = true, name = name, body = body, pending = pending, line = callerLine(2) })
+end
+
+local function it(name, body) addTest(name, body, false) end
+local function pending(name, body) addTest(name, body, true) end
+
+local function hook(list, kind)
+  return function(body)
+    if type(body) ~= "function" then error(kind .. "(function) expected", 2) end
+    insert(current[list], body)
+  end
+end
+
+local function finally(body)
+  if running == nil then error("finally(function) belongs inside a test", 2) end
+  if type(body) ~= "function" then error("finally(function) expected", 2) end
+  insert(running.finallies, body)
+end
+
+local function randomize(on)
+  current.randomized = on ~= false
+end
+
+-- Flattens the tree into `tests` (in order), each with its chain of blocks from the outermost.
+local function flatten(block, chain)
+  for _, child in ipairs(block.children) do
+    if child.test then
+      local names = {}
+      for i = 1, #chain do names[#names + 1] = chain[i].name end
+      names[#names + 1] = child.name
+      child.fullName = concat(names, " ")
+      child.chain = chain
+      tests[#tests + 1] = child
+    else
+      local nested = { unpack(chain) }
+      nested[#nested + 1] = child
+      flatten(child, nested)
+    end
+  end
+end
+
+-- Entering and leaving blocks while tests run: setups when a block's first test runs (strict ones whether or
+-- not any test in it will run, lazy ones only then), teardowns when its last has run.
+local entered = {}   -- the chain of blocks entered, outermost first
+local setupFailure = {} -- block -> the error its setup raised (its tests fail with it)
+
+local function runAll(list)
+  for i = 1, #list do list[i]() end
+end
+
+local function leave(depth)
+  while #entered > depth do
+    local block = entered[#entered]
+    entered[#entered] = nil
+    runAll(block.teardowns)
+    if block.lazyEntered then runAll(block.lazyTeardowns) end
+  end
+end
+
+local function enter(chain, lazy)
+  local depth = 0
+  while depth < #entered and entered[depth + 1] == chain[depth + 1] do depth = depth + 1 end
+  leave(depth)
+  for i = depth + 1, #chain do
+    local block = chain[i]
+    entered[i] = block
+    local ok, problem = pcall(runAll, block.setups)
+    if not ok then setupFailure[block] = problem end
+  end
+  if lazy then
+    for i = 1, #chain do
+      local block = chain[i]
+      if not block.lazyEntered then
+        block.lazyEntered = true
+        local ok, problem = pcall(runAll, block.lazySetups)
+        if not ok then setupFailure[block] = problem end
+      end
+    end
+  end
+end
+
+-- The host's interface -----------------------------------------------------------------------------------------
+
+local finished = false
+local function prepare()
+  if #tests == 0 and not finished then flatten(root, {}) end
+end
+
+function spec.count() prepare() return #tests end
+function spec.name(index) return tests[index].fullName end
+function spec.line(index) return tests[index].line end
+function spec.status(index) return tests[index].pending and "pending" or "test" end
+function spec.matches(index, pattern) return tests[index].fullName:find(pattern) ~= nil end
+
+-- Runs test `index`: its blocks' setups as needed, the before_each hooks from the outermost, the test, its
+-- finally handlers and the after_each hooks from the innermost (even when the test failed).
+function spec.run(index)
+  local test = tests[index]
+  enter(test.chain, true)
+  for i = 1, #test.chain do
+    if setupFailure[test.chain[i]] then error(setupFailure[test.chain[i]], 0) end
+  end
+  test.finallies = {}
+  running = test
+  local ok, problem = true, nil
+  for i = 1, #test.chain do
+    if ok then ok, problem = pcall(runAll, test.chain[i].befores) end
+  end
+  if ok then ok, problem = pcall(test.body) end
+  for i = #test.finallies, 1, -1 do
+    local cleaned, why = pcall(test.finallies[i])
+    if ok and not cleaned then ok, problem = false, why end
+  end
+  for i = #test.chain, 1, -1 do
+    local cleaned, why = pcall(runAll, test.chain[i].afters)
+    if ok and not cleaned then ok, problem = false, why end
+  end
+  running = nil
+  if not ok then error(problem, 0) end
+end
+
+-- Leaves every block (their teardowns) once the last test has run.
+function spec.finish()
+  finished = true
+  leave(0)
+end
+
+-- luassert: assert, its chains and its assertions -------------------------------------------------------------
+
+local fillers = { a = true, an = true, the = true, is = true, are = true, was = true, has = true, does = true }
+local negations = { ["not"] = true, no = true }
+local assertions = {}   -- name -> function(arguments, state) -> ok, message, negatedMessage
+local modifiers = {}    -- name -> function(state, arguments): binds a value (spy, array, message)
+
+local function register(names, check)
+  for _, name in ipairs(names) do assertions[name] = check end
+end
+
+local function fail(message, level) error(message, level + 1) end
+
+local chainMeta = {}
+
+local function chain(state)
+  return setmetatable({ state = state }, chainMeta)
+end
+
+local function extend(state, key)
+  local tokens = { unpack(state.tokens) }
+  for token in key:gmatch("[^_%.]+") do tokens[#tokens + 1] = token end
+  return { tokens = tokens, bound = state.bound, message = state.message, kind = state.kind }
+end
+
+-- Resolves a chain's tokens: fillers dropped, negations counted, the rest joined into the assertion's name.
+local function resolve(tokens)
+  local negated, words = false, {}
+  for _, token in ipairs(tokens) do
+    if negations[token] then negated = not negated
+    elseif not fillers[token] then words[#words + 1] = token end
+  end
+  return concat(words, "_"), negated
+end
+
+chainMeta.__index = function(self, key)
+  if type(key) ~= "string" then return nil end
+  local state = rawget(self, "state")
+  local extended = extend(state, key)
+  local name = resolve(extended.tokens)
+  local modifier = modifiers[name]
+  if modifier then
+    return function(...)
+      local bound = { tokens = {}, bound = state.bound, message = state.message, kind = state.kind }
+      for _, token in ipairs(extended.tokens) do
+        if token ~= name and (negations[token] or fillers[token]) then bound.tokens[#bound.tokens + 1] = token end
+      end
+      modifier(bound, pack(...))
+      return chain(bound)
+    end
+  end
+  return chain(extended)
+end
+
+chainMeta.__call = function(self, ...)
+  local state = rawget(self, "state")
+  local name, negated = resolve(state.tokens)
+  local check = assertions[name]
+  if check == nil then error("luassert: no assertion named '" .. name .. "'", 2) end
+  local arguments = pack(...)
+  local ok, message, negatedMessage = check(arguments, state)
+  if negated then ok, message = not ok, negatedMessage end
+  if not ok then
+    if state.message ~= nil then message = tostring(state.message) .. "\n" .. message end
+    fail(message, 2)
+  end
+  return ...
+end
+
+local assertTable = setmetatable({}, {
+  __index = function(_, key)
+    if type(key) ~= "string" then return nil end
+    return chainMeta.__index(chain({ tokens = {} }), key)
+  end,
+  -- `assert(v, message, ...)` is Lua's assert: all its arguments back, or an error with the message.
+  __call = function(_, value, message, ...)
+    if not value then
+      if message == nil then message = "assertion failed!" end
+      error(message, 2)
+    end
+    return value, message, ...
+  end,
+})
+
+-- Modifiers that bind a value: assert.spy(s), assert.stub(s), assert.array(t), assert.message(m).
+modifiers.spy = function(state, arguments) state.bound, state.kind = arguments[1], "spy" end
+modifiers.stub = modifiers.spy
+modifiers.array = function(state, arguments) state.bound, state.kind = arguments[1], "array" end
+modifiers.message = function(state, arguments) state.message = arguments[1] end
+
+local function compareMessage(headline, actual, expected)
+  return headline .. "\nPassed in:\n" .. typed(actual) .. "\nExpected:\n" .. typed(expected)
+end
+
+register({ "same" }, function(a)
+  local expected, actual = a[1], a[2]
+  return same(actual, expected), compareMessage("Expected objects to be the same.", actual, expected),
+    compareMessage("Expected objects not to be the same.", actual, expected)
+end)
+
+register({ "equals", "equal" }, function(a)
+  local expected, actual = a[1], a[2]
+  return actual == expected, compareMessage("Expected objects to be equal.", actual, expected),
+    compareMessage("Expected objects not to be equal.", actual, expected)
+end)
+
+register({ "near" }, function(a)
+  local expected, actual, tolerance = a[1], a[2], a[3]
+  if type(expected) ~= "number" or type(actual) ~= "number" or type(tolerance) ~= "number" then
+    error("near(expected, actual, tolerance) takes three numbers", 4)
+  end
+  local headline = "to be within " .. tostring(tolerance) .. " of each other"
+  return math.abs(actual - expected) <= tolerance, compareMessage("Expected values " .. headline .. ".", actual, expected),
+    compareMessage("Expected values not " .. headline .. ".", actual, expected)
+end)
+
+register({ "matches", "match" }, function(a)
+  local pattern, actual, init, plain = a[1], a[2], a[3], a[4]
+  if type(actual) ~= "string" and type(actual) ~= "number" then
+    return false, compareMessage("Expected a string to match the pattern.", actual, pattern),
+      compareMessage("Expected the value not to match the pattern.", actual, pattern)
+  end
+  local found = tostring(actual):find(pattern, init, plain) ~= nil
+  return found, compareMessage("Expected strings to match.", actual, pattern),
+    compareMessage("Expected strings not to match.", actual, pattern)
+end)
+
+register({ "unique" }, function(a)
+  local list, deep = a[1], a[2]
+  local seen, duplicate = {}, false
+  for i, item in pairs(list) do
+    for j, other in pairs(list) do
+      if i ~= j and ((deep and same(item, other)) or (not deep and item == other)) then duplicate = true end
+    end
+    seen[#seen + 1] = item
+  end
+  return not duplicate, "Expected object to be unique:\n" .. typed(list),
+    "Expected object not to be unique:\n" .. typed(list)
+end)
+
+-- Errors: the message without its "file:line: " position is compared (luassert's rule).
+local function stripPosition(problem)
+  if type(problem) == "string" then return (problem:gsub("^.-:%d+: ", "", 1)) end
+  return problem
+end
+
+register({ "error", "errors" }, function(a)
+  local fn, expected = a[1], a[2]
+  if type(fn) ~= "function" and not (type(fn) == "table" and getmetatable(fn) and getmetatable(fn).__call) then
+    error("error(function [, expected]) takes a function", 4)
+  end
+  local ok, problem = pcall(fn, unpack(a, 3, a.n))
+  local caught = stripPosition(problem)
+  if ok then
+    if a.n < 2 then return false, "Expected an error, but none was raised.", "" end
+    return false, "Expected an error, but none was raised.\nExpected:\n" .. typed(expected), ""
+  end
+  if a.n < 2 then return true, "", "Expected no error, but caught:\n" .. typed(caught) end
+  local matched = same(caught, expected)
+  return matched, "Expected a different error.\nCaught:\n" .. typed(caught) .. "\nExpected:\n" .. typed(expected),
+    "Expected no error, but caught:\n" .. typed(caught)
+end)
+
+register({ "error_matches", "error_match", "matches_error", "match_error" }, function(a)
+  local fn, pattern, init, plain = a[1], a[2], a[3], a[4]
+  local ok, problem = pcall(fn)
+  if ok then
+    return false, "Expected an error matching:\n" .. typed(pattern) .. "\nCaught none", "Caught no error"
+  end
+  local matched = type(problem) == "string" and problem:find(pattern, init, plain) ~= nil
+  return matched, "Expected an error matching:\n" .. typed(pattern) .. "\nCaught:\n" .. typed(problem),
+    "Expected no error matching:\n" .. typed(pattern) .. "\nCaught:\n" .. typed(problem)
+end)
+
+register({ "truthy" }, function(a)
+  return a[1] ~= nil and a[1] ~= false, "Expected to be truthy, but value was:\n" .. typed(a[1]),
+    "Expected not to be truthy, but value was:\n" .. typed(a[1])
+end)
+register({ "falsy" }, function(a)
+  return a[1] == nil or a[1] == false, "Expected to be falsy, but value was:\n" .. typed(a[1]),
+    "Expected not to be falsy, but value was:\n" .. typed(a[1])
+end)
+
+for _, literal in ipairs({ { "true", true }, { "false", false } }) do
+  register({ literal[1] }, function(a)
+    return a[1] == literal[2], "Expected objects to be the same.\nPassed in:\n" .. typed(a[1]) .. "\nExpected:\n" .. typed(literal[2]),
+      "Expected objects not to be the same.\nPassed in:\n" .. typed(a[1]) .. "\nExpected:\n" .. typed(literal[2])
+  end)
+end
+
+for _, kind in ipairs({ "nil", "boolean", "number", "string", "table", "function", "userdata", "thread" }) do
+  register({ kind }, function(a)
+    return type(a[1]) == kind, "Expected type " .. kind .. ", but value was:\n" .. typed(a[1]),
+      "Expected a type other than " .. kind .. ", but value was:\n" .. typed(a[1])
+  end)
+end
+
+register({ "returned_arguments" }, function(a)
+  local expected, actual = a[1], a.n - 1
+  return expected == actual, "Expected " .. tostring(expected) .. " returned values, got " .. actual,
+    "Expected other than " .. tostring(expected) .. " returned values, got " .. actual
+end)
+
+register({ "holes" }, function(a, state)
+  local t = state.bound
+  if type(t) ~= "table" then error("array(t): a table is needed", 4) end
+  local length = a[1] or #t
+  local hole
+  for i = 1, length do
+    if t[i] == nil then hole = i break end
+  end
+  return hole ~= nil, "Expected array to have holes, but none was found.",
+    "Expected array to have no holes, but there was one at index: " .. tostring(hole)
+end)
+
+-- Spies, stubs and mocks ------------------------------------------------------------------------------------
+
+local spyMeta = {}
+local function isSpy(value) return type(value) == "table" and getmetatable(value) == spyMeta end
+
+local function argumentsMatch(expected, actual)
+  if expected.n ~= actual.n then return false end
+  for i = 1, expected.n do
+    if not same(actual[i], expected[i]) then return false end
+  end
+  return true
+end
+
+local function newSpy(callback)
+  local s = { calls = {}, returnvals = {}, callback = callback, responses = {} }
+  return setmetatable(s, spyMeta)
+end
+
+spyMeta.__call = function(self, ...)
+  local arguments = pack(...)
+  self.calls[#self.calls + 1] = { vals = arguments }
+  local results
+  for _, response in ipairs(self.responses) do
+    if argumentsMatch(response.arguments, arguments) then results = response.act(...) break end
+  end
+  if results == nil then results = pack(self.callback(...)) end
+  self.returnvals[#self.returnvals + 1] = results
+  return unpack(results, 1, results.n)
+end
+
+local spyMethods = {
+  clear = function(self)
+    self.calls, self.returnvals = {}, {}
+    return self
+  end,
+  revert = function(self)
+    if self.target ~= nil then self.target[self.key] = self.original end
+    return self.original
+  end,
+  called = function(self, times) return times == nil and #self.calls > 0 or #self.calls == times end,
+  called_with = function(self, ...)
+    local expected = pack(...)
+    for _, call in ipairs(self.calls) do if argumentsMatch(expected, call.vals) then return true end end
+    return false
+  end,
+  returned_with = function(self, ...)
+    local expected = pack(...)
+    for _, results in ipairs(self.returnvals) do if argumentsMatch(expected, results) then return true end end
+    return false
+  end,
+  -- Stubs: what they return or do, in general or for given arguments.
+  returns = function(self, ...)
+    local values = pack(...)
+    self.callback = function() return unpack(values, 1, values.n) end
+    return self
+  end,
+  invokes = function(self, fn)
+    self.callback = fn
+    return self
+  end,
+  on_call_with = function(self, ...)
+    local spyTable, expected = self, pack(...)
+    local responses = {}
+    -- (`.returns(…)` and `:returns(…)` alike.)
+    responses.returns = function(first, ...)
+      local values = rawequal(first, responses) and pack(...) or pack(first, ...)
+      insert(spyTable.responses, { arguments = expected, act = function() return values end })
+      return spyTable
+    end
+    responses.invokes = function(first, fn)
+      if not rawequal(first, responses) then fn = first end
+      insert(spyTable.responses, { arguments = expected, act = function(...) return pack(fn(...)) end })
+      return spyTable
+    end
+    return responses
+  end,
+}
+
+-- A spy's methods work with '.' as with ':' (luassert's stubs: `s.returns(1)` is `s:returns(1)`).
+spyMeta.__index = function(self, key)
+  local method = spyMethods[key]
+  if method == nil then return nil end
+  return function(first, ...)
+    if rawequal(first, self) then return method(self, ...) end
+    return method(self, first, ...)
+  end
+end
+
+
+local spyApi = setmetatable({
+  new = function(fn) return newSpy(fn or function() end) end,
+  is_spy = isSpy,
+  on = function(target, key)
+    if type(target) ~= "table" then error("spy.on(table, key) expected", 2) end
+    local original = target[key]
+    local s = newSpy(function(...) if type(original) == "function" then return original(...) end end)
+    s.target, s.key, s.original = target, key, original
+    target[key] = s
+    return s
+  end,
+}, { __call = function(self, fn) return self.new(fn) end })
+
+local function newStub(target, key, ...)
+  local values = pack(...)
+  local s = newSpy(function() return unpack(values, 1, values.n) end)
+  if target ~= nil then
+    s.target, s.key, s.original = target, key, target[key]
+    target[key] = s
+  end
+  s.by_default = s -- `s.by_default.returns(…)`: what it does when no `on_call_with` matches
+  return s
+end
+
+local stubApi = setmetatable({ new = newStub }, { __call = function(_, target, key, ...) return newStub(target, key, ...) end })
+
+local mockApi = setmetatable({
+  revert = function(mocked)
+    for key, value in pairs(mocked) do if isSpy(value) then value:revert() end end
+  end,
+  clear = function(mocked)
+    for _, value in pairs(mocked) do if isSpy(value) then value:clear() end end
+  end,
+}, {
+  __call = function(self, target, stubbed)
+    for key, value in pairs(target) do
+      if type(value) == "function" then
+        if stubbed then newStub(target, key) else spyApi.on(target, key) end
+      end
+    end
+    return target
+  end,
+})
+
+-- Spy assertions: assert.spy(s).was.called(n) and friends.
+local function spyCheck(name, test, describeIt)
+  register({ name }, function(a, state)
+    local s = state.bound
+    if not isSpy(s) then error("assert.spy(s): s is not a spy (got " .. type(s) .. ")", 4) end
+    local ok = test(s, a)
+    return ok, describeIt(s, a, false), describeIt(s, a, true)
+  end)
+end
+
+local function countWords(s) return #s.calls .. (#s.calls == 1 and " time" or " times") end
+
+spyCheck("called", function(s, a) return spyMethods.called(s, a[1]) end, function(s, a, negated)
+  local wanted = a[1] and (tostring(a[1]) .. (a[1] == 1 and " time" or " times")) or "at least once"
+  return "Expected to " .. (negated and "not " or "") .. "be called " .. wanted .. ", but was called " .. countWords(s)
+end)
+for _, bound in ipairs({
+  { "called_at_least", function(n, m) return n >= m end, "at least" }, { "called_at_most", function(n, m) return n <= m end, "at most" },
+  { "called_more_than", function(n, m) return n > m end, "more than" }, { "called_less_than", function(n, m) return n < m end, "less than" },
+}) do
+  spyCheck(bound[1], function(s, a) return bound[2](#s.calls, a[1]) end, function(s, a, negated)
+    return "Expected to " .. (negated and "not " or "") .. "be called " .. bound[3] .. " " .. tostring(a[1]) ..
+      " times, but was called " .. countWords(s)
+  end)
+end
+spyCheck("called_with", function(s, a) return spyMethods.called_with(s, unpack(a, 1, a.n)) end, function(s, a, negated)
+  local last = s.calls[#s.calls]
+  return "Function was " .. (negated and "" or "never ") .. "called with matching arguments.\nCalled with (last call if any):\n" ..
+    (last and typedList(last.vals) or "(no call)") .. "\nExpected:\n" .. typedList(a)
+end)
+spyCheck("returned_with", function(s, a) return spyMethods.returned_with(s, unpack(a, 1, a.n)) end, function(s, a, negated)
+  local last = s.returnvals[#s.returnvals]
+  return "Function " .. (negated and "" or "never ") .. "returned matching values.\nReturned (last call if any):\n" ..
+    (last and typedList(last) or "(no call)") .. "\nExpected:\n" .. typedList(a)
+end)
+
+-- Matchers: match._, match.is_string(), match.same(v), match.none_of(…), match.is_not.X(…) ---------------------
+
+local function matcher(test) return setmetatable({ test = test }, matcherMeta) end
+
+local matchApi
+local function matcherFor(name, negated, arguments)
+  if name == "_" then return matcher(function() return true end) end
+  if name == "none_of" or name == "any_of" or name == "all_of" then
+    local list = arguments
+    return matcher(function(value)
+      local hits = 0
+      for i = 1, list.n do if list[i].test(value) then hits = hits + 1 end end
+      local ok = (name == "none_of" and hits == 0) or (name == "any_of" and hits > 0) or (name == "all_of" and hits == list.n)
+      if negated then return not ok end
+      return ok
+    end)
+  end
+  if name == "ref" then
+    local target = arguments[1]
+    return matcher(function(value) return rawequal(value, target) == not negated end)
+  end
+  local check = assertions[name]
+  if check == nil then error("match: no matcher named '" .. name .. "'", 3) end
+  return matcher(function(value)
+    local a = { n = arguments.n + 1 }
+    for i = 1, arguments.n do a[i] = arguments[i] end
+    -- The value stands where an assertion takes its actual value: after the expected one, if any.
+    if arguments.n == 0 then a[1] = value else a[arguments.n + 1] = value end
+    if name == "matches" or name == "match" or name == "near" then a[1], a[2], a[3] = arguments[1], value, arguments[2] end
+    local ok = check(a, {})
+    if negated then return not ok end
+    return ok
+  end)
+end
+
+local matchMeta = {}
+matchMeta.__index = function(self, key)
+  if key == "_" then return matcherFor("_") end
+  local tokens = { unpack(rawget(self, "tokens") or {}) }
+  for token in key:gmatch("[^_%.]+") do tokens[#tokens + 1] = token end
+  local name, negated = resolve(tokens)
+  if name == "" or name == "not" then return setmetatable({ tokens = tokens }, matchMeta) end
+  if assertions[name] or name == "none_of" or name == "any_of" or name == "all_of" or name == "ref" then
+    return function(...) return matcherFor(name, negated, pack(...)) end
+  end
+  return setmetatable({ tokens = tokens }, matchMeta)
+end
+matchApi = setmetatable({ is_matcher = isMatcher }, matchMeta)
+
+-- expect (LuaStore's own style) --------------------------------------------------------------------------------
+
+local function expect(actual)
+  local positive, negative = {}, {}
+  local function add(name, check, describeIt)
+    positive[name] = function(...)
+      if not check(...) then fail(describeIt(...), 2) end
+    end
+    negative[name] = function(...)
+      if check(...) then fail("not " .. describeIt(...), 2) end
+    end
   end
   add("equal", function(expected) return same(actual, expected) end,
       function(expected) return "expected " .. render(expected) .. ", got " .. render(actual) end)
@@ -96,12 +718,18 @@ function spec.expect(actual)
   return { to = positive, to_not = negative }
 end
 
-function spec.count() return #tests end
-function spec.name(index) return tests[index].name end
-function spec.run(index)
-  local test = tests[index]
-  for i = 1, #test.setup do test.setup[i]() end
-  test.body()
-end
+-- The globals a spec file sees (SpecTest.swift defines each) ----------------------------------------------------
+
+spec.globals = {
+  describe = describe, context = describe, insulate = describe, expose = describe,
+  it = it, spec = it, test = it, pending = pending,
+  before_each = hook("befores", "before_each"), after_each = hook("afters", "after_each"),
+  setup = hook("setups", "setup"), strict_setup = hook("setups", "strict_setup"),
+  lazy_setup = hook("lazySetups", "lazy_setup"),
+  teardown = hook("teardowns", "teardown"), strict_teardown = hook("teardowns", "strict_teardown"),
+  lazy_teardown = hook("lazyTeardowns", "lazy_teardown"),
+  finally = finally, randomize = randomize,
+  assert = assertTable, spy = spyApi, stub = stubApi, mock = mockApi, match = matchApi, expect = expect,
+}
 
 return spec

@@ -1,0 +1,120 @@
+import Foundation
+
+/// The results of `luastore test`, rendered for people (text) or tools (busted-style JSON, TAP, JUnit XML).
+struct SpecReport {
+    let results: [SpecResult]
+
+    var passed: Int { results.count { $0.status == .passed } }
+    var failed: Int { results.count { $0.status == .failed } }
+    var pending: Int { results.count { $0.status == .pending } }
+
+    func render(_ output: SpecOutput) -> String {
+        switch output {
+        case .text: text
+        case .json: json
+        case .tap: tap
+        case .junit: junit
+        }
+    }
+
+    /// `FAIL file:line: name: message` for each failure, `PENDING file:line: name` for each pending test, then
+    /// `N passed, N failed` (and `, N pending`).
+    var text: String {
+        var lines: [String] = []
+        for result in results {
+            switch result.status {
+            case .failed:
+                let message = (result.message ?? "").replacingOccurrences(of: "\n", with: "\n  ")
+                lines.append("FAIL \(result.location): \(result.name): \(message)")
+            case .pending: lines.append("PENDING \(result.location): \(result.name)")
+            case .passed: break
+            }
+        }
+        lines.append("\(passed) passed, \(failed) failed" + (pending > 0 ? ", \(pending) pending" : ""))
+        return lines.joined(separator: "\n")
+    }
+
+    /// busted's JSON: `successes`, `failures`, `errors` (always empty: a failing test is a failure), `pendings`
+    /// and `duration`; each element has `name`, `file`, `line` (and `message` for failures).
+    var json: String {
+        func element(_ result: SpecResult) -> [String: Any] {
+            var element: [String: Any] = ["name": result.name, "file": result.file]
+            if let line = result.location.split(separator: ":").last.flatMap({ Int($0) }) { element["line"] = line }
+            if let message = result.message { element["message"] = message }
+            element["duration"] = result.seconds
+            return element
+        }
+        let object: [String: Any] = [
+            "successes": results.filter { $0.status == .passed }.map(element),
+            "failures": results.filter { $0.status == .failed }.map(element),
+            "errors": [Any](),
+            "pendings": results.filter { $0.status == .pending }.map(element),
+            "duration": results.reduce(0) { $0 + $1.seconds },
+        ]
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// TAP version 13: `ok`/`not ok` lines, failures' messages as diagnostics, pending tests as `# SKIP`.
+    var tap: String {
+        var lines = ["TAP version 13", "1..\(results.count)"]
+        for (index, result) in results.enumerated() {
+            switch result.status {
+            case .passed: lines.append("ok \(index + 1) - \(result.name)")
+            case .pending: lines.append("ok \(index + 1) - \(result.name) # SKIP pending")
+            case .failed:
+                lines.append("not ok \(index + 1) - \(result.name)")
+                lines.append("# \(result.location)")
+                for line in (result.message ?? "").split(separator: "\n", omittingEmptySubsequences: false) {
+                    lines.append("# \(line)")
+                }
+            }
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    /// JUnit XML: one `testsuite` per spec file.
+    var junit: String {
+        func escape(_ text: String) -> String {
+            var escaped = ""
+            for scalar in text.unicodeScalars {
+                switch scalar {
+                case "&": escaped += "&amp;"
+                case "<": escaped += "&lt;"
+                case ">": escaped += "&gt;"
+                case "\"": escaped += "&quot;"
+                case "\n", "\t": escaped.unicodeScalars.append(scalar)
+                case _ where scalar.value < 0x20: escaped += "&#\(scalar.value);"
+                default: escaped.unicodeScalars.append(scalar)
+                }
+            }
+            return escaped
+        }
+        func time(_ seconds: Double) -> String { String(format: "%.6f", seconds) }
+        var lines = [#"<?xml version="1.0" encoding="UTF-8"?>"#,
+                     #"<testsuites tests="\#(results.count)" failures="\#(failed)" skipped="\#(pending)">"#]
+        var files: [String] = []
+        for result in results where !files.contains(result.file) { files.append(result.file) }
+        for file in files {
+            let own = results.filter { $0.file == file }
+            let suite = SpecReport(results: own)
+            lines.append(#"  <testsuite name="\#(escape(file))" tests="\#(own.count)" failures="\#(suite.failed)" skipped="\#(suite.pending)" time="\#(time(own.reduce(0) { $0 + $1.seconds }))">"#)
+            for result in own {
+                let open = #"    <testcase classname="\#(escape(file))" name="\#(escape(result.name))" time="\#(time(result.seconds))""#
+                switch result.status {
+                case .passed: lines.append(open + "/>")
+                case .pending: lines.append(open + "><skipped/></testcase>")
+                case .failed:
+                    let message = result.message ?? ""
+                    let headline = message.split(separator: "\n").first.map(String.init) ?? ""
+                    lines.append(open + ">")
+                    lines.append(#"      <failure message="\#(escape(headline))">\#(escape(result.location + ": " + message))</failure>"#)
+                    lines.append("    </testcase>")
+                }
+            }
+            lines.append("  </testsuite>")
+        }
+        lines.append("</testsuites>")
+        return lines.joined(separator: "\n")
+    }
+}

@@ -1,0 +1,73 @@
+import Foundation
+import Testing
+#if canImport(FoundationXML)
+import FoundationXML
+#endif
+
+/// `luastore test` runs specs written for busted and luassert (`specs/spec/busted_spec.lua` passes whole;
+/// `specs/spec/failing_spec.lua` fails assertion by assertion), filters them and reports them for tools.
+@Suite struct SpecRunnerTests {
+    static let folder = CLI.packageRoot.appendingPathComponent("Tests/luastoreTests/specs")
+
+    /// Every block, hook, assertion, chain, spy, stub, mock and matcher, passing; each failure's text and line,
+    /// exactly (`specs/expected.txt`).
+    @Test func bustedSpecsRunAndFailuresReadAsLuassertWritesThem() async throws {
+        let run = try await CLI.run(["test", Self.folder.path])
+        #expect(run.status == 1)
+        let expected = try String(contentsOf: Self.folder.appendingPathComponent("expected.txt"), encoding: .utf8)
+        #expect(run.output == expected, "\(run.output)")
+        #expect(!run.output.contains("FAIL spec/busted_spec.lua"), "the busted-style spec passes whole")
+        #expect(run.output.hasSuffix("13 passed, 12 failed, 1 pending\n"))
+    }
+
+    @Test func filterRunsOnlyTheTestsWhoseNamesMatch() async throws {
+        let run = try await CLI.run(["test", Self.folder.path, "--filter", "^luassert spies"])
+        #expect(run.status == 0, "\(run.output)")
+        #expect(run.output == "1 passed, 0 failed\n")
+        let failing = try await CLI.run(["test", Self.folder.path, "--filter", "failing e"])
+        #expect(failing.outputLines.last == "0 passed, 2 failed")
+        let malformed = try await CLI.run(["test", Self.folder.path, "--filter", "[a"])
+        #expect(malformed.status == 2)
+        #expect(malformed.errors == "luastore: --filter \"[a\": malformed pattern (missing ']')\n")
+    }
+
+    @Test func jsonIsBustedsShape() async throws {
+        let run = try await CLI.run(["test", Self.folder.path, "--output", "json"])
+        #expect(run.status == 1)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(run.output.utf8)) as? [String: Any])
+        #expect((object["successes"] as? [Any])?.count == 13)
+        #expect((object["failures"] as? [Any])?.count == 12)
+        #expect((object["errors"] as? [Any])?.isEmpty == true)
+        let pending = try #require((object["pendings"] as? [[String: Any]])?.first)
+        #expect(pending["name"] as? String == "busted blocks is not written yet")
+        #expect(pending["file"] as? String == "spec/busted_spec.lua")
+        #expect(pending["line"] as? Int == 97)
+        let failure = try #require((object["failures"] as? [[String: Any]])?.first)
+        #expect(failure["name"] as? String == "failing same")
+        #expect(failure["line"] as? Int == 2)
+        #expect((failure["message"] as? String)?.hasPrefix("Expected objects to be the same.\nPassed in:\n(table) {2}") == true)
+    }
+
+    @Test func tapCountsEveryTest() async throws {
+        let run = try await CLI.run(["test", Self.folder.path, "--output", "tap"])
+        #expect(run.outputLines.prefix(3) == ["TAP version 13", "1..26", "ok 1 - luassert keeps assert callable"])
+        #expect(run.outputLines.contains("ok 11 - busted blocks is not written yet # SKIP pending"))
+        #expect(run.outputLines.filter { $0.hasPrefix("not ok ") }.count == 12)
+        #expect(run.outputLines.contains("# spec/failing_spec.lua:3"))
+    }
+
+    @Test func junitIsWellFormedXML() async throws {
+        let run = try await CLI.run(["test", Self.folder.path, "--output", "junit"])
+        let document = try XMLDocument(data: Data(run.output.utf8))
+        let root = try #require(document.rootElement())
+        #expect(root.name == "testsuites")
+        #expect(root.attribute(forName: "tests")?.stringValue == "26")
+        #expect(root.attribute(forName: "failures")?.stringValue == "12")
+        #expect(root.attribute(forName: "skipped")?.stringValue == "1")
+        let suites = root.elements(forName: "testsuite")
+        #expect(suites.map { $0.attribute(forName: "name")?.stringValue } == ["spec/busted_spec.lua", "spec/failing_spec.lua"])
+        let failures = try document.nodes(forXPath: "//failure")
+        #expect(failures.count == 12)
+        #expect(failures.first?.stringValue?.hasPrefix("spec/failing_spec.lua:2: Expected objects to be the same.") == true)
+    }
+}
