@@ -165,3 +165,25 @@ import Testing
         #expect(error?.location == "app.lua:3")
     }
 }
+
+/// The deviations issue 12 found, each against Lua's own answer on this machine.
+@Suite struct StringDeviationTests {
+    @Test(arguments: [
+        ("return ('a\\0b'):find('%z')", [LuaValue.integer(2), .integer(2)]),
+        ("return ('\\0'):find('[%z\\1-\\31]')", [.integer(1), .integer(1)]),
+        ("local n = 0 for c = 0, 255 do if string.char(c):find('%Z') then n = n + 1 end end return n", [.integer(255)]),
+        ("return ('x\\0y'):find('%f[%z]')", [.integer(2), .integer(1)]),
+        ("local n = 0 for _ in string.gmatch('11 21 31', '%w*', 10) do n = n + 1 end return n", [.integer(0)]),
+        ("local n = 0 for _ in string.gmatch('11 21 31', '%w*', 9) do n = n + 1 end return n", [.integer(1)]),
+        ("return (('a\\0b\\31'):gsub('[%z\\1-\\31]', function(c) return ('\\\\u%04x'):format(c:byte()) end))",
+         [.string("a\\u0000b\\u001f")]),
+        ("return pcall(tostring, setmetatable({}, { __tostring = function() return {} end }))",
+         [.boolean(false), .string("'__tostring' must return a string")]),
+        ("return tostring(setmetatable({}, { __tostring = function() return 42 end }))", [.string("42")]),
+        ("return tostring(setmetatable({}, { __name = 'Point' }))", [.string("Point")]),
+    ])
+    func theSandboxAnswersAsLua(source: String, expected: [LuaValue]) async throws {
+        let result = try await withVM { vm in try vm.run(source, chunkName: "case.lua") }
+        #expect(result == expected)
+    }
+}
