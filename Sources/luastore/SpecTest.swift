@@ -81,9 +81,8 @@ struct SpecTest: AsyncParsableCommand {
             }
             let exported = try function("globals")
             var globals: [String: LuaReference] = [:]
-            for name in ["describe", "context", "insulate", "expose", "it", "spec", "test", "pending", "before_each",
-                         "after_each", "setup", "strict_setup", "lazy_setup", "teardown", "strict_teardown",
-                         "lazy_teardown", "finally", "randomize", "assert", "spy", "stub", "mock", "match", "expect"] {
+            let names = try vm.call(try function("globalnames")).first?.string ?? ""
+            for name in names.split(separator: " ").map(String.init) {
                 guard let value = try vm.field(.string(name), of: exported) else {
                     throw LuaError(.runtime, "the spec library has no '\(name)'")
                 }
@@ -154,13 +153,4 @@ struct SpecResult {
     /// `file:line` of the failure, or of the test.
     var location: String
     var seconds: Double = 0
-
-    init(file: String, name: String, status: Status, message: String? = nil, location: String, seconds: Double = 0) {
-        self.file = file
-        self.name = name
-        self.status = status
-        self.message = message
-        self.location = location
-        self.seconds = seconds
-    }
 }

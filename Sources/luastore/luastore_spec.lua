@@ -381,12 +381,11 @@ end)
 
 register({ "unique" }, function(a)
   local list, deep = a[1], a[2]
-  local seen, duplicate = {}, false
+  local duplicate = false
   for i, item in pairs(list) do
     for j, other in pairs(list) do
       if i ~= j and ((deep and same(item, other)) or (not deep and item == other)) then duplicate = true end
     end
-    seen[#seen + 1] = item
   end
   return not duplicate, "Expected object to be unique:\n" .. typed(list),
     "Expected object not to be unique:\n" .. typed(list)
@@ -731,5 +730,13 @@ spec.globals = {
   finally = finally, randomize = randomize,
   assert = assertTable, spy = spyApi, stub = stubApi, mock = mockApi, match = matchApi, expect = expect,
 }
+
+-- The names of `spec.globals`, space-separated, for the host to define each.
+function spec.globalnames()
+  local names = {}
+  for name in pairs(spec.globals) do names[#names + 1] = name end
+  sort(names)
+  return concat(names, " ")
+end
 
 return spec
