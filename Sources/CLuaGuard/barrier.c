@@ -38,6 +38,11 @@
 // `reduce` or `migrate` runs (writes are journaled); `props`, a selector or `subscriptions` runs (writes are
 // errors, reads are recorded by the Lua half).
 //
+// The state is data, a tree (README, "State is data"): the fast path stores only strings, booleans and finite
+// numbers; the Lua half refuses anything else that is not data, a table placed in a second place or inside
+// itself, and keys that are not data. That is what makes a change's path (where the changed table is, from the
+// records `to_proxy` keeps) well defined, and every state convertible.
+//
 // Limits, by design: state tables are data (no metatables of their own); `next` and `rawget`/`rawset` do not
 // see through proxies (`pairs`, indexing and `table.*` do; the sandbox's `rawset` refuses proxies); a proxy may
 // not be kept after the function that received it returns.
@@ -49,6 +54,8 @@
 // functions Lua calls (`lua_CFunction`s) are entered with their arguments and may raise (`e`): they run only
 // inside a protected call the host made, never in a Swift frame.
 #include "clua_guard.h"
+
+#include <math.h>
 
 // MARK: The barrier's state
 
@@ -73,6 +80,7 @@ typedef struct Barrier {
     lua_Integer made;           /* proxies made since the caches were last emptied */
     lua_Integer lastNotedAt;    /* `flushes` when __newindex remembered the last change it saw recorded */
     int subscriptionsDirty;     /* `subscriptions` must run again before its result is used */
+    int moved;                  /* the open transaction stored a table that was in the state already */
 } Barrier;
 
 // MARK: Upvalues
@@ -90,7 +98,9 @@ enum { FIELD, LITERAL, SPARE };
     X(PROXIES, FIELD, "proxies")    /* real table -> proxy */                                           \
     X(META, FIELD, "meta")          /* the proxies' metatable */                                        \
     X(WEAK_KEYS, FIELD, "weakkeys") /* { __mode = "k" } */                                              \
-    X(WEAK_ALL, FIELD, "weakall")   /* { __mode = "kv" } */
+    X(WEAK_ALL, FIELD, "weakall")   /* { __mode = "kv" } */                                             \
+    X(PARENTS, FIELD, "parents")    /* real table -> the real table holding it (recorded with its proxy) */ \
+    X(PARENT_KEYS, FIELD, "parentkeys") /* real table -> the key it is held under */
 
 /// `__index`'s own upvalues.
 #define INDEX_UPVALUES(X) X(INDEX_FALLBACK, FIELD, "index") /* the Lua __index, for everything else */
@@ -109,6 +119,7 @@ enum { FIELD, LITERAL, SPARE };
 #define RUN_UPVALUES(X)                                                                                    \
     X(RUN_HOLDER, FIELD, "holder")  /* holder.state is the app's state table */                          \
     X(RUN_ADOPT, FIELD, "adopt")    /* adopt(result): installs a state the reducer returned */           \
+    X(RUN_SETTLE, FIELD, "settle")  /* settle(): checks the tables the action moved (one place each) */   \
     X(RUN_TYPE, LITERAL, "type")    /* the key of an action's type */                                     \
     X(RUN_STATE, LITERAL, "state")  /* the key of the state in `holder` */
 
@@ -133,8 +144,11 @@ enum { JOURNAL_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, JOURNAL_UPVALUES(UPVALUE_EN
 /// [-0, +0, -] The barrier of the running function.
 static Barrier *barrier(lua_State *L) { return (Barrier *)lua_touserdata(L, UPVALUE(CONTROL)); }
 
-/// [-1, +1, m] Replaces the real table on top with its proxy, made now if it has none.
-static void to_proxy(lua_State *L, Barrier *b) {
+/// [-1, +1, m] Replaces the real table on top with its proxy, made now if it has none. A proxy made now
+/// records where the table is — the real table at stack index `parent` holds it under the key at `key` —
+/// unless `parent` is 0 (the root, or a table whose place the Lua side records itself). Paths of changes and
+/// the one-place rule (`state_runtime.lua`, "State is data") read those records.
+static void to_proxy(lua_State *L, Barrier *b, int parent, int key) {
     lua_pushvalue(L, -1);
     if (lua_rawget(L, UPVALUE(PROXIES)) != LUA_TNIL) { /* made before */
         lua_remove(L, -2);
@@ -150,6 +164,14 @@ static void to_proxy(lua_State *L, Barrier *b) {
     lua_pushvalue(L, -2);
     lua_pushvalue(L, -2);
     lua_rawset(L, UPVALUE(PROXIES)); /* proxies[real] = proxy */
+    if (parent != 0) {
+        lua_pushvalue(L, -2);
+        lua_pushvalue(L, parent);
+        lua_rawset(L, UPVALUE(PARENTS)); /* parents[real] = parent */
+        lua_pushvalue(L, -2);
+        lua_pushvalue(L, key);
+        lua_rawset(L, UPVALUE(PARENT_KEYS)); /* parentkeys[real] = key */
+    }
     lua_remove(L, -2);
     if (++b->made == PROXIES_BEFORE_WEAK) {
         lua_pushvalue(L, UPVALUE(WEAK_KEYS));
@@ -196,6 +218,7 @@ static void clear_journal_tail(lua_State *L, Barrier *b, int journal) {
 /// [-0, +0, -] Drops the last transaction's journal (its slots are overwritten, not emptied) and opens a new one.
 static void begin_transaction(Barrier *b) {
     b->count = 0;
+    b->moved = 0;
     b->mode = MODE_WRITE;
 }
 
@@ -219,7 +242,7 @@ static int barrier_index(lua_State *L) {
         __builtin_prefetch(table);
         __builtin_prefetch(table + 64);
         __builtin_prefetch(table + 128);
-        to_proxy(L, b);
+        to_proxy(L, b, 3, 2);
     }
     return 1;
 }
@@ -233,14 +256,27 @@ static void remember_noted(lua_State *L, Barrier *b) {
     b->lastNotedAt = b->flushes;
 }
 
+/// [-0, +0, -] Whether the value at `index` is a string, a boolean or a finite number: data the fast path may
+/// store. (Everything else — a table, nil, a function, NaN — is the Lua half's to store or refuse.)
+static int is_plain_data(lua_State *L, int index) {
+    switch (lua_type(L, index)) {
+    case LUA_TSTRING:
+    case LUA_TBOOLEAN:
+        return 1;
+    case LUA_TNUMBER:
+        return lua_isinteger(L, index) || isfinite(lua_tonumber(L, index));
+    default:
+        return 0;
+    }
+}
+
 /// `__newindex(proxy, key, value)` [-3, +0, e] while writing, for a key that stays (neither the old nor the new
-/// value is nil) and values that are not tables: journaled, written, recorded for the readers of that table.
+/// value is nil) and values that are plain data (strings, booleans, finite numbers): journaled, written,
+/// recorded for the readers of that table. (A key that stays was accepted as data when it appeared.)
 static int barrier_newindex(lua_State *L) {
     Barrier *b = barrier(L);
     int keyType = lua_type(L, 2);
-    int valueType = lua_type(L, 3);
-    if (b->mode != MODE_WRITE || lua_gettop(L) != 3 || keyType == LUA_TTABLE || keyType == LUA_TNIL || valueType == LUA_TTABLE ||
-        valueType == LUA_TNIL) {
+    if (b->mode != MODE_WRITE || lua_gettop(L) != 3 || keyType == LUA_TTABLE || keyType == LUA_TNIL || !is_plain_data(L, 3)) {
         return fall_back(L, UPVALUE(WRITE_FALLBACK), 3, 0);
     }
     lua_pushvalue(L, 1);
@@ -311,7 +347,7 @@ static int barrier_run(lua_State *L) {
     // replaces the state.
     lua_pushvalue(L, UPVALUE(RUN_STATE));
     lua_rawget(L, UPVALUE(RUN_HOLDER));
-    to_proxy(L, b);
+    to_proxy(L, b, 0, 0);
     for (lua_Integer i = first; i <= last; i++) {
         b->position = i;
         if (lua_rawgeti(L, 2, i) != LUA_TTABLE || (lua_pushvalue(L, UPVALUE(RUN_TYPE)), lua_rawget(L, 7)) != LUA_TSTRING) {
@@ -334,8 +370,13 @@ static int barrier_run(lua_State *L) {
             lua_call(L, 1, 0);
             lua_pushvalue(L, UPVALUE(RUN_STATE)); /* the new state's proxy */
             lua_rawget(L, UPVALUE(RUN_HOLDER));
-            to_proxy(L, b);
+            to_proxy(L, b, 0, 0);
             lua_replace(L, 6);
+        }
+        if (b->moved) {
+            b->moved = 0;
+            lua_pushvalue(L, UPVALUE(RUN_SETTLE));
+            lua_call(L, 0, 0);
         }
         b->mode = MODE_CLOSED;
         if (!lua_isnil(L, 9)) {
@@ -358,11 +399,19 @@ static int barrier_run(lua_State *L) {
 
 // MARK: The functions: the Lua side's view of the barrier's state
 
-/// `proxy(real)` [-1, +1, e]: the proxy of a real table, made now if it has none.
+/// `proxy(real)` [-1, +1, e]: the proxy of a real table, made now if it has none (the Lua side records where
+/// the table is).
 static int barrier_proxy(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_settop(L, 1);
-    to_proxy(L, barrier(L));
+    to_proxy(L, barrier(L), 0, 0);
+    return 1;
+}
+
+/// `count()` [-0, +1, -]: journal slots the open (or last) transaction filled: its writes are the triples at
+/// 1..count (the Lua side reads them to tell what the transaction changed).
+static int barrier_count(lua_State *L) {
+    lua_pushinteger(L, barrier(L)->count);
     return 1;
 }
 
@@ -415,6 +464,12 @@ static int barrier_set_mode(lua_State *L) {
     lua_Integer mode = luaL_checkinteger(L, 1);
     luaL_argcheck(L, mode == MODE_CLOSED || mode == MODE_WRITE || mode == MODE_READ, 1, "not a mode of the barrier");
     barrier(L)->mode = mode;
+    return 0;
+}
+
+/// `setmoved()` [-0, +0, -]: the open transaction moved a table; `run` calls `settle` before it commits.
+static int barrier_set_moved(lua_State *L) {
+    barrier(L)->moved = 1;
     return 0;
 }
 
@@ -491,7 +546,7 @@ static void push_closure(lua_State *L, int control, lua_CFunction function, cons
 }
 
 /// `makebarrier{…}` [-1, +1, e]. The table gives the shared fields (`targets`, `proxies`, `meta`, `weakkeys`,
-/// `weakall`), each function's own (the lists above), and optionally `control`, the barrier whose state a new
+/// `weakall`, `parents`, `parentkeys`), each function's own (the lists above), and optionally `control`, the barrier whose state a new
 /// set of functions keeps (when the Lua side replaces its caches). Returns the functions (`index`, `newindex`,
 /// `run`, and those of "The functions"), `control`, and the modes (`CLOSED`, `WRITE`, `READ`).
 int clua_make_barrier(lua_State *L) {
@@ -537,6 +592,8 @@ int clua_make_barrier(lua_State *L) {
         { "position", barrier_position, NULL, 0 },
         { "proxy", barrier_proxy, NULL, 0 },
         { "made", barrier_made, NULL, 0 },
+        { "count", barrier_count, NULL, 0 },
+        { "setmoved", barrier_set_moved, NULL, 0 },
     };
     for (int i = 0; i < COUNT(functions); i++) {
         push_closure(L, control, functions[i].function, functions[i].upvalues, functions[i].count);

@@ -17,7 +17,7 @@ import Testing
                 local B
                 B = makebarrier {
                   targets = targets, proxies = proxies, meta = meta, weakkeys = { __mode = "k" },
-                  weakall = { __mode = "kv" }, journal = journal, dependents = dependents, changes = changes,
+                  weakall = { __mode = "kv" }, parents = {}, parentkeys = {}, journal = journal, dependents = dependents, changes = changes,
                   holder = holder,
                   index = function(p, k) handed.index = handed.index + 1; return targets[p][k] end,
                   newindex = function(p, k, v)
@@ -27,6 +27,7 @@ import Testing
                   end,
                   note = function() handed.note = handed.note + 1 end,
                   adopt = function(result) handed.adopt = handed.adopt + 1; holder.state = targets[result] or result end,
+                  settle = function() end,
                 }
                 meta.__index, meta.__newindex = B.index, B.newindex
                 local real = holder.state
@@ -118,7 +119,7 @@ import Testing
 
     @Test func missingFieldsAreNamed() async throws {
         let results = try await run("""
-            local ok, message = pcall(makebarrier, { targets = {}, proxies = {}, meta = {}, weakkeys = {}, weakall = {} })
+            local ok, message = pcall(makebarrier, { targets = {}, proxies = {}, meta = {}, weakkeys = {}, weakall = {}, parents = {}, parentkeys = {} })
             return ok, message
             """)
         #expect(results[0] == false)

@@ -23,6 +23,7 @@ local ALL, STRUCTURE = {}, {}          -- read markers: every key of a table; it
 local HOLDER_STATE = { state = true }  -- what every reader reads of `holder` (shared; never written)
 local targets = {}                                     -- proxy -> real table
 local proxies = {}                                     -- real table -> its proxy
+local parents, parentKeys = {}, {}                     -- real table -> the table holding it, and the key (below)
 local WEAK_KEYS, WEAK_ALL = { __mode = "k" }, { __mode = "kv" }
 local installBarrier                                   -- (below) makes the metamethods for the current caches
 local tablesLeft = false                               -- a committed write replaced or removed a table
@@ -73,6 +74,14 @@ local function proxy(real)
   return proxies[real] or B.proxy(real)
 end
 
+-- The proxy of `real`, reached as `parent[key]`: a proxy made now records where its table is.
+local function proxyAt(real, parent, key)
+  local p = proxies[real]
+  if p ~= nil then return p end
+  parents[real], parentKeys[real] = parent, key
+  return B.proxy(real)
+end
+
 -- Proxies live only while a function runs, so between calls the caches may start afresh; doing so once they
 -- hold a few hundred entries keeps them small (a reducer touching a different item each time would otherwise
 -- grow them without end). They are emptied in place, not replaced: a table keeps its slots when emptied, so
@@ -81,18 +90,27 @@ end
 -- The caches hold their tables strongly, so they are also emptied by a flush after a table left the state
 -- (a write replaced or removed one): such a table (a list the reducer replaced) is released by the next
 -- flush at the latest.
-local function trimCaches(afterFlush)
+--
+-- The records of where tables are (`parents`, "State is data" below) go with the caches: a record is kept as
+-- long as its table's proxy, so every table with a proxy has one. Tables a write stored count like proxies
+-- made (a large init records every table once). `force` empties everything (after a rollback, which may have
+-- put tables back where their records no longer say).
+local placed = 0 -- tables stored since the caches were last emptied (each has a record)
+
+local function trimCaches(afterFlush, force)
   local made = B.made()
-  if made > 512 or (afterFlush and tablesLeft and made > 0) then
+  if force or made + placed > 512 or (afterFlush and tablesLeft and made + placed > 0) then
     tablesLeft = false
-    if made >= 4096 then
-      targets, proxies = {}, {}
+    if made >= 4096 or placed >= 512 then -- (cheaper to let large caches go than to empty them)
+      targets, proxies, parents, parentKeys = {}, {}, {}, {}
       installBarrier()
     else
       for p in next, targets do targets[p] = nil end
       for real in next, proxies do proxies[real] = nil end
+      for real in next, parents do parents[real], parentKeys[real] = nil, nil end
     end
     B.made(0)
+    placed = 0
   end
 end
 
@@ -125,50 +143,218 @@ local function stale(level)
   error("a state table kept from an earlier call was used: state tables can be used only during the call that received them", level + 1)
 end
 
--- Strips proxies out of a value about to be stored or returned: the real state never holds a proxy. State
--- tables are plain data: one with a metatable is refused, which is what lets the barrier below index real
--- tables directly (`real[key]`, no `rawget` call) with raw semantics.
-local function unwrap(value, storing)
+-- Strips proxies out of a value about to be returned (props, commands): the host converts real tables.
+local function unwrap(value)
   if not istable(value) then return value end
   local real = targets[value]
   if real ~= nil then return real end
-  if not storing then
-    -- The common case (props of plain values, no commands inside): nothing to strip, nothing to allocate.
-    local flat = true
-    for key, item in next, value do
-      if istable(item) or istable(key) then flat = false break end
-    end
-    if flat then return value end
+  -- The common case (props of plain values, no commands inside): nothing to strip, nothing to allocate.
+  local flat = true
+  for key, item in next, value do
+    if istable(item) or istable(key) then flat = false break end
   end
+  if flat then return value end
   local seen = {}
   local function strip(t)
     if seen[t] then return end
     seen[t] = true
-    if storing and getmetatable(t) ~= nil then
-      error("state tables are plain data: a table with a metatable cannot be stored in the state", 0)
-    end
-    local proxyKeys
     for key, item in next, t do
       if istable(item) then
         local inner = targets[item]
         if inner ~= nil then rawset(t, key, inner) else strip(item) end
       end
-      if istable(key) and targets[key] ~= nil then
-        proxyKeys = proxyKeys or {}
-        proxyKeys[#proxyKeys + 1] = key
-      end
-    end
-    if proxyKeys then
-      for i = 1, #proxyKeys do
-        local key = proxyKeys[i]
-        local item = rawget(t, key)
-        rawset(t, key, nil)
-        rawset(t, targets[key], item)
-      end
     end
   end
   strip(value)
   return value
+end
+
+-- State is data ------------------------------------------------------------------------------------
+--
+-- The state holds only strings, booleans, finite numbers and tables of those (no metatables), under keys that
+-- are strings, booleans or finite numbers; and it is a tree: a table is in one place of it. So every state
+-- converts exactly (to Swift, to a recording, to JSON), and every table has one path, which the journal names
+-- changes by. Anything else is refused at the write, with the script's line, and the transaction rolls back.
+--
+-- Where each table is: `parents[t]` holds t under `parentKeys[t]`, recorded when t's proxy is made (the
+-- script reached t from there) or when t is stored. Records may be stale (t was removed or replaced since):
+-- `attached` checks each link. They live as long as the proxy caches and are emptied with them; the roots
+-- (the app's state, children's states) need none.
+
+local huge = math.huge
+local MAX_DEPTH = 1000 -- deeper than any state converts: only a cycle in the records goes further
+
+-- Whether the real table `t` is in a state now: each recorded link up to a root still holds it.
+local function attached(t)
+  for _ = 1, MAX_DEPTH do
+    if t == holder.state then return true end
+    local parent = parents[t]
+    if parent == nil then return false end
+    local key = parentKeys[t]
+    if parent[key] ~= t then return false end
+    if parent == children then return true end
+    t = parent
+  end
+  return false
+end
+
+local KEYWORDS = {}
+for word in ("and break do else elseif end false for function goto if in local nil not or repeat return then true until while"):gmatch("%a+") do
+  KEYWORDS[word] = true
+end
+
+local function renderKey(key)
+  if type(key) == "string" then
+    if key:match("^[%a_][%w_]*$") and not KEYWORDS[key] then return "." .. key end
+    return "[" .. referencestrings.format("%q", key) .. "]"
+  end
+  return "[" .. tostring(key) .. "]"
+end
+
+-- How a message names the real table `t` (and `key` inside it): `state.todos[3]`, from the records.
+local function describe(t, key)
+  local parts = {}
+  if key ~= nil then parts[1] = renderKey(key) end
+  while t ~= holder.state do
+    if #parts > MAX_DEPTH then return "a table inside itself" end
+    local parent = parents[t]
+    if parent == nil then return "a table no longer in the state" .. table.concat(parts) end
+    if parent == holder or parent == children then break end
+    table.insert(parts, 1, renderKey(parentKeys[t]))
+    t = parent
+  end
+  table.insert(parts, 1, parents[t] == children and "the child store's state" or "state")
+  return table.concat(parts)
+end
+
+local DATA = "the state holds only data: strings, booleans, finite numbers and tables of those"
+
+-- The functions below return a message for what they refuse (nil when all is well); the caller raises it
+-- where the script's line is known.
+
+-- A key that is not data, new in `t`.
+local function badKey(key, t)
+  local kind = type(key)
+  if kind == "string" or kind == "boolean" then return nil end
+  if kind == "number" then
+    if key ~= huge and key ~= -huge then return nil end -- (a NaN key never gets here: Lua refuses it first)
+    return describe(t) .. ": " .. tostring(key) .. " cannot be a key in the state (" .. DATA .. ")"
+  end
+  return describe(t) .. ": a " .. kind .. " cannot be a key in the state (" .. DATA .. ")"
+end
+
+-- A value that is not data (tables are `prepare`'s), about to be stored at `t[key]`.
+local function badValue(value, t, key)
+  local kind = type(value)
+  if kind == "string" or kind == "boolean" or kind == "nil" then return nil end
+  if kind == "number" then
+    if value == value and value ~= huge and value ~= -huge then return nil end
+    return describe(t, key) .. ": " .. tostring(value) .. " cannot be stored in the state (" .. DATA .. ")"
+  end
+  return describe(t, key) .. ": a " .. kind .. " cannot be stored in the state (" .. DATA .. ")"
+end
+
+local function badTable(item, t, key)
+  if getmetatable(item) == MARKER then
+    return "a state table kept from an earlier call was used: state tables can be used only during the call that received them"
+  end
+  return describe(t, key) .. ": a table with a metatable cannot be stored in the state (" .. DATA .. ")"
+end
+
+-- Prepares a table about to be stored at `real[key]`: strips proxies (the real state never holds one) and
+-- checks that it is data, recording where each new table goes. Returns the real table, the state tables it
+-- moves (tables already in the state, now placed somewhere new) as (table, new parent, new key) triples for
+-- `settle` to check once the write is made, and a message when something is refused. Costs the size of the
+-- new part, never of the tables it moves.
+local function prepare(value, real, key)
+  local inner = targets[value]
+  if inner ~= nil or parents[value] ~= nil or value == holder.state then
+    return inner or value, { inner or value, real, key }
+  end
+  if getmetatable(value) ~= nil then return value, nil, badTable(value, real, key) end
+  local moves, seen, failure = nil, { [value] = true }, nil
+  parents[value], parentKeys[value] = real, key
+  placed = placed + 1
+  local function walk(t)
+    for k, item in next, t do
+      failure = badKey(k, t)
+      if failure then return end
+      if istable(item) then
+        local target = targets[item]
+        if target ~= nil then
+          rawset(t, k, target)
+          item = target
+        end
+        if target ~= nil or parents[item] ~= nil or item == holder.state then
+          moves = moves or {}
+          moves[#moves + 1], moves[#moves + 2], moves[#moves + 3] = item, t, k
+        elseif seen[item] then
+          failure = describe(t, k) .. ": the same table is in two places of the value stored (the state is a tree: store a copy)"
+        elseif getmetatable(item) ~= nil then
+          failure = badTable(item, t, k)
+        else
+          seen[item] = true
+          parents[item], parentKeys[item] = t, k
+          placed = placed + 1
+          walk(item)
+        end
+      else
+        failure = badValue(item, t, k)
+      end
+      if failure then return end
+    end
+  end
+  walk(value)
+  return value, moves, failure
+end
+
+-- A transaction's moves: each table a write placed somewhere new although it was in the state, with the
+-- place it left ((table, old parent, old key) triples). Checked once, when the transaction commits: in the
+-- middle of one a table may well be in two places (`table.remove`, `table.sort` and `table.insert` shift
+-- entries one write at a time; a reducer moves a table by storing it first and removing it after).
+local moved, movedCount = {}, 0
+
+-- After a write stored tables `prepare` found already in the state: their records point at their new places,
+-- and the places they left are noted for `settleMoves`.
+local function recordMoves(moves)
+  if moves == nil then return end
+  for i = 1, #moves, 3 do
+    local t = moves[i]
+    local oldParent, oldKey = parents[t], parentKeys[t]
+    if t == holder.state then oldParent, oldKey = holder, "state" end
+    moved[movedCount + 1], moved[movedCount + 2], moved[movedCount + 3] = t, oldParent, oldKey
+    movedCount = movedCount + 3
+    parents[t], parentKeys[t] = moves[i + 1], moves[i + 2]
+  end
+  B.setmoved()
+end
+
+-- At commit: every table the transaction moved is in one place, and not inside itself; raises otherwise
+-- (the host rolls the transaction back). Costs the moves, times the depth of the state.
+local function settleMoves()
+  local count = movedCount
+  movedCount = 0
+  for i = 1, count, 3 do
+    local t, oldParent, oldKey = moved[i], moved[i + 1], moved[i + 2]
+    moved[i], moved[i + 1], moved[i + 2] = nil, nil, nil
+    local up, depth = parents[t], 0
+    while up ~= nil and up ~= holder and up ~= children do
+      depth = depth + 1
+      if up == t or depth > MAX_DEPTH then
+        for j = i + 3, count do moved[j] = nil end
+        error(describe(parents[t], parentKeys[t]) .. ": a table cannot be stored inside itself (the state is a tree)", 0)
+      end
+      up = parents[up]
+    end
+    if oldParent ~= nil and (oldParent ~= parents[t] or oldKey ~= parentKeys[t]) and oldParent[oldKey] == t
+        and attached(oldParent) and attached(t) then
+      for j = i + 3, count do moved[j] = nil end
+      local here = describe(t)
+      parents[t], parentKeys[t] = oldParent, oldKey
+      error("after the action, one table is both at " .. here .. " and at " .. describe(t)
+        .. ": a table can be in one place of the state only (remove it from the old place, or store a copy)", 0)
+    end
+  end
 end
 
 -- The barrier's `__index` and `__newindex` (`makebarrier`, trusted host code) do the common cases in C —
@@ -184,7 +370,7 @@ local function indexFallback(p, key)
   if keyTarget ~= nil then key = keyTarget end
   if reads then note(real, key) end
   local value = real[key]
-  if istable(value) then return proxies[value] or proxy(value) end
+  if istable(value) then return proxies[value] or proxyAt(value, real, key) end
   return value
 end
 
@@ -196,15 +382,24 @@ local function newindexFallback(p, key, value)
   end
   local real = targets[p]
   if real == nil then stale(3) end
-  local keyTarget = targets[key]
-  if keyTarget ~= nil then key = keyTarget end
   -- Refused before anything is journaled: undoing a journaled write to such a key would itself fail.
   if key == nil then error("table index is nil", 3) elseif key ~= key then error("table index is NaN", 3) end
-  if istable(value) then value = unwrap(value, true) end
+  local moves, failure
+  if istable(value) then
+    value, moves, failure = prepare(value, real, key)
+  else
+    failure = badValue(value, real, key)
+  end
+  if failure then error(failure, 3) end
   local old = real[key]
   if old == value then return end
+  if old == nil then
+    failure = badKey(key, real)
+    if failure then error(failure, 3) end
+  end
   B.record(real, key, old)
   real[key] = value
+  recordMoves(moves)
   local byKey = dependents[real]
   if byKey ~= nil then
     -- Often the change is already recorded (the same field written again since the last flush).
@@ -233,7 +428,7 @@ meta.__pairs = function(p)
   return function()
     local value
     key, value = next(real, key)
-    if istable(value) then value = proxy(value) end
+    if istable(value) then value = proxyAt(value, real, key) end
     return key, value
   end
 end
@@ -245,6 +440,7 @@ local M = {}
 -- Ends a transaction. Nothing is left to record: the barrier (and `replace`, for the runtime's own writes)
 -- recorded each change as it happened.
 local function commit()
+  if movedCount > 0 then settleMoves() end
   B.setmode(CLOSED)
 end
 
@@ -256,6 +452,15 @@ local function replace(tbl, key, value)
   local byKey = dependents[tbl]
   if byKey ~= nil then noteChange(tbl, byKey, key, old == nil or value == nil) end
   if istable(old) then tablesLeft = true end
+end
+
+-- Stores a whole state (`holder.state`, a child's in `children`) that `what` (init, reduce, migrate) gave,
+-- checked as any stored table is.
+local function placeRoot(tbl, key, value, what)
+  local real, moves, failure = prepare(value, tbl, key)
+  if failure then error(what .. ": " .. failure, 0) end
+  replace(tbl, key, real)
+  recordMoves(moves)
 end
 
 -- The journal is kept until the next transaction begins, so the host can still undo the last one (when
@@ -270,15 +475,15 @@ local function adopt(result)
   if not istable(result) then
     error("reduce must return the state table, a new state table, or nothing (it returned a " .. type(result) .. ")", 0)
   end
-  replace(holder, "state", unwrap(result, true))
+  placeRoot(holder, "state", result, "the state reduce returned")
 end
 
 -- Makes the barrier over the current caches (again whenever they are replaced; its state carries over).
 function installBarrier()
   B = makebarrier {
     control = B and B.control, targets = targets, proxies = proxies, meta = meta, weakkeys = WEAK_KEYS,
-    weakall = WEAK_ALL, journal = journal, dependents = dependents, changes = pending, holder = holder,
-    index = indexFallback, newindex = newindexFallback, note = noteChange, adopt = adopt,
+    weakall = WEAK_ALL, parents = parents, parentkeys = parentKeys, journal = journal, dependents = dependents, changes = pending, holder = holder,
+    index = indexFallback, newindex = newindexFallback, note = noteChange, adopt = adopt, settle = settleMoves,
   }
   meta.__index, meta.__newindex = B.index, B.newindex
   CLOSED, WRITE, READ = B.CLOSED, B.WRITE, B.READ
@@ -294,7 +499,7 @@ end
 -- `runPosition` then says which one it was (the ones before it are committed, its own writes are in the
 -- journal for the host to roll back). Proxies a run makes are trimmed before the next one.
 function M.reduceRun(reduce, list, first, last)
-  if B.made() > 512 then trimCaches() end
+  if B.made() + placed > 512 then trimCaches() end
   reads = false
   local position, commands, dirty, refused = B.run(reduce, list, first, last, readers.subscriptions ~= nil)
   if commands ~= nil then commands = unwrap(commands) end
@@ -316,9 +521,11 @@ end
 
 -- Undoes the open or last transaction, newest write first.
 function M.rollback()
-  tablesLeft = true -- tables the undone writes had added leave the state
   B.rollback()
   reads = false
+  for i = 1, movedCount do moved[i] = nil end
+  movedCount = 0
+  trimCaches(false, true)
 end
 
 -- Runs `fn(state, ...)` as a transaction that is not an action (init's result, migrate).
@@ -328,7 +535,7 @@ function M.transform(fn, ...)
   local result = fn(state, ...)
   if result ~= nil and result ~= state then
     if not istable(result) then error("the function must return a state table or nothing", 0) end
-    replace(holder, "state", unwrap(result, true))
+    placeRoot(holder, "state", result, "the state it returned")
   end
   commit()
 end
@@ -336,8 +543,9 @@ end
 function M.setState(state)
   if not istable(state) then error("init must return a table (it returned a " .. type(state) .. ")", 0) end
   begin()
-  replace(holder, "state", unwrap(state, true))
+  placeRoot(holder, "state", state, "init's state")
   commit()
+  trimCaches(false, true) -- the records of a whole new state are not needed past its transaction
 end
 
 function M.state() return holder.state end
@@ -347,7 +555,7 @@ function M.state() return holder.state end
 function M.setChild(id, state)
   if not istable(state) then error("a child's init must return a table (it returned a " .. type(state) .. ")", 0) end
   begin()
-  replace(children, id, unwrap(state, true))
+  placeRoot(children, id, state, "the child's init state")
   commit()
 end
 
@@ -366,11 +574,76 @@ function M.reduceChild(id, reduce, action)
     if not istable(result) then
       error("a child's reduce must return its state table, a new table, or nothing (it returned a " .. type(result) .. ")", 0)
     end
-    replace(children, id, unwrap(result, true))
+    placeRoot(children, id, result, "the state the child's reduce returned")
   end
   commands = unwrap(commands)
   commit()
   return commands
+end
+
+-- The journal, read: what the last transaction changed ---------------------------------------------
+
+local written = {} -- while `changes` runs: real -> key -> the journal position of the key's first write
+
+-- Whether the journaled write at `position` put a different value where it wrote (its table holds `value`).
+local function changedAt(position, value)
+  return position ~= nil and value ~= journal[position + 2]
+end
+
+-- The keys from the root state to `t[key]`, or nil when the change is not the root state's to report: `t` is
+-- not in it (removed since, or a child store's), or a change further up carries it (a table stored whole).
+local function pathTo(t, key)
+  if t == holder then return key == "state" and {} or nil end
+  local keys, n = { key }, 1
+  while t ~= holder.state do
+    if n > MAX_DEPTH then return nil end
+    local parent = parents[t]
+    if parent == nil or parent == holder or parent == children then return nil end
+    local parentKey = parentKeys[t]
+    if parent[parentKey] ~= t then return nil end
+    local positions = written[parent]
+    if positions ~= nil and changedAt(positions[parentKey], t) then return nil end
+    n = n + 1
+    keys[n] = parentKey
+    t = parent
+  end
+  local positions = written[holder]
+  if positions ~= nil and changedAt(positions.state, t) then return nil end
+  for i = 1, n // 2 do keys[i], keys[n + 1 - i] = keys[n + 1 - i], keys[i] end
+  return keys
+end
+
+-- What the last transaction changed, from its journal alone (never a walk of the state): each (table, key) it
+-- wrote whose value now differs from the one before it, named by its path. Returns how many, their paths
+-- (lists of keys from the root; an empty list is the whole state) and their new values (nil: removed).
+function M.changes()
+  local count = B.count()
+  if count == 0 then return 0 end
+  for i = 1, count, 3 do
+    local t, key = journal[i], journal[i + 1]
+    local positions = written[t]
+    if positions == nil then
+      positions = {}
+      written[t] = positions
+    end
+    if positions[key] == nil then positions[key] = i end
+  end
+  local paths, values, n = {}, {}, 0
+  for i = 1, count, 3 do
+    local t, key = journal[i], journal[i + 1]
+    if written[t][key] == i then
+      local value = t[key]
+      if value ~= journal[i + 2] then
+        local path = pathTo(t, key)
+        if path ~= nil then
+          n = n + 1
+          paths[n], values[n] = path, value
+        end
+      end
+    end
+  end
+  for t in next, written do written[t] = nil end
+  return n, paths, values
 end
 
 -- Readers: props, selectors, subscriptions ---------------------------------------------------------
