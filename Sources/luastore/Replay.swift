@@ -7,11 +7,14 @@ import LuaStoreScripting
 /// `luastore replay APP_DIR FILE`: replays a recorded session without performing effects.
 struct Replay: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Replay a session recorded with `run --record`, without the network, and compare every state.",
+        abstract: "Replay a session recorded with `run --record`, without effects, and compare what every action changed.",
         discussion: """
             Every recorded action (those produced by effects included) is applied in order with effects switched off; \
-            the state after each must match the recording. Reports the first action where the app's scripts now \
-            diverge. Exit status: 0 when everything matches, 1 at the first divergence, 2 for unusable input.
+            what each changes must be what the recording says it changed (compared path by path: costs what changed, \
+            not the state's size), and an action that failed must fail again. Reloads in the recording are skipped \
+            (the current scripts run throughout). Reports the first divergence. A recording cut mid-line (a crash) \
+            replays up to its last complete line. Exit status: 0 when everything matches, 1 at the first \
+            divergence, 2 for unusable input.
             """)
 
     @Argument(help: "The app folder (with app.lua).", completion: .directory)
@@ -20,25 +23,31 @@ struct Replay: AsyncParsableCommand {
     @Argument(help: "The recording.", completion: .file())
     var recording: String
 
+    @Option(name: .long, help: "Stop after the entry with this sequence number.")
+    var until: UInt64?
+
+    @Flag(name: .long, help: "Print the report as one JSON object.")
+    var json = false
+
+    /// A recorded action: its sequence number, the action, and what it changed or why it failed.
+    struct Recorded {
+        let sequence: UInt64
+        let action: LuaValue
+        let changes: [StateChange]?
+        let failure: String?
+    }
+
     func run() async throws {
-        guard let text = try? String(contentsOfFile: recording, encoding: .utf8) else {
-            Console.error("cannot read \(recording)")
+        guard let data = FileManager.default.contents(atPath: recording) else {
+            Console.error("cannot read \(recording): \(OutputFailure.words(errno))")
             throw ExitCode.unusable
         }
-        var entries: [LuaValue] = []
-        for (index, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() where !line.isEmpty {
-            guard let entry = try? JSONText.decode(String(line)), entry["action"].table != nil else {
-                Console.error("\(recording):\(index + 1): not a recorded entry")
-                throw ExitCode.unusable
-            }
-            entries.append(entry)
-        }
-        let outcomes = Protected<[LuaValue]>([])
+        let (initial, entries) = try Self.read(data, name: recording)
         var options = ScriptedStoreOptions(log: { _ in }, failures: { _ in })
         options.performsEffects = false
         options.notification = .everyAction
-        options.transitions = { _, state in outcomes.withLock { $0.append(["state": state]) } }
-        options.rejections = { _, failure in outcomes.withLock { $0.append(["error": .string(failure.error.description)]) } }
+        let heard = Protected<[JournalEntry]>([])
+        options.journal = { entry in heard.withLock { $0.append(entry) } }
         let store: ScriptedStore
         do {
             store = try await ScriptedStore(app: URL(fileURLWithPath: appDirectory), options: options)
@@ -47,24 +56,143 @@ struct Replay: AsyncParsableCommand {
             throw ExitCode.unusable
         }
         defer { store.shutdown() }
-        for (index, entry) in entries.enumerated() {
-            store.dispatch(entry["action"])
-            await store.barrier()
-            let outcome = outcomes.withLock { $0.isEmpty ? LuaValue.nil : $0.removeFirst() }
-            let expected: LuaValue = entry["error"] != .nil ? ["error": entry["error"]] : ["state": entry["state"]]
-            guard outcome != expected else { continue }
-            let action = (try? JSONText.encode(entry["action"], root: "action")) ?? "\(entry["action"])"
-            Console.error("diverges at action \(index + 1) of \(entries.count): \(action)")
-            Console.error("  " + Self.describe(difference: Differences.first(expected, outcome, path: "")))
-            throw ExitCode.appFailure
+        let start = try await store.journalStart()
+        if let difference = Differences.first(initial, start.state, path: "state") {
+            try report(replayed: 0, divergence: (0, nil, difference.path, difference.recorded, difference.now))
         }
-        Console.out("replayed \(entries.count) actions: every state matches the recording")
+        var replayed = 0
+        for entry in entries {
+            if let until, entry.sequence > until { break }
+            store.dispatch(entry.action)
+            await store.barrier()
+            let now = heard.withLock { $0.isEmpty ? nil : $0.removeFirst() }
+            replayed += 1
+            if let divergence = Self.compare(entry, now) {
+                try report(replayed: replayed, divergence: (entry.sequence, entry.action, divergence.path, divergence.recorded, divergence.now))
+            }
+        }
+        try report(replayed: replayed, divergence: nil)
     }
 
-    static func describe(difference: (path: String, recorded: LuaValue, now: LuaValue)?) -> String {
-        guard let difference else { return "the outcome differs" }
-        let path = difference.path.isEmpty ? "the outcome" : difference.path
-        return "\(path): recorded \(difference.recorded), now \(difference.now)"
+    /// Prints the report; exits 1 on a divergence.
+    func report(replayed: Int, divergence: (sequence: UInt64, action: LuaValue?, path: String, recorded: LuaValue, now: LuaValue)?) throws {
+        if json {
+            var object = LuaTable()
+            object["replayed"] = .integer(Int64(replayed))
+            object["matches"] = .boolean(divergence == nil)
+            if let divergence {
+                object["divergence"] = .table(LuaTable(fields: [
+                    "sequence": .integer(Int64(divergence.sequence)), "action": divergence.action ?? .nil, "path": .string(divergence.path),
+                    "recorded": .string(Self.show(divergence.recorded)), "now": .string(Self.show(divergence.now)),
+                ]))
+            }
+            Console.out(try JSONText.encode(.table(object), root: "report"))
+        } else if let divergence {
+            let action = divergence.action.map { (try? JSONText.encode($0, root: "action")) ?? "\($0)" }
+            Console.error(action.map { "diverges at action \(divergence.sequence): \($0)" } ?? "diverges before the first action (init)")
+            Console.error("  \(divergence.path): recorded \(Self.show(divergence.recorded)), now \(Self.show(divergence.now))")
+        } else {
+            Console.out("replayed \(replayed) actions: every change matches the recording")
+        }
+        if divergence != nil { throw ExitCode.appFailure }
+    }
+
+    static func show(_ value: LuaValue) -> String {
+        value == .nil ? "nil" : (try? JSONText.encode(value, root: "value")) ?? "\(value)"
+    }
+
+    /// Where what an action did now differs from what was recorded, if it does.
+    static func compare(_ recorded: Recorded, _ now: JournalEntry?) -> (path: String, recorded: LuaValue, now: LuaValue)? {
+        guard let now else { return ("the outcome", "applied", "nothing heard") }
+        switch (recorded.failure, now.failure) {
+        case (let was?, let failure?):
+            return was == failure.error.message ? nil : ("the failure", .string(was), .string(failure.error.message))
+        case (let was?, nil):
+            return ("the outcome", .string("failed: " + was), "applied")
+        case (nil, let failure?):
+            return ("the outcome", "applied", .string("failed: " + failure.error.message))
+        case (nil, nil):
+            break
+        }
+        var then: [[LuaKey]: LuaValue] = [:]
+        for change in recorded.changes ?? [] { then[change.path] = change.value ?? .nil }
+        var current: [[LuaKey]: LuaValue] = [:]
+        for change in now.changes { current[change.path] = change.value ?? .nil }
+        let paths = Set(then.keys).union(current.keys).sorted { $0.lexicographicallyPrecedes($1) }
+        for path in paths {
+            let was = then[path], value = current[path]
+            guard was != value else { continue }
+            let name = LuaPath.render(root: "state", keys: path)
+            // A path one side changed and the other did not: "unchanged" on that side.
+            return (name, was ?? "(unchanged)", value ?? "(unchanged)")
+        }
+        return nil
+    }
+
+    /// The header's state and the recorded actions of a recording; a last line cut short (a crash while
+    /// writing) is left out with a note.
+    static func read(_ data: Data, name: String) throws -> (LuaValue, [Recorded]) {
+        var lines = data.split(separator: 10, omittingEmptySubsequences: false).map { Substring(decoding: $0, as: UTF8.self) }
+        if data.last != 10, let last = lines.last, !last.isEmpty {
+            if (try? RecordingJSON.decode(line: last)) == nil {
+                Console.error("\(name):\(lines.count): the last line is cut short (the recording stopped mid-write); replaying up to the line before")
+                lines.removeLast()
+            }
+        }
+        guard let first = lines.first, let header = try? RecordingJSON.decode(line: first) else {
+            Console.error("\(name):1: not a recording (no header line)")
+            throw ExitCode.unusable
+        }
+        guard case .string(RecordingLine.format)? = header["format"] else {
+            if header["action"] != nil, header["state"] != nil || header["error"] != nil {
+                Console.error("\(name) is a version 1 recording (the whole state after each action), which this luastore no longer replays: record the session again with `luastore run --record`")
+            } else {
+                Console.error("\(name):1: not a recording (the header has no \"format\": \"\(RecordingLine.format)\")")
+            }
+            throw ExitCode.unusable
+        }
+        guard case .integer(RecordingLine.version)? = header["version"] else {
+            Console.error("\(name):1: recording format version \(header["version"].map { "\($0)" } ?? "missing"); this luastore reads version \(RecordingLine.version)")
+            throw ExitCode.unusable
+        }
+        let initial: LuaValue
+        do {
+            initial = try RecordingJSON.decode(header["state"] ?? .null)
+        } catch {
+            Console.error("\(name):1: the initial state: \(error)")
+            throw ExitCode.unusable
+        }
+        var entries: [Recorded] = []
+        for (index, line) in lines.enumerated().dropFirst() where !line.isEmpty {
+            do {
+                let fields = try RecordingJSON.decode(line: line)
+                guard let actionJSON = fields["action"] else { continue } // a reload: the current scripts run throughout
+                guard case .integer(let sequence)? = fields["seq"], sequence > 0 else { throw RecordingJSON.Malformed(description: "no \"seq\"") }
+                let action = try RecordingJSON.decode(actionJSON)
+                if case .object(let failure)? = fields["failure"] {
+                    guard case .string(let message)? = failure["message"] else { throw RecordingJSON.Malformed(description: "a failure without a message") }
+                    entries.append(Recorded(sequence: UInt64(sequence), action: action, changes: nil, failure: message))
+                    continue
+                }
+                guard case .array(let list)? = fields["changes"] else { throw RecordingJSON.Malformed(description: "no \"changes\"") }
+                var changes: [StateChange] = []
+                for item in list {
+                    guard case .array(let parts) = item, (1...2).contains(parts.count), case .array(let keys) = parts[0] else {
+                        throw RecordingJSON.Malformed(description: "a change must be [path] or [path, value]")
+                    }
+                    let path = try keys.map { key throws -> LuaKey in
+                        guard let key = LuaKey(exactly: try RecordingJSON.decode(key)) else { throw RecordingJSON.Malformed(description: "a path key must be a string, number or boolean") }
+                        return key
+                    }
+                    changes.append(StateChange(path: path, value: parts.count == 2 ? try RecordingJSON.decode(parts[1]) : nil))
+                }
+                entries.append(Recorded(sequence: UInt64(sequence), action: action, changes: changes, failure: nil))
+            } catch {
+                Console.error("\(name):\(index + 1): not a recorded entry (\(error))")
+                throw ExitCode.unusable
+            }
+        }
+        return (initial, entries)
     }
 }
 
@@ -76,11 +204,7 @@ enum Differences {
         var keys = Set(left.fields.keys).union(right.fields.keys)
         for index in 0..<max(left.array.count, right.array.count) { keys.insert(.integer(Int64(index + 1))) }
         for key in keys.sorted() {
-            let name: String = switch key {
-            case .string(let text) where path.isEmpty: text // the outcome's own fields: `state`, `props`
-            default: path + LuaPath.render(key)
-            }
-            if let found = first(left[key], right[key], path: name) { return found }
+            if let found = first(left[key], right[key], path: path + LuaPath.render(key)) { return found }
         }
         return (path, a, b)
     }

@@ -35,7 +35,7 @@ struct Run: AsyncParsableCommand {
     @Option(name: .customLong("settle-timeout"), help: "Seconds to wait for commands in flight after the last action.")
     var settleTimeout: Double = 3
 
-    @Option(name: .long, help: "Record the session (every action, with the state after it) for `luastore replay`.")
+    @Option(name: .long, help: "Record the session (each action with what it changed; format 2, JSON Lines) for `luastore replay`.")
     var record: String?
 
     @Flag(name: .long, help: "Reload the app's scripts when they change (reported on standard error).")
@@ -55,7 +55,13 @@ struct Run: AsyncParsableCommand {
         let folder = URL(fileURLWithPath: appDirectory)
         let failures = Protected(0)
         let currentLine = Protected<(Int, LuaValue)?>(nil)
-        let recorder = try record.map { try SessionRecorder(path: $0) }
+        let recorder: SessionRecorder?
+        do {
+            recorder = try record.map { path throws(OutputFailure) in SessionRecorder(file: try OutputFile(path: path)) }
+        } catch {
+            Console.error("cannot write the recording to \(error)")
+            throw ExitCode.unusable
+        }
         let format = self.format
 
         var options = ScriptedStoreOptions(
@@ -72,8 +78,7 @@ struct Run: AsyncParsableCommand {
         options.urlPolicy.allowedHosts.formUnion(allowedHosts)
         options.storageFolder = URL(fileURLWithPath: data ?? (appDirectory + "/.data"))
         if let recorder {
-            options.transitions = { action, state in recorder.append(action: action, state: state) }
-            options.rejections = { action, failure in recorder.append(action: action, error: failure.error.description) }
+            options.journal = { entry in recorder.append(entry) }
         }
 
         let store: ScriptedStore
@@ -81,7 +86,16 @@ struct Run: AsyncParsableCommand {
             store = try await ScriptedStore(app: folder, options: options)
         } catch {
             Console.error("cannot load \(appDirectory): \(error.error) (\(error.stage.rawValue))")
+            _ = recorder?.file.close()
             throw ExitCode.unusable
+        }
+        if let recorder {
+            do {
+                recorder.start(app: folder.lastPathComponent, try await store.journalStart())
+            } catch {
+                Console.error("cannot record the initial state: \(error)")
+                failures.withLock { $0 += 1 }
+            }
         }
         store.observeProps { props in
             switch format {
@@ -150,13 +164,22 @@ struct Run: AsyncParsableCommand {
         if let stateOut {
             do {
                 let state = try await store.state()
-                try Data((try JSONText.encode(state, root: "state") + "\n").utf8).write(to: URL(fileURLWithPath: stateOut))
+                let text = try JSONText.encode(state, root: "state")
+                let file = try OutputFile(path: stateOut)
+                file.append { text }
+                if let failure = file.close() { throw failure }
+            } catch let failure as OutputFailure {
+                Console.error("cannot write the state to \(failure)")
+                failures.withLock { $0 += 1 }
             } catch {
                 Console.error("cannot write the state to \(stateOut): \(error)")
                 failures.withLock { $0 += 1 }
             }
         }
-        recorder?.close()
+        if let failure = recorder?.file.close() {
+            Console.error("cannot write the recording to \(failure)")
+            failures.withLock { $0 += 1 }
+        }
         if failures.withLock({ $0 }) > 0 { throw ExitCode.appFailure }
     }
 }

@@ -1,39 +1,35 @@
 import Foundation
 import LuaKit
+import LuaStoreCore
+import LuaStoreScripting
 
-/// A recorded session: one JSON object per line, `{"action": …, "state": …}` for an applied action or
-/// `{"action": …, "error": "…"}` for a rejected one, in the order the store reduced them (actions from
-/// effects included).
-final class SessionRecorder {
-    private let handle: FileHandle
-    private let lock = NSLock()
+/// Records a session (`run --record`) in format 2 (`RecordingLine`): the header first — the state the journal
+/// starts from — then each journal entry, encoded and written off the store's thread (`OutputFile`).
+final class SessionRecorder: Sendable {
+    let file: OutputFile
+    /// Entries heard before the header was written (an effect launched at start may act at once); `nil` once
+    /// the header is out.
+    private let early = Protected<[JournalEntry]?>([])
 
-    init(path: String) throws {
-        guard FileManager.default.createFile(atPath: path, contents: nil), let handle = FileHandle(forWritingAtPath: path) else {
-            throw ValidationFailure("cannot write the recording to \(path)")
+    init(file: OutputFile) { self.file = file }
+
+    /// Writes the header; entries the header's state already includes are dropped, later ones follow it.
+    func start(app: String, _ start: (state: LuaValue, scripts: String, schemaVersion: Int64, sequence: UInt64)) {
+        early.withLock { early in
+            file.append { try RecordingLine.header(app: app, start: start) }
+            for entry in early ?? [] where entry.sequence > start.sequence { file.append { try RecordingLine.entry(entry) } }
+            early = nil
         }
-        self.handle = handle
     }
 
-    func append(action: LuaValue, state: LuaValue) {
-        write(["action": action, "state": state])
-    }
-
-    func append(action: LuaValue, error: String) {
-        write(["action": action, "error": .string(error)])
-    }
-
-    private func write(_ entry: LuaValue) {
-        guard let line = try? JSONText.encode(entry, root: "entry") else { return }
-        lock.lock()
-        defer { lock.unlock() }
-        handle.write(Data((line + "\n").utf8))
-    }
-
-    func close() {
-        lock.lock()
-        defer { lock.unlock() }
-        try? handle.close()
+    func append(_ entry: JournalEntry) {
+        early.withLock { early in
+            if early != nil {
+                early?.append(entry)
+            } else {
+                file.append { try RecordingLine.entry(entry) }
+            }
+        }
     }
 }
 
@@ -41,6 +37,3 @@ struct ValidationFailure: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
 }
-
-// The file handle is written only under the lock.
-extension SessionRecorder: @unchecked Sendable {}

@@ -192,3 +192,18 @@ public struct LuaTable: Sendable, Hashable {
         fields[key] = value == .nil ? nil : value
     }
 }
+
+extension LuaKey {
+    /// The key a value is when used as a table key: strings, booleans, integers, and floats (those with an
+    /// integral value become integers, as Lua stores them); `nil` for nil, NaN and tables.
+    public init?(exactly value: LuaValue) {
+        switch value {
+        case .string(let text): self = .string(text)
+        case .boolean(let flag): self = .boolean(flag)
+        case .integer(let integer): self = .integer(integer)
+        case .number(let number) where number.isNaN: return nil
+        case .number(let number): self = Int64(exactly: number).map(LuaKey.integer) ?? .number(number)
+        case .nil, .table: return nil
+        }
+    }
+}

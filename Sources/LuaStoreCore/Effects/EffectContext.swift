@@ -4,6 +4,10 @@ import Synchronization
 /// shuts down, or when its owner goes away; actions dispatched after that never reach the reducer.
 final class EffectLease: Sendable {
     private let cancelled = Atomic<Bool>(false)
+    /// The effect's kind and subscription key: where the actions it sends come from.
+    let source: ActionSource
+
+    init(source: ActionSource) { self.source = source }
 
     var isCancelled: Bool { cancelled.load(ordering: .acquiring) }
 

@@ -26,6 +26,10 @@ public protocol Reducer<State, Action, Effect>: Sendable {
     /// Applies `action` to `state`; returns the one-off effects (commands) to perform, in order.
     func reduce(into state: inout State, action: Action) throws -> [Effect]
 
+    /// `reduce(into:action:)`, told where the action came from (for reducers that record sessions). Default:
+    /// `reduce(into:action:)`. Actions of a run (`reduce(into:actions:)`) all come from outside.
+    func reduce(into state: inout State, action: Action, source: ActionSource) throws -> [Effect]
+
     /// The long-running effects `state` asks for, by key. Default: none.
     func subscriptions(for state: State) throws -> [String: Effect]
 
@@ -46,7 +50,21 @@ public protocol Reducer<State, Action, Effect>: Sendable {
     func reduce(into state: inout State, actions: ArraySlice<Action>) -> RunOutcome<Effect>
 }
 
+/// Where an action a store reduces came from.
+public enum ActionSource: Sendable, Hashable {
+    /// `dispatch` on the store (or a scoped handle of it).
+    case outside
+    /// A child store it was dispatched to.
+    case child
+    /// An effect that sent it: its kind, and its key when it runs as a subscription.
+    case effect(EffectKind, subscription: String?)
+}
+
 extension Reducer {
+    public func reduce(into state: inout State, action: Action, source: ActionSource) throws -> [Effect] {
+        try reduce(into: &state, action: action)
+    }
+
     public func subscriptions(for state: State) throws -> [String: Effect] { [:] }
     public var declaresSubscriptions: Bool { true }
     public var reducesRuns: Bool { false }

@@ -180,7 +180,8 @@ final class StoreEngine<R: Reducer>: Sendable {
         }
         let commands: [Effect]
         do {
-            commands = try reducer.reduce(into: &confined.value.state, action: action)
+            let source: ActionSource = route.origin != nil ? .child : route.lease?.source ?? .outside
+            commands = try reducer.reduce(into: &confined.value.state, action: action, source: source)
         } catch {
             report(.reducer, error, action: action)
             return
@@ -212,7 +213,7 @@ final class StoreEngine<R: Reducer>: Sendable {
             report(.effect(effect.kind), UnhandledEffect(kind: effect.kind), action: action)
             return nil
         }
-        let lease = EffectLease()
+        let lease = EffectLease(source: .effect(effect.kind, subscription: key))
         let stateAtLaunch = confined.value.state
         let context = EffectContext<State, Action>(
             lease: lease,

@@ -7,6 +7,7 @@ extension ScriptEngine {
     func reload() throws(ScriptFailure) -> ReloadOutcome {
         let fingerprint = Self.fingerprint(of: folder)
         if fingerprint == app.fingerprint { return .unchanged }
+        migrated = false
         let candidate = try Self.loadApp(vm: vm, folder: folder)
         if candidate.schemaVersion < app.schemaVersion {
             throw ScriptFailure(stage: .reload, error: LuaError(
@@ -48,6 +49,7 @@ extension ScriptEngine {
             }
         }
         let previous = app.schemaVersion
+        self.migrated = migrated
         app = candidate
         children = reloadedChildren
         for (id, reader) in readers {

@@ -5,9 +5,9 @@ import LuaStoreCore
 extension ScriptEngine {
     /// Applies `actions` in order, each as `reduce(_:)` would (its own transaction and time budget; a failing
     /// one is undone and the next runs), crossing into the VM once for the whole run rather than per action.
-    /// Stops early, after an action whose subscriptions the store must diff before the next one. With
-    /// `transitions` set (which need the state after each action), or for a single action, it is `reduce(_:)`
-    /// one action at a time.
+    /// Stops early, after an action whose subscriptions the store must diff before the next one. When
+    /// journaling (each action's changes are read after it), or for a single action, it is `reduce(_:)` one
+    /// action at a time.
     func reduce(run actions: ArraySlice<LuaValue>) -> RunOutcome<ScriptEffect> {
         var outcome = RunOutcome<ScriptEffect>()
         guard let firstAction = actions.first else { return outcome }
@@ -31,7 +31,7 @@ extension ScriptEngine {
             }
             return true
         }
-        guard actions.count > 1, transitions == nil, allTables else { return single() }
+        guard actions.count > 1, !journaling, allTables else { return single() }
         let list: LuaReference
         do {
             list = try vm.reference(toList: actions)

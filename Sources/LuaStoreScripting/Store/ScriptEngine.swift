@@ -17,6 +17,9 @@ final class ScriptEngine {
         let migrate: LuaReference?
         let schemaVersion: Int64
         let fingerprint: [String: Data]
+
+        /// The digest of the scripts (`JournalEntry.scripts`).
+        var digest: String { ScriptsDigest.of(fingerprint.mapValues { [UInt8]($0) }) }
     }
 
     /// A child store's module: its own `init`, `reduce` and `props`.
@@ -51,8 +54,16 @@ final class ScriptEngine {
     private var nextReader: Int64 = 1
     private var cachedSubscriptions: [String: ScriptEffect] = [:]
     var children: [Int64: ChildModule] = [:]
-    /// Hears every applied action with the state after it (see `ScriptedStoreOptions.transitions`).
-    var transitions: (@Sendable (LuaValue, LuaValue) -> Void)?
+    /// Hears every journal entry (see `ScriptedStoreOptions.journal`); also the streams of
+    /// `ScriptedStore.journalEntries`. With either, actions are reduced one at a time and their changes read.
+    var journal: (@Sendable (JournalEntry) -> Void)?
+    var journalStreams: [Int: AsyncStream<JournalEntry>.Continuation] = [:]
+    var nextJournalStream = 0
+    private(set) var journalSequence: UInt64 = 0
+    /// Whether the last successful reload ran a migration (its transaction is the last one).
+    var migrated = false
+    /// Whether anyone hears the journal.
+    var journaling: Bool { journal != nil || !journalStreams.isEmpty }
     var nextChild: Int64 = 1
     private var commandSequence: UInt64 = 0
     /// Whether `subscriptions` must run again before its cached result is used.
@@ -158,8 +169,59 @@ final class ScriptEngine {
 
     // MARK: Reducing
 
-    /// Applies `action` as one transaction; returns the commands. On failure the state is as it was.
-    func reduce(_ action: LuaValue) throws(LuaError) -> [ScriptEffect] {
+    /// Applies `action` as one transaction; returns the commands. On failure the state is as it was. When
+    /// journaling, the outcome (its changes, or its failure) becomes a journal entry.
+    func reduce(_ action: LuaValue, source: ActionSource = .outside) throws(LuaError) -> [ScriptEffect] {
+        guard journaling else { return try reduceAction(action) }
+        let commands: [ScriptEffect]
+        do {
+            commands = try reduceAction(action)
+        } catch {
+            record(.action(action), origin: JournalEntry.Origin(source), changes: [],
+                   failure: ScriptFailure(stage: .reduce, error: error, action: action))
+            throw error
+        }
+        let changes: [StateChange]
+        do {
+            changes = try lastChanges()
+        } catch {
+            // A change that cannot be converted (the state is data: this is a bug of the runtime's, reported).
+            undoLastTransaction()
+            record(.action(action), origin: JournalEntry.Origin(source), changes: [],
+                   failure: ScriptFailure(stage: .reduce, error: error, action: action))
+            throw error
+        }
+        record(.action(action), origin: JournalEntry.Origin(source), changes: changes, failure: nil)
+        return commands
+    }
+
+    /// Hands a journal entry to whoever hears the journal.
+    func record(_ event: JournalEntry.Event, origin: JournalEntry.Origin, changes: [StateChange], failure: ScriptFailure?) {
+        journalSequence += 1
+        let entry = JournalEntry(sequence: journalSequence, event: event, origin: origin, changes: changes, failure: failure,
+                                 scripts: app.digest)
+        journal?(entry)
+        for continuation in journalStreams.values { continuation.yield(entry) }
+    }
+
+    /// What the last transaction changed, read from its journal by the runtime (O(changed)).
+    func lastChanges() throws(LuaError) -> [StateChange] {
+        try vm.call(runtime[.changes], arguments: []) { results throws(LuaError) -> [StateChange] in
+            let count = results.integer(1) ?? 0
+            guard count > 0 else { return [] }
+            var changes: [StateChange] = []
+            changes.reserveCapacity(Int(count))
+            for position in 1...count {
+                let keys = try results.value(2, at: position, root: "path").table?.array ?? []
+                let path = keys.compactMap(LuaKey.init(exactly:))
+                let value = try results.value(3, at: position, root: LuaPath.render(root: "state", keys: path))
+                changes.append(StateChange(path: path, value: value == .nil ? nil : value))
+            }
+            return changes
+        }
+    }
+
+    private func reduceAction(_ action: LuaValue) throws(LuaError) -> [ScriptEffect] {
         let reduced: LuaValue?
         reduceCrossings += 1
         do {
@@ -176,9 +238,7 @@ final class ScriptEngine {
         guard let commands = reduced else {
             throw Self.refused(action)
         }
-        let effects = try effects(from: commands)
-        if let transitions { transitions(action, (try? state()) ?? .nil) }
-        return effects
+        return try effects(from: commands)
     }
 
     /// The error for an action the runtime refused before any reducer ran.

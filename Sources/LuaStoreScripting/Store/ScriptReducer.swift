@@ -13,7 +13,11 @@ struct ScriptReducer: Reducer {
     let engine: ScriptEngine
 
     func reduce(into state: inout ScriptState, action: LuaValue) throws -> [ScriptEffect] {
-        let commands = try engine.reduce(action)
+        try reduce(into: &state, action: action, source: .outside)
+    }
+
+    func reduce(into state: inout ScriptState, action: LuaValue, source: ActionSource) throws -> [ScriptEffect] {
+        let commands = try engine.reduce(action, source: source)
         state.version += 1
         return commands
     }

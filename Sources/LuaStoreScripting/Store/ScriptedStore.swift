@@ -19,11 +19,10 @@ public struct ScriptedStoreOptions: Sendable {
     public var storageFolder: URL?
     /// Whether effects are performed. `false` (for replays) drops every command and subscription unperformed.
     public var performsEffects: Bool = true
-    /// Called after every action the app's reducer applied, with the action and the whole state after it
-    /// (converted on the store's thread: costs a full conversion per action; for recording sessions).
-    public var transitions: (@Sendable (LuaValue, LuaValue) -> Void)?
-    /// Called with each action that failed, before the next one (for recording sessions).
-    public var rejections: (@Sendable (LuaValue, ScriptFailure) -> Void)?
+    /// Hears the session journal: every action reduced (with what it changed) or refused (with why), and every
+    /// reload, in order, on the store's thread (keep it quick: hand the entry to another thread to write it).
+    /// Costs what each action changed, never the state's size; actions are then reduced one at a time.
+    public var journal: (@Sendable (JournalEntry) -> Void)?
 
     /// Options; every part has a default.
     public init(
@@ -69,16 +68,13 @@ public final class ScriptedStore: Sendable {
             try ScriptEngine(folder: folder, thread: thread, limits: options.limits, log: options.log, report: report)
         }
         self.engine = engine
-        let rejections = options.rejections
         let configuration = StoreConfiguration<ScriptState, LuaValue>(
             executor: LuaThreadExecutor(thread: thread),
             notification: options.notification,
             errorReporter: ErrorReporter { failure in
-                let scriptFailure = Self.scriptFailure(failure)
-                if failure.stage == .reducer, let action = failure.action { rejections?(action, scriptFailure) }
-                report(scriptFailure)
+                report(Self.scriptFailure(failure))
             })
-        engine.transitions = options.transitions
+        engine.journal = options.journal
         let effects = options.performsEffects
             ? ScriptEffectHandlers.interpreter(
                 runner: URLEffectRunner(policy: options.urlPolicy), storage: options.storageFolder, log: options.log)
@@ -170,6 +166,33 @@ public final class ScriptedStore: Sendable {
         }
     }
 
+    // MARK: The journal
+
+    /// The session journal from now on: an entry per action reduced or refused and per reload (see
+    /// `JournalEntry`). Journaling starts with the first stream (or `ScriptedStoreOptions.journal`); while any
+    /// is open, actions are reduced one at a time. Keeps the newest `bufferingNewest` entries a slow reader has
+    /// not taken yet.
+    public func journalEntries(bufferingNewest limit: Int = 100_000) -> AsyncStream<JournalEntry> {
+        let (stream, continuation) = AsyncStream.makeStream(of: JournalEntry.self, bufferingPolicy: .bufferingNewest(limit))
+        thread.sync { [engine] in
+            let id = engine.nextJournalStream
+            engine.nextJournalStream += 1
+            engine.journalStreams[id] = continuation
+            continuation.onTermination = { [weak engine] _ in
+                guard let engine else { return }
+                engine.thread.async { engine.journalStreams[id] = nil }
+            }
+        }
+        return stream
+    }
+
+    /// The initial state as the journal starts from it, and the scripts' digest: what a recording's header holds.
+    public func journalStart() async throws(LuaError) -> (state: LuaValue, scripts: String, schemaVersion: Int64, sequence: UInt64) {
+        try await onThread { engine throws(LuaError) in
+            (try engine.state(), engine.app.digest, engine.app.schemaVersion, engine.journalSequence)
+        }
+    }
+
     // MARK: Reading
 
     /// The props now (after the actions dispatched before this call).
@@ -227,6 +250,17 @@ public final class ScriptedStore: Sendable {
         let result: Result<ReloadOutcome, ScriptFailure> = await withCheckedContinuation { continuation in
             thread.async { [engine, root] in
                 let outcome = Result { () throws(ScriptFailure) -> ReloadOutcome in try engine.reload() }
+                if engine.journaling {
+                    switch outcome {
+                    case .success(.reloaded(let from, let to)):
+                        let changes = engine.migrated ? ((try? engine.lastChanges()) ?? []) : []
+                        engine.record(.reload(fromSchema: from, toSchema: to), origin: .reload, changes: changes, failure: nil)
+                    case .failure(let failure):
+                        engine.record(.failedReload, origin: .reload, changes: [], failure: failure)
+                    case .success(.unchanged):
+                        break
+                    }
+                }
                 if case .success(.reloaded(let from, let to)) = outcome {
                     root.dispatch(["type": "luastore/reloaded", "from": .integer(from), "to": .integer(to)])
                 }

@@ -1,0 +1,92 @@
+import LuaKit
+import LuaStoreCore
+
+/// One change an action made to the state: the value now at `path` (`nil`: the key was removed). An empty path
+/// is the whole state (a reducer that returned a new state table).
+public struct StateChange: Sendable, Hashable {
+    /// The keys from the root of the state.
+    public var path: [LuaKey]
+    /// The new value; `nil` when removed.
+    public var value: LuaValue?
+
+    public init(path: [LuaKey], value: LuaValue?) {
+        self.path = path
+        self.value = value
+    }
+}
+
+/// What the session journal says about one thing the store did: an action reduced (or refused), or a reload.
+/// Entries are taken from the write barrier's own bookkeeping, so one costs what the action changed, never the
+/// size of the state (see README, "The session journal").
+public struct JournalEntry: Sendable {
+    /// Where an action came from.
+    public enum Origin: Sendable, Hashable {
+        /// `dispatch` from outside the store.
+        case outside
+        /// An effect: its kind (`http`, `delay`, …) and its key when it runs as a subscription.
+        case effect(kind: String, subscription: String?)
+        /// A child store it was dispatched to.
+        case child
+        /// The scripts were reloaded (`ScriptedStore.reload`, `--watch`).
+        case reload
+    }
+
+    /// What happened.
+    public enum Event: Sendable, Equatable {
+        /// An action was reduced (its changes), or failed (`failure`; nothing changed).
+        case action(LuaValue)
+        /// New scripts were swapped in (`changes` are their migration's).
+        case reload(fromSchema: Int64, toSchema: Int64)
+        /// New scripts were refused (`failure` says why); the previous ones still run.
+        case failedReload
+    }
+
+    /// 1, 2, 3, … in the order the store did things.
+    public var sequence: UInt64
+    public var event: Event
+    public var origin: Origin
+    /// What changed, one entry per path (paths never overlap).
+    public var changes: [StateChange]
+    /// Why the action or the reload failed.
+    public var failure: ScriptFailure?
+    /// A digest of the scripts that computed this entry (`ScriptedStore.scriptsDigest`).
+    public var scripts: String
+
+    /// The action, for action entries.
+    public var action: LuaValue? {
+        if case .action(let action) = event { return action }
+        return nil
+    }
+}
+
+extension JournalEntry.Origin {
+    init(_ source: ActionSource) {
+        switch source {
+        case .outside: self = .outside
+        case .child: self = .child
+        case .effect(let kind, let subscription): self = .effect(kind: kind.name, subscription: subscription)
+        }
+    }
+}
+
+/// A digest of an app's scripts: FNV-1a (64 bits) over each file's name and contents in name order, in hex. It
+/// tells versions of the scripts apart (recordings, the journal); it is not a cryptographic hash.
+enum ScriptsDigest {
+    static func of(_ files: [String: [UInt8]]) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        func mix(_ bytes: some Sequence<UInt8>) {
+            for byte in bytes {
+                hash ^= UInt64(byte)
+                hash &*= 0x0000_0100_0000_01b3
+            }
+        }
+        for name in files.keys.sorted() {
+            mix(name.utf8)
+            mix([0])
+            mix(files[name] ?? [])
+            mix([0])
+        }
+        let hex = String(hash, radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
+    }
+}
