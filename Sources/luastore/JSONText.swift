@@ -59,19 +59,7 @@ enum JSONText {
     }
 
     static func quote(_ text: String, into output: inout String) {
-        output += "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": output += "\\\""
-            case "\\": output += "\\\\"
-            case "\n": output += "\\n"
-            case "\r": output += "\\r"
-            case "\t": output += "\\t"
-            case _ where scalar.value < 0x20: output += String(format: "\\u%04x", scalar.value)
-            default: output.unicodeScalars.append(scalar)
-            }
-        }
-        output += "\""
+        RecordingJSON.quote(text, into: &output)
     }
 
     /// Parses JSON text into a Lua value (`null` becomes `nil`).

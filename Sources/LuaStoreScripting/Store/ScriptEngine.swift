@@ -17,9 +17,8 @@ final class ScriptEngine {
         let migrate: LuaReference?
         let schemaVersion: Int64
         let fingerprint: [String: Data]
-
         /// The digest of the scripts (`JournalEntry.scripts`).
-        var digest: String { ScriptsDigest.of(fingerprint.mapValues { [UInt8]($0) }) }
+        let digest: String
     }
 
     /// A child store's module: its own `init`, `reduce` and `props`.
@@ -147,7 +146,8 @@ final class ScriptEngine {
             return App(
                 namespace: namespace, module: module, initialize: try export("init"), reduce: try export("reduce"),
                 props: try export("props"), subscriptions: try optionalExport("subscriptions"),
-                migrate: try optionalExport("migrate"), schemaVersion: schemaVersion, fingerprint: fingerprint)
+                migrate: try optionalExport("migrate"), schemaVersion: schemaVersion, fingerprint: fingerprint,
+                digest: ScriptsDigest.of(fingerprint.mapValues { [UInt8]($0) }))
         } catch {
             throw ScriptFailure(stage: .load, error: error)
         }
@@ -214,7 +214,7 @@ final class ScriptEngine {
             for position in 1...count {
                 let keys = try results.value(2, at: position, root: "path").table?.array ?? []
                 let path = keys.compactMap(LuaKey.init(exactly:))
-                let value = try results.value(3, at: position, root: LuaPath.render(root: "state", keys: path))
+                let value = try results.value(3, at: position, root: "state")
                 changes.append(StateChange(path: path, value: value == .nil ? nil : value))
             }
             return changes

@@ -1,19 +1,20 @@
 import Foundation
 import LuaKit
 import LuaStoreCore
-import LuaStoreScripting
 
 /// Recordings, format 2 (README, "Recordings"): JSON Lines — a header (format, version, app, schema version,
 /// the scripts' digest, the initial state), then one line per journal entry (an action with its changes or its
 /// failure, a reload). Values are written losslessly in plain JSON: integers without a fraction or exponent,
 /// floats always with one; a list `1..n` as an array, a table whose keys are all strings as an object, any other
 /// table as `{"$map": [[key, value], …]}`; an empty table as `{}`.
-enum RecordingJSON {
-    struct Unrepresentable: Error, CustomStringConvertible {
-        let description: String
+public enum RecordingJSON {
+    /// A value the format cannot hold (a number that is not finite, in an action from Swift).
+    public struct Unrepresentable: Error, CustomStringConvertible {
+        public let description: String
     }
 
-    static func encode(_ value: LuaValue, into output: inout String) throws {
+    /// Appends `value`, losslessly.
+    public static func encode(_ value: LuaValue, into output: inout String) throws {
         switch value {
         case .nil: output += "null"
         case .boolean(let flag): output += flag ? "true" : "false"
@@ -21,7 +22,7 @@ enum RecordingJSON {
         case .number(let number):
             guard number.isFinite else { throw Unrepresentable(description: "\(number) cannot be recorded (not a finite number)") }
             output += "\(number)" // Swift writes the shortest exact form, always with "." or "e"
-        case .string(let text): JSONText.quote(text, into: &output)
+        case .string(let text): RecordingJSON.quote(text, into: &output)
         case .table(let table):
             if table.fields.isEmpty, !table.array.isEmpty {
                 output += "["
@@ -35,7 +36,7 @@ enum RecordingJSON {
                 output += "{"
                 for (index, entry) in table.sortedFields.enumerated() {
                     if index > 0 { output += "," }
-                    JSONText.quote(entry.key.text, into: &output)
+                    RecordingJSON.quote(entry.key.text, into: &output)
                     output += ":"
                     try encode(entry.value, into: &output)
                 }
@@ -64,17 +65,38 @@ enum RecordingJSON {
         }
     }
 
-    static func encode(_ value: LuaValue) throws -> String {
+    /// `value`, losslessly.
+    public static func encode(_ value: LuaValue) throws -> String {
         var output = ""
         try encode(value, into: &output)
         return output
     }
 
-    struct Malformed: Error, CustomStringConvertible {
-        let description: String
+    /// Appends `text` as a JSON string.
+    public static func quote(_ text: String, into output: inout String) {
+        output += "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": output += "\\\""
+            case "\\": output += "\\\\"
+            case "\n": output += "\\n"
+            case "\r": output += "\\r"
+            case "\t": output += "\\t"
+            case _ where scalar.value < 0x20: output += String(format: "\\u%04x", scalar.value)
+            default: output.unicodeScalars.append(scalar)
+            }
+        }
+        output += "\""
     }
 
-    static func decode(_ json: JSONValue) throws -> LuaValue {
+    /// A line or value that is not what the format says.
+    public struct Malformed: Error, CustomStringConvertible {
+        public let description: String
+        public init(description: String) { self.description = description }
+    }
+
+    /// The value `json` encodes.
+    public static func decode(_ json: JSONValue) throws -> LuaValue {
         switch json {
         case .null: return .nil
         case .bool(let flag): return .boolean(flag)
@@ -99,7 +121,8 @@ enum RecordingJSON {
         }
     }
 
-    static func decode(line: Substring) throws -> [String: JSONValue] {
+    /// The fields of one line (a JSON object).
+    public static func decode(line: Substring) throws -> [String: JSONValue] {
         guard case .object(let fields) = try JSONValue(parsing: Data(line.utf8)) else {
             throw Malformed(description: "not a JSON object")
         }
@@ -108,19 +131,23 @@ enum RecordingJSON {
 }
 
 /// The lines of a recording.
-enum RecordingLine {
-    static let format = "luastore-recording"
-    static let version: Int64 = 2
+public enum RecordingLine {
+    /// The header's `format`.
+    public static let format = "luastore-recording"
+    /// The format version this build writes and reads.
+    public static let version: Int64 = 2
 
-    static func header(app: String, start: (state: LuaValue, scripts: String, schemaVersion: Int64, sequence: UInt64)) throws -> String {
+    /// The header line.
+    public static func header(app: String, start: (state: LuaValue, scripts: String, schemaVersion: Int64, sequence: UInt64)) throws -> String {
         var line = "{\"format\":\"\(format)\",\"version\":\(version),\"app\":"
-        JSONText.quote(app, into: &line)
+        RecordingJSON.quote(app, into: &line)
         line += ",\"schemaVersion\":\(start.schemaVersion),\"scripts\":\"\(start.scripts)\",\"state\":"
         try RecordingJSON.encode(start.state, into: &line)
         return line + "}"
     }
 
-    static func entry(_ entry: JournalEntry) throws -> String {
+    /// The line of one journal entry.
+    public static func entry(_ entry: JournalEntry) throws -> String {
         var line = "{\"seq\":\(entry.sequence),\"origin\":"
         switch entry.origin {
         case .outside: line += "\"outside\""
@@ -128,10 +155,10 @@ enum RecordingLine {
         case .reload: line += "\"reload\""
         case .effect(let kind, let subscription):
             line += "{\"effect\":"
-            JSONText.quote(kind, into: &line)
+            RecordingJSON.quote(kind, into: &line)
             if let subscription {
                 line += ",\"subscription\":"
-                JSONText.quote(subscription, into: &line)
+                RecordingJSON.quote(subscription, into: &line)
             }
             line += "}"
         }
@@ -146,10 +173,10 @@ enum RecordingLine {
         }
         if let failure = entry.failure {
             line += ",\"failure\":{\"stage\":\"\(failure.stage.rawValue)\",\"message\":"
-            JSONText.quote(failure.error.message, into: &line)
+            RecordingJSON.quote(failure.error.message, into: &line)
             if let location = failure.error.location {
                 line += ",\"location\":"
-                JSONText.quote(location, into: &line)
+                RecordingJSON.quote(location, into: &line)
             }
             line += "}"
         } else {
@@ -176,8 +203,9 @@ enum RecordingLine {
 /// rename. Writes are buffered and made off the caller's thread; the file holds whole lines only, so after a
 /// crash it is valid up to its last complete line. The first failing write is kept, and `close` returns it in
 /// words ("no space left on device").
-final class OutputFile: @unchecked Sendable {
-    let path: String
+public final class OutputFile: @unchecked Sendable {
+    /// The path it was opened at.
+    public let path: String
     private let descriptor: Int32
     private let queue = DispatchQueue(label: "luastore.output")
     // Only on `queue`:
@@ -186,7 +214,8 @@ final class OutputFile: @unchecked Sendable {
     private var pending = 0
     private let pendingLock = NSLock()
 
-    init(path: String) throws(OutputFailure) {
+    /// Opens (creates, truncates) `path` for writing.
+    public init(path: String) throws(OutputFailure) {
         self.path = path
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666)
         guard fd >= 0 else { throw OutputFailure(path: path, reason: OutputFailure.words(errno)) }
@@ -195,7 +224,7 @@ final class OutputFile: @unchecked Sendable {
     }
 
     /// Queues one line, made on the writer's thread by `make` (which may throw: then the file records why).
-    func append(_ make: @escaping @Sendable () throws -> String) {
+    public func append(_ make: @escaping @Sendable () throws -> String) {
         pendingLock.withLock { pending += 1 }
         queue.async { [self] in
             if failure == nil {
@@ -228,8 +257,18 @@ final class OutputFile: @unchecked Sendable {
         buffer.removeAll(keepingCapacity: true)
     }
 
+    /// Returns once every line appended before the call is written (or the file failed).
+    public func flushed() async -> OutputFailure? {
+        await withCheckedContinuation { continuation in
+            queue.async { [self] in
+                flush()
+                continuation.resume(returning: failure.map { OutputFailure(path: path, reason: $0) })
+            }
+        }
+    }
+
     /// Writes what is buffered, closes the file, and says what went wrong, if anything.
-    func close() -> OutputFailure? {
+    public func close() -> OutputFailure? {
         queue.sync {
             flush()
             if Foundation.close(descriptor) != 0, failure == nil { failure = OutputFailure.words(errno) }
@@ -239,14 +278,50 @@ final class OutputFile: @unchecked Sendable {
 }
 
 /// Why an output file could not be written, in words.
-struct OutputFailure: Error, CustomStringConvertible {
-    let path: String
-    let reason: String
-    var description: String { "\(path): \(reason)" }
+public struct OutputFailure: Error, CustomStringConvertible {
+    /// The file.
+    public let path: String
+    /// What went wrong, in words.
+    public let reason: String
+    public var description: String { "\(path): \(reason)" }
 
     /// The system's message for `code`, as a sentence fragment: "no space left on device".
-    static func words(_ code: Int32) -> String {
+    public static func words(_ code: Int32) -> String {
         let text = String(cString: strerror(code))
         return text.prefix(1).lowercased() + text.dropFirst()
+    }
+}
+
+/// Records a session (`run --record`) in format 2 (`RecordingLine`): the header first — the state the journal
+/// starts from — then each journal entry, encoded and written off the store's thread (`OutputFile`).
+public final class SessionRecorder: Sendable {
+    /// Where it writes.
+    public let file: OutputFile
+    /// Entries heard before the header was written (an effect launched at start may act at once); `nil` once
+    /// the header is out.
+    private let early = Protected<[JournalEntry]?>([])
+
+    /// A recorder writing to `file`; pass `append` as `ScriptedStoreOptions.journal`, then call `start` once the
+    /// store is made.
+    public init(file: OutputFile) { self.file = file }
+
+    /// Writes the header; entries the header's state already includes are dropped, later ones follow it.
+    public func start(app: String, _ start: (state: LuaValue, scripts: String, schemaVersion: Int64, sequence: UInt64)) {
+        early.withLock { early in
+            file.append { try RecordingLine.header(app: app, start: start) }
+            for entry in early ?? [] where entry.sequence > start.sequence { file.append { try RecordingLine.entry(entry) } }
+            early = nil
+        }
+    }
+
+    /// Records one entry (on the store's thread: encoding and writing happen on the file's).
+    public func append(_ entry: JournalEntry) {
+        early.withLock { early in
+            if early != nil {
+                early?.append(entry)
+            } else {
+                file.append { try RecordingLine.entry(entry) }
+            }
+        }
     }
 }
