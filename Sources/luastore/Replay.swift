@@ -134,12 +134,12 @@ struct Replay: AsyncParsableCommand {
     static func read(_ data: Data, name: String) throws -> (LuaValue, [Recorded]) {
         var lines = data.split(separator: 10, omittingEmptySubsequences: false).map { Substring(decoding: $0, as: UTF8.self) }
         if data.last != 10, let last = lines.last, !last.isEmpty {
-            if (try? RecordingJSON.decode(line: last)) == nil {
+            if (try? RecordedJSON(parsing: last)) == nil {
                 Console.error("\(name):\(lines.count): the last line is cut short (the recording stopped mid-write); replaying up to the line before")
                 lines.removeLast()
             }
         }
-        guard let first = lines.first, let header = try? RecordingJSON.decode(line: first) else {
+        guard let first = lines.first, let header = try? RecordedJSON(parsing: first) else {
             Console.error("\(name):1: not a recording (no header line)")
             throw ExitCode.unusable
         }
@@ -165,7 +165,7 @@ struct Replay: AsyncParsableCommand {
         var entries: [Recorded] = []
         for (index, line) in lines.enumerated().dropFirst() where !line.isEmpty {
             do {
-                let fields = try RecordingJSON.decode(line: line)
+                let fields = try RecordedJSON(parsing: line)
                 guard let actionJSON = fields["action"] else { continue } // a reload: the current scripts run throughout
                 guard case .integer(let sequence)? = fields["seq"], sequence > 0 else { throw RecordingJSON.Malformed(description: "no \"seq\"") }
                 let action = try RecordingJSON.decode(actionJSON)

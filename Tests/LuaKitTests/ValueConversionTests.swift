@@ -193,3 +193,12 @@ import Testing
         }
     }
 }
+
+@Test func settingNilRemovesAFieldOfALuaTable() {
+    var table = LuaTable(fields: ["a": 1, "b": 2])
+    table["a"] = .nil
+    table[.integer(7)] = 3
+    table[.integer(7)] = .nil
+    #expect(table == LuaTable(fields: ["b": 2]))
+    #expect(table.fields.count == 1)
+}

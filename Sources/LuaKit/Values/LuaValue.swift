@@ -189,7 +189,12 @@ public struct LuaTable: Sendable, Hashable {
             }
             return
         }
-        fields[key] = value == .nil ? nil : value
+        // (Not `value == .nil ? nil : value`: LuaValue is a nil literal itself, so that stores `.nil`.)
+        if value == .nil {
+            fields[key] = Optional.none
+        } else {
+            fields[key] = value
+        }
     }
 }
 

@@ -96,14 +96,17 @@ public enum RecordingJSON {
     }
 
     /// The value `json` encodes.
-    public static func decode(_ json: JSONValue) throws -> LuaValue {
+    public static func decode(_ json: RecordedJSON) throws(Malformed) -> LuaValue {
         switch json {
         case .null: return .nil
-        case .bool(let flag): return .boolean(flag)
+        case .boolean(let flag): return .boolean(flag)
         case .integer(let integer): return .integer(integer)
-        case .number(let number): return .number(number)
+        case .float(let number): return .number(number)
         case .string(let text): return .string(text)
-        case .array(let items): return .table(LuaTable(array: try items.map(decode)))
+        case .array(let items):
+            var array: [LuaValue] = []
+            for item in items { array.append(try decode(item)) }
+            return .table(LuaTable(array: array))
         case .object(let fields):
             if fields.count == 1, case .array(let pairs)? = fields["$map"] {
                 var table = LuaTable()
@@ -121,12 +124,9 @@ public enum RecordingJSON {
         }
     }
 
-    /// The fields of one line (a JSON object).
-    public static func decode(line: Substring) throws -> [String: JSONValue] {
-        guard case .object(let fields) = try JSONValue(parsing: Data(line.utf8)) else {
-            throw Malformed(description: "not a JSON object")
-        }
-        return fields
+    /// The value a JSON text encodes.
+    public static func decode(text: Substring) throws(Malformed) -> LuaValue {
+        try decode(try RecordedJSON(parsing: text))
     }
 }
 

@@ -249,7 +249,7 @@ local function badValue(value, t, key)
   if kind == "string" or kind == "boolean" or kind == "nil" then return nil end
   if kind == "number" then
     if value == value and value ~= huge and value ~= -huge then return nil end
-    return describe(t, key) .. ": " .. tostring(value) .. " cannot be stored in the state (" .. DATA .. ")"
+    return describe(t, key) .. ": " .. (value == value and tostring(value) or "NaN") .. " cannot be stored in the state (" .. DATA .. ")"
   end
   return describe(t, key) .. ": a " .. kind .. " cannot be stored in the state (" .. DATA .. ")"
 end
@@ -285,11 +285,12 @@ local function prepare(value, real, key)
           rawset(t, k, target)
           item = target
         end
-        if target ~= nil or parents[item] ~= nil or item == holder.state then
+        if seen[item] then
+          failure = describe(t, k) .. ": the same table is in two places of the value stored (the state is a tree: store a copy)"
+        elseif target ~= nil or parents[item] ~= nil or item == holder.state then
+          seen[item] = true
           moves = moves or {}
           moves[#moves + 1], moves[#moves + 2], moves[#moves + 3] = item, t, k
-        elseif seen[item] then
-          failure = describe(t, k) .. ": the same table is in two places of the value stored (the state is a tree: store a copy)"
         elseif getmetatable(item) ~= nil then
           failure = badTable(item, t, k)
         else
@@ -342,16 +343,16 @@ local function settleMoves()
       depth = depth + 1
       if up == t or depth > MAX_DEPTH then
         for j = i + 3, count do moved[j] = nil end
-        error(describe(parents[t], parentKeys[t]) .. ": a table cannot be stored inside itself (the state is a tree)", 0)
+        local newParent, newKey = parents[t], parentKeys[t]
+        parents[t], parentKeys[t] = oldParent, oldKey -- (described from where it was: its new record is the cycle)
+        error(describe(newParent, newKey) .. ": a table cannot be stored inside itself (the state is a tree)", 0)
       end
       up = parents[up]
     end
     if oldParent ~= nil and (oldParent ~= parents[t] or oldKey ~= parentKeys[t]) and oldParent[oldKey] == t
         and attached(oldParent) and attached(t) then
       for j = i + 3, count do moved[j] = nil end
-      local here = describe(t)
-      parents[t], parentKeys[t] = oldParent, oldKey
-      error("after the action, one table is both at " .. here .. " and at " .. describe(t)
+      error("after the action, one table is both at " .. describe(t) .. " and at " .. describe(oldParent, oldKey)
         .. ": a table can be in one place of the state only (remove it from the old place, or store a copy)", 0)
     end
   end

@@ -215,7 +215,7 @@ final class ScriptEngine {
                 let keys = try results.value(2, at: position, root: "path").table?.array ?? []
                 let path = keys.compactMap(LuaKey.init(exactly:))
                 let value = try results.value(3, at: position, root: "state")
-                changes.append(StateChange(path: path, value: value == .nil ? nil : value))
+                changes.append(StateChange(path: path, value: value == .nil ? Optional.none : value))
             }
             return changes
         }

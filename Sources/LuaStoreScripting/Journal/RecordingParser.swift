@@ -1,0 +1,183 @@
+import Foundation
+import LuaKit
+import LuaStoreCore
+
+/// JSON text parsed as the recording format needs it: numbers keep their form (`1` is an integer, `1.0` and
+/// `-0.0` are floats), objects keep their keys. (Foundation's decoder reads `1.0` as the integer 1.)
+public indirect enum RecordedJSON: Sendable, Equatable {
+    case null
+    case boolean(Bool)
+    case integer(Int64)
+    case float(Double)
+    case string(String)
+    case array([RecordedJSON])
+    case object([String: RecordedJSON])
+
+    /// Parses one JSON text (a line of a recording).
+    public init(parsing text: Substring) throws(RecordingJSON.Malformed) {
+        var parser = Parser(bytes: Array(text.utf8))
+        parser.skipSpace()
+        self = try parser.value(depth: 0)
+        parser.skipSpace()
+        guard parser.position == parser.bytes.count else { throw parser.fail("text after the value") }
+    }
+
+    /// The field `name` of an object.
+    public subscript(name: String) -> RecordedJSON? {
+        if case .object(let fields) = self { return fields[name] }
+        return nil
+    }
+
+    private struct Parser {
+        let bytes: [UInt8]
+        var position = 0
+
+        func fail(_ what: String) -> RecordingJSON.Malformed {
+            RecordingJSON.Malformed(description: "malformed JSON at byte \(position + 1): \(what)")
+        }
+
+        mutating func skipSpace() {
+            while position < bytes.count, [32, 9, 10, 13].contains(bytes[position]) { position += 1 }
+        }
+
+        mutating func expect(_ literal: String, _ value: RecordedJSON) throws(RecordingJSON.Malformed) -> RecordedJSON {
+            let expected = Array(literal.utf8)
+            guard bytes.count - position >= expected.count, Array(bytes[position..<position + expected.count]) == expected else {
+                throw fail("expected \(literal)")
+            }
+            position += expected.count
+            return value
+        }
+
+        mutating func value(depth: Int) throws(RecordingJSON.Malformed) -> RecordedJSON {
+            guard depth < 200 else { throw fail("nested deeper than 200 levels") }
+            guard position < bytes.count else { throw fail("the text ends where a value should be") }
+            switch bytes[position] {
+            case UInt8(ascii: "n"): return try expect("null", .null)
+            case UInt8(ascii: "t"): return try expect("true", .boolean(true))
+            case UInt8(ascii: "f"): return try expect("false", .boolean(false))
+            case UInt8(ascii: "\""): return .string(try string())
+            case UInt8(ascii: "["):
+                position += 1
+                var items: [RecordedJSON] = []
+                skipSpace()
+                if position < bytes.count, bytes[position] == UInt8(ascii: "]") {
+                    position += 1
+                    return .array(items)
+                }
+                while true {
+                    skipSpace()
+                    items.append(try value(depth: depth + 1))
+                    skipSpace()
+                    guard position < bytes.count else { throw fail("an array is not closed") }
+                    if bytes[position] == UInt8(ascii: ",") { position += 1; continue }
+                    guard bytes[position] == UInt8(ascii: "]") else { throw fail("expected , or ]") }
+                    position += 1
+                    return .array(items)
+                }
+            case UInt8(ascii: "{"):
+                position += 1
+                var fields: [String: RecordedJSON] = [:]
+                skipSpace()
+                if position < bytes.count, bytes[position] == UInt8(ascii: "}") {
+                    position += 1
+                    return .object(fields)
+                }
+                while true {
+                    skipSpace()
+                    guard position < bytes.count, bytes[position] == UInt8(ascii: "\"") else { throw fail("expected a key") }
+                    let key = try string()
+                    skipSpace()
+                    guard position < bytes.count, bytes[position] == UInt8(ascii: ":") else { throw fail("expected :") }
+                    position += 1
+                    skipSpace()
+                    fields[key] = try value(depth: depth + 1)
+                    skipSpace()
+                    guard position < bytes.count else { throw fail("an object is not closed") }
+                    if bytes[position] == UInt8(ascii: ",") { position += 1; continue }
+                    guard bytes[position] == UInt8(ascii: "}") else { throw fail("expected , or }") }
+                    position += 1
+                    return .object(fields)
+                }
+            default:
+                return try number()
+            }
+        }
+
+        mutating func number() throws(RecordingJSON.Malformed) -> RecordedJSON {
+            let start = position
+            var isFloat = false
+            while position < bytes.count {
+                let byte = bytes[position]
+                if byte == UInt8(ascii: ".") || byte == UInt8(ascii: "e") || byte == UInt8(ascii: "E") {
+                    isFloat = true
+                } else if !(byte == UInt8(ascii: "-") || byte == UInt8(ascii: "+") || (48...57).contains(byte)) {
+                    break
+                }
+                position += 1
+            }
+            let text = String(decoding: bytes[start..<position], as: UTF8.self)
+            guard !text.isEmpty else { throw fail("unexpected character") }
+            if !isFloat, let integer = Int64(text) { return .integer(integer) }
+            guard let float = Double(text), float.isFinite else { throw fail("not a number: \(text)") }
+            return .float(float)
+        }
+
+        mutating func string() throws(RecordingJSON.Malformed) -> String {
+            position += 1 // the opening quote
+            var scalars = String.UnicodeScalarView()
+            var run = position
+            func flush(_ end: Int) { scalars.append(contentsOf: String(decoding: bytes[run..<end], as: UTF8.self).unicodeScalars) }
+            while position < bytes.count {
+                let byte = bytes[position]
+                if byte == UInt8(ascii: "\"") {
+                    flush(position)
+                    position += 1
+                    return String(scalars)
+                }
+                guard byte == UInt8(ascii: "\\") else {
+                    guard byte >= 0x20 else { throw fail("a control character in a string") }
+                    position += 1
+                    continue
+                }
+                flush(position)
+                position += 1
+                guard position < bytes.count else { break }
+                let escape = bytes[position]
+                position += 1
+                switch escape {
+                case UInt8(ascii: "\""): scalars.append("\"")
+                case UInt8(ascii: "\\"): scalars.append("\\")
+                case UInt8(ascii: "/"): scalars.append("/")
+                case UInt8(ascii: "b"): scalars.append("\u{8}")
+                case UInt8(ascii: "f"): scalars.append("\u{C}")
+                case UInt8(ascii: "n"): scalars.append("\n")
+                case UInt8(ascii: "r"): scalars.append("\r")
+                case UInt8(ascii: "t"): scalars.append("\t")
+                case UInt8(ascii: "u"):
+                    var code = try hex4()
+                    if (0xD800..<0xDC00).contains(code), bytes.count - position >= 6, bytes[position] == UInt8(ascii: "\\"),
+                       bytes[position + 1] == UInt8(ascii: "u") {
+                        position += 2
+                        let low = try hex4()
+                        guard (0xDC00..<0xE000).contains(low) else { throw fail("a lone surrogate") }
+                        code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
+                    }
+                    guard let scalar = Unicode.Scalar(code) else { throw fail("a lone surrogate") }
+                    scalars.append(scalar)
+                default: throw fail("an unknown escape")
+                }
+                run = position
+            }
+            throw fail("a string is not closed")
+        }
+
+        mutating func hex4() throws(RecordingJSON.Malformed) -> UInt32 {
+            guard bytes.count - position >= 4, let code = UInt32(String(decoding: bytes[position..<position + 4], as: UTF8.self), radix: 16) else {
+                throw fail("a \\u escape needs four hex digits")
+            }
+            position += 4
+            return code
+        }
+    }
+}

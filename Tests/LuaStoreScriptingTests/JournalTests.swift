@@ -1,0 +1,262 @@
+import Foundation
+import LuaKit
+import LuaStoreCore
+import LuaStoreScripting
+@testable import LuaStoreScripting
+import LuaStoreTestSupport
+import Testing
+
+/// State is data (the barrier's refusals and the one-place rule) and the session journal (each action's
+/// changes, exact; the recording's lossless values).
+@Suite struct JournalTests {
+    /// An engine over `app.lua` (a reducer dispatching on `action.type` to the functions in `cases`), on a
+    /// thread of its own; `body` runs there.
+    func withEngine(_ cases: String, initial: String = "{ list = {}, map = {}, count = 0 }",
+                    _ body: (ScriptEngine) throws -> Void) throws {
+        let folder = try AppFolder(["app.lua": """
+            local app, cases = {}, {}
+            \(cases)
+            function app.init() return \(initial) end
+            function app.reduce(state, action) return cases[action.type](state, action) end
+            function app.props(state) return {} end
+            return app
+            """])
+        defer { folder.remove() }
+        let thread = LuaThread(name: "journal-test")
+        try thread.sync { () throws -> Void in
+            let engine = try ScriptEngine(folder: folder.url, thread: thread, limits: LuaLimits(), log: { _ in }, report: { _ in })
+            try body(engine)
+        }
+    }
+
+    /// The failure of `action`, after checking that it left the state exactly as it was.
+    func refusal(_ engine: ScriptEngine, _ action: LuaValue) throws -> LuaError? {
+        let before = try engine.state()
+        var failure: LuaError?
+        do {
+            _ = try engine.reduce(action)
+        } catch {
+            failure = error
+        }
+        #expect(try engine.state() == before, "rolled back: \(action)")
+        return failure
+    }
+
+    @Test func valuesThatAreNotDataAreRefusedAtTheWrite() throws {
+        try withEngine("""
+            cases.fn = function(state) state.count = 1; state.callback = function() end end
+            cases.nan = function(state) state.count = 0/0 end
+            cases.inf = function(state) state.count = math.huge end
+            cases.ninf = function(state) state.map.low = -math.huge end
+            cases.nested = function(state) state.list[1] = { title = "a", tags = { print } } end
+            cases.tablekey = function(state) state.map[{}] = true end
+            cases.infkey = function(state) state.map[math.huge] = 1 end
+            cases.meta = function(state) state.map.m = setmetatable({}, {}) end
+            cases.twice = function(state) local t = {}; state.map.pair = { t, t } end
+            cases.ok = function(state) state.map[true] = "yes"; state.map[5] = 1.5; state.map[2.5] = {}; state.count = -0.0 end
+            """) { engine in
+            let expected: [(String, String, Int)] = [
+                ("fn", "state.callback: a function cannot be stored in the state", 2),
+                ("nan", "state.count: NaN cannot be stored in the state", 3),
+                ("inf", "state.count: inf cannot be stored in the state", 4),
+                ("ninf", "state.map.low: -inf cannot be stored in the state", 5),
+                ("nested", "state.list[1].tags[1]: a function cannot be stored in the state", 6),
+                ("tablekey", "state.map: a table cannot be a key in the state", 7),
+                ("infkey", "state.map: inf cannot be a key in the state", 8),
+                ("meta", "state.map.m: a table with a metatable cannot be stored in the state", 9),
+                ("twice", "state.map.pair[2]: the same table is in two places of the value stored", 10),
+            ]
+            for (type, message, line) in expected {
+                let failure = try refusal(engine, ["type": .string(type)])
+                #expect(failure?.message.hasPrefix(message) == true, "\(type): \(failure?.message ?? "no failure")")
+                #expect(failure?.location == "app.lua:\(line)", "\(type)")
+            }
+            #expect(try refusal(engine, ["type": "fn"])?.message.hasSuffix("(the state holds only data: strings, booleans, finite numbers and tables of those)") == true)
+            _ = try engine.reduce(["type": "ok"])
+            let state = try engine.state()
+            #expect(state["map"][.boolean(true)] == "yes")
+            #expect(state["map"][5] == .number(1.5))
+            #expect(state["map"][.number(2.5)] == .table(LuaTable()))
+        }
+    }
+
+    @Test func aTableIsInOnePlaceOnlyAndMovesAreFine() throws {
+        try withEngine("""
+            cases.fill = function(state) for i = 1, 5 do state.list[i] = { id = i } end end
+            cases.alias = function(state) state.map.first = state.list[1] end
+            cases.self = function(state) state.map.me = state.map end
+            cases.root = function(state) state.map.root = state end
+            cases.raw = function(state) local t = { n = 1 }; state.map.a = t; state.map.b = t end
+            cases.cycle = function(state) local a = state.map; state.map = nil; a.again = a; state.other = a end
+            cases.remove = function(state) table.remove(state.list, 2); table.insert(state.list, 1, { id = 0 }) end
+            cases.sort = function(state) table.sort(state.list, function(a, b) return a.id > b.id end) end
+            cases.filter = function(state)
+              local kept = {}
+              for _, item in ipairs(state.list) do if item.id % 2 == 1 then kept[#kept + 1] = item end end
+              state.list = kept
+            end
+            cases.move = function(state) state.map.first = state.list[1]; state.list[1] = state.list[#state.list]; state.list[#state.list] = nil end
+            cases.fresh = function(state) return { list = state.list, map = state.map, count = state.count + 1 } end
+            """) { engine in
+            _ = try engine.reduce(["type": "fill"])
+            for (type, message) in [
+                ("alias", "after the action, one table is both at state.map.first and at state.list[1]"),
+                ("self", "state.map.me: a table cannot be stored inside itself"),
+                ("root", "state.map.root: a table cannot be stored inside itself"),
+                ("raw", "after the action, one table is both at state.map.b and at state.map.a"),
+                ("cycle", "after the action, one table is both at state.other and at state.other.again"),
+            ] {
+                let failure = try refusal(engine, ["type": .string(type)])
+                #expect(failure?.message.hasPrefix(message) == true, "\(type): \(failure?.message ?? "no failure")")
+            }
+            for type in ["remove", "sort", "filter", "move", "fresh"] {
+                _ = try engine.reduce(["type": .string(type)])
+            }
+            let state = try engine.state()
+            #expect(state["list"] == [["id": 1], ["id": 3]], "\(state)")
+            #expect(state["map"]["first"] == ["id": 5])
+            #expect(state["count"] == 1)
+        }
+    }
+
+    /// Sets `value` at `path` in `state` (the whole state for an empty path).
+    static func apply(_ change: StateChange, to state: inout LuaValue) {
+        func set(_ value: inout LuaValue, _ path: ArraySlice<LuaKey>) {
+            guard let key = path.first else {
+                value = change.value ?? .nil
+                return
+            }
+            guard var table = value.table else { Issue.record("no table at \(change.path)"); return }
+            var inner = table[key]
+            set(&inner, path.dropFirst())
+            table[key] = inner
+            value = .table(table)
+        }
+        set(&state, change.path[...])
+    }
+
+    /// A generated reducer (a random program of table operations chosen by each action's seed) over generated
+    /// actions: after every action, the previous state with the action's changes applied is the real state,
+    /// and a failing action has no changes.
+    @Test(arguments: [1, 2, 3, 4, 5, 6, 7, 8] as [UInt64])
+    func applyingEachEntrysChangesGivesTheRealState(seed: UInt64) throws {
+        try withEngine(#"""
+            local function pick(t)
+              local keys = {}
+              for k in pairs(t) do keys[#keys + 1] = k end
+              table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+              return keys[math.random(1, math.max(1, #keys))]
+            end
+            cases.edit = function(state, action)
+              math.randomseed(action.seed)
+              for step = 1, action.steps do
+                local kind = math.random(1, 12)
+                local list = state.list
+                if kind == 1 then table.insert(list, { n = step, tags = { "t" .. step } })
+                elseif kind == 2 and #list > 0 then table.remove(list, math.random(1, #list))
+                elseif kind == 3 and #list > 0 then list[math.random(1, #list)].n = step * 10
+                elseif kind == 4 then state.map["k" .. math.random(1, 6)] = math.random(1, 3) == 1 and nil or { v = step }
+                elseif kind == 5 then
+                  local key = pick(state.map)
+                  if key ~= nil and type(state.map[key]) == "table" then state.map[key].v = -step end
+                elseif kind == 6 and #list > 1 then table.sort(list, function(a, b) return a.n > b.n end)
+                elseif kind == 7 then state.count = state.count + 0.5
+                elseif kind == 8 and #list > 0 then table.insert(list[math.random(1, #list)].tags, "x" .. step)
+                elseif kind == 9 then
+                  local moved = state.list
+                  state.list = nil
+                  state.nested = { list = moved }
+                  state.list = state.nested.list
+                  state.nested.list = nil
+                elseif kind == 10 then state.map[math.random(1, 3)] = step % 2 == 0
+                elseif kind == 11 then state.map[step % 2 == 0] = { step }
+                elseif kind == 12 and action.fail then error("fails on purpose")
+                end
+              end
+            end
+            """#) { engine in
+            engine.journal = { _ in }
+            var heard: [JournalEntry] = []
+            let streamed = Protected<[JournalEntry]>([])
+            engine.journal = { entry in streamed.withLock { $0.append(entry) } }
+            var generator = SplitMix64(seed: seed)
+            var previous = try engine.state()
+            for round in 0..<60 {
+                let fail = generator.next() % 7 == 0
+                let action: LuaValue = ["type": "edit", "seed": .integer(Int64(generator.next() % 1_000_000)),
+                                        "steps": .integer(Int64(generator.next() % 30 + 1)), "fail": .boolean(fail)]
+                _ = try? engine.reduce(action)
+                heard = streamed.withLock { $0 }
+                let entry = try #require(heard.last)
+                #expect(entry.sequence == UInt64(round + 1))
+                #expect(entry.action == action)
+                let now = try engine.state()
+                if entry.failure != nil {
+                    #expect(entry.changes.isEmpty)
+                    #expect(now == previous)
+                } else {
+                    var applied = previous
+                    for change in entry.changes { Self.apply(change, to: &applied) }
+                    #expect(applied == now, "seed \(seed), round \(round): \(entry.changes)")
+                }
+                previous = now
+            }
+            #expect(heard.count == 60)
+            #expect(heard.contains { $0.failure != nil } && heard.contains { !$0.changes.isEmpty })
+        }
+    }
+
+    /// Changes name paths from the root, are never nested in one another, and cost what changed: a toggle in a
+    /// 20,000-item list is two changes.
+    @Test func aToggleIsTwoChangesWhateverTheStateSize() throws {
+        try withEngine("""
+            cases.toggle = function(state, action) local item = state.list[action.id]; item.done = not item.done; state.count = state.count + 1 end
+            cases.replace = function(state) state.list[3] = { done = true }; state.list[3].extra = 1 end
+            cases.whole = function(state) return { count = 0, list = state.list, map = {} } end
+            """, initial: "(function() local list = {} for i = 1, 20000 do list[i] = { done = false } end return { list = list, count = 0, map = {} } end)()") { engine in
+            let entries = Protected<[JournalEntry]>([])
+            engine.journal = { entry in entries.withLock { $0.append(entry) } }
+            _ = try engine.reduce(["type": "toggle", "id": 17_000])
+            _ = try engine.reduce(["type": "replace"])
+            _ = try engine.reduce(["type": "whole"])
+            let heard = entries.withLock { $0 }
+            #expect(heard[0].changes == [
+                StateChange(path: ["list", 17_000, "done"], value: true), StateChange(path: ["count"], value: 1),
+            ])
+            #expect(heard[1].changes == [StateChange(path: ["list", 3], value: ["done": true, "extra": 1])])
+            #expect(heard[2].changes.map(\.path) == [[]], "a new state table is one change: the whole state")
+        }
+    }
+
+    /// Recorded values come back exactly: integers and floats, keys that are not strings, empty tables, a
+    /// string key that looks like the encoding's own.
+    @Test func recordedValuesRoundTrip() throws {
+        let values: [LuaValue] = [
+            ["flags": .table(LuaTable(fields: [.boolean(true): "yes"])), "marks": .table(LuaTable(fields: [5: true]))],
+            ["one": 1, "onePointZero": .number(1.0), "tiny": .number(1e-300), "big": .number(1.5e300), "third": .number(1.0 / 3)],
+            ["empty": .table(LuaTable()), "list": [1, 2, 3], "holes": .table(LuaTable(array: [1], fields: [3: 3]))],
+            ["$map": 1], .table(LuaTable(fields: [.number(2.5): "a", .integer(-1): "b", .boolean(false): [:]])),
+            ["text": "quote \" backslash \\ newline \n tab \t nul \u{0} é 🙂"], .integer(Int64.min), .number(-0.0),
+        ]
+        for value in values {
+            let text = try RecordingJSON.encode(value)
+            let back = try RecordingJSON.decode(text: text[...])
+            #expect(back == value, "\(text)")
+            if case .number(let number) = value { #expect(back.number?.sign == number.sign) }
+        }
+        #expect(throws: RecordingJSON.Unrepresentable.self) { try RecordingJSON.encode(.number(.infinity)) }
+    }
+}
+
+/// A small seeded generator (SplitMix64), so a failing seed reproduces.
+struct SplitMix64 {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
