@@ -270,6 +270,17 @@ static int is_plain_data(lua_State *L, int index) {
     }
 }
 
+/// [-0, +0, -] Whether storing the value at `b` where `a` is changes nothing: raw equality, and for numbers the
+/// same subtype and, for a zero, the same sign (Lua stores `1.0` over `1`, and `-0.0` over `0.0`).
+static int is_same(lua_State *L, int a, int b) {
+    if (!lua_rawequal(L, a, b)) return 0;
+    if (lua_type(L, a) != LUA_TNUMBER) return 1;
+    if (lua_isinteger(L, a) != lua_isinteger(L, b)) return 0;
+    if (lua_isinteger(L, a)) return 1;
+    lua_Number x = lua_tonumber(L, a), y = lua_tonumber(L, b);
+    return x != 0 || signbit(x) == signbit(y);
+}
+
 /// `__newindex(proxy, key, value)` [-3, +0, e] while writing, for a key that stays (neither the old nor the new
 /// value is nil) and values that are plain data (strings, booleans, finite numbers): journaled, written,
 /// recorded for the readers of that table. (A key that stays was accepted as data when it appeared.)
@@ -285,7 +296,7 @@ static int barrier_newindex(lua_State *L) {
     int oldType = lua_rawget(L, 4); /* 5: the old value (taken by the journal below) */
     // (A NaN key never gets past this: no table holds a value under NaN, so its old value is nil.)
     if (oldType == LUA_TNIL || oldType == LUA_TTABLE) return fall_back(L, UPVALUE(WRITE_FALLBACK), 3, 0);
-    if (lua_rawequal(L, 5, 3)) return 0;
+    if (is_same(L, 5, 3)) return 0;
     // Journaled first: growing the journal may raise, and then nothing has changed yet. (The old value is on
     // top, where the journal takes it from; its slots are filled last to first.)
     if (b->count + 3 > b->filled) b->filled = b->count + 3;

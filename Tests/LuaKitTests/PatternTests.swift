@@ -90,18 +90,6 @@ import Testing
         }
     }
 
-    /// A deterministic generator (SplitMix64), so a failure can be reproduced from its seed.
-    struct SplitMix: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     static let atoms = ["a", "b", ".", "%a", "%d", "%s", "%w", "%p", "[ab]", "[^a]", "[a-c]", "[%d_]", "x", "1", " ", "%%", "%."]
     static let quantifiers = ["", "", "", "*", "+", "-", "?"]
 

@@ -19,3 +19,16 @@ extension Tag {
     /// tenfold slowdown turns their deadlines into noise).
     @Tag public static var concurrency: Self
 }
+
+/// A deterministic generator (SplitMix64), so a failure of a generated test reproduces from its seed.
+public struct SplitMix: RandomNumberGenerator, Sendable {
+    public var state: UInt64
+    public init(state: UInt64) { self.state = state }
+    public mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

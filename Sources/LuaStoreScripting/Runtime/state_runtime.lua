@@ -181,7 +181,17 @@ end
 -- `attached` checks each link. They live as long as the proxy caches and are emptied with them; the roots
 -- (the app's state, children's states) need none.
 
-local huge = math.huge
+local huge, mathtype = math.huge, math.type
+
+-- Whether storing `b` where `a` is changes nothing: equal, and for numbers of the same subtype and, for a zero,
+-- the same sign (Lua stores `1.0` over `1`; the state keeps what the script stored).
+local function same(a, b)
+  if a ~= b then return false end
+  if type(a) ~= "number" then return true end
+  local kind = mathtype(a)
+  if kind ~= mathtype(b) then return false end
+  return kind == "integer" or a ~= 0 or 1 / a == 1 / b
+end
 local MAX_DEPTH = 1000 -- deeper than any state converts: only a cycle in the records goes further
 
 -- Whether the real table `t` is in a state now: each recorded link up to a root still holds it.
@@ -393,7 +403,7 @@ local function newindexFallback(p, key, value)
   end
   if failure then error(failure, 3) end
   local old = real[key]
-  if old == value then return end
+  if same(old, value) then return end
   if old == nil then
     failure = badKey(key, real)
     if failure then error(failure, 3) end
@@ -588,7 +598,7 @@ local written = {} -- while `changes` runs: real -> key -> the journal position 
 
 -- Whether the journaled write at `position` put a different value where it wrote (its table holds `value`).
 local function changedAt(position, value)
-  return position ~= nil and value ~= journal[position + 2]
+  return position ~= nil and not same(value, journal[position + 2])
 end
 
 -- The keys from the root state to `t[key]`, or nil when the change is not the root state's to report: `t` is
@@ -634,7 +644,7 @@ function M.changes()
     local t, key = journal[i], journal[i + 1]
     if written[t][key] == i then
       local value = t[key]
-      if value ~= journal[i + 2] then
+      if not same(value, journal[i + 2]) then
         local path = pathTo(t, key)
         if path ~= nil then
           n = n + 1

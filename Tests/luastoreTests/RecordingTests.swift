@@ -1,0 +1,122 @@
+import Foundation
+import LuaStoreTestSupport
+import Testing
+
+/// `run --record` and `replay` end to end, with the built binary: recordings are lossless, written like any
+/// Unix tool's output, and every failure to write is an error in words.
+@Suite struct RecordingTests {
+    static let app = """
+        local app = {}
+        function app.init() return { flags = {}, marks = {}, ratio = 1, items = {} } end
+        function app.reduce(state, action)
+          if action.type == "flag" then state.flags[true] = "yes"; state.marks[5] = true; state.ratio = 1.0
+          elseif action.type == "add" then state.items[#state.items + 1] = { title = action.title, tags = {} }
+          elseif action.type == "remove" then table.remove(state.items, 1)
+          elseif action.type == "callback" then state.callback = function() end
+          end
+        end
+        function app.props(state) return { count = #state.items } end
+        return app
+        """
+
+    static let actions = """
+        {"type":"flag"}
+        {"type":"add","title":"a"}
+        {"type":"add","title":"b"}
+        {"type":"callback"}
+        {"type":"remove"}
+
+        """
+
+    func makeApp(_ source: String = app) throws -> URL {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("luastore-rec-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        try Data(source.utf8).write(to: folder.appendingPathComponent("app.lua"))
+        try Data(Self.actions.utf8).write(to: folder.appendingPathComponent("actions.jsonl"))
+        return folder
+    }
+
+    @Test func aSessionRoundTripsAndReplaysAgainstUnchangedScripts() async throws {
+        let folder = try makeApp()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let recording = folder.appendingPathComponent("session.jsonl").path
+        let run = try await CLI.run(["run", folder.path, "--actions", folder.appendingPathComponent("actions.jsonl").path,
+                                     "--format", "json", "--record", recording, "--state-out", folder.appendingPathComponent("state.json").path])
+        // The reducer storing a function is refused with its line; the run goes on and exits 1.
+        #expect(run.status == 1)
+        #expect(run.errors.contains("reduce failed: app.lua:7: state.callback: a function cannot be stored in the state"), "\(run.errors)")
+        let lines = try String(contentsOfFile: recording, encoding: .utf8).split(separator: "\n").map(String.init)
+        #expect(lines.count == 6, "\(lines)")
+        #expect(lines[0].hasPrefix(#"{"format":"luastore-recording","version":2,"app":""#))
+        #expect(lines[0].contains(#""state":{"flags":{},"items":{},"marks":{},"ratio":1}"#), "\(lines[0])")
+        #expect(lines[1].contains(#""changes":[[["flags",true],"yes"],[["marks",5],true],[["ratio"],1.0]]"#), "\(lines[1])")
+        #expect(lines[2].contains(#"[["items",1],{"tags":{},"title":"a"}]"#), "\(lines[2])")
+        #expect(lines[4].contains(#""failure":{"stage":"reduce","message":"state.callback: a function cannot be stored in the state"#), "\(lines[4])")
+        #expect(lines[4].contains(#""location":"app.lua:7""#), "\(lines[4])")
+        #expect(lines[5].contains(#""changes":[[["items",1],{"tags":{},"title":"b"}],[["items",2]]]"#), "\(lines[5])")
+        #expect(FileManager.default.fileExists(atPath: folder.appendingPathComponent("state.json").path), "the state is written despite the failure")
+
+        let replay = try await CLI.run(["replay", folder.path, recording])
+        #expect(replay.status == 0, "\(replay.errors)")
+        #expect(replay.output == "replayed 5 actions: every change matches the recording\n")
+        let until = try await CLI.run(["replay", folder.path, recording, "--until", "2", "--json"])
+        #expect(until.output == #"{"matches":true,"replayed":2}"# + "\n", "\(until.output)")
+
+        // The scripts change: the first action whose changes differ is named, with the path and both values.
+        try Data(Self.app.replacingOccurrences(of: "state.marks[5] = true", with: "state.marks[5] = false").utf8)
+            .write(to: folder.appendingPathComponent("app.lua"))
+        let diverged = try await CLI.run(["replay", folder.path, recording])
+        #expect(diverged.status == 1)
+        #expect(diverged.errors.contains(#"diverges at action 1: {"type":"flag"}"#), "\(diverged.errors)")
+        #expect(diverged.errors.contains("state.marks[5]: recorded true, now false"), "\(diverged.errors)")
+        let json = try await CLI.run(["replay", folder.path, recording, "--json"])
+        #expect(json.output.contains(#""divergence":{"action":{"type":"flag"},"now":"false","path":"state.marks[5]","recorded":"true","sequence":1}"#), "\(json.output)")
+    }
+
+    @Test func aRecordingCutMidLineReplaysUpToItsLastCompleteLineAndVersionOneIsRefused() async throws {
+        let folder = try makeApp()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let recording = folder.appendingPathComponent("session.jsonl")
+        _ = try await CLI.run(["run", folder.path, "--actions", folder.appendingPathComponent("actions.jsonl").path, "--record", recording.path])
+        let whole = try Data(contentsOf: recording)
+        let cut = whole.prefix(whole.count - 20) // the last entry loses its end, as after a crash mid-write
+        try cut.write(to: recording)
+        let replay = try await CLI.run(["replay", folder.path, recording.path])
+        #expect(replay.status == 0, "\(replay.errors)")
+        #expect(replay.errors.contains("session.jsonl:6: the last line is cut short"), "\(replay.errors)")
+        #expect(replay.output == "replayed 4 actions: every change matches the recording\n")
+
+        try Data(#"{"action":{"type":"flag"},"state":{"flags":{}}}"#.utf8).write(to: recording)
+        let old = try await CLI.run(["replay", folder.path, recording.path])
+        #expect(old.status == 2)
+        #expect(old.errors.contains("is a version 1 recording"), "\(old.errors)")
+    }
+
+    @Test func outputsAreWrittenThroughLinksAndFailuresAreWords() async throws {
+        let folder = try makeApp()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let actions = folder.appendingPathComponent("actions.jsonl").path
+        // Through a symbolic link: the target is written, the link stays a link.
+        let target = folder.appendingPathComponent("target.jsonl")
+        let link = folder.appendingPathComponent("link.jsonl")
+        try FileManager.default.createSymbolicLink(at: link, withDestinationURL: target)
+        _ = try await CLI.run(["run", folder.path, "--actions", actions, "--record", link.path])
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: link.path) == target.path)
+        #expect(try String(contentsOf: target, encoding: .utf8).hasPrefix(#"{"format":"luastore-recording""#))
+        // A device that is full: an error in words, exit 1, the device left alone.
+        for option in ["--record", "--state-out"] {
+            let full = try await CLI.run(["run", folder.path, "--actions", actions, option, "/dev/full"])
+            #expect(full.status == 1)
+            let what = option == "--record" ? "the recording" : "the state"
+            #expect(full.errors.contains("cannot write \(what) to /dev/full: no space left on device"), "\(full.errors)")
+        }
+        #expect((try FileManager.default.attributesOfItem(atPath: "/dev/full")[.type] as? FileAttributeType) == .typeCharacterSpecial)
+        // A folder that does not exist: refused before anything runs.
+        let missing = try await CLI.run(["run", folder.path, "--actions", actions, "--record", "/nonexistent/session.jsonl"])
+        #expect(missing.status == 2)
+        #expect(missing.errors.contains("cannot write the recording to /nonexistent/session.jsonl: no such file or directory"), "\(missing.errors)")
+        // Standard output: the recording is the output.
+        let stdout = try await CLI.run(["run", folder.path, "--actions", actions, "--record", "/dev/stdout", "--format", "json"])
+        #expect(stdout.outputLines.contains { $0.hasPrefix(#"{"format":"luastore-recording""#) }, "\(stdout.output)")
+    }
+}
