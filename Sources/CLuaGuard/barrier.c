@@ -81,6 +81,7 @@ typedef struct Barrier {
     lua_Integer lastNotedAt;    /* `flushes` when __newindex remembered the last change it saw recorded */
     int subscriptionsDirty;     /* `subscriptions` must run again before its result is used */
     int moved;                  /* the open transaction stored a table that was in the state already */
+    int journaling;             /* `run` has `collect` read each action's changes after it commits */
 } Barrier;
 
 // MARK: Upvalues
@@ -120,6 +121,7 @@ enum { FIELD, LITERAL, SPARE };
     X(RUN_HOLDER, FIELD, "holder")  /* holder.state is the app's state table */                          \
     X(RUN_ADOPT, FIELD, "adopt")    /* adopt(result): installs a state the reducer returned */           \
     X(RUN_SETTLE, FIELD, "settle")  /* settle(): checks the tables the action moved (one place each) */   \
+    X(RUN_COLLECT, FIELD, "collect") /* collect(position): reads a committed action's changes (journaling) */ \
     X(RUN_TYPE, LITERAL, "type")    /* the key of an action's type */                                     \
     X(RUN_STATE, LITERAL, "state")  /* the key of the state in `holder` */
 
@@ -390,6 +392,11 @@ static int barrier_run(lua_State *L) {
             lua_call(L, 0, 0);
         }
         b->mode = MODE_CLOSED;
+        if (b->journaling) {
+            lua_pushvalue(L, UPVALUE(RUN_COLLECT));
+            lua_pushinteger(L, i);
+            lua_call(L, 1, 0);
+        }
         if (!lua_isnil(L, 9)) {
             lua_pushinteger(L, i);
             lua_pushvalue(L, 9);
@@ -475,6 +482,12 @@ static int barrier_set_mode(lua_State *L) {
     lua_Integer mode = luaL_checkinteger(L, 1);
     luaL_argcheck(L, mode == MODE_CLOSED || mode == MODE_WRITE || mode == MODE_READ, 1, "not a mode of the barrier");
     barrier(L)->mode = mode;
+    return 0;
+}
+
+/// `setjournaling(flag)` [-1, +0, -]: whether `run` collects each action's changes.
+static int barrier_set_journaling(lua_State *L) {
+    barrier(L)->journaling = lua_toboolean(L, 1);
     return 0;
 }
 
@@ -605,6 +618,7 @@ int clua_make_barrier(lua_State *L) {
         { "made", barrier_made, NULL, 0 },
         { "count", barrier_count, NULL, 0 },
         { "setmoved", barrier_set_moved, NULL, 0 },
+        { "setjournaling", barrier_set_journaling, NULL, 0 },
     };
     for (int i = 0; i < COUNT(functions); i++) {
         push_closure(L, control, functions[i].function, functions[i].upvalues, functions[i].count);

@@ -247,4 +247,57 @@ import Testing
         }
         #expect(throws: RecordingJSON.Unrepresentable.self) { try RecordingJSON.encode(.number(.infinity)) }
     }
+
+    /// Runs of queued actions (one crossing into the VM for many) journal each action as single dispatches do:
+    /// one entry per action in order, failures included, each one's changes exact.
+    @Test func runsOfActionsAreJournaledActionByAction() async throws {
+        let folder = try AppFolder(["app.lua": """
+            local luastore = require("luastore")
+            local app = {}
+            function app.init() return { count = 0, items = {} } end
+            function app.reduce(state, action)
+              if action.type == "add" then state.items[#state.items + 1] = { n = action.n }; state.count = state.count + 1
+              elseif action.type == "fail" then state.count = -1; error("no")
+              elseif action.type == "log" then state.count = state.count + 10; return nil, { luastore.log("hi") }
+              elseif action.type == "drop" then table.remove(state.items, 1)
+              end
+            end
+            function app.props(state) return { count = state.count } end
+            return app
+            """])
+        defer { folder.remove() }
+        let recorder = Recorder()
+        var options = recorder.options
+        let entries = Protected<[JournalEntry]>([])
+        options.journal = { entry in entries.withLock { $0.append(entry) } }
+        let store = try await ScriptedStore(app: folder.url, options: options)
+        defer { store.shutdown() }
+        let start = try await store.journalStart()
+        var actions: [LuaValue] = []
+        for index in 1...300 {
+            switch index % 10 {
+            case 3: actions.append(["type": "fail"])
+            case 5: actions.append(["type": "log"])
+            case 7: actions.append(["type": "drop"])
+            case 9: actions.append(["type": .integer(9)]) // refused: no string type
+            default: actions.append(["type": "add", "n": .integer(Int64(index))])
+            }
+        }
+        for action in actions { store.dispatch(action) }
+        await store.barrier()
+        let heard = entries.withLock { $0 }
+        #expect(heard.map(\.sequence) == Array(1...300).map(UInt64.init))
+        #expect(heard.map { $0.action ?? .nil } == actions)
+        var state = start.state
+        for entry in heard {
+            let expectFailure = entry.action?["type"] == "fail" || entry.action?["type"] == 9
+            #expect((entry.failure != nil) == expectFailure, "\(entry.sequence)")
+            for change in entry.changes { Self.apply(change, to: &state) }
+        }
+        #expect(state == (try await store.state()))
+        let crossings = await withCheckedContinuation { continuation in
+            store.thread.async { continuation.resume(returning: store.engine.reduceCrossings) }
+        }
+        #expect(crossings < 200, "runs crossed into the VM once for many actions: \(crossings) crossings")
+    }
 }

@@ -13,56 +13,58 @@ public enum RecordingJSON {
         public let description: String
     }
 
-    /// Appends `value`, losslessly.
-    public static func encode(_ value: LuaValue, into output: inout String) throws {
+    /// Appends `value`, losslessly, as UTF-8.
+    public static func encode(_ value: LuaValue, into output: inout [UInt8]) throws {
         switch value {
-        case .nil: output += "null"
-        case .boolean(let flag): output += flag ? "true" : "false"
-        case .integer(let integer): output += String(integer)
+        case .nil: output.append(contentsOf: "null".utf8)
+        case .boolean(let flag): output.append(contentsOf: flag ? "true".utf8 : "false".utf8)
+        case .integer(let integer): appendInteger(integer, into: &output)
         case .number(let number):
             guard number.isFinite else { throw Unrepresentable(description: "\(number) cannot be recorded (not a finite number)") }
-            output += "\(number)" // Swift writes the shortest exact form, always with "." or "e"
-        case .string(let text): RecordingJSON.quote(text, into: &output)
+            output.append(contentsOf: number.description.utf8) // the shortest exact form, always with "." or "e"
+        case .string(let text): quote(text, into: &output)
         case .table(let table):
             if table.fields.isEmpty, !table.array.isEmpty {
-                output += "["
+                output.append(UInt8(ascii: "["))
                 for (index, element) in table.array.enumerated() {
-                    if index > 0 { output += "," }
+                    if index > 0 { output.append(UInt8(ascii: ",")) }
                     try encode(element, into: &output)
                 }
-                output += "]"
+                output.append(UInt8(ascii: "]"))
             } else if table.array.isEmpty, table.fields.keys.allSatisfy({ if case .string = $0 { true } else { false } }),
                       !(table.fields.count == 1 && table.fields[.string("$map")] != nil) {
-                output += "{"
+                output.append(UInt8(ascii: "{"))
                 for (index, entry) in table.sortedFields.enumerated() {
-                    if index > 0 { output += "," }
-                    RecordingJSON.quote(entry.key.text, into: &output)
-                    output += ":"
+                    if index > 0 { output.append(UInt8(ascii: ",")) }
+                    quote(entry.key.text, into: &output)
+                    output.append(UInt8(ascii: ":"))
                     try encode(entry.value, into: &output)
                 }
-                output += "}"
+                output.append(UInt8(ascii: "}"))
             } else {
-                output += "{\"$map\":["
+                output.append(contentsOf: #"{"$map":["#.utf8)
                 var first = true
-                for (index, element) in table.array.enumerated() {
-                    if !first { output += "," }
+                func pair(_ key: LuaValue, _ value: LuaValue) throws {
+                    if !first { output.append(UInt8(ascii: ",")) }
                     first = false
-                    output += "[\(index + 1),"
-                    try encode(element, into: &output)
-                    output += "]"
+                    output.append(UInt8(ascii: "["))
+                    try encode(key, into: &output)
+                    output.append(UInt8(ascii: ","))
+                    try encode(value, into: &output)
+                    output.append(UInt8(ascii: "]"))
                 }
-                for entry in table.sortedFields {
-                    if !first { output += "," }
-                    first = false
-                    output += "["
-                    try encode(entry.key.value, into: &output)
-                    output += ","
-                    try encode(entry.value, into: &output)
-                    output += "]"
-                }
-                output += "]}"
+                for (index, element) in table.array.enumerated() { try pair(.integer(Int64(index + 1)), element) }
+                for entry in table.sortedFields { try pair(entry.key.value, entry.value) }
+                output.append(contentsOf: "]}".utf8)
             }
         }
+    }
+
+    /// Appends `value`, losslessly.
+    public static func encode(_ value: LuaValue, into output: inout String) throws {
+        var bytes: [UInt8] = []
+        try encode(value, into: &bytes)
+        output += String(decoding: bytes, as: UTF8.self)
     }
 
     /// `value`, losslessly.
@@ -72,21 +74,48 @@ public enum RecordingJSON {
         return output
     }
 
+    static func appendInteger(_ integer: Int64, into output: inout [UInt8]) {
+        if integer >= 0, integer < 10 {
+            output.append(UInt8(48 + integer))
+        } else {
+            output.append(contentsOf: String(integer).utf8)
+        }
+    }
+
+    /// Appends `text` as a JSON string, as UTF-8 (runs without anything to escape are copied whole).
+    public static func quote(_ text: String, into output: inout [UInt8]) {
+        output.append(UInt8(ascii: "\""))
+        var text = text
+        text.withUTF8 { bytes in
+            var run = 0
+            for index in bytes.indices {
+                let byte = bytes[index]
+                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+                output.append(contentsOf: bytes[run..<index])
+                run = index + 1
+                switch byte {
+                case UInt8(ascii: "\""): output.append(contentsOf: #"\""#.utf8)
+                case UInt8(ascii: "\\"): output.append(contentsOf: #"\\"#.utf8)
+                case UInt8(ascii: "\n"): output.append(contentsOf: #"\n"#.utf8)
+                case UInt8(ascii: "\r"): output.append(contentsOf: #"\r"#.utf8)
+                case UInt8(ascii: "\t"): output.append(contentsOf: #"\t"#.utf8)
+                default:
+                    let hex = Array("0123456789abcdef".utf8)
+                    output.append(contentsOf: #"\u00"#.utf8)
+                    output.append(hex[Int(byte >> 4)])
+                    output.append(hex[Int(byte & 15)])
+                }
+            }
+            output.append(contentsOf: bytes[run...])
+        }
+        output.append(UInt8(ascii: "\""))
+    }
+
     /// Appends `text` as a JSON string.
     public static func quote(_ text: String, into output: inout String) {
-        output += "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": output += "\\\""
-            case "\\": output += "\\\\"
-            case "\n": output += "\\n"
-            case "\r": output += "\\r"
-            case "\t": output += "\\t"
-            case _ where scalar.value < 0x20: output += String(format: "\\u%04x", scalar.value)
-            default: output.unicodeScalars.append(scalar)
-            }
-        }
-        output += "\""
+        var bytes: [UInt8] = []
+        quote(text, into: &bytes)
+        output += String(decoding: bytes, as: UTF8.self)
     }
 
     /// A line or value that is not what the format says.
@@ -139,62 +168,76 @@ public enum RecordingLine {
 
     /// The header line.
     public static func header(app: String, start: (state: LuaValue, scripts: String, schemaVersion: Int64, sequence: UInt64)) throws -> String {
-        var line = "{\"format\":\"\(format)\",\"version\":\(version),\"app\":"
+        var line: [UInt8] = []
+        line.append(contentsOf: #"{"format":"\#(format)","version":\#(version),"app":"#.utf8)
         RecordingJSON.quote(app, into: &line)
-        line += ",\"schemaVersion\":\(start.schemaVersion),\"scripts\":\"\(start.scripts)\",\"state\":"
+        line.append(contentsOf: #","schemaVersion":\#(start.schemaVersion),"scripts":"\#(start.scripts)","state":"#.utf8)
         try RecordingJSON.encode(start.state, into: &line)
-        return line + "}"
+        line.append(UInt8(ascii: "}"))
+        return String(decoding: line, as: UTF8.self)
     }
 
     /// The line of one journal entry.
     public static func entry(_ entry: JournalEntry) throws -> String {
-        var line = "{\"seq\":\(entry.sequence),\"origin\":"
+        var line: [UInt8] = []
+        try append(entry, to: &line)
+        return String(decoding: line, as: UTF8.self)
+    }
+
+    /// Appends the line of one journal entry (without its newline), as UTF-8.
+    public static func append(_ entry: JournalEntry, to line: inout [UInt8]) throws {
+        line.append(contentsOf: #"{"seq":"#.utf8)
+        line.append(contentsOf: String(entry.sequence).utf8)
+        line.append(contentsOf: #","origin":"#.utf8)
         switch entry.origin {
-        case .outside: line += "\"outside\""
-        case .child: line += "\"child\""
-        case .reload: line += "\"reload\""
+        case .outside: line.append(contentsOf: #""outside""#.utf8)
+        case .child: line.append(contentsOf: #""child""#.utf8)
+        case .reload: line.append(contentsOf: #""reload""#.utf8)
         case .effect(let kind, let subscription):
-            line += "{\"effect\":"
+            line.append(contentsOf: #"{"effect":"#.utf8)
             RecordingJSON.quote(kind, into: &line)
             if let subscription {
-                line += ",\"subscription\":"
+                line.append(contentsOf: #","subscription":"#.utf8)
                 RecordingJSON.quote(subscription, into: &line)
             }
-            line += "}"
+            line.append(UInt8(ascii: "}"))
         }
         switch entry.event {
         case .action(let action):
-            line += ",\"action\":"
+            line.append(contentsOf: #","action":"#.utf8)
             try RecordingJSON.encode(action, into: &line)
         case .reload(let from, let to):
-            line += ",\"reload\":{\"from\":\(from),\"to\":\(to)}"
+            line.append(contentsOf: #","reload":{"from":\#(from),"to":\#(to)}"#.utf8)
         case .failedReload:
-            line += ",\"reload\":\"failed\""
+            line.append(contentsOf: #","reload":"failed""#.utf8)
         }
         if let failure = entry.failure {
-            line += ",\"failure\":{\"stage\":\"\(failure.stage.rawValue)\",\"message\":"
+            line.append(contentsOf: #","failure":{"stage":"\#(failure.stage.rawValue)","message":"#.utf8)
             RecordingJSON.quote(failure.error.message, into: &line)
             if let location = failure.error.location {
-                line += ",\"location\":"
+                line.append(contentsOf: #","location":"#.utf8)
                 RecordingJSON.quote(location, into: &line)
             }
-            line += "}"
+            line.append(UInt8(ascii: "}"))
         } else {
-            line += ",\"changes\":["
+            line.append(contentsOf: #","changes":["#.utf8)
             for (index, change) in entry.changes.enumerated() {
-                if index > 0 { line += "," }
-                line += "["
-                try RecordingJSON.encode(.table(LuaTable(array: change.path.map(\.value))), into: &line)
+                if index > 0 { line.append(UInt8(ascii: ",")) }
+                line.append(contentsOf: "[[".utf8)
+                for (position, key) in change.path.enumerated() {
+                    if position > 0 { line.append(UInt8(ascii: ",")) }
+                    try RecordingJSON.encode(key.value, into: &line)
+                }
+                line.append(UInt8(ascii: "]"))
                 if let value = change.value {
-                    line += ","
+                    line.append(UInt8(ascii: ","))
                     try RecordingJSON.encode(value, into: &line)
                 }
-                line += "]"
+                line.append(UInt8(ascii: "]"))
             }
-            line += "]"
+            line.append(UInt8(ascii: "]"))
         }
-        line += ",\"scripts\":\"\(entry.scripts)\"}"
-        return line
+        line.append(contentsOf: #","scripts":"\#(entry.scripts)"}"#.utf8)
     }
 }
 
@@ -211,7 +254,9 @@ public final class OutputFile: @unchecked Sendable {
     // Only on `queue`:
     private var buffer: [UInt8] = []
     private var failure: String?
-    private var pending = 0
+    // Under `pendingLock`: lines not yet taken by the writer, and whether a drain is scheduled.
+    private var queued: [@Sendable (inout [UInt8]) throws -> Void] = []
+    private var draining = false
     private let pendingLock = NSLock()
 
     /// Opens (creates, truncates) `path` for writing.
@@ -224,23 +269,49 @@ public final class OutputFile: @unchecked Sendable {
     }
 
     /// Queues one line, made on the writer's thread by `make` (which may throw: then the file records why).
+    /// Lines are taken in batches: one wake-up and one write for many.
     public func append(_ make: @escaping @Sendable () throws -> String) {
-        pendingLock.withLock { pending += 1 }
-        queue.async { [self] in
-            if failure == nil {
+        append(bytes: { buffer in buffer.append(contentsOf: try make().utf8) })
+    }
+
+    /// Queues one line, appended to the file's buffer (as UTF-8, without its newline) on the writer's thread by
+    /// `write`; if it throws, what it appended is dropped and the file records why.
+    public func append(bytes write: @escaping @Sendable (inout [UInt8]) throws -> Void) {
+        let schedule = pendingLock.withLock { () -> Bool in
+            queued.append(write)
+            guard !draining else { return false }
+            draining = true
+            return true
+        }
+        // The writer starts a moment later: lines arriving meanwhile join the same batch (one wake-up of the
+        // writer's thread per batch, not per line, which matters when the store produces lines continuously).
+        if schedule { queue.asyncAfter(deadline: .now() + .milliseconds(2)) { [self] in drain() } }
+    }
+
+    /// On `queue`: makes and buffers every queued line, writing when the buffer is large and when nothing is
+    /// left to take.
+    private func drain() {
+        var batch: [@Sendable (inout [UInt8]) throws -> Void] = []
+        while true {
+            pendingLock.withLock {
+                swap(&batch, &queued)
+                if batch.isEmpty { draining = false }
+            }
+            if batch.isEmpty { break }
+            for write in batch where failure == nil {
+                let start = buffer.count
                 do {
-                    buffer.append(contentsOf: try make().utf8)
+                    try write(&buffer)
                     buffer.append(10)
                 } catch {
+                    buffer.removeSubrange(start...)
                     failure = "\(error)"
                 }
+                if buffer.count >= 1 << 16 { flush() }
             }
-            let idle = pendingLock.withLock { () -> Bool in
-                pending -= 1
-                return pending == 0
-            }
-            if idle || buffer.count >= 1 << 16 { flush() }
+            batch.removeAll(keepingCapacity: true)
         }
+        flush()
     }
 
     private func flush() {
@@ -261,7 +332,7 @@ public final class OutputFile: @unchecked Sendable {
     public func flushed() async -> OutputFailure? {
         await withCheckedContinuation { continuation in
             queue.async { [self] in
-                flush()
+                drain()
                 continuation.resume(returning: failure.map { OutputFailure(path: path, reason: $0) })
             }
         }
@@ -270,7 +341,7 @@ public final class OutputFile: @unchecked Sendable {
     /// Writes what is buffered, closes the file, and says what went wrong, if anything.
     public func close() -> OutputFailure? {
         queue.sync {
-            flush()
+            drain()
             if Foundation.close(descriptor) != 0, failure == nil { failure = OutputFailure.words(errno) }
             return failure.map { OutputFailure(path: path, reason: $0) }
         }
@@ -309,7 +380,7 @@ public final class SessionRecorder: Sendable {
     public func start(app: String, _ start: (state: LuaValue, scripts: String, schemaVersion: Int64, sequence: UInt64)) {
         early.withLock { early in
             file.append { try RecordingLine.header(app: app, start: start) }
-            for entry in early ?? [] where entry.sequence > start.sequence { file.append { try RecordingLine.entry(entry) } }
+            for entry in early ?? [] where entry.sequence > start.sequence { file.append { line in try RecordingLine.append(entry, to: &line) } }
             early = nil
         }
     }
@@ -320,7 +391,7 @@ public final class SessionRecorder: Sendable {
             if early != nil {
                 early?.append(entry)
             } else {
-                file.append { try RecordingLine.entry(entry) }
+                file.append { line in try RecordingLine.append(entry, to: &line) }
             }
         }
     }

@@ -13,7 +13,8 @@ enum StateRuntime {
     /// The functions of the runtime's module that the engine calls, named as in `state_runtime.lua`.
     enum Function: Int, CaseIterable {
         case reduce, reduceRun, runPosition, rollback, transform, setState, state, register, unregister, path, evaluate,
-            subscriptions, flush, reset, markAllDirty, setChild, removeChild, childState, reduceChild, changes
+            subscriptions, flush, reset, markAllDirty, setChild, removeChild, childState, reduceChild, changes, collected,
+            setJournaling
     }
 
     /// Where `reduce` and `reduceRun` put their results (one layout for both): the position of the action the

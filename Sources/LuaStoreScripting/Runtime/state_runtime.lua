@@ -26,6 +26,13 @@ local proxies = {}                                     -- real table -> its prox
 local parents, parentKeys = {}, {}                     -- real table -> the table holding it, and the key (below)
 local WEAK_KEYS, WEAK_ALL = { __mode = "k" }, { __mode = "kv" }
 local installBarrier                                   -- (below) makes the metamethods for the current caches
+local collect                                          -- (below) reads a committed action's changes
+local collected, collectedCount = {}, 0                -- what `collect` read (its layout: "The journal, read")
+
+local function clearCollected()
+  for i = 1, collectedCount do collected[i] = nil end
+  collectedCount = 0
+end
 local tablesLeft = false                               -- a committed write replaced or removed a table
 local reads = false                    -- while reading: real -> { key -> true }
 local journal = {}                     -- (table, key, old value) triples of the open transaction
@@ -495,6 +502,7 @@ function installBarrier()
     control = B and B.control, targets = targets, proxies = proxies, meta = meta, weakkeys = WEAK_KEYS,
     weakall = WEAK_ALL, parents = parents, parentkeys = parentKeys, journal = journal, dependents = dependents, changes = pending, holder = holder,
     index = indexFallback, newindex = newindexFallback, note = noteChange, adopt = adopt, settle = settleMoves,
+    collect = collect,
   }
   meta.__index, meta.__newindex = B.index, B.newindex
   CLOSED, WRITE, READ = B.CLOSED, B.WRITE, B.READ
@@ -511,6 +519,7 @@ end
 -- journal for the host to roll back). Proxies a run makes are trimmed before the next one.
 function M.reduceRun(reduce, list, first, last)
   if B.made() + placed > 512 then trimCaches() end
+  if collectedCount > 0 then clearCollected() end
   reads = false
   local position, commands, dirty, refused = B.run(reduce, list, first, last, readers.subscriptions ~= nil)
   if commands ~= nil then commands = unwrap(commands) end
@@ -592,70 +601,121 @@ function M.reduceChild(id, reduce, action)
   return commands
 end
 
--- The journal, read: what the last transaction changed ---------------------------------------------
+-- The journal, read: what each action changed -------------------------------------------------------
+--
+-- After a transaction commits, its journal says what it wrote; `collect` turns that into changes — each
+-- (table, key) written whose value now differs from the one before the transaction, named by its path from the
+-- root, unless the table is no longer in the state (removed since, or a child store's) or a change further up
+-- carries it (a table stored whole) — and appends them to `collected`, which the host reads once per run. The
+-- cost is the transaction's writes times the depth of the state, never its size. Layout, for each action that
+-- changed something: its position in the run, the number of changes, then each change: its depth d, the d keys
+-- of its path, and the new value; a removal is written as -d, without a value (d = 0: the whole state).
 
-local written = {} -- while `changes` runs: real -> key -> the journal position of the key's first write
+local written = {}                -- while collecting: real -> key -> the journal position of the key's first write
+local spareWritten, spareWrittenCount = {}, 0
+local scratch = {}                -- a path's keys, leaf first
 
 -- Whether the journaled write at `position` put a different value where it wrote (its table holds `value`).
 local function changedAt(position, value)
   return position ~= nil and not same(value, journal[position + 2])
 end
 
--- The keys from the root state to `t[key]`, or nil when the change is not the root state's to report: `t` is
--- not in it (removed since, or a child store's), or a change further up carries it (a table stored whole).
-local function pathTo(t, key)
-  if t == holder then return key == "state" and {} or nil end
-  local keys, n = { key }, 1
-  while t ~= holder.state do
-    if n > MAX_DEPTH then return nil end
-    local parent = parents[t]
-    if parent == nil or parent == holder or parent == children then return nil end
-    local parentKey = parentKeys[t]
-    if parent[parentKey] ~= t then return nil end
-    local positions = written[parent]
-    if positions ~= nil and changedAt(positions[parentKey], t) then return nil end
-    n = n + 1
-    keys[n] = parentKey
-    t = parent
+-- Appends the change of `t[key]` (now `value`), unless it is not the root state's to report.
+local function appendChange(t, key, value)
+  local depth = 0
+  if t == holder then
+    if key ~= "state" then return false end
+  else
+    depth = 1
+    scratch[1] = key
+    while t ~= holder.state do
+      if depth > MAX_DEPTH then return false end
+      local parent = parents[t]
+      if parent == nil or parent == holder or parent == children then return false end
+      local parentKey = parentKeys[t]
+      if parent[parentKey] ~= t then return false end
+      local positions = written[parent]
+      if positions ~= nil and changedAt(positions[parentKey], t) then return false end
+      depth = depth + 1
+      scratch[depth] = parentKey
+      t = parent
+    end
+    local positions = written[holder]
+    if positions ~= nil and changedAt(positions.state, t) then return false end
   end
-  local positions = written[holder]
-  if positions ~= nil and changedAt(positions.state, t) then return nil end
-  for i = 1, n // 2 do keys[i], keys[n + 1 - i] = keys[n + 1 - i], keys[i] end
-  return keys
+  local c = collectedCount + 1
+  collected[c] = value == nil and -depth or depth
+  for i = depth, 1, -1 do
+    c = c + 1
+    collected[c] = scratch[i]
+    scratch[i] = nil
+  end
+  if value ~= nil then
+    c = c + 1
+    collected[c] = value
+  end
+  collectedCount = c
+  return true
 end
 
--- What the last transaction changed, from its journal alone (never a walk of the state): each (table, key) it
--- wrote whose value now differs from the one before it, named by its path. Returns how many, their paths
--- (lists of keys from the root; an empty list is the whole state) and their new values (nil: removed).
-function M.changes()
+-- Appends what the last transaction (the action at `position`) changed.
+function collect(position)
   local count = B.count()
-  if count == 0 then return 0 end
+  if count == 0 then return end
   for i = 1, count, 3 do
     local t, key = journal[i], journal[i + 1]
     local positions = written[t]
     if positions == nil then
-      positions = {}
+      if spareWrittenCount > 0 then
+        positions = spareWritten[spareWrittenCount]
+        spareWritten[spareWrittenCount] = nil
+        spareWrittenCount = spareWrittenCount - 1
+      else
+        positions = {}
+      end
       written[t] = positions
     end
     if positions[key] == nil then positions[key] = i end
   end
-  local paths, values, n = {}, {}, 0
+  local start = collectedCount
+  collected[start + 1], collected[start + 2] = position, 0
+  collectedCount = start + 2
+  local changes = 0
   for i = 1, count, 3 do
     local t, key = journal[i], journal[i + 1]
     if written[t][key] == i then
       local value = t[key]
-      if not same(value, journal[i + 2]) then
-        local path = pathTo(t, key)
-        if path ~= nil then
-          n = n + 1
-          paths[n], values[n] = path, value
-        end
-      end
+      if not same(value, journal[i + 2]) and appendChange(t, key, value) then changes = changes + 1 end
     end
   end
-  for t in next, written do written[t] = nil end
-  return n, paths, values
+  for t, positions in next, written do
+    for key in next, positions do positions[key] = nil end
+    written[t] = nil
+    if spareWrittenCount < 64 then
+      spareWrittenCount = spareWrittenCount + 1
+      spareWritten[spareWrittenCount] = positions
+    end
+  end
+  if changes == 0 then
+    collected[start + 1], collected[start + 2] = nil, nil
+    collectedCount = start
+  else
+    collected[start + 2] = changes
+  end
 end
+
+-- Whether runs collect each action's changes (the host journals).
+function M.setJournaling(on) B.setjournaling(on) end
+
+-- What the last transaction changed (as position 1), in `collected`'s layout: returns its length and it.
+function M.changes()
+  clearCollected()
+  collect(1)
+  return collectedCount, collected
+end
+
+-- What the last run collected: its length and the list (read it before the next run).
+function M.collected() return collectedCount, collected end
 
 -- Readers: props, selectors, subscriptions ---------------------------------------------------------
 

@@ -6,8 +6,8 @@ extension ScriptEngine {
     /// Applies `actions` in order, each as `reduce(_:)` would (its own transaction and time budget; a failing
     /// one is undone and the next runs), crossing into the VM once for the whole run rather than per action.
     /// Stops early, after an action whose subscriptions the store must diff before the next one. When
-    /// journaling (each action's changes are read after it), or for a single action, it is `reduce(_:)` one
-    /// action at a time.
+    /// journaling, the runtime collects each action's changes as the run goes, read once per crossing. For a
+    /// single action it is `reduce(_:)`.
     func reduce(run actions: ArraySlice<LuaValue>) -> RunOutcome<ScriptEffect> {
         var outcome = RunOutcome<ScriptEffect>()
         guard let firstAction = actions.first else { return outcome }
@@ -31,7 +31,7 @@ extension ScriptEngine {
             }
             return true
         }
-        guard actions.count > 1, !journaling, allTables else { return single() }
+        guard actions.count > 1, allTables else { return single() }
         let list: LuaReference
         do {
             list = try vm.reference(toList: actions)
@@ -55,6 +55,7 @@ extension ScriptEngine {
                 }
             } catch {
                 let failed = (try? vm.call(runtime[.runPosition], arguments: []).first?.integer) ?? first
+                if journaling { journalRun(actions, first: first, through: failed, failed: (failed, error)) }
                 undoLastTransaction()
                 outcome.failures.append((Int(failed - 1), error))
                 outcome.applied = Int(failed)
@@ -63,16 +64,19 @@ extension ScriptEngine {
             }
             let offset = Int(stop.position - 1)
             outcome.applied = offset + 1
+            var failure: LuaError?
             if stop.refused {
-                outcome.failures.append((offset, Self.refused(actions[actions.startIndex + offset])))
+                failure = Self.refused(actions[actions.startIndex + offset])
             } else if let commands = stop.commands {
                 do {
                     let effects = try effects(from: commands)
                     if !effects.isEmpty { outcome.commands.append((offset, effects)) }
                 } catch {
-                    outcome.failures.append((offset, error))
+                    failure = error
                 }
             }
+            if let failure { outcome.failures.append((offset, failure)) }
+            if journaling { journalRun(actions, first: first, through: stop.position, failed: failure.map { (stop.position, $0) }) }
             if stop.dirty && app.subscriptions != nil {
                 subscriptionsDirty = true
                 break // the store diffs subscriptions before the next action
@@ -80,5 +84,25 @@ extension ScriptEngine {
             first = stop.position + 1
         }
         return outcome
+    }
+
+    /// Journal entries for the actions at run positions `first...last` (position p is the action at offset p - 1),
+    /// from the changes the runtime collected; `failed` is the one that failed, if any.
+    private func journalRun(_ actions: ArraySlice<LuaValue>, first: Int64, through last: Int64, failed: (Int64, LuaError)?) {
+        let collected: [Int64: [StateChange]]
+        do {
+            collected = try collectedChanges()
+        } catch {
+            collected = [:]
+            report(ScriptFailure(stage: .reduce, error: LuaError(.runtime, "the journal could not read a run's changes: \(error.message)"), action: nil))
+        }
+        for position in first...last {
+            let action = actions[actions.startIndex + Int(position - 1)]
+            if let (at, error) = failed, at == position {
+                record(.action(action), origin: .outside, changes: [], failure: ScriptFailure(stage: .reduce, error: error, action: action))
+            } else {
+                record(.action(action), origin: .outside, changes: collected[position] ?? [], failure: nil)
+            }
+        }
     }
 }

@@ -55,14 +55,22 @@ final class ScriptEngine {
     var children: [Int64: ChildModule] = [:]
     /// Hears every journal entry (see `ScriptedStoreOptions.journal`); also the streams of
     /// `ScriptedStore.journalEntries`. With either, actions are reduced one at a time and their changes read.
-    var journal: (@Sendable (JournalEntry) -> Void)?
-    var journalStreams: [Int: AsyncStream<JournalEntry>.Continuation] = [:]
+    var journal: (@Sendable (JournalEntry) -> Void)? { didSet { updateJournaling() } }
+    var journalStreams: [Int: AsyncStream<JournalEntry>.Continuation] = [:] { didSet { updateJournaling() } }
     var nextJournalStream = 0
     private(set) var journalSequence: UInt64 = 0
     /// Whether the last successful reload ran a migration (its transaction is the last one).
     var migrated = false
     /// Whether anyone hears the journal.
-    var journaling: Bool { journal != nil || !journalStreams.isEmpty }
+    private(set) var journaling = false
+
+    /// Tells the runtime whether runs collect each action's changes.
+    private func updateJournaling() {
+        let wanted = journal != nil || !journalStreams.isEmpty
+        guard wanted != journaling else { return }
+        journaling = wanted
+        _ = try? vm.call(runtime[.setJournaling], arguments: [.value(.boolean(wanted))])
+    }
     var nextChild: Int64 = 1
     private var commandSequence: UInt64 = 0
     /// Whether `subscriptions` must run again before its cached result is used.
@@ -183,7 +191,7 @@ final class ScriptEngine {
         }
         let changes: [StateChange]
         do {
-            changes = try lastChanges()
+            changes = try collectedChanges()[1] ?? []
         } catch {
             // A change that cannot be converted (the state is data: this is a bug of the runtime's, reported).
             undoLastTransaction()
@@ -206,19 +214,48 @@ final class ScriptEngine {
 
     /// What the last transaction changed, read from its journal by the runtime (O(changed)).
     func lastChanges() throws(LuaError) -> [StateChange] {
-        try vm.call(runtime[.changes], arguments: []) { results throws(LuaError) -> [StateChange] in
-            let count = results.integer(1) ?? 0
-            guard count > 0 else { return [] }
+        try changes(from: .changes)[1] ?? []
+    }
+
+    /// What each action of the last run (or the single action last reduced) changed, by position.
+    func collectedChanges() throws(LuaError) -> [Int64: [StateChange]] {
+        try changes(from: .collected)
+    }
+
+    private func changes(from function: StateRuntime.Function) throws(LuaError) -> [Int64: [StateChange]] {
+        let list = try vm.call(runtime[function], arguments: []) { results throws(LuaError) -> LuaValue in
+            (results.integer(1) ?? 0) == 0 ? .nil : try results.value(2, root: "state")
+        }
+        return Self.changes(fromCollected: list)
+    }
+
+    /// Reads the runtime's `collected` layout (`state_runtime.lua`, "The journal, read"): for each action that
+    /// changed something, its position, the number of changes, then each change's depth (negative: removed),
+    /// the keys of its path, and its new value.
+    static func changes(fromCollected value: LuaValue) -> [Int64: [StateChange]] {
+        guard let items = value.table?.array else { return [:] }
+        var result: [Int64: [StateChange]] = [:]
+        var index = 0
+        while index + 1 < items.count, let position = items[index].integer, let count = items[index + 1].integer {
+            index += 2
             var changes: [StateChange] = []
             changes.reserveCapacity(Int(count))
-            for position in 1...count {
-                let keys = try results.value(2, at: position, root: "path").table?.array ?? []
-                let path = keys.compactMap(LuaKey.init(exactly:))
-                let value = try results.value(3, at: position, root: "state")
-                changes.append(StateChange(path: path, value: value == .nil ? Optional.none : value))
+            for _ in 0..<count {
+                guard index < items.count, let signed = items[index].integer else { return result }
+                let depth = Int(signed.magnitude)
+                guard index + depth + (signed >= 0 ? 1 : 0) < items.count else { return result }
+                let path = items[(index + 1)..<(index + 1 + depth)].compactMap(LuaKey.init(exactly:))
+                index += depth + 1
+                if signed >= 0 {
+                    changes.append(StateChange(path: path, value: items[index]))
+                    index += 1
+                } else {
+                    changes.append(StateChange(path: path, value: nil))
+                }
             }
-            return changes
+            result[position] = changes
         }
+        return result
     }
 
     private func reduceAction(_ action: LuaValue) throws(LuaError) -> [ScriptEffect] {

@@ -65,7 +65,9 @@ public final class ScriptedStore: Sendable {
         self.options = options
         let report = options.failures
         let engine = try thread.sync { () throws(ScriptFailure) -> ScriptEngine in
-            try ScriptEngine(folder: folder, thread: thread, limits: options.limits, log: options.log, report: report)
+            let engine = try ScriptEngine(folder: folder, thread: thread, limits: options.limits, log: options.log, report: report)
+            engine.journal = options.journal
+            return engine
         }
         self.engine = engine
         let configuration = StoreConfiguration<ScriptState, LuaValue>(
@@ -74,7 +76,6 @@ public final class ScriptedStore: Sendable {
             errorReporter: ErrorReporter { failure in
                 report(Self.scriptFailure(failure))
             })
-        engine.journal = options.journal
         let effects = options.performsEffects
             ? ScriptEffectHandlers.interpreter(
                 runner: URLEffectRunner(policy: options.urlPolicy), storage: options.storageFolder, log: options.log)
