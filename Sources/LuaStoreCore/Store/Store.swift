@@ -97,4 +97,8 @@ public final class RootStore<R: Reducer>: Sendable {
 
     /// Stops taking actions and cancels every running subscription and command.
     public func shutdown() { engine.shutdown() }
+
+    /// Diffs the subscriptions again (launching and cancelling) against the state as it is now: for a state
+    /// that changed without an action (a scripted store going on from a past point of its history).
+    public func refreshSubscriptions() { engine.refreshSubscriptions() }
 }

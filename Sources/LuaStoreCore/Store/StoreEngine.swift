@@ -276,6 +276,14 @@ final class StoreEngine<R: Reducer>: Sendable {
         }
     }
 
+    /// Diffs the subscriptions against what the state asks for now, on the executor (for a state that changed
+    /// without an action: time travel going on from a past point).
+    func refreshSubscriptions() {
+        configuration.executor.execute { [self] in
+            if reducer.declaresSubscriptions { diffSubscriptions(action: nil) }
+        }
+    }
+
     /// Stops taking actions; cancels every subscription and command.
     func shutdown() {
         inbox.withLock { $0.stopped = true }

@@ -27,6 +27,7 @@ local parents, parentKeys = {}, {}                     -- real table -> the tabl
 local WEAK_KEYS, WEAK_ALL = { __mode = "k" }, { __mode = "kv" }
 local installBarrier                                   -- (below) makes the metamethods for the current caches
 local collect                                          -- (below) reads a committed action's changes
+local keepHistory                                      -- (below) keeps a committed action's befores and afters
 local collected, collectedCount = {}, 0                -- what `collect` read (its layout: "The journal, read")
 
 local function clearCollected()
@@ -658,10 +659,50 @@ local function appendChange(t, key, value)
   return true
 end
 
+-- History (time travel): for each committed transaction while it is on, each (table, key) it changed with the
+-- value before and after — (table, key, before, after) quads, tables kept by identity. Going back writes the
+-- befores, going forward the afters: no reducer runs again, nothing is converted, and the cost is what the
+-- entries between the two points changed. The newest `historyLimit` entries are kept; `cursor` is the entry
+-- the state is at (`historyLast` when at the present).
+local history, historyFirst, historyLast, historyLimit, cursor = {}, 1, 0, 0, 0
+
+function keepHistory(count)
+  local entry, n = {}, 0
+  for i = 1, count, 3 do
+    local t, key = journal[i], journal[i + 1]
+    if written[t][key] == i then
+      local after = t[key]
+      if not same(after, journal[i + 2]) then
+        entry[n + 1], entry[n + 2], entry[n + 3], entry[n + 4] = t, key, journal[i + 2], after
+        n = n + 4
+      end
+    end
+  end
+  historyLast = historyLast + 1
+  history[historyLast] = entry
+  cursor = historyLast
+  while historyLast - historyFirst + 1 > historyLimit do
+    history[historyFirst] = nil
+    historyFirst = historyFirst + 1
+  end
+end
+
+-- Writes `value` at real[key] outside any transaction (history only), telling the readers.
+local function restore(real, key, value)
+  local old = real[key]
+  real[key] = value
+  local byKey = dependents[real]
+  if byKey ~= nil then noteChange(real, byKey, key, old == nil or value == nil) end
+  if istable(old) or istable(value) then tablesLeft = true end
+end
+
 -- Appends what the last transaction (the action at `position`) changed.
 function collect(position)
   local count = B.count()
-  if count == 0 then return end
+  if count == 0 then
+    if historyLimit > 0 then keepHistory(0) end -- every committed action has an entry, empty or not
+    return
+  end
   for i = 1, count, 3 do
     local t, key = journal[i], journal[i + 1]
     local positions = written[t]
@@ -677,6 +718,7 @@ function collect(position)
     end
     if positions[key] == nil then positions[key] = i end
   end
+  if historyLimit > 0 then keepHistory(count) end
   local start = collectedCount
   collected[start + 1], collected[start + 2] = position, 0
   collectedCount = start + 2
@@ -716,6 +758,50 @@ end
 
 -- What the last run collected: its length and the list (read it before the next run).
 function M.collected() return collectedCount, collected end
+
+-- Keeps the newest `limit` history entries (0: none, and what was kept goes). Returns the first and last.
+function M.setHistory(limit)
+  historyLimit = limit
+  while historyLast - historyFirst + 1 > limit do
+    history[historyFirst] = nil
+    historyFirst = historyFirst + 1
+  end
+  if historyLast < historyFirst then cursor = historyLast end
+  return historyFirst, historyLast
+end
+
+-- Forgets the newest entry (its transaction was undone after it committed).
+function M.dropNewestHistory()
+  if historyLast >= historyFirst then
+    history[historyLast] = nil
+    historyLast = historyLast - 1
+    cursor = historyLast
+  end
+end
+
+-- Moves the state to just after entry `target` (historyFirst - 1: before the first one kept), undoing or
+-- redoing the entries between; the readers of what moved run again at the next flush.
+function M.travel(target)
+  if target < historyFirst - 1 or target > historyLast then error("history entry " .. target .. " is not kept", 0) end
+  while cursor > target do
+    local entry = history[cursor]
+    for i = #entry - 3, 1, -4 do restore(entry[i], entry[i + 1], entry[i + 2]) end
+    cursor = cursor - 1
+  end
+  while cursor < target do
+    cursor = cursor + 1
+    local entry = history[cursor]
+    for i = 1, #entry, 4 do restore(entry[i], entry[i + 1], entry[i + 3]) end
+  end
+  trimCaches(false, true) -- tables moved: the records of where they are start afresh
+  B.setdirty(true)
+end
+
+-- Drops the entries after the cursor (going on from a past point).
+function M.truncateHistory()
+  for i = cursor + 1, historyLast do history[i] = nil end
+  historyLast = cursor
+end
 
 -- Readers: props, selectors, subscriptions ---------------------------------------------------------
 

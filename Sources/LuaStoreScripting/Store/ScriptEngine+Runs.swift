@@ -11,6 +11,11 @@ extension ScriptEngine {
     func reduce(run actions: ArraySlice<LuaValue>) -> RunOutcome<ScriptEffect> {
         var outcome = RunOutcome<ScriptEffect>()
         guard let firstAction = actions.first else { return outcome }
+        if traveling { // held until the store resumes (`ScriptEngine+History.swift`)
+            held.append(contentsOf: actions.map { ($0, .outside) })
+            outcome.applied = actions.count
+            return outcome
+        }
         func single() -> RunOutcome<ScriptEffect> {
             outcome.applied = 1
             do {

@@ -64,9 +64,23 @@ final class ScriptEngine {
     /// Whether anyone hears the journal.
     private(set) var journaling = false
 
+    // Time travel (`ScriptEngine+History.swift`).
+    /// How many committed entries the history keeps (0: none).
+    var historyLimit = 0
+    /// The sequence numbers of the committed entries kept, oldest first; the runtime's entry for
+    /// `historySequences[i]` is `historyFirstIndex + i`.
+    var historySequences: [UInt64] = []
+    var historyFirstIndex: Int64 = 1
+    /// Whether the state is at a past entry (actions are held).
+    var traveling = false
+    /// The entry a jump went to.
+    var travelPosition: UInt64 = 0
+    /// Actions that arrived while traveling, in order.
+    var held: [(LuaValue, ActionSource)] = []
+
     /// Tells the runtime whether runs collect each action's changes.
-    private func updateJournaling() {
-        let wanted = journal != nil || !journalStreams.isEmpty
+    func updateJournaling() {
+        let wanted = journal != nil || !journalStreams.isEmpty || historyLimit > 0
         guard wanted != journaling else { return }
         journaling = wanted
         _ = try? vm.call(runtime[.setJournaling], arguments: [.value(.boolean(wanted))])
@@ -180,6 +194,10 @@ final class ScriptEngine {
     /// Applies `action` as one transaction; returns the commands. On failure the state is as it was. When
     /// journaling, the outcome (its changes, or its failure) becomes a journal entry.
     func reduce(_ action: LuaValue, source: ActionSource = .outside) throws(LuaError) -> [ScriptEffect] {
+        if traveling {
+            held.append((action, source))
+            return []
+        }
         guard journaling else { return try reduceAction(action) }
         let commands: [ScriptEffect]
         do {
@@ -194,7 +212,7 @@ final class ScriptEngine {
             changes = try collectedChanges()[1] ?? []
         } catch {
             // A change that cannot be converted (the state is data: this is a bug of the runtime's, reported).
-            undoLastTransaction()
+            undoLastTransaction(committed: true)
             record(.action(action), origin: JournalEntry.Origin(source), changes: [],
                    failure: ScriptFailure(stage: .reduce, error: error, action: action))
             throw error
@@ -203,9 +221,19 @@ final class ScriptEngine {
         return commands
     }
 
-    /// Hands a journal entry to whoever hears the journal.
-    func record(_ event: JournalEntry.Event, origin: JournalEntry.Origin, changes: [StateChange], failure: ScriptFailure?) {
+    /// Hands a journal entry to whoever hears the journal. `kept`: the runtime kept a history entry for it
+    /// (a committed action, a migration); by default, whether it did not fail.
+    func record(_ event: JournalEntry.Event, origin: JournalEntry.Origin, changes: [StateChange], failure: ScriptFailure?,
+                kept: Bool? = nil) {
         journalSequence += 1
+        if historyLimit > 0, kept ?? (failure == nil) {
+            historySequences.append(journalSequence)
+            if historySequences.count > historyLimit {
+                let dropped = historySequences.count - historyLimit
+                historySequences.removeFirst(dropped)
+                historyFirstIndex += Int64(dropped)
+            }
+        }
         let entry = JournalEntry(sequence: journalSequence, event: event, origin: origin, changes: changes, failure: failure,
                                  scripts: app.digest)
         journal?(entry)
@@ -293,14 +321,16 @@ final class ScriptEngine {
             }
             return effects
         } catch {
-            undoLastTransaction()
+            undoLastTransaction(committed: true)
             var located = error
             if located.chunkName == nil { located.chunkName = "app.lua" }
             throw located
         }
     }
 
-    func undoLastTransaction() {
+    /// Undoes the open or last transaction; `committed`: it had committed (and the history kept it).
+    func undoLastTransaction(committed: Bool = false) {
+        if committed, historyLimit > 0 { _ = try? vm.call(runtime[.dropNewestHistory], arguments: []) }
         do {
             try vm.call(runtime[.rollback], arguments: [])
         } catch {
@@ -332,7 +362,7 @@ final class ScriptEngine {
             cachedSubscriptions = [:]
             return [:]
         }
-        guard subscriptionsDirty else { return cachedSubscriptions }
+        guard subscriptionsDirty, !traveling else { return cachedSubscriptions }
         let value: LuaValue
         do {
             value = try vm.call(runtime[.subscriptions], arguments: [.value(true)]).first ?? .nil

@@ -19,6 +19,9 @@ public struct ScriptedStoreOptions: Sendable {
     public var storageFolder: URL?
     /// Whether effects are performed. `false` (for replays) drops every command and subscription unperformed.
     public var performsEffects: Bool = true
+    /// How many committed journal entries the history keeps for time travel (`ScriptedStore.jump(to:)`); 0 (the
+    /// default) keeps none. Keeping a history journals every action (as `journal` does).
+    public var historyEntries: Int = 0
     /// Hears the session journal: every action reduced (with what it changed) or refused (with why), and every
     /// reload, in order, on the store's thread (keep it quick: hand the entry to another thread to write it).
     /// Costs what each action changed, never the state's size; actions are then reduced one at a time.
@@ -67,6 +70,7 @@ public final class ScriptedStore: Sendable {
         let engine = try thread.sync { () throws(ScriptFailure) -> ScriptEngine in
             let engine = try ScriptEngine(folder: folder, thread: thread, limits: options.limits, log: options.log, report: report)
             engine.journal = options.journal
+            engine.setHistory(entries: options.historyEntries)
             return engine
         }
         self.engine = engine
@@ -194,6 +198,53 @@ public final class ScriptedStore: Sendable {
         }
     }
 
+    // MARK: Time travel
+
+    /// The sequence numbers of the journal entries the history keeps (committed actions and migrations),
+    /// oldest first, and the one the state is at.
+    public func history() async -> (kept: [UInt64], at: UInt64?) {
+        await withCheckedContinuation { continuation in
+            thread.async { [engine] in continuation.resume(returning: (engine.historySequences, engine.historyPosition)) }
+        }
+    }
+
+    /// Puts the state as it was just after journal entry `sequence` (a kept one, or any later one), without
+    /// running a reducer or an effect: observers get that point's props; actions that arrive meanwhile (from
+    /// outside or from effects) are held, in order, until `resume()` or `rewind(to:)`. Costs what the entries in
+    /// between changed, never the state's size.
+    public func jump(to sequence: UInt64) async throws(ScriptFailure) {
+        try await onThread { engine throws(ScriptFailure) in try engine.jump(to: sequence) }
+    }
+
+    /// Back to the present: the newest state, then the held actions, in order.
+    public func resume() async {
+        let held = await withCheckedContinuation { continuation in
+            thread.async { [engine] in continuation.resume(returning: engine.resume()) }
+        }
+        for action in held { root.dispatch(action) }
+    }
+
+    /// Goes on from the state after entry `sequence`: the entries after it are dropped, the subscriptions are
+    /// diffed again from that state (launching and cancelling), then the held actions are dispatched.
+    public func rewind(to sequence: UInt64) async throws(ScriptFailure) {
+        let held = try await onThread { engine throws(ScriptFailure) in try engine.rewind(to: sequence) }
+        root.refreshSubscriptions()
+        for action in held { root.dispatch(action) }
+    }
+
+    /// The state just after journal entry `sequence` (a kept one, or any later one), converted; the store stays
+    /// where it is.
+    public func state(at sequence: UInt64) async throws(ScriptFailure) -> LuaValue {
+        try await onThread { engine throws(ScriptFailure) in try engine.state(at: sequence) }
+    }
+
+    private func onThread<T: Sendable>(_ body: @escaping @Sendable (ScriptEngine) throws(ScriptFailure) -> T) async throws(ScriptFailure) -> T {
+        let result: Result<T, ScriptFailure> = await withCheckedContinuation { continuation in
+            thread.async { [engine] in continuation.resume(returning: Result { () throws(ScriptFailure) -> T in try body(engine) }) }
+        }
+        return try result.get()
+    }
+
     // MARK: Reading
 
     /// The props now (after the actions dispatched before this call).
@@ -255,7 +306,8 @@ public final class ScriptedStore: Sendable {
                     switch outcome {
                     case .success(.reloaded(let from, let to)):
                         let changes = engine.migrated ? ((try? engine.lastChanges()) ?? []) : []
-                        engine.record(.reload(fromSchema: from, toSchema: to), origin: .reload, changes: changes, failure: nil)
+                        engine.record(.reload(fromSchema: from, toSchema: to), origin: .reload, changes: changes, failure: nil,
+                                      kept: engine.migrated)
                     case .failure(let failure):
                         engine.record(.failedReload, origin: .reload, changes: [], failure: failure)
                     case .success(.unchanged):

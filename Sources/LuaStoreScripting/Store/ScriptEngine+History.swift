@@ -1,0 +1,95 @@
+import LuaKit
+import LuaStoreCore
+
+// Time travel: the runtime keeps, for each committed entry, what it changed with the values before and after
+// (`state_runtime.lua`, "History"); going to a point writes those, so no reducer or effect runs again.
+extension ScriptEngine {
+    /// Keeps the newest `entries` committed entries (0: none).
+    func setHistory(entries: Int) {
+        historyLimit = max(0, entries)
+        updateJournaling()
+        _ = try? vm.call(runtime[.setHistory], arguments: [.value(.integer(Int64(historyLimit)))])
+        if historySequences.count > historyLimit {
+            let dropped = historySequences.count - historyLimit
+            historySequences.removeFirst(dropped)
+            historyFirstIndex += Int64(dropped)
+        }
+    }
+
+    /// The sequence of the entry the state is at (the newest kept, unless traveling).
+    var historyPosition: UInt64? { traveling ? travelPosition : historySequences.last }
+
+    /// Where the runtime's cursor goes for "just after entry `sequence`".
+    private func historyIndex(for sequence: UInt64) throws(ScriptFailure) -> Int64 {
+        guard let first = historySequences.first, sequence >= first else {
+            let kept = historySequences.first.map { "entries from \($0) on are kept" } ?? "no entry is kept (set historyEntries)"
+            throw ScriptFailure(stage: .reduce, error: LuaError(.runtime, "journal entry \(sequence) is not in the history: \(kept)"))
+        }
+        guard sequence <= journalSequence else {
+            throw ScriptFailure(stage: .reduce, error: LuaError(.runtime, "journal entry \(sequence) has not happened (the newest is \(journalSequence))"))
+        }
+        // The last kept entry at or before `sequence`: the failed ones after it changed nothing.
+        var low = 0, high = historySequences.count
+        while low < high {
+            let middle = (low + high) / 2
+            if historySequences[middle] <= sequence { low = middle + 1 } else { high = middle }
+        }
+        return historyFirstIndex + Int64(low) - 1
+    }
+
+    private func travel(to index: Int64) throws(ScriptFailure) {
+        do {
+            try vm.call(runtime[.travel], arguments: [.value(.integer(index))])
+        } catch {
+            throw ScriptFailure(stage: .reduce, error: error)
+        }
+        subscriptionsDirty = true
+    }
+
+    private var newestIndex: Int64 { historyFirstIndex + Int64(historySequences.count) - 1 }
+
+    func jump(to sequence: UInt64) throws(ScriptFailure) {
+        let index = try historyIndex(for: sequence)
+        try travel(to: index)
+        traveling = index != newestIndex
+        travelPosition = sequence
+        flush()
+    }
+
+    /// Back to the newest state; returns the held actions (for the store to dispatch again, in order).
+    func resume() -> [LuaValue] {
+        if traveling {
+            try? travel(to: newestIndex) // (the newest entry is always kept)
+            traveling = false
+            flush()
+        }
+        defer { held = [] }
+        return held.map(\.0)
+    }
+
+    /// Goes on from entry `sequence`: later entries are dropped. Returns the held actions.
+    func rewind(to sequence: UInt64) throws(ScriptFailure) -> [LuaValue] {
+        let index = try historyIndex(for: sequence)
+        try travel(to: index)
+        _ = try? vm.call(runtime[.truncateHistory], arguments: [])
+        historySequences.removeLast(Int(newestIndex - index))
+        traveling = false
+        _ = try? vm.call(runtime[.markAllDirty], arguments: [])
+        flush()
+        defer { held = [] }
+        return held.map(\.0)
+    }
+
+    /// The state just after entry `sequence`, converted; the state is put back where it was.
+    func state(at sequence: UInt64) throws(ScriptFailure) -> LuaValue {
+        let index = try historyIndex(for: sequence)
+        let here = traveling ? try historyIndex(for: travelPosition) : newestIndex
+        try travel(to: index)
+        defer { try? travel(to: here) }
+        do {
+            return try state()
+        } catch {
+            throw ScriptFailure(stage: .reduce, error: error)
+        }
+    }
+}

@@ -1,0 +1,118 @@
+import Foundation
+import LuaKit
+import LuaStoreCore
+@testable import LuaStoreScripting
+import LuaStoreTestSupport
+import Testing
+
+/// Time travel on a scripted store: jump, resume, rewind and the state at any kept entry — with a command in
+/// flight, actions held while traveling, and subscriptions diffed again after a rewind.
+@Suite(.tags(.concurrency)) struct HistoryTests {
+    static let app = """
+        local luastore = require("luastore")
+        local app = {}
+        function app.init() return { count = 0 } end
+        function app.reduce(state, action)
+          if action.type == "increment" then state.count = state.count + 1
+          elseif action.type == "later" then return nil, { luastore.delay(0.2, { type = "done" }) }
+          elseif action.type == "done" then state.done = true
+          elseif action.type == "poll" then state.polling = true
+          elseif action.type == "tick" then state.ticks = (state.ticks or 0) + 1
+          end
+        end
+        function app.props(state) return { count = state.count, done = state.done or false } end
+        function app.subscriptions(state)
+          if state.polling then return { poll = luastore.timer(30, { type = "tick" }) } end
+          return {}
+        end
+        return app
+        """
+
+    @Test func jumpHoldsActionsResumeReplaysThemAndRewindGoesOnFromThePast() async throws {
+        let folder = try AppFolder(["app.lua": Self.app])
+        defer { folder.remove() }
+        let recorder = Recorder()
+        var options = recorder.options
+        options.historyEntries = 100
+        options.notification = .everyAction
+        let store = try await ScriptedStore(app: folder.url, options: options)
+        defer { store.shutdown() }
+        recorder.observe(store)
+        for _ in 1...5 { store.dispatch(["type": "increment"]) }
+        store.dispatch(["type": "later"]) // 6: a command in flight (200 ms)
+        await store.barrier()
+        #expect(try await store.props()["count"] == 5)
+        let (kept, at) = await store.history()
+        #expect(kept == [1, 2, 3, 4, 5, 6])
+        #expect(at == 6)
+
+        try await store.jump(to: 2)
+        await store.barrier()
+        #expect(recorder.props.withLock { $0.last?["count"] } == 2, "observers get that point's props")
+        store.dispatch(["type": "increment"]) // held
+        try await Task.sleep(for: .milliseconds(400)) // the delay's "done" arrives: held too
+        #expect(try await store.props() == ["count": 2, "done": false])
+        #expect(try await store.state(at: 4)["count"] == 4)
+        #expect(try await store.state()["count"] == 2, "the state at another entry leaves the store where it is")
+
+        await store.resume()
+        await store.barrier()
+        let resumed = try await store.props()
+        #expect(resumed == ["count": 6, "done": true], "the present, then the held actions in order: \(resumed)")
+
+        store.dispatch(["type": "poll"])
+        await store.barrier()
+        #expect(await store.root.runningSubscriptions().keys.sorted() == ["poll"])
+        let poll = (await store.history()).kept.last!
+        try await store.rewind(to: 3)
+        await store.barrier()
+        #expect(try await store.props() == ["count": 3, "done": false])
+        #expect((await store.history()).kept == [1, 2, 3])
+        #expect(poll > 3)
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(await store.root.runningSubscriptions().isEmpty, "subscriptions diffed again from the past state")
+        store.dispatch(["type": "increment"])
+        await store.barrier()
+        #expect(try await store.props()["count"] == 4)
+        #expect((await store.history()).kept.count == 4)
+        await #expect(throws: ScriptFailure.self) { try await store.jump(to: 2_000) }
+    }
+
+    /// Going back 1,000 entries costs what they changed, not the state's size: the same Lua work at 1,000 and
+    /// at 100,000 items.
+    @Test func jumpingBackCostsWhatChangedNotTheStateSize() async throws {
+        func instructions(items: Int) async throws -> Int {
+            let folder = try AppFolder(["app.lua": """
+                local app = {}
+                function app.init()
+                  local items = {}
+                  for i = 1, \(items) do items[i] = { done = false } end
+                  return { items = items }
+                end
+                function app.reduce(state, action) local item = state.items[action.id]; item.done = not item.done end
+                function app.props(state) return { n = #state.items } end
+                return app
+                """])
+            defer { folder.remove() }
+            var options = Recorder().options
+            options.limits.timeBudget = .seconds(20)
+            options.historyEntries = 2_000
+            let store = try await ScriptedStore(app: folder.url, options: options)
+            defer { store.shutdown() }
+            for index in 0..<1_000 { store.dispatch(["type": "toggle", "id": .integer(Int64(index * 37 % items + 1))]) }
+            await store.barrier()
+            let counted = await withCheckedContinuation { continuation in
+                store.thread.async {
+                    let work = try? store.engine.vm.countingInstructions { () throws(ScriptFailure) in try store.engine.jump(to: 1) }
+                    continuation.resume(returning: work?.instructions ?? -1)
+                }
+            }
+            #expect(try await store.state(at: 1000)["items"][.integer(Int64(999 * 37 % items + 1))]["done"] == true)
+            return counted
+        }
+        let small = try await instructions(items: 1_000)
+        let large = try await instructions(items: 100_000)
+        #expect(small > 0)
+        #expect(small == large, "\(small) vs \(large) instructions")
+    }
+}
