@@ -46,11 +46,63 @@ extension Scenarios {
                 return nanoseconds
             },
             { try await recordedToggleCost(items: items, actions: actions, record: false).nanoseconds })
+        let jump = try await Harness.median(rounds: rounds) { try await jumpMilliseconds(items: items, back: 1_000) }
+        let replay = try await replayNanoseconds(items: items, actions: quick ? 2_000 : 20_000)
         return [
             Scenario(name: "record.overhead_ratio_100k", value: ratio, unit: "×", goal: "≤ 1.3", pass: ratio <= 1.3),
             Scenario(name: "record.ns_per_toggle_100k", value: recorded, unit: "ns", goal: "—", pass: nil),
             Scenario(name: "record.ns_per_toggle_100k_unrecorded", value: plain, unit: "ns", goal: "—", pass: nil),
             Scenario(name: "record.bytes_per_toggle", value: bytes.value, unit: "B", goal: "≤ 200", pass: bytes.value <= 200),
+            Scenario(name: "history.jump_ms_100k", value: jump, unit: "ms", goal: "≤ 50", pass: jump <= 50),
+            Scenario(name: "replay.ns_per_action_100k", value: replay, unit: "ns", goal: "—", pass: nil),
         ]
+    }
+
+    /// Milliseconds to jump back `back` toggles on an `items`-item state (history on), props delivered.
+    func jumpMilliseconds(items: Int, back: Int) async throws -> Double {
+        let folder = try app("list\(items)", Self.listApp(items: items))
+        var options = self.options
+        options.historyEntries = back + 10
+        let store = try await ScriptedStore(app: folder, options: options)
+        defer { store.shutdown() }
+        for index in 0...back { store.dispatch(["type": "toggle", "id": .integer(Int64(index * 7919 % items + 1))]) }
+        await store.barrier()
+        let first = (await store.history()).kept.first ?? 1
+        let clock = ContinuousClock()
+        let start = clock.now
+        try await store.jump(to: first)
+        await store.barrier()
+        return Harness.milliseconds(clock.now - start)
+    }
+
+    /// ns per action for `luastore replay` (the built binary beside this one) of a recording of `actions`
+    /// toggles on an `items`-item state, start-up and the initial state's check included.
+    func replayNanoseconds(items: Int, actions: Int) async throws -> Double {
+        let luastore = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("luastore").path
+        guard FileManager.default.isExecutableFile(atPath: luastore) else {
+            FileHandle.standardError.write(Data("bench: no luastore binary beside the bench; replay is left out\n".utf8))
+            return .nan
+        }
+        let folder = try app("list\(items)", Self.listApp(items: items))
+        let path = workspace.appendingPathComponent("replay-\(items).jsonl").path
+        let recorder = SessionRecorder(file: try OutputFile(path: path))
+        var options = self.options
+        options.journal = { entry in recorder.append(entry) }
+        let store = try await ScriptedStore(app: folder, options: options)
+        recorder.start(app: "list", try await store.journalStart())
+        for index in 0..<actions { store.dispatch(["type": "toggle", "id": .integer(Int64(index * 7919 % items + 1))]) }
+        await store.barrier()
+        store.shutdown()
+        if let failure = recorder.file.close() { throw failure }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: luastore)
+        process.arguments = ["replay", folder.path, path]
+        process.standardOutput = FileHandle.nullDevice
+        let clock = ContinuousClock()
+        let start = clock.now
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw BenchFailure("luastore replay exited with \(process.terminationStatus)") }
+        return Harness.milliseconds(clock.now - start) * 1_000_000 / Double(actions)
     }
 }

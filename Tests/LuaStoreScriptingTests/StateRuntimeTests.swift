@@ -340,8 +340,8 @@ extension StateRuntimeTests {
     /// Hot toggles count exactly the same; first touches may differ by the few proxies the collector happened to
     /// clear from the weak caches at another moment (a heap-size effect, bounded here at 0.5 %). Instruction
     /// counts are repeatable, unlike timings; the benchmark (`state_size`) measures the wall-clock side.
-    /// The same toggles at 1,000 and 100,000 items cost the same Lua instructions and the same allocations
-    /// (what C or Swift code walking or converting the state would change), exactly when hot.
+    /// The same toggles at 1,000 and 100,000 items cost the same Lua instructions (exactly when hot) and the same
+    /// allocations (what C or Swift code walking or converting the state would change; to within 1 %).
     @Test func toggleWorkDoesNotDependOnStateSize() async throws {
         func instructions(items: Int) throws -> [Int] {
             let folder = try AppFolder(["app.lua": """
@@ -392,7 +392,10 @@ extension StateRuntimeTests {
         #expect(small[1] == large[1], "hot toggles: exactly the same work")
         #expect(abs(small[0] - large[0]) * 200 <= small[0], "first touches: \(small[0]) vs \(large[0]) instructions")
         #expect(small[0] > 0 && small[1] > 0)
-        #expect(small[3] == large[3], "hot toggles: exactly the same allocations")
+        // Allocations are equal to within a few per hundred toggles, not exactly: the caches and the records of
+        // where tables are are keyed by table, and when a Lua table keyed by addresses finds no free slot it
+        // grows — which depends on where the allocator put the tables, from run to run.
+        #expect(abs(small[3] - large[3]) * 100 <= small[3], "hot toggles: the same allocations: \(small[3]) vs \(large[3])")
         #expect(abs(small[2] - large[2]) * 200 <= small[2], "first touches: \(small[2]) vs \(large[2]) allocations")
         #expect(small[2] > 0 && small[3] > 0)
     }
