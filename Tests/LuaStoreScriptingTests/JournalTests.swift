@@ -268,6 +268,7 @@ import Testing
         defer { folder.remove() }
         let recorder = Recorder()
         var options = recorder.options
+        options.limits.timeBudget = .seconds(2) // a loaded machine must not turn an action into a timeout
         let entries = Protected<[JournalEntry]>([])
         options.journal = { entry in entries.withLock { $0.append(entry) } }
         let store = try await ScriptedStore(app: folder.url, options: options)
@@ -291,7 +292,7 @@ import Testing
         var state = start.state
         for entry in heard {
             let expectFailure = entry.action?["type"] == "fail" || entry.action?["type"] == 9
-            #expect((entry.failure != nil) == expectFailure, "\(entry.sequence)")
+            #expect((entry.failure != nil) == expectFailure, "\(entry.sequence): \(entry.action ?? .nil) \(entry.failure.map { "\($0)" } ?? "applied")")
             for change in entry.changes { Self.apply(change, to: &state) }
         }
         #expect(state == (try await store.state()))
