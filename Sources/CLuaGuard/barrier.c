@@ -81,7 +81,9 @@ typedef struct Barrier {
     lua_Integer lastNotedAt;    /* `flushes` when __newindex remembered the last change it saw recorded */
     int subscriptionsDirty;     /* `subscriptions` must run again before its result is used */
     int moved;                  /* the open transaction stored a table that was in the state already */
-    int journaling;             /* `run` has `collect` read each action's changes after it commits */
+    int journaling;             /* `run` reads each action's changes after it commits */
+    int history;                /* ... and the Lua `collect` keeps history entries: it does the reading */
+    lua_Integer collected;      /* the length of the list of changes read since it was last emptied */
 } Barrier;
 
 // MARK: Upvalues
@@ -122,6 +124,9 @@ enum { FIELD, LITERAL, SPARE };
     X(RUN_ADOPT, FIELD, "adopt")    /* adopt(result): installs a state the reducer returned */           \
     X(RUN_SETTLE, FIELD, "settle")  /* settle(): checks the tables the action moved (one place each) */   \
     X(RUN_COLLECT, FIELD, "collect") /* collect(position): reads a committed action's changes (journaling) */ \
+    X(RUN_JOURNAL, FIELD, "journal")     /* (table, key, old value) triples */                            \
+    X(RUN_COLLECTED, FIELD, "collected") /* the list of changes read (layout: state_runtime.lua) */       \
+    X(RUN_CHILDREN, FIELD, "children")   /* child store id -> its local state */                          \
     X(RUN_TYPE, LITERAL, "type")    /* the key of an action's type */                                     \
     X(RUN_STATE, LITERAL, "state")  /* the key of the state in `holder` */
 
@@ -340,6 +345,137 @@ static int barrier_newindex(lua_State *L) {
     return 0;
 }
 
+// MARK: Reading what an action changed
+
+/// Journals longer than this many writes are read by the Lua `collect` (hash tables); shorter ones here, by
+/// scanning (no allocation).
+#define COLLECT_IN_C_WRITES 16
+
+/// [-0, +0, -] The journal position (1, 4, 7, …) of the first write to (table at `t`, key at `k`) among the
+/// first `count` slots, or 0. Uses one stack slot.
+static lua_Integer first_write(lua_State *L, lua_Integer count, int t, int k) {
+    for (lua_Integer j = 1; j <= count; j += 3) {
+        int same = 0;
+        if (lua_rawgeti(L, UPVALUE(RUN_JOURNAL), j) == LUA_TTABLE && lua_rawequal(L, -1, t)) {
+            lua_pop(L, 1);
+            lua_rawgeti(L, UPVALUE(RUN_JOURNAL), j + 1);
+            same = lua_rawequal(L, -1, k);
+        }
+        lua_pop(L, 1);
+        if (same) return j;
+    }
+    return 0;
+}
+
+/// [-0, +0, -] Whether the journaled write at `position` stored something else than what it found: its table
+/// holds the value at `now`.
+static int changed_at(lua_State *L, lua_Integer position, int now) {
+    lua_rawgeti(L, UPVALUE(RUN_JOURNAL), position + 2);
+    int changed = !is_same(L, -1, now);
+    lua_pop(L, 1);
+    return changed;
+}
+
+/// [-0, +0, m] Appends the value at `index` to the list of changes read.
+static void append_collected(lua_State *L, Barrier *b, int index) {
+    lua_pushvalue(L, index);
+    lua_rawseti(L, UPVALUE(RUN_COLLECTED), ++b->collected);
+}
+
+/// [-0, +0, m] Reads what the action at `position` changed into the list of changes read — the Lua `collect`'s
+/// work (`state_runtime.lua`, "The journal, read": the same layout and rules), done here for short journals.
+/// Returns 0, having read nothing, when the journal is too long for it.
+static int collect_changes(lua_State *L, Barrier *b, lua_Integer position) {
+    lua_Integer count = b->count;
+    if (count == 0) return 1;
+    if (count > 3 * COLLECT_IN_C_WRITES) return 0;
+    int base = lua_gettop(L);
+    lua_Integer start = b->collected;
+    lua_pushinteger(L, position);
+    append_collected(L, b, -1);
+    lua_pushinteger(L, 0);
+    append_collected(L, b, -1); /* the number of changes, set below */
+    lua_settop(L, base);
+    lua_Integer changes = 0;
+    for (lua_Integer i = 1; i <= count; i += 3) {
+        lua_settop(L, base);
+        lua_rawgeti(L, UPVALUE(RUN_JOURNAL), i);     /* base+1: the table */
+        lua_rawgeti(L, UPVALUE(RUN_JOURNAL), i + 1); /* base+2: the key */
+        if (first_write(L, i - 1, base + 1, base + 2) != 0) continue;
+        lua_pushvalue(L, base + 2);
+        lua_rawget(L, base + 1);                     /* base+3: the value now */
+        lua_rawgeti(L, UPVALUE(RUN_JOURNAL), i + 2); /* base+4: the value before */
+        if (is_same(L, base + 3, base + 4)) continue;
+        // The path, leaf first: the key, then each parent's key up to the root (base+5 on: the keys).
+        lua_pushvalue(L, base + 2);
+        int depth = 0, reportable = 1;
+        lua_pushvalue(L, UPVALUE(RUN_STATE));
+        lua_rawget(L, UPVALUE(RUN_HOLDER)); /* the root */
+        int root = lua_gettop(L);
+        lua_pushvalue(L, base + 1); /* the table walked up */
+        int current = lua_gettop(L);
+        if (lua_rawequal(L, base + 1, UPVALUE(RUN_HOLDER))) {
+            lua_pushvalue(L, UPVALUE(RUN_STATE));
+            reportable = lua_rawequal(L, -1, base + 2); /* the whole state replaced */
+            lua_pop(L, 1);
+        } else {
+            depth = 1;
+            while (!lua_rawequal(L, current, root)) {
+                if (depth > 1000) { reportable = 0; break; } /* only a cycle in the records goes this deep */
+                luaL_checkstack(L, 8, "a state this deep");
+                lua_pushvalue(L, current);
+                int parentType = lua_rawget(L, UPVALUE(PARENTS)); /* parent */
+                if (parentType != LUA_TTABLE || lua_rawequal(L, -1, UPVALUE(RUN_HOLDER)) || lua_rawequal(L, -1, UPVALUE(RUN_CHILDREN))) {
+                    reportable = 0;
+                    break;
+                }
+                lua_pushvalue(L, current);
+                lua_rawget(L, UPVALUE(PARENT_KEYS)); /* parent, key */
+                lua_pushvalue(L, -1);
+                lua_rawget(L, -3); /* parent, key, parent[key] */
+                int holds = lua_rawequal(L, -1, current);
+                lua_pop(L, 1);
+                if (!holds) { reportable = 0; break; }
+                lua_Integer written = first_write(L, count, lua_gettop(L) - 1, lua_gettop(L));
+                if (written != 0 && changed_at(L, written, current)) { reportable = 0; break; } /* a change further up carries it */
+                // Keep the key among the path's keys (before `root`), and walk on from the parent.
+                lua_insert(L, root);   /* parent, key -> key before root */
+                root++;
+                current++;
+                lua_replace(L, current); /* the parent becomes the table walked up */
+                depth++;
+            }
+            if (reportable) {
+                lua_pushvalue(L, UPVALUE(RUN_STATE));
+                lua_pushvalue(L, UPVALUE(RUN_HOLDER));
+                lua_Integer written = first_write(L, count, lua_gettop(L), lua_gettop(L) - 1);
+                lua_pop(L, 2);
+                if (written != 0 && changed_at(L, written, current)) reportable = 0;
+            }
+        }
+        if (!reportable) continue;
+        int removed = lua_isnil(L, base + 3);
+        lua_pushinteger(L, removed ? -depth : depth);
+        append_collected(L, b, -1);
+        lua_pop(L, 1);
+        for (int k = depth; k >= 1; k--) append_collected(L, b, base + 4 + k); /* root-most first */
+        if (!removed) append_collected(L, b, base + 3);
+        changes++;
+    }
+    lua_settop(L, base);
+    if (changes == 0) {
+        for (lua_Integer j = start + 1; j <= b->collected; j++) {
+            lua_pushnil(L);
+            lua_rawseti(L, UPVALUE(RUN_COLLECTED), j);
+        }
+        b->collected = start;
+    } else {
+        lua_pushinteger(L, changes);
+        lua_rawseti(L, UPVALUE(RUN_COLLECTED), start + 2);
+    }
+    return 1;
+}
+
 // MARK: Runs of actions
 
 /// `run(reduce, list, first, last, stopWhenDirty)` [-5, +(1|3|4), e]: reduces `list[first..last]` in order, each
@@ -392,7 +528,7 @@ static int barrier_run(lua_State *L) {
             lua_call(L, 0, 0);
         }
         b->mode = MODE_CLOSED;
-        if (b->journaling) {
+        if (b->journaling && (b->history || !collect_changes(L, b, i))) {
             lua_pushvalue(L, UPVALUE(RUN_COLLECT));
             lua_pushinteger(L, i);
             lua_call(L, 1, 0);
@@ -485,10 +621,20 @@ static int barrier_set_mode(lua_State *L) {
     return 0;
 }
 
-/// `setjournaling(flag)` [-1, +0, -]: whether `run` collects each action's changes.
+/// `setjournaling(flag, history)` [-2, +0, -]: whether `run` reads each action's changes, and whether the
+/// Lua `collect` must do it (it also keeps history entries).
 static int barrier_set_journaling(lua_State *L) {
     barrier(L)->journaling = lua_toboolean(L, 1);
+    barrier(L)->history = lua_toboolean(L, 2);
     return 0;
+}
+
+/// `collectedcount([n])` [-(0|1), +1, e]: the length of the list of changes read (set with `n`).
+static int barrier_collected_count(lua_State *L) {
+    Barrier *b = barrier(L);
+    if (lua_gettop(L) >= 1) b->collected = luaL_checkinteger(L, 1);
+    lua_pushinteger(L, b->collected);
+    return 1;
 }
 
 /// `setmoved()` [-0, +0, -]: the open transaction moved a table; `run` calls `settle` before it commits.
@@ -619,6 +765,7 @@ int clua_make_barrier(lua_State *L) {
         { "count", barrier_count, NULL, 0 },
         { "setmoved", barrier_set_moved, NULL, 0 },
         { "setjournaling", barrier_set_journaling, NULL, 0 },
+        { "collectedcount", barrier_collected_count, NULL, 0 },
     };
     for (int i = 0; i < COUNT(functions); i++) {
         push_closure(L, control, functions[i].function, functions[i].upvalues, functions[i].count);

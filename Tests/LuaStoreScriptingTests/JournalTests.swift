@@ -10,9 +10,9 @@ import Testing
 /// changes, exact; the recording's lossless values).
 @Suite struct JournalTests {
     /// An engine over `app.lua` (a reducer dispatching on `action.type` to the functions in `cases`), on a
-    /// thread of its own; `body` runs there.
+    /// thread of its own; `body` runs there (the test awaits it: no thread of the cooperative pool is held).
     func withEngine(_ cases: String, initial: String = "{ list = {}, map = {}, count = 0 }",
-                    _ body: (ScriptEngine) throws -> Void) throws {
+                    _ body: @escaping @Sendable (ScriptEngine) throws -> Void) async throws {
         let folder = try AppFolder(["app.lua": """
             local app, cases = {}, {}
             \(cases)
@@ -23,14 +23,20 @@ import Testing
             """])
         defer { folder.remove() }
         let thread = LuaThread(name: "journal-test")
-        try thread.sync { () throws -> Void in
-            let engine = try ScriptEngine(folder: folder.url, thread: thread, limits: LuaLimits(), log: { _ in }, report: { _ in })
-            try body(engine)
+        let url = folder.url
+        let result: Result<Void, any Error> = await withCheckedContinuation { continuation in
+            thread.async {
+                continuation.resume(returning: Result {
+                    let engine = try ScriptEngine(folder: url, thread: thread, limits: LuaLimits(), log: { _ in }, report: { _ in })
+                    try body(engine)
+                })
+            }
         }
+        try result.get()
     }
 
     /// The failure of `action`, after checking that it left the state exactly as it was.
-    func refusal(_ engine: ScriptEngine, _ action: LuaValue) throws -> LuaError? {
+    static func refusal(_ engine: ScriptEngine, _ action: LuaValue) throws -> LuaError? {
         let before = try engine.state()
         var failure: LuaError?
         do {
@@ -42,8 +48,8 @@ import Testing
         return failure
     }
 
-    @Test func valuesThatAreNotDataAreRefusedAtTheWrite() throws {
-        try withEngine("""
+    @Test func valuesThatAreNotDataAreRefusedAtTheWrite() async throws {
+        try await withEngine("""
             cases.fn = function(state) state.count = 1; state.callback = function() end end
             cases.nan = function(state) state.count = 0/0 end
             cases.inf = function(state) state.count = math.huge end
@@ -67,11 +73,11 @@ import Testing
                 ("twice", "state.map.pair[2]: the same table is in two places of the value stored", 10),
             ]
             for (type, message, line) in expected {
-                let failure = try refusal(engine, ["type": .string(type)])
+                let failure = try Self.refusal(engine, ["type": .string(type)])
                 #expect(failure?.message.hasPrefix(message) == true, "\(type): \(failure?.message ?? "no failure")")
                 #expect(failure?.location == "app.lua:\(line)", "\(type)")
             }
-            #expect(try refusal(engine, ["type": "fn"])?.message.hasSuffix("(the state holds only data: strings, booleans, finite numbers and tables of those)") == true)
+            #expect(try Self.refusal(engine, ["type": "fn"])?.message.hasSuffix("(the state holds only data: strings, booleans, finite numbers and tables of those)") == true)
             _ = try engine.reduce(["type": "ok"])
             let state = try engine.state()
             #expect(state["map"][.boolean(true)] == "yes")
@@ -81,8 +87,8 @@ import Testing
         }
     }
 
-    @Test func aTableIsInOnePlaceOnlyAndMovesAreFine() throws {
-        try withEngine("""
+    @Test func aTableIsInOnePlaceOnlyAndMovesAreFine() async throws {
+        try await withEngine("""
             cases.fill = function(state) for i = 1, 5 do state.list[i] = { id = i } end end
             cases.alias = function(state) state.map.first = state.list[1] end
             cases.self = function(state) state.map.me = state.map end
@@ -107,7 +113,7 @@ import Testing
                 ("raw", "after the action, one table is both at state.map.b and at state.map.a"),
                 ("cycle", "after the action, one table is both at state.other and at state.other.again"),
             ] {
-                let failure = try refusal(engine, ["type": .string(type)])
+                let failure = try Self.refusal(engine, ["type": .string(type)])
                 #expect(failure?.message.hasPrefix(message) == true, "\(type): \(failure?.message ?? "no failure")")
             }
             for type in ["remove", "sort", "filter", "move", "fresh"] {
@@ -140,8 +146,8 @@ import Testing
     /// actions: after every action, the previous state with the action's changes applied is the real state,
     /// and a failing action has no changes.
     @Test(arguments: [1, 2, 3, 4, 5, 6, 7, 8] as [UInt64])
-    func applyingEachEntrysChangesGivesTheRealState(seed: UInt64) throws {
-        try withEngine(#"""
+    func applyingEachEntrysChangesGivesTheRealState(seed: UInt64) async throws {
+        try await withEngine(#"""
             local function pick(t)
               local keys = {}
               for k in pairs(t) do keys[#keys + 1] = k end
@@ -209,8 +215,8 @@ import Testing
 
     /// Changes name paths from the root, are never nested in one another, and cost what changed: a toggle in a
     /// 20,000-item list is two changes.
-    @Test func aToggleIsTwoChangesWhateverTheStateSize() throws {
-        try withEngine("""
+    @Test func aToggleIsTwoChangesWhateverTheStateSize() async throws {
+        try await withEngine("""
             cases.toggle = function(state, action) local item = state.list[action.id]; item.done = not item.done; state.count = state.count + 1 end
             cases.replace = function(state) state.list[3] = { done = true }; state.list[3].extra = 1 end
             cases.whole = function(state) return { count = 0, list = state.list, map = {} } end

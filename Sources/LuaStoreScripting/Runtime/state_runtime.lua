@@ -28,12 +28,10 @@ local WEAK_KEYS, WEAK_ALL = { __mode = "k" }, { __mode = "kv" }
 local installBarrier                                   -- (below) makes the metamethods for the current caches
 local collect                                          -- (below) reads a committed action's changes
 local keepHistory                                      -- (below) keeps a committed action's befores and afters
-local collected, collectedCount = {}, 0                -- what `collect` read (its layout: "The journal, read")
+-- What `collect` (or the barrier's C half of it) read: the list (layout: "The journal, read"); its length is
+-- the barrier's (`B.collectedcount`), copied into `collectedCount` while the Lua `collect` appends.
+local collected, collectedCount = {}, 0
 
-local function clearCollected()
-  for i = 1, collectedCount do collected[i] = nil end
-  collectedCount = 0
-end
 local tablesLeft = false                               -- a committed write replaced or removed a table
 local reads = false                    -- while reading: real -> { key -> true }
 local journal = {}                     -- (table, key, old value) triples of the open transaction
@@ -50,6 +48,11 @@ local pending = { {} }                 -- pending[1]: real -> { key -> true }, t
 -- before its result is used — which the functions here read and set through it.
 local B
 local CLOSED, WRITE, READ  -- the modes, as barrier.c numbers them (B.CLOSED, …: set by installBarrier)
+
+local function clearCollected()
+  for i = 1, B.collectedcount() do collected[i] = nil end
+  B.collectedcount(0)
+end
 
 -- Records that `real[key]` changed (`structural`: a key appeared or went away), for the readers that depend
 -- on it: only tables some reader read are recorded (`byKey` is `dependents[real]`), so a write to a table
@@ -503,7 +506,7 @@ function installBarrier()
     control = B and B.control, targets = targets, proxies = proxies, meta = meta, weakkeys = WEAK_KEYS,
     weakall = WEAK_ALL, parents = parents, parentkeys = parentKeys, journal = journal, dependents = dependents, changes = pending, holder = holder,
     index = indexFallback, newindex = newindexFallback, note = noteChange, adopt = adopt, settle = settleMoves,
-    collect = collect,
+    collect = collect, collected = collected, children = children,
   }
   meta.__index, meta.__newindex = B.index, B.newindex
   CLOSED, WRITE, READ = B.CLOSED, B.WRITE, B.READ
@@ -520,7 +523,7 @@ end
 -- journal for the host to roll back). Proxies a run makes are trimmed before the next one.
 function M.reduceRun(reduce, list, first, last)
   if B.made() + placed > 512 then trimCaches() end
-  if collectedCount > 0 then clearCollected() end
+  if B.collectedcount() > 0 then clearCollected() end
   reads = false
   local position, commands, dirty, refused = B.run(reduce, list, first, last, readers.subscriptions ~= nil)
   if commands ~= nil then commands = unwrap(commands) end
@@ -719,6 +722,7 @@ function collect(position)
     if positions[key] == nil then positions[key] = i end
   end
   if historyLimit > 0 then keepHistory(count) end
+  collectedCount = B.collectedcount()
   local start = collectedCount
   collected[start + 1], collected[start + 2] = position, 0
   collectedCount = start + 2
@@ -744,24 +748,30 @@ function collect(position)
   else
     collected[start + 2] = changes
   end
+  B.collectedcount(collectedCount)
 end
 
 -- Whether runs collect each action's changes (the host journals).
-function M.setJournaling(on) B.setjournaling(on) end
+local journalingOn = false
+function M.setJournaling(on)
+  journalingOn = on
+  B.setjournaling(on, historyLimit > 0)
+end
 
 -- What the last transaction changed (as position 1), in `collected`'s layout: returns its length and it.
 function M.changes()
   clearCollected()
   collect(1)
-  return collectedCount, collected
+  return B.collectedcount(), collected
 end
 
 -- What the last run collected: its length and the list (read it before the next run).
-function M.collected() return collectedCount, collected end
+function M.collected() return B.collectedcount(), collected end
 
 -- Keeps the newest `limit` history entries (0: none, and what was kept goes). Returns the first and last.
 function M.setHistory(limit)
   historyLimit = limit
+  B.setjournaling(journalingOn, limit > 0)
   while historyLast - historyFirst + 1 > limit do
     history[historyFirst] = nil
     historyFirst = historyFirst + 1

@@ -94,6 +94,7 @@ extension ScriptEngine {
     /// Journal entries for the actions at run positions `first...last` (position p is the action at offset p - 1),
     /// from the changes the runtime collected; `failed` is the one that failed, if any.
     private func journalRun(_ actions: ArraySlice<LuaValue>, first: Int64, through last: Int64, failed: (Int64, LuaError)?) {
+        guard first <= last, last <= Int64(actions.count) else { return }
         let collected: [Int64: [StateChange]]
         do {
             collected = try collectedChanges()
