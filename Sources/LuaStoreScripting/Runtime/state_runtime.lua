@@ -780,6 +780,16 @@ function M.setHistory(limit)
   return historyFirst, historyLast
 end
 
+-- Forgets the `count` oldest entries (the host keeps the history within a size).
+function M.dropOldestHistory(count)
+  for _ = 1, count do
+    if historyFirst > historyLast then break end
+    history[historyFirst] = nil
+    historyFirst = historyFirst + 1
+  end
+  if cursor < historyFirst - 1 then cursor = historyFirst - 1 end
+end
+
 -- Forgets the newest entry (its transaction was undone after it committed).
 function M.dropNewestHistory()
   if historyLast >= historyFirst then

@@ -4,16 +4,49 @@ import LuaStoreCore
 // Time travel: the runtime keeps, for each committed entry, what it changed with the values before and after
 // (`state_runtime.lua`, "History"); going to a point writes those, so no reducer or effect runs again.
 extension ScriptEngine {
-    /// Keeps the newest `entries` committed entries (0: none).
-    func setHistory(entries: Int) {
+    /// Keeps the newest `entries` committed entries (0: none), within about `bytes`.
+    func setHistory(entries: Int, bytes: Int = .max) {
         historyLimit = max(0, entries)
+        historyBytesLimit = max(0, bytes)
         updateJournaling()
         _ = try? vm.call(runtime[.setHistory], arguments: [.value(.integer(Int64(historyLimit)))])
-        if historySequences.count > historyLimit {
-            let dropped = historySequences.count - historyLimit
-            historySequences.removeFirst(dropped)
-            historyFirstIndex += Int64(dropped)
+        forgetOldest(historySequences.count - historyLimit, inRuntime: false)
+        trimHistoryBytes()
+    }
+
+    /// The estimated size of a history entry: the entry and, per change, its four slots (table, key, before,
+    /// after) and their share of the values — 64 bytes each. Tables a change replaced or removed are kept alive
+    /// by the history too, and are not counted.
+    static func historySize(changes: Int) -> Int { 64 + 64 * changes }
+
+    /// Notes the entry the runtime kept for journal entry `sequence`, then keeps the history within its bounds.
+    func keepInHistory(_ sequence: UInt64, changes: [StateChange]) {
+        historySequences.append(sequence)
+        let size = Self.historySize(changes: changes.count)
+        historySizes.append(size)
+        historyBytes += size
+        // (The runtime keeps `historyLimit` entries by itself; only the Swift side's mirror is trimmed here.)
+        forgetOldest(historySequences.count - historyLimit, inRuntime: false)
+        trimHistoryBytes()
+    }
+
+    private func trimHistoryBytes() {
+        var count = 0
+        var bytes = historyBytes
+        while bytes > historyBytesLimit, count < historySequences.count - 1 { // the newest entry always stays
+            bytes -= historySizes[count]
+            count += 1
         }
+        forgetOldest(count, inRuntime: true)
+    }
+
+    private func forgetOldest(_ count: Int, inRuntime: Bool) {
+        guard count > 0 else { return }
+        if inRuntime { _ = try? vm.call(runtime[.dropOldestHistory], arguments: [.value(.integer(Int64(count)))]) }
+        historySequences.removeFirst(count)
+        historyBytes -= historySizes.prefix(count).reduce(0, +)
+        historySizes.removeFirst(count)
+        historyFirstIndex += Int64(count)
     }
 
     /// The sequence of the entry the state is at (the newest kept, unless traveling).
@@ -72,7 +105,10 @@ extension ScriptEngine {
         let index = try historyIndex(for: sequence)
         try travel(to: index)
         _ = try? vm.call(runtime[.truncateHistory], arguments: [])
-        historySequences.removeLast(Int(newestIndex - index))
+        let dropped = Int(newestIndex - index)
+        historySequences.removeLast(dropped)
+        historyBytes -= historySizes.suffix(dropped).reduce(0, +)
+        historySizes.removeLast(dropped)
         traveling = false
         _ = try? vm.call(runtime[.markAllDirty], arguments: [])
         flush()

@@ -71,6 +71,11 @@ final class ScriptEngine {
     /// `historySequences[i]` is `historyFirstIndex + i`.
     var historySequences: [UInt64] = []
     var historyFirstIndex: Int64 = 1
+    /// At most this many bytes (estimated: `HistorySize`) are kept; the oldest entries go first.
+    var historyBytesLimit = Int.max
+    /// The estimated size of each kept entry, parallel to `historySequences`, and their sum.
+    var historySizes: [Int] = []
+    var historyBytes = 0
     /// Whether the state is at a past entry (actions are held).
     var traveling = false
     /// The entry a jump went to.
@@ -226,14 +231,7 @@ final class ScriptEngine {
     func record(_ event: JournalEntry.Event, origin: JournalEntry.Origin, changes: [StateChange], failure: ScriptFailure?,
                 kept: Bool? = nil) {
         journalSequence += 1
-        if historyLimit > 0, kept ?? (failure == nil) {
-            historySequences.append(journalSequence)
-            if historySequences.count > historyLimit {
-                let dropped = historySequences.count - historyLimit
-                historySequences.removeFirst(dropped)
-                historyFirstIndex += Int64(dropped)
-            }
-        }
+        if historyLimit > 0, kept ?? (failure == nil) { keepInHistory(journalSequence, changes: changes) }
         let entry = JournalEntry(sequence: journalSequence, event: event, origin: origin, changes: changes, failure: failure,
                                  scripts: app.digest)
         journal?(entry)

@@ -22,6 +22,9 @@ public struct ScriptedStoreOptions: Sendable {
     /// How many committed journal entries the history keeps for time travel (`ScriptedStore.jump(to:)`); 0 (the
     /// default) keeps none. Keeping a history journals every action (as `journal` does).
     public var historyEntries: Int = 0
+    /// At most about this many bytes of history are kept (estimated: 64 bytes per entry and per change); the
+    /// oldest entries go first, the newest always stays.
+    public var historyBytes: Int = 64 << 20
     /// Hears the session journal: every action reduced (with what it changed) or refused (with why), and every
     /// reload, in order, on the store's thread (keep it quick: hand the entry to another thread to write it).
     /// Costs what each action changed, never the state's size; actions are then reduced one at a time.
@@ -70,7 +73,7 @@ public final class ScriptedStore: Sendable {
         let engine = try thread.sync { () throws(ScriptFailure) -> ScriptEngine in
             let engine = try ScriptEngine(folder: folder, thread: thread, limits: options.limits, log: options.log, report: report)
             engine.journal = options.journal
-            engine.setHistory(entries: options.historyEntries)
+            engine.setHistory(entries: options.historyEntries, bytes: options.historyBytes)
             return engine
         }
         self.engine = engine
