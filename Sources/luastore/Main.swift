@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import LuaStoreScripting
 
 /// `luastore`: run, test, check and replay LuaStore apps from the command line.
 @main
@@ -18,7 +19,9 @@ struct LuaStoreCommand: AsyncParsableCommand {
             } else {
                 try command.run()
             }
+            reportOutputFailure()
         } catch {
+            reportOutputFailure()
             let code = exitCode(for: error)
             if code == .success || code.rawValue == 1 || code.rawValue == 2 {
                 exit(withError: error)
@@ -29,20 +32,56 @@ struct LuaStoreCommand: AsyncParsableCommand {
     }
 }
 
-/// Writes to standard output and standard error, a line at a time.
+/// A failure to write standard output, said in words, and exit status 1 (after everything else the command wrote:
+/// its state file, its recording).
+private func reportOutputFailure() {
+    guard let reason = Console.outputFailure else { return }
+    Console.error("cannot write to standard output: \(reason)")
+    Foundation.exit(1)
+}
+
+/// Writes to standard output and standard error, a line at a time, with `write(2)`: a failing write is never a
+/// crash. The first failure to write standard output (a full disk, `> /dev/full`) is kept, further output is
+/// dropped, and the command reports it in words when it ends (`outputFailure`). A closed pipe (`| head -1`) ends
+/// the process quietly, as SIGPIPE does for any Unix tool.
 enum Console {
     private static let lock = NSLock()
+    nonisolated(unsafe) private static var failure: String?
 
     static func out(_ text: String) {
         lock.lock()
         defer { lock.unlock() }
-        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+        guard failure == nil else { return }
+        if let reason = write(text + "\n", to: STDOUT_FILENO) { failure = reason }
     }
 
     static func error(_ text: String) {
         lock.lock()
         defer { lock.unlock() }
-        FileHandle.standardError.write(Data(("luastore: " + text + "\n").utf8))
+        _ = write("luastore: " + text + "\n", to: STDERR_FILENO) // (nowhere left to say it failed)
+    }
+
+    /// Why standard output could not be written, in words, if it could not.
+    static var outputFailure: String? {
+        lock.lock()
+        defer { lock.unlock() }
+        return failure
+    }
+
+    /// Writes all of `text`; returns the reason it could not, in words.
+    private static func write(_ text: String, to descriptor: Int32) -> String? {
+        var bytes = Array(text.utf8)
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes.withUnsafeMutableBytes { Foundation.write(descriptor, $0.baseAddress! + offset, $0.count - offset) }
+            if written < 0 {
+                if errno == EINTR { continue }
+                return OutputFailure.words(errno)
+            }
+            offset += written
+        }
+        bytes.removeAll()
+        return nil
     }
 }
 

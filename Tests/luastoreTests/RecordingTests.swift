@@ -115,6 +115,16 @@ import Testing
         let missing = try await CLI.run(["run", folder.path, "--actions", actions, "--record", "/nonexistent/session.jsonl"])
         #expect(missing.status == 2)
         #expect(missing.errors.contains("cannot write the recording to /nonexistent/session.jsonl: no such file or directory"), "\(missing.errors)")
+        // Standard output on a full device: words and exit 1, after the state file is written (not a crash).
+        let state = folder.appendingPathComponent("state.json").path
+        let shell = try await runChildProcess(URL(fileURLWithPath: "/bin/sh"), [
+            "-c", "exec \"$0\" run \"$1\" --actions \"$2\" --format json --state-out \"$3\" > /dev/full",
+            CLI.binary.path, folder.path, actions, state,
+        ])
+        #expect(shell.status == 1, "\(shell.errors)")
+        #expect(shell.errors.contains("luastore: cannot write to standard output: no space left on device"), "\(shell.errors)")
+        #expect(!shell.errors.contains("Fatal error"))
+        #expect(FileManager.default.fileExists(atPath: state))
         // Standard output: the recording is the output.
         let stdout = try await CLI.run(["run", folder.path, "--actions", actions, "--record", "/dev/stdout", "--format", "json"])
         #expect(stdout.outputLines.contains { $0.hasPrefix(#"{"format":"luastore-recording""#) }, "\(stdout.output)")
