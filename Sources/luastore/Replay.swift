@@ -39,7 +39,8 @@ struct Replay: AsyncParsableCommand {
 
     func run() async throws {
         guard let data = FileManager.default.contents(atPath: recording) else {
-            Console.error("cannot read \(recording): \(OutputFailure.words(errno))")
+            let reason = FileManager.default.fileExists(atPath: recording) ? "it cannot be read" : "no such file"
+            Console.error("cannot read \(recording): \(reason)")
             throw ExitCode.unusable
         }
         let (initial, entries) = try Self.read(data, name: recording)
