@@ -25,7 +25,8 @@
 //
 // `makebarrier{…}` (trusted host code only) returns the barrier's functions (below, "The functions"). The
 // common cases run here: `__index` while writing; `__newindex` while writing, for a key that stays and a value
-// that is not a table; making proxies; the loop over a run of actions; the barrier's state. Everything else —
+// that is plain data; making proxies; the loop over a run of actions; reading what a committed action changed
+// when its journal is short (for the session journal); the barrier's state. Everything else —
 // read tracking, a key or value that is a table, a key that appears or goes away, an error to raise — is handed,
 // unchanged, to the Lua functions the barrier was made with (`index`, `newindex`, `note`, `adopt`), which are what
 // the metamethods were before this file existed (README's benchmark section has what that saved).

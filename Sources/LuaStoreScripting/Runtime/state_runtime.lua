@@ -7,7 +7,10 @@
 -- around reduce, migrate and init, child stores' local states, and the readers (props, selectors,
 -- subscriptions): while one runs its reads are recorded (table → keys; `#t` reads the table's structure,
 -- `pairs` all of it, and a state table it returns all of that subtree), and an inverted index from (table, key)
--- to readers finds, from the change set alone, exactly which must run again at a flush.
+-- to readers finds, from the change set alone, exactly which must run again at a flush. Also here: the rules
+-- that keep the state data and a tree ("State is data"), reading what each committed action changed from its
+-- journal ("The journal, read"; the barrier's C half does short journals), and the history time travel moves
+-- through ("History").
 --
 -- Receives: the proxies' `__metatable` marker (StateRuntime.metatableMarker, which the sandbox's `rawset`
 -- refuses). Returns: the module `M`, whose functions StateRuntime.Function names.
