@@ -82,6 +82,11 @@ public enum RecordingJSON {
         }
     }
 
+    /// Whether a byte of a string must be escaped in JSON: a control character, `"` or `\`.
+    static func needsEscape(_ byte: UInt8) -> Bool {
+        byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
+    }
+
     /// Appends `text` as a JSON string, as UTF-8 (runs without anything to escape are copied whole).
     public static func quote(_ text: String, into output: inout [UInt8]) {
         output.append(UInt8(ascii: "\""))
@@ -90,7 +95,7 @@ public enum RecordingJSON {
             var run = 0
             for index in bytes.indices {
                 let byte = bytes[index]
-                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+                guard needsEscape(byte) else { continue }
                 output.append(contentsOf: bytes[run..<index])
                 run = index + 1
                 switch byte {
@@ -111,8 +116,15 @@ public enum RecordingJSON {
         output.append(UInt8(ascii: "\""))
     }
 
-    /// Appends `text` as a JSON string.
+    /// Appends `text` as a JSON string. (The CLI quotes every string of every props line with this: a string
+    /// with nothing to escape, the usual case, is appended as it is, without going through bytes.)
     public static func quote(_ text: String, into output: inout String) {
+        if !text.utf8.contains(where: needsEscape) {
+            output += "\""
+            output += text
+            output += "\""
+            return
+        }
         var bytes: [UInt8] = []
         quote(text, into: &bytes)
         output += String(decoding: bytes, as: UTF8.self)
