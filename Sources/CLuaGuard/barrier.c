@@ -25,8 +25,9 @@
 //
 // `makebarrier{…}` (trusted host code only) returns the barrier's functions (below, "The functions"). The
 // common cases run here: `__index` while writing; `__newindex` while writing, for a key that stays and a value
-// that is plain data; making proxies; the loop over a run of actions; reading what a committed action changed
-// when its journal is short (for the session journal); the barrier's state. Everything else —
+// that is plain data; making proxies; the loop over a run of actions; writing what each committed action changed, as a recording's JSON,
+// for the session journal (`record_changes`, with `json.c`; paths cached while nothing moves); the barrier's
+// state. Everything else —
 // read tracking, a key or value that is a table, a key that appears or goes away, an error to raise — is handed,
 // unchanged, to the Lua functions the barrier was made with (`index`, `newindex`, `note`, `adopt`), which are what
 // the metamethods were before this file existed (README's benchmark section has what that saved).
@@ -54,7 +55,7 @@
 // `p`, and `x` says whether it may raise: `-` never, `m` only a memory error, `e` any error (it calls Lua). The
 // functions Lua calls (`lua_CFunction`s) are entered with their arguments and may raise (`e`): they run only
 // inside a protected call the host made, never in a Swift frame.
-#include "clua_guard.h"
+#include "json.h"
 
 #include <math.h>
 
@@ -72,6 +73,20 @@ enum {
 #undef BARRIER_MODE_ENUM
 };
 
+/// Paths, cached (for the journal's records): where a table of the state is, as the JSON of its path's keys
+/// (`"items",7`), for the tables changes were last written in. A slot is good while `generation` is the
+/// barrier's: it moves on whenever a table may have moved — a transaction that stored or removed a table, one
+/// the Lua side runs (`begin`), a rollback, the caches emptied (`made(0)`: also after time travel) — so a stale
+/// path is never used; and a table is only freed after it left the state, which moves it on too.
+#define PATH_SLOTS 256
+#define PATH_PREFIX_MAX 52
+typedef struct PathSlot {
+    const void *table;
+    uint32_t generation;
+    uint32_t length;
+    unsigned char prefix[PATH_PREFIX_MAX];
+} PathSlot;
+
 typedef struct Barrier {
     lua_Integer mode;           /* MODE_CLOSED; MODE_WRITE (reduce, migrate); MODE_READ (props, selectors) */
     lua_Integer count;          /* journal slots the open (or last) transaction filled */
@@ -85,6 +100,9 @@ typedef struct Barrier {
     int journaling;             /* `run` reads each action's changes after it commits */
     int history;                /* ... and the Lua `collect` keeps history entries: it does the reading */
     lua_Integer collected;      /* the length of the list of changes read since it was last emptied */
+    lua_Integer encoded;        /* the bytes of journal records written in the buffer since the last run began */
+    uint32_t pathGeneration;    /* the paths cached under another generation are stale (see "Paths, cached") */
+    PathSlot paths[PATH_SLOTS];
 } Barrier;
 
 // MARK: Upvalues
@@ -128,11 +146,15 @@ enum { FIELD, LITERAL, SPARE };
     X(RUN_JOURNAL, FIELD, "journal")     /* (table, key, old value) triples */                            \
     X(RUN_COLLECTED, FIELD, "collected") /* the list of changes read (layout: state_runtime.lua) */       \
     X(RUN_CHILDREN, FIELD, "children")   /* child store id -> its local state */                          \
+    X(RUN_ENCODED, FIELD, "encoded")     /* [1]: the buffer of journal records (json.h) */                 \
     X(RUN_TYPE, LITERAL, "type")    /* the key of an action's type */                                     \
     X(RUN_STATE, LITERAL, "state")  /* the key of the state in `holder` */
 
 /// The own upvalue of the functions that read or write the journal.
 #define JOURNAL_UPVALUES(X) X(JOURNAL, FIELD, "journal")
+
+/// The own upvalue of `records`.
+#define RECORDS_UPVALUES(X) X(RECORDS, FIELD, "encoded")
 
 #define UPVALUE_ENUM(name, kind, text) UPVALUE_##name,
 enum { UPVALUE_CONTROL = 1, SHARED_UPVALUES(UPVALUE_ENUM) FIRST_OWN_UPVALUE };
@@ -140,6 +162,7 @@ enum { INDEX_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, INDEX_UPVALUES(UPVALUE_ENUM) 
 enum { WRITE_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, WRITE_UPVALUES(UPVALUE_ENUM) };
 enum { RUN_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, RUN_UPVALUES(UPVALUE_ENUM) };
 enum { JOURNAL_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, JOURNAL_UPVALUES(UPVALUE_ENUM) };
+enum { RECORDS_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, RECORDS_UPVALUES(UPVALUE_ENUM) };
 #undef UPVALUE_ENUM
 
 /// The pseudo-index of the current function's upvalue `name`.
@@ -377,27 +400,17 @@ static int changed_at(lua_State *L, lua_Integer position, int now) {
     return changed;
 }
 
-/// [-0, +0, m] Appends the value at `index` to the list of changes read.
-static void append_collected(lua_State *L, Barrier *b, int index) {
-    lua_pushvalue(L, index);
-    lua_rawseti(L, UPVALUE(RUN_COLLECTED), ++b->collected);
-}
-
-/// [-0, +0, m] Reads what the action at `position` changed into the list of changes read — the Lua `collect`'s
-/// work (`state_runtime.lua`, "The journal, read": the same layout and rules), done here for short journals.
-/// Returns 0, having read nothing, when the journal is too long for it.
-static int collect_changes(lua_State *L, Barrier *b, lua_Integer position) {
+/// [-0, +0, m] Writes what the action just committed changed as a recording's `changes` array (`json.c`): each
+/// (table, key) its journal wrote whose value now differs from the one before, named by its path from the root,
+/// unless the table is no longer in the state (removed since, or a child store's) or a change further up
+/// carries it (a table stored whole) — the Lua `collect`'s rules (`state_runtime.lua`, "The journal, read"),
+/// done here for short journals. Returns the number of changes, or -1 (what it wrote is to be dropped) when a
+/// key or value cannot be written as JSON exactly.
+static lua_Integer write_changes(lua_State *L, Barrier *b, CLuaJSON *o) {
     lua_Integer count = b->count;
-    if (count == 0) return 1;
-    if (count > 3 * COLLECT_IN_C_WRITES) return 0;
     int base = lua_gettop(L);
-    lua_Integer start = b->collected;
-    lua_pushinteger(L, position);
-    append_collected(L, b, -1);
-    lua_pushinteger(L, 0);
-    append_collected(L, b, -1); /* the number of changes, set below */
-    lua_settop(L, base);
     lua_Integer changes = 0;
+    clua_json_byte(o, '[');
     for (lua_Integer i = 1; i <= count; i += 3) {
         lua_settop(L, base);
         lua_rawgeti(L, UPVALUE(RUN_JOURNAL), i);     /* base+1: the table */
@@ -455,26 +468,196 @@ static int collect_changes(lua_State *L, Barrier *b, lua_Integer position) {
             }
         }
         if (!reportable) continue;
-        int removed = lua_isnil(L, base + 3);
-        lua_pushinteger(L, removed ? -depth : depth);
-        append_collected(L, b, -1);
-        lua_pop(L, 1);
-        for (int k = depth; k >= 1; k--) append_collected(L, b, base + 4 + k); /* root-most first */
-        if (!removed) append_collected(L, b, base + 3);
+        if (changes > 0) clua_json_byte(o, ',');
+        clua_json_put(o, "[[", 2);
+        for (int k = depth; k >= 1; k--) { /* root-most first */
+            if (k < depth) clua_json_byte(o, ',');
+            if (!clua_json_value(o, base + 4 + k, 0)) return lua_settop(L, base), -1;
+        }
+        if (!clua_json_end_change(o, base + 3)) return lua_settop(L, base), -1;
         changes++;
     }
     lua_settop(L, base);
-    if (changes == 0) {
-        for (lua_Integer j = start + 1; j <= b->collected; j++) {
+    clua_json_byte(o, ']');
+    return changes;
+}
+
+/// [-0, +0, m] The JSON of the path of the table at `t` (in the state whose root is at `root`) into `prefix`
+/// (at most `PATH_BYTES` bytes; `*length` set), from the cache or by walking up the records `to_proxy` keeps
+/// until a table whose path is cached (or the root), caching what it passes. Returns 1; 0 when the table is not
+/// in the state (the records say otherwise, or it is a child store's); -1 when a key cannot be written as JSON
+/// or the path is longer than `PATH_BYTES`. Only for transactions that stored and removed no table: nothing
+/// moved, so a parent holds its child where the records say and no change further up carries this one.
+#define PATH_BYTES 1024
+static int path_prefix(lua_State *L, Barrier *b, CLuaJSON *o, int t, int root, unsigned char *prefix, size_t *length) {
+    if (lua_rawequal(L, t, root)) {
+        *length = 0;
+        return 1;
+    }
+    uintptr_t address = (uintptr_t)lua_topointer(L, t);
+    PathSlot *slot = &b->paths[((address >> 4) ^ (address >> 12)) & (PATH_SLOTS - 1)];
+    if (slot->table == (const void *)address && slot->generation == b->pathGeneration) {
+        memcpy(prefix, slot->prefix, slot->length);
+        *length = slot->length;
+        return 1;
+    }
+    // Up: t, key, parent, key, parent, … to a table whose path is known (the root, or cached).
+    int top = lua_gettop(L);
+    lua_pushvalue(L, t);
+    size_t known = 0;
+    int levels = 0;
+    for (;;) {
+        int current = lua_gettop(L);
+        if (lua_rawequal(L, current, root)) break;
+        if (levels > 0) {
+            uintptr_t up = (uintptr_t)lua_topointer(L, current);
+            PathSlot *cached = &b->paths[((up >> 4) ^ (up >> 12)) & (PATH_SLOTS - 1)];
+            if (cached->table == (const void *)up && cached->generation == b->pathGeneration) {
+                memcpy(prefix, cached->prefix, cached->length);
+                known = cached->length;
+                break;
+            }
+        }
+        if (levels >= 1000) return lua_settop(L, top), 0; /* only a cycle in the records goes this deep */
+        luaL_checkstack(L, 6, "a state this deep");
+        lua_pushvalue(L, current);
+        int parentType = lua_rawget(L, UPVALUE(PARENTS)); /* parent */
+        if (parentType != LUA_TTABLE || lua_rawequal(L, -1, UPVALUE(RUN_HOLDER)) || lua_rawequal(L, -1, UPVALUE(RUN_CHILDREN))) {
+            return lua_settop(L, top), 0;
+        }
+        lua_pushvalue(L, current);
+        lua_rawget(L, UPVALUE(PARENT_KEYS)); /* parent, key */
+        lua_pushvalue(L, -1);
+        lua_rawget(L, -3); /* parent, key, parent[key] */
+        int holds = lua_rawequal(L, -1, current);
+        lua_pop(L, 1);
+        if (!holds) return lua_settop(L, top), 0;
+        lua_insert(L, -2); /* key, parent: the parent on top, walked up next */
+        levels++;
+    }
+    // Down: each table's path is its parent's and its key; cached on the way.
+    size_t prefixLength = known;
+    for (int level = levels; level >= 1; level--) {
+        int key = top + 2 * level;   /* the key of the table just below it */
+        int child = key - 1;
+        size_t mark = o->length;
+        if (!clua_json_value(o, key, 0)) return o->length = mark, lua_settop(L, top), -1;
+        size_t keyLength = o->length - mark;
+        if (prefixLength + 1 + keyLength > PATH_BYTES) return o->length = mark, lua_settop(L, top), -1;
+        if (prefixLength > 0) prefix[prefixLength++] = ',';
+        memcpy(prefix + prefixLength, o->bytes + mark, keyLength);
+        prefixLength += keyLength;
+        o->length = mark;
+        if (prefixLength <= PATH_PREFIX_MAX) {
+            uintptr_t childAddress = (uintptr_t)lua_topointer(L, child);
+            PathSlot *store = &b->paths[((childAddress >> 4) ^ (childAddress >> 12)) & (PATH_SLOTS - 1)];
+            store->table = (const void *)childAddress;
+            store->generation = b->pathGeneration;
+            store->length = (uint32_t)prefixLength;
+            memcpy(store->prefix, prefix, prefixLength);
+        }
+    }
+    lua_settop(L, top);
+    *length = prefixLength;
+    return 1;
+}
+
+/// [-0, +0, m] `write_changes` for a transaction that stored and removed no table (the common case: nothing
+/// moved), with paths from the cache (`path_prefix`). Returns the number of changes; -1 when a key or value
+/// cannot be written as JSON; -2 (nothing written to keep) when the transaction stored or removed a table.
+static lua_Integer write_changes_unmoved(lua_State *L, Barrier *b, CLuaJSON *o) {
+    lua_Integer count = b->count;
+    int base = lua_gettop(L);
+    lua_pushvalue(L, UPVALUE(RUN_STATE));
+    lua_rawget(L, UPVALUE(RUN_HOLDER)); /* base+1: the root */
+    int root = base + 1;
+    lua_Integer changes = 0;
+    unsigned char prefix[PATH_BYTES];
+    clua_json_byte(o, '[');
+    for (lua_Integer i = 1; i <= count; i += 3) {
+        lua_settop(L, root);
+        lua_rawgeti(L, UPVALUE(RUN_JOURNAL), i);     /* root+1: the table */
+        if (lua_rawequal(L, root + 1, UPVALUE(RUN_HOLDER))) return lua_settop(L, base), -2; /* the state replaced */
+        lua_rawgeti(L, UPVALUE(RUN_JOURNAL), i + 1); /* root+2: the key */
+        lua_pushvalue(L, root + 2);
+        lua_rawget(L, root + 1);                     /* root+3: the value now */
+        lua_rawgeti(L, UPVALUE(RUN_JOURNAL), i + 2); /* root+4: the value before */
+        if (lua_type(L, root + 3) == LUA_TTABLE || lua_type(L, root + 4) == LUA_TTABLE) return lua_settop(L, base), -2;
+        if (first_write(L, i - 1, root + 1, root + 2) != 0 || is_same(L, root + 3, root + 4)) continue;
+        size_t length = 0;
+        int found = path_prefix(L, b, o, root + 1, root, prefix, &length);
+        if (found < 0) return lua_settop(L, base), -1;
+        if (found == 0) continue;
+        if (changes > 0) clua_json_byte(o, ',');
+        clua_json_put(o, "[[", 2);
+        clua_json_put(o, prefix, length);
+        if (length > 0) clua_json_byte(o, ',');
+        if (!clua_json_value(o, root + 2, 0) || !clua_json_end_change(o, root + 3)) return lua_settop(L, base), -1;
+        changes++;
+    }
+    lua_settop(L, base);
+    clua_json_byte(o, ']');
+    return changes;
+}
+
+/// A record's length when its changes were left to Swift (in the list of changes read).
+#define NOT_WRITTEN UINT32_MAX
+
+/// [-0, +0, e] Records what the action at `position` (just committed) changed, for the journal: a record in the
+/// run's buffer — three `uint32_t`s (the position, the number of changes, the length of the JSON or
+/// `NOT_WRITTEN`) and the JSON — when it changed anything. Short journals are read here; others (and all while
+/// history is kept) by the Lua `collect`, whose list is then written out here too and emptied, unless it holds
+/// something JSON cannot (then the host reads that list: `state_runtime.lua`, "The journal, read").
+static void record_changes(lua_State *L, Barrier *b, lua_Integer position) {
+    if (b->count == 0 && !b->history) return;
+    CLuaJSON o;
+    if (!b->history && b->count <= 3 * COLLECT_IN_C_WRITES) {
+        clua_json_open(L, &o, UPVALUE(RUN_ENCODED), (size_t)b->encoded);
+        size_t header = o.length;
+        clua_json_reserve(&o, 3 * sizeof(uint32_t));
+        o.length += 3 * sizeof(uint32_t);
+        size_t body = o.length;
+        lua_Integer changes = write_changes_unmoved(L, b, &o);
+        if (changes == -2) { /* something moved: the full rules, and no cached path is to be trusted */
+            b->pathGeneration++;
+            o.length = body;
+            changes = write_changes(L, b, &o);
+        }
+        if (changes == 0) return; /* b->encoded stays: no record */
+        if (changes > 0 && o.length - header - 3 * sizeof(uint32_t) < NOT_WRITTEN) {
+            uint32_t fields[3] = { (uint32_t)position, (uint32_t)changes, (uint32_t)(o.length - header - 3 * sizeof(uint32_t)) };
+            memcpy(o.bytes + header, fields, sizeof fields);
+            b->encoded = (lua_Integer)o.length;
+            return;
+        }
+    }
+    b->pathGeneration++; /* (the Lua `collect` does not tell what moved) */
+    lua_Integer start = b->collected;
+    lua_pushvalue(L, UPVALUE(RUN_COLLECT));
+    lua_pushinteger(L, position);
+    lua_call(L, 1, 0);
+    if (b->collected <= start) return; /* nothing changed */
+    clua_json_open(L, &o, UPVALUE(RUN_ENCODED), (size_t)b->encoded);
+    size_t header = o.length;
+    clua_json_reserve(&o, 3 * sizeof(uint32_t));
+    o.length += 3 * sizeof(uint32_t);
+    lua_rawgeti(L, UPVALUE(RUN_COLLECTED), start + 2);
+    lua_Integer changes = lua_tointeger(L, -1), cursor = start + 3;
+    lua_pop(L, 1);
+    uint32_t length = NOT_WRITTEN;
+    if (clua_json_changes(&o, UPVALUE(RUN_COLLECTED), &cursor, changes) && o.length - header - 3 * sizeof(uint32_t) < NOT_WRITTEN) {
+        length = (uint32_t)(o.length - header - 3 * sizeof(uint32_t));
+        for (lua_Integer j = start + 1; j <= b->collected; j++) { /* written out: the list need not keep it */
             lua_pushnil(L);
             lua_rawseti(L, UPVALUE(RUN_COLLECTED), j);
         }
         b->collected = start;
     } else {
-        lua_pushinteger(L, changes);
-        lua_rawseti(L, UPVALUE(RUN_COLLECTED), start + 2);
+        o.length = header + 3 * sizeof(uint32_t);
     }
-    return 1;
+    uint32_t fields[3] = { (uint32_t)position, (uint32_t)changes, length };
+    memcpy(o.bytes + header, fields, sizeof fields);
+    b->encoded = (lua_Integer)o.length;
 }
 
 // MARK: Runs of actions
@@ -493,6 +676,7 @@ static int barrier_run(lua_State *L) {
     lua_Integer first = luaL_checkinteger(L, 3), last = luaL_checkinteger(L, 4);
     int stopWhenDirty = lua_toboolean(L, 5);
     lua_settop(L, 5);
+    b->encoded = 0; /* the host has read the last run's records */
     // 6: the state's proxy, found once per run: nothing trims the caches during a run, and only `adopt`
     // replaces the state.
     lua_pushvalue(L, UPVALUE(RUN_STATE));
@@ -529,11 +713,7 @@ static int barrier_run(lua_State *L) {
             lua_call(L, 0, 0);
         }
         b->mode = MODE_CLOSED;
-        if (b->journaling && (b->history || !collect_changes(L, b, i))) {
-            lua_pushvalue(L, UPVALUE(RUN_COLLECT));
-            lua_pushinteger(L, i);
-            lua_call(L, 1, 0);
-        }
+        if (b->journaling) record_changes(L, b, i);
         if (!lua_isnil(L, 9)) {
             lua_pushinteger(L, i);
             lua_pushvalue(L, 9);
@@ -573,7 +753,10 @@ static int barrier_count(lua_State *L) {
 /// `made([n])` [-(0|1), +1, e]: proxies made since `made(0)` (which the Lua side calls when it empties the caches).
 static int barrier_made(lua_State *L) {
     Barrier *b = barrier(L);
-    if (lua_gettop(L) >= 1) b->made = luaL_checkinteger(L, 1);
+    if (lua_gettop(L) >= 1) {
+        b->made = luaL_checkinteger(L, 1);
+        b->pathGeneration++;
+    }
     lua_pushinteger(L, b->made);
     return 1;
 }
@@ -581,6 +764,7 @@ static int barrier_made(lua_State *L) {
 /// `begin()` [-0, +0, -]: drops the last transaction's journal and opens one (writing).
 static int barrier_begin(lua_State *L) {
     begin_transaction(barrier(L));
+    barrier(L)->pathGeneration++; /* the Lua side's transactions may move tables */
     return 0;
 }
 
@@ -605,6 +789,7 @@ static int barrier_rollback(lua_State *L) {
     b->count = 0;
     clear_journal_tail(L, b, UPVALUE(JOURNAL));
     b->mode = MODE_CLOSED;
+    b->pathGeneration++;
     return 0;
 }
 
@@ -626,6 +811,7 @@ static int barrier_set_mode(lua_State *L) {
 /// Lua `collect` must do it (it also keeps history entries).
 static int barrier_set_journaling(lua_State *L) {
     barrier(L)->journaling = lua_toboolean(L, 1);
+    barrier(L)->pathGeneration++; /* runs did not keep the cached paths up to date while it was off */
     barrier(L)->history = lua_toboolean(L, 2);
     return 0;
 }
@@ -636,6 +822,17 @@ static int barrier_collected_count(lua_State *L) {
     if (lua_gettop(L) >= 1) b->collected = luaL_checkinteger(L, 1);
     lua_pushinteger(L, b->collected);
     return 1;
+}
+
+/// `records()` [-0, +2, -]: the journal records of the last run (`record_changes`): the buffer (a userdata, or
+/// nil) and the length of what it holds; empties them. (Read in place by the host: no string is made.)
+static int barrier_records(lua_State *L) {
+    Barrier *b = barrier(L);
+    lua_Integer length = b->encoded;
+    if (lua_rawgeti(L, UPVALUE(RECORDS), 1) != LUA_TUSERDATA || (size_t)length > lua_rawlen(L, -1)) length = 0;
+    lua_pushinteger(L, length);
+    b->encoded = 0;
+    return 2;
 }
 
 /// `setmoved()` [-0, +0, -]: the open transaction moved a table; `run` calls `settle` before it commits.
@@ -685,6 +882,7 @@ static const Upvalue indexUpvalues[] = { INDEX_UPVALUES(UPVALUE_DESCRIPTION) };
 static const Upvalue writeUpvalues[] = { WRITE_UPVALUES(UPVALUE_DESCRIPTION) };
 static const Upvalue runUpvalues[] = { RUN_UPVALUES(UPVALUE_DESCRIPTION) };
 static const Upvalue journalUpvalues[] = { JOURNAL_UPVALUES(UPVALUE_DESCRIPTION) };
+static const Upvalue recordsUpvalues[] = { RECORDS_UPVALUES(UPVALUE_DESCRIPTION) };
 #undef UPVALUE_DESCRIPTION
 
 #define COUNT(array) ((int)(sizeof(array) / sizeof((array)[0])))
@@ -730,10 +928,12 @@ int clua_make_barrier(lua_State *L) {
         Barrier *b = (Barrier *)lua_newuserdatauv(L, sizeof(Barrier), 0);
         memset(b, 0, sizeof *b);
         b->mode = MODE_CLOSED;
+        b->pathGeneration = 1;
         b->lastNotedAt = -1;
         b->subscriptionsDirty = 1;
     }
     int control = 2;
+    ((Barrier *)lua_touserdata(L, control))->pathGeneration++; /* new caches: records start afresh */
     lua_createtable(L, 0, 20); /* 3: the functions */
     lua_pushvalue(L, control);
     lua_setfield(L, 3, "control");
@@ -767,6 +967,7 @@ int clua_make_barrier(lua_State *L) {
         { "setmoved", barrier_set_moved, NULL, 0 },
         { "setjournaling", barrier_set_journaling, NULL, 0 },
         { "collectedcount", barrier_collected_count, NULL, 0 },
+        { "records", barrier_records, recordsUpvalues, COUNT(recordsUpvalues) },
     };
     for (int i = 0; i < COUNT(functions); i++) {
         push_closure(L, control, functions[i].function, functions[i].upvalues, functions[i].count);

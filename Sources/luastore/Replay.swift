@@ -175,18 +175,8 @@ struct Replay: AsyncParsableCommand {
                     entries.append(Recorded(sequence: UInt64(sequence), action: action, changes: nil, failure: message))
                     continue
                 }
-                guard case .array(let list)? = fields["changes"] else { throw RecordingJSON.Malformed(description: "no \"changes\"") }
-                var changes: [StateChange] = []
-                for item in list {
-                    guard case .array(let parts) = item, (1...2).contains(parts.count), case .array(let keys) = parts[0] else {
-                        throw RecordingJSON.Malformed(description: "a change must be [path] or [path, value]")
-                    }
-                    let path = try keys.map { key throws -> LuaKey in
-                        guard let key = LuaKey(exactly: try RecordingJSON.decode(key)) else { throw RecordingJSON.Malformed(description: "a path key must be a string, number or boolean") }
-                        return key
-                    }
-                    changes.append(StateChange(path: path, value: parts.count == 2 ? try RecordingJSON.decode(parts[1]) : nil))
-                }
+                guard let list = fields["changes"] else { throw RecordingJSON.Malformed(description: "no \"changes\"") }
+                let changes = try RecordingLine.changes(from: list)
                 entries.append(Recorded(sequence: UInt64(sequence), action: action, changes: changes, failure: nil))
             } catch {
                 Console.error("\(name):\(index + 1): not a recorded entry (\(error))")

@@ -27,7 +27,7 @@ import Testing
                   end,
                   note = function() handed.note = handed.note + 1 end,
                   adopt = function(result) handed.adopt = handed.adopt + 1; holder.state = targets[result] or result end,
-                  settle = function() end, collect = function() end, collected = {}, children = {},
+                  settle = function() end, collect = function() end, collected = {}, children = {}, encoded = {},
                 }
                 meta.__index, meta.__newindex = B.index, B.newindex
                 local real = holder.state

@@ -235,6 +235,58 @@ import Testing
         }
     }
 
+    /// The barrier writes each change as a recording's JSON (`json.c`); read back, every kind of value the state
+    /// may hold is what the state holds — the same as converting the state itself — with paths from the cache
+    /// (the same tables changed again), after a move (the cache is not trusted), and for a string that is not
+    /// UTF-8 (left to Swift, which refuses it). The recording line carries the same JSON.
+    @Test func theBarriersJSONHoldsEveryValueExactly() async throws {
+        try await withEngine(#"""
+            cases.set = function(state, action)
+              local map = state.map
+              map.int, map.float, map.third, map.neg0, map.big = action.n, action.n + 0.5, 1 / 3, -0.0, 1.5e300
+              map.text = "quote \" backslash \\ newline \n tab \t nul \0 \u{1F} é 🙂 " .. action.n
+              map[true], map[2.5], map[-7] = "yes", "half", action.n
+              state.list[action.n] = action.n * 2
+            end
+            cases.nest = function(state, action)
+              state.map.nested = { empty = {}, list = { 1, 2, { deep = { x = action.n } } }, holes = { [1] = 1, [3] = 3 },
+                                   ["$map"] = 1, keys = { [false] = "f", [0.25] = "q", k = "v" } }
+            end
+            cases.move = function(state) local nested = state.map.nested; state.map.nested = nil; state.list.moved = nested end
+            cases.deep = function(state) local n = state.list.moved or state.map.nested; n.list[3].deep.x = "again" .. state.count; state.count = state.count + 1 end
+            cases.bytes = function(state) state.map.raw = "\255\254 not utf-8" end
+            """#) { engine in
+            let entries = Protected<[JournalEntry]>([])
+            engine.journal = { entry in entries.withLock { $0.append(entry) } }
+            var previous = try engine.state()
+            let actions: [LuaValue] = [
+                ["type": "set", "n": 1], ["type": "set", "n": 2], ["type": "nest", "n": 3], ["type": "deep"],
+                ["type": "move"], ["type": "deep"],
+            ]
+            for action in actions {
+                _ = try engine.reduce(action)
+                let entry = try #require(entries.withLock { $0.last })
+                let changes = entry.changes
+                #expect(changes.count == entry.changeCount)
+                var applied = previous
+                for change in changes { Self.apply(change, to: &applied) }
+                let now = try engine.state()
+                #expect(applied == now, "\(action): the changes give the state")
+                previous = now
+                let line = try RecordingLine.entry(entry)
+                let parsed = try RecordedJSON(parsing: line[...])
+                #expect(try RecordingLine.changes(from: #require(parsed["changes"])) == changes, "\(action): the line")
+            }
+            let floats = try #require(entries.withLock { $0[0] }.changes.first { $0.path == ["map", "neg0"] }?.value)
+            #expect(floats.number?.sign == .minus, "-0.0 keeps its sign")
+            // JSON cannot hold it, so the barrier leaves it to Swift, which cannot hold it either: the action
+            // is undone and fails in words, and its entry says so.
+            let failure = try Self.refusal(engine, ["type": "bytes"])
+            #expect(failure?.message.contains("not valid UTF-8") == true)
+            #expect(entries.withLock { $0.last?.failure } != nil)
+        }
+    }
+
     /// Recorded values come back exactly: integers and floats, keys that are not strings, empty tables, a
     /// string key that looks like the encoding's own.
     @Test func recordedValuesRoundTrip() throws {

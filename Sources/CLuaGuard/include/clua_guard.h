@@ -7,7 +7,8 @@
 // that interrupts a call past its deadline (it needs one copy of its state per process, so it is not inline);
 // `allocator.c` the counting allocator and its free lists; `barrier.c` the hot paths of a journaling write
 // barrier that trusted Lua code builds on (`makebarrier`); `values.c` copying converted values in the VM;
-// `strings.c` the sandbox's pattern functions and `tostring`.
+// `strings.c` the sandbox's pattern functions and `tostring`; `json.c` the session journal's changes as a
+// recording's JSON, for the barrier.
 // LuaKit's `LuaVM` owns the `CLuaGuard` and is the only user of this header.
 #ifndef CLUA_GUARD_H
 #define CLUA_GUARD_H
@@ -153,6 +154,7 @@ void clua_restart_budget_now(lua_State *L);
 /// that reduces a run of actions through it, and the functions that read and set its state. In barrier.c,
 /// which says more.
 int clua_make_barrier(lua_State *L);
+
 
 /// What copying a table learned about it, for the next copy of the same table: its size (sequence part, other
 /// keys, entries), and whether it is flat (no table inside: its keys and values then wait in a list at the

@@ -48,6 +48,24 @@ public struct LuaResults {
         return try vm.value(at: index, root: root())
     }
 
+    /// Result `position`'s bytes if it is a string (all of them) or a full userdata (its first `count`, at most
+    /// its size): copied out, no conversion to text.
+    public func bytes(_ position: Int32, count: Int? = nil) -> [UInt8]? {
+        guard let index = index(position) else { return nil }
+        switch lua_type(vm.state, index) {
+        case LUA_TSTRING:
+            var length = 0
+            guard let pointer = lua_tolstring(vm.state, index, &length) else { return nil }
+            return [UInt8](UnsafeRawBufferPointer(start: pointer, count: length))
+        case LUA_TUSERDATA:
+            guard let pointer = lua_touserdata(vm.state, index) else { return nil }
+            let size = Int(lua_rawlen(vm.state, index))
+            return [UInt8](UnsafeRawBufferPointer(start: pointer, count: min(size, max(0, count ?? size))))
+        default:
+            return nil
+        }
+    }
+
     /// Result `position` kept in the VM, or `nil` when it is `nil`.
     public func reference(_ position: Int32) -> LuaReference? {
         guard let index = index(position), lua_type(vm.state, index) != LUA_TNIL else { return nil }

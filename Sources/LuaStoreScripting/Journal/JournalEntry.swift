@@ -45,17 +45,98 @@ public struct JournalEntry: Sendable {
     public var sequence: UInt64
     public var event: Event
     public var origin: Origin
-    /// What changed, one entry per path (paths never overlap).
-    public var changes: [StateChange]
     /// Why the action or the reload failed.
     public var failure: ScriptFailure?
     /// A digest of the scripts that computed this entry (`ScriptedStore.scriptsDigest`).
     public var scripts: String
+    /// How many changes there are (without converting them).
+    public private(set) var changeCount: Int
+
+    /// What changed, one entry per path (paths never overlap). The store's thread hands the journal's changes
+    /// over as the JSON a recording writes (made by the barrier, `json.c`); they become Swift values when read,
+    /// each time they are read — keep the array rather than reading it again.
+    public var changes: [StateChange] {
+        get {
+            if let decoded { return decoded }
+            guard let encodedChanges, changeCount > 0 else { return [] }
+            do {
+                return try RecordingLine.changes(from: RecordedJSON(parsing: encodedChanges))
+            } catch {
+                preconditionFailure("the journal encoded changes it cannot read back: \(error)")
+            }
+        }
+        set {
+            decoded = newValue
+            changeCount = newValue.count
+            encodedChanges = nil
+        }
+    }
+
+    /// The changes as converted values, when they were made in Swift (or set).
+    private var decoded: [StateChange]?
+    /// The changes' JSON (`[[path, value], …]`), when the barrier wrote them (`RecordingLine` copies it).
+    private(set) var encodedChanges: ArraySlice<UInt8>?
+
+    public init(sequence: UInt64, event: Event, origin: Origin, changes: [StateChange], failure: ScriptFailure?, scripts: String) {
+        self.sequence = sequence
+        self.event = event
+        self.origin = origin
+        self.failure = failure
+        self.scripts = scripts
+        self.decoded = changes
+        self.changeCount = changes.count
+    }
+
+    /// A committed action's entry with its changes as the barrier wrote them.
+    init(sequence: UInt64, action: LuaValue, origin: Origin, encoded: EncodedJournal.Record, scripts: String) {
+        self.sequence = sequence
+        self.event = .action(action)
+        self.origin = origin
+        self.failure = nil
+        self.scripts = scripts
+        self.encodedChanges = encoded.changes
+        self.changeCount = encoded.changeCount
+    }
 
     /// The action, for action entries.
     public var action: LuaValue? {
         if case .action(let action) = event { return action }
         return nil
+    }
+}
+
+/// What the actions of a run changed, as the barrier wrote it (`record_changes`, `barrier.c`): for each action
+/// that changed something, its run position, the number of changes and their JSON — or no JSON, when the
+/// barrier left them to Swift (the runtime's `collected` list then holds them).
+struct EncodedJournal {
+    struct Record {
+        var changeCount: Int
+        var changes: ArraySlice<UInt8>?
+    }
+
+    /// The records by run position (positions without one changed nothing).
+    let records: [Int64: Record]
+
+    /// Reads the records in `bytes` (three native `UInt32`s — position, changes, length — then the JSON).
+    init(_ bytes: [UInt8]) {
+        var records: [Int64: Record] = [:]
+        var offset = 0
+        let header = 3 * MemoryLayout<UInt32>.size
+        bytes.withUnsafeBytes { raw in
+            while offset + header <= raw.count {
+                let position = raw.loadUnaligned(fromByteOffset: offset, as: UInt32.self)
+                let count = raw.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self)
+                let length = raw.loadUnaligned(fromByteOffset: offset + 8, as: UInt32.self)
+                offset += header
+                var record = Record(changeCount: Int(count))
+                if length != .max {
+                    record.changes = bytes[offset..<(offset + Int(length))]
+                    offset += Int(length)
+                }
+                records[Int64(position)] = record
+            }
+        }
+        self.records = records
     }
 }
 

@@ -31,12 +31,11 @@ public enum RecordingJSON {
                     try encode(element, into: &output)
                 }
                 output.append(UInt8(ascii: "]"))
-            } else if table.array.isEmpty, table.fields.keys.allSatisfy({ if case .string = $0 { true } else { false } }),
-                      !(table.fields.count == 1 && table.fields[.string("$map")] != nil) {
+            } else if table.array.isEmpty, let fields = stringFields(of: table) {
                 output.append(UInt8(ascii: "{"))
-                for (index, entry) in table.sortedFields.enumerated() {
+                for (index, entry) in fields.enumerated() {
                     if index > 0 { output.append(UInt8(ascii: ",")) }
-                    quote(entry.key.text, into: &output)
+                    quote(entry.key, into: &output)
                     output.append(UInt8(ascii: ":"))
                     try encode(entry.value, into: &output)
                 }
@@ -58,6 +57,21 @@ public enum RecordingJSON {
                 output.append(contentsOf: "]}".utf8)
             }
         }
+    }
+
+    /// The fields of a table whose keys are all strings, in key order (one array, sorted in place: actions are
+    /// encoded this way once per recorded entry); nil when a key is not a string, or the only key is "$map" (such
+    /// a table is written as a map, so that it reads back as itself).
+    static func stringFields(of table: LuaTable) -> [(key: String, value: LuaValue)]? {
+        var fields: [(key: String, value: LuaValue)] = []
+        fields.reserveCapacity(table.fields.count)
+        for (key, value) in table.fields {
+            guard case .string(let name) = key else { return nil }
+            fields.append((name, value))
+        }
+        if fields.count == 1, fields[0].key == "$map" { return nil }
+        if fields.count > 1 { fields.sort { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) } }
+        return fields
     }
 
     /// Appends `value`, losslessly.
@@ -231,6 +245,9 @@ public enum RecordingLine {
                 RecordingJSON.quote(location, into: &line)
             }
             line.append(UInt8(ascii: "}"))
+        } else if let encoded = entry.encodedChanges {
+            line.append(contentsOf: #","changes":"#.utf8)
+            line.append(contentsOf: encoded)
         } else {
             line.append(contentsOf: #","changes":["#.utf8)
             for (index, change) in entry.changes.enumerated() {
@@ -250,6 +267,28 @@ public enum RecordingLine {
             line.append(UInt8(ascii: "]"))
         }
         line.append(contentsOf: #","scripts":"\#(entry.scripts)"}"#.utf8)
+    }
+
+    /// The changes a line's `changes` list holds (`[[path…], value]`, or `[[path…]]` for a removal).
+    public static func changes(from list: RecordedJSON) throws(RecordingJSON.Malformed) -> [StateChange] {
+        guard case .array(let items) = list else { throw RecordingJSON.Malformed(description: "\"changes\" must be a list") }
+        var changes: [StateChange] = []
+        changes.reserveCapacity(items.count)
+        for item in items {
+            guard case .array(let parts) = item, (1...2).contains(parts.count), case .array(let keys) = parts[0] else {
+                throw RecordingJSON.Malformed(description: "a change must be [path] or [path, value]")
+            }
+            var path: [LuaKey] = []
+            path.reserveCapacity(keys.count)
+            for key in keys {
+                guard let key = LuaKey(exactly: try RecordingJSON.decode(key)) else {
+                    throw RecordingJSON.Malformed(description: "a path key must be a string, number or boolean")
+                }
+                path.append(key)
+            }
+            changes.append(StateChange(path: path, value: parts.count == 2 ? try RecordingJSON.decode(parts[1]) : nil))
+        }
+        return changes
     }
 }
 

@@ -15,7 +15,12 @@ public indirect enum RecordedJSON: Sendable, Equatable {
 
     /// Parses one JSON text (a line of a recording).
     public init(parsing text: Substring) throws(RecordingJSON.Malformed) {
-        var parser = Parser(bytes: Array(text.utf8))
+        try self.init(parsing: Array(text.utf8))
+    }
+
+    /// The JSON value `bytes` (UTF-8) hold.
+    public init(parsing bytes: some Collection<UInt8>) throws(RecordingJSON.Malformed) {
+        var parser = Parser(bytes: Array(bytes))
         parser.skipSpace()
         self = try parser.value(depth: 0)
         parser.skipSpace()

@@ -13,7 +13,7 @@ enum StateRuntime {
     /// The functions of the runtime's module that the engine calls, named as in `state_runtime.lua`.
     enum Function: Int, CaseIterable {
         case reduce, reduceRun, runPosition, rollback, transform, setState, state, register, unregister, path, evaluate,
-            subscriptions, flush, reset, markAllDirty, setChild, removeChild, childState, reduceChild, changes, collected,
+            subscriptions, flush, reset, markAllDirty, setChild, removeChild, childState, reduceChild, changes, collected, encoded,
             setJournaling, setHistory, dropNewestHistory, dropOldestHistory, travel, truncateHistory
     }
 

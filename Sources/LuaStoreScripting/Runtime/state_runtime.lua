@@ -31,9 +31,11 @@ local WEAK_KEYS, WEAK_ALL = { __mode = "k" }, { __mode = "kv" }
 local installBarrier                                   -- (below) makes the metamethods for the current caches
 local collect                                          -- (below) reads a committed action's changes
 local keepHistory                                      -- (below) keeps a committed action's befores and afters
--- What `collect` (or the barrier's C half of it) read: the list (layout: "The journal, read"); its length is
--- the barrier's (`B.collectedcount`), copied into `collectedCount` while the Lua `collect` appends.
+-- What `collect` read: the list (layout: "The journal, read"); its length is the barrier's
+-- (`B.collectedcount`), copied into `collectedCount` while `collect` appends. (The barrier writes short
+-- journals' changes as JSON itself, and this list's too when it can: barrier.c, `record_changes`.)
 local collected, collectedCount = {}, 0
+local encodedRecords = {}                              -- [1]: the barrier's buffer of journal records
 
 local tablesLeft = false                               -- a committed write replaced or removed a table
 local reads = false                    -- while reading: real -> { key -> true }
@@ -509,7 +511,7 @@ function installBarrier()
     control = B and B.control, targets = targets, proxies = proxies, meta = meta, weakkeys = WEAK_KEYS,
     weakall = WEAK_ALL, parents = parents, parentkeys = parentKeys, journal = journal, dependents = dependents, changes = pending, holder = holder,
     index = indexFallback, newindex = newindexFallback, note = noteChange, adopt = adopt, settle = settleMoves,
-    collect = collect, collected = collected, children = children,
+    collect = collect, collected = collected, children = children, encoded = encodedRecords,
   }
   meta.__index, meta.__newindex = B.index, B.newindex
   CLOSED, WRITE, READ = B.CLOSED, B.WRITE, B.READ
@@ -770,6 +772,10 @@ end
 
 -- What the last run collected: its length and the list (read it before the next run).
 function M.collected() return B.collectedcount(), collected end
+
+-- The journal records of the last run (its committed actions' changes, as a recording's JSON), in one string
+-- (`record_changes` in barrier.c says how; `ScriptEngine.encodedJournal` reads it).
+function M.encoded() return B.records() end
 
 -- Keeps the newest `limit` history entries (0: none, and what was kept goes). Returns the first and last.
 function M.setHistory(limit)

@@ -20,9 +20,9 @@ extension ScriptEngine {
     static func historySize(changes: Int) -> Int { 64 + 64 * changes }
 
     /// Notes the entry the runtime kept for journal entry `sequence`, then keeps the history within its bounds.
-    func keepInHistory(_ sequence: UInt64, changes: [StateChange]) {
+    func keepInHistory(_ sequence: UInt64, changeCount: Int) {
         historySequences.append(sequence)
-        let size = Self.historySize(changes: changes.count)
+        let size = Self.historySize(changes: changeCount)
         historySizes.append(size)
         historyBytes += size
         // (The runtime keeps `historyLimit` entries by itself; only the Swift side's mirror is trimmed here.)

@@ -91,24 +91,20 @@ extension ScriptEngine {
         return outcome
     }
 
-    /// Journal entries for the actions at run positions `first...last` (position p is the action at offset p - 1),
-    /// from the changes the runtime collected; `failed` is the one that failed, if any.
+    /// Journal entries for the actions at run positions `first...last` (position p is the action at offset p - 1);
+    /// `failed` is the one that failed, if any (the last).
     private func journalRun(_ actions: ArraySlice<LuaValue>, first: Int64, through last: Int64, failed: (Int64, LuaError)?) {
         guard first <= last, last <= Int64(actions.count) else { return }
-        let collected: [Int64: [StateChange]]
+        let start = actions.startIndex + Int(first - 1)
+        let committedEnd = actions.startIndex + Int((failed?.0 ?? last + 1) - 1)
         do {
-            collected = try collectedChanges()
+            try journalCommitted(actions[start..<max(start, min(committedEnd, actions.startIndex + Int(last)))], origin: .outside, from: first)
         } catch {
-            collected = [:]
             report(ScriptFailure(stage: .reduce, error: LuaError(.runtime, "the journal could not read a run's changes: \(error.message)"), action: nil))
         }
-        for position in first...last {
+        if let (position, error) = failed, position <= last {
             let action = actions[actions.startIndex + Int(position - 1)]
-            if let (at, error) = failed, at == position {
-                record(.action(action), origin: .outside, changes: [], failure: ScriptFailure(stage: .reduce, error: error, action: action))
-            } else {
-                record(.action(action), origin: .outside, changes: collected[position] ?? [], failure: nil)
-            }
+            record(.action(action), origin: .outside, changes: [], failure: ScriptFailure(stage: .reduce, error: error, action: action))
         }
     }
 }

@@ -212,9 +212,8 @@ final class ScriptEngine {
                    failure: ScriptFailure(stage: .reduce, error: error, action: action))
             throw error
         }
-        let changes: [StateChange]
         do {
-            changes = try collectedChanges()[1] ?? []
+            try journalCommitted([action], origin: JournalEntry.Origin(source), from: 1)
         } catch {
             // A change that cannot be converted (the state is data: this is a bug of the runtime's, reported).
             undoLastTransaction(committed: true)
@@ -222,8 +221,32 @@ final class ScriptEngine {
                    failure: ScriptFailure(stage: .reduce, error: error, action: action))
             throw error
         }
-        record(.action(action), origin: JournalEntry.Origin(source), changes: changes, failure: nil)
         return commands
+    }
+
+    /// Journal entries for `actions`, committed at run positions `first`, `first + 1`, …, from the records the
+    /// barrier wrote (`encodedJournal`); changes it left to Swift are read from the runtime's list.
+    func journalCommitted(_ actions: some Collection<LuaValue>, origin: JournalEntry.Origin, from first: Int64) throws(LuaError) {
+        let encoded = try encodedJournal()
+        var converted: [Int64: [StateChange]]?
+        var position = first
+        for action in actions {
+            defer { position += 1 }
+            journalSequence += 1
+            guard let record = encoded.records[position] else {
+                deliver(JournalEntry(sequence: journalSequence, event: .action(action), origin: origin, changes: [], failure: nil,
+                                     scripts: app.digest), kept: true)
+                continue
+            }
+            guard record.changes == nil else {
+                deliver(JournalEntry(sequence: journalSequence, action: action, origin: origin, encoded: record, scripts: app.digest),
+                        kept: true)
+                continue
+            }
+            if converted == nil { converted = try collectedChanges() }
+            deliver(JournalEntry(sequence: journalSequence, event: .action(action), origin: origin,
+                                 changes: converted?[position] ?? [], failure: nil, scripts: app.digest), kept: true)
+        }
     }
 
     /// Hands a journal entry to whoever hears the journal. `kept`: the runtime kept a history entry for it
@@ -231,11 +254,23 @@ final class ScriptEngine {
     func record(_ event: JournalEntry.Event, origin: JournalEntry.Origin, changes: [StateChange], failure: ScriptFailure?,
                 kept: Bool? = nil) {
         journalSequence += 1
-        if historyLimit > 0, kept ?? (failure == nil) { keepInHistory(journalSequence, changes: changes) }
-        let entry = JournalEntry(sequence: journalSequence, event: event, origin: origin, changes: changes, failure: failure,
-                                 scripts: app.digest)
+        deliver(JournalEntry(sequence: journalSequence, event: event, origin: origin, changes: changes, failure: failure,
+                             scripts: app.digest), kept: kept ?? (failure == nil))
+    }
+
+    /// Hands `entry` (the next in sequence) to whoever hears the journal; `kept`: as for `record`.
+    private func deliver(_ entry: JournalEntry, kept: Bool) {
+        if historyLimit > 0, kept { keepInHistory(entry.sequence, changeCount: entry.changeCount) }
         journal?(entry)
         for continuation in journalStreams.values { continuation.yield(entry) }
+    }
+
+    /// What the last run's actions changed, as the barrier wrote it (`record_changes`, `barrier.c`), read once.
+    func encodedJournal() throws(LuaError) -> EncodedJournal {
+        let bytes = try vm.call(runtime[.encoded], arguments: []) { results throws(LuaError) in
+            results.bytes(1, count: Int(results.integer(2) ?? 0)) ?? []
+        }
+        return EncodedJournal(bytes)
     }
 
     /// What the last transaction changed, read from its journal by the runtime (O(changed)).

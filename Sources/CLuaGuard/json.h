@@ -1,0 +1,56 @@
+// Writing Lua values as a recording's JSON into a byte buffer: `json.c`, used by the barrier's run loop
+// (`barrier.c`). Internal to CLuaGuard (not in `include/`: Swift never sees it).
+#ifndef CLUA_JSON_H
+#define CLUA_JSON_H
+
+#include "clua_guard.h"
+
+/// A byte buffer being written. It lives in a full userdata at `[1]` of a table (the holder, at a stack index
+/// that stays valid while writing), so a Lua error — out of memory — leaks nothing and the buffer is reused;
+/// growing replaces it there.
+typedef struct CLuaJSON {
+    lua_State *L;
+    int holder;
+    unsigned char *bytes;
+    size_t length;
+    size_t capacity;
+} CLuaJSON;
+
+/// [-0, +0, m] Opens the buffer held at `[1]` of the table at `holder` (made now if missing), its first
+/// `length` bytes kept.
+void clua_json_open(lua_State *L, CLuaJSON *o, int holder, size_t length);
+
+/// [-0, +0, m] Makes room for `needed` more bytes.
+void clua_json_grow(CLuaJSON *o, size_t needed);
+
+static inline unsigned char *clua_json_reserve(CLuaJSON *o, size_t needed) {
+    if (o->capacity - o->length < needed) clua_json_grow(o, needed);
+    return o->bytes + o->length;
+}
+
+/// [-0, +0, m] Appends bytes.
+static inline void clua_json_put(CLuaJSON *o, const void *data, size_t count) {
+    memcpy(clua_json_reserve(o, count), data, count);
+    o->length += count;
+}
+
+/// [-0, +0, m] Appends one byte.
+static inline void clua_json_byte(CLuaJSON *o, unsigned char byte) {
+    *clua_json_reserve(o, 1) = byte;
+    o->length += 1;
+}
+
+/// [-0, +0, m] Appends the value at `index` (absolute), `depth` tables deep. Returns 0 when it cannot be written
+/// exactly (the caller drops what was written since it began).
+int clua_json_value(CLuaJSON *o, int index, int depth);
+
+/// [-0, +0, m] Ends a change whose path is written: `]`, the new value at `value` (none when nil: a removal),
+/// `]`. Returns 0 when the value cannot be written.
+int clua_json_end_change(CLuaJSON *o, int value);
+
+/// [-0, +0, m] Appends the `changes` changes at `*cursor` of the list at `list` (the runtime's `collected`
+/// layout: depth, keys, value) as a recording's `changes` array, moving the cursor past them. Returns 0 when
+/// something in them cannot be written (the cursor moves all the same).
+int clua_json_changes(CLuaJSON *o, int list, lua_Integer *cursor, lua_Integer changes);
+
+#endif
