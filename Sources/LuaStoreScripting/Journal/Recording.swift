@@ -89,10 +89,19 @@ public enum RecordingJSON {
     }
 
     static func appendInteger(_ integer: Int64, into output: inout [UInt8]) {
-        if integer >= 0, integer < 10 {
-            output.append(UInt8(48 + integer))
-        } else {
-            output.append(contentsOf: String(integer).utf8)
+        if integer < 0 {
+            output.append(UInt8(ascii: "-"))
+        }
+        var magnitude = integer.magnitude
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0) // up to 20 digits, filled from the end
+        var count = 0
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            repeat {
+                count += 1
+                buffer[24 - count] = UInt8(48 + magnitude % 10)
+                magnitude /= 10
+            } while magnitude != 0
+            output.append(contentsOf: buffer[(24 - count)...])
         }
     }
 
@@ -213,7 +222,7 @@ public enum RecordingLine {
     /// Appends the line of one journal entry (without its newline), as UTF-8.
     public static func append(_ entry: JournalEntry, to line: inout [UInt8]) throws {
         line.append(contentsOf: #"{"seq":"#.utf8)
-        line.append(contentsOf: String(entry.sequence).utf8)
+        RecordingJSON.appendInteger(Int64(clamping: entry.sequence), into: &line)
         line.append(contentsOf: #","origin":"#.utf8)
         switch entry.origin {
         case .outside: line.append(contentsOf: #""outside""#.utf8)
@@ -266,7 +275,9 @@ public enum RecordingLine {
             }
             line.append(UInt8(ascii: "]"))
         }
-        line.append(contentsOf: #","scripts":"\#(entry.scripts)"}"#.utf8)
+        line.append(contentsOf: #","scripts":""#.utf8)
+        line.append(contentsOf: entry.scripts.utf8)
+        line.append(contentsOf: #""}"#.utf8)
     }
 
     /// The changes a line's `changes` list holds (`[[path…], value]`, or `[[path…]]` for a removal).
@@ -306,7 +317,7 @@ public final class OutputFile: @unchecked Sendable {
     private var buffer: [UInt8] = []
     private var failure: String?
     // Under `pendingLock`: lines not yet taken by the writer, and whether a drain is scheduled.
-    private var queued: [@Sendable (inout [UInt8]) throws -> Void] = []
+    private var queued: [Pending] = []
     private var draining = false
     private let pendingLock = NSLock()
 
@@ -325,11 +336,27 @@ public final class OutputFile: @unchecked Sendable {
         append(bytes: { buffer in buffer.append(contentsOf: try make().utf8) })
     }
 
+    /// What `append` queued: a writer of one line (its newline added after it), or of whole lines.
+    private struct Pending {
+        let write: @Sendable (inout [UInt8]) throws -> Void
+        let wholeLines: Bool
+    }
+
     /// Queues one line, appended to the file's buffer (as UTF-8, without its newline) on the writer's thread by
     /// `write`; if it throws, what it appended is dropped and the file records why.
     public func append(bytes write: @escaping @Sendable (inout [UInt8]) throws -> Void) {
+        enqueue(Pending(write: write, wholeLines: false))
+    }
+
+    /// Queues lines: `write` appends them, each with its newline, on the writer's thread; if it throws, the line it
+    /// was making is dropped (the ones before it stay) and the file records why.
+    public func append(lines write: @escaping @Sendable (inout [UInt8]) throws -> Void) {
+        enqueue(Pending(write: write, wholeLines: true))
+    }
+
+    private func enqueue(_ pending: Pending) {
         let schedule = pendingLock.withLock { () -> Bool in
-            queued.append(write)
+            queued.append(pending)
             guard !draining else { return false }
             draining = true
             return true
@@ -342,21 +369,29 @@ public final class OutputFile: @unchecked Sendable {
     /// On `queue`: makes and buffers every queued line, writing when the buffer is large and when nothing is
     /// left to take.
     private func drain() {
-        var batch: [@Sendable (inout [UInt8]) throws -> Void] = []
+        var batch: [Pending] = []
         while true {
             pendingLock.withLock {
                 swap(&batch, &queued)
                 if batch.isEmpty { draining = false }
             }
             if batch.isEmpty { break }
-            for write in batch where failure == nil {
+            for pending in batch {
+                guard failure == nil else {
+                    // Nothing more is written; a writer of whole lines still runs (into nothing), so that whoever
+                    // queued it knows it was taken (`failed` tells it not to bother making them).
+                    var nowhere: [UInt8] = []
+                    if pending.wholeLines { try? pending.write(&nowhere) }
+                    continue
+                }
                 let start = buffer.count
                 do {
-                    try write(&buffer)
-                    buffer.append(10)
+                    try pending.write(&buffer)
+                    if !pending.wholeLines { buffer.append(10) }
                 } catch {
-                    buffer.removeSubrange(start...)
-                    failure = "\(error)"
+                    let kept = pending.wholeLines ? (buffer[start...].lastIndex(of: 10).map { $0 + 1 } ?? start) : start
+                    buffer.removeSubrange(kept...)
+                    fail("\(error)")
                 }
                 if buffer.count >= 1 << 16 { flush() }
             }
@@ -365,13 +400,23 @@ public final class OutputFile: @unchecked Sendable {
         flush()
     }
 
+    /// Whether a write failed (nothing more will be written).
+    public var failed: Bool { pendingLock.withLock { hasFailed } }
+    private var hasFailed = false // under `pendingLock`
+
+    /// On `queue`: keeps the first failure.
+    private func fail(_ reason: String) {
+        failure = reason
+        pendingLock.withLock { hasFailed = true }
+    }
+
     private func flush() {
         var offset = 0
         while offset < buffer.count, failure == nil {
             let written = buffer.withUnsafeBytes { write(descriptor, $0.baseAddress! + offset, $0.count - offset) }
             if written < 0 {
                 if errno == EINTR { continue }
-                failure = OutputFailure.words(errno)
+                fail(OutputFailure.words(errno))
             } else {
                 offset += written
             }
@@ -393,7 +438,7 @@ public final class OutputFile: @unchecked Sendable {
     public func close() -> OutputFailure? {
         queue.sync {
             drain()
-            if Foundation.close(descriptor) != 0, failure == nil { failure = OutputFailure.words(errno) }
+            if Foundation.close(descriptor) != 0, failure == nil { fail(OutputFailure.words(errno)) }
             return failure.map { OutputFailure(path: path, reason: $0) }
         }
     }
@@ -415,13 +460,14 @@ public struct OutputFailure: Error, CustomStringConvertible {
 }
 
 /// Records a session (`run --record`) in format 2 (`RecordingLine`): the header first — the state the journal
-/// starts from — then each journal entry, encoded and written off the store's thread (`OutputFile`).
+/// starts from — then each journal entry, encoded and written off the store's thread (`OutputFile`), in batches:
+/// the store's thread only hands entries over.
 public final class SessionRecorder: Sendable {
     /// Where it writes.
     public let file: OutputFile
-    /// Entries heard before the header was written (an effect launched at start may act at once); `nil` once
-    /// the header is out.
-    private let early = Protected<[JournalEntry]?>([])
+    /// Entries heard before the header was written (an effect launched at start may act at once; `nil` once the
+    /// header is out), entries waiting for the writer, and whether the writer will take them.
+    private let pending = Protected<(early: [JournalEntry]?, waiting: [JournalEntry], taken: Bool)>(([], [], true))
 
     /// A recorder writing to `file`; pass `append` as `ScriptedStoreOptions.journal`, then call `start` once the
     /// store is made.
@@ -429,21 +475,42 @@ public final class SessionRecorder: Sendable {
 
     /// Writes the header; entries the header's state already includes are dropped, later ones follow it.
     public func start(app: String, _ start: (state: LuaValue, scripts: String, schemaVersion: Int64, sequence: UInt64)) {
-        early.withLock { early in
+        pending.withLock { pending in
             file.append { try RecordingLine.header(app: app, start: start) }
-            for entry in early ?? [] where entry.sequence > start.sequence { file.append { line in try RecordingLine.append(entry, to: &line) } }
-            early = nil
+            pending.waiting = (pending.early ?? []).filter { $0.sequence > start.sequence }
+            pending.early = nil
+            pending.taken = true
+            if !pending.waiting.isEmpty { scheduleWriting(&pending) }
         }
     }
 
     /// Records one entry (on the store's thread: encoding and writing happen on the file's).
     public func append(_ entry: JournalEntry) {
-        early.withLock { early in
-            if early != nil {
-                early?.append(entry)
-            } else {
-                file.append { line in try RecordingLine.append(entry, to: &line) }
+        pending.withLock { pending in
+            if pending.early != nil {
+                pending.early?.append(entry)
+                return
             }
+            pending.waiting.append(entry)
+            if pending.taken { scheduleWriting(&pending) }
         }
+    }
+
+    /// Queues one writer for whatever is waiting when it runs (entries arriving meanwhile join it).
+    private func scheduleWriting(_ pending: inout (early: [JournalEntry]?, waiting: [JournalEntry], taken: Bool)) {
+        pending.taken = false
+        file.append(lines: { [self] line in
+            let entries = self.pending.withLock { pending in
+                pending.taken = true
+                let entries = pending.waiting
+                pending.waiting = []
+                return entries
+            }
+            guard !file.failed else { return }
+            for entry in entries {
+                try RecordingLine.append(entry, to: &line)
+                line.append(10)
+            }
+        })
     }
 }
