@@ -400,6 +400,31 @@ static int changed_at(lua_State *L, lua_Integer position, int now) {
     return changed;
 }
 
+/// [-0, +(2|0), -] Pushes where the table at `t` is — its parent and its key, from the records `to_proxy`
+/// keeps — when the parent holds it there and is a table of the app's state (not the holder of the root, nor a
+/// child store's); pushes nothing and returns 0 otherwise. Uses three stack slots.
+static int push_place(lua_State *L, int t) {
+    lua_pushvalue(L, t);
+    int parentType = lua_rawget(L, UPVALUE(PARENTS)); /* parent */
+    if (parentType != LUA_TTABLE || lua_rawequal(L, -1, UPVALUE(RUN_HOLDER)) || lua_rawequal(L, -1, UPVALUE(RUN_CHILDREN))) {
+        lua_pop(L, 1);
+        return 0;
+    }
+    lua_pushvalue(L, t);
+    lua_rawget(L, UPVALUE(PARENT_KEYS)); /* parent, key */
+    lua_pushvalue(L, -1);
+    lua_rawget(L, -3); /* parent, key, parent[key] */
+    int holds = lua_rawequal(L, -1, t);
+    lua_pop(L, holds ? 1 : 3);
+    return holds;
+}
+
+/// The cache slot of the table at `address`.
+static PathSlot *path_slot(Barrier *b, const void *address) {
+    uintptr_t bits = (uintptr_t)address;
+    return &b->paths[((bits >> 4) ^ (bits >> 12)) & (PATH_SLOTS - 1)];
+}
+
 /// [-0, +0, m] Writes what the action just committed changed as a recording's `changes` array (`json.c`): each
 /// (table, key) its journal wrote whose value now differs from the one before, named by its path from the root,
 /// unless the table is no longer in the state (removed since, or a child store's) or a change further up
@@ -437,19 +462,7 @@ static lua_Integer write_changes(lua_State *L, Barrier *b, CLuaJSON *o) {
             while (!lua_rawequal(L, current, root)) {
                 if (depth > 1000) { reportable = 0; break; } /* only a cycle in the records goes this deep */
                 luaL_checkstack(L, 8, "a state this deep");
-                lua_pushvalue(L, current);
-                int parentType = lua_rawget(L, UPVALUE(PARENTS)); /* parent */
-                if (parentType != LUA_TTABLE || lua_rawequal(L, -1, UPVALUE(RUN_HOLDER)) || lua_rawequal(L, -1, UPVALUE(RUN_CHILDREN))) {
-                    reportable = 0;
-                    break;
-                }
-                lua_pushvalue(L, current);
-                lua_rawget(L, UPVALUE(PARENT_KEYS)); /* parent, key */
-                lua_pushvalue(L, -1);
-                lua_rawget(L, -3); /* parent, key, parent[key] */
-                int holds = lua_rawequal(L, -1, current);
-                lua_pop(L, 1);
-                if (!holds) { reportable = 0; break; }
+                if (!push_place(L, current)) { reportable = 0; break; } /* parent, key */
                 lua_Integer written = first_write(L, count, lua_gettop(L) - 1, lua_gettop(L));
                 if (written != 0 && changed_at(L, written, current)) { reportable = 0; break; } /* a change further up carries it */
                 // Keep the key among the path's keys (before `root`), and walk on from the parent.
@@ -494,9 +507,9 @@ static int path_prefix(lua_State *L, Barrier *b, CLuaJSON *o, int t, int root, u
         *length = 0;
         return 1;
     }
-    uintptr_t address = (uintptr_t)lua_topointer(L, t);
-    PathSlot *slot = &b->paths[((address >> 4) ^ (address >> 12)) & (PATH_SLOTS - 1)];
-    if (slot->table == (const void *)address && slot->generation == b->pathGeneration) {
+    const void *address = lua_topointer(L, t);
+    PathSlot *slot = path_slot(b, address);
+    if (slot->table == address && slot->generation == b->pathGeneration) {
         memcpy(prefix, slot->prefix, slot->length);
         *length = slot->length;
         return 1;
@@ -510,9 +523,9 @@ static int path_prefix(lua_State *L, Barrier *b, CLuaJSON *o, int t, int root, u
         int current = lua_gettop(L);
         if (lua_rawequal(L, current, root)) break;
         if (levels > 0) {
-            uintptr_t up = (uintptr_t)lua_topointer(L, current);
-            PathSlot *cached = &b->paths[((up >> 4) ^ (up >> 12)) & (PATH_SLOTS - 1)];
-            if (cached->table == (const void *)up && cached->generation == b->pathGeneration) {
+            const void *up = lua_topointer(L, current);
+            PathSlot *cached = path_slot(b, up);
+            if (cached->table == up && cached->generation == b->pathGeneration) {
                 memcpy(prefix, cached->prefix, cached->length);
                 known = cached->length;
                 break;
@@ -520,18 +533,7 @@ static int path_prefix(lua_State *L, Barrier *b, CLuaJSON *o, int t, int root, u
         }
         if (levels >= 1000) return lua_settop(L, top), 0; /* only a cycle in the records goes this deep */
         luaL_checkstack(L, 6, "a state this deep");
-        lua_pushvalue(L, current);
-        int parentType = lua_rawget(L, UPVALUE(PARENTS)); /* parent */
-        if (parentType != LUA_TTABLE || lua_rawequal(L, -1, UPVALUE(RUN_HOLDER)) || lua_rawequal(L, -1, UPVALUE(RUN_CHILDREN))) {
-            return lua_settop(L, top), 0;
-        }
-        lua_pushvalue(L, current);
-        lua_rawget(L, UPVALUE(PARENT_KEYS)); /* parent, key */
-        lua_pushvalue(L, -1);
-        lua_rawget(L, -3); /* parent, key, parent[key] */
-        int holds = lua_rawequal(L, -1, current);
-        lua_pop(L, 1);
-        if (!holds) return lua_settop(L, top), 0;
+        if (!push_place(L, current)) return lua_settop(L, top), 0; /* parent, key */
         lua_insert(L, -2); /* key, parent: the parent on top, walked up next */
         levels++;
     }
@@ -549,9 +551,9 @@ static int path_prefix(lua_State *L, Barrier *b, CLuaJSON *o, int t, int root, u
         prefixLength += keyLength;
         o->length = mark;
         if (prefixLength <= PATH_PREFIX_MAX) {
-            uintptr_t childAddress = (uintptr_t)lua_topointer(L, child);
-            PathSlot *store = &b->paths[((childAddress >> 4) ^ (childAddress >> 12)) & (PATH_SLOTS - 1)];
-            store->table = (const void *)childAddress;
+            const void *childAddress = lua_topointer(L, child);
+            PathSlot *store = path_slot(b, childAddress);
+            store->table = childAddress;
             store->generation = b->pathGeneration;
             store->length = (uint32_t)prefixLength;
             memcpy(store->prefix, prefix, prefixLength);
