@@ -258,10 +258,13 @@ void clua_end_call(lua_State *L, CLuaGuard *g) {
 /// tick, so a deadline counted from it is never earlier than one counted from the precise clock — at most one
 /// tick (1–4 ms) later. For per-step budgets restarted many times a second.
 static int64_t coarse_now_rounded_up(void) {
-    static int64_t resolution = -1;
-    if (resolution < 0) {
+    // Found once; VMs on other threads may find it at the same time (the same value): read and written atomically.
+    static int64_t cachedResolution = -1;
+    int64_t resolution = __atomic_load_n(&cachedResolution, __ATOMIC_RELAXED);
+    if (resolution == -1) {
         struct timespec res;
         resolution = clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0 ? (int64_t)res.tv_sec * 1000000000 + res.tv_nsec : -2;
+        __atomic_store_n(&cachedResolution, resolution, __ATOMIC_RELAXED);
     }
     struct timespec ts;
     if (resolution < 0 || clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0) return clua_now_nanos();
