@@ -56,13 +56,22 @@ public struct LuaResults {
         case LUA_TSTRING:
             var length = 0
             guard let pointer = lua_tolstring(vm.state, index, &length) else { return nil }
-            return [UInt8](UnsafeRawBufferPointer(start: pointer, count: length))
+            return Self.copy(UnsafeRawPointer(pointer), count: length)
         case LUA_TUSERDATA:
             guard let pointer = lua_touserdata(vm.state, index) else { return nil }
             let size = Int(lua_rawlen(vm.state, index))
-            return [UInt8](UnsafeRawBufferPointer(start: pointer, count: min(size, max(0, count ?? size))))
+            return Self.copy(UnsafeRawPointer(pointer), count: min(size, max(0, count ?? size)))
         default:
             return nil
+        }
+    }
+
+    /// `count` bytes at `pointer`, copied at once (an array made from a buffer pointer as a sequence is
+    /// filled a byte at a time).
+    private static func copy(_ pointer: UnsafeRawPointer, count: Int) -> [UInt8] {
+        [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            if count > 0 { buffer.baseAddress!.initialize(from: pointer.assumingMemoryBound(to: UInt8.self), count: count) }
+            initialized = count
         }
     }
 

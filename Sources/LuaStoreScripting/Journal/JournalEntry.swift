@@ -107,36 +107,37 @@ public struct JournalEntry: Sendable {
 
 /// What the actions of a run changed, as the barrier wrote it (`record_changes`, `barrier.c`): for each action
 /// that changed something, its run position, the number of changes and their JSON — or no JSON, when the
-/// barrier left them to Swift (the runtime's `collected` list then holds them).
+/// barrier left them to Swift (the runtime's `collected` list then holds them). Read in run order, once.
 struct EncodedJournal {
     struct Record {
         var changeCount: Int
         var changes: ArraySlice<UInt8>?
     }
 
-    /// The records by run position (positions without one changed nothing).
-    let records: [Int64: Record]
+    /// The records: three native `UInt32`s each — position, changes, length (`UInt32.max`: no JSON) — then the JSON.
+    private let bytes: [UInt8]
+    /// Where the next record starts.
+    private var offset = 0
+    private static let header = 3 * MemoryLayout<UInt32>.size
 
-    /// Reads the records in `bytes` (three native `UInt32`s — position, changes, length — then the JSON).
-    init(_ bytes: [UInt8]) {
-        var records: [Int64: Record] = [:]
-        var offset = 0
-        let header = 3 * MemoryLayout<UInt32>.size
-        bytes.withUnsafeBytes { raw in
-            while offset + header <= raw.count {
-                let position = raw.loadUnaligned(fromByteOffset: offset, as: UInt32.self)
-                let count = raw.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self)
-                let length = raw.loadUnaligned(fromByteOffset: offset + 8, as: UInt32.self)
-                offset += header
-                var record = Record(changeCount: Int(count))
-                if length != .max {
-                    record.changes = bytes[offset..<(offset + Int(length))]
-                    offset += Int(length)
-                }
-                records[Int64(position)] = record
-            }
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    /// The record of the action at run `position`, if it changed anything; positions are asked in order.
+    mutating func record(at position: Int64) -> Record? {
+        guard offset + Self.header <= bytes.count else { return nil }
+        let (recorded, count, length) = bytes.withUnsafeBytes { raw in
+            (raw.loadUnaligned(fromByteOffset: offset, as: UInt32.self),
+             raw.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self),
+             raw.loadUnaligned(fromByteOffset: offset + 8, as: UInt32.self))
         }
-        self.records = records
+        guard Int64(recorded) == position else { return nil }
+        offset += Self.header
+        var record = Record(changeCount: Int(count))
+        if length != .max {
+            record.changes = bytes[offset..<(offset + Int(length))]
+            offset += Int(length)
+        }
+        return record
     }
 }
 

@@ -227,13 +227,13 @@ final class ScriptEngine {
     /// Journal entries for `actions`, committed at run positions `first`, `first + 1`, …, from the records the
     /// barrier wrote (`encodedJournal`); changes it left to Swift are read from the runtime's list.
     func journalCommitted(_ actions: some Collection<LuaValue>, origin: JournalEntry.Origin, from first: Int64) throws(LuaError) {
-        let encoded = try encodedJournal()
+        var encoded = try encodedJournal()
         var converted: [Int64: [StateChange]]?
         var position = first
         for action in actions {
             defer { position += 1 }
             journalSequence += 1
-            guard let record = encoded.records[position] else {
+            guard let record = encoded.record(at: position) else {
                 deliver(JournalEntry(sequence: journalSequence, event: .action(action), origin: origin, changes: [], failure: nil,
                                      scripts: app.digest), kept: true)
                 continue
