@@ -147,6 +147,7 @@ enum { FIELD, LITERAL, SPARE };
     X(RUN_COLLECTED, FIELD, "collected") /* the list of changes read (layout: state_runtime.lua) */       \
     X(RUN_CHILDREN, FIELD, "children")   /* child store id -> its local state */                          \
     X(RUN_ENCODED, FIELD, "encoded")     /* [1]: the buffer of journal records (json.h) */                 \
+    X(RUN_CHANGES, FIELD, "changes")     /* { [1] = real -> { key -> true } since the last flush } */      \
     X(RUN_TYPE, LITERAL, "type")    /* the key of an action's type */                                     \
     X(RUN_STATE, LITERAL, "state")  /* the key of the state in `holder` */
 
@@ -664,20 +665,36 @@ static void record_changes(lua_State *L, Barrier *b, lua_Integer position) {
 
 // MARK: Runs of actions
 
-/// `run(reduce, list, first, last, stopWhenDirty)` [-5, +(1|3|4), e]: reduces `list[first..last]` in order, each
-/// action its own transaction with its own time budget (restarted for every action after the first). Stops
-/// after an action the host must look at before the next: one without a string `type` (returns its position,
-/// nil, nil, true), one that returned commands (its position, the commands, whether subscriptions are stale),
-/// one that made the subscriptions stale when `stopWhenDirty` (its position, nil, true). Otherwise returns
-/// `last`. (These are the results `StateRuntime.RunResult` names.) A failing action raises; `position()` then
+/// [-0, +0, -] Whether a change some reader depends on was noted since the last flush (`run`'s change set is
+/// not empty).
+static int changes_noted(lua_State *L) {
+    int noted = 0;
+    if (lua_rawgeti(L, UPVALUE(RUN_CHANGES), 1) == LUA_TTABLE) {
+        lua_pushnil(L);
+        if (lua_next(L, -2)) {
+            noted = 1;
+            lua_pop(L, 2);
+        }
+    }
+    lua_pop(L, 1);
+    return noted;
+}
+
+/// `run(reduce, list, first, last, stopWhenDirty, stopWhenObserved)` [-6, +(1|3|4), e]: reduces `list[first..last]`
+/// in order, each action its own transaction with its own time budget (restarted for every action after the
+/// first). Stops after an action the host must look at before the next: one without a string `type` (returns
+/// its position, nil, nil, true), one that returned commands (its position, the commands, whether subscriptions
+/// are stale), one that made the subscriptions stale when `stopWhenDirty` (its position, nil, true), one that
+/// changed something a reader read (a change is noted since the last flush) or replaced the state when
+/// `stopWhenObserved` (its position, nil, whether subscriptions are stale). Otherwise returns `last`. (These are the results `StateRuntime.RunResult` names.) A failing action raises; `position()` then
 /// says which one it was, and its writes are in the journal.
 static int barrier_run(lua_State *L) {
     Barrier *b = barrier(L);
     luaL_checktype(L, 1, LUA_TFUNCTION);
     luaL_checktype(L, 2, LUA_TTABLE);
     lua_Integer first = luaL_checkinteger(L, 3), last = luaL_checkinteger(L, 4);
-    int stopWhenDirty = lua_toboolean(L, 5);
-    lua_settop(L, 5);
+    int stopWhenDirty = lua_toboolean(L, 5), stopWhenObserved = lua_toboolean(L, 6);
+    lua_settop(L, 5); /* (6 is the state's proxy, below) */
     b->encoded = 0; /* the host has read the last run's records */
     // 6: the state's proxy, found once per run: nothing trims the caches during a run, and only `adopt`
     // replaces the state.
@@ -700,7 +717,8 @@ static int barrier_run(lua_State *L) {
         lua_pushvalue(L, 6);
         lua_pushvalue(L, 7);
         lua_call(L, 2, 2); /* 8: result, 9: commands */
-        if (!lua_isnil(L, 8) && !lua_rawequal(L, 8, 6)) {
+        int replaced = !lua_isnil(L, 8) && !lua_rawequal(L, 8, 6);
+        if (replaced) {
             lua_pushvalue(L, UPVALUE(RUN_ADOPT));
             lua_pushvalue(L, 8);
             lua_call(L, 1, 0);
@@ -726,6 +744,12 @@ static int barrier_run(lua_State *L) {
             lua_pushinteger(L, i);
             lua_pushnil(L);
             lua_pushboolean(L, 1);
+            return 3;
+        }
+        if (stopWhenObserved && (replaced || changes_noted(L))) {
+            lua_pushinteger(L, i);
+            lua_pushnil(L);
+            lua_pushboolean(L, b->subscriptionsDirty);
             return 3;
         }
         lua_settop(L, 6);

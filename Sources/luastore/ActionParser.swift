@@ -13,21 +13,29 @@ enum ActionParser {
     }
 
     static func parse(_ line: String, allowShortForm: Bool) throws -> LuaValue {
-        let trimmed = line.trimmingCharacters(in: .whitespaces)
-        if trimmed.hasPrefix("{") || !allowShortForm {
+        var line = line
+        return try line.withUTF8 { try parse(UnsafeRawBufferPointer($0), allowShortForm: allowShortForm) }
+    }
+
+    /// An action from a line's bytes (without its line break).
+    static func parse(_ line: UnsafeRawBufferPointer, allowShortForm: Bool) throws -> LuaValue {
+        var start = 0
+        while start < line.count, line[start] == 0x20 || line[start] == 0x09 { start += 1 }
+        if !allowShortForm || (start < line.count && line[start] == UInt8(ascii: "{")) {
             let value: LuaValue
             do {
-                value = try JSONText.decode(trimmed)
+                value = try JSONLine.parse(line)
             } catch {
-                throw Malformed(reason: "not valid JSON")
+                throw Malformed(reason: error.description)
             }
             guard let table = value.table, table.fields.isEmpty == false || table.array.isEmpty else {
                 throw Malformed(reason: "an action must be a JSON object, not \(value.typeName == "table" ? "an array" : "a " + value.typeName)")
             }
-            guard table["type"].string != nil else { throw Malformed(reason: "an action needs a string \"type\"") }
+            guard table.fields["type"]?.string != nil else { throw Malformed(reason: "an action needs a string \"type\"") }
             return value
         }
-        return try parseShortForm(trimmed)
+        guard let text = String(validating: line, as: UTF8.self) else { throw Malformed(reason: "the line is not valid UTF-8") }
+        return try parseShortForm(text.trimmingCharacters(in: .whitespaces))
     }
 
     static func parseShortForm(_ line: String) throws -> LuaValue {

@@ -35,30 +35,69 @@ struct LuaStoreCommand: AsyncParsableCommand {
 /// A failure to write standard output, said in words, and exit status 1 (after everything else the command wrote:
 /// its state file, its recording).
 private func reportOutputFailure() {
+    Console.flush()
     guard let reason = Console.outputFailure else { return }
     Console.error("cannot write to standard output: \(reason)")
     Foundation.exit(1)
 }
 
-/// Writes to standard output and standard error, a line at a time, with `write(2)`: a failing write is never a
-/// crash. The first failure to write standard output (a full disk, `> /dev/full`) is kept, further output is
-/// dropped, and the command reports it in words when it ends (`outputFailure`). A closed pipe (`| head -1`) ends
-/// the process quietly, as SIGPIPE does for any Unix tool.
+/// Writes to standard output and standard error with `write(2)`: a failing write is never a crash. The first
+/// failure to write standard output (a full disk, `> /dev/full`) is kept, further output is dropped, and the
+/// command reports it in words when it ends (`outputFailure`). A closed pipe (`| head -1`) ends the process
+/// quietly, as SIGPIPE does for any Unix tool. Standard output is written a line at a time, or — while
+/// `buffered` (a run working through a file of actions) — in blocks of 64 KiB and whenever buffering stops;
+/// anything written to standard error first writes out what standard output holds, so the two stay in order.
 enum Console {
     private static let lock = NSLock()
     nonisolated(unsafe) private static var failure: String?
+    nonisolated(unsafe) private static var pending: [UInt8] = []
+    nonisolated(unsafe) private static var buffering = false
+    private static let blockSize = 64 << 10
 
     static func out(_ text: String) {
         lock.lock()
         defer { lock.unlock() }
         guard failure == nil else { return }
-        if let reason = write(text + "\n", to: STDOUT_FILENO) { failure = reason }
+        pending.append(contentsOf: text.utf8)
+        pending.append(10)
+        if !buffering || pending.count >= blockSize { writePending() }
     }
 
-    static func error(_ text: String) {
+    /// A message on standard error: "luastore: " and `text` on a line of its own (or, not `prefixed`, `text` as it
+    /// is: a prompt).
+    static func error(_ text: String, prefixed: Bool = true) {
         lock.lock()
         defer { lock.unlock() }
-        _ = write("luastore: " + text + "\n", to: STDERR_FILENO) // (nowhere left to say it failed)
+        writePending()
+        _ = write(Array((prefixed ? "luastore: " + text + "\n" : text).utf8), to: STDERR_FILENO) // (nowhere left to say it failed)
+    }
+
+    /// Whether standard output is kept in blocks (see above); turning it off writes out what is kept.
+    static var buffered: Bool {
+        get {
+            lock.lock()
+            defer { lock.unlock() }
+            return buffering
+        }
+        set {
+            lock.lock()
+            defer { lock.unlock() }
+            buffering = newValue
+            if !newValue { writePending() }
+        }
+    }
+
+    /// Writes out what standard output holds.
+    static func flush() {
+        lock.lock()
+        defer { lock.unlock() }
+        writePending()
+    }
+
+    private static func writePending() {
+        guard !pending.isEmpty else { return }
+        if failure == nil, let reason = write(pending, to: STDOUT_FILENO) { failure = reason }
+        pending.removeAll(keepingCapacity: pending.count <= blockSize * 2)
     }
 
     /// Why standard output could not be written, in words, if it could not.
@@ -68,19 +107,17 @@ enum Console {
         return failure
     }
 
-    /// Writes all of `text`; returns the reason it could not, in words.
-    private static func write(_ text: String, to descriptor: Int32) -> String? {
-        var bytes = Array(text.utf8)
+    /// Writes all of `bytes`; returns the reason it could not, in words.
+    private static func write(_ bytes: [UInt8], to descriptor: Int32) -> String? {
         var offset = 0
         while offset < bytes.count {
-            let written = bytes.withUnsafeMutableBytes { Foundation.write(descriptor, $0.baseAddress! + offset, $0.count - offset) }
+            let written = bytes.withUnsafeBytes { Foundation.write(descriptor, $0.baseAddress! + offset, $0.count - offset) }
             if written < 0 {
                 if errno == EINTR { continue }
                 return OutputFailure.words(errno)
             }
             offset += written
         }
-        bytes.removeAll()
         return nil
     }
 }

@@ -54,7 +54,7 @@ struct Run: AsyncParsableCommand {
     func run() async throws {
         let folder = URL(fileURLWithPath: appDirectory)
         let failures = Protected(0)
-        let currentLine = Protected<(Int, LuaValue)?>(nil)
+        let lines = DispatchedLines()
         let recorder: SessionRecorder?
         do {
             recorder = try record.map { path throws(OutputFailure) in SessionRecorder(file: try OutputFile(path: path)) }
@@ -69,8 +69,10 @@ struct Run: AsyncParsableCommand {
             log: { line in Console.error("log: " + line) },
             failures: { failure in
                 var text = "\(failure.stage.rawValue) failed: \(failure.error)"
-                if let action = failure.action, let (line, current) = currentLine.withLock({ $0 }) {
-                    text += action == current ? " (line \(line))" : " (action \((try? JSONText.encode(action, root: "action")) ?? "\(action)"))"
+                if let line = failure.dispatchIndex.flatMap(lines.line(of:)) {
+                    text += " (line \(line))"
+                } else if let action = failure.action {
+                    text += " (action \((try? JSONText.encode(action, root: "action")) ?? "\(action)"))"
                 }
                 failures.withLock { $0 += 1 }
                 Console.error(text)
@@ -125,35 +127,22 @@ struct Run: AsyncParsableCommand {
             }
         }
 
-        let interactive = actions == nil && isatty(STDIN_FILENO) != 0
-        let input: LineSource
-        if let actions, actions != "-" {
-            guard let file = LineSource(path: actions) else {
-                Console.error("cannot read actions from \(actions)")
+        if actions == nil && isatty(STDIN_FILENO) != 0 {
+            await runInteractively(store, lines: lines, failures: failures)
+        } else {
+            let input: ActionInput
+            do {
+                input = try ActionInput.open(actions ?? "-")
+            } catch {
+                Console.error("cannot read actions from \(actions ?? "-"): \(error.reason)")
                 store.shutdown()
                 throw ExitCode.unusable
             }
-            input = file
-        } else {
-            input = LineSource.standardInput
-        }
-        if interactive { Console.error("type actions (JSON or short form like `increment`), ctrl-D to quit") }
-
-        var number = 0
-        while let line = await input.nextLine(prompt: interactive ? "> " : nil) {
-            number += 1
-            if line.trimmingCharacters(in: .whitespaces).isEmpty { continue }
-            let action: LuaValue
-            do {
-                action = try ActionParser.parse(line, allowShortForm: interactive)
-            } catch {
+            await run(store, input: input, lines: lines, failures: failures)
+            if let failure = input.failure {
+                Console.error("cannot read actions from \(actions ?? "standard input"): \(failure)")
                 failures.withLock { $0 += 1 }
-                Console.error("line \(number): \(error)")
-                continue
             }
-            currentLine.withLock { $0 = (number, action) }
-            store.dispatch(action)
-            await store.barrier()
         }
 
         if !(await store.waitUntilIdle(timeout: .seconds(settleTimeout))) {
@@ -184,38 +173,120 @@ struct Run: AsyncParsableCommand {
     }
 }
 
-/// Lines from a file or standard input, read off the cooperative pool.
-final class LineSource: Sendable {
-    private let handle: FileHandle?
-
-    private init(handle: FileHandle?) { self.handle = handle }
-
-    static let standardInput = LineSource(handle: nil)
-
-    convenience init?(path: String) {
-        guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
-        self.init(handle: handle)
+extension Run {
+    /// Dispatches the actions of `input` as they come, without waiting for each to be reduced: the store takes
+    /// them in order, and `lines` names the line of any that fails. Malformed lines are reported in their place
+    /// (after every earlier line's failures). Standard output is kept in blocks while input is at hand, and written
+    /// out whenever the run waits for input.
+    private func run(_ store: ScriptedStore, input: ActionInput, lines: DispatchedLines, failures: Protected<Int>) async {
+        var sinceBarrier = 0
+        func settle() async {
+            await store.barrier()
+            lines.forgetReduced()
+            sinceBarrier = 0
+        }
+        while true {
+            if !input.hasBatchReady { // the input is slower than the store: show what is done so far
+                await settle()
+                Console.buffered = false
+            }
+            guard let batch = await input.next() else { break }
+            Console.buffered = true
+            var numbers: [Int] = []
+            numbers.reserveCapacity(batch.count)
+            var actions: [LuaValue] = []
+            actions.reserveCapacity(batch.count)
+            func dispatchTaken() {
+                lines.dispatching(numbers)
+                for action in actions { store.dispatch(action) }
+                sinceBarrier += actions.count
+                numbers.removeAll(keepingCapacity: true)
+                actions.removeAll(keepingCapacity: true)
+            }
+            for line in batch {
+                switch line.content {
+                case .action(let action):
+                    numbers.append(line.number)
+                    actions.append(action)
+                case .malformed(let reason):
+                    dispatchTaken()
+                    await settle() // earlier lines' failures first
+                    failures.withLock { $0 += 1 }
+                    Console.error("line \(line.number): \(reason)")
+                }
+            }
+            dispatchTaken()
+            if sinceBarrier >= DispatchedLines.window { await settle() }
+        }
+        await settle()
+        Console.buffered = false
     }
 
-    private static let reader = DispatchQueue(label: "luastore.input")
-
-    func nextLine(prompt: String?) async -> String? {
-        await withCheckedContinuation { continuation in
-            Self.reader.async { [self] in
-                if let prompt { FileHandle.standardError.write(Data(prompt.utf8)) }
-                continuation.resume(returning: handle.map(Self.readLine(from:)) ?? Swift.readLine(strippingNewline: true))
+    /// Reads actions typed at a terminal (JSON or the short form) after a prompt, one at a time, each reduced
+    /// and its props shown before the next prompt.
+    private func runInteractively(_ store: ScriptedStore, lines: DispatchedLines, failures: Protected<Int>) async {
+        Console.error("type actions (JSON or short form like `increment`), ctrl-D to quit")
+        var number = 0
+        while let line = await TerminalLines.next(prompt: "> ") {
+            number += 1
+            if line.trimmingCharacters(in: .whitespaces).isEmpty { continue }
+            let action: LuaValue
+            do {
+                action = try ActionParser.parse(line, allowShortForm: true)
+            } catch {
+                failures.withLock { $0 += 1 }
+                Console.error("line \(number): \(error)")
+                continue
             }
+            lines.dispatching([number])
+            store.dispatch(action)
+            await store.barrier()
+            lines.forgetReduced()
+        }
+    }
+}
+
+/// The input line of each action dispatched from the command line, by dispatch index (what a reducer failure
+/// names, `ScriptFailure.dispatchIndex`), kept until the store has reduced it.
+final class DispatchedLines: Sendable {
+    /// Actions dispatched between the run's barriers, at most (what this keeps, and what waits in the store).
+    static let window = 16_384
+
+    private let state = Protected<(first: UInt64, numbers: [Int])>((1, []))
+
+    /// The lines of the actions about to be dispatched, in order.
+    func dispatching(_ numbers: [Int]) {
+        guard !numbers.isEmpty else { return }
+        state.withLock { $0.numbers.append(contentsOf: numbers) }
+    }
+
+    /// Drops what every dispatched action has been reduced past (after a barrier).
+    func forgetReduced() {
+        state.withLock { state in
+            state.first += UInt64(state.numbers.count)
+            state.numbers.removeAll(keepingCapacity: true)
         }
     }
 
-    private static func readLine(from handle: FileHandle) -> String? {
-        var bytes: [UInt8] = []
-        while true {
-            guard let chunk = try? handle.read(upToCount: 1), let byte = chunk.first else {
-                return bytes.isEmpty ? nil : String(decoding: bytes, as: UTF8.self)
+    /// The line of the `index`th action dispatched, if it is kept.
+    func line(of index: UInt64) -> Int? {
+        state.withLock { state in
+            guard index >= state.first, index - state.first < UInt64(state.numbers.count) else { return nil }
+            return state.numbers[Int(index - state.first)]
+        }
+    }
+}
+
+/// Lines typed at a terminal, read off the cooperative pool.
+enum TerminalLines {
+    private static let reader = DispatchQueue(label: "luastore.terminal")
+
+    static func next(prompt: String) async -> String? {
+        await withCheckedContinuation { continuation in
+            reader.async {
+                Console.error(prompt, prefixed: false)
+                continuation.resume(returning: Swift.readLine(strippingNewline: true))
             }
-            if byte == 10 { return String(decoding: bytes, as: UTF8.self) }
-            bytes.append(byte)
         }
     }
 }

@@ -39,7 +39,7 @@ import Testing
         #expect(run.outputLines == [#"{"count":0}"#, #"{"count":1}"#, #"{"count":2}"#])
         let errors = run.errors.split(separator: "\n").map(String.init)
         #expect(errors == [
-            "luastore: line 2: not valid JSON",
+            "luastore: line 2: not valid JSON: a value was expected at column 9",
             "luastore: reduce failed: app.lua:5: exploded (line 3)",
             "luastore: line 4: an action must be a JSON object, not an array",
             "luastore: line 5: an action needs a string \"type\"",

@@ -41,6 +41,12 @@ public protocol Reducer<State, Action, Effect>: Sendable {
     /// that crosses into a scripting VM, say). Default: `false`.
     var reducesRuns: Bool { get }
 
+    /// Whether a store notifying after every action (`.everyAction`) may still hand this reducer runs: the
+    /// reducer then ends a run right after any action whose result observers must hear about before the next
+    /// one, and the store notifies after each run (a scripted store knows which actions changed what its props
+    /// and selectors read). Default: `false` — under `.everyAction`, one action at a time.
+    var runsUnderEveryAction: Bool { get }
+
     /// Applies a run of queued actions in order, each as `reduce(into:action:)` would — a failing action
     /// leaves the state as it was and the ones after it still run — and says how many it applied and what
     /// came of them. It may stop early (after at least one action), and must stop after any action that
@@ -68,6 +74,7 @@ extension Reducer {
     public func subscriptions(for state: State) throws -> [String: Effect] { [:] }
     public var declaresSubscriptions: Bool { true }
     public var reducesRuns: Bool { false }
+    public var runsUnderEveryAction: Bool { false }
 
     public func reduce(into state: inout State, actions: ArraySlice<Action>) -> RunOutcome<Effect> {
         var outcome = RunOutcome<Effect>()

@@ -58,6 +58,8 @@ final class StoreEngine<R: Reducer>: Sendable {
         var state: State
         var running: [String: RunningEffect<Effect>] = [:]
         var changedSinceNotification = false
+        /// Actions dispatched from outside the store (not by effects, not routed from a child) reduced so far.
+        var outsideReduced: UInt64 = 0
     }
 
     let reducer: R
@@ -106,6 +108,9 @@ final class StoreEngine<R: Reducer>: Sendable {
         // the order stays first in, first out.
         var batch = Queue()
         let runs = reducer.reducesRuns && configuration.interceptor == nil
+        // Under `.everyAction`, a reducer that ends its runs at what observers must see gets whole runs, and
+        // the store notifies after each.
+        let notifyPerRun = runs && limit == 1 && reducer.runsUnderEveryAction
         while true {
             batch.removeAll()
             let more = inbox.withLock { inbox -> Bool in
@@ -124,6 +129,9 @@ final class StoreEngine<R: Reducer>: Sendable {
                     nextRouted += 1
                     index += 1
                     sinceNotification += 1
+                } else if notifyPerRun {
+                    index += processRun(batch.actions[index..<routedAt])
+                    sinceNotification = limit
                 } else if runs {
                     // A run of actions from outside (up to the next routed one), no longer than the notification
                     // policy allows. Runs go to a reducer that asks for them, unless an interceptor must see each
@@ -160,15 +168,19 @@ final class StoreEngine<R: Reducer>: Sendable {
             return 1
         }
         if outcome.failures.count < applied { confined.value.changedSinceNotification = true }
+        let before = confined.value.outsideReduced
+        confined.value.outsideReduced += UInt64(applied)
         var failures = outcome.failures[...]
         for (offset, commands) in outcome.commands {
             while let failure = failures.first, failure.offset < offset {
-                report(.reducer, failure.error, action: actions[first + failure.offset])
+                report(.reducer, failure.error, action: actions[first + failure.offset], dispatchIndex: before + UInt64(failure.offset) + 1)
                 failures = failures.dropFirst()
             }
             if !commands.isEmpty { launch(commands, action: actions[first + offset]) }
         }
-        for failure in failures { report(.reducer, failure.error, action: actions[first + failure.offset]) }
+        for failure in failures {
+            report(.reducer, failure.error, action: actions[first + failure.offset], dispatchIndex: before + UInt64(failure.offset) + 1)
+        }
         if reducer.declaresSubscriptions { diffSubscriptions(action: actions[first + applied - 1]) }
         return applied
     }
@@ -179,11 +191,16 @@ final class StoreEngine<R: Reducer>: Sendable {
             interceptor(action, Dispatcher { [weak self] in self?.dispatch($0, origin: route.origin) })
         }
         let commands: [Effect]
+        var dispatchIndex: UInt64?
+        if route.origin == nil, route.lease == nil {
+            confined.value.outsideReduced += 1
+            dispatchIndex = confined.value.outsideReduced
+        }
         do {
             let source: ActionSource = route.origin != nil ? .child : route.lease?.source ?? .outside
             commands = try reducer.reduce(into: &confined.value.state, action: action, source: source)
         } catch {
-            report(.reducer, error, action: action)
+            report(.reducer, error, action: action, dispatchIndex: dispatchIndex)
             return
         }
         confined.value.changedSinceNotification = true
@@ -344,8 +361,9 @@ final class StoreEngine<R: Reducer>: Sendable {
 
     // MARK: Failures
 
-    func report(_ stage: StoreFailure<State, Action>.Stage, _ error: any Error, action: Action?) {
-        configuration.errorReporter.report(StoreFailure(stage: stage, error: error, action: action, state: confined.value.state))
+    func report(_ stage: StoreFailure<State, Action>.Stage, _ error: any Error, action: Action?, dispatchIndex: UInt64? = nil) {
+        configuration.errorReporter.report(StoreFailure(stage: stage, error: error, action: action, state: confined.value.state,
+                                                        dispatchIndex: dispatchIndex))
     }
 
     private var reportObserverFailure: @Sendable (any Error) -> Void {

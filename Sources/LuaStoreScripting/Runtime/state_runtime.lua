@@ -523,14 +523,17 @@ end
 -- commands (the host validates them and may undo it), one that made the declared subscriptions stale (the
 -- store diffs them), or one refused for having no string `type` (the host words the error); returns its
 -- position, its commands (proxies stripped), whether `subscriptions` must run again, and whether it was
--- refused. Returns `last` alone when every action ran without any of those. A failing action raises;
+-- refused. `stopWhenObserved` (a store notifying after every action): also stops after an action that changed
+-- what a reader read, or replaced the state, so that observers hear of it before the next action. Returns
+-- `last` alone when every action ran without any of those. A failing action raises;
 -- `runPosition` then says which one it was (the ones before it are committed, its own writes are in the
 -- journal for the host to roll back). Proxies a run makes are trimmed before the next one.
-function M.reduceRun(reduce, list, first, last)
+function M.reduceRun(reduce, list, first, last, stopWhenObserved)
   if B.made() + placed > 512 then trimCaches() end
   if B.collectedcount() > 0 then clearCollected() end
   reads = false
-  local position, commands, dirty, refused = B.run(reduce, list, first, last, readers.subscriptions ~= nil)
+  local position, commands, dirty, refused = B.run(reduce, list, first, last, readers.subscriptions ~= nil,
+    stopWhenObserved)
   if commands ~= nil then commands = unwrap(commands) end
   return position, commands, dirty, refused
 end

@@ -51,6 +51,7 @@ extension ScriptEngine {
             do {
                 stop = try vm.call(runtime[.reduceRun], arguments: [
                     .reference(app.reduce), .reference(list), .value(.integer(first)), .value(.integer(last)),
+                    .value(.boolean(notifiesEveryAction)),
                 ]) { results throws(LuaError) in
                     typealias Result = StateRuntime.RunResult
                     let position = results.integer(Result.position) ?? last
@@ -85,6 +86,9 @@ extension ScriptEngine {
             if stop.dirty && app.subscriptions != nil {
                 subscriptionsDirty = true
                 break // the store diffs subscriptions before the next action
+            }
+            if notifiesEveryAction && stop.position < last {
+                break // the store notifies (observers may need to hear of this action) before the next one
             }
             first = stop.position + 1
         }

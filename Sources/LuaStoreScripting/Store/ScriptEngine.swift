@@ -96,6 +96,9 @@ final class ScriptEngine {
     var subscriptionsDirty = true
     /// How many times a reducer call crossed into the VM (a run of actions is one), for tests of batching.
     var reduceCrossings = 0
+    /// The store notifies after every action (`.everyAction`): runs end after each action that changed what a
+    /// reader read.
+    var notifiesEveryAction = false
 
     /// Loads the app in `folder`, runs `init`, and sets up the runtime. On this VM's thread.
     init(folder: URL, thread: LuaThread, limits: LuaLimits, log: @escaping @Sendable (String) -> Void,

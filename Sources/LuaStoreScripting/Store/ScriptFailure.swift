@@ -33,12 +33,16 @@ public struct ScriptFailure: Error, Sendable, CustomStringConvertible {
     public var error: LuaError
     /// The action being handled, if any.
     public var action: LuaValue?
+    /// For a `reduce` failure of an action given to `dispatch` (not an effect's, not a child store's): which of
+    /// those actions it was, counting from 1 in the order they were dispatched (equal actions told apart).
+    public var dispatchIndex: UInt64?
 
     /// A failure.
-    public init(stage: Stage, error: LuaError, action: LuaValue? = nil) {
+    public init(stage: Stage, error: LuaError, action: LuaValue? = nil, dispatchIndex: UInt64? = nil) {
         self.stage = stage
         self.error = error
         self.action = action
+        self.dispatchIndex = dispatchIndex
     }
 
     public var description: String { "\(stage.rawValue): \(error)" }

@@ -25,6 +25,10 @@ struct ScriptReducer: Reducer {
     /// Queued actions cross into the VM a run at a time (see `ScriptEngine.reduce(run:)`).
     var reducesRuns: Bool { true }
 
+    /// Under `.everyAction` too: a run then ends after any action that changed what props, selectors or child
+    /// stores read (the barrier knows), and the store notifies after it.
+    var runsUnderEveryAction: Bool { true }
+
     func reduce(into state: inout ScriptState, actions: ArraySlice<LuaValue>) -> RunOutcome<ScriptEffect> {
         let outcome = engine.reduce(run: actions)
         state.version += UInt64(outcome.applied - outcome.failures.count)

@@ -73,6 +73,7 @@ public final class ScriptedStore: Sendable {
         let engine = try thread.sync { () throws(ScriptFailure) -> ScriptEngine in
             let engine = try ScriptEngine(folder: folder, thread: thread, limits: options.limits, log: options.log, report: report)
             engine.journal = options.journal
+            engine.notifiesEveryAction = options.notification == .everyAction
             engine.setHistory(entries: options.historyEntries, bytes: options.historyBytes)
             return engine
         }
@@ -109,7 +110,7 @@ public final class ScriptedStore: Sendable {
         case .effect: .effect
         }
         let error = failure.error as? LuaError ?? LuaError(.runtime, String(describing: failure.error))
-        return ScriptFailure(stage: stage, error: error, action: failure.action)
+        return ScriptFailure(stage: stage, error: error, action: failure.action, dispatchIndex: failure.dispatchIndex)
     }
 
     // MARK: Actions and observers
