@@ -96,6 +96,7 @@ typedef struct Barrier {
     lua_Integer made;           /* proxies made since the caches were last emptied */
     lua_Integer lastNotedAt;    /* `flushes` when __newindex remembered the last change it saw recorded */
     int subscriptionsDirty;     /* `subscriptions` must run again before its result is used */
+    int observed;               /* since the last flush, a write changed something a reader read */
     int moved;                  /* the open transaction stored a table that was in the state already */
     int journaling;             /* `run` reads each action's changes after it commits */
     int history;                /* ... and the Lua `collect` keeps history entries: it does the reading */
@@ -147,7 +148,6 @@ enum { FIELD, LITERAL, SPARE };
     X(RUN_COLLECTED, FIELD, "collected") /* the list of changes read (layout: state_runtime.lua) */       \
     X(RUN_CHILDREN, FIELD, "children")   /* child store id -> its local state */                          \
     X(RUN_ENCODED, FIELD, "encoded")     /* [1]: the buffer of journal records (json.h) */                 \
-    X(RUN_CHANGES, FIELD, "changes")     /* { [1] = real -> { key -> true } since the last flush } */      \
     X(RUN_TYPE, LITERAL, "type")    /* the key of an action's type */                                     \
     X(RUN_STATE, LITERAL, "state")  /* the key of the state in `holder` */
 
@@ -665,21 +665,6 @@ static void record_changes(lua_State *L, Barrier *b, lua_Integer position) {
 
 // MARK: Runs of actions
 
-/// [-0, +0, -] Whether a change some reader depends on was noted since the last flush (`run`'s change set is
-/// not empty).
-static int changes_noted(lua_State *L) {
-    int noted = 0;
-    if (lua_rawgeti(L, UPVALUE(RUN_CHANGES), 1) == LUA_TTABLE) {
-        lua_pushnil(L);
-        if (lua_next(L, -2)) {
-            noted = 1;
-            lua_pop(L, 2);
-        }
-    }
-    lua_pop(L, 1);
-    return noted;
-}
-
 /// `run(reduce, list, first, last, stopWhenDirty, stopWhenObserved)` [-6, +(1|3|4), e]: reduces `list[first..last]`
 /// in order, each action its own transaction with its own time budget (restarted for every action after the
 /// first). Stops after an action the host must look at before the next: one without a string `type` (returns
@@ -746,7 +731,7 @@ static int barrier_run(lua_State *L) {
             lua_pushboolean(L, 1);
             return 3;
         }
-        if (stopWhenObserved && (replaced || changes_noted(L))) {
+        if (stopWhenObserved && (replaced || b->observed)) {
             lua_pushinteger(L, i);
             lua_pushnil(L);
             lua_pushboolean(L, b->subscriptionsDirty);
@@ -879,11 +864,19 @@ static int barrier_set_dirty(lua_State *L) {
     return 0;
 }
 
+/// `observed()` [-0, +0, -]: a write changed something a reader read (`noteChange`); `run` with
+/// `stopWhenObserved` stops after the action that did, until the next flush.
+static int barrier_observed(lua_State *L) {
+    barrier(L)->observed = 1;
+    return 0;
+}
+
 /// `flushed()` [-0, +0, -]: the change set was handed over and starts afresh; the journal keeps only what the
 /// last transaction needs to be undone.
 static int barrier_flushed(lua_State *L) {
     Barrier *b = barrier(L);
     b->flushes += 1;
+    b->observed = 0;
     clear_journal_tail(L, b, UPVALUE(JOURNAL));
     return 0;
 }
@@ -986,6 +979,7 @@ int clua_make_barrier(lua_State *L) {
         { "setmode", barrier_set_mode, NULL, 0 },
         { "dirty", barrier_dirty, NULL, 0 },
         { "setdirty", barrier_set_dirty, NULL, 0 },
+        { "observed", barrier_observed, NULL, 0 },
         { "position", barrier_position, NULL, 0 },
         { "proxy", barrier_proxy, NULL, 0 },
         { "made", barrier_made, NULL, 0 },

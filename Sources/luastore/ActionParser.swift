@@ -24,7 +24,7 @@ enum ActionParser {
         if !allowShortForm || (start < line.count && line[start] == UInt8(ascii: "{")) {
             let value: LuaValue
             do {
-                value = try JSONLine.parse(line)
+                value = try LuaJSON.parse(line)
             } catch {
                 throw Malformed(reason: error.description)
             }

@@ -77,6 +77,39 @@ import Testing
         #expect(run.logs == ["count is 3"])
     }
 
+    /// Under `.everyAction`, a run ends after each action that changed what the props read (observers see every
+    /// such action) and goes on through actions that changed only what nobody reads — also in the same table.
+    @Test func everyActionRunsEndOnlyWhereTheirChangeIsRead() async throws {
+        let app = """
+            local app = {}
+            function app.init() return { seen = 0, shown = 0 } end
+            function app.reduce(state, action)
+              state.seen = state.seen + 1
+              if action.type == "show" then state.shown = state.shown + 1 end
+            end
+            function app.props(state) return { shown = state.shown } end
+            return app
+            """
+        let folder = try AppFolder(["app.lua": app])
+        defer { folder.remove() }
+        let recorder = Recorder()
+        var options = recorder.options
+        options.notification = .everyAction
+        let store = try await ScriptedStore(app: folder.url, options: options)
+        recorder.observe(store)
+        await store.barrier()
+        let quiet: [LuaValue] = Array(repeating: ["type": "quiet"], count: 1_000)
+        let show: LuaValue = ["type": "show"]
+        let actions = quiet + [show] + quiet.prefix(10) + [show, show] + quiet
+        store.thread.sync { for action in actions { store.dispatch(action) } }
+        await store.barrier()
+        #expect(recorder.props.value == [["shown": 0], ["shown": 1], ["shown": 2], ["shown": 3]])
+        #expect(try await store.state() == ["seen": .integer(Int64(actions.count)), "shown": 3])
+        let crossings = store.thread.sync { store.engine.reduceCrossings }
+        #expect(crossings < 40, "\(crossings) crossings for \(actions.count) actions")
+        #expect(recorder.failures.value.isEmpty)
+    }
+
     /// The engine itself: one call runs the whole run; it stops only where the store must act before the
     /// next action (subscriptions that changed), and each action has its own time budget.
     @Test func theEngineStopsARunOnlyWhereSubscriptionsChanged() throws {

@@ -26,4 +26,12 @@ enum CLI {
         try FileManager.default.copyItem(at: packageRoot.appendingPathComponent("samples/\(name)"), to: copy)
         return copy
     }
+
+    /// A temporary app folder whose `app.lua` is `source` (removed by the caller).
+    static func makeApp(_ source: String) throws -> URL {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("luastore-cli-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        try Data(source.utf8).write(to: folder.appendingPathComponent("app.lua"))
+        return folder
+    }
 }

@@ -14,15 +14,8 @@ import Testing
     return app
     """
 
-    func makeApp(_ source: String) throws -> URL {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("luastore-cli-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        try Data(source.utf8).write(to: folder.appendingPathComponent("app.lua"))
-        return folder
-    }
-
     @Test func malformedLinesAndFailingReducersExitOneAndLoseNothing() async throws {
-        let app = try makeApp(Self.fragile)
+        let app = try CLI.makeApp(Self.fragile)
         defer { try? FileManager.default.removeItem(at: app) }
         let stateOut = app.appendingPathComponent("state.json")
         let input = """
@@ -48,7 +41,7 @@ import Testing
     }
 
     @Test func unloadableAppsAndUsageErrorsExitTwo() async throws {
-        let broken = try makeApp("return {")
+        let broken = try CLI.makeApp("return {")
         defer { try? FileManager.default.removeItem(at: broken) }
         let run = try await CLI.run(["run", broken.path, "--format", "json"], input: "")
         #expect(run.status == 2)
@@ -59,7 +52,7 @@ import Testing
     }
 
     @Test func unrepresentablePropsNameThePath() async throws {
-        let app = try makeApp("""
+        let app = try CLI.makeApp("""
         local app = {}
         function app.init() return {} end
         function app.reduce() end
@@ -74,7 +67,7 @@ import Testing
 
     @Test func checkValidatesWithoutRunning() async throws {
         #expect(try await CLI.run(["check", "samples/todos"]).status == 0)
-        let broken = try makeApp("local app = {}\nfunction app.init() return {} end\nfunction app.reduce() end\nfunction app.props(s) return s.missing.x end\nreturn app")
+        let broken = try CLI.makeApp("local app = {}\nfunction app.init() return {} end\nfunction app.reduce() end\nfunction app.props(s) return s.missing.x end\nreturn app")
         defer { try? FileManager.default.removeItem(at: broken) }
         let run = try await CLI.run(["check", broken.path])
         #expect(run.status == 1)
@@ -82,7 +75,7 @@ import Testing
     }
 
     @Test func specsReportFailuresByFileAndLine() async throws {
-        let app = try makeApp(Self.fragile)
+        let app = try CLI.makeApp(Self.fragile)
         defer { try? FileManager.default.removeItem(at: app) }
         try Data("""
         local app = require("app")

@@ -23,6 +23,7 @@ local istable = istable  -- type(v) == "table", without making a string
 local makebarrier = makebarrier
 
 local ALL, STRUCTURE = {}, {}          -- read markers: every key of a table; its length and set of keys
+local EMPTY = {}                       -- (never written: `next(ids or EMPTY)` for a set that may be nil)
 local HOLDER_STATE = { state = true }  -- what every reader reads of `holder` (shared; never written)
 local targets = {}                                     -- proxy -> real table
 local proxies = {}                                     -- real table -> its proxy
@@ -73,6 +74,12 @@ local function noteChange(real, byKey, key, structural)
   end
   keys[key] = true
   if structural then keys[STRUCTURE] = true end
+  -- (Whether a reader read this very key: then a run that must stop where observers see changes stops
+  -- after this action. `flush` runs the same readers.)
+  if next(byKey[key] or EMPTY) ~= nil or next(byKey[ALL] or EMPTY) ~= nil
+      or (structural and next(byKey[STRUCTURE] or EMPTY) ~= nil) then
+    B.observed()
+  end
   if not B.dirty() then
     local ids = byKey[key]
     if (ids and ids.subscriptions) or (byKey[ALL] and byKey[ALL].subscriptions)

@@ -30,20 +30,26 @@ extension ScriptEngine {
         // refused by `reduce(_:)`, one at a time (the store hands the rest of the run again). (Looked at where
         // the actions lie: copying one out would retain its storage, which the dispatching thread is busy
         // retaining too when one action is dispatched again and again.)
-        let allTables = actions.withUnsafeBufferPointer { buffer in
+        let span = actions.prefix(runSpan)
+        let allTables = span.withUnsafeBufferPointer { buffer in
             for index in buffer.indices {
                 guard case .table = buffer[index] else { return false }
             }
             return true
         }
-        guard actions.count > 1, allTables else { return single() }
+        guard span.count > 1, allTables else { return single() }
         let list: LuaReference
         do {
-            list = try vm.reference(toList: actions)
+            list = try vm.reference(toList: span)
         } catch {
             return single() // an action that cannot be converted fails on its own, one at a time
         }
-        let last = Int64(actions.count)
+        let last = Int64(span.count)
+        defer {
+            runSpan = outcome.applied < span.count
+                ? max(Self.runSpans.lowerBound, 2 * outcome.applied)
+                : min(Self.runSpans.upperBound, 2 * runSpan)
+        }
         var first: Int64 = 1 // list position p holds the action at offset p - 1
         while first <= last {
             let stop: (position: Int64, commands: LuaValue?, refused: Bool, dirty: Bool)

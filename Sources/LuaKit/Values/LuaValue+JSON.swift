@@ -1,30 +1,37 @@
 import Foundation
-import LuaKit
 
-/// JSON text (one line of `--actions` input) read straight from its bytes into a Lua value, with no
-/// intermediate document: an object is a table with string keys (a `null` member is absent; of repeated names
+/// JSON text read straight from its bytes into a Lua value, with no intermediate document (what `luastore run`
+/// reads actions with, a line at a time): an object is a table with string keys (a `null` member is absent; of repeated names
 /// the last counts), an array a list (`null` leaves a hole), a number without fraction or exponent that fits in
 /// 64 bits an integer and any other number a float. Strict RFC 8259: no comments, no trailing commas, strings
 /// valid UTF-8 without raw control characters, nothing after the value but white space. Nesting is capped.
-struct JSONLine {
-    /// Why a line is not JSON, and at which byte (from 1).
-    struct Malformed: Error, CustomStringConvertible {
-        let reason: String
-        let column: Int
-        var description: String { "not valid JSON: \(reason) at column \(column)" }
+public struct LuaJSON {
+    /// Why text is not JSON, and at which byte (from 1; for a string, where it opens).
+    public struct Malformed: Error, CustomStringConvertible {
+        /// What is wrong.
+        public let reason: String
+        /// The byte it was found at, from 1.
+        public let column: Int
+        public var description: String { "not valid JSON: \(reason) at column \(column)" }
     }
 
     /// Tables nested deeper than this are refused (the VM would refuse them anyway).
-    static let maximumDepth = 200
+    public static let maximumDepth = 200
 
     private let bytes: UnsafeRawBufferPointer
     private var position = 0
 
     private init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
 
-    /// The value `bytes` hold.
-    static func parse(_ bytes: UnsafeRawBufferPointer) throws(Malformed) -> LuaValue {
-        var parser = JSONLine(bytes)
+    /// The value `text` holds.
+    public static func parse(_ text: String) throws(Malformed) -> LuaValue {
+        let result = Array(text.utf8).withUnsafeBytes { bytes in Result { () throws(Malformed) in try parse(bytes) } }
+        return try result.get()
+    }
+
+    /// The value `bytes` (UTF-8) hold.
+    public static func parse(_ bytes: UnsafeRawBufferPointer) throws(Malformed) -> LuaValue {
+        var parser = LuaJSON(bytes)
         parser.skipSpace()
         let value = try parser.value(depth: 0)
         parser.skipSpace()
@@ -86,17 +93,7 @@ struct JSONLine {
             skipSpace()
             let member = try value(depth: depth)
             table.fields[.string(name)] = member == .nil ? Optional.none : member
-            skipSpace()
-            switch current {
-            case UInt8(ascii: ","):
-                position += 1
-                skipSpace()
-            case UInt8(ascii: "}"):
-                position += 1
-                return .table(table)
-            default:
-                throw fail("',' or '}' was expected in an object")
-            }
+            if try closes(with: UInt8(ascii: "}"), in: "an object") { return .table(table) }
         }
     }
 
@@ -114,17 +111,23 @@ struct JSONLine {
             index += 1
             let element = try value(depth: depth)
             if element != .nil { table[.integer(index)] = element }
+            if try closes(with: UInt8(ascii: "]"), in: "an array") { return .table(table) }
+        }
+    }
+
+    /// After a member or an element: true at the closing bracket, false after a comma (both passed).
+    private mutating func closes(with closing: UInt8, in container: String) throws(Malformed) -> Bool {
+        skipSpace()
+        switch current {
+        case UInt8(ascii: ","):
+            position += 1
             skipSpace()
-            switch current {
-            case UInt8(ascii: ","):
-                position += 1
-                skipSpace()
-            case UInt8(ascii: "]"):
-                position += 1
-                return .table(table)
-            default:
-                throw fail("',' or ']' was expected in an array")
-            }
+            return false
+        case closing:
+            position += 1
+            return true
+        default:
+            throw fail("',' or '\(Character(UnicodeScalar(closing)))' was expected in \(container)")
         }
     }
 

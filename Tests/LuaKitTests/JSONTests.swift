@@ -1,0 +1,174 @@
+import Foundation
+import LuaKit
+import Testing
+
+/// `LuaJSON`: JSON text read straight into Lua values (what `luastore run` reads actions with).
+@Suite struct JSONTests {
+    @Test func valuesReadAsLuaValues() throws {
+        #expect(try LuaJSON.parse(#"{"type":"add","n":3,"x":2.5,"ok":true,"no":false,"gone":null}"#)
+            == ["type": "add", "n": 3, "x": 2.5, "ok": true, "no": false])
+        #expect(try LuaJSON.parse("[1, 2.0, -0, 1e2, -9223372036854775808, 9223372036854775807]")
+            == [1, 2.0, 0, 100.0, .integer(.min), .integer(.max)])
+        // Beyond 64 bits a number is a float; "-0" is the integer 0, "-0.0" the float.
+        #expect(try LuaJSON.parse("9223372036854775808") == .number(0x1p63))
+        #expect(try LuaJSON.parse("-9223372036854775809") == .number(-0x1p63))
+        #expect(try LuaJSON.parse("-0.0").number?.sign == .minus)
+        // A null element leaves a hole (what the table would hold in Lua).
+        let holes = try LuaJSON.parse("[1,null,3]")
+        #expect(holes.table?.array == [1])
+        #expect(holes.table?[3] == 3)
+        #expect(try LuaJSON.parse("{}") == .table(LuaTable()))
+        #expect(try LuaJSON.parse(" [ ] ") == .table(LuaTable()))
+        // Of repeated names the last counts.
+        #expect(try LuaJSON.parse(#"{"a":1,"a":2}"#) == ["a": 2])
+        #expect(try LuaJSON.parse(#"{"a":1,"a":null}"#) == .table(LuaTable()))
+    }
+
+    @Test func stringsDecodeEveryEscape() throws {
+        #expect(try LuaJSON.parse(#""a\"b\\c\/d\b\f\n\r\t""#) == .string("a\"b\\c/d\u{8}\u{C}\n\r\t"))
+        #expect(try LuaJSON.parse(#""\u00e9\u4e2d\ud83d\ude00""#) == .string("é中😀"))
+        #expect(try LuaJSON.parse("\"é中😀\"") == .string("é中😀"))
+        #expect(try LuaJSON.parse(#""\u0000""#) == .string("\u{0}"))
+    }
+
+    @Test func malformedTextIsRefusedWithWhereAndWhy() {
+        let cases: [(String, String)] = [
+            ("", "a value was expected at column 1"),
+            (#"{"type":"#, "a value was expected at column 9"),
+            (#"{"a":1,}"#, "a member name (a string) was expected at column 8"),
+            ("[1,]", "unexpected ']' at column 4"),
+            ("[1 2]", "',' or ']' was expected in an array at column 4"),
+            (#"{"a" 1}"#, "':' was expected after a member name at column 6"),
+            (#"{"a":1 "b":2}"#, "',' or '}' was expected in an object at column 8"),
+            ("01", "text after the value at column 2"),
+            ("1.", "a digit was expected after '.' at column 3"),
+            ("1e", "a digit was expected in the exponent at column 3"),
+            ("-", "a digit was expected at column 2"),
+            ("+1", "unexpected '+' at column 1"),
+            ("tru", "unexpected 't' at column 1"),
+            ("nul", "unexpected 'n' at column 1"),
+            ("NaN", "unexpected 'N' at column 1"),
+            ("1e400", "a number too large at column 1"),
+            (#""abc"#, "a string is not closed at column 1"),
+            ("\"a\tb\"", "a control character in a string (write it escaped) at column 3"),
+            (#""\x""#, "unknown escape '\\x' at column 3"),
+            (#""\u12""#, "a \\u escape needs four hex digits at column 4"),
+            (#""\ud800""#, "a lone surrogate in a \\u escape at column 8"),
+            (#""\udc00""#, "a lone surrogate in a \\u escape at column 8"),
+            ("[] x", "text after the value at column 4"),
+            ("// comment\n{}", "unexpected '/' at column 1"),
+        ]
+        for (text, expected) in cases {
+            #expect(throws: LuaJSON.Malformed.self, "\(text)") { try LuaJSON.parse(text) }
+            do {
+                _ = try LuaJSON.parse(text)
+            } catch {
+                #expect(error.description == "not valid JSON: " + expected, "\(text)")
+            }
+        }
+        // Bytes that are not UTF-8 inside a string.
+        let invalid: [UInt8] = [0x22, 0x61, 0xFF, 0x22]
+        let failure = invalid.withUnsafeBytes { bytes in Result { () throws(LuaJSON.Malformed) in try LuaJSON.parse(bytes) } }
+        if case .failure(let error) = failure {
+            #expect(error.description == "not valid JSON: a string is not valid UTF-8 at column 1")
+        } else {
+            Issue.record("a string that is not UTF-8 was read")
+        }
+    }
+
+    @Test func nestingIsCapped() throws {
+        let deep = String(repeating: "[", count: LuaJSON.maximumDepth) + String(repeating: "]", count: LuaJSON.maximumDepth)
+        #expect(throws: Never.self) { try LuaJSON.parse(deep) }
+        let deeper = "[" + deep + "]"
+        #expect(throws: LuaJSON.Malformed.self) { try LuaJSON.parse(deeper) }
+    }
+
+    /// Generated documents, written with varied white space and escapes, read back as the values they were
+    /// written from; and Foundation's reader agrees that each is JSON.
+    @Test(arguments: 1...6)
+    func generatedDocumentsReadBackExactly(seed: UInt64) throws {
+        var random = SplitMix(seed: seed)
+        for _ in 0..<150 {
+            let (text, expected) = Self.document(depth: 0, random: &random)
+            #expect(try LuaJSON.parse(text) == expected, "\(text)")
+            #expect((try? JSONSerialization.jsonObject(with: Data(text.utf8), options: [.fragmentsAllowed])) != nil, "\(text)")
+        }
+    }
+
+    private static func space(_ random: inout SplitMix) -> String {
+        ["", "", " ", "\n", "\t ", "\r\n  "][Int(random.next() % 6)]
+    }
+
+    private static func document(depth: Int, random: inout SplitMix) -> (String, LuaValue) {
+        let kind = depth >= 4 ? random.next() % 5 : random.next() % 7
+        switch kind {
+        case 0: return ("true", true)
+        case 1:
+            let integer = Int64(bitPattern: random.next()) >> Int64(random.next() % 63)
+            return (String(integer), .integer(integer))
+        case 2:
+            let number = Double(Int64(bitPattern: random.next()) % 1_000_000) / 64
+            let text = random.next() % 2 == 0 ? "\(number)" : String(format: "%.17e", number)
+            return (text, .number(Double(text)!))
+        case 3:
+            let (text, value) = string(&random)
+            return (text, .string(value))
+        case 4: return ("null", .nil)
+        case 5:
+            var table = LuaTable()
+            var parts: [String] = []
+            for index in 0..<Int(random.next() % 5) {
+                let (text, value) = document(depth: depth + 1, random: &random)
+                parts.append(space(&random) + text + space(&random))
+                if value != .nil { table[.integer(Int64(index + 1))] = value }
+            }
+            return ("[" + parts.joined(separator: ",") + "]", .table(table))
+        default:
+            var table = LuaTable()
+            var parts: [String] = []
+            for _ in 0..<Int(random.next() % 5) {
+                let (nameText, name) = string(&random)
+                let (text, value) = document(depth: depth + 1, random: &random)
+                parts.append(space(&random) + nameText + space(&random) + ":" + space(&random) + text + space(&random))
+                table.fields[.string(name)] = value == .nil ? Optional.none : value
+            }
+            return ("{" + parts.joined(separator: ",") + "}", .table(table))
+        }
+    }
+
+    /// A string's JSON (some characters escaped, some written as they are) and its value.
+    private static func string(_ random: inout SplitMix) -> (String, String) {
+        let alphabet: [Character] = ["a", "b", "Z", "0", " ", "\"", "\\", "/", "\n", "\t", "\u{1}", "é", "中", "😀", "\u{7F}"]
+        var text = "\""
+        var value = ""
+        for _ in 0..<Int(random.next() % 8) {
+            let character = alphabet[Int(random.next() % UInt64(alphabet.count))]
+            value.append(character)
+            let scalar = character.unicodeScalars.first!
+            switch character {
+            case "\"": text += "\\\""
+            case "\\": text += "\\\\"
+            case "\n": text += random.next() % 2 == 0 ? "\\n" : "\\u000a"
+            case "\t": text += "\\t"
+            case "\u{1}": text += "\\u0001"
+            case "/": text += random.next() % 2 == 0 ? "/" : "\\/"
+            case "😀": text += random.next() % 2 == 0 ? "😀" : "\\ud83d\\ude00"
+            default: text += random.next() % 4 == 0 ? String(format: "\\u%04x", scalar.value) : String(character)
+            }
+        }
+        return (text + "\"", value)
+    }
+}
+
+/// A small deterministic generator (SplitMix64).
+private struct SplitMix {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

@@ -1,0 +1,96 @@
+import Foundation
+import LuaStoreConcurrency
+import Testing
+
+/// `run --actions`: input read in blocks and dispatched without waiting for each action, yet every failure still
+/// names its own line, output keeps the actions' order, and a slow pipe sees each action's props as it comes.
+@Suite struct PipelinedInputTests {
+    static let stock = """
+    local app = {}
+    function app.init() return { left = 2, seen = 0 } end
+    function app.reduce(state, action)
+      state.seen = state.seen + 1
+      if action.type == "take" then
+        if state.left == 0 then error("none left") end
+        state.left = state.left - 1
+      end
+    end
+    function app.props(state) return { left = state.left } end
+    return app
+    """
+
+    /// Equal actions fail or not depending on the state: each failure names its line, also far beyond the
+    /// run's window of actions in flight, and malformed lines come in their place among them.
+    @Test func failuresNameTheirLineAmongEqualActionsAndManyLines() async throws {
+        let app = try CLI.makeApp(Self.stock)
+        defer { try? FileManager.default.removeItem(at: app) }
+        var lines = Array(repeating: #"{"type":"wait"}"#, count: 40_000)
+        for number in [3, 5, 7, 30_001] { lines[number - 1] = #"{"type":"take"}"# }
+        lines[19_999] = #"{"type":"#
+        lines[29_999] = "" // blank: skipped, still counted
+        let actions = app.appendingPathComponent("actions.jsonl")
+        try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: actions)
+        let stateOut = app.appendingPathComponent("state.json")
+        let run = try await CLI.run(["run", app.path, "--actions", actions.path, "--format", "json", "--state-out", stateOut.path])
+        #expect(run.status == 1)
+        #expect(run.outputLines == [#"{"left":2}"#, #"{"left":1}"#, #"{"left":0}"#])
+        #expect(run.errors.split(separator: "\n").map(String.init) == [
+            "luastore: reduce failed: app.lua:6: none left (line 7)",
+            "luastore: line 20000: not valid JSON: a value was expected at column 9",
+            "luastore: reduce failed: app.lua:6: none left (line 30001)",
+        ])
+        // Every action was reduced but the malformed and the blank line; failed ones changed nothing.
+        #expect(try String(contentsOf: stateOut, encoding: .utf8) == "{\"left\":0,\"seen\":39996}\n")
+    }
+
+    /// Props lines follow the actions' order through a long file whose props change on every action.
+    @Test func everyActionsPropsArePrintedInOrder() async throws {
+        let input = (0..<20_000).map { _ in #"{"type":"increment"}"# }.joined(separator: "\n")
+        let run = try await CLI.run(["run", "samples/counter", "--format", "json"], input: input)
+        #expect(run.status == 0, "\(run.errors)")
+        let counts = run.outputLines.map { line in
+            line.split(separator: ",").first.flatMap { Int($0.dropFirst(#"{"count":"#.count)) } ?? -1
+        }
+        #expect(counts == Array(0...20_000))
+    }
+
+    /// A pipe that delivers one action at a time sees each action's props before it sends the next: output is
+    /// not held back while the run waits for input.
+    @Test func aSlowPipeSeesEachActionsPropsBeforeTheNext() async throws {
+        let process = Process()
+        process.executableURL = CLI.binary
+        process.arguments = ["run", "samples/counter", "--format", "json", "--actions", "-"]
+        process.currentDirectoryURL = CLI.packageRoot
+        let input = Pipe()
+        let output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        let received = Protected("")
+        output.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            received.withLock { $0 += String(decoding: data, as: UTF8.self) }
+        }
+        try process.run()
+        defer {
+            output.fileHandleForReading.readabilityHandler = nil
+            if process.isRunning { process.terminate() }
+        }
+        func waitFor(_ text: String) async throws -> Bool {
+            for _ in 0..<400 { // 10 s at most
+                if received.withLock({ $0.contains(text) }) { return true }
+                try await Task.sleep(for: .milliseconds(25))
+            }
+            return false
+        }
+        #expect(try await waitFor(#"{"count":0,"label":"0 clicks"}"#))
+        for count in 1...3 {
+            input.fileHandleForWriting.write(Data("{\"type\":\"increment\"}\n".utf8))
+            #expect(try await waitFor(#"{"count":\#(count),"#), "props of action \(count) before the next is sent")
+        }
+        try input.fileHandleForWriting.close()
+        for _ in 0..<400 where process.isRunning { try await Task.sleep(for: .milliseconds(25)) }
+        #expect(!process.isRunning)
+        #expect(process.terminationStatus == 0)
+    }
+}
