@@ -39,7 +39,7 @@ void clua_json_open(lua_State *L, CLuaJSON *o, int holder, size_t length) {
     }
     o->bytes = (unsigned char *)lua_touserdata(L, -1);
     o->capacity = lua_rawlen(L, -1);
-    o->length = length < o->capacity ? length : 0;
+    o->length = length <= o->capacity ? length : 0; /* (a buffer filled to the last byte keeps it all) */
     lua_pop(L, 1);
 }
 

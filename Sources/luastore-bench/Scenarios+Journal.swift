@@ -78,11 +78,7 @@ extension Scenarios {
     /// ns per action for `luastore replay` (the built binary beside this one) of a recording of `actions`
     /// toggles on an `items`-item state, start-up and the initial state's check included.
     func replayNanoseconds(items: Int, actions: Int) async throws -> Double {
-        let luastore = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("luastore").path
-        guard FileManager.default.isExecutableFile(atPath: luastore) else {
-            FileHandle.standardError.write(Data("bench: no luastore binary beside the bench; replay is left out\n".utf8))
-            return .nan
-        }
+        guard let luastore = luastoreBinary else { return .nan }
         let folder = try app("list\(items)", Self.listApp(items: items))
         let path = workspace.appendingPathComponent("replay-\(items).jsonl").path
         let recorder = SessionRecorder(file: try OutputFile(path: path))
@@ -94,15 +90,6 @@ extension Scenarios {
         await store.barrier()
         store.shutdown()
         if let failure = recorder.file.close() { throw failure }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: luastore)
-        process.arguments = ["replay", folder.path, path]
-        process.standardOutput = FileHandle.nullDevice
-        let clock = ContinuousClock()
-        let start = clock.now
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw BenchFailure("luastore replay exited with \(process.terminationStatus)") }
-        return Harness.milliseconds(clock.now - start) * 1_000_000 / Double(actions)
+        return Harness.milliseconds(try timeLuastore(luastore, ["replay", folder.path, path])) * 1_000_000 / Double(actions)
     }
 }

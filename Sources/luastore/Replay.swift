@@ -37,6 +37,9 @@ struct Replay: AsyncParsableCommand {
         let failure: String?
     }
 
+    /// Actions dispatched before the replay waits for the store and compares what they did.
+    static let window = 4_096
+
     func run() async throws {
         guard let data = FileManager.default.contents(atPath: recording) else {
             let reason = FileManager.default.fileExists(atPath: recording) ? "it cannot be read" : "no such file"
@@ -61,15 +64,24 @@ struct Replay: AsyncParsableCommand {
         if let difference = Differences.first(initial, start.state, path: "state") {
             try report(replayed: 0, divergence: (0, nil, difference.path, difference.recorded, difference.now))
         }
+        // Dispatched a window at a time without waiting for each action (the store takes them in order, and
+        // each makes one journal entry); then each entry is compared with what was recorded, in order.
         var replayed = 0
-        for entry in entries {
-            if let until, entry.sequence > until { break }
-            store.dispatch(entry.action)
+        var left = entries.prefix { entry in until.map { entry.sequence <= $0 } ?? true }[...]
+        while !left.isEmpty {
+            let window = left.prefix(Self.window)
+            left = left.dropFirst(window.count)
+            for entry in window { store.dispatch(entry.action) }
             await store.barrier()
-            let now = heard.withLock { $0.isEmpty ? nil : $0.removeFirst() }
-            replayed += 1
-            if let divergence = Self.compare(entry, now) {
-                try report(replayed: replayed, divergence: (entry.sequence, entry.action, divergence.path, divergence.recorded, divergence.now))
+            let now = heard.withLock { heard in
+                defer { heard.removeAll(keepingCapacity: true) }
+                return heard
+            }
+            for (offset, entry) in window.enumerated() {
+                replayed += 1
+                if let divergence = Self.compare(entry, offset < now.count ? now[offset] : nil) {
+                    try report(replayed: replayed, divergence: (entry.sequence, entry.action, divergence.path, divergence.recorded, divergence.now))
+                }
             }
         }
         try report(replayed: replayed, divergence: nil)
@@ -115,13 +127,15 @@ struct Replay: AsyncParsableCommand {
         case (nil, nil):
             break
         }
+        let current = now.changes
+        if recorded.changes ?? [] == current { return nil } // (the same order: both as the barrier wrote them)
         var then: [[LuaKey]: LuaValue] = [:]
         for change in recorded.changes ?? [] { then[change.path] = change.value ?? .nil }
-        var current: [[LuaKey]: LuaValue] = [:]
-        for change in now.changes { current[change.path] = change.value ?? .nil }
-        let paths = Set(then.keys).union(current.keys).sorted { $0.lexicographicallyPrecedes($1) }
+        var changed: [[LuaKey]: LuaValue] = [:]
+        for change in current { changed[change.path] = change.value ?? .nil }
+        let paths = Set(then.keys).union(changed.keys).sorted { $0.lexicographicallyPrecedes($1) }
         for path in paths {
-            let was = then[path], value = current[path]
+            let was = then[path], value = changed[path]
             guard was != value else { continue }
             let name = LuaPath.render(root: "state", keys: path)
             // A path one side changed and the other did not: "unchanged" on that side.
@@ -133,7 +147,14 @@ struct Replay: AsyncParsableCommand {
     /// The header's state and the recorded actions of a recording; a last line cut short (a crash while
     /// writing) is left out with a note.
     static func read(_ data: Data, name: String) throws -> (LuaValue, [Recorded]) {
-        var lines = data.split(separator: 10, omittingEmptySubsequences: false).map { Substring(decoding: $0, as: UTF8.self) }
+        let bytes = [UInt8](data)
+        var lines: [ArraySlice<UInt8>] = []
+        var start = 0
+        while let end = bytes[start...].firstIndex(of: 10) {
+            lines.append(bytes[start..<end])
+            start = end + 1
+        }
+        lines.append(bytes[start...])
         if data.last != 10, let last = lines.last, !last.isEmpty {
             if (try? RecordedJSON(parsing: last)) == nil {
                 Console.error("\(name):\(lines.count): the last line is cut short (the recording stopped mid-write); replaying up to the line before")

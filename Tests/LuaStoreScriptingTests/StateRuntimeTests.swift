@@ -10,7 +10,9 @@ import Testing
     /// A VM with the runtime loaded; `body` gets the VM and the runtime's module table.
     func withRuntime(_ body: (LuaVM, LuaReference) throws -> Void) async throws {
         try await withTaskExecutorPreference(Self.thread) { () throws -> Void in
-            let vm = try LuaVM()
+            var limits = LuaLimits()
+            limits.timeBudget = .seconds(20) // states of 10,000s of items, in a debug build, on a busy test machine
+            let vm = try LuaVM(limits: limits)
             let runtime = try StateRuntime.loadModule(into: vm)
             try body(vm, runtime)
         }

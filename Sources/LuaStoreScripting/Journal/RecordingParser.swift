@@ -130,6 +130,18 @@ public indirect enum RecordedJSON: Sendable, Equatable {
 
         mutating func string() throws(RecordingJSON.Malformed) -> String {
             position += 1 // the opening quote
+            // Most strings have no escape: made from their bytes at once.
+            let start = position
+            while position < bytes.count {
+                let byte = bytes[position]
+                if byte == UInt8(ascii: "\"") {
+                    position += 1
+                    return String(decoding: bytes[start..<position - 1], as: UTF8.self)
+                }
+                if byte == UInt8(ascii: "\\") || byte < 0x20 { break }
+                position += 1
+            }
+            position = start
             var scalars = String.UnicodeScalarView()
             var run = position
             func flush(_ end: Int) { scalars.append(contentsOf: String(decoding: bytes[run..<end], as: UTF8.self).unicodeScalars) }
