@@ -4,7 +4,8 @@
 // call into ldebug.c once per instruction), which made every script ≈ 20–30 % slower just to check a clock
 // that almost never runs out. So by default no hook is set. Each top-level call publishes its deadline; one
 // watchdog thread per process sleeps until the earliest deadline it knows of (and looks for new calls every
-// `WATCHDOG_POLL_NANOS`); when a call overruns, it sends the VM's thread `SIGURG`, whose handler, on that
+// `WATCHDOG_POLL_NANOS` while VMs are busy; after `WATCHDOG_QUIET_LOOKS` looks without a call it sleeps until
+// a call wakes it, so idle VMs cost nothing); when a call overruns, it sends the VM's thread `SIGURG`, whose handler, on that
 // thread, sets a count hook of 1 with `lua_sethook` — the one Lua function made to be called from a signal
 // handler (lua.c stops scripts on Ctrl-C the same way). The hook then raises at the script's next instruction
 // and keeps raising, as before, so nothing can catch it.
@@ -38,6 +39,11 @@
 /// How soon the watchdog signals again a call that is still running past its deadline (its thread may have
 /// been inside a C function, which no hook interrupts).
 #define WATCHDOG_RESIGNAL_NANOS 5000000LL
+/// Looks without a call anywhere (a second's worth) after which the watchdog sleeps until a call begins.
+#define WATCHDOG_QUIET_LOOKS 50
+/// How long the resting watchdog sleeps at most: a call that began at the very moment it lay down (its wake-up
+/// and the watchdog's last look crossed) is noticed this late at worst.
+#define WATCHDOG_REST_NANOS 2000000000LL
 
 // Initial-exec: the signal handler reads it, and static TLS is never allocated lazily (no malloc in a handler,
 // even when this code ends up in a shared library).
@@ -48,6 +54,8 @@ static pthread_cond_t registry_changed;
 static CLuaGuard *registry_head;
 static int registry_count;
 static int watchdog_started;
+/// The watchdog is resting (no call for a while): the next call to begin wakes it. Read without the lock.
+static int watchdog_resting;
 static struct sigaction previous_action;
 
 static inline int64_t load_deadline(const CLuaGuard *g) {
@@ -95,11 +103,34 @@ static void on_watchdog_signal(int signal, siginfo_t *info, void *context) {
 
 // MARK: The watchdog thread
 
+/// [registry lock held] Whether any VM began a call since the last look, or is in one.
+static int calls_since_last_look(void) {
+    int busy = 0;
+    for (CLuaGuard *g = registry_head; g != NULL; g = g->registryNext) {
+        uint64_t begun = __atomic_load_n(&g->callsBegun, __ATOMIC_SEQ_CST);
+        if (begun != g->callsSeen || load_deadline(g) != 0) busy = 1;
+        g->callsSeen = begun;
+    }
+    return busy;
+}
+
 static void *watchdog_main(void *unused) {
     (void)unused;
     pthread_mutex_lock(&registry_lock);
+    int quietLooks = 0;
     for (;;) {
         while (registry_count == 0) pthread_cond_wait(&registry_changed, &registry_lock);
+        quietLooks = calls_since_last_look() ? 0 : quietLooks + 1;
+        if (quietLooks >= WATCHDOG_QUIET_LOOKS) {
+            __atomic_store_n(&watchdog_resting, 1, __ATOMIC_SEQ_CST);
+            if (!calls_since_last_look()) { /* (a call that began meanwhile saw the flag, or is seen now) */
+                int64_t until = clua_now_nanos() + WATCHDOG_REST_NANOS;
+                struct timespec rest = { .tv_sec = until / 1000000000, .tv_nsec = until % 1000000000 };
+                pthread_cond_timedwait(&registry_changed, &registry_lock, &rest);
+            }
+            __atomic_store_n(&watchdog_resting, 0, __ATOMIC_SEQ_CST);
+            continue; /* (still quiet after the rest: it lies down again at once) */
+        }
         int64_t now = clua_now_nanos();
         int64_t wake = now + WATCHDOG_POLL_NANOS;
         for (CLuaGuard *g = registry_head; g != NULL; g = g->registryNext) {
@@ -222,6 +253,16 @@ void clua_closestate(CLuaGuard *g) {
 }
 
 /// The hook between calls: none under the watchdog, the count hook at its normal rate otherwise.
+/// Wakes the resting watchdog: a call began.
+static void wake_watchdog(void) {
+    pthread_mutex_lock(&registry_lock);
+    if (__atomic_load_n(&watchdog_resting, __ATOMIC_RELAXED)) {
+        __atomic_store_n(&watchdog_resting, 0, __ATOMIC_RELAXED);
+        pthread_cond_broadcast(&registry_changed);
+    }
+    pthread_mutex_unlock(&registry_lock);
+}
+
 static void set_resting_hook(lua_State *L, CLuaGuard *g) {
     if (g->enforcement == CLUA_ENFORCE_WATCHDOG) lua_sethook(L, NULL, 0, 0);
     else lua_sethook(L, clua_budget_hook, LUA_MASKCOUNT, g->hookInterval);
@@ -237,6 +278,8 @@ void clua_begin_call(lua_State *L, CLuaGuard *g) {
     g->outerRunning = running_on_this_thread;
     running_on_this_thread = g;
     store_deadline(g, g->budgetNanos > 0 ? clua_now_nanos() + g->budgetNanos : 0);
+    __atomic_store_n(&g->callsBegun, g->callsBegun + 1, __ATOMIC_RELAXED);
+    if (__atomic_load_n(&watchdog_resting, __ATOMIC_RELAXED)) wake_watchdog();
 }
 
 void clua_end_call(lua_State *L, CLuaGuard *g) {

@@ -33,6 +33,27 @@ import Glibc
             exit(outcome)
         }
     }
+
+    /// After a second without calls the watchdog rests (an idle VM costs no wake-ups); the next call wakes it,
+    /// so an endless loop begun then is still stopped at its budget, not when the rest would have ended (2 s).
+    @Test func aRestingWatchdogStillStopsTheNextCallOnTime() async {
+        await #expect(processExitsWith: .success) {
+            let thread = LuaThread(name: "resting-watchdog")
+            let outcome: Int32 = thread.sync {
+                var limits = LuaLimits()
+                limits.timeBudget = .milliseconds(100)
+                guard let vm = try? LuaVM(limits: limits) else { return 11 }
+                guard vm.budgetEnforcement == .watchdog else { return 12 }
+                guard (try? vm.run("return 1", chunkName: "wake.lua")) != nil else { return 13 }
+                usleep(1_500_000) // the watchdog lies down
+                let clock = ContinuousClock()
+                let start = clock.now
+                guard (try? vm.run("while true do end", chunkName: "spin.lua")) == nil else { return 14 }
+                return clock.now - start < .milliseconds(900) ? 0 : 15
+            }
+            exit(outcome)
+        }
+    }
 }
 
 import Synchronization

@@ -131,6 +131,36 @@ import LuaStoreCore
         #expect(try await store.state() == ["count": 3000])
     }
 
+    /// How editors and tools save, each seen once — through the kernel's notifications, and by polling: a
+    /// rename over the file (how many editors save), a module in a folder made after the watch began; files
+    /// that are not scripts are not saves.
+    @Test(arguments: [false, true]) func savesAreSeenHoweverTheyAreMade(polls: Bool) async throws {
+        let (store, recorder, folder) = try await makeStore()
+        defer {
+            store.shutdown()
+            folder.remove()
+        }
+        let outcomes = Protected<[String]>([])
+        store.startWatching(polls: polls) { result in outcomes.withLock { $0.append("\(result)") } }
+        let swap = folder.url.appendingPathComponent(".app.lua.swp")
+        try Data((Self.version2 + "\n-- saved by a rename\n").utf8).write(to: swap)
+        #expect(rename(swap.path, folder.url.appendingPathComponent("app.lua").path) == 0)
+        #expect(await eventually { recorder.props.value.last == ["count": 0, "version": 2] },
+                "\(recorder.props.value.suffix(3)) \(outcomes.value) \(recorder.failures.value)")
+        #expect(await eventually { outcomes.value.count == 1 })
+        try folder.write(".data/saved.json", "{}")
+        try folder.write("notes.txt", "not a script")
+        try folder.write("extra/more.lua", "return {}")
+        #expect(await eventually { outcomes.value.count == 2 })
+        try await Task.sleep(for: .milliseconds(100)) // nothing more comes
+        #expect(outcomes.value.count == 2, "\(outcomes.value)")
+        #expect(outcomes.value.allSatisfy { $0.contains("reloaded(fromSchema: 1, toSchema: 1)") }, "\(outcomes.value)")
+        store.stopWatching()
+        try folder.write("app.lua", Self.version1)
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(outcomes.value.count == 2, "no reload after stopWatching")
+    }
+
     @Test func watcherReloadsAfterASave() async throws {
         let (store, recorder, folder) = try await makeStore()
         defer { folder.remove() }

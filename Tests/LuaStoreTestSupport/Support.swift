@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// Polls `condition` until it holds or `timeout` passes (or the calling task is cancelled).
-public func eventually(timeout: Duration = .seconds(5), _ condition: @Sendable () async -> Bool) async -> Bool {
+public func eventually(timeout: Duration = .seconds(15), _ condition: @Sendable () async -> Bool) async -> Bool {
     let clock = ContinuousClock()
     let deadline = clock.now.advanced(by: timeout)
     while clock.now < deadline {

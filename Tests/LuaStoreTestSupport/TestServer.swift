@@ -66,7 +66,7 @@ public final class TestServer: Sendable {
             return HTTPResponse(statusCode: .ok, headers: [.contentType: "application/json"], body: Data(text.utf8))
         }
         let task = Task { try await server.run() }
-        try await server.waitUntilListening()
+        try await server.waitUntilListening(timeout: 30) // (a loaded test machine)
         guard case .ip4(_, let port) = await server.listeningAddress else {
             throw URLError(.cannotConnectToHost)
         }

@@ -48,6 +48,8 @@ typedef struct CLuaGuard {
     int64_t deadlineNanos;            /* CLOCK_MONOTONIC; 0 when no call is running. Written by the VM's thread
                                          only (atomically: the watchdog reads it from its own) */
     int64_t budgetNanos;
+    uint64_t callsBegun;              /* top-level calls so far; written by the VM's thread (atomically) */
+    uint64_t callsSeen;               /* `callsBegun` when the watchdog last looked (the watchdog's own) */
     int hookInterval;                 /* count hook: instructions between two budget checks */
     int timedOut;                     /* the budget is spent: every hook from now on raises */
     CLuaEnforcement enforcement;

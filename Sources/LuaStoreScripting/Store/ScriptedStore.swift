@@ -62,7 +62,7 @@ public final class ScriptedStore: Sendable {
     let engine: ScriptEngine
     let root: RootStore<ScriptReducer>
     private let options: ScriptedStoreOptions
-    private let watcher = Protected<Task<Void, Never>?>(nil)
+    private let watcher = Protected<Watching?>(nil)
 
     /// Loads the app in `folder`, runs its `init`, and starts the store.
     public init(app folder: URL, options: ScriptedStoreOptions = ScriptedStoreOptions()) async throws(ScriptFailure) {
@@ -98,7 +98,7 @@ public final class ScriptedStore: Sendable {
     }
 
     deinit {
-        watcher.withLock { $0?.cancel() }
+        watcher.withLock { $0?.end() }
         root.shutdown()
     }
 
@@ -327,63 +327,56 @@ public final class ScriptedStore: Sendable {
         return try result.get()
     }
 
-    /// Watches the app's folder and reloads after a save (bursts of saves within `debounce` count as one).
-    /// Each attempt is reported to `onReload`.
+    /// Watches the app's folder and reloads after a save: from the kernel's file notifications (inotify), so
+    /// an idle watch costs nothing, or where there are none by looking every `interval`. A save counts once it is
+    /// complete (written and closed, renamed into place, deleted); saves within `debounce` of each other are one
+    /// reload. Each reload that loaded new scripts, or failed to, is reported to `onReload` (a save that leaves
+    /// the scripts as they are is not). `polls`: look every `interval` even where there are notifications (a
+    /// network file system, a folder shared into a container: the kernel does not hear of changes made on
+    /// another machine).
     public func startWatching(
-        interval: Duration = .milliseconds(10), debounce: Duration = .milliseconds(15),
+        interval: Duration = .milliseconds(10), debounce: Duration = .milliseconds(5), polls: Bool = false,
         onReload: @escaping @Sendable (Result<ReloadOutcome, ScriptFailure>) -> Void = { _ in }
     ) {
-        let folder = engine.folder
-        // Taken before this returns: a save made right after `startWatching` is a change, never the baseline.
-        let baseline = FolderSnapshot(folder)
-        let task = Task { [weak self] in
-            var known = baseline
-            while !Task.isCancelled {
-                try? await Task.sleep(for: interval)
-                var current = FolderSnapshot(folder)
-                guard current != known else { continue }
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: debounce)
-                    let settled = FolderSnapshot(folder)
-                    if settled == current { break }
-                    current = settled
-                }
-                known = current
+        let (saves, saved) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let reloads = Task { [weak self] in
+            for await _ in saves {
                 guard let self else { return }
                 do throws(ScriptFailure) {
-                    onReload(.success(try await self.reload()))
+                    let outcome = try await self.reload()
+                    if case .unchanged = outcome { continue }
+                    onReload(.success(outcome))
                 } catch {
                     onReload(.failure(error))
                 }
             }
         }
+        let files = FolderWatcher(folder: engine.folder, debounce: debounce, polls: polls, interval: interval) { saved.yield() }
+        let watching = Watching(reloads: reloads, saves: saved, files: files)
         watcher.withLock { previous in
-            previous?.cancel()
-            previous = task
+            previous?.end()
+            previous = watching
         }
     }
 
     /// Stops watching the app's folder.
     public func stopWatching() {
-        watcher.withLock { task in
-            task?.cancel()
-            task = nil
+        watcher.withLock { watching in
+            watching?.end()
+            watching = nil
         }
     }
 }
 
-/// Names, sizes and modification times of an app's Lua files: cheap to take, compared to notice saves.
-struct FolderSnapshot: Equatable {
-    private var files: [String: [Double]] = [:]
+/// A watch of the app's folder: what tells of saves, and the task reloading after them.
+struct Watching: Sendable {
+    let reloads: Task<Void, Never>
+    let saves: AsyncStream<Void>.Continuation
+    let files: FolderWatcher
 
-    init(_ folder: URL) {
-        let root = folder.path
-        guard let enumerator = FileManager.default.enumerator(atPath: root) else { return }
-        while let relative = enumerator.nextObject() as? String {
-            guard relative.hasSuffix(".lua"), let attributes = try? FileManager.default.attributesOfItem(atPath: root + "/" + relative) else { continue }
-            let size = (attributes[.size] as? NSNumber)?.doubleValue ?? -1
-            let modified = (attributes[.modificationDate] as? Date)?.timeIntervalSince1970 ?? -1
-            files[relative] = [size, modified]
-        }
+    func end() {
+        files.stop()
+        saves.finish()
+        reloads.cancel()
     }
 }
