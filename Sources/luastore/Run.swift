@@ -41,6 +41,9 @@ struct Run: AsyncParsableCommand {
     @Flag(name: .long, help: "Reload the app's scripts when they change (reported on standard error).")
     var watch = false
 
+    @Flag(name: .customLong("watch-poll"), help: "Like --watch, but look for changes every 10 ms instead of being told by the kernel (network file systems, folders shared into containers).")
+    var watchPoll = false
+
     @Option(name: .customLong("allow-host"), help: "A host HTTP effects may reach (repeatable); loopback is always allowed.")
     var allowedHosts: [String] = []
 
@@ -68,7 +71,8 @@ struct Run: AsyncParsableCommand {
             notification: .everyAction,
             log: { line in Console.error("log: " + line) },
             failures: { failure in
-                var text = "\(failure.stage.rawValue) failed: \(failure.error)"
+                // (An effect's message names it: `save "todos" failed: …`.)
+                var text = failure.stage == .effect ? "\(failure.error)" : "\(failure.stage.rawValue) failed: \(failure.error)"
                 if let line = failure.dispatchIndex.flatMap(lines.line(of:)) {
                     text += " (line \(line))"
                 } else if let action = failure.action {
@@ -115,8 +119,8 @@ struct Run: AsyncParsableCommand {
             return .active
         }
         await store.barrier()
-        if watch {
-            store.startWatching { result in
+        if watch || watchPoll {
+            store.startWatching(polls: watchPoll) { result in
                 switch result {
                 case .success(.unchanged): break
                 case .success(.reloaded(let from, let to)):

@@ -102,4 +102,42 @@ import Testing
             #expect(specs.outputLines.last?.hasSuffix(" passed, 0 failed") == true)
         }
     }
+
+    /// `luastore.save` and `load` failures are sentences that name the key and the file or folder, and the run
+    /// exits 1; a data folder that does not exist yet is made.
+    @Test func storageFailuresAreWords() async throws {
+        let app = try CLI.makeApp("""
+            local luastore = require("luastore")
+            local app = {}
+            function app.init() return { loaded = "no" } end
+            function app.reduce(state, action)
+              if action.type == "save" then return nil, { luastore.save("todos", { 1, 2 }) } end
+              if action.type == "load" then return nil, { luastore.load("todos", "loaded") } end
+              if action.type == "loaded" then state.loaded = action.value == nil and "nothing" or #action.value end
+            end
+            function app.props(state) return { loaded = state.loaded } end
+            return app
+            """)
+        defer { try? FileManager.default.removeItem(at: app) }
+        let file = app.appendingPathComponent("not-a-folder")
+        try Data("x".utf8).write(to: file)
+        let toAFile = try await CLI.run(["run", app.path, "--data", file.path], input: #"{"type":"save"}"#)
+        #expect(toAFile.status == 1)
+        #expect(toAFile.errors == "luastore: save \"todos\" failed: the data folder \(file.path) is a file, not a folder (action {\"type\":\"save\"})\n")
+
+        let far = app.appendingPathComponent("missing/data").path
+        let tooFar = try await CLI.run(["run", app.path, "--data", far], input: #"{"type":"save"}"#)
+        #expect(tooFar.errors.contains("save \"todos\" failed: the data folder \(far) does not exist, nor the folder it would be in"), "\(tooFar.errors)")
+
+        let data = app.appendingPathComponent("data")
+        let saved = try await CLI.run(["run", app.path, "--data", data.path], input: #"{"type":"save"}"#)
+        #expect(saved.status == 0, "\(saved.errors)")
+        let loaded = try await CLI.run(["run", app.path, "--data", data.path, "--format", "json"], input: #"{"type":"load"}"#)
+        #expect(loaded.outputLines.last == #"{"loaded":2}"#, "\(loaded.errors)")
+
+        try Data("{".utf8).write(to: data.appendingPathComponent("todos.json"))
+        let corrupt = try await CLI.run(["run", app.path, "--data", data.path], input: #"{"type":"load"}"#)
+        #expect(corrupt.status == 1)
+        #expect(corrupt.errors.contains("load \"todos\" failed: \(data.path)/todos.json is not valid JSON"), "\(corrupt.errors)")
+    }
 }

@@ -31,33 +31,52 @@ enum ScriptEffectHandlers {
             }
             .handling("save") { effect, _ in
                 let key = effect.payload["key"].string ?? ""
-                let file = try storageFile(storage, key: key)
                 let value = effect.payload["value"]
                 try saves.write(key: key, sequence: effect.sequence) {
-                    if value == .nil {
-                        try? FileManager.default.removeItem(at: file)
-                    } else {
-                        let encoder = JSONEncoder()
-                        encoder.outputFormatting = [.sortedKeys]
-                        try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
-                        try encoder.encode(value).write(to: file, options: .atomic)
+                    try StorageFailure.words(.save, key) {
+                        let file = try storageFile(storage, key: key, creatingFolder: value != .nil)
+                        if value == .nil {
+                            if unlink(file.path) != 0 && errno != ENOENT { throw StorageFailure.System(code: errno, path: file.path) }
+                        } else {
+                            let encoder = JSONEncoder()
+                            encoder.outputFormatting = [.sortedKeys]
+                            try encoder.encode(value).write(to: file, options: .atomic)
+                        }
                     }
                 }
             }
             .handling("load") { effect, context in
                 let key = effect.payload["key"].string ?? ""
-                let file = try storageFile(storage, key: key)
-                var value = LuaValue.nil
-                if let data = FileManager.default.contents(atPath: file.path) {
-                    value = try JSONDecoder().decode(LuaValue.self, from: data)
+                let value = try StorageFailure.words(.load, key) { () throws -> LuaValue in
+                    let file = try storageFile(storage, key: key, creatingFolder: false)
+                    guard FileManager.default.fileExists(atPath: file.path) else { return .nil }
+                    guard let data = FileManager.default.contents(atPath: file.path) else {
+                        throw StorageFailure.System(code: access(file.path, R_OK) == 0 ? EIO : errno, path: file.path)
+                    }
+                    do {
+                        return try JSONDecoder().decode(LuaValue.self, from: data)
+                    } catch {
+                        throw StorageFailure.Reason("\(file.path) is not valid JSON")
+                    }
                 }
                 context.dispatch(["type": effect.payload["success"], "key": .string(key), "value": value])
             }
     }
 
-    /// The file a storage key lives in.
-    static func storageFile(_ folder: URL?, key: String) throws -> URL {
+    /// The file a storage key lives in. The storage folder is made when a save needs it, if the folder it is in
+    /// exists (the CLI's default, `APP_DIR/.data`); a folder further away that does not exist is a mistake.
+    static func storageFile(_ folder: URL?, key: String, creatingFolder: Bool) throws -> URL {
         guard let folder else { throw StorageUnavailable() }
+        let path = folder.path
+        var isFolder: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) {
+            guard isFolder.boolValue else { throw StorageFailure.Reason("the data folder \(path) is a file, not a folder") }
+        } else if creatingFolder {
+            guard mkdir(path, 0o755) == 0 || errno == EEXIST else {
+                if errno == ENOENT { throw StorageFailure.Reason("the data folder \(path) does not exist, nor the folder it would be in") }
+                throw StorageFailure.System(code: errno, path: path)
+            }
+        }
         return folder.appendingPathComponent(key + ".json")
     }
 
@@ -118,6 +137,66 @@ extension LuaValue {
         case .object(let fields):
             self = .table(fields.reduce(into: LuaTable()) { table, field in table[.string(field.key)] = LuaValue(json: field.value) })
         }
+    }
+}
+
+/// A save or load that failed, in words: `save "todos" failed: the data folder /x is a file, not a folder`.
+struct StorageFailure: Error, CustomStringConvertible {
+    enum Operation: String { case save, load }
+
+    let operation: Operation
+    let key: String
+    let reason: String
+    var description: String { "\(operation.rawValue) \"\(key)\" failed: \(reason)" }
+
+    /// What went wrong, already in words.
+    struct Reason: Error {
+        let text: String
+        init(_ text: String) { self.text = text }
+    }
+
+    /// A system call's error on `path`.
+    struct System: Error {
+        let code: Int32
+        let path: String
+    }
+
+    /// Runs `body`; whatever it throws becomes a `StorageFailure` of `operation` on `key`, in words.
+    static func words<T>(_ operation: Operation, _ key: String, _ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let failure as Reason {
+            throw StorageFailure(operation: operation, key: key, reason: failure.text)
+        } catch let failure as System {
+            throw StorageFailure(operation: operation, key: key, reason: "\(failure.path): \(OutputFailure.words(failure.code))")
+        } catch let error as StorageUnavailable {
+            throw error
+        } catch {
+            throw StorageFailure(operation: operation, key: key, reason: Self.words(for: error))
+        }
+    }
+
+    /// A Foundation file error in words: the system's message for the error underneath, and the file.
+    static func words(for error: any Error) -> String {
+        let error = error as NSError
+        let path = (error.userInfo[NSFilePathErrorKey] as? String) ?? (error.userInfo[NSURLErrorKey] as? URL)?.path
+        var code: Int32?
+        if error.domain == NSPOSIXErrorDomain {
+            code = Int32(error.code)
+        } else if let underlying = error.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain {
+            code = Int32(underlying.code)
+        } else if error.domain == NSCocoaErrorDomain {
+            switch CocoaError.Code(rawValue: error.code) {
+            case .fileWriteOutOfSpace: code = ENOSPC
+            case .fileWriteNoPermission, .fileReadNoPermission: code = EACCES
+            case .fileWriteVolumeReadOnly: code = EROFS
+            case .fileNoSuchFile, .fileReadNoSuchFile: code = ENOENT
+            case .fileWriteFileExists: code = EEXIST
+            default: code = nil
+            }
+        }
+        let reason = code.map(OutputFailure.words) ?? error.localizedDescription
+        return path.map { "\($0): \(reason)" } ?? reason
     }
 }
 
