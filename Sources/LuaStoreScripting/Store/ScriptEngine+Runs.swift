@@ -37,7 +37,10 @@ extension ScriptEngine {
             }
             return true
         }
-        guard span.count > 1, allTables else { return single() }
+        guard span.count > 1, allTables else {
+            if span.count < actions.count { runSpan = 2 } // (after runs of one: try two again)
+            return single()
+        }
         let list: LuaReference
         do {
             list = try vm.reference(toList: span)
@@ -47,7 +50,7 @@ extension ScriptEngine {
         let last = Int64(span.count)
         defer {
             runSpan = outcome.applied < span.count
-                ? max(Self.runSpans.lowerBound, 2 * outcome.applied)
+                ? max(Self.runSpans.lowerBound, outcome.applied)
                 : min(Self.runSpans.upperBound, 2 * runSpan)
         }
         var first: Int64 = 1 // list position p holds the action at offset p - 1

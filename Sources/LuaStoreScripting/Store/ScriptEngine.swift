@@ -99,11 +99,12 @@ final class ScriptEngine {
     /// The store notifies after every action (`.everyAction`): runs end after each action that changed what a
     /// reader read.
     var notifiesEveryAction = false
-    /// How many of a run's actions go into the VM at once: runs that end early (a change observers must see,
-    /// subscriptions to diff) shrink it, runs taken whole grow it, so the actions handed again after an early
-    /// end are not converted again and again (that was quadratic in the length of the queue).
-    var runSpan = ScriptEngine.runSpans.lowerBound
-    static let runSpans = 16...65_536
+    /// How many of a run's actions go into the VM at once: a run that ends early (a change observers must see,
+    /// subscriptions to diff) sets it to the length it had, a run taken whole doubles it, so the actions handed
+    /// again after an early end are not converted again and again (that was quadratic in the length of the
+    /// queue). At 1 the actions go one at a time, and every other time two are tried.
+    var runSpan = 16
+    static let runSpans = 1...65_536
 
     /// Loads the app in `folder`, runs `init`, and sets up the runtime. On this VM's thread.
     init(folder: URL, thread: LuaThread, limits: LuaLimits, log: @escaping @Sendable (String) -> Void,
