@@ -35,7 +35,7 @@ enum JSONText {
             }
         case .string(let text): quote(text, into: &output)
         case .table(let table):
-            if table.fields.isEmpty, !table.array.isEmpty {
+            if table.fieldCount == 0, !table.array.isEmpty {
                 output += "["
                 for (index, element) in table.array.enumerated() {
                     if index > 0 { output += "," }
@@ -45,7 +45,7 @@ enum JSONText {
                 return
             }
             var entries: [(String, LuaValue)] = table.array.enumerated().map { (String($0.offset + 1), $0.element) }
-            for (key, element) in table.fields { entries.append((key.text, element)) }
+            table.forEachField { key, element in entries.append((key.text, element)) }
             entries.sort { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) }
             output += "{"
             for (index, entry) in entries.enumerated() {

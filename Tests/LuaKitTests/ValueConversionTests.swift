@@ -202,3 +202,38 @@ import Testing
     #expect(table == LuaTable(fields: ["b": 2]))
     #expect(table.fields.count == 1)
 }
+
+/// A literal with string keys keeps its fields as pairs (cheap to make: an action per dispatch), and is in every
+/// way the same table as one whose fields are a dictionary: equal, hashed alike, read, changed and converted
+/// the same.
+@Test func tablesWrittenAsLiteralsAreTheSameAsDictionaryTables() async throws {
+    let literal: LuaValue = ["type": "add", "by": 2, "note": "x", "flag": true, "gone": .nil, "by": 3]
+    let dictionary = LuaValue.table(LuaTable(fields: ["type": "add", "by": 3, "note": "x", "flag": true]))
+    #expect(literal == dictionary && dictionary == literal, "a later key replaces an earlier one; nil leaves it out")
+    #expect(literal.hashValue == dictionary.hashValue)
+    #expect(Set([literal, dictionary]).count == 1)
+    #expect(literal != ["type": "add", "by": 3, "note": "x"] && literal != ["type": "add", "by": 3, "note": "x", "flag": false])
+    #expect(literal.table?.count == 4 && literal.table?.fieldCount == 4)
+    #expect(literal["by"] == 3 && literal["gone"] == .nil && literal.table?[.integer(1)] == .nil)
+    #expect(literal.table?.fields == dictionary.table?.fields)
+    #expect(literal.table?.sortedFields.map(\.key) == ["by", "flag", "note", "type"])
+
+    var changed = try #require(literal.table)
+    changed["by"] = 4
+    changed[.integer(1)] = "first"
+    changed["note"] = .nil
+    #expect(changed == LuaTable(array: ["first"], fields: ["type": "add", "by": 4, "flag": true]))
+
+    // More fields than a literal keeps as pairs: a dictionary, the same table.
+    let wide: LuaValue = ["a": 1, "b": 2, "c": 3, "d": 4, "e": 5, "f": 6, "g": 7, "h": 8, "i": 9, "a": 10]
+    #expect(wide == .table(LuaTable(fields: ["a": 10, "b": 2, "c": 3, "d": 4, "e": 5, "f": 6, "g": 7, "h": 8, "i": 9])))
+
+    try await withVM { vm throws in
+        let identity = try vm.load("return ...", chunkName: "id.lua")
+        #expect(try vm.call(identity, literal) == [dictionary])
+        let nested: LuaValue = ["type": "t", "payload": ["x": 1, "y": ["z": true]]]
+        #expect(try vm.call(identity, nested) == [nested])
+        let count = try vm.load("local t = ... local n = 0 for _ in pairs(t) do n = n + 1 end return n, t.by, t.gone", chunkName: "count.lua")
+        #expect(try vm.call(count, literal) == [4, 3, nil])
+    }
+}

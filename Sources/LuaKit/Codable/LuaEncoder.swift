@@ -190,7 +190,7 @@ extension LuaValue: Encodable {
         case .string(let text):
             var container = encoder.singleValueContainer()
             try container.encode(text)
-        case .table(let table) where table.fields.isEmpty && !table.array.isEmpty:
+        case .table(let table) where table.fieldCount == 0 && !table.array.isEmpty:
             var container = encoder.unkeyedContainer()
             for element in table.array { try container.encode(element) }
         case .table(let table):

@@ -59,8 +59,7 @@ extension LuaVM {
         }
         guard lua_checkstack(state, 4) != 0 else { throw ConversionFailure("the Lua stack cannot grow") }
         let array = table.array
-        let fields = table.fields
-        lua_createtable(state, Int32(truncatingIfNeeded: array.count), Int32(truncatingIfNeeded: fields.count))
+        lua_createtable(state, Int32(truncatingIfNeeded: array.count), Int32(truncatingIfNeeded: table.fieldCount))
         if !array.isEmpty {
             var position: lua_Integer = 1
             for element in array {
@@ -73,10 +72,7 @@ extension LuaVM {
                 position += 1
             }
         }
-        var index = fields.startIndex
-        while index != fields.endIndex {
-            let (key, element) = fields[index]
-            fields.formIndex(after: &index)
+        try table.forEachField { (key, element) throws(ConversionFailure) in
             switch key {
             case .string(let name): pushString(name)
             case .integer(let integer): lua_pushinteger(state, integer)
@@ -86,7 +82,7 @@ extension LuaVM {
                 lua_pushnumber(state, number)
             }
             switch element {
-            case .nil: clua_pop(state, 1); continue
+            case .nil: clua_pop(state, 1); return
             case .boolean(let flag): lua_pushboolean(state, flag ? 1 : 0)
             case .integer(let integer): lua_pushinteger(state, integer)
             case .number(let number): lua_pushnumber(state, number)

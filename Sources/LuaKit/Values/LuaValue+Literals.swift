@@ -26,17 +26,7 @@ extension LuaValue: ExpressibleByArrayLiteral {
 
 extension LuaValue: ExpressibleByDictionaryLiteral {
     public init(dictionaryLiteral elements: (String, LuaValue)...) {
-        // String keys are never part of the sequence: straight into a dictionary made large enough at once
-        // (growing it key by key rehashed it three times for a four-field action).
-        var fields = [LuaKey: LuaValue](minimumCapacity: elements.count)
-        for (key, value) in elements {
-            if case .nil = value {
-                fields[.string(key)] = Optional.none
-            } else {
-                fields[.string(key)] = value
-            }
-        }
-        self = .table(LuaTable(fields: fields))
+        self = .table(LuaTable(literal: elements))
     }
 }
 

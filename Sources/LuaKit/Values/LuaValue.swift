@@ -127,35 +127,111 @@ public enum LuaKey: Sendable, Hashable, Comparable {
 
 /// A Lua table as a Swift value: its sequence `1...n` in `array`, every other key in `fields`.
 ///
-/// Equality and hashing are structural, so two tables with the same contents are equal.
+/// Equality and hashing are structural, so two tables with the same contents are equal. A table written as a
+/// literal with string keys (an action: `["type": "add", "title": title]`) keeps its few fields as a list of
+/// pairs until it is changed or its `fields` dictionary is asked for: making one costs an allocation, not a
+/// dictionary's hashing, and it crosses into the VM from the list (`forEachField`).
 public struct LuaTable: Sendable, Hashable {
     /// Values at keys `1...array.count`, in order. None of them is `nil`.
     public var array: [LuaValue]
+
+    /// The fields: a few string-keyed pairs (distinct keys, no `nil` value), or a dictionary.
+    private enum Fields: Sendable {
+        case pairs([(key: String, value: LuaValue)])
+        case dictionary([LuaKey: LuaValue])
+    }
+    private var storage: Fields
+
+    /// Tables written as literals with at most this many fields keep them as pairs.
+    static let pairsLimit = 8
+
     /// Every key that is not part of `array`.
-    public var fields: [LuaKey: LuaValue]
+    public var fields: [LuaKey: LuaValue] {
+        get {
+            switch storage {
+            case .dictionary(let fields): return fields
+            case .pairs(let pairs):
+                var fields = [LuaKey: LuaValue](minimumCapacity: pairs.count)
+                for (key, value) in pairs { fields[.string(key)] = value }
+                return fields
+            }
+        }
+        set { storage = .dictionary(newValue) }
+    }
 
     /// Creates a table from a sequence part and other fields.
     public init(array: [LuaValue] = [], fields: [LuaKey: LuaValue] = [:]) {
         self.array = array
-        self.fields = fields
+        self.storage = .dictionary(fields)
+    }
+
+    /// A table of string-keyed fields, as a literal writes it: a later pair of the same key replaces an earlier
+    /// one, and a `nil` value leaves its key out.
+    init(literal elements: [(String, LuaValue)]) {
+        array = []
+        guard elements.count <= Self.pairsLimit else {
+            var fields = [LuaKey: LuaValue](minimumCapacity: elements.count)
+            for (key, value) in elements {
+                if case .nil = value { fields[.string(key)] = Optional.none } else { fields[.string(key)] = value }
+            }
+            storage = .dictionary(fields)
+            return
+        }
+        var pairs: [(key: String, value: LuaValue)] = []
+        pairs.reserveCapacity(elements.count)
+        for (key, value) in elements {
+            if let earlier = pairs.firstIndex(where: { $0.key == key }) { pairs.remove(at: earlier) }
+            if case .nil = value { continue }
+            pairs.append((key, value))
+        }
+        storage = .pairs(pairs)
     }
 
     /// Number of entries.
-    public var count: Int { array.count + fields.count }
+    public var count: Int { array.count + fieldCount }
+
+    /// Number of entries that are not part of `array`.
+    public var fieldCount: Int {
+        switch storage {
+        case .dictionary(let fields): fields.count
+        case .pairs(let pairs): pairs.count
+        }
+    }
 
     /// Whether the table has no entries.
-    public var isEmpty: Bool { array.isEmpty && fields.isEmpty }
+    public var isEmpty: Bool { array.isEmpty && fieldCount == 0 }
+
+    /// Calls `body` with each field that is not part of `array`, in no particular order, without making a
+    /// dictionary of them.
+    public func forEachField<Failure: Error>(_ body: (LuaKey, LuaValue) throws(Failure) -> Void) throws(Failure) {
+        switch storage {
+        case .dictionary(let fields):
+            for (key, value) in fields { try body(key, value) }
+        case .pairs(let pairs):
+            for (key, value) in pairs { try body(.string(key), value) }
+        }
+    }
 
     /// Fields in key order (the array part is not included).
     public var sortedFields: [(key: LuaKey, value: LuaValue)] {
-        fields.sorted { $0.key < $1.key }.map { (key: $0.key, value: $0.value) }
+        var sorted: [(key: LuaKey, value: LuaValue)] = []
+        sorted.reserveCapacity(fieldCount)
+        forEachField { key, value in sorted.append((key, value)) }
+        sorted.sort { $0.key < $1.key }
+        return sorted
     }
 
     /// `t[key]`, or `nil`. Setting `nil` removes the entry; setting `array.count + 1` appends.
     public subscript(key: LuaKey) -> LuaValue {
         get {
             if case .integer(let index) = key, index >= 1, index <= array.count { return array[Int(index) - 1] }
-            return fields[key] ?? .nil
+            switch storage {
+            case .dictionary(let fields):
+                return fields[key] ?? .nil
+            case .pairs(let pairs):
+                guard case .string(let name) = key else { return .nil }
+                return pairs.first { $0.key == name }?.value ?? .nil
+            }
         }
         set { set(key, newValue) }
     }
@@ -166,7 +242,40 @@ public struct LuaTable: Sendable, Hashable {
         set { self[.string(name)] = newValue }
     }
 
+    public static func == (lhs: LuaTable, rhs: LuaTable) -> Bool {
+        guard lhs.array == rhs.array, lhs.fieldCount == rhs.fieldCount else { return false }
+        if case .dictionary(let left) = lhs.storage, case .dictionary(let right) = rhs.storage { return left == right }
+        var same = true
+        lhs.forEachField { key, value in
+            if same, rhs[key] != value { same = false }
+        }
+        return same
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(array)
+        // Order-independent, and the same whichever way the fields are kept.
+        var fieldsHash = 0
+        forEachField { key, value in
+            var field = Hasher()
+            field.combine(key)
+            field.combine(value)
+            fieldsHash = fieldsHash &+ field.finalize()
+        }
+        hasher.combine(fieldCount)
+        hasher.combine(fieldsHash)
+    }
+
     private mutating func set(_ key: LuaKey, _ value: LuaValue) {
+        var fields: [LuaKey: LuaValue]
+        switch storage {
+        case .dictionary(let kept):
+            fields = kept
+            storage = .dictionary([:]) // (the dictionary alone holds its storage while it changes)
+        case .pairs:
+            fields = self.fields
+        }
+        defer { storage = .dictionary(fields) }
         if case .integer(let index) = key, index >= 1, index <= array.count + 1 {
             let position = Int(index) - 1
             if value == .nil {

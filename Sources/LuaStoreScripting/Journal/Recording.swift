@@ -24,7 +24,7 @@ public enum RecordingJSON {
             output.append(contentsOf: number.description.utf8) // the shortest exact form, always with "." or "e"
         case .string(let text): quote(text, into: &output)
         case .table(let table):
-            if table.fields.isEmpty, !table.array.isEmpty {
+            if table.fieldCount == 0, !table.array.isEmpty {
                 output.append(UInt8(ascii: "["))
                 for (index, element) in table.array.enumerated() {
                     if index > 0 { output.append(UInt8(ascii: ",")) }
@@ -64,11 +64,16 @@ public enum RecordingJSON {
     /// a table is written as a map, so that it reads back as itself).
     static func stringFields(of table: LuaTable) -> [(key: String, value: LuaValue)]? {
         var fields: [(key: String, value: LuaValue)] = []
-        fields.reserveCapacity(table.fields.count)
-        for (key, value) in table.fields {
-            guard case .string(let name) = key else { return nil }
+        fields.reserveCapacity(table.fieldCount)
+        var allStrings = true
+        table.forEachField { key, value in
+            guard allStrings, case .string(let name) = key else {
+                allStrings = false
+                return
+            }
             fields.append((name, value))
         }
+        guard allStrings else { return nil }
         if fields.count == 1, fields[0].key == "$map" { return nil }
         if fields.count > 1 { fields.sort { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) } }
         return fields

@@ -384,7 +384,7 @@ final class ScriptEngine {
     static func commands(from value: LuaValue) throws(LuaError) -> [ScriptEffect] {
         switch value {
         case .nil: return []
-        case .table(let table) where table.fields.isEmpty:
+        case .table(let table) where table.fieldCount == 0:
             var commands: [ScriptEffect] = []
             for (index, item) in table.array.enumerated() {
                 commands.append(try ScriptEffect(validating: item, name: "command #\(index + 1)"))
