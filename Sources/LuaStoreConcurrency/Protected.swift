@@ -10,8 +10,8 @@ import Foundation
 /// store.subscribe(Observer { state in seen.withLock { $0.append(state.count) }; return .active })
 /// ```
 public final class Protected<Value>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var stored: Value
+    @usableFromInline let lock = NSLock()
+    @usableFromInline var stored: Value
 
     /// A lock around `value`.
     public init(_ value: Value) { stored = value }
@@ -20,6 +20,7 @@ public final class Protected<Value>: @unchecked Sendable {
     public var value: Value { withLock { $0 } }
 
     /// Runs `body` with exclusive access to the value.
+    @inlinable
     public func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
         lock.lock()
         defer { lock.unlock() }

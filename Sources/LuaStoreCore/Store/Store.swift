@@ -42,7 +42,7 @@ public struct Store<State: Sendable, Action: Sendable>: Sendable {
 /// root.store.dispatch(.appStarted)
 /// ```
 public final class RootStore<R: Reducer>: Sendable {
-    let engine: StoreEngine<R>
+    @usableFromInline let engine: StoreEngine<R>
 
     /// Creates the store; subscriptions the initial state asks for are launched right away.
     public init(
@@ -69,7 +69,7 @@ public final class RootStore<R: Reducer>: Sendable {
     }
 
     /// Dispatches `action`.
-    public func dispatch(_ action: R.Action) { engine.dispatch(action) }
+    @inlinable public func dispatch(_ action: R.Action) { engine.dispatch(action) }
 
     /// Subscribes `observer`.
     public func subscribe(_ observer: Observer<R.State>) { engine.subscribe(observer) }
