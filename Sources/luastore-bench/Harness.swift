@@ -96,3 +96,36 @@ final class Box<Value: Sendable>: @unchecked Sendable {
         set { lock.lock(); defer { lock.unlock() }; stored = newValue }
     }
 }
+
+/// The last value an observer saw, and a wait for it to reach a target without polling: the observer's thread
+/// resumes the waiter once (polling every 50 µs woke a timer thread 20,000 times a second beside the stores
+/// measured, on a machine with two cores).
+final class Arrival: @unchecked Sendable {
+    private let lock = NSLock()
+    private var seen: Int64 = .min
+    private var waiter: (target: Int64, continuation: CheckedContinuation<Void, Never>)?
+
+    /// The observer saw `value`.
+    func see(_ value: Int64) {
+        lock.lock()
+        seen = value
+        guard let waiter, value >= waiter.target else { return lock.unlock() }
+        self.waiter = nil
+        lock.unlock()
+        waiter.continuation.resume()
+    }
+
+    /// Returns once the observer has seen `target` (or more).
+    func wait(for target: Int64) async {
+        await withCheckedContinuation { continuation in
+            lock.lock()
+            if seen >= target {
+                lock.unlock()
+                continuation.resume()
+            } else {
+                waiter = (target, continuation)
+                lock.unlock()
+            }
+        }
+    }
+}

@@ -81,12 +81,12 @@ struct Scenarios {
         var options = self.options
         options.notification = notification
         let store = try await ScriptedStore(app: try app("counter", Self.counterApp), options: options)
-        let seen = Box(Int64(-1))
+        let arrival = Arrival()
         store.observeProps { props in
-            seen.value = props["count"].integer ?? -1
+            arrival.see(props["count"].integer ?? -1)
             return .active
         }
-        await waitUntil { seen.value == 0 }
+        await arrival.wait(for: 0)
         let action: LuaValue = ["type": "increment"]
         let caller = Box(0.0)
         let notes = (0..<16).map { LuaValue.string("note \($0)") }
@@ -102,7 +102,7 @@ struct Scenarios {
                 }
             }
             caller.value = Harness.milliseconds(clock.now - start) * 1_000_000 / Double(actions)
-            await waitUntil { seen.value == Int64(actions) }
+            await arrival.wait(for: Int64(actions))
         }
         store.shutdown()
         return (total, caller.value)
@@ -123,16 +123,16 @@ struct Scenarios {
                 return []
             },
             configuration: StoreConfiguration(notification: notification))
-        let seen = Box(-1)
+        let arrival = Arrival()
         root.store.subscribe(Presenter<Counter, [String: Int]>(
             removeStateDuplicates: .asEquatable,
             removePropsDuplicates: .asEquatable,
             props: { ["count": $0.count] }
         ) { props in
-            seen.value = props["count"] ?? -1
+            arrival.see(Int64(props["count"] ?? -1))
             return .active
         })
-        await waitUntil { seen.value == 0 }
+        await arrival.wait(for: 0)
         let notes = (0..<16).map { "note \($0)" }
         let result = await Harness.nanoseconds(operations: actions) {
             switch dispatching {
@@ -141,7 +141,7 @@ struct Scenarios {
             case .fresh:
                 for index in 0..<actions { root.dispatch(.add(by: 1, note: notes[index & 15], flag: index & 1 == 0)) }
             }
-            await waitUntil { seen.value == actions }
+            await arrival.wait(for: Int64(actions))
         }
         root.shutdown()
         return result
