@@ -1,4 +1,5 @@
 import Dispatch
+import Synchronization
 
 
 /// The machinery behind a root store: the action inbox, the drain loop on the store's serial context, the
@@ -63,6 +64,10 @@ final class StoreEngine<R: Reducer>: Sendable {
         var changedSinceNotification = false
         /// Actions dispatched from outside the store (not by effects, not routed from a child) reduced so far.
         var outsideReduced: UInt64 = 0
+        /// The observers and child links as of `listsVersion` `copiedVersion` (taken again when it moves).
+        var observersCopy: [ObserverEntry<State>] = []
+        var childrenCopy: [WeakChild<State, Action, Effect>] = []
+        var copiedVersion = -1
     }
 
     let reducer: R
@@ -72,6 +77,10 @@ final class StoreEngine<R: Reducer>: Sendable {
     @usableFromInline let inbox = Protected(Inbox())
     private let observers = Protected<[ObserverEntry<State>]>([])
     private let children = Protected<[WeakChild<State, Action, Effect>]>([])
+    /// Moves on whenever `observers` or `children` change: notifications keep copies of the lists and take them
+    /// again only then (taking them under their locks on every notification looked up generic type metadata each
+    /// time — a tenth of a scripted store's time under `.everyAction`).
+    private let listsVersion = Atomic<Int>(0)
     private let commandsInFlight = InFlightEffects()
     private let subscriptionsInFlight = InFlightEffects()
 
@@ -332,6 +341,7 @@ final class StoreEngine<R: Reducer>: Sendable {
     func subscribe(_ observer: Observer<State>) {
         let entry = ObserverEntry(observer)
         observers.withLock { $0.append(entry) }
+        listsVersion.add(1, ordering: .releasing)
         configuration.executor.execute { [self] in
             entry.prime(confined.value.state, report: reportObserverFailure)
             if entry.isDead { removeDead() }
@@ -341,6 +351,7 @@ final class StoreEngine<R: Reducer>: Sendable {
     func attach(_ child: Child) -> WeakChild<State, Action, Effect> {
         let link = WeakChild(child)
         children.withLock { $0.append(link) }
+        listsVersion.add(1, ordering: .releasing)
         configuration.executor.execute { [self] in child.rootChanged(confined.value.state) }
         return link
     }
@@ -349,21 +360,33 @@ final class StoreEngine<R: Reducer>: Sendable {
         guard confined.value.changedSinceNotification else { return }
         confined.value.changedSinceNotification = false
         let state = confined.value.state
+        let version = listsVersion.load(ordering: .acquiring)
+        if version != confined.value.copiedVersion {
+            confined.value.observersCopy = observers.withLock { $0 }
+            confined.value.childrenCopy = children.withLock { links in
+                links.removeAll { $0.node == nil }
+                return links
+            }
+            confined.value.copiedVersion = version
+        }
+        let entries = confined.value.observersCopy
         var anyDead = false
-        for entry in observers.withLock({ $0 }) where !entry.isDead {
+        for entry in entries where !entry.isDead {
             entry.notify(state, report: reportObserverFailure)
             anyDead = anyDead || entry.isDead
         }
         if anyDead { removeDead() }
-        let links = children.withLock { links in
-            links.removeAll { $0.node == nil }
-            return links
+        let links = confined.value.childrenCopy
+        var anyGone = false
+        for link in links {
+            if let node = link.node { node.rootChanged(state) } else { anyGone = true }
         }
-        for link in links { link.node?.rootChanged(state) }
+        if anyGone { listsVersion.add(1, ordering: .releasing) } // (pruned at the next notification)
     }
 
     private func removeDead() {
         observers.withLock { $0.removeAll(where: \.isDead) }
+        listsVersion.add(1, ordering: .releasing)
     }
 
     /// Runs `body` on the executor and returns its result.
