@@ -11,8 +11,6 @@ import LuaStoreConcurrency
 final class FolderWatcher: Sendable {
     /// The write end of a pipe the thread also waits on: closed to stop it; -1 once closed.
     private let wake: Protected<Int32>
-    /// Whether the kernel's notifications are used (rather than polling).
-    let notified: Bool
 
     /// Watches `folder` and the folders in it; the watches (or the first snapshot) are in place when this
     /// returns, so a save right after is seen.
@@ -25,14 +23,12 @@ final class FolderWatcher: Sendable {
         let root = folder.standardizedFileURL.resolvingSymlinksInPath()
         let body: @Sendable () -> Void
         if !polls, let tree = WatchedTree(root: root.path) {
-            notified = true
             body = {
                 var tree = tree
                 tree.run(wake: asleep, debounce: debounce, changed: changed)
                 tree.close()
             }
         } else {
-            notified = false
             let baseline = FolderSnapshot(root)
             body = { Self.poll(root, from: baseline, wake: asleep, interval: interval, debounce: debounce, changed: changed) }
         }
@@ -56,7 +52,8 @@ final class FolderWatcher: Sendable {
         }
     }
 
-    /// Waits up to `timeout` (nil: for ever) for news on `descriptor` or the end of `wake`: false once woken.
+    /// Waits up to `timeout` (nil: for ever) for news on `descriptor` or the end of `wake`: `woken` once the
+    /// watch is to stop (or waiting fails), `news` when `descriptor` has something to read.
     fileprivate static func wait(for descriptor: Int32?, wake: Int32, timeout: Duration?) -> (woken: Bool, news: Bool) {
         var milliseconds: Int32 = -1
         if let timeout { milliseconds = timeout <= .zero ? 0 : Int32(min(60_000, (timeout / .milliseconds(1)).rounded(.up))) }
