@@ -152,13 +152,15 @@ import LuaStoreCore
         try folder.write("notes.txt", "not a script")
         try folder.write("extra/more.lua", "return {}")
         #expect(await eventually { outcomes.value.count == 2 })
+        try FileManager.default.removeItem(at: folder.url.appendingPathComponent("extra/more.lua")) // a deletion
+        #expect(await eventually { outcomes.value.count == 3 })
         try await Task.sleep(for: .milliseconds(100)) // nothing more comes
-        #expect(outcomes.value.count == 2, "\(outcomes.value)")
+        #expect(outcomes.value.count == 3, "\(outcomes.value)")
         #expect(outcomes.value.allSatisfy { $0.contains("reloaded(fromSchema: 1, toSchema: 1)") }, "\(outcomes.value)")
         store.stopWatching()
         try folder.write("app.lua", Self.version1)
         try await Task.sleep(for: .milliseconds(100))
-        #expect(outcomes.value.count == 2, "no reload after stopWatching")
+        #expect(outcomes.value.count == 3, "no reload after stopWatching")
     }
 
     @Test func watcherReloadsAfterASave() async throws {
