@@ -41,12 +41,14 @@ struct Replay: AsyncParsableCommand {
     static let window = 4_096
 
     func run() async throws {
-        guard let data = FileManager.default.contents(atPath: recording) else {
-            let reason = FileManager.default.fileExists(atPath: recording) ? "it cannot be read" : "no such file"
-            Console.error("cannot read \(recording): \(reason)")
+        var lines: RecordingLines
+        do {
+            lines = try RecordingLines(path: recording)
+        } catch {
+            Console.error("cannot read \(recording): \(error.reason)")
             throw ExitCode.unusable
         }
-        let (initial, entries) = try Self.read(data, name: recording)
+        let initial = try Self.header(&lines, name: recording)
         var options = ScriptedStoreOptions(log: { _ in }, failures: { _ in })
         options.performsEffects = false
         options.notification = .everyAction
@@ -64,13 +66,13 @@ struct Replay: AsyncParsableCommand {
         if let difference = Differences.first(initial, start.state, path: "state") {
             try report(replayed: 0, divergence: (0, nil, difference.path, difference.recorded, difference.now))
         }
-        // Dispatched a window at a time without waiting for each action (the store takes them in order, and
-        // each makes one journal entry); then each entry is compared with what was recorded, in order.
+        // The recording is read a window of entries at a time (a long session is never held whole); each
+        // window's actions are dispatched without waiting for each (the store takes them in order, and each makes
+        // one journal entry), then each entry is compared with what was recorded, in order.
         var replayed = 0
-        var left = entries.prefix { entry in until.map { entry.sequence <= $0 } ?? true }[...]
-        while !left.isEmpty {
-            let window = left.prefix(Self.window)
-            left = left.dropFirst(window.count)
+        while true {
+            let window = try Self.entries(from: &lines, name: recording, upTo: Self.window, until: until)
+            if window.isEmpty { break }
             for entry in window { store.dispatch(entry.action) }
             await store.barrier()
             let now = heard.withLock { heard in
@@ -144,24 +146,9 @@ struct Replay: AsyncParsableCommand {
         return nil
     }
 
-    /// The header's state and the recorded actions of a recording; a last line cut short (a crash while
-    /// writing) is left out with a note.
-    static func read(_ data: Data, name: String) throws -> (LuaValue, [Recorded]) {
-        let bytes = [UInt8](data)
-        var lines: [ArraySlice<UInt8>] = []
-        var start = 0
-        while let end = bytes[start...].firstIndex(of: 10) {
-            lines.append(bytes[start..<end])
-            start = end + 1
-        }
-        lines.append(bytes[start...])
-        if data.last != 10, let last = lines.last, !last.isEmpty {
-            if (try? RecordedJSON(parsing: last)) == nil {
-                Console.error("\(name):\(lines.count): the last line is cut short (the recording stopped mid-write); replaying up to the line before")
-                lines.removeLast()
-            }
-        }
-        guard let first = lines.first, let header = try? RecordedJSON(parsing: first) else {
+    /// The initial state from the recording's header line.
+    static func header(_ lines: inout RecordingLines, name: String) throws -> LuaValue {
+        guard let first = try read(&lines, name: name), let header = try? RecordedJSON(parsing: first.line) else {
             Console.error("\(name):1: not a recording (no header line)")
             throw ExitCode.unusable
         }
@@ -177,19 +164,39 @@ struct Replay: AsyncParsableCommand {
             Console.error("\(name):1: recording format version \(header["version"].map { "\($0)" } ?? "missing"); this luastore reads version \(RecordingLine.version)")
             throw ExitCode.unusable
         }
-        let initial: LuaValue
         do {
-            initial = try RecordingJSON.decode(header["state"] ?? .null)
+            return try RecordingJSON.decode(header["state"] ?? .null)
         } catch {
             Console.error("\(name):1: the initial state: \(error)")
             throw ExitCode.unusable
         }
+    }
+
+    /// The next recorded actions, at most `limit` of them and none past `until`; empty at the end. Reloads are
+    /// skipped (the current scripts run throughout); a last line cut short (a crash while writing) ends the
+    /// recording with a note.
+    static func entries(from lines: inout RecordingLines, name: String, upTo limit: Int, until: UInt64?) throws -> [Recorded] {
         var entries: [Recorded] = []
-        for (index, line) in lines.enumerated().dropFirst() where !line.isEmpty {
+        while entries.count < limit, let (line, complete) = try read(&lines, name: name) {
+            if line.isEmpty { continue }
+            let fields: RecordedJSON
             do {
-                let fields = try RecordedJSON(parsing: line)
-                guard let actionJSON = fields["action"] else { continue } // a reload: the current scripts run throughout
+                fields = try RecordedJSON(parsing: line)
+            } catch where !complete {
+                Console.error("\(name):\(lines.number): the last line is cut short (the recording stopped mid-write); replaying up to the line before")
+                lines.finish()
+                break
+            } catch {
+                Console.error("\(name):\(lines.number): not a recorded entry (\(error))")
+                throw ExitCode.unusable
+            }
+            do {
+                guard let actionJSON = fields["action"] else { continue } // a reload
                 guard case .integer(let sequence)? = fields["seq"], sequence > 0 else { throw RecordingJSON.Malformed(description: "no \"seq\"") }
+                if let until, UInt64(sequence) > until {
+                    lines.finish()
+                    break
+                }
                 let action = try RecordingJSON.decode(actionJSON)
                 if case .object(let failure)? = fields["failure"] {
                     guard case .string(let message)? = failure["message"] else { throw RecordingJSON.Malformed(description: "a failure without a message") }
@@ -200,11 +207,94 @@ struct Replay: AsyncParsableCommand {
                 let changes = try RecordingLine.changes(from: list)
                 entries.append(Recorded(sequence: UInt64(sequence), action: action, changes: changes, failure: nil))
             } catch {
-                Console.error("\(name):\(index + 1): not a recorded entry (\(error))")
+                Console.error("\(name):\(lines.number): not a recorded entry (\(error))")
                 throw ExitCode.unusable
             }
         }
-        return (initial, entries)
+        return entries
+    }
+
+    /// The next line, or nil at the end; a failure to read is said in words (exit status 2).
+    private static func read(_ lines: inout RecordingLines, name: String) throws -> (line: ArraySlice<UInt8>, complete: Bool)? {
+        do {
+            return try lines.next()
+        } catch {
+            Console.error("cannot read \(name): \(error.reason)")
+            throw ExitCode.unusable
+        }
+    }
+}
+
+/// The lines of a file, read in blocks of 1 MiB as they are asked for: memory holds a block and the line being
+/// read, whatever the length of the file.
+struct RecordingLines: ~Copyable {
+    struct Unreadable: Error {
+        let reason: String
+    }
+
+    private let descriptor: Int32
+    private var buffer: [UInt8] = []
+    private var start = 0
+    private var ended = false
+    /// The number of the line `next()` returned last (1 for the first).
+    private(set) var number = 0
+
+    init(path: String) throws(Unreadable) {
+        descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw Unreadable(reason: errno == ENOENT ? "no such file" : OutputFailure.words(errno)) }
+        var status = stat()
+        if fstat(descriptor, &status) == 0, (status.st_mode & S_IFMT) == S_IFDIR {
+            close(descriptor)
+            throw Unreadable(reason: "it is a folder")
+        }
+    }
+
+    deinit { close(descriptor) }
+
+    /// Reads no further: the next `next()` returns nil.
+    mutating func finish() {
+        ended = true
+        buffer = []
+        start = 0
+    }
+
+    /// The next line without its newline, and whether it had one (false only for a last line cut short); nil
+    /// at the end.
+    mutating func next() throws(Unreadable) -> (line: ArraySlice<UInt8>, complete: Bool)? {
+        while true {
+            if let newline = buffer[start...].firstIndex(of: 10) {
+                defer { start = newline + 1 }
+                number += 1
+                return (buffer[start..<newline], true)
+            }
+            if ended {
+                guard start < buffer.count else { return nil }
+                defer { start = buffer.count }
+                number += 1
+                return (buffer[start...], false)
+            }
+            if start > 0 { // keep only the unread part before reading more
+                buffer.removeSubrange(0..<start)
+                start = 0
+            }
+            let count = readMore()
+            if count < 0 { throw Unreadable(reason: OutputFailure.words(errno)) }
+            if count == 0 { ended = true }
+        }
+    }
+
+    private static let block = 1 << 20
+
+    /// Appends up to a block from the file; the byte count, 0 at the end, -1 on an error.
+    private mutating func readMore() -> Int {
+        let old = buffer.count
+        buffer.append(contentsOf: repeatElement(0, count: Self.block))
+        var count: Int
+        repeat {
+            count = buffer.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress! + old, Self.block) }
+        } while count < 0 && errno == EINTR
+        buffer.removeSubrange((old + max(0, count))...)
+        return count
     }
 }
 

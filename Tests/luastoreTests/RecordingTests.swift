@@ -114,6 +114,11 @@ import Testing
         #expect(replay.errors.contains("session.jsonl:6: the last line is cut short"), "\(replay.errors)")
         #expect(replay.output == "replayed 4 actions: every change matches the recording\n")
 
+        let folderGiven = try await CLI.run(["replay", folder.path, folder.path])
+        #expect(folderGiven.status == 2 && folderGiven.errors == "luastore: cannot read \(folder.path): it is a folder\n", "\(folderGiven.errors)")
+        let missing = try await CLI.run(["replay", folder.path, folder.path + "/none.jsonl"])
+        #expect(missing.status == 2 && missing.errors.contains("none.jsonl: no such file"), "\(missing.errors)")
+
         try Data(#"{"action":{"type":"flag"},"state":{"flags":{}}}"#.utf8).write(to: recording)
         let old = try await CLI.run(["replay", folder.path, recording.path])
         #expect(old.status == 2)
