@@ -669,10 +669,11 @@ static void record_changes(lua_State *L, Barrier *b, lua_Integer position) {
 /// in order, each action its own transaction with its own time budget (restarted for every action after the
 /// first). Stops after an action the host must look at before the next: one without a string `type` (returns
 /// its position, nil, nil, true), one that returned commands (its position, the commands, whether subscriptions
-/// are stale), one that made the subscriptions stale when `stopWhenDirty` (its position, nil, true), one that
-/// changed something a reader read (a change is noted since the last flush) or replaced the state when
-/// `stopWhenObserved` (its position, nil, whether subscriptions are stale). Otherwise returns `last`. (These are the results `StateRuntime.RunResult` names.) A failing action raises; `position()` then
-/// says which one it was, and its writes are in the journal.
+/// are stale), one that made the subscriptions stale when `stopWhenDirty` (its position, nil, true), one after
+/// which a key some reader read has changed since the last flush (`observed`), or that replaced the state, when
+/// `stopWhenObserved` (its position, nil, whether subscriptions are stale). Otherwise returns `last`. (These are
+/// the results `StateRuntime.RunResult` names.) A failing action raises; `position()` then says which one it
+/// was, and its writes are in the journal.
 static int barrier_run(lua_State *L) {
     Barrier *b = barrier(L);
     luaL_checktype(L, 1, LUA_TFUNCTION);

@@ -5,10 +5,10 @@
 // that almost never runs out. So by default no hook is set. Each top-level call publishes its deadline; one
 // watchdog thread per process sleeps until the earliest deadline it knows of (and looks for new calls every
 // `WATCHDOG_POLL_NANOS` while VMs are busy; after `WATCHDOG_QUIET_LOOKS` looks without a call it sleeps until
-// a call wakes it, so idle VMs cost nothing); when a call overruns, it sends the VM's thread `SIGURG`, whose handler, on that
-// thread, sets a count hook of 1 with `lua_sethook` — the one Lua function made to be called from a signal
-// handler (lua.c stops scripts on Ctrl-C the same way). The hook then raises at the script's next instruction
-// and keeps raising, as before, so nothing can catch it.
+// a call wakes it, so idle VMs cost nothing); when a call overruns, it sends the VM's thread `SIGURG`, whose
+// handler, on that thread, sets a count hook of 1 with `lua_sethook` — the one Lua function made to be called
+// from a signal handler (lua.c stops scripts on Ctrl-C the same way). The hook then raises at the script's next
+// instruction and keeps raising, as before, so nothing can catch it.
 //
 // Why SIGURG: it is ignored by default (a stray one is harmless), debuggers and runtimes leave it alone, and
 // hardly any program uses it (Go preempts goroutines with it for the same reasons). A handler the host had
@@ -252,7 +252,6 @@ void clua_closestate(CLuaGuard *g) {
     clua_free_kept_blocks(g);
 }
 
-/// The hook between calls: none under the watchdog, the count hook at its normal rate otherwise.
 /// Wakes the resting watchdog: a call began.
 static void wake_watchdog(void) {
     pthread_mutex_lock(&registry_lock);
@@ -263,6 +262,7 @@ static void wake_watchdog(void) {
     pthread_mutex_unlock(&registry_lock);
 }
 
+/// The hook between calls: none under the watchdog, the count hook at its normal rate otherwise.
 static void set_resting_hook(lua_State *L, CLuaGuard *g) {
     if (g->enforcement == CLUA_ENFORCE_WATCHDOG) lua_sethook(L, NULL, 0, 0);
     else lua_sethook(L, clua_budget_hook, LUA_MASKCOUNT, g->hookInterval);

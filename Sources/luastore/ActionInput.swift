@@ -3,7 +3,7 @@ import LuaKit
 import LuaStoreScripting
 
 /// JSON Lines actions from a file or a pipe, read ahead of the store on a thread of their own: large reads
-/// (64 KiB), split into lines and parsed there, handed over a batch (one read's lines) at a time. At most
+/// (`LineReader`), split into lines and parsed there, handed over a batch (one read's lines) at a time. At most
 /// `aheadLimit` batches wait; the reader sleeps until the run takes one (memory stays bounded whatever the input).
 final class ActionInput: @unchecked Sendable { // (its mutable state is guarded by `condition`)
     /// One non-blank line.
@@ -18,10 +18,8 @@ final class ActionInput: @unchecked Sendable { // (its mutable state is guarded 
         let content: Content
     }
 
-    private static let readSize = 64 << 10
     private static let aheadLimit = 8
 
-    private let descriptor: Int32
     private let condition = NSCondition()
     private var ready: [[Line]] = []
     private var finished = false
@@ -29,27 +27,13 @@ final class ActionInput: @unchecked Sendable { // (its mutable state is guarded 
     private var waiting: CheckedContinuation<[Line]?, Never>?
     private var stopped = false
 
-    /// Why a file of actions cannot be read, in words ("no such file or directory").
-    struct Unreadable: Error {
-        let reason: String
-    }
-
     /// Reads `path` (`-` is standard input).
-    static func open(_ path: String) throws(Unreadable) -> ActionInput {
-        if path == "-" { return ActionInput(descriptor: STDIN_FILENO) }
-        let descriptor = Foundation.open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw Unreadable(reason: OutputFailure.words(errno)) }
-        var status = stat()
-        if fstat(descriptor, &status) == 0, (status.st_mode & S_IFMT) == S_IFDIR {
-            close(descriptor)
-            throw Unreadable(reason: OutputFailure.words(EISDIR))
-        }
-        return ActionInput(descriptor: descriptor)
+    static func open(_ path: String) throws(LineReader.Unreadable) -> ActionInput {
+        ActionInput(try LineReader(path: path))
     }
 
-    init(descriptor: Int32) {
-        self.descriptor = descriptor
-        let thread = Thread { [self] in readAll() }
+    private init(_ reader: LineReader) {
+        let thread = Thread { [self] in readAll(reader) }
         thread.name = "luastore.actions"
         thread.start()
     }
@@ -97,45 +81,23 @@ final class ActionInput: @unchecked Sendable { // (its mutable state is guarded 
 
     // MARK: The reader's thread
 
-    private func readAll() {
-        var pending: [UInt8] = [] // the start of a line the last read did not finish
-        var chunk = [UInt8](repeating: 0, count: Self.readSize)
-        var number = 0
+    private func readAll(_ reader: LineReader) {
+        var lines: [Line] = []
+        var halted = false
         var failure: String?
-        while true {
-            let count = chunk.withUnsafeMutableBytes { Foundation.read(descriptor, $0.baseAddress!, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                failure = OutputFailure.words(errno)
-                break
+        do {
+            // A batch is what the reader had before it reads (and perhaps waits for) more.
+            while let (line, _) = try reader.next(beforeWaiting: {
+                guard !lines.isEmpty else { return }
+                halted = !hand(lines)
+                lines.removeAll()
+            }), !halted {
+                line.withUnsafeBytes { Self.parse($0, number: reader.number, into: &lines) }
             }
-            if count == 0 { break }
-            var lines: [Line] = []
-            chunk.withUnsafeBytes { raw in
-                let bytes = UnsafeRawBufferPointer(rebasing: raw[0..<count])
-                var start = 0
-                while let end = bytes[start...].firstIndex(of: 10) {
-                    number += 1
-                    if pending.isEmpty {
-                        Self.parse(UnsafeRawBufferPointer(rebasing: bytes[start..<end]), number: number, into: &lines)
-                    } else {
-                        pending.append(contentsOf: bytes[start..<end])
-                        pending.withUnsafeBytes { Self.parse($0, number: number, into: &lines) }
-                        pending.removeAll(keepingCapacity: true)
-                    }
-                    start = end + 1
-                }
-                pending.append(contentsOf: bytes[start...])
-            }
-            if !lines.isEmpty, !hand(lines) { break }
+        } catch {
+            failure = error.reason
         }
-        if !pending.isEmpty { // a last line without a line break
-            var lines: [Line] = []
-            number += 1
-            pending.withUnsafeBytes { Self.parse($0, number: number, into: &lines) }
-            if !lines.isEmpty { _ = hand(lines) }
-        }
-        if descriptor != STDIN_FILENO { close(descriptor) }
+        if !lines.isEmpty { _ = hand(lines) }
         condition.lock()
         finished = true
         readFailure = failure

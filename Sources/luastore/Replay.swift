@@ -41,14 +41,14 @@ struct Replay: AsyncParsableCommand {
     static let window = 4_096
 
     func run() async throws {
-        var lines: RecordingLines
+        let lines: LineReader
         do {
-            lines = try RecordingLines(path: recording)
+            lines = try LineReader(path: recording)
         } catch {
             Console.error("cannot read \(recording): \(error.reason)")
             throw ExitCode.unusable
         }
-        let initial = try Self.header(&lines, name: recording)
+        let initial = try Self.header(lines, name: recording)
         var options = ScriptedStoreOptions(log: { _ in }, failures: { _ in })
         options.performsEffects = false
         options.notification = .everyAction
@@ -71,7 +71,7 @@ struct Replay: AsyncParsableCommand {
         // one journal entry), then each entry is compared with what was recorded, in order.
         var replayed = 0
         while true {
-            let window = try Self.entries(from: &lines, name: recording, upTo: Self.window, until: until)
+            let window = try Self.entries(from: lines, name: recording, upTo: Self.window, until: until)
             if window.isEmpty { break }
             for entry in window { store.dispatch(entry.action) }
             await store.barrier()
@@ -147,8 +147,8 @@ struct Replay: AsyncParsableCommand {
     }
 
     /// The initial state from the recording's header line.
-    static func header(_ lines: inout RecordingLines, name: String) throws -> LuaValue {
-        guard let first = try read(&lines, name: name), let header = try? RecordedJSON(parsing: first.line) else {
+    static func header(_ lines: LineReader, name: String) throws -> LuaValue {
+        guard let first = try read(lines, name: name), let header = try? RecordedJSON(parsing: first.line) else {
             Console.error("\(name):1: not a recording (no header line)")
             throw ExitCode.unusable
         }
@@ -175,9 +175,9 @@ struct Replay: AsyncParsableCommand {
     /// The next recorded actions, at most `limit` of them and none past `until`; empty at the end. Reloads are
     /// skipped (the current scripts run throughout); a last line cut short (a crash while writing) ends the
     /// recording with a note.
-    static func entries(from lines: inout RecordingLines, name: String, upTo limit: Int, until: UInt64?) throws -> [Recorded] {
+    static func entries(from lines: LineReader, name: String, upTo limit: Int, until: UInt64?) throws -> [Recorded] {
         var entries: [Recorded] = []
-        while entries.count < limit, let (line, complete) = try read(&lines, name: name) {
+        while entries.count < limit, let (line, complete) = try read(lines, name: name) {
             if line.isEmpty { continue }
             let fields: RecordedJSON
             do {
@@ -215,86 +215,13 @@ struct Replay: AsyncParsableCommand {
     }
 
     /// The next line, or nil at the end; a failure to read is said in words (exit status 2).
-    private static func read(_ lines: inout RecordingLines, name: String) throws -> (line: ArraySlice<UInt8>, complete: Bool)? {
+    private static func read(_ lines: LineReader, name: String) throws -> (line: ArraySlice<UInt8>, complete: Bool)? {
         do {
             return try lines.next()
         } catch {
             Console.error("cannot read \(name): \(error.reason)")
             throw ExitCode.unusable
         }
-    }
-}
-
-/// The lines of a file, read in blocks of 1 MiB as they are asked for: memory holds a block and the line being
-/// read, whatever the length of the file.
-struct RecordingLines: ~Copyable {
-    struct Unreadable: Error {
-        let reason: String
-    }
-
-    private let descriptor: Int32
-    private var buffer: [UInt8] = []
-    private var start = 0
-    private var ended = false
-    /// The number of the line `next()` returned last (1 for the first).
-    private(set) var number = 0
-
-    init(path: String) throws(Unreadable) {
-        descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw Unreadable(reason: errno == ENOENT ? "no such file" : OutputFailure.words(errno)) }
-        var status = stat()
-        if fstat(descriptor, &status) == 0, (status.st_mode & S_IFMT) == S_IFDIR {
-            close(descriptor)
-            throw Unreadable(reason: "it is a folder")
-        }
-    }
-
-    deinit { close(descriptor) }
-
-    /// Reads no further: the next `next()` returns nil.
-    mutating func finish() {
-        ended = true
-        buffer = []
-        start = 0
-    }
-
-    /// The next line without its newline, and whether it had one (false only for a last line cut short); nil
-    /// at the end.
-    mutating func next() throws(Unreadable) -> (line: ArraySlice<UInt8>, complete: Bool)? {
-        while true {
-            if let newline = buffer[start...].firstIndex(of: 10) {
-                defer { start = newline + 1 }
-                number += 1
-                return (buffer[start..<newline], true)
-            }
-            if ended {
-                guard start < buffer.count else { return nil }
-                defer { start = buffer.count }
-                number += 1
-                return (buffer[start...], false)
-            }
-            if start > 0 { // keep only the unread part before reading more
-                buffer.removeSubrange(0..<start)
-                start = 0
-            }
-            let count = readMore()
-            if count < 0 { throw Unreadable(reason: OutputFailure.words(errno)) }
-            if count == 0 { ended = true }
-        }
-    }
-
-    private static let block = 1 << 20
-
-    /// Appends up to a block from the file; the byte count, 0 at the end, -1 on an error.
-    private mutating func readMore() -> Int {
-        let old = buffer.count
-        buffer.append(contentsOf: repeatElement(0, count: Self.block))
-        var count: Int
-        repeat {
-            count = buffer.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress! + old, Self.block) }
-        } while count < 0 && errno == EINTR
-        buffer.removeSubrange((old + max(0, count))...)
-        return count
     }
 }
 

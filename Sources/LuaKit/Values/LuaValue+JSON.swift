@@ -216,6 +216,14 @@ public struct LuaJSON {
         return value
     }
 
+    private var atDigit: Bool { current.map { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) } ?? false }
+
+    /// Skips a run of digits; `reason` when there is none.
+    private mutating func digits(or reason: String) throws(Malformed) {
+        guard atDigit else { throw fail(reason) }
+        while atDigit { position += 1 }
+    }
+
     private mutating func number() throws(Malformed) -> LuaValue {
         let start = position
         var negative = false
@@ -223,16 +231,14 @@ public struct LuaJSON {
             negative = true
             position += 1
         }
-        guard let first = current, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(first) else {
-            throw fail("a digit was expected")
-        }
+        guard let first = current, atDigit else { throw fail("a digit was expected") }
         // Integer digits, accumulated as a negative number (its range is one larger).
         var magnitude: Int64 = 0
         var fits = true
         if first == UInt8(ascii: "0") {
             position += 1
         } else {
-            while let byte = current, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) {
+            while atDigit, let byte = current {
                 let (times, overflowTimes) = magnitude.multipliedReportingOverflow(by: 10)
                 let (next, overflowMinus) = times.subtractingReportingOverflow(Int64(byte - UInt8(ascii: "0")))
                 if overflowTimes || overflowMinus { fits = false } else { magnitude = next }
@@ -243,19 +249,13 @@ public struct LuaJSON {
         if current == UInt8(ascii: ".") {
             integral = false
             position += 1
-            guard let byte = current, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else {
-                throw fail("a digit was expected after '.'")
-            }
-            while let byte = current, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) { position += 1 }
+            try digits(or: "a digit was expected after '.'")
         }
         if current == UInt8(ascii: "e") || current == UInt8(ascii: "E") {
             integral = false
             position += 1
             if current == UInt8(ascii: "+") || current == UInt8(ascii: "-") { position += 1 }
-            guard let byte = current, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else {
-                throw fail("a digit was expected in the exponent")
-            }
-            while let byte = current, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) { position += 1 }
+            try digits(or: "a digit was expected in the exponent")
         }
         if integral, fits {
             if negative { return .integer(magnitude) }

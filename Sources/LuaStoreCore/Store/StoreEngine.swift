@@ -102,20 +102,19 @@ final class StoreEngine<R: Reducer>: Sendable {
     /// type metadata on every call (about a hundred nanoseconds the dispatching thread paid).
     @inlinable
     func dispatch(_ action: Action) {
-        let scheduleDrain = inbox.withLock { inbox -> Bool in
-            guard !inbox.stopped else { return false }
-            inbox.queue.actions.append(action)
-            guard !inbox.draining else { return false }
-            inbox.draining = true
-            return true
-        }
-        if scheduleDrain { configuration.executor.execute { [self] in drain() } }
+        enqueue { $0.actions.append(action) }
     }
 
     func dispatch(_ action: Action, origin: WeakChild<State, Action, Effect>? = nil, lease: EffectLease? = nil) {
+        enqueue { $0.append(action, origin: origin, lease: lease) }
+    }
+
+    /// Adds to the inbox with `append` and schedules a drain unless one is scheduled (nothing once stopped).
+    @inlinable
+    func enqueue(_ append: (inout Queue) -> Void) {
         let scheduleDrain = inbox.withLock { inbox -> Bool in
             guard !inbox.stopped else { return false }
-            inbox.queue.append(action, origin: origin, lease: lease)
+            append(&inbox.queue)
             guard !inbox.draining else { return false }
             inbox.draining = true
             return true
