@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "LuaKit", targets: ["LuaKit"]),
         .library(name: "LuaStoreCore", targets: ["LuaStoreCore"]),
         .library(name: "LuaStoreScripting", targets: ["LuaStoreScripting"]),
+        .library(name: "LuaStoreDevtools", targets: ["LuaStoreDevtools"]),
         .executable(name: "luakit", targets: ["luakit"]),
         .executable(name: "luastore", targets: ["luastore"]),
         .executable(name: "luastore-demo-api", targets: ["luastore-demo-api"]),
@@ -54,9 +55,16 @@ let package = Package(
         .executableTarget(
             name: "luastore",
             dependencies: [
-                "LuaKit", "LuaStoreCore", "LuaStoreScripting",
+                "LuaKit", "LuaStoreCore", "LuaStoreScripting", "LuaStoreDevtools",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
+            swiftSettings: strict,
+            plugins: ["EmbedLua"]
+        ),
+        // The devtools: a web page for a running app, served over HTTP and a WebSocket (FlyingFox).
+        .target(
+            name: "LuaStoreDevtools",
+            dependencies: ["LuaKit", "LuaStoreConcurrency", "LuaStoreScripting", .product(name: "FlyingFox", package: "FlyingFox")],
             swiftSettings: strict,
             plugins: ["EmbedLua"]
         ),
@@ -101,7 +109,7 @@ let package = Package(
         .testTarget(
             name: "luastoreTests",
             dependencies: [
-                "LuaStoreDemoAPI", "LuaStoreTestSupport", .target(name: "luastore"), .target(name: "luastore-bench"),
+                "LuaStoreDemoAPI", "LuaStoreTestSupport", "LuaStoreDevtools", .target(name: "luastore"), .target(name: "luastore-bench"),
             ],
             exclude: ["golden", "specs"],
             swiftSettings: strict

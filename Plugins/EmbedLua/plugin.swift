@@ -9,7 +9,9 @@ import PackagePlugin
 struct EmbedLua: BuildToolPlugin {
     func createBuildCommands(context: PluginContext, target: Target) throws -> [Command] {
         guard let module = target as? SourceModuleTarget else { return [] }
-        let files = module.sourceFiles(withSuffix: "lua").map(\.url).sorted { $0.path < $1.path }
+        // (Also a module's web page, `.html`: the devtools serve theirs from the binary.)
+        let files = (Array(module.sourceFiles(withSuffix: "lua")) + Array(module.sourceFiles(withSuffix: "html"))).map(\.url)
+            .sorted { $0.path < $1.path }
         guard !files.isEmpty else { return [] }
         let output = context.pluginWorkDirectoryURL.appending(path: "EmbeddedLua.swift")
         return [

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import LuaKit
 import LuaStoreCore
+import LuaStoreDevtools
 import LuaStoreScripting
 
 /// `luastore run APP_DIR`: runs an app interactively or on a file of actions.
@@ -50,8 +51,21 @@ struct Run: AsyncParsableCommand {
     @Option(name: .long, help: "Folder for luastore.save/load data (default: APP_DIR/.data).", completion: .directory)
     var data: String?
 
+    @Option(name: .long, help: ArgumentHelp("Serve the devtools page on this port (0 picks a free one) and print its address; the run then goes on serving after its input ends, until interrupted.", valueName: "port"))
+    var devtools: UInt16?
+
+    @Option(name: .customLong("devtools-host"), help: "The address the devtools listen on (default 127.0.0.1, loopback only).")
+    var devtoolsHost = "127.0.0.1"
+
+    @Option(name: .customLong("devtools-keep"), help: "Journal entries the devtools keep (and the history time travel reaches).")
+    var devtoolsKeep = 100_000
+
     func validate() throws {
         guard settleTimeout >= 0, settleTimeout.isFinite else { throw ValidationError("--settle-timeout must be a number of seconds ≥ 0") }
+        guard devtoolsKeep >= 1 else { throw ValidationError("--devtools-keep must be at least 1") }
+        if devtools == nil, devtoolsHost != "127.0.0.1" || devtoolsKeep != 100_000 {
+            throw ValidationError("--devtools-host and --devtools-keep go with --devtools PORT")
+        }
     }
 
     func run() async throws {
@@ -83,9 +97,17 @@ struct Run: AsyncParsableCommand {
             })
         options.urlPolicy.allowedHosts.formUnion(allowedHosts)
         options.storageFolder = URL(fileURLWithPath: data ?? (appDirectory + "/.data"))
-        if let recorder {
-            options.journal = { entry in recorder.append(entry) }
+        let devtoolsJournal = devtools.map { _ in DevtoolsJournal(capacity: devtoolsKeep) }
+        switch (recorder, devtoolsJournal) {
+        case (let recorder?, let heard?): options.journal = { entry in
+            recorder.append(entry)
+            heard.hear(entry)
         }
+        case (let recorder?, nil): options.journal = { entry in recorder.append(entry) }
+        case (nil, let heard?): options.journal = { entry in heard.hear(entry) }
+        case (nil, nil): break
+        }
+        if devtoolsJournal != nil { options.historyEntries = devtoolsKeep }
 
         let store: ScriptedStore
         do {
@@ -119,6 +141,21 @@ struct Run: AsyncParsableCommand {
             return .active
         }
         await store.barrier()
+        var server: DevtoolsServer?
+        if let port = devtools, let devtoolsJournal {
+            var settings = DevtoolsOptions()
+            settings.host = devtoolsHost
+            settings.port = port
+            settings.app = folder.lastPathComponent
+            do {
+                server = try await DevtoolsServer.start(store: store, journal: devtoolsJournal, options: settings)
+                Console.error("devtools: \(server!.url)\n", prefixed: false)
+            } catch {
+                Console.error("cannot serve the devtools on \(devtoolsHost):\(port): \(error)")
+                store.shutdown()
+                throw ExitCode.unusable
+            }
+        }
         if watch || watchPoll {
             store.startWatching(polls: watchPoll) { result in
                 switch result {
@@ -149,6 +186,11 @@ struct Run: AsyncParsableCommand {
             }
         }
 
+        if let server {
+            Console.error("the actions are done; the devtools still serve \(server.url) until interrupted (ctrl-C)")
+            await Interrupt.wait()
+            await server.stop()
+        }
         if !(await store.waitUntilIdle(timeout: .seconds(settleTimeout))) {
             Console.error("commands still in flight after \(settleTimeout) s were cancelled")
         }
@@ -277,6 +319,27 @@ final class DispatchedLines: Sendable {
         state.withLock { state in
             guard index >= state.first, index - state.first < UInt64(state.numbers.count) else { return nil }
             return state.numbers[Int(index - state.first)]
+        }
+    }
+}
+
+/// Waits for SIGINT or SIGTERM (then handled here rather than ending the process).
+enum Interrupt {
+    static func wait() async {
+        signal(SIGINT, SIG_IGN)
+        signal(SIGTERM, SIG_IGN)
+        let queue = DispatchQueue(label: "luastore.signals")
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let once = Protected(false)
+            let sources = [SIGINT, SIGTERM].map { DispatchSource.makeSignalSource(signal: $0, queue: queue) }
+            for source in sources {
+                source.setEventHandler {
+                    guard once.withLock({ done in defer { done = true }; return !done }) else { return }
+                    for source in sources { source.cancel() }
+                    continuation.resume()
+                }
+                source.resume()
+            }
         }
     }
 }

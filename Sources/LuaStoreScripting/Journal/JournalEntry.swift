@@ -51,6 +51,11 @@ public struct JournalEntry: Sendable {
     public var scripts: String
     /// How many changes there are (without converting them).
     public private(set) var changeCount: Int
+    /// The commands the reducer returned (in order; subscriptions are not commands).
+    public var commands: [ScriptEffect] = []
+    /// How long the VM took to reduce the action; actions reduced in one run (see README, "Runs") share the
+    /// run's time equally.
+    public var duration: Duration = .zero
 
     /// What changed, one entry per path (paths never overlap). The store's thread hands the journal's changes
     /// over as the JSON a recording writes (made by the barrier, `json.c`); they become Swift values when read,

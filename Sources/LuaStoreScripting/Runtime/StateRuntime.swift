@@ -14,7 +14,7 @@ enum StateRuntime {
     enum Function: Int, CaseIterable {
         case reduce, reduceRun, runPosition, rollback, transform, setState, state, register, unregister, path, evaluate,
             subscriptions, flush, reset, markAllDirty, setChild, removeChild, childState, reduceChild, changes, collected, encoded,
-            setJournaling, setHistory, dropNewestHistory, dropOldestHistory, travel, truncateHistory
+            setJournaling, setHistory, dropNewestHistory, dropOldestHistory, travel, truncateHistory, valueAt, peek, search
     }
 
     /// Where `reduce` and `reduceRun` put their results (one layout for both): the position of the action the

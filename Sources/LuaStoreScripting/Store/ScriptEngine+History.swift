@@ -53,7 +53,7 @@ extension ScriptEngine {
     var historyPosition: UInt64? { traveling ? travelPosition : historySequences.last }
 
     /// Where the runtime's cursor goes for "just after entry `sequence`".
-    private func historyIndex(for sequence: UInt64) throws(ScriptFailure) -> Int64 {
+    func historyIndex(for sequence: UInt64) throws(ScriptFailure) -> Int64 {
         guard let first = historySequences.first, sequence >= first else {
             let kept = historySequences.first.map { "entries from \($0) on are kept" } ?? "no entry is kept (set historyEntries)"
             throw ScriptFailure(stage: .reduce, error: LuaError(.runtime, "journal entry \(sequence) is not in the history: \(kept)"))
@@ -70,7 +70,7 @@ extension ScriptEngine {
         return historyFirstIndex + Int64(low) - 1
     }
 
-    private func travel(to index: Int64) throws(ScriptFailure) {
+    func travel(to index: Int64) throws(ScriptFailure) {
         do {
             try vm.call(runtime[.travel], arguments: [.value(.integer(index))])
         } catch {
@@ -79,7 +79,7 @@ extension ScriptEngine {
         subscriptionsDirty = true
     }
 
-    private var newestIndex: Int64 { historyFirstIndex + Int64(historySequences.count) - 1 }
+    var newestIndex: Int64 { historyFirstIndex + Int64(historySequences.count) - 1 }
 
     func jump(to sequence: UInt64) throws(ScriptFailure) {
         let index = try historyIndex(for: sequence)
@@ -118,14 +118,6 @@ extension ScriptEngine {
 
     /// The state just after entry `sequence`, converted; the state is put back where it was.
     func state(at sequence: UInt64) throws(ScriptFailure) -> LuaValue {
-        let index = try historyIndex(for: sequence)
-        let here = traveling ? try historyIndex(for: travelPosition) : newestIndex
-        try travel(to: index)
-        defer { try? travel(to: here) }
-        do {
-            return try state()
-        } catch {
-            throw ScriptFailure(stage: .reduce, error: error)
-        }
+        try withState(at: sequence) { () throws(LuaError) in try state() }
     }
 }

@@ -57,6 +57,12 @@ extension ScriptEngine {
         while first <= last {
             let stop: (position: Int64, commands: LuaValue?, refused: Bool, dirty: Bool)
             reduceCrossings += 1
+            let started = journaling ? ContinuousClock.now : nil
+            /// Each action's share of the crossing's time, through `position`.
+            func share(through position: Int64) -> Duration {
+                guard let started else { return .zero }
+                return (ContinuousClock.now - started) / Int(max(1, position - first + 1))
+            }
             do {
                 stop = try vm.call(runtime[.reduceRun], arguments: [
                     .reference(app.reduce), .reference(list), .value(.integer(first)), .value(.integer(last)),
@@ -70,7 +76,7 @@ extension ScriptEngine {
                 }
             } catch {
                 let failed = (try? vm.call(runtime[.runPosition], arguments: []).first?.integer) ?? first
-                if journaling { journalRun(actions, first: first, through: failed, failed: (failed, error)) }
+                if journaling { journalRun(actions, first: first, through: failed, failed: (failed, error), duration: share(through: failed)) }
                 undoLastTransaction()
                 outcome.failures.append((Int(failed - 1), error))
                 outcome.applied = Int(failed)
@@ -80,18 +86,22 @@ extension ScriptEngine {
             let offset = Int(stop.position - 1)
             outcome.applied = offset + 1
             var failure: LuaError?
+            var returned: [ScriptEffect] = []
             if stop.refused {
                 failure = Self.refused(actions[actions.startIndex + offset])
             } else if let commands = stop.commands {
                 do {
-                    let effects = try effects(from: commands)
-                    if !effects.isEmpty { outcome.commands.append((offset, effects)) }
+                    returned = try effects(from: commands)
+                    if !returned.isEmpty { outcome.commands.append((offset, returned)) }
                 } catch {
                     failure = error
                 }
             }
             if let failure { outcome.failures.append((offset, failure)) }
-            if journaling { journalRun(actions, first: first, through: stop.position, failed: failure.map { (stop.position, $0) }) }
+            if journaling {
+                journalRun(actions, first: first, through: stop.position, failed: failure.map { (stop.position, $0) },
+                           commands: (stop.position, returned), duration: share(through: stop.position))
+            }
             if stop.dirty && app.subscriptions != nil {
                 subscriptionsDirty = true
                 break // the store diffs subscriptions before the next action
@@ -106,18 +116,21 @@ extension ScriptEngine {
 
     /// Journal entries for the actions at run positions `first...last` (position p is the action at offset p - 1);
     /// `failed` is the one that failed, if any (the last).
-    private func journalRun(_ actions: ArraySlice<LuaValue>, first: Int64, through last: Int64, failed: (Int64, LuaError)?) {
+    private func journalRun(_ actions: ArraySlice<LuaValue>, first: Int64, through last: Int64, failed: (Int64, LuaError)?,
+                            commands: (Int64, [ScriptEffect])? = nil, duration: Duration) {
         guard first <= last, last <= Int64(actions.count) else { return }
         let start = actions.startIndex + Int(first - 1)
         let committedEnd = actions.startIndex + Int((failed?.0 ?? last + 1) - 1)
         do {
-            try journalCommitted(actions[start..<max(start, min(committedEnd, actions.startIndex + Int(last)))], origin: .outside, from: first)
+            try journalCommitted(actions[start..<max(start, min(committedEnd, actions.startIndex + Int(last)))], origin: .outside,
+                                 from: first, commands: commands, duration: duration)
         } catch {
             report(ScriptFailure(stage: .reduce, error: LuaError(.runtime, "the journal could not read a run's changes: \(error.message)"), action: nil))
         }
         if let (position, error) = failed, position <= last {
             let action = actions[actions.startIndex + Int(position - 1)]
-            record(.action(action), origin: .outside, changes: [], failure: ScriptFailure(stage: .reduce, error: error, action: action))
+            record(.action(action), origin: .outside, changes: [], failure: ScriptFailure(stage: .reduce, error: error, action: action),
+                   duration: duration)
         }
     }
 }

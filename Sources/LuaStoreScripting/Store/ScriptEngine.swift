@@ -214,15 +214,16 @@ final class ScriptEngine {
         }
         guard journaling else { return try reduceAction(action) }
         let commands: [ScriptEffect]
+        let started = ContinuousClock.now
         do {
             commands = try reduceAction(action)
         } catch {
             record(.action(action), origin: JournalEntry.Origin(source), changes: [],
-                   failure: ScriptFailure(stage: .reduce, error: error, action: action))
+                   failure: ScriptFailure(stage: .reduce, error: error, action: action), duration: .now - started)
             throw error
         }
         do {
-            try journalCommitted([action], origin: JournalEntry.Origin(source), from: 1)
+            try journalCommitted([action], origin: JournalEntry.Origin(source), from: 1, commands: (1, commands), duration: .now - started)
         } catch {
             // A change that cannot be converted (the state is data: this is a bug of the runtime's, reported).
             undoLastTransaction(committed: true)
@@ -235,36 +236,43 @@ final class ScriptEngine {
 
     /// Journal entries for `actions`, committed at run positions `first`, `first + 1`, …, from the records the
     /// barrier wrote (`encodedJournal`); changes it left to Swift are read from the runtime's list.
-    func journalCommitted(_ actions: some Collection<LuaValue>, origin: JournalEntry.Origin, from first: Int64) throws(LuaError) {
+    /// `commands`: what the action at that position returned; `duration`: each action's share of the time.
+    func journalCommitted(_ actions: some Collection<LuaValue>, origin: JournalEntry.Origin, from first: Int64,
+                          commands: (position: Int64, [ScriptEffect])? = nil, duration: Duration = .zero) throws(LuaError) {
         var encoded = try encodedJournal()
         var converted: [Int64: [StateChange]]?
         var position = first
         for action in actions {
             defer { position += 1 }
             journalSequence += 1
-            guard let record = encoded.record(at: position) else {
-                deliver(JournalEntry(sequence: journalSequence, event: .action(action), origin: origin, changes: [], failure: nil,
-                                     scripts: app.digest), kept: true)
-                continue
+            var entry: JournalEntry
+            if let record = encoded.record(at: position) {
+                if record.changes != nil {
+                    entry = JournalEntry(sequence: journalSequence, action: action, origin: origin, encoded: record, scripts: app.digest)
+                } else {
+                    if converted == nil { converted = try collectedChanges() }
+                    entry = JournalEntry(sequence: journalSequence, event: .action(action), origin: origin,
+                                         changes: converted?[position] ?? [], failure: nil, scripts: app.digest)
+                }
+            } else {
+                entry = JournalEntry(sequence: journalSequence, event: .action(action), origin: origin, changes: [], failure: nil,
+                                     scripts: app.digest)
             }
-            guard record.changes == nil else {
-                deliver(JournalEntry(sequence: journalSequence, action: action, origin: origin, encoded: record, scripts: app.digest),
-                        kept: true)
-                continue
-            }
-            if converted == nil { converted = try collectedChanges() }
-            deliver(JournalEntry(sequence: journalSequence, event: .action(action), origin: origin,
-                                 changes: converted?[position] ?? [], failure: nil, scripts: app.digest), kept: true)
+            if let commands, commands.position == position { entry.commands = commands.1 }
+            entry.duration = duration
+            deliver(entry, kept: true)
         }
     }
 
     /// Hands a journal entry to whoever hears the journal. `kept`: the runtime kept a history entry for it
     /// (a committed action, a migration); by default, whether it did not fail.
     func record(_ event: JournalEntry.Event, origin: JournalEntry.Origin, changes: [StateChange], failure: ScriptFailure?,
-                kept: Bool? = nil) {
+                kept: Bool? = nil, duration: Duration = .zero) {
         journalSequence += 1
-        deliver(JournalEntry(sequence: journalSequence, event: event, origin: origin, changes: changes, failure: failure,
-                             scripts: app.digest), kept: kept ?? (failure == nil))
+        var entry = JournalEntry(sequence: journalSequence, event: event, origin: origin, changes: changes, failure: failure,
+                                 scripts: app.digest)
+        entry.duration = duration
+        deliver(entry, kept: kept ?? (failure == nil))
     }
 
     /// Hands `entry` (the next in sequence) to whoever hears the journal; `kept`: as for `record`.

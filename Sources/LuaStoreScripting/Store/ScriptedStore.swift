@@ -242,6 +242,52 @@ public final class ScriptedStore: Sendable {
         try await onThread { engine throws(ScriptFailure) in try engine.state(at: sequence) }
     }
 
+    // MARK: Inspecting (at any point the history keeps)
+
+    /// A page of the table at `path` in the state (see `StateSlice`): now (`at` nil), just after entry `at`, or
+    /// just before it (`before`: the state its reducer saw). `nil` when no table is there. Costs that table's
+    /// keys and the entries between here and there, never the whole state; nothing runs again.
+    public func inspect(_ path: [LuaKey] = [], at sequence: UInt64? = nil, before: Bool = false,
+                        offset: Int = 0, limit: Int = 200) async throws(ScriptFailure) -> StateSlice? {
+        try await onThread { engine throws(ScriptFailure) in
+            try engine.withState(at: sequence, before: before) { () throws(LuaError) in try engine.slice(path, offset: offset, limit: limit) }
+        }
+    }
+
+    /// The values at `paths` (nil where absent), converted, at the same points as `inspect`.
+    public func values(at paths: [[LuaKey]], at sequence: UInt64? = nil, before: Bool = false) async throws(ScriptFailure) -> [LuaValue] {
+        try await onThread { engine throws(ScriptFailure) in
+            try engine.withState(at: sequence, before: before) { () throws(LuaError) in
+                var values: [LuaValue] = []
+                for path in paths { values.append(try engine.value(at: path)) }
+                return values
+            }
+        }
+    }
+
+    /// Where `text` occurs (case-insensitive) in a key or a value of the state, at most `limit` places, at the
+    /// same points as `inspect`. Walks the whole state: for a person asking, not for every action.
+    public func search(_ text: String, at sequence: UInt64? = nil, limit: Int = 200) async throws(ScriptFailure) -> [StateMatch] {
+        try await onThread { engine throws(ScriptFailure) in
+            try engine.withState(at: sequence) { () throws(LuaError) in try engine.search(text, limit: limit) }
+        }
+    }
+
+    /// The props the scripts give for the state just after entry `sequence` (delivered to no one).
+    public func props(at sequence: UInt64) async throws(ScriptFailure) -> LuaValue {
+        try await onThread { engine throws(ScriptFailure) in
+            try engine.withState(at: sequence) { () throws(LuaError) in try engine.currentProps() }
+        }
+    }
+
+    /// Whether the store is showing a past point (after `jump(to:)`, until `resume()` or `rewind(to:)`), and
+    /// how many actions are held meanwhile.
+    public func travelStatus() async -> (traveling: Bool, held: Int) {
+        await withCheckedContinuation { continuation in
+            thread.async { [engine] in continuation.resume(returning: (engine.traveling, engine.held.count)) }
+        }
+    }
+
     private func onThread<T: Sendable>(_ body: @escaping @Sendable (ScriptEngine) throws(ScriptFailure) -> T) async throws(ScriptFailure) -> T {
         let result: Result<T, ScriptFailure> = await withCheckedContinuation { continuation in
             thread.async { [engine] in continuation.resume(returning: Result { () throws(ScriptFailure) -> T in try body(engine) }) }

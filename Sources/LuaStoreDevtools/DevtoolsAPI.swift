@@ -1,0 +1,495 @@
+import FlyingFox
+import Foundation
+import LuaKit
+import LuaStoreConcurrency
+import LuaStoreScripting
+
+/// The devtools' HTTP API and page (README, "Devtools", lists the routes). Every request passes `admit` first:
+/// the Host header must name this server (DNS rebinding), an Origin header must be this server's (other pages
+/// in the same browser), and the token must be there (a query item `token`, or the `X-Devtools-Token` header).
+/// Dispatch and time travel answer 423 until the page is unlocked.
+final class DevtoolsAPI: HTTPHandler, Sendable {
+    let store: ScriptedStore
+    let journal: DevtoolsJournal
+    let options: DevtoolsOptions
+    let token: String
+    private let port = Protected<UInt16>(0)
+    private let unlocked = Protected(false)
+    private let filters = Protected<FilterCache?>(nil)
+    private let start = Protected<(state: LuaValue, scripts: String, schemaVersion: Int64, sequence: UInt64)?>(nil)
+    let live: LiveClients
+
+    init(store: ScriptedStore, journal: DevtoolsJournal, options: DevtoolsOptions, token: String) {
+        self.store = store
+        self.journal = journal
+        self.options = options
+        self.token = token
+        self.live = LiveClients(journal: journal, queue: options.clientQueue)
+    }
+
+    func listening(on port: UInt16) {
+        self.port.withLock { $0 = port }
+        Task { [store, start] in
+            if let begun = try? await store.journalStart() { start.withLock { $0 = begun } }
+        }
+    }
+
+    // MARK: Admission
+
+    /// The Host header values that name this server.
+    private var hosts: Set<String> {
+        let port = self.port.withLock { $0 }
+        switch options.host {
+        case "127.0.0.1": return ["127.0.0.1:\(port)", "localhost:\(port)"]
+        case "::1": return ["[::1]:\(port)", "localhost:\(port)"]
+        default: return ["\(options.host.contains(":") ? "[\(options.host)]" : options.host):\(port)"]
+        }
+    }
+
+    /// Whether any Host is accepted (listening on every address: the token is the guard).
+    private var anyHost: Bool { options.host == "0.0.0.0" || options.host == "::" }
+
+    private func admit(_ request: HTTPRequest) -> HTTPResponse? {
+        let host = request.headers[HTTPHeader("Host")] ?? ""
+        guard anyHost || hosts.contains(host.lowercased()) else {
+            return Self.refusal(403, "the Host header \(host.isEmpty ? "is missing" : "'\(host)' does not name this server")")
+        }
+        if let origin = request.headers[HTTPHeader("Origin")], origin != "http://" + host {
+            return Self.refusal(403, "requests from the page at \(origin) are refused")
+        }
+        let given = request.query["token"] ?? request.headers[HTTPHeader("X-Devtools-Token")] ?? ""
+        guard Self.same(given, token) else {
+            return Self.refusal(401, given.isEmpty ? "a token is needed: open the address luastore printed" : "the token is wrong: open the address luastore printed")
+        }
+        return nil
+    }
+
+    /// Compares without stopping at the first difference.
+    private static func same(_ a: String, _ b: String) -> Bool {
+        let x = Array(a.utf8), y = Array(b.utf8)
+        var difference = UInt8(x.count == y.count ? 0 : 1)
+        for index in 0..<min(x.count, y.count) { difference |= x[index] ^ y[index] }
+        return difference == 0
+    }
+
+    // MARK: Routes
+
+    func handleRequest(_ request: HTTPRequest) async throws -> HTTPResponse {
+        if let refusal = admit(request) { return refusal }
+        let route = "\(request.method.rawValue) \(request.path)"
+        do {
+            switch route {
+            case "GET /": return page()
+            case "GET /api/live": return try await live.accept(request)
+            case "GET /api/session": return await session()
+            case "GET /api/entries": return try entries(request)
+            case "GET /api/entry": return try await entry(request)
+            case "GET /api/state": return try await state(request)
+            case "GET /api/search": return try await search(request)
+            case "GET /api/export": return try await export()
+            case "POST /api/unlock", "POST /api/lock":
+                unlocked.withLock { $0 = route.hasSuffix("unlock") }
+                await live.broadcastStatus(of: self)
+                return await session()
+            case "POST /api/dispatch", "POST /api/jump", "POST /api/resume", "POST /api/rewind":
+                guard unlocked.withLock({ $0 }) else {
+                    return Self.refusal(423, "dispatch and time travel are locked: unlock them on the page first")
+                }
+                return try await change(route, request)
+            default:
+                return Self.refusal(404, "no such route: \(route)")
+            }
+        } catch let failure as Refusal {
+            return Self.refusal(failure.status, failure.message)
+        } catch let failure as ScriptFailure {
+            return Self.refusal(409, "\(failure.error)")
+        }
+    }
+
+    struct Refusal: Error {
+        let status: Int
+        let message: String
+        init(_ status: Int, _ message: String) {
+            self.status = status
+            self.message = message
+        }
+    }
+
+    static func refusal(_ status: Int, _ message: String) -> HTTPResponse {
+        var body = #"{"error":"#
+        RecordingJSON.quote(message, into: &body)
+        body += "}"
+        return json(body, status: status)
+    }
+
+    static func json(_ body: String, status: Int = 200) -> HTTPResponse {
+        HTTPResponse(statusCode: HTTPStatusCode(status, phrase: phrase(status)),
+                     headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store",
+                               HTTPHeader("X-Content-Type-Options"): "nosniff"],
+                     body: Data(body.utf8))
+    }
+
+    private static func phrase(_ status: Int) -> String {
+        switch status {
+        case 200: "OK"
+        case 400: "Bad Request"
+        case 401: "Unauthorized"
+        case 403: "Forbidden"
+        case 404: "Not Found"
+        case 409: "Conflict"
+        case 413: "Content Too Large"
+        case 423: "Locked"
+        default: "Error"
+        }
+    }
+
+    private func page() -> HTTPResponse {
+        HTTPResponse(statusCode: .ok,
+                     headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store",
+                               HTTPHeader("Referrer-Policy"): "no-referrer",
+                               HTTPHeader("X-Content-Type-Options"): "nosniff",
+                               HTTPHeader("X-Frame-Options"): "DENY",
+                               HTTPHeader("Content-Security-Policy"):
+                                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src data:; frame-ancestors 'none'"],
+                     body: Data(DevtoolsPage.html(app: options.app).utf8))
+    }
+
+    // MARK: Reading
+
+    private func session() async -> HTTPResponse {
+        let bounds = journal.bounds
+        let history = await store.history()
+        let travel = await store.travelStatus()
+        var body = #"{"app":"#
+        RecordingJSON.quote(options.app, into: &body)
+        body += #","first":\#(bounds.first),"last":\#(bounds.last),"count":\#(bounds.count),"capacity":\#(journal.capacity)"#
+        body += #","history":{"first":\#(history.kept.first ?? 0),"last":\#(history.kept.last ?? 0),"at":\#(history.at ?? 0)}"#
+        body += #","traveling":\#(travel.traveling),"held":\#(travel.held),"unlocked":\#(unlocked.withLock { $0 })"#
+        body += #","types":["#
+        for (index, type) in journal.types.enumerated() {
+            if index > 0 { body += "," }
+            RecordingJSON.quote(type, into: &body)
+        }
+        body += "]}"
+        return Self.json(body)
+    }
+
+    private func entries(_ request: HTTPRequest) throws -> HTTPResponse {
+        let offset = Int(request.query["offset"] ?? "") ?? 0
+        let limit = min(500, Int(request.query["limit"] ?? "") ?? 100)
+        let filter = try EntryFilter(request.query)
+        var body = ""
+        if filter.isEmpty {
+            let bounds = journal.bounds
+            let kept = journal.entries(offset: offset, limit: limit)
+            body += #"{"total":\#(bounds.count),"offset":\#(offset),"entries":["#
+            for (index, item) in kept.enumerated() {
+                if index > 0 { body += "," }
+                Summary.write(item, into: &body)
+            }
+        } else {
+            let matches = matching(filter)
+            body += #"{"total":\#(matches.count),"offset":\#(offset),"entries":["#
+            var written = 0
+            for sequence in matches.dropFirst(offset).prefix(limit) {
+                guard let item = journal.entry(sequence) else { continue }
+                if written > 0 { body += "," }
+                Summary.write(item, into: &body)
+                written += 1
+            }
+        }
+        body += "]}"
+        return Self.json(body)
+    }
+
+    /// The sequences of the kept entries `filter` admits, oldest first: scanned once, then extended as entries
+    /// arrive (the last filter asked for is kept).
+    private func matching(_ filter: EntryFilter) -> [UInt64] {
+        let first = journal.bounds.first
+        return filters.withLock { cache in
+            if cache?.filter != filter { cache = FilterCache(filter: filter, scanned: 0, matches: []) }
+            for item in journal.entries(after: cache!.scanned) {
+                if filter.admits(item.entry) { cache!.matches.append(item.entry.sequence) }
+                cache!.scanned = item.entry.sequence
+            }
+            if let drop = cache!.matches.firstIndex(where: { $0 >= first }), drop > 0 { cache!.matches.removeFirst(drop) }
+            return cache!.matches
+        }
+    }
+
+    private func sequence(_ request: HTTPRequest, _ name: String = "seq") throws -> UInt64 {
+        guard let text = request.query[name], let value = UInt64(text) else {
+            throw Refusal(400, "'\(name)' must be an entry's sequence number")
+        }
+        return value
+    }
+
+    private func entry(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let sequence = try sequence(request)
+        guard let item = journal.entry(sequence) else {
+            throw Refusal(404, "entry \(sequence) is not kept (entries \(journal.bounds.first)–\(journal.bounds.last) are)")
+        }
+        var body = #"{"summary":"#
+        Summary.write(item, into: &body)
+        body += #","line":"#
+        body += (try? RecordingLine.entry(item.entry)) ?? "null"
+        body += #","commands":["#
+        for (index, command) in item.entry.commands.enumerated() {
+            if index > 0 { body += "," }
+            body += (try? RecordingJSON.encode(command.payload)) ?? "null"
+        }
+        body += "]"
+        let changes = item.entry.changes
+        if !changes.isEmpty {
+            do {
+                let before = try await store.values(at: changes.map(\.path), at: sequence, before: true)
+                body += #","before":["#
+                for (index, value) in before.enumerated() {
+                    if index > 0 { body += "," }
+                    body += (try? RecordingJSON.encode(value)) ?? "null"
+                }
+                body += "]"
+            } catch {
+                body += #","beforeNote":"#
+                RecordingJSON.quote("the values before are not kept: \(error.error.message)", into: &body)
+            }
+        }
+        do {
+            let props = try await store.props(at: sequence)
+            body += #","props":"#
+            body += (try? RecordingJSON.encode(props)) ?? "null"
+        } catch {
+            body += #","propsNote":"#
+            RecordingJSON.quote("\(error.error.message)", into: &body)
+        }
+        body += "}"
+        return Self.json(body)
+    }
+
+    /// `seq` (absent: now), `before` (1: just before the entry), `path` (a JSON list of keys), `offset`, `limit`.
+    private func point(_ request: HTTPRequest) throws -> (sequence: UInt64?, before: Bool) {
+        let sequence: UInt64? = request.query["seq"] == nil ? nil : try self.sequence(request)
+        return (sequence, request.query["before"] == "1")
+    }
+
+    private func state(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let (sequence, before) = try point(request)
+        let path = try Self.path(request.query["path"] ?? "[]")
+        let offset = Int(request.query["offset"] ?? "") ?? 0
+        let limit = min(1000, Int(request.query["limit"] ?? "") ?? 200)
+        guard let slice = try await store.inspect(path, at: sequence, before: before, offset: offset, limit: limit) else {
+            throw Refusal(404, "no table at \(LuaPath.render(root: "state", keys: path))")
+        }
+        var body = #"{"count":\#(slice.count),"offset":\#(slice.offset),"items":["#
+        for (index, item) in slice.items.enumerated() {
+            if index > 0 { body += "," }
+            body += #"{"key":"#
+            body += (try? RecordingJSON.encode(item.key.value)) ?? "null"
+            if let size = item.size {
+                body += #","size":\#(size)"#
+            } else if let value = item.value {
+                body += #","value":"#
+                body += (try? RecordingJSON.encode(value)) ?? "null"
+            }
+            body += "}"
+        }
+        body += "]}"
+        return Self.json(body)
+    }
+
+    private func search(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let (sequence, _) = try point(request)
+        guard let text = request.query["q"], !text.isEmpty else { throw Refusal(400, "'q' must be the text to look for") }
+        let matches = try await store.search(text, at: sequence, limit: 200)
+        var body = #"{"matches":["#
+        for (index, match) in matches.enumerated() {
+            if index > 0 { body += "," }
+            body += #"{"path":"#
+            body += (try? RecordingJSON.encode(.table(LuaTable(array: match.path.map(\.value))))) ?? "[]"
+            if let value = match.value {
+                body += #","value":"#
+                body += (try? RecordingJSON.encode(value)) ?? "null"
+            }
+            body += "}"
+        }
+        body += "]}"
+        return Self.json(body)
+    }
+
+    static func path(_ text: String) throws -> [LuaKey] {
+        let value: LuaValue
+        do {
+            value = try RecordingJSON.decode(text: Substring(text))
+        } catch {
+            throw Refusal(400, "'path' must be a JSON list of keys: \(error)")
+        }
+        if value == .nil || value.table?.array.isEmpty == true && value.table?.fieldCount == 0 { return [] }
+        guard let table = value.table, table.fieldCount == 0 else { throw Refusal(400, "'path' must be a JSON list of keys") }
+        var keys: [LuaKey] = []
+        for element in table.array {
+            guard let key = LuaKey(exactly: element) else { throw Refusal(400, "'path' holds \(element), which is not a key") }
+            keys.append(key)
+        }
+        return keys
+    }
+
+    /// The session as a recording (`luastore replay` reads it): a header with the state before the first kept
+    /// entry, then every kept entry.
+    private func export() async throws -> HTTPResponse {
+        guard let begun = start.withLock({ $0 }) else { throw Refusal(409, "the session's start is not known yet") }
+        let bounds = journal.bounds
+        var header = begun
+        if bounds.count > 0, bounds.first > begun.sequence + 1 {
+            do {
+                header.state = try await store.values(at: [[]], at: bounds.first, before: true)[0]
+            } catch {
+                throw Refusal(409, "the state before entry \(bounds.first), the oldest kept, is no longer kept: \(error.error.message)")
+            }
+        }
+        var text = try RecordingLine.header(app: options.app, start: header) + "\n"
+        var offset = 0
+        while true {
+            let batch = journal.entries(offset: offset, limit: 4096)
+            if batch.isEmpty { break }
+            for item in batch where item.entry.sequence > begun.sequence {
+                text += try RecordingLine.entry(item.entry)
+                text += "\n"
+            }
+            offset += batch.count
+        }
+        return HTTPResponse(statusCode: .ok,
+                            headers: [.contentType: "application/x-ndjson", .cacheControl: "no-store",
+                                      .contentDisposition: "attachment; filename=\"\(options.app).luastore-recording.jsonl\""],
+                            body: Data(text.utf8))
+    }
+
+    // MARK: Changing (unlocked only)
+
+    private func change(_ route: String, _ request: HTTPRequest) async throws -> HTTPResponse {
+        switch route {
+        case "POST /api/dispatch":
+            let body = try await Self.body(of: request, limit: options.bodyLimit)
+            let action: LuaValue
+            do {
+                action = try LuaJSON.parse(String(decoding: body, as: UTF8.self))
+            } catch {
+                throw Refusal(400, "the action is \(error)")
+            }
+            guard action["type"].string != nil else { throw Refusal(400, "an action must be a JSON object with a string \"type\"") }
+            store.dispatch(action)
+            await store.barrier()
+        case "POST /api/jump":
+            try await store.jump(to: try sequence(request))
+        case "POST /api/rewind":
+            try await store.rewind(to: try sequence(request))
+        default:
+            await store.resume()
+        }
+        await live.broadcastStatus(of: self)
+        return await session()
+    }
+
+    /// The request's body, refused past `limit` bytes (by its declared length, or as it arrives).
+    static func body(of request: HTTPRequest, limit: Int) async throws -> [UInt8] {
+        if let length = request.headers[.contentLength].flatMap(Int.init), length > limit {
+            throw Refusal(413, "the body is \(length) bytes; at most \(limit) are accepted")
+        }
+        var bytes: [UInt8] = []
+        for try await chunk in request.bodySequence {
+            bytes.append(contentsOf: chunk)
+            if bytes.count > limit { throw Refusal(413, "the body is over \(limit) bytes, the most accepted") }
+        }
+        return bytes
+    }
+
+    /// What a status message says (live).
+    func statusJSON() async -> String {
+        let travel = await store.travelStatus()
+        let history = await store.history()
+        return #"{"type":"status","traveling":\#(travel.traveling),"held":\#(travel.held),"at":\#(history.at ?? 0),"unlocked":\#(unlocked.withLock { $0 })}"#
+    }
+}
+
+/// Which entries the timeline shows: by action type, by text (in the type, the action or the failure), by a
+/// path some change touched (at it, above it or below it), failures only.
+struct EntryFilter: Equatable {
+    var type: String?
+    var text: String?
+    var path: [LuaKey]?
+    var failed = false
+
+    init(_ query: [HTTPRequest.QueryItem]) throws {
+        type = query["type"].flatMap { $0.isEmpty ? nil : $0 }
+        text = query["text"].flatMap { $0.isEmpty ? nil : $0.lowercased() }
+        if let path = query["path"], !path.isEmpty { self.path = try DevtoolsAPI.path(path) }
+        failed = query["failed"] == "1"
+    }
+
+    var isEmpty: Bool { type == nil && text == nil && path == nil && !failed }
+
+    func admits(_ entry: JournalEntry) -> Bool {
+        if failed, entry.failure == nil { return false }
+        if let type, entry.action?["type"].string != type { return false }
+        if let path {
+            guard entry.changes.contains(where: { change in
+                let shared = min(change.path.count, path.count)
+                return change.path.prefix(shared) == path.prefix(shared)
+            }) else { return false }
+        }
+        if let text {
+            let action = entry.action.flatMap { try? RecordingJSON.encode($0) } ?? ""
+            let failure = entry.failure.map { "\($0.error)" } ?? ""
+            guard action.lowercased().contains(text) || failure.lowercased().contains(text) else { return false }
+        }
+        return true
+    }
+}
+
+struct FilterCache {
+    var filter: EntryFilter
+    var scanned: UInt64
+    var matches: [UInt64]
+}
+
+/// A timeline row: sequence, kind, type, origin, time, cost, changes, commands, failure, scripts.
+enum Summary {
+    static func write(_ item: DevtoolsJournal.Kept, into body: inout String) {
+        let entry = item.entry
+        body += #"{"seq":\#(entry.sequence),"kind":"#
+        switch entry.event {
+        case .action(let action):
+            body += #""action","type":"#
+            RecordingJSON.quote(action["type"].string ?? "?", into: &body)
+        case .reload(let from, let to):
+            body += #""reload","from":\#(from),"to":\#(to)"#
+        case .failedReload:
+            body += #""failedReload""#
+        }
+        body += #","origin":"#
+        switch entry.origin {
+        case .outside: body += #""outside""#
+        case .child: body += #""child""#
+        case .reload: body += #""reload""#
+        case .effect(let kind, let subscription):
+            body += #"{"effect":"#
+            RecordingJSON.quote(kind, into: &body)
+            if let subscription {
+                body += #","subscription":"#
+                RecordingJSON.quote(subscription, into: &body)
+            }
+            body += "}"
+        }
+        let nanoseconds = entry.duration.components.seconds * 1_000_000_000 + entry.duration.components.attoseconds / 1_000_000_000
+        body += #","time":\#(Int64(item.time)),"ns":\#(nanoseconds),"changes":\#(entry.changeCount),"commands":\#(entry.commands.count)"#
+        if let failure = entry.failure {
+            body += #","failure":{"stage":"\#(failure.stage.rawValue)","message":"#
+            RecordingJSON.quote(failure.error.message, into: &body)
+            if let location = failure.error.location {
+                body += #","location":"#
+                RecordingJSON.quote(location, into: &body)
+            }
+            body += "}"
+        }
+        body += #","scripts":"\#(entry.scripts)"}"#
+    }
+}

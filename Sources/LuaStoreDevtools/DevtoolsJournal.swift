@@ -1,0 +1,134 @@
+import Foundation
+import LuaKit
+import LuaStoreConcurrency
+import LuaStoreScripting
+
+/// What the devtools keep of the session: the newest journal entries (a bounded ring), each with the time it
+/// arrived, and the open pages to tell of new ones. The store's thread only appends (`hear`); pages are told at
+/// most every `interval`, a batch at a time, and only while a page is open.
+public final class DevtoolsJournal: Sendable {
+    /// One kept entry and when it arrived (milliseconds since 1970).
+    struct Kept: Sendable {
+        let entry: JournalEntry
+        let time: Double
+    }
+
+    private struct Ring {
+        var items: [Kept] = []
+        /// Where the oldest kept entry is in `items` (the ones before are dropped in blocks).
+        var start = 0
+        var dropped = 0
+        var types: Set<String> = []
+        var count: Int { items.count - start }
+    }
+
+    /// At most this many entries are kept (the oldest go first).
+    public let capacity: Int
+    /// How long after an entry pages hear of it, at most.
+    let interval: Duration
+    private let ring = Protected(Ring())
+    private let scheduled = Protected(false)
+    private let listeners = Protected<[Int: @Sendable () -> Void]>([:])
+    private let nextListener = Protected(0)
+
+    public init(capacity: Int = 100_000, interval: Duration = .milliseconds(40)) {
+        self.capacity = max(1, capacity)
+        self.interval = interval
+    }
+
+    /// Keeps `entry` (the journal's hook: `ScriptedStoreOptions.journal`). Quick: an append under a lock.
+    public func hear(_ entry: JournalEntry) {
+        let time = Date().timeIntervalSince1970 * 1000
+        let capacity = self.capacity
+        ring.withLock { ring in
+            ring.items.append(Kept(entry: entry, time: time))
+            if case .action(let action) = entry.event, let type = action["type"].string, ring.types.count < 1000 {
+                ring.types.insert(type)
+            }
+            if ring.count > capacity {
+                ring.start += ring.count - capacity
+                ring.dropped = Int(ring.items[ring.start].entry.sequence) - 1
+                if ring.start > capacity / 8 + 64 {
+                    ring.items.removeFirst(ring.start)
+                    ring.start = 0
+                }
+            }
+        }
+        guard listeners.withLock({ !$0.isEmpty }) else { return }
+        let schedule = scheduled.withLock { scheduled in
+            defer { scheduled = true }
+            return !scheduled
+        }
+        if schedule {
+            let interval = self.interval
+            Task { [weak self] in
+                try? await Task.sleep(for: interval)
+                self?.tellListeners()
+            }
+        }
+    }
+
+    private func tellListeners() {
+        scheduled.withLock { $0 = false }
+        for listener in listeners.withLock({ Array($0.values) }) { listener() }
+    }
+
+    /// Calls `body` (on some thread) at most every `interval` while entries arrive; returns its id for `remove`.
+    func listen(_ body: @escaping @Sendable () -> Void) -> Int {
+        let id = nextListener.withLock { id in
+            defer { id += 1 }
+            return id
+        }
+        listeners.withLock { $0[id] = body }
+        return id
+    }
+
+    func removeListener(_ id: Int) {
+        listeners.withLock { $0[id] = nil }
+    }
+
+    // MARK: Reading
+
+    /// The sequence of the oldest kept entry and of the newest (0, 0 when none), and how many entries were dropped.
+    var bounds: (first: UInt64, last: UInt64, count: Int) {
+        ring.withLock { ring in
+            guard ring.count > 0 else { return (0, 0, 0) }
+            return (ring.items[ring.start].entry.sequence, ring.items[ring.items.count - 1].entry.sequence, ring.count)
+        }
+    }
+
+    /// The action types seen so far (at most 1,000), sorted.
+    var types: [String] { ring.withLock { $0.types.sorted() } }
+
+    /// The kept entry with this sequence number.
+    func entry(_ sequence: UInt64) -> Kept? {
+        ring.withLock { ring in
+            guard ring.count > 0 else { return nil }
+            let first = ring.items[ring.start].entry.sequence
+            guard sequence >= first else { return nil }
+            let index = ring.start + Int(sequence - first)
+            guard index < ring.items.count, ring.items[index].entry.sequence == sequence else { return nil }
+            return ring.items[index]
+        }
+    }
+
+    /// The kept entries from the `offset`th (0: the oldest) on, at most `limit`.
+    func entries(offset: Int, limit: Int) -> [Kept] {
+        ring.withLock { ring in
+            let from = ring.start + max(0, offset)
+            let to = min(ring.items.count, from + max(0, limit))
+            return from < to ? Array(ring.items[from..<to]) : []
+        }
+    }
+
+    /// Every kept entry with a sequence after `sequence`, oldest first (for a filter catching up).
+    func entries(after sequence: UInt64) -> [Kept] {
+        ring.withLock { ring in
+            guard ring.count > 0 else { return [] }
+            let first = ring.items[ring.start].entry.sequence
+            let skip = sequence >= first ? Int(sequence - first + 1) : 0
+            let from = ring.start + skip
+            return from < ring.items.count ? Array(ring.items[from...]) : []
+        }
+    }
+}

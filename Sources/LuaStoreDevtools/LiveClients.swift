@@ -1,0 +1,114 @@
+import FlyingFox
+import Foundation
+import LuaStoreConcurrency
+import LuaStoreScripting
+
+/// The open pages' live streams (WebSocket `/api/live`). Each page gets, at most every `DevtoolsJournal.interval`
+/// while entries arrive, one message: how many entries are kept and the newest of them (at most `tail`) —
+/// never the whole history; the page pages in the rest when it scrolls. Each page's queue holds `queue`
+/// messages: a page that falls further behind (a stalled tab, a slow link) is dropped, and told why, so an open
+/// page never slows the store or grows the server's memory.
+final class LiveClients: Sendable {
+    private struct Client {
+        let continuation: AsyncStream<WSMessage>.Continuation
+        var sent: UInt64
+    }
+
+    static let tail = 100
+    private let journal: DevtoolsJournal
+    private let queue: Int
+    private let clients = Protected<[Int: Client]>([:])
+    private let nextID = Protected(0)
+    private let listener = Protected<Int?>(nil)
+
+    init(journal: DevtoolsJournal, queue: Int) {
+        self.journal = journal
+        self.queue = max(2, queue)
+    }
+
+    func accept(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let handler = WebSocketHTTPHandler(handler: MessageFrameWSHandler(handler: Session(clients: self)))
+        return try await handler.handleRequest(request)
+    }
+
+    /// One page's socket: what it sends is read and ignored (the page talks over HTTP); the stream to it is
+    /// bounded.
+    private struct Session: WSMessageHandler {
+        let clients: LiveClients
+
+        func makeMessages(for client: AsyncStream<WSMessage>) async throws -> AsyncStream<WSMessage> {
+            let (stream, continuation) = AsyncStream.makeStream(of: WSMessage.self, bufferingPolicy: .bufferingNewest(clients.queue))
+            let id = clients.add(continuation)
+            Task {
+                for await _ in client {}
+                clients.remove(id)
+            }
+            continuation.onTermination = { [clients] _ in clients.remove(id) }
+            return stream
+        }
+    }
+
+    private func add(_ continuation: AsyncStream<WSMessage>.Continuation) -> Int {
+        let id = nextID.withLock { id in
+            defer { id += 1 }
+            return id
+        }
+        clients.withLock { $0[id] = Client(continuation: continuation, sent: 0) }
+        listener.withLock { listening in
+            if listening == nil { listening = journal.listen { [weak self] in self?.send() } }
+        }
+        send()
+        return id
+    }
+
+    private func remove(_ id: Int) {
+        let empty = clients.withLock { clients in
+            clients[id] = nil
+            return clients.isEmpty
+        }
+        if empty {
+            listener.withLock { listening in
+                if let id = listening, clients.withLock({ $0.isEmpty }) {
+                    journal.removeListener(id)
+                    listening = nil
+                }
+            }
+        }
+    }
+
+    /// Tells every page what arrived since it last heard.
+    func send() {
+        let bounds = journal.bounds
+        let tail = journal.entries(offset: max(0, bounds.count - Self.tail), limit: Self.tail)
+        var dropped: [Int] = []
+        clients.withLock { clients in
+            for (id, var client) in clients where client.sent < bounds.last || client.sent == 0 {
+                var body = #"{"type":"entries","first":\#(bounds.first),"last":\#(bounds.last),"count":\#(bounds.count),"tail":["#
+                var written = 0
+                for item in tail where item.entry.sequence > client.sent {
+                    if written > 0 { body += "," }
+                    Summary.write(item, into: &body)
+                    written += 1
+                }
+                body += "]}"
+                client.sent = max(bounds.last, 1)
+                clients[id] = client
+                if case .dropped = client.continuation.yield(.text(body)) { dropped.append(id) }
+            }
+            for id in dropped {
+                guard let client = clients.removeValue(forKey: id) else { continue }
+                client.continuation.yield(.text(#"{"type":"dropped","reason":"this page fell more than \#(queue) messages behind the store and was disconnected; reload it to catch up"}"#))
+                client.continuation.yield(.close(.policyViolation))
+                client.continuation.finish()
+            }
+        }
+    }
+
+    /// Tells every page the store's time-travel and lock status.
+    func broadcastStatus(of api: DevtoolsAPI) async {
+        let status = await api.statusJSON()
+        clients.withLock { clients in
+            for client in clients.values { client.continuation.yield(.text(status)) }
+        }
+    }
+}

@@ -1,0 +1,128 @@
+import LuaKit
+
+/// A shallow look at one table of the state: how many keys it has and a page of them, in display order
+/// (numbers ascending, then strings, then `false`, `true`), each with its value — or, for a table, its size.
+/// What a state tree shows when a node opens (`ScriptedStore.inspect`): the cost is that table's keys, never
+/// the whole state.
+public struct StateSlice: Sendable, Equatable {
+    /// One key of the table.
+    public struct Item: Sendable, Equatable {
+        public var key: LuaKey
+        /// The value; `nil` when it is a table (then `size` says how many keys it has).
+        public var value: LuaValue?
+        /// The number of keys of a table value.
+        public var size: Int?
+    }
+
+    /// The path of the table from the root of the state.
+    public var path: [LuaKey]
+    /// How many keys the table has in all.
+    public var count: Int
+    /// The keys from `offset` on (at most the limit asked for).
+    public var items: [Item]
+    /// Where `items` starts among the keys in display order.
+    public var offset: Int
+}
+
+/// A place in the state where a search found its text: the path, and the value there (`nil` for a table).
+public struct StateMatch: Sendable, Equatable {
+    public var path: [LuaKey]
+    public var value: LuaValue?
+}
+
+// Inspecting the state at any kept point of the history (the devtools): the state moves there, is read, and
+// moves back — what the entries in between changed, never the state's size — and no reducer or effect runs.
+extension ScriptEngine {
+    /// Where the runtime's cursor goes for "just before entry `sequence`": the state its reducer saw.
+    func historyIndex(before sequence: UInt64) throws(ScriptFailure) -> Int64 {
+        if let position = historySequences.binarySearch(sequence) {
+            return historyFirstIndex + Int64(position) - 1
+        }
+        return try historyIndex(for: sequence) // (a failed entry changed nothing)
+    }
+
+    /// Runs `body` with the state as it was just after entry `sequence` (or just before, `before`), then
+    /// puts the state back; `nil` is where the state is now. Readers are not told (nothing is flushed).
+    func withState<T>(at sequence: UInt64?, before: Bool = false, _ body: () throws(LuaError) -> T) throws(ScriptFailure) -> T {
+        guard let sequence else {
+            do { return try body() } catch { throw ScriptFailure(stage: .reduce, error: error) }
+        }
+        let index = before ? try historyIndex(before: sequence) : try historyIndex(for: sequence)
+        let here = traveling ? try historyIndex(for: travelPosition) : newestIndex
+        try travel(to: index)
+        defer { try? travel(to: here) }
+        do {
+            return try body()
+        } catch {
+            throw ScriptFailure(stage: .reduce, error: error)
+        }
+    }
+
+    func slice(_ path: [LuaKey], offset: Int, limit: Int) throws(LuaError) -> StateSlice? {
+        try vm.call(runtime[.peek], arguments: [
+            .value(Self.list(path)), .value(.integer(Int64(max(0, offset)))), .value(.integer(Int64(max(0, limit)))),
+        ]) { results throws(LuaError) -> StateSlice? in
+            guard let count = results.integer(1) else { return nil }
+            let keys = try results.value(2, root: "keys")
+            let values = try results.value(3, root: "values")
+            let tables = try results.value(4, root: "tables")
+            var items: [StateSlice.Item] = []
+            var position: Int64 = 1
+            while let key = LuaKey(exactly: keys[.integer(position)]) {
+                let value = values[.integer(position)]
+                if tables[.integer(position)] == .boolean(true) {
+                    items.append(StateSlice.Item(key: key, value: nil, size: value.integer.map(Int.init)))
+                } else {
+                    items.append(StateSlice.Item(key: key, value: value, size: nil))
+                }
+                position += 1
+            }
+            return StateSlice(path: path, count: Int(count), items: items, offset: max(0, offset))
+        }
+    }
+
+    func value(at path: [LuaKey]) throws(LuaError) -> LuaValue {
+        try vm.call(runtime[.valueAt], arguments: [.value(Self.list(path))]) { results throws(LuaError) in
+            try results.value(1, root: LuaPath.render(root: "state", keys: path))
+        }
+    }
+
+    func search(_ text: String, limit: Int) throws(LuaError) -> [StateMatch] {
+        try vm.call(runtime[.search], arguments: [.value(.string(text)), .value(.integer(Int64(limit)))]) { results throws(LuaError) in
+            let count = results.integer(1) ?? 0
+            let paths = try results.value(2, root: "paths")
+            let values = try results.value(3, root: "values")
+            var matches: [StateMatch] = []
+            for position in stride(from: Int64(1), through: count, by: 1) {
+                var path: [LuaKey] = []
+                var depth: Int64 = 1
+                while let key = LuaKey(exactly: paths[.integer(position)][.integer(depth)]) {
+                    path.append(key)
+                    depth += 1
+                }
+                let value = values[.integer(position)]
+                matches.append(StateMatch(path: path, value: value == .nil ? nil : value))
+            }
+            return matches
+        }
+    }
+
+    /// The props the app's scripts give for the state now (not delivered to anyone).
+    func propsNow() throws(LuaError) -> LuaValue { try currentProps() }
+
+    static func list(_ path: [LuaKey]) -> LuaValue {
+        .table(LuaTable(array: path.map(\.value)))
+    }
+}
+
+extension Array where Element == UInt64 {
+    /// The position of `value` in this ascending array, if it is there.
+    func binarySearch(_ value: UInt64) -> Int? {
+        var low = 0, high = count
+        while low < high {
+            let middle = (low + high) / 2
+            if self[middle] < value { low = middle + 1 } else { high = middle }
+        }
+        return low < count && self[low] == value ? low : nil
+    }
+}
