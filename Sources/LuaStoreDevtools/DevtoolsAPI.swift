@@ -386,7 +386,29 @@ final class DevtoolsAPI: HTTPHandler, Sendable {
             await store.resume()
         }
         await live.broadcastStatus(of: self)
+        if await store.travelStatus().traveling { watchHeld() }
         return await session()
+    }
+
+    private let watchingHeld = Protected(false)
+
+    /// While the store shows a past point, actions that arrive are held, which the journal does not hear of:
+    /// pages are told of the count as it grows (looked at every 100 ms, only while traveling).
+    private func watchHeld() {
+        guard watchingHeld.withLock({ watching in defer { watching = true }; return !watching }) else { return }
+        Task { [weak self] in
+            var told = 0
+            while let self {
+                let status = await self.store.travelStatus()
+                guard status.traveling else { break }
+                if status.held != told {
+                    told = status.held
+                    await self.live.broadcastStatus(of: self)
+                }
+                try? await Task.sleep(for: .milliseconds(100))
+            }
+            self?.watchingHeld.withLock { $0 = false }
+        }
     }
 
     /// The request's body, refused past `limit` bytes (by its declared length, or as it arrives).

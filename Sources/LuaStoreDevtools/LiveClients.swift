@@ -11,7 +11,8 @@ import LuaStoreScripting
 final class LiveClients: Sendable {
     private struct Client {
         let continuation: AsyncStream<WSMessage>.Continuation
-        var sent: UInt64
+        /// The newest entry it was told of (nil: none yet, not even the count).
+        var sent: UInt64?
     }
 
     static let tail = 100
@@ -37,15 +38,21 @@ final class LiveClients: Sendable {
         let clients: LiveClients
 
         func makeMessages(for client: AsyncStream<WSMessage>) async throws -> AsyncStream<WSMessage> {
-            let (stream, continuation) = AsyncStream.makeStream(of: WSMessage.self, bufferingPolicy: .bufferingNewest(clients.queue))
-            let id = clients.add(continuation)
+            let (stream, id) = clients.open()
             Task {
                 for await _ in client {}
                 clients.remove(id)
             }
-            continuation.onTermination = { [clients] _ in clients.remove(id) }
             return stream
         }
+    }
+
+    /// A new page's stream (bounded: `queue` messages), told at once what is kept.
+    func open() -> (AsyncStream<WSMessage>, Int) {
+        let (stream, continuation) = AsyncStream.makeStream(of: WSMessage.self, bufferingPolicy: .bufferingNewest(queue))
+        let id = add(continuation)
+        continuation.onTermination = { [weak self] _ in self?.remove(id) }
+        return (stream, id)
     }
 
     private func add(_ continuation: AsyncStream<WSMessage>.Continuation) -> Int {
@@ -53,7 +60,7 @@ final class LiveClients: Sendable {
             defer { id += 1 }
             return id
         }
-        clients.withLock { $0[id] = Client(continuation: continuation, sent: 0) }
+        clients.withLock { $0[id] = Client(continuation: continuation, sent: nil) }
         listener.withLock { listening in
             if listening == nil { listening = journal.listen { [weak self] in self?.send() } }
         }
@@ -61,7 +68,7 @@ final class LiveClients: Sendable {
         return id
     }
 
-    private func remove(_ id: Int) {
+    func remove(_ id: Int) {
         let empty = clients.withLock { clients in
             clients[id] = nil
             return clients.isEmpty
@@ -81,26 +88,27 @@ final class LiveClients: Sendable {
         let bounds = journal.bounds
         let tail = journal.entries(offset: max(0, bounds.count - Self.tail), limit: Self.tail)
         var dropped: [Int] = []
-        clients.withLock { clients in
-            for (id, var client) in clients where client.sent < bounds.last || client.sent == 0 {
+        let gone = clients.withLock { clients -> [Client] in
+            for (id, var client) in clients where client.sent.map({ $0 < bounds.last }) ?? true {
                 var body = #"{"type":"entries","first":\#(bounds.first),"last":\#(bounds.last),"count":\#(bounds.count),"tail":["#
                 var written = 0
-                for item in tail where item.entry.sequence > client.sent {
+                for item in tail where item.entry.sequence > client.sent ?? 0 {
                     if written > 0 { body += "," }
                     Summary.write(item, into: &body)
                     written += 1
                 }
                 body += "]}"
-                client.sent = max(bounds.last, 1)
+                client.sent = bounds.last
                 clients[id] = client
                 if case .dropped = client.continuation.yield(.text(body)) { dropped.append(id) }
             }
-            for id in dropped {
-                guard let client = clients.removeValue(forKey: id) else { continue }
-                client.continuation.yield(.text(#"{"type":"dropped","reason":"this page fell more than \#(queue) messages behind the store and was disconnected; reload it to catch up"}"#))
-                client.continuation.yield(.close(.policyViolation))
-                client.continuation.finish()
-            }
+            return dropped.compactMap { clients.removeValue(forKey: $0) }
+        }
+        // (Outside the lock: finishing a stream calls its termination handler, which takes the lock.)
+        for client in gone {
+            client.continuation.yield(.text(#"{"type":"dropped","reason":"this page fell more than \#(queue) messages behind the store and was disconnected; reload it to catch up"}"#))
+            client.continuation.yield(.close(.policyViolation))
+            client.continuation.finish()
         }
     }
 

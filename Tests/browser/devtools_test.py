@@ -1,0 +1,122 @@
+"""The devtools page in a real browser: Debian's Chromium, driven by Playwright (pinned in requirements.txt).
+
+Starts the built `luastore run Tests/browser/app --devtools 0` with its actions coming from a pipe this test
+writes, opens the address it prints, and checks what a user sees: actions arriving live, an old action's diff
+and state, dispatch from the page once unlocked, jump and resume. Saves a screenshot (README shows it).
+
+Usage: python3 Tests/browser/devtools_test.py BINARY SCREENSHOT
+Exit status 0 when every check passed; every wait is bounded.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+
+from playwright.sync_api import expect, sync_playwright
+
+BINARY, SCREENSHOT = sys.argv[1], sys.argv[2]
+TIMEOUT_MS = 20_000
+
+
+def start_app():
+    process = subprocess.Popen(
+        [BINARY, "run", os.path.join(os.path.dirname(os.path.abspath(__file__)), "app"), "--actions", "-",
+         "--format", "json", "--devtools", "0"],
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    found = {}
+
+    def read_errors():
+        for line in process.stderr:
+            match = re.match(r"devtools: (http://\S+)", line)
+            if match and "url" not in found:
+                found["url"] = match.group(1)
+    threading.Thread(target=read_errors, daemon=True).start()
+    deadline = time.time() + 30
+    while "url" not in found:
+        if time.time() > deadline or process.poll() is not None:
+            raise SystemExit("luastore did not print its devtools address")
+        time.sleep(0.05)
+    return process, found["url"]
+
+
+def send(process, action):
+    process.stdin.write(json.dumps(action) + "\n")
+    process.stdin.flush()
+
+
+def main():
+    expect.set_options(timeout=TIMEOUT_MS)
+    process, url = start_app()
+    try:
+        for title in ["Buy milk", "Walk the dog", "Write the report"]:
+            send(process, {"type": "add", "title": title})
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
+            page = browser.new_page(viewport={"width": 1280, "height": 760})
+            page.set_default_timeout(TIMEOUT_MS)
+            failures = []
+            page.on("pageerror", lambda error: failures.append(str(error)))
+            page.goto(url)
+
+            # Actions arrive live: the three sent before, then one sent while the page is open.
+            rows = page.locator("#timeline .row")
+            expect(rows).to_have_count(3)
+            send(process, {"type": "toggle", "id": 2})
+            expect(rows).to_have_count(4)
+            expect(page.locator("#status")).to_contain_text("live · 4 entries")
+
+            # An old action: its diff (path, before, after) and the state at that point.
+            page.locator('#timeline .row[data-seq="2"]').click()
+            expect(page.locator("#action")).to_contain_text('"Walk the dog"')
+            expect(page.locator("#diff")).to_contain_text("state.todos[2]")
+            expect(page.locator("#state-tree")).to_contain_text("todos")
+            page.locator("#state-tree .key", has_text="todos").click()
+            expect(page.locator("#state-tree")).to_contain_text("{3}")  # (the todos table: 2 todos… and its fields)
+            expect(page.locator("#props")).to_contain_text("Walk the dog")
+            expect(page.locator("#props")).not_to_contain_text("Write the report")
+
+            # Dispatch from the page, once unlocked.
+            expect(page.locator("#dispatch-button")).to_be_disabled()
+            page.locator("#lock").click()
+            expect(page.locator("#dispatch-button")).to_be_enabled()
+            page.locator("#dispatch-text").fill(json.dumps({"type": "add", "title": "From the page"}))
+            page.locator("#dispatch-button").click()
+            expect(rows.filter(has_text="add")).to_have_count(4)
+            expect(page.locator("#status")).to_contain_text("5 entries")
+
+            # Jump back, see the app's props there, hold a live action, resume.
+            page.locator('#timeline .row[data-seq="1"]').click()
+            page.locator("#jump").click()
+            expect(page.locator("#status")).to_contain_text("time travel: showing #1")
+            send(process, {"type": "add", "title": "Held while traveling"})
+            expect(page.locator("#status")).to_contain_text("1 action(s) held")
+            page.screenshot(path=SCREENSHOT)
+            page.locator("#resume").click()
+            expect(page.locator("#status")).to_contain_text("live · 6 entries")
+            page.locator('#timeline .row[data-seq="6"]').click()
+            expect(page.locator("#action")).to_contain_text("Held while traveling")
+
+            # A failing action is marked, with its message and line.
+            send(process, {"type": "rename", "id": 99})
+            failed = page.locator("#timeline .row.failed")
+            expect(failed).to_have_count(1)
+            failed.click()
+            expect(page.locator("#failure")).to_contain_text("failed")
+
+            if failures:
+                raise SystemExit("the page raised: " + "; ".join(failures))
+            browser.close()
+        print("devtools browser test: every check passed; screenshot at " + SCREENSHOT)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+if __name__ == "__main__":
+    main()

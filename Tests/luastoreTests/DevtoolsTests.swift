@@ -1,0 +1,400 @@
+import Foundation
+import Glibc
+import LuaKit
+@testable import LuaStoreDevtools
+import LuaStoreScripting
+import LuaStoreTestSupport
+import Testing
+
+/// The devtools' API over real HTTP on 127.0.0.1 (requests written on a socket, so that Host and Origin are
+/// exactly what a test says), a real WebSocket, a real scripted store.
+@Suite struct DevtoolsTests {
+    static let app = """
+        local app = {}
+        function app.init() return { count = 0, items = {}, name = "start" } end
+        function app.reduce(state, action)
+          if action.type == "add" then
+            state.count = state.count + 1
+            state.items[#state.items + 1] = { n = state.count }
+          elseif action.type == "rename" then state.name = action.name
+          elseif action.type == "boom" then error("boom at " .. state.count)
+          end
+        end
+        function app.props(state) return { count = state.count, name = state.name } end
+        return app
+        """
+
+    /// A store with the devtools on, and its server.
+    struct Session {
+        let store: ScriptedStore
+        let server: DevtoolsServer
+        let token: String
+
+        func get(_ target: String, headers: [String: String] = [:], token: String? = nil) async throws -> RawHTTP.Response {
+            let (port, token) = (server.port, token ?? self.token)
+            return try await offPool { try RawHTTP.request("GET", target, port: port, headers: headers, token: token) }
+        }
+
+        func post(_ target: String, body: String = "", token: String? = nil) async throws -> RawHTTP.Response {
+            let (port, token) = (server.port, token ?? self.token)
+            return try await offPool { try RawHTTP.request("POST", target, port: port, body: body, token: token) }
+        }
+
+        func stop() async {
+            await server.stop()
+            store.shutdown()
+        }
+    }
+
+    static func start(keep: Int = 1000, clientQueue: Int = 64) async throws -> Session {
+        let folder = try CLI.makeApp(app)
+        let journal = DevtoolsJournal(capacity: keep)
+        var options = ScriptedStoreOptions(log: { _ in }, failures: { _ in })
+        options.journal = { journal.hear($0) }
+        options.historyEntries = keep
+        let store = try await ScriptedStore(app: folder, options: options)
+        var settings = DevtoolsOptions()
+        settings.app = "demo"
+        settings.clientQueue = clientQueue
+        settings.bodyLimit = 4096
+        let server = try await DevtoolsServer.start(store: store, journal: journal, options: settings)
+        let token = String(server.url.split(separator: "=").last ?? "")
+        #expect(server.url.hasPrefix("http://127.0.0.1:\(server.port)/?token="))
+        #expect(token.count == 32)
+        return Session(store: store, server: server, token: token)
+    }
+
+    static func json(_ response: RawHTTP.Response) throws -> [String: Any] {
+        try #require(JSONSerialization.jsonObject(with: Data(response.body.utf8)) as? [String: Any], "\(response.body)")
+    }
+
+    @Test func everyRequestNeedsTheTokenAndThisServersHostAndOrigin() async throws {
+        let session = try await Self.start()
+        defer { Task { await session.stop() } }
+        #expect(try await session.get("/api/session").status == 200)
+        #expect(try await session.get("/?token=\(session.token)", token: "").status == 200)
+        let page = try await session.get("/?token=\(session.token)", token: "")
+        #expect(page.body.contains("<title>LuaStore devtools</title>"))
+        #expect(page.headers["content-security-policy"]?.contains("default-src 'none'") == true)
+
+        let missing = try await session.get("/api/session", token: "")
+        #expect(missing.status == 401)
+        #expect(missing.body.contains("a token is needed"))
+        #expect(try await session.get("/api/session", token: String(repeating: "0", count: 32)).status == 401)
+        #expect(try await session.get("/", token: "").status == 401) // the page too
+
+        let rebound = try await session.get("/api/session", headers: ["Host": "attacker.example:\(session.server.port)"])
+        #expect(rebound.status == 403)
+        #expect(rebound.body.contains("does not name this server"))
+        #expect(try await session.get("/api/session", headers: ["Host": "localhost:\(session.server.port)"]).status == 200)
+        let foreign = try await session.get("/api/session", headers: ["Origin": "http://attacker.example"])
+        #expect(foreign.status == 403)
+        #expect(foreign.body.contains("http://attacker.example"))
+        #expect(try await session.get("/api/session", headers: ["Origin": "http://127.0.0.1:\(session.server.port)"]).status == 200)
+        #expect(try await session.get("/api/nothing").status == 404)
+    }
+
+    @Test func theTimelineIsPagedAndFilteredOnTheServer() async throws {
+        let session = try await Self.start()
+        defer { Task { await session.stop() } }
+        for _ in 0..<240 { session.store.dispatch(["type": "add"]) }
+        session.store.dispatch(["type": "boom"])
+        session.store.dispatch(["type": "rename", "name": "Zed"])
+        await session.store.barrier()
+
+        let page = try Self.json(try await session.get("/api/entries?offset=200&limit=100"))
+        #expect(page["total"] as? Int == 242)
+        let entries = try #require(page["entries"] as? [[String: Any]])
+        #expect(entries.count == 42)
+        #expect(entries.first?["seq"] as? Int == 201)
+        #expect(entries.first?["type"] as? String == "add")
+        #expect(entries.first?["changes"] as? Int == 2)
+
+        let failed = try Self.json(try await session.get("/api/entries?failed=1"))
+        #expect(failed["total"] as? Int == 1)
+        let failure = try #require((failed["entries"] as? [[String: Any]])?.first?["failure"] as? [String: Any])
+        #expect((failure["message"] as? String)?.contains("boom at 240") == true)
+        #expect((failure["location"] as? String)?.contains("app.lua:8") == true)
+
+        let renamed = try Self.json(try await session.get("/api/entries?path=%5B%22name%22%5D")) // ["name"]
+        #expect(renamed["total"] as? Int == 1)
+        let byText = try Self.json(try await session.get("/api/entries?text=zed"))
+        #expect(byText["total"] as? Int == 1)
+        let item = try Self.json(try await session.get("/api/entries?path=%5B%22items%22%2C7%5D")) // ["items",7]
+        #expect(item["total"] as? Int == 1)
+        #expect((item["entries"] as? [[String: Any]])?.first?["seq"] as? Int == 7)
+        let byType = try Self.json(try await session.get("/api/entries?type=add&limit=0"))
+        #expect(byType["total"] as? Int == 240)
+        #expect(try await session.get("/api/entries?path=%5Bnope").status == 400)
+    }
+
+    @Test func anEntryShowsItsDiffItsPropsAndTheStateAtThatPoint() async throws {
+        let session = try await Self.start()
+        defer { Task { await session.stop() } }
+        for _ in 0..<5 { session.store.dispatch(["type": "add"]) }
+        await session.store.barrier()
+
+        let entry = try Self.json(try await session.get("/api/entry?seq=3"))
+        let line = try #require(entry["line"] as? [String: Any])
+        #expect((line["action"] as? [String: Any])?["type"] as? String == "add")
+        let changes = try #require(line["changes"] as? [[Any]])
+        #expect(changes.count == 2)
+        let before = try #require(entry["before"] as? [Any])
+        let paths = changes.map { ($0[0] as? [Any])?.map { "\($0)" }.joined(separator: ".") ?? "" }
+        let count = try #require(paths.firstIndex(of: "count"))
+        #expect(before[count] as? Int == 2)
+        #expect(changes[count][1] as? Int == 3)
+        let added = try #require(paths.firstIndex(of: "items.3"))
+        #expect(before[added] is NSNull)
+        #expect((entry["props"] as? [String: Any])?["count"] as? Int == 3)
+
+        let root = try Self.json(try await session.get("/api/state?seq=3"))
+        #expect(root["count"] as? Int == 3)
+        let items = try #require((root["items"] as? [[String: Any]])?.first { $0["key"] as? String == "items" })
+        #expect(items["size"] as? Int == 3)
+        let earlier = try Self.json(try await session.get("/api/state?seq=3&before=1&path=%5B%22items%22%5D"))
+        #expect(earlier["count"] as? Int == 2)
+        let paged = try Self.json(try await session.get("/api/state?path=%5B%22items%22%5D&offset=3&limit=10"))
+        #expect(paged["count"] as? Int == 5)
+        #expect((paged["items"] as? [[String: Any]])?.map { $0["key"] as? Int } == [4, 5])
+        #expect(try await session.get("/api/state?path=%5B%22name%22%5D").status == 404)
+        #expect(try await session.get("/api/entry?seq=999").status == 404)
+
+        let found = try Self.json(try await session.get("/api/search?q=star"))
+        #expect((found["matches"] as? [[String: Any]])?.first?["value"] as? String == "start")
+        // (The store was put back where it was: now is still the newest state.)
+        #expect(try await session.store.state()["count"] == 5)
+    }
+
+    @Test func dispatchAndTimeTravelWaitForTheUnlockAndHoldLiveActions() async throws {
+        let session = try await Self.start()
+        defer { Task { await session.stop() } }
+        for _ in 0..<10 { session.store.dispatch(["type": "add"]) }
+        await session.store.barrier()
+
+        let locked = try await session.post("/api/dispatch", body: #"{"type":"add"}"#)
+        #expect(locked.status == 423)
+        #expect(try await session.post("/api/jump?seq=2").status == 423)
+        #expect(try await session.post("/api/unlock").status == 200)
+        #expect(try await session.post("/api/dispatch", body: #"{"type":"add"}"#).status == 200)
+        #expect(try await session.store.state()["count"] == 11)
+        let malformed = try await session.post("/api/dispatch", body: #"{"type":}"#)
+        #expect(malformed.status == 400)
+        #expect(malformed.body.contains("column"))
+        #expect(try await session.post("/api/dispatch", body: #"{"kind":"add"}"#).status == 400)
+        let large = try await session.post("/api/dispatch", body: #"{"type":"rename","name":""# + String(repeating: "x", count: 5000) + #""}"#)
+        #expect(large.status == 413)
+
+        let jumped = try Self.json(try await session.post("/api/jump?seq=4"))
+        #expect(jumped["traveling"] as? Bool == true)
+        #expect(try await session.store.props()["count"] == 4)
+        session.store.dispatch(["type": "add"]) // held while traveling
+        await session.store.barrier()
+        #expect(try Self.json(try await session.get("/api/session"))["held"] as? Int == 1)
+        #expect(try await session.post("/api/jump?seq=999").status == 409)
+
+        let resumed = try Self.json(try await session.post("/api/resume"))
+        #expect(resumed["traveling"] as? Bool == false)
+        await session.store.barrier()
+        #expect(try await session.store.state()["count"] == 12)
+
+        #expect(try await session.post("/api/rewind?seq=5").status == 200)
+        #expect(try await session.store.state()["count"] == 5)
+        #expect(try await session.post("/api/lock").status == 200)
+        #expect(try await session.post("/api/resume").status == 423)
+    }
+
+    @Test func theExportIsARecordingOfTheKeptSession() async throws {
+        let session = try await Self.start(keep: 50)
+        defer { Task { await session.stop() } }
+        try await Task.sleep(for: .milliseconds(50)) // (the server notes the session's start as it starts)
+        for _ in 0..<80 { session.store.dispatch(["type": "add"]) }
+        await session.store.barrier()
+        let export = try await session.get("/api/export")
+        #expect(export.status == 200)
+        let lines = export.body.split(separator: "\n")
+        #expect(lines.count == 51) // a header, then the 50 entries kept
+        let header = try #require(JSONSerialization.jsonObject(with: Data(lines[0].utf8)) as? [String: Any])
+        #expect(header["format"] as? String == "luastore-recording")
+        #expect((header["state"] as? [String: Any])?["count"] as? Int == 30) // the state before entry 31
+        #expect(lines[1].hasPrefix(#"{"seq":31,"#))
+    }
+
+    @Test func thePageHearsNewEntriesOverTheLiveSocket() async throws {
+        let session = try await Self.start()
+        defer { Task { await session.stop() } }
+        let port = session.server.port, token = session.token
+        let socket = try await offPool { try RawWebSocket(port: port, target: "/api/live?token=\(token)") }
+        defer { socket.close() }
+        let first = try await offPool { try socket.readText() }
+        #expect(first.contains(#""type":"entries""#))
+        session.store.dispatch(["type": "rename", "name": "live"])
+        var heard = ""
+        for _ in 0..<5 where !heard.contains(#""type":"rename""#) { heard = try await offPool { try socket.readText() } }
+        #expect(heard.contains(#""type":"rename""#))
+        #expect(heard.contains(#""last":1"#))
+        await #expect(throws: (any Error).self) { try await offPool { try RawWebSocket(port: port, target: "/api/live?token=wrong") } }
+    }
+
+    @Test func aPageThatFallsBehindIsDroppedAndToldWhy() async throws {
+        let journal = DevtoolsJournal(capacity: 100, interval: .milliseconds(1))
+        let clients = LiveClients(journal: journal, queue: 3)
+        let (stream, _) = clients.open() // (never read until the end: a stalled page)
+        for sequence in 1...40 {
+            journal.hear(JournalEntry(sequence: UInt64(sequence), event: .action(["type": "add"]), origin: .outside, changes: [],
+                                      failure: nil, scripts: "0"))
+            clients.send()
+        }
+        var messages: [String] = []
+        for await message in stream {
+            if case .text(let text) = message { messages.append(text) }
+        }
+        #expect(messages.count <= 4)
+        #expect(messages.last?.contains(#""type":"dropped""#) == true)
+        #expect(messages.last?.contains("fell more than 3 messages behind") == true)
+    }
+}
+
+/// Runs blocking socket work on a thread of its own, off Swift's cooperative pool (where the server runs: on
+/// two cores a blocked pool thread would starve it).
+func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
+    }
+}
+
+/// HTTP/1.1 over a plain socket, every read bounded by a timeout.
+enum RawHTTP {
+    struct Response {
+        var status: Int
+        var headers: [String: String]
+        var body: String
+    }
+
+    static func request(_ method: String, _ target: String, port: UInt16, headers: [String: String] = [:], body: String = "",
+                        token: String) throws -> Response {
+        let socket = try RawSocket(port: port)
+        defer { socket.close() }
+        var fields = ["Host": "127.0.0.1:\(port)", "Connection": "close", "Content-Length": "\(body.utf8.count)"]
+        if !token.isEmpty { fields["X-Devtools-Token"] = token }
+        fields.merge(headers) { $1 }
+        var text = "\(method) \(target) HTTP/1.1\r\n"
+        for (name, value) in fields { text += "\(name): \(value)\r\n" }
+        text += "\r\n" + body
+        try socket.write(text)
+        // The head, then as many bytes as Content-Length says (the server may keep the connection open).
+        var bytes: [UInt8] = []
+        var headEnd: Range<Int>?
+        while headEnd == nil {
+            bytes += try socket.readSome()
+            headEnd = bytes.firstRange(of: Array("\r\n\r\n".utf8))
+        }
+        let head = String(decoding: bytes[..<headEnd!.lowerBound], as: UTF8.self).split(separator: "\r\n")
+        let status = Int(head.first?.split(separator: " ").dropFirst().first ?? "") ?? 0
+        var parsed: [String: String] = [:]
+        for line in head.dropFirst() {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            parsed[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
+        let length = Int(parsed["content-length"] ?? "0") ?? 0
+        while bytes.count - headEnd!.upperBound < length { bytes += try socket.readSome() }
+        let response = String(decoding: bytes[headEnd!.upperBound...], as: UTF8.self)
+        return Response(status: status, headers: parsed, body: response)
+    }
+}
+
+/// A WebSocket client for tests: the upgrade, then unmasked text frames from the server, read with a timeout.
+final class RawWebSocket: @unchecked Sendable { // (used by one thread at a time)
+    private let socket: RawSocket
+    private var pending: [UInt8] = []
+
+    init(port: UInt16, target: String) throws {
+        socket = try RawSocket(port: port)
+        try socket.write("GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                         + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+        while true {
+            pending += try socket.readSome()
+            if let end = pending.firstRange(of: Array("\r\n\r\n".utf8)) {
+                let head = String(decoding: pending[..<end.lowerBound], as: UTF8.self)
+                pending.removeSubrange(..<end.upperBound)
+                guard head.hasPrefix("HTTP/1.1 101") else { throw RawSocket.Failure("not upgraded: \(head)") }
+                return
+            }
+        }
+    }
+
+    func readText() throws -> String {
+        while true {
+            if pending.count >= 2 {
+                var length = Int(pending[1] & 0x7f)
+                var start = 2
+                if length == 126, pending.count >= 4 {
+                    length = Int(pending[2]) << 8 | Int(pending[3])
+                    start = 4
+                } else if length == 127, pending.count >= 10 {
+                    length = (2..<10).reduce(0) { $0 << 8 | Int(pending[$1]) }
+                    start = 10
+                }
+                if length < 126 || start > 2, pending.count >= start + length {
+                    let opcode = pending[0] & 0x0f
+                    let payload = Array(pending[start..<(start + length)])
+                    pending.removeSubrange(..<(start + length))
+                    if opcode == 1 { return String(decoding: payload, as: UTF8.self) }
+                    if opcode == 8 { throw RawSocket.Failure("closed") }
+                    continue
+                }
+            }
+            pending += try socket.readSome()
+        }
+    }
+
+    func close() { socket.close() }
+}
+
+final class RawSocket {
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    private let descriptor: Int32
+
+    init(port: UInt16) throws {
+        descriptor = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw Failure("socket: \(errno)") }
+        var timeout = timeval(tv_sec: 15, tv_usec: 0)
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else {
+            Glibc.close(descriptor)
+            throw Failure("connect: \(errno)")
+        }
+    }
+
+    func write(_ text: String) throws {
+        let bytes = Array(text.utf8)
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress! + offset, $0.count - offset) }
+            guard written > 0 else { throw Failure("write: \(errno)") }
+            offset += written
+        }
+    }
+
+    /// What arrives next (at least a byte); an error at the end of the stream or after 15 s of silence.
+    func readSome() throws -> [UInt8] {
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        let count = buffer.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
+        guard count > 0 else { throw Failure(count == 0 ? "the connection ended" : "read: \(errno) (a timeout?)") }
+        return Array(buffer[..<count])
+    }
+
+    func close() { Glibc.close(descriptor) }
+}
