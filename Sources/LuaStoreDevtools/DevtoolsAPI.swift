@@ -87,6 +87,8 @@ final class DevtoolsAPI: HTTPHandler, Sendable {
             case "GET /api/state": return try await state(request)
             case "GET /api/search": return try await search(request)
             case "GET /api/export": return try await export()
+            case "GET /api/first": return try await firstEntry(request)
+            case "POST /api/replay": return try await replay()
             case "POST /api/unlock", "POST /api/lock":
                 unlocked.withLock { $0 = route.hasSuffix("unlock") }
                 await live.broadcastStatus(of: self)
@@ -313,6 +315,43 @@ final class DevtoolsAPI: HTTPHandler, Sendable {
             body += "}"
         }
         body += "]}"
+        return Self.json(body)
+    }
+
+    /// `where`: a Lua expression on `state`; the first kept entry after which it holds.
+    private func firstEntry(_ request: HTTPRequest) async throws -> HTTPResponse {
+        guard let expression = request.query["where"], !expression.isEmpty else {
+            throw Refusal(400, "'where' must be a Lua expression on the state, such as state.count > 3")
+        }
+        do {
+            switch try await store.firstEntry(where: expression) {
+            case .start: return Self.json(#"{"result":"start"}"#)
+            case .entry(let sequence): return Self.json(#"{"result":"entry","seq":\#(sequence)}"#)
+            case .never(let checked): return Self.json(#"{"result":"never","checked":\#(checked)}"#)
+            }
+        } catch {
+            throw Refusal(400, "the condition failed: \(error.error)")
+        }
+    }
+
+    private func replay() async throws -> HTTPResponse {
+        let report = try await DevtoolsReplay.run(store: store, journal: journal, start: start.withLock { $0?.state })
+        var body = #"{"replayed":\#(report.replayed),"propsCompared":\#(report.propsCompared),"matches":\#(report.divergence == nil)"#
+        if let divergence = report.divergence {
+            body += #","divergence":{"seq":\#(divergence.sequence),"what":"\#(divergence.what)","action":"#
+            body += (try? RecordingJSON.encode(divergence.action)) ?? "null"
+            body += #","scripts":{"then":"\#(divergence.scripts.then)","now":"\#(divergence.scripts.now)"},"differences":["#
+            for (index, difference) in divergence.differences.enumerated() {
+                if index > 0 { body += "," }
+                body += #"{"path":"#
+                RecordingJSON.quote(difference.path, into: &body)
+                if let then = difference.then { body += #","then":"# + ((try? RecordingJSON.encode(then)) ?? "null") }
+                if let now = difference.now { body += #","now":"# + ((try? RecordingJSON.encode(now)) ?? "null") }
+                body += "}"
+            }
+            body += "]}"
+        }
+        body += "}"
         return Self.json(body)
     }
 

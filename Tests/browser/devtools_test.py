@@ -2,7 +2,8 @@
 
 Starts the built `luastore run Tests/browser/app --devtools 0` with its actions coming from a pipe this test
 writes, opens the address it prints, and checks what a user sees: actions arriving live, an old action's diff
-and state, dispatch from the page once unlocked, jump and resume. Saves a screenshot (README shows it).
+and state, dispatch from the page once unlocked, jump and resume, a failure, the first entry where a condition
+holds, and after the scripts change on disk (`--watch`), the session replayed with them and its first divergence. Saves a screenshot (README shows it).
 
 Usage: python3 Tests/browser/devtools_test.py BINARY SCREENSHOT
 Exit status 0 when every check passed; every wait is bounded.
@@ -10,7 +11,9 @@ Exit status 0 when every check passed; every wait is bounded.
 import json
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 import sys
 import threading
 import time
@@ -21,10 +24,13 @@ BINARY, SCREENSHOT = sys.argv[1], sys.argv[2]
 TIMEOUT_MS = 20_000
 
 
+APP = os.path.join(tempfile.mkdtemp(prefix="luastore-devtools-"), "app")
+shutil.copytree(os.path.join(os.path.dirname(os.path.abspath(__file__)), "app"), APP)
+
+
 def start_app():
     process = subprocess.Popen(
-        [BINARY, "run", os.path.join(os.path.dirname(os.path.abspath(__file__)), "app"), "--actions", "-",
-         "--format", "json", "--devtools", "0"],
+        [BINARY, "run", APP, "--actions", "-", "--format", "json", "--devtools", "0", "--watch"],
         stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     found = {}
 
@@ -93,7 +99,6 @@ def main():
             expect(page.locator("#status")).to_contain_text("time travel: showing #1")
             send(process, {"type": "add", "title": "Held while traveling"})
             expect(page.locator("#status")).to_contain_text("1 action(s) held")
-            page.screenshot(path=SCREENSHOT)
             page.locator("#resume").click()
             expect(page.locator("#status")).to_contain_text("live · 6 entries")
             page.locator('#timeline .row[data-seq="6"]').click()
@@ -105,6 +110,28 @@ def main():
             expect(failed).to_have_count(1)
             failed.click()
             expect(page.locator("#failure")).to_contain_text("failed")
+
+            # The first entry after which a condition on the state holds.
+            page.locator("#first-where").fill("#state.todos >= 4")
+            page.locator("#first-where").press("Enter")
+            expect(page.locator("#message")).to_contain_text("first holds after #5")
+            expect(page.locator("#timeline .row.selected")).to_have_attribute("data-seq", "5")
+
+            # A reload, then the session replayed with the new scripts: the first action they change is shown.
+            path = os.path.join(APP, "app.lua")
+            with open(path) as file:
+                source = file.read()
+            with open(path + ".new", "w") as file:
+                file.write(source.replace("state.nextId = state.nextId + 1", "state.nextId = state.nextId + 10"))
+            os.replace(path + ".new", path)
+            expect(page.locator("#timeline .row.reload")).to_have_count(1)
+            expect(page.locator("#replay")).to_have_class(re.compile("attention"))
+            page.locator("#replay").click()
+            expect(page.locator("#replay-summary")).to_contain_text("diverge at action #1 (changes)")
+            expect(page.locator("#replay-result")).to_contain_text("state.nextId")
+            expect(page.locator("#timeline .row.diverged")).to_have_count(1)
+            expect(page.locator("#diff")).to_be_visible()
+            page.screenshot(path=SCREENSHOT)
 
             if failures:
                 raise SystemExit("the page raised: " + "; ".join(failures))

@@ -46,8 +46,8 @@ import Testing
         }
     }
 
-    static func start(keep: Int = 1000, clientQueue: Int = 64) async throws -> Session {
-        let folder = try CLI.makeApp(app)
+    static func start(keep: Int = 1000, clientQueue: Int = 64, folder: URL? = nil) async throws -> Session {
+        let folder = try folder ?? CLI.makeApp(app)
         let journal = DevtoolsJournal(capacity: keep)
         var options = ScriptedStoreOptions(log: { _ in }, failures: { _ in })
         options.journal = { journal.hear($0) }
@@ -234,6 +234,62 @@ import Testing
         #expect(heard.contains(#""type":"rename""#))
         #expect(heard.contains(#""last":1"#))
         await #expect(throws: (any Error).self) { try await offPool { try RawWebSocket(port: port, target: "/api/live?token=wrong") } }
+    }
+
+    @Test func theFirstEntryAfterWhichAConditionHoldsIsFound() async throws {
+        let session = try await Self.start()
+        defer { Task { await session.stop() } }
+        for _ in 0..<30 { session.store.dispatch(["type": "add"]) }
+        await session.store.barrier()
+        let found = try Self.json(try await session.get("/api/first?where=state.count%20%3E%3D%2017")) // state.count >= 17
+        #expect(found["result"] as? String == "entry")
+        #expect(found["seq"] as? Int == 17)
+        #expect(try Self.json(try await session.get("/api/first?where=state.name%20%3D%3D%20%22start%22"))["result"] as? String == "start")
+        let never = try Self.json(try await session.get("/api/first?where=state.count%20%3E%20100"))
+        #expect(never["result"] as? String == "never")
+        #expect(never["checked"] as? Int == 31)
+        let broken = try await session.get("/api/first?where=state.count%20%3E")
+        #expect(broken.status == 400)
+        #expect(broken.body.contains("condition"))
+        let writing = try await session.get("/api/first?where=(function()%20state.count%20%3D%200%20end)()") // a write
+        #expect(writing.status == 400)
+        #expect(try await session.store.state()["count"] == 30) // nothing written, the state put back
+    }
+
+    @Test func replayingWithTheCurrentScriptsFindsTheFirstDivergence() async throws {
+        let folder = try CLI.makeApp(Self.app)
+        let session = try await Self.start(folder: folder)
+        defer { Task { await session.stop() } }
+        try await Task.sleep(for: .milliseconds(50))
+        for _ in 0..<4 { session.store.dispatch(["type": "add"]) }
+        session.store.dispatch(["type": "rename", "name": "Ada"])
+        for _ in 0..<3 { session.store.dispatch(["type": "add"]) }
+        await session.store.barrier()
+        let same = try Self.json(try await session.post("/api/replay"))
+        #expect(same["matches"] as? Bool == true)
+        #expect(same["replayed"] as? Int == 8)
+
+        // The scripts change how `rename` works (and nothing else): the sixth action, not the first, diverges.
+        let changed = Self.app.replacingOccurrences(of: "state.name = action.name", with: "state.name = string.upper(action.name)")
+        try Data(changed.utf8).write(to: folder.appendingPathComponent("app.lua"))
+        let report = try Self.json(try await session.post("/api/replay"))
+        #expect(report["matches"] as? Bool == false)
+        let divergence = try #require(report["divergence"] as? [String: Any])
+        #expect(divergence["seq"] as? Int == 5)
+        #expect(divergence["what"] as? String == "changes")
+        let difference = try #require((divergence["differences"] as? [[String: Any]])?.first)
+        #expect(difference["path"] as? String == "state.name")
+        #expect(difference["then"] as? String == "Ada")
+        #expect(difference["now"] as? String == "ADA")
+
+        // Props alone: the same changes, other props.
+        let props = Self.app.replacingOccurrences(of: "name = state.name }", with: "name = state.name, shout = state.count > 6 }")
+        try Data(props.utf8).write(to: folder.appendingPathComponent("app.lua"))
+        let byProps = try Self.json(try await session.post("/api/replay"))
+        let propsDivergence = try #require(byProps["divergence"] as? [String: Any])
+        #expect(propsDivergence["what"] as? String == "props")
+        #expect(propsDivergence["seq"] as? Int == 1)
+        #expect((propsDivergence["differences"] as? [[String: Any]])?.first?["path"] as? String == "props.shout")
     }
 
     @Test func aPageThatFallsBehindIsDroppedAndToldWhy() async throws {

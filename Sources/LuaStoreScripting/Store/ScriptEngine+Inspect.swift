@@ -126,3 +126,72 @@ extension Array where Element == UInt64 {
         return low < count && self[low] == value ? low : nil
     }
 }
+
+// Questions asked of the whole kept history (the devtools): the state moves forward an entry at a time — what
+// each entry changed — and is put back after.
+extension ScriptEngine {
+    /// The props after each of `sequences` (ascending), or why they could not be computed there.
+    func props(along sequences: [UInt64]) throws(ScriptFailure) -> [Result<LuaValue, LuaError>] {
+        guard !sequences.isEmpty else { return [] }
+        let here = traveling ? try historyIndex(for: travelPosition) : newestIndex
+        defer { try? travel(to: here) }
+        var props: [Result<LuaValue, LuaError>] = []
+        props.reserveCapacity(sequences.count)
+        for sequence in sequences {
+            try travel(to: try historyIndex(for: sequence))
+            props.append(Result { () throws(LuaError) in try currentProps() })
+        }
+        return props
+    }
+
+    /// The first kept entry after which `expression` (Lua, reading `state`, as props do: read-only) holds — is
+    /// neither nil nor false — going forward from the oldest kept state. `.start` when it already holds before
+    /// the oldest kept entry. An expression that fails names itself and its line.
+    func firstEntry(where expression: String) throws(ScriptFailure) -> ConditionResult {
+        let condition: LuaReference
+        do {
+            condition = try vm.load("local state = ...\nreturn (\n" + expression + "\n)", chunkName: "=condition")
+        } catch {
+            throw ScriptFailure(stage: .selector, error: error)
+        }
+        let id: Int64 = -2
+        let here = traveling ? try historyIndex(for: travelPosition) : newestIndex
+        do {
+            try vm.call(runtime[.register], arguments: [.value(.integer(id)), .reference(condition)])
+        } catch {
+            throw ScriptFailure(stage: .selector, error: error)
+        }
+        defer {
+            _ = try? vm.call(runtime[.unregister], arguments: [.value(.integer(id))])
+            try? travel(to: here)
+        }
+        func holds() throws(ScriptFailure) -> Bool {
+            do {
+                return try vm.call(runtime[.evaluate], arguments: [.value(.integer(id))]) { results throws(LuaError) in
+                    !(results.isNil(1) || results.boolean(1) == false)
+                }
+            } catch {
+                _ = try? vm.call(runtime[.reset], arguments: [])
+                throw ScriptFailure(stage: .selector, error: error)
+            }
+        }
+        guard !historySequences.isEmpty else { return .never(checked: 0) }
+        try travel(to: historyFirstIndex - 1)
+        if try holds() { return .start }
+        for (position, sequence) in historySequences.enumerated() {
+            try travel(to: historyFirstIndex + Int64(position))
+            if try holds() { return .entry(sequence) }
+        }
+        return .never(checked: historySequences.count + 1)
+    }
+}
+
+/// Where a condition on the state first held (`ScriptedStore.firstEntry(where:)`).
+public enum ConditionResult: Sendable, Equatable {
+    /// It already held before the oldest kept entry.
+    case start
+    /// It first held just after this entry.
+    case entry(UInt64)
+    /// It held at none of the `checked` points.
+    case never(checked: Int)
+}

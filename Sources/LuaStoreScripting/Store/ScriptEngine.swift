@@ -108,7 +108,7 @@ final class ScriptEngine {
 
     /// Loads the app in `folder`, runs `init`, and sets up the runtime. On this VM's thread.
     init(folder: URL, thread: LuaThread, limits: LuaLimits, log: @escaping @Sendable (String) -> Void,
-         report: @escaping @Sendable (ScriptFailure) -> Void) throws(ScriptFailure) {
+         report: @escaping @Sendable (ScriptFailure) -> Void, initialState: LuaValue? = nil) throws(ScriptFailure) {
         self.folder = folder
         self.thread = thread
         self.report = report
@@ -124,8 +124,12 @@ final class ScriptEngine {
         vm = machine
         app = try Self.loadApp(vm: vm, folder: folder)
         do {
-            let initial = try vm.callForReferences(app.initialize, arguments: [])
-            try vm.call(runtime[.setState], arguments: [initial.first.flatMap { $0 }.map(LuaArgument.reference) ?? .value(.nil)])
+            if let initialState {
+                try vm.call(runtime[.setState], arguments: [.value(initialState)])
+            } else {
+                let initial = try vm.callForReferences(app.initialize, arguments: [])
+                try vm.call(runtime[.setState], arguments: [initial.first.flatMap { $0 }.map(LuaArgument.reference) ?? .value(.nil)])
+            }
         } catch {
             throw ScriptFailure(stage: .initialize, error: error)
         }

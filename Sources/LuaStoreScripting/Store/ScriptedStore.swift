@@ -25,6 +25,8 @@ public struct ScriptedStoreOptions: Sendable {
     /// At most about this many bytes of history are kept (estimated: 64 bytes per entry and per change); the
     /// oldest entries go first, the newest always stays.
     public var historyBytes: Int = 64 << 20
+    /// The state to start from instead of running the app's `init` (a replay from a recorded point).
+    public var initialState: LuaValue?
     /// Hears the session journal: every action reduced (with what it changed) or refused (with why), and every
     /// reload, in order, on the store's thread (keep it quick: hand the entry to another thread to write it).
     /// Costs what each action changed, never the state's size; actions are then reduced one at a time.
@@ -71,7 +73,8 @@ public final class ScriptedStore: Sendable {
         self.options = options
         let report = options.failures
         let engine = try thread.sync { () throws(ScriptFailure) -> ScriptEngine in
-            let engine = try ScriptEngine(folder: folder, thread: thread, limits: options.limits, log: options.log, report: report)
+            let engine = try ScriptEngine(folder: folder, thread: thread, limits: options.limits, log: options.log, report: report,
+                                          initialState: options.initialState)
             engine.journal = options.journal
             engine.notifiesEveryAction = options.notification == .everyAction
             engine.setHistory(entries: options.historyEntries, bytes: options.historyBytes)
@@ -279,6 +282,22 @@ public final class ScriptedStore: Sendable {
             try engine.withState(at: sequence) { () throws(LuaError) in try engine.currentProps() }
         }
     }
+
+    /// The props just after each of `sequences` (kept entries, ascending), computed by moving the state forward
+    /// through the history once; an entry whose props fail gives the error.
+    public func props(along sequences: [UInt64]) async throws(ScriptFailure) -> [Result<LuaValue, LuaError>] {
+        try await onThread { engine throws(ScriptFailure) in try engine.props(along: sequences) }
+    }
+
+    /// The first kept entry after which the Lua `expression` holds (see `ConditionResult`): `state.count > 3`,
+    /// `#state.todos == 0`. Reads the state as props do; checks every kept point from the oldest, each costing
+    /// what one entry changed and one evaluation, and puts the state back.
+    public func firstEntry(where expression: String) async throws(ScriptFailure) -> ConditionResult {
+        try await onThread { engine throws(ScriptFailure) in try engine.firstEntry(where: expression) }
+    }
+
+    /// The app's folder.
+    public var folder: URL { engine.folder }
 
     /// Whether the store is showing a past point (after `jump(to:)`, until `resume()` or `rewind(to:)`), and
     /// how many actions are held meanwhile.

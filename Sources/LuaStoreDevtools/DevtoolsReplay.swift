@@ -1,0 +1,156 @@
+import Foundation
+import LuaKit
+import LuaStoreConcurrency
+import LuaStoreScripting
+
+/// "Replay the session with the current scripts": the kept actions are applied again, in order, by a second
+/// store loaded from the app's folder now (effects are data: none is performed), starting from the state the
+/// session had before the oldest kept entry; after each, what it changed, its failure, the commands it returned
+/// and the props are compared with what the session recorded. The first difference is the answer — with its
+/// diff, old against new. Redux DevTools, NgRx and Elm re-run and overwrite; this compares.
+enum DevtoolsReplay {
+    /// One difference: where, and the value then and now (nil: absent).
+    struct Difference {
+        var path: String
+        var then: LuaValue?
+        var now: LuaValue?
+    }
+
+    struct Divergence {
+        var sequence: UInt64
+        var action: LuaValue
+        /// What differs: "changes", "failure", "commands" or "props".
+        var what: String
+        var differences: [Difference]
+        var scripts: (then: String, now: String)
+    }
+
+    struct Report {
+        var replayed: Int
+        var divergence: Divergence?
+        var propsCompared: Bool
+    }
+
+    static func run(store: ScriptedStore, journal: DevtoolsJournal, start: LuaValue?) async throws -> Report {
+        let bounds = journal.bounds
+        guard bounds.count > 0 else { return Report(replayed: 0, divergence: nil, propsCompared: true) }
+        let initial: LuaValue
+        if let start, bounds.first == 1 {
+            initial = start
+        } else {
+            do {
+                initial = try await store.values(at: [[]], at: bounds.first, before: true)[0]
+            } catch {
+                throw DevtoolsAPI.Refusal(409, "the state before entry \(bounds.first), the oldest kept, is no longer kept: \(error.error.message)")
+            }
+        }
+        var recorded: [JournalEntry] = []
+        var offset = 0
+        while true {
+            let batch = journal.entries(offset: offset, limit: 4096)
+            if batch.isEmpty { break }
+            for item in batch where item.entry.action != nil { recorded.append(item.entry) }
+            offset += batch.count
+        }
+
+        // The props the session showed after each action (from its history, where kept).
+        let history = await store.history()
+        let kept = Set(history.kept)
+        let propsSequences = recorded.map(\.sequence).filter { kept.contains($0) }
+        var propsThen: [UInt64: Result<LuaValue, LuaError>] = [:]
+        do {
+            for (sequence, props) in zip(propsSequences, try await store.props(along: propsSequences)) { propsThen[sequence] = props }
+        } catch {
+            propsThen = [:]
+        }
+
+        let heard = Protected<[JournalEntry]>([])
+        var options = ScriptedStoreOptions(log: { _ in }, failures: { _ in })
+        options.performsEffects = false
+        options.initialState = initial
+        options.journal = { entry in heard.withLock { $0.append(entry) } }
+        let replay: ScriptedStore
+        do {
+            replay = try await ScriptedStore(app: store.folder, options: options)
+        } catch {
+            throw DevtoolsAPI.Refusal(409, "the current scripts do not load: \(error.error) (\(error.stage.rawValue))")
+        }
+        defer { replay.shutdown() }
+        var replayed = 0
+        for entry in recorded {
+            guard let action = entry.action else { continue }
+            replay.dispatch(action)
+            await replay.barrier()
+            replayed += 1
+            let now = heard.withLock { heard in
+                defer { heard.removeAll() }
+                return heard.last
+            }
+            let digest = now?.scripts ?? "?"
+            func diverged(_ what: String, _ differences: [Difference]) -> Report {
+                Report(replayed: replayed, divergence: Divergence(sequence: entry.sequence, action: action, what: what,
+                                                                  differences: differences, scripts: (entry.scripts, digest)),
+                       propsCompared: !propsThen.isEmpty)
+            }
+            guard let now else { return diverged("changes", [Difference(path: "the outcome", then: "applied", now: "nothing heard")]) }
+            switch (entry.failure, now.failure) {
+            case (let then?, let failure?):
+                if then.error.message != failure.error.message {
+                    return diverged("failure", [Difference(path: "the failure", then: .string(then.error.message), now: .string(failure.error.message))])
+                }
+                continue
+            case (let then?, nil):
+                return diverged("failure", [Difference(path: "the outcome", then: .string("failed: " + then.error.message), now: "applied")])
+            case (nil, let failure?):
+                return diverged("failure", [Difference(path: "the outcome", then: "applied", now: .string("failed: " + failure.error.message))])
+            case (nil, nil):
+                break
+            }
+            let changes = Self.differences(entry.changes, now.changes)
+            if !changes.isEmpty { return diverged("changes", changes) }
+            if entry.commands != now.commands {
+                return diverged("commands", [Difference(path: "commands",
+                                                        then: .table(LuaTable(array: entry.commands.map(\.payload))),
+                                                        now: .table(LuaTable(array: now.commands.map(\.payload))))])
+            }
+            if case .success(let then)? = propsThen[entry.sequence] {
+                let props = try? await replay.props()
+                if let props, props != then {
+                    var differences: [Difference] = []
+                    Self.walk(then, props, path: "props", into: &differences)
+                    return diverged("props", differences)
+                }
+            }
+        }
+        return Report(replayed: replayed, divergence: nil, propsCompared: !propsThen.isEmpty)
+    }
+
+    /// The paths whose new value differs between two change lists.
+    static func differences(_ then: [StateChange], _ now: [StateChange]) -> [Difference] {
+        if then == now { return [] }
+        var before: [[LuaKey]: LuaValue] = [:]
+        for change in then { before[change.path] = change.value ?? .nil }
+        var after: [[LuaKey]: LuaValue] = [:]
+        for change in now { after[change.path] = change.value ?? .nil }
+        var differences: [Difference] = []
+        for path in Set(before.keys).union(after.keys).sorted(by: { $0.lexicographicallyPrecedes($1) }) {
+            let was = before[path], value = after[path]
+            guard was != value else { continue }
+            differences.append(Difference(path: LuaPath.render(root: "state", keys: path), then: was ?? "(unchanged)", now: value ?? "(unchanged)"))
+            if differences.count == 50 { break }
+        }
+        return differences
+    }
+
+    /// Appends where two values differ, deepest first found, at most 50 places.
+    static func walk(_ a: LuaValue, _ b: LuaValue, path: String, into differences: inout [Difference]) {
+        guard differences.count < 50, a != b else { return }
+        guard let left = a.table, let right = b.table else {
+            differences.append(Difference(path: path, then: a == .nil ? nil : a, now: b == .nil ? nil : b))
+            return
+        }
+        var keys = Set(left.fields.keys).union(right.fields.keys)
+        for index in 0..<max(left.array.count, right.array.count) { keys.insert(.integer(Int64(index + 1))) }
+        for key in keys.sorted() { walk(left[key], right[key], path: path + LuaPath.render(key), into: &differences) }
+    }
+}
