@@ -75,7 +75,8 @@ let package = Package(
         ),
         .executableTarget(name: "luastore-demo-api", dependencies: ["LuaStoreDemoAPI"], swiftSettings: strict),
         .executableTarget(
-            name: "luastore-bench", dependencies: ["LuaKit", "LuaStoreCore", "LuaStoreScripting"], swiftSettings: strict,
+            name: "luastore-bench",
+            dependencies: ["LuaKit", "LuaStoreCore", "LuaStoreScripting", "LuaStoreDevtools", "LuaStoreTestSupport"], swiftSettings: strict,
             plugins: ["EmbedLua"]
         ),
         .target(

@@ -242,27 +242,29 @@ final class DevtoolsAPI: HTTPHandler, Sendable {
         }
         body += "]"
         let changes = item.entry.changes
-        if !changes.isEmpty {
-            do {
-                let before = try await store.values(at: changes.map(\.path), at: sequence, before: true)
+        do {
+            let details = try await store.details(of: sequence, paths: changes.map(\.path))
+            if !changes.isEmpty {
                 body += #","before":["#
-                for (index, value) in before.enumerated() {
+                for (index, value) in details.before.enumerated() {
                     if index > 0 { body += "," }
                     body += (try? RecordingJSON.encode(value)) ?? "null"
                 }
                 body += "]"
-            } catch {
-                body += #","beforeNote":"#
-                RecordingJSON.quote("the values before are not kept: \(error.error.message)", into: &body)
             }
-        }
-        do {
-            let props = try await store.props(at: sequence)
-            body += #","props":"#
-            body += (try? RecordingJSON.encode(props)) ?? "null"
+            switch details.props {
+            case .success(let props):
+                body += #","props":"#
+                body += (try? RecordingJSON.encode(props)) ?? "null"
+            case .failure(let error):
+                body += #","propsNote":"#
+                RecordingJSON.quote("the props failed: \(error)", into: &body)
+            }
         } catch {
+            body += #","beforeNote":"#
+            RecordingJSON.quote("the state at this entry is not kept: \(error.error.message)", into: &body)
             body += #","propsNote":"#
-            RecordingJSON.quote("\(error.error.message)", into: &body)
+            RecordingJSON.quote("the state at this entry is not kept", into: &body)
         }
         body += "}"
         return Self.json(body)

@@ -107,8 +107,23 @@ extension ScriptEngine {
         }
     }
 
-    /// The props the app's scripts give for the state now (not delivered to anyone).
-    func propsNow() throws(LuaError) -> LuaValue { try currentProps() }
+    /// For one entry, in one trip through the history: the values at `paths` just before it (what its changes
+    /// replaced), and the props just after it.
+    func details(of sequence: UInt64, paths: [[LuaKey]]) throws(ScriptFailure) -> (before: [LuaValue], props: Result<LuaValue, LuaError>) {
+        let here = traveling ? try historyIndex(for: travelPosition) : newestIndex
+        defer { try? travel(to: here) }
+        var before: [LuaValue] = []
+        if !paths.isEmpty {
+            try travel(to: try historyIndex(before: sequence))
+            do {
+                for path in paths { before.append(try value(at: path)) }
+            } catch {
+                throw ScriptFailure(stage: .reduce, error: error)
+            }
+        }
+        try travel(to: try historyIndex(for: sequence))
+        return (before, Result { () throws(LuaError) in try currentProps() })
+    }
 
     static func list(_ path: [LuaKey]) -> LuaValue {
         .table(LuaTable(array: path.map(\.value)))

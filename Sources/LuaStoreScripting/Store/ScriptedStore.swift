@@ -276,6 +276,12 @@ public final class ScriptedStore: Sendable {
         }
     }
 
+    /// For entry `sequence` (a kept one), in one trip through the history: the values at `paths` just before it
+    /// (what its changes replaced) and the props just after it.
+    public func details(of sequence: UInt64, paths: [[LuaKey]]) async throws(ScriptFailure) -> (before: [LuaValue], props: Result<LuaValue, LuaError>) {
+        try await onThread { engine throws(ScriptFailure) in try engine.details(of: sequence, paths: paths) }
+    }
+
     /// The props the scripts give for the state just after entry `sequence` (delivered to no one).
     public func props(at sequence: UInt64) async throws(ScriptFailure) -> LuaValue {
         try await onThread { engine throws(ScriptFailure) in

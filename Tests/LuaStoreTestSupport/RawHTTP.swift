@@ -1,0 +1,149 @@
+import Foundation
+import Glibc
+
+// HTTP and WebSocket clients for tests and benchmarks of the devtools: requests written on a plain socket, so
+// that Host, Origin and every byte are exactly what the caller says; every read bounded by a timeout.
+
+/// Runs blocking socket work on a thread of its own, off Swift's cooperative pool (where the server runs: on
+/// two cores a blocked pool thread would starve it).
+public func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
+    }
+}
+
+/// HTTP/1.1 over a plain socket, every read bounded by a timeout.
+public enum RawHTTP {
+    public struct Response: Sendable {
+        public var status: Int
+        public var headers: [String: String]
+        public var body: String
+    }
+
+    public static func request(_ method: String, _ target: String, port: UInt16, headers: [String: String] = [:], body: String = "",
+                        token: String) throws -> Response {
+        let socket = try RawSocket(port: port)
+        defer { socket.close() }
+        var fields = ["Host": "127.0.0.1:\(port)", "Connection": "close", "Content-Length": "\(body.utf8.count)"]
+        if !token.isEmpty { fields["X-Devtools-Token"] = token }
+        fields.merge(headers) { $1 }
+        var text = "\(method) \(target) HTTP/1.1\r\n"
+        for (name, value) in fields { text += "\(name): \(value)\r\n" }
+        text += "\r\n" + body
+        try socket.write(text)
+        // The head, then as many bytes as Content-Length says (the server may keep the connection open).
+        var bytes: [UInt8] = []
+        var headEnd: Range<Int>?
+        while headEnd == nil {
+            bytes += try socket.readSome()
+            headEnd = bytes.firstRange(of: Array("\r\n\r\n".utf8))
+        }
+        let head = String(decoding: bytes[..<headEnd!.lowerBound], as: UTF8.self).split(separator: "\r\n")
+        let status = Int(head.first?.split(separator: " ").dropFirst().first ?? "") ?? 0
+        var parsed: [String: String] = [:]
+        for line in head.dropFirst() {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            parsed[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
+        let length = Int(parsed["content-length"] ?? "0") ?? 0
+        while bytes.count - headEnd!.upperBound < length { bytes += try socket.readSome() }
+        let response = String(decoding: bytes[headEnd!.upperBound...], as: UTF8.self)
+        return Response(status: status, headers: parsed, body: response)
+    }
+}
+
+/// A WebSocket client for tests: the upgrade, then unmasked text frames from the server, read with a timeout.
+public final class RawWebSocket: @unchecked Sendable { // (used by one thread at a time)
+    private let socket: RawSocket
+    private var pending: [UInt8] = []
+
+    public init(port: UInt16, target: String) throws {
+        socket = try RawSocket(port: port)
+        try socket.write("GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                         + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+        while true {
+            pending += try socket.readSome()
+            if let end = pending.firstRange(of: Array("\r\n\r\n".utf8)) {
+                let head = String(decoding: pending[..<end.lowerBound], as: UTF8.self)
+                pending.removeSubrange(..<end.upperBound)
+                guard head.hasPrefix("HTTP/1.1 101") else { throw RawSocket.Failure("not upgraded: \(head)") }
+                return
+            }
+        }
+    }
+
+    public func readText() throws -> String {
+        while true {
+            if pending.count >= 2 {
+                var length = Int(pending[1] & 0x7f)
+                var start = 2
+                if length == 126, pending.count >= 4 {
+                    length = Int(pending[2]) << 8 | Int(pending[3])
+                    start = 4
+                } else if length == 127, pending.count >= 10 {
+                    length = (2..<10).reduce(0) { $0 << 8 | Int(pending[$1]) }
+                    start = 10
+                }
+                if length < 126 || start > 2, pending.count >= start + length {
+                    let opcode = pending[0] & 0x0f
+                    let payload = Array(pending[start..<(start + length)])
+                    pending.removeSubrange(..<(start + length))
+                    if opcode == 1 { return String(decoding: payload, as: UTF8.self) }
+                    if opcode == 8 { throw RawSocket.Failure("closed") }
+                    continue
+                }
+            }
+            pending += try socket.readSome()
+        }
+    }
+
+    public func close() { socket.close() }
+}
+
+public final class RawSocket: Sendable { // (a descriptor; reads and writes are the kernel's)
+    public struct Failure: Error, CustomStringConvertible {
+        public let description: String
+        public init(_ description: String) { self.description = description }
+    }
+
+    private let descriptor: Int32
+
+    public init(port: UInt16) throws {
+        descriptor = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw Failure("socket: \(errno)") }
+        var timeout = timeval(tv_sec: 15, tv_usec: 0)
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else {
+            Glibc.close(descriptor)
+            throw Failure("connect: \(errno)")
+        }
+    }
+
+    public func write(_ text: String) throws {
+        let bytes = Array(text.utf8)
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress! + offset, $0.count - offset) }
+            guard written > 0 else { throw Failure("write: \(errno)") }
+            offset += written
+        }
+    }
+
+    /// What arrives next (at least a byte); an error at the end of the stream or after 15 s of silence.
+    public func readSome() throws -> [UInt8] {
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        let count = buffer.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
+        guard count > 0 else { throw Failure(count == 0 ? "the connection ended" : "read: \(errno) (a timeout?)") }
+        return Array(buffer[..<count])
+    }
+
+    public func close() { Glibc.close(descriptor) }
+}
