@@ -241,6 +241,20 @@ final class DevtoolsAPI: HTTPHandler, Sendable {
             body += (try? RecordingJSON.encode(command.payload)) ?? "null"
         }
         body += "]"
+        if let subscriptions = journal.subscriptions(after: sequence) {
+            body += #","subscriptions":{"launched":{"#
+            for (index, key) in subscriptions.launched.keys.sorted().enumerated() {
+                if index > 0 { body += "," }
+                RecordingJSON.quote(key, into: &body)
+                body += ":" + ((try? RecordingJSON.encode(subscriptions.launched[key]!.payload)) ?? "null")
+            }
+            body += #"},"cancelled":["#
+            for (index, key) in subscriptions.cancelled.enumerated() {
+                if index > 0 { body += "," }
+                RecordingJSON.quote(key, into: &body)
+            }
+            body += "]}"
+        }
         let changes = item.entry.changes
         do {
             let details = try await store.details(of: sequence, paths: changes.map(\.path))

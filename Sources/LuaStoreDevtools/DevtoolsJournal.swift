@@ -17,8 +17,9 @@ public final class DevtoolsJournal: Sendable {
         var items: [Kept] = []
         /// Where the oldest kept entry is in `items` (the ones before are dropped in blocks).
         var start = 0
-        var dropped = 0
         var types: Set<String> = []
+        /// What the subscriptions did after an entry, by its sequence (trimmed with the ring).
+        var subscriptions: [UInt64: SubscriptionChange] = [:]
         var count: Int { items.count - start }
     }
 
@@ -47,8 +48,9 @@ public final class DevtoolsJournal: Sendable {
             }
             if ring.count > capacity {
                 ring.start += ring.count - capacity
-                ring.dropped = Int(ring.items[ring.start].entry.sequence) - 1
                 if ring.start > capacity / 8 + 64 {
+                    let first = ring.items[ring.start].entry.sequence
+                    if !ring.subscriptions.isEmpty { ring.subscriptions = ring.subscriptions.filter { $0.key >= first } }
                     ring.items.removeFirst(ring.start)
                     ring.start = 0
                 }
@@ -66,6 +68,25 @@ public final class DevtoolsJournal: Sendable {
                 self?.tellListeners()
             }
         }
+    }
+
+    /// Keeps what the subscriptions did after an entry (the hook `ScriptedStoreOptions.subscriptionsChanged`).
+    public func hear(_ change: SubscriptionChange) {
+        guard change.after > 0 else { return }
+        ring.withLock { ring in
+            if var known = ring.subscriptions[change.after] {
+                known.launched.merge(change.launched) { $1 }
+                known.cancelled = Array(Set(known.cancelled + change.cancelled)).sorted()
+                ring.subscriptions[change.after] = known
+            } else {
+                ring.subscriptions[change.after] = change
+            }
+        }
+    }
+
+    /// What the subscriptions launched and cancelled after entry `sequence`.
+    func subscriptions(after sequence: UInt64) -> SubscriptionChange? {
+        ring.withLock { $0.subscriptions[sequence] }
     }
 
     private func tellListeners() {

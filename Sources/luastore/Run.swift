@@ -107,7 +107,10 @@ struct Run: AsyncParsableCommand {
         case (nil, let heard?): options.journal = { entry in heard.hear(entry) }
         case (nil, nil): break
         }
-        if devtoolsJournal != nil { options.historyEntries = devtoolsKeep }
+        if let devtoolsJournal {
+            options.historyEntries = devtoolsKeep
+            options.subscriptionsChanged = { change in devtoolsJournal.hear(change) }
+        }
 
         let store: ScriptedStore
         do {

@@ -292,6 +292,48 @@ import Testing
         #expect((propsDivergence["differences"] as? [[String: Any]])?.first?["path"] as? String == "props.shout")
     }
 
+    @Test func anEntryShowsTheSubscriptionsItLaunchedAndCancelled() async throws {
+        let folder = try CLI.makeApp("""
+            local luastore = require("luastore")
+            local app = {}
+            function app.init() return { ticking = false, every = 30 } end
+            function app.reduce(state, action)
+              if action.type == "start" then state.ticking = true
+              elseif action.type == "faster" then state.every = 20
+              elseif action.type == "stop" then state.ticking = false end
+            end
+            function app.subscriptions(state)
+              if state.ticking then return { clock = luastore.timer(state.every, { type = "tick" }) } end
+              return {}
+            end
+            function app.props(state) return { ticking = state.ticking } end
+            return app
+            """)
+        let journal = DevtoolsJournal()
+        var options = ScriptedStoreOptions(log: { _ in }, failures: { _ in })
+        options.journal = { journal.hear($0) }
+        options.subscriptionsChanged = { journal.hear($0) }
+        options.historyEntries = 100
+        let store = try await ScriptedStore(app: folder, options: options)
+        let server = try await DevtoolsServer.start(store: store, journal: journal)
+        let session = Session(store: store, server: server, token: String(server.url.split(separator: "=").last ?? ""))
+        defer { Task { await session.stop() } }
+        for type in ["start", "faster", "stop"] {
+            store.dispatch(["type": .string(type)])
+            await store.barrier()
+        }
+        let started = try #require(try Self.json(try await session.get("/api/entry?seq=1"))["subscriptions"] as? [String: Any])
+        #expect((started["launched"] as? [String: Any])?.keys.sorted() == ["clock"])
+        #expect(((started["launched"] as? [String: Any])?["clock"] as? [String: Any])?["every"] as? Int == 30)
+        #expect((started["cancelled"] as? [String])?.isEmpty == true)
+        let changed = try #require(try Self.json(try await session.get("/api/entry?seq=2"))["subscriptions"] as? [String: Any])
+        #expect(((changed["launched"] as? [String: Any])?["clock"] as? [String: Any])?["every"] as? Int == 20)
+        #expect(changed["cancelled"] as? [String] == ["clock"])
+        let stopped = try #require(try Self.json(try await session.get("/api/entry?seq=3"))["subscriptions"] as? [String: Any])
+        #expect((stopped["launched"] as? [String: Any])?.isEmpty == true)
+        #expect(stopped["cancelled"] as? [String] == ["clock"])
+    }
+
     @Test func aPageThatFallsBehindIsDroppedAndToldWhy() async throws {
         let journal = DevtoolsJournal(capacity: 100, interval: .milliseconds(1))
         let clients = LiveClients(journal: journal, queue: 3)

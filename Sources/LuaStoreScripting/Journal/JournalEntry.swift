@@ -177,3 +177,14 @@ enum ScriptsDigest {
         return String(repeating: "0", count: 16 - hex.count) + hex
     }
 }
+
+/// What a new set of subscriptions (the app's `subscriptions`, run again after an action changed what it read)
+/// launches and cancels: the store diffs them by key, and a key whose effect changed is cancelled and launched.
+public struct SubscriptionChange: Sendable {
+    /// The journal entry after which the set was taken (0: before any).
+    public var after: UInt64
+    /// The subscriptions launched, by key.
+    public var launched: [String: ScriptEffect]
+    /// The keys cancelled, sorted.
+    public var cancelled: [String]
+}

@@ -52,6 +52,8 @@ final class ScriptEngine {
     var readers: [Int64: Reader] = [:]
     private var nextReader: Int64 = 1
     private var cachedSubscriptions: [String: ScriptEffect] = [:]
+    /// Hears which subscriptions each new set launches and cancels (`ScriptedStoreOptions.subscriptionsChanged`).
+    var subscriptionsChanged: (@Sendable (SubscriptionChange) -> Void)?
     var children: [Int64: ChildModule] = [:]
     /// Hears every journal entry (see `ScriptedStoreOptions.journal`); also the streams of
     /// `ScriptedStore.journalEntries`. With either, actions are reduced one at a time and their changes read.
@@ -433,6 +435,13 @@ final class ScriptEngine {
         }
         for (key, item) in table.fields {
             effects[key.text] = try ScriptEffect(validating: item, name: "subscription \"\(key.text)\"")
+        }
+        if let subscriptionsChanged {
+            var change = SubscriptionChange(after: journalSequence, launched: [:], cancelled: [])
+            for (key, effect) in effects where cachedSubscriptions[key] != effect { change.launched[key] = effect }
+            for (key, effect) in cachedSubscriptions where effects[key] != effect { change.cancelled.append(key) }
+            change.cancelled.sort()
+            if !change.launched.isEmpty || !change.cancelled.isEmpty { subscriptionsChanged(change) }
         }
         cachedSubscriptions = effects
         subscriptionsDirty = false

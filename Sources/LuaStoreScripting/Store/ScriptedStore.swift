@@ -25,6 +25,9 @@ public struct ScriptedStoreOptions: Sendable {
     /// At most about this many bytes of history are kept (estimated: 64 bytes per entry and per change); the
     /// oldest entries go first, the newest always stays.
     public var historyBytes: Int = 64 << 20
+    /// Hears, on the store's thread, which subscriptions each new set launches and cancels, and after which
+    /// journal entry (the devtools show them with the entry).
+    public var subscriptionsChanged: (@Sendable (SubscriptionChange) -> Void)?
     /// The state to start from instead of running the app's `init` (a replay from a recorded point).
     public var initialState: LuaValue?
     /// Hears the session journal: every action reduced (with what it changed) or refused (with why), and every
@@ -76,6 +79,7 @@ public final class ScriptedStore: Sendable {
             let engine = try ScriptEngine(folder: folder, thread: thread, limits: options.limits, log: options.log, report: report,
                                           initialState: options.initialState)
             engine.journal = options.journal
+            engine.subscriptionsChanged = options.subscriptionsChanged
             engine.notifiesEveryAction = options.notification == .everyAction
             engine.setHistory(entries: options.historyEntries, bytes: options.historyBytes)
             return engine
