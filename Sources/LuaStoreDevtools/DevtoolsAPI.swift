@@ -9,19 +9,33 @@ import LuaStoreScripting
 /// in the same browser), and the token must be there (a query item `token`, or the `X-Devtools-Token` header).
 /// Dispatch and time travel answer 423 until the page is unlocked.
 final class DevtoolsAPI: HTTPHandler, Sendable {
-    let store: ScriptedStore
-    let journal: DevtoolsJournal
+    typealias Start = (state: LuaValue, scripts: String, schemaVersion: Int64, sequence: UInt64)
+
+    /// What the page browses: the running app, or a recording imported into a store of its own.
+    struct Source: Sendable {
+        let store: ScriptedStore
+        let journal: DevtoolsJournal
+        /// The session's start (the export's header).
+        var start: Start?
+        var imported: DevtoolsImport.Summary?
+    }
+
     let options: DevtoolsOptions
     let token: String
     private let port = Protected<UInt16>(0)
     private let unlocked = Protected(false)
     private let filters = Protected<FilterCache?>(nil)
-    private let start = Protected<(state: LuaValue, scripts: String, schemaVersion: Int64, sequence: UInt64)?>(nil)
+    private let running: Protected<Source>
+    private let browsing: Protected<Source?> = Protected(nil)
     let live: LiveClients
 
+    /// The store and journal the routes read: an imported recording's while one is browsed.
+    private var source: Source { browsing.withLock { $0 } ?? running.withLock { $0 } }
+    var store: ScriptedStore { source.store }
+    var journal: DevtoolsJournal { source.journal }
+
     init(store: ScriptedStore, journal: DevtoolsJournal, options: DevtoolsOptions, token: String) {
-        self.store = store
-        self.journal = journal
+        self.running = Protected(Source(store: store, journal: journal, start: nil, imported: nil))
         self.options = options
         self.token = token
         self.live = LiveClients(journal: journal, queue: options.clientQueue)
@@ -29,8 +43,9 @@ final class DevtoolsAPI: HTTPHandler, Sendable {
 
     func listening(on port: UInt16) {
         self.port.withLock { $0 = port }
-        Task { [store, start] in
-            if let begun = try? await store.journalStart() { start.withLock { $0 = begun } }
+        let store = running.withLock { $0.store }
+        Task { [running] in
+            if let begun = try? await store.journalStart() { running.withLock { $0.start = begun } }
         }
     }
 
@@ -89,6 +104,14 @@ final class DevtoolsAPI: HTTPHandler, Sendable {
             case "GET /api/export": return try await export()
             case "GET /api/first": return try await firstEntry(request)
             case "POST /api/replay": return try await replay()
+            case "POST /api/import":
+                let body = try await Self.body(of: request, limit: options.importLimit)
+                let imported = try await DevtoolsImport.load(body, name: request.query["name"] ?? "recording", folder: running.withLock { $0.store.folder })
+                browse(imported)
+                return await session()
+            case "POST /api/back":
+                browse(nil)
+                return await session()
             case "POST /api/unlock", "POST /api/lock":
                 unlocked.withLock { $0 = route.hasSuffix("unlock") }
                 await live.broadcastStatus(of: self)
@@ -106,6 +129,16 @@ final class DevtoolsAPI: HTTPHandler, Sendable {
         } catch let failure as ScriptFailure {
             return Self.refusal(409, "\(failure.error)")
         }
+    }
+
+    /// Shows `imported` (nil: the running app again); the store of a recording browsed before is shut down.
+    private func browse(_ imported: Source?) {
+        let previous = browsing.withLock { browsing in
+            defer { browsing = imported }
+            return browsing
+        }
+        previous?.store.shutdown()
+        filters.withLock { $0 = nil }
     }
 
     struct Refusal: Error {
@@ -167,6 +200,19 @@ final class DevtoolsAPI: HTTPHandler, Sendable {
         body += #","first":\#(bounds.first),"last":\#(bounds.last),"count":\#(bounds.count),"capacity":\#(journal.capacity)"#
         body += #","history":{"first":\#(history.kept.first ?? 0),"last":\#(history.kept.last ?? 0),"at":\#(history.at ?? 0)}"#
         body += #","traveling":\#(travel.traveling),"held":\#(travel.held),"unlocked":\#(unlocked.withLock { $0 })"#
+        if let imported = source.imported {
+            body += #","imported":{"name":"#
+            RecordingJSON.quote(imported.name, into: &body)
+            body += #","entries":\#(imported.entries),"recordedFirst":\#(imported.recordedFirst),"skippedReloads":\#(imported.skippedReloads)"#
+            if let divergence = imported.divergence {
+                body += #","divergence":{"seq":\#(divergence.sequence),"path":"#
+                RecordingJSON.quote(divergence.path, into: &body)
+                body += "}"
+            }
+            body += "}"
+        } else {
+            body += #","imported":null"#
+        }
         body += #","types":["#
         for (index, type) in journal.types.enumerated() {
             if index > 0 { body += "," }
@@ -351,7 +397,7 @@ final class DevtoolsAPI: HTTPHandler, Sendable {
     }
 
     private func replay() async throws -> HTTPResponse {
-        let report = try await DevtoolsReplay.run(store: store, journal: journal, start: start.withLock { $0?.state })
+        let report = try await DevtoolsReplay.run(store: store, journal: journal, start: source.start?.state)
         var body = #"{"replayed":\#(report.replayed),"propsCompared":\#(report.propsCompared),"matches":\#(report.divergence == nil)"#
         if let divergence = report.divergence {
             body += #","divergence":{"seq":\#(divergence.sequence),"what":"\#(divergence.what)","action":"#
@@ -391,7 +437,7 @@ final class DevtoolsAPI: HTTPHandler, Sendable {
     /// The session as a recording (`luastore replay` reads it): a header with the state before the first kept
     /// entry, then every kept entry.
     private func export() async throws -> HTTPResponse {
-        guard let begun = start.withLock({ $0 }) else { throw Refusal(409, "the session's start is not known yet") }
+        guard let begun = source.start else { throw Refusal(409, "the session's start is not known yet") }
         let bounds = journal.bounds
         var header = begun
         if bounds.count > 0, bounds.first > begun.sequence + 1 {

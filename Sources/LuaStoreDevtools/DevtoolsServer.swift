@@ -15,6 +15,8 @@ public struct DevtoolsOptions: Sendable {
     public var token: String?
     /// Request bodies larger than this are refused (413).
     public var bodyLimit: Int = 1 << 20
+    /// An imported recording larger than this is refused (413).
+    public var importLimit: Int = 256 << 20
     /// Live messages a page may fall behind by before it is dropped (and told why).
     public var clientQueue: Int = 64
     /// The app's name (the page's title; an export's header).

@@ -24,10 +24,12 @@ import Testing
         defer { folder.remove() }
         let thread = LuaThread(name: "journal-test")
         let url = folder.url
-        let result: Result<Void, any Error> = await withCheckedContinuation { continuation in
+        var limits = LuaLimits()
+        limits.timeBudget = .seconds(5) // (a 20,000-item init on a loaded machine is not what these tests time)
+        let result: Result<Void, any Error> = await withCheckedContinuation { [limits] continuation in
             thread.async {
                 continuation.resume(returning: Result {
-                    let engine = try ScriptEngine(folder: url, thread: thread, limits: LuaLimits(), log: { _ in }, report: { _ in })
+                    let engine = try ScriptEngine(folder: url, thread: thread, limits: limits, log: { _ in }, report: { _ in })
                     try body(engine)
                 })
             }

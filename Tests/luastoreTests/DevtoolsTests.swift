@@ -220,6 +220,49 @@ import Testing
         #expect(lines[1].hasPrefix(#"{"seq":31,"#))
     }
 
+    @Test func anImportedRecordingIsBrowsedLikeTheRunningApp() async throws {
+        let folder = try CLI.makeApp(Self.app)
+        let session = try await Self.start(folder: folder)
+        defer { Task { await session.stop() } }
+        try await Task.sleep(for: .milliseconds(50))
+        for _ in 0..<6 { session.store.dispatch(["type": "add"]) }
+        session.store.dispatch(["type": "boom"])
+        session.store.dispatch(["type": "rename", "name": "Imported"])
+        await session.store.barrier()
+        let recording = try await session.get("/api/export").body
+
+        let imported = try Self.json(try await session.post("/api/import?name=s.jsonl", body: recording))
+        let summary = try #require(imported["imported"] as? [String: Any])
+        #expect(summary["entries"] as? Int == 8)
+        #expect(summary["divergence"] == nil)
+        #expect(imported["count"] as? Int == 8)
+        let failed = try Self.json(try await session.get("/api/entries?failed=1"))
+        #expect((failed["entries"] as? [[String: Any]])?.first?["seq"] as? Int == 7)
+        let third = try Self.json(try await session.get("/api/state?seq=3"))
+        #expect((third["items"] as? [[String: Any]])?.first { $0["key"] as? String == "count" }?["value"] as? Int == 3)
+        let entry = try Self.json(try await session.get("/api/entry?seq=8"))
+        #expect((entry["props"] as? [String: Any])?["name"] as? String == "Imported")
+        #expect(try await session.store.state()["count"] == 6) // the running app is as it was
+
+        #expect(try Self.json(try await session.post("/api/back"))["imported"] is NSNull)
+        #expect(try Self.json(try await session.get("/api/session"))["count"] as? Int == 8)
+
+        // The scripts changed since: the first action they compute otherwise is named.
+        let changed = Self.app.replacingOccurrences(of: "state.count = state.count + 1", with: "state.count = state.count + 2")
+        try Data(changed.utf8).write(to: folder.appendingPathComponent("app.lua"))
+        let diverged = try Self.json(try await session.post("/api/import?name=s.jsonl", body: recording))
+        let divergence = try #require((diverged["imported"] as? [String: Any])?["divergence"] as? [String: Any])
+        #expect(divergence["seq"] as? Int == 1)
+        #expect(divergence["path"] as? String == "state.count")
+
+        let bad = try await session.post("/api/import?name=notes.txt", body: "hello\n")
+        #expect(bad.status == 400)
+        #expect(bad.body.contains("notes.txt:1: not a recording"))
+        let cut = try await session.post("/api/import?name=cut.jsonl", body: recording + "{\"seq\":9,\"act")
+        #expect(cut.status == 400)
+        #expect(cut.body.contains("cut.jsonl:10: not a recorded entry"))
+    }
+
     @Test func thePageHearsNewEntriesOverTheLiveSocket() async throws {
         let session = try await Self.start()
         defer { Task { await session.stop() } }

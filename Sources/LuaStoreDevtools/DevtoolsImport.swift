@@ -1,0 +1,117 @@
+import Foundation
+import LuaKit
+import LuaStoreConcurrency
+import LuaStoreScripting
+
+/// Importing a recording (the `--record` or export format) to browse it: its actions are applied, in order, by a
+/// store of their own loaded from the app's folder (effects off), starting from the header's state and keeping
+/// a history of every entry, so the page shows it as it shows the running app — timeline, diffs, the state and
+/// props at any point, queries, time travel. What each action changed is compared with what the recording says:
+/// where the scripts now compute something else, the first such entry is named (from there on, the states shown
+/// are the current scripts'). Entries are numbered from 1; reloads in the recording are skipped, as `replay` does.
+enum DevtoolsImport {
+    struct Summary: Sendable {
+        var name: String
+        var entries: Int
+        /// The recorded sequence number of the first action.
+        var recordedFirst: UInt64
+        var skippedReloads: Int
+        var divergence: (sequence: UInt64, path: String)?
+    }
+
+    private struct Recorded {
+        var action: LuaValue
+        var changes: [StateChange]?
+        var failure: String?
+    }
+
+    static func load(_ bytes: [UInt8], name: String, folder: URL) async throws -> DevtoolsAPI.Source {
+        var lines = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
+        while let last = lines.last, last.isEmpty { lines.removeLast() }
+        guard let first = lines.first, let header = try? RecordedJSON(parsing: first),
+              case .string(RecordingLine.format)? = header["format"] else {
+            throw DevtoolsAPI.Refusal(400, "\(name):1: not a recording (the first line is not a header with \"format\": \"\(RecordingLine.format)\")")
+        }
+        guard case .integer(RecordingLine.version)? = header["version"] else {
+            throw DevtoolsAPI.Refusal(400, "\(name):1: recording format version \(header["version"].map { "\($0)" } ?? "missing"); this luastore reads version \(RecordingLine.version)")
+        }
+        let initial: LuaValue
+        do {
+            initial = try RecordingJSON.decode(header["state"] ?? .null)
+        } catch {
+            throw DevtoolsAPI.Refusal(400, "\(name):1: the initial state: \(error)")
+        }
+        var recorded: [Recorded] = []
+        var recordedFirst: UInt64 = 0
+        var skipped = 0
+        for (index, line) in lines.enumerated().dropFirst() where !line.isEmpty {
+            do {
+                let fields = try RecordedJSON(parsing: line)
+                guard let action = fields["action"] else {
+                    skipped += 1
+                    continue
+                }
+                if recordedFirst == 0, case .integer(let sequence)? = fields["seq"] { recordedFirst = UInt64(max(0, sequence)) }
+                var entry = Recorded(action: try RecordingJSON.decode(action), changes: nil, failure: nil)
+                if case .object(let failure)? = fields["failure"], case .string(let message)? = failure["message"] {
+                    entry.failure = message
+                } else if let changes = fields["changes"] {
+                    entry.changes = try RecordingLine.changes(from: changes)
+                } else {
+                    throw RecordingJSON.Malformed(description: "an action without \"changes\" or \"failure\"")
+                }
+                recorded.append(entry)
+            } catch {
+                throw DevtoolsAPI.Refusal(400, "\(name):\(index + 1): not a recorded entry (\(error))")
+            }
+        }
+
+        let journal = DevtoolsJournal(capacity: max(1, recorded.count))
+        var options = ScriptedStoreOptions(log: { _ in }, failures: { _ in })
+        options.performsEffects = false
+        options.initialState = initial
+        options.historyEntries = max(1, recorded.count)
+        options.historyBytes = .max
+        let heard = Protected<[JournalEntry]>([])
+        options.journal = { entry in
+            journal.hear(entry)
+            heard.withLock { $0.append(entry) }
+        }
+        options.subscriptionsChanged = { journal.hear($0) }
+        let store: ScriptedStore
+        do {
+            store = try await ScriptedStore(app: folder, options: options)
+        } catch {
+            throw DevtoolsAPI.Refusal(409, "the app's scripts do not load: \(error.error) (\(error.stage.rawValue))")
+        }
+        let start = try? await store.journalStart()
+        for entry in recorded { store.dispatch(entry.action) }
+        await store.barrier()
+        let now = heard.withLock { $0 }
+
+        var summary = Summary(name: name, entries: recorded.count, recordedFirst: recordedFirst, skippedReloads: skipped)
+        for (offset, entry) in recorded.enumerated() {
+            guard offset < now.count else {
+                summary.divergence = (UInt64(offset + 1), "the outcome")
+                break
+            }
+            let replayed = now[offset]
+            if let failure = entry.failure {
+                if replayed.failure?.error.message != failure {
+                    summary.divergence = (replayed.sequence, "the failure")
+                    break
+                }
+                continue
+            }
+            if replayed.failure != nil {
+                summary.divergence = (replayed.sequence, "the outcome")
+                break
+            }
+            if let difference = DevtoolsReplay.differences(entry.changes ?? [], replayed.changes).first {
+                summary.divergence = (replayed.sequence, difference.path)
+                break
+            }
+        }
+        return DevtoolsAPI.Source(store: store, journal: journal, start: start, imported: summary)
+    }
+}
