@@ -3,7 +3,8 @@
 Starts the built `luastore run Tests/browser/app --devtools 0` with its actions coming from a pipe this test
 writes, opens the address it prints, and checks what a user sees: actions arriving live, an old action's diff
 and state, dispatch from the page once unlocked, jump and resume, a failure, the first entry where a condition
-holds, and after the scripts change on disk (`--watch`), the session replayed with them and its first divergence. Saves a screenshot (README shows it).
+holds, after the scripts change on disk (`--watch`) the session replayed with them and its first divergence,
+and an export downloaded from the page and imported back. Saves a screenshot (README shows it).
 
 Usage: python3 Tests/browser/devtools_test.py BINARY SCREENSHOT
 Exit status 0 when every check passed; every wait is bounded.
@@ -132,6 +133,19 @@ def main():
             expect(page.locator("#timeline .row.diverged")).to_have_count(1)
             expect(page.locator("#diff")).to_be_visible()
             page.screenshot(path=SCREENSHOT)
+
+            # Export the session from the page, import the file back: browsed like the running app.
+            with page.expect_download() as download:
+                page.locator("#export").click()
+            exported = download.value.path()
+            page.locator("#import-file").set_input_files(exported)
+            expect(page.locator("#imported-summary")).to_contain_text("Browsing the recording")
+            expect(page.locator("#status")).to_contain_text("recording · ")
+            page.locator('#timeline .row[data-seq="2"]').click()
+            expect(page.locator("#action")).to_contain_text('"Walk the dog"')
+            page.locator("#back").click()
+            expect(page.locator("#imported")).to_be_hidden()
+            expect(page.locator("#status")).to_contain_text("live · ")
 
             if failures:
                 raise SystemExit("the page raised: " + "; ".join(failures))
