@@ -606,15 +606,25 @@ static lua_Integer write_changes_unmoved(lua_State *L, Barrier *b, CLuaJSON *o) 
 /// A record's length when its changes were left to Swift (in the list of changes read).
 #define NOT_WRITTEN UINT32_MAX
 
+/// [-0, +0, e] Keeps the history entry of the action at `position`, whose changes were read here: the Lua
+/// `collect` told to keep only that (`state_runtime.lua`, "History").
+static void keep_history(lua_State *L, lua_Integer position) {
+    lua_pushvalue(L, UPVALUE(RUN_COLLECT));
+    lua_pushinteger(L, position);
+    lua_pushboolean(L, 1);
+    lua_call(L, 2, 0);
+}
+
 /// [-0, +0, e] Records what the action at `position` (just committed) changed, for the journal: a record in the
 /// run's buffer — three `uint32_t`s (the position, the number of changes, the length of the JSON or
-/// `NOT_WRITTEN`) and the JSON — when it changed anything. Short journals are read here; others (and all while
-/// history is kept) by the Lua `collect`, whose list is then written out here too and emptied, unless it holds
-/// something JSON cannot (then the host reads that list: `state_runtime.lua`, "The journal, read").
+/// `NOT_WRITTEN`) and the JSON — when it changed anything. Short journals are read here (while history is kept,
+/// the Lua `collect` then keeps only the history entry); others by the Lua `collect`, whose list is then written
+/// out here too and emptied, unless it holds something JSON cannot (then the host reads that list:
+/// `state_runtime.lua`, "The journal, read").
 static void record_changes(lua_State *L, Barrier *b, lua_Integer position) {
     if (b->count == 0 && !b->history) return;
     CLuaJSON o;
-    if (!b->history && b->count <= 3 * COLLECT_IN_C_WRITES) {
+    if (b->count <= 3 * COLLECT_IN_C_WRITES) {
         clua_json_open(L, &o, UPVALUE(RUN_ENCODED), (size_t)b->encoded);
         size_t header = o.length;
         clua_json_reserve(&o, 3 * sizeof(uint32_t));
@@ -626,11 +636,15 @@ static void record_changes(lua_State *L, Barrier *b, lua_Integer position) {
             o.length = body;
             changes = write_changes(L, b, &o);
         }
-        if (changes == 0) return; /* b->encoded stays: no record */
+        if (changes == 0) { /* b->encoded stays: no record */
+            if (b->history) keep_history(L, position);
+            return;
+        }
         if (changes > 0 && o.length - header - 3 * sizeof(uint32_t) < NOT_WRITTEN) {
             uint32_t fields[3] = { (uint32_t)position, (uint32_t)changes, (uint32_t)(o.length - header - 3 * sizeof(uint32_t)) };
             memcpy(o.bytes + header, fields, sizeof fields);
             b->encoded = (lua_Integer)o.length;
+            if (b->history) keep_history(L, position);
             return;
         }
     }

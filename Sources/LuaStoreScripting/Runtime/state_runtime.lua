@@ -684,11 +684,24 @@ end
 -- the state is at (`historyLast` when at the present).
 local history, historyFirst, historyLast, historyLimit, cursor = {}, 1, 0, 0, 0
 
-function keepHistory(count)
+-- Keeps the entry of the transaction just committed: each (table, key) its journal wrote, with the value the
+-- first write found and the value now, unless they are the same. `written` (filled by `collect`) says which write
+-- was the first; without it (`short`: the barrier read a short journal itself) the writes before are looked
+-- through.
+function keepHistory(count, short)
   local entry, n = {}, 0
   for i = 1, count, 3 do
     local t, key = journal[i], journal[i + 1]
-    if written[t][key] == i then
+    local first
+    if short then
+      first = true
+      for j = 1, i - 3, 3 do
+        if journal[j] == t and journal[j + 1] == key then first = false break end
+      end
+    else
+      first = written[t][key] == i
+    end
+    if first then
       local after = t[key]
       if not same(after, journal[i + 2]) then
         entry[n + 1], entry[n + 2], entry[n + 3], entry[n + 4] = t, key, journal[i + 2], after
@@ -696,6 +709,7 @@ function keepHistory(count)
       end
     end
   end
+  entry.n = n -- (not `#entry`: a value before or after may be nil, a hole in the list)
   historyLast = historyLast + 1
   history[historyLast] = entry
   cursor = historyLast
@@ -714,9 +728,14 @@ local function restore(real, key, value)
   if istable(old) or istable(value) then tablesLeft = true end
 end
 
--- Appends what the last transaction (the action at `position`) changed.
-function collect(position)
+-- Appends what the last transaction (the action at `position`) changed; `historyOnly`: the barrier read its
+-- changes itself (a short journal), only the history entry is to be kept.
+function collect(position, historyOnly)
   local count = B.count()
+  if historyOnly then
+    if historyLimit > 0 then keepHistory(count, true) end
+    return
+  end
   if count == 0 then
     if historyLimit > 0 then keepHistory(0) end -- every committed action has an entry, empty or not
     return
@@ -824,13 +843,13 @@ function M.travel(target)
   if target < historyFirst - 1 or target > historyLast then error("history entry " .. target .. " is not kept", 0) end
   while cursor > target do
     local entry = history[cursor]
-    for i = #entry - 3, 1, -4 do restore(entry[i], entry[i + 1], entry[i + 2]) end
+    for i = entry.n - 3, 1, -4 do restore(entry[i], entry[i + 1], entry[i + 2]) end
     cursor = cursor - 1
   end
   while cursor < target do
     cursor = cursor + 1
     local entry = history[cursor]
-    for i = 1, #entry, 4 do restore(entry[i], entry[i + 1], entry[i + 3]) end
+    for i = 1, entry.n, 4 do restore(entry[i], entry[i + 1], entry[i + 3]) end
   end
   trimCaches(false, true) -- tables moved: the records of where they are start afresh
   B.setdirty(true)
