@@ -186,7 +186,7 @@ final class DevtoolsAPI: HTTPHandler, Sendable {
                                HTTPHeader("X-Frame-Options"): "DENY",
                                HTTPHeader("Content-Security-Policy"):
                                 "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src data:; frame-ancestors 'none'"],
-                     body: Data(DevtoolsPage.html(app: options.app).utf8))
+                     body: Data(DevtoolsPage.html.utf8))
     }
 
     // MARK: Reading

@@ -394,5 +394,55 @@ import Testing
         #expect(messages.last?.contains(#""type":"dropped""#) == true)
         #expect(messages.last?.contains("fell more than 3 messages behind") == true)
     }
-}
 
+    /// `luastore run --devtools 0`, the built binary: one line on standard error gives the page's address; the run
+    /// goes on serving after its actions, and an interrupt ends it as the end of input would (the state and the
+    /// recording written, the exit status as usual).
+    @Test func theCommandPrintsTheAddressServesUntilInterruptedAndFinishes() async throws {
+        let folder = try CLI.makeApp(Self.app)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let actions = folder.appendingPathComponent("actions.jsonl")
+        try Data(String(repeating: "{\"type\":\"add\"}\n", count: 3).utf8).write(to: actions)
+        let stateFile = folder.appendingPathComponent("state.json"), recording = folder.appendingPathComponent("session.jsonl")
+        let process = Process()
+        process.executableURL = CLI.binary
+        process.arguments = ["run", folder.path, "--actions", actions.path, "--format", "json", "--devtools", "0",
+                             "--state-out", stateFile.path, "--record", recording.path]
+        let errors = Pipe()
+        process.standardError = errors
+        process.standardOutput = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        defer { if process.isRunning { process.interrupt() } }
+        let reader = errors.fileHandleForReading
+        let address = try await offPool { () -> String in
+            var text = ""
+            let deadline = Date().addingTimeInterval(60)
+            while Date() < deadline {
+                let data = reader.availableData
+                if data.isEmpty { break }
+                text += String(decoding: data, as: UTF8.self)
+                if let line = text.split(separator: "\n").first(where: { $0.hasPrefix("devtools: ") }) {
+                    return String(line.dropFirst("devtools: ".count))
+                }
+            }
+            throw RawSocket.Failure("no devtools line on standard error: \(text)")
+        }
+        let match = try #require(address.wholeMatch(of: /http:\/\/127\.0\.0\.1:(\d+)\/\?token=([0-9a-f]{32})/))
+        let port = try #require(UInt16(match.1)), token = String(match.2)
+        let session = try await offPool { try RawHTTP.request("GET", "/api/session", port: port, token: token) }
+        #expect(session.status == 200)
+        #expect(session.body.contains(#""count":3"#))
+        let page = try await offPool { try RawHTTP.request("GET", "/?token=\(token)", port: port, token: "") }
+        #expect(page.status == 200)
+        #expect(process.isRunning, "it serves after its actions")
+
+        process.interrupt()
+        let ended = await eventually(timeout: .seconds(30)) { !process.isRunning }
+        #expect(ended)
+        #expect(process.terminationStatus == 0)
+        let state = try String(contentsOf: stateFile, encoding: .utf8)
+        #expect(state.contains(#""count":3"#))
+        #expect(try String(contentsOf: recording, encoding: .utf8).split(separator: "\n").count == 4)
+    }
+}
