@@ -61,7 +61,8 @@ def main():
         for title in ["Buy milk", "Walk the dog", "Write the report"]:
             send(process, {"type": "add", "title": title})
         with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
+            browser = playwright.chromium.launch(executable_path="/usr/bin/chromium",
+                                                  args=["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"])
             page = browser.new_page(viewport={"width": 1280, "height": 760})
             page.set_default_timeout(TIMEOUT_MS)
             failures = []
@@ -71,6 +72,11 @@ def main():
             # Actions arrive live: the three sent before, then one sent while the page is open.
             rows = page.locator("#timeline .row")
             expect(rows).to_have_count(3)
+            # The layout: the timeline takes the height between the header and the footer.
+            timeline = page.locator("#timeline").bounding_box()
+            footer = page.locator("footer").bounding_box()
+            if timeline["height"] < 400 or footer["y"] + footer["height"] < 740:
+                raise SystemExit("the layout is broken: timeline %r, footer %r" % (timeline, footer))
             send(process, {"type": "toggle", "id": 2})
             expect(rows).to_have_count(4)
             expect(page.locator("#status")).to_contain_text("live · 4 entries")
