@@ -29,6 +29,13 @@ struct Replay: AsyncParsableCommand {
     @Flag(name: .long, help: "Print the report as one JSON object.")
     var json = false
 
+    @Option(name: .customLong("time-budget"), help: ArgumentHelp("Milliseconds a script may run per call (init, an action) before it is stopped.", valueName: "ms"))
+    var timeBudget: Double = 200
+
+    func validate() throws {
+        guard timeBudget > 0, timeBudget.isFinite else { throw ValidationError("--time-budget must be a number of milliseconds > 0") }
+    }
+
     /// A recorded action: its sequence number, the action, and what it changed or why it failed.
     struct Recorded {
         let sequence: UInt64
@@ -52,6 +59,7 @@ struct Replay: AsyncParsableCommand {
         var options = ScriptedStoreOptions(log: { _ in }, failures: { _ in })
         options.performsEffects = false
         options.notification = .everyAction
+        options.limits.timeBudget = .microseconds(Int64(timeBudget * 1000))
         let heard = Protected<[JournalEntry]>([])
         options.journal = { entry in heard.withLock { $0.append(entry) } }
         let store: ScriptedStore
