@@ -9,14 +9,10 @@ import LuaStoreScripting
 /// in the same browser), and the token must be there (a query item `token`, or the `X-Devtools-Token` header).
 /// Dispatch and time travel answer 423 until the page is unlocked.
 final class DevtoolsAPI: HTTPHandler, Sendable {
-    typealias Start = (state: LuaValue, scripts: String, schemaVersion: Int64, sequence: UInt64)
-
     /// What the page browses: the running app, or a recording imported into a store of its own.
     struct Source: Sendable {
         let store: ScriptedStore
         let journal: DevtoolsJournal
-        /// The session's start (the export's header).
-        var start: Start?
         var imported: DevtoolsImport.Summary?
     }
 
@@ -35,7 +31,7 @@ final class DevtoolsAPI: HTTPHandler, Sendable {
     var journal: DevtoolsJournal { source.journal }
 
     init(store: ScriptedStore, journal: DevtoolsJournal, options: DevtoolsOptions, token: String) {
-        self.running = Protected(Source(store: store, journal: journal, start: nil, imported: nil))
+        self.running = Protected(Source(store: store, journal: journal, imported: nil))
         self.options = options
         self.token = token
         self.live = LiveClients(journal: journal, queue: options.clientQueue)
@@ -43,10 +39,6 @@ final class DevtoolsAPI: HTTPHandler, Sendable {
 
     func listening(on port: UInt16) {
         self.port.withLock { $0 = port }
-        let store = running.withLock { $0.store }
-        Task { [running] in
-            if let begun = try? await store.journalStart() { running.withLock { $0.start = begun } }
-        }
     }
 
     // MARK: Admission
@@ -397,7 +389,7 @@ final class DevtoolsAPI: HTTPHandler, Sendable {
     }
 
     private func replay() async throws -> HTTPResponse {
-        let report = try await DevtoolsReplay.run(store: store, journal: journal, start: source.start?.state)
+        let report = try await DevtoolsReplay.run(store: store, journal: journal)
         var body = #"{"replayed":\#(report.replayed),"propsCompared":\#(report.propsCompared),"matches":\#(report.divergence == nil)"#
         if let divergence = report.divergence {
             body += #","divergence":{"seq":\#(divergence.sequence),"what":"\#(divergence.what)","action":"#
@@ -434,25 +426,23 @@ final class DevtoolsAPI: HTTPHandler, Sendable {
         return keys
     }
 
-    /// The session as a recording (`luastore replay` reads it): a header with the state before the first kept
-    /// entry, then every kept entry.
+    /// The session as a recording (`luastore replay` reads it): a header with the state before the oldest kept
+    /// entry (from the history: nothing is converted until asked for), then every kept entry.
     private func export() async throws -> HTTPResponse {
-        guard let begun = source.start else { throw Refusal(409, "the session's start is not known yet") }
         let bounds = journal.bounds
-        var header = begun
-        if bounds.count > 0, bounds.first > begun.sequence + 1 {
-            do {
-                header.state = try await store.values(at: [[]], at: bounds.first, before: true)[0]
-            } catch {
-                throw Refusal(409, "the state before entry \(bounds.first), the oldest kept, is no longer kept: \(error.error.message)")
-            }
+        let position = await store.journalPosition()
+        let header: (state: LuaValue, scripts: String, schemaVersion: Int64, sequence: UInt64)
+        if bounds.count > 0, let first = journal.entry(bounds.first) {
+            header = (try await DevtoolsReplay.stateBefore(bounds.first, of: store), first.entry.scripts, position.schemaVersion, bounds.first - 1)
+        } else {
+            header = try await store.journalStart()
         }
         var text = try RecordingLine.header(app: options.app, start: header) + "\n"
         var offset = 0
         while true {
             let batch = journal.entries(offset: offset, limit: 4096)
             if batch.isEmpty { break }
-            for item in batch where item.entry.sequence > begun.sequence {
+            for item in batch {
                 text += try RecordingLine.entry(item.entry)
                 text += "\n"
             }

@@ -84,7 +84,6 @@ enum DevtoolsImport {
         } catch {
             throw DevtoolsAPI.Refusal(409, "the app's scripts do not load: \(error.error) (\(error.stage.rawValue))")
         }
-        let start = try? await store.journalStart()
         for entry in recorded { store.dispatch(entry.action) }
         await store.barrier()
         let now = heard.withLock { $0 }
@@ -112,6 +111,6 @@ enum DevtoolsImport {
                 break
             }
         }
-        return DevtoolsAPI.Source(store: store, journal: journal, start: start, imported: summary)
+        return DevtoolsAPI.Source(store: store, journal: journal, imported: summary)
     }
 }

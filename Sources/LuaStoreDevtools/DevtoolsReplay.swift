@@ -31,19 +31,19 @@ enum DevtoolsReplay {
         var propsCompared: Bool
     }
 
-    static func run(store: ScriptedStore, journal: DevtoolsJournal, start: LuaValue?) async throws -> Report {
+    /// The state just before entry `sequence`, from the history.
+    static func stateBefore(_ sequence: UInt64, of store: ScriptedStore) async throws -> LuaValue {
+        do {
+            return try await store.values(at: [[]], at: sequence, before: true)[0]
+        } catch {
+            throw DevtoolsAPI.Refusal(409, "the state before entry \(sequence), the oldest kept, is no longer kept: \(error.error.message)")
+        }
+    }
+
+    static func run(store: ScriptedStore, journal: DevtoolsJournal) async throws -> Report {
         let bounds = journal.bounds
         guard bounds.count > 0 else { return Report(replayed: 0, divergence: nil, propsCompared: true) }
-        let initial: LuaValue
-        if let start, bounds.first == 1 {
-            initial = start
-        } else {
-            do {
-                initial = try await store.values(at: [[]], at: bounds.first, before: true)[0]
-            } catch {
-                throw DevtoolsAPI.Refusal(409, "the state before entry \(bounds.first), the oldest kept, is no longer kept: \(error.error.message)")
-            }
-        }
+        let initial = try await stateBefore(bounds.first, of: store)
         var recorded: [JournalEntry] = []
         var offset = 0
         while true {

@@ -207,7 +207,6 @@ import Testing
     @Test func theExportIsARecordingOfTheKeptSession() async throws {
         let session = try await Self.start(keep: 50)
         defer { Task { await session.stop() } }
-        try await Task.sleep(for: .milliseconds(50)) // (the server notes the session's start as it starts)
         for _ in 0..<80 { session.store.dispatch(["type": "add"]) }
         await session.store.barrier()
         let export = try await session.get("/api/export")
@@ -224,7 +223,6 @@ import Testing
         let folder = try CLI.makeApp(Self.app)
         let session = try await Self.start(folder: folder)
         defer { Task { await session.stop() } }
-        try await Task.sleep(for: .milliseconds(50))
         for _ in 0..<6 { session.store.dispatch(["type": "add"]) }
         session.store.dispatch(["type": "boom"])
         session.store.dispatch(["type": "rename", "name": "Imported"])
@@ -303,7 +301,6 @@ import Testing
         let folder = try CLI.makeApp(Self.app)
         let session = try await Self.start(folder: folder)
         defer { Task { await session.stop() } }
-        try await Task.sleep(for: .milliseconds(50))
         for _ in 0..<4 { session.store.dispatch(["type": "add"]) }
         session.store.dispatch(["type": "rename", "name": "Ada"])
         for _ in 0..<3 { session.store.dispatch(["type": "add"]) }

@@ -202,6 +202,14 @@ public final class ScriptedStore: Sendable {
         return stream
     }
 
+    /// Where the journal is — the scripts' digest and schema version now, and the last entry's sequence — without
+    /// converting the state.
+    public func journalPosition() async -> (scripts: String, schemaVersion: Int64, sequence: UInt64) {
+        await withCheckedContinuation { continuation in
+            thread.async { [engine] in continuation.resume(returning: (engine.app.digest, engine.app.schemaVersion, engine.journalSequence)) }
+        }
+    }
+
     /// The initial state as the journal starts from it, and the scripts' digest: what a recording's header holds.
     public func journalStart() async throws(LuaError) -> (state: LuaValue, scripts: String, schemaVersion: Int64, sequence: UInt64) {
         try await onThread { engine throws(LuaError) in
