@@ -252,7 +252,8 @@ final class DevtoolsAPI: HTTPHandler, Sendable {
                 if filter.admits(item.entry) { cache!.matches.append(item.entry.sequence) }
                 cache!.scanned = item.entry.sequence
             }
-            if let drop = cache!.matches.firstIndex(where: { $0 >= first }), drop > 0 { cache!.matches.removeFirst(drop) }
+            let dropped = cache!.matches.firstIndex { $0 >= first } ?? cache!.matches.count // (no longer kept)
+            if dropped > 0 { cache!.matches.removeFirst(dropped) }
             return cache!.matches
         }
     }

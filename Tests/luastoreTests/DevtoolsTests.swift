@@ -128,6 +128,25 @@ import Testing
         #expect(try await session.get("/api/entries?path=%5Bnope").status == 400)
     }
 
+    /// The server keeps the newest `--devtools-keep` entries; a filter forgets matches that are no longer kept.
+    @Test func theTimelineKeepsItsBoundAndFiltersForgetWhatWentOut() async throws {
+        let session = try await Self.start(keep: 20)
+        defer { Task { await session.stop() } }
+        for _ in 0..<10 { session.store.dispatch(["type": "add"]) }
+        await session.store.barrier()
+        #expect(try Self.json(try await session.get("/api/entries?type=add&limit=0"))["total"] as? Int == 10)
+        for index in 0..<30 { session.store.dispatch(["type": "rename", "name": .string("n\(index)")]) }
+        await session.store.barrier()
+        let page = try Self.json(try await session.get("/api/entries?limit=100"))
+        #expect(page["total"] as? Int == 20)
+        #expect((page["entries"] as? [[String: Any]])?.first?["seq"] as? Int == 21)
+        #expect(try Self.json(try await session.get("/api/entries?type=add&limit=0"))["total"] as? Int == 0)
+        #expect(try await session.get("/api/entry?seq=5").status == 404)
+        let session2 = try Self.json(try await session.get("/api/session"))
+        #expect(session2["first"] as? Int == 21)
+        #expect(session2["last"] as? Int == 40)
+    }
+
     @Test func anEntryShowsItsDiffItsPropsAndTheStateAtThatPoint() async throws {
         let session = try await Self.start()
         defer { Task { await session.stop() } }
