@@ -91,6 +91,13 @@ def main():
             expect(page.locator("#props")).to_contain_text("Walk the dog")
             expect(page.locator("#props")).not_to_contain_text("Write the report")
 
+            # The keyboard: ↓ from entry 2 selects entry 3 (its action shown), ↑ goes back.
+            page.locator("#timeline").press("ArrowDown")
+            expect(page.locator("#timeline .row.selected")).to_have_attribute("data-seq", "3")
+            expect(page.locator("#action")).to_contain_text('"Write the report"')
+            page.locator("#timeline").press("ArrowUp")
+            expect(page.locator("#timeline .row.selected")).to_have_attribute("data-seq", "2")
+
             # Dispatch from the page, once unlocked.
             expect(page.locator("#dispatch-button")).to_be_disabled()
             page.locator("#lock").click()
