@@ -120,6 +120,8 @@ final class DevtoolsAPI: HTTPHandler, Sendable {
             return Self.refusal(failure.status, failure.message)
         } catch let failure as ScriptFailure {
             return Self.refusal(409, "\(failure.error)")
+        } catch {
+            return Self.refusal(500, "\(route) failed: \(error)")
         }
     }
 
@@ -166,6 +168,7 @@ final class DevtoolsAPI: HTTPHandler, Sendable {
         case 409: "Conflict"
         case 413: "Content Too Large"
         case 423: "Locked"
+        case 500: "Internal Server Error"
         default: "Error"
         }
     }

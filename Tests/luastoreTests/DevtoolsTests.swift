@@ -92,6 +92,9 @@ import Testing
         #expect(foreign.body.contains("http://attacker.example"))
         #expect(try await session.get("/api/session", headers: ["Origin": "http://127.0.0.1:\(session.server.port)"]).status == 200)
         #expect(try await session.get("/api/nothing").status == 404)
+        let plain = try await session.get("/api/live")
+        #expect(plain.status == 400)
+        #expect(plain.body.lowercased().contains("websocket")) // (FlyingFox says what the handshake lacks)
     }
 
     @Test func theTimelineIsPagedAndFilteredOnTheServer() async throws {
