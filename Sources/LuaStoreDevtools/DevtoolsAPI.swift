@@ -151,6 +151,19 @@ final class DevtoolsAPI: HTTPHandler, Sendable {
         return json(body, status: status)
     }
 
+    /// `value` in a recording's lossless JSON (`null` for what it cannot hold: a number that is not finite).
+    static func encoded(_ value: LuaValue) -> String { (try? RecordingJSON.encode(value)) ?? "null" }
+
+    /// Appends `items` separated by commas, each written by `write` (the brackets are the caller's).
+    static func appendList<S: Sequence>(_ items: S, to body: inout String, _ write: (S.Element, inout String) -> Void) {
+        var first = true
+        for item in items {
+            if !first { body += "," }
+            first = false
+            write(item, &body)
+        }
+    }
+
     static func json(_ body: String, status: Int = 200) -> HTTPResponse {
         HTTPResponse(statusCode: HTTPStatusCode(status, phrase: phrase(status)),
                      headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store",
@@ -209,8 +222,7 @@ final class DevtoolsAPI: HTTPHandler, Sendable {
             body += #","imported":null"#
         }
         body += #","types":["#
-        for (index, type) in journal.types.enumerated() {
-            if index > 0 { body += "," }
+        Self.appendList(journal.types, to: &body) { type, body in
             RecordingJSON.quote(type, into: &body)
         }
         body += "]}"
@@ -226,8 +238,7 @@ final class DevtoolsAPI: HTTPHandler, Sendable {
             let bounds = journal.bounds
             let kept = journal.entries(offset: offset, limit: limit)
             body += #"{"total":\#(bounds.count),"offset":\#(offset),"entries":["#
-            for (index, item) in kept.enumerated() {
-                if index > 0 { body += "," }
+            Self.appendList(kept, to: &body) { item, body in
                 Summary.write(item, into: &body)
             }
         } else {
@@ -278,21 +289,18 @@ final class DevtoolsAPI: HTTPHandler, Sendable {
         body += #","line":"#
         body += (try? RecordingLine.entry(item.entry)) ?? "null"
         body += #","commands":["#
-        for (index, command) in item.entry.commands.enumerated() {
-            if index > 0 { body += "," }
-            body += (try? RecordingJSON.encode(command.payload)) ?? "null"
+        Self.appendList(item.entry.commands, to: &body) { command, body in
+            body += Self.encoded(command.payload)
         }
         body += "]"
         if let subscriptions = journal.subscriptions(after: sequence) {
             body += #","subscriptions":{"launched":{"#
-            for (index, key) in subscriptions.launched.keys.sorted().enumerated() {
-                if index > 0 { body += "," }
+            Self.appendList(subscriptions.launched.keys.sorted(), to: &body) { key, body in
                 RecordingJSON.quote(key, into: &body)
-                body += ":" + ((try? RecordingJSON.encode(subscriptions.launched[key]!.payload)) ?? "null")
+                body += ":" + Self.encoded(subscriptions.launched[key]!.payload)
             }
             body += #"},"cancelled":["#
-            for (index, key) in subscriptions.cancelled.enumerated() {
-                if index > 0 { body += "," }
+            Self.appendList(subscriptions.cancelled, to: &body) { key, body in
                 RecordingJSON.quote(key, into: &body)
             }
             body += "]}"
@@ -302,16 +310,15 @@ final class DevtoolsAPI: HTTPHandler, Sendable {
             let details = try await store.details(of: sequence, paths: changes.map(\.path))
             if !changes.isEmpty {
                 body += #","before":["#
-                for (index, value) in details.before.enumerated() {
-                    if index > 0 { body += "," }
-                    body += (try? RecordingJSON.encode(value)) ?? "null"
+                Self.appendList(details.before, to: &body) { value, body in
+                    body += Self.encoded(value)
                 }
                 body += "]"
             }
             switch details.props {
             case .success(let props):
                 body += #","props":"#
-                body += (try? RecordingJSON.encode(props)) ?? "null"
+                body += Self.encoded(props)
             case .failure(let error):
                 body += #","propsNote":"#
                 RecordingJSON.quote("the props failed: \(error)", into: &body)
@@ -341,15 +348,14 @@ final class DevtoolsAPI: HTTPHandler, Sendable {
             throw Refusal(404, "no table at \(LuaPath.render(root: "state", keys: path))")
         }
         var body = #"{"count":\#(slice.count),"offset":\#(slice.offset),"items":["#
-        for (index, item) in slice.items.enumerated() {
-            if index > 0 { body += "," }
+        Self.appendList(slice.items, to: &body) { item, body in
             body += #"{"key":"#
-            body += (try? RecordingJSON.encode(item.key.value)) ?? "null"
+            body += Self.encoded(item.key.value)
             if let size = item.size {
                 body += #","size":\#(size)"#
             } else if let value = item.value {
                 body += #","value":"#
-                body += (try? RecordingJSON.encode(value)) ?? "null"
+                body += Self.encoded(value)
             }
             body += "}"
         }
@@ -362,13 +368,12 @@ final class DevtoolsAPI: HTTPHandler, Sendable {
         guard let text = request.query["q"], !text.isEmpty else { throw Refusal(400, "'q' must be the text to look for") }
         let matches = try await store.search(text, at: sequence, limit: 200)
         var body = #"{"matches":["#
-        for (index, match) in matches.enumerated() {
-            if index > 0 { body += "," }
+        Self.appendList(matches, to: &body) { match, body in
             body += #"{"path":"#
-            body += (try? RecordingJSON.encode(.table(LuaTable(array: match.path.map(\.value))))) ?? "[]"
+            body += Self.encoded(.table(LuaTable(array: match.path.map(\.value))))
             if let value = match.value {
                 body += #","value":"#
-                body += (try? RecordingJSON.encode(value)) ?? "null"
+                body += Self.encoded(value)
             }
             body += "}"
         }
@@ -397,14 +402,13 @@ final class DevtoolsAPI: HTTPHandler, Sendable {
         var body = #"{"replayed":\#(report.replayed),"propsCompared":\#(report.propsCompared),"matches":\#(report.divergence == nil)"#
         if let divergence = report.divergence {
             body += #","divergence":{"seq":\#(divergence.sequence),"what":"\#(divergence.what)","action":"#
-            body += (try? RecordingJSON.encode(divergence.action)) ?? "null"
+            body += Self.encoded(divergence.action)
             body += #","scripts":{"then":"\#(divergence.scripts.then)","now":"\#(divergence.scripts.now)"},"differences":["#
-            for (index, difference) in divergence.differences.enumerated() {
-                if index > 0 { body += "," }
+            Self.appendList(divergence.differences, to: &body) { difference, body in
                 body += #"{"path":"#
                 RecordingJSON.quote(difference.path, into: &body)
-                if let then = difference.then { body += #","then":"# + ((try? RecordingJSON.encode(then)) ?? "null") }
-                if let now = difference.now { body += #","now":"# + ((try? RecordingJSON.encode(now)) ?? "null") }
+                if difference.then != .nil { body += #","then":"# + Self.encoded(difference.then) }
+                if difference.now != .nil { body += #","now":"# + Self.encoded(difference.now) }
                 body += "}"
             }
             body += "]}"

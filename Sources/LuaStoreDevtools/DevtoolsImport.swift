@@ -19,12 +19,6 @@ enum DevtoolsImport {
         var divergence: (sequence: UInt64, path: String)?
     }
 
-    private struct Recorded {
-        var action: LuaValue
-        var changes: [StateChange]?
-        var failure: String?
-    }
-
     static func load(_ bytes: [UInt8], name: String, folder: URL) async throws -> DevtoolsAPI.Source {
         var lines = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
         while let last = lines.last, last.isEmpty { lines.removeLast() }
@@ -41,30 +35,20 @@ enum DevtoolsImport {
         } catch {
             throw DevtoolsAPI.Refusal(400, "\(name):1: the initial state: \(error)")
         }
-        var recorded: [Recorded] = []
-        var recordedFirst: UInt64 = 0
+        var recorded: [RecordingLine.RecordedAction] = []
         var skipped = 0
         for (index, line) in lines.enumerated().dropFirst() where !line.isEmpty {
             do {
-                let fields = try RecordedJSON(parsing: line)
-                guard let action = fields["action"] else {
-                    skipped += 1
+                guard let entry = try RecordingLine.recordedAction(try RecordedJSON(parsing: line)) else {
+                    skipped += 1 // a reload
                     continue
-                }
-                if recordedFirst == 0, case .integer(let sequence)? = fields["seq"] { recordedFirst = UInt64(max(0, sequence)) }
-                var entry = Recorded(action: try RecordingJSON.decode(action), changes: nil, failure: nil)
-                if case .object(let failure)? = fields["failure"], case .string(let message)? = failure["message"] {
-                    entry.failure = message
-                } else if let changes = fields["changes"] {
-                    entry.changes = try RecordingLine.changes(from: changes)
-                } else {
-                    throw RecordingJSON.Malformed(description: "an action without \"changes\" or \"failure\"")
                 }
                 recorded.append(entry)
             } catch {
                 throw DevtoolsAPI.Refusal(400, "\(name):\(index + 1): not a recorded entry (\(error))")
             }
         }
+        let recordedFirst = recorded.first?.sequence ?? 0
 
         let journal = DevtoolsJournal(capacity: max(1, recorded.count))
         var options = ScriptedStoreOptions(log: { _ in }, failures: { _ in })
@@ -106,7 +90,7 @@ enum DevtoolsImport {
                 summary.divergence = (replayed.sequence, "the outcome")
                 break
             }
-            if let difference = DevtoolsReplay.differences(entry.changes ?? [], replayed.changes).first {
+            if let difference = JournalComparison.differences(entry.changes ?? [], replayed.changes, limit: 1).first {
                 summary.divergence = (replayed.sequence, difference.path)
                 break
             }

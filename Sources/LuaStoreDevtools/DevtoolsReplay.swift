@@ -9,12 +9,7 @@ import LuaStoreScripting
 /// and the props are compared with what the session recorded. The first difference is the answer — with its
 /// diff, old against new. Redux DevTools, NgRx and Elm re-run and overwrite; this compares.
 enum DevtoolsReplay {
-    /// One difference: where, and the value then and now (nil: absent).
-    struct Difference {
-        var path: String
-        var then: LuaValue?
-        var now: LuaValue?
-    }
+    typealias Difference = JournalComparison.Difference
 
     struct Divergence {
         var sequence: UInt64
@@ -106,7 +101,7 @@ enum DevtoolsReplay {
             case (nil, nil):
                 break
             }
-            let changes = Self.differences(entry.changes, now.changes)
+            let changes = JournalComparison.differences(entry.changes, now.changes)
             if !changes.isEmpty { return diverged("changes", changes) }
             if entry.commands != now.commands {
                 return diverged("commands", [Difference(path: "commands",
@@ -116,41 +111,10 @@ enum DevtoolsReplay {
             if case .success(let then)? = propsThen[entry.sequence] {
                 let props = try? await replay.props()
                 if let props, props != then {
-                    var differences: [Difference] = []
-                    Self.walk(then, props, path: "props", into: &differences)
-                    return diverged("props", differences)
+                    return diverged("props", JournalComparison.differences(then, props, path: "props"))
                 }
             }
         }
         return Report(replayed: replayed, divergence: nil, propsCompared: !propsThen.isEmpty)
-    }
-
-    /// The paths whose new value differs between two change lists.
-    static func differences(_ then: [StateChange], _ now: [StateChange]) -> [Difference] {
-        if then == now { return [] }
-        var before: [[LuaKey]: LuaValue] = [:]
-        for change in then { before[change.path] = change.value ?? .nil }
-        var after: [[LuaKey]: LuaValue] = [:]
-        for change in now { after[change.path] = change.value ?? .nil }
-        var differences: [Difference] = []
-        for path in Set(before.keys).union(after.keys).sorted(by: { $0.lexicographicallyPrecedes($1) }) {
-            let was = before[path], value = after[path]
-            guard was != value else { continue }
-            differences.append(Difference(path: LuaPath.render(root: "state", keys: path), then: was ?? "(unchanged)", now: value ?? "(unchanged)"))
-            if differences.count == 50 { break }
-        }
-        return differences
-    }
-
-    /// Appends where two values differ, deepest first found, at most 50 places.
-    static func walk(_ a: LuaValue, _ b: LuaValue, path: String, into differences: inout [Difference]) {
-        guard differences.count < 50, a != b else { return }
-        guard let left = a.table, let right = b.table else {
-            differences.append(Difference(path: path, then: a == .nil ? nil : a, now: b == .nil ? nil : b))
-            return
-        }
-        var keys = Set(left.fields.keys).union(right.fields.keys)
-        for index in 0..<max(left.array.count, right.array.count) { keys.insert(.integer(Int64(index + 1))) }
-        for key in keys.sorted() { walk(left[key], right[key], path: path + LuaPath.render(key), into: &differences) }
     }
 }

@@ -36,13 +36,7 @@ struct Replay: AsyncParsableCommand {
         guard timeBudget > 0, timeBudget.isFinite else { throw ValidationError("--time-budget must be a number of milliseconds > 0") }
     }
 
-    /// A recorded action: its sequence number, the action, and what it changed or why it failed.
-    struct Recorded {
-        let sequence: UInt64
-        let action: LuaValue
-        let changes: [StateChange]?
-        let failure: String?
-    }
+    typealias Recorded = RecordingLine.RecordedAction
 
     /// Actions dispatched before the replay waits for the store and compares what they did.
     static let window = 4_096
@@ -71,8 +65,8 @@ struct Replay: AsyncParsableCommand {
         }
         defer { store.shutdown() }
         let start = try await store.journalStart()
-        if let difference = Differences.first(initial, start.state, path: "state") {
-            try report(replayed: 0, divergence: (0, nil, difference.path, difference.recorded, difference.now))
+        if let difference = JournalComparison.differences(initial, start.state, path: "state", limit: 1).first {
+            try report(replayed: 0, divergence: (0, nil, difference.path, difference.then, difference.now))
         }
         // The recording is read a window of entries at a time (a long session is never held whole); each
         // window's actions are dispatched without waiting for each (the store takes them in order, and each makes
@@ -137,21 +131,7 @@ struct Replay: AsyncParsableCommand {
         case (nil, nil):
             break
         }
-        let current = now.changes
-        if recorded.changes ?? [] == current { return nil } // (the same order: both as the barrier wrote them)
-        var then: [[LuaKey]: LuaValue] = [:]
-        for change in recorded.changes ?? [] { then[change.path] = change.value ?? .nil }
-        var changed: [[LuaKey]: LuaValue] = [:]
-        for change in current { changed[change.path] = change.value ?? .nil }
-        let paths = Set(then.keys).union(changed.keys).sorted { $0.lexicographicallyPrecedes($1) }
-        for path in paths {
-            let was = then[path], value = changed[path]
-            guard was != value else { continue }
-            let name = LuaPath.render(root: "state", keys: path)
-            // A path one side changed and the other did not: "unchanged" on that side.
-            return (name, was ?? "(unchanged)", value ?? "(unchanged)")
-        }
-        return nil
+        return JournalComparison.differences(recorded.changes ?? [], now.changes, limit: 1).first.map { ($0.path, $0.then, $0.now) }
     }
 
     /// The initial state from the recording's header line.
@@ -199,21 +179,12 @@ struct Replay: AsyncParsableCommand {
                 throw ExitCode.unusable
             }
             do {
-                guard let actionJSON = fields["action"] else { continue } // a reload
-                guard case .integer(let sequence)? = fields["seq"], sequence > 0 else { throw RecordingJSON.Malformed(description: "no \"seq\"") }
-                if let until, UInt64(sequence) > until {
+                guard let entry = try RecordingLine.recordedAction(fields) else { continue } // a reload
+                if let until, entry.sequence > until {
                     lines.finish()
                     break
                 }
-                let action = try RecordingJSON.decode(actionJSON)
-                if case .object(let failure)? = fields["failure"] {
-                    guard case .string(let message)? = failure["message"] else { throw RecordingJSON.Malformed(description: "a failure without a message") }
-                    entries.append(Recorded(sequence: UInt64(sequence), action: action, changes: nil, failure: message))
-                    continue
-                }
-                guard let list = fields["changes"] else { throw RecordingJSON.Malformed(description: "no \"changes\"") }
-                let changes = try RecordingLine.changes(from: list)
-                entries.append(Recorded(sequence: UInt64(sequence), action: action, changes: changes, failure: nil))
+                entries.append(entry)
             } catch {
                 Console.error("\(name):\(lines.number): not a recorded entry (\(error))")
                 throw ExitCode.unusable
@@ -230,19 +201,5 @@ struct Replay: AsyncParsableCommand {
             Console.error("cannot read \(name): \(error.reason)")
             throw ExitCode.unusable
         }
-    }
-}
-
-/// Finds where two values first differ.
-enum Differences {
-    static func first(_ a: LuaValue, _ b: LuaValue, path: String) -> (path: String, recorded: LuaValue, now: LuaValue)? {
-        if a == b { return nil }
-        guard let left = a.table, let right = b.table else { return (path, a, b) }
-        var keys = Set(left.fields.keys).union(right.fields.keys)
-        for index in 0..<max(left.array.count, right.array.count) { keys.insert(.integer(Int64(index + 1))) }
-        for key in keys.sorted() {
-            if let found = first(left[key], right[key], path: path + LuaPath.render(key)) { return found }
-        }
-        return (path, a, b)
     }
 }

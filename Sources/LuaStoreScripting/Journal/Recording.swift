@@ -285,6 +285,29 @@ public enum RecordingLine {
         line.append(contentsOf: #""}"#.utf8)
     }
 
+    /// An action as a recording holds it: its sequence number, the action, and what it changed or why it failed.
+    public struct RecordedAction: Sendable {
+        public var sequence: UInt64
+        public var action: LuaValue
+        /// What it changed (nil when it failed).
+        public var changes: [StateChange]?
+        /// The failure's message (nil when it was applied).
+        public var failure: String?
+    }
+
+    /// The recorded action of an entry line (its parsed fields); nil for a line that is not an action (a reload).
+    public static func recordedAction(_ fields: RecordedJSON) throws(RecordingJSON.Malformed) -> RecordedAction? {
+        guard let actionJSON = fields["action"] else { return nil }
+        guard case .integer(let sequence)? = fields["seq"], sequence > 0 else { throw RecordingJSON.Malformed(description: "no \"seq\"") }
+        let action = try RecordingJSON.decode(actionJSON)
+        if case .object(let failure)? = fields["failure"] {
+            guard case .string(let message)? = failure["message"] else { throw RecordingJSON.Malformed(description: "a failure without a message") }
+            return RecordedAction(sequence: UInt64(sequence), action: action, changes: nil, failure: message)
+        }
+        guard let list = fields["changes"] else { throw RecordingJSON.Malformed(description: "no \"changes\"") }
+        return RecordedAction(sequence: UInt64(sequence), action: action, changes: try changes(from: list), failure: nil)
+    }
+
     /// The changes a line's `changes` list holds (`[[path…], value]`, or `[[path…]]` for a removal).
     public static func changes(from list: RecordedJSON) throws(RecordingJSON.Malformed) -> [StateChange] {
         guard case .array(let items) = list else { throw RecordingJSON.Malformed(description: "\"changes\" must be a list") }
