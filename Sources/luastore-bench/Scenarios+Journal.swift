@@ -90,6 +90,6 @@ extension Scenarios {
         await store.barrier()
         store.shutdown()
         if let failure = recorder.file.close() { throw failure }
-        return Harness.milliseconds(try timeLuastore(luastore, ["replay", folder.path, path, "--time-budget", "2000"])) * 1_000_000 / Double(actions)
+        return Harness.milliseconds(try timeLuastore(luastore, ["replay", folder.path, path, "--time-budget-ms", "2000"])) * 1_000_000 / Double(actions)
     }
 }

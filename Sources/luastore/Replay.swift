@@ -29,11 +29,11 @@ struct Replay: AsyncParsableCommand {
     @Flag(name: .long, help: "Print the report as one JSON object.")
     var json = false
 
-    @Option(name: .customLong("time-budget"), help: ArgumentHelp("Milliseconds a script may run per call (init, an action) before it is stopped.", valueName: "ms"))
+    @Option(name: .customLong("time-budget-ms"), help: ArgumentHelp("Milliseconds a script may run per call (init, an action) before it is stopped.", valueName: "ms"))
     var timeBudget: Double = 200
 
     func validate() throws {
-        guard timeBudget > 0, timeBudget.isFinite else { throw ValidationError("--time-budget must be a number of milliseconds > 0") }
+        guard timeBudget > 0, timeBudget.isFinite else { throw ValidationError("--time-budget-ms must be a number of milliseconds > 0") }
     }
 
     typealias Recorded = RecordingLine.RecordedAction

@@ -51,7 +51,7 @@ struct Run: AsyncParsableCommand {
     @Option(name: .long, help: "Folder for luastore.save/load data (default: APP_DIR/.data).", completion: .directory)
     var data: String?
 
-    @Option(name: .customLong("time-budget"), help: ArgumentHelp("Milliseconds a script may run per call (init, an action, props) before it is stopped.", valueName: "ms"))
+    @Option(name: .customLong("time-budget-ms"), help: ArgumentHelp("Milliseconds a script may run per call (init, an action, props) before it is stopped.", valueName: "ms"))
     var timeBudget: Double = 200
 
     @Option(name: .long, help: ArgumentHelp("Serve the devtools page on this port (0 picks a free one) and print its address; the run then goes on serving after its input ends, until interrupted.", valueName: "port"))
@@ -65,7 +65,7 @@ struct Run: AsyncParsableCommand {
 
     func validate() throws {
         guard settleTimeout >= 0, settleTimeout.isFinite else { throw ValidationError("--settle-timeout must be a number of seconds ≥ 0") }
-        guard timeBudget > 0, timeBudget.isFinite else { throw ValidationError("--time-budget must be a number of milliseconds > 0") }
+        guard timeBudget > 0, timeBudget.isFinite else { throw ValidationError("--time-budget-ms must be a number of milliseconds > 0") }
         guard devtoolsKeep >= 1 else { throw ValidationError("--devtools-keep must be at least 1") }
         if devtools == nil, devtoolsHost != "127.0.0.1" || devtoolsKeep != 100_000 {
             throw ValidationError("--devtools-host and --devtools-keep go with --devtools PORT")

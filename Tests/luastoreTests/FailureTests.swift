@@ -40,7 +40,7 @@ import Testing
         #expect(try String(contentsOf: stateOut, encoding: .utf8) == "{\"count\":2}\n")
     }
 
-    /// `--time-budget`: an init that needs longer than the budget is stopped, naming the budget; with a
+    /// `--time-budget-ms`: an init that needs longer than the budget is stopped, naming the budget; with a
     /// larger budget it runs (for `run` and `replay` alike); a budget that is not a positive number is a usage error.
     @Test func theTimeBudgetIsTheUsers() async throws {
         let app = try CLI.makeApp("""
@@ -55,16 +55,16 @@ import Testing
             return app
             """)
         defer { try? FileManager.default.removeItem(at: app) }
-        let stopped = try await CLI.run(["run", app.path, "--actions", "-", "--format", "json", "--time-budget", "300"], input: "")
+        let stopped = try await CLI.run(["run", app.path, "--actions", "-", "--format", "json", "--time-budget-ms", "300"], input: "")
         #expect(stopped.status == 2)
         // (On a loaded machine the stop may come a line earlier or later; the budget is what is named.)
         #expect(stopped.errors.contains("time budget of 300 ms exceeded"), "\(stopped.errors)")
-        let ran = try await CLI.run(["run", app.path, "--actions", "-", "--format", "json", "--time-budget", "60000"], input: "")
+        let ran = try await CLI.run(["run", app.path, "--actions", "-", "--format", "json", "--time-budget-ms", "60000"], input: "")
         #expect(ran.status == 0, "\(ran.errors)")
         #expect(ran.output.hasPrefix(#"{"n":"#))
-        let usage = try await CLI.run(["replay", app.path, "x.jsonl", "--time-budget", "0"])
+        let usage = try await CLI.run(["replay", app.path, "x.jsonl", "--time-budget-ms", "0"])
         #expect(usage.status == 2)
-        #expect(usage.errors.contains("--time-budget must be a number of milliseconds > 0"))
+        #expect(usage.errors.contains("--time-budget-ms must be a number of milliseconds > 0"))
     }
 
     @Test func unloadableAppsAndUsageErrorsExitTwo() async throws {
