@@ -3,9 +3,12 @@
 // Lua 5.4 traps every instruction while any hook is set (a count hook of 1,000 still makes the interpreter
 // call into ldebug.c once per instruction), which made every script ≈ 20–30 % slower just to check a clock
 // that almost never runs out. So by default no hook is set. Each top-level call publishes its deadline; one
-// watchdog thread per process sleeps until the earliest deadline it knows of (and looks for new calls every
-// `WATCHDOG_POLL_NANOS` while VMs are busy; after `WATCHDOG_QUIET_LOOKS` looks without a call it sleeps until
-// a call wakes it, so idle VMs cost nothing); when a call overruns, it sends the VM's thread `SIGURG`, whose
+// watchdog thread per process sleeps until the earliest deadline it knows of, and looks for new calls every
+// `WATCHDOG_POLL_NANOS` while VMs are busy; each look that finds no call doubles the wait before the next, up
+// to `WATCHDOG_REST_NANOS`, so idle VMs cost next to nothing (a handful of wake-ups in the seconds after the
+// last call, then one every two seconds). The watchdog publishes when it means to look next, and a call whose
+// deadline it would otherwise notice more than a poll late wakes it (the first call after a quiet spell); when
+// a call overruns, it sends the VM's thread `SIGURG`, whose
 // handler, on that thread, sets a count hook of 1 with `lua_sethook` — the one Lua function made to be called
 // from a signal handler (lua.c stops scripts on Ctrl-C the same way). The hook then raises at the script's next
 // instruction and keeps raising, as before, so nothing can catch it.
@@ -39,10 +42,8 @@
 /// How soon the watchdog signals again a call that is still running past its deadline (its thread may have
 /// been inside a C function, which no hook interrupts).
 #define WATCHDOG_RESIGNAL_NANOS 5000000LL
-/// Looks without a call anywhere (a second's worth) after which the watchdog sleeps until a call begins.
-#define WATCHDOG_QUIET_LOOKS 50
-/// How long the resting watchdog sleeps at most: a call that began at the very moment it lay down (its wake-up
-/// and the watchdog's last look crossed) is noticed this late at worst.
+/// How long the watchdog waits between looks at most, once quiet. A call that began at the very moment the
+/// watchdog published its next look (the two crossed, unseen by each other) is noticed this late at worst.
 #define WATCHDOG_REST_NANOS 2000000000LL
 
 // Initial-exec: the signal handler reads it, and static TLS is never allocated lazily (no malloc in a handler,
@@ -54,8 +55,9 @@ static pthread_cond_t registry_changed;
 static CLuaGuard *registry_head;
 static int registry_count;
 static int watchdog_started;
-/// The watchdog is resting (no call for a while): the next call to begin wakes it. Read without the lock.
-static int watchdog_resting;
+/// When the watchdog looks next (monotonic nanoseconds; 0 while it is awake or has been woken). A call whose
+/// deadline is more than a poll beyond it wakes it. Read without the lock.
+static int64_t watchdog_looks_at;
 static struct sigaction previous_action;
 
 static inline int64_t load_deadline(const CLuaGuard *g) {
@@ -114,6 +116,14 @@ static int calls_since_last_look(void) {
     return busy;
 }
 
+/// [registry lock held] Whether a VM began a call the last look has not seen (without marking it seen).
+static int calls_unseen(void) {
+    for (CLuaGuard *g = registry_head; g != NULL; g = g->registryNext) {
+        if (__atomic_load_n(&g->callsBegun, __ATOMIC_SEQ_CST) != g->callsSeen) return 1;
+    }
+    return 0;
+}
+
 static void *watchdog_main(void *unused) {
     (void)unused;
     pthread_mutex_lock(&registry_lock);
@@ -121,18 +131,11 @@ static void *watchdog_main(void *unused) {
     for (;;) {
         while (registry_count == 0) pthread_cond_wait(&registry_changed, &registry_lock);
         quietLooks = calls_since_last_look() ? 0 : quietLooks + 1;
-        if (quietLooks >= WATCHDOG_QUIET_LOOKS) {
-            __atomic_store_n(&watchdog_resting, 1, __ATOMIC_SEQ_CST);
-            if (!calls_since_last_look()) { /* (a call that began meanwhile saw the flag, or is seen now) */
-                int64_t until = clua_now_nanos() + WATCHDOG_REST_NANOS;
-                struct timespec rest = { .tv_sec = until / 1000000000, .tv_nsec = until % 1000000000 };
-                pthread_cond_timedwait(&registry_changed, &registry_lock, &rest);
-            }
-            __atomic_store_n(&watchdog_resting, 0, __ATOMIC_SEQ_CST);
-            continue; /* (still quiet after the rest: it lies down again at once) */
-        }
+        // Every poll while calls begin; each quiet look doubles the wait, up to the rest.
+        int64_t wait = quietLooks >= 7 ? WATCHDOG_REST_NANOS : WATCHDOG_POLL_NANOS << quietLooks;
+        if (wait > WATCHDOG_REST_NANOS) wait = WATCHDOG_REST_NANOS;
         int64_t now = clua_now_nanos();
-        int64_t wake = now + WATCHDOG_POLL_NANOS;
+        int64_t wake = now + wait;
         for (CLuaGuard *g = registry_head; g != NULL; g = g->registryNext) {
             int64_t deadline = load_deadline(g);
             if (deadline == 0) continue;
@@ -143,8 +146,13 @@ static void *watchdog_main(void *unused) {
                 wake = deadline;
             }
         }
+        __atomic_store_n(&watchdog_looks_at, wake, __ATOMIC_SEQ_CST);
+        /* (A call that began after this look and before the time was published read the earlier time, and did
+           not wake the watchdog: seen now. While calls keep coming the wait is one poll, and nothing is checked.) */
+        if (quietLooks > 0 && calls_unseen()) continue;
         struct timespec until = { .tv_sec = wake / 1000000000, .tv_nsec = wake % 1000000000 };
         pthread_cond_timedwait(&registry_changed, &registry_lock, &until);
+        __atomic_store_n(&watchdog_looks_at, 0, __ATOMIC_SEQ_CST);
     }
     return NULL;
 }
@@ -252,11 +260,12 @@ void clua_closestate(CLuaGuard *g) {
     clua_free_kept_blocks(g);
 }
 
-/// Wakes the resting watchdog: a call began.
-static void wake_watchdog(void) {
+/// Wakes the watchdog for a call with this deadline, unless it was woken meanwhile or looks soon enough.
+static void wake_watchdog(int64_t deadline) {
     pthread_mutex_lock(&registry_lock);
-    if (__atomic_load_n(&watchdog_resting, __ATOMIC_RELAXED)) {
-        __atomic_store_n(&watchdog_resting, 0, __ATOMIC_RELAXED);
+    int64_t looksAt = __atomic_load_n(&watchdog_looks_at, __ATOMIC_RELAXED);
+    if (looksAt != 0 && deadline + WATCHDOG_POLL_NANOS < looksAt) {
+        __atomic_store_n(&watchdog_looks_at, 0, __ATOMIC_RELAXED);
         pthread_cond_broadcast(&registry_changed);
     }
     pthread_mutex_unlock(&registry_lock);
@@ -277,9 +286,14 @@ void clua_begin_call(lua_State *L, CLuaGuard *g) {
     g->failureSource[0] = '\0';
     g->outerRunning = running_on_this_thread;
     running_on_this_thread = g;
-    store_deadline(g, g->budgetNanos > 0 ? clua_now_nanos() + g->budgetNanos : 0);
+    int64_t deadline = g->budgetNanos > 0 ? clua_now_nanos() + g->budgetNanos : 0;
+    store_deadline(g, deadline);
     __atomic_store_n(&g->callsBegun, g->callsBegun + 1, __ATOMIC_RELAXED);
-    if (__atomic_load_n(&watchdog_resting, __ATOMIC_RELAXED)) wake_watchdog();
+    // (A watchdog that looks within a poll of the deadline anyway is not woken: as while it polls.)
+    if (deadline != 0) {
+        int64_t looksAt = __atomic_load_n(&watchdog_looks_at, __ATOMIC_RELAXED);
+        if (looksAt != 0 && deadline + WATCHDOG_POLL_NANOS < looksAt) wake_watchdog(deadline);
+    }
 }
 
 void clua_end_call(lua_State *L, CLuaGuard *g) {
