@@ -80,12 +80,6 @@ enum Harness {
     }
 }
 
-/// Polls `condition` every 50 µs until it holds (benchmarks wait for observers this way; sleeping rather than
-/// spinning leaves the cores to the store).
-func waitUntil(_ condition: @Sendable () -> Bool) async {
-    while !condition() { try? await Task.sleep(for: .microseconds(50)) }
-}
-
 /// A value shared with observers on other threads.
 final class Box<Value: Sendable>: @unchecked Sendable {
     private let lock = NSLock()
@@ -98,8 +92,9 @@ final class Box<Value: Sendable>: @unchecked Sendable {
 }
 
 /// The last value an observer saw, and a wait for it to reach a target without polling: the observer's thread
-/// resumes the waiter once (polling every 50 µs woke a timer thread 20,000 times a second beside the stores
-/// measured, on a machine with two cores).
+/// resumes the waiter once. Every timed wait of the benchmark uses it: polling every 50 µs woke a timer thread
+/// 20,000 times a second beside the stores measured, on a machine with two cores (a recorded store, whose writer
+/// needs the second core, paid for it most).
 final class Arrival: @unchecked Sendable {
     private let lock = NSLock()
     private var seen: Int64 = .min
@@ -108,11 +103,22 @@ final class Arrival: @unchecked Sendable {
     /// The observer saw `value`.
     func see(_ value: Int64) {
         lock.lock()
+        seeLocked(value)
+    }
+
+    /// `see`, called with the lock held; unlocks it.
+    private func seeLocked(_ value: Int64) {
         seen = value
         guard let waiter, value >= waiter.target else { return lock.unlock() }
         self.waiter = nil
         lock.unlock()
         waiter.continuation.resume()
+    }
+
+    /// Counts one more arrival (observers counting deliveries, from 0).
+    func count() {
+        lock.lock()
+        seeLocked(seen == .min ? 1 : seen + 1)
     }
 
     /// Returns once the observer has seen `target` (or more).

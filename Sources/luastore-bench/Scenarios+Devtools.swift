@@ -71,16 +71,16 @@ extension Scenarios {
             options.journal = { _ in }
             store = try await ScriptedStore(app: folder, options: options)
         }
-        let seen = Box(Int64(-1))
+        let arrival = Arrival()
         store.observeProps { props in
-            seen.value = props["toggles"].integer ?? -1
+            arrival.see(props["toggles"].integer ?? -1)
             return .active
         }
-        await waitUntil { seen.value == 0 }
+        await arrival.wait(for: 0)
         let toggles: [LuaValue] = (0..<actions).map { ["type": "toggle", "id": .integer(Int64($0 * 7919 % items + 1))] }
         let result = await Harness.nanoseconds(operations: actions) {
             for action in toggles { store.dispatch(action) }
-            await waitUntil { seen.value == Int64(actions) }
+            await arrival.wait(for: Int64(actions))
         }
         if let setup { await setup.stop() } else { store.shutdown() }
         return result

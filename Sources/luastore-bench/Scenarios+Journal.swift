@@ -14,18 +14,18 @@ extension Scenarios {
         if let recorder { options.journal = { entry in recorder.append(entry) } }
         let store = try await ScriptedStore(app: folder, options: options)
         if let recorder { recorder.start(app: "list", try await store.journalStart()) }
-        let seen = Box(Int64(-1))
+        let arrival = Arrival()
         store.observeProps { props in
-            seen.value = props["toggles"].integer ?? -1
+            arrival.see(props["toggles"].integer ?? -1)
             return .active
         }
-        await waitUntil { seen.value == 0 }
+        await arrival.wait(for: 0)
         _ = await recorder?.file.flushed()
         let before = record ? ((try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0) : 0
         let toggles: [LuaValue] = (0..<actions).map { ["type": "toggle", "id": .integer(Int64($0 * 7919 % items + 1))] }
         let result = await Harness.nanoseconds(operations: actions) {
             for action in toggles { store.dispatch(action) }
-            await waitUntil { seen.value == Int64(actions) }
+            await arrival.wait(for: Int64(actions))
             _ = await recorder?.file.flushed()
         }
         store.shutdown()

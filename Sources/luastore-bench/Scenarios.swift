@@ -209,17 +209,17 @@ struct Scenarios {
     func toggleCost(items: Int, actions: Int, spread: Int? = nil) async throws -> Double {
         let folder = try app("list\(items)", Self.listApp(items: items))
         let store = try await ScriptedStore(app: folder, options: options)
-        let seen = Box(Int64(-1))
+        let arrival = Arrival()
         store.observeProps { props in
-            seen.value = props["toggles"].integer ?? -1
+            arrival.see(props["toggles"].integer ?? -1)
             return .active
         }
-        await waitUntil { seen.value == 0 }
+        await arrival.wait(for: 0)
         let reach = spread ?? items
         let actionsToSend: [LuaValue] = (0..<actions).map { ["type": "toggle", "id": .integer(Int64($0 * 7919 % reach + 1))] }
         let result = await Harness.nanoseconds(operations: actions) {
             for action in actionsToSend { store.dispatch(action) }
-            await waitUntil { seen.value == Int64(actions) }
+            await arrival.wait(for: Int64(actions))
         }
         store.shutdown()
         return result
@@ -250,18 +250,18 @@ struct Scenarios {
         var options = self.options
         options.notification = .everyAction
         let store = try await ScriptedStore(app: folder, options: options)
-        let deliveries = Box(0)
+        let arrival = Arrival()
         for index in 1...observers {
             store.observe(["items", .integer(Int64(index))]) { _ in
-                deliveries.value += 1
+                arrival.count()
                 return .active
             }
         }
-        await waitUntil { deliveries.value == observers }
+        await arrival.wait(for: Int64(observers))
         let toggles: [LuaValue] = (0..<actions).map { ["type": "toggle", "id": .integer(Int64($0 % observers + 1))] }
         let result = await Harness.nanoseconds(operations: actions) {
             for action in toggles { store.dispatch(action) }
-            await waitUntil { deliveries.value == observers + actions }
+            await arrival.wait(for: Int64(observers + actions))
         }
         store.shutdown()
         return result
@@ -290,20 +290,20 @@ struct Scenarios {
     func reloadTimes(items: Int, samples: Int) async throws -> [Double] {
         let folder = try app("reload\(items)", Self.reloadApp(items: items, version: 0))
         let store = try await ScriptedStore(app: folder, options: options)
-        let version = Box(Int64(-1))
+        let arrival = Arrival()
         store.observeProps { props in
-            version.value = props["version"].integer ?? -1
+            arrival.see(props["version"].integer ?? -1)
             return .active
         }
         store.startWatching()
-        await waitUntil { version.value == 0 }
+        await arrival.wait(for: 0)
         try await Task.sleep(for: .milliseconds(30))
         var times: [Double] = []
         let clock = ContinuousClock()
         for sample in 1...samples {
             let start = clock.now
             try Data(Self.reloadApp(items: items, version: sample).utf8).write(to: folder.appendingPathComponent("app.lua"))
-            await waitUntil { version.value == Int64(sample) }
+            await arrival.wait(for: Int64(sample))
             times.append(Harness.milliseconds(clock.now - start))
             try await Task.sleep(for: .milliseconds(30))
         }

@@ -237,3 +237,37 @@ import Testing
         #expect(try vm.call(count, literal) == [4, 3, nil])
     }
 }
+
+/// A table read from the VM keeps a few string-keyed fields as pairs too, and is the same table as one built
+/// with a dictionary: up to the limit and past it, with string keys after other keys and before them, with a
+/// sequence beside them; it can be changed, and it crosses back.
+@Test func tablesReadFromTheVMAreTheSameWhicheverWayTheirFieldsAreKept() async throws {
+    try await withVM { vm throws in
+        let cases: [(source: String, expected: LuaTable)] = [
+            ("return {count = 3, note = 'x', flag = false}", LuaTable(fields: ["count": 3, "note": "x", "flag": false])),
+            ("return {a=1, b=2, c=3, d=4, e=5, f=6, g=7, h=8}",
+             LuaTable(fields: ["a": 1, "b": 2, "c": 3, "d": 4, "e": 5, "f": 6, "g": 7, "h": 8])),
+            ("return {a=1, b=2, c=3, d=4, e=5, f=6, g=7, h=8, i=9}",
+             LuaTable(fields: ["a": 1, "b": 2, "c": 3, "d": 4, "e": 5, "f": 6, "g": 7, "h": 8, "i": 9])),
+            ("return {10, 20, x = 'y', [5] = 50, [true] = 't', z = {w = 1}}",
+             LuaTable(array: [10, 20], fields: ["x": "y", .integer(5): 50, .boolean(true): "t", "z": ["w": 1]])),
+            ("local t = {[2.5] = 'f'} t.k = 'v' return t", LuaTable(fields: [.number(2.5): "f", "k": "v"])),
+            ("return {}", LuaTable()),
+        ]
+        for (source, expected) in cases {
+            let read = try #require(try vm.run(source, chunkName: "t.lua").first?.table)
+            #expect(read == expected && expected == read, "\(source)")
+            #expect(read.hashValue == expected.hashValue, "\(source)")
+            #expect(read.fields == expected.fields && read.count == expected.count, "\(source)")
+            var changed = read
+            changed["added"] = true
+            var expectedChanged = expected
+            expectedChanged["added"] = true
+            #expect(changed == expectedChanged, "\(source)")
+            let identity = try vm.load("return ...", chunkName: "id.lua")
+            #expect(try vm.call(identity, .table(read)) == [.table(expected)], "\(source)")
+        }
+        let different = try #require(try vm.run("return {count = 3, note = 'y'}", chunkName: "d.lua").first?.table)
+        #expect(different != LuaTable(fields: ["count": 3, "note": "x"]))
+    }
+}

@@ -139,7 +139,9 @@ extension LuaVM {
 private struct ValueReader {
     let vm: LuaVM
     var elements = 0
-    var ancestors: Set<UnsafeRawPointer> = []
+    /// The tables being read, outermost first (a cycle leads back to one; a short list, searched in place of
+    /// hashing into a set for every table read).
+    var ancestors: [UnsafeRawPointer] = []
 
     private var state: OpaquePointer { vm.state }
 
@@ -183,11 +185,12 @@ private struct ValueReader {
             throw failure("tables nested deeper than \(vm.limits.conversionDepth) levels")
         }
         let identity = lua_topointer(state, index)!
-        guard ancestors.insert(identity).inserted else { throw failure("the table contains itself (a cycle)") }
-        defer { ancestors.remove(identity) }
+        guard !ancestors.contains(identity) else { throw failure("the table contains itself (a cycle)") }
+        ancestors.append(identity)
+        defer { ancestors.removeLast() }
         guard lua_checkstack(state, 3) != 0 else { throw failure("the Lua stack cannot grow") }
 
-        var table = LuaTable()
+        var array: [LuaValue] = []
         let border = lua_rawlen(state, index)
         var position: lua_Integer = 1
         while position <= border {
@@ -196,14 +199,18 @@ private struct ValueReader {
                 break
             }
             do throws(ConversionFailure) {
-                table.array.append(try read(lua_gettop(state), depth: depth + 1))
+                array.append(try read(lua_gettop(state), depth: depth + 1))
             } catch {
                 throw error.under(.integer(Int64(position)))
             }
             clua_pop(state, 1)
             position += 1
         }
-        let sequenceEnd = Int64(table.array.count)
+        let sequenceEnd = Int64(array.count)
+        // A few string-keyed fields (props, most tables of a state) are kept as pairs, as a literal's are; the
+        // first other key or one field too many moves them into a dictionary.
+        var pairs: [(key: String, value: LuaValue)] = []
+        var fields: [LuaKey: LuaValue]?
         lua_pushnil(state)
         while lua_next(state, index) != 0 {
             let key: LuaKey
@@ -219,13 +226,24 @@ private struct ValueReader {
                 clua_pop(state, 1)
                 continue
             }
+            let value: LuaValue
             do throws(ConversionFailure) {
-                table.fields[key] = try read(lua_gettop(state), depth: depth + 1)
+                value = try read(lua_gettop(state), depth: depth + 1)
             } catch {
                 throw error.under(key)
             }
             clua_pop(state, 1)
+            if fields == nil, case .string(let name) = key, pairs.count < LuaTable.pairsLimit {
+                pairs.append((name, value))
+            } else {
+                if fields == nil {
+                    fields = Dictionary(uniqueKeysWithValues: pairs.lazy.map { (LuaKey.string($0.key), $0.value) })
+                    pairs = []
+                }
+                fields![key] = value
+            }
         }
-        return table
+        if let fields { return LuaTable(array: array, fields: fields) }
+        return LuaTable(array: array, distinctPairs: pairs)
     }
 }

@@ -128,9 +128,10 @@ public enum LuaKey: Sendable, Hashable, Comparable {
 /// A Lua table as a Swift value: its sequence `1...n` in `array`, every other key in `fields`.
 ///
 /// Equality and hashing are structural, so two tables with the same contents are equal. A table written as a
-/// literal with string keys (an action: `["type": "add", "title": title]`) keeps its few fields as a list of
-/// pairs until it is changed or its `fields` dictionary is asked for: making one costs an allocation, not a
-/// dictionary's hashing, and it crosses into the VM from the list (`forEachField`).
+/// literal with string keys (an action: `["type": "add", "title": title]`), or read from the VM with a few string
+/// keys (props, most tables of a state), keeps its few fields as a list of pairs until it is changed or its
+/// `fields` dictionary is asked for: making one costs an allocation, not a dictionary's hashing, and it crosses
+/// into the VM from the list (`forEachField`).
 public struct LuaTable: Sendable, Hashable {
     /// Values at keys `1...array.count`, in order. None of them is `nil`.
     public var array: [LuaValue]
@@ -163,6 +164,13 @@ public struct LuaTable: Sendable, Hashable {
     public init(array: [LuaValue] = [], fields: [LuaKey: LuaValue] = [:]) {
         self.array = array
         self.storage = .dictionary(fields)
+    }
+
+    /// A table of a sequence and at most `pairsLimit` string-keyed fields, distinct and none `nil` (as a table
+    /// read from the VM has them).
+    init(array: [LuaValue], distinctPairs pairs: [(key: String, value: LuaValue)]) {
+        self.array = array
+        self.storage = .pairs(pairs)
     }
 
     /// A table of string-keyed fields, as a literal writes it: a later pair of the same key replaces an earlier
