@@ -209,7 +209,7 @@ private struct ValueReader {
         let sequenceEnd = Int64(array.count)
         // A few string-keyed fields (props, most tables of a state) are kept as pairs, as a literal's are; the
         // first other key or one field too many moves them into a dictionary.
-        var pairs: [(key: String, value: LuaValue)] = []
+        var pairs: [(String, LuaValue)] = []
         var fields: [LuaKey: LuaValue]?
         lua_pushnil(state)
         while lua_next(state, index) != 0 {
@@ -237,7 +237,7 @@ private struct ValueReader {
                 pairs.append((name, value))
             } else {
                 if fields == nil {
-                    fields = Dictionary(uniqueKeysWithValues: pairs.lazy.map { (LuaKey.string($0.key), $0.value) })
+                    fields = Dictionary(uniqueKeysWithValues: pairs.lazy.map { (LuaKey.string($0.0), $0.1) })
                     pairs = []
                 }
                 fields![key] = value

@@ -138,7 +138,7 @@ public struct LuaTable: Sendable, Hashable {
 
     /// The fields: a few string-keyed pairs (distinct keys, no `nil` value), or a dictionary.
     private enum Fields: Sendable {
-        case pairs([(key: String, value: LuaValue)])
+        case pairs([(String, LuaValue)])
         case dictionary([LuaKey: LuaValue])
     }
     private var storage: Fields
@@ -168,7 +168,7 @@ public struct LuaTable: Sendable, Hashable {
 
     /// A table of a sequence and at most `pairsLimit` string-keyed fields, distinct and none `nil` (as a table
     /// read from the VM has them).
-    init(array: [LuaValue], distinctPairs pairs: [(key: String, value: LuaValue)]) {
+    init(array: [LuaValue], distinctPairs pairs: [(String, LuaValue)]) {
         self.array = array
         self.storage = .pairs(pairs)
     }
@@ -185,10 +185,20 @@ public struct LuaTable: Sendable, Hashable {
             storage = .dictionary(fields)
             return
         }
-        var pairs: [(key: String, value: LuaValue)] = []
+        // Usually the keys are distinct and no value is nil: then the literal's own array is kept (no copy).
+        var plain = true
+        for index in elements.indices where plain {
+            if case .nil = elements[index].1 { plain = false }
+            for earlier in 0..<index where elements[earlier].0 == elements[index].0 { plain = false }
+        }
+        if plain {
+            storage = .pairs(elements)
+            return
+        }
+        var pairs: [(String, LuaValue)] = []
         pairs.reserveCapacity(elements.count)
         for (key, value) in elements {
-            if let earlier = pairs.firstIndex(where: { $0.key == key }) { pairs.remove(at: earlier) }
+            if let earlier = pairs.firstIndex(where: { $0.0 == key }) { pairs.remove(at: earlier) }
             if case .nil = value { continue }
             pairs.append((key, value))
         }
@@ -238,7 +248,7 @@ public struct LuaTable: Sendable, Hashable {
                 return fields[key] ?? .nil
             case .pairs(let pairs):
                 guard case .string(let name) = key else { return .nil }
-                return pairs.first { $0.key == name }?.value ?? .nil
+                return pairs.first { $0.0 == name }?.1 ?? .nil
             }
         }
         set { set(key, newValue) }
