@@ -46,7 +46,17 @@ public struct JournalEntry: Sendable {
     public var event: Event
     public var origin: Origin
     /// Why the action or the reload failed.
-    public var failure: ScriptFailure?
+    public var failure: ScriptFailure? {
+        get { failed?.failure }
+        set { failed = newValue.map(Failed.init) }
+    }
+    /// The failure, boxed: entries are copied on the store's thread and most never fail (an unboxed failure was
+    /// nearly half of an entry's bytes).
+    private final class Failed: Sendable {
+        let failure: ScriptFailure
+        init(_ failure: ScriptFailure) { self.failure = failure }
+    }
+    private var failed: Failed?
     /// A digest of the scripts that computed this entry (`ScriptedStore.scriptsDigest`).
     public var scripts: String
     /// How many changes there are (without converting them).
@@ -86,7 +96,7 @@ public struct JournalEntry: Sendable {
         self.sequence = sequence
         self.event = event
         self.origin = origin
-        self.failure = failure
+        self.failed = failure.map(Failed.init)
         self.scripts = scripts
         self.decoded = changes
         self.changeCount = changes.count
@@ -97,7 +107,6 @@ public struct JournalEntry: Sendable {
         self.sequence = sequence
         self.event = .action(action)
         self.origin = origin
-        self.failure = nil
         self.scripts = scripts
         self.encodedChanges = encoded.changes
         self.changeCount = encoded.changeCount

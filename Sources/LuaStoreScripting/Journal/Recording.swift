@@ -493,9 +493,20 @@ public struct OutputFailure: Error, CustomStringConvertible {
 public final class SessionRecorder: Sendable {
     /// Where it writes.
     public let file: OutputFile
-    /// Entries heard before the header was written (an effect launched at start may act at once; `nil` once the
-    /// header is out), entries waiting for the writer, and whether the writer will take them.
-    private let pending = Protected<(early: [JournalEntry]?, waiting: [JournalEntry], taken: Bool)>(([], [], true))
+    /// What waits for the writer, under a lock.
+    private struct Pending {
+        /// Entries heard before the header was written (an effect launched at start may act at once; `nil` once
+        /// the header is out).
+        var early: [JournalEntry]? = []
+        /// Entries waiting for the writer.
+        var waiting: [JournalEntry] = []
+        /// The writer's emptied list, given back: the next entries fill it without growing a new one (each
+        /// growth copies every entry so far).
+        var spare: [JournalEntry] = []
+        /// Whether the writer will take what waits (else one must be queued).
+        var taken = true
+    }
+    private let pending = Protected(Pending())
 
     /// A recorder writing to `file`; pass `append` as `ScriptedStoreOptions.journal`, then call `start` once the
     /// store is made.
@@ -525,14 +536,19 @@ public final class SessionRecorder: Sendable {
     }
 
     /// Queues one writer for whatever is waiting when it runs (entries arriving meanwhile join it).
-    private func scheduleWriting(_ pending: inout (early: [JournalEntry]?, waiting: [JournalEntry], taken: Bool)) {
+    private func scheduleWriting(_ pending: inout Pending) {
         pending.taken = false
         file.append(lines: { [self] line in
-            let entries = self.pending.withLock { pending in
+            var entries = self.pending.withLock { pending in
                 pending.taken = true
-                let entries = pending.waiting
-                pending.waiting = []
+                var entries = pending.spare
+                swap(&entries, &pending.waiting)
+                pending.spare = []
                 return entries
+            }
+            defer { // (a list a burst grew large is let go)
+                entries.removeAll(keepingCapacity: entries.capacity <= 8_192)
+                self.pending.withLock { pending in pending.spare = entries }
             }
             guard !file.failed else { return }
             for entry in entries {
