@@ -65,11 +65,19 @@ end
 -- nobody reads (one item of a large list, say) costs the journal alone. Called by the barrier as the write
 -- happens, so committing costs nothing; a write later rolled back may make a reader run once for nothing
 -- (its result compares equal and is not delivered).
+local spareChanges, spareChangesCount = {}, 0 -- key sets of the change set, emptied by `flush`, for reuse
+
 local function noteChange(real, byKey, key, structural)
   local changes = pending[1]
   local keys = changes[real]
   if keys == nil then
-    keys = {}
+    if spareChangesCount > 0 then
+      keys = spareChanges[spareChangesCount]
+      spareChanges[spareChangesCount] = nil
+      spareChangesCount = spareChangesCount - 1
+    else
+      keys = {}
+    end
     changes[real] = keys
   end
   keys[key] = true
@@ -956,27 +964,56 @@ end
 
 -- Readers: props, selectors, subscriptions ---------------------------------------------------------
 
+-- Whether two read records hold the same keys of the same tables.
+local function sameReads(a, b)
+  for real, keys in next, a do
+    local other = b[real]
+    if other == nil then return false end
+    if other ~= keys then
+      for key in next, keys do
+        if other[key] == nil then return false end
+      end
+      for key in next, other do
+        if keys[key] == nil then return false end
+      end
+    end
+  end
+  for real in next, b do
+    if a[real] == nil then return false end
+  end
+  return true
+end
+
+-- Empties a read record that is not kept, for the next evaluation; `id`: the reader whose entries in the index
+-- it was (they are removed), if any.
+local function recycleReads(record, id)
+  for real, keys in next, record do
+    local byKey = id and dependents[real]
+    if byKey then
+      for key in next, keys do
+        local ids = byKey[key]
+        if ids then ids[id] = nil end
+      end
+    end
+    if keys ~= HOLDER_STATE and spareKeysCount < 256 then
+      for key in next, keys do keys[key] = nil end
+      spareKeysCount = spareKeysCount + 1
+      spareKeys[spareKeysCount] = keys
+    end
+    record[real] = nil
+  end
+  spareReads = record
+end
+
 local function index(id, recorded)
   local reader = readers[id]
   local old = reader.reads
-  if old then
-    for real, keys in next, old do
-      local byKey = dependents[real]
-      if byKey then
-        for key in next, keys do
-          local ids = byKey[key]
-          if ids then ids[id] = nil end
-        end
-      end
-      if keys ~= HOLDER_STATE and spareKeysCount < 256 then
-        for key in next, keys do keys[key] = nil end
-        spareKeysCount = spareKeysCount + 1
-        spareKeys[spareKeysCount] = keys
-      end
-      old[real] = nil
-    end
-    spareReads = old
+  -- Mostly a reader reads what it read last time: its entries in the index stand as they are.
+  if old and sameReads(recorded, old) then
+    recycleReads(recorded)
+    return
   end
+  if old then recycleReads(old, id) end
   for real, keys in next, recorded do
     local byKey = dependents[real]
     if byKey == nil then
@@ -1116,16 +1153,23 @@ function M.flush(everything)
   outCount = 0
   if everything then
     for id in next, readers do markDue(id) end
-  else
-    for real, keys in next, pending[1] do
-      local byKey = dependents[real]
-      if byKey then
-        addDue(byKey[ALL])
-        for key in next, keys do addDue(byKey[key]) end
-      end
+  end
+  -- The change set is emptied in place and its key sets kept for the next changes (a flush after every action
+  -- made two tables each time, for the collector).
+  local changes = pending[1]
+  for real, keys in next, changes do
+    local byKey = not everything and dependents[real]
+    if byKey then addDue(byKey[ALL]) end
+    for key in next, keys do
+      if byKey then addDue(byKey[key]) end
+      keys[key] = nil
+    end
+    changes[real] = nil
+    if spareChangesCount < 256 then
+      spareChangesCount = spareChangesCount + 1
+      spareChanges[spareChangesCount] = keys
     end
   end
-  if next(pending[1]) ~= nil then pending[1] = {} end
   B.flushed()
   if dueCount == 0 then return 0 end
   local failures
