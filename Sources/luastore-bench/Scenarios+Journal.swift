@@ -11,7 +11,7 @@ extension Scenarios {
         var options = self.options
         let path = workspace.appendingPathComponent("session-\(items).jsonl").path
         let recorder = record ? SessionRecorder(file: try OutputFile(path: path)) : nil
-        if let recorder { options.journal = { entry in recorder.append(entry) } }
+        options.recorder = recorder
         let store = try await ScriptedStore(app: folder, options: options)
         if let recorder { recorder.start(app: "list", try await store.journalStart()) }
         let arrival = Arrival()
@@ -83,7 +83,7 @@ extension Scenarios {
         let path = workspace.appendingPathComponent("replay-\(items).jsonl").path
         let recorder = SessionRecorder(file: try OutputFile(path: path))
         var options = self.options
-        options.journal = { entry in recorder.append(entry) }
+        options.recorder = recorder
         let store = try await ScriptedStore(app: folder, options: options)
         recorder.start(app: "list", try await store.journalStart())
         for index in 0..<actions { store.dispatch(["type": "toggle", "id": .integer(Int64(index * 7919 % items + 1))]) }

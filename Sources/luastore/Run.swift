@@ -103,15 +103,8 @@ struct Run: AsyncParsableCommand {
         options.limits.timeBudget = .microseconds(Int64(timeBudget * 1000))
         options.storageFolder = URL(fileURLWithPath: data ?? (appDirectory + "/.data"))
         let devtoolsJournal = devtools.map { _ in DevtoolsJournal(capacity: devtoolsKeep) }
-        switch (recorder, devtoolsJournal) {
-        case (let recorder?, let heard?): options.journal = { entry in
-            recorder.append(entry)
-            heard.hear(entry)
-        }
-        case (let recorder?, nil): options.journal = { entry in recorder.append(entry) }
-        case (nil, let heard?): options.journal = { entry in heard.hear(entry) }
-        case (nil, nil): break
-        }
+        options.recorder = recorder
+        if let devtoolsJournal { options.journal = { entry in devtoolsJournal.hear(entry) } }
         if let devtoolsJournal {
             options.historyEntries = devtoolsKeep
             options.subscriptionsChanged = { change in devtoolsJournal.hear(change) }

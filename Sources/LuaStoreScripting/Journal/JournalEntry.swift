@@ -122,7 +122,7 @@ public struct JournalEntry: Sendable {
 /// What the actions of a run changed, as the barrier wrote it (`record_changes`, `barrier.c`): for each action
 /// that changed something, its run position, the number of changes and their JSON — or no JSON, when the
 /// barrier left them to Swift (the runtime's `collected` list then holds them). Read in run order, once.
-struct EncodedJournal {
+struct EncodedJournal: Sendable {
     struct Record {
         var changeCount: Int
         var changes: ArraySlice<UInt8>?
@@ -133,8 +133,22 @@ struct EncodedJournal {
     /// Where the next record starts.
     private var offset = 0
     private static let header = 3 * MemoryLayout<UInt32>.size
+    /// Whether every record holds its changes' JSON (none was left to Swift).
+    let isWritten: Bool
 
-    init(_ bytes: [UInt8]) { self.bytes = bytes }
+    init(_ bytes: [UInt8]) {
+        self.bytes = bytes
+        var offset = 0
+        var written = true
+        bytes.withUnsafeBytes { raw in
+            while offset + Self.header <= raw.count {
+                let length = raw.loadUnaligned(fromByteOffset: offset + 8, as: UInt32.self)
+                offset += Self.header
+                if length == .max { written = false } else { offset += Int(length) }
+            }
+        }
+        isWritten = written
+    }
 
     /// The record of the action at run `position`, if it changed anything; positions are asked in order.
     mutating func record(at position: Int64) -> Record? {
@@ -152,6 +166,47 @@ struct EncodedJournal {
             offset += Int(length)
         }
         return record
+    }
+}
+
+/// The journal entries of the actions one crossing into the VM committed, as the barrier wrote them, made into
+/// `JournalEntry`s where they are read: the session recorder reads them on its writer's thread, so the store's
+/// thread makes none for it.
+struct JournalRun: Sendable {
+    /// The first action's entry's sequence number (the others follow).
+    let firstSequence: UInt64
+    let actions: ArraySlice<LuaValue>
+    let origin: JournalEntry.Origin
+    /// The first action's position in the run the barrier numbered.
+    let firstPosition: Int64
+    let encoded: EncodedJournal
+    /// Changes the barrier left to Swift, read from the runtime's list, by position (when any were).
+    let converted: [Int64: [StateChange]]?
+    /// The commands the action at `position` returned.
+    let commands: (position: Int64, effects: [ScriptEffect])?
+    /// Each action's share of the run's time.
+    let duration: Duration
+    let scripts: String
+
+    /// Makes each action's entry, in order.
+    func forEachEntry(_ body: (JournalEntry) throws -> Void) rethrows {
+        var encoded = encoded
+        var position = firstPosition
+        var sequence = firstSequence
+        for action in actions {
+            var entry: JournalEntry
+            if let record = encoded.record(at: position), record.changes != nil {
+                entry = JournalEntry(sequence: sequence, action: action, origin: origin, encoded: record, scripts: scripts)
+            } else {
+                entry = JournalEntry(sequence: sequence, event: .action(action), origin: origin,
+                                     changes: converted?[position] ?? [], failure: nil, scripts: scripts)
+            }
+            if let commands, commands.position == position { entry.commands = commands.effects }
+            entry.duration = duration
+            try body(entry)
+            position += 1
+            sequence += 1
+        }
     }
 }
 

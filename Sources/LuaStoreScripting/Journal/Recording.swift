@@ -493,16 +493,37 @@ public struct OutputFailure: Error, CustomStringConvertible {
 public final class SessionRecorder: Sendable {
     /// Where it writes.
     public let file: OutputFile
+    /// An entry, or the entries of a run of actions (`ScriptedStoreOptions.recorder`), made by the writer.
+    private enum Item {
+        case entry(JournalEntry)
+        case run(JournalRun)
+
+        /// Its entries, in order.
+        func forEach(_ body: (JournalEntry) throws -> Void) rethrows {
+            switch self {
+            case .entry(let entry): try body(entry)
+            case .run(let run): try run.forEachEntry(body)
+            }
+        }
+
+        var lastSequence: UInt64 {
+            switch self {
+            case .entry(let entry): entry.sequence
+            case .run(let run): run.firstSequence + UInt64(run.actions.count) - 1
+            }
+        }
+    }
+
     /// What waits for the writer, under a lock.
     private struct Pending {
-        /// Entries heard before the header was written (an effect launched at start may act at once; `nil` once
+        /// Items heard before the header was written (an effect launched at start may act at once; `nil` once
         /// the header is out).
-        var early: [JournalEntry]? = []
-        /// Entries waiting for the writer.
-        var waiting: [JournalEntry] = []
-        /// The writer's emptied list, given back: the next entries fill it without growing a new one (each
-        /// growth copies every entry so far).
-        var spare: [JournalEntry] = []
+        var early: [Item]? = []
+        /// Items waiting for the writer.
+        var waiting: [Item] = []
+        /// The writer's emptied list, given back: the next items fill it without growing a new one (each
+        /// growth copies every item so far).
+        var spare: [Item] = []
         /// Whether the writer will take what waits (else one must be queued).
         var taken = true
     }
@@ -516,7 +537,7 @@ public final class SessionRecorder: Sendable {
     public func start(app: String, _ start: (state: LuaValue, scripts: String, schemaVersion: Int64, sequence: UInt64)) {
         pending.withLock { pending in
             file.append { try RecordingLine.header(app: app, start: start) }
-            pending.waiting = (pending.early ?? []).filter { $0.sequence > start.sequence }
+            pending.waiting = (pending.early ?? []).filter { $0.lastSequence > start.sequence }
             pending.early = nil
             pending.taken = true
             if !pending.waiting.isEmpty { scheduleWriting(&pending) }
@@ -525,12 +546,21 @@ public final class SessionRecorder: Sendable {
 
     /// Records one entry (on the store's thread: encoding and writing happen on the file's).
     public func append(_ entry: JournalEntry) {
+        append(item: .entry(entry))
+    }
+
+    /// Records the entries of a run of actions, made on the file's thread.
+    func append(run: JournalRun) {
+        append(item: .run(run))
+    }
+
+    private func append(item: Item) {
         pending.withLock { pending in
             if pending.early != nil {
-                pending.early?.append(entry)
+                pending.early?.append(item)
                 return
             }
-            pending.waiting.append(entry)
+            pending.waiting.append(item)
             if pending.taken { scheduleWriting(&pending) }
         }
     }
@@ -539,21 +569,23 @@ public final class SessionRecorder: Sendable {
     private func scheduleWriting(_ pending: inout Pending) {
         pending.taken = false
         file.append(lines: { [self] line in
-            var entries = self.pending.withLock { pending in
+            var items = self.pending.withLock { pending in
                 pending.taken = true
-                var entries = pending.spare
-                swap(&entries, &pending.waiting)
+                var items = pending.spare
+                swap(&items, &pending.waiting)
                 pending.spare = []
-                return entries
+                return items
             }
             defer { // (a list a burst grew large is let go)
-                entries.removeAll(keepingCapacity: entries.capacity <= 8_192)
-                self.pending.withLock { pending in pending.spare = entries }
+                items.removeAll(keepingCapacity: items.capacity <= 8_192)
+                self.pending.withLock { pending in pending.spare = items }
             }
             guard !file.failed else { return }
-            for entry in entries {
-                try RecordingLine.append(entry, to: &line)
-                line.append(10)
+            for item in items {
+                try item.forEach { entry in
+                    try RecordingLine.append(entry, to: &line)
+                    line.append(10)
+                }
             }
         })
     }

@@ -58,6 +58,8 @@ final class ScriptEngine {
     /// Hears every journal entry (see `ScriptedStoreOptions.journal`); also the streams of
     /// `ScriptedStore.journalEntries`. With either, actions are reduced one at a time and their changes read.
     var journal: (@Sendable (JournalEntry) -> Void)? { didSet { updateJournaling() } }
+    /// Records the journal (`ScriptedStoreOptions.recorder`): takes runs as the barrier wrote them.
+    var recorder: SessionRecorder? { didSet { updateJournaling() } }
     var journalStreams: [Int: AsyncStream<JournalEntry>.Continuation] = [:] { didSet { updateJournaling() } }
     var nextJournalStream = 0
     private(set) var journalSequence: UInt64 = 0
@@ -87,7 +89,7 @@ final class ScriptEngine {
 
     /// Tells the runtime whether runs collect each action's changes.
     func updateJournaling() {
-        let wanted = journal != nil || !journalStreams.isEmpty || historyLimit > 0
+        let wanted = journal != nil || recorder != nil || !journalStreams.isEmpty || historyLimit > 0
         guard wanted != journaling else { return }
         journaling = wanted
         _ = try? vm.call(runtime[.setJournaling], arguments: [.value(.boolean(wanted))])
@@ -229,7 +231,7 @@ final class ScriptEngine {
             throw error
         }
         do {
-            try journalCommitted([action], origin: JournalEntry.Origin(source), from: 1, commands: (1, commands), duration: .now - started)
+            try journalCommitted([action][...], origin: JournalEntry.Origin(source), from: 1, commands: (1, commands), duration: .now - started)
         } catch {
             // A change that cannot be converted (the state is data: this is a bug of the runtime's, reported).
             undoLastTransaction(committed: true)
@@ -242,32 +244,19 @@ final class ScriptEngine {
 
     /// Journal entries for `actions`, committed at run positions `first`, `first + 1`, …, from the records the
     /// barrier wrote (`encodedJournal`); changes it left to Swift are read from the runtime's list.
-    /// `commands`: what the action at that position returned; `duration`: each action's share of the time.
-    func journalCommitted(_ actions: some Collection<LuaValue>, origin: JournalEntry.Origin, from first: Int64,
+    /// `commands`: what the action at that position returned; `duration`: each action's share of the time. The
+    /// recorder takes the run as it is (its writer makes the entries); entries are made here only for whoever
+    /// else hears the journal, or when the barrier left changes to Swift.
+    func journalCommitted(_ actions: ArraySlice<LuaValue>, origin: JournalEntry.Origin, from first: Int64,
                           commands: (position: Int64, [ScriptEffect])? = nil, duration: Duration = .zero) throws(LuaError) {
-        var encoded = try encodedJournal()
-        var converted: [Int64: [StateChange]]?
-        var position = first
-        for action in actions {
-            defer { position += 1 }
-            journalSequence += 1
-            var entry: JournalEntry
-            if let record = encoded.record(at: position) {
-                if record.changes != nil {
-                    entry = JournalEntry(sequence: journalSequence, action: action, origin: origin, encoded: record, scripts: app.digest)
-                } else {
-                    if converted == nil { converted = try collectedChanges() }
-                    entry = JournalEntry(sequence: journalSequence, event: .action(action), origin: origin,
-                                         changes: converted?[position] ?? [], failure: nil, scripts: app.digest)
-                }
-            } else {
-                entry = JournalEntry(sequence: journalSequence, event: .action(action), origin: origin, changes: [], failure: nil,
-                                     scripts: app.digest)
-            }
-            if let commands, commands.position == position { entry.commands = commands.1 }
-            entry.duration = duration
-            deliver(entry, kept: true)
-        }
+        let encoded = try encodedJournal()
+        let converted = encoded.isWritten ? nil : try collectedChanges()
+        let run = JournalRun(firstSequence: journalSequence + 1, actions: actions, origin: origin, firstPosition: first,
+                             encoded: encoded, converted: converted, commands: commands, duration: duration, scripts: app.digest)
+        journalSequence += UInt64(actions.count)
+        recorder?.append(run: run)
+        guard journal != nil || !journalStreams.isEmpty || historyLimit > 0 else { return }
+        run.forEachEntry { entry in deliver(entry, kept: true, recorded: true) }
     }
 
     /// Hands a journal entry to whoever hears the journal. `kept`: the runtime kept a history entry for it
@@ -281,9 +270,11 @@ final class ScriptEngine {
         deliver(entry, kept: kept ?? (failure == nil))
     }
 
-    /// Hands `entry` (the next in sequence) to whoever hears the journal; `kept`: as for `record`.
-    private func deliver(_ entry: JournalEntry, kept: Bool) {
+    /// Hands `entry` (the next in sequence) to whoever hears the journal; `kept`: as for `record`; `recorded`: the
+    /// recorder has it already (in its run).
+    private func deliver(_ entry: JournalEntry, kept: Bool, recorded: Bool = false) {
         if historyLimit > 0, kept { keepInHistory(entry.sequence, changeCount: entry.changeCount) }
+        if !recorded { recorder?.append(entry) }
         journal?(entry)
         for continuation in journalStreams.values { continuation.yield(entry) }
     }

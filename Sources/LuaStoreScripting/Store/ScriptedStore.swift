@@ -34,6 +34,10 @@ public struct ScriptedStoreOptions: Sendable {
     /// reload, in order, on the store's thread (keep it quick: hand the entry to another thread to write it).
     /// Costs what each action changed, never the state's size; actions are then reduced one at a time.
     public var journal: (@Sendable (JournalEntry) -> Void)?
+    /// Records the session journal (`luastore run --record`): hears what `journal` hears, but the entries of a run
+    /// of actions are handed over as the barrier wrote them and made on the recorder's writer thread, so the
+    /// store's thread makes none. (Set it rather than calling `SessionRecorder.append` from `journal`.)
+    public var recorder: SessionRecorder?
 
     /// Options; every part has a default.
     public init(
@@ -79,6 +83,7 @@ public final class ScriptedStore: Sendable {
             let engine = try ScriptEngine(folder: folder, thread: thread, limits: options.limits, log: options.log, report: report,
                                           initialState: options.initialState)
             engine.journal = options.journal
+            engine.recorder = options.recorder
             engine.subscriptionsChanged = options.subscriptionsChanged
             engine.notifiesEveryAction = options.notification == .everyAction
             engine.setHistory(entries: options.historyEntries, bytes: options.historyBytes)
