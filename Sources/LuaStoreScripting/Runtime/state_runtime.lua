@@ -136,9 +136,7 @@ local function trimCaches(afterFlush, force)
       targets, proxies, parents, parentKeys = {}, {}, {}, {}
       installBarrier()
     else
-      for p in next, targets do targets[p] = nil end
-      for real in next, proxies do proxies[real] = nil end
-      for real in next, parents do parents[real], parentKeys[real] = nil, nil end
+      B.clear(targets, proxies, parents, parentKeys)
     end
     B.made(0)
     placed = 0
