@@ -87,6 +87,16 @@ typedef struct PathSlot {
     unsigned char prefix[PATH_PREFIX_MAX];
 } PathSlot;
 
+/// Changes `__newindex` saw recorded in the change set since the last flush, by the identity of the table and of
+/// the (string) key: a write to one of them has nothing to add. Safe as addresses: the change set holds both
+/// tables and keys until the flush, which makes every slot stale (`at` is the barrier's `flushes`).
+#define NOTED_SLOTS 8
+typedef struct NotedSlot {
+    const void *table;
+    const void *key;
+    lua_Integer at;
+} NotedSlot;
+
 typedef struct Barrier {
     lua_Integer mode;           /* MODE_CLOSED; MODE_WRITE (reduce, migrate); MODE_READ (props, selectors) */
     lua_Integer count;          /* journal slots the open (or last) transaction filled */
@@ -103,6 +113,8 @@ typedef struct Barrier {
     lua_Integer collected;      /* the length of the list of changes read since it was last emptied */
     lua_Integer encoded;        /* the bytes of journal records written in the buffer since the last run began */
     uint32_t pathGeneration;    /* the paths cached under another generation are stale (see "Paths, cached") */
+    unsigned notedNext;         /* the slot of `noted` written next */
+    NotedSlot noted[NOTED_SLOTS];
     PathSlot paths[PATH_SLOTS];
 } Barrier;
 
@@ -286,6 +298,23 @@ static void remember_noted(lua_State *L, Barrier *b) {
     lua_pushvalue(L, 2);
     lua_replace(L, UPVALUE(WRITE_LAST_KEY));
     b->lastNotedAt = b->flushes;
+    if (lua_type(L, 2) == LUA_TSTRING) {
+        NotedSlot *slot = &b->noted[b->notedNext++ % NOTED_SLOTS];
+        slot->table = lua_topointer(L, 4);
+        slot->key = lua_topointer(L, 2);
+        slot->at = b->flushes;
+    }
+}
+
+/// [-0, +0, -] Whether `noted` holds (the table at 4, the string key at 2) for this flush.
+static int seen_noted(lua_State *L, Barrier *b, int keyType) {
+    if (keyType != LUA_TSTRING) return 0;
+    const void *table = lua_topointer(L, 4), *key = lua_topointer(L, 2);
+    for (int i = 0; i < NOTED_SLOTS; i++) {
+        const NotedSlot *slot = &b->noted[i];
+        if (slot->at == b->flushes && slot->table == table && slot->key == key) return 1;
+    }
+    return 0;
 }
 
 /// [-0, +0, -] Whether the value at `index` is a string, a boolean or a finite number: data the fast path may
@@ -344,8 +373,8 @@ static int barrier_newindex(lua_State *L) {
     // Often the change is recorded already (the same field written since the last flush) and the
     // subscriptions are stale anyway: then there is nothing to add. The same field as last time is known
     // without a lookup.
-    if (b->subscriptionsDirty && b->lastNotedAt == b->flushes && lua_rawequal(L, 4, UPVALUE(WRITE_LAST_TABLE)) &&
-        lua_rawequal(L, 2, UPVALUE(WRITE_LAST_KEY))) {
+    if (b->subscriptionsDirty && ((b->lastNotedAt == b->flushes && lua_rawequal(L, 4, UPVALUE(WRITE_LAST_TABLE)) &&
+                                   lua_rawequal(L, 2, UPVALUE(WRITE_LAST_KEY))) || seen_noted(L, b, keyType))) {
         return 0;
     }
     lua_pushvalue(L, 4);
@@ -982,6 +1011,7 @@ int clua_make_barrier(lua_State *L) {
         b->mode = MODE_CLOSED;
         b->pathGeneration = 1;
         b->lastNotedAt = -1;
+        for (int i = 0; i < NOTED_SLOTS; i++) b->noted[i].at = -1;
         b->subscriptionsDirty = 1;
     }
     int control = 2;

@@ -1152,23 +1152,28 @@ function M.flush(everything)
   if everything then
     for id in next, readers do markDue(id) end
   end
-  -- The change set is emptied in place and its key sets kept for the next changes (a flush after every action
-  -- made two tables each time, for the collector).
   local changes = pending[1]
-  for real, keys in next, changes do
-    local byKey = not everything and dependents[real]
-    if byKey then addDue(byKey[ALL]) end
-    for key in next, keys do
-      if byKey then addDue(byKey[key]) end
-      keys[key] = nil
+  if not everything then
+    for real, keys in next, changes do
+      local byKey = dependents[real]
+      if byKey then
+        addDue(byKey[ALL])
+        for key in next, keys do addDue(byKey[key]) end
+      end
     end
+  end
+  B.flushed()
+  -- The change set is emptied in place and its key sets kept for the next changes (a flush after every action
+  -- made two tables each time, for the collector); after `flushed`, which tells the barrier that what it knew
+  -- was recorded no longer is.
+  for real, keys in next, changes do
+    for key in next, keys do keys[key] = nil end
     changes[real] = nil
     if spareChangesCount < 256 then
       spareChangesCount = spareChangesCount + 1
       spareChanges[spareChangesCount] = keys
     end
   end
-  B.flushed()
   if dueCount == 0 then return 0 end
   local failures
   for i = 1, dueCount do
