@@ -104,8 +104,8 @@ struct Run: AsyncParsableCommand {
         options.storageFolder = URL(fileURLWithPath: data ?? (appDirectory + "/.data"))
         let devtoolsJournal = devtools.map { _ in DevtoolsJournal(capacity: devtoolsKeep) }
         options.recorder = recorder
-        if let devtoolsJournal { options.journal = { entry in devtoolsJournal.hear(entry) } }
         if let devtoolsJournal {
+            options.journal = { entry in devtoolsJournal.hear(entry) }
             options.historyEntries = devtoolsKeep
             options.subscriptionsChanged = { change in devtoolsJournal.hear(change) }
         }
