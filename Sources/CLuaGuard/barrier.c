@@ -88,12 +88,14 @@ typedef struct PathSlot {
 } PathSlot;
 
 /// Changes `__newindex` saw recorded in the change set since the last flush, by the identity of the table and of
-/// the (string) key: a write to one of them has nothing to add. Safe as addresses: the change set holds both
-/// tables and keys until the flush, which makes every slot stale (`at` is the barrier's `flushes`).
+/// the key — a string's address, or an integer's value (other keys are not remembered): a write to one of them
+/// has nothing to add. Safe as addresses: the change set holds both tables and keys until the flush, which makes
+/// every slot stale (`at` is the barrier's `flushes`).
 #define NOTED_SLOTS 8
 typedef struct NotedSlot {
     const void *table;
-    const void *key;
+    const void *key;     /* a string key; NULL for an integer key */
+    lua_Integer integer; /* an integer key */
     lua_Integer at;
 } NotedSlot;
 
@@ -104,7 +106,6 @@ typedef struct Barrier {
     lua_Integer position;       /* the action of a run being reduced */
     lua_Integer flushes;        /* how many times the change set was handed over and started afresh */
     lua_Integer made;           /* proxies made since the caches were last emptied */
-    lua_Integer lastNotedAt;    /* `flushes` when __newindex remembered the last change it saw recorded */
     int subscriptionsDirty;     /* `subscriptions` must run again before its result is used */
     int observed;               /* since the last flush, a write changed something a reader read */
     int moved;                  /* the open transaction stored a table that was in the state already */
@@ -146,9 +147,7 @@ enum { FIELD, LITERAL, SPARE };
     X(WRITE_DEPENDENTS, FIELD, "dependents") /* real table -> key -> readers */                            \
     X(WRITE_CHANGES, FIELD, "changes")       /* { [1] = real -> { key -> true } since the last flush } */  \
     X(WRITE_FALLBACK, FIELD, "newindex")     /* the Lua __newindex, for everything else */                \
-    X(WRITE_NOTE, FIELD, "note")             /* note(real, byKey, key): records a change */               \
-    X(WRITE_LAST_TABLE, SPARE, NULL)         /* the table and key of the last change seen recorded, */    \
-    X(WRITE_LAST_KEY, SPARE, NULL)           /* valid while `flushes` is `lastNotedAt` */
+    X(WRITE_NOTE, FIELD, "note")             /* note(real, byKey, key): records a change */
 
 /// `run`'s own upvalues.
 #define RUN_UPVALUES(X)                                                                                    \
@@ -291,28 +290,34 @@ static int barrier_index(lua_State *L) {
     return 1;
 }
 
-/// [-0, +0, -] Remembers that the change of `real[key]` (at 4 and 2) is recorded in the current change set.
-static void remember_noted(lua_State *L, Barrier *b) {
-    lua_pushvalue(L, 4);
-    lua_replace(L, UPVALUE(WRITE_LAST_TABLE));
-    lua_pushvalue(L, 2);
-    lua_replace(L, UPVALUE(WRITE_LAST_KEY));
-    b->lastNotedAt = b->flushes;
-    if (lua_type(L, 2) == LUA_TSTRING) {
-        NotedSlot *slot = &b->noted[b->notedNext++ % NOTED_SLOTS];
-        slot->table = lua_topointer(L, 4);
-        slot->key = lua_topointer(L, 2);
-        slot->at = b->flushes;
-    }
+/// [-0, +0, -] The key at 2 as `noted` remembers it (`*remembered` 0 for a key it does not remember).
+static NotedSlot noted_slot(lua_State *L, Barrier *b, int keyType, int *remembered) {
+    NotedSlot slot = { lua_topointer(L, 4), NULL, 0, b->flushes };
+    *remembered = 1;
+    if (keyType == LUA_TSTRING) slot.key = lua_topointer(L, 2);
+    else if (keyType == LUA_TNUMBER && lua_isinteger(L, 2)) slot.integer = lua_tointeger(L, 2);
+    else *remembered = 0;
+    return slot;
 }
 
-/// [-0, +0, -] Whether `noted` holds (the table at 4, the string key at 2) for this flush.
+/// [-0, +0, -] Remembers that the change of `real[key]` (at 4 and 2) is recorded in the current change set.
+static void remember_noted(lua_State *L, Barrier *b, int keyType) {
+    int remembered;
+    NotedSlot slot = noted_slot(L, b, keyType, &remembered);
+    if (remembered) b->noted[b->notedNext++ % NOTED_SLOTS] = slot;
+}
+
+/// [-0, +0, -] Whether `noted` holds (the table at 4, the key at 2) for this flush.
 static int seen_noted(lua_State *L, Barrier *b, int keyType) {
-    if (keyType != LUA_TSTRING) return 0;
-    const void *table = lua_topointer(L, 4), *key = lua_topointer(L, 2);
+    int remembered;
+    NotedSlot wanted = noted_slot(L, b, keyType, &remembered);
+    if (!remembered) return 0;
     for (int i = 0; i < NOTED_SLOTS; i++) {
         const NotedSlot *slot = &b->noted[i];
-        if (slot->at == b->flushes && slot->table == table && slot->key == key) return 1;
+        if (slot->at == wanted.at && slot->table == wanted.table && slot->key == wanted.key &&
+            slot->integer == wanted.integer) {
+            return 1;
+        }
     }
     return 0;
 }
@@ -371,12 +376,9 @@ static int barrier_newindex(lua_State *L) {
     lua_pushvalue(L, 3);
     lua_rawset(L, 4); /* the key exists: no allocation, no error */
     // Often the change is recorded already (the same field written since the last flush) and the
-    // subscriptions are stale anyway: then there is nothing to add. The same field as last time is known
-    // without a lookup.
-    if (b->subscriptionsDirty && ((b->lastNotedAt == b->flushes && lua_rawequal(L, 4, UPVALUE(WRITE_LAST_TABLE)) &&
-                                   lua_rawequal(L, 2, UPVALUE(WRITE_LAST_KEY))) || seen_noted(L, b, keyType))) {
-        return 0;
-    }
+    // subscriptions are stale anyway: then there is nothing to add. The fields seen lately are known without a
+    // lookup.
+    if (b->subscriptionsDirty && seen_noted(L, b, keyType)) return 0;
     lua_pushvalue(L, 4);
     if (lua_rawget(L, UPVALUE(WRITE_DEPENDENTS)) == LUA_TNIL) return 0; /* 5: who reads this table */
     if (b->subscriptionsDirty && lua_rawgeti(L, UPVALUE(WRITE_CHANGES), 1) == LUA_TTABLE) {
@@ -384,7 +386,7 @@ static int barrier_newindex(lua_State *L) {
         if (lua_rawget(L, -2) == LUA_TTABLE) {
             lua_pushvalue(L, 2);
             if (lua_rawget(L, -2) != LUA_TNIL) {
-                remember_noted(L, b);
+                remember_noted(L, b, keyType);
                 return 0;
             }
         }
@@ -395,7 +397,7 @@ static int barrier_newindex(lua_State *L) {
     lua_pushvalue(L, 5);
     lua_pushvalue(L, 2);
     lua_call(L, 3, 0);
-    remember_noted(L, b);
+    remember_noted(L, b, keyType);
     return 0;
 }
 
@@ -1010,7 +1012,6 @@ int clua_make_barrier(lua_State *L) {
         memset(b, 0, sizeof *b);
         b->mode = MODE_CLOSED;
         b->pathGeneration = 1;
-        b->lastNotedAt = -1;
         for (int i = 0; i < NOTED_SLOTS; i++) b->noted[i].at = -1;
         b->subscriptionsDirty = 1;
     }

@@ -55,6 +55,20 @@ local pending = { {} }                 -- pending[1]: real -> { key -> true }, t
 local B
 local CLOSED, WRITE, READ  -- the modes, as barrier.c numbers them (B.CLOSED, …: set by installBarrier)
 
+-- Empties `map` (anything -> a set of keys) and keeps up to `limit` of its emptied sets in `spares`, which holds
+-- `count`; returns how many it holds now. (Reused sets spare the collector a table per use.)
+local function emptySets(map, spares, count, limit)
+  for k, set in next, map do
+    for key in next, set do set[key] = nil end
+    map[k] = nil
+    if count < limit then
+      count = count + 1
+      spares[count] = set
+    end
+  end
+  return count
+end
+
 local function clearCollected()
   for i = 1, B.collectedcount() do collected[i] = nil end
   B.collectedcount(0)
@@ -774,14 +788,7 @@ function collect(position, historyOnly)
       if not same(value, journal[i + 2]) and appendChange(t, key, value) then changes = changes + 1 end
     end
   end
-  for t, positions in next, written do
-    for key in next, positions do positions[key] = nil end
-    written[t] = nil
-    if spareWrittenCount < 64 then
-      spareWrittenCount = spareWrittenCount + 1
-      spareWritten[spareWrittenCount] = positions
-    end
-  end
+  spareWrittenCount = emptySets(written, spareWritten, spareWrittenCount, 64)
   if changes == 0 then
     collected[start + 1], collected[start + 2] = nil, nil
     collectedCount = start
@@ -1166,14 +1173,7 @@ function M.flush(everything)
   -- The change set is emptied in place and its key sets kept for the next changes (a flush after every action
   -- made two tables each time, for the collector); after `flushed`, which tells the barrier that what it knew
   -- was recorded no longer is.
-  for real, keys in next, changes do
-    for key in next, keys do keys[key] = nil end
-    changes[real] = nil
-    if spareChangesCount < 256 then
-      spareChangesCount = spareChangesCount + 1
-      spareChanges[spareChangesCount] = keys
-    end
-  end
+  spareChangesCount = emptySets(changes, spareChanges, spareChangesCount, 256)
   if dueCount == 0 then return 0 end
   local failures
   for i = 1, dueCount do
