@@ -26,8 +26,10 @@
 // `makebarrier{…}` (trusted host code only) returns the barrier's functions (below, "The functions"). The
 // common cases run here: `__index` while writing; `__newindex` while writing, for a key that stays and a value
 // that is plain data; making proxies; the loop over a run of actions; writing what each committed action changed, as a recording's JSON,
-// for the session journal (`record_changes`, with `json.c`; paths cached while nothing moves); the barrier's
-// state. Everything else —
+// for the session journal (`record_changes`, with `json.c`; paths cached while nothing moves, learned as the
+// reducer reads its way down, and the writes `__newindex` made itself kept as it made them, so that the usual
+// action's changes are written without reading the journal back); the barrier's state. A float key with an
+// integer's value is taken as that integer, as a table keeps it. Everything else —
 // read tracking, a key or value that is a table, a key that appears or goes away, an error to raise — is handed,
 // unchanged, to the Lua functions the barrier was made with (`index`, `newindex`, `note`, `adopt`), which are what
 // the metamethods were before this file existed (README's benchmark section has what that saved).
@@ -99,6 +101,17 @@ typedef struct NotedSlot {
     lua_Integer at;
 } NotedSlot;
 
+/// A write `__newindex` made itself while journaling (a key that stays, a value that is plain data), kept so
+/// that what the action changed can be written without reading the journal back (`write_scalar_changes`): the
+/// real table's address, the key (a float with an integer's value as that integer, as the table keeps it), the
+/// value before and after. Strings are kept by address: the journal holds every key and old value, and the
+/// table or a later write's old value each new one, until the action's changes are written.
+#define SCALAR_WRITES 16
+typedef struct ScalarWrite {
+    const void *table;
+    CLuaScalar key, before, after;
+} ScalarWrite;
+
 typedef struct Barrier {
     lua_Integer mode;           /* MODE_CLOSED; MODE_WRITE (reduce, migrate); MODE_READ (props, selectors) */
     lua_Integer count;          /* journal slots the open (or last) transaction filled */
@@ -114,10 +127,21 @@ typedef struct Barrier {
     lua_Integer collected;      /* the length of the list of changes read since it was last emptied */
     lua_Integer encoded;        /* the bytes of journal records written in the buffer since the last run began */
     uint32_t pathGeneration;    /* the paths cached under another generation are stale (see "Paths, cached") */
+    const void *root;           /* the state's root table, while `rootGeneration` is `pathGeneration` */
+    uint32_t rootGeneration;
+    int scalarWrites;           /* the open transaction's first writes kept in `writes`: all of them when
+                                   3 * scalarWrites == count (none came from the Lua side) */
     unsigned notedNext;         /* the slot of `noted` written next */
     NotedSlot noted[NOTED_SLOTS];
+    ScalarWrite writes[SCALAR_WRITES];
     PathSlot paths[PATH_SLOTS];
 } Barrier;
+
+/// The cache slot of the table at `address`.
+static PathSlot *path_slot(Barrier *b, const void *address) {
+    uintptr_t bits = (uintptr_t)address;
+    return &b->paths[((bits >> 4) ^ (bits >> 12)) & (PATH_SLOTS - 1)];
+}
 
 // MARK: Upvalues
 //
@@ -261,17 +285,72 @@ static void clear_journal_tail(lua_State *L, Barrier *b, int journal) {
 /// [-0, +0, -] Drops the last transaction's journal (its slots are overwritten, not emptied) and opens a new one.
 static void begin_transaction(Barrier *b) {
     b->count = 0;
+    b->scalarWrites = 0;
     b->moved = 0;
     b->mode = MODE_WRITE;
 }
 
 // MARK: The metamethods
 
+/// [-0, +0, -] Replaces a float key at 2 that has an integer's value with that integer, as a table keeps it
+/// (`t[1.0]` is `t[1]`), so that the journal, the records of where tables are and the paths of changes name
+/// the key as the state holds it.
+static void integral_key(lua_State *L) {
+    if (lua_isinteger(L, 2)) return;
+    int exact = 0;
+    lua_Integer integer = lua_tointegerx(L, 2, &exact);
+    if (!exact) return;
+    lua_pushinteger(L, integer);
+    lua_replace(L, 2);
+}
+
+/// [-0, +0, -] While journaling: caches the path of the table at `child` (its address), just read as
+/// `parent[key]` (stack indices), when its parent's path is known — the root's, or cached — so that the
+/// changes written to it are recorded without walking up the records of where tables are (`path_prefix`).
+/// Integer keys and plain ASCII string keys only (others are left to the walk).
+static void learn_path(lua_State *L, Barrier *b, int parent, int key, const void *child) {
+    PathSlot *slot = path_slot(b, child);
+    if (slot->table == child && slot->generation == b->pathGeneration) return;
+    unsigned char path[PATH_PREFIX_MAX + 24];
+    size_t length = 0;
+    const void *up = lua_topointer(L, parent);
+    if (up != b->root || b->rootGeneration != b->pathGeneration) {
+        const PathSlot *above = path_slot(b, up);
+        if (above->table != up || above->generation != b->pathGeneration || above->length >= PATH_PREFIX_MAX) return;
+        memcpy(path, above->prefix, above->length);
+        length = above->length;
+        path[length++] = ',';
+    }
+    if (lua_isinteger(L, key)) {
+        length += clua_json_integer_text((char *)path + length, lua_tointeger(L, key));
+    } else if (lua_type(L, key) == LUA_TSTRING) {
+        size_t count;
+        const unsigned char *text = (const unsigned char *)lua_tolstring(L, key, &count);
+        if (length + count + 2 > PATH_PREFIX_MAX) return;
+        for (size_t i = 0; i < count; i++) {
+            if (text[i] < 0x20 || text[i] == '"' || text[i] == '\\' || text[i] >= 0x80) return;
+        }
+        path[length++] = '"';
+        memcpy(path + length, text, count);
+        length += count;
+        path[length++] = '"';
+    } else {
+        return;
+    }
+    if (length > PATH_PREFIX_MAX) return;
+    slot->table = child;
+    slot->generation = b->pathGeneration;
+    slot->length = (uint32_t)length;
+    memcpy(slot->prefix, path, length);
+}
+
 /// `__index(proxy, key)` [-2, +1, e] while writing: the real table's value, a table as its proxy.
 static int barrier_index(lua_State *L) {
     Barrier *b = barrier(L);
+    int keyType = lua_type(L, 2);
+    if (keyType == LUA_TNUMBER) integral_key(L);
     // (Lua calls a metamethod with exactly its arguments; anything else is handed over.)
-    if (b->mode != MODE_WRITE || lua_gettop(L) != 2 || lua_type(L, 2) == LUA_TTABLE) {
+    if (b->mode != MODE_WRITE || lua_gettop(L) != 2 || keyType == LUA_TTABLE) {
         return fall_back(L, UPVALUE(INDEX_FALLBACK), 2, 1);
     }
     lua_pushvalue(L, 1);
@@ -286,6 +365,7 @@ static int barrier_index(lua_State *L) {
         __builtin_prefetch(table + 64);
         __builtin_prefetch(table + 128);
         to_proxy(L, b, 3, 2);
+        if (b->journaling) learn_path(L, b, 3, 2, table);
     }
     return 1;
 }
@@ -353,6 +433,7 @@ static int is_same(lua_State *L, int a, int b) {
 static int barrier_newindex(lua_State *L) {
     Barrier *b = barrier(L);
     int keyType = lua_type(L, 2);
+    if (keyType == LUA_TNUMBER) integral_key(L);
     if (b->mode != MODE_WRITE || lua_gettop(L) != 3 || keyType == LUA_TTABLE || keyType == LUA_TNIL || !is_plain_data(L, 3)) {
         return fall_back(L, UPVALUE(WRITE_FALLBACK), 3, 0);
     }
@@ -363,6 +444,16 @@ static int barrier_newindex(lua_State *L) {
     // (A NaN key never gets past this: no table holds a value under NaN, so its old value is nil.)
     if (oldType == LUA_TNIL || oldType == LUA_TTABLE) return fall_back(L, UPVALUE(WRITE_FALLBACK), 3, 0);
     if (is_same(L, 5, 3)) return 0;
+    // While journaling, the write is kept as it is on the stack too, when every write of the transaction so far
+    // was (`ScalarWrite`).
+    ScalarWrite write;
+    int keep = b->journaling && b->scalarWrites < SCALAR_WRITES && 3 * b->scalarWrites == b->count;
+    if (keep) {
+        write.table = lua_topointer(L, 4);
+        clua_scalar_read(L, 2, 1, &write.key);
+        clua_scalar_read(L, 5, 0, &write.before);
+        clua_scalar_read(L, 3, 0, &write.after);
+    }
     // Journaled first: growing the journal may raise, and then nothing has changed yet. (The old value is on
     // top, where the journal takes it from; its slots are filled last to first.)
     if (b->count + 3 > b->filled) b->filled = b->count + 3;
@@ -372,6 +463,7 @@ static int barrier_newindex(lua_State *L) {
     lua_pushvalue(L, 4);
     lua_rawseti(L, UPVALUE(WRITE_JOURNAL), b->count + 1);
     b->count += 3;
+    if (keep) b->writes[b->scalarWrites++] = write;
     lua_pushvalue(L, 2);
     lua_pushvalue(L, 3);
     lua_rawset(L, 4); /* the key exists: no allocation, no error */
@@ -449,12 +541,6 @@ static int push_place(lua_State *L, int t) {
     int holds = lua_rawequal(L, -1, t);
     lua_pop(L, holds ? 1 : 3);
     return holds;
-}
-
-/// The cache slot of the table at `address`.
-static PathSlot *path_slot(Barrier *b, const void *address) {
-    uintptr_t bits = (uintptr_t)address;
-    return &b->paths[((bits >> 4) ^ (bits >> 12)) & (PATH_SLOTS - 1)];
 }
 
 /// [-0, +0, m] Writes what the action just committed changed as a recording's `changes` array (`json.c`): each
@@ -634,6 +720,65 @@ static lua_Integer write_changes_unmoved(lua_State *L, Barrier *b, CLuaJSON *o) 
     return changes;
 }
 
+/// Whether two kept writes are to the same key of the same table.
+static int same_place(const ScalarWrite *a, const ScalarWrite *b) {
+    return a->table == b->table && clua_scalar_same(&a->key, &b->key, 1);
+}
+
+/// [-0, +0, m] `write_changes` for a transaction whose every write `__newindex` kept (`ScalarWrite`): nothing
+/// moved, and each write's key and values are at hand, so the journal is not read back; paths come from the
+/// cache (`learn_path` fills it as the reducer reads its way down), else from the records (`path_prefix`).
+/// Returns the number of changes, or -1 when a key or value cannot be written as JSON exactly.
+static lua_Integer write_scalar_changes(lua_State *L, Barrier *b, CLuaJSON *o) {
+    int base = lua_gettop(L), root = 0;
+    lua_Integer changes = 0;
+    unsigned char walked[PATH_BYTES];
+    clua_json_byte(o, '[');
+    for (int i = 0; i < b->scalarWrites; i++) {
+        const ScalarWrite *w = &b->writes[i];
+        int first = 1;
+        for (int j = 0; j < i && first; j++) first = !same_place(&b->writes[j], w);
+        if (!first) continue; /* (its first write stands for it) */
+        const CLuaScalar *after = &w->after;
+        for (int j = i + 1; j < b->scalarWrites; j++) {
+            if (same_place(&b->writes[j], w)) after = &b->writes[j].after;
+        }
+        if (clua_scalar_same(&w->before, after, 0)) continue;
+        const unsigned char *prefix = walked;
+        size_t length = 0;
+        const PathSlot *slot = path_slot(b, w->table);
+        if (w->table == b->root && b->rootGeneration == b->pathGeneration) {
+            length = 0;
+        } else if (slot->table == w->table && slot->generation == b->pathGeneration) {
+            prefix = slot->prefix;
+            length = slot->length;
+        } else {
+            if (root == 0) {
+                lua_pushvalue(L, UPVALUE(RUN_STATE));
+                lua_rawget(L, UPVALUE(RUN_HOLDER));
+                root = lua_gettop(L);
+            }
+            lua_rawgeti(L, UPVALUE(RUN_JOURNAL), 3 * i + 1); /* the table */
+            int found = path_prefix(L, b, o, lua_gettop(L), root, walked, &length);
+            lua_pop(L, 1);
+            if (found < 0) return lua_settop(L, base), -1;
+            if (found == 0) continue; /* not in the state (a child store's) */
+        }
+        if (changes > 0) clua_json_byte(o, ',');
+        clua_json_put(o, "[[", 2);
+        clua_json_put(o, prefix, length);
+        if (length > 0) clua_json_byte(o, ',');
+        if (!clua_json_scalar(o, &w->key)) return lua_settop(L, base), -1;
+        clua_json_put(o, "],", 2);
+        if (!clua_json_scalar(o, after)) return lua_settop(L, base), -1;
+        clua_json_byte(o, ']');
+        changes++;
+    }
+    lua_settop(L, base);
+    clua_json_byte(o, ']');
+    return changes;
+}
+
 /// A record's length when its changes were left to Swift (in the list of changes read).
 #define NOT_WRITTEN UINT32_MAX
 
@@ -661,7 +806,8 @@ static void record_changes(lua_State *L, Barrier *b, lua_Integer position) {
         clua_json_reserve(&o, 3 * sizeof(uint32_t));
         o.length += 3 * sizeof(uint32_t);
         size_t body = o.length;
-        lua_Integer changes = write_changes_unmoved(L, b, &o);
+        lua_Integer changes = 3 * b->scalarWrites == b->count ? write_scalar_changes(L, b, &o)
+                                                               : write_changes_unmoved(L, b, &o);
         if (changes == -2) { /* something moved: the full rules, and no cached path is to be trusted */
             b->pathGeneration++;
             o.length = body;
@@ -710,6 +856,12 @@ static void record_changes(lua_State *L, Barrier *b, lua_Integer position) {
 
 // MARK: Runs of actions
 
+/// [-0, +0, -] Remembers the state's root (the table at `index`) for the paths cached in this generation.
+static void know_root(lua_State *L, Barrier *b, int index) {
+    b->root = lua_topointer(L, index);
+    b->rootGeneration = b->pathGeneration;
+}
+
 /// `run(reduce, list, first, last, stopWhenDirty, stopWhenObserved)` [-6, +(1|3|4), e]: reduces `list[first..last]`
 /// in order, each action its own transaction with its own time budget (restarted for every action after the
 /// first). Stops after an action the host must look at before the next: one without a string `type` (returns
@@ -731,9 +883,16 @@ static int barrier_run(lua_State *L) {
     // replaces the state.
     lua_pushvalue(L, UPVALUE(RUN_STATE));
     lua_rawget(L, UPVALUE(RUN_HOLDER));
+    know_root(L, b, -1);
     to_proxy(L, b, 0, 0);
     for (lua_Integer i = first; i <= last; i++) {
         b->position = i;
+        if (b->rootGeneration != b->pathGeneration) { /* (the last action moved tables, or replaced the state) */
+            lua_pushvalue(L, UPVALUE(RUN_STATE));
+            lua_rawget(L, UPVALUE(RUN_HOLDER));
+            know_root(L, b, -1);
+            lua_pop(L, 1);
+        }
         if (lua_rawgeti(L, 2, i) != LUA_TTABLE || (lua_pushvalue(L, UPVALUE(RUN_TYPE)), lua_rawget(L, 7)) != LUA_TSTRING) {
             /* 7: the action */
             lua_pushinteger(L, i);
@@ -844,6 +1003,7 @@ static int barrier_rollback(lua_State *L) {
         lua_settop(L, 0);
     }
     b->count = 0;
+    b->scalarWrites = 0;
     clear_journal_tail(L, b, UPVALUE(JOURNAL));
     b->mode = MODE_CLOSED;
     b->pathGeneration++;

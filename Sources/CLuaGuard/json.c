@@ -62,19 +62,22 @@ void clua_json_grow(CLuaJSON *o, size_t needed) {
 #define PUT_LITERAL(o, text) put((o), (text), sizeof(text) - 1)
 // MARK: Scalars
 
-/// [-0, +0, m] An integer, in decimal.
-static void put_integer(CLuaJSON *o, lua_Integer value) {
+size_t clua_json_integer_text(char *text, lua_Integer value) {
     char digits[24];
-    int count = 0;
+    size_t count = 0;
     lua_Unsigned magnitude = value < 0 ? (lua_Unsigned)0 - (lua_Unsigned)value : (lua_Unsigned)value;
     do {
         digits[count++] = (char)('0' + magnitude % 10);
         magnitude /= 10;
     } while (magnitude != 0);
     if (value < 0) digits[count++] = '-';
-    unsigned char *out = reserve(o, (size_t)count);
-    for (int i = 0; i < count; i++) out[i] = (unsigned char)digits[count - 1 - i];
-    o->length += (size_t)count;
+    for (size_t i = 0; i < count; i++) text[i] = digits[count - 1 - i];
+    return count;
+}
+
+/// [-0, +0, m] An integer, in decimal.
+static void put_integer(CLuaJSON *o, lua_Integer value) {
+    o->length += clua_json_integer_text((char *)reserve(o, 24), value);
 }
 
 /// [-0, +0, m] A finite float, with a fraction or an exponent; 0 (nothing written) when it is not finite.
@@ -176,6 +179,69 @@ static int put_string(CLuaJSON *o, const char *text, size_t count) {
     put(o, bytes + run, count - run);
     put_byte(o, '"');
     return 1;
+}
+
+// MARK: Scalars kept off the stack
+
+int clua_scalar_read(lua_State *L, int index, int asKey, CLuaScalar *scalar) {
+    scalar->type = lua_type(L, index);
+    switch (scalar->type) {
+    case LUA_TSTRING:
+        scalar->as.string.text = lua_tolstring(L, index, &scalar->as.string.length);
+        return 1;
+    case LUA_TBOOLEAN:
+        scalar->as.boolean = lua_toboolean(L, index);
+        return 1;
+    case LUA_TNUMBER: {
+        int exact = 0;
+        if (asKey || lua_isinteger(L, index)) {
+            lua_Integer integer = lua_tointegerx(L, index, &exact); /* (a float only when it is an integer's value) */
+            if (exact) {
+                scalar->isInteger = 1;
+                scalar->as.integer = integer;
+                return 1;
+            }
+        }
+        scalar->isInteger = 0;
+        scalar->as.number = lua_tonumber(L, index);
+        return 1;
+    }
+    default:
+        return 0;
+    }
+}
+
+int clua_scalar_same(const CLuaScalar *a, const CLuaScalar *b, int asKey) {
+    if (a->type != b->type) return 0;
+    switch (a->type) {
+    case LUA_TSTRING:
+        return a->as.string.length == b->as.string.length &&
+               (a->as.string.text == b->as.string.text || memcmp(a->as.string.text, b->as.string.text, a->as.string.length) == 0);
+    case LUA_TBOOLEAN:
+        return a->as.boolean == b->as.boolean;
+    default:
+        if (a->isInteger != b->isInteger) return 0; /* (keys: a float key never has an integer's value) */
+        if (a->isInteger) return a->as.integer == b->as.integer;
+        return a->as.number == b->as.number && (asKey || a->as.number != 0 || signbit(a->as.number) == signbit(b->as.number));
+    }
+}
+
+int clua_json_scalar(CLuaJSON *o, const CLuaScalar *scalar) {
+    switch (scalar->type) {
+    case LUA_TSTRING:
+        return put_string(o, scalar->as.string.text, scalar->as.string.length);
+    case LUA_TBOOLEAN:
+        if (scalar->as.boolean) PUT_LITERAL(o, "true"); else PUT_LITERAL(o, "false");
+        return 1;
+    case LUA_TNUMBER:
+        if (scalar->isInteger) {
+            put_integer(o, scalar->as.integer);
+            return 1;
+        }
+        return put_float(o, scalar->as.number);
+    default:
+        return 0;
+    }
 }
 
 // MARK: Values

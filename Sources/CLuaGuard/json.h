@@ -40,6 +40,32 @@ static inline void clua_json_byte(CLuaJSON *o, unsigned char byte) {
     o->length += 1;
 }
 
+/// A string, boolean or number read off Lua's stack by `clua_scalar_read`, kept to be written later without the
+/// stack: a string by the address of its bytes, which stay where they are while the string lives (Lua's
+/// collector does not move objects), so only while something holds the string.
+typedef struct CLuaScalar {
+    int type;      /* LUA_TSTRING, LUA_TBOOLEAN or LUA_TNUMBER */
+    int isInteger; /* for a number */
+    union {
+        lua_Integer integer;
+        lua_Number number;
+        int boolean;
+        struct {
+            const char *text;
+            size_t length;
+        } string;
+    } as;
+} CLuaScalar;
+/// [-0, +0, -] Reads the string, boolean or number at `index` into `*scalar`; returns 0 (nothing read) for any
+/// other value. A float with an integer's value is read as that integer when `asKey` (as a table stores the key).
+int clua_scalar_read(lua_State *L, int index, int asKey, CLuaScalar *scalar);
+/// Whether two scalars are the same value to a table: equal keys (`rawequal`) when `asKey`; otherwise also the
+/// same number subtype and, for a zero, the same sign (what the barrier's `is_same` says of values).
+int clua_scalar_same(const CLuaScalar *a, const CLuaScalar *b, int asKey);
+/// [-0, +0, -] Writes an integer in decimal to `text` (room for 21 bytes); returns the bytes written.
+size_t clua_json_integer_text(char *text, lua_Integer value);
+/// [-0, +0, m] Appends a scalar as `clua_json_value` would. Returns 0 when it cannot be written exactly.
+int clua_json_scalar(CLuaJSON *o, const CLuaScalar *scalar);
 /// [-0, +0, m] Appends the value at `index` (absolute), `depth` tables deep. Returns 0 when it cannot be written
 /// exactly (the caller drops what was written since it began).
 int clua_json_value(CLuaJSON *o, int index, int depth);

@@ -215,6 +215,71 @@ import Testing
         }
     }
 
+    /// Actions that only write strings, booleans and numbers over ones (the barrier keeps those writes as it makes
+    /// them and writes their changes without reading the journal back): a key written again, or put back as it
+    /// was, counts once or not at all; an integer written as a float (and 0.0 as -0.0) is a change; long strings
+    /// made anew with the same text are not; `t[1.0]` is `t[1]`; deep paths are named in full; past 16 writes the
+    /// journal is read back as before. Applying each entry's changes gives the real state, for single actions and
+    /// for runs of them.
+    @Test(arguments: [11, 12, 13, 14] as [UInt64])
+    func scalarWritesAreJournaledExactly(seed: UInt64) async throws {
+        try await withEngine(#"""
+            cases.scalars = function(state, action)
+              math.randomseed(action.seed)
+              for step = 1, action.steps do
+                local item = state.list[math.random(1, 6) + 0.0] -- (`t[2.0]` is `t[2]`, in paths too)
+                local kind = math.random(1, 10)
+                if kind == 1 then item.n = math.random(0, 4)
+                elseif kind == 2 then item.n = item.n + 0.0
+                elseif kind == 3 then item.n = math.tointeger(item.n) or item.n
+                elseif kind == 4 then item.s = string.rep("long text ", 5) .. math.random(1, 2)
+                elseif kind == 5 then local old = item.f; item.f = step + 0.25; item.f = old
+                elseif kind == 6 then item.deep.x.y = math.random(1, 3)
+                elseif kind == 7 then state.map[1.0] = math.random(1, 2) == 1
+                elseif kind == 8 then state.count = (1 / state.count > 0) and -0.0 or 0.0
+                elseif kind == 9 then state.map.k = "é" .. math.random(1, 3)
+                else item.f = item.f * 2; item.f = item.f / 2 + 1 end
+              end
+            end
+            """#, initial: """
+            (function()
+              local list = {}
+              for i = 1, 6 do list[i] = { n = i, s = "s", f = 0.5, deep = { x = { y = 0 } } } end
+              return { list = list, map = { [1] = true, k = "é" }, count = 0.0 }
+            end)()
+            """) { engine in
+            let streamed = Protected<[JournalEntry]>([])
+            engine.journal = { entry in streamed.withLock { $0.append(entry) } }
+            var generator = SplitMix(state: seed)
+            var previous = try engine.state()
+            func action() -> LuaValue {
+                ["type": "scalars", "seed": .integer(Int64(generator.next() % 1_000_000)), "steps": .integer(Int64(generator.next() % 20 + 1))]
+            }
+            for round in 0..<80 {
+                let actions = round % 2 == 0 ? [action()] : [action(), action(), action()]
+                let before = streamed.withLock { $0.count }
+                if actions.count == 1 { _ = try engine.reduce(actions[0]) } else { _ = engine.reduce(run: actions[...]) }
+                let entries = streamed.withLock { Array($0[before...]) }
+                #expect(entries.count == actions.count)
+                var applied = previous
+                for entry in entries {
+                    #expect(entry.failure == nil)
+                    for change in entry.changes { Self.apply(change, to: &applied) }
+                    // As written: a key read as `2.0` is named as the state holds it, `2`.
+                    guard let encoded = entry.encodedChanges else { continue }
+                    for change in try RecordingJSON.decode(text: String(decoding: encoded, as: UTF8.self)[...]).table?.array ?? [] {
+                        #expect(change.table?.array.first?.table?.array.allSatisfy { key in if case .number = key { false } else { true } } == true, "\(change)")
+                    }
+                }
+                let now = try engine.state()
+                #expect(applied == now, "seed \(seed), round \(round): \(entries.map(\.changes))")
+                previous = now
+            }
+            let all = streamed.withLock { $0 }
+            #expect(all.contains { $0.changes.isEmpty } && all.contains { $0.changes.count > 3 })
+        }
+    }
+
     /// Changes name paths from the root, are never nested in one another, and cost what changed: a toggle in a
     /// 20,000-item list is two changes.
     @Test func aToggleIsTwoChangesWhateverTheStateSize() async throws {
@@ -306,6 +371,22 @@ import Testing
             if case .number(let number) = value { #expect(back.number?.sign == number.sign) }
         }
         #expect(throws: RecordingJSON.Unrepresentable.self) { try RecordingJSON.encode(.number(.infinity)) }
+    }
+
+    /// A table that keeps its fields as pairs (a literal, a small table read from the VM) is written as the same
+    /// table kept as a dictionary is: keys in byte order, a lone "$map" key as a map.
+    @Test func tablesKeptAsPairsAreWrittenAsDictionariesAre() throws {
+        let literals: [LuaValue] = [
+            ["type": "toggle", "id": 7], ["b": 1, "ab": 2, "a": 3, "": 4, "é": 5, "Z": 6, "a\u{0}": 7, "zz": 8],
+            ["$map": 1], ["$map": 1, "x": 2], ["only": [1, 2]],
+        ]
+        for literal in literals {
+            guard case .table(let kept) = literal else { Issue.record("not a table"); continue }
+            #expect(kept.stringPairs != nil, "\(literal): kept as pairs")
+            let written = try RecordingJSON.encode(literal)
+            #expect(written == (try RecordingJSON.encode(.table(LuaTable(fields: kept.fields)))), "\(literal)")
+            #expect(try RecordingJSON.decode(text: written[...]) == literal)
+        }
     }
 
     /// Runs of queued actions (one crossing into the VM for many) journal each action as single dispatches do:

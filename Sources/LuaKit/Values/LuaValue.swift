@@ -160,6 +160,13 @@ public struct LuaTable: Sendable, Hashable {
         set { storage = .dictionary(newValue) }
     }
 
+    /// The fields, when the table keeps them as a few string-keyed pairs (distinct keys, no `nil` value; in no
+    /// particular order), without copying them; `nil` when it keeps a dictionary.
+    public var stringPairs: [(String, LuaValue)]? {
+        if case .pairs(let pairs) = storage { return pairs }
+        return nil
+    }
+
     /// Creates a table from a sequence part and other fields.
     public init(array: [LuaValue] = [], fields: [LuaKey: LuaValue] = [:]) {
         self.array = array

@@ -31,6 +31,8 @@ public enum RecordingJSON {
                     try encode(element, into: &output)
                 }
                 output.append(UInt8(ascii: "]"))
+            } else if table.array.isEmpty, let pairs = table.stringPairs, pairs.count > 1 || pairs.first?.0 != "$map" {
+                try encodeObject(pairs, into: &output)
             } else if table.array.isEmpty, let fields = stringFields(of: table) {
                 output.append(UInt8(ascii: "{"))
                 for (index, entry) in fields.enumerated() {
@@ -57,6 +59,30 @@ public enum RecordingJSON {
                 output.append(contentsOf: "]}".utf8)
             }
         }
+    }
+
+    /// Appends the pairs of a table that keeps them so (`LuaTable.stringPairs`: a few, distinct) as an object,
+    /// keys in byte order, as `stringFields` would order them — sorting their positions, not a copy of them.
+    static func encodeObject(_ pairs: [(String, LuaValue)], into output: inout [UInt8]) throws {
+        output.append(UInt8(ascii: "{"))
+        try withUnsafeTemporaryAllocation(of: Int.self, capacity: pairs.count) { order in
+            for index in pairs.indices { // insertion sort: at most `LuaTable.pairsLimit` of them
+                var slot = index
+                while slot > 0, pairs[index].0.utf8.lexicographicallyPrecedes(pairs[order[slot - 1]].0.utf8) {
+                    order[slot] = order[slot - 1]
+                    slot -= 1
+                }
+                order[slot] = index
+            }
+            for slot in pairs.indices {
+                if slot > 0 { output.append(UInt8(ascii: ",")) }
+                let (key, value) = pairs[order[slot]]
+                quote(key, into: &output)
+                output.append(UInt8(ascii: ":"))
+                try encode(value, into: &output)
+            }
+        }
+        output.append(UInt8(ascii: "}"))
     }
 
     /// The fields of a table whose keys are all strings, in key order (one array, sorted in place: actions are
@@ -229,19 +255,7 @@ public enum RecordingLine {
         line.append(contentsOf: #"{"seq":"#.utf8)
         RecordingJSON.appendInteger(Int64(clamping: entry.sequence), into: &line)
         line.append(contentsOf: #","origin":"#.utf8)
-        switch entry.origin {
-        case .outside: line.append(contentsOf: #""outside""#.utf8)
-        case .child: line.append(contentsOf: #""child""#.utf8)
-        case .reload: line.append(contentsOf: #""reload""#.utf8)
-        case .effect(let kind, let subscription):
-            line.append(contentsOf: #"{"effect":"#.utf8)
-            RecordingJSON.quote(kind, into: &line)
-            if let subscription {
-                line.append(contentsOf: #","subscription":"#.utf8)
-                RecordingJSON.quote(subscription, into: &line)
-            }
-            line.append(UInt8(ascii: "}"))
-        }
+        append(entry.origin, to: &line)
         switch entry.event {
         case .action(let action):
             line.append(contentsOf: #","action":"#.utf8)
@@ -263,26 +277,78 @@ public enum RecordingLine {
             line.append(contentsOf: #","changes":"#.utf8)
             line.append(contentsOf: encoded)
         } else {
-            line.append(contentsOf: #","changes":["#.utf8)
-            for (index, change) in entry.changes.enumerated() {
-                if index > 0 { line.append(UInt8(ascii: ",")) }
-                line.append(contentsOf: "[[".utf8)
-                for (position, key) in change.path.enumerated() {
-                    if position > 0 { line.append(UInt8(ascii: ",")) }
-                    try RecordingJSON.encode(key.value, into: &line)
-                }
-                line.append(UInt8(ascii: "]"))
-                if let value = change.value {
-                    line.append(UInt8(ascii: ","))
-                    try RecordingJSON.encode(value, into: &line)
-                }
-                line.append(UInt8(ascii: "]"))
-            }
-            line.append(UInt8(ascii: "]"))
+            line.append(contentsOf: #","changes":"#.utf8)
+            try append(entry.changes, to: &line)
         }
         line.append(contentsOf: #","scripts":""#.utf8)
         line.append(contentsOf: entry.scripts.utf8)
         line.append(contentsOf: #""}"#.utf8)
+    }
+
+    /// Appends the lines of a run's entries (each with its newline) as `append(_:to:)` writes them, straight
+    /// from the run: no `JournalEntry` is made.
+    static func append(_ run: JournalRun, to output: inout [UInt8]) throws {
+        var origin: [UInt8] = []
+        append(run.origin, to: &origin)
+        var encoded = run.encoded
+        var position = run.firstPosition
+        var sequence = run.firstSequence
+        for action in run.actions {
+            output.append(contentsOf: #"{"seq":"#.utf8)
+            RecordingJSON.appendInteger(Int64(clamping: sequence), into: &output)
+            output.append(contentsOf: #","origin":"#.utf8)
+            output.append(contentsOf: origin)
+            output.append(contentsOf: #","action":"#.utf8)
+            try RecordingJSON.encode(action, into: &output)
+            output.append(contentsOf: #","changes":"#.utf8)
+            if let record = encoded.record(at: position), let changes = record.changes {
+                output.append(contentsOf: changes)
+            } else {
+                try append(run.converted?[position] ?? [], to: &output)
+            }
+            output.append(contentsOf: #","scripts":""#.utf8)
+            output.append(contentsOf: run.scripts.utf8)
+            output.append(contentsOf: "\"}\n".utf8)
+            position += 1
+            sequence += 1
+        }
+    }
+
+    /// Appends an entry's origin.
+    private static func append(_ origin: JournalEntry.Origin, to line: inout [UInt8]) {
+        switch origin {
+        case .outside: line.append(contentsOf: #""outside""#.utf8)
+        case .child: line.append(contentsOf: #""child""#.utf8)
+        case .reload: line.append(contentsOf: #""reload""#.utf8)
+        case .effect(let kind, let subscription):
+            line.append(contentsOf: #"{"effect":"#.utf8)
+            RecordingJSON.quote(kind, into: &line)
+            if let subscription {
+                line.append(contentsOf: #","subscription":"#.utf8)
+                RecordingJSON.quote(subscription, into: &line)
+            }
+            line.append(UInt8(ascii: "}"))
+        }
+    }
+
+    /// Appends changes as a recording's `changes` array.
+    private static func append(_ changes: [StateChange], to line: inout [UInt8]) throws {
+        line.append(UInt8(ascii: "["))
+        for (index, change) in changes.enumerated() {
+            if index > 0 { line.append(UInt8(ascii: ",")) }
+            line.append(contentsOf: "[[".utf8)
+            for (position, key) in change.path.enumerated() {
+                if position > 0 { line.append(UInt8(ascii: ",")) }
+                try RecordingJSON.encode(key.value, into: &line)
+            }
+            line.append(UInt8(ascii: "]"))
+            if let value = change.value {
+                line.append(UInt8(ascii: ","))
+                try RecordingJSON.encode(value, into: &line)
+            }
+            line.append(UInt8(ascii: "]"))
+        }
+        line.append(UInt8(ascii: "]"))
     }
 
     /// An action as a recording holds it: its sequence number, the action, and what it changed or why it failed.
@@ -498,14 +564,6 @@ public final class SessionRecorder: Sendable {
         case entry(JournalEntry)
         case run(JournalRun)
 
-        /// Its entries, in order.
-        func forEach(_ body: (JournalEntry) throws -> Void) rethrows {
-            switch self {
-            case .entry(let entry): try body(entry)
-            case .run(let run): try run.forEachEntry(body)
-            }
-        }
-
         var lastSequence: UInt64 {
             switch self {
             case .entry(let entry): entry.sequence
@@ -582,9 +640,12 @@ public final class SessionRecorder: Sendable {
             }
             guard !file.failed else { return }
             for item in items {
-                try item.forEach { entry in
+                switch item {
+                case .entry(let entry):
                     try RecordingLine.append(entry, to: &line)
                     line.append(10)
+                case .run(let run):
+                    try RecordingLine.append(run, to: &line)
                 }
             }
         })

@@ -25,6 +25,9 @@ enum StateRuntime {
         static let commands: Int32 = 2
         static let dirty: Int32 = 3
         static let refused: Int32 = 4
+        /// While journaling: the run's journal records (`record_changes`, `barrier.c`) and their length.
+        static let records: Int32 = 5
+        static let recordsLength: Int32 = 6
     }
 
     /// Where `flush` puts its results: how many readers gave a new value, their ids and values (lists of that

@@ -544,13 +544,17 @@ function installBarrier()
   CLOSED, WRITE, READ = B.CLOSED, B.WRITE, B.READ
 end
 
+-- Whether runs collect each action's changes (the host journals: `setJournaling`).
+local journalingOn = false
+
 -- Reduces list[first..last] in order, each action its own transaction with its own time budget, in one call
 -- from the host (the fixed cost of crossing into the VM is paid once per run, not per action), in the
 -- barrier's C loop. Stops after an action the host must look at before the next one: one that returned
 -- commands (the host validates them and may undo it), one that made the declared subscriptions stale (the
 -- store diffs them), or one refused for having no string `type` (the host words the error); returns its
 -- position, its commands (proxies stripped), whether `subscriptions` must run again, and whether it was
--- refused. `stopWhenObserved` (a store notifying after every action): also stops after an action that changed
+-- refused; while journaling, then the run's journal records (`B.records()`: the buffer and its length, read in
+-- the same crossing). `stopWhenObserved` (a store notifying after every action): also stops after an action that changed
 -- what a reader read, or replaced the state, so that observers hear of it before the next action. Returns
 -- `last` alone when every action ran without any of those. A failing action raises;
 -- `runPosition` then says which one it was (the ones before it are committed, its own writes are in the
@@ -562,20 +566,21 @@ function M.reduceRun(reduce, list, first, last, stopWhenObserved)
   local position, commands, dirty, refused = B.run(reduce, list, first, last, readers.subscriptions ~= nil,
     stopWhenObserved)
   if commands ~= nil then commands = unwrap(commands) end
+  if journalingOn then return position, commands, dirty, refused, B.records() end
   return position, commands, dirty, refused
 end
 
 function M.runPosition() return B.position() end
 
 -- One action (a run of one), with reduceRun's results: 1, its commands, whether `subscriptions` must run
--- again, whether it was refused.
+-- again, whether it was refused (and, while journaling, the records).
 local single = {}
 function M.reduce(reduce, action)
   if not istable(action) then return 1, nil, false, true end
   single[1] = action
-  local _, commands, _, refused = M.reduceRun(reduce, single, 1, 1)
+  local _, commands, _, refused, records, length = M.reduceRun(reduce, single, 1, 1)
   single[1] = nil
-  return 1, commands, B.dirty(), refused
+  return 1, commands, B.dirty(), refused, records, length
 end
 
 -- Undoes the open or last transaction, newest write first.
@@ -798,8 +803,6 @@ function collect(position, historyOnly)
   B.collectedcount(collectedCount)
 end
 
--- Whether runs collect each action's changes (the host journals).
-local journalingOn = false
 function M.setJournaling(on)
   journalingOn = on
   B.setjournaling(on, historyLimit > 0)

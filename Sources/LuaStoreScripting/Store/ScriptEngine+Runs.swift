@@ -55,7 +55,7 @@ extension ScriptEngine {
         }
         var first: Int64 = 1 // list position p holds the action at offset p - 1
         while first <= last {
-            let stop: (position: Int64, commands: LuaValue?, refused: Bool, dirty: Bool)
+            let stop: (position: Int64, commands: LuaValue?, refused: Bool, dirty: Bool, records: EncodedJournal?)
             reduceCrossings += 1
             let started = journaling ? ContinuousClock.now : nil
             /// Each action's share of the crossing's time, through `position`.
@@ -70,9 +70,10 @@ extension ScriptEngine {
                 ]) { results throws(LuaError) in
                     typealias Result = StateRuntime.RunResult
                     let position = results.integer(Result.position) ?? last
-                    if results.boolean(Result.refused) == true { return (position, nil, true, false) }
+                    let records = journaling ? Self.records(in: results) : nil
+                    if results.boolean(Result.refused) == true { return (position, nil, true, false, records) }
                     let commands = results.isNil(Result.commands) ? nil : try results.value(Result.commands, root: "commands")
-                    return (position, commands, false, results.boolean(Result.dirty) == true)
+                    return (position, commands, false, results.boolean(Result.dirty) == true, records)
                 }
             } catch {
                 let failed = (try? vm.call(runtime[.runPosition], arguments: []).first?.integer) ?? first
@@ -100,7 +101,7 @@ extension ScriptEngine {
             if let failure { outcome.failures.append((offset, failure)) }
             if journaling {
                 journalRun(actions, first: first, through: stop.position, failed: failure.map { (stop.position, $0) },
-                           commands: (stop.position, returned), duration: share(through: stop.position))
+                           records: stop.records, commands: (stop.position, returned), duration: share(through: stop.position))
             }
             if stop.dirty && app.subscriptions != nil {
                 subscriptionsDirty = true
@@ -117,13 +118,13 @@ extension ScriptEngine {
     /// Journal entries for the actions at run positions `first...last` (position p is the action at offset p - 1);
     /// `failed` is the one that failed, if any (the last).
     private func journalRun(_ actions: ArraySlice<LuaValue>, first: Int64, through last: Int64, failed: (Int64, LuaError)?,
-                            commands: (Int64, [ScriptEffect])? = nil, duration: Duration) {
+                            records: EncodedJournal? = nil, commands: (Int64, [ScriptEffect])? = nil, duration: Duration) {
         guard first <= last, last <= Int64(actions.count) else { return }
         let start = actions.startIndex + Int(first - 1)
         let committedEnd = actions.startIndex + Int((failed?.0 ?? last + 1) - 1)
         do {
             try journalCommitted(actions[start..<max(start, min(committedEnd, actions.startIndex + Int(last)))], origin: .outside,
-                                 from: first, commands: commands, duration: duration)
+                                 from: first, records: records, commands: commands, duration: duration)
         } catch {
             report(ScriptFailure(stage: .reduce, error: LuaError(.runtime, "the journal could not read a run's changes: \(error.message)"), action: nil))
         }

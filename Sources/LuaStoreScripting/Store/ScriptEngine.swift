@@ -220,18 +220,20 @@ final class ScriptEngine {
             held.append((action, source))
             return []
         }
-        guard journaling else { return try reduceAction(action) }
+        guard journaling else { return try reduceAction(action).effects }
         let commands: [ScriptEffect]
+        let records: EncodedJournal?
         let started = ContinuousClock.now
         do {
-            commands = try reduceAction(action)
+            (commands, records) = try reduceAction(action)
         } catch {
             record(.action(action), origin: JournalEntry.Origin(source), changes: [],
                    failure: ScriptFailure(stage: .reduce, error: error, action: action), duration: .now - started)
             throw error
         }
         do {
-            try journalCommitted([action][...], origin: JournalEntry.Origin(source), from: 1, commands: (1, commands), duration: .now - started)
+            try journalCommitted([action][...], origin: JournalEntry.Origin(source), from: 1, records: records, commands: (1, commands),
+                                 duration: .now - started)
         } catch {
             // A change that cannot be converted (the state is data: this is a bug of the runtime's, reported).
             undoLastTransaction(committed: true)
@@ -243,13 +245,15 @@ final class ScriptEngine {
     }
 
     /// Journal entries for `actions`, committed at run positions `first`, `first + 1`, …, from the records the
-    /// barrier wrote (`encodedJournal`); changes it left to Swift are read from the runtime's list.
+    /// barrier wrote (`records`, read with the run's results; else `encodedJournal`); changes it left to Swift are
+    /// read from the runtime's list.
     /// `commands`: what the action at that position returned; `duration`: each action's share of the time. The
     /// recorder takes the run as it is (its writer makes the entries); entries are made here only for whoever
     /// else hears the journal, or when the barrier left changes to Swift.
     func journalCommitted(_ actions: ArraySlice<LuaValue>, origin: JournalEntry.Origin, from first: Int64,
-                          commands: (position: Int64, [ScriptEffect])? = nil, duration: Duration = .zero) throws(LuaError) {
-        let encoded = try encodedJournal()
+                          records: EncodedJournal? = nil, commands: (position: Int64, [ScriptEffect])? = nil,
+                          duration: Duration = .zero) throws(LuaError) {
+        let encoded = if let records { records } else { try encodedJournal() }
         let converted = encoded.isWritten ? nil : try collectedChanges()
         let run = JournalRun(firstSequence: journalSequence + 1, actions: actions, origin: origin, firstPosition: first,
                              encoded: encoded, converted: converted, commands: commands, duration: duration, scripts: app.digest)
@@ -333,24 +337,32 @@ final class ScriptEngine {
         return result
     }
 
-    private func reduceAction(_ action: LuaValue) throws(LuaError) -> [ScriptEffect] {
-        let reduced: LuaValue?
+    /// Reduces one action; returns its commands and, when journaling, the records of what it changed.
+    private func reduceAction(_ action: LuaValue) throws(LuaError) -> (effects: [ScriptEffect], records: EncodedJournal?) {
+        let reduced: (commands: LuaValue, records: EncodedJournal?)?
         reduceCrossings += 1
         do {
             reduced = try vm.call(runtime[.reduce], arguments: [.reference(app.reduce), .value(action)]) { results throws(LuaError) in
                 typealias Result = StateRuntime.RunResult
                 if results.boolean(Result.refused) == true { return nil } // refused before anything ran
                 if results.boolean(Result.dirty) == true { subscriptionsDirty = true }
-                return results.isNil(Result.commands) ? .nil : try results.value(Result.commands, root: "commands")
+                let commands = results.isNil(Result.commands) ? .nil : try results.value(Result.commands, root: "commands")
+                return (commands, journaling ? Self.records(in: results) : nil)
             }
         } catch {
             undoLastTransaction()
             throw error
         }
-        guard let commands = reduced else {
+        guard let reduced else {
             throw Self.refused(action)
         }
-        return try effects(from: commands)
+        return (try effects(from: reduced.commands), reduced.records)
+    }
+
+    /// The journal records a run returned (`StateRuntime.RunResult.records`).
+    static func records(in results: LuaResults) -> EncodedJournal {
+        typealias Result = StateRuntime.RunResult
+        return EncodedJournal(results.bytes(Result.records, count: Int(results.integer(Result.recordsLength) ?? 0)) ?? [])
     }
 
     /// The error for an action the runtime refused before any reducer ran.
