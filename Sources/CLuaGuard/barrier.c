@@ -282,6 +282,17 @@ static void clear_journal_tail(lua_State *L, Barrier *b, int journal) {
     b->filled = b->count;
 }
 
+/// [-0, +0, -] Empties the table at `t` (its slots kept, for refilling without rehashing).
+static void empty_table(lua_State *L, int t) {
+    lua_pushnil(L);
+    while (lua_next(L, t) != 0) { /* clearing the current key is allowed while traversing */
+        lua_pop(L, 1);
+        lua_pushvalue(L, -1);
+        lua_pushnil(L);
+        lua_rawset(L, t);
+    }
+}
+
 /// [-0, +0, -] Drops the last transaction's journal (its slots are overwritten, not emptied) and opens a new one.
 static void begin_transaction(Barrier *b) {
     b->count = 0;
@@ -1076,16 +1087,88 @@ static int barrier_set_dirty(lua_State *L) {
 static int barrier_clear(lua_State *L) {
     int count = lua_gettop(L);
     for (int t = 1; t <= count; t++) {
-        if (lua_type(L, t) != LUA_TTABLE) continue;
-        lua_pushnil(L);
-        while (lua_next(L, t) != 0) { /* clearing the current key is allowed while traversing */
-            lua_pop(L, 1);
-            lua_pushvalue(L, -1);
-            lua_pushnil(L);
-            lua_rawset(L, t);
-        }
+        if (lua_type(L, t) == LUA_TTABLE) empty_table(L, t);
     }
     return 0;
+}
+
+/// `emptysets(map, spares, count, limit)` [-4, +1, m]: empties `map` (anything -> a set of keys) and keeps up to
+/// `limit` of its emptied sets in `spares`, which holds `count`; returns how many it holds now. (Reused sets
+/// spare the collector a table per use; the change set is emptied after every flush.)
+static int barrier_empty_sets(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_Integer count = luaL_checkinteger(L, 3), limit = luaL_checkinteger(L, 4);
+    lua_settop(L, 2);
+    lua_pushnil(L);
+    while (lua_next(L, 1) != 0) { /* k, set */
+        if (lua_type(L, -1) == LUA_TTABLE) {
+            empty_table(L, lua_gettop(L));
+            if (count < limit) {
+                lua_pushvalue(L, -1);
+                lua_rawseti(L, 2, ++count);
+            }
+        }
+        lua_pop(L, 1);
+        lua_pushvalue(L, -1);
+        lua_pushnil(L);
+        lua_rawset(L, 1); /* map[k] = nil: allowed while traversing */
+    }
+    lua_pushinteger(L, count);
+    return 1;
+}
+
+/// [-0, +0, m] Marks due each reader id of the set at `ids` (if it is one) not marked yet: `isDue[id] = true`,
+/// appended to `due`, which holds `*count`.
+static void mark_ids(lua_State *L, int ids, int isDue, int due, lua_Integer *count) {
+    if (lua_type(L, ids) != LUA_TTABLE) return;
+    lua_pushnil(L);
+    while (lua_next(L, ids) != 0) { /* id, true */
+        lua_pop(L, 1);
+        lua_pushvalue(L, -1);
+        if (lua_rawget(L, isDue) == LUA_TNIL) {
+            lua_pushvalue(L, -2);
+            lua_pushboolean(L, 1);
+            lua_rawset(L, isDue);
+            lua_pushvalue(L, -2);
+            lua_rawseti(L, due, ++*count);
+        }
+        lua_pop(L, 1);
+    }
+}
+
+/// `markdue(changes, dependents, all, isDue, due, count)` [-6, +1, m]: marks due, once each, every reader of
+/// what the change set names — `dependents[real][key]` for each changed key of a table, and
+/// `dependents[real][all]`, the readers of all of it — as `isDue[id] = true` appended to `due`, which holds
+/// `count`; returns how many it holds now (`flush`, `state_runtime.lua`).
+static int barrier_mark_due(lua_State *L) {
+    for (int i = 1; i <= 5; i++) {
+        if (i != 3) luaL_checktype(L, i, LUA_TTABLE);
+    }
+    lua_Integer count = luaL_checkinteger(L, 6);
+    lua_settop(L, 5);
+    luaL_checkstack(L, 12, NULL);
+    lua_pushnil(L);
+    while (lua_next(L, 1) != 0) { /* 6: real, 7: its changed keys */
+        lua_pushvalue(L, 6);
+        if (lua_rawget(L, 2) == LUA_TTABLE && lua_type(L, 7) == LUA_TTABLE) { /* 8: byKey */
+            lua_pushvalue(L, 3);
+            lua_rawget(L, 8); /* 9: the readers of all of it */
+            mark_ids(L, 9, 4, 5, &count);
+            lua_pop(L, 1);
+            lua_pushnil(L);
+            while (lua_next(L, 7) != 0) { /* 9: key, 10: true */
+                lua_pop(L, 1);
+                lua_pushvalue(L, 9);
+                lua_rawget(L, 8); /* 10: its readers */
+                mark_ids(L, 10, 4, 5, &count);
+                lua_pop(L, 1);
+            }
+        }
+        lua_settop(L, 6);
+    }
+    lua_pushinteger(L, count);
+    return 1;
 }
 
 /// `observed()` [-0, +0, -]: a write changed something a reader read (`noteChange`); `run` with
@@ -1103,6 +1186,75 @@ static int barrier_flushed(lua_State *L) {
     b->observed = 0;
     clear_journal_tail(L, b, UPVALUE(JOURNAL));
     return 0;
+}
+
+/// [-0, +0, -] Whether every table of the record at `a` (real table -> set of keys) is in the record at `b`,
+/// and, when `keys`, with the same set of keys (the same set, or sets of the same keys). Uses four stack slots.
+static int reads_within(lua_State *L, int a, int b, int keys) {
+    lua_pushnil(L);
+    while (lua_next(L, a) != 0) { /* real, its keys */
+        lua_pushvalue(L, -2);
+        if (lua_rawget(L, b) == LUA_TNIL) return lua_pop(L, 4), 0; /* real, its keys, the other's */
+        int same = 1;
+        if (keys && !lua_rawequal(L, -1, -2)) {
+            int mine = lua_gettop(L) - 1, other = mine + 1;
+            same = lua_type(L, mine) == LUA_TTABLE && lua_type(L, other) == LUA_TTABLE;
+            for (int pass = 0; pass < 2 && same; pass++) {
+                int from = pass == 0 ? mine : other, in = pass == 0 ? other : mine;
+                lua_pushnil(L);
+                while (lua_next(L, from) != 0) {
+                    lua_pop(L, 1);
+                    lua_pushvalue(L, -1);
+                    int found = lua_rawget(L, in) != LUA_TNIL;
+                    lua_pop(L, 1);
+                    if (!found) {
+                        lua_pop(L, 1);
+                        same = 0;
+                        break;
+                    }
+                }
+            }
+        }
+        lua_pop(L, 2);
+        if (!same) return lua_pop(L, 1), 0;
+    }
+    return 1;
+}
+
+/// `samereads(a, b)` [-2, +1, -]: whether two read records (real table -> set of keys read) hold the same
+/// tables, each with the same keys: then a reader read what it read last time, and the index of readers stands.
+static int barrier_same_reads(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_settop(L, 2);
+    luaL_checkstack(L, 8, NULL);
+    lua_pushboolean(L, reads_within(L, 1, 2, 1) && reads_within(L, 2, 1, 0));
+    return 1;
+}
+
+/// `isflat(value)` [-1, +1, -]: whether `value` is a table that is not a proxy and holds no table, as a key or
+/// a value — a reader's result with no state inside to depend on and no proxy to strip (most props).
+static int barrier_is_flat(lua_State *L) {
+    lua_settop(L, 1);
+    int flat = lua_type(L, 1) == LUA_TTABLE;
+    if (flat) {
+        lua_pushvalue(L, 1);
+        flat = lua_rawget(L, UPVALUE(TARGETS)) == LUA_TNIL;
+        lua_pop(L, 1);
+    }
+    if (flat) {
+        lua_pushnil(L);
+        while (lua_next(L, 1) != 0) {
+            int table = lua_type(L, -1) == LUA_TTABLE || lua_type(L, -2) == LUA_TTABLE;
+            lua_pop(L, table ? 2 : 1);
+            if (table) {
+                flat = 0;
+                break;
+            }
+        }
+    }
+    lua_pushboolean(L, flat);
+    return 1;
 }
 
 /// `position()` [-0, +1, -]: the action of the last run that was being reduced.
@@ -1213,6 +1365,10 @@ int clua_make_barrier(lua_State *L) {
         { "collectedcount", barrier_collected_count, NULL, 0 },
         { "records", barrier_records, recordsUpvalues, COUNT(recordsUpvalues) },
         { "clear", barrier_clear, NULL, 0 },
+        { "samereads", barrier_same_reads, NULL, 0 },
+        { "emptysets", barrier_empty_sets, NULL, 0 },
+        { "markdue", barrier_mark_due, NULL, 0 },
+        { "isflat", barrier_is_flat, NULL, 0 },
     };
     for (int i = 0; i < COUNT(functions); i++) {
         push_closure(L, control, functions[i].function, functions[i].upvalues, functions[i].count);

@@ -110,6 +110,37 @@ import Testing
         #expect(recorder.failures.value.isEmpty)
     }
 
+    /// Under `.everyAction`, when every action changes what the props read, each ends its run: actions go one at a
+    /// time, and a run of two is tried only now and then (it converts an action it does not reduce), while a
+    /// stretch of actions nobody reads still goes in runs.
+    @Test func everyActionStoresDoNotConvertActionsTheyDoNotReduce() async throws {
+        let app = """
+            local app = {}
+            function app.init() return { shown = 0, seen = 0 } end
+            function app.reduce(state, action)
+              if action.type == "show" then state.shown = state.shown + 1 else state.seen = state.seen + 1 end
+            end
+            function app.props(state) return { shown = state.shown } end
+            return app
+            """
+        let folder = try AppFolder(["app.lua": app])
+        defer { folder.remove() }
+        let recorder = Recorder()
+        var options = recorder.options
+        options.notification = .everyAction
+        let store = try await ScriptedStore(app: folder.url, options: options)
+        recorder.observe(store)
+        await store.barrier()
+        let shows: [LuaValue] = Array(repeating: ["type": "show"], count: 400)
+        let quiet: [LuaValue] = Array(repeating: ["type": "quiet"], count: 2_000)
+        store.thread.sync { for action in shows + quiet { store.dispatch(action) } }
+        await store.barrier()
+        #expect(try await store.state() == ["shown": 400, "seen": 2_000])
+        let (converted, crossings) = store.thread.sync { (store.engine.convertedActions, store.engine.reduceCrossings) }
+        #expect(converted < 2_400 + 40, "\(converted) actions converted for 2,400")
+        #expect(crossings < 400 + 100, "\(crossings) crossings: the quiet stretch still goes in runs")
+    }
+
     /// The engine itself: one call runs the whole run; it stops only where the store must act before the
     /// next action (subscriptions that changed), and each action has its own time budget.
     @Test func theEngineStopsARunOnlyWhereSubscriptionsChanged() throws {

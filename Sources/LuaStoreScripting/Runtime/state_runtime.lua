@@ -55,20 +55,6 @@ local pending = { {} }                 -- pending[1]: real -> { key -> true }, t
 local B
 local CLOSED, WRITE, READ  -- the modes, as barrier.c numbers them (B.CLOSED, …: set by installBarrier)
 
--- Empties `map` (anything -> a set of keys) and keeps up to `limit` of its emptied sets in `spares`, which holds
--- `count`; returns how many it holds now. (Reused sets spare the collector a table per use.)
-local function emptySets(map, spares, count, limit)
-  for k, set in next, map do
-    for key in next, set do set[key] = nil end
-    map[k] = nil
-    if count < limit then
-      count = count + 1
-      spares[count] = set
-    end
-  end
-  return count
-end
-
 local function clearCollected()
   for i = 1, B.collectedcount() do collected[i] = nil end
   B.collectedcount(0)
@@ -793,7 +779,7 @@ function collect(position, historyOnly)
       if not same(value, journal[i + 2]) and appendChange(t, key, value) then changes = changes + 1 end
     end
   end
-  spareWrittenCount = emptySets(written, spareWritten, spareWrittenCount, 64)
+  spareWrittenCount = B.emptysets(written, spareWritten, spareWrittenCount, 64)
   if changes == 0 then
     collected[start + 1], collected[start + 2] = nil, nil
     collectedCount = start
@@ -973,25 +959,6 @@ end
 -- Readers: props, selectors, subscriptions ---------------------------------------------------------
 
 -- Whether two read records hold the same keys of the same tables.
-local function sameReads(a, b)
-  for real, keys in next, a do
-    local other = b[real]
-    if other == nil then return false end
-    if other ~= keys then
-      for key in next, keys do
-        if other[key] == nil then return false end
-      end
-      for key in next, other do
-        if keys[key] == nil then return false end
-      end
-    end
-  end
-  for real in next, b do
-    if a[real] == nil then return false end
-  end
-  return true
-end
-
 -- Empties a read record that is not kept, for the next evaluation; `id`: the reader whose entries in the index
 -- it was (they are removed), if any.
 local function recycleReads(record, id)
@@ -1017,7 +984,7 @@ local function index(id, recorded)
   local reader = readers[id]
   local old = reader.reads
   -- Mostly a reader reads what it read last time: its entries in the index stand as they are.
-  if old and sameReads(recorded, old) then
+  if old and B.samereads(recorded, old) then
     recycleReads(recorded)
     return
   end
@@ -1076,10 +1043,13 @@ local function evaluate(id, ...)
   else
     value = reader.fn(proxy(holder.state), ...)
   end
-  dependOnResult(value, nil, false)
+  -- Most results are flat (no table inside, not a proxy): nothing to depend on, nothing to strip.
+  local flat = B.isflat(value)
+  if not flat then dependOnResult(value, nil, false) end
   B.setmode(CLOSED)
   reads = false
   index(id, recorded)
+  if flat then return value end
   return unwrap(value)
 end
 
@@ -1138,12 +1108,6 @@ local function markDue(id)
   end
 end
 
-local function addDue(ids)
-  if ids then
-    for id in next, ids do markDue(id) end
-  end
-end
-
 local function clearDue()
   for i = 1, dueCount do
     isDue[due[i]] = nil
@@ -1163,20 +1127,12 @@ function M.flush(everything)
     for id in next, readers do markDue(id) end
   end
   local changes = pending[1]
-  if not everything then
-    for real, keys in next, changes do
-      local byKey = dependents[real]
-      if byKey then
-        addDue(byKey[ALL])
-        for key in next, keys do addDue(byKey[key]) end
-      end
-    end
-  end
+  if not everything then dueCount = B.markdue(changes, dependents, ALL, isDue, due, dueCount) end
   B.flushed()
   -- The change set is emptied in place and its key sets kept for the next changes (a flush after every action
   -- made two tables each time, for the collector); after `flushed`, which tells the barrier that what it knew
   -- was recorded no longer is.
-  spareChangesCount = emptySets(changes, spareChanges, spareChangesCount, 256)
+  spareChangesCount = B.emptysets(changes, spareChanges, spareChangesCount, 256)
   if dueCount == 0 then return 0 end
   local failures
   for i = 1, dueCount do

@@ -38,20 +38,31 @@ extension ScriptEngine {
             return true
         }
         guard span.count > 1, allTables else {
-            if span.count < actions.count { runSpan = 2 } // (after runs of one: try two again)
+            if span.count < actions.count { // (after runs of one: try two again, now and then)
+                singlesLeft -= 1
+                if singlesLeft <= 0 { runSpan = 2 }
+            }
             return single()
         }
         let list: LuaReference
         do {
             list = try vm.reference(toList: span)
+            convertedActions += span.count
         } catch {
             return single() // an action that cannot be converted fails on its own, one at a time
         }
         let last = Int64(span.count)
         defer {
-            runSpan = outcome.applied < span.count
-                ? max(Self.runSpans.lowerBound, outcome.applied)
-                : min(Self.runSpans.upperBound, 2 * runSpan)
+            if outcome.applied < span.count {
+                runSpan = max(Self.runSpans.lowerBound, outcome.applied)
+                if runSpan == 1 {
+                    singlesBeforeTrying = span.count == 2 ? min(64, 2 * singlesBeforeTrying) : 1
+                    singlesLeft = singlesBeforeTrying
+                }
+            } else {
+                runSpan = min(Self.runSpans.upperBound, 2 * runSpan)
+                singlesBeforeTrying = 1
+            }
         }
         var first: Int64 = 1 // list position p holds the action at offset p - 1
         while first <= last {

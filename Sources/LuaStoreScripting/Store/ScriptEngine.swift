@@ -100,15 +100,22 @@ final class ScriptEngine {
     var subscriptionsDirty = true
     /// How many times a reducer call crossed into the VM (a run of actions is one), for tests of batching.
     var reduceCrossings = 0
+    /// How many actions were converted into the VM to be reduced (a run's whole span, whether it ran all of it
+    /// or not), for tests of batching.
+    var convertedActions = 0
     /// The store notifies after every action (`.everyAction`): runs end after each action that changed what a
     /// reader read.
     var notifiesEveryAction = false
     /// How many of a run's actions go into the VM at once: a run that ends early (a change observers must see,
     /// subscriptions to diff) sets it to the length it had, a run taken whole doubles it, so the actions handed
     /// again after an early end are not converted again and again (that was quadratic in the length of the
-    /// queue). At 1 the actions go one at a time, and every other time two are tried.
+    /// queue). At 1 the actions go one at a time, and two are tried again after `singlesBeforeTrying` of them:
+    /// after 1 at first, twice as many each time two end after one (at most 64), so a store whose every action
+    /// ends its run (a reader sees each one) does not convert an action it does not run every other time.
     var runSpan = 16
     static let runSpans = 1...65_536
+    var singlesBeforeTrying = 1
+    var singlesLeft = 1
 
     /// Loads the app in `folder`, runs `init`, and sets up the runtime. On this VM's thread.
     init(folder: URL, thread: LuaThread, limits: LuaLimits, log: @escaping @Sendable (String) -> Void,
@@ -341,6 +348,7 @@ final class ScriptEngine {
     private func reduceAction(_ action: LuaValue) throws(LuaError) -> (effects: [ScriptEffect], records: EncodedJournal?) {
         let reduced: (commands: LuaValue, records: EncodedJournal?)?
         reduceCrossings += 1
+        convertedActions += 1
         do {
             reduced = try vm.call(runtime[.reduce], arguments: [.reference(app.reduce), .value(action)]) { results throws(LuaError) in
                 typealias Result = StateRuntime.RunResult
