@@ -77,10 +77,10 @@ import Testing
         #expect(run.logs == ["count is 3"])
     }
 
-    /// Under `.everyAction`, a run ends after each action that changed what the props read (observers see every
-    /// such action) and goes on through actions that changed only what nobody reads — also in the same table.
-    @Test func everyActionRunsEndOnlyWhereTheirChangeIsRead() async throws {
-        let app = """
+    /// Counts every action it sees (`seen`, which no props read) and the `show`s (`shown`, which they do), with a
+    /// store notifying after every action and an observer of its props.
+    func withEveryActionStore(_ body: (ScriptedStore, Recorder) async throws -> Void) async throws {
+        let folder = try AppFolder(["app.lua": """
             local app = {}
             function app.init() return { seen = 0, shown = 0 } end
             function app.reduce(state, action)
@@ -89,8 +89,7 @@ import Testing
             end
             function app.props(state) return { shown = state.shown } end
             return app
-            """
-        let folder = try AppFolder(["app.lua": app])
+            """])
         defer { folder.remove() }
         let recorder = Recorder()
         var options = recorder.options
@@ -98,47 +97,41 @@ import Testing
         let store = try await ScriptedStore(app: folder.url, options: options)
         recorder.observe(store)
         await store.barrier()
-        let quiet: [LuaValue] = Array(repeating: ["type": "quiet"], count: 1_000)
-        let show: LuaValue = ["type": "show"]
-        let actions = quiet + [show] + quiet.prefix(10) + [show, show] + quiet
-        store.thread.sync { for action in actions { store.dispatch(action) } }
-        await store.barrier()
-        #expect(recorder.props.value == [["shown": 0], ["shown": 1], ["shown": 2], ["shown": 3]])
-        #expect(try await store.state() == ["seen": .integer(Int64(actions.count)), "shown": 3])
-        let crossings = store.thread.sync { store.engine.reduceCrossings }
-        #expect(crossings < 40, "\(crossings) crossings for \(actions.count) actions")
-        #expect(recorder.failures.value.isEmpty)
+        try await body(store, recorder)
+    }
+
+    /// Under `.everyAction`, a run ends after each action that changed what the props read (observers see every
+    /// such action) and goes on through actions that changed only what nobody reads — also in the same table.
+    @Test func everyActionRunsEndOnlyWhereTheirChangeIsRead() async throws {
+        try await withEveryActionStore { store, recorder async throws in
+            let quiet: [LuaValue] = Array(repeating: ["type": "quiet"], count: 1_000)
+            let show: LuaValue = ["type": "show"]
+            let actions = quiet + [show] + quiet.prefix(10) + [show, show] + quiet
+            store.thread.sync { for action in actions { store.dispatch(action) } }
+            await store.barrier()
+            #expect(recorder.props.value == [["shown": 0], ["shown": 1], ["shown": 2], ["shown": 3]])
+            #expect(try await store.state() == ["seen": .integer(Int64(actions.count)), "shown": 3])
+            let crossings = store.thread.sync { store.engine.reduceCrossings }
+            #expect(crossings < 40, "\(crossings) crossings for \(actions.count) actions")
+            #expect(recorder.failures.value.isEmpty)
+        }
     }
 
     /// Under `.everyAction`, when every action changes what the props read, each ends its run: actions go one at a
     /// time, and a run of two is tried only now and then (it converts an action it does not reduce), while a
     /// stretch of actions nobody reads still goes in runs.
     @Test func everyActionStoresDoNotConvertActionsTheyDoNotReduce() async throws {
-        let app = """
-            local app = {}
-            function app.init() return { shown = 0, seen = 0 } end
-            function app.reduce(state, action)
-              if action.type == "show" then state.shown = state.shown + 1 else state.seen = state.seen + 1 end
-            end
-            function app.props(state) return { shown = state.shown } end
-            return app
-            """
-        let folder = try AppFolder(["app.lua": app])
-        defer { folder.remove() }
-        let recorder = Recorder()
-        var options = recorder.options
-        options.notification = .everyAction
-        let store = try await ScriptedStore(app: folder.url, options: options)
-        recorder.observe(store)
-        await store.barrier()
-        let shows: [LuaValue] = Array(repeating: ["type": "show"], count: 400)
-        let quiet: [LuaValue] = Array(repeating: ["type": "quiet"], count: 2_000)
-        store.thread.sync { for action in shows + quiet { store.dispatch(action) } }
-        await store.barrier()
-        #expect(try await store.state() == ["shown": 400, "seen": 2_000])
-        let (converted, crossings) = store.thread.sync { (store.engine.convertedActions, store.engine.reduceCrossings) }
-        #expect(converted < 2_400 + 40, "\(converted) actions converted for 2,400")
-        #expect(crossings < 400 + 100, "\(crossings) crossings: the quiet stretch still goes in runs")
+        try await withEveryActionStore { store, recorder async throws in
+            let shows: [LuaValue] = Array(repeating: ["type": "show"], count: 400)
+            let quiet: [LuaValue] = Array(repeating: ["type": "quiet"], count: 2_000)
+            store.thread.sync { for action in shows + quiet { store.dispatch(action) } }
+            await store.barrier()
+            #expect(try await store.state() == ["seen": 2_400, "shown": 400])
+            #expect(recorder.props.value.count == 401)
+            let (converted, crossings) = store.thread.sync { (store.engine.convertedActions, store.engine.reduceCrossings) }
+            #expect(converted < 2_400 + 40, "\(converted) actions converted for 2,400")
+            #expect(crossings < 400 + 100, "\(crossings) crossings: the quiet stretch still goes in runs")
+        }
     }
 
     /// The engine itself: one call runs the whole run; it stops only where the store must act before the
