@@ -26,15 +26,22 @@ final class ObserverEntry<State: Sendable>: Sendable {
     }
 
     private func offer(_ state: State, report: @escaping @Sendable (any Error) -> Void) {
-        if let equating = observer.equating {
-            if let previous = last.value, equating.isEqual(previous, state) { return }
-            last.value = state
-        }
+        if observer.equating != nil, isRepeat(state) { return }
         if let queue = observer.deliveryQueue {
             queue.async { [self] in deliver(state, report: report) }
         } else {
             deliver(state, report: report)
         }
+    }
+
+    /// Whether `state` equals the last one offered (by the observer's `equating`); remembers it if not. (Apart,
+    /// so that observers without one do not look up the type of the memory on every notification.)
+    @inline(never)
+    private func isRepeat(_ state: State) -> Bool {
+        guard let equating = observer.equating else { return false }
+        if let previous = last.value, equating.isEqual(previous, state) { return true }
+        last.value = state
+        return false
     }
 
     private func deliver(_ state: State, report: @Sendable (any Error) -> Void) {
