@@ -241,6 +241,7 @@ import Testing
                 else item.f = item.f * 2; item.f = item.f / 2 + 1 end
               end
             end
+            cases.bytes = function(state) state.list[2].s = "\255\254 not utf-8" end
             """#, initial: """
             (function()
               local list = {}
@@ -277,6 +278,10 @@ import Testing
             }
             let all = streamed.withLock { $0 }
             #expect(all.contains { $0.changes.isEmpty } && all.contains { $0.changes.count > 3 })
+            // A string JSON cannot hold, written over a string: left to Swift, which refuses it (undone, in words).
+            let failure = try Self.refusal(engine, ["type": "bytes"])
+            #expect(failure?.message.contains("not valid UTF-8") == true)
+            #expect(streamed.withLock { $0.last?.failure } != nil)
         }
     }
 
