@@ -2,9 +2,9 @@
 #ifndef CLUA_SHIM_H
 #define CLUA_SHIM_H
 
-#include <lua.h>
-#include <lauxlib.h>
-#include <lualib.h>
+#include <lua5.4/lua.h>
+#include <lua5.4/lauxlib.h>
+#include <lua5.4/lualib.h>
 
 /// lua_pop
 static inline void clua_pop(lua_State *L, int n) { lua_pop(L, n); }

@@ -13,9 +13,9 @@
 #ifndef CLUA_GUARD_H
 #define CLUA_GUARD_H
 
-#include <lua.h>
-#include <lauxlib.h>
-#include <lualib.h>
+#include <lua5.4/lua.h>
+#include <lua5.4/lauxlib.h>
+#include <lua5.4/lualib.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
