@@ -143,6 +143,37 @@ static PathSlot *path_slot(Barrier *b, const void *address) {
     return &b->paths[((bits >> 4) ^ (bits >> 12)) & (PATH_SLOTS - 1)];
 }
 
+/// The cached path of the table at `address`, or NULL when this generation has none.
+static const PathSlot *cached_path(Barrier *b, const void *address) {
+    const PathSlot *slot = path_slot(b, address);
+    return slot->table == address && slot->generation == b->pathGeneration ? slot : NULL;
+}
+
+/// Whether the path of the table at `address` is known without walking up the records: the root's (empty),
+/// while this generation knows the root, or a cached one. Sets `*prefix` and `*length`.
+static int known_path(Barrier *b, const void *address, const unsigned char **prefix, size_t *length) {
+    if (address == b->root && b->rootGeneration == b->pathGeneration) {
+        *length = 0;
+        return 1;
+    }
+    const PathSlot *slot = cached_path(b, address);
+    if (slot == NULL) return 0;
+    *prefix = slot->prefix;
+    *length = slot->length;
+    return 1;
+}
+
+/// Caches `length` bytes of `prefix` as the path of the table at `address`, in this generation (a path longer
+/// than a slot holds is not cached).
+static void keep_path(Barrier *b, const void *address, const unsigned char *prefix, size_t length) {
+    if (length > PATH_PREFIX_MAX) return;
+    PathSlot *slot = path_slot(b, address);
+    slot->table = address;
+    slot->generation = b->pathGeneration;
+    slot->length = (uint32_t)length;
+    memcpy(slot->prefix, prefix, length);
+}
+
 // MARK: Upvalues
 //
 // Every closure `makebarrier` makes holds the Barrier (upvalue 1), then the shared fields of the table it was
@@ -320,16 +351,13 @@ static void integral_key(lua_State *L) {
 /// changes written to it are recorded without walking up the records of where tables are (`path_prefix`).
 /// Integer keys and plain ASCII string keys only (others are left to the walk).
 static void learn_path(lua_State *L, Barrier *b, int parent, int key, const void *child) {
-    PathSlot *slot = path_slot(b, child);
-    if (slot->table == child && slot->generation == b->pathGeneration) return;
-    unsigned char path[PATH_PREFIX_MAX + 24];
+    if (cached_path(b, child) != NULL) return;
+    const unsigned char *above = NULL;
     size_t length = 0;
-    const void *up = lua_topointer(L, parent);
-    if (up != b->root || b->rootGeneration != b->pathGeneration) {
-        const PathSlot *above = path_slot(b, up);
-        if (above->table != up || above->generation != b->pathGeneration || above->length >= PATH_PREFIX_MAX) return;
-        memcpy(path, above->prefix, above->length);
-        length = above->length;
+    if (!known_path(b, lua_topointer(L, parent), &above, &length) || length >= PATH_PREFIX_MAX) return;
+    unsigned char path[PATH_PREFIX_MAX + 24];
+    if (length > 0) {
+        memcpy(path, above, length);
         path[length++] = ',';
     }
     if (lua_isinteger(L, key)) {
@@ -337,10 +365,7 @@ static void learn_path(lua_State *L, Barrier *b, int parent, int key, const void
     } else if (lua_type(L, key) == LUA_TSTRING) {
         size_t count;
         const unsigned char *text = (const unsigned char *)lua_tolstring(L, key, &count);
-        if (length + count + 2 > PATH_PREFIX_MAX) return;
-        for (size_t i = 0; i < count; i++) {
-            if (text[i] < 0x20 || text[i] == '"' || text[i] == '\\' || text[i] >= 0x80) return;
-        }
+        if (length + count + 2 > PATH_PREFIX_MAX || !clua_json_is_plain(text, count)) return;
         path[length++] = '"';
         memcpy(path + length, text, count);
         length += count;
@@ -348,11 +373,7 @@ static void learn_path(lua_State *L, Barrier *b, int parent, int key, const void
     } else {
         return;
     }
-    if (length > PATH_PREFIX_MAX) return;
-    slot->table = child;
-    slot->generation = b->pathGeneration;
-    slot->length = (uint32_t)length;
-    memcpy(slot->prefix, path, length);
+    keep_path(b, child, path, length);
 }
 
 /// `__index(proxy, key)` [-2, +1, e] while writing: the real table's value, a table as its proxy.
@@ -636,9 +657,8 @@ static int path_prefix(lua_State *L, Barrier *b, CLuaJSON *o, int t, int root, u
         *length = 0;
         return 1;
     }
-    const void *address = lua_topointer(L, t);
-    PathSlot *slot = path_slot(b, address);
-    if (slot->table == address && slot->generation == b->pathGeneration) {
+    const PathSlot *slot = cached_path(b, lua_topointer(L, t));
+    if (slot != NULL) {
         memcpy(prefix, slot->prefix, slot->length);
         *length = slot->length;
         return 1;
@@ -652,9 +672,8 @@ static int path_prefix(lua_State *L, Barrier *b, CLuaJSON *o, int t, int root, u
         int current = lua_gettop(L);
         if (lua_rawequal(L, current, root)) break;
         if (levels > 0) {
-            const void *up = lua_topointer(L, current);
-            PathSlot *cached = path_slot(b, up);
-            if (cached->table == up && cached->generation == b->pathGeneration) {
+            const PathSlot *cached = cached_path(b, lua_topointer(L, current));
+            if (cached != NULL) {
                 memcpy(prefix, cached->prefix, cached->length);
                 known = cached->length;
                 break;
@@ -679,14 +698,7 @@ static int path_prefix(lua_State *L, Barrier *b, CLuaJSON *o, int t, int root, u
         memcpy(prefix + prefixLength, o->bytes + mark, keyLength);
         prefixLength += keyLength;
         o->length = mark;
-        if (prefixLength <= PATH_PREFIX_MAX) {
-            const void *childAddress = lua_topointer(L, child);
-            PathSlot *store = path_slot(b, childAddress);
-            store->table = childAddress;
-            store->generation = b->pathGeneration;
-            store->length = (uint32_t)prefixLength;
-            memcpy(store->prefix, prefix, prefixLength);
-        }
+        keep_path(b, lua_topointer(L, child), prefix, prefixLength);
     }
     lua_settop(L, top);
     *length = prefixLength;
@@ -757,13 +769,7 @@ static lua_Integer write_scalar_changes(lua_State *L, Barrier *b, CLuaJSON *o) {
         if (clua_scalar_same(&w->before, after, 0)) continue;
         const unsigned char *prefix = walked;
         size_t length = 0;
-        const PathSlot *slot = path_slot(b, w->table);
-        if (w->table == b->root && b->rootGeneration == b->pathGeneration) {
-            length = 0;
-        } else if (slot->table == w->table && slot->generation == b->pathGeneration) {
-            prefix = slot->prefix;
-            length = slot->length;
-        } else {
+        if (!known_path(b, w->table, &prefix, &length)) {
             if (root == 0) {
                 lua_pushvalue(L, UPVALUE(RUN_STATE));
                 lua_rawget(L, UPVALUE(RUN_HOLDER));

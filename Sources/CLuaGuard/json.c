@@ -139,15 +139,7 @@ static int is_utf8(const unsigned char *bytes, size_t count) {
 /// characters as `\u00XX`); 0 (nothing written) when it is not UTF-8.
 static int put_string(CLuaJSON *o, const char *text, size_t count) {
     const unsigned char *bytes = (const unsigned char *)text;
-    int plain = 1;
-    for (size_t i = 0; i < count; i++) {
-        unsigned char byte = bytes[i];
-        if (byte < 0x20 || byte == '"' || byte == '\\' || byte >= 0x80) {
-            plain = 0;
-            break;
-        }
-    }
-    if (plain) {
+    if (clua_json_is_plain(bytes, count)) {
         unsigned char *out = reserve(o, count + 2);
         out[0] = '"';
         memcpy(out + 1, bytes, count);

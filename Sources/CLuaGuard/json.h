@@ -62,6 +62,13 @@ int clua_scalar_read(lua_State *L, int index, int asKey, CLuaScalar *scalar);
 /// Whether two scalars are the same value to a table: equal keys (`rawequal`) when `asKey`; otherwise also the
 /// same number subtype and, for a zero, the same sign (what the barrier's `is_same` says of values).
 int clua_scalar_same(const CLuaScalar *a, const CLuaScalar *b, int asKey);
+/// Whether `count` bytes are plain ASCII a JSON string holds as they are (no control character, `"` or `\`).
+static inline int clua_json_is_plain(const unsigned char *bytes, size_t count) {
+    for (size_t i = 0; i < count; i++) {
+        if (bytes[i] < 0x20 || bytes[i] == '"' || bytes[i] == '\\' || bytes[i] >= 0x80) return 0;
+    }
+    return 1;
+}
 /// [-0, +0, -] Writes an integer in decimal to `text` (room for 21 bytes); returns the bytes written.
 size_t clua_json_integer_text(char *text, lua_Integer value);
 /// [-0, +0, m] Appends a scalar as `clua_json_value` would. Returns 0 when it cannot be written exactly.

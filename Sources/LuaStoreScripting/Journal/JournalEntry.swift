@@ -169,9 +169,10 @@ struct EncodedJournal: Sendable {
     }
 }
 
-/// The journal entries of the actions one crossing into the VM committed, as the barrier wrote them, made into
-/// `JournalEntry`s where they are read: the session recorder reads them on its writer's thread, so the store's
-/// thread makes none for it.
+/// The journal entries of the actions one crossing into the VM committed, as the barrier wrote them: walked
+/// where they are read — made into `JournalEntry`s for whoever hears the journal, written as lines straight from
+/// the records by the session recorder on its writer's thread — so the store's thread makes nothing for the
+/// recorder.
 struct JournalRun: Sendable {
     /// The first action's entry's sequence number (the others follow).
     let firstSequence: UInt64
@@ -188,24 +189,36 @@ struct JournalRun: Sendable {
     let duration: Duration
     let scripts: String
 
-    /// Makes each action's entry, in order.
-    func forEachEntry(_ body: (JournalEntry) throws -> Void) rethrows {
+    /// Each action in order, with its sequence number, its position in the run, and the barrier's record of
+    /// what it changed when that record holds the changes' JSON (otherwise they are `changes(at:)`).
+    func forEachAction(_ body: (_ sequence: UInt64, _ position: Int64, _ action: LuaValue, _ written: EncodedJournal.Record?) throws -> Void)
+        rethrows {
         var encoded = encoded
         var position = firstPosition
         var sequence = firstSequence
         for action in actions {
-            var entry: JournalEntry
-            if let record = encoded.record(at: position), record.changes != nil {
-                entry = JournalEntry(sequence: sequence, action: action, origin: origin, encoded: record, scripts: scripts)
+            let record = encoded.record(at: position)
+            try body(sequence, position, action, record?.changes != nil ? record : nil)
+            position += 1
+            sequence += 1
+        }
+    }
+
+    /// The changes of the action at `position` whose record holds no JSON: left to Swift, or none.
+    func changes(at position: Int64) -> [StateChange] { converted?[position] ?? [] }
+
+    /// Makes each action's entry, in order.
+    func forEachEntry(_ body: (JournalEntry) throws -> Void) rethrows {
+        try forEachAction { sequence, position, action, written in
+            var entry = if let written {
+                JournalEntry(sequence: sequence, action: action, origin: origin, encoded: written, scripts: scripts)
             } else {
-                entry = JournalEntry(sequence: sequence, event: .action(action), origin: origin,
-                                     changes: converted?[position] ?? [], failure: nil, scripts: scripts)
+                JournalEntry(sequence: sequence, event: .action(action), origin: origin, changes: changes(at: position),
+                             failure: nil, scripts: scripts)
             }
             if let commands, commands.position == position { entry.commands = commands.effects }
             entry.duration = duration
             try body(entry)
-            position += 1
-            sequence += 1
         }
     }
 }

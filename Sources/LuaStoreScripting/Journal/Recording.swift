@@ -290,10 +290,7 @@ public enum RecordingLine {
     static func append(_ run: JournalRun, to output: inout [UInt8]) throws {
         var origin: [UInt8] = []
         append(run.origin, to: &origin)
-        var encoded = run.encoded
-        var position = run.firstPosition
-        var sequence = run.firstSequence
-        for action in run.actions {
+        try run.forEachAction { sequence, position, action, written in
             output.append(contentsOf: #"{"seq":"#.utf8)
             RecordingJSON.appendInteger(Int64(clamping: sequence), into: &output)
             output.append(contentsOf: #","origin":"#.utf8)
@@ -301,16 +298,14 @@ public enum RecordingLine {
             output.append(contentsOf: #","action":"#.utf8)
             try RecordingJSON.encode(action, into: &output)
             output.append(contentsOf: #","changes":"#.utf8)
-            if let record = encoded.record(at: position), let changes = record.changes {
+            if let changes = written?.changes {
                 output.append(contentsOf: changes)
             } else {
-                try append(run.converted?[position] ?? [], to: &output)
+                try append(run.changes(at: position), to: &output)
             }
             output.append(contentsOf: #","scripts":""#.utf8)
             output.append(contentsOf: run.scripts.utf8)
             output.append(contentsOf: "\"}\n".utf8)
-            position += 1
-            sequence += 1
         }
     }
 
