@@ -131,6 +131,7 @@ typedef struct Barrier {
     uint32_t rootGeneration;
     int scalarWrites;           /* the open transaction's first writes kept in `writes`: all of them when
                                    3 * scalarWrites == count (none came from the Lua side) */
+    lua_Integer spareSets;      /* emptied key sets kept for the next read records (`SPARE_SETS`) */
     unsigned notedNext;         /* the slot of `noted` written next */
     NotedSlot noted[NOTED_SLOTS];
     ScalarWrite writes[SCALAR_WRITES];
@@ -223,6 +224,11 @@ enum { FIELD, LITERAL, SPARE };
 /// The own upvalue of `records`.
 #define RECORDS_UPVALUES(X) X(RECORDS, FIELD, "encoded")
 
+/// `recycle`'s own upvalues.
+#define RECYCLE_UPVALUES(X)                                                                              \
+    X(RECYCLE_DEPENDENTS, FIELD, "dependents")    /* real table -> key -> readers */                     \
+    X(RECYCLE_HOLDER_STATE, FIELD, "holderstate") /* the shared set of what every reader reads of holder */
+
 #define UPVALUE_ENUM(name, kind, text) UPVALUE_##name,
 enum { UPVALUE_CONTROL = 1, SHARED_UPVALUES(UPVALUE_ENUM) FIRST_OWN_UPVALUE };
 enum { INDEX_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, INDEX_UPVALUES(UPVALUE_ENUM) };
@@ -230,6 +236,7 @@ enum { WRITE_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, WRITE_UPVALUES(UPVALUE_ENUM) 
 enum { RUN_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, RUN_UPVALUES(UPVALUE_ENUM) };
 enum { JOURNAL_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, JOURNAL_UPVALUES(UPVALUE_ENUM) };
 enum { RECORDS_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, RECORDS_UPVALUES(UPVALUE_ENUM) };
+enum { RECYCLE_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, RECYCLE_UPVALUES(UPVALUE_ENUM) };
 #undef UPVALUE_ENUM
 
 /// The pseudo-index of the current function's upvalue `name`.
@@ -241,6 +248,12 @@ enum { RECORDS_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, RECORDS_UPVALUES(UPVALUE_EN
 
 /// [-0, +0, -] The barrier of the running function.
 static Barrier *barrier(lua_State *L) { return (Barrier *)lua_touserdata(L, UPVALUE(CONTROL)); }
+
+/// The barrier's user values: the read record of the reader running (READ mode: real table -> set of keys read;
+/// set by `setmode`, nil otherwise), and the key sets emptied by `recycle`, for the next records (a stack of
+/// `spareSets`, at most `SPARE_SETS_MAX`: a record's sets are reused rather than left to the collector).
+enum { READS = 1, SPARE_SETS, USER_VALUES = SPARE_SETS };
+#define SPARE_SETS_MAX 256
 
 /// [-1, +1, m] Replaces the real table on top with its proxy, made now if it has none. A proxy made now
 /// records where the table is — the real table at stack index `parent` holds it under the key at `key` —
@@ -376,17 +389,53 @@ static void learn_path(lua_State *L, Barrier *b, int parent, int key, const void
     keep_path(b, child, path, length);
 }
 
-/// `__index(proxy, key)` [-2, +1, e] while writing: the real table's value, a table as its proxy.
+/// [-0, +0, m] Records, in the running reader's record (if any), that it read the key at `key` of the table at
+/// `real`: the record's set for that table is taken from the spare sets when it has none yet.
+static void note_read(lua_State *L, Barrier *b, int real, int key) {
+    if (lua_getiuservalue(L, UPVALUE(CONTROL), READS) != LUA_TTABLE) { /* record */
+        lua_pop(L, 1);
+        return;
+    }
+    lua_pushvalue(L, real);
+    if (lua_rawget(L, -2) != LUA_TTABLE) { /* record, keys */
+        lua_pop(L, 1);
+        if (b->spareSets > 0) {
+            lua_getiuservalue(L, UPVALUE(CONTROL), SPARE_SETS);
+            lua_rawgeti(L, -1, b->spareSets);
+            lua_pushnil(L);
+            lua_rawseti(L, -3, b->spareSets--);
+            lua_remove(L, -2);
+        } else {
+            lua_createtable(L, 0, 1);
+        }
+        lua_pushvalue(L, real);
+        lua_pushvalue(L, -2);
+        lua_rawset(L, -4); /* record[real] = keys */
+    }
+    lua_pushvalue(L, key);
+    lua_pushboolean(L, 1);
+    lua_rawset(L, -3);
+    lua_pop(L, 2);
+}
+
+/// `__index(proxy, key)` [-2, +1, e] while writing, or while a reader runs (the read is recorded): the real
+/// table's value, a table as its proxy.
 static int barrier_index(lua_State *L) {
     Barrier *b = barrier(L);
     int keyType = lua_type(L, 2);
     if (keyType == LUA_TNUMBER) integral_key(L);
     // (Lua calls a metamethod with exactly its arguments; anything else is handed over.)
-    if (b->mode != MODE_WRITE || lua_gettop(L) != 2 || keyType == LUA_TTABLE) {
+    if (b->mode == MODE_CLOSED || lua_gettop(L) != 2 || keyType == LUA_TTABLE) {
         return fall_back(L, UPVALUE(INDEX_FALLBACK), 2, 1);
     }
     lua_pushvalue(L, 1);
     if (lua_rawget(L, UPVALUE(TARGETS)) != LUA_TTABLE) return fall_back(L, UPVALUE(INDEX_FALLBACK), 2, 1); /* 3: real */
+    if (b->mode == MODE_READ) {
+        note_read(L, b, 3, 2);
+        lua_pushvalue(L, 2);
+        if (lua_rawget(L, 3) == LUA_TTABLE) to_proxy(L, b, 3, 2); /* 4: the value */
+        return 1;
+    }
     lua_pushvalue(L, 2);
     if (lua_rawget(L, 3) == LUA_TTABLE) { /* 4: the value */
         // The script is about to use this table (it asked for it): start fetching it, and what usually lies
@@ -879,22 +928,27 @@ static void know_root(lua_State *L, Barrier *b, int index) {
     b->rootGeneration = b->pathGeneration;
 }
 
-/// `run(reduce, list, first, last, stopWhenDirty, stopWhenObserved)` [-6, +(1|3|4), e]: reduces `list[first..last]`
+/// `run(reduce, list, first, last, stopWhenDirty [, flush])` [-(5|6), +(1|3|4|5), e]: reduces `list[first..last]`
 /// in order, each action its own transaction with its own time budget (restarted for every action after the
 /// first). Stops after an action the host must look at before the next: one without a string `type` (returns
 /// its position, nil, nil, true), one that returned commands (its position, the commands, whether subscriptions
-/// are stale), one that made the subscriptions stale when `stopWhenDirty` (its position, nil, true), one after
-/// which a key some reader read has changed since the last flush (`observed`), or that replaced the state, when
-/// `stopWhenObserved` (its position, nil, whether subscriptions are stale). Otherwise returns `last`. (These are
-/// the results `StateRuntime.RunResult` names.) A failing action raises; `position()` then says which one it
-/// was, and its writes are in the journal.
+/// are stale), one that made the subscriptions stale when `stopWhenDirty` (its position, nil, true). With a
+/// `flush` function, it is called (protected, with a time budget of its own) after each action after which a key
+/// some reader read has changed since the last flush (`observed`), or that replaced the state; if it fails, the
+/// run stops there (its position, nil, whether subscriptions are stale, false, the error); if it returns true
+/// (what it gave must be read before the next action changes it), too (its position, nil, whether subscriptions
+/// are stale). Otherwise returns
+/// `last`. (These are the results `StateRuntime.RunResult` names.) A failing action raises; `position()` then
+/// says which one it was, and its writes are in the journal.
 static int barrier_run(lua_State *L) {
     Barrier *b = barrier(L);
     luaL_checktype(L, 1, LUA_TFUNCTION);
     luaL_checktype(L, 2, LUA_TTABLE);
     lua_Integer first = luaL_checkinteger(L, 3), last = luaL_checkinteger(L, 4);
-    int stopWhenDirty = lua_toboolean(L, 5), stopWhenObserved = lua_toboolean(L, 6);
-    lua_settop(L, 5); /* (6 is the state's proxy, below) */
+    int stopWhenDirty = lua_toboolean(L, 5);
+    int flush = lua_type(L, 6) == LUA_TFUNCTION;
+    lua_settop(L, 6);
+    lua_replace(L, 5); /* 5: the flush (6 is the state's proxy, below) */
     b->encoded = 0; /* the host has read the last run's records */
     // 6: the state's proxy, found once per run: nothing trims the caches during a run, and only `adopt`
     // replaces the state.
@@ -953,11 +1007,24 @@ static int barrier_run(lua_State *L) {
             lua_pushboolean(L, 1);
             return 3;
         }
-        if (stopWhenObserved && (replaced || b->observed)) {
-            lua_pushinteger(L, i);
-            lua_pushnil(L);
-            lua_pushboolean(L, b->subscriptionsDirty);
-            return 3;
+        if (flush && (replaced || b->observed)) {
+            lua_settop(L, 6);
+            clua_restart_budget_now(L); /* (the readers' own budget, as in a call of their own) */
+            lua_pushvalue(L, 5);
+            if (lua_pcall(L, 0, 1, 0) != LUA_OK) { /* 7: its error */
+                lua_pushinteger(L, i);
+                lua_pushnil(L);
+                lua_pushboolean(L, b->subscriptionsDirty);
+                lua_pushboolean(L, 0);
+                lua_pushvalue(L, 7);
+                return 5;
+            }
+            if (lua_toboolean(L, 7) && i < last) { /* what it gave must be read before the next action */
+                lua_pushinteger(L, i);
+                lua_pushnil(L);
+                lua_pushboolean(L, b->subscriptionsDirty);
+                return 3;
+            }
         }
         lua_settop(L, 6);
     }
@@ -1033,11 +1100,69 @@ static int barrier_mode(lua_State *L) {
     return 1;
 }
 
-/// `setmode(mode)` [-1, +0, e].
+/// `setmode(mode [, record])` [-(1|2), +0, e]: with `B.READ`, `record` is where the reader's reads are recorded
+/// (real table -> set of keys; none: not recorded).
 static int barrier_set_mode(lua_State *L) {
     lua_Integer mode = luaL_checkinteger(L, 1);
     luaL_argcheck(L, mode == MODE_CLOSED || mode == MODE_WRITE || mode == MODE_READ, 1, "not a mode of the barrier");
     barrier(L)->mode = mode;
+    lua_settop(L, 2);
+    if (mode != MODE_READ || lua_type(L, 2) != LUA_TTABLE) {
+        lua_pushnil(L);
+        lua_replace(L, 2);
+    }
+    lua_setiuservalue(L, UPVALUE(CONTROL), READS);
+    return 0;
+}
+
+/// `note(real, key)` [-2, +0, m]: records that the running reader read `real[key]` (`key` may be a marker:
+/// its structure, all of it); nothing when no reader's reads are being recorded.
+static int barrier_note(lua_State *L) {
+    lua_settop(L, 2);
+    note_read(L, barrier(L), 1, 2);
+    return 0;
+}
+
+/// `recycle(record [, id])` [-(1|2), +0, -]: empties a read record that is not kept, its key sets kept for the
+/// next records (the shared set of what every reader reads of `holder` excepted); with `id`, the reader whose
+/// entries in the index of readers (`dependents`) the record's reads were: they are removed.
+static int barrier_recycle(lua_State *L) {
+    Barrier *b = barrier(L);
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_settop(L, 2);
+    int withID = !lua_isnil(L, 2);
+    luaL_checkstack(L, 8, NULL);
+    lua_getiuservalue(L, UPVALUE(CONTROL), SPARE_SETS); /* 3 */
+    lua_pushnil(L);
+    while (lua_next(L, 1) != 0) { /* real, keys */
+        if (withID && lua_type(L, -1) == LUA_TTABLE) {
+            lua_pushvalue(L, -2);
+            if (lua_rawget(L, UPVALUE(RECYCLE_DEPENDENTS)) == LUA_TTABLE) { /* byKey */
+                lua_pushnil(L);
+                while (lua_next(L, -3) != 0) { /* key, true */
+                    lua_pop(L, 1);
+                    lua_pushvalue(L, -1);
+                    if (lua_rawget(L, -3) == LUA_TTABLE) { /* ids */
+                        lua_pushvalue(L, 2);
+                        lua_pushnil(L);
+                        lua_rawset(L, -3);
+                    }
+                    lua_pop(L, 1);
+                }
+            }
+            lua_pop(L, 1);
+        }
+        if (lua_type(L, -1) == LUA_TTABLE && !lua_rawequal(L, -1, UPVALUE(RECYCLE_HOLDER_STATE)) &&
+            b->spareSets < SPARE_SETS_MAX) {
+            empty_table(L, lua_gettop(L));
+            lua_rawseti(L, 3, ++b->spareSets);
+        } else {
+            lua_pop(L, 1);
+        }
+        lua_pushvalue(L, -1);
+        lua_pushnil(L);
+        lua_rawset(L, 1); /* record[real] = nil (allowed while traversing) */
+    }
     return 0;
 }
 
@@ -1177,8 +1302,8 @@ static int barrier_mark_due(lua_State *L) {
     return 1;
 }
 
-/// `observed()` [-0, +0, -]: a write changed something a reader read (`noteChange`); `run` with
-/// `stopWhenObserved` stops after the action that did, until the next flush.
+/// `observed()` [-0, +0, -]: a write changed something a reader read (`noteChange`): `run` with a flush
+/// function calls it after the action that did; `flushed()` clears it.
 static int barrier_observed(lua_State *L) {
     barrier(L)->observed = 1;
     return 0;
@@ -1284,6 +1409,7 @@ static const Upvalue writeUpvalues[] = { WRITE_UPVALUES(UPVALUE_DESCRIPTION) };
 static const Upvalue runUpvalues[] = { RUN_UPVALUES(UPVALUE_DESCRIPTION) };
 static const Upvalue journalUpvalues[] = { JOURNAL_UPVALUES(UPVALUE_DESCRIPTION) };
 static const Upvalue recordsUpvalues[] = { RECORDS_UPVALUES(UPVALUE_DESCRIPTION) };
+static const Upvalue recycleUpvalues[] = { RECYCLE_UPVALUES(UPVALUE_DESCRIPTION) };
 #undef UPVALUE_DESCRIPTION
 
 #define COUNT(array) ((int)(sizeof(array) / sizeof((array)[0])))
@@ -1326,8 +1452,10 @@ int clua_make_barrier(lua_State *L) {
         if (lua_rawlen(L, 2) != sizeof(Barrier)) return luaL_error(L, "makebarrier: control is not a barrier's");
     } else {
         lua_pop(L, 1);
-        Barrier *b = (Barrier *)lua_newuserdatauv(L, sizeof(Barrier), 0);
+        Barrier *b = (Barrier *)lua_newuserdatauv(L, sizeof(Barrier), USER_VALUES);
         memset(b, 0, sizeof *b);
+        lua_newtable(L);
+        lua_setiuservalue(L, -2, SPARE_SETS);
         b->mode = MODE_CLOSED;
         b->pathGeneration = 1;
         for (int i = 0; i < NOTED_SLOTS; i++) b->noted[i].at = -1;
@@ -1375,6 +1503,8 @@ int clua_make_barrier(lua_State *L) {
         { "emptysets", barrier_empty_sets, NULL, 0 },
         { "markdue", barrier_mark_due, NULL, 0 },
         { "isflat", barrier_is_flat, NULL, 0 },
+        { "note", barrier_note, NULL, 0 },
+        { "recycle", barrier_recycle, recycleUpvalues, COUNT(recycleUpvalues) },
     };
     for (int i = 0; i < COUNT(functions); i++) {
         push_closure(L, control, functions[i].function, functions[i].upvalues, functions[i].count);

@@ -27,7 +27,7 @@ import Testing
                   end,
                   note = function() handed.note = handed.note + 1 end,
                   adopt = function(result) handed.adopt = handed.adopt + 1; holder.state = targets[result] or result end,
-                  settle = function() end, collect = function() end, collected = {}, children = {}, encoded = {},
+                  settle = function() end, collect = function() end, collected = {}, children = {}, encoded = {}, holderstate = {},
                 }
                 meta.__index, meta.__newindex = B.index, B.newindex
                 local real = holder.state
@@ -74,18 +74,27 @@ import Testing
         #expect(results == [2, true, 1])
     }
 
-    @Test func readsWhileWritingGiveOneProxyPerTableAndOtherwiseFallBack() async throws {
+    /// Reads while writing and while a reader runs are done in C (one proxy per table; a reader's reads go into
+    /// the record `setmode(READ, record)` gave); a read while closed goes to the fallback, which raises.
+    @Test func readsGiveOneProxyPerTableRecordWhatReadersReadAndOtherwiseFallBack() async throws {
         let results = try await run("""
             B.begin()
             local items1, items2 = state.items, state.items
             local count = state.count
             local inC = handed.index
-            B.setmode(B.READ)
+            B.setmode(B.CLOSED)
+            local record = {}
+            B.setmode(B.READ, record)
             local _ = state.count
-            return rawequal(items1, items2), targets[items1] == real.items, count, inC, handed.index,
-              getmetatable(items1)
+            local readItems = state.items
+            B.setmode(B.CLOSED)
+            local recorded = record[real] ~= nil and record[real].count == true and record[real].items == true
+            local whileReading = handed.index
+            local _ = state.count
+            return rawequal(items1, items2), targets[items1] == real.items, count, inC, whileReading, recorded,
+              rawequal(readItems, items1), handed.index, getmetatable(items1)
             """)
-        #expect(results == [true, true, 1, 0, 1, "test state"])
+        #expect(results == [true, true, 1, 0, 0, true, true, 1, "test state"])
     }
 
     @Test func aRunStopsAfterCommandsAndRefusalsAndSaysWhere() async throws {
@@ -101,6 +110,32 @@ import Testing
             """)
         // 2 actions, then 1, then 2 applied: count 1 + 5.
         #expect(results == [2, "command", 2, true, 2, 6, 2])
+    }
+
+    /// With a flush function, a run calls it (its readers' turn) after each action that changed what a reader
+    /// read (`observed`), and goes on — unless it returns true (what it gave must be read first) or fails.
+    @Test func aRunFlushesAfterObservedActionsAndStopsWhereTheFlushAsks() async throws {
+        let results = try await run("""
+            local flushes = {}
+            local function reduce(s, action)
+              s.count = s.count + 1
+              if action.type == "seen" then B.observed() end
+            end
+            local function flush()
+              flushes[#flushes + 1] = real.count
+              B.flushed()
+              return real.count == 5
+            end
+            local list = { { type = "a" }, { type = "seen" }, { type = "a" }, { type = "seen" }, { type = "seen" } }
+            local stop = B.run(reduce, list, 1, 5, false, flush)
+            local finished = B.run(reduce, list, 5, 5, false, flush)
+            local position, commands, _, refused, failure = B.run(reduce, { { type = "seen" }, { type = "a" } }, 1, 2, false,
+              function() error("the readers failed", 0) end)
+            return stop, table.concat(flushes, ","), finished, position, commands == nil, refused, failure, real.count
+            """)
+        // count 1 → 5 (stopped after the fourth action, whose flush asked), → 6, → 7 (the failing flush stops
+        // the run after its action, which stays applied).
+        #expect(results == [4, "3,5,6", 5, 1, true, false, "the readers failed", 7])
     }
 
     @Test func aFailingActionOfARunLeavesItsWritesInTheJournal() async throws {

@@ -2,6 +2,7 @@ import Foundation
 import LuaKit
 import LuaStoreScripting
 import LuaStoreTestSupport
+import LuaStoreConcurrency
 import Testing
 import LuaStoreCore
 
@@ -52,6 +53,37 @@ import LuaStoreCore
         #expect(try await second.state() == ["text": "from a sibling", "edits": 1])
         #expect(try await store.state()["seen"] == ["draftEdited", "draftEdited", "draftEdited", "increment"],
                 "every action reached the root's reducer")
+        #expect(recorder.failures.value.isEmpty)
+    }
+
+    /// Under `.everyAction`, a child's action is reduced by the root's reducer, then the child's: the child's
+    /// props, which read both, see the action once, with both changes — never the root's alone.
+    @Test func everyActionChildPropsSeeARoutedActionOnceWithBothChanges() async throws {
+        let folder = try AppFolder(["app.lua": """
+            local app = {}
+            function app.init() return { count = 0 } end
+            function app.reduce(state, action) state.count = state.count + 1 end
+            function app.props(state) return state end
+            return app
+            """, "editor.lua": Self.editor])
+        defer { folder.remove() }
+        let recorder = Recorder()
+        let store = try await ScriptedStore(app: folder.url, options: recorder.everyActionOptions)
+        let child = try await store.child(module: "editor")
+        let seen = Protected<[LuaValue]>([])
+        child.observeProps { props in
+            seen.withLock { $0.append(props) }
+            return .active
+        }
+        store.thread.sync {
+            for text in ["a", "ab", "abc"] { child.dispatch(["type": "draftEdited", "text": .string(text)]) }
+        }
+        #expect(await eventually { seen.value.count >= 4 })
+        await store.barrier()
+        #expect(seen.value == [
+            ["text": "", "edits": 0, "count": 0], ["text": "a", "edits": 1, "count": 1],
+            ["text": "ab", "edits": 2, "count": 2], ["text": "abc", "edits": 3, "count": 3],
+        ])
         #expect(recorder.failures.value.isEmpty)
     }
 

@@ -2,6 +2,7 @@ import Foundation
 import LuaKit
 @testable import LuaStoreScripting
 import LuaStoreTestSupport
+import LuaStoreConcurrency
 import Testing
 
 /// Queued actions reach the VM a run at a time (one call for many actions); every action must still be its
@@ -92,9 +93,7 @@ import Testing
             """])
         defer { folder.remove() }
         let recorder = Recorder()
-        var options = recorder.options
-        options.notification = .everyAction
-        let store = try await ScriptedStore(app: folder.url, options: options)
+        let store = try await ScriptedStore(app: folder.url, options: recorder.everyActionOptions)
         recorder.observe(store)
         await store.barrier()
         try await body(store, recorder)
@@ -131,6 +130,106 @@ import Testing
             let (converted, crossings) = store.thread.sync { (store.engine.convertedActions, store.engine.reduceCrossings) }
             #expect(converted < 2_400 + 40, "\(converted) actions converted for 2,400")
             #expect(crossings < 400 + 100, "\(crossings) crossings: the quiet stretch still goes in runs")
+        }
+    }
+
+    /// An app whose props refuse a count of 3, whose reducer can fail, and whose items a path observer can
+    /// watch: the readers' every turn, good or bad, in one timeline.
+    static let readersApp = """
+        local app = {}
+        function app.init() return { count = 0, items = { { done = false }, { done = false } } } end
+        function app.reduce(state, action)
+          if action.type == "increment" then state.count = state.count + 1
+          elseif action.type == "toggle" then
+            local item = state.items[action.id]
+            item.done = not item.done
+          elseif action.type == "explode" then
+            state.count = -100
+            error("exploded on purpose")
+          end
+        end
+        function app.props(state)
+          if state.count == 3 then error("props refuse 3") end
+          return { count = state.count }
+        end
+        return app
+        """
+
+    /// Under `.everyAction`, queued actions still go in runs, and the readers run within the run after each
+    /// action that changed what they read: observers see every action's value, in order, interleaved with the
+    /// failures of readers and of actions exactly as one action at a time would have them — also a path
+    /// observer's value, a state table the next action of the run changes again.
+    @Test func everyActionReadersRunWithinARunAndSeeEveryActionInOrder() async throws {
+        let folder = try AppFolder(["app.lua": Self.readersApp])
+        defer { folder.remove() }
+        let timeline = Protected<[String]>([])
+        var options = ScriptedStoreOptions(log: { _ in }, failures: { failure in
+            timeline.withLock { $0.append("\(failure.stage) failed: \(failure.error.location ?? "-") \(failure.error.message)") }
+        })
+        options.notification = .everyAction
+        let store = try await ScriptedStore(app: folder.url, options: options)
+        store.observeProps { props in
+            timeline.withLock { $0.append("props \(props["count"].integer ?? -1)") }
+            return .active
+        }
+        store.observe(["items", 1]) { item in
+            timeline.withLock { $0.append("item 1 \(item["done"].boolean.map { "\($0)" } ?? "?")") }
+            return .active
+        }
+        await store.barrier()
+        #expect(timeline.value == ["props 0", "item 1 false"])
+        timeline.withLock { $0 = [] }
+
+        let mixed: [LuaValue] = [
+            ["type": "increment"], ["type": "increment"], ["type": "toggle", "id": 1], ["type": "increment"],
+            ["type": "increment"], ["type": "toggle", "id": 1], ["type": "toggle", "id": 2], ["type": "explode"],
+            ["type": "increment"], ["type": "toggle", "id": 1],
+        ]
+        let increments = Array(repeating: ["type": "increment"] as LuaValue, count: 200)
+        let before = store.thread.sync { store.engine.reduceCrossings }
+        store.thread.sync { for action in mixed + increments { store.dispatch(action) } }
+        await store.barrier()
+        let expected = ["props 1", "props 2", "item 1 true", "props failed: app.lua:14 props refuse 3", "props 4",
+                        "item 1 false", "reduce failed: app.lua:10 exploded on purpose", "props 5", "item 1 true"]
+            + (6...205).map { "props \($0)" }
+        #expect(timeline.value == expected)
+        #expect(try await store.state()["count"] == 205)
+        let crossings = store.thread.sync { store.engine.reduceCrossings } - before
+        // Runs end after a failure and after each change of the path observer's table (converted before the
+        // next action), and the 200 increments go in a handful of runs.
+        #expect(crossings < 30, "\(crossings) crossings for \(mixed.count + increments.count) actions")
+    }
+
+    /// After a run whose readers ran within it and left nothing behind, the store's flush does not call into
+    /// the VM; after one that left work (a table dropped from the state, for the caches to let go), it does.
+    @Test func theFlushAfterASettledRunIsFree() throws {
+        let app = """
+            local app = {}
+            function app.init() return { count = 0, box = {} } end
+            function app.reduce(state, action)
+              state.count = state.count + 1
+              if action.type == "drop" then state.box = {} end
+            end
+            function app.props(state) return { count = state.count } end
+            return app
+            """
+        try withEngine(["app.lua": app], budget: .seconds(1)) { engine, _ in
+            engine.notifiesEveryAction = true
+            let seen = Protected<[Int64]>([])
+            engine.addReader(.props, queue: nil) { props in
+                seen.withLock { $0.append(props["count"].integer ?? -1) }
+                return .active
+            }
+            let increments = Array(repeating: ["type": "increment"] as LuaValue, count: 5)
+            #expect(engine.reduce(run: increments[...]).applied == 5)
+            var calls = engine.vm.calls
+            engine.flush()
+            #expect(engine.vm.calls == calls, "the run settled: nothing for the flush")
+            #expect(engine.reduce(run: [["type": "drop"]]).applied == 1)
+            calls = engine.vm.calls
+            engine.flush()
+            #expect(engine.vm.calls > calls, "a table left the state: the flush lets the caches go")
+            #expect(seen.value == [0, 1, 2, 3, 4, 5, 6])
         }
     }
 

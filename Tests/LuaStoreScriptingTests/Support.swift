@@ -38,6 +38,13 @@ final class Recorder: Sendable {
         return options
     }
 
+    /// `options`, with observers told after every action (`.everyAction`).
+    var everyActionOptions: ScriptedStoreOptions {
+        var options = self.options
+        options.notification = .everyAction
+        return options
+    }
+
     func observe(_ store: ScriptedStore) {
         store.observeProps { props in
             self.props.withLock { $0.append(props) }

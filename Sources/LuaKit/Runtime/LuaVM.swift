@@ -33,6 +33,9 @@ public final class LuaVM {
     let printLine: @Sendable (String) -> Void
     private let owner: pthread_t
     var hostFunctions: [Unmanaged<HostFunction>] = []
+    /// How many calls into Lua this VM has made (every call from Swift counts once), so that a host can tell
+    /// whether anything ran since a moment it noted.
+    public private(set) var calls: UInt64 = 0
     private(set) var sandbox: SandboxInterface!
 
     /// Refs into the prelude's interface table.
@@ -228,6 +231,7 @@ public final class LuaVM {
     /// and memory cap, with the message handler that records location and traceback. On failure the function
     /// and its arguments are gone and the error is thrown.
     func protectedCall(arguments: Int32, results: Int32) throws(LuaError) {
+        calls &+= 1
         let handlerIndex = lua_gettop(state) - arguments
         clua_pushcfunction(state, clua_message_handler)
         clua_insert(state, handlerIndex)

@@ -28,15 +28,26 @@ enum StateRuntime {
         /// While journaling: the run's journal records (`record_changes`, `barrier.c`) and their length.
         static let records: Int32 = 5
         static let recordsLength: Int32 = 6
+        /// When the readers ran within the run (`flushWhenObserved`): whether nothing is left for a flush, what
+        /// they gave (at `flushed`, a `FlushResult` layout), and the message of a flush that failed.
+        static let settled: Int32 = 7
+        static let flushed: Int32 = 8
+        static let flushFailure: Int32 = 12
     }
 
-    /// Where `flush` puts its results: how many readers gave a new value, their ids and values (lists of that
-    /// length), and the failures (reader id → message) or nil.
+    /// Where `flush` puts its results (and `reduceRun`, `runPosition`, from a position on): how many readers ran,
+    /// their ids, their values (or error messages), and which of them failed (lists of that length).
     enum FlushResult {
-        static let count: Int32 = 1
-        static let readers: Int32 = 2
-        static let values: Int32 = 3
-        static let failures: Int32 = 4
+        static let count: Int32 = 0
+        static let readers: Int32 = 1
+        static let values: Int32 = 2
+        static let failed: Int32 = 3
+    }
+
+    /// Where `runPosition` puts its results: the action being reduced, and what the readers gave before it.
+    enum RunPositionResult {
+        static let position: Int32 = 1
+        static let flushed: Int32 = 2
     }
 
     /// The runtime loaded into one VM: its functions, by name.

@@ -143,23 +143,14 @@ local function trimCaches(afterFlush, force)
   end
 end
 
--- Read records are recycled: when a reader runs again its previous record is emptied and kept for the
--- next one, so evaluating props allocates little more than the props themselves.
-local spareKeys, spareKeysCount, spareReads = {}, 0, false
+-- Read records are recycled: when a reader runs again its previous record is emptied (`B.recycle`, which
+-- keeps its key sets for the next records) and kept for the next one, so evaluating props allocates little
+-- more than the props themselves. The barrier records reads itself (its `__index`, and `B.note` for the
+-- markers the functions here record) into the record `B.setmode(READ, record)` gave it.
+local spareReads = false
 
 local function note(real, key)
-  local keys = reads[real]
-  if keys == nil then
-    if spareKeysCount > 0 then
-      keys = spareKeys[spareKeysCount]
-      spareKeys[spareKeysCount] = nil
-      spareKeysCount = spareKeysCount - 1
-    else
-      keys = {}
-    end
-    reads[real] = keys
-  end
-  keys[key] = true
+  B.note(real, key)
 end
 
 -- The errors of a metamethod; `level` 2 is the metamethod's caller (3 for the barrier's Lua halves, which
@@ -525,6 +516,7 @@ function installBarrier()
     weakall = WEAK_ALL, parents = parents, parentkeys = parentKeys, journal = journal, dependents = dependents, changes = pending, holder = holder,
     index = indexFallback, newindex = newindexFallback, note = noteChange, adopt = adopt, settle = settleMoves,
     collect = collect, collected = collected, children = children, encoded = encodedRecords,
+    holderstate = HOLDER_STATE,
   }
   meta.__index, meta.__newindex = B.index, B.newindex
   CLOSED, WRITE, READ = B.CLOSED, B.WRITE, B.READ
@@ -537,36 +529,71 @@ local journalingOn = false
 -- from the host (the fixed cost of crossing into the VM is paid once per run, not per action), in the
 -- barrier's C loop. Stops after an action the host must look at before the next one: one that returned
 -- commands (the host validates them and may undo it), one that made the declared subscriptions stale (the
--- store diffs them), or one refused for having no string `type` (the host words the error); returns its
--- position, its commands (proxies stripped), whether `subscriptions` must run again, and whether it was
--- refused; while journaling, then the run's journal records (`B.records()`: the buffer and its length, read in
--- the same crossing). `stopWhenObserved` (a store notifying after every action): also stops after an action that changed
--- what a reader read, or replaced the state, so that observers hear of it before the next action. Returns
--- `last` alone when every action ran without any of those. A failing action raises;
--- `runPosition` then says which one it was (the ones before it are committed, its own writes are in the
--- journal for the host to roll back). Proxies a run makes are trimmed before the next one.
-function M.reduceRun(reduce, list, first, last, stopWhenObserved)
-  if B.made() + placed > 512 then trimCaches() end
-  if B.collectedcount() > 0 then clearCollected() end
-  reads = false
-  local position, commands, dirty, refused = B.run(reduce, list, first, last, readers.subscriptions ~= nil,
-    stopWhenObserved)
-  if commands ~= nil then commands = unwrap(commands) end
-  if journalingOn then return position, commands, dirty, refused, B.records() end
-  return position, commands, dirty, refused
+-- store diffs them), or one refused for having no string `type` (the host words the error). Returns (the
+-- layout `StateRuntime.RunResult` names) its position, its commands (proxies stripped), whether
+-- `subscriptions` must run again, whether it was refused; while journaling, the run's journal records
+-- (`B.records()`: the buffer and its length, read in the same crossing); then what the readers gave
+-- (`flushWhenObserved`, below). A failing action raises; `runPosition` then says which one it was (the ones
+-- before it are committed, its own writes are in the journal for the host to roll back) and hands over what
+-- the readers gave before it. Proxies a run makes are trimmed before the next one.
+--
+-- `flushWhenObserved` (a store whose observers hear of every action): after an action that changed what a
+-- reader read, or replaced the state, the readers due run there and then (`flushInRun`), in the same call,
+-- and the run goes on — unless a value holds a state table (a path observer's, say), which the next action
+-- could change before the host converts it: the run stops there. Their values (`flushed`) are handed over
+-- with the results, in order, for the host to deliver before anything else happens. Then also whether nothing is left for a flush (`settled`: no change
+-- a reader read since the last of them, no table left for the caches to let go), and the message of a flush
+-- that failed (the run stopped after its action).
+local flushed = { count = 0, ids = {}, values = {}, failed = {} } -- what readers gave, in order (reused)
+
+local function emptyFlushed()
+  local ids, values, failed = flushed.ids, flushed.values, flushed.failed
+  for i = 1, flushed.count do ids[i], values[i], failed[i] = nil, nil, nil end
+  flushed.count = 0
 end
 
-function M.runPosition() return B.position() end
+local markDueReaders, evaluateDue -- (below, with the readers)
 
--- One action (a run of one), with reduceRun's results: 1, its commands, whether `subscriptions` must run
--- again, whether it was refused (and, while journaling, the records).
+-- Returns whether the run must stop after this action: a value holds a state table, which the next action
+-- could change before the host converts it.
+local function flushInRun()
+  markDueReaders(false)
+  return evaluateDue()
+end
+
+local function settled()
+  return not B.observed() and next(pending[1]) == nil and not tablesLeft
+end
+
+function M.reduceRun(reduce, list, first, last, flushWhenObserved)
+  if B.made() + placed > 512 then trimCaches() end
+  if B.collectedcount() > 0 then clearCollected() end
+  if flushed.count > 0 then emptyFlushed() end
+  reads = false
+  local position, commands, dirty, refused, flushFailure = B.run(reduce, list, first, last, readers.subscriptions ~= nil,
+    flushWhenObserved and flushInRun or false)
+  if commands ~= nil then commands = unwrap(commands) end
+  local records, length
+  if journalingOn then records, length = B.records() end
+  if not flushWhenObserved then return position, commands, dirty, refused, records, length end
+  return position, commands, dirty, refused, records, length,
+    flushFailure == nil and settled(), flushed.count, flushed.ids, flushed.values, flushed.failed, flushFailure
+end
+
+-- Which action of the last run was being reduced, and what the readers gave before it (a run that raised).
+function M.runPosition()
+  return B.position(), flushed.count, flushed.ids, flushed.values, flushed.failed
+end
+
+-- One action (a run of one), with reduceRun's results.
 local single = {}
-function M.reduce(reduce, action)
+function M.reduce(reduce, action, flushWhenObserved)
   if not istable(action) then return 1, nil, false, true end
   single[1] = action
-  local _, commands, _, refused, records, length = M.reduceRun(reduce, single, 1, 1)
+  local position, commands, _, refused, records, length, isSettled, count, ids, values, failed, failure =
+    M.reduceRun(reduce, single, 1, 1, flushWhenObserved)
   single[1] = nil
-  return 1, commands, B.dirty(), refused, records, length
+  return position, commands, B.dirty(), refused, records, length, isSettled, count, ids, values, failed, failure
 end
 
 -- Undoes the open or last transaction, newest write first.
@@ -958,25 +985,10 @@ end
 
 -- Readers: props, selectors, subscriptions ---------------------------------------------------------
 
--- Whether two read records hold the same keys of the same tables.
 -- Empties a read record that is not kept, for the next evaluation; `id`: the reader whose entries in the index
 -- it was (they are removed), if any.
 local function recycleReads(record, id)
-  for real, keys in next, record do
-    local byKey = id and dependents[real]
-    if byKey then
-      for key in next, keys do
-        local ids = byKey[key]
-        if ids then ids[id] = nil end
-      end
-    end
-    if keys ~= HOLDER_STATE and spareKeysCount < 256 then
-      for key in next, keys do keys[key] = nil end
-      spareKeysCount = spareKeysCount + 1
-      spareKeys[spareKeysCount] = keys
-    end
-    record[real] = nil
-  end
+  B.recycle(record, id)
   spareReads = record
 end
 
@@ -1010,31 +1022,37 @@ end
 -- A state table a reader returns is converted whole, so the reader depends on all of it. Tables the reader
 -- made itself (the props table, say) are not state: only the state tables inside them count. (Noting those
 -- fresh tables would add an entry to `dependents`, a weak-keyed table, on every evaluation, and weak tables
--- full of dead keys make every collection slower.)
+-- full of dead keys make every collection slower.) Returns whether the value holds a state table: such a value
+-- changes with the state, so it must be converted before the next action writes.
 local function dependOnResult(value, seen, inState)
-  if not istable(value) then return end
+  if not istable(value) then return false end
   local real = targets[value]
   if real ~= nil then inState = true else real = value end
   if seen ~= nil then
-    if seen[real] then return end
+    if seen[real] then return false end
     seen[real] = true
   end
   if inState then note(real, ALL) end
+  local holdsState = inState
   for _, item in next, real do
     if istable(item) then
       -- The cycle guard is made only once there is something to recurse into: a flat result allocates nothing.
       seen = seen or { [real] = true }
-      dependOnResult(item, seen, inState)
+      if dependOnResult(item, seen, inState) then holdsState = true end
     end
   end
+  return holdsState
 end
+
+-- Whether a value the last `evaluate` gave holds a state table (`dependOnResult`).
+local lastHeldState = false
 
 local function evaluate(id, ...)
   local reader = readers[id]
   local recorded = spareReads or {}
   spareReads = false
   recorded[holder] = HOLDER_STATE
-  B.setmode(READ)
+  B.setmode(READ, recorded)
   reads = recorded
   local value
   if reader.child ~= nil then
@@ -1045,7 +1063,7 @@ local function evaluate(id, ...)
   end
   -- Most results are flat (no table inside, not a proxy): nothing to depend on, nothing to strip.
   local flat = B.isflat(value)
-  if not flat then dependOnResult(value, nil, false) end
+  lastHeldState = not flat and dependOnResult(value, nil, false)
   B.setmode(CLOSED)
   reads = false
   index(id, recorded)
@@ -1116,13 +1134,10 @@ local function clearDue()
   dueCount = 0
 end
 
-local outIds, outValues, outCount = {}, {}, 0  -- what the last flush evaluated (reused)
-
-function M.flush(everything)
-  trimCaches(true)
+-- Marks the readers due that the changes since the last flush make due (all of them when `everything`), and
+-- starts the change set afresh.
+function markDueReaders(everything)
   if dueCount > 0 then clearDue() end -- left by a flush the time budget cut short
-  for i = 1, outCount do outIds[i], outValues[i] = nil, nil end
-  outCount = 0
   if everything then
     for id in next, readers do markDue(id) end
   end
@@ -1133,25 +1148,46 @@ function M.flush(everything)
   -- made two tables each time, for the collector); after `flushed`, which tells the barrier that what it knew
   -- was recorded no longer is.
   spareChangesCount = B.emptysets(changes, spareChanges, spareChangesCount, 256)
-  if dueCount == 0 then return 0 end
-  local failures
+end
+
+-- Runs the readers due (`subscriptions` excepted: the store runs it), each protected, and appends what each gave
+-- to `flushed`: its id, and its value, or its error's message (`failed`). Returns whether a value holds a state
+-- table (`dependOnResult`).
+function evaluateDue()
+  if dueCount == 0 then return false end
+  local ids, values, failed = flushed.ids, flushed.values, flushed.failed
+  local count, holdsState = flushed.count, false
   for i = 1, dueCount do
     local id = due[i]
     if id ~= "subscriptions" then
+      lastHeldState = false
       local ok, value = pcall(evaluate, id)
       B.setmode(CLOSED)
       reads = false
+      count = count + 1
+      ids[count] = id
       if ok then
-        outCount = outCount + 1
-        outIds[outCount], outValues[outCount] = id, value
+        values[count], failed[count] = value, false
+        if lastHeldState then holdsState = true end
       else
-        failures = failures or {}
-        failures[id] = tostring(value)
+        values[count], failed[count] = tostring(value), true
       end
     end
   end
+  flushed.count = count
   clearDue()
-  return outCount, outIds, outValues, failures
+  return holdsState
+end
+
+-- Runs the readers whose inputs changed (all of them when `everything`); returns how many ran, their ids,
+-- their values or messages, and which failed (`StateRuntime.FlushResult`).
+function M.flush(everything)
+  trimCaches(true)
+  if flushed.count > 0 then emptyFlushed() end
+  markDueReaders(everything)
+  evaluateDue()
+  if flushed.count == 0 then return 0 end
+  return flushed.count, flushed.ids, flushed.values, flushed.failed
 end
 
 -- Puts the runtime back to rest after a failed call.

@@ -6,7 +6,9 @@ extension ScriptEngine {
     /// Applies `actions` in order, each as `reduce(_:)` would (its own transaction and time budget; a failing
     /// one is undone and the next runs), crossing into the VM once for the whole run rather than per action.
     /// Stops early, after an action whose subscriptions the store must diff before the next one. When
-    /// journaling, the runtime collects each action's changes as the run goes, read once per crossing. For a
+    /// journaling, the runtime collects each action's changes as the run goes, read once per crossing. When the
+    /// store notifies after every action, the readers run within the run after each action that changed what
+    /// they read, and what they gave is delivered, in order, as each crossing returns (`deliverRunFlush`). For a
     /// single action it is `reduce(_:)`.
     func reduce(run actions: ArraySlice<LuaValue>) -> RunOutcome<ScriptEffect> {
         var outcome = RunOutcome<ScriptEffect>()
@@ -67,6 +69,7 @@ extension ScriptEngine {
         var first: Int64 = 1 // list position p holds the action at offset p - 1
         while first <= last {
             let stop: (position: Int64, commands: LuaValue?, refused: Bool, dirty: Bool, records: EncodedJournal?)
+            var runFlush: (flushed: Flushed, settled: Bool, failure: LuaError?)?
             reduceCrossings += 1
             let started = journaling ? ContinuousClock.now : nil
             /// Each action's share of the crossing's time, through `position`.
@@ -82,19 +85,27 @@ extension ScriptEngine {
                     typealias Result = StateRuntime.RunResult
                     let position = results.integer(Result.position) ?? last
                     let records = journaling ? Self.records(in: results) : nil
+                    if notifiesEveryAction { runFlush = try readRunFlush(results) }
                     if results.boolean(Result.refused) == true { return (position, nil, true, false, records) }
                     let commands = results.isNil(Result.commands) ? nil : try results.value(Result.commands, root: "commands")
                     return (position, commands, false, results.boolean(Result.dirty) == true, records)
                 }
             } catch {
-                let failed = (try? vm.call(runtime[.runPosition], arguments: []).first?.integer) ?? first
+                // (What the readers gave before the failing action is delivered before it is reported.)
+                let (failed, flushed) = (try? vm.call(runtime[.runPosition], arguments: []) { results throws(LuaError) in
+                    typealias Result = StateRuntime.RunPositionResult
+                    return (results.integer(Result.position) ?? first, try readFlushed(results, at: Result.flushed))
+                }) ?? (first, Flushed())
+                deliver(flushed)
                 if journaling { journalRun(actions, first: first, through: failed, failed: (failed, error), duration: share(through: failed)) }
                 undoLastTransaction()
                 outcome.failures.append((Int(failed - 1), error))
                 outcome.applied = Int(failed)
+                if notifiesEveryAction { break } // (reported, and observers told, before the next action)
                 first = failed + 1
                 continue
             }
+            if let runFlush { deliverRunFlush(runFlush) }
             let offset = Int(stop.position - 1)
             outcome.applied = offset + 1
             var failure: LuaError?
@@ -119,7 +130,9 @@ extension ScriptEngine {
                 break // the store diffs subscriptions before the next action
             }
             if notifiesEveryAction && stop.position < last {
-                break // the store notifies (observers may need to hear of this action) before the next one
+                // The store launches this action's commands, reports its failure, or notifies after the readers
+                // failed, before the next action (the readers ran within the run after every other action).
+                break
             }
             first = stop.position + 1
         }

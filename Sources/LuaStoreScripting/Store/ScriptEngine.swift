@@ -106,6 +106,9 @@ final class ScriptEngine {
     /// The store notifies after every action (`.everyAction`): runs end after each action that changed what a
     /// reader read.
     var notifiesEveryAction = false
+    /// The VM's call count (`LuaVM.calls`) right after a run that ran the readers within it and left nothing for
+    /// a flush: while nothing else has called into the VM since, the store's flush has nothing to do.
+    var settledCalls: UInt64?
     /// How many of a run's actions go into the VM at once: a run that ends early (a change observers must see,
     /// subscriptions to diff) sets it to the length it had, a run taken whole doubles it, so the actions handed
     /// again after an early end are not converted again and again (that was quadratic in the length of the
@@ -227,12 +230,12 @@ final class ScriptEngine {
             held.append((action, source))
             return []
         }
-        guard journaling else { return try reduceAction(action).effects }
+        guard journaling else { return try reduceAction(action, source: source).effects }
         let commands: [ScriptEffect]
         let records: EncodedJournal?
         let started = ContinuousClock.now
         do {
-            (commands, records) = try reduceAction(action)
+            (commands, records) = try reduceAction(action, source: source)
         } catch {
             record(.action(action), origin: JournalEntry.Origin(source), changes: [],
                    failure: ScriptFailure(stage: .reduce, error: error, action: action), duration: .now - started)
@@ -345,15 +348,24 @@ final class ScriptEngine {
     }
 
     /// Reduces one action; returns its commands and, when journaling, the records of what it changed.
-    private func reduceAction(_ action: LuaValue) throws(LuaError) -> (effects: [ScriptEffect], records: EncodedJournal?) {
+    /// Reduces one action. When the store notifies after every action, the readers run within the call after
+    /// it, if it changed what they read, and what they gave is delivered here — except for an action routed from
+    /// a child store, whose own reducer runs after this one (the readers must see both).
+    private func reduceAction(_ action: LuaValue, source: ActionSource) throws(LuaError)
+        -> (effects: [ScriptEffect], records: EncodedJournal?) {
         let reduced: (commands: LuaValue, records: EncodedJournal?)?
         reduceCrossings += 1
         convertedActions += 1
+        let flushWhenObserved = notifiesEveryAction && source != .child
+        var runFlush: (flushed: Flushed, settled: Bool, failure: LuaError?)?
         do {
-            reduced = try vm.call(runtime[.reduce], arguments: [.reference(app.reduce), .value(action)]) { results throws(LuaError) in
+            reduced = try vm.call(runtime[.reduce], arguments: [
+                .reference(app.reduce), .value(action), .value(.boolean(flushWhenObserved)),
+            ]) { results throws(LuaError) in
                 typealias Result = StateRuntime.RunResult
                 if results.boolean(Result.refused) == true { return nil } // refused before anything ran
                 if results.boolean(Result.dirty) == true { subscriptionsDirty = true }
+                if flushWhenObserved { runFlush = try readRunFlush(results) }
                 let commands = results.isNil(Result.commands) ? .nil : try results.value(Result.commands, root: "commands")
                 return (commands, journaling ? Self.records(in: results) : nil)
             }
@@ -361,6 +373,7 @@ final class ScriptEngine {
             undoLastTransaction()
             throw error
         }
+        if let runFlush { deliverRunFlush(runFlush) }
         guard let reduced else {
             throw Self.refused(action)
         }
@@ -497,39 +510,80 @@ final class ScriptEngine {
 
     /// Re-evaluates the readers whose inputs changed (all of them when `everything`) and delivers new values.
     /// Values are converted straight off the Lua stack; one reader's bad value is reported for that reader alone.
+    /// Nothing to do, and no call into the VM, when the last run left nothing for a flush (`settledCalls`).
     func flush(everything: Bool = false) {
-        var fresh: [(id: Int64, value: LuaValue)] = []
-        var failures: [(id: Int64, error: LuaError)] = []
+        if !everything, settledCalls == vm.calls { return }
+        let flushed: Flushed
         do {
-            try vm.call(runtime[.flush], arguments: [.value(.boolean(everything))]) { results throws(LuaError) in
-                typealias Result = StateRuntime.FlushResult
-                let count = results.integer(Result.count) ?? 0
-                fresh.reserveCapacity(Int(count))
-                for position in stride(from: Int64(1), through: count, by: 1) {
-                    guard case .integer(let readerID) = try results.value(Result.readers, at: position, root: "readers"),
-                          let reader = readers[readerID] else { continue }
-                    do throws(LuaError) {
-                        fresh.append((readerID, try results.value(Result.values, at: position, root: reader.kind.rootName)))
-                    } catch {
-                        failures.append((readerID, error))
-                    }
-                }
-                guard !results.isNil(Result.failures) else { return }
-                for (key, message) in try results.value(Result.failures, root: "failures").table?.fields ?? [:] {
-                    guard case .integer(let readerID) = key else { continue }
-                    failures.append((readerID, LuaError(.runtime, parsing: message.string ?? "\(message)")))
-                }
+            flushed = try vm.call(runtime[.flush], arguments: [.value(.boolean(everything))]) { results throws(LuaError) in
+                try readFlushed(results, at: 1)
             }
         } catch {
             _ = try? vm.call(runtime[.reset], arguments: [])
             report(ScriptFailure(stage: .props, error: error, action: nil))
             return
         }
-        for (id, value) in fresh { offer(value, to: id) }
-        for (id, error) in failures {
-            guard let reader = readers[id] else { continue }
-            report(ScriptFailure(stage: reader.kind.stage, error: error, action: nil))
+        deliver(flushed)
+    }
+
+    /// What readers gave, in the order they ran: each one's value, or its failure.
+    struct Flushed {
+        var results: [(id: Int64, result: Result<LuaValue, LuaError>)] = []
+    }
+
+    /// Reads what readers gave from `results`, in the `StateRuntime.FlushResult` layout starting at `first`.
+    func readFlushed(_ results: LuaResults, at first: Int32) throws(LuaError) -> Flushed {
+        typealias Result = StateRuntime.FlushResult
+        var flushed = Flushed()
+        let count = results.integer(first + Result.count) ?? 0
+        guard count > 0 else { return flushed }
+        flushed.results.reserveCapacity(Int(count))
+        for position in stride(from: Int64(1), through: count, by: 1) {
+            guard case .integer(let readerID) = try results.value(first + Result.readers, at: position, root: "readers"),
+                  let reader = readers[readerID] else { continue }
+            if case .boolean(true) = try results.value(first + Result.failed, at: position, root: "failed") {
+                let message = try results.value(first + Result.values, at: position, root: "message")
+                flushed.results.append((readerID, .failure(LuaError(.runtime, parsing: message.string ?? "\(message)"))))
+                continue
+            }
+            do throws(LuaError) {
+                flushed.results.append((readerID, .success(try results.value(first + Result.values, at: position, root: reader.kind.rootName))))
+            } catch {
+                flushed.results.append((readerID, .failure(error)))
+            }
         }
+        return flushed
+    }
+
+    /// Delivers what readers gave, in order: new values (to observers whose value changed), and failures.
+    func deliver(_ flushed: Flushed) {
+        for (id, result) in flushed.results {
+            switch result {
+            case .success(let value):
+                offer(value, to: id)
+            case .failure(let error):
+                guard let reader = readers[id] else { continue }
+                report(ScriptFailure(stage: reader.kind.stage, error: error, action: nil))
+            }
+        }
+    }
+
+    /// What the readers gave within a run (`StateRuntime.RunResult`), and whether it left nothing for a flush.
+    func readRunFlush(_ results: LuaResults) throws(LuaError) -> (flushed: Flushed, settled: Bool, failure: LuaError?) {
+        typealias Result = StateRuntime.RunResult
+        let failure = results.isNil(Result.flushFailure) ? nil
+            : LuaError(.runtime, parsing: (try? results.value(Result.flushFailure, root: "error"))?.string ?? "the readers failed")
+        return (try readFlushed(results, at: Result.flushed), results.boolean(Result.settled) == true, failure)
+    }
+
+    /// Delivers what the readers gave within a run; notes whether the run left nothing for the store's flush.
+    func deliverRunFlush(_ run: (flushed: Flushed, settled: Bool, failure: LuaError?)) {
+        deliver(run.flushed)
+        if let failure = run.failure {
+            _ = try? vm.call(runtime[.reset], arguments: [])
+            report(ScriptFailure(stage: .props, error: failure, action: nil))
+        }
+        settledCalls = run.settled ? vm.calls : nil
     }
 
     private func offer(_ value: LuaValue, to id: Int64) {
