@@ -132,6 +132,9 @@ typedef struct Barrier {
     int scalarWrites;           /* the open transaction's first writes kept in `writes`: all of them when
                                    3 * scalarWrites == count (none came from the Lua side) */
     lua_Integer spareSets;      /* emptied key sets kept for the next read records (`SPARE_SETS`) */
+    lua_Integer readStamp;      /* the running reader's mark in its last record, for the reads it repeats */
+    lua_Integer matchedReads;   /* reads of the running reader its last record holds (each counted once) */
+    lua_Integer freshReads;     /* reads it does not (in `FRESH_READS`) */
     unsigned notedNext;         /* the slot of `noted` written next */
     NotedSlot noted[NOTED_SLOTS];
     ScalarWrite writes[SCALAR_WRITES];
@@ -229,6 +232,9 @@ enum { FIELD, LITERAL, SPARE };
     X(RECYCLE_DEPENDENTS, FIELD, "dependents")    /* real table -> key -> readers */                     \
     X(RECYCLE_HOLDER_STATE, FIELD, "holderstate") /* the shared set of what every reader reads of holder */
 
+/// `endread`'s own upvalue.
+#define READS_UPVALUES(X) X(READS_HOLDER_STATE, FIELD, "holderstate") /* what every reader reads of holder */
+
 #define UPVALUE_ENUM(name, kind, text) UPVALUE_##name,
 enum { UPVALUE_CONTROL = 1, SHARED_UPVALUES(UPVALUE_ENUM) FIRST_OWN_UPVALUE };
 enum { INDEX_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, INDEX_UPVALUES(UPVALUE_ENUM) };
@@ -237,6 +243,7 @@ enum { RUN_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, RUN_UPVALUES(UPVALUE_ENUM) };
 enum { JOURNAL_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, JOURNAL_UPVALUES(UPVALUE_ENUM) };
 enum { RECORDS_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, RECORDS_UPVALUES(UPVALUE_ENUM) };
 enum { RECYCLE_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, RECYCLE_UPVALUES(UPVALUE_ENUM) };
+enum { READS_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, READS_UPVALUES(UPVALUE_ENUM) };
 #undef UPVALUE_ENUM
 
 /// The pseudo-index of the current function's upvalue `name`.
@@ -249,10 +256,12 @@ enum { RECYCLE_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, RECYCLE_UPVALUES(UPVALUE_EN
 /// [-0, +0, -] The barrier of the running function.
 static Barrier *barrier(lua_State *L) { return (Barrier *)lua_touserdata(L, UPVALUE(CONTROL)); }
 
-/// The barrier's user values: the read record of the reader running (READ mode: real table -> set of keys read;
-/// set by `setmode`, nil otherwise), and the key sets emptied by `recycle`, for the next records (a stack of
-/// `spareSets`, at most `SPARE_SETS_MAX`: a record's sets are reused rather than left to the collector).
-enum { READS = 1, SPARE_SETS, USER_VALUES = SPARE_SETS };
+/// The barrier's user values, while a reader runs (READ mode): the record of what it read last time (real table
+/// -> set of keys read; given to `setmode`, nil for a first run), in which the reads it repeats are marked
+/// (`readStamp`), and the record of the reads that record does not hold (made at the first). And always the key
+/// sets emptied by `recycle`, for the next records (a stack of `spareSets`, at most `SPARE_SETS_MAX`: a record's
+/// sets are reused rather than left to the collector).
+enum { LAST_READS = 1, FRESH_READS, SPARE_SETS, USER_VALUES = SPARE_SETS };
 #define SPARE_SETS_MAX 256
 
 /// [-1, +1, m] Replaces the real table on top with its proxy, made now if it has none. A proxy made now
@@ -389,36 +398,70 @@ static void learn_path(lua_State *L, Barrier *b, int parent, int key, const void
     keep_path(b, child, path, length);
 }
 
-/// [-0, +0, m] Records, in the running reader's record (if any), that it read the key at `key` of the table at
-/// `real`: the record's set for that table is taken from the spare sets when it has none yet.
-static void note_read(lua_State *L, Barrier *b, int real, int key) {
-    if (lua_getiuservalue(L, UPVALUE(CONTROL), READS) != LUA_TTABLE) { /* record */
-        lua_pop(L, 1);
-        return;
+/// [-0, +1, m] The set of keys of the table at `real` in the record at `record`, made (from the spare sets, or
+/// new) when the record has none.
+static void push_read_set(lua_State *L, Barrier *b, int record, int real) {
+    lua_pushvalue(L, real);
+    if (lua_rawget(L, record) == LUA_TTABLE) return;
+    lua_pop(L, 1);
+    if (b->spareSets > 0) {
+        lua_getiuservalue(L, UPVALUE(CONTROL), SPARE_SETS);
+        lua_rawgeti(L, -1, b->spareSets);
+        lua_pushnil(L);
+        lua_rawseti(L, -3, b->spareSets--);
+        lua_remove(L, -2);
+    } else {
+        lua_createtable(L, 0, 1);
     }
     lua_pushvalue(L, real);
-    if (lua_rawget(L, -2) != LUA_TTABLE) { /* record, keys */
-        lua_pop(L, 1);
-        if (b->spareSets > 0) {
-            lua_getiuservalue(L, UPVALUE(CONTROL), SPARE_SETS);
-            lua_rawgeti(L, -1, b->spareSets);
-            lua_pushnil(L);
-            lua_rawseti(L, -3, b->spareSets--);
-            lua_remove(L, -2);
-        } else {
-            lua_createtable(L, 0, 1);
-        }
-        lua_pushvalue(L, real);
-        lua_pushvalue(L, -2);
-        lua_rawset(L, -4); /* record[real] = keys */
-    }
-    lua_pushvalue(L, key);
-    lua_pushboolean(L, 1);
-    lua_rawset(L, -3);
-    lua_pop(L, 2);
+    lua_pushvalue(L, -2);
+    lua_rawset(L, record); /* record[real] = keys */
 }
 
-/// `__index(proxy, key)` [-2, +1, e] while writing, or while a reader runs (the read is recorded): the real
+/// [-0, +0, m] Notes, while a reader runs, that it read the key at `key` of the table at `real` (absolute
+/// indices): a read its last record holds is marked there (counted the first time), any other goes into the
+/// record of fresh reads. Mostly a reader reads what it read last time, and then nothing is allocated and its
+/// record stands (`endread`).
+static void note_read(lua_State *L, Barrier *b, int real, int key) {
+    if (b->mode != MODE_READ) return;
+    if (lua_getiuservalue(L, UPVALUE(CONTROL), LAST_READS) == LUA_TTABLE) { /* last */
+        lua_pushvalue(L, real);
+        if (lua_rawget(L, -2) == LUA_TTABLE) { /* last, keys */
+            lua_pushvalue(L, key);
+            int type = lua_rawget(L, -2); /* last, keys, mark */
+            if (type != LUA_TNIL) {
+                if (type != LUA_TNUMBER || lua_tointeger(L, -1) != b->readStamp) {
+                    lua_pushvalue(L, key);
+                    lua_pushinteger(L, b->readStamp);
+                    lua_rawset(L, -4);
+                    b->matchedReads++;
+                }
+                lua_pop(L, 3);
+                return;
+            }
+            lua_pop(L, 1);
+        }
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    if (lua_getiuservalue(L, UPVALUE(CONTROL), FRESH_READS) != LUA_TTABLE) { /* fresh */
+        lua_pop(L, 1);
+        lua_createtable(L, 0, 2);
+        lua_pushvalue(L, -1);
+        lua_setiuservalue(L, UPVALUE(CONTROL), FRESH_READS);
+    }
+    push_read_set(L, b, lua_gettop(L), real); /* fresh, keys */
+    lua_pushvalue(L, key);
+    if (lua_rawget(L, -2) == LUA_TNIL) {
+        lua_pushvalue(L, key);
+        lua_pushboolean(L, 1);
+        lua_rawset(L, -4);
+        b->freshReads++;
+    }
+    lua_pop(L, 3);
+}
+
+/// `__index(proxy, key)` [-2, +1, e] while writing, or while a reader runs (the read is noted): the real
 /// table's value, a table as its proxy.
 static int barrier_index(lua_State *L) {
     Barrier *b = barrier(L);
@@ -1100,23 +1143,80 @@ static int barrier_mode(lua_State *L) {
     return 1;
 }
 
-/// `setmode(mode [, record])` [-(1|2), +0, e]: with `B.READ`, `record` is where the reader's reads are recorded
-/// (real table -> set of keys; none: not recorded).
+/// `setmode(mode [, last])` [-(1|2), +0, e]: with `B.READ`, a reader starts, `last` the record of what it read
+/// last time (real table -> set of keys; none for its first run): its reads are noted (`note_read`) until
+/// `endread`. Leaving READ mode otherwise (a reader that failed) drops what was noted.
 static int barrier_set_mode(lua_State *L) {
+    Barrier *b = barrier(L);
     lua_Integer mode = luaL_checkinteger(L, 1);
     luaL_argcheck(L, mode == MODE_CLOSED || mode == MODE_WRITE || mode == MODE_READ, 1, "not a mode of the barrier");
-    barrier(L)->mode = mode;
-    lua_settop(L, 2);
-    if (mode != MODE_READ || lua_type(L, 2) != LUA_TTABLE) {
+    if (mode == MODE_READ || b->mode == MODE_READ) { /* a reader starts, or one that failed ends */
+        lua_settop(L, 2);
+        if (mode != MODE_READ || lua_type(L, 2) != LUA_TTABLE) {
+            lua_pushnil(L);
+            lua_replace(L, 2);
+        }
+        lua_setiuservalue(L, UPVALUE(CONTROL), LAST_READS);
         lua_pushnil(L);
-        lua_replace(L, 2);
+        lua_setiuservalue(L, UPVALUE(CONTROL), FRESH_READS);
+        b->readStamp++;
+        b->matchedReads = 0;
+        b->freshReads = 0;
     }
-    lua_setiuservalue(L, UPVALUE(CONTROL), READS);
+    b->mode = mode;
     return 0;
 }
 
-/// `note(real, key)` [-2, +0, m]: records that the running reader read `real[key]` (`key` may be a marker:
-/// its structure, all of it); nothing when no reader's reads are being recorded.
+/// `endread(count)` [-1, +(0|2), m]: ends a reader's run (the barrier closes). When it read exactly what its
+/// last record holds (`count` reads, the shared set of what it read of `holder` aside), returns nothing: the
+/// record stands, and so do its entries in the index of readers. Otherwise returns a new record of what it read
+/// (without the shared set, which the Lua side adds) and how many reads it holds.
+static int barrier_end_read(lua_State *L) {
+    Barrier *b = barrier(L);
+    lua_Integer count = luaL_optinteger(L, 1, -1);
+    lua_settop(L, 0);
+    luaL_checkstack(L, 8, NULL);
+    lua_getiuservalue(L, UPVALUE(CONTROL), LAST_READS); /* 1 */
+    lua_getiuservalue(L, UPVALUE(CONTROL), FRESH_READS); /* 2 */
+    lua_pushnil(L);
+    lua_setiuservalue(L, UPVALUE(CONTROL), LAST_READS);
+    lua_pushnil(L);
+    lua_setiuservalue(L, UPVALUE(CONTROL), FRESH_READS);
+    b->mode = MODE_CLOSED;
+    if (b->freshReads == 0 && b->matchedReads == count) return 0;
+    if (lua_type(L, 2) != LUA_TTABLE) {
+        lua_createtable(L, 0, 2);
+        lua_replace(L, 2);
+    }
+    if (lua_type(L, 1) == LUA_TTABLE && b->matchedReads > 0) {
+        lua_pushnil(L);
+        while (lua_next(L, 1) != 0) { /* 3: real, 4: keys */
+            if (lua_type(L, 4) == LUA_TTABLE && !lua_rawequal(L, 4, UPVALUE(READS_HOLDER_STATE))) {
+                lua_pushnil(L); /* 5: the new record's set for real, once there is a key for it */
+                lua_pushnil(L);
+                while (lua_next(L, 4) != 0) { /* 6: key, 7: mark */
+                    if (lua_type(L, 7) == LUA_TNUMBER && lua_tointeger(L, 7) == b->readStamp) {
+                        if (lua_isnil(L, 5)) {
+                            push_read_set(L, b, 2, 3);
+                            lua_replace(L, 5);
+                        }
+                        lua_pushvalue(L, 6);
+                        lua_pushboolean(L, 1);
+                        lua_rawset(L, 5);
+                    }
+                    lua_pop(L, 1);
+                }
+            }
+            lua_settop(L, 3);
+        }
+    }
+    lua_settop(L, 2);
+    lua_pushinteger(L, b->matchedReads + b->freshReads);
+    return 2;
+}
+
+/// `note(real, key)` [-2, +0, m]: notes that the running reader read `real[key]` (`key` may be a marker:
+/// its structure, all of it; see `note_read`); nothing when no reader runs.
 static int barrier_note(lua_State *L) {
     lua_settop(L, 2);
     note_read(L, barrier(L), 1, 2);
@@ -1319,50 +1419,6 @@ static int barrier_flushed(lua_State *L) {
     return 0;
 }
 
-/// [-0, +0, -] Whether every table of the record at `a` (real table -> set of keys) is in the record at `b`,
-/// and, when `keys`, with the same set of keys (the same set, or sets of the same keys). Uses four stack slots.
-static int reads_within(lua_State *L, int a, int b, int keys) {
-    lua_pushnil(L);
-    while (lua_next(L, a) != 0) { /* real, its keys */
-        lua_pushvalue(L, -2);
-        if (lua_rawget(L, b) == LUA_TNIL) return lua_pop(L, 4), 0; /* real, its keys, the other's */
-        int same = 1;
-        if (keys && !lua_rawequal(L, -1, -2)) {
-            int mine = lua_gettop(L) - 1, other = mine + 1;
-            same = lua_type(L, mine) == LUA_TTABLE && lua_type(L, other) == LUA_TTABLE;
-            for (int pass = 0; pass < 2 && same; pass++) {
-                int from = pass == 0 ? mine : other, in = pass == 0 ? other : mine;
-                lua_pushnil(L);
-                while (lua_next(L, from) != 0) {
-                    lua_pop(L, 1);
-                    lua_pushvalue(L, -1);
-                    int found = lua_rawget(L, in) != LUA_TNIL;
-                    lua_pop(L, 1);
-                    if (!found) {
-                        lua_pop(L, 1);
-                        same = 0;
-                        break;
-                    }
-                }
-            }
-        }
-        lua_pop(L, 2);
-        if (!same) return lua_pop(L, 1), 0;
-    }
-    return 1;
-}
-
-/// `samereads(a, b)` [-2, +1, -]: whether two read records (real table -> set of keys read) hold the same
-/// tables, each with the same keys: then a reader read what it read last time, and the index of readers stands.
-static int barrier_same_reads(lua_State *L) {
-    luaL_checktype(L, 1, LUA_TTABLE);
-    luaL_checktype(L, 2, LUA_TTABLE);
-    lua_settop(L, 2);
-    luaL_checkstack(L, 8, NULL);
-    lua_pushboolean(L, reads_within(L, 1, 2, 1) && reads_within(L, 2, 1, 0));
-    return 1;
-}
-
 /// `isflat(value)` [-1, +1, -]: whether `value` is a table that is not a proxy and holds no table, as a key or
 /// a value — a reader's result with no state inside to depend on and no proxy to strip (most props).
 static int barrier_is_flat(lua_State *L) {
@@ -1410,6 +1466,7 @@ static const Upvalue runUpvalues[] = { RUN_UPVALUES(UPVALUE_DESCRIPTION) };
 static const Upvalue journalUpvalues[] = { JOURNAL_UPVALUES(UPVALUE_DESCRIPTION) };
 static const Upvalue recordsUpvalues[] = { RECORDS_UPVALUES(UPVALUE_DESCRIPTION) };
 static const Upvalue recycleUpvalues[] = { RECYCLE_UPVALUES(UPVALUE_DESCRIPTION) };
+static const Upvalue readsUpvalues[] = { READS_UPVALUES(UPVALUE_DESCRIPTION) };
 #undef UPVALUE_DESCRIPTION
 
 #define COUNT(array) ((int)(sizeof(array) / sizeof((array)[0])))
@@ -1499,12 +1556,12 @@ int clua_make_barrier(lua_State *L) {
         { "collectedcount", barrier_collected_count, NULL, 0 },
         { "records", barrier_records, recordsUpvalues, COUNT(recordsUpvalues) },
         { "clear", barrier_clear, NULL, 0 },
-        { "samereads", barrier_same_reads, NULL, 0 },
         { "emptysets", barrier_empty_sets, NULL, 0 },
         { "markdue", barrier_mark_due, NULL, 0 },
         { "isflat", barrier_is_flat, NULL, 0 },
         { "note", barrier_note, NULL, 0 },
         { "recycle", barrier_recycle, recycleUpvalues, COUNT(recycleUpvalues) },
+        { "endread", barrier_end_read, readsUpvalues, COUNT(readsUpvalues) },
     };
     for (int i = 0; i < COUNT(functions); i++) {
         push_closure(L, control, functions[i].function, functions[i].upvalues, functions[i].count);

@@ -39,10 +39,10 @@ local collected, collectedCount = {}, 0
 local encodedRecords = {}                              -- [1]: the barrier's buffer of journal records
 
 local tablesLeft = false                               -- a committed write replaced or removed a table
-local reads = false                    -- while reading: real -> { key -> true }
+local reads = false                    -- whether a reader runs (its reads are noted: `note`)
 local journal = {}                     -- (table, key, old value) triples of the open transaction
 local dependents = setmetatable({}, { __mode = "k" })  -- real -> key -> { reader id -> true }
-local readers = {}                     -- id -> { fn = function, reads = recorded reads }
+local readers = {}                     -- id -> { fn = function, reads = its last record, count = its reads }
 local holder = { state = false }       -- holder.state is the app's state table
 local children = {}                    -- child store id -> its local state table
 
@@ -143,12 +143,10 @@ local function trimCaches(afterFlush, force)
   end
 end
 
--- Read records are recycled: when a reader runs again its previous record is emptied (`B.recycle`, which
--- keeps its key sets for the next records) and kept for the next one, so evaluating props allocates little
--- more than the props themselves. The barrier records reads itself (its `__index`, and `B.note` for the
--- markers the functions here record) into the record `B.setmode(READ, record)` gave it.
-local spareReads = false
-
+-- The barrier notes a reader's reads itself (its `__index`, and `B.note` for the markers the functions here
+-- note), against the record of what the reader read last time (`B.setmode(READ, last)`): mostly a reader reads
+-- just that, and then `B.endread` says so and nothing is allocated; otherwise it gives the new record, and the
+-- old one's key sets are kept for the next records (`B.recycle`).
 local function note(real, key)
   B.note(real, key)
 end
@@ -985,22 +983,12 @@ end
 
 -- Readers: props, selectors, subscriptions ---------------------------------------------------------
 
--- Empties a read record that is not kept, for the next evaluation; `id`: the reader whose entries in the index
--- it was (they are removed), if any.
-local function recycleReads(record, id)
-  B.recycle(record, id)
-  spareReads = record
-end
-
-local function index(id, recorded)
-  local reader = readers[id]
+-- Makes `recorded` (`count` reads) the record of what reader `id` read, in place of its last one: the index of
+-- readers (`dependents`) follows.
+local function index(reader, id, recorded, count)
+  recorded[holder] = HOLDER_STATE
   local old = reader.reads
-  -- Mostly a reader reads what it read last time: its entries in the index stand as they are.
-  if old and B.samereads(recorded, old) then
-    recycleReads(recorded)
-    return
-  end
-  if old then recycleReads(old, id) end
+  if old then B.recycle(old, id) end
   for real, keys in next, recorded do
     local byKey = dependents[real]
     if byKey == nil then
@@ -1016,7 +1004,7 @@ local function index(id, recorded)
       ids[id] = true
     end
   end
-  reader.reads = recorded
+  reader.reads, reader.count = recorded, count
 end
 
 -- A state table a reader returns is converted whole, so the reader depends on all of it. Tables the reader
@@ -1049,11 +1037,8 @@ local lastHeldState = false
 
 local function evaluate(id, ...)
   local reader = readers[id]
-  local recorded = spareReads or {}
-  spareReads = false
-  recorded[holder] = HOLDER_STATE
-  B.setmode(READ, recorded)
-  reads = recorded
+  B.setmode(READ, reader.reads)
+  reads = true
   local value
   if reader.child ~= nil then
     note(children, reader.child)
@@ -1064,21 +1049,22 @@ local function evaluate(id, ...)
   -- Most results are flat (no table inside, not a proxy): nothing to depend on, nothing to strip.
   local flat = B.isflat(value)
   lastHeldState = not flat and dependOnResult(value, nil, false)
-  B.setmode(CLOSED)
+  local recorded, count = B.endread(reader.count)
   reads = false
-  index(id, recorded)
+  if recorded ~= nil then index(reader, id, recorded, count) end
   if flat then return value end
   return unwrap(value)
 end
 
 function M.register(id, fn, child)
   local old = readers[id]
-  readers[id] = { fn = fn, child = child, reads = old and old.reads }
+  readers[id] = { fn = fn, child = child, reads = old and old.reads, count = old and old.count }
 end
 
 function M.unregister(id)
-  if readers[id] then
-    index(id, {})
+  local reader = readers[id]
+  if reader then
+    if reader.reads then B.recycle(reader.reads, id) end
     readers[id] = nil
   end
 end
