@@ -206,7 +206,9 @@ enum { FIELD, LITERAL, SPARE };
     X(WRITE_DEPENDENTS, FIELD, "dependents") /* real table -> key -> readers */                            \
     X(WRITE_CHANGES, FIELD, "changes")       /* { [1] = real -> { key -> true } since the last flush } */  \
     X(WRITE_FALLBACK, FIELD, "newindex")     /* the Lua __newindex, for everything else */                \
-    X(WRITE_NOTE, FIELD, "note")             /* note(real, byKey, key): records a change */
+    X(WRITE_ALL, FIELD, "all")               /* the key of a table's readers of all of it */              \
+    X(WRITE_STRUCTURE, FIELD, "structure")   /* the key of its readers of its length and set of keys */   \
+    X(WRITE_SUBSCRIPTIONS, LITERAL, "subscriptions") /* the id of the subscriptions reader */
 
 /// `run`'s own upvalues.
 #define RUN_UPVALUES(X)                                                                                    \
@@ -398,9 +400,9 @@ static void learn_path(lua_State *L, Barrier *b, int parent, int key, const void
     keep_path(b, child, path, length);
 }
 
-/// [-0, +1, m] The set of keys of the table at `real` in the record at `record`, made (from the spare sets, or
-/// new) when the record has none.
-static void push_read_set(lua_State *L, Barrier *b, int record, int real) {
+/// [-0, +1, m] The set of keys of the table at `real` in the record at `record` (of reads, or the change set),
+/// made (from the spare sets, or new) when the record has none.
+static void push_key_set(lua_State *L, Barrier *b, int record, int real) {
     lua_pushvalue(L, real);
     if (lua_rawget(L, record) == LUA_TTABLE) return;
     lua_pop(L, 1);
@@ -450,7 +452,7 @@ static void note_read(lua_State *L, Barrier *b, int real, int key) {
         lua_pushvalue(L, -1);
         lua_setiuservalue(L, UPVALUE(CONTROL), FRESH_READS);
     }
-    push_read_set(L, b, lua_gettop(L), real); /* fresh, keys */
+    push_key_set(L, b, lua_gettop(L), real); /* fresh, keys */
     lua_pushvalue(L, key);
     if (lua_rawget(L, -2) == LUA_TNIL) {
         lua_pushvalue(L, key);
@@ -551,6 +553,47 @@ static int is_same(lua_State *L, int a, int b) {
     return x != 0 || signbit(x) == signbit(y);
 }
 
+/// [-0, +0, m] Notes that the key at `key` of the table at `real` changed (`structural`: a key appeared or went
+/// away), for the readers that depend on it (`dependents[real]`, at `byKey`): only tables some reader read get
+/// here, so a write to a table nobody reads costs the journal alone. Adds it to the change set, and says whether
+/// a reader read it (`observed`: a run with a flush function calls it after this action) and whether the
+/// subscriptions must run again. A write later rolled back may make a reader run once for nothing (its result
+/// compares equal and is not delivered). Indices are absolute; `WRITE_UPVALUES`.
+static void note_change(lua_State *L, Barrier *b, int real, int byKey, int key, int structural) {
+    int top = lua_gettop(L);
+    luaL_checkstack(L, 6, NULL);
+    lua_rawgeti(L, UPVALUE(WRITE_CHANGES), 1); /* the change set */
+    push_key_set(L, b, top + 1, real);
+    lua_pushvalue(L, key);
+    lua_pushboolean(L, 1);
+    lua_rawset(L, -3);
+    if (structural) {
+        lua_pushvalue(L, UPVALUE(WRITE_STRUCTURE));
+        lua_pushboolean(L, 1);
+        lua_rawset(L, -3);
+    }
+    lua_settop(L, top);
+    // Its readers: of the key, of all of the table, and (structural) of its keys.
+    int readers[3] = { key, UPVALUE(WRITE_ALL), UPVALUE(WRITE_STRUCTURE) };
+    for (int i = 0; i < (structural ? 3 : 2); i++) {
+        lua_pushvalue(L, readers[i]);
+        if (lua_rawget(L, byKey) == LUA_TTABLE) {
+            lua_pushnil(L);
+            if (lua_next(L, -2) != 0) {
+                b->observed = 1;
+                lua_pop(L, 2);
+            }
+            if (!b->subscriptionsDirty) {
+                lua_pushvalue(L, UPVALUE(WRITE_SUBSCRIPTIONS));
+                if (lua_rawget(L, -2) != LUA_TNIL) b->subscriptionsDirty = 1;
+                lua_pop(L, 1);
+            }
+        }
+        lua_pop(L, 1);
+    }
+}
+
+
 /// `__newindex(proxy, key, value)` [-3, +0, e] while writing, for a key that stays (neither the old nor the new
 /// value is nil) and values that are plain data (strings, booleans, finite numbers): journaled, written,
 /// recorded for the readers of that table. (A key that stays was accepted as data when it appeared.)
@@ -608,12 +651,17 @@ static int barrier_newindex(lua_State *L) {
         }
     }
     lua_settop(L, 5);
-    lua_pushvalue(L, UPVALUE(WRITE_NOTE));
-    lua_pushvalue(L, 4);
-    lua_pushvalue(L, 5);
-    lua_pushvalue(L, 2);
-    lua_call(L, 3, 0);
+    note_change(L, b, 4, 5, 2, 0);
     remember_noted(L, b, keyType);
+    return 0;
+}
+
+/// `notechange(real, byKey, key, structural)` [-4, +0, m]: `note_change`, for the writes the Lua side makes.
+static int barrier_note_change(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_settop(L, 4);
+    note_change(L, barrier(L), 1, 2, 3, lua_toboolean(L, 4));
     return 0;
 }
 
@@ -1197,7 +1245,7 @@ static int barrier_end_read(lua_State *L) {
                 while (lua_next(L, 4) != 0) { /* 6: key, 7: mark */
                     if (lua_type(L, 7) == LUA_TNUMBER && lua_tointeger(L, 7) == b->readStamp) {
                         if (lua_isnil(L, 5)) {
-                            push_read_set(L, b, 2, 3);
+                            push_key_set(L, b, 2, 3);
                             lua_replace(L, 5);
                         }
                         lua_pushvalue(L, 6);
@@ -1368,36 +1416,50 @@ static void mark_ids(lua_State *L, int ids, int isDue, int due, lua_Integer *cou
     }
 }
 
-/// `markdue(changes, dependents, all, isDue, due, count)` [-6, +1, m]: marks due, once each, every reader of
-/// what the change set names — `dependents[real][key]` for each changed key of a table, and
-/// `dependents[real][all]`, the readers of all of it — as `isDue[id] = true` appended to `due`, which holds
-/// `count`; returns how many it holds now (`flush`, `state_runtime.lua`).
-static int barrier_mark_due(lua_State *L) {
+/// `takechanges(changes, dependents, all, isDue, due, count)` [-6, +1, m]: hands the change set over, in one
+/// walk: marks due, once each, every reader of what it names — `dependents[real][key]` for each changed key of a
+/// table, and `dependents[real][all]`, the readers of all of it — as `isDue[id] = true` appended to `due`, which
+/// holds `count`; empties it, its key sets kept for the next changes and reads (the spare sets); and starts
+/// afresh as `flushed()` does. Returns how many readers `due` holds now.
+static int barrier_take_changes(lua_State *L) {
+    Barrier *b = barrier(L);
     for (int i = 1; i <= 5; i++) {
         if (i != 3) luaL_checktype(L, i, LUA_TTABLE);
     }
     lua_Integer count = luaL_checkinteger(L, 6);
     lua_settop(L, 5);
     luaL_checkstack(L, 12, NULL);
+    lua_getiuservalue(L, UPVALUE(CONTROL), SPARE_SETS); /* 6 */
     lua_pushnil(L);
-    while (lua_next(L, 1) != 0) { /* 6: real, 7: its changed keys */
-        lua_pushvalue(L, 6);
-        if (lua_rawget(L, 2) == LUA_TTABLE && lua_type(L, 7) == LUA_TTABLE) { /* 8: byKey */
-            lua_pushvalue(L, 3);
-            lua_rawget(L, 8); /* 9: the readers of all of it */
-            mark_ids(L, 9, 4, 5, &count);
-            lua_pop(L, 1);
-            lua_pushnil(L);
-            while (lua_next(L, 7) != 0) { /* 9: key, 10: true */
-                lua_pop(L, 1);
-                lua_pushvalue(L, 9);
-                lua_rawget(L, 8); /* 10: its readers */
+    while (lua_next(L, 1) != 0) { /* 7: real, 8: its changed keys */
+        if (lua_type(L, 8) == LUA_TTABLE) {
+            lua_pushvalue(L, 7);
+            if (lua_rawget(L, 2) == LUA_TTABLE) { /* 9: byKey */
+                lua_pushvalue(L, 3);
+                lua_rawget(L, 9); /* 10: the readers of all of it */
                 mark_ids(L, 10, 4, 5, &count);
                 lua_pop(L, 1);
+                lua_pushnil(L);
+                while (lua_next(L, 8) != 0) { /* 10: key, 11: true */
+                    lua_pop(L, 1);
+                    lua_pushvalue(L, 10);
+                    lua_rawget(L, 9); /* 11: its readers */
+                    mark_ids(L, 11, 4, 5, &count);
+                    lua_pop(L, 1);
+                }
             }
+            lua_settop(L, 8);
+            empty_table(L, 8);
+            if (b->spareSets < SPARE_SETS_MAX) lua_rawseti(L, 6, ++b->spareSets);
         }
-        lua_settop(L, 6);
+        lua_settop(L, 7);
+        lua_pushvalue(L, 7);
+        lua_pushnil(L);
+        lua_rawset(L, 1); /* changes[real] = nil: allowed while traversing */
     }
+    b->flushes += 1;
+    b->observed = 0;
+    clear_journal_tail(L, b, UPVALUE(JOURNAL));
     lua_pushinteger(L, count);
     return 1;
 }
@@ -1557,7 +1619,8 @@ int clua_make_barrier(lua_State *L) {
         { "records", barrier_records, recordsUpvalues, COUNT(recordsUpvalues) },
         { "clear", barrier_clear, NULL, 0 },
         { "emptysets", barrier_empty_sets, NULL, 0 },
-        { "markdue", barrier_mark_due, NULL, 0 },
+        { "takechanges", barrier_take_changes, journalUpvalues, COUNT(journalUpvalues) },
+        { "notechange", barrier_note_change, writeUpvalues, COUNT(writeUpvalues) },
         { "isflat", barrier_is_flat, NULL, 0 },
         { "note", barrier_note, NULL, 0 },
         { "recycle", barrier_recycle, recycleUpvalues, COUNT(recycleUpvalues) },

@@ -10,7 +10,7 @@ import Testing
     func run(_ body: String) async throws -> [LuaValue] {
         try await withVM { vm in
             let chunk = try vm.loadTrusted("""
-                local handed = { index = 0, newindex = 0, note = 0, adopt = 0 }
+                local handed = { index = 0, newindex = 0, adopt = 0 }
                 local targets, proxies, journal, dependents, changes = {}, {}, {}, {}, { {} }
                 local holder = { state = { count = 1, items = { { done = false } } } }
                 local meta = { __metatable = "test state" }
@@ -25,7 +25,7 @@ import Testing
                     B.record(targets[p], k, targets[p][k])
                     rawset(targets[p], k, v)
                   end,
-                  note = function() handed.note = handed.note + 1 end,
+                  all = {}, structure = {},
                   adopt = function(result) handed.adopt = handed.adopt + 1; holder.state = targets[result] or result end,
                   settle = function() end, collect = function() end, collected = {}, children = {}, encoded = {}, holderstate = {},
                 }

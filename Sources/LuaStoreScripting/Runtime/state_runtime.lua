@@ -23,7 +23,7 @@ local istable = istable  -- type(v) == "table", without making a string
 local makebarrier = makebarrier
 
 local ALL, STRUCTURE = {}, {}          -- read markers: every key of a table; its length and set of keys
-local EMPTY = {}                       -- (never written: `next(ids or EMPTY)` for a set that may be nil)
+local EMPTY = {}                       -- never written: an empty set or map where there is none
 local HOLDER_STATE = { state = true }  -- what every reader reads of `holder` (shared; never written)
 local targets = {}                                     -- proxy -> real table
 local proxies = {}                                     -- real table -> its proxy
@@ -61,40 +61,10 @@ local function clearCollected()
 end
 
 -- Records that `real[key]` changed (`structural`: a key appeared or went away), for the readers that depend
--- on it: only tables some reader read are recorded (`byKey` is `dependents[real]`), so a write to a table
--- nobody reads (one item of a large list, say) costs the journal alone. Called by the barrier as the write
--- happens, so committing costs nothing; a write later rolled back may make a reader run once for nothing
--- (its result compares equal and is not delivered).
-local spareChanges, spareChangesCount = {}, 0 -- key sets of the change set, emptied by `flush`, for reuse
-
+-- on it (`byKey` is `dependents[real]`): the barrier's `note_change`, which its `__newindex` calls itself as the
+-- write happens, so committing costs nothing.
 local function noteChange(real, byKey, key, structural)
-  local changes = pending[1]
-  local keys = changes[real]
-  if keys == nil then
-    if spareChangesCount > 0 then
-      keys = spareChanges[spareChangesCount]
-      spareChanges[spareChangesCount] = nil
-      spareChangesCount = spareChangesCount - 1
-    else
-      keys = {}
-    end
-    changes[real] = keys
-  end
-  keys[key] = true
-  if structural then keys[STRUCTURE] = true end
-  -- (Whether a reader read this very key: then a run that must stop where observers see changes stops
-  -- after this action. `flush` runs the same readers.)
-  if next(byKey[key] or EMPTY) ~= nil or next(byKey[ALL] or EMPTY) ~= nil
-      or (structural and next(byKey[STRUCTURE] or EMPTY) ~= nil) then
-    B.observed()
-  end
-  if not B.dirty() then
-    local ids = byKey[key]
-    if (ids and ids.subscriptions) or (byKey[ALL] and byKey[ALL].subscriptions)
-        or (structural and byKey[STRUCTURE] and byKey[STRUCTURE].subscriptions) then
-      B.setdirty(true)
-    end
-  end
+  B.notechange(real, byKey, key, structural)
 end
 
 -- The proxy of a real table, made (by the barrier, in C) if it has none. The caches are strong (cheaper to
@@ -512,7 +482,7 @@ function installBarrier()
   B = makebarrier {
     control = B and B.control, targets = targets, proxies = proxies, meta = meta, weakkeys = WEAK_KEYS,
     weakall = WEAK_ALL, parents = parents, parentkeys = parentKeys, journal = journal, dependents = dependents, changes = pending, holder = holder,
-    index = indexFallback, newindex = newindexFallback, note = noteChange, adopt = adopt, settle = settleMoves,
+    index = indexFallback, newindex = newindexFallback, all = ALL, structure = STRUCTURE, adopt = adopt, settle = settleMoves,
     collect = collect, collected = collected, children = children, encoded = encodedRecords,
     holderstate = HOLDER_STATE,
   }
@@ -1127,13 +1097,9 @@ function markDueReaders(everything)
   if everything then
     for id in next, readers do markDue(id) end
   end
-  local changes = pending[1]
-  if not everything then dueCount = B.markdue(changes, dependents, ALL, isDue, due, dueCount) end
-  B.flushed()
   -- The change set is emptied in place and its key sets kept for the next changes (a flush after every action
-  -- made two tables each time, for the collector); after `flushed`, which tells the barrier that what it knew
-  -- was recorded no longer is.
-  spareChangesCount = B.emptysets(changes, spareChanges, spareChangesCount, 256)
+  -- made two tables each time, for the collector).
+  dueCount = B.takechanges(pending[1], everything and EMPTY or dependents, ALL, isDue, due, dueCount)
 end
 
 -- Runs the readers due (`subscriptions` excepted: the store runs it), each protected, and appends what each gave
