@@ -162,6 +162,30 @@ import Testing
         #expect(results == [4, "3,5,6", 5, 1, true, false, "the readers failed", 7])
     }
 
+    /// A write to a key some reader read is noted in the change set by `__newindex` itself, and says so to a
+    /// run (its flush is called after that action); `takechanges` marks due, once each, the readers of the
+    /// changed keys (and of all of the table), and empties the set. A write nobody reads is not noted.
+    @Test func changesAreNotedAsTheyHappenAndHandedOverOnce() async throws {
+        let results = try await run("""
+            dependents[real] = { count = { props = true, selector = true } }
+            local flushes = {}
+            local function reduce(s, action)
+              if action.type == "count" then s.count = s.count + 1 else s.items[1].done = not s.items[1].done end
+            end
+            B.run(reduce, { { type = "count" }, { type = "items" }, { type = "count" } }, 1, 3, false, function()
+              local isDue, due = {}, {}
+              local count = B.takechanges(changes[1], dependents, {}, isDue, due, 0)
+              table.sort(due)
+              flushes[#flushes + 1] = real.count .. ": " .. count .. " " .. table.concat(due, ",")
+              return false
+            end)
+            local handedOver = next(changes[1]) == nil
+            B.run(reduce, { { type = "items" } }, 1, 1, false)
+            return table.concat(flushes, "; "), handedOver, next(changes[1]) == nil
+            """)
+        #expect(results == ["2: 2 props,selector; 3: 2 props,selector", true, true])
+    }
+
     @Test func aFailingActionOfARunLeavesItsWritesInTheJournal() async throws {
         let results = try await run("""
             local function reduce(s, action)

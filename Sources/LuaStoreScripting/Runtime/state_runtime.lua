@@ -529,8 +529,10 @@ local function flushInRun()
   return evaluateDue()
 end
 
+-- Whether a flush has nothing to do: no change since the last one (a change a reader read is in the change
+-- set too), no table left for the caches to let go.
 local function settled()
-  return not B.observed() and next(pending[1]) == nil and not tablesLeft
+  return next(pending[1]) == nil and not tablesLeft
 end
 
 function M.reduceRun(reduce, list, first, last, flushWhenObserved)
