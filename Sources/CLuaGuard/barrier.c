@@ -1464,7 +1464,7 @@ static int barrier_take_changes(lua_State *L) {
     return 1;
 }
 
-/// `observed()` [-0, +0, -]: a write changed something a reader read (`noteChange`): `run` with a flush
+/// `observed()` [-0, +0, -]: a write changed something a reader read (as `note_change` says): `run` with a flush
 /// function calls it after the action that did; `flushed()` clears it.
 static int barrier_observed(lua_State *L) {
     barrier(L)->observed = 1;

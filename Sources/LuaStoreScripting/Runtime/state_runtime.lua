@@ -1071,10 +1071,8 @@ function M.subscriptions(force)
   return value or {}
 end
 
--- Evaluates the readers whose inputs changed since the last flush (all of them when `everything`).
--- Returns how many ran, then (when any did) their ids and values in two lists (a value may be nil), and
--- id -> message for the ones that failed. The lists are reused: read them before the next flush.
-local due, dueCount, isDue = {}, 0, {}   -- the readers a flush will run, in order (reused, emptied after)
+-- The readers a flush will run, in order, and the set of them (reused, emptied after).
+local due, dueCount, isDue = {}, 0, {}
 
 local function markDue(id)
   if not isDue[id] then
