@@ -423,9 +423,13 @@ static void push_key_set(lua_State *L, Barrier *b, int record, int real) {
 /// [-0, +0, m] Notes, while a reader runs, that it read the key at `key` of the table at `real` (absolute
 /// indices): a read its last record holds is marked there (counted the first time), any other goes into the
 /// record of fresh reads. Mostly a reader reads what it read last time, and then nothing is allocated and its
-/// record stands (`endread`).
+/// record stands (`endread`). A read of nil or NaN is not noted.
 static void note_read(lua_State *L, Barrier *b, int real, int key) {
     if (b->mode != MODE_READ) return;
+    // Nothing is ever stored under nil or NaN: such a read gives nil, now and after any write.
+    int keyType = lua_type(L, key);
+    if (keyType == LUA_TNIL) return;
+    if (keyType == LUA_TNUMBER && !lua_isinteger(L, key) && lua_tonumber(L, key) != lua_tonumber(L, key)) return;
     if (lua_getiuservalue(L, UPVALUE(CONTROL), LAST_READS) == LUA_TTABLE) { /* last */
         lua_pushvalue(L, real);
         if (lua_rawget(L, -2) == LUA_TTABLE) { /* last, keys */

@@ -128,6 +128,26 @@ import LuaStoreCore
         #expect(await eventually { recorder.props.value.last == ["count": 2] })
     }
 
+    /// Reading a nil or NaN key gives nil, as from a plain table — in props (whose reads are noted) and in a
+    /// reducer; no write can ever land there, so such a read never makes the props run again.
+    @Test func readsWithANilOrNaNKeyGiveNil() async throws {
+        let (store, recorder, folder) = try await makeStore(["app.lua": """
+            local app = {}
+            function app.init() return { count = 0 } end
+            function app.reduce(state, action)
+              if state[nil] == nil and state[0/0] == nil then state.count = state.count + 1 end
+            end
+            function app.props(state)
+              return { count = state.count, missing = state[nil] == nil and state[0/0] == nil }
+            end
+            return app
+            """])
+        defer { folder.remove() }
+        store.dispatch(["type": "increment"])
+        #expect(await eventually { recorder.props.value.last == ["count": 1, "missing": true] })
+        #expect(recorder.failures.value.isEmpty, "\(recorder.failures.value)")
+    }
+
     /// A reader whose value cannot cross into Swift is reported (stage, path, message) on its own; the other
     /// readers evaluated in the same flush still get their values, and it recovers once its value is plain.
     @Test func oneReadersBadValueSparesTheOthers() async throws {
