@@ -25,10 +25,37 @@ public struct LuaResults {
 
     /// Result `position` if it is an integer (or a float with an integral value).
     public func integer(_ position: Int32) -> Int64? {
-        guard let index = index(position), lua_type(vm.state, index) == LUA_TNUMBER else { return nil }
+        guard let index = index(position) else { return nil }
+        return Self.integer(vm.state, at: index)
+    }
+
+    /// [-0, +0, -] Element `key` of result `position`, read raw, if it is an integer (or a float with an integral
+    /// value): nil when the result is not a table or the element is anything else.
+    public func integer(_ position: Int32, at key: Int64) -> Int64? {
+        element(position, at: key) { state in Self.integer(state, at: -1) }
+    }
+
+    /// [-0, +0, -] Element `key` of result `position`, read raw, if it is a boolean: nil when the result is not a
+    /// table or the element is anything else.
+    public func boolean(_ position: Int32, at key: Int64) -> Bool? {
+        element(position, at: key) { state in lua_type(state, -1) == LUA_TBOOLEAN ? lua_toboolean(state, -1) != 0 : nil }
+    }
+
+    /// The value at stack `index` if it is an integer (or a float with an integral value).
+    private static func integer(_ state: OpaquePointer, at index: Int32) -> Int64? {
+        guard lua_type(state, index) == LUA_TNUMBER else { return nil }
         var isInteger: Int32 = 0
-        let value = lua_tointegerx(vm.state, index, &isInteger)
+        let value = lua_tointegerx(state, index, &isInteger)
         return isInteger != 0 ? value : nil
+    }
+
+    /// `read` of element `key` of result `position` (pushed for it, read raw); nil when the result is not a table.
+    private func element<T>(_ position: Int32, at key: Int64, _ read: (OpaquePointer) -> T?) -> T? {
+        guard let index = index(position), lua_type(vm.state, index) == LUA_TTABLE,
+              lua_checkstack(vm.state, 1) != 0 else { return nil }
+        lua_rawgeti(vm.state, index, key)
+        defer { clua_pop(vm.state, 1) }
+        return read(vm.state)
     }
 
     /// [-0, +0, -] Element `key` of result `position`, read raw (no metamethod runs) and converted: `.nil` when the

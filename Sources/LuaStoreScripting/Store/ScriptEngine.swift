@@ -539,9 +539,10 @@ final class ScriptEngine {
         guard count > 0 else { return flushed }
         flushed.results.reserveCapacity(Int(count))
         for position in stride(from: Int64(1), through: count, by: 1) {
-            guard case .integer(let readerID) = try results.value(first + Result.readers, at: position, root: "readers"),
-                  let reader = readers[readerID] else { continue }
-            if case .boolean(true) = try results.value(first + Result.failed, at: position, root: "failed") {
+            guard let readerID = results.integer(first + Result.readers, at: position), let reader = readers[readerID] else {
+                continue
+            }
+            if results.boolean(first + Result.failed, at: position) == true {
                 let message = try results.value(first + Result.values, at: position, root: "message")
                 flushed.results.append((readerID, .failure(LuaError(.runtime, parsing: message.string ?? "\(message)"))))
                 continue
@@ -587,10 +588,11 @@ final class ScriptEngine {
     }
 
     private func offer(_ value: LuaValue, to id: Int64) {
-        guard var reader = readers[id] else { return }
-        if let last = reader.last, last == value { return }
-        reader.last = value
-        readers[id] = reader
+        // (In place: a copy of the reader put back cost a second lookup, and a copy of its last value.)
+        guard let index = readers.index(forKey: id) else { return }
+        if let last = readers.values[index].last, last == value { return }
+        readers.values[index].last = value
+        let reader = readers.values[index]
         let deliver = reader.deliver
         if let queue = reader.queue {
             queue.async { [weak self] in
