@@ -114,6 +114,22 @@ import Testing
         }
     }
 
+    /// Results read where they lie: elements of a result list as integers and booleans, straight off the stack —
+    /// nil for anything else, a missing element, or a result that is not a table — and converted.
+    @Test func resultsAreReadWhereTheyLie() async throws {
+        try await withVM { vm throws in
+            let chunk = try vm.load("return { 7, 2.0, 2.5, 'x', true, false }, 'not a table'", chunkName: "r.lua")
+            let read = try vm.call(chunk, arguments: []) { results throws(LuaError) in
+                ((1...7).map { results.integer(1, at: $0) }, (1...7).map { results.boolean(1, at: $0) },
+                 results.integer(2, at: 1), results.boolean(3, at: 1), try results.value(1, at: 4, root: "r"))
+            }
+            #expect(read.0 == [7, 2, nil, nil, nil, nil, nil])
+            #expect(read.1 == [nil, nil, nil, nil, true, false, nil])
+            #expect(read.2 == nil && read.3 == nil)
+            #expect(read.4 == "x")
+        }
+    }
+
     /// A list hands many values over at once. A value repeated (the same storage, as when one action is
     /// dispatched again and again) is copied inside the VM rather than converted again: each element is a table
     /// of its own (nested tables too), with the same contents, which a script may change without touching
