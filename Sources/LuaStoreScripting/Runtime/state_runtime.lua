@@ -1114,14 +1114,14 @@ function evaluateDue()
     if id ~= "subscriptions" then
       lastHeldState = false
       local ok, value = pcall(evaluate, id)
-      B.setmode(CLOSED)
-      reads = false
       count = count + 1
       ids[count] = id
-      if ok then
+      if ok then -- (`evaluate` closed the barrier)
         values[count], failed[count] = value, false
         if lastHeldState then holdsState = true end
       else
+        B.setmode(CLOSED)
+        reads = false
         values[count], failed[count] = tostring(value), true
       end
     end
