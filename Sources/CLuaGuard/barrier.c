@@ -1030,7 +1030,8 @@ static void know_root(lua_State *L, Barrier *b, int index) {
 /// are stale), one that made the subscriptions stale when `stopWhenDirty` (its position, nil, true). With a
 /// `flush` function, it is called (protected, with a time budget of its own) after each action after which a key
 /// some reader read has changed since the last flush (`observed`), or that replaced the state; if it fails, the
-/// run stops there (its position, nil, whether subscriptions are stale, false, the error); if it returns true
+/// run stops there (its position, nil, whether subscriptions are stale, false, the error, whether it was the
+/// time budget — which then recovers: see `clua_recover_budget`); if it returns true
 /// (what it gave must be read before the next action changes it), too (its position, nil, whether subscriptions
 /// are stale). Otherwise returns
 /// `last`. (These are the results `StateRuntime.RunResult` names.) A failing action raises; `position()` then
@@ -1107,12 +1108,24 @@ static int barrier_run(lua_State *L) {
             clua_restart_budget_now(L); /* (the readers' own budget, as in a call of their own) */
             lua_pushvalue(L, 5);
             if (lua_pcall(L, 0, 1, 0) != LUA_OK) { /* 7: its error */
+                // A spent budget: its message gets the script's place, and the budget recovers so that the
+                // run can return (a spent budget raises again at every instruction, the runtime's too).
+                CLuaGuard *g = clua_guard(L);
+                int timedOut = g->timedOut;
+                if (timedOut) {
+                    if (g->failureLine > 0 && lua_type(L, 7) == LUA_TSTRING) {
+                        lua_pushfstring(L, "%s:%d: %s", g->failureSource, g->failureLine, lua_tostring(L, 7));
+                        lua_replace(L, 7);
+                    }
+                    clua_recover_budget(L);
+                }
                 lua_pushinteger(L, i);
                 lua_pushnil(L);
                 lua_pushboolean(L, b->subscriptionsDirty);
                 lua_pushboolean(L, 0);
                 lua_pushvalue(L, 7);
-                return 5;
+                lua_pushboolean(L, timedOut);
+                return 6;
             }
             if (lua_toboolean(L, 7) && i < last) { /* what it gave must be read before the next action */
                 lua_pushinteger(L, i);

@@ -340,6 +340,22 @@ void clua_restart_budget_now(lua_State *L) {
     }
 }
 
+void clua_recover_budget(lua_State *L) {
+    CLuaGuard *g = clua_guard(L);
+    if (g->callDepth == 0 || !g->timedOut) return;
+    g->timedOut = 0;
+    g->failureLine = 0;
+    g->failureSource[0] = '\0';
+    if (g->budgetNanos > 0) store_deadline(g, coarse_now_rounded_up() + g->budgetNanos);
+    // The spent budget set the hook to fire on every instruction; a running call's hook is none under the
+    // watchdog, the count hook at its normal rate otherwise (when instructions are counted it fires on every
+    // one anyway).
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    if (g->countingInstructions) return;
+    if (g->enforcement == CLUA_ENFORCE_WATCHDOG) lua_sethook(L, NULL, 0, 0);
+    else lua_sethook(L, clua_budget_hook, LUA_MASKCOUNT, g->hookInterval);
+}
+
 int clua_restart_budget(lua_State *L) {
     clua_restart_budget_now(L);
     return 0;

@@ -78,19 +78,22 @@ import Testing
         #expect(run.logs == ["count is 3"])
     }
 
-    /// Counts every action it sees (`seen`, which no props read) and the `show`s (`shown`, which they do), with a
-    /// store notifying after every action and an observer of its props.
-    func withEveryActionStore(_ body: (ScriptedStore, Recorder) async throws -> Void) async throws {
-        let folder = try AppFolder(["app.lua": """
-            local app = {}
-            function app.init() return { seen = 0, shown = 0 } end
-            function app.reduce(state, action)
-              state.seen = state.seen + 1
-              if action.type == "show" then state.shown = state.shown + 1 end
-            end
-            function app.props(state) return { shown = state.shown } end
-            return app
-            """])
+    /// Counts every action it sees (`seen`, which no props read) and the `show`s (`shown`, which they do).
+    static let seenAndShownApp = """
+        local app = {}
+        function app.init() return { seen = 0, shown = 0 } end
+        function app.reduce(state, action)
+          state.seen = state.seen + 1
+          if action.type == "show" then state.shown = state.shown + 1 end
+        end
+        function app.props(state) return { shown = state.shown } end
+        return app
+        """
+
+    /// `body` with a store of `app` notifying after every action, and an observer of its props.
+    func withEveryActionStore(_ app: String = Self.seenAndShownApp,
+                              _ body: (ScriptedStore, Recorder) async throws -> Void) async throws {
+        let folder = try AppFolder(["app.lua": app])
         defer { folder.remove() }
         let recorder = Recorder()
         let store = try await ScriptedStore(app: folder.url, options: recorder.everyActionOptions)
@@ -198,6 +201,42 @@ import Testing
         // Runs end after a failure and after each change of the path observer's table (converted before the
         // next action), and the 200 increments go in a handful of runs.
         #expect(crossings < 30, "\(crossings) crossings for \(mixed.count + increments.count) actions")
+    }
+
+    /// Under `.everyAction`, props that run out of their time budget within a run are the props' failure, with
+    /// the script's place: the action before them stays applied, the run stops there, and the next actions go
+    /// on (the budget a spent call raises at every instruction recovers for them). The same one action at a time.
+    @Test(arguments: [true, false])
+    func propsOutOfTimeWithinARunFailAloneAndTheActionsGoOn(queuedAtOnce: Bool) async throws {
+        let app = """
+            local app = {}
+            function app.init() return { count = 0 } end
+            function app.reduce(state, action) state.count = state.count + 1 end
+            function app.props(state)
+              if state.count == 3 then while true do end end
+              return { count = state.count }
+            end
+            return app
+            """
+        try await withEveryActionStore(app) { store, recorder async throws in
+            if queuedAtOnce {
+                store.thread.sync { for _ in 0..<10 { store.dispatch(["type": "increment"]) } }
+            } else {
+                for _ in 0..<10 {
+                    store.dispatch(["type": "increment"])
+                    await store.barrier()
+                }
+            }
+            await store.barrier()
+            #expect(try await store.state() == ["count": 10])
+            #expect(recorder.props.value.map { $0["count"].integer ?? -1 } == [0, 1, 2, 4, 5, 6, 7, 8, 9, 10])
+            let failures = recorder.failures.value
+            #expect(failures.count == 1, "\(failures)")
+            #expect(failures.first?.stage == .props)
+            #expect(failures.first?.error.kind == .timeout)
+            #expect(failures.first?.error.location == "app.lua:5")
+            #expect(failures.first?.error.message == "time budget of 100 ms exceeded")
+        }
     }
 
     /// After a run whose readers ran within it and left nothing behind, the store's flush does not call into

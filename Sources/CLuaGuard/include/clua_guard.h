@@ -151,6 +151,12 @@ int clua_restart_budget(lua_State *L);
 /// up: never sooner than the budget from now, at most one tick (1–4 ms) later. In guard.c.
 void clua_restart_budget_now(lua_State *L);
 
+/// For trusted host C that caught, with `lua_pcall`, the `timeout` error of a budget spent by script code it ran
+/// within a call (the readers a run calls between its actions): the budget is no longer spent and restarts from
+/// now, and the hook is back to what a running call has — so the host can end its work and return normally.
+/// Scripts cannot reach it: a spent budget stays uncatchable for them. In guard.c.
+void clua_recover_budget(lua_State *L);
+
 /// `makebarrier{…}`, a Lua function for trusted host code: a journaling write barrier over proxy tables —
 /// `__index` and `__newindex` that do the common cases in C and hand the rest to given Lua functions, a C loop
 /// that reduces a run of actions through it, and the functions that read and set its state. In barrier.c,

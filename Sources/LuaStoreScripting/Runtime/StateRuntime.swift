@@ -29,10 +29,12 @@ enum StateRuntime {
         static let records: Int32 = 5
         static let recordsLength: Int32 = 6
         /// When the readers ran within the run (`flushWhenObserved`): whether nothing is left for a flush, what
-        /// they gave (at `flushed`, a `FlushResult` layout), and the message of a flush that failed.
+        /// they gave (at `flushed`, a `FlushResult` layout), and the message of a flush that failed, and whether
+        /// it ran out of time.
         static let settled: Int32 = 7
         static let flushed: Int32 = 8
         static let flushFailure: Int32 = 12
+        static let flushTimedOut: Int32 = 13
     }
 
     /// Where `flush` puts its results (and `reduceRun`, `runPosition`, from a position on): how many readers ran,

@@ -511,7 +511,7 @@ local journalingOn = false
 -- could change before the host converts it: the run stops there. Their values (`flushed`) are handed over
 -- with the results, in order, for the host to deliver before anything else happens. Then also whether nothing is left for a flush (`settled`: no change
 -- a reader read since the last of them, no table left for the caches to let go), and the message of a flush
--- that failed (the run stopped after its action).
+-- that failed (the run stopped after its action) and whether it ran out of time.
 local flushed = { count = 0, ids = {}, values = {}, failed = {} } -- what readers gave, in order (reused)
 
 local function emptyFlushed()
@@ -540,14 +540,15 @@ function M.reduceRun(reduce, list, first, last, flushWhenObserved)
   if B.collectedcount() > 0 then clearCollected() end
   if flushed.count > 0 then emptyFlushed() end
   reads = false
-  local position, commands, dirty, refused, flushFailure = B.run(reduce, list, first, last, readers.subscriptions ~= nil,
-    flushWhenObserved and flushInRun or false)
+  local position, commands, dirty, refused, flushFailure, flushTimedOut = B.run(reduce, list, first, last,
+    readers.subscriptions ~= nil, flushWhenObserved and flushInRun or false)
   if commands ~= nil then commands = unwrap(commands) end
   local records, length
   if journalingOn then records, length = B.records() end
   if not flushWhenObserved then return position, commands, dirty, refused, records, length end
   return position, commands, dirty, refused, records, length,
-    flushFailure == nil and settled(), flushed.count, flushed.ids, flushed.values, flushed.failed, flushFailure
+    flushFailure == nil and settled(), flushed.count, flushed.ids, flushed.values, flushed.failed, flushFailure,
+    flushTimedOut
 end
 
 -- Which action of the last run was being reduced, and what the readers gave before it (a run that raised).
@@ -560,10 +561,11 @@ local single = {}
 function M.reduce(reduce, action, flushWhenObserved)
   if not istable(action) then return 1, nil, false, true end
   single[1] = action
-  local position, commands, _, refused, records, length, isSettled, count, ids, values, failed, failure =
+  local position, commands, _, refused, records, length, isSettled, count, ids, values, failed, failure, timedOut =
     M.reduceRun(reduce, single, 1, 1, flushWhenObserved)
   single[1] = nil
-  return position, commands, B.dirty(), refused, records, length, isSettled, count, ids, values, failed, failure
+  return position, commands, B.dirty(), refused, records, length, isSettled, count, ids, values, failed, failure,
+    timedOut
 end
 
 -- Undoes the open or last transaction, newest write first.

@@ -572,8 +572,9 @@ final class ScriptEngine {
     /// What the readers gave within a run (`StateRuntime.RunResult`), and whether it left nothing for a flush.
     func readRunFlush(_ results: LuaResults) throws(LuaError) -> (flushed: Flushed, settled: Bool, failure: LuaError?) {
         typealias Result = StateRuntime.RunResult
+        let kind: LuaError.Kind = results.boolean(Result.flushTimedOut) == true ? .timeout : .runtime
         let failure = results.isNil(Result.flushFailure) ? nil
-            : LuaError(.runtime, parsing: (try? results.value(Result.flushFailure, root: "error"))?.string ?? "the readers failed")
+            : LuaError(kind, parsing: (try? results.value(Result.flushFailure, root: "error"))?.string ?? "the readers failed")
         return (try readFlushed(results, at: Result.flushed), results.boolean(Result.settled) == true, failure)
     }
 
