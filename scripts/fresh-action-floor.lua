@@ -1,0 +1,52 @@
+-- The floor of `counter.fresh_actions_…` in stock Lua (README, "Benchmarks"): what Debian's `lua5.4` needs for the
+-- core of a fresh dispatch — make the four-field action, call the counter's reducer protected — on a plain state
+-- and on a state behind the simplest journaling barrier. Run: `lua5.4 scripts/fresh-action-floor.lua`.
+local N = 2000000
+local notes = {}
+for i = 0, 15 do notes[i] = "note " .. i end
+local clock = os.clock
+
+local function reduce(state, action)
+  local kind = action.type
+  if kind == "add" then state.count = state.count + action.by; state.note = action.note; state.flag = action.flag end
+end
+
+-- plain
+local state = { count = 0, note = "", flag = false }
+local t0 = clock()
+for i = 1, N do
+  local action = { type = "add", by = 1, note = notes[i & 15], flag = (i & 1) == 0 }
+  pcall(reduce, state, action)
+end
+local plain = (clock() - t0) / N * 1e9
+
+-- a minimal journaling barrier: every write journaled (table, key, old value), reads through __index
+local real = { count = 0, note = "", flag = false }
+local journal, n = {}, 0
+local proxy = setmetatable({}, {
+  __index = function(_, k) return real[k] end,
+  __newindex = function(_, k, v)
+    local old = real[k]
+    if old == v then return end
+    journal[n + 1], journal[n + 2], journal[n + 3] = real, k, old
+    n = n + 3
+    real[k] = v
+  end,
+})
+t0 = clock()
+for i = 1, N do
+  local action = { type = "add", by = 1, note = notes[i & 15], flag = (i & 1) == 0 }
+  n = 0
+  pcall(reduce, proxy, action)
+end
+local barrier = (clock() - t0) / N * 1e9
+
+-- the same action table again and again, behind the barrier
+local action = { type = "add", by = 1, note = "note 1", flag = true }
+t0 = clock()
+for i = 1, N do
+  n = 0
+  pcall(reduce, proxy, action)
+end
+local reused = (clock() - t0) / N * 1e9
+print(string.format("plain %.0f ns, journaling barrier %.0f ns, reused action with barrier %.0f ns", plain, barrier, reused))
