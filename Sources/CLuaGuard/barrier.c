@@ -229,13 +229,10 @@ enum { FIELD, LITERAL, SPARE };
 /// The own upvalue of `records`.
 #define RECORDS_UPVALUES(X) X(RECORDS, FIELD, "encoded")
 
-/// `recycle`'s own upvalues.
-#define RECYCLE_UPVALUES(X)                                                                              \
-    X(RECYCLE_DEPENDENTS, FIELD, "dependents")    /* real table -> key -> readers */                     \
-    X(RECYCLE_HOLDER_STATE, FIELD, "holderstate") /* the shared set of what every reader reads of holder */
-
-/// `endread`'s own upvalue.
-#define READS_UPVALUES(X) X(READS_HOLDER_STATE, FIELD, "holderstate") /* what every reader reads of holder */
+/// The own upvalues of the functions that keep readers' records (`recycle`, `endread`).
+#define READER_UPVALUES(X)                                                                               \
+    X(READER_DEPENDENTS, FIELD, "dependents")    /* real table -> key -> readers */                      \
+    X(READER_HOLDER_STATE, FIELD, "holderstate") /* the shared set of what every reader reads of holder */
 
 #define UPVALUE_ENUM(name, kind, text) UPVALUE_##name,
 enum { UPVALUE_CONTROL = 1, SHARED_UPVALUES(UPVALUE_ENUM) FIRST_OWN_UPVALUE };
@@ -244,8 +241,7 @@ enum { WRITE_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, WRITE_UPVALUES(UPVALUE_ENUM) 
 enum { RUN_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, RUN_UPVALUES(UPVALUE_ENUM) };
 enum { JOURNAL_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, JOURNAL_UPVALUES(UPVALUE_ENUM) };
 enum { RECORDS_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, RECORDS_UPVALUES(UPVALUE_ENUM) };
-enum { RECYCLE_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, RECYCLE_UPVALUES(UPVALUE_ENUM) };
-enum { READS_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, READS_UPVALUES(UPVALUE_ENUM) };
+enum { READER_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, READER_UPVALUES(UPVALUE_ENUM) };
 #undef UPVALUE_ENUM
 
 /// The pseudo-index of the current function's upvalue `name`.
@@ -1256,7 +1252,7 @@ static int barrier_end_read(lua_State *L) {
     if (lua_type(L, 1) == LUA_TTABLE && b->matchedReads > 0) {
         lua_pushnil(L);
         while (lua_next(L, 1) != 0) { /* 3: real, 4: keys */
-            if (lua_type(L, 4) == LUA_TTABLE && !lua_rawequal(L, 4, UPVALUE(READS_HOLDER_STATE))) {
+            if (lua_type(L, 4) == LUA_TTABLE && !lua_rawequal(L, 4, UPVALUE(READER_HOLDER_STATE))) {
                 lua_pushnil(L); /* 5: the new record's set for real, once there is a key for it */
                 lua_pushnil(L);
                 while (lua_next(L, 4) != 0) { /* 6: key, 7: mark */
@@ -1302,7 +1298,7 @@ static int barrier_recycle(lua_State *L) {
     while (lua_next(L, 1) != 0) { /* real, keys */
         if (withID && lua_type(L, -1) == LUA_TTABLE) {
             lua_pushvalue(L, -2);
-            if (lua_rawget(L, UPVALUE(RECYCLE_DEPENDENTS)) == LUA_TTABLE) { /* byKey */
+            if (lua_rawget(L, UPVALUE(READER_DEPENDENTS)) == LUA_TTABLE) { /* byKey */
                 lua_pushnil(L);
                 while (lua_next(L, -3) != 0) { /* key, true */
                     lua_pop(L, 1);
@@ -1317,7 +1313,7 @@ static int barrier_recycle(lua_State *L) {
             }
             lua_pop(L, 1);
         }
-        if (lua_type(L, -1) == LUA_TTABLE && !lua_rawequal(L, -1, UPVALUE(RECYCLE_HOLDER_STATE)) &&
+        if (lua_type(L, -1) == LUA_TTABLE && !lua_rawequal(L, -1, UPVALUE(READER_HOLDER_STATE)) &&
             b->spareSets < SPARE_SETS_MAX) {
             empty_table(L, lua_gettop(L));
             lua_rawseti(L, 3, ++b->spareSets);
@@ -1433,11 +1429,19 @@ static void mark_ids(lua_State *L, int ids, int isDue, int due, lua_Integer *cou
     }
 }
 
+/// [-0, +0, -] The change set was handed over: nothing is noted or observed since, and the journal keeps only
+/// what the last transaction needs to be undone. (`JOURNAL_UPVALUES`.)
+static void start_afresh(lua_State *L, Barrier *b) {
+    b->flushes += 1;
+    b->observed = 0;
+    clear_journal_tail(L, b, UPVALUE(JOURNAL));
+}
+
 /// `takechanges(changes, dependents, all, isDue, due, count)` [-6, +1, m]: hands the change set over, in one
 /// walk: marks due, once each, every reader of what it names — `dependents[real][key]` for each changed key of a
 /// table, and `dependents[real][all]`, the readers of all of it — as `isDue[id] = true` appended to `due`, which
 /// holds `count`; empties it, its key sets kept for the next changes and reads (the spare sets); and starts
-/// afresh as `flushed()` does. Returns how many readers `due` holds now.
+/// afresh (`start_afresh`). Returns how many readers `due` holds now.
 static int barrier_take_changes(lua_State *L) {
     Barrier *b = barrier(L);
     for (int i = 1; i <= 5; i++) {
@@ -1474,9 +1478,7 @@ static int barrier_take_changes(lua_State *L) {
         lua_pushnil(L);
         lua_rawset(L, 1); /* changes[real] = nil: allowed while traversing */
     }
-    b->flushes += 1;
-    b->observed = 0;
-    clear_journal_tail(L, b, UPVALUE(JOURNAL));
+    start_afresh(L, b);
     lua_pushinteger(L, count);
     return 1;
 }
@@ -1491,10 +1493,7 @@ static int barrier_observed(lua_State *L) {
 /// `flushed()` [-0, +0, -]: the change set was handed over and starts afresh; the journal keeps only what the
 /// last transaction needs to be undone.
 static int barrier_flushed(lua_State *L) {
-    Barrier *b = barrier(L);
-    b->flushes += 1;
-    b->observed = 0;
-    clear_journal_tail(L, b, UPVALUE(JOURNAL));
+    start_afresh(L, barrier(L));
     return 0;
 }
 
@@ -1544,8 +1543,7 @@ static const Upvalue writeUpvalues[] = { WRITE_UPVALUES(UPVALUE_DESCRIPTION) };
 static const Upvalue runUpvalues[] = { RUN_UPVALUES(UPVALUE_DESCRIPTION) };
 static const Upvalue journalUpvalues[] = { JOURNAL_UPVALUES(UPVALUE_DESCRIPTION) };
 static const Upvalue recordsUpvalues[] = { RECORDS_UPVALUES(UPVALUE_DESCRIPTION) };
-static const Upvalue recycleUpvalues[] = { RECYCLE_UPVALUES(UPVALUE_DESCRIPTION) };
-static const Upvalue readsUpvalues[] = { READS_UPVALUES(UPVALUE_DESCRIPTION) };
+static const Upvalue readerUpvalues[] = { READER_UPVALUES(UPVALUE_DESCRIPTION) };
 #undef UPVALUE_DESCRIPTION
 
 #define COUNT(array) ((int)(sizeof(array) / sizeof((array)[0])))
@@ -1640,8 +1638,8 @@ int clua_make_barrier(lua_State *L) {
         { "notechange", barrier_note_change, writeUpvalues, COUNT(writeUpvalues) },
         { "isflat", barrier_is_flat, NULL, 0 },
         { "note", barrier_note, NULL, 0 },
-        { "recycle", barrier_recycle, recycleUpvalues, COUNT(recycleUpvalues) },
-        { "endread", barrier_end_read, readsUpvalues, COUNT(readsUpvalues) },
+        { "recycle", barrier_recycle, readerUpvalues, COUNT(readerUpvalues) },
+        { "endread", barrier_end_read, readerUpvalues, COUNT(readerUpvalues) },
     };
     for (int i = 0; i < COUNT(functions); i++) {
         push_closure(L, control, functions[i].function, functions[i].upvalues, functions[i].count);

@@ -69,7 +69,7 @@ extension ScriptEngine {
         var first: Int64 = 1 // list position p holds the action at offset p - 1
         while first <= last {
             let stop: (position: Int64, commands: LuaValue?, refused: Bool, dirty: Bool, records: EncodedJournal?)
-            var runFlush: (flushed: Flushed, settled: Bool, failure: LuaError?)?
+            var runFlush: RunFlush?
             reduceCrossings += 1
             let started = journaling ? ContinuousClock.now : nil
             /// Each action's share of the crossing's time, through `position`.

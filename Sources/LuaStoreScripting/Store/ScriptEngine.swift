@@ -357,7 +357,7 @@ final class ScriptEngine {
         reduceCrossings += 1
         convertedActions += 1
         let flushWhenObserved = notifiesEveryAction && source != .child
-        var runFlush: (flushed: Flushed, settled: Bool, failure: LuaError?)?
+        var runFlush: RunFlush?
         do {
             reduced = try vm.call(runtime[.reduce], arguments: [
                 .reference(app.reduce), .value(action), .value(.boolean(flushWhenObserved)),
@@ -569,17 +569,25 @@ final class ScriptEngine {
         }
     }
 
-    /// What the readers gave within a run (`StateRuntime.RunResult`), and whether it left nothing for a flush.
-    func readRunFlush(_ results: LuaResults) throws(LuaError) -> (flushed: Flushed, settled: Bool, failure: LuaError?) {
+    /// What the readers gave within a run, whether the run left nothing for a flush, and the flush's failure.
+    struct RunFlush {
+        let flushed: Flushed
+        let settled: Bool
+        let failure: LuaError?
+    }
+
+    /// What the readers gave within a run (`StateRuntime.RunResult`).
+    func readRunFlush(_ results: LuaResults) throws(LuaError) -> RunFlush {
         typealias Result = StateRuntime.RunResult
         let kind: LuaError.Kind = results.boolean(Result.flushTimedOut) == true ? .timeout : .runtime
         let failure = results.isNil(Result.flushFailure) ? nil
             : LuaError(kind, parsing: (try? results.value(Result.flushFailure, root: "error"))?.string ?? "the readers failed")
-        return (try readFlushed(results, at: Result.flushed), results.boolean(Result.settled) == true, failure)
+        return RunFlush(flushed: try readFlushed(results, at: Result.flushed), settled: results.boolean(Result.settled) == true,
+                        failure: failure)
     }
 
     /// Delivers what the readers gave within a run; notes whether the run left nothing for the store's flush.
-    func deliverRunFlush(_ run: (flushed: Flushed, settled: Bool, failure: LuaError?)) {
+    func deliverRunFlush(_ run: RunFlush) {
         deliver(run.flushed)
         if let failure = run.failure {
             _ = try? vm.call(runtime[.reset], arguments: [])
