@@ -149,3 +149,60 @@ struct RunRecordingReducer: Reducer {
         #expect(seen.value == [.add(1), .add(2), .add(3)])
     }
 }
+
+/// A buffer of its own for a reducer's queue (`Reducer.Buffer`): actions kept as they are, and every one
+/// appended counted, so a test sees the store queue through it.
+struct CountingBuffer: ActionBuffer {
+    static let appended = Protected(0)
+    var actions: [CounterAction] = []
+
+    var count: Int { actions.count }
+    subscript(position: Int) -> CounterAction { actions[position] }
+    mutating func append(_ action: CounterAction) {
+        Self.appended.withLock { $0 += 1 }
+        actions.append(action)
+    }
+    mutating func removeAllKeepingStorage() { actions.removeAll(keepingCapacity: true) }
+}
+
+/// A run reducer on a `CountingBuffer`, reading its runs where they lie (`reduce(into:queued:at:)`).
+struct BufferedRunReducer: Reducer {
+    typealias Buffer = CountingBuffer
+    let runs = Protected<[[CounterAction]]>([])
+
+    var reducesRuns: Bool { true }
+    var declaresSubscriptions: Bool { false }
+
+    func reduce(into state: inout CounterState, action: CounterAction) throws -> [CounterEffect] {
+        if case .add(let amount) = action { state.count = state.count * 10 + amount }
+        return []
+    }
+
+    func reduce(into state: inout CounterState, queued actions: CountingBuffer, at positions: Range<Int>) -> RunOutcome<CounterEffect> {
+        runs.withLock { $0.append(positions.map { actions[$0] }) }
+        var outcome = RunOutcome<CounterEffect>()
+        for position in positions {
+            _ = try? reduce(into: &state, action: actions[position])
+            outcome.applied += 1
+        }
+        return outcome
+    }
+}
+
+@Suite struct ActionBufferTests {
+    /// The store queues a reducer's actions in the buffer it names and hands it runs as positions of it.
+    @Test func theStoreQueuesInTheReducersBuffer() async {
+        let queue = DispatchQueue(label: "buffer-tests")
+        let reducer = BufferedRunReducer()
+        let root = RootStore(initialState: CounterState(), reducer: reducer,
+                             configuration: StoreConfiguration(executor: queue))
+        let before = CountingBuffer.appended.value
+        queue.sync { for amount in 1...4 { root.dispatch(.add(amount)) } }
+        #expect(await root.state().count == 1234)
+        #expect(CountingBuffer.appended.value - before == 4)
+        #expect(reducer.runs.value == [[.add(1), .add(2), .add(3), .add(4)]])
+        root.dispatch(.add(5))
+        #expect(await root.state().count == 12345, "one action alone is reduced by itself")
+        #expect(reducer.runs.value.count == 1)
+    }
+}
