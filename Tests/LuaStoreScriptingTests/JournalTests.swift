@@ -394,29 +394,6 @@ import Testing
         }
     }
 
-    /// Actions recorded from the store's queue (a few string-keyed fields written straight from its bytes, any
-    /// other read back as a value) are written exactly as the same actions given as values.
-    @Test func queuedActionsAreWrittenAsTheirValuesAre() throws {
-        let actions: [LuaValue] = [
-            ["type": "toggle", "id": 7], ["b": 1, "ab": 2, "a": 3, "": 4, "é": 5, "Z": 6, "a\u{0}": 7, "zz": 8],
-            ["$map": 1], ["$map": 1, "x": 2], ["only": [1, 2], "nested": ["deeper": ["x": 2.5]]], [:], [1, 2, 3],
-            .table(LuaTable(fields: [.integer(3): "three", "type": "mixed"])),
-            .table(LuaTable(fields: ["a": 1, "b": 2, "c": 3, "d": 4, "e": 5, "f": 6, "g": 7, "h": 8, "i": 9])),
-            ["type": "text", "text": "quote \" newline \n é 🙂"], "not a table", .integer(-3),
-        ]
-        var buffer = LuaValueBuffer()
-        for action in actions { buffer.append(action) }
-        let queued = RunActions.queued(buffer, 0..<buffer.count)
-        let values = RunActions.values(actions[...])
-        for offset in actions.indices {
-            var fromBytes: [UInt8] = [], fromValue: [UInt8] = []
-            try queued.appendJSON(offset, to: &fromBytes)
-            try values.appendJSON(offset, to: &fromValue)
-            #expect(String(decoding: fromBytes, as: UTF8.self) == String(decoding: fromValue, as: UTF8.self))
-            #expect(queued[offset] == actions[offset])
-        }
-    }
-
     /// Runs of queued actions (one crossing into the VM for many) journal each action as single dispatches do:
     /// one entry per action in order, failures included, each one's changes exact.
     @Test func runsOfActionsAreJournaledActionByAction() async throws {

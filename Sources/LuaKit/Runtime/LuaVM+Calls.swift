@@ -163,11 +163,51 @@ extension LuaVM {
     /// nothing twice: a host loop in Lua can then walk many values handed over in one go. A value that is the
     /// very same as the one before it (the same storage: an action dispatched again and again, say) is not
     /// converted again: a table is copied inside the VM (a new table all the same, which the script may change
-    /// or keep), anything else is reused. (Through a `LuaValueBuffer`: see `reference(toList:positions:)`.)
+    /// or keep), anything else is reused.
     public func reference(toList values: ArraySlice<LuaValue>) throws(LuaError) -> LuaReference {
-        var buffer = LuaValueBuffer()
-        for value in values { buffer.append(value) }
-        return try reference(toList: buffer, positions: 0..<buffer.count)
+        checkThread()
+        // Room for the list, and for copying a table nested as deep as a conversion may go.
+        guard lua_checkstack(state, Int32(clamping: 4 * limits.conversionDepth + 8)) != 0 else {
+            throw LuaError(.runtime, "the Lua stack cannot grow")
+        }
+        let top = lua_gettop(state)
+        lua_createtable(state, Int32(clamping: values.count), 0)
+        let list = top + 1
+        lua_pushnil(state) // a slot for the copier (see `clua_copy_plain_table`)
+        var position: lua_Integer = 1
+        var failure: LuaError?
+        var shape = CLuaCopyShape(sequence: -1, others: -1, entries: 0, flat: 0) // of the table being repeated
+        values.withUnsafeBufferPointer { buffer in
+            for index in buffer.indices {
+                do throws(LuaError) {
+                    if index > 0, Self.isSameValue(buffer, index, index - 1) {
+                        try pushAgain(position - 1, list: list, shape: &shape)
+                    } else {
+                        shape = CLuaCopyShape(sequence: -1, others: -1, entries: 0, flat: 0)
+                        try push(buffer[index], path: "list[\(position)]")
+                    }
+                } catch {
+                    failure = error
+                    return
+                }
+                lua_rawseti(state, list, position)
+                position += 1
+            }
+        }
+        lua_settop(state, list)
+        if let failure {
+            clua_pop(state, 1)
+            throw failure
+        }
+        return makeReference()
+    }
+
+    /// Whether two elements are bit for bit the same value: the same number or string, or a table with the
+    /// same storage — which implies equal contents, as storage shared by two values is never changed in place.
+    /// (Reads the bits where they lie: copying the values out to compare them would retain their storage.)
+    private static func isSameValue(_ buffer: UnsafeBufferPointer<LuaValue>, _ a: Int, _ b: Int) -> Bool {
+        guard let base = buffer.baseAddress else { return false }
+        return memcmp(UnsafeRawPointer(base + a), UnsafeRawPointer(base + b), MemoryLayout<LuaValue>.size) == 0
     }
 
     /// [-0, +1, -] Pushes the value at `position` of `list` again; a copy when it is a table (`shape` and the slot
@@ -324,102 +364,5 @@ extension LuaVM {
     /// [-1, +0, -] Moves the value on top of the stack into the registry.
     func makeReference() -> LuaReference {
         LuaReference(id: luaL_ref(state, clua_registryindex()), ledger: ledger)
-    }
-}
-
-extension LuaVM {
-    /// `reference(toList:)` for the values at `positions` of `buffer`, built straight from its bytes: a table is
-    /// made with its slots sized, its strings are pushed from where they lie, and a value appended again is a
-    /// copy of the table before it, made inside the VM. Values the buffer kept as they are convert as
-    /// `reference(toList:)` converts them, with the same errors.
-    public func reference(toList buffer: LuaValueBuffer, positions: Range<Int>) throws(LuaError) -> LuaReference {
-        checkThread()
-        guard lua_checkstack(state, Int32(clamping: 4 * limits.conversionDepth + 8)) != 0 else {
-            throw LuaError(.runtime, "the Lua stack cannot grow")
-        }
-        let top = lua_gettop(state)
-        lua_createtable(state, Int32(clamping: positions.count), 0)
-        let list = top + 1
-        lua_pushnil(state) // a slot for the copier (see `clua_copy_plain_table`)
-        var position: lua_Integer = 1
-        var shape = CLuaCopyShape(sequence: -1, others: -1, entries: 0, flat: 0) // of the table being repeated
-        do throws(LuaError) {
-            for index in positions {
-                if index > positions.lowerBound, buffer.isRepeat(index) {
-                    try pushAgain(position - 1, list: list, shape: &shape)
-                } else {
-                    shape = CLuaCopyShape(sequence: -1, others: -1, entries: 0, flat: 0)
-                    var reader = LuaValueBuffer.Reader(storage: buffer.storage!, at: buffer.original(of: index))
-                    try pushEncoded(&reader, path: "list[\(position)]")
-                }
-                lua_rawseti(state, list, position)
-                position += 1
-            }
-        } catch {
-            lua_settop(state, top)
-            throw error
-        }
-        lua_settop(state, list)
-        return makeReference()
-    }
-
-    /// [-0, +1, -] Pushes the value `reader` is at, as `push(_:path:)` pushes a `LuaValue`.
-    private func pushEncoded(_ reader: inout LuaValueBuffer.Reader, path: @autoclosure () -> String) throws(LuaError) {
-        let start = reader.offset
-        let limit = guardState.pointee.bytesLimit
-        switch reader.tag() {
-        case .kept:
-            try push(reader.storage.kept[reader.integer()], path: path())
-            return
-        case .string:
-            let length = reader.int32()
-            guard length <= limit else {
-                throw LuaError(.memory, "a string of \(length) bytes does not fit under the memory cap of \(limit) bytes")
-            }
-        case .table where limits.conversionDepth <= LuaValueBuffer.maximumDepth:
-            // (Tables nested deeper than the VM takes are refused as a `LuaValue` is, with its message.)
-            reader.offset = start
-            try push(reader.value(), path: path())
-            return
-        case .table:
-            let count = reader.int32() + reader.int32()
-            guard count <= limit / 16 else {
-                throw LuaError(.memory, "a table of \(count) entries does not fit under the memory cap of \(limit) bytes")
-            }
-        default:
-            break
-        }
-        reader.offset = start
-        let top = lua_gettop(state)
-        pushEncodedUnchecked(&reader)
-        try refuseIfOverCap(above: top)
-    }
-
-    /// [-0, +1, -] (Nested no deeper than `LuaValueBuffer.maximumDepth`, which the stack has room for.)
-    private func pushEncodedUnchecked(_ reader: inout LuaValueBuffer.Reader) {
-        switch reader.tag() {
-        case .nil: lua_pushnil(state)
-        case .false: lua_pushboolean(state, 0)
-        case .true: lua_pushboolean(state, 1)
-        case .integer: lua_pushinteger(state, lua_Integer(reader.integer()))
-        case .number: lua_pushnumber(state, Double(bitPattern: UInt64(UInt(bitPattern: reader.integer()))))
-        case .string:
-            let bytes = reader.string()
-            _ = lua_pushlstring(state, bytes.baseAddress?.assumingMemoryBound(to: CChar.self), bytes.count)
-        case .table:
-            let arrayCount = reader.int32(), fieldCount = reader.int32()
-            lua_createtable(state, Int32(arrayCount), Int32(fieldCount))
-            for position in stride(from: 1, through: arrayCount, by: 1) {
-                pushEncodedUnchecked(&reader)
-                lua_rawseti(state, -2, lua_Integer(position))
-            }
-            for _ in 0..<fieldCount {
-                pushEncodedUnchecked(&reader)
-                pushEncodedUnchecked(&reader)
-                lua_rawset(state, -3)
-            }
-        case .repeated, .kept:
-            preconditionFailure("LuaValueBuffer: a repeated or kept value inside a table")
-        }
     }
 }

@@ -54,37 +54,6 @@ public protocol Reducer<State, Action, Effect>: Sendable {
     /// the remaining actions over again. Called only when `reducesRuns` is `true`, and never while an
     /// interceptor is set (it sees each action before its reduction). Default: the first action alone.
     func reduce(into state: inout State, actions: ArraySlice<Action>) -> RunOutcome<Effect>
-
-    /// What the store queues this reducer's actions in, between `dispatch` and the reducer. Default: `[Action]`.
-    /// A reducer whose actions hold storage of their own (a scripted store's tables, say) can keep them in a
-    /// buffer that copies each one in as it is dispatched, so that the dispatching thread frees its value at once
-    /// instead of the store's thread, much later.
-    associatedtype Buffer: ActionBuffer<Action> = [Action]
-
-    /// `reduce(into:actions:)` for the actions at `positions` of the store's queue, where they lie. Default: for
-    /// an array, `reduce(into:actions:)` with its slice; for another buffer, with the actions read out of it.
-    func reduce(into state: inout State, queued actions: Buffer, at positions: Range<Int>) -> RunOutcome<Effect>
-}
-
-/// A queue of actions, oldest first, as a store keeps them between `dispatch` and its reducer
-/// (`Reducer.Buffer`). Used by one thread at a time (under the store's lock, then on its executor).
-public protocol ActionBuffer<Action> {
-    /// The actions it holds.
-    associatedtype Action
-    /// An empty buffer.
-    init()
-    /// How many actions it holds.
-    var count: Int { get }
-    /// The action at `position` (from 0, oldest first).
-    subscript(position: Int) -> Action { get }
-    /// Adds `action` after the others.
-    mutating func append(_ action: Action)
-    /// Removes every action, keeping the storage for the next ones.
-    mutating func removeAllKeepingStorage()
-}
-
-extension Array: ActionBuffer {
-    public mutating func removeAllKeepingStorage() { removeAll(keepingCapacity: true) }
 }
 
 /// Where an action a store reduces came from.
@@ -118,16 +87,6 @@ extension Reducer {
             outcome.failures.append((0, error))
         }
         return outcome
-    }
-
-    public func reduce(into state: inout State, queued actions: Buffer, at positions: Range<Int>) -> RunOutcome<Effect> {
-        reduce(into: &state, actions: ArraySlice(positions.map { actions[$0] }))
-    }
-}
-
-extension Reducer where Buffer == [Action] {
-    public func reduce(into state: inout State, queued actions: [Action], at positions: Range<Int>) -> RunOutcome<Effect> {
-        reduce(into: &state, actions: actions[positions])
     }
 }
 

@@ -23,14 +23,13 @@ final class StoreEngine<R: Reducer>: Sendable {
         let lease: EffectLease?
     }
 
-    /// Queued actions, oldest first. The actions are a buffer of their own (the reducer's `Buffer`: an array
-    /// unless it asks for another), not fields of envelopes: the engine's code runs unspecialized in other
-    /// modules, where reading one field of a generic struct in an array copies the whole struct, and a run hands
-    /// the reducer the buffer as it is, with the positions of the run. Dispatching from outside appends one
-    /// action; the few that came from a child store or an effect also note their route.
+    /// Queued actions, oldest first. The actions are an array of their own, not fields of envelopes: the
+    /// engine's code runs unspecialized in other modules, where reading one field of a generic struct in an
+    /// array copies the whole struct, and a run hands the reducer a slice of `actions` as it is. Dispatching
+    /// from outside appends one action; the few that came from a child store or an effect also note their route.
     @usableFromInline
     struct Queue {
-        @usableFromInline var actions: R.Buffer
+        @usableFromInline var actions: [Action] = []
         /// The actions that did not come from outside, by position in `actions`, in order.
         var routed: [(position: Int, route: Route)] = []
 
@@ -40,14 +39,14 @@ final class StoreEngine<R: Reducer>: Sendable {
         }
 
         mutating func removeAll() {
-            actions.removeAllKeepingStorage()
+            actions.removeAll(keepingCapacity: true)
             if !routed.isEmpty { routed.removeAll(keepingCapacity: true) }
         }
     }
 
     @usableFromInline
     struct Inbox {
-        @usableFromInline var queue: Queue
+        @usableFromInline var queue = Queue()
         @usableFromInline var draining = false
         @usableFromInline var stopped = false
 
@@ -63,8 +62,6 @@ final class StoreEngine<R: Reducer>: Sendable {
         var state: State
         var running: [String: RunningEffect<Effect>] = [:]
         var changedSinceNotification = false
-        /// The queue a drain takes the inbox's actions into (the two trade places, and keep their storage).
-        var batch: Queue
         /// Actions dispatched from outside the store (not by effects, not routed from a child) reduced so far.
         var outsideReduced: UInt64 = 0
         /// The observers and child links as of `listsVersion` `copiedVersion` (taken again when it moves).
@@ -77,7 +74,7 @@ final class StoreEngine<R: Reducer>: Sendable {
     let effects: EffectInterpreter<Effect, State, Action>
     @usableFromInline let configuration: StoreConfiguration<State, Action>
     private let confined: ExecutorConfined<Confined>
-    @usableFromInline let inbox: Protected<Inbox>
+    @usableFromInline let inbox = Protected(Inbox())
     private let observers = Protected<[ObserverEntry<State>]>([])
     private let children = Protected<[WeakChild<State, Action, Effect>]>([])
     /// Moves on whenever `observers` or `children` change: notifications keep copies of the lists and take them
@@ -92,8 +89,7 @@ final class StoreEngine<R: Reducer>: Sendable {
         self.reducer = reducer
         self.effects = effects
         self.configuration = configuration
-        self.confined = ExecutorConfined(Confined(state: initialState, batch: Queue(actions: R.Buffer())))
-        self.inbox = Protected(Inbox(queue: Queue(actions: R.Buffer())))
+        self.confined = ExecutorConfined(Confined(state: initialState))
         configuration.executor.execute { [self] in
             if reducer.declaresSubscriptions { diffSubscriptions(action: nil) }
         }
@@ -137,12 +133,7 @@ final class StoreEngine<R: Reducer>: Sendable {
         // Everything queued is taken from the inbox at once (one lock per batch, not per action; the two buffers
         // trade places, so nothing is copied); actions dispatched meanwhile join the inbox behind the batch, so
         // the order stays first in, first out.
-        var batch = Queue(actions: R.Buffer()) // (empty: no storage of its own yet)
-        swap(&batch, &confined.value.batch)
-        defer {
-            batch.removeAll()
-            swap(&batch, &confined.value.batch)
-        }
+        var batch = Queue()
         let runs = reducer.reducesRuns && configuration.interceptor == nil
         // Under `.everyAction`, a reducer that ends its runs at what observers must see gets whole runs, and
         // the store notifies after each.
@@ -151,8 +142,8 @@ final class StoreEngine<R: Reducer>: Sendable {
             batch.removeAll()
             let more = inbox.withLock { inbox -> Bool in
                 inbox.takeAll(into: &batch)
-                if batch.actions.count == 0 { inbox.draining = false }
-                return batch.actions.count > 0
+                if batch.actions.isEmpty { inbox.draining = false }
+                return !batch.actions.isEmpty
             }
             guard more else { break }
             var index = 0
@@ -166,14 +157,14 @@ final class StoreEngine<R: Reducer>: Sendable {
                     index += 1
                     sinceNotification += 1
                 } else if notifyPerRun {
-                    index += processRun(batch.actions, index..<routedAt)
+                    index += processRun(batch.actions[index..<routedAt])
                     sinceNotification = limit
                 } else if runs {
                     // A run of actions from outside (up to the next routed one), no longer than the notification
                     // policy allows. Runs go to a reducer that asks for them, unless an interceptor must see each
                     // action before it is reduced.
                     let end = min(routedAt, index + (limit - sinceNotification))
-                    let applied = processRun(batch.actions, index..<end)
+                    let applied = processRun(batch.actions[index..<end])
                     index += applied
                     sinceNotification += applied
                 } else {
@@ -190,24 +181,23 @@ final class StoreEngine<R: Reducer>: Sendable {
         notifyIfChanged()
     }
 
-    /// Reduces the run of plain actions at `positions` of `actions` with one call of the reducer; returns how
-    /// many it applied (≥ 1).
-    private func processRun(_ actions: R.Buffer, _ positions: Range<Int>) -> Int {
-        if positions.count == 1 {
-            process(actions[positions.lowerBound], route: Route(origin: nil, lease: nil))
+    /// Reduces a run of plain actions with one call of the reducer; returns how many it applied (≥ 1).
+    private func processRun(_ actions: ArraySlice<Action>) -> Int {
+        if actions.count == 1 {
+            process(actions[actions.startIndex], route: Route(origin: nil, lease: nil))
             return 1
         }
-        return processLongerRun(actions, positions)
+        return processLongerRun(actions)
     }
 
     /// `processRun` for two actions or more. (Apart, so that a run of one, the usual run when observers see every
     /// action, does not look up the generic types only this part uses: each lookup is a search of the runtime's
     /// cache, ≈ 30–50 ns.)
     @inline(never)
-    private func processLongerRun(_ actions: R.Buffer, _ positions: Range<Int>) -> Int {
-        let first = positions.lowerBound
-        let outcome = reducer.reduce(into: &confined.value.state, queued: actions, at: positions)
-        let applied = min(outcome.applied, positions.count)
+    private func processLongerRun(_ actions: ArraySlice<Action>) -> Int {
+        let first = actions.startIndex
+        let outcome = reducer.reduce(into: &confined.value.state, actions: actions)
+        let applied = min(outcome.applied, actions.count)
         guard applied > 0 else {
             process(actions[first], route: Route(origin: nil, lease: nil))
             return 1
@@ -216,7 +206,7 @@ final class StoreEngine<R: Reducer>: Sendable {
         let before = confined.value.outsideReduced
         confined.value.outsideReduced += UInt64(applied)
         if !outcome.failures.isEmpty || !outcome.commands.isEmpty {
-            reportAndLaunch(outcome, of: actions, from: first, outsideBefore: before)
+            reportAndLaunch(outcome, of: actions, outsideBefore: before)
         }
         if reducer.declaresSubscriptions { diffSubscriptions(action: actions[first + applied - 1]) }
         return applied
@@ -224,7 +214,8 @@ final class StoreEngine<R: Reducer>: Sendable {
 
     /// Reports a run's failures and launches its commands, in the order of their actions.
     @inline(never)
-    private func reportAndLaunch(_ outcome: RunOutcome<Effect>, of actions: R.Buffer, from first: Int, outsideBefore before: UInt64) {
+    private func reportAndLaunch(_ outcome: RunOutcome<Effect>, of actions: ArraySlice<Action>, outsideBefore before: UInt64) {
+        let first = actions.startIndex
         var failures = outcome.failures[...]
         for (offset, commands) in outcome.commands {
             while let failure = failures.first, failure.offset < offset {
@@ -339,7 +330,7 @@ final class StoreEngine<R: Reducer>: Sendable {
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: timeout)
         while true {
-            let queued = await onExecutor { engine in engine.inbox.withLock { $0.queue.actions.count > 0 || $0.draining } }
+            let queued = await onExecutor { engine in engine.inbox.withLock { !$0.queue.actions.isEmpty || $0.draining } }
             if !queued, commandsInFlight.count == 0, subscriptionsInFlight.count(of: finishing) == 0 { return true }
             guard clock.now < deadline else { return false }
             do { try await Task.sleep(for: .milliseconds(2)) } catch { return false }

@@ -176,9 +176,7 @@ struct EncodedJournal: Sendable {
 struct JournalRun: Sendable {
     /// The first action's entry's sequence number (the others follow).
     let firstSequence: UInt64
-    /// The actions, where the store queued them (read as values only by whoever needs values: the recorder
-    /// writes the usual action straight from the bytes).
-    let actions: RunActions
+    let actions: ArraySlice<LuaValue>
     let origin: JournalEntry.Origin
     /// The first action's position in the run the barrier numbered.
     let firstPosition: Int64
@@ -193,13 +191,12 @@ struct JournalRun: Sendable {
 
     /// Each action in order, with its sequence number, its position in the run, and the barrier's record of
     /// what it changed when that record holds the changes' JSON (otherwise they are `changes(at:)`).
-    /// (`action` is the action's place in `actions`.)
-    func forEachAction(_ body: (_ sequence: UInt64, _ position: Int64, _ action: Int, _ written: EncodedJournal.Record?) throws -> Void)
+    func forEachAction(_ body: (_ sequence: UInt64, _ position: Int64, _ action: LuaValue, _ written: EncodedJournal.Record?) throws -> Void)
         rethrows {
         var encoded = encoded
         var position = firstPosition
         var sequence = firstSequence
-        for action in 0..<actions.count {
+        for action in actions {
             let record = encoded.record(at: position)
             try body(sequence, position, action, record?.changes != nil ? record : nil)
             position += 1
@@ -212,8 +209,7 @@ struct JournalRun: Sendable {
 
     /// Makes each action's entry, in order.
     func forEachEntry(_ body: (JournalEntry) throws -> Void) rethrows {
-        try forEachAction { sequence, position, offset, written in
-            let action = actions[offset]
+        try forEachAction { sequence, position, action, written in
             var entry = if let written {
                 JournalEntry(sequence: sequence, action: action, origin: origin, encoded: written, scripts: scripts)
             } else {
@@ -224,41 +220,6 @@ struct JournalRun: Sendable {
             entry.duration = duration
             try body(entry)
         }
-    }
-}
-
-/// The actions of a `JournalRun`: a stretch of the queue the store took them from, or values (a single action).
-enum RunActions: Sendable {
-    case queued(LuaValueBuffer, Range<Int>)
-    case values(ArraySlice<LuaValue>)
-
-    var count: Int {
-        switch self {
-        case .queued(_, let positions): positions.count
-        case .values(let values): values.count
-        }
-    }
-
-    /// The action at `offset` (from 0).
-    subscript(offset: Int) -> LuaValue {
-        switch self {
-        case .queued(let buffer, let positions): buffer[positions.lowerBound + offset]
-        case .values(let values): values[values.startIndex + offset]
-        }
-    }
-
-    /// Appends the action at `offset` as a recording's JSON: one of a few string-keyed fields straight from the
-    /// queue's bytes, any other as its value is.
-    func appendJSON(_ offset: Int, to output: inout [UInt8]) throws {
-        if case .queued(let buffer, let positions) = self {
-            let written = try buffer.withStringPairs(at: positions.lowerBound + offset) { pairs -> Bool in
-                guard pairs.count != 1 || pairs[0].0 != "$map" else { return false } // (written as a map)
-                try RecordingJSON.encodeObject(pairs, into: &output)
-                return true
-            }
-            if written == true { return }
-        }
-        try RecordingJSON.encode(self[offset], into: &output)
     }
 }
 

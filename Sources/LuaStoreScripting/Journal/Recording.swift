@@ -63,8 +63,7 @@ public enum RecordingJSON {
 
     /// Appends the pairs of a table that keeps them so (`LuaTable.stringPairs`: a few, distinct) as an object,
     /// keys in byte order, as `stringFields` would order them — sorting their positions, not a copy of them.
-    static func encodeObject<Pairs: RandomAccessCollection<(String, LuaValue)>>(_ pairs: Pairs, into output: inout [UInt8]) throws
-        where Pairs.Index == Int {
+    static func encodeObject(_ pairs: [(String, LuaValue)], into output: inout [UInt8]) throws {
         output.append(UInt8(ascii: "{"))
         try withUnsafeTemporaryAllocation(of: Int.self, capacity: pairs.count) { order in
             for index in pairs.indices { // insertion sort: at most `LuaTable.pairsLimit` of them
@@ -297,7 +296,7 @@ public enum RecordingLine {
             output.append(contentsOf: #","origin":"#.utf8)
             output.append(contentsOf: origin)
             output.append(contentsOf: #","action":"#.utf8)
-            try run.actions.appendJSON(action, to: &output)
+            try RecordingJSON.encode(action, into: &output)
             output.append(contentsOf: #","changes":"#.utf8)
             if let changes = written?.changes {
                 output.append(contentsOf: changes)

@@ -11,25 +11,17 @@ extension ScriptEngine {
     /// they read, and what they gave is delivered, in order, as each crossing returns (`deliverRunFlush`). For a
     /// single action it is `reduce(_:)`.
     func reduce(run actions: ArraySlice<LuaValue>) -> RunOutcome<ScriptEffect> {
-        var buffer = LuaValueBuffer()
-        for action in actions { buffer.append(action) }
-        return reduce(run: buffer, positions: 0..<buffer.count)
-    }
-
-    /// `reduce(run:)` for the actions at `positions` of `buffer`, where the store queued them: converted into the
-    /// VM straight from its bytes.
-    func reduce(run buffer: LuaValueBuffer, positions: Range<Int>) -> RunOutcome<ScriptEffect> {
         var outcome = RunOutcome<ScriptEffect>()
-        guard !positions.isEmpty else { return outcome }
+        guard let firstAction = actions.first else { return outcome }
         if traveling { // held until the store resumes (`ScriptEngine+History.swift`)
-            held.append(contentsOf: positions.map { (buffer[$0], .outside) })
-            outcome.applied = positions.count
+            held.append(contentsOf: actions.map { ($0, .outside) })
+            outcome.applied = actions.count
             return outcome
         }
         func single() -> RunOutcome<ScriptEffect> {
             outcome.applied = 1
             do {
-                let commands = try reduce(buffer[positions.lowerBound])
+                let commands = try reduce(firstAction)
                 if !commands.isEmpty { outcome.commands.append((0, commands)) }
             } catch {
                 outcome.failures.append((0, error))
@@ -37,11 +29,18 @@ extension ScriptEngine {
             return outcome
         }
         // The runtime's loop asks each action only for its `type`: an action that is not even a table is
-        // refused by `reduce(_:)`, one at a time (the store hands the rest of the run again).
-        let span = positions.prefix(runSpan)
-        let allTables = span.allSatisfy { buffer.isTable($0) }
+        // refused by `reduce(_:)`, one at a time (the store hands the rest of the run again). (Looked at where
+        // the actions lie: copying one out would retain its storage, which the dispatching thread is busy
+        // retaining too when one action is dispatched again and again.)
+        let span = actions.prefix(runSpan)
+        let allTables = span.withUnsafeBufferPointer { buffer in
+            for index in buffer.indices {
+                guard case .table = buffer[index] else { return false }
+            }
+            return true
+        }
         guard span.count > 1, allTables else {
-            if span.count < positions.count { // (after runs of one: try two again, now and then)
+            if span.count < actions.count { // (after runs of one: try two again, now and then)
                 singlesLeft -= 1
                 if singlesLeft <= 0 { runSpan = 2 }
             }
@@ -49,7 +48,7 @@ extension ScriptEngine {
         }
         let list: LuaReference
         do {
-            list = try vm.reference(toList: buffer, positions: span)
+            list = try vm.reference(toList: span)
             convertedActions += span.count
         } catch {
             return single() // an action that cannot be converted fails on its own, one at a time
@@ -98,7 +97,7 @@ extension ScriptEngine {
                     return (results.integer(Result.position) ?? first, try readFlushed(results, at: Result.flushed))
                 }) ?? (first, Flushed())
                 deliver(flushed)
-                if journaling { journalRun(buffer, from: span.lowerBound, first: first, through: failed, failed: (failed, error), duration: share(through: failed)) }
+                if journaling { journalRun(actions, first: first, through: failed, failed: (failed, error), duration: share(through: failed)) }
                 undoLastTransaction()
                 outcome.failures.append((Int(failed - 1), error))
                 outcome.applied = Int(failed)
@@ -112,7 +111,7 @@ extension ScriptEngine {
             var failure: LuaError?
             var returned: [ScriptEffect] = []
             if stop.refused {
-                failure = Self.refused(buffer[span.lowerBound + offset])
+                failure = Self.refused(actions[actions.startIndex + offset])
             } else if let commands = stop.commands {
                 do {
                     returned = try effects(from: commands)
@@ -123,7 +122,7 @@ extension ScriptEngine {
             }
             if let failure { outcome.failures.append((offset, failure)) }
             if journaling {
-                journalRun(buffer, from: span.lowerBound, first: first, through: stop.position, failed: failure.map { (stop.position, $0) },
+                journalRun(actions, first: first, through: stop.position, failed: failure.map { (stop.position, $0) },
                            records: stop.records, commands: (stop.position, returned), duration: share(through: stop.position))
             }
             if stop.dirty && app.subscriptions != nil {
@@ -140,20 +139,21 @@ extension ScriptEngine {
         return outcome
     }
 
-    /// Journal entries for the actions at run positions `first...last` (position p is the action at
-    /// `buffer[start + p - 1]`); `failed` is the one that failed, if any (the last). Reads only those actions.
-    private func journalRun(_ buffer: LuaValueBuffer, from start: Int, first: Int64, through last: Int64, failed: (Int64, LuaError)?,
+    /// Journal entries for the actions at run positions `first...last` (position p is the action at offset p - 1);
+    /// `failed` is the one that failed, if any (the last).
+    private func journalRun(_ actions: ArraySlice<LuaValue>, first: Int64, through last: Int64, failed: (Int64, LuaError)?,
                             records: EncodedJournal? = nil, commands: (Int64, [ScriptEffect])? = nil, duration: Duration) {
-        guard first <= last, start + Int(last) <= buffer.count else { return }
-        let committedEnd = min(failed?.0 ?? last + 1, last + 1) // (run position after the last committed)
-        let positions: Range<Int> = (start + Int(first - 1))..<(start + Int(max(first, committedEnd) - 1))
-        do throws(LuaError) {
-            try journalCommitted(.queued(buffer, positions), origin: .outside, from: first, records: records, commands: commands, duration: duration)
+        guard first <= last, last <= Int64(actions.count) else { return }
+        let start = actions.startIndex + Int(first - 1)
+        let committedEnd = actions.startIndex + Int((failed?.0 ?? last + 1) - 1)
+        do {
+            try journalCommitted(actions[start..<max(start, min(committedEnd, actions.startIndex + Int(last)))], origin: .outside,
+                                 from: first, records: records, commands: commands, duration: duration)
         } catch {
             report(ScriptFailure(stage: .reduce, error: LuaError(.runtime, "the journal could not read a run's changes: \(error.message)"), action: nil))
         }
         if let (position, error) = failed, position <= last {
-            let action = buffer[start + Int(position - 1)]
+            let action = actions[actions.startIndex + Int(position - 1)]
             record(.action(action), origin: .outside, changes: [], failure: ScriptFailure(stage: .reduce, error: error, action: action),
                    duration: duration)
         }

@@ -242,7 +242,7 @@ final class ScriptEngine {
             throw error
         }
         do {
-            try journalCommitted(.values([action][...]), origin: JournalEntry.Origin(source), from: 1, records: records, commands: (1, commands),
+            try journalCommitted([action][...], origin: JournalEntry.Origin(source), from: 1, records: records, commands: (1, commands),
                                  duration: .now - started)
         } catch {
             // A change that cannot be converted (the state is data: this is a bug of the runtime's, reported).
@@ -260,7 +260,7 @@ final class ScriptEngine {
     /// `commands`: what the action at that position returned; `duration`: each action's share of the time. The
     /// recorder takes the run as it is (its writer makes the entries); entries are made here only for whoever
     /// else hears the journal, or when the barrier left changes to Swift.
-    func journalCommitted(_ actions: RunActions, origin: JournalEntry.Origin, from first: Int64,
+    func journalCommitted(_ actions: ArraySlice<LuaValue>, origin: JournalEntry.Origin, from first: Int64,
                           records: EncodedJournal? = nil, commands: (position: Int64, [ScriptEffect])? = nil,
                           duration: Duration = .zero) throws(LuaError) {
         let encoded = if let records { records } else { try encodedJournal() }

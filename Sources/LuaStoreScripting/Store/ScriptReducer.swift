@@ -35,32 +35,12 @@ struct ScriptReducer: Reducer {
         return outcome
     }
 
-    /// The store queues actions as bytes (`LuaValueBuffer`): the dispatching thread copies an action in and frees
-    /// its own value at once, and the runtime builds its tables straight from the bytes.
-    typealias Buffer = QueuedActions
-
-    func reduce(into state: inout ScriptState, queued actions: QueuedActions, at positions: Range<Int>) -> RunOutcome<ScriptEffect> {
-        let outcome = engine.reduce(run: actions.values, positions: positions)
-        state.version += UInt64(outcome.applied - outcome.failures.count)
-        return outcome
-    }
-
     func subscriptions(for state: ScriptState) throws -> [String: ScriptEffect] {
         try engine.subscriptions()
     }
 
     /// Whether the running app declares subscriptions (it may change with a reload).
     var declaresSubscriptions: Bool { engine.declaresSubscriptions }
-}
-
-/// A scripted store's queue of actions (`Reducer.Buffer`): a `LuaValueBuffer`.
-struct QueuedActions: ActionBuffer {
-    var values = LuaValueBuffer()
-
-    var count: Int { values.count }
-    subscript(position: Int) -> LuaValue { values[position] }
-    mutating func append(_ action: LuaValue) { values.append(action) }
-    mutating func removeAllKeepingStorage() { values.removeAll() }
 }
 
 /// A child store's Lua `reduce`, applied to its local state after the root's reducer.
