@@ -64,3 +64,14 @@ void clua_copy_plain_table(lua_State *L, int index, int scratch, CLuaCopyShape *
         lua_rawset(L, -3);
     }
 }
+
+void clua_repeat_in_list(lua_State *L, int list, lua_Integer first, lua_Integer last, int scratch, CLuaCopyShape *shape) {
+    list = lua_absindex(L, list);
+    int isTable = lua_rawgeti(L, list, first - 1) == LUA_TTABLE; /* the value repeated */
+    for (lua_Integer position = first; position <= last; position++) {
+        if (isTable) clua_copy_plain_table(L, -1, scratch, shape);
+        else lua_pushvalue(L, -1);
+        lua_rawseti(L, list, position);
+    }
+    lua_pop(L, 1);
+}

@@ -181,6 +181,11 @@ typedef struct CLuaCopyShape {
 /// next. In values.c.
 void clua_copy_plain_table(lua_State *L, int index, int scratch, CLuaCopyShape *shape);
 
+/// [-0, +0] Stores in `list[first..last]` the value at `list[first - 1]` again: a table as a deep copy each
+/// (`clua_copy_plain_table`, with `scratch` and `shape` as it takes them), anything else as it is — what a value
+/// dispatched again and again becomes, in one call for the run of it. In values.c.
+void clua_repeat_in_list(lua_State *L, int list, lua_Integer first, lua_Integer last, int scratch, CLuaCopyShape *shape);
+
 /// `istable(v)` and `isstring(v)`, Lua functions for trusted host code: `type(v) == "table"` (or `"string"`)
 /// without making a string — Lua's `type` pushes its answer as a string, found again in the string cache with
 /// a `strcmp`, on every call, which made it the dearest part of a write barrier that asks it several times

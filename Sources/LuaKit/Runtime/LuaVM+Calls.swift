@@ -178,20 +178,29 @@ extension LuaVM {
         var failure: LuaError?
         var shape = CLuaCopyShape(sequence: -1, others: -1, entries: 0, flat: 0) // of the table being repeated
         values.withUnsafeBufferPointer { buffer in
-            for index in buffer.indices {
+            var index = 0
+            while index < buffer.count {
                 do throws(LuaError) {
-                    if index > 0, Self.isSameValue(buffer, index, index - 1) {
-                        try pushAgain(position - 1, list: list, shape: &shape)
-                    } else {
-                        shape = CLuaCopyShape(sequence: -1, others: -1, entries: 0, flat: 0)
-                        try push(buffer[index], path: "list[\(position)]")
+                    // A run of the value before, again: copied inside the VM in one call.
+                    var end = index
+                    while end < buffer.count, end > 0, Self.isSameValue(buffer, end, end - 1) { end += 1 }
+                    if end > index {
+                        let repeated = lua_Integer(end - index)
+                        clua_repeat_in_list(state, list, position, position + repeated - 1, list + 1, &shape)
+                        try refuseIfOverCap(above: list + 1)
+                        position += repeated
+                        index = end
+                        continue
                     }
+                    shape = CLuaCopyShape(sequence: -1, others: -1, entries: 0, flat: 0)
+                    try push(buffer[index], path: "list[\(position)]")
                 } catch {
                     failure = error
                     return
                 }
                 lua_rawseti(state, list, position)
                 position += 1
+                index += 1
             }
         }
         lua_settop(state, list)
@@ -208,16 +217,6 @@ extension LuaVM {
     private static func isSameValue(_ buffer: UnsafeBufferPointer<LuaValue>, _ a: Int, _ b: Int) -> Bool {
         guard let base = buffer.baseAddress else { return false }
         return memcmp(UnsafeRawPointer(base + a), UnsafeRawPointer(base + b), MemoryLayout<LuaValue>.size) == 0
-    }
-
-    /// [-0, +1, -] Pushes the value at `position` of `list` again; a copy when it is a table (`shape` and the slot
-    /// above the list carry what the first copy learned).
-    private func pushAgain(_ position: lua_Integer, list: Int32, shape: inout CLuaCopyShape) throws(LuaError) {
-        let top = lua_gettop(state)
-        guard lua_rawgeti(state, list, position) == LUA_TTABLE else { return }
-        clua_copy_plain_table(state, -1, list + 1, &shape)
-        clua_remove(state, -2)
-        try refuseIfOverCap(above: top)
     }
 
     /// `table[key]`, read raw (no metamethod runs); `nil` when the value is `nil` or `table` is not a table.
