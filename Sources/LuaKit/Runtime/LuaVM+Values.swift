@@ -139,9 +139,13 @@ extension LuaVM {
 private struct ValueReader {
     let vm: LuaVM
     var elements = 0
-    /// The tables being read, outermost first (a cycle leads back to one; a short list, searched in place of
-    /// hashing into a set for every table read).
-    var ancestors: [UnsafeRawPointer] = []
+
+    /// A table being read, and the one it is in: the tables being read are a list on the stack (a cycle leads back
+    /// to one of them), searched in place of hashing into a set — and nothing is allocated to keep it.
+    struct Ancestor {
+        let identity: UnsafeRawPointer
+        let outer: UnsafePointer<Ancestor>?
+    }
 
     private var state: OpaquePointer { vm.state }
 
@@ -150,7 +154,7 @@ private struct ValueReader {
     }
 
     /// [-0, +0, -]
-    mutating func read(_ index: Int32, depth: Int) throws(ConversionFailure) -> LuaValue {
+    mutating func read(_ index: Int32, depth: Int, in ancestors: UnsafePointer<Ancestor>? = nil) throws(ConversionFailure) -> LuaValue {
         elements += 1
         if elements > vm.limits.conversionElements {
             throw failure("more than \(vm.limits.conversionElements) values to convert")
@@ -161,7 +165,7 @@ private struct ValueReader {
         case LUA_TNUMBER:
             return lua_isinteger(state, index) != 0 ? .integer(clua_tointeger(state, index)) : .number(clua_tonumber(state, index))
         case LUA_TSTRING: return .string(try readString(index))
-        case LUA_TTABLE: return .table(try readTable(index, depth: depth))
+        case LUA_TTABLE: return .table(try readTable(index, depth: depth, in: ancestors))
         case let type:
             let name = String(cString: lua_typename(state, type))
             throw failure("a \(name) cannot be converted (only nil, booleans, numbers, strings and tables can)")
@@ -180,15 +184,24 @@ private struct ValueReader {
     }
 
     /// [-0, +0, -]
-    mutating func readTable(_ index: Int32, depth: Int) throws(ConversionFailure) -> LuaTable {
+    mutating func readTable(_ index: Int32, depth: Int, in ancestors: UnsafePointer<Ancestor>?) throws(ConversionFailure) -> LuaTable {
         guard depth < vm.limits.conversionDepth else {
             throw failure("tables nested deeper than \(vm.limits.conversionDepth) levels")
         }
         let identity = lua_topointer(state, index)!
-        guard !ancestors.contains(identity) else { throw failure("the table contains itself (a cycle)") }
-        ancestors.append(identity)
-        defer { ancestors.removeLast() }
+        var outer = ancestors
+        while let ancestor = outer {
+            if ancestor.pointee.identity == identity { throw failure("the table contains itself (a cycle)") }
+            outer = ancestor.pointee.outer
+        }
         guard lua_checkstack(state, 3) != 0 else { throw failure("the Lua stack cannot grow") }
+        return try withUnsafePointer(to: Ancestor(identity: identity, outer: ancestors)) { table throws(ConversionFailure) in
+            try readEntries(index, depth: depth, of: table)
+        }
+    }
+
+    /// `readTable`'s entries, with `table` at the head of the tables being read.
+    private mutating func readEntries(_ index: Int32, depth: Int, of table: UnsafePointer<Ancestor>) throws(ConversionFailure) -> LuaTable {
 
         var array: [LuaValue] = []
         let border = lua_rawlen(state, index)
@@ -199,7 +212,7 @@ private struct ValueReader {
                 break
             }
             do throws(ConversionFailure) {
-                array.append(try read(lua_gettop(state), depth: depth + 1))
+                array.append(try read(lua_gettop(state), depth: depth + 1, in: table))
             } catch {
                 throw error.under(.integer(Int64(position)))
             }
@@ -228,7 +241,7 @@ private struct ValueReader {
             }
             let value: LuaValue
             do throws(ConversionFailure) {
-                value = try read(lua_gettop(state), depth: depth + 1)
+                value = try read(lua_gettop(state), depth: depth + 1, in: table)
             } catch {
                 throw error.under(key)
             }
