@@ -34,7 +34,7 @@ enum ActionParser {
             guard table.fields["type"]?.string != nil else { throw Malformed(reason: "an action needs a string \"type\"") }
             return value
         }
-        guard let text = String(validating: line, as: UTF8.self) else { throw Malformed(reason: "the line is not valid UTF-8") }
+        guard let text = String(utf8: line) else { throw Malformed(reason: "the line is not valid UTF-8") }
         return try parseShortForm(text.trimmingCharacters(in: .whitespaces))
     }
 

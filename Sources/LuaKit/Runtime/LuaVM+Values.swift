@@ -176,8 +176,7 @@ private struct ValueReader {
     func readString(_ index: Int32) throws(ConversionFailure) -> String {
         var length = 0
         let bytes = lua_tolstring(state, index, &length)!
-        let buffer = UnsafeRawBufferPointer(start: bytes, count: length).bindMemory(to: UInt8.self)
-        guard let text = String(validating: buffer, as: UTF8.self) else {
+        guard let text = String(utf8: UnsafeRawBufferPointer(start: bytes, count: length)) else {
             throw failure("the string is not valid UTF-8")
         }
         return text
@@ -224,6 +223,15 @@ private struct ValueReader {
         // first other key or one field too many moves them into a dictionary.
         var pairs: [(String, LuaValue)] = []
         var fields: [LuaKey: LuaValue]?
+        // Counted first (no allocation), so that the pairs are allocated once rather than grown 1, 2, 4, 8.
+        var entries = 0
+        lua_pushnil(state)
+        while lua_next(state, index) != 0 {
+            clua_pop(state, 1)
+            entries += 1
+        }
+        let others = entries - array.count
+        if others > 0, others <= LuaTable.pairsLimit { pairs.reserveCapacity(others) }
         lua_pushnil(state)
         while lua_next(state, index) != 0 {
             let key: LuaKey

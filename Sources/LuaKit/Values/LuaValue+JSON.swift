@@ -138,7 +138,7 @@ public struct LuaJSON {
         while position < bytes.count {
             let byte = bytes[position]
             if byte == UInt8(ascii: "\"") {
-                let text = String(validating: UnsafeRawBufferPointer(rebasing: bytes[start..<position]), as: UTF8.self)
+                let text = String(utf8: UnsafeRawBufferPointer(rebasing: bytes[start..<position]))
                 guard let text else { throw Malformed(reason: "a string is not valid UTF-8", column: start) }
                 position += 1
                 return text
@@ -153,7 +153,7 @@ public struct LuaJSON {
             position += 1
             switch byte {
             case UInt8(ascii: "\""):
-                guard let text = String(validating: decoded, as: UTF8.self) else {
+                guard let text = String(utf8: decoded) else {
                     throw Malformed(reason: "a string is not valid UTF-8", column: start)
                 }
                 return text

@@ -1,0 +1,34 @@
+extension String {
+    /// `bytes` as a string when they are valid UTF-8, `nil` when they are not — what `String(validating:as:)`
+    /// does, without its generic path, which looks up type metadata at run time for every string (converting
+    /// a table of a few strings from Lua spent most of its time there). ASCII, the usual text, is checked eight
+    /// bytes at a time; other text is decoded and must come out as the very bytes it came from (decoding
+    /// replaces any ill-formed sequence, so only valid UTF-8 does).
+    package init?(utf8 bytes: UnsafeRawBufferPointer) {
+        let text = String(decoding: bytes, as: UTF8.self)
+        if !Self.isASCII(bytes) {
+            guard text.utf8.count == bytes.count, text.utf8.elementsEqual(bytes) else { return nil }
+        }
+        self = text
+    }
+
+    /// `String(utf8:)` for the bytes of an array.
+    package init?(utf8 bytes: [UInt8]) {
+        guard let text = bytes.withUnsafeBytes({ String(utf8: $0) }) else { return nil }
+        self = text
+    }
+
+    static func isASCII(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard let base = bytes.baseAddress else { return true }
+        var offset = 0
+        while offset + 8 <= bytes.count {
+            if base.loadUnaligned(fromByteOffset: offset, as: UInt64.self) & 0x8080_8080_8080_8080 != 0 { return false }
+            offset += 8
+        }
+        while offset < bytes.count {
+            if base.load(fromByteOffset: offset, as: UInt8.self) & 0x80 != 0 { return false }
+            offset += 1
+        }
+        return true
+    }
+}

@@ -1,0 +1,27 @@
+import LuaKit
+import Testing
+
+/// `String(utf8:)` accepts exactly what `String(validating:as:)` accepts, and gives the same string.
+@Suite struct UTF8TextTests {
+    static let samples: [[UInt8]] = [
+        [], Array("plain ascii text, longer than eight bytes".utf8), Array("é".utf8), Array("1234567é".utf8),
+        Array("12345678é9".utf8), Array("🙂 emoji ✓".utf8), [0x61, 0x00, 0x62], // a NUL inside
+        [0xFF], [0xC3], [0xC3, 0x28], [0xE2, 0x82], [0xED, 0xA0, 0x80], // invalid: lone byte, truncated, surrogate
+        [0xC0, 0xAF], [0xF4, 0x90, 0x80, 0x80], Array("abcdefg".utf8) + [0x80], // overlong, beyond U+10FFFF, stray
+        [0xEF, 0xBF, 0xBD], Array("valid \u{FFFD} replacement".utf8),
+    ]
+
+    @Test func acceptsWhatValidatingAccepts() {
+        var generator = SystemRandomNumberGenerator()
+        var cases = Self.samples
+        for _ in 0..<2_000 { // random bytes, mostly ASCII with some high bytes, of lengths around the 8-byte steps
+            let count = Int.random(in: 0...20, using: &generator)
+            cases.append((0..<count).map { _ in Bool.random(using: &generator) ? UInt8.random(in: 0x20...0x7E, using: &generator) : UInt8.random(in: 0...255, using: &generator) })
+        }
+        for bytes in cases {
+            let expected = String(validating: bytes, as: UTF8.self)
+            #expect(String(utf8: bytes) == expected, "\(bytes)")
+            #expect(bytes.withUnsafeBytes { String(utf8: $0) } == expected, "\(bytes)")
+        }
+    }
+}
