@@ -131,6 +131,8 @@ struct Replay: AsyncParsableCommand {
         case (nil, nil):
             break
         }
+        // The usual case: the barrier wrote the same JSON as the recording holds — the same changes, neither read.
+        if let json = recorded.changesJSON, now.changesAreEncoded(as: json) { return nil }
         return JournalComparison.differences(recorded.changes ?? [], now.changes, limit: 1).first.map { ($0.path, $0.then, $0.now) }
     }
 
@@ -167,9 +169,9 @@ struct Replay: AsyncParsableCommand {
         var entries: [Recorded] = []
         while entries.count < limit, let (line, complete) = try read(lines, name: name) {
             if line.isEmpty { continue }
-            let fields: RecordedJSON
+            let entry: Recorded?
             do {
-                fields = try RecordedJSON(parsing: line)
+                entry = try RecordingLine.recordedAction(line: line)
             } catch where !complete {
                 Console.error("\(name):\(lines.number): the last line is cut short (the recording stopped mid-write); replaying up to the line before")
                 lines.finish()
@@ -178,17 +180,12 @@ struct Replay: AsyncParsableCommand {
                 Console.error("\(name):\(lines.number): not a recorded entry (\(error))")
                 throw ExitCode.unusable
             }
-            do {
-                guard let entry = try RecordingLine.recordedAction(fields) else { continue } // a reload
-                if let until, entry.sequence > until {
-                    lines.finish()
-                    break
-                }
-                entries.append(entry)
-            } catch {
-                Console.error("\(name):\(lines.number): not a recorded entry (\(error))")
-                throw ExitCode.unusable
+            guard let entry else { continue } // a reload
+            if let until, entry.sequence > until {
+                lines.finish()
+                break
             }
+            entries.append(entry)
         }
         return entries
     }

@@ -394,6 +394,21 @@ import Testing
         }
     }
 
+    /// `RecordedJSON.parsing(_:spanOf:)` parses as `init(parsing:)` does and finds the text of an outermost field,
+    /// exactly as written, and only an outermost one.
+    @Test func aFieldsTextIsFoundAsWritten() throws {
+        let line = #"{"seq":3,"action":{"changes":"not this one"},"changes": [[["a"], 1] , [["b"]]] ,"scripts":"x"}"#
+        let bytes = ArraySlice(Array(line.utf8))
+        let (value, span) = try RecordedJSON.parsing(bytes, spanOf: "changes")
+        #expect(value == (try RecordedJSON(parsing: line[...])))
+        #expect(span.map { String(decoding: $0, as: UTF8.self) } == #"[[["a"], 1] , [["b"]]]"#)
+        #expect(try RecordedJSON.parsing(bytes, spanOf: "missing").span == nil)
+        #expect(try RecordedJSON.parsing(bytes[bytes.startIndex...], spanOf: "seq").span.map { Array($0) } == Array("3".utf8))
+        let recorded = try #require(try RecordingLine.recordedAction(line: bytes))
+        #expect(recorded.changesJSON.map { String(decoding: $0, as: UTF8.self) } == #"[[["a"], 1] , [["b"]]]"#)
+        #expect(recorded.changes == [StateChange(path: ["a"], value: 1), StateChange(path: ["b"], value: nil)])
+    }
+
     /// Runs of queued actions (one crossing into the VM for many) journal each action as single dispatches do:
     /// one entry per action in order, failures included, each one's changes exact.
     @Test func runsOfActionsAreJournaledActionByAction() async throws {

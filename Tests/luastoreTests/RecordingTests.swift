@@ -75,15 +75,22 @@ import Testing
 
     /// A long session replays in windows of actions: matching throughout, or diverging exactly at the first
     /// action that differs, far beyond the first window; `--until` stops in the middle of a window.
-    @Test func aLongSessionReplaysAndDivergesAtTheRightAction() async throws {
-        let counting = TestApps.countingBy
-        let folder = try CLI.makeApp(counting)
-        defer { try? FileManager.default.removeItem(at: folder) }
+    /// The counting app in a new folder, and a recording (`session.jsonl` there) of `count` actions adding
+    /// 1, 2, 0, 1, 2, 0, …
+    func recordedCountingSession(_ count: Int) async throws -> (folder: URL, recording: String) {
+        let folder = try CLI.makeApp(TestApps.countingBy)
         let actions = folder.appendingPathComponent("actions.jsonl")
-        try Data((1...6_000).map { #"{"type":"add","by":\#($0 % 3)}"# + "\n" }.joined().utf8).write(to: actions)
+        try Data((1...count).map { #"{"type":"add","by":\#($0 % 3)}"# + "\n" }.joined().utf8).write(to: actions)
         let recording = folder.appendingPathComponent("session.jsonl").path
         let run = try await CLI.run(["run", folder.path, "--actions", actions.path, "--format", "json", "--record", recording])
         #expect(run.status == 0, "\(run.errors)")
+        return (folder, recording)
+    }
+
+    @Test func aLongSessionReplaysAndDivergesAtTheRightAction() async throws {
+        let counting = TestApps.countingBy
+        let (folder, recording) = try await recordedCountingSession(6_000)
+        defer { try? FileManager.default.removeItem(at: folder) }
         let replay = try await CLI.run(["replay", folder.path, recording])
         #expect(replay.output == "replayed 6000 actions: every change matches the recording\n", "\(replay.errors)")
         let until = try await CLI.run(["replay", folder.path, recording, "--until", "3000", "--json"])
@@ -99,6 +106,29 @@ import Testing
         #expect(diverged.status == 1)
         let recorded = (1...5_000).reduce(0) { $0 + $1 % 3 }
         #expect(diverged.output == #"{"divergence":{"action":{"by":2,"type":"add"},"now":"\#(recorded + 1)","path":"state.count","recorded":"\#(recorded)","sequence":5000},"matches":false,"replayed":5000}"# + "\n", "\(diverged.output) \(diverged.errors)")
+    }
+
+    /// Replay compares the changes the store wrote with the recording's text first; a recording that writes the
+    /// same changes differently (spaces, another order of keys in a value) still matches — compared as values —
+    /// and one value changed in the text is a divergence, named.
+    @Test func changesWrittenDifferentlyStillMatch() async throws {
+        let (folder, path) = try await recordedCountingSession(50)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let recording = URL(fileURLWithPath: path)
+        let original = try String(contentsOf: recording, encoding: .utf8)
+        #expect(original.contains(#""changes":[[["count"],"#))
+        let spaced = original.replacingOccurrences(of: #""changes":[[["count"],"#, with: #""changes": [ [ [ "count" ] , "#)
+        #expect(spaced != original)
+        try Data(spaced.utf8).write(to: recording)
+        let replay = try await CLI.run(["replay", folder.path, recording.path])
+        #expect(replay.output == "replayed 50 actions: every change matches the recording\n", "\(replay.errors)")
+        let lines = original.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        var tampered = lines
+        tampered[10] = lines[10].replacingOccurrences(of: #"[["count"],"#, with: #"[["count"],1000"#)
+        try Data(tampered.joined(separator: "\n").utf8).write(to: recording)
+        let diverged = try await CLI.run(["replay", folder.path, recording.path, "--json"])
+        #expect(diverged.status == 1)
+        #expect(diverged.output.contains(#""path":"state.count""#) && diverged.output.contains(#""sequence":10"#), "\(diverged.output)")
     }
 
     @Test func aRecordingCutMidLineReplaysUpToItsLastCompleteLineAndVersionOneIsRefused() async throws {

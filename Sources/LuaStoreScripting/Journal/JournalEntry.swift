@@ -87,6 +87,14 @@ public struct JournalEntry: Sendable {
         }
     }
 
+    /// Whether the entry's changes are, byte for byte, the JSON `json` (a recording's `changes`): true only when
+    /// the barrier wrote them, as a recording of the same changes does — then they are the same changes, and
+    /// neither side is read. False says nothing: compare `changes`.
+    public func changesAreEncoded(as json: ArraySlice<UInt8>) -> Bool {
+        guard decoded == nil, let encodedChanges else { return false }
+        return encodedChanges.elementsEqual(json)
+    }
+
     /// The changes as converted values, when they were made in Swift (or set).
     private var decoded: [StateChange]?
     /// The changes' JSON (`[[path, value], …]`), when the barrier wrote them (`RecordingLine` copies it).

@@ -354,6 +354,17 @@ public enum RecordingLine {
         public var changes: [StateChange]?
         /// The failure's message (nil when it was applied).
         public var failure: String?
+        /// The `changes` as the line wrote them (JSON), when read from a line with `recordedAction(line:)`.
+        public var changesJSON: ArraySlice<UInt8>?
+    }
+
+    /// The recorded action of an entry line; nil for a line that is not an action (a reload). Keeps the text of
+    /// its changes too (`changesJSON`), which `JournalEntry.changesAreEncoded(as:)` compares without reading.
+    public static func recordedAction(line: ArraySlice<UInt8>) throws(RecordingJSON.Malformed) -> RecordedAction? {
+        let (fields, changesJSON) = try RecordedJSON.parsing(line, spanOf: "changes")
+        guard var recorded = try recordedAction(fields) else { return nil }
+        if recorded.failure == nil { recorded.changesJSON = changesJSON }
+        return recorded
     }
 
     /// The recorded action of an entry line (its parsed fields); nil for a line that is not an action (a reload).
@@ -386,7 +397,9 @@ public enum RecordingLine {
                 }
                 path.append(key)
             }
-            changes.append(StateChange(path: path, value: parts.count == 2 ? try RecordingJSON.decode(parts[1]) : nil))
+            // (A removal's value is no value, not Lua's nil: `.some(.nil)` would be the literal `nil` here.)
+            let value: LuaValue? = parts.count == 2 ? .some(try RecordingJSON.decode(parts[1])) : .none
+            changes.append(StateChange(path: path, value: value))
         }
         return changes
     }

@@ -27,6 +27,20 @@ public indirect enum RecordedJSON: Sendable, Equatable {
         guard parser.position == parser.bytes.count else { throw parser.fail("text after the value") }
     }
 
+    /// Parses the JSON object `bytes` hold, and says where the text of its field `field` lies in them (as written,
+    /// between the colon and the comma or brace after it; nil when the object has no such field).
+    public static func parsing(_ bytes: ArraySlice<UInt8>, spanOf field: String) throws(RecordingJSON.Malformed)
+        -> (value: RecordedJSON, span: ArraySlice<UInt8>?) {
+        var parser = Parser(bytes: Array(bytes))
+        parser.captured = field
+        parser.skipSpace()
+        let value = try parser.value(depth: 0)
+        parser.skipSpace()
+        guard parser.position == parser.bytes.count else { throw parser.fail("text after the value") }
+        let span = parser.span.map { bytes[(bytes.startIndex + $0.lowerBound)..<(bytes.startIndex + $0.upperBound)] }
+        return (value, span)
+    }
+
     /// The field `name` of an object.
     public subscript(name: String) -> RecordedJSON? {
         if case .object(let fields) = self { return fields[name] }
@@ -36,13 +50,21 @@ public indirect enum RecordedJSON: Sendable, Equatable {
     private struct Parser {
         let bytes: [UInt8]
         var position = 0
+        /// The field of the outermost object whose text is wanted, and where it was found.
+        var captured: String?
+        var span: Range<Int>?
 
         func fail(_ what: String) -> RecordingJSON.Malformed {
             RecordingJSON.Malformed(description: "malformed JSON at byte \(position + 1): \(what)")
         }
 
         mutating func skipSpace() {
-            while position < bytes.count, [32, 9, 10, 13].contains(bytes[position]) { position += 1 }
+            while position < bytes.count {
+                switch bytes[position] {
+                case 32, 9, 10, 13: position += 1
+                default: return
+                }
+            }
         }
 
         mutating func expect(_ literal: String, _ value: RecordedJSON) throws(RecordingJSON.Malformed) -> RecordedJSON {
@@ -96,7 +118,9 @@ public indirect enum RecordedJSON: Sendable, Equatable {
                     guard position < bytes.count, bytes[position] == UInt8(ascii: ":") else { throw fail("expected :") }
                     position += 1
                     skipSpace()
+                    let valueStart = position
                     fields[key] = try value(depth: depth + 1)
+                    if depth == 0, let captured, key == captured { span = valueStart..<position }
                     skipSpace()
                     guard position < bytes.count else { throw fail("an object is not closed") }
                     if bytes[position] == UInt8(ascii: ",") { position += 1; continue }
@@ -111,6 +135,24 @@ public indirect enum RecordedJSON: Sendable, Equatable {
 
         mutating func number() throws(RecordingJSON.Malformed) -> RecordedJSON {
             let start = position
+            // The usual number, an integer of a few digits, is read as it is scanned; anything else from its text.
+            var negative = false
+            if position < bytes.count, bytes[position] == UInt8(ascii: "-") {
+                negative = true
+                position += 1
+            }
+            var magnitude: Int64 = 0
+            var digits = 0
+            while position < bytes.count, digits < 18, case 48...57 = bytes[position] {
+                magnitude = magnitude * 10 + Int64(bytes[position] - 48)
+                digits += 1
+                position += 1
+            }
+            if digits > 0, position == bytes.count || !Self.continuesNumber(bytes[position]),
+               digits == 1 || bytes[start + (negative ? 1 : 0)] != UInt8(ascii: "0") {
+                return .integer(negative ? -magnitude : magnitude)
+            }
+            position = start
             var isFloat = false
             while position < bytes.count {
                 let byte = bytes[position]
@@ -126,6 +168,14 @@ public indirect enum RecordedJSON: Sendable, Equatable {
             if !isFloat, let integer = Int64(text) { return .integer(integer) }
             guard let float = Double(text), float.isFinite else { throw fail("not a number: \(text)") }
             return .float(float)
+        }
+
+        /// Whether `byte` may continue a number's text (a digit, a sign, a point or an exponent).
+        static func continuesNumber(_ byte: UInt8) -> Bool {
+            switch byte {
+            case 48...57, UInt8(ascii: "."), UInt8(ascii: "e"), UInt8(ascii: "E"), UInt8(ascii: "-"), UInt8(ascii: "+"): true
+            default: false
+            }
         }
 
         mutating func string() throws(RecordingJSON.Malformed) -> String {
