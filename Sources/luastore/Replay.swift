@@ -83,7 +83,14 @@ struct Replay: AsyncParsableCommand {
             }
             for (offset, entry) in window.enumerated() {
                 replayed += 1
-                if let divergence = Self.compare(entry, offset < now.count ? now[offset] : nil) {
+                let difference: (path: String, recorded: LuaValue, now: LuaValue)?
+                do {
+                    difference = try Self.compare(entry, offset < now.count ? now[offset] : nil)
+                } catch {
+                    Console.error("\(recording): the entry of action \(entry.sequence) is not a recorded entry (\(error))")
+                    throw ExitCode.unusable
+                }
+                if let divergence = difference {
                     try report(replayed: replayed, divergence: (entry.sequence, entry.action, divergence.path, divergence.recorded, divergence.now))
                 }
             }
@@ -119,7 +126,8 @@ struct Replay: AsyncParsableCommand {
     }
 
     /// Where what an action did now differs from what was recorded, if it does.
-    static func compare(_ recorded: Recorded, _ now: JournalEntry?) -> (path: String, recorded: LuaValue, now: LuaValue)? {
+    static func compare(_ recorded: Recorded, _ now: JournalEntry?) throws(RecordingJSON.Malformed)
+        -> (path: String, recorded: LuaValue, now: LuaValue)? {
         guard let now else { return ("the outcome", "applied", "nothing heard") }
         switch (recorded.failure, now.failure) {
         case (let was?, let failure?):
@@ -133,7 +141,7 @@ struct Replay: AsyncParsableCommand {
         }
         // The usual case: the barrier wrote the same JSON as the recording holds — the same changes, neither read.
         if let json = recorded.changesJSON, now.changesAreEncoded(as: json) { return nil }
-        return JournalComparison.differences(recorded.changes ?? [], now.changes, limit: 1).first.map { ($0.path, $0.then, $0.now) }
+        return JournalComparison.differences(try recorded.readChanges() ?? [], now.changes, limit: 1).first.map { ($0.path, $0.then, $0.now) }
     }
 
     /// The initial state from the recording's header line.

@@ -406,7 +406,15 @@ import Testing
         #expect(try RecordedJSON.parsing(bytes[bytes.startIndex...], spanOf: "seq").span.map { Array($0) } == Array("3".utf8))
         let recorded = try #require(try RecordingLine.recordedAction(line: bytes))
         #expect(recorded.changesJSON.map { String(decoding: $0, as: UTF8.self) } == #"[[["a"], 1] , [["b"]]]"#)
-        #expect(recorded.changes == [StateChange(path: ["a"], value: 1), StateChange(path: ["b"], value: nil)])
+        #expect(recorded.changes == nil, "read only when asked")
+        #expect(try recorded.readChanges() == [StateChange(path: ["a"], value: 1), StateChange(path: ["b"], value: nil)])
+        // The text is bounded by its brackets, quotes and escapes, not read: an unclosed list is refused at once,
+        // a list of the wrong shape when it is read.
+        let unclosed = ArraySlice(Array(#"{"seq":1,"action":{"type":"x"},"changes":[["a\"]"],1]"#.utf8))
+        #expect(throws: RecordingJSON.Malformed.self) { try RecordingLine.recordedAction(line: unclosed) }
+        let wrongShape = try #require(try RecordingLine.recordedAction(line: ArraySlice(Array(#"{"seq":1,"action":{"type":"x"},"changes":{"a":[1,"]"]}}"#.utf8))))
+        #expect(wrongShape.changesJSON.map { String(decoding: $0, as: UTF8.self) } == #"{"a":[1,"]"]}"#)
+        #expect(throws: RecordingJSON.Malformed.self) { try wrongShape.readChanges() }
     }
 
     /// Runs of queued actions (one crossing into the VM for many) journal each action as single dispatches do:

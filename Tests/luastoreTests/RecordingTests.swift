@@ -129,6 +129,14 @@ import Testing
         let diverged = try await CLI.run(["replay", folder.path, recording.path, "--json"])
         #expect(diverged.status == 1)
         #expect(diverged.output.contains(#""path":"state.count""#) && diverged.output.contains(#""sequence":10"#), "\(diverged.output)")
+        // Changes that are JSON but not a list of changes: named when they are read (exit status 2).
+        var malformed = lines
+        malformed[12] = lines[12].replacingOccurrences(of: #""changes":["#, with: #""changes":{"not":"a list"},"was":["#)
+        #expect(malformed[12] != lines[12])
+        try Data(malformed.joined(separator: "\n").utf8).write(to: recording)
+        let refused = try await CLI.run(["replay", folder.path, recording.path])
+        #expect(refused.status == 2)
+        #expect(refused.errors.contains("the entry of action 12 is not a recorded entry (\"changes\" must be a list)"), "\(refused.errors)")
     }
 
     @Test func aRecordingCutMidLineReplaysUpToItsLastCompleteLineAndVersionOneIsRefused() async throws {

@@ -350,25 +350,46 @@ public enum RecordingLine {
     public struct RecordedAction: Sendable {
         public var sequence: UInt64
         public var action: LuaValue
-        /// What it changed (nil when it failed).
+        /// What it changed (nil when it failed — and, for an action read with `recordedAction(line:)`, until
+        /// `readChanges()` reads them).
         public var changes: [StateChange]?
         /// The failure's message (nil when it was applied).
         public var failure: String?
         /// The `changes` as the line wrote them (JSON), when read from a line with `recordedAction(line:)`.
         public var changesJSON: ArraySlice<UInt8>?
+
+        /// What it changed: `changes`, or what `changesJSON` says (nil when it failed).
+        public func readChanges() throws(RecordingJSON.Malformed) -> [StateChange]? {
+            if let changes { return changes }
+            guard failure == nil, let changesJSON else { return nil }
+            return try RecordingLine.changes(from: RecordedJSON(parsing: changesJSON))
+        }
     }
 
-    /// The recorded action of an entry line; nil for a line that is not an action (a reload). Keeps the text of
-    /// its changes too (`changesJSON`), which `JournalEntry.changesAreEncoded(as:)` compares without reading.
+    /// The recorded action of an entry line; nil for a line that is not an action (a reload). Its changes are
+    /// kept as the line wrote them (`changesJSON`), not read: `JournalEntry.changesAreEncoded(as:)` compares
+    /// them without reading, `readChanges()` reads them.
     public static func recordedAction(line: ArraySlice<UInt8>) throws(RecordingJSON.Malformed) -> RecordedAction? {
-        let (fields, changesJSON) = try RecordedJSON.parsing(line, spanOf: "changes")
-        guard var recorded = try recordedAction(fields) else { return nil }
-        if recorded.failure == nil { recorded.changesJSON = changesJSON }
-        return recorded
+        let (fields, changesJSON) = try RecordedJSON.parsing(line, spanOf: "changes", readsIt: false)
+        return try recordedAction(fields) { () throws(RecordingJSON.Malformed) in
+            guard let changesJSON else { throw RecordingJSON.Malformed(description: "no \"changes\"") }
+            return (nil, changesJSON)
+        }
     }
 
     /// The recorded action of an entry line (its parsed fields); nil for a line that is not an action (a reload).
     public static func recordedAction(_ fields: RecordedJSON) throws(RecordingJSON.Malformed) -> RecordedAction? {
+        try recordedAction(fields) { () throws(RecordingJSON.Malformed) in
+            guard let list = fields["changes"] else { throw RecordingJSON.Malformed(description: "no \"changes\"") }
+            return (try changes(from: list), nil)
+        }
+    }
+
+    /// An entry line's action, failure and sequence from its fields; its changes (read, or as written) from
+    /// `changes`, asked only for an action that did not fail.
+    private static func recordedAction(
+        _ fields: RecordedJSON, changes: () throws(RecordingJSON.Malformed) -> ([StateChange]?, ArraySlice<UInt8>?)
+    ) throws(RecordingJSON.Malformed) -> RecordedAction? {
         guard let actionJSON = fields["action"] else { return nil }
         guard case .integer(let sequence)? = fields["seq"], sequence > 0 else { throw RecordingJSON.Malformed(description: "no \"seq\"") }
         let action = try RecordingJSON.decode(actionJSON)
@@ -376,8 +397,8 @@ public enum RecordingLine {
             guard case .string(let message)? = failure["message"] else { throw RecordingJSON.Malformed(description: "a failure without a message") }
             return RecordedAction(sequence: UInt64(sequence), action: action, changes: nil, failure: message)
         }
-        guard let list = fields["changes"] else { throw RecordingJSON.Malformed(description: "no \"changes\"") }
-        return RecordedAction(sequence: UInt64(sequence), action: action, changes: try changes(from: list), failure: nil)
+        let (list, json) = try changes()
+        return RecordedAction(sequence: UInt64(sequence), action: action, changes: list, failure: nil, changesJSON: json)
     }
 
     /// The changes a line's `changes` list holds (`[[path…], value]`, or `[[path…]]` for a removal).

@@ -29,10 +29,13 @@ public indirect enum RecordedJSON: Sendable, Equatable {
 
     /// Parses the JSON object `bytes` hold, and says where the text of its field `field` lies in them (as written,
     /// between the colon and the comma or brace after it; nil when the object has no such field).
-    public static func parsing(_ bytes: ArraySlice<UInt8>, spanOf field: String) throws(RecordingJSON.Malformed)
+    /// With `readsIt` false, the field is not read (nor in the object): its text is only checked for the
+    /// brackets, quotes and escapes that bound it.
+    public static func parsing(_ bytes: ArraySlice<UInt8>, spanOf field: String, readsIt: Bool = true) throws(RecordingJSON.Malformed)
         -> (value: RecordedJSON, span: ArraySlice<UInt8>?) {
         var parser = Parser(bytes: Array(bytes))
         parser.captured = field
+        parser.readsCaptured = readsIt
         parser.skipSpace()
         let value = try parser.value(depth: 0)
         parser.skipSpace()
@@ -50,8 +53,9 @@ public indirect enum RecordedJSON: Sendable, Equatable {
     private struct Parser {
         let bytes: [UInt8]
         var position = 0
-        /// The field of the outermost object whose text is wanted, and where it was found.
+        /// The field of the outermost object whose text is wanted, whether it is read too, and where it was found.
         var captured: String?
+        var readsCaptured = true
         var span: Range<Int>?
 
         func fail(_ what: String) -> RecordingJSON.Malformed {
@@ -119,8 +123,12 @@ public indirect enum RecordedJSON: Sendable, Equatable {
                     position += 1
                     skipSpace()
                     let valueStart = position
-                    fields[key] = try value(depth: depth + 1)
-                    if depth == 0, let captured, key == captured { span = valueStart..<position }
+                    if depth == 0, let captured, key == captured {
+                        if readsCaptured { fields[key] = try value(depth: depth + 1) } else { try skipValue(depth: depth + 1) }
+                        span = valueStart..<position
+                    } else {
+                        fields[key] = try value(depth: depth + 1)
+                    }
                     skipSpace()
                     guard position < bytes.count else { throw fail("an object is not closed") }
                     if bytes[position] == UInt8(ascii: ",") { position += 1; continue }
@@ -168,6 +176,66 @@ public indirect enum RecordedJSON: Sendable, Equatable {
             if !isFloat, let integer = Int64(text) { return .integer(integer) }
             guard let float = Double(text), float.isFinite else { throw fail("not a number: \(text)") }
             return .float(float)
+        }
+
+        /// Moves past the value at `position` without making it: its text is checked for the brackets, quotes and
+        /// escapes that bound it (what it means is read if it is parsed later).
+        mutating func skipValue(depth: Int) throws(RecordingJSON.Malformed) {
+            guard depth < 200 else { throw fail("nested deeper than 200 levels") }
+            guard position < bytes.count else { throw fail("the text ends where a value should be") }
+            let opening = bytes[position]
+            guard opening == UInt8(ascii: "[") || opening == UInt8(ascii: "{") else {
+                if opening == UInt8(ascii: "\"") { try skipString() } else { _ = try value(depth: depth) } // (small)
+                return
+            }
+            let isObject = opening == UInt8(ascii: "{")
+            let closing = isObject ? UInt8(ascii: "}") : UInt8(ascii: "]")
+            position += 1
+            skipSpace()
+            if position < bytes.count, bytes[position] == closing {
+                position += 1
+                return
+            }
+            while true {
+                skipSpace()
+                if isObject {
+                    guard position < bytes.count, bytes[position] == UInt8(ascii: "\"") else { throw fail("expected a key") }
+                    try skipString()
+                    skipSpace()
+                    guard position < bytes.count, bytes[position] == UInt8(ascii: ":") else { throw fail("expected :") }
+                    position += 1
+                    skipSpace()
+                }
+                try skipValue(depth: depth + 1)
+                skipSpace()
+                guard position < bytes.count else { throw fail(isObject ? "an object is not closed" : "an array is not closed") }
+                if bytes[position] == UInt8(ascii: ",") {
+                    position += 1
+                    continue
+                }
+                guard bytes[position] == closing else { throw fail(isObject ? "expected , or }" : "expected , or ]") }
+                position += 1
+                return
+            }
+        }
+
+        /// Moves past the string at `position`.
+        mutating func skipString() throws(RecordingJSON.Malformed) {
+            position += 1 // the opening quote
+            while position < bytes.count {
+                let byte = bytes[position]
+                if byte == UInt8(ascii: "\"") {
+                    position += 1
+                    return
+                }
+                if byte == UInt8(ascii: "\\") {
+                    position += 2
+                    continue
+                }
+                guard byte >= 0x20 else { throw fail("a control character in a string") }
+                position += 1
+            }
+            throw fail("a string is not closed")
         }
 
         /// Whether `byte` may continue a number's text (a digit, a sign, a point or an exponent).
