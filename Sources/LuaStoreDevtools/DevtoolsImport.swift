@@ -39,7 +39,7 @@ enum DevtoolsImport {
         var skipped = 0
         for (index, line) in lines.enumerated().dropFirst() where !line.isEmpty {
             do {
-                guard let entry = try RecordingLine.recordedAction(try RecordedJSON(parsing: line)) else {
+                guard let entry = try RecordingLine.recordedAction(line: line) else {
                     skipped += 1 // a reload
                     continue
                 }
@@ -74,24 +74,15 @@ enum DevtoolsImport {
 
         var summary = Summary(name: name, entries: recorded.count, recordedFirst: recordedFirst, skippedReloads: skipped)
         for (offset, entry) in recorded.enumerated() {
-            guard offset < now.count else {
-                summary.divergence = (UInt64(offset + 1), "the outcome")
-                break
+            let replayed = offset < now.count ? now[offset] : nil
+            let divergence: (path: String, recorded: LuaValue, now: LuaValue)?
+            do {
+                divergence = try entry.divergence(from: replayed)
+            } catch {
+                throw DevtoolsAPI.Refusal(400, "\(name): the entry of action \(entry.sequence) is not a recorded entry (\(error))")
             }
-            let replayed = now[offset]
-            if let failure = entry.failure {
-                if replayed.failure?.error.message != failure {
-                    summary.divergence = (replayed.sequence, "the failure")
-                    break
-                }
-                continue
-            }
-            if replayed.failure != nil {
-                summary.divergence = (replayed.sequence, "the outcome")
-                break
-            }
-            if let difference = JournalComparison.differences(entry.changes ?? [], replayed.changes, limit: 1).first {
-                summary.divergence = (replayed.sequence, difference.path)
+            if let divergence {
+                summary.divergence = (replayed?.sequence ?? UInt64(offset + 1), divergence.path)
                 break
             }
         }

@@ -85,7 +85,7 @@ struct Replay: AsyncParsableCommand {
                 replayed += 1
                 let difference: (path: String, recorded: LuaValue, now: LuaValue)?
                 do {
-                    difference = try Self.compare(entry, offset < now.count ? now[offset] : nil)
+                    difference = try entry.divergence(from: offset < now.count ? now[offset] : nil)
                 } catch {
                     Console.error("\(recording): the entry of action \(entry.sequence) is not a recorded entry (\(error))")
                     throw ExitCode.unusable
@@ -125,26 +125,6 @@ struct Replay: AsyncParsableCommand {
         value == .nil ? "nil" : (try? JSONText.encode(value, root: "value")) ?? "\(value)"
     }
 
-    /// Where what an action did now differs from what was recorded, if it does.
-    static func compare(_ recorded: Recorded, _ now: JournalEntry?) throws(RecordingJSON.Malformed)
-        -> (path: String, recorded: LuaValue, now: LuaValue)? {
-        guard let now else { return ("the outcome", "applied", "nothing heard") }
-        switch (recorded.failure, now.failure) {
-        case (let was?, let failure?):
-            return was == failure.error.message ? nil : ("the failure", .string(was), .string(failure.error.message))
-        case (let was?, nil):
-            return ("the outcome", .string("failed: " + was), "applied")
-        case (nil, let failure?):
-            return ("the outcome", "applied", .string("failed: " + failure.error.message))
-        case (nil, nil):
-            break
-        }
-        // The usual case: the barrier wrote the same JSON as the recording holds — the same changes, neither read.
-        if let json = recorded.changesJSON, now.changesAreEncoded(as: json) { return nil }
-        return JournalComparison.differences(try recorded.readChanges() ?? [], now.changes, limit: 1).first.map { ($0.path, $0.then, $0.now) }
-    }
-
-    /// The initial state from the recording's header line.
     static func header(_ lines: LineReader, name: String) throws -> LuaValue {
         guard let first = try read(lines, name: name), let header = try? RecordedJSON(parsing: first.line) else {
             Console.error("\(name):1: not a recording (no header line)")
