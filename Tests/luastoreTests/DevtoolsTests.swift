@@ -281,6 +281,14 @@ import Testing
         let cut = try await session.post("/api/import?name=cut.jsonl", body: recording + "{\"seq\":9,\"act")
         #expect(cut.status == 400)
         #expect(cut.body.contains("cut.jsonl:10: not a recorded entry"))
+        // Changes that are JSON but not a list of changes are named when they are read.
+        let lines = recording.split(separator: "\n").map(String.init)
+        var malformed = lines
+        malformed[1] = lines[1].replacingOccurrences(of: #""changes":["#, with: #""changes":"none","was":["#)
+        #expect(malformed[1] != lines[1])
+        let refused = try await session.post("/api/import?name=m.jsonl", body: malformed.joined(separator: "\n") + "\n")
+        #expect(refused.status == 400)
+        #expect(refused.body.contains("m.jsonl: the entry of action 1 is not a recorded entry"), "\(refused.body)")
     }
 
     @Test func thePageHearsNewEntriesOverTheLiveSocket() async throws {
