@@ -108,12 +108,13 @@ public indirect enum RecordedJSON: Sendable, Equatable {
                 }
             case UInt8(ascii: "{"):
                 position += 1
-                var fields: [String: RecordedJSON] = [:]
                 skipSpace()
                 if position < bytes.count, bytes[position] == UInt8(ascii: "}") {
                     position += 1
-                    return .object(fields)
+                    return .object([:])
                 }
+                // (A recorded line's objects are small: made once, not regrown field by field.)
+                var fields = [String: RecordedJSON](minimumCapacity: 8)
                 while true {
                     skipSpace()
                     guard position < bytes.count, bytes[position] == UInt8(ascii: "\"") else { throw fail("expected a key") }
