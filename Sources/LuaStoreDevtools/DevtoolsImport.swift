@@ -75,7 +75,7 @@ enum DevtoolsImport {
         var summary = Summary(name: name, entries: recorded.count, recordedFirst: recordedFirst, skippedReloads: skipped)
         for (offset, entry) in recorded.enumerated() {
             let replayed = offset < now.count ? now[offset] : nil
-            let divergence: (path: String, recorded: LuaValue, now: LuaValue)?
+            let divergence: RecordingLine.RecordedAction.Divergence?
             do {
                 divergence = try entry.divergence(from: replayed)
             } catch {

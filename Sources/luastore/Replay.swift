@@ -83,7 +83,7 @@ struct Replay: AsyncParsableCommand {
             }
             for (offset, entry) in window.enumerated() {
                 replayed += 1
-                let difference: (path: String, recorded: LuaValue, now: LuaValue)?
+                let difference: Recorded.Divergence?
                 do {
                     difference = try entry.divergence(from: offset < now.count ? now[offset] : nil)
                 } catch {
@@ -125,6 +125,7 @@ struct Replay: AsyncParsableCommand {
         value == .nil ? "nil" : (try? JSONText.encode(value, root: "value")) ?? "\(value)"
     }
 
+    /// The initial state from the recording's header line.
     static func header(_ lines: LineReader, name: String) throws -> LuaValue {
         guard let first = try read(lines, name: name), let header = try? RecordedJSON(parsing: first.line) else {
             Console.error("\(name):1: not a recording (no header line)")

@@ -365,11 +365,14 @@ public enum RecordingLine {
             return try RecordingLine.changes(from: RecordedJSON(parsing: changesJSON))
         }
 
+        /// Where what an action did now differs from what was recorded: a path, the value recorded, the value now.
+        public typealias Divergence = (path: String, recorded: LuaValue, now: LuaValue)
+
         /// Where what the action did now (`now`, its journal entry; nil when none was heard) differs from what
         /// was recorded: the first path whose value differs, with the value recorded and the value now — or "the
         /// outcome" (applied or failed) or "the failure" (its message). Nil when they agree. When the barrier
         /// wrote the very text the recording holds, the changes are the same and neither is read.
-        public func divergence(from now: JournalEntry?) throws(RecordingJSON.Malformed) -> (path: String, recorded: LuaValue, now: LuaValue)? {
+        public func divergence(from now: JournalEntry?) throws(RecordingJSON.Malformed) -> Divergence? {
             guard let now else { return ("the outcome", "applied", "nothing heard") }
             switch (failure, now.failure) {
             case (let was?, let failure?):
@@ -391,34 +394,34 @@ public enum RecordingLine {
     /// them without reading, `readChanges()` reads them.
     public static func recordedAction(line: ArraySlice<UInt8>) throws(RecordingJSON.Malformed) -> RecordedAction? {
         let (fields, changesJSON) = try RecordedJSON.parsing(line, spanOf: "changes", readsIt: false)
-        return try recordedAction(fields) { () throws(RecordingJSON.Malformed) in
+        guard var recorded = try recordedOutcome(fields) else { return nil }
+        if recorded.failure == nil {
             guard let changesJSON else { throw RecordingJSON.Malformed(description: "no \"changes\"") }
-            return (nil, changesJSON)
+            recorded.changesJSON = changesJSON
         }
+        return recorded
     }
 
     /// The recorded action of an entry line (its parsed fields); nil for a line that is not an action (a reload).
     public static func recordedAction(_ fields: RecordedJSON) throws(RecordingJSON.Malformed) -> RecordedAction? {
-        try recordedAction(fields) { () throws(RecordingJSON.Malformed) in
+        guard var recorded = try recordedOutcome(fields) else { return nil }
+        if recorded.failure == nil {
             guard let list = fields["changes"] else { throw RecordingJSON.Malformed(description: "no \"changes\"") }
-            return (try changes(from: list), nil)
+            recorded.changes = try changes(from: list)
         }
+        return recorded
     }
 
-    /// An entry line's action, failure and sequence from its fields; its changes (read, or as written) from
-    /// `changes`, asked only for an action that did not fail.
-    private static func recordedAction(
-        _ fields: RecordedJSON, changes: () throws(RecordingJSON.Malformed) -> ([StateChange]?, ArraySlice<UInt8>?)
-    ) throws(RecordingJSON.Malformed) -> RecordedAction? {
+    /// An entry line's sequence number, action and failure, from its fields (its changes are the caller's).
+    private static func recordedOutcome(_ fields: RecordedJSON) throws(RecordingJSON.Malformed) -> RecordedAction? {
         guard let actionJSON = fields["action"] else { return nil }
         guard case .integer(let sequence)? = fields["seq"], sequence > 0 else { throw RecordingJSON.Malformed(description: "no \"seq\"") }
         let action = try RecordingJSON.decode(actionJSON)
-        if case .object(let failure)? = fields["failure"] {
-            guard case .string(let message)? = failure["message"] else { throw RecordingJSON.Malformed(description: "a failure without a message") }
-            return RecordedAction(sequence: UInt64(sequence), action: action, changes: nil, failure: message)
+        guard case .object(let failure)? = fields["failure"] else {
+            return RecordedAction(sequence: UInt64(sequence), action: action, changes: nil, failure: nil)
         }
-        let (list, json) = try changes()
-        return RecordedAction(sequence: UInt64(sequence), action: action, changes: list, failure: nil, changesJSON: json)
+        guard case .string(let message)? = failure["message"] else { throw RecordingJSON.Malformed(description: "a failure without a message") }
+        return RecordedAction(sequence: UInt64(sequence), action: action, changes: nil, failure: message)
     }
 
     /// The changes a line's `changes` list holds (`[[path…], value]`, or `[[path…]]` for a removal).
