@@ -75,8 +75,7 @@ extension Scenarios {
     /// with a note, where it is not installed), for a templating / trimming / url-encoding script and a JSON
     /// encoder and decoder in plain Lua round-tripping a ≈ 1.2 MB document.
     func stringScripts() async throws -> [Scenario] {
-        let stock = ["/usr/bin/lua5.4", "/usr/local/bin/lua5.4"].first { FileManager.default.isExecutableFile(atPath: $0) }
-        guard let stock else {
+        guard let stock = Self.stockLua else {
             FileHandle.standardError.write(Data("bench: lua5.4 is not installed; the whole-script rows are left out\n".utf8))
             return []
         }
@@ -107,6 +106,29 @@ extension Scenarios {
                                  goal: "≤ 1.2", pass: times.ratio <= 1.2))
         }
         return rows
+    }
+}
+
+extension Scenarios {
+    /// Debian's stock interpreter, when installed.
+    static var stockLua: String? {
+        ["/usr/bin/lua5.4", "/usr/local/bin/lua5.4"].first { FileManager.default.isExecutableFile(atPath: $0) }
+    }
+
+    /// What `executable arguments…` printed; an error unless it exits with 0.
+    static func output(of executable: String, _ arguments: [String]) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw BenchFailure("\(executable) \(arguments.joined(separator: " ")) exited with \(process.terminationStatus)")
+        }
+        return String(decoding: data, as: UTF8.self)
     }
 }
 
