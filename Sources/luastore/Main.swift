@@ -12,6 +12,9 @@ struct LuaStoreCommand: AsyncParsableCommand {
 
     /// Parses and runs; usage errors exit with status 2 (not ArgumentParser's 64).
     static func main() async {
+        // A write past the file-size limit (`ulimit -f`) fails with EFBIG, said in words, rather than killing the
+        // process mid-file.
+        signal(SIGXFSZ, SIG_IGN)
         do {
             var command = try parseAsRoot()
             if var asyncCommand = command as? AsyncParsableCommand {

@@ -76,9 +76,10 @@ struct Run: AsyncParsableCommand {
         let folder = URL(fileURLWithPath: appDirectory)
         let failures = Protected(0)
         let lines = DispatchedLines()
+        try refuseOutputsOverInputs(folder)
         let recorder: SessionRecorder?
         do {
-            recorder = try record.map { path throws(OutputFailure) in SessionRecorder(file: try OutputFile(path: path)) }
+            recorder = try record.map { path throws(OutputFailure) in SessionRecorder(file: try OutputFile(path: path, mode: .stream)) }
         } catch {
             Console.error("cannot write the recording to \(error)")
             throw ExitCode.unusable
@@ -102,6 +103,7 @@ struct Run: AsyncParsableCommand {
         options.urlPolicy.allowedHosts.formUnion(allowedHosts)
         options.limits.timeBudget = .microseconds(Int64(timeBudget * 1000))
         options.storageFolder = URL(fileURLWithPath: data ?? (appDirectory + "/.data"))
+        options.protectedFiles = [actions, stateOut, record].compactMap { $0 }.filter { $0 != "-" }
         let devtoolsJournal = devtools.map { _ in DevtoolsJournal(capacity: devtoolsKeep) }
         options.recorder = recorder
         if let devtoolsJournal {
@@ -115,7 +117,7 @@ struct Run: AsyncParsableCommand {
             store = try await ScriptedStore(app: folder, options: options)
         } catch {
             Console.error("cannot load \(appDirectory): \(error.error) (\(error.stage.rawValue))")
-            _ = recorder?.file.close()
+            recorder?.file.discard()
             throw ExitCode.unusable
         }
         if let recorder {
@@ -154,6 +156,7 @@ struct Run: AsyncParsableCommand {
             } catch {
                 Console.error("cannot serve the devtools on \(devtoolsHost):\(port): \(error)")
                 store.shutdown()
+                recorder?.file.discard()
                 throw ExitCode.unusable
             }
         }
@@ -178,6 +181,7 @@ struct Run: AsyncParsableCommand {
             } catch {
                 Console.error("cannot read actions from \(actions ?? "-"): \(error.reason)")
                 store.shutdown()
+                recorder?.file.discard()
                 throw ExitCode.unusable
             }
             await run(store, input: input, lines: lines, failures: failures)
@@ -201,7 +205,7 @@ struct Run: AsyncParsableCommand {
             do {
                 let state = try await store.state()
                 let text = try JSONText.encode(state, root: "state")
-                let file = try OutputFile(path: stateOut)
+                let file = try OutputFile(path: stateOut, mode: .whole)
                 file.append { text }
                 if let failure = file.close() { throw failure }
             } catch let failure as OutputFailure {
@@ -221,6 +225,29 @@ struct Run: AsyncParsableCommand {
 }
 
 extension Run {
+    /// Refuses, before anything is opened for writing, an output (`--record`, `--state-out`) that is the same file
+    /// as an input (`--actions` or standard input, the app's scripts) or as the other output — through links too.
+    private func refuseOutputsOverInputs(_ folder: URL) throws {
+        var inputs: [(name: String, identity: FileIdentity)] = []
+        if let actions, actions != "-" {
+            if let identity = FileIdentity(path: actions) { inputs.append(("--actions \(actions)", identity)) }
+        } else if let identity = FileIdentity(descriptor: STDIN_FILENO) {
+            inputs.append(("standard input", identity))
+        }
+        for (path, identity) in FileIdentity.scripts(in: folder) { inputs.append(("the app's script \(path)", identity)) }
+        var outputs: [(name: String, location: String)] = []
+        for (option, path) in [("--record", record), ("--state-out", stateOut)] {
+            guard let path else { continue }
+            let same = FileIdentity(path: path).flatMap { identity in inputs.first { $0.identity == identity }?.name }
+                ?? outputs.first { $0.location == FileIdentity.location(of: path) }?.name
+            if let same {
+                Console.error("\(option) \(path) is the same file as \(same): refusing to write over it (nothing was written)")
+                throw ExitCode.unusable
+            }
+            outputs.append(("\(option) \(path)", FileIdentity.location(of: path)))
+        }
+    }
+
     /// Dispatches the actions of `input` as they come, without waiting for each to be reduced: the store takes
     /// them in order, and `lines` names the line of any that fails. Malformed lines are reported in their place
     /// (after every earlier line's failures). Standard output is kept in blocks while input is at hand, and written

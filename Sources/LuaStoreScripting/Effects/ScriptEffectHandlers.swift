@@ -11,7 +11,8 @@ enum ScriptEffectHandlers {
         }
     }
 
-    static func interpreter(runner: URLEffectRunner, storage: URL?, log: @escaping @Sendable (String) -> Void)
+    static func interpreter(runner: URLEffectRunner, storage: URL?, protecting inputs: [FileIdentity: String] = [:],
+                            log: @escaping @Sendable (String) -> Void)
         -> EffectInterpreter<ScriptEffect, ScriptState, LuaValue> {
         let saves = SaveOrder()
         return EffectInterpreter<ScriptEffect, ScriptState, LuaValue>()
@@ -35,12 +36,19 @@ enum ScriptEffectHandlers {
                 try saves.write(key: key, sequence: effect.sequence) {
                     try StorageFailure.words(.save, key) {
                         let file = try storageFile(storage, key: key, creatingFolder: value != .nil)
+                        if let identity = FileIdentity(path: file.path), let input = inputs[identity] {
+                            throw StorageFailure.Reason("\(file.path) is the same file as \(input), an input of this run; nothing was written")
+                        }
                         if value == .nil {
                             if unlink(file.path) != 0 && errno != ENOENT { throw StorageFailure.System(code: errno, path: file.path) }
                         } else {
                             let encoder = JSONEncoder()
                             encoder.outputFormatting = [.sortedKeys]
-                            try encoder.encode(value).write(to: file, options: .atomic)
+                            do {
+                                try OutputFile.write(Array(try encoder.encode(value)), to: file.path)
+                            } catch let failure as OutputFailure {
+                                throw StorageFailure.Reason(failure.description)
+                            }
                         }
                     }
                 }

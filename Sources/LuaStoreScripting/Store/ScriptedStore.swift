@@ -17,6 +17,9 @@ public struct ScriptedStoreOptions: Sendable {
     public var failures: @Sendable (ScriptFailure) -> Void
     /// Where `luastore.save` and `luastore.load` keep their data (one JSON file per key); `nil` makes them fail.
     public var storageFolder: URL?
+    /// Files a `save` must never replace — the inputs of a run (its actions file); a save whose file is one of them
+    /// (the same file, through links too) fails in words. The app's own scripts are always protected.
+    public var protectedFiles: [String] = []
     /// Whether effects are performed. `false` (for replays) drops every command and subscription unperformed.
     public var performsEffects: Bool = true
     /// How many committed journal entries the history keeps for time travel (`ScriptedStore.jump(to:)`); 0 (the
@@ -98,7 +101,8 @@ public final class ScriptedStore: Sendable {
             })
         let effects = options.performsEffects
             ? ScriptEffectHandlers.interpreter(
-                runner: URLEffectRunner(policy: options.urlPolicy), storage: options.storageFolder, log: options.log)
+                runner: URLEffectRunner(policy: options.urlPolicy), storage: options.storageFolder,
+                protecting: Self.protectedFiles(app: folder, options.protectedFiles), log: options.log)
             : ScriptEffectHandlers.inert
         root = RootStore(
             initialState: ScriptState(), reducer: ScriptReducer(engine: engine), effects: effects,
@@ -112,6 +116,14 @@ public final class ScriptedStore: Sendable {
     deinit {
         watcher.withLock { $0?.end() }
         root.shutdown()
+    }
+
+    /// The files saves must not replace, by identity, with the names to say.
+    private static func protectedFiles(app folder: URL, _ paths: [String]) -> [FileIdentity: String] {
+        var files: [FileIdentity: String] = [:]
+        for (path, identity) in FileIdentity.scripts(in: folder) { files[identity] = path }
+        for path in paths { if let identity = FileIdentity(path: path) { files[identity] = path } }
+        return files
     }
 
     private static func scriptFailure(_ failure: StoreFailure<ScriptState, LuaValue>) -> ScriptFailure {

@@ -1,0 +1,54 @@
+import Foundation
+
+/// What makes two paths the same file: its device and inode (shared by hard links, reached through symbolic
+/// links). An output that is the same file as an input is refused before anything is written.
+public struct FileIdentity: Hashable, Sendable {
+    public let device: UInt64
+    public let inode: UInt64
+
+    /// The file at `path` (through links); nil when nothing is there.
+    public init?(path: String) {
+        var status = stat()
+        guard stat(path, &status) == 0 else { return nil }
+        self.init(status)
+    }
+
+    /// The file open as `descriptor` (standard input, say).
+    public init?(descriptor: Int32) {
+        var status = stat()
+        guard fstat(descriptor, &status) == 0 else { return nil }
+        self.init(status)
+    }
+
+    private init(_ status: stat) {
+        device = UInt64(status.st_dev)
+        inode = UInt64(status.st_ino)
+    }
+
+    /// Where a path leads, whether or not a file is there yet: its folder's real path (links resolved) and its
+    /// name; for an existing file, the file's real path. Two outputs with the same location are one file.
+    public static func location(of path: String) -> String {
+        if let real = realpath(path, nil) {
+            defer { free(real) }
+            return String(cString: real)
+        }
+        let url = URL(fileURLWithPath: path)
+        let folder = url.deletingLastPathComponent().path
+        guard let real = realpath(folder, nil) else { return url.standardizedFileURL.path }
+        defer { free(real) }
+        return String(cString: real) + "/" + url.lastPathComponent
+    }
+
+    /// The Lua files of an app folder, and its manifest if any (what a run reads its app from).
+    public static func scripts(in folder: URL) -> [(path: String, identity: FileIdentity)] {
+        guard let walker = FileManager.default.enumerator(at: folder, includingPropertiesForKeys: nil, options: [.skipsHiddenFiles]) else {
+            return []
+        }
+        var found: [(path: String, identity: FileIdentity)] = []
+        while let file = walker.nextObject() as? URL {
+            guard file.pathExtension == "lua" || file.lastPathComponent == "luastore.json" else { continue }
+            if let identity = FileIdentity(path: file.path) { found.append((file.path, identity)) }
+        }
+        return found
+    }
+}

@@ -1,0 +1,121 @@
+import Foundation
+import LuaStoreTestSupport
+import Testing
+
+/// Outputs never destroy inputs, and a write cut short leaves what was there before (issue: "Nothing lost").
+@Suite struct NothingLostTests {
+    static let growing = """
+    local luastore = require("luastore")
+    local app = {}
+    function app.init() return { items = {} } end
+    function app.reduce(state, action)
+      if action.type == "grow" then
+        for i = 1, 200 do state.items[#state.items + 1] = "item number " .. i end
+      elseif action.type == "keep" then
+        return nil, { luastore.save(action.key, { items = state.items }) }
+      end
+    end
+    function app.props(state) return { n = #state.items } end
+    return app
+    """
+
+    /// Runs the built `luastore` under a file-size limit of 1 KiB (`ulimit -f 1`).
+    static func runLimited(_ arguments: [String], input: String = "") async throws -> ChildProcessResult {
+        try await runChildProcess(URL(fileURLWithPath: "/bin/sh"), ["-c", #"ulimit -f 1; exec "$0" "$@""#, CLI.binary.path] + arguments,
+                                  input: input, directory: CLI.packageRoot)
+    }
+
+    @Test func anOutputThatIsAnInputIsRefusedBeforeAnythingIsWritten() async throws {
+        let folder = try CLI.makeApp(Self.growing)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let actions = folder.appendingPathComponent("a.jsonl")
+        let text = "{\"type\":\"grow\"}\n{\"type\":\"grow\"}\n"
+        try Data(text.utf8).write(to: actions)
+        let link = folder.appendingPathComponent("link.jsonl")
+        try FileManager.default.createSymbolicLink(at: link, withDestinationURL: actions)
+        let hard = folder.appendingPathComponent("hard.jsonl")
+        try FileManager.default.linkItem(at: actions, to: hard)
+
+        for (option, path, said) in [
+            ("--record", actions.path, "--record \(actions.path) is the same file as --actions \(actions.path)"),
+            ("--state-out", link.path, "--state-out \(link.path) is the same file as --actions \(actions.path)"),
+            ("--record", hard.path, "--record \(hard.path) is the same file as --actions \(actions.path)"),
+            ("--state-out", folder.appendingPathComponent("app.lua").path, "is the same file as the app's script"),
+        ] {
+            let run = try await CLI.run(["run", folder.path, "--actions", actions.path, option, path, "--format", "json"])
+            #expect(run.status == 2, "\(option) \(path)")
+            #expect(run.errors.contains(said), "\(run.errors)")
+            #expect(run.output.isEmpty)
+            #expect(try String(contentsOf: actions, encoding: .utf8) == text)
+        }
+        #expect(try String(contentsOf: folder.appendingPathComponent("app.lua"), encoding: .utf8) == Self.growing)
+        let both = try await CLI.run(["run", folder.path, "--actions", actions.path, "--record", "out.json", "--state-out", "out.json"])
+        #expect(both.status == 2)
+        #expect(both.errors.contains("--state-out out.json is the same file as --record out.json"), "\(both.errors)")
+    }
+
+    @Test func aStateWriteCutShortKeepsTheOldFile() async throws {
+        let folder = try CLI.makeApp(Self.growing)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let stateOut = folder.appendingPathComponent("state.json")
+        try Data(#"{"old":1}"#.utf8).write(to: stateOut)
+        let run = try await Self.runLimited(["run", folder.path, "--format", "json", "--state-out", stateOut.path], input: "{\"type\":\"grow\"}\n")
+        #expect(run.status == 1)
+        #expect(run.errors.contains("cannot write the state to \(stateOut.path): file too large"), "\(run.errors)")
+        #expect(try String(contentsOf: stateOut, encoding: .utf8) == #"{"old":1}"#)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted() == ["app.lua", "state.json"])
+
+        let fits = try await CLI.run(["run", folder.path, "--format", "json", "--state-out", stateOut.path], input: "{\"type\":\"grow\"}\n")
+        #expect(fits.status == 0, "\(fits.errors)")
+        #expect(try String(contentsOf: stateOut, encoding: .utf8).hasPrefix(#"{"items":["item number 1","#))
+    }
+
+    @Test func aRecordingCutShortKeepsTheOldRecording() async throws {
+        let folder = try CLI.makeApp(Self.growing)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let recording = folder.appendingPathComponent("session.jsonl")
+        try Data("old recording\n".utf8).write(to: recording)
+        let run = try await Self.runLimited(["run", folder.path, "--format", "json", "--record", recording.path], input: "{\"type\":\"grow\"}\n")
+        #expect(run.status == 1)
+        #expect(run.errors.contains("cannot write the recording to \(recording.path): file too large"), "\(run.errors)")
+        #expect(try String(contentsOf: recording, encoding: .utf8) == "old recording\n")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted() == ["app.lua", "session.jsonl"])
+    }
+
+    /// A save that cannot be written says which key and which file, in words; the file it replaces stays whole.
+    @Test func saveFailuresAreSaidInWordsAndKeepTheOldFile() async throws {
+        let folder = try CLI.makeApp(Self.growing)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let data = folder.appendingPathComponent(".data")
+        try FileManager.default.createDirectory(at: data.appendingPathComponent("dir.json"), withIntermediateDirectories: true)
+        try Data(#"{"old":1}"#.utf8).write(to: data.appendingPathComponent("big.json"))
+        let input = """
+        {"type":"grow"}
+        {"type":"keep","key":"dir"}
+        {"type":"keep","key":"big"}
+
+        """
+        let run = try await Self.runLimited(["run", folder.path, "--format", "json"], input: input)
+        #expect(run.status == 1)
+        #expect(run.errors.contains(#"save "dir" failed: \#(data.path)/dir.json: is a directory"#), "\(run.errors)")
+        #expect(run.errors.contains(#"save "big" failed: \#(data.path)/big.json: file too large"#), "\(run.errors)")
+        #expect(!run.errors.contains("NSCocoaErrorDomain"))
+        #expect(try String(contentsOf: data.appendingPathComponent("big.json"), encoding: .utf8) == #"{"old":1}"#)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: data.path).sorted() == ["big.json", "dir.json"])
+    }
+
+    /// A save aimed at the run's own actions file is refused: the input stays as it was.
+    @Test func aSaveNeverReplacesTheActionsFile() async throws {
+        let folder = try CLI.makeApp(Self.growing)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let data = folder.appendingPathComponent(".data")
+        try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
+        let actions = data.appendingPathComponent("input.json")
+        let text = "{\"type\":\"grow\"}\n{\"type\":\"keep\",\"key\":\"input\"}\n"
+        try Data(text.utf8).write(to: actions)
+        let run = try await CLI.run(["run", folder.path, "--format", "json", "--actions", actions.path])
+        #expect(run.status == 1)
+        #expect(run.errors.contains(#"save "input" failed: \#(actions.path) is the same file as \#(actions.path), an input of this run"#), "\(run.errors)")
+        #expect(try String(contentsOf: actions, encoding: .utf8) == text)
+    }
+}
