@@ -1030,6 +1030,19 @@ local function evaluate(id, ...)
   return unwrap(value)
 end
 
+-- Ends the run of reader `id` that raised: what it read before the error is what its outcome depended on, so
+-- that is its record now (a reader failing on its first run would otherwise depend on nothing and never run
+-- again: props failing on the initial state would silence every later state's props).
+local function endFailedRead(id)
+  local reader = readers[id]
+  if reader ~= nil and B.mode() == READ then
+    local recorded, count = B.endread(reader.count)
+    if recorded ~= nil then index(reader, id, recorded, count) end
+  end
+  B.setmode(CLOSED)
+  reads = false
+end
+
 function M.register(id, fn, child)
   local old = readers[id]
   readers[id] = { fn = fn, child = child, reads = old and old.reads, count = old and old.count }
@@ -1056,7 +1069,10 @@ function M.path(...)
 end
 
 function M.evaluate(id, ...)
-  return evaluate(id, ...)
+  local ok, value = pcall(evaluate, id, ...)
+  if ok then return value end
+  endFailedRead(id)
+  error(value, 0)
 end
 
 -- The subscriptions function, run only when its inputs changed; returns nil when they did not.
@@ -1122,8 +1138,7 @@ function evaluateDue()
         values[count], failed[count] = value, false
         if lastHeldState then holdsState = true end
       else
-        B.setmode(CLOSED)
-        reads = false
+        endFailedRead(id)
         values[count], failed[count] = tostring(value), true
       end
     end
