@@ -10,6 +10,7 @@ extension Scenarios {
         let folder = try app("list\(items)", Self.listApp(items: items))
         var options = self.options
         let path = workspace.appendingPathComponent("session-\(items).jsonl").path
+        try? FileManager.default.removeItem(atPath: path) // (a new recording fills its file as it goes)
         let recorder = record ? SessionRecorder(file: try OutputFile(path: path)) : nil
         options.recorder = recorder
         let store = try await ScriptedStore(app: folder, options: options)

@@ -24,4 +24,71 @@ import Testing
         #expect(run.errors.contains("props failed: app.lua:5: no props at 0"), "\(run.errors)")
         #expect(run.errors.contains("props failed: app.lua:5: no props at 2"), "\(run.errors)")
     }
+
+    /// A state may nest tables 200 levels deep, as deep as it converts: a write that would go deeper is refused
+    /// at the script's line, naming the depth, and the state stays one that saves, records and replays.
+    @Test func aStateTooDeepToSaveIsRefusedAtTheWrite() async throws {
+        let app = try CLI.makeApp("""
+            local app = {}
+            function app.init() return { root = {} } end
+            function app.reduce(state, action)
+              local t = state.root
+              while t.next do t = t.next end
+              t.next = {}
+            end
+            function app.props(state) return {} end
+            return app
+            """)
+        defer { try? FileManager.default.removeItem(at: app) }
+        let stateOut = app.appendingPathComponent("state.json").path
+        let recording = app.appendingPathComponent("session.jsonl").path
+        let run = try await CLI.run(["run", app.path, "--format", "json", "--state-out", stateOut, "--record", recording],
+                                    input: String(repeating: "{\"type\":\"deepen\"}\n", count: 200))
+        #expect(run.status == 1)
+        let errors = run.errors.split(separator: "\n")
+        #expect(errors.count == 2, "\(run.errors.prefix(2000))")
+        #expect(errors.first?.hasPrefix("luastore: reduce failed: app.lua:6: state.root.next.next") == true)
+        #expect(errors.first?.contains("more keys)…") == true)
+        #expect(errors.first?.hasSuffix("tables in the state nest at most 200 levels deep (this would be level 201; what is deeper could not be saved, recorded or shown) (line 199)") == true)
+        let state = try String(contentsOfFile: stateOut, encoding: .utf8)
+        #expect(state.components(separatedBy: "{").count - 1 == 200)
+        let replay = try await CLI.run(["replay", app.path, recording])
+        #expect(replay.status == 0, "\(replay.errors)")
+        #expect(replay.output == "replayed 200 actions: every change matches the recording\n")
+    }
+
+    /// Values far too deep to convert — stored, returned as commands or props — and Lua's own refusals are the
+    /// script's failures in words, never a stack overflow reported at the host's files.
+    @Test func errorsAScriptCausesNameTheScript() async throws {
+        let app = try CLI.makeApp("""
+            local app = {}
+            local function chain(n) local top = {} local t = top for i = 1, n do local x = {} t.next = x t = x end return top end
+            function app.init() return { count = 0 } end
+            function app.reduce(state, action)
+              state.count = state.count + 1
+              if action.type == "store" then state.deep = chain(200000) end
+              if action.type == "command" then return nil, { chain(200000) } end
+              if action.type == "metatable" then setmetatable(state, {}) end
+              if action.type == "rawset" then rawset(state, "x", 1) end
+            end
+            function app.props(state)
+              if state.count == 1 then return { deep = chain(200000) } end
+              return { count = state.count }
+            end
+            return app
+            """)
+        defer { try? FileManager.default.removeItem(at: app) }
+        let input = ["store", "command", "metatable", "rawset", "props"].map { "{\"type\":\"\($0)\"}\n" }.joined()
+        let run = try await CLI.run(["run", app.path, "--format", "json", "--time-budget-ms", "20000"], input: input)
+        #expect(run.status == 1)
+        #expect(!run.errors.contains("host:"), "\(run.errors)")
+        #expect(!run.errors.contains("stack overflow"), "\(run.errors)")
+        let errors = run.errors.split(separator: "\n").map(String.init)
+        #expect(errors.count == 5, "\(errors)")
+        #expect(errors.first { $0.contains("(line 1)") }?.contains("reduce failed: app.lua:6: state.deep.next") == true)
+        #expect(errors.contains("luastore: reduce failed: the commands: tables nested deeper than 200 levels (line 2)"))
+        #expect(errors.contains("luastore: reduce failed: app.lua:8: cannot change a protected metatable (line 3)"))
+        #expect(errors.contains { $0.hasPrefix("luastore: reduce failed: app.lua:9: rawset:") && $0.hasSuffix("(line 4)") })
+        #expect(errors.contains { $0.hasPrefix("luastore: props failed: ") && $0.contains("tables nested deeper than 200 levels") })
+    }
 }

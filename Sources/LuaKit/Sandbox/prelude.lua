@@ -14,7 +14,7 @@ local host = ...
 local type, error, select, next, ipairs, pairs = type, error, select, next, ipairs, pairs
 local rawget, rawequal, rawlen, tonumber, assert = rawget, rawequal, rawlen, tonumber, assert
 local real_rawset, real_setmetatable, real_getmetatable = rawset, setmetatable, getmetatable
-local real_load, real_collectgarbage = load, collectgarbage
+local real_load, real_collectgarbage, real_pcall = load, collectgarbage, pcall
 local string, table, math, utf8 = string, table, math, utf8
 local reference_strings = {
   find = string.find, match = string.match, gmatch = string.gmatch, gsub = string.gsub, format = string.format,
@@ -88,6 +88,11 @@ local function sandbox_rawset(t, key, value)
     error("rawset: this table can be changed only by assignment (it is a " .. tostring(marker) .. ")", 2)
   end
   if key == "__gc" or key == "__mode" then error("rawset: '" .. key .. "' fields are not available to scripts", 2) end
+  if type(t) ~= "table" or key == nil or key ~= key then
+    local ok, result = real_pcall(real_rawset, t, key, value) -- Lua's own refusals, named at the script's line
+    if not ok then error(result, 2) end
+    return result
+  end
   return real_rawset(t, key, value)
 end
 
@@ -100,6 +105,12 @@ local function sandbox_setmetatable(t, metatable)
     if rawget(metatable, "__mode") ~= nil then
       error("setmetatable: weak tables ('__mode') are not available to scripts", 2)
     end
+  end
+  if type(t) ~= "table" or real_getmetatable(t) ~= nil or (metatable ~= nil and type(metatable) ~= "table") then
+    -- Lua's own refusals (not a table, a protected metatable), named at the script's line rather than this file's
+    local ok, result = real_pcall(real_setmetatable, t, metatable)
+    if not ok then error(result, 2) end
+    return result
   end
   return real_setmetatable(t, metatable)
 end

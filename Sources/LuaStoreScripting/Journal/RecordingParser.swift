@@ -13,6 +13,10 @@ public indirect enum RecordedJSON: Sendable, Equatable {
     case array([RecordedJSON])
     case object([String: RecordedJSON])
 
+    /// How deep a line's JSON may nest: a state's tables nest at most `LuaLimits.conversionDepth` (200) levels,
+    /// and a line holds them at most three levels down (a change's value: the line, its changes, the change).
+    public static let maximumDepth = 203
+
     /// Parses one JSON text (a line of a recording).
     public init(parsing text: Substring) throws(RecordingJSON.Malformed) {
         try self.init(parsing: Array(text.utf8))
@@ -81,7 +85,7 @@ public indirect enum RecordedJSON: Sendable, Equatable {
         }
 
         mutating func value(depth: Int) throws(RecordingJSON.Malformed) -> RecordedJSON {
-            guard depth < 200 else { throw fail("nested deeper than 200 levels") }
+            guard depth < RecordedJSON.maximumDepth else { throw fail("nested deeper than \(RecordedJSON.maximumDepth) levels") }
             guard position < bytes.count else { throw fail("the text ends where a value should be") }
             switch bytes[position] {
             case UInt8(ascii: "n"): return try expect("null", .null)
@@ -182,7 +186,7 @@ public indirect enum RecordedJSON: Sendable, Equatable {
         /// Moves past the value at `position` without making it: its text is checked for the brackets, quotes and
         /// escapes that bound it (what it means is read if it is parsed later).
         mutating func skipValue(depth: Int) throws(RecordingJSON.Malformed) {
-            guard depth < 200 else { throw fail("nested deeper than 200 levels") }
+            guard depth < RecordedJSON.maximumDepth else { throw fail("nested deeper than \(RecordedJSON.maximumDepth) levels") }
             guard position < bytes.count else { throw fail("the text ends where a value should be") }
             let opening = bytes[position]
             guard opening == UInt8(ascii: "[") || opening == UInt8(ascii: "{") else {

@@ -66,7 +66,7 @@ enum StateRuntime {
     /// [-0, +0] Runs the chunk in `vm` (trusted) and returns its module table.
     static func loadModule(into vm: LuaVM) throws(LuaError) -> LuaReference {
         let chunk = try vm.loadTrusted(EmbeddedLua.stateRuntime.source, chunkName: chunkName)
-        guard let module = try vm.callForReferences(chunk, arguments: [.value(.string(metatableMarker))]).first ?? nil else {
+        guard let module = try vm.callForReferences(chunk, arguments: [.value(.string(metatableMarker)), .value(.integer(Int64(vm.limits.conversionDepth)))]).first ?? nil else {
             throw LuaError(.runtime, "the state runtime did not load")
         }
         return module

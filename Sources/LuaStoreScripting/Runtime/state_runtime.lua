@@ -13,9 +13,10 @@
 -- through ("History").
 --
 -- Receives: the proxies' `__metatable` marker (StateRuntime.metatableMarker, which the sandbox's `rawset`
--- refuses). Returns: the module `M`, whose functions StateRuntime.Function names.
+-- refuses) and how deep the state's tables may nest (LuaLimits.conversionDepth: what converts, saves and
+-- records). Returns: the module `M`, whose functions StateRuntime.Function names.
 
-local MARKER = ...
+local MARKER, STATE_DEPTH = ...
 local rawget, rawset, rawlen, next, type, setmetatable, getmetatable, error, pcall =
   rawget, rawset, rawlen, next, type, setmetatable, getmetatable, error, pcall
 local select, tostring = select, tostring
@@ -131,8 +132,9 @@ local function stale(level)
   error("a state table kept from an earlier call was used: state tables can be used only during the call that received them", level + 1)
 end
 
--- Strips proxies out of a value about to be returned (props, commands): the host converts real tables.
-local function unwrap(value)
+-- Strips proxies out of a value about to be returned (props, commands): the host converts real tables. `what`
+-- names the value in the error for one nested deeper than anything converts.
+local function unwrap(value, what)
   if not istable(value) then return value end
   local real = targets[value]
   if real ~= nil then return real end
@@ -143,17 +145,18 @@ local function unwrap(value)
   end
   if flat then return value end
   local seen = {}
-  local function strip(t)
+  local function strip(t, depth)
     if seen[t] then return end
+    if depth >= STATE_DEPTH then error(what .. ": tables nested deeper than " .. STATE_DEPTH .. " levels", 0) end
     seen[t] = true
     for key, item in next, t do
       if istable(item) then
         local inner = targets[item]
-        if inner ~= nil then rawset(t, key, inner) else strip(item) end
+        if inner ~= nil then rawset(t, key, inner) else strip(item, depth + 1) end
       end
     end
   end
-  strip(value)
+  strip(value, 1)
   return value
 end
 
@@ -181,6 +184,17 @@ local function same(a, b)
   return kind == "integer" or a ~= 0 or 1 / a == 1 / b
 end
 local MAX_DEPTH = 1000 -- deeper than any state converts: only a cycle in the records goes further
+
+-- The level of the real table `t` in its state, from the records: a root is 1 (`holder` and `children`, which
+-- hold the roots, are 0). Costs the depth of `t`.
+local function levelOf(t)
+  local level = 0
+  while t ~= nil and t ~= holder and t ~= children and level <= MAX_DEPTH do
+    level = level + 1
+    t = parents[t]
+  end
+  return level
+end
 
 -- Whether the real table `t` is in a state now: each recorded link up to a root still holds it.
 local function attached(t)
@@ -222,6 +236,9 @@ local function describe(t, key)
     t = parent
   end
   table.insert(parts, 1, parents[t] == children and "the child store's state" or "state")
+  if #parts > 16 then -- a message names a deep place by its ends
+    return table.concat(parts, "", 1, 8) .. "…(" .. (#parts - 16) .. " more keys)…" .. table.concat(parts, "", #parts - 7)
+  end
   return table.concat(parts)
 end
 
@@ -252,6 +269,11 @@ local function badValue(value, t, key)
   return describe(t, key) .. ": a " .. kind .. " cannot be stored in the state (" .. DATA .. ")"
 end
 
+local function tooDeep(t, key, level)
+  return describe(t, key) .. ": tables in the state nest at most " .. STATE_DEPTH .. " levels deep (this would be level "
+    .. level .. "; what is deeper could not be saved, recorded or shown)"
+end
+
 local function badTable(item, t, key)
   if getmetatable(item) == MARKER then
     return "a state table kept from an earlier call was used: state tables can be used only during the call that received them"
@@ -271,9 +293,11 @@ local function prepare(value, real, key)
   end
   if getmetatable(value) ~= nil then return value, nil, badTable(value, real, key) end
   local moves, seen, failure = nil, { [value] = true }, nil
+  local level = levelOf(real) + 1
+  if level > STATE_DEPTH then return value, nil, tooDeep(real, key, level) end
   parents[value], parentKeys[value] = real, key
   placed = placed + 1
-  local function walk(t)
+  local function walk(t, level)
     for k, item in next, t do
       failure = badKey(k, t)
       if failure then return end
@@ -291,11 +315,13 @@ local function prepare(value, real, key)
           moves[#moves + 1], moves[#moves + 2], moves[#moves + 3] = item, t, k
         elseif getmetatable(item) ~= nil then
           failure = badTable(item, t, k)
+        elseif level >= STATE_DEPTH then
+          failure = tooDeep(t, k, level + 1)
         else
           seen[item] = true
           parents[item], parentKeys[item] = t, k
           placed = placed + 1
-          walk(item)
+          walk(item, level + 1)
         end
       else
         failure = badValue(item, t, k)
@@ -303,7 +329,7 @@ local function prepare(value, real, key)
       if failure then return end
     end
   end
-  walk(value)
+  walk(value, level)
   return value, moves, failure
 end
 
@@ -328,6 +354,14 @@ local function recordMoves(moves)
   B.setmoved()
 end
 
+-- Whether tables inside `t` nest more than `room` levels below it.
+local function nestsDeeper(t, room)
+  for _, item in next, t do
+    if istable(item) and (room <= 0 or nestsDeeper(item, room - 1)) then return true end
+  end
+  return false
+end
+
 -- At commit: every table the transaction moved is in one place, and not inside itself; raises otherwise
 -- (the host rolls the transaction back). Costs the moves, times the depth of the state.
 local function settleMoves()
@@ -346,6 +380,12 @@ local function settleMoves()
         error(describe(newParent, newKey) .. ": a table cannot be stored inside itself (the state is a tree)", 0)
       end
       up = parents[up]
+    end
+    -- A table moved deeper than it was: what it holds must still fit (its subtree is walked, only then).
+    local level = depth + 1
+    if level > levelOf(oldParent) + 1 and nestsDeeper(t, STATE_DEPTH - level) then
+      for j = i + 3, count do moved[j] = nil end
+      error(tooDeep(parents[t], parentKeys[t], STATE_DEPTH + 1), 0)
     end
     if oldParent ~= nil and (oldParent ~= parents[t] or oldKey ~= parentKeys[t]) and oldParent[oldKey] == t
         and attached(oldParent) and attached(t) then
@@ -542,7 +582,7 @@ function M.reduceRun(reduce, list, first, last, flushWhenObserved)
   reads = false
   local position, commands, dirty, refused, flushFailure, flushTimedOut = B.run(reduce, list, first, last,
     readers.subscriptions ~= nil, flushWhenObserved and flushInRun or false)
-  if commands ~= nil then commands = unwrap(commands) end
+  if commands ~= nil then commands = unwrap(commands, "the commands") end
   local records, length
   if journalingOn then records, length = B.records() end
   if not flushWhenObserved then return position, commands, dirty, refused, records, length end
@@ -625,7 +665,7 @@ function M.reduceChild(id, reduce, action)
     end
     placeRoot(children, id, result, "the state the child's reduce returned")
   end
-  commands = unwrap(commands)
+  commands = unwrap(commands, "the commands")
   commit()
   return commands
 end
@@ -986,8 +1026,10 @@ end
 -- fresh tables would add an entry to `dependents`, a weak-keyed table, on every evaluation, and weak tables
 -- full of dead keys make every collection slower.) Returns whether the value holds a state table: such a value
 -- changes with the state, so it must be converted before the next action writes.
-local function dependOnResult(value, seen, inState)
+local function dependOnResult(value, seen, inState, depth)
   if not istable(value) then return false end
+  depth = depth or 1
+  if depth > STATE_DEPTH then error("the value returned: tables nested deeper than " .. STATE_DEPTH .. " levels", 0) end
   local real = targets[value]
   if real ~= nil then inState = true else real = value end
   if seen ~= nil then
@@ -1000,7 +1042,7 @@ local function dependOnResult(value, seen, inState)
     if istable(item) then
       -- The cycle guard is made only once there is something to recurse into: a flat result allocates nothing.
       seen = seen or { [real] = true }
-      if dependOnResult(item, seen, inState) then holdsState = true end
+      if dependOnResult(item, seen, inState, depth + 1) then holdsState = true end
     end
   end
   return holdsState
@@ -1027,7 +1069,7 @@ local function evaluate(id, ...)
   reads = false
   if recorded ~= nil then index(reader, id, recorded, count) end
   if flat then return value end
-  return unwrap(value)
+  return unwrap(value, "the value returned")
 end
 
 -- Ends the run of reader `id` that raised: what it read before the error is what its outcome depended on, so
