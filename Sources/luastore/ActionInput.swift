@@ -27,9 +27,10 @@ final class ActionInput: @unchecked Sendable { // (its mutable state is guarded 
     private var waiting: CheckedContinuation<[Line]?, Never>?
     private var stopped = false
 
-    /// Reads `path` (`-` is standard input).
-    static func open(_ path: String) throws(LineReader.Unreadable) -> ActionInput {
-        ActionInput(try LineReader(path: path))
+    /// Reads `path` (`-` is standard input); a line longer than `maximumLineLength` bytes ends the input with
+    /// a failure naming it.
+    static func open(_ path: String, maximumLineLength: Int) throws(LineReader.Unreadable) -> ActionInput {
+        ActionInput(try LineReader(path: path, maximumLength: maximumLineLength))
     }
 
     private init(_ reader: LineReader) {

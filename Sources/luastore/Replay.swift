@@ -32,7 +32,11 @@ struct Replay: AsyncParsableCommand {
     @Option(name: .customLong("time-budget-ms"), help: ArgumentHelp("Milliseconds a script may run per call (init, an action) before it is stopped.", valueName: "ms"))
     var timeBudget: Double = 200
 
+    @Option(name: .customLong("max-line-bytes"), help: ArgumentHelp("The longest recording line read (64 MiB by default); a longer one is an error naming it.", valueName: "bytes"))
+    var maxLineBytes = LineReader.defaultMaximumLength
+
     func validate() throws {
+        guard maxLineBytes >= 1 else { throw ValidationError("--max-line-bytes must be at least 1") }
         guard timeBudget > 0, timeBudget.isFinite else { throw ValidationError("--time-budget-ms must be a number of milliseconds > 0") }
     }
 
@@ -44,7 +48,7 @@ struct Replay: AsyncParsableCommand {
     func run() async throws {
         let lines: LineReader
         do {
-            lines = try LineReader(path: recording)
+            lines = try LineReader(path: recording, maximumLength: maxLineBytes)
         } catch {
             Console.error("cannot read \(recording): \(error.reason)")
             throw ExitCode.unusable

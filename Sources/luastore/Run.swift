@@ -51,6 +51,9 @@ struct Run: AsyncParsableCommand {
     @Option(name: .long, help: "Folder for luastore.save/load data (default: APP_DIR/.data).", completion: .directory)
     var data: String?
 
+    @Option(name: .customLong("max-line-bytes"), help: ArgumentHelp("The longest action line read (64 MiB by default); a longer one ends the input with an error naming it.", valueName: "bytes"))
+    var maxLineBytes = LineReader.defaultMaximumLength
+
     @Option(name: .customLong("time-budget-ms"), help: ArgumentHelp("Milliseconds a script may run per call (init, an action, props) before it is stopped.", valueName: "ms"))
     var timeBudget: Double = 200
 
@@ -66,6 +69,7 @@ struct Run: AsyncParsableCommand {
     func validate() throws {
         guard settleTimeout >= 0, settleTimeout.isFinite else { throw ValidationError("--settle-timeout must be a number of seconds ≥ 0") }
         guard timeBudget > 0, timeBudget.isFinite else { throw ValidationError("--time-budget-ms must be a number of milliseconds > 0") }
+        guard maxLineBytes >= 1 else { throw ValidationError("--max-line-bytes must be at least 1") }
         guard devtoolsKeep >= 1 else { throw ValidationError("--devtools-keep must be at least 1") }
         if devtools == nil, devtoolsHost != "127.0.0.1" || devtoolsKeep != 100_000 {
             throw ValidationError("--devtools-host and --devtools-keep go with --devtools PORT")
@@ -177,7 +181,7 @@ struct Run: AsyncParsableCommand {
         } else {
             let input: ActionInput
             do {
-                input = try ActionInput.open(actions ?? "-")
+                input = try ActionInput.open(actions ?? "-", maximumLineLength: maxLineBytes)
             } catch {
                 Console.error("cannot read actions from \(actions ?? "-"): \(error.reason)")
                 store.shutdown()

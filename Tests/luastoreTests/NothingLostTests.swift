@@ -118,4 +118,20 @@ import Testing
         #expect(run.errors.contains(#"save "input" failed: \#(actions.path) is the same file as \#(actions.path), an input of this run"#), "\(run.errors)")
         #expect(try String(contentsOf: actions, encoding: .utf8) == text)
     }
+
+    /// A line longer than `--max-line-bytes` (64 MiB by default) ends the input with an error naming it: an input
+    /// without line breaks ends instead of growing without bound.
+    @Test func overlongLinesAreRefusedNamingTheLine() async throws {
+        let replay = try await CLI.run(["replay", "samples/counter", "/dev/zero", "--max-line-bytes", "100000"])
+        #expect(replay.status == 2)
+        #expect(replay.errors == "luastore: cannot read /dev/zero: line 1 is longer than 100000 bytes (the limit of --max-line-bytes)\n")
+        let input = "{\"type\":\"increment\"}\n{\"type\":\"increment\",\"pad\":\"\(String(repeating: "a", count: 5000))\"}\n{\"type\":\"increment\"}\n"
+        let run = try await CLI.run(["run", "samples/counter", "--format", "json", "--max-line-bytes", "1000"], input: input)
+        #expect(run.status == 1)
+        #expect(run.outputLines == [#"{"count":0,"label":"0 clicks"}"#, #"{"count":1,"label":"1 click"}"#])
+        #expect(run.errors == "luastore: cannot read actions from standard input: line 2 is longer than 1000 bytes (the limit of --max-line-bytes)\n")
+        let fits = try await CLI.run(["run", "samples/counter", "--format", "json", "--max-line-bytes", "5100"], input: input)
+        #expect(fits.status == 0, "\(fits.errors)")
+        #expect(fits.outputLines.count == 4)
+    }
 }
