@@ -19,6 +19,7 @@ final class DevtoolsAPI: HTTPHandler, Sendable {
     let options: DevtoolsOptions
     let token: String
     private let port = Protected<UInt16>(0)
+    private let address = Protected<(numeric: String, isLoopback: Bool)>(("127.0.0.1", true))
     private let unlocked = Protected(false)
     private let filters = Protected<FilterCache?>(nil)
     private let running: Protected<Source>
@@ -37,20 +38,22 @@ final class DevtoolsAPI: HTTPHandler, Sendable {
         self.live = LiveClients(journal: journal, queue: options.clientQueue)
     }
 
-    func listening(on port: UInt16) {
+    /// Says where the server listens: the port, and the numeric address the host name resolved to.
+    func listening(on port: UInt16, address: String, isLoopback: Bool) {
         self.port.withLock { $0 = port }
+        self.address.withLock { $0 = (address, isLoopback) }
     }
 
     // MARK: Admission
 
-    /// The Host header values that name this server.
+    /// The Host header values that name this server: the host as given, its numeric address, and for a loopback
+    /// address `localhost`, each with the port.
     private var hosts: Set<String> {
         let port = self.port.withLock { $0 }
-        switch options.host {
-        case "127.0.0.1": return ["127.0.0.1:\(port)", "localhost:\(port)"]
-        case "::1": return ["[::1]:\(port)", "localhost:\(port)"]
-        default: return ["\(options.host.contains(":") ? "[\(options.host)]" : options.host):\(port)"]
-        }
+        let (address, isLoopback) = self.address.withLock { $0 }
+        var names: Set<String> = [options.host.lowercased(), address]
+        if isLoopback { names.insert("localhost") }
+        return Set(names.map { name in "\(name.contains(":") ? "[\(name)]" : name):\(port)" })
     }
 
     /// Whether any Host is accepted (listening on every address: the token is the guard).

@@ -37,37 +37,65 @@ public final class DevtoolsServer: Sendable {
     let task: Task<Void, any Error>
 
     /// Starts serving `store`, whose journal `journal` hears (give `journal.hear` to `ScriptedStoreOptions.journal`,
-    /// and keep a history for time travel: `historyEntries`).
+    /// and keep a history for time travel: `historyEntries`). A host name is resolved (`localhost`); an address the
+    /// server cannot listen on fails at once, in words.
     public static func start(store: ScriptedStore, journal: DevtoolsJournal, options: DevtoolsOptions = DevtoolsOptions()) async throws -> DevtoolsServer {
         let token = options.token ?? Self.randomToken()
-        let address: any SocketAddress
-        if options.host.contains(":") {
-            address = try sockaddr_in6.inet6(ip6: options.host, port: options.port)
-        } else {
-            address = try sockaddr_in.inet(ip4: options.host, port: options.port)
-        }
+        let resolved = try ListeningAddress(host: options.host, port: options.port)
         let api = DevtoolsAPI(store: store, journal: journal, options: options, token: token)
-        let server = HTTPServer(address: address, timeout: 60, logger: .disabled, handler: api)
-        let task = Task { try await server.run() }
-        do {
-            try await server.waitUntilListening(timeout: 30)
-        } catch {
-            task.cancel()
-            throw error
+        let server: HTTPServer = switch resolved.address {
+        case .ip4(let address): HTTPServer(address: address, timeout: 60, logger: .disabled, handler: api)
+        case .ip6(let address): HTTPServer(address: address, timeout: 60, logger: .disabled, handler: api)
+        }
+        let failure = Protected<(any Error)?>(nil)
+        let task = Task {
+            do {
+                try await server.run()
+            } catch {
+                failure.withLock { $0 = error }
+                throw error
+            }
+        }
+        // Waits until the server listens — or, at once, until it failed to (an address not on this machine, a port
+        // in use): FlyingFox's own wait would wait its whole timeout.
+        let deadline = ContinuousClock.now + .seconds(30)
+        while !(await server.isListening) {
+            if let error = failure.withLock({ $0 }) {
+                throw DevtoolsFailure("cannot listen on \(resolved.numeric):\(options.port): \(Self.words(error))")
+            }
+            guard ContinuousClock.now < deadline else {
+                task.cancel()
+                throw DevtoolsFailure("the devtools server did not start listening on \(resolved.numeric):\(options.port) within 30 s")
+            }
+            try await Task.sleep(for: .milliseconds(2))
         }
         let port: UInt16
         switch await server.listeningAddress {
         case .ip4(_, let actual)?, .ip6(_, let actual)?: port = actual
         default: throw DevtoolsFailure("the devtools server is not listening on \(options.host)")
         }
-        api.listening(on: port)
+        api.listening(on: port, address: resolved.numeric, isLoopback: resolved.isLoopback)
         let host = options.host.contains(":") ? "[\(options.host)]" : options.host
-        return DevtoolsServer(url: "http://\(host):\(port)/?token=\(token)", port: port, server: server, task: task)
+        return DevtoolsServer(url: "http://\(host):\(port)/?token=\(token)", port: port, address: resolved.numeric,
+                              isLoopback: resolved.isLoopback, server: server, task: task)
     }
 
-    private init(url: String, port: UInt16, server: HTTPServer, task: Task<Void, any Error>) {
+    /// A socket error in words: the system's message ("cannot assign requested address").
+    static func words(_ error: any Error) -> String {
+        if case SocketError.failed(_, let code, _) = error { return OutputFailure.words(code) }
+        return "\(error)"
+    }
+
+    /// The numeric address it listens on (`127.0.0.1` for `localhost`).
+    public let address: String
+    /// Whether only this machine can reach it (a loopback address); otherwise the token is the only guard.
+    public let isLoopback: Bool
+
+    private init(url: String, port: UInt16, address: String, isLoopback: Bool, server: HTTPServer, task: Task<Void, any Error>) {
         self.url = url
         self.port = port
+        self.address = address
+        self.isLoopback = isLoopback
         self.server = server
         self.task = task
     }
@@ -92,4 +120,53 @@ public final class DevtoolsServer: Sendable {
 public struct DevtoolsFailure: Error, CustomStringConvertible {
     public let description: String
     init(_ description: String) { self.description = description }
+}
+
+/// The address to listen on, from a host name or a numeric address (IPv4 or IPv6), resolved by the system.
+struct ListeningAddress {
+    enum Address {
+        case ip4(sockaddr_in)
+        case ip6(sockaddr_in6)
+    }
+
+    let address: Address
+    /// The address as digits (`127.0.0.1`, `::1`).
+    let numeric: String
+    /// Whether it is a loopback address (127.0.0.0/8, ::1).
+    let isLoopback: Bool
+
+    init(host: String, port: UInt16) throws {
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        hints.ai_flags = AI_PASSIVE
+        var found: UnsafeMutablePointer<addrinfo>?
+        let status = getaddrinfo(host, nil, &hints, &found)
+        guard status == 0, let first = found else {
+            let reason = status == EAI_SYSTEM ? OutputFailure.words(errno) : String(cString: gai_strerror(status)).lowercased()
+            throw DevtoolsFailure("cannot listen on '\(host)': the name does not resolve to an address (\(reason))")
+        }
+        defer { freeaddrinfo(found) }
+        // IPv4 first when the name has both (localhost: 127.0.0.1 before ::1).
+        var entry: UnsafeMutablePointer<addrinfo>? = first
+        var chosen = first
+        while let current = entry {
+            if current.pointee.ai_family == AF_INET { chosen = current; break }
+            entry = current.pointee.ai_next
+        }
+        var text = [CChar](repeating: 0, count: Int(NI_MAXHOST))
+        getnameinfo(chosen.pointee.ai_addr, chosen.pointee.ai_addrlen, &text, socklen_t(text.count), nil, 0, NI_NUMERICHOST)
+        numeric = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        if chosen.pointee.ai_family == AF_INET6 {
+            var address = chosen.pointee.ai_addr.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { $0.pointee }
+            address.sin6_port = port.bigEndian
+            self.address = .ip6(address)
+            isLoopback = numeric == "::1"
+        } else {
+            var address = chosen.pointee.ai_addr.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee }
+            address.sin_port = port.bigEndian
+            self.address = .ip4(address)
+            isLoopback = UInt32(bigEndian: address.sin_addr.s_addr) >> 24 == 127
+        }
+    }
 }

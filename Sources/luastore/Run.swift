@@ -155,10 +155,14 @@ struct Run: AsyncParsableCommand {
             settings.port = port
             settings.app = folder.lastPathComponent
             do {
-                server = try await DevtoolsServer.start(store: store, journal: devtoolsJournal, options: settings)
-                Console.error("devtools: \(server!.url)\n", prefixed: false)
+                let started = try await DevtoolsServer.start(store: store, journal: devtoolsJournal, options: settings)
+                server = started
+                if !started.isLoopback {
+                    Console.error("warning: the devtools listen on \(started.address), which other machines may reach: anyone who has the page's address (its token) can read the state and dispatch actions")
+                }
+                Console.error("devtools: \(started.url)\n", prefixed: false)
             } catch {
-                Console.error("cannot serve the devtools on \(devtoolsHost):\(port): \(error)")
+                Console.error("cannot serve the devtools: \(error)")
                 store.shutdown()
                 recorder?.file.discard()
                 throw ExitCode.unusable

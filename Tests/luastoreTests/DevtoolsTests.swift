@@ -46,7 +46,7 @@ import Testing
         }
     }
 
-    static func start(keep: Int = 1000, clientQueue: Int = 64, folder: URL? = nil) async throws -> Session {
+    static func start(keep: Int = 1000, clientQueue: Int = 64, folder: URL? = nil, host: String = "127.0.0.1") async throws -> Session {
         let folder = try folder ?? CLI.makeApp(app)
         let journal = DevtoolsJournal(capacity: keep)
         var options = ScriptedStoreOptions(log: { _ in }, failures: { _ in })
@@ -57,9 +57,16 @@ import Testing
         settings.app = "demo"
         settings.clientQueue = clientQueue
         settings.bodyLimit = 4096
-        let server = try await DevtoolsServer.start(store: store, journal: journal, options: settings)
+        settings.host = host
+        let server: DevtoolsServer
+        do {
+            server = try await DevtoolsServer.start(store: store, journal: journal, options: settings)
+        } catch {
+            store.shutdown()
+            throw error
+        }
         let token = String(server.url.split(separator: "=").last ?? "")
-        #expect(server.url.hasPrefix("http://127.0.0.1:\(server.port)/?token="))
+        #expect(server.url.hasPrefix("http://\(host):\(server.port)/?token="))
         #expect(token.count == 32)
         return Session(store: store, server: server, token: token)
     }
@@ -471,5 +478,62 @@ import Testing
         let state = try String(contentsOf: stateFile, encoding: .utf8)
         #expect(state.contains(#""count":3"#))
         #expect(try String(contentsOf: recording, encoding: .utf8).split(separator: "\n").count == 4)
+    }
+
+    /// A host name is resolved (`localhost` listens on 127.0.0.1, and answers to both names); an address that
+    /// does not resolve, or is not this machine's, fails at once and in words; every address says whether other
+    /// machines may reach it.
+    @Test func theAddressIsResolvedAndBadOnesFailInWords() async throws {
+        let local = try await Self.start(host: "localhost")
+        #expect(local.server.address == "127.0.0.1")
+        #expect(local.server.isLoopback)
+        for host in ["localhost", "127.0.0.1"] {
+            let response = try await local.get("/api/session", headers: ["Host": "\(host):\(local.server.port)"])
+            #expect(response.status == 200, "Host \(host)")
+        }
+        #expect(try await local.get("/api/session", headers: ["Host": "example.com:\(local.server.port)"]).status == 403)
+        await local.stop()
+
+        let everywhere = try await Self.start(host: "0.0.0.0")
+        #expect(!everywhere.server.isLoopback)
+        await everywhere.stop()
+
+        for (host, said) in [("nosuch.invalid", "cannot listen on 'nosuch.invalid': the name does not resolve to an address"),
+                             ("192.0.2.1", "cannot listen on 192.0.2.1:0: cannot assign requested address")] {
+            do {
+                _ = try await Self.start(host: host)
+                Issue.record("\(host) was accepted")
+            } catch {
+                #expect("\(error)".hasPrefix(said), "\(error)")
+            }
+        }
+    }
+
+    /// Listening where other machines may reach the page is said as a warning.
+    @Test func aBindBeyondThisMachineIsWarnedAbout() async throws {
+        let folder = try CLI.makeApp(Self.app)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let process = Process()
+        process.executableURL = CLI.binary
+        process.arguments = ["run", folder.path, "--actions", "-", "--format", "json", "--devtools", "0", "--devtools-host", "0.0.0.0"]
+        let errors = Pipe()
+        process.standardError = errors
+        process.standardOutput = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        defer { if process.isRunning { process.interrupt() } }
+        let reader = errors.fileHandleForReading
+        let text = try await offPool { () -> String in
+            var text = ""
+            while !text.contains("devtools: ") {
+                let data = reader.availableData
+                if data.isEmpty { break }
+                text += String(decoding: data, as: UTF8.self)
+            }
+            return text
+        }
+        #expect(text.contains("warning: the devtools listen on 0.0.0.0, which other machines may reach"), "\(text)")
+        process.interrupt()
+        #expect(await eventually(timeout: .seconds(30)) { !process.isRunning })
     }
 }
