@@ -53,6 +53,38 @@ import Testing
         #expect(await root.waitUntilIdle(timeout: .seconds(2)))
     }
 
+    /// `waitUntilIdle` returns once every action is reduced, those effects dispatched included: an effect that
+    /// dispatches its result and finishes while the store is being looked at cannot leave that result unreduced.
+    @Test func idleMeansEveryResultOfAnEffectIsReduced() async throws {
+        let reducer = Reduce<CounterState, CounterAction, CounterEffect> { state, action in
+            switch action {
+            case .increment:
+                state.count += 1
+                return [.log("answer")]
+            case .add(let amount):
+                state.count += amount
+                return []
+            default:
+                return []
+            }
+        }
+        let effects = EffectInterpreter<CounterEffect, CounterState, CounterAction>()
+            .handling("log") { _, context in
+                // (At varying moments: some fall between waitUntilIdle's looks at the inbox and at the effects.)
+                try? await Task.sleep(for: .microseconds(Int.random(in: 0...300)))
+                context.dispatch(.add(1))
+            }
+        let root = RootStore(initialState: CounterState(), reducer: reducer, effects: effects)
+        for round in 1...300 {
+            root.dispatch(.increment)
+            #expect(await root.waitUntilIdle(timeout: .seconds(30)))
+            let count = await root.state().count
+            #expect(count == 2 * round, "round \(round)")
+            if count != 2 * round { break }
+        }
+        root.shutdown()
+    }
+
     @Test func failingReducerLeavesStateAndObserversUntouched() async throws {
         let log = FailureLog<CounterState, CounterAction>()
         let root = makeRoot(log: log)

@@ -49,6 +49,8 @@ final class StoreEngine<R: Reducer>: Sendable {
         @usableFromInline var queue = Queue()
         @usableFromInline var draining = false
         @usableFromInline var stopped = false
+        /// Additions to the inbox so far (how `waitUntilIdle` knows nothing came in while it looked elsewhere).
+        @usableFromInline var additions: UInt64 = 0
 
         /// Takes every queued action, oldest first, by exchanging buffers (nothing is copied): `batch` must be
         /// empty, and its storage becomes the inbox's.
@@ -115,6 +117,7 @@ final class StoreEngine<R: Reducer>: Sendable {
         let scheduleDrain = inbox.withLock { inbox -> Bool in
             guard !inbox.stopped else { return false }
             append(&inbox.queue)
+            inbox.additions &+= 1
             guard !inbox.draining else { return false }
             inbox.draining = true
             return true
@@ -329,9 +332,21 @@ final class StoreEngine<R: Reducer>: Sendable {
     func waitUntilIdle(timeout: Duration, finishing: Set<EffectKind> = []) async -> Bool {
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: timeout)
+        /// Whether nothing waits in the inbox or is being reduced, and how many additions it has had.
+        func inboxIdle() async -> (idle: Bool, additions: UInt64) {
+            await onExecutor { engine in engine.inbox.withLock { ($0.queue.actions.isEmpty && !$0.draining, $0.additions) } }
+        }
         while true {
-            let queued = await onExecutor { engine in engine.inbox.withLock { !$0.queue.actions.isEmpty || $0.draining } }
-            if !queued, commandsInFlight.count == 0, subscriptionsInFlight.count(of: finishing) == 0 { return true }
+            // Idle when the inbox is, then no effect is in flight, then the inbox still is and had nothing added
+            // in between: an effect dispatches its result before it leaves the in-flight set, and effects are
+            // launched only while actions are reduced — so whatever finished while the effects were counted has
+            // been reduced, and nothing launched since. (Looking once at each, an effect that dispatched and
+            // finished between the two looks left its result unreduced.)
+            let before = await inboxIdle()
+            if before.idle, commandsInFlight.count == 0, subscriptionsInFlight.count(of: finishing) == 0 {
+                let after = await inboxIdle()
+                if after.idle, after.additions == before.additions { return true }
+            }
             guard clock.now < deadline else { return false }
             do { try await Task.sleep(for: .milliseconds(2)) } catch { return false }
         }
