@@ -22,30 +22,25 @@ enum DevtoolsImport {
     static func load(_ bytes: [UInt8], name: String, folder: URL) async throws -> DevtoolsAPI.Source {
         var lines = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
         while let last = lines.last, last.isEmpty { lines.removeLast() }
-        guard let first = lines.first, let header = try? RecordedJSON(parsing: first),
-              case .string(RecordingLine.format)? = header["format"] else {
-            throw DevtoolsAPI.Refusal(400, "\(name):1: not a recording (the first line is not a header with \"format\": \"\(RecordingLine.format)\")")
-        }
-        guard case .integer(RecordingLine.version)? = header["version"] else {
-            throw DevtoolsAPI.Refusal(400, "\(name):1: recording format version \(header["version"].map { "\($0)" } ?? "missing"); this luastore reads version \(RecordingLine.version)")
-        }
-        let initial: LuaValue
+        guard let first = lines.first else { throw DevtoolsAPI.Refusal(400, "\(name):1: not a recording (it is empty)") }
+        var reader: RecordingReader
         do {
-            initial = try RecordingJSON.decode(header["state"] ?? .null)
+            reader = try RecordingReader(header: first)
         } catch {
-            throw DevtoolsAPI.Refusal(400, "\(name):1: the initial state: \(error)")
+            throw DevtoolsAPI.Refusal(400, "\(name):1: \(error)")
         }
+        let initial = reader.header.state
         var recorded: [RecordingLine.RecordedAction] = []
         var skipped = 0
         for (index, line) in lines.enumerated().dropFirst() where !line.isEmpty {
             do {
-                guard let entry = try RecordingLine.recordedAction(line: line) else {
+                guard let entry = try reader.entry(line) else {
                     skipped += 1 // a reload
                     continue
                 }
                 recorded.append(entry)
             } catch {
-                throw DevtoolsAPI.Refusal(400, "\(name):\(index + 1): not a recorded entry (\(error))")
+                throw DevtoolsAPI.Refusal(400, "\(name):\(index + 1): not a recorded entry: \(error)")
             }
         }
         let recordedFirst = recorded.first?.sequence ?? 0

@@ -53,7 +53,8 @@ struct Replay: AsyncParsableCommand {
             Console.error("cannot read \(recording): \(error.reason)")
             throw ExitCode.unusable
         }
-        let initial = try Self.header(lines, name: recording)
+        var reader = try Self.header(lines, name: recording)
+        let initial = reader.header.state
         var options = ScriptedStoreOptions(log: { _ in }, failures: { _ in })
         options.performsEffects = false
         options.notification = .everyAction
@@ -77,7 +78,7 @@ struct Replay: AsyncParsableCommand {
         // one journal entry), then each entry is compared with what was recorded, in order.
         var replayed = 0
         while true {
-            let window = try Self.entries(from: lines, name: recording, upTo: Self.window, until: until)
+            let window = try Self.entries(from: lines, reader: &reader, name: recording, upTo: Self.window, until: until)
             if window.isEmpty { break }
             for entry in window { store.dispatch(entry.action) }
             await store.barrier()
@@ -116,7 +117,7 @@ struct Replay: AsyncParsableCommand {
             }
             Console.out(try JSONText.encode(.table(object), root: "report"))
         } else if let divergence {
-            let action = divergence.action.map { (try? JSONText.encode($0, root: "action")) ?? "\($0)" }
+            let action = divergence.action.map { Self.excerpt((try? JSONText.encode($0, root: "action")) ?? "\($0)") }
             Console.error(action.map { "diverges at action \(divergence.sequence): \($0)" } ?? "diverges before the first action (init)")
             Console.error("  \(divergence.path): recorded \(Self.show(divergence.recorded)), now \(Self.show(divergence.now))")
         } else {
@@ -126,51 +127,48 @@ struct Replay: AsyncParsableCommand {
     }
 
     static func show(_ value: LuaValue) -> String {
-        value == .nil ? "nil" : (try? JSONText.encode(value, root: "value")) ?? "\(value)"
+        excerpt(value == .nil ? "nil" : (try? JSONText.encode(value, root: "value")) ?? "\(value)")
     }
 
-    /// The initial state from the recording's header line.
-    static func header(_ lines: LineReader, name: String) throws -> LuaValue {
-        guard let first = try read(lines, name: name), let header = try? RecordedJSON(parsing: first.line) else {
-            Console.error("\(name):1: not a recording (no header line)")
-            throw ExitCode.unusable
-        }
-        guard case .string(RecordingLine.format)? = header["format"] else {
-            if header["action"] != nil, header["state"] != nil || header["error"] != nil {
-                Console.error("\(name) is a version 1 recording (the whole state after each action), which this luastore no longer replays: record the session again with `luastore run --record`")
-            } else {
-                Console.error("\(name):1: not a recording (the header has no \"format\": \"\(RecordingLine.format)\")")
-            }
-            throw ExitCode.unusable
-        }
-        guard case .integer(RecordingLine.version)? = header["version"] else {
-            Console.error("\(name):1: recording format version \(header["version"].map { "\($0)" } ?? "missing"); this luastore reads version \(RecordingLine.version)")
+    /// At most `limit` bytes of `text` (cut at a character), saying how long it was: a report quotes a few
+    /// hundred bytes of a value, not the whole of a 50 MB action.
+    static func excerpt(_ text: String, limit: Int = 300) -> String {
+        guard text.utf8.count > limit else { return text }
+        var end = text.utf8.index(text.utf8.startIndex, offsetBy: limit)
+        while end > text.startIndex, text.utf8[end] & 0xC0 == 0x80 { end = text.utf8.index(before: end) } // (not mid-character)
+        return String(decoding: text.utf8[..<end], as: UTF8.self) + "… (\(text.utf8.count) bytes in all)"
+    }
+
+    /// The recording's reader, from its header line.
+    static func header(_ lines: LineReader, name: String) throws -> RecordingReader {
+        guard let first = try read(lines, name: name) else {
+            Console.error("\(name):1: not a recording (the file is empty)")
             throw ExitCode.unusable
         }
         do {
-            return try RecordingJSON.decode(header["state"] ?? .null)
+            return try RecordingReader(header: first.line)
         } catch {
-            Console.error("\(name):1: the initial state: \(error)")
+            Console.error("\(name):1: \(error)")
             throw ExitCode.unusable
         }
     }
 
     /// The next recorded actions, at most `limit` of them and none past `until`; empty at the end. Reloads are
     /// skipped (the current scripts run throughout); a last line cut short (a crash while writing) ends the
-    /// recording with a note.
-    static func entries(from lines: LineReader, name: String, upTo limit: Int, until: UInt64?) throws -> [Recorded] {
+    /// recording with a note; any other line that is not what the format says is refused, naming it.
+    static func entries(from lines: LineReader, reader: inout RecordingReader, name: String, upTo limit: Int, until: UInt64?) throws -> [Recorded] {
         var entries: [Recorded] = []
         while entries.count < limit, let (line, complete) = try read(lines, name: name) {
             if line.isEmpty { continue }
             let entry: Recorded?
             do {
-                entry = try RecordingLine.recordedAction(line: line)
+                entry = try reader.entry(line)
             } catch where !complete {
                 Console.error("\(name):\(lines.number): the last line is cut short (the recording stopped mid-write); replaying up to the line before")
                 lines.finish()
                 break
             } catch {
-                Console.error("\(name):\(lines.number): not a recorded entry (\(error))")
+                Console.error("\(name):\(lines.number): not a recorded entry: \(error)")
                 throw ExitCode.unusable
             }
             guard let entry else { continue } // a reload

@@ -1,5 +1,6 @@
 import Foundation
 import LuaKit
+import LuaStoreTestSupport
 import Testing
 
 /// `LuaJSON`: JSON text read straight into Lua values (what `luastore run` reads actions with).
@@ -87,7 +88,7 @@ import Testing
     /// written from; and Foundation's reader agrees that each is JSON.
     @Test(arguments: 1...6)
     func generatedDocumentsReadBackExactly(seed: UInt64) throws {
-        var random = SplitMix(seed: seed)
+        var random = SplitMix(state: seed)
         for _ in 0..<150 {
             let (text, expected) = Self.document(depth: 0, random: &random)
             #expect(try LuaJSON.parse(text) == expected, "\(text)")
@@ -157,18 +158,5 @@ import Testing
             }
         }
         return (text + "\"", value)
-    }
-}
-
-/// A small deterministic generator (SplitMix64).
-private struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import LuaStoreScripting
 import LuaStoreTestSupport
 import Testing
 
@@ -47,7 +48,7 @@ import Testing
         #expect(run.errors.contains("reduce failed: app.lua:7: state.callback: a function cannot be stored in the state"), "\(run.errors)")
         let lines = try String(contentsOfFile: recording, encoding: .utf8).split(separator: "\n").map(String.init)
         #expect(lines.count == 6, "\(lines)")
-        #expect(lines[0].hasPrefix(#"{"format":"luastore-recording","version":2,"app":""#))
+        #expect(lines[0].hasPrefix(#"{"format":"luastore-recording","version":3,"app":""#))
         #expect(lines[0].contains(#""state":{"flags":{},"items":{},"marks":{},"ratio":1}"#), "\(lines[0])")
         #expect(lines[1].contains(#""changes":[[["flags",true],"yes"],[["marks",5],true],[["ratio"],1.0]]"#), "\(lines[1])")
         #expect(lines[2].contains(#"[["items",1],{"tags":{},"title":"a"}]"#), "\(lines[2])")
@@ -117,7 +118,11 @@ import Testing
         let recording = URL(fileURLWithPath: path)
         let original = try String(contentsOf: recording, encoding: .utf8)
         #expect(original.contains(#""changes":[[["count"],"#))
-        let spaced = original.replacingOccurrences(of: #""changes":[[["count"],"#, with: #""changes": [ [ [ "count" ] , "#)
+        // (Each line edited here gets its sum made anew, as a tool editing a recording on purpose would: an edit
+        // without it is refused as damage, below.)
+        let spaced = original.split(separator: "\n", omittingEmptySubsequences: false).map { line in
+            line.isEmpty ? "" : RecordingLine.withSum(line.replacingOccurrences(of: #""changes":[[["count"],"#, with: #""changes": [ [ [ "count" ] , "#))
+        }.joined(separator: "\n")
         #expect(spaced != original)
         try Data(spaced.utf8).write(to: recording)
         let replay = try await CLI.run(["replay", folder.path, recording.path])
@@ -126,12 +131,17 @@ import Testing
         var tampered = lines
         tampered[10] = lines[10].replacingOccurrences(of: #"[["count"],"#, with: #"[["count"],1000"#)
         try Data(tampered.joined(separator: "\n").utf8).write(to: recording)
+        let damaged = try await CLI.run(["replay", folder.path, recording.path])
+        #expect(damaged.status == 2)
+        #expect(damaged.errors.hasSuffix(#"session.jsonl:11: not a recorded entry: the line's "sum" does not match its contents (the line was changed or damaged)"# + "\n"), "\(damaged.errors)")
+        tampered[10] = RecordingLine.withSum(tampered[10])
+        try Data(tampered.joined(separator: "\n").utf8).write(to: recording)
         let diverged = try await CLI.run(["replay", folder.path, recording.path, "--json"])
         #expect(diverged.status == 1)
         #expect(diverged.output.contains(#""path":"state.count""#) && diverged.output.contains(#""sequence":10"#), "\(diverged.output)")
         // Changes that are JSON but not a list of changes: named when they are read (exit status 2).
         var malformed = lines
-        malformed[12] = lines[12].replacingOccurrences(of: #""changes":["#, with: #""changes":{"not":"a list"},"was":["#)
+        malformed[12] = RecordingLine.withSum(lines[12].replacing(#/"changes":\[.*\],"scripts"/#, with: #""changes":{"not":"a list"},"scripts""#))
         #expect(malformed[12] != lines[12])
         try Data(malformed.joined(separator: "\n").utf8).write(to: recording)
         let refused = try await CLI.run(["replay", folder.path, recording.path])
@@ -160,7 +170,7 @@ import Testing
         try Data(#"{"action":{"type":"flag"},"state":{"flags":{}}}"#.utf8).write(to: recording)
         let old = try await CLI.run(["replay", folder.path, recording.path])
         #expect(old.status == 2)
-        #expect(old.errors.contains("is a version 1 recording"), "\(old.errors)")
+        #expect(old.errors.contains("session.jsonl:1: a version 1 recording"), "\(old.errors)")
     }
 
     @Test func outputsAreWrittenThroughLinksAndFailuresAreWords() async throws {

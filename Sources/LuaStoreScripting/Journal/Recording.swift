@@ -2,7 +2,7 @@ import Foundation
 import LuaKit
 import LuaStoreCore
 
-/// Recordings, format 2 (README, "Recordings"): JSON Lines — a header (format, version, app, schema version,
+/// Recordings, format 3 (README, "Recordings"): JSON Lines — a header (format, version, app, schema version, seq,
 /// the scripts' digest, the initial state), then one line per journal entry (an action with its changes or its
 /// failure, a reload). Values are written losslessly in plain JSON: integers without a fraction or exponent,
 /// floats always with one; a list `1..n` as an array, a table whose keys are all strings as an object, any other
@@ -229,18 +229,77 @@ public enum RecordingJSON {
 public enum RecordingLine {
     /// The header's `format`.
     public static let format = "luastore-recording"
-    /// The format version this build writes and reads.
-    public static let version: Int64 = 2
+    /// The format version this build writes (3: every line ends with its `sum`, the header has its `seq`).
+    public static let version: Int64 = 3
+    /// The format versions this build reads (2: no sums, no `seq` in the header).
+    public static let readableVersions: ClosedRange<Int64> = 2...3
 
     /// The header line.
     public static func header(app: String, start: (state: LuaValue, scripts: String, schemaVersion: Int64, sequence: UInt64)) throws -> String {
         var line: [UInt8] = []
         line.append(contentsOf: #"{"format":"\#(format)","version":\#(version),"app":"#.utf8)
         RecordingJSON.quote(app, into: &line)
-        line.append(contentsOf: #","schemaVersion":\#(start.schemaVersion),"scripts":"\#(start.scripts)","state":"#.utf8)
+        line.append(contentsOf: #","schemaVersion":\#(start.schemaVersion),"scripts":"\#(start.scripts)","seq":\#(start.sequence),"state":"#.utf8)
         try RecordingJSON.encode(start.state, into: &line)
-        line.append(UInt8(ascii: "}"))
+        appendSum(to: &line, from: 0)
         return String(decoding: line, as: UTF8.self)
+    }
+
+    // MARK: Sums
+
+    /// What every line of format 3 ends with: `,"sum":"` 16 hex digits `"}`.
+    static let sumSuffixLength = 26
+
+    /// Ends the line begun at `start` in `line` (its last field written, its closing brace not): appends its sum —
+    /// FNV-1a (64 bits) of the line's bytes so far, which any change of one byte changes — and the brace.
+    static func appendSum(to line: inout [UInt8], from start: Int) {
+        let hash = sum(of: line[start...])
+        line.append(contentsOf: #","sum":""#.utf8)
+        appendHex(hash, to: &line)
+        line.append(contentsOf: #""}"#.utf8)
+    }
+
+    static func sum(of bytes: ArraySlice<UInt8>) -> UInt64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in bytes {
+            hash ^= UInt64(byte)
+            hash &*= 0x0000_0100_0000_01b3
+        }
+        return hash
+    }
+
+    static func appendHex(_ value: UInt64, to line: inout [UInt8]) {
+        let digits = Array("0123456789abcdef".utf8)
+        for shift in stride(from: 60, through: 0, by: -4) { line.append(digits[Int((value >> UInt64(shift)) & 15)]) }
+    }
+
+    /// `line` (one line of a recording, format 3, without its line break) with its sum made anew for what it holds
+    /// now: for tools that edit recordings on purpose (a damaged line is what the sum is there to refuse).
+    public static func withSum(_ line: String) -> String {
+        var bytes = Array(line.utf8)
+        if (try? checkSum(ArraySlice(bytes))) != nil || bytes.count > sumSuffixLength
+            && bytes[(bytes.count - sumSuffixLength)...].starts(with: #","sum":""#.utf8) {
+            bytes.removeLast(sumSuffixLength)
+        } else if bytes.last == UInt8(ascii: "}") {
+            bytes.removeLast()
+        }
+        appendSum(to: &bytes, from: 0)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Whether a line of format 3 ends with the sum of what comes before its `sum` field (and says why not).
+    static func checkSum(_ line: ArraySlice<UInt8>) throws(RecordingJSON.Malformed) {
+        let suffix = Array(#","sum":""#.utf8)
+        guard line.count > sumSuffixLength,
+              line[(line.endIndex - sumSuffixLength)..<(line.endIndex - sumSuffixLength + suffix.count)].elementsEqual(suffix),
+              line[(line.endIndex - 2)...].elementsEqual(#""}"#.utf8) else {
+            throw RecordingJSON.Malformed(description: "the line does not end with its \"sum\"")
+        }
+        var expected: [UInt8] = []
+        appendHex(sum(of: line[..<(line.endIndex - sumSuffixLength)]), to: &expected)
+        guard line[(line.endIndex - 18)..<(line.endIndex - 2)].elementsEqual(expected) else {
+            throw RecordingJSON.Malformed(description: "the line's \"sum\" does not match its contents (the line was changed or damaged)")
+        }
     }
 
     /// The line of one journal entry.
@@ -252,6 +311,7 @@ public enum RecordingLine {
 
     /// Appends the line of one journal entry (without its newline), as UTF-8.
     public static func append(_ entry: JournalEntry, to line: inout [UInt8]) throws {
+        let start = line.count
         line.append(contentsOf: #"{"seq":"#.utf8)
         RecordingJSON.appendInteger(Int64(clamping: entry.sequence), into: &line)
         line.append(contentsOf: #","origin":"#.utf8)
@@ -282,7 +342,8 @@ public enum RecordingLine {
         }
         line.append(contentsOf: #","scripts":""#.utf8)
         line.append(contentsOf: entry.scripts.utf8)
-        line.append(contentsOf: #""}"#.utf8)
+        line.append(UInt8(ascii: "\""))
+        appendSum(to: &line, from: start)
     }
 
     /// Appends the lines of a run's entries (each with its newline) as `append(_:to:)` writes them, straight
@@ -291,6 +352,7 @@ public enum RecordingLine {
         var origin: [UInt8] = []
         append(run.origin, to: &origin)
         try run.forEachAction { sequence, position, action, written in
+            let start = output.count
             output.append(contentsOf: #"{"seq":"#.utf8)
             RecordingJSON.appendInteger(Int64(clamping: sequence), into: &output)
             output.append(contentsOf: #","origin":"#.utf8)
@@ -305,7 +367,9 @@ public enum RecordingLine {
             }
             output.append(contentsOf: #","scripts":""#.utf8)
             output.append(contentsOf: run.scripts.utf8)
-            output.append(contentsOf: "\"}\n".utf8)
+            output.append(UInt8(ascii: "\""))
+            appendSum(to: &output, from: start)
+            output.append(10)
         }
     }
 
@@ -413,7 +477,7 @@ public enum RecordingLine {
     }
 
     /// An entry line's sequence number, action and failure, from its fields (its changes are the caller's).
-    private static func recordedOutcome(_ fields: RecordedJSON) throws(RecordingJSON.Malformed) -> RecordedAction? {
+    static func recordedOutcome(_ fields: RecordedJSON) throws(RecordingJSON.Malformed) -> RecordedAction? {
         guard let actionJSON = fields["action"] else { return nil }
         guard case .integer(let sequence)? = fields["seq"], sequence > 0 else { throw RecordingJSON.Malformed(description: "no \"seq\"") }
         let action = try RecordingJSON.decode(actionJSON)
@@ -449,7 +513,7 @@ public enum RecordingLine {
     }
 }
 
-/// Records a session (`run --record`) in format 2 (`RecordingLine`): the header first — the state the journal
+/// Records a session (`run --record`) in format 3 (`RecordingLine`): the header first — the state the journal
 /// starts from — then each journal entry, encoded and written off the store's thread (`OutputFile`), in batches:
 /// the store's thread only hands entries over.
 public final class SessionRecorder: Sendable {

@@ -1,0 +1,165 @@
+import LuaKit
+
+/// Reads a recording line by line, checking every field the format defines: the header first, then each entry
+/// — its sum (format 3), its sequence number (one more than the line before: a line lost, repeated or moved is
+/// refused), its origin, its outcome, its digest, and no field the format does not have. A recording is either
+/// read with the meaning it was written with or refused; the caller names the line. (`luastore replay` and the
+/// devtools' import read through it.)
+public struct RecordingReader: Sendable {
+    /// What the header says.
+    public struct Header: Sendable {
+        public var version: Int64
+        public var app: String
+        public var schemaVersion: Int64
+        public var scripts: String
+        /// The entry the state follows (0: none); nil for format 2, which does not say.
+        public var sequence: UInt64?
+        public var state: LuaValue
+    }
+
+    /// Why a line is not what the format says, in words.
+    public typealias Malformed = RecordingJSON.Malformed
+
+    /// The header.
+    public let header: Header
+    /// The sequence number the next entry must have (nil until the first entry of a format 2 recording).
+    private var expected: UInt64?
+
+    /// Reads the header line.
+    public init(header line: ArraySlice<UInt8>) throws(Malformed) {
+        let fields: RecordedJSON
+        do {
+            fields = try RecordedJSON(parsing: line)
+        } catch {
+            throw Malformed(description: "not a recording: the first line is not a header (\(error))")
+        }
+        guard case .object(let object) = fields else { throw Malformed(description: "not a recording: the first line is not a header object") }
+        guard case .string(RecordingLine.format)? = object["format"] else {
+            if object["action"] != nil, object["state"] != nil || object["error"] != nil {
+                throw Malformed(description: "a version 1 recording (the whole state after each action), which this luastore no longer replays: record the session again with `luastore run --record`")
+            }
+            throw Malformed(description: "not a recording (the header has no \"format\": \"\(RecordingLine.format)\")")
+        }
+        guard case .integer(let version)? = object["version"], RecordingLine.readableVersions.contains(version) else {
+            throw Malformed(description: "recording format version \(object["version"].map { "\($0)" } ?? "missing"); this luastore reads versions \(RecordingLine.readableVersions.lowerBound)–\(RecordingLine.readableVersions.upperBound)")
+        }
+        if version >= 3 { try RecordingLine.checkSum(line) }
+        try Self.allow(object, ["format", "version", "app", "schemaVersion", "scripts", "state"] + (version >= 3 ? ["seq", "sum"] : []), in: "the header")
+        guard case .string(let app)? = object["app"] else { throw Malformed(description: "the header's \"app\" must be a string") }
+        guard case .integer(let schemaVersion)? = object["schemaVersion"] else { throw Malformed(description: "the header's \"schemaVersion\" must be an integer") }
+        let scripts = try Self.digest(object["scripts"], in: "the header")
+        var sequence: UInt64?
+        if version >= 3 {
+            guard case .integer(let seq)? = object["seq"], seq >= 0 else { throw Malformed(description: "the header's \"seq\" must be an integer ≥ 0") }
+            sequence = UInt64(seq)
+        }
+        guard let stateJSON = object["state"] else { throw Malformed(description: "the header has no \"state\"") }
+        let state: LuaValue
+        do {
+            state = try RecordingJSON.decode(stateJSON)
+        } catch {
+            throw Malformed(description: "the initial state: \(error)")
+        }
+        header = Header(version: version, app: app, schemaVersion: schemaVersion, scripts: scripts, sequence: sequence, state: state)
+        expected = sequence.map { $0 + 1 }
+    }
+
+    /// Reads the next entry line: the recorded action (its changes kept as written, see
+    /// `RecordingLine.recordedAction(line:)`), or nil for a reload.
+    public mutating func entry(_ line: ArraySlice<UInt8>) throws(Malformed) -> RecordingLine.RecordedAction? {
+        if header.version >= 3 { try RecordingLine.checkSum(line) }
+        let (fields, changesJSON) = try RecordedJSON.parsing(line, spanOf: "changes", readsIt: false)
+        guard case .object(let object) = fields else { throw Malformed(description: "an entry must be a JSON object") }
+        let known = ["seq", "origin", "action", "reload", "changes", "failure", "scripts"] + (header.version >= 3 ? ["sum"] : [])
+        try Self.allow(object, known, in: "an entry", also: changesJSON == nil ? [] : ["changes"])
+        guard case .integer(let seq)? = object["seq"], seq > 0 else { throw Malformed(description: "no \"seq\" (a positive integer)") }
+        let sequence = UInt64(seq)
+        if let expected, sequence != expected {
+            throw Malformed(description: sequence < expected
+                ? "entry \(sequence) comes after entry \(expected - 1): entries are numbered one after another (a line repeated or out of order)"
+                : "entry \(sequence) follows entry \(expected - 1): \(sequence - expected) \(sequence - expected == 1 ? "entry is" : "entries are") missing")
+        }
+        try Self.checkOrigin(object["origin"])
+        _ = try Self.digest(object["scripts"], in: "an entry")
+        let failed = object["failure"] != nil
+        if let failure = object["failure"] { try Self.checkFailure(failure) }
+        if failed, changesJSON != nil { throw Malformed(description: "an entry has both \"changes\" and a \"failure\"") }
+        switch (object["action"], object["reload"]) {
+        case (_?, _?):
+            throw Malformed(description: "an entry has both an \"action\" and a \"reload\"")
+        case (nil, nil):
+            throw Malformed(description: "an entry needs an \"action\" or a \"reload\"")
+        case (nil, let reload?):
+            switch reload {
+            case .string("failed"):
+                guard failed else { throw Malformed(description: "a failed reload needs its \"failure\"") }
+            case .object(let versions):
+                try Self.allow(versions, ["from", "to"], in: "a reload")
+                guard case .integer? = versions["from"], case .integer? = versions["to"] else {
+                    throw Malformed(description: "a reload's \"from\" and \"to\" must be integers")
+                }
+                guard !failed else { throw Malformed(description: "a reload that took place has no \"failure\"") }
+            default:
+                throw Malformed(description: "\"reload\" must be {\"from\": …, \"to\": …} or \"failed\"")
+            }
+            expected = sequence + 1
+            return nil
+        case (.some, nil):
+            break
+        }
+        guard var recorded = try RecordingLine.recordedOutcome(fields) else { return nil }
+        if !failed {
+            guard let changesJSON else { throw Malformed(description: "no \"changes\"") }
+            recorded.changesJSON = changesJSON
+        }
+        expected = sequence + 1
+        return recorded
+    }
+
+    /// Refuses a field the format does not define (a damaged name reads as an unknown field).
+    private static func allow(_ object: [String: RecordedJSON], _ names: [String], in what: String, also: [String] = []) throws(Malformed) {
+        for key in object.keys where !names.contains(key) && !also.contains(key) {
+            throw Malformed(description: "\(what) has a field the format does not define: \"\(key)\"")
+        }
+    }
+
+    /// A digest: 16 lowercase hexadecimal digits.
+    private static func digest(_ value: RecordedJSON?, in what: String) throws(Malformed) -> String {
+        guard case .string(let text)? = value, text.utf8.count == 16,
+              text.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) }) else {
+            throw Malformed(description: "\(what)'s \"scripts\" must be a digest of 16 hexadecimal digits")
+        }
+        return text
+    }
+
+    private static func checkOrigin(_ origin: RecordedJSON?) throws(Malformed) {
+        switch origin {
+        case .string("outside")?, .string("child")?, .string("reload")?:
+            return
+        case .object(let fields)?:
+            try allow(fields, ["effect", "subscription"], in: "an origin")
+            guard case .string? = fields["effect"] else { throw Malformed(description: "an effect's origin needs its \"effect\" kind") }
+            if let key = fields["subscription"], case .string = key {} else if fields["subscription"] != nil {
+                throw Malformed(description: "an origin's \"subscription\" must be a string")
+            }
+        case .string(let name)?:
+            throw Malformed(description: "the origin \"\(name)\" is not one the format defines (\"outside\", \"child\", \"reload\" or {\"effect\": …})")
+        case _?:
+            throw Malformed(description: "the origin is not one the format defines (\"outside\", \"child\", \"reload\" or {\"effect\": …})")
+        case nil:
+            throw Malformed(description: "no \"origin\"")
+        }
+    }
+
+    private static func checkFailure(_ failure: RecordedJSON) throws(Malformed) {
+        guard case .object(let fields) = failure else { throw Malformed(description: "\"failure\" must be an object") }
+        try allow(fields, ["stage", "message", "location"], in: "a failure")
+        guard case .string(let stage)? = fields["stage"], ScriptFailure.Stage(rawValue: stage) != nil else {
+            throw Malformed(description: "a failure's \"stage\" must be one the format defines (\"reduce\", \"load\", …)")
+        }
+        guard case .string? = fields["message"] else { throw Malformed(description: "a failure without a message") }
+        if let location = fields["location"], case .string = location {} else if fields["location"] != nil {
+            throw Malformed(description: "a failure's \"location\" must be a string")
+        }
+    }
+}
