@@ -138,6 +138,27 @@ final class DevtoolsAPI: HTTPHandler, Sendable {
         filters.withLock { $0 = nil }
     }
 
+    /// `body`'s result, or a 503 refusal once `DevtoolsOptions.storeWait` has passed (what `body` asked of the store
+    /// still happens, later, and is dropped). For reads only: a change must not be said to have failed and then
+    /// take place.
+    func promptly<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        let storeWait = options.storeWait
+        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+            let answered = Protected(false)
+            @Sendable func answer(_ result: Result<T, any Error>) {
+                guard answered.withLock({ done in defer { done = true }; return !done }) else { return }
+                continuation.resume(with: result)
+            }
+            Task {
+                do { answer(.success(try await body())) } catch { answer(.failure(error)) }
+            }
+            Task {
+                try? await Task.sleep(for: storeWait)
+                answer(.failure(Refusal(503, "the store is busy reducing actions; ask again in a moment")))
+            }
+        }
+    }
+
     struct Refusal: Error {
         let status: Int
         let message: String
@@ -184,6 +205,7 @@ final class DevtoolsAPI: HTTPHandler, Sendable {
         case 409: "Conflict"
         case 413: "Content Too Large"
         case 423: "Locked"
+        case 503: "Service Unavailable"
         case 500: "Internal Server Error"
         default: "Error"
         }
@@ -202,15 +224,28 @@ final class DevtoolsAPI: HTTPHandler, Sendable {
 
     // MARK: Reading
 
+    /// What the store's thread says of its history and of time travel, as last heard: the session is answered
+    /// with it when the store is too busy to say now.
+    private let lastStatus = Protected<(history: (kept: [UInt64], at: UInt64?), travel: (traveling: Bool, held: Int))>((([], nil), (false, 0)))
+
     private func session() async -> HTTPResponse {
         let bounds = journal.bounds
-        let history = await store.history()
-        let travel = await store.travelStatus()
+        let store = self.store
+        var busy = false
+        let status: (history: (kept: [UInt64], at: UInt64?), travel: (traveling: Bool, held: Int))
+        do {
+            status = try await promptly { (await store.history(), await store.travelStatus()) }
+            lastStatus.withLock { $0 = status }
+        } catch {
+            busy = true
+            status = lastStatus.withLock { $0 }
+        }
+        let (history, travel) = status
         var body = #"{"app":"#
         RecordingJSON.quote(options.app, into: &body)
         body += #","first":\#(bounds.first),"last":\#(bounds.last),"count":\#(bounds.count),"capacity":\#(journal.capacity)"#
         body += #","history":{"first":\#(history.kept.first ?? 0),"last":\#(history.kept.last ?? 0),"at":\#(history.at ?? 0)}"#
-        body += #","traveling":\#(travel.traveling),"held":\#(travel.held),"unlocked":\#(unlocked.withLock { $0 })"#
+        body += #","traveling":\#(travel.traveling),"held":\#(travel.held),"unlocked":\#(unlocked.withLock { $0 }),"busy":\#(busy)"#
         if let imported = source.imported {
             body += #","imported":{"name":"#
             RecordingJSON.quote(imported.name, into: &body)
@@ -310,7 +345,8 @@ final class DevtoolsAPI: HTTPHandler, Sendable {
         }
         let changes = item.entry.changes
         do {
-            let details = try await store.details(of: sequence, paths: changes.map(\.path))
+            let store = self.store, paths = changes.map(\.path)
+            let details = try await promptly { try await store.details(of: sequence, paths: paths) }
             if !changes.isEmpty {
                 body += #","before":["#
                 Self.appendList(details.before, to: &body) { value, body in
@@ -326,9 +362,12 @@ final class DevtoolsAPI: HTTPHandler, Sendable {
                 body += #","propsNote":"#
                 RecordingJSON.quote("the props failed: \(error)", into: &body)
             }
+        } catch let refusal as Refusal {
+            throw refusal // (the store is busy: say so, rather than that the state is not kept)
         } catch {
+            let message = (error as? ScriptFailure)?.error.message ?? "\(error)"
             body += #","beforeNote":"#
-            RecordingJSON.quote("the state at this entry is not kept: \(error.error.message)", into: &body)
+            RecordingJSON.quote("the state at this entry is not kept: \(message)", into: &body)
             body += #","propsNote":"#
             RecordingJSON.quote("the state at this entry is not kept", into: &body)
         }
@@ -347,7 +386,8 @@ final class DevtoolsAPI: HTTPHandler, Sendable {
         let path = try Self.path(request.query["path"] ?? "[]")
         let offset = Int(request.query["offset"] ?? "") ?? 0
         let limit = min(1000, Int(request.query["limit"] ?? "") ?? 200)
-        guard let slice = try await store.inspect(path, at: sequence, before: before, offset: offset, limit: limit) else {
+        let store = self.store
+        guard let slice = try await promptly({ try await store.inspect(path, at: sequence, before: before, offset: offset, limit: limit) }) else {
             throw Refusal(404, "no table at \(LuaPath.render(root: "state", keys: path))")
         }
         var body = #"{"count":\#(slice.count),"offset":\#(slice.offset),"items":["#
@@ -369,7 +409,8 @@ final class DevtoolsAPI: HTTPHandler, Sendable {
     private func search(_ request: HTTPRequest) async throws -> HTTPResponse {
         let (sequence, _) = try point(request)
         guard let text = request.query["q"], !text.isEmpty else { throw Refusal(400, "'q' must be the text to look for") }
-        let matches = try await store.search(text, at: sequence, limit: 200)
+        let store = self.store
+        let matches = try await promptly { try await store.search(text, at: sequence, limit: 200) }
         var body = #"{"matches":["#
         Self.appendList(matches, to: &body) { match, body in
             body += #"{"path":"#

@@ -11,6 +11,8 @@ public final class DevtoolsJournal: Sendable {
     struct Kept: Sendable {
         let entry: JournalEntry
         let time: Double
+        /// What the entry holds, about (`JournalEntry.estimatedBytes`).
+        let bytes: Int
     }
 
     private struct Ring {
@@ -18,6 +20,8 @@ public final class DevtoolsJournal: Sendable {
         /// Where the oldest kept entry is in `items` (the ones before are dropped in blocks).
         var start = 0
         var types: Set<String> = []
+        /// The kept entries' bytes, about.
+        var bytes = 0
         /// What the subscriptions did after an entry, by its sequence (trimmed with the ring).
         var subscriptions: [UInt64: SubscriptionChange] = [:]
         var count: Int { items.count - start }
@@ -25,6 +29,11 @@ public final class DevtoolsJournal: Sendable {
 
     /// At most this many entries are kept (the oldest go first).
     public let capacity: Int
+    /// At most about this many bytes of entries are kept (the oldest go first; the newest always stays): an app
+    /// whose every action carries a large command is bounded by this rather than by `capacity`.
+    public let byteCapacity: Int
+    /// The default `byteCapacity`: 256 MiB.
+    public static let defaultByteCapacity = 256 << 20
     /// How long after an entry pages hear of it, at most.
     let interval: Duration
     private let ring = Protected(Ring())
@@ -32,23 +41,29 @@ public final class DevtoolsJournal: Sendable {
     private let listeners = Protected<[Int: @Sendable () -> Void]>([:])
     private let nextListener = Protected(0)
 
-    public init(capacity: Int = 100_000, interval: Duration = .milliseconds(40)) {
+    public init(capacity: Int = 100_000, bytes: Int = DevtoolsJournal.defaultByteCapacity, interval: Duration = .milliseconds(40)) {
         self.capacity = max(1, capacity)
+        self.byteCapacity = max(1, bytes)
         self.interval = interval
     }
 
     /// Keeps `entry` (the journal's hook: `ScriptedStoreOptions.journal`). Quick: an append under a lock.
     public func hear(_ entry: JournalEntry) {
         let time = Date().timeIntervalSince1970 * 1000
-        let capacity = self.capacity
+        let (capacity, byteCapacity) = (self.capacity, self.byteCapacity)
+        let bytes = entry.estimatedBytes
         ring.withLock { ring in
-            ring.items.append(Kept(entry: entry, time: time))
+            ring.items.append(Kept(entry: entry, time: time, bytes: bytes))
+            ring.bytes += bytes
             if case .action(let action) = entry.event, let type = action["type"].string, ring.types.count < 1000 {
                 ring.types.insert(type)
             }
-            if ring.count > capacity {
-                ring.start += ring.count - capacity
-                if ring.start > capacity / 8 + 64 {
+            if ring.count > capacity || ring.bytes > byteCapacity {
+                while ring.count > 1, ring.count > capacity || ring.bytes > byteCapacity {
+                    ring.bytes -= ring.items[ring.start].bytes
+                    ring.start += 1
+                }
+                if ring.start > ring.count / 8 + 64 {
                     let first = ring.items[ring.start].entry.sequence
                     if !ring.subscriptions.isEmpty { ring.subscriptions = ring.subscriptions.filter { $0.key >= first } }
                     ring.items.removeFirst(ring.start)

@@ -21,6 +21,10 @@ public struct DevtoolsOptions: Sendable {
     public var clientQueue: Int = 64
     /// The app's name (the page's title; an export's header).
     public var app: String = "app"
+    /// How long a read of the store (an entry's state, a search) waits for the store's thread before it is
+    /// answered "busy" (503) — and the session with what was last heard, marked `busy`: the server keeps
+    /// answering while the store works through a long queue of actions.
+    public var storeWait: Duration = .seconds(2)
 
     public init() {}
 }

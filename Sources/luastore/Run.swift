@@ -66,13 +66,16 @@ struct Run: AsyncParsableCommand {
     @Option(name: .customLong("devtools-keep"), help: "Journal entries the devtools keep (and the history time travel reaches).")
     var devtoolsKeep = 100_000
 
+    @Option(name: .customLong("devtools-keep-bytes"), help: ArgumentHelp("About how much memory the devtools' kept entries may take (256M by default; K, M, G: KiB, MiB, GiB); the oldest go first.", valueName: "size"))
+    var devtoolsKeepBytes = ByteSize(DevtoolsJournal.defaultByteCapacity)
+
     func validate() throws {
         guard settleTimeout >= 0, settleTimeout.isFinite else { throw ValidationError("--settle-timeout must be a number of seconds ≥ 0") }
         guard timeBudget > 0, timeBudget.isFinite else { throw ValidationError("--time-budget-ms must be a number of milliseconds > 0") }
         guard maxLineBytes >= 1 else { throw ValidationError("--max-line-bytes must be at least 1") }
         guard devtoolsKeep >= 1 else { throw ValidationError("--devtools-keep must be at least 1") }
-        if devtools == nil, devtoolsHost != "127.0.0.1" || devtoolsKeep != 100_000 {
-            throw ValidationError("--devtools-host and --devtools-keep go with --devtools PORT")
+        if devtools == nil, devtoolsHost != "127.0.0.1" || devtoolsKeep != 100_000 || devtoolsKeepBytes.bytes != DevtoolsJournal.defaultByteCapacity {
+            throw ValidationError("--devtools-host, --devtools-keep and --devtools-keep-bytes go with --devtools PORT")
         }
     }
 
@@ -108,7 +111,7 @@ struct Run: AsyncParsableCommand {
         options.limits.timeBudget = .microseconds(Int64(timeBudget * 1000))
         options.storageFolder = URL(fileURLWithPath: data ?? (appDirectory + "/.data"))
         options.protectedFiles = [actions, stateOut, record].compactMap { $0 }.filter { $0 != "-" }
-        let devtoolsJournal = devtools.map { _ in DevtoolsJournal(capacity: devtoolsKeep) }
+        let devtoolsJournal = devtools.map { _ in DevtoolsJournal(capacity: devtoolsKeep, bytes: devtoolsKeepBytes.bytes) }
         options.recorder = recorder
         if let devtoolsJournal {
             options.journal = { entry in devtoolsJournal.hear(entry) }
@@ -392,4 +395,26 @@ enum TerminalLines {
             }
         }
     }
+}
+
+/// A size given on the command line: a number of bytes, or of KiB, MiB or GiB with `K`, `M` or `G` after it.
+struct ByteSize: ExpressibleByArgument {
+    let bytes: Int
+
+    init(_ bytes: Int) { self.bytes = bytes }
+
+    init?(argument: String) {
+        let units: [Character: Int] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30]
+        var digits = argument.uppercased()
+        if digits.hasSuffix("IB") { digits.removeLast(2) } else if digits.hasSuffix("B"), digits.count > 1, units[digits.dropLast().last!] != nil { digits.removeLast() }
+        var unit = 1
+        if let last = digits.last, let scale = units[last] {
+            unit = scale
+            digits.removeLast()
+        }
+        guard let count = Int(digits), count > 0, count <= Int.max / unit else { return nil }
+        bytes = count * unit
+    }
+
+    var defaultValueDescription: String { bytes % (1 << 20) == 0 ? "\(bytes >> 20)M" : "\(bytes)" }
 }

@@ -46,10 +46,12 @@ import Testing
         }
     }
 
-    static func start(keep: Int = 1000, clientQueue: Int = 64, folder: URL? = nil, host: String = "127.0.0.1") async throws -> Session {
+    static func start(keep: Int = 1000, clientQueue: Int = 64, folder: URL? = nil, host: String = "127.0.0.1",
+                      storeWait: Duration = .seconds(120), timeBudget: Duration? = nil) async throws -> Session {
         let folder = try folder ?? CLI.makeApp(app)
         let journal = DevtoolsJournal(capacity: keep)
         var options = ScriptedStoreOptions(log: { _ in }, failures: { _ in })
+        if let timeBudget { options.limits.timeBudget = timeBudget }
         options.journal = { journal.hear($0) }
         options.historyEntries = keep
         let store = try await ScriptedStore(app: folder, options: options)
@@ -58,6 +60,7 @@ import Testing
         settings.clientQueue = clientQueue
         settings.bodyLimit = 4096
         settings.host = host
+        settings.storeWait = storeWait // (a loaded machine may take a while to hop to the store's thread)
         let server: DevtoolsServer
         do {
             server = try await DevtoolsServer.start(store: store, journal: journal, options: settings)
@@ -409,6 +412,63 @@ import Testing
         let stopped = try #require(try Self.json(try await session.get("/api/entry?seq=3"))["subscriptions"] as? [String: Any])
         #expect((stopped["launched"] as? [String: Any])?.isEmpty == true)
         #expect(stopped["cancelled"] as? [String] == ["clock"])
+    }
+
+    /// While the store's thread works through a long action, the server keeps answering: the session with what
+    /// was last heard, marked busy; reads of the store "busy" (503) rather than a request left hanging.
+    @Test func theServerAnswersWhileTheStoreIsBusy() async throws {
+        let folder = try CLI.makeApp("""
+            local app = {}
+            function app.init() return { count = 0 } end
+            function app.reduce(state, action)
+              if action.type == "spin" then local n = 0 for i = 1, 300000000 do n = n + 1 end state.count = n end
+            end
+            function app.props(state) return { count = state.count } end
+            return app
+            """)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let session = try await Self.start(folder: folder, storeWait: .milliseconds(100), timeBudget: .seconds(600))
+        // (An idle store answers within the wait; on a loaded machine, perhaps not at the first try.)
+        func answersPromptly() async -> Bool {
+            await eventually(timeout: .seconds(60)) {
+                (try? Self.json(try await session.get("/api/session"))["busy"] as? Bool) == false
+            }
+        }
+        #expect(await answersPromptly())
+        session.store.dispatch(["type": "spin"])
+        let answered = try Self.json(try await session.get("/api/session"))
+        #expect(answered["busy"] as? Bool == true, "\(answered)")
+        let state = try await session.get("/api/state?path=[]")
+        #expect(state.status == 503)
+        #expect(state.body.contains("the store is busy reducing actions"))
+        await session.store.barrier()
+        #expect(await answersPromptly())
+        #expect(await eventually(timeout: .seconds(60)) { (try? await session.get("/api/state?path=[]").status) == 200 })
+        await session.stop()
+    }
+
+    /// The kept history is bounded in bytes as well as in entries: entries that carry much (a large action, a
+    /// save of a whole list) push the oldest out long before the entry count is reached; the newest always stays.
+    @Test func theKeptHistoryIsBoundedInBytes() async throws {
+        let journal = DevtoolsJournal(capacity: 10_000, bytes: 1 << 20)
+        let big = String(repeating: "x", count: 100_000)
+        for sequence in 1...100 {
+            journal.hear(JournalEntry(sequence: UInt64(sequence), event: .action(["type": "save", "list": .string(big)]), origin: .outside,
+                                      changes: [], failure: nil, scripts: "0"))
+        }
+        let bounds = journal.bounds
+        #expect(bounds.last == 100)
+        #expect((9...10).contains(bounds.count), "\(bounds)")
+        #expect(bounds.first == 100 - UInt64(bounds.count) + 1)
+        let huge = String(repeating: "y", count: 3 << 20)
+        journal.hear(JournalEntry(sequence: 101, event: .action(["type": "save", "list": .string(huge)]), origin: .outside,
+                                  changes: [], failure: nil, scripts: "0"))
+        #expect(journal.bounds.count == 1 && journal.bounds.first == 101)
+        for sequence in 102...200 {
+            journal.hear(JournalEntry(sequence: UInt64(sequence), event: .action(["type": "add"]), origin: .outside, changes: [],
+                                      failure: nil, scripts: "0"))
+        }
+        #expect(journal.bounds.count == 99 && journal.bounds.first == 102)
     }
 
     @Test func aPageThatFallsBehindIsDroppedAndToldWhy() async throws {

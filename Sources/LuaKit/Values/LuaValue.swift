@@ -132,6 +132,21 @@ public enum LuaKey: Sendable, Hashable, Comparable {
 /// keys (props, most tables of a state), keeps its few fields as a list of pairs until it is changed or its
 /// `fields` dictionary is asked for: making one costs an allocation, not a dictionary's hashing, and it crosses
 /// into the VM from the list (`forEachField`).
+extension LuaValue {
+    /// About how many bytes the value holds in memory (its strings' bytes and a few words per value and per
+    /// table entry): what bounds in bytes, such as the devtools' kept history, count. Costs the value's size.
+    public var estimatedBytes: Int {
+        switch self {
+        case .nil, .boolean, .integer, .number: return 16
+        case .string(let text): return 32 + text.utf8.count
+        case .table(let table):
+            var total = 64 + table.array.reduce(0) { $0 + $1.estimatedBytes }
+            table.forEachField { key, value in total += 16 + key.value.estimatedBytes + value.estimatedBytes }
+            return total
+        }
+    }
+}
+
 public struct LuaTable: Sendable, Hashable {
     /// Values at keys `1...array.count`, in order. None of them is `nil`.
     public var array: [LuaValue]

@@ -214,15 +214,26 @@ struct StorageUnavailable: Error, CustomStringConvertible {
 }
 
 /// Keeps saves in the order the reducer asked for them: save tasks may start in any order, so a save of
-/// older data that arrives after a newer one for the same key is dropped.
+/// older data that arrives after a newer one for the same key is dropped — and so is one a newer save of the same
+/// key already waits behind (each save is written whole and synced, so a burst of saves of one key writes the
+/// newest, not every one in turn).
 final class SaveOrder: Sendable {
-    private let written = Protected<[String: UInt64]>([:])
+    private struct Keys {
+        /// The newest save written, by key.
+        var written: [String: UInt64] = [:]
+        /// The newest save asked for, by key (while any waits).
+        var newest: [String: UInt64] = [:]
+    }
+    private let keys = Protected(Keys())
+    private let writing = NSLock()
 
     func write(key: String, sequence: UInt64, _ body: () throws -> Void) throws {
-        try written.withLock { written in
-            guard sequence > written[key, default: 0] else { return }
-            try body()
-            written[key] = sequence
-        }
+        keys.withLock { keys in keys.newest[key] = max(keys.newest[key, default: 0], sequence) }
+        writing.lock()
+        defer { writing.unlock() }
+        let due = keys.withLock { keys in sequence > keys.written[key, default: 0] && sequence == keys.newest[key] }
+        guard due else { return }
+        try body()
+        keys.withLock { keys in keys.written[key] = sequence }
     }
 }

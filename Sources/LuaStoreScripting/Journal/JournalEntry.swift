@@ -87,6 +87,21 @@ public struct JournalEntry: Sendable {
         }
     }
 
+    /// About how many bytes the entry holds (its action, changes, commands and failure; see
+    /// `LuaValue.estimatedBytes`): what a history bounded in bytes counts. Costs the entry's size.
+    public var estimatedBytes: Int {
+        var total = 160 + scripts.utf8.count
+        if case .action(let action) = event { total += action.estimatedBytes }
+        if let encodedChanges {
+            total += encodedChanges.count
+        } else if let decoded {
+            for change in decoded { total += 32 + change.path.count * 24 + (change.value?.estimatedBytes ?? 0) }
+        }
+        for command in commands { total += 48 + command.payload.estimatedBytes }
+        if let failure { total += 64 + failure.error.message.utf8.count }
+        return total
+    }
+
     /// Whether the entry's changes are, byte for byte, the JSON `json` (a recording's `changes`): true only when
     /// the barrier wrote them, as a recording of the same changes does — then they are the same changes, and
     /// neither side is read. False says nothing: compare `changes`.
