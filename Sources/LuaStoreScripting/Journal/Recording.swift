@@ -260,12 +260,14 @@ public enum RecordingLine {
     }
 
     static func sum(of bytes: ArraySlice<UInt8>) -> UInt64 {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in bytes {
-            hash ^= UInt64(byte)
-            hash &*= 0x0000_0100_0000_01b3
+        bytes.withUnsafeBufferPointer { buffer in
+            var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+            for byte in buffer {
+                hash ^= UInt64(byte)
+                hash &*= 0x0000_0100_0000_01b3
+            }
+            return hash
         }
-        return hash
     }
 
     static func appendHex(_ value: UInt64, to line: inout [UInt8]) {
@@ -289,15 +291,23 @@ public enum RecordingLine {
 
     /// Whether a line of format 3 ends with the sum of what comes before its `sum` field (and says why not).
     static func checkSum(_ line: ArraySlice<UInt8>) throws(RecordingJSON.Malformed) {
-        let suffix = Array(#","sum":""#.utf8)
-        guard line.count > sumSuffixLength,
-              line[(line.endIndex - sumSuffixLength)..<(line.endIndex - sumSuffixLength + suffix.count)].elementsEqual(suffix),
-              line[(line.endIndex - 2)...].elementsEqual(#""}"#.utf8) else {
+        let suffix = #","sum":""#.utf8
+        let sumStart = line.endIndex - sumSuffixLength
+        guard line.count > sumSuffixLength, line[sumStart..<(sumStart + suffix.count)].elementsEqual(suffix),
+              line[line.endIndex - 2] == UInt8(ascii: "\""), line[line.endIndex - 1] == UInt8(ascii: "}") else {
             throw RecordingJSON.Malformed(description: "the line does not end with its \"sum\"")
         }
-        var expected: [UInt8] = []
-        appendHex(sum(of: line[..<(line.endIndex - sumSuffixLength)]), to: &expected)
-        guard line[(line.endIndex - 18)..<(line.endIndex - 2)].elementsEqual(expected) else {
+        var written: UInt64 = 0
+        for byte in line[(sumStart + suffix.count)..<(line.endIndex - 2)] {
+            let digit: UInt8
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+            default: throw RecordingJSON.Malformed(description: "the line's \"sum\" is not 16 hexadecimal digits")
+            }
+            written = written << 4 | UInt64(digit)
+        }
+        guard written == sum(of: line[..<sumStart]) else {
             throw RecordingJSON.Malformed(description: "the line's \"sum\" does not match its contents (the line was changed or damaged)")
         }
     }

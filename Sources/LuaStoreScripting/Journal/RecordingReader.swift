@@ -24,6 +24,8 @@ public struct RecordingReader: Sendable {
     public let header: Header
     /// The sequence number the next entry must have (nil until the first entry of a format 2 recording).
     private var expected: UInt64?
+    /// The last digest found well-formed (entries mostly repeat it).
+    private var lastDigest: String?
 
     /// Reads the header line.
     public init(header line: ArraySlice<UInt8>) throws(Malformed) {
@@ -65,26 +67,38 @@ public struct RecordingReader: Sendable {
     }
 
     /// Reads the next entry line: the recorded action (its changes kept as written, see
-    /// `RecordingLine.recordedAction(line:)`), or nil for a reload.
+    /// `RecordingLine.recordedAction(line:)`), or nil for a reload. Each field is looked up once; a line with a
+    /// field the format does not define has more fields than those found.
     public mutating func entry(_ line: ArraySlice<UInt8>) throws(Malformed) -> RecordingLine.RecordedAction? {
-        if header.version >= 3 { try RecordingLine.checkSum(line) }
+        let summed = header.version >= 3
+        if summed { try RecordingLine.checkSum(line) }
         let (fields, changesJSON) = try RecordedJSON.parsing(line, spanOf: "changes", readsIt: false)
         guard case .object(let object) = fields else { throw Malformed(description: "an entry must be a JSON object") }
-        let known = ["seq", "origin", "action", "reload", "changes", "failure", "scripts"] + (header.version >= 3 ? ["sum"] : [])
-        try Self.allow(object, known, in: "an entry", also: changesJSON == nil ? [] : ["changes"])
-        guard case .integer(let seq)? = object["seq"], seq > 0 else { throw Malformed(description: "no \"seq\" (a positive integer)") }
+        let seqJSON = object["seq"], origin = object["origin"], action = object["action"], reload = object["reload"]
+        let failure = object["failure"], scripts = object["scripts"]
+        var found = (seqJSON != nil ? 1 : 0) + (origin != nil ? 1 : 0) + (action != nil ? 1 : 0) + (reload != nil ? 1 : 0)
+        found += (failure != nil ? 1 : 0) + (scripts != nil ? 1 : 0) + (summed && object["sum"] != nil ? 1 : 0)
+        if object.count != found {
+            let known = ["seq", "origin", "action", "reload", "failure", "scripts"] + (summed ? ["sum"] : [])
+            try Self.allow(object, known, in: "an entry")
+        }
+        guard case .integer(let seq)? = seqJSON, seq > 0 else { throw Malformed(description: "no \"seq\" (a positive integer)") }
         let sequence = UInt64(seq)
         if let expected, sequence != expected {
             throw Malformed(description: sequence < expected
                 ? "entry \(sequence) comes after entry \(expected - 1): entries are numbered one after another (a line repeated or out of order)"
                 : "entry \(sequence) follows entry \(expected - 1): \(sequence - expected) \(sequence - expected == 1 ? "entry is" : "entries are") missing")
         }
-        try Self.checkOrigin(object["origin"])
-        _ = try Self.digest(object["scripts"], in: "an entry")
-        let failed = object["failure"] != nil
-        if let failure = object["failure"] { try Self.checkFailure(failure) }
-        if failed, changesJSON != nil { throw Malformed(description: "an entry has both \"changes\" and a \"failure\"") }
-        switch (object["action"], object["reload"]) {
+        if case .string("outside")? = origin {} else { try Self.checkOrigin(origin) }
+        if case .string(let digest)? = scripts, digest == lastDigest {} else {
+            lastDigest = try Self.digest(scripts, in: "an entry")
+        }
+        var message: String?
+        if let failure {
+            message = try Self.checkFailure(failure)
+            if changesJSON != nil { throw Malformed(description: "an entry has both \"changes\" and a \"failure\"") }
+        }
+        switch (action, reload) {
         case (_?, _?):
             throw Malformed(description: "an entry has both an \"action\" and a \"reload\"")
         case (nil, nil):
@@ -92,33 +106,32 @@ public struct RecordingReader: Sendable {
         case (nil, let reload?):
             switch reload {
             case .string("failed"):
-                guard failed else { throw Malformed(description: "a failed reload needs its \"failure\"") }
+                guard message != nil else { throw Malformed(description: "a failed reload needs its \"failure\"") }
             case .object(let versions):
                 try Self.allow(versions, ["from", "to"], in: "a reload")
                 guard case .integer? = versions["from"], case .integer? = versions["to"] else {
                     throw Malformed(description: "a reload's \"from\" and \"to\" must be integers")
                 }
-                guard !failed else { throw Malformed(description: "a reload that took place has no \"failure\"") }
+                guard message == nil else { throw Malformed(description: "a reload that took place has no \"failure\"") }
             default:
                 throw Malformed(description: "\"reload\" must be {\"from\": …, \"to\": …} or \"failed\"")
             }
             expected = sequence + 1
             return nil
-        case (.some, nil):
-            break
+        case (let action?, nil):
+            var recorded = RecordingLine.RecordedAction(sequence: sequence, action: try RecordingJSON.decode(action), changes: nil, failure: message)
+            if message == nil {
+                guard let changesJSON else { throw Malformed(description: "no \"changes\"") }
+                recorded.changesJSON = changesJSON
+            }
+            expected = sequence + 1
+            return recorded
         }
-        guard var recorded = try RecordingLine.recordedOutcome(fields) else { return nil }
-        if !failed {
-            guard let changesJSON else { throw Malformed(description: "no \"changes\"") }
-            recorded.changesJSON = changesJSON
-        }
-        expected = sequence + 1
-        return recorded
     }
 
     /// Refuses a field the format does not define (a damaged name reads as an unknown field).
-    private static func allow(_ object: [String: RecordedJSON], _ names: [String], in what: String, also: [String] = []) throws(Malformed) {
-        for key in object.keys where !names.contains(key) && !also.contains(key) {
+    private static func allow(_ object: [String: RecordedJSON], _ names: [String], in what: String) throws(Malformed) {
+        for key in object.keys where !names.contains(key) {
             throw Malformed(description: "\(what) has a field the format does not define: \"\(key)\"")
         }
     }
@@ -151,15 +164,17 @@ public struct RecordingReader: Sendable {
         }
     }
 
-    private static func checkFailure(_ failure: RecordedJSON) throws(Malformed) {
+    /// The failure's message, once its fields are checked.
+    private static func checkFailure(_ failure: RecordedJSON) throws(Malformed) -> String {
         guard case .object(let fields) = failure else { throw Malformed(description: "\"failure\" must be an object") }
         try allow(fields, ["stage", "message", "location"], in: "a failure")
         guard case .string(let stage)? = fields["stage"], ScriptFailure.Stage(rawValue: stage) != nil else {
             throw Malformed(description: "a failure's \"stage\" must be one the format defines (\"reduce\", \"load\", …)")
         }
-        guard case .string? = fields["message"] else { throw Malformed(description: "a failure without a message") }
+        guard case .string(let message)? = fields["message"] else { throw Malformed(description: "a failure without a message") }
         if let location = fields["location"], case .string = location {} else if fields["location"] != nil {
             throw Malformed(description: "a failure's \"location\" must be a string")
         }
+        return message
     }
 }
