@@ -101,7 +101,7 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(
-            name: "LuaKitTests", dependencies: ["LuaKit", "LuaStoreConcurrency", "LuaStoreTestSupport"], exclude: ["Fuzz"],
+            name: "LuaKitTests", dependencies: ["LuaKit", "LuaStoreConcurrency", "LuaStoreTestSupport"], exclude: ["Fuzz", "Differential"],
             swiftSettings: strict
         ),
         .testTarget(

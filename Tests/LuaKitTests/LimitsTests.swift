@@ -124,7 +124,7 @@ import Testing
             #expect(try vm.call(loop, arguments: [.reference(step), .value(true)]) == [true])
             let error = luaError { try vm.call(loop, arguments: [.reference(step), .value(false)]) }
             #expect(error?.kind == .timeout)
-            let hidden = luaError { _ = try vm.run("return restartbudget", chunkName: "script.lua") }
+            let hidden = luaError { _ = try vm.run("return (function() return restartbudget end)()", chunkName: "script.lua") }
             #expect(hidden?.message == "undeclared global 'restartbudget'")
         }
     }
@@ -132,7 +132,7 @@ import Testing
     /// `makebarrier` is for trusted code only, and says what it is missing.
     @Test func barriersAreForTrustedCodeOnly() async throws {
         try await withVM { vm throws in
-            let hidden = luaError { _ = try vm.run("return makebarrier", chunkName: "script.lua") }
+            let hidden = luaError { _ = try vm.run("return (function() return makebarrier end)()", chunkName: "script.lua") }
             #expect(hidden?.message == "undeclared global 'makebarrier'")
             let incomplete = try vm.loadTrusted("return makebarrier { targets = {} }", chunkName: "probe")
             let error = luaError { _ = try vm.call(incomplete) }
@@ -147,7 +147,7 @@ import Testing
                 "return istable({}), istable('t'), istable(nil), isstring('s'), isstring(1), isstring({})", chunkName: "probe")
             #expect(try vm.call(probe) == [true, false, false, true, false, false])
             for name in ["istable", "isstring"] {
-                let hidden = luaError { _ = try vm.run("return \(name)", chunkName: "script.lua") }
+                let hidden = luaError { _ = try vm.run("return (function() return \(name) end)()", chunkName: "script.lua") }
                 #expect(hidden?.message == "undeclared global '\(name)'")
             }
         }

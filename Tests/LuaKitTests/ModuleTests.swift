@@ -29,6 +29,60 @@ import Testing
         }
     }
 
+    /// `require` takes slashes as Lua's does (`spec/helper`), and `package` is Lua's, as data: `loaded` is what
+    /// `require` returned (and what a script puts there), `preload` holds loaders tried first.
+    @Test func packageIsLuasAsData() async throws {
+        let root = try makeApp([
+            "app.lua": """
+                local helper = require('spec/helper')
+                package.preload['virtual'] = function(name, extra) return { name = name, extra = extra } end
+                package.loaded['given'] = { given = true }
+                local virtual = require('virtual')
+                return {
+                  helper = helper.answer, same = require('spec.helper') == helper, loaded = package.loaded['spec/helper'] == helper,
+                  virtual = virtual.name .. ' ' .. virtual.extra, given = require('given').given,
+                  string = package.loaded.string == string, path = package.path, config = package.config,
+                  loadlib = package.loadlib == nil, self = require('package') == package,
+                }
+                """,
+            "spec/helper.lua": "return { answer = 42 }",
+        ])
+        defer { try? FileManager.default.removeItem(at: root) }
+        try await withVM(moduleRoot: root) { vm throws in
+            #expect(try vm.value(of: try vm.require("app")) == [
+                "helper": 42, "same": false, "loaded": true, "virtual": "virtual :preload:", "given": true, "string": true,
+                "path": "./?.lua;./?/init.lua", "config": "/\n;\n?\n!\n-\n", "loadlib": true, "self": true,
+            ])
+        }
+    }
+
+    /// `loadfile` and `dofile` read text files of the app's folder, and nothing outside it.
+    @Test func loadfileAndDofileReadTheAppsOwnFiles() async throws {
+        let root = try makeApp([
+            "app.lua": """
+                local chunk = loadfile('data/values.lua')
+                local missing, message = loadfile('data/none.lua')
+                local outside, why = loadfile('../secret.lua')
+                local absolute, whyAbsolute = loadfile('/etc/passwd')
+                return { first = chunk().first, second = dofile('data/values.lua').second, missing = missing == nil, message = message,
+                         outside = outside == nil, why = why, absolute = whyAbsolute }
+                """,
+            "data/values.lua": "return { first = 1, second = 2 }",
+        ])
+        defer { try? FileManager.default.removeItem(at: root) }
+        try await withVM(moduleRoot: root) { vm throws in
+            #expect(try vm.value(of: try vm.require("app")) == [
+                "first": 1, "second": 2, "missing": true, "message": "cannot open data/none.lua: No such file or directory",
+                "outside": true, "why": "loadfile: '../secret.lua' is not a path inside the app folder (scripts read only the app's own files)",
+                "absolute": "loadfile: '/etc/passwd' is not a path inside the app folder (scripts read only the app's own files)",
+            ])
+            let failing = try vm.load("dofile('data/none.lua')", chunkName: "run.lua")
+            let error = luaError { _ = try vm.call(failing) }
+            #expect(error?.message == "cannot open data/none.lua: No such file or directory")
+            #expect(error?.location == "run.lua:1") // (dofile raises where it was called)
+        }
+    }
+
     @Test(arguments: [
         ("../secret", "require: '../secret' is not a module name (use names like 'lib.util')"),
         ("/etc/passwd", "require: '/etc/passwd' is not a module name (use names like 'lib.util')"),
@@ -134,7 +188,7 @@ import Testing
         #expect(length == [8])
     }
 
-    @Test(arguments: ["os", "io", "debug", "package", "coroutine"])
+    @Test(arguments: ["os", "io", "debug", "coroutine"])
     func leftOutLibrariesSaySo(name: String) async throws {
         let error = try await withVM { vm in
             luaError { _ = try vm.run("local x = 1\nlocal lib = require('\(name)')", chunkName: "app.lua") }

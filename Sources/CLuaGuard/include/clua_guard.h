@@ -195,6 +195,20 @@ static inline int clua_is_table(lua_State *L) {
     return 1;
 }
 
+/// `callerkind(level)` [-1, +1, -]: what runs `level` levels above the function that calls it — "main" (a chunk's
+/// top level), "Lua" (a function) or "C" (or nothing) — as `debug.getinfo(level + 1, "S").what` says, for the
+/// sandbox's strict globals (Lua's `strict.lua` rule: only functions may not read undeclared globals).
+static inline int clua_caller_kind(lua_State *L) {
+    lua_Debug ar;
+    int level = (int)luaL_optinteger(L, 1, 1);
+    if (level >= 0 && lua_getstack(L, level, &ar) && lua_getinfo(L, "S", &ar)) {
+        lua_pushstring(L, ar.what);
+    } else {
+        lua_pushliteral(L, "C");
+    }
+    return 1;
+}
+
 static inline int clua_is_string(lua_State *L) {
     lua_pushboolean(L, lua_type(L, 1) == LUA_TSTRING);
     return 1;

@@ -123,6 +123,27 @@ extension LuaVM {
 
     /// `readmodule(name)`: the source and chunk name of an app module, found only inside `moduleRoot`.
     /// [-1, +2, -] (a host function)
+    /// `readfile(path, caller)`: the source text of a file of the app's folder and its chunk name, or nil and why
+    /// not (as `loadfile` says it: `cannot open x.lua: No such file or directory`).
+    func readFilePrimitive() throws(HostFailure) -> Int32 {
+        let path = String(decoding: try stringArgument(1, "loadfile"), as: UTF8.self)
+        let caller = String(decoding: try stringArgument(2, "loadfile"), as: UTF8.self)
+        let file: ModuleResolver.Module
+        do {
+            file = try ModuleResolver(root: moduleRoot, maximumBytes: limits.moduleBytes).resolveFile(path, for: caller)
+        } catch {
+            guard case .message(let reason) = error else { throw error }
+            try ensureHeadroom(reason.utf8.count * 2)
+            lua_pushnil(state)
+            pushString(reason)
+            return 2
+        }
+        try ensureHeadroom(file.source.utf8.count * 2)
+        pushString(file.source)
+        pushString("=" + file.chunkName)
+        return 2
+    }
+
     func readModulePrimitive() throws(HostFailure) -> Int32 {
         let name = String(decoding: try stringArgument(1, "require"), as: UTF8.self)
         let module = try ModuleResolver(root: moduleRoot, maximumBytes: limits.moduleBytes).resolve(name)

@@ -180,6 +180,14 @@ public final class LuaVM {
         lua_setfield(state, -2, "strings")
         setHostFunction("print", in: -1) { vm throws(HostFailure) in try vm.printPrimitive() }
         setHostFunction("readmodule", in: -1) { vm throws(HostFailure) in try vm.readModulePrimitive() }
+        setHostFunction("readfile", in: -1) { vm throws(HostFailure) in try vm.readFilePrimitive() }
+        clua_pushcfunction(state, clua_caller_kind)
+        lua_setfield(state, -2, "callerkind")
+        switch limits.garbageCollection {
+        case .incremental: lua_pushstring(state, "incremental")
+        case .generational: lua_pushstring(state, "generational")
+        }
+        lua_setfield(state, -2, "gcmode")
         clua_pushcfunction(state, clua_sandbox_pcall)
         lua_setfield(state, -2, "pcall")
         clua_pushcfunction(state, clua_sandbox_xpcall)

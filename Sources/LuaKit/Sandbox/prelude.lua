@@ -1,8 +1,9 @@
 -- The trusted chunk that builds the sandbox from the real libraries, once per VM, before any script runs
 -- (LuaVM.buildSandbox loads it; it is embedded into the binary at build time by the EmbedLua plugin).
 --
--- It receives the host's primitives (`strings`, `print`, `readmodule`, `pcall`, `xpcall`) and returns the
--- sandbox's interface: `environment(require)` makes a fresh strict environment for one chunk, `define` and
+-- It receives the host's primitives (`strings`, `print`, `readmodule`, `readfile`, `callerkind`, `gcmode`, `pcall`,
+-- `xpcall`) and returns the sandbox's interface: `environment(require)` makes a fresh strict environment for one
+-- chunk (with its namespace's `package`), `define` and
 -- `definemodule` add host values, `require` loads app modules, `namespace()` makes a new `require` with a
 -- module cache of its own, `seal(marker)` makes `rawset` refuse tables whose `__metatable` is `marker`, and
 -- `reference_strings` keeps Lua's own `find`, `match`, `gmatch`, `gsub`, `format` and `tostring` for
@@ -22,6 +23,7 @@ local reference_strings = {
 }
 local concat, sort = table.concat, table.sort
 local host_strings, host_print, host_readmodule = host.strings, host.print, host.readmodule
+local host_readfile, host_callerkind, host_gcmode = host.readfile, host.callerkind, host.gcmode
 local sandbox_pcall, sandbox_xpcall = host.pcall, host.xpcall
 
 -- Strings: Lua's pattern functions with the time budget, and `tostring` without addresses, in C
@@ -73,7 +75,6 @@ end
 
 local string_metatable = real_getmetatable("")
 string_metatable.__index = string
-string_metatable.__metatable = false
 
 -- Guarded base functions -------------------------------------------------------------------------------
 
@@ -115,9 +116,26 @@ local function sandbox_setmetatable(t, metatable)
   return real_setmetatable(t, metatable)
 end
 
-local function sandbox_collectgarbage(option)
-  if option == "count" then return real_collectgarbage("count") end
-  error("collectgarbage: only \"count\" is available to scripts", 2)
+-- The collector as scripts may drive it: collect, step, count, isrunning. Its mode is the host's
+-- (LuaLimits.garbageCollection): "incremental" and "generational" say which it is and leave it; stopping it or
+-- tuning it is the host's alone.
+local function sandbox_collectgarbage(option, argument)
+  if option == nil or option == "collect" then
+    real_collectgarbage("collect")
+    return 0
+  elseif option == "count" or option == "isrunning" then
+    return real_collectgarbage(option)
+  elseif option == "step" then
+    if argument ~= nil and tonumber(argument) == nil then
+      error("bad argument #2 to 'collectgarbage' (number expected, got " .. type(argument) .. ")", 2)
+    end
+    return real_collectgarbage("step", argument or 0)
+  elseif option == "incremental" or option == "generational" then
+    return host_gcmode
+  elseif option == "stop" or option == "restart" or option == "setpause" or option == "setstepmul" then
+    error("collectgarbage: '" .. option .. "' is the host's to decide (scripts may collect, step, count and ask isrunning)", 2)
+  end
+  error("bad argument #1 to 'collectgarbage' (invalid option '" .. safe_tostring(option) .. "')", 2)
 end
 
 local real_randomseed = math.randomseed
@@ -159,8 +177,13 @@ end
 
 local globals = {}
 
+-- Strict globals as Lua's own `strict.lua` has them: a function that reads a global nobody declared is an error
+-- (a typo fails loudly), while a chunk's top level and C may probe and get nil (`local unpack = unpack or
+-- table.unpack`, `if setfenv then`). `rawget(_G, name)` probes anywhere.
 local environment_metatable = {
   __index = function(_, name)
+    local caller = host_callerkind(2)
+    if caller == "main" or caller == "C" then return nil end
     error("undeclared global '" .. safe_tostring(name) .. "'", 2)
   end,
   __newindex = function(_, name)
@@ -171,11 +194,14 @@ local environment_metatable = {
 
 local default_require
 
+local packages = real_setmetatable({}, { __mode = "k" }) -- a namespace's `require` -> its `package` table
+
 local function environment(require_function)
   local env = {}
   for name, value in next, globals do env[name] = value end
   env._G = env
   env.require = require_function or default_require
+  env.package = packages[env.require]
   return real_setmetatable(env, environment_metatable)
 end
 
@@ -192,39 +218,56 @@ local builtins = {}     -- modules `require` returns by name: the standard libra
 -- Standard libraries the sandbox leaves out: `require` says so, rather than looking for a file of that name.
 local unavailable = {
   os = "no clocks, processes or environment", io = "no files", debug = "no access to the VM's internals",
-  package = "modules load only from the app's folder", coroutine = "coroutines are not available",
+  coroutine = "coroutines are not available",
 }
 
--- A module namespace: its own cache, so a new version of an app's modules can load beside the old one.
+-- A module namespace: its own cache, so a new version of an app's modules can load beside the old one. Its
+-- `package` table is Lua's, as data: `loaded` (what `require` returned, and what a script puts there),
+-- `preload` (loaders `require` tries first), `path` and `config`; modules load from the app's folder only.
 local function namespace()
-  local loaded, loading = {}, {}
+  local loading = {}
+  local package = { loaded = {}, preload = {}, path = "./?.lua;./?/init.lua", config = "/\n;\n?\n!\n-\n" }
+  for name, value in next, builtins do package.loaded[name] = value end
+  package.loaded.package = package
   local function require(name)
     if type(name) ~= "string" then
       error("bad argument #1 to 'require' (string expected, got " .. (name == nil and "no value" or type(name)) .. ")", 2)
     end
-    local value = builtins[name]
+    local loaded = package.loaded
+    local value = type(loaded) == "table" and rawget(loaded, name) or nil
+    if value ~= nil then return value end
+    value = builtins[name]
     if value ~= nil then return value end
     if unavailable[name] then
       error("require: module '" .. name .. "' is not available in the sandbox (" .. unavailable[name] .. ")", 2)
     end
-    value = loaded[name]
-    if value ~= nil then return value end
     if loading[name] then error("require: module '" .. name .. "' requires itself (a cycle)", 2) end
-    local source, chunkname = host_readmodule(name)
-    local chunk, problem = real_load(source, chunkname, "t", environment(require))
-    if chunk == nil then error(problem, 0) end
+    local chunk, extra
+    local preload = type(package.preload) == "table" and rawget(package.preload, name) or nil
+    if preload ~= nil then
+      chunk, extra = preload, ":preload:"
+    else
+      local source, chunkname = host_readmodule(name)
+      local problem
+      chunk, problem = real_load(source, chunkname, "t", environment(require))
+      if chunk == nil then error(problem, 0) end
+      extra = "./" .. chunkname:sub(2) -- (where Lua's searcher found it, through package.path's "./?.lua")
+    end
     loading[name] = true
-    local ok, result = sandbox_pcall(chunk, name)
+    local ok, result = sandbox_pcall(chunk, name, extra)
     loading[name] = nil
     if not ok then error(result, 0) end
-    if result == nil then result = true end
-    loaded[name] = result
-    return result
+    loaded = package.loaded
+    if result ~= nil then
+      loaded[name] = result
+    elseif rawget(loaded, name) == nil then
+      loaded[name] = true
+    end
+    return loaded[name], extra
   end
+  packages[require] = package
   return require
 end
-
-default_require = namespace()
 
 globals.assert, globals.error, globals.getmetatable, globals.ipairs = assert, error, real_getmetatable, ipairs
 globals.next, globals.pairs, globals.pcall, globals.xpcall = next, pairs, sandbox_pcall, sandbox_xpcall
@@ -232,10 +275,31 @@ globals.print, globals.rawequal, globals.rawget, globals.rawlen = sandbox_print,
 globals.rawset, globals.select, globals.setmetatable = sandbox_rawset, select, sandbox_setmetatable
 globals.tonumber, globals.tostring, globals.type, globals._VERSION = tonumber, safe_tostring, type, _VERSION
 globals.load, globals.collectgarbage = sandbox_load, sandbox_collectgarbage
+
+-- `loadfile` and `dofile` read text files of the app's folder only (paths relative to it).
+local function sandbox_loadfile(path, mode, env)
+  if type(path) ~= "string" then error("loadfile: scripts load files of the app's folder, by path", 2) end
+  if mode ~= nil and mode ~= "t" then error("loadfile: scripts can load text chunks only (mode \"t\")", 2) end
+  local source, chunkname = host_readfile(path, "loadfile")
+  if source == nil then return nil, chunkname end
+  return real_load(source, chunkname, "t", env or environment())
+end
+
+local function sandbox_dofile(path)
+  if type(path) ~= "string" then error("dofile: scripts run files of the app's folder, by path", 2) end
+  local chunk, problem = sandbox_loadfile(path)
+  if chunk == nil then error(problem, 0) end -- (as Lua's dofile raises it: the message alone)
+  return chunk()
+end
+globals.loadfile, globals.dofile = sandbox_loadfile, sandbox_dofile
 globals.sortedpairs = sortedpairs
 globals.string, globals.table = freeze("string", string), freeze("table", table)
 globals.math, globals.utf8 = freeze("math", math), freeze("utf8", utf8)
 for _, name in ipairs({ "string", "table", "math", "utf8" }) do builtins[name] = globals[name] end
+default_require = namespace() -- (after the libraries: its package.loaded holds them)
+
+-- `getmetatable("")` gives a read-only table whose `__index` is the string library, as scripts expect of it.
+string_metatable.__metatable = freeze("the string metatable", { __index = globals.string })
 
 local function define(name, value)
   if type(value) == "table" and not frozen[value] then value = freeze(name, value) end

@@ -1,0 +1,1 @@
+return { first = 1, second = 2 }

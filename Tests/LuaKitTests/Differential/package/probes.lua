@@ -1,0 +1,20 @@
+-- Standard Lua that must behave in the sandbox as in stock lua5.4 (DifferentialTests runs it under both and
+-- compares the output byte for byte): strict globals probed at the top level, the string metatable, the
+-- collector, `package`, `require` with slashes, `loadfile` and `dofile`.
+local unpack = unpack or table.unpack
+print(type(unpack), setfenv == nil, rawget(_G, "never") == nil)
+local mt = getmetatable("")
+print(type(mt), mt.__index == string, ("x"):upper())
+print(type(collectgarbage("count")), collectgarbage("isrunning"), collectgarbage(), collectgarbage("collect"))
+print(type(collectgarbage("step")))
+print(package.loaded.string == string, package.loaded.package == package, type(package.preload), type(package.path), package.config)
+package.preload.virtual = function(name, extra) return {name = name, extra = extra} end
+local v, extra = require("virtual")
+print(v.name, v.extra, extra)
+package.loaded.given = "given"
+print(require("given"))
+local helper, where = require("spec/helper")
+print(helper.answer, where, require("spec/helper") == helper, package.loaded["spec/helper"] == helper)
+print(loadfile("nope.lua"))
+print(loadfile("data/values.lua")().first, dofile("data/values.lua").second)
+print(pcall(dofile, "nope.lua"))
