@@ -13,7 +13,8 @@
 //   linear): Lua's scan alone is quadratic on needles such as `string.rep("a", 100000) .. "b"`. The first
 //   occurrence is the same.
 //
-// `tostring` is Lua's `luaL_tolstring` without addresses: `"table: 0x55…"` becomes `"table"`.
+// `tostring` is Lua's `luaL_tolstring` with identities for addresses: `"table: 0x55d0c3a5e2a0"` becomes
+// `"table: 0x00000000000007"` — the seventh object shown — the same on every run.
 //
 // Everything here runs inside a protected call the host made (these are `lua_CFunction`s the scripts call),
 // so raising is allowed: each function is `[-n, +m, e]`.
@@ -596,15 +597,57 @@ static size_t without_address(const char *text, size_t length) {
     return at;
 }
 
+/// The upvalue of every function here: the identities `tostring` gave (object -> number, weak keys; the count
+/// so far under the key 0).
+#define IDENTITIES lua_upvalueindex(1)
+
+/// [-1, +1, m] Replaces the text on top (`luaL_tolstring`'s of the object at `index`) with `kept` bytes of it,
+/// then ": 0x" and the object's identity: a number it keeps while it lives, given in the order objects are
+/// first shown — the same on every run, where an address differs from run to run.
+static void replace_address(lua_State *L, int index, size_t kept) {
+    index = lua_absindex(L, index);
+    lua_Integer id;
+    lua_pushvalue(L, index);
+    if (lua_rawget(L, IDENTITIES) == LUA_TNUMBER) {
+        id = lua_tointeger(L, -1);
+        lua_pop(L, 1);
+    } else {
+        lua_pop(L, 1);
+        lua_rawgeti(L, IDENTITIES, 0);
+        id = lua_tointeger(L, -1) + 1;
+        lua_pop(L, 1);
+        lua_pushinteger(L, id);
+        lua_rawseti(L, IDENTITIES, 0);
+        lua_pushvalue(L, index);
+        lua_pushinteger(L, id);
+        lua_rawset(L, IDENTITIES);
+    }
+    const char *text = lua_tostring(L, -1);
+    char number[24];
+    snprintf(number, sizeof number, "%014llx", (unsigned long long)id);
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    luaL_addlstring(&b, text, kept);
+    luaL_addstring(&b, ": 0x");
+    luaL_addstring(&b, number);
+    luaL_pushresult(&b);
+    lua_remove(L, -2);
+}
+
+/// Whether values of this type print with an address in Lua.
+static int has_address(int type) {
+    return type == LUA_TTABLE || type == LUA_TFUNCTION || type == LUA_TUSERDATA || type == LUA_TLIGHTUSERDATA ||
+           type == LUA_TTHREAD;
+}
+
 int clua_sandbox_tostring(lua_State *L) {
     luaL_checkany(L, 1);
     int type = lua_type(L, 1);
     size_t length;
     const char *text = luaL_tolstring(L, 1, &length);
-    if (type == LUA_TTABLE || type == LUA_TFUNCTION || type == LUA_TUSERDATA || type == LUA_TLIGHTUSERDATA ||
-        type == LUA_TTHREAD) {
+    if (has_address(type)) {
         size_t kept = without_address(text, length);
-        if (kept != length) lua_pushlstring(L, text, kept);
+        if (kept != length) replace_address(L, 1, kept);
     }
     return 1;
 }
@@ -733,12 +776,10 @@ static void add_literal(lua_State *L, luaL_Buffer *b, int argument) {
 static const char *to_string_without_address(lua_State *L, int index, size_t *length) {
     int type = lua_type(L, index);
     const char *text = luaL_tolstring(L, index, length);
-    if (type == LUA_TTABLE || type == LUA_TFUNCTION || type == LUA_TUSERDATA || type == LUA_TLIGHTUSERDATA ||
-        type == LUA_TTHREAD) {
+    if (has_address(type)) {
         size_t kept = without_address(text, *length);
         if (kept != *length) {
-            lua_pushlstring(L, text, kept);
-            lua_replace(L, -2);
+            replace_address(L, index, kept);
             text = lua_tolstring(L, -1, length);
         }
     }
@@ -852,6 +893,12 @@ int clua_push_sandbox_strings(lua_State *L) {
         { "gsub", sandbox_gsub }, { "format", sandbox_format }, { "tostring", clua_sandbox_tostring },
         { NULL, NULL },
     };
-    luaL_newlib(L, functions);
+    luaL_newlibtable(L, functions);
+    lua_createtable(L, 0, 0); /* the identities */
+    lua_createtable(L, 0, 1);
+    lua_pushliteral(L, "k");
+    lua_setfield(L, -2, "__mode");
+    lua_setmetatable(L, -2);
+    luaL_setfuncs(L, functions, 1);
     return 1;
 }

@@ -168,7 +168,7 @@ import Testing
         ("return pcall(tostring, setmetatable({}, { __tostring = function() return {} end }))",
          [.boolean(false), .string("'__tostring' must return a string")]),
         ("return tostring(setmetatable({}, { __tostring = function() return 42 end }))", [.string("42")]),
-        ("return tostring(setmetatable({}, { __name = 'Point' }))", [.string("Point")]),
+        ("return tostring(setmetatable({}, { __name = 'Point' }))", [.string("Point: 0x00000000000001")]),
     ])
     func theSandboxAnswersAsLua(source: String, expected: [LuaValue]) async throws {
         let result = try await withVM { vm in try vm.run(source, chunkName: "case.lua") }

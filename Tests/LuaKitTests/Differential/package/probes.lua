@@ -18,3 +18,13 @@ print(helper.answer, where, require("spec/helper") == helper, package.loaded["sp
 print(loadfile("nope.lua"))
 print(loadfile("data/values.lua")().first, dofile("data/values.lua").second)
 print(pcall(dofile, "nope.lua"))
+-- A serializer that names tables by their `tostring` names two tables apart (the text itself differs: an address
+-- in Lua, an identity in the sandbox).
+local names, order = {}, {}
+local a, b = {}, {}
+for _, t in ipairs({ a, b, a }) do
+  local key = tostring(t)
+  if names[key] == nil then names[key] = "k" .. (#order + 1) end
+  order[#order + 1] = names[key]
+end
+print(table.concat(order, ","), tostring(a) ~= tostring(b), tostring(a) == tostring(a))
