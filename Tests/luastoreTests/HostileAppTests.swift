@@ -91,4 +91,27 @@ import Testing
         #expect(errors.contains { $0.hasPrefix("luastore: reduce failed: app.lua:9: rawset:") && $0.hasSuffix("(line 4)") })
         #expect(errors.contains { $0.hasPrefix("luastore: props failed: ") && $0.contains("tables nested deeper than 200 levels") })
     }
+
+    /// A save or load command made by hand (not by `luastore.save`) is checked as strictly: a key that would lead
+    /// out of the storage folder is refused at the script's line, and nothing is written or read outside it.
+    @Test func handMadeStorageCommandsCannotLeaveTheDataFolder() async throws {
+        let app = try CLI.makeApp("""
+            local app = {}
+            function app.init() return { n = 0 } end
+            function app.reduce(state, action)
+              state.n = state.n + 1
+              if action.type == "save" then return nil, { { kind = "save", key = "../escaped", value = { a = 1 } } } end
+              if action.type == "load" then return nil, { { kind = "load", key = "../../etc/x", success = "loaded" } } end
+            end
+            function app.props(state) return { n = state.n } end
+            return app
+            """)
+        defer { try? FileManager.default.removeItem(at: app) }
+        let run = try await CLI.run(["run", app.path, "--format", "json"], input: "{\"type\":\"save\"}\n{\"type\":\"load\"}\n")
+        #expect(run.status == 1)
+        #expect(run.errors.contains("reduce failed: app.lua: command #1 (save): field 'key' may hold only letters, digits, '_' and '-' (line 1)"), "\(run.errors)")
+        #expect(run.errors.contains("command #1 (load): field 'key' may hold only letters, digits, '_' and '-' (line 2)"), "\(run.errors)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: app.path) == ["app.lua"])
+        #expect(!FileManager.default.fileExists(atPath: app.deletingLastPathComponent().appendingPathComponent("escaped.json").path))
+    }
 }

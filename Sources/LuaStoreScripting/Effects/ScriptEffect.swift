@@ -67,11 +67,15 @@ public struct ScriptEffect: StoreEffect, CustomStringConvertible {
             try requireAction("action")
         case "log":
             try require("message", "string")
-        case "save":
+        case "save", "load":
+            // (Checked here, not only by `luastore.save`: a script may return the command's table itself, and the
+            // key names a file in the storage folder.)
             try require("key", "string")
-        case "load":
-            try require("key", "string")
-            try require("success", "string")
+            guard let key = table["key"].string, !key.isEmpty,
+                  key.utf8.allSatisfy({ $0 == 95 || $0 == 45 || (48...57).contains($0) || (65...90).contains($0) || (97...122).contains($0) }) else {
+                throw LuaError(.runtime, "\(name) (\(kind)): field 'key' may hold only letters, digits, '_' and '-'")
+            }
+            if kind == "load" { try require("success", "string") }
         default:
             throw LuaError(.runtime, "\(name): unknown effect kind '\(kind)' (known: \(Self.kinds.joined(separator: ", ")))")
         }
