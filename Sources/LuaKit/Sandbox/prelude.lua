@@ -44,7 +44,7 @@ string.format = host_strings.format
 
 -- Read-only library tables -----------------------------------------------------------------------------
 
-local frozen = {}
+local frozen = {} -- read-only proxy -> the table it shows (which scripts never reach)
 
 local function freeze(name, source)
   for key, value in next, source do
@@ -69,8 +69,28 @@ local function freeze(name, source)
     __len = function() return #source end,
     __metatable = false,
   })
-  frozen[proxy] = true
+  frozen[proxy] = source
   return proxy
+end
+
+-- `next` and `rawget` read a read-only table as the table it shows, as Lua reads its libraries (`next(string)`,
+-- `rawget(math, "pi")`); writing stays refused.
+local function sandbox_next(t, key)
+  local source = frozen[t]
+  if source ~= nil then return next(source, key) end
+  if type(t) ~= "table" then
+    error("bad argument #1 to 'next' (table expected, got " .. (t == nil and "no value" or type(t)) .. ")", 2)
+  end
+  return next(t, key)
+end
+
+local function sandbox_rawget(t, key)
+  local source = frozen[t]
+  if source ~= nil then return rawget(source, key) end
+  if type(t) ~= "table" then
+    error("bad argument #1 to 'rawget' (table expected, got " .. (t == nil and "no value" or type(t)) .. ")", 2)
+  end
+  return rawget(t, key)
 end
 
 local string_metatable = real_getmetatable("")
@@ -270,8 +290,8 @@ local function namespace()
 end
 
 globals.assert, globals.error, globals.getmetatable, globals.ipairs = assert, error, real_getmetatable, ipairs
-globals.next, globals.pairs, globals.pcall, globals.xpcall = next, pairs, sandbox_pcall, sandbox_xpcall
-globals.print, globals.rawequal, globals.rawget, globals.rawlen = sandbox_print, rawequal, rawget, rawlen
+globals.next, globals.pairs, globals.pcall, globals.xpcall = sandbox_next, pairs, sandbox_pcall, sandbox_xpcall
+globals.print, globals.rawequal, globals.rawget, globals.rawlen = sandbox_print, rawequal, sandbox_rawget, rawlen
 globals.rawset, globals.select, globals.setmetatable = sandbox_rawset, select, sandbox_setmetatable
 globals.tonumber, globals.tostring, globals.type, globals._VERSION = tonumber, safe_tostring, type, _VERSION
 globals.load, globals.collectgarbage = sandbox_load, sandbox_collectgarbage

@@ -28,3 +28,9 @@ for _, t in ipairs({ a, b, a }) do
   order[#order + 1] = names[key]
 end
 print(table.concat(order, ","), tostring(a) ~= tostring(b), tostring(a) == tostring(a))
+-- The libraries read raw and iterate as Lua's do.
+print(next(string) ~= nil, rawget(math, "pi") == math.pi, rawget(string, "format") == string.format)
+local functions = 0
+for _, f in pairs(string) do if type(f) == "function" then functions = functions + 1 end end
+print(functions > 10, select("#", next(table)), pcall(next, {}, "nokey"))
+print(pcall(rawget, 1, 2))
