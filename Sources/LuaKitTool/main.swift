@@ -1,14 +1,17 @@
 import Foundation
 import LuaKit
 
-/// `luakit FILE [--time-budget-ms N] [--memory-mb N]`: runs one Lua file in LuaKit's sandbox and prints what
-/// it returns. Modules it `require`s are loaded from the file's folder. Exit status: 0 on success, 1 when the
-/// script fails (the error, with file and line, goes to standard error), 2 for usage errors.
-let usage = "usage: luakit FILE [--time-budget-ms N] [--memory-mb N]"
+/// `luakit FILE [--time-budget-ms N] [--memory-mb N] [--lua-path PATH]`: runs one Lua file in LuaKit's sandbox and
+/// prints what it returns. Modules it `require`s are loaded from the file's folder, then from the module path as
+/// stock `lua5.4` takes it (`--lua-path`, else `LUA_PATH_5_4` or `LUA_PATH`, else Debian's default; source text
+/// only). Exit status: 0 on success, 1 when the script fails (the error, with file and line, goes to standard
+/// error), 2 for usage errors.
+let usage = "usage: luakit FILE [--time-budget-ms N] [--memory-mb N] [--lua-path PATH]"
 
 var arguments = Array(CommandLine.arguments.dropFirst())
 var limits = LuaLimits()
 var file: String?
+var luaPath: String?
 while !arguments.isEmpty {
     let argument = arguments.removeFirst()
     switch argument {
@@ -19,6 +22,13 @@ while !arguments.isEmpty {
         }
         arguments.removeFirst()
         if argument == "--time-budget-ms" { limits.timeBudget = .milliseconds(value) } else { limits.memoryBytes = value << 20 }
+    case "--lua-path":
+        guard let value = arguments.first else {
+            FileHandle.standardError.write(Data("luakit: --lua-path needs a path (templates such as /usr/share/lua/5.4/?.lua, separated by ';')\n\(usage)\n".utf8))
+            exit(2)
+        }
+        arguments.removeFirst()
+        luaPath = value
     case "-h", "--help":
         print(usage)
         exit(0)
@@ -40,10 +50,11 @@ guard let source = try? String(contentsOf: url, encoding: .utf8) else {
     exit(2)
 }
 
+let modulePath = LuaModulePath.resolve(option: luaPath)
 let thread = LuaThread(name: "luakit")
 let status: Int32 = thread.sync {
     do {
-        let vm = try LuaVM(limits: limits, moduleRoot: url.deletingLastPathComponent(), print: { print($0) })
+        let vm = try LuaVM(limits: limits, moduleRoot: url.deletingLastPathComponent(), modulePath: modulePath, print: { print($0) })
         for value in try vm.run(source, chunkName: url.lastPathComponent) { print(value) }
         return 0
     } catch {

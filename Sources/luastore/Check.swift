@@ -13,11 +13,14 @@ struct Check: AsyncParsableCommand {
     @Argument(help: "The app folder (with app.lua).", completion: .directory)
     var appDirectory: String
 
+    @OptionGroup var modules: ModulePathOptions
+
     func run() async throws {
         let failures = Protected<[String]>([])
-        let options = ScriptedStoreOptions(log: { _ in }, failures: { failure in
+        var options = ScriptedStoreOptions(log: { _ in }, failures: { failure in
             failures.withLock { $0.append("\(failure.stage.rawValue): \(failure.error)") }
         })
+        options.modulePath = modules.templates
         do {
             let store = try await ScriptedStore(app: URL(fileURLWithPath: appDirectory), options: options)
             let props = try await store.props()

@@ -20,6 +20,8 @@ struct Replay: AsyncParsableCommand {
     @Argument(help: "The app folder (with app.lua).", completion: .directory)
     var appDirectory: String
 
+    @OptionGroup var modules: ModulePathOptions
+
     @Argument(help: "The recording.", completion: .file())
     var recording: String
 
@@ -57,6 +59,7 @@ struct Replay: AsyncParsableCommand {
         let initial = reader.header.state
         var options = ScriptedStoreOptions(log: { _ in }, failures: { _ in })
         options.performsEffects = false
+        options.modulePath = modules.templates
         options.notification = .everyAction
         options.limits.timeBudget = .microseconds(Int64(timeBudget * 1000))
         let heard = Protected<[JournalEntry]>([])

@@ -24,6 +24,8 @@ struct Run: AsyncParsableCommand {
     @Argument(help: "The app folder (with app.lua).", completion: .directory)
     var appDirectory: String
 
+    @OptionGroup var modules: ModulePathOptions
+
     @Option(name: .long, help: "JSON Lines actions: a file, or - for standard input.")
     var actions: String?
 
@@ -110,6 +112,7 @@ struct Run: AsyncParsableCommand {
         options.urlPolicy.allowedHosts.formUnion(allowedHosts)
         options.limits.timeBudget = .microseconds(Int64(timeBudget * 1000))
         options.storageFolder = URL(fileURLWithPath: data ?? (appDirectory + "/.data"))
+        options.modulePath = modules.templates
         options.protectedFiles = [actions, stateOut, record].compactMap { $0 }.filter { $0 != "-" }
         let devtoolsJournal = devtools.map { _ in DevtoolsJournal(capacity: devtoolsKeep, bytes: devtoolsKeepBytes.bytes) }
         options.recorder = recorder

@@ -19,6 +19,8 @@ struct SpecTest: AsyncParsableCommand {
     @Argument(help: "The app folder.", completion: .directory)
     var appDirectory: String
 
+    @OptionGroup var modules: ModulePathOptions
+
     @Option(help: "Run only the tests whose full name (the describe blocks' names and its own) matches this Lua pattern.")
     var filter: String?
 
@@ -33,9 +35,10 @@ struct SpecTest: AsyncParsableCommand {
             throw ExitCode.unusable
         }
         let thread = LuaThread(name: "luastore-test")
+        let modulePath = modules.templates
         var results: [SpecResult] = []
         for file in files {
-            let outcome = thread.sync { Self.run(file: file, folder: folder, filter: filter) }
+            let outcome = thread.sync { Self.run(file: file, folder: folder, modulePath: modulePath, filter: filter) }
             switch outcome {
             case .success(let fileResults): results += fileResults
             case .failure(let problem):
@@ -62,11 +65,11 @@ struct SpecTest: AsyncParsableCommand {
     }
 
     /// Runs one spec file in a fresh VM (on its LuaThread): a result for each test, in order.
-    static func run(file: String, folder: URL, filter: String?) -> Result<[SpecResult], UsageProblem> {
+    static func run(file: String, folder: URL, modulePath: [String], filter: String?) -> Result<[SpecResult], UsageProblem> {
         var results: [SpecResult] = []
         let clock = ContinuousClock()
         do throws(LuaError) {
-            let vm = try LuaVM(moduleRoot: folder, print: { line in Console.out("  " + line) })
+            let vm = try LuaVM(moduleRoot: folder, modulePath: modulePath, print: { line in Console.out("  " + line) })
             try EffectsModule.define(in: vm)
             // A host chunk (`host:`): errors inside the library are located at the spec's line that called it.
             let library = try vm.load(EmbeddedLua.luastoreSpec.source, chunkName: "host:" + EmbeddedLua.luastoreSpec.path)

@@ -13,7 +13,7 @@ struct DifferentialTests {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Differential")
     }
 
-    @Test(arguments: [("package", "probes.lua")])
+    @Test(arguments: [("package", "probes.lua"), ("libraries", "libraries.lua")])
     func scriptsPrintWhatStockLuaPrints(folder: String, script: String) async throws {
         let directory = Self.fixtures.appendingPathComponent(folder)
         let stock = try await runChildProcess(URL(fileURLWithPath: stockLua!), [script], directory: directory)
@@ -22,5 +22,33 @@ struct DifferentialTests {
         #expect(sandboxed.status == 0, "\(sandboxed.errors)")
         #expect(sandboxed.output == stock.output)
         #expect(!stock.output.isEmpty)
+    }
+
+    /// A C module stock Lua would load is refused, naming it; `--lua-path` (and `LUA_PATH`, `;;` the default)
+    /// says where else modules come from, and nothing else is read.
+    @Test func theModulePathIsLuasAndSourceOnly() async throws {
+        let folder = try makeTemporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let shared = folder.appendingPathComponent("shared")
+        try FileManager.default.createDirectory(at: shared, withIntermediateDirectories: true)
+        try Data("return { from = 'shared' }".utf8).write(to: shared.appendingPathComponent("helper.lua"))
+        let script = folder.appendingPathComponent("main.lua")
+        try Data("""
+            local helper = require('helper')
+            local ok, message = pcall(require, 'lfs')
+            return helper.from, message
+            """.utf8).write(to: script)
+        let given = try await runChildProcess(LuakitToolTests.binary, [script.path, "--lua-path", shared.path + "/?.lua"])
+        #expect(given.status == 0, "\(given.errors)")
+        #expect(given.output.hasPrefix("\"shared\"\n"), "\(given.output)")
+        let viaEnvironment = try await runChildProcess(LuakitToolTests.binary, [script.path],
+                                                        environment: ["LUA_PATH_5_4": shared.path + "/?.lua;;"])
+        #expect(viaEnvironment.output.hasPrefix("\"shared\"\n"), "\(viaEnvironment.output) \(viaEnvironment.errors)")
+        if FileManager.default.fileExists(atPath: "/usr/lib/x86_64-linux-gnu/lua/5.4/lfs.so") {
+            #expect(viaEnvironment.output.contains("require: module 'lfs' is a C module (/usr/lib/x86_64-linux-gnu/lua/5.4/lfs.so); the sandbox loads Lua source only"))
+        }
+        let without = try await runChildProcess(LuakitToolTests.binary, [script.path, "--lua-path", "/nonexistent/?.lua"])
+        #expect(without.status == 1)
+        #expect(without.errors.contains("require: module 'helper' not found (looked for helper.lua and helper/init.lua in the app folder, nor in the module path (/nonexistent/helper.lua))"), "\(without.errors)")
     }
 }

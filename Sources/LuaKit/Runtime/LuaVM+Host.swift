@@ -130,7 +130,7 @@ extension LuaVM {
         let caller = String(decoding: try stringArgument(2, "loadfile"), as: UTF8.self)
         let file: ModuleResolver.Module
         do {
-            file = try ModuleResolver(root: moduleRoot, maximumBytes: limits.moduleBytes).resolveFile(path, for: caller)
+            file = try ModuleResolver(root: moduleRoot, path: modulePath, maximumBytes: limits.moduleBytes).resolveFile(path, for: caller)
         } catch {
             guard case .message(let reason) = error else { throw error }
             try ensureHeadroom(reason.utf8.count * 2)
@@ -146,7 +146,7 @@ extension LuaVM {
 
     func readModulePrimitive() throws(HostFailure) -> Int32 {
         let name = String(decoding: try stringArgument(1, "require"), as: UTF8.self)
-        let module = try ModuleResolver(root: moduleRoot, maximumBytes: limits.moduleBytes).resolve(name)
+        let module = try ModuleResolver(root: moduleRoot, path: modulePath, maximumBytes: limits.moduleBytes).resolve(name)
         try ensureHeadroom(module.source.utf8.count * 2)
         pushString(module.source)
         pushString("=" + module.chunkName)

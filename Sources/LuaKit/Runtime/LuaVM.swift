@@ -26,6 +26,8 @@ public final class LuaVM {
     public let limits: LuaLimits
     /// The folder `require` loads modules from, if any.
     public let moduleRoot: URL?
+    /// Where `require` looks after `moduleRoot` (Lua path templates).
+    public let modulePath: [String]
 
     let state: OpaquePointer
     let guardState: UnsafeMutablePointer<CLuaGuard>
@@ -54,10 +56,13 @@ public final class LuaVM {
     /// - Parameters:
     ///   - limits: memory, time and conversion bounds.
     ///   - moduleRoot: the folder `require` resolves modules in; `nil` disables `require` of files.
+    ///   - modulePath: where else `require` looks, after `moduleRoot`: Lua path templates
+    ///     (`/usr/share/lua/5.4/?.lua`), source text only (`LuaModulePath`).
     ///   - print: receives each line a script prints (default: standard error).
     public init(
         limits: LuaLimits = LuaLimits(),
         moduleRoot: URL? = nil,
+        modulePath: [String] = [],
         print: @escaping @Sendable (String) -> Void = { line in
             FileHandle.standardError.write(Data((line + "\n").utf8))
         }
@@ -66,6 +71,7 @@ public final class LuaVM {
                      "LuaVM needs a thread with an 8 MiB stack: create and use it on a LuaThread")
         self.limits = limits
         self.moduleRoot = moduleRoot?.standardizedFileURL.resolvingSymlinksInPath()
+        self.modulePath = modulePath
         self.printLine = print
         self.owner = pthread_self()
         guardState = .allocate(capacity: 1)
@@ -188,6 +194,8 @@ public final class LuaVM {
         case .generational: lua_pushstring(state, "generational")
         }
         lua_setfield(state, -2, "gcmode")
+        pushString((["./?.lua", "./?/init.lua"] + modulePath.filter { !$0.hasPrefix("./") }).joined(separator: ";"))
+        lua_setfield(state, -2, "path")
         clua_pushcfunction(state, clua_sandbox_pcall)
         lua_setfield(state, -2, "pcall")
         clua_pushcfunction(state, clua_sandbox_xpcall)

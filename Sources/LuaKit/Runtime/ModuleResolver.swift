@@ -5,6 +5,8 @@ import Foundation
 /// are plain identifiers joined by dots or slashes; paths may not climb out; symbolic links may not lead out).
 struct ModuleResolver {
     let root: URL?
+    /// Lua path templates searched after `root` (`/usr/share/lua/5.4/?.lua`); `./` entries are `root`'s.
+    var path: [String] = []
     let maximumBytes: Int
 
     struct Module {
@@ -24,7 +26,20 @@ struct ModuleResolver {
             guard FileManager.default.fileExists(atPath: url.path) else { continue }
             return try read(url, root: root, chunkName: candidate, what: "require: module '\(name)'")
         }
-        throw .message("require: module '\(name)' not found (looked for \(relative).lua and \(relative)/init.lua in the app folder)")
+        // Then the module path the user gave (`--lua-path`, LUA_PATH): folders outside the app they chose to share.
+        var searched: [String] = []
+        for template in path where !template.hasPrefix("./") && template.contains("?") {
+            let candidate = template.replacingOccurrences(of: "?", with: relative)
+            searched.append(candidate)
+            guard FileManager.default.fileExists(atPath: candidate) else { continue }
+            return try read(URL(fileURLWithPath: candidate).standardizedFileURL, root: nil, chunkName: candidate, what: "require: module '\(name)'")
+        }
+        if let library = LuaModulePath.cModuleTemplates.lazy.map({ $0.replacingOccurrences(of: "?", with: relative) })
+            .first(where: { FileManager.default.fileExists(atPath: $0) }) {
+            throw .message("require: module '\(name)' is a C module (\(library)); the sandbox loads Lua source only")
+        }
+        let elsewhere = searched.isEmpty ? "" : ", nor in the module path (\(searched.joined(separator: ", ")))"
+        throw .message("require: module '\(name)' not found (looked for \(relative).lua and \(relative)/init.lua in the app folder\(elsewhere))")
     }
 
     /// The file `path` names (relative to the app's folder) for `caller` (`loadfile`, `dofile`).
@@ -38,9 +53,9 @@ struct ModuleResolver {
         return try read(url, root: root, chunkName: String(url.path.dropFirst(root.path.count + 1)), what: "\(caller): '\(path)'")
     }
 
-    /// The text of the file at `url` (resolved), which must lie inside `root`.
-    private func read(_ url: URL, root: URL, chunkName: String, what: String) throws(HostFailure) -> Module {
-        guard url.path.hasPrefix(root.path + "/") else { throw .message("\(what) leads outside the app folder") }
+    /// The text of the file at `url` (resolved), which must lie inside `root` when one is given.
+    private func read(_ url: URL, root: URL?, chunkName: String, what: String) throws(HostFailure) -> Module {
+        if let root, !url.path.hasPrefix(root.path + "/") { throw .message("\(what) leads outside the app folder") }
         let size = (try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? Int) ?? 0
         guard size <= maximumBytes else { throw .message("\(what) is \(size) bytes; the limit is \(maximumBytes)") }
         guard let data = FileManager.default.contents(atPath: url.path) else { throw .message("\(what) cannot be read") }
@@ -52,5 +67,36 @@ struct ModuleResolver {
     private static func isPlainName(_ part: Substring) -> Bool {
         guard let first = part.utf8.first, first != UInt8(ascii: "-") else { return false }
         return part.utf8.allSatisfy { $0 == 95 || $0 == 45 || (48...57).contains($0) || (65...90).contains($0) || (97...122).contains($0) }
+    }
+}
+
+/// Lua's module path, as stock `lua5.4` takes it: `LUA_PATH_5_4`, else `LUA_PATH`, else its default; `;;` in either
+/// stands for the default. Only source text loads in the sandbox: a C module (`.so`) found where stock Lua would
+/// load it is refused, naming it.
+public enum LuaModulePath {
+    /// Debian's `lua5.4` default `package.path`.
+    public static let defaultTemplates = [
+        "/usr/local/share/lua/5.4/?.lua", "/usr/local/share/lua/5.4/?/init.lua",
+        "/usr/local/lib/lua/5.4/?.lua", "/usr/local/lib/lua/5.4/?/init.lua",
+        "/usr/share/lua/5.4/?.lua", "/usr/share/lua/5.4/?/init.lua",
+        "./?.lua", "./?/init.lua",
+    ]
+
+    /// Where stock Lua finds C modules (Debian's default `package.cpath`), to name a C module it would load.
+    static let cModuleTemplates = [
+        "/usr/local/lib/lua/5.4/?.so", "/usr/lib/x86_64-linux-gnu/lua/5.4/?.so", "/usr/lib/aarch64-linux-gnu/lua/5.4/?.so",
+        "/usr/lib/lua/5.4/?.so",
+    ]
+
+    /// The templates of `path` (`a/?.lua;b/?.lua`), `;;` standing for the default.
+    public static func templates(_ path: String) -> [String] {
+        let expanded = path.replacingOccurrences(of: ";;", with: ";" + defaultTemplates.joined(separator: ";") + ";")
+        return expanded.split(separator: ";").map(String.init).filter { !$0.isEmpty }
+    }
+
+    /// The path a command takes: `option` (`--lua-path`), else `LUA_PATH_5_4`, else `LUA_PATH`, else the default.
+    public static func resolve(option: String?, environment: [String: String] = ProcessInfo.processInfo.environment) -> [String] {
+        if let given = option ?? environment["LUA_PATH_5_4"] ?? environment["LUA_PATH"] { return templates(given) }
+        return defaultTemplates
     }
 }

@@ -23,7 +23,7 @@ local reference_strings = {
 }
 local concat, sort = table.concat, table.sort
 local host_strings, host_print, host_readmodule = host.strings, host.print, host.readmodule
-local host_readfile, host_callerkind, host_gcmode = host.readfile, host.callerkind, host.gcmode
+local host_readfile, host_callerkind, host_gcmode, host_path = host.readfile, host.callerkind, host.gcmode, host.path
 local sandbox_pcall, sandbox_xpcall = host.pcall, host.xpcall
 
 -- Strings: Lua's pattern functions with the time budget, and `tostring` without addresses, in C
@@ -246,7 +246,7 @@ local unavailable = {
 -- `preload` (loaders `require` tries first), `path` and `config`; modules load from the app's folder only.
 local function namespace()
   local loading = {}
-  local package = { loaded = {}, preload = {}, path = "./?.lua;./?/init.lua", config = "/\n;\n?\n!\n-\n" }
+  local package = { loaded = {}, preload = {}, path = host_path, config = "/\n;\n?\n!\n-\n" }
   for name, value in next, builtins do package.loaded[name] = value end
   package.loaded.package = package
   local function require(name)

@@ -121,14 +121,14 @@ final class ScriptEngine {
     var singlesLeft = 1
 
     /// Loads the app in `folder`, runs `init`, and sets up the runtime. On this VM's thread.
-    init(folder: URL, thread: LuaThread, limits: LuaLimits, log: @escaping @Sendable (String) -> Void,
+    init(folder: URL, thread: LuaThread, limits: LuaLimits, modulePath: [String] = [], log: @escaping @Sendable (String) -> Void,
          report: @escaping @Sendable (ScriptFailure) -> Void, initialState: LuaValue? = nil) throws(ScriptFailure) {
         self.folder = folder
         self.thread = thread
         self.report = report
         let machine: LuaVM
         do {
-            machine = try LuaVM(limits: limits, moduleRoot: folder, print: log)
+            machine = try LuaVM(limits: limits, moduleRoot: folder, modulePath: modulePath, print: log)
             try EffectsModule.define(in: machine)
             try machine.sealRawWrites(metatableMarker: StateRuntime.metatableMarker)
             runtime = try StateRuntime.load(into: machine)

@@ -15,6 +15,9 @@ public struct ScriptedStoreOptions: Sendable {
     public var log: @Sendable (String) -> Void
     /// Receives every failure while the app runs (default: standard error).
     public var failures: @Sendable (ScriptFailure) -> Void
+    /// Where `require` looks after the app's folder: Lua path templates (`/usr/share/lua/5.4/?.lua`; see
+    /// `LuaModulePath`), source text only. Empty (the default): the app's folder alone.
+    public var modulePath: [String] = []
     /// Where `luastore.save` and `luastore.load` keep their data (one JSON file per key); `nil` makes them fail.
     public var storageFolder: URL?
     /// Files a `save` must never replace — the inputs of a run (its actions file); a save whose file is one of them
@@ -83,7 +86,8 @@ public final class ScriptedStore: Sendable {
         self.options = options
         let report = options.failures
         let engine = try thread.sync { () throws(ScriptFailure) -> ScriptEngine in
-            let engine = try ScriptEngine(folder: folder, thread: thread, limits: options.limits, log: options.log, report: report,
+            let engine = try ScriptEngine(folder: folder, thread: thread, limits: options.limits, modulePath: options.modulePath,
+                                          log: options.log, report: report,
                                           initialState: options.initialState)
             engine.journal = options.journal
             engine.recorder = options.recorder
