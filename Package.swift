@@ -114,7 +114,7 @@ let package = Package(
             dependencies: [
                 "LuaStoreDemoAPI", "LuaStoreTestSupport", "LuaStoreDevtools", .target(name: "luastore"), .target(name: "luastore-bench"),
             ],
-            exclude: ["golden", "specs"],
+            exclude: ["golden", "specs", "busted"],
             swiftSettings: strict
         ),
         .testTarget(

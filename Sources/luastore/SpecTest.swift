@@ -115,9 +115,9 @@ struct SpecTest: AsyncParsableCommand {
                 }
                 let start = clock.now
                 do {
-                    try vm.call(runOne, .integer(index))
-                    results.append(SpecResult(file: file, name: title, status: .passed, location: testLine,
-                                              seconds: Self.seconds(clock.now - start)))
+                    let outcome = try vm.call(runOne, .integer(index))
+                    results.append(SpecResult(file: file, name: title, status: outcome.first == "pending" ? .pending : .passed,
+                                              location: testLine, seconds: Self.seconds(clock.now - start)))
                 } catch {
                     results.append(SpecResult(file: file, name: title, status: .failed, message: error.message,
                                               location: error.location ?? testLine, seconds: Self.seconds(clock.now - start)))

@@ -124,12 +124,19 @@ end
 
 local function addTest(name, body, pending)
   if type(name) ~= "string" then error("it(name, function) expected", 3) end
-  if not pending and type(body) ~= "function" then error("it(name, function) expected", 3) end
+  if body ~= nil and type(body) ~= "function" then error("it(name, function) expected", 3) end
+  if body == nil and not pending then return end -- (busted 2.1 leaves out a test without a body)
   insert(current.children, { test = true, name = name, body = body, pending = pending, line = callerLine(2) })
 end
 
+-- What `pending(message)` inside a running test raises: the test stops and is reported pending, as in busted.
+local pendingMeta = { __tostring = function(self) return "pending: " .. tostring(self.message) end }
+
 local function it(name, body) addTest(name, body, false) end
-local function pending(name, body) addTest(name, body, true) end
+local function pending(name, body)
+  if running ~= nil then error(setmetatable({ message = name }, pendingMeta), 0) end
+  addTest(name, body, true)
+end
 
 local function hook(list, kind)
   return function(body)
@@ -243,7 +250,10 @@ function spec.run(index)
     if ok and not cleaned then ok, problem = false, why end
   end
   running = nil
-  if not ok then error(problem, 0) end
+  if not ok then
+    if getmetatable(problem) == pendingMeta then return "pending", problem.message end
+    error(problem, 0)
+  end
 end
 
 -- Leaves every block (their teardowns) once the last test has run.
@@ -484,9 +494,25 @@ local function newSpy(callback)
   return setmetatable(s, spyMeta)
 end
 
+-- A copy of a value a spy was called with, as luassert keeps it: tables copied deeply (a test that changes an
+-- argument after the call still sees what was passed), matchers and spies as they are.
+local function copied(value, seen)
+  if type(value) ~= "table" or isMatcher(value) or getmetatable(value) == spyMeta then return value end
+  seen = seen or {}
+  if seen[value] then return seen[value] end
+  local copy = {}
+  seen[value] = copy
+  for key, item in next, value do copy[copied(key, seen)] = copied(item, seen) end
+  local meta = getmetatable(value)
+  if type(meta) == "table" then pcall(setmetatable, copy, meta) end
+  return copy
+end
+
 spyMeta.__call = function(self, ...)
   local arguments = pack(...)
-  self.calls[#self.calls + 1] = { vals = arguments }
+  local kept = { n = arguments.n }
+  for i = 1, arguments.n do kept[i] = copied(arguments[i]) end
+  self.calls[#self.calls + 1] = { vals = kept, refs = arguments }
   local results
   for _, response in ipairs(self.responses) do
     if argumentsMatch(response.arguments, arguments) then results = response.act(...) break end

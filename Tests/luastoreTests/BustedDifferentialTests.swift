@@ -1,0 +1,39 @@
+import Foundation
+import LuaStoreTestSupport
+import Testing
+
+/// Debian's stock interpreter and busted's runner, where they are installed.
+let realBusted: (lua: String, busted: String)? = {
+    let lua = ["/usr/bin/lua5.4", "/usr/local/bin/lua5.4"].first { FileManager.default.isExecutableFile(atPath: $0) }
+    guard let lua, FileManager.default.fileExists(atPath: "/usr/bin/busted") else { return nil }
+    return (lua, "/usr/bin/busted")
+}()
+
+/// `luastore test` reports a spec file as real busted does: Debian's busted 2.1.1 on stock `lua5.4` runs the
+/// fixture `busted/features_spec.lua` (every busted and luassert feature the runner claims, passing, failing,
+/// erring and pending), and each test's outcome and name must be the same, in the same order.
+@Suite(.enabled(if: realBusted != nil, "needs Debian's lua-busted and lua5.4 (scripts/bootstrap installs them)"))
+struct BustedDifferentialTests {
+    /// Each TAP result line as (passed, name); a skipped (pending) test's name is left out, since busted prints
+    /// `pending`'s message there instead.
+    static func outcomes(_ tap: String, skip: Regex<Substring>) -> [String] {
+        tap.split(separator: "\n").compactMap { line -> String? in
+            guard line.hasPrefix("ok ") || line.hasPrefix("not ok ") else { return nil }
+            if line.contains(skip) { return "pending" }
+            let name = line.split(separator: " - ", maxSplits: 1).last.map(String.init) ?? ""
+            return (line.hasPrefix("ok ") ? "passed: " : "failed: ") + name
+        }
+    }
+
+    @Test func specOutcomesAreBustedsTestByTest() async throws {
+        let folder = CLI.packageRoot.appendingPathComponent("Tests/luastoreTests/busted")
+        let (lua, busted) = try #require(realBusted)
+        let real = try await runChildProcess(URL(fileURLWithPath: lua), [busted, "-o", "TAP", "features_spec.lua"], directory: folder)
+        let ours = try await CLI.run(["test", folder.path, "--output", "tap"])
+        let expected = Self.outcomes(real.output, skip: #/ - # SKIP /#)
+        let reported = Self.outcomes(ours.output, skip: #/ # SKIP pending$/#)
+        #expect(expected.count >= 15, "\(real.output) \(real.errors)")
+        #expect(reported == expected)
+        #expect(real.status == ours.status, "both exit with the failures' status")
+    }
+}
