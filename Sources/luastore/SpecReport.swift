@@ -6,6 +6,7 @@ struct SpecReport {
 
     var passed: Int { results.count { $0.status == .passed } }
     var failed: Int { results.count { $0.status == .failed } }
+    var errored: Int { results.count { $0.status == .errored } }
     var pending: Int { results.count { $0.status == .pending } }
 
     func render(_ output: SpecOutput) -> String {
@@ -17,25 +18,26 @@ struct SpecReport {
         }
     }
 
-    /// `FAIL file:line: name: message` for each failure, `PENDING file:line: name` for each pending test, then
-    /// `N passed, N failed` (and `, N pending`).
+    /// `FAIL file:line: name: message` for each failed assertion, `ERROR …` for each other error, `PENDING
+    /// file:line: name` for each pending test, then `N passed, N failed` (and `, N errors`, `, N pending`).
     var text: String {
         var lines: [String] = []
         for result in results {
             switch result.status {
-            case .failed:
+            case .failed, .errored:
                 let message = (result.message ?? "").replacingOccurrences(of: "\n", with: "\n  ")
-                lines.append("FAIL \(result.location): \(result.name): \(message)")
+                lines.append("\(result.status == .failed ? "FAIL" : "ERROR") \(result.location): \(result.name): \(message)")
             case .pending: lines.append("PENDING \(result.location): \(result.name)")
             case .passed: break
             }
         }
-        lines.append("\(passed) passed, \(failed) failed" + (pending > 0 ? ", \(pending) pending" : ""))
+        lines.append("\(passed) passed, \(failed) failed" + (errored > 0 ? ", \(errored) \(errored == 1 ? "error" : "errors")" : "")
+            + (pending > 0 ? ", \(pending) pending" : ""))
         return lines.joined(separator: "\n")
     }
 
-    /// busted's JSON: `successes`, `failures`, `errors` (always empty: a failing test is a failure), `pendings`
-    /// and `duration`; each element has `name`, `file`, `line` (and `message` for failures).
+    /// busted's JSON: `successes`, `failures` (assertions that failed), `errors` (anything else a test raised),
+    /// `pendings` and `duration`; each element has `name`, `file`, `line` (and `message` for failures and errors).
     var json: String {
         func element(_ result: SpecResult) -> [String: Any] {
             var element: [String: Any] = ["name": result.name, "file": result.file]
@@ -47,7 +49,7 @@ struct SpecReport {
         let object: [String: Any] = [
             "successes": results.filter { $0.status == .passed }.map(element),
             "failures": results.filter { $0.status == .failed }.map(element),
-            "errors": [Any](),
+            "errors": results.filter { $0.status == .errored }.map(element),
             "pendings": results.filter { $0.status == .pending }.map(element),
             "duration": results.reduce(0) { $0 + $1.seconds },
         ]
@@ -62,7 +64,7 @@ struct SpecReport {
             switch result.status {
             case .passed: lines.append("ok \(index + 1) - \(result.name)")
             case .pending: lines.append("ok \(index + 1) - \(result.name) # SKIP pending")
-            case .failed:
+            case .failed, .errored:
                 lines.append("not ok \(index + 1) - \(result.name)")
                 lines.append("# \(result.location)")
                 for line in (result.message ?? "").split(separator: "\n", omittingEmptySubsequences: false) {
@@ -92,23 +94,24 @@ struct SpecReport {
         }
         func time(_ seconds: Double) -> String { String(format: "%.6f", seconds) }
         var lines = [#"<?xml version="1.0" encoding="UTF-8"?>"#,
-                     #"<testsuites tests="\#(results.count)" failures="\#(failed)" skipped="\#(pending)">"#]
+                     #"<testsuites tests="\#(results.count)" failures="\#(failed)" errors="\#(errored)" skipped="\#(pending)">"#]
         var files: [String] = []
         for result in results where !files.contains(result.file) { files.append(result.file) }
         for file in files {
             let own = results.filter { $0.file == file }
             let suite = SpecReport(results: own)
-            lines.append(#"  <testsuite name="\#(escape(file))" tests="\#(own.count)" failures="\#(suite.failed)" skipped="\#(suite.pending)" time="\#(time(own.reduce(0) { $0 + $1.seconds }))">"#)
+            lines.append(#"  <testsuite name="\#(escape(file))" tests="\#(own.count)" failures="\#(suite.failed)" errors="\#(suite.errored)" skipped="\#(suite.pending)" time="\#(time(own.reduce(0) { $0 + $1.seconds }))">"#)
             for result in own {
                 let open = #"    <testcase classname="\#(escape(file))" name="\#(escape(result.name))" time="\#(time(result.seconds))""#
                 switch result.status {
                 case .passed: lines.append(open + "/>")
                 case .pending: lines.append(open + "><skipped/></testcase>")
-                case .failed:
+                case .failed, .errored:
                     let message = result.message ?? ""
                     let headline = message.split(separator: "\n").first.map(String.init) ?? ""
+                    let element = result.status == .failed ? "failure" : "error"
                     lines.append(open + ">")
-                    lines.append(#"      <failure message="\#(escape(headline))">\#(escape(result.location + ": " + message))</failure>"#)
+                    lines.append(#"      <\#(element) message="\#(escape(headline))">\#(escape(result.location + ": " + message))</\#(element)>"#)
                     lines.append("    </testcase>")
                 }
             }

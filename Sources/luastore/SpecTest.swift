@@ -47,7 +47,7 @@ struct SpecTest: AsyncParsableCommand {
             }
         }
         Console.out(SpecReport(results: results).render(output))
-        if results.contains(where: { $0.status == .failed }) { throw ExitCode.appFailure }
+        if results.contains(where: { $0.status == .failed || $0.status == .errored }) { throw ExitCode.appFailure }
     }
 
     static func specFiles(in folder: URL) -> [String] {
@@ -92,13 +92,13 @@ struct SpecTest: AsyncParsableCommand {
                 globals[name] = value
             }
             guard let source = try? String(contentsOf: folder.appendingPathComponent(file), encoding: .utf8) else {
-                return .success([SpecResult(file: file, name: file, status: .failed, message: "cannot read the file", location: file)])
+                return .success([SpecResult(file: file, name: file, status: .errored, message: "cannot read the file", location: file)])
             }
             let chunk = try vm.load(source, chunkName: file, globals: globals)
             try vm.call(chunk)
             let count = try vm.call(try function("count")).first?.integer ?? 0
             let name = try function("name"), line = try function("line"), status = try function("status")
-            let matches = try function("matches"), runOne = try function("run")
+            let matches = try function("matches"), runOne = try function("run"), kind = try function("kind")
             for index in stride(from: Int64(1), through: count, by: 1) {
                 let title = (try? vm.call(name, .integer(index)).first?.string) ?? "test \(index)"
                 let testLine = (try? vm.call(line, .integer(index)).first?.integer).flatMap { $0 }.map { "\(file):\($0)" } ?? file
@@ -119,18 +119,19 @@ struct SpecTest: AsyncParsableCommand {
                     results.append(SpecResult(file: file, name: title, status: outcome.first == "pending" ? .pending : .passed,
                                               location: testLine, seconds: Self.seconds(clock.now - start)))
                 } catch {
-                    results.append(SpecResult(file: file, name: title, status: .failed, message: error.message,
+                    let failed = (try? vm.call(kind, .integer(index)).first?.string) == "failure" && error.kind == .runtime
+                    results.append(SpecResult(file: file, name: title, status: failed ? .failed : .errored, message: error.message,
                                               location: error.location ?? testLine, seconds: Self.seconds(clock.now - start)))
                 }
             }
             do {
                 try vm.call(try function("finish"))
             } catch {
-                results.append(SpecResult(file: file, name: "teardown", status: .failed, message: error.message,
+                results.append(SpecResult(file: file, name: "teardown", status: .errored, message: error.message,
                                           location: error.location ?? file))
             }
         } catch {
-            results.append(SpecResult(file: file, name: file, status: .failed, message: error.message, location: error.location ?? file))
+            results.append(SpecResult(file: file, name: file, status: .errored, message: error.message, location: error.location ?? file))
         }
         return .success(results)
     }
@@ -147,7 +148,8 @@ enum SpecOutput: String, ExpressibleByArgument, CaseIterable {
 
 /// The outcome of one test.
 struct SpecResult {
-    enum Status { case passed, failed, pending }
+    /// As busted tells them apart: an assertion that failed (`failed`), or any other error (`errored`).
+    enum Status { case passed, failed, errored, pending }
 
     var file: String
     var name: String

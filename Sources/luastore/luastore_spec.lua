@@ -86,8 +86,11 @@ end
 local root = { name = nil, children = {}, befores = {}, afters = {}, setups = {}, lazySetups = {}, teardowns = {},
   lazyTeardowns = {} }
 local current = root
-local tests = {}         -- in run order: { name, block, body, pending, line, finallies }
+local tests = {}         -- in run order: { name, block, body, pending, line, finallies, kind }
 local running            -- the test being run
+-- The messages of the assertions that failed in the running test (without their "file:line: "): a test that
+-- raises one of them failed; any other error is an error, as busted tells them apart.
+local failedAssertions = {}
 
 local function newBlock(name)
   return { name = name, parent = current, children = {}, befores = {}, afters = {}, setups = {}, lazySetups = {},
@@ -230,6 +233,8 @@ function spec.matches(index, pattern) return tests[index].fullName:find(pattern)
 -- finally handlers and the after_each hooks from the innermost (even when the test failed).
 function spec.run(index)
   local test = tests[index]
+  test.kind = "error" -- (a setup that failed, or an error outside an assertion)
+  failedAssertions = {}
   enter(test.chain, true)
   for i = 1, #test.chain do
     if setupFailure[test.chain[i]] then error(setupFailure[test.chain[i]], 0) end
@@ -252,9 +257,13 @@ function spec.run(index)
   running = nil
   if not ok then
     if getmetatable(problem) == pendingMeta then return "pending", problem.message end
+    if type(problem) == "string" and failedAssertions[(problem:gsub("^.-:%d+: ", "", 1))] then test.kind = "failure" end
     error(problem, 0)
   end
 end
+
+-- Whether test `index`, which raised, failed an assertion ("failure") or raised anything else ("error").
+function spec.kind(index) return tests[index].kind or "error" end
 
 -- Leaves every block (their teardowns) once the last test has run.
 function spec.finish()
@@ -273,7 +282,10 @@ local function register(names, check)
   for _, name in ipairs(names) do assertions[name] = check end
 end
 
-local function fail(message, level) error(message, level + 1) end
+local function fail(message, level)
+  failedAssertions[message] = true
+  error(message, level + 1)
+end
 
 local chainMeta = {}
 
@@ -340,6 +352,7 @@ local assertTable = setmetatable({}, {
   __call = function(_, value, message, ...)
     if not value then
       if message == nil then message = "assertion failed!" end
+      if type(message) == "string" then failedAssertions[message] = true end
       error(message, 2)
     end
     return value, message, ...

@@ -35,5 +35,18 @@ struct BustedDifferentialTests {
         #expect(expected.count >= 15, "\(real.output) \(real.errors)")
         #expect(reported == expected)
         #expect(real.status == ours.status, "both exit with the failures' status")
+
+        // Failures (assertions) and errors (anything else) apart, counted as busted counts them.
+        let summary = try await runChildProcess(URL(fileURLWithPath: lua), [busted, "-o", "plainTerminal", "features_spec.lua"], directory: folder)
+        func count(_ word: String) -> Int? {
+            summary.output.firstMatch(of: try! Regex<(Substring, Substring)>("(\\d+) \(word)"))
+                .flatMap { Int($0.output.1) }
+        }
+        let json = try await CLI.run(["test", folder.path, "--output", "json"])
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(json.output.utf8)) as? [String: Any])
+        #expect(count("success") == (object["successes"] as? [Any])?.count, "\(summary.output)")
+        #expect(count("failure") == (object["failures"] as? [Any])?.count, "\(summary.output)")
+        #expect(count("error") == (object["errors"] as? [Any])?.count, "\(summary.output)")
+        #expect(count("pending") == (object["pendings"] as? [Any])?.count, "\(summary.output)")
     }
 }

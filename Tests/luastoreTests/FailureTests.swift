@@ -120,8 +120,8 @@ import Testing
         #expect(run.status == 1)
         #expect(run.outputLines == [
             "FAIL fragile_spec.lua:6: fragile counts: expected exactly 2, got 1",
-            "FAIL app.lua:5: fragile explodes: exploded",
-            "1 passed, 2 failed",
+            "ERROR app.lua:5: fragile explodes: exploded",
+            "1 passed, 1 failed, 1 error",
         ])
         for sample in ["counter", "todos", "stopwatch", "search"] {
             let specs = try await CLI.run(["test", "samples/\(sample)"])
