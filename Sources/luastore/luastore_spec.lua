@@ -301,11 +301,17 @@ end
 
 -- Resolves a chain's tokens: fillers dropped, negations counted, the rest joined into the assertion's name.
 local function resolve(tokens)
-  local negated, words = false, {}
+  local negated, words, all = false, {}, {}
   for _, token in ipairs(tokens) do
     if negations[token] then negated = not negated
-    elseif not fillers[token] then words[#words + 1] = token end
+    else
+      all[#all + 1] = token
+      if not fillers[token] then words[#words + 1] = token end
+    end
   end
+  -- (A name registered with a filler in it, `has_property`, is found whole, as luassert finds it.)
+  local whole = concat(tokens, "_")
+  if #all > #words and not negated and (assertions[whole] or modifiers[whole]) then return whole, negated end
   return concat(words, "_"), negated
 end
 
@@ -343,9 +349,31 @@ chainMeta.__call = function(self, ...)
   return ...
 end
 
+-- `assert:register("assertion", name, fn, positive, negative)`, luassert's way to add an assertion: `fn(state,
+-- arguments, level)` says whether it holds; the messages are the texts (or `say` keys) given, with the arguments.
+local function registerAssertion(_, kind, name, fn, positive, negative)
+  if kind ~= "assertion" and kind ~= "modifier" then error("assert:register: 'assertion' or 'modifier' expected", 2) end
+  if type(name) ~= "string" or type(fn) ~= "function" then error("assert:register(kind, name, function, …) expected", 2) end
+  if kind == "modifier" then
+    modifiers[name] = function(state, arguments) fn(state, arguments, 2) end
+    return
+  end
+  local function text(message, arguments)
+    if message == nil then return "Assertion '" .. name .. "' failed." end
+    local rendered = {}
+    for i = 1, arguments.n do rendered[i] = render(arguments[i]) end
+    local ok, formatted = pcall(format, tostring(message), unpack(rendered, 1, arguments.n))
+    return ok and formatted or tostring(message)
+  end
+  register({ name }, function(arguments, state)
+    return fn(state, arguments, 3) and true or false, text(positive, arguments), text(negative, arguments)
+  end)
+end
+
 local assertTable = setmetatable({}, {
   __index = function(_, key)
     if type(key) ~= "string" then return nil end
+    if key == "register" then return registerAssertion end
     return chainMeta.__index(chain({ tokens = {} }), key)
   end,
   -- `assert(v, message, ...)` is Lua's assert: all its arguments back, or an error with the message.
@@ -769,6 +797,17 @@ spec.globals = {
   finally = finally, randomize = randomize,
   assert = assertTable, spy = spyApi, stub = stubApi, mock = mockApi, match = matchApi, expect = expect,
 }
+
+-- The modules specs require by name, as busted's and luassert's own: `require("luassert")` is `assert`,
+-- `require("busted")` the blocks and hooks (package.preload: what the app's folder and the module path hold is
+-- not looked at for these names).
+local preloads = {
+  luassert = assertTable, ["luassert.spy"] = spyApi, ["luassert.stub"] = stubApi, ["luassert.mock"] = mockApi,
+  ["luassert.match"] = matchApi, busted = spec.globals,
+}
+for name, module in pairs(preloads) do
+  package.preload[name] = function() return module end
+end
 
 -- The names of `spec.globals`, space-separated, for the host to define each.
 function spec.globalnames()

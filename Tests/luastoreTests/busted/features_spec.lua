@@ -113,3 +113,28 @@ describe("assertions", function()
     assert.is_true(false, "custom message")
   end)
 end)
+
+describe("luassert and busted as modules", function()
+  local luassert = require("luassert")
+  local busted = require("busted")
+
+  it("are the same assert and blocks", function()
+    assert.are.equal(assert, luassert)
+    assert.is_function(busted.describe)
+    assert.is_function(busted.it)
+  end)
+
+  it("register an assertion", function()
+    local function has_property(state, arguments)
+      return type(arguments[1]) == "table" and arguments[1][arguments[2]] ~= nil
+    end
+    assert:register("assertion", "has_property", has_property, "expected a property", "expected no property")
+    assert.has_property({ name = "x" }, "name")
+    assert.has_no.property({ name = "x" }, "other")
+  end)
+
+  it("fails a registered assertion", function()
+    assert:register("assertion", "always_false", function() return false end, "never holds", "never fails")
+    assert.always_false(1)
+  end)
+end)
