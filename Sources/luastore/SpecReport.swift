@@ -37,11 +37,16 @@ struct SpecReport {
     }
 
     /// busted's JSON: `successes`, `failures` (assertions that failed), `errors` (anything else a test raised),
-    /// `pendings` and `duration`; each element has `name`, `file`, `line` (and `message` for failures and errors).
+    /// `pendings` and `duration`; each element has `name`, `file` and `line` (the place: a test's own, or where it
+    /// failed, in a module too) and `message` for failures and errors.
     var json: String {
         func element(_ result: SpecResult) -> [String: Any] {
+            // `file` and `line` say one place: where it failed (a module's line is the module's, not the spec's).
             var element: [String: Any] = ["name": result.name, "file": result.file]
-            if let line = result.location.split(separator: ":").last.flatMap({ Int($0) }) { element["line"] = line }
+            if let colon = result.location.lastIndex(of: ":"), let line = Int(result.location[result.location.index(after: colon)...]) {
+                element["file"] = String(result.location[..<colon])
+                element["line"] = line
+            }
             if let message = result.message { element["message"] = message }
             element["duration"] = result.seconds
             return element
