@@ -94,7 +94,8 @@ static void on_watchdog_signal(int signal, siginfo_t *info, void *context) {
         for (CLuaGuard *g = running_on_this_thread; g != NULL; g = g->outerRunning) {
             int64_t deadline = g->deadlineNanos;
             if (deadline != 0 && now >= deadline && !g->timedOut) {
-                lua_sethook(g->state, clua_budget_hook, LUA_MASKCOUNT, 1);
+                lua_State *running = g->running;
+                lua_sethook(running != NULL ? running : g->state, clua_budget_hook, LUA_MASKCOUNT, 1);
             }
         }
     } else {
@@ -365,4 +366,65 @@ void clua_count_instructions(lua_State *L, CLuaGuard *g, int on) {
     g->countingInstructions = on != 0;
     if (on) lua_sethook(L, clua_budget_hook, LUA_MASKCOUNT, 1);
     else set_resting_hook(L, g);
+}
+
+// MARK: Coroutines
+
+int clua_sandbox_resume(lua_State *L) {
+    lua_State *co = lua_tothread(L, 1);
+    luaL_argexpected(L, co != NULL, 1, "coroutine");
+    CLuaGuard *g = clua_guard(L);
+    int arguments = lua_gettop(L) - 1;
+    // (What lcorolib.c's auxresume checks, in its words.)
+    if (!lua_checkstack(co, arguments + 1)) {
+        lua_pushboolean(L, 0);
+        lua_pushliteral(L, "too many arguments to resume");
+        return 2;
+    }
+    lua_xmove(L, co, arguments); /* (lua_resume refuses a coroutine that is running, normal or dead, in Lua's words) */
+    lua_State *outer = g->running;
+    g->running = co;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    // A coroutine made before the count hook was set, or a budget spent already, gets the hook a running call has.
+    if (g->timedOut) lua_sethook(co, clua_budget_hook, LUA_MASKCOUNT, 1);
+    else if (lua_gethookmask(L) != 0 && lua_gethookmask(co) == 0) lua_sethook(co, lua_gethook(L), lua_gethookmask(L), lua_gethookcount(L));
+    int results = 0;
+    int status = lua_resume(co, L, arguments, &results);
+    g->running = outer;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    if (g->timedOut) {
+        // The budget ran out inside: the caller stops too (every instruction of it raises from now on).
+        lua_sethook(L, clua_budget_hook, LUA_MASKCOUNT, 1);
+        lua_xmove(co, L, 1);
+        return lua_error(L);
+    }
+    if (status == LUA_OK || status == LUA_YIELD) {
+        if (!lua_checkstack(L, results + 1)) {
+            lua_pop(co, results);
+            lua_pushboolean(L, 0);
+            lua_pushliteral(L, "too many results to resume");
+            return 2;
+        }
+        lua_pushboolean(L, 1);
+        lua_xmove(co, L, results);
+        return results + 1;
+    }
+    lua_pushboolean(L, 0);
+    lua_xmove(co, L, 1); /* the error */
+    return 2;
+}
+
+int clua_sandbox_close(lua_State *L) {
+    CLuaGuard *g = clua_guard(L);
+    if (g->closeDepth >= CLUA_CLOSE_DEPTH) {
+        return luaL_error(L, "coroutine.close: nested more than %d deep (deeper chains overflow Lua 5.4.4's C stack)",
+                          CLUA_CLOSE_DEPTH);
+    }
+    g->closeDepth++;
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    int status = lua_pcall(L, lua_gettop(L) - 1, LUA_MULTRET, 0);
+    g->closeDepth--;
+    if (status != LUA_OK) return lua_error(L); /* (a spent budget too: it stays spent) */
+    return lua_gettop(L);
 }

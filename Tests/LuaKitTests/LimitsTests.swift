@@ -47,6 +47,48 @@ import Testing
         #expect(error?.location == "hostile.lua:2")
     }
 
+    /// The budget holds inside coroutines — nested, behind `pcall` inside them, through `wrap` — and a spent budget
+    /// stops the whole call, not just the coroutine (resume does not return it as the coroutine's error).
+    @Test(arguments: enforcements)
+    func endlessLoopsInsideCoroutinesTimeOut(enforcement: BudgetEnforcement) async throws {
+        for (source, line) in [
+            ("local co = coroutine.create(function()\n  local n = 0\n  while true do n = n + 1 end\nend)\nlocal ok = coroutine.resume(co)\nreturn 'after'", 3),
+            ("local f = coroutine.wrap(function()\n  pcall(function() while true do end end)\nend)\nreturn pcall(f)", 2),
+            ("local inner = coroutine.wrap(function()\n  while true do end\nend)\nlocal outer = coroutine.create(function() inner() end)\nreturn coroutine.resume(outer)", 2),
+        ] {
+            let error = try await expectFailure(.timeout, source, limits: Self.quick(enforcement))
+            #expect(error?.message == "time budget of 100 ms exceeded", "\(source)")
+            #expect(error?.location == "hostile.lua:\(line)", "\(source)")
+        }
+    }
+
+    /// Lua 5.4.4 overflows the C stack (a crash) on a deep chain of coroutine.close calls; the sandbox's close
+    /// stops the chain with an error instead.
+    @Test func deepChainsOfCoroutineCloseAreAnError() async throws {
+        var limits = LuaLimits()
+        limits.timeBudget = .seconds(60)
+        limits.memoryBytes = 512 << 20
+        try await withVM(limits: limits) { vm throws in
+            let result = try vm.run("""
+                local coro = false
+                for i = 1, 20000 do
+                  local previous = coro
+                  coro = coroutine.create(function()
+                    local cc <close> = setmetatable({}, { __close = function()
+                      if previous then assert(coroutine.close(previous)) end
+                    end })
+                    coroutine.yield()
+                  end)
+                  assert(coroutine.resume(coro))
+                end
+                return coroutine.close(coro)
+                """, chunkName: "chain.lua")
+            #expect(result.first == false)
+            #expect(result.last?.string?.hasSuffix("coroutine.close: nested more than 64 deep (deeper chains overflow Lua 5.4.4's C stack)") == true)
+            #expect(try vm.run("return 1 + 1", chunkName: "after.lua") == [2])
+        }
+    }
+
     /// SIGURGs that are not the watchdog's (sent by another process or thread, or while no call is over its
     /// deadline) interrupt nothing: a call within budget completes with its result.
     @Test func straySignalsStopNothing() async throws {

@@ -8,7 +8,7 @@ import LuaStoreConcurrency
 @Suite struct SandboxTests {
     /// Missing libraries are undeclared globals: a function that reads one fails naming it; a chunk's top level
     /// may probe for it and gets nil, as under Lua's `strict.lua`.
-    @Test(arguments: ["io", "os", "debug", "coroutine", "warn", "utf8x"])
+    @Test(arguments: ["io", "os", "debug", "warn", "utf8x"])
     func missingLibrariesAreUndeclaredGlobals(name: String) async throws {
         try await withVM { vm throws in
             let error = luaError { _ = try vm.run("local function probe()\n  return \(name)\nend\nreturn probe()", chunkName: "probe.lua") }

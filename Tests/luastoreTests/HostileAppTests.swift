@@ -114,4 +114,34 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: app.path) == ["app.lua"])
         #expect(!FileManager.default.fileExists(atPath: app.deletingLastPathComponent().appendingPathComponent("escaped.json").path))
     }
+
+    /// Coroutines in reducers: one that runs within the action may change the state through it (journaled and
+    /// rolled back like any write); a reducer cannot yield out of its call; a coroutine is not data and cannot be
+    /// stored in the state; an endless loop in one stops at the budget.
+    @Test func coroutinesInReducersStayWithinTheirAction() async throws {
+        let app = try CLI.makeApp("""
+            local app = {}
+            function app.init() return { count = 0 } end
+            function app.reduce(state, action)
+              if action.type == "steps" then
+                local step = coroutine.wrap(function() for i = 1, 3 do state.count = state.count + i; coroutine.yield() end end)
+                step(); step(); step()
+              elseif action.type == "yield" then coroutine.yield()
+              elseif action.type == "store" then state.co = coroutine.create(function() end)
+              elseif action.type == "spin" then coroutine.wrap(function() while true do end end)()
+              end
+            end
+            function app.props(state) return { count = state.count } end
+            return app
+            """)
+        defer { try? FileManager.default.removeItem(at: app) }
+        let input = ["steps", "yield", "store", "spin", "steps"].map { "{\"type\":\"\($0)\"}\n" }.joined()
+        let run = try await CLI.run(["run", app.path, "--format", "json", "--time-budget-ms", "1000"], input: input)
+        #expect(run.status == 1)
+        #expect(run.outputLines == [#"{"count":0}"#, #"{"count":6}"#, #"{"count":12}"#])
+        let errors = run.errors.split(separator: "\n").map(String.init)
+        #expect(errors.contains("luastore: reduce failed: app.lua:7: attempt to yield from outside a coroutine (line 2)"), "\(errors)")
+        #expect(errors.contains("luastore: reduce failed: app.lua:8: state.co: a thread cannot be stored in the state (the state holds only data: strings, booleans, finite numbers and tables of those) (line 3)"), "\(errors)")
+        #expect(errors.contains("luastore: reduce failed: app.lua:9: time budget of 1000 ms exceeded (line 4)"), "\(errors)")
+    }
 }

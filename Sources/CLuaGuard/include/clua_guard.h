@@ -37,6 +37,9 @@ typedef enum CLuaEnforcement {
 /// `lua_getextraspace` (a pointer to it) and through the allocator's user data.
 typedef struct CLuaGuard {
     lua_State *state;                 /* NULL until lua_newstate returns */
+    lua_State *volatile running;      /* the coroutine the sandbox's `coroutine.resume` runs (NULL: the main
+                                         thread): where the watchdog's signal handler arms the hook */
+    int closeDepth;                   /* the sandbox's `coroutine.close` calls running, nested */
     /* memory */
     size_t bytesInUse;
     size_t bytesLimit;
@@ -129,6 +132,24 @@ static inline void clua_budget_hook(lua_State *L, lua_Debug *ar) {
     if (!g->timedOut && (g->deadlineNanos == 0 || clua_now_nanos() < g->deadlineNanos)) return;
     (void)ar;
     clua_raise_budget_exceeded(L, g);
+}
+
+/// `coroutine.resume(co, ...)` for the sandbox: Lua 5.4's, with the time budget holding inside `co` (while it
+/// runs, the watchdog arms its hook there) and a spent budget the caller's failure too: it stops the whole call,
+/// as it does outside coroutines, rather than being an error `resume` returns. In guard.c.
+int clua_sandbox_resume(lua_State *L);
+
+/// `coroutine.close(co)` for the sandbox: Lua's (upvalue 1), nested at most `CLUA_CLOSE_DEPTH` deep — Lua 5.4.4
+/// overflows the C stack on deep chains of `coroutine.close` (a crash, not an error: its bug list, "C-stack
+/// overflow with deep nesting of coroutine.close"). In guard.c.
+int clua_sandbox_close(lua_State *L);
+#define CLUA_CLOSE_DEPTH 64
+
+/// `makeclose(close)` [-1, +1, m]: the sandbox's `coroutine.close` over Lua's `close`.
+static inline int clua_make_sandbox_close(lua_State *L) {
+    lua_settop(L, 1);
+    lua_pushcclosure(L, clua_sandbox_close, 1);
+    return 1;
 }
 
 /// Pushes the sandbox's `find`, `match`, `gmatch`, `gsub` and `tostring` as a table: Lua 5.4's semantics and
@@ -290,6 +311,7 @@ static inline int clua_open_libraries(lua_State *L) {
     luaL_requiref(L, LUA_STRLIBNAME, luaopen_string, 1);
     luaL_requiref(L, LUA_MATHLIBNAME, luaopen_math, 1);
     luaL_requiref(L, LUA_UTF8LIBNAME, luaopen_utf8, 1);
+    luaL_requiref(L, LUA_COLIBNAME, luaopen_coroutine, 1);
     lua_settop(L, 0);
     return 0;
 }

@@ -189,6 +189,10 @@ public final class LuaVM {
         setHostFunction("readfile", in: -1) { vm throws(HostFailure) in try vm.readFilePrimitive() }
         clua_pushcfunction(state, clua_caller_kind)
         lua_setfield(state, -2, "callerkind")
+        clua_pushcfunction(state, clua_sandbox_resume)
+        lua_setfield(state, -2, "resume")
+        clua_pushcfunction(state, clua_make_sandbox_close)
+        lua_setfield(state, -2, "makeclose")
         switch limits.garbageCollection {
         case .incremental: lua_pushstring(state, "incremental")
         case .generational: lua_pushstring(state, "generational")

@@ -16,7 +16,7 @@ local type, error, select, next, ipairs, pairs = type, error, select, next, ipai
 local rawget, rawequal, rawlen, tonumber, assert = rawget, rawequal, rawlen, tonumber, assert
 local real_rawset, real_setmetatable, real_getmetatable = rawset, setmetatable, getmetatable
 local real_load, real_collectgarbage, real_pcall = load, collectgarbage, pcall
-local string, table, math, utf8 = string, table, math, utf8
+local string, table, math, utf8, coroutine = string, table, math, utf8, coroutine
 local reference_strings = {
   find = string.find, match = string.match, gmatch = string.gmatch, gsub = string.gsub, format = string.format,
   tostring = tostring,
@@ -24,6 +24,7 @@ local reference_strings = {
 local concat, sort = table.concat, table.sort
 local host_strings, host_print, host_readmodule = host.strings, host.print, host.readmodule
 local host_readfile, host_callerkind, host_gcmode, host_path = host.readfile, host.callerkind, host.gcmode, host.path
+local host_resume, host_makeclose = host.resume, host.makeclose
 local sandbox_pcall, sandbox_xpcall = host.pcall, host.xpcall
 
 -- Strings: Lua's pattern functions with the time budget, and `tostring` without addresses, in C
@@ -193,6 +194,29 @@ local function sortedpairs(t)
   end
 end
 
+-- Coroutines: Lua's, with the time budget holding inside them (the host's `resume` lets the watchdog stop the
+-- coroutine that runs, and a spent budget stops the caller too) and `close` nested at most 64 deep (deeper
+-- chains overflow Lua 5.4.4's C stack). `wrap` is `resume`'s, as Lua's is.
+local sandbox_close = host_makeclose(coroutine.close)
+local real_status = coroutine.status
+
+local function sandbox_wrap(fn)
+  local co = coroutine.create(fn)
+  local function finish(ok, ...)
+    if ok then return ... end
+    local problem = ...
+    if real_status(co) == "dead" then sandbox_close(co) end -- (its to-be-closed variables, as Lua's wrap closes them)
+    if type(problem) == "string" then error(problem, 2) end
+    error(problem, 0)
+  end
+  return function(...) return finish(host_resume(co, ...)) end
+end
+
+local sandbox_coroutine = {
+  create = coroutine.create, resume = host_resume, yield = coroutine.yield, status = coroutine.status,
+  wrap = sandbox_wrap, isyieldable = coroutine.isyieldable, running = coroutine.running, close = sandbox_close,
+}
+
 -- Environments, modules --------------------------------------------------------------------------------
 
 local globals = {}
@@ -238,7 +262,6 @@ local builtins = {}     -- modules `require` returns by name: the standard libra
 -- Standard libraries the sandbox leaves out: `require` says so, rather than looking for a file of that name.
 local unavailable = {
   os = "no clocks, processes or environment", io = "no files", debug = "no access to the VM's internals",
-  coroutine = "coroutines are not available",
 }
 
 -- A module namespace: its own cache, so a new version of an app's modules can load beside the old one. Its
@@ -315,7 +338,8 @@ globals.loadfile, globals.dofile = sandbox_loadfile, sandbox_dofile
 globals.sortedpairs = sortedpairs
 globals.string, globals.table = freeze("string", string), freeze("table", table)
 globals.math, globals.utf8 = freeze("math", math), freeze("utf8", utf8)
-for _, name in ipairs({ "string", "table", "math", "utf8" }) do builtins[name] = globals[name] end
+globals.coroutine = freeze("coroutine", sandbox_coroutine)
+for _, name in ipairs({ "string", "table", "math", "utf8", "coroutine" }) do builtins[name] = globals[name] end
 default_require = namespace() -- (after the libraries: its package.loaded holds them)
 
 -- `getmetatable("")` gives a read-only table whose `__index` is the string library, as scripts expect of it.
