@@ -79,7 +79,7 @@ import LuaStoreCore
         ("syntax error", version1.replacingOccurrences(of: "return app", with: "return app +"), .load,
          "unexpected symbol near <eof>", "app.lua:8"),
         ("error at top level", "local x = nil\nreturn x.field", .load, "attempt to index a nil value (local 'x')", "app.lua:2"),
-        ("endless loop at top level", "while true do end", .load, "time budget of 100 ms exceeded", "app.lua:1"),
+        ("endless loop at top level", "while true do end", .load, "time budget of 1000 ms exceeded", "app.lua:1"),
         ("missing export", version1.replacingOccurrences(of: "function app.props", with: "function app.view"), .load,
          "app.lua must export a function 'props'", "app.lua"),
         ("failing props", version1.replacingOccurrences(of: "count = state.count", with: "count = state.missing.count"), .props,

@@ -73,7 +73,7 @@ import Testing
         #expect(crossingsOfRuns * 2 < Self.mixed.count, "\(crossingsOfRuns) crossings for \(Self.mixed.count) actions")
         #expect(run.failures.count == 7)
         #expect(run.failures.first?.hasPrefix("reduce runtime app.lua:26 exploded on purpose") == true)
-        #expect(run.failures.contains { $0.contains("app.lua:29 time budget of 100 ms exceeded") })
+        #expect(run.failures.contains { $0.contains("app.lua:29 time budget of 1000 ms exceeded") })
         #expect(run.state["count"] == 141 && run.state["items"].table?.count == 1)
         #expect(run.logs == ["count is 3"])
     }

@@ -29,7 +29,7 @@ import LuaStoreCore
 
     @Test(arguments: [
         ("explode", ScriptFailure.Stage.reduce, "exploded on purpose", "app.lua:26"),
-        ("loop", .reduce, "time budget of 100 ms exceeded", "app.lua:29"),
+        ("loop", .reduce, "time budget of 1000 ms exceeded", "app.lua:29"),
         ("hog", .reduce, "not enough memory", "app.lua:33"),
         ("badcommand", .reduce, "command #1 (http): field 'url' must be a string (got number)", "app.lua"),
     ])

@@ -74,6 +74,31 @@ import Testing
         return Session(store: store, server: server, token: token)
     }
 
+    /// Starts the built `luastore` with `arguments` (standard input empty) and returns it, serving, with what it
+    /// wrote on standard error up to its `devtools:` line (or until it ended, or a minute passed).
+    static func startServing(_ arguments: [String]) async throws -> (process: Process, errors: String) {
+        let process = Process()
+        process.executableURL = CLI.binary
+        process.arguments = arguments
+        let errors = Pipe()
+        process.standardError = errors
+        process.standardOutput = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let reader = errors.fileHandleForReading
+        let text = try await offPool { () -> String in
+            var text = ""
+            let deadline = Date().addingTimeInterval(60)
+            while Date() < deadline, !text.split(separator: "\n").contains(where: { $0.hasPrefix("devtools: ") }) {
+                let data = reader.availableData
+                if data.isEmpty { break }
+                text += String(decoding: data, as: UTF8.self)
+            }
+            return text
+        }
+        return (process, text)
+    }
+
     static func json(_ response: RawHTTP.Response) throws -> [String: Any] {
         try #require(JSONSerialization.jsonObject(with: Data(response.body.utf8)) as? [String: Any], "\(response.body)")
     }
@@ -498,30 +523,11 @@ import Testing
         let actions = folder.appendingPathComponent("actions.jsonl")
         try Data(String(repeating: "{\"type\":\"add\"}\n", count: 3).utf8).write(to: actions)
         let stateFile = folder.appendingPathComponent("state.json"), recording = folder.appendingPathComponent("session.jsonl")
-        let process = Process()
-        process.executableURL = CLI.binary
-        process.arguments = ["run", folder.path, "--actions", actions.path, "--format", "json", "--devtools", "0",
-                             "--state-out", stateFile.path, "--record", recording.path]
-        let errors = Pipe()
-        process.standardError = errors
-        process.standardOutput = FileHandle.nullDevice
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
+        let (process, errors) = try await Self.startServing(["run", folder.path, "--actions", actions.path, "--format", "json", "--devtools", "0",
+                                                              "--state-out", stateFile.path, "--record", recording.path])
         defer { if process.isRunning { process.interrupt() } }
-        let reader = errors.fileHandleForReading
-        let address = try await offPool { () -> String in
-            var text = ""
-            let deadline = Date().addingTimeInterval(60)
-            while Date() < deadline {
-                let data = reader.availableData
-                if data.isEmpty { break }
-                text += String(decoding: data, as: UTF8.self)
-                if let line = text.split(separator: "\n").first(where: { $0.hasPrefix("devtools: ") }) {
-                    return String(line.dropFirst("devtools: ".count))
-                }
-            }
-            throw RawSocket.Failure("no devtools line on standard error: \(text)")
-        }
+        let line = try #require(errors.split(separator: "\n").first { $0.hasPrefix("devtools: ") }, "no devtools line: \(errors)")
+        let address = String(line.dropFirst("devtools: ".count))
         let match = try #require(address.wholeMatch(of: /http:\/\/127\.0\.0\.1:(\d+)\/\?token=([0-9a-f]{32})/))
         let port = try #require(UInt16(match.1)), token = String(match.2)
         let session = try await offPool { try RawHTTP.request("GET", "/api/session", port: port, token: token) }
@@ -573,25 +579,9 @@ import Testing
     @Test func aBindBeyondThisMachineIsWarnedAbout() async throws {
         let folder = try CLI.makeApp(Self.app)
         defer { try? FileManager.default.removeItem(at: folder) }
-        let process = Process()
-        process.executableURL = CLI.binary
-        process.arguments = ["run", folder.path, "--actions", "-", "--format", "json", "--devtools", "0", "--devtools-host", "0.0.0.0"]
-        let errors = Pipe()
-        process.standardError = errors
-        process.standardOutput = FileHandle.nullDevice
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
+        let (process, text) = try await Self.startServing(["run", folder.path, "--actions", "-", "--format", "json", "--devtools", "0",
+                                                           "--devtools-host", "0.0.0.0"])
         defer { if process.isRunning { process.interrupt() } }
-        let reader = errors.fileHandleForReading
-        let text = try await offPool { () -> String in
-            var text = ""
-            while !text.contains("devtools: ") {
-                let data = reader.availableData
-                if data.isEmpty { break }
-                text += String(decoding: data, as: UTF8.self)
-            }
-            return text
-        }
         #expect(text.contains("warning: the devtools listen on 0.0.0.0, which other machines may reach"), "\(text)")
         process.interrupt()
         #expect(await eventually(timeout: .seconds(30)) { !process.isRunning })
