@@ -22,6 +22,7 @@ extension Scenarios {
         }
         await arrival.wait(for: 0)
         _ = await recorder?.file.flushed()
+        _ = await store.memory() // (a full collection first, as state_size's rows do: none lands in the window)
         let before = record ? ((try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0) : 0
         let toggles: [LuaValue] = (0..<actions).map { ["type": "toggle", "id": .integer(Int64($0 * 7919 % items + 1))] }
         let result = await Harness.nanoseconds(operations: actions) {
