@@ -76,21 +76,22 @@ end
 
 -- `next` and `rawget` read a read-only table as the table it shows, as Lua reads its libraries (`next(string)`,
 -- `rawget(math, "pi")`); writing stays refused.
+-- Lua's own refusal of an argument that is not a table, raised at the script's line.
+local function tableExpected(name, t)
+  error("bad argument #1 to '" .. name .. "' (table expected, got " .. (t == nil and "no value" or type(t)) .. ")", 3)
+end
+
 local function sandbox_next(t, key)
   local source = frozen[t]
   if source ~= nil then return next(source, key) end
-  if type(t) ~= "table" then
-    error("bad argument #1 to 'next' (table expected, got " .. (t == nil and "no value" or type(t)) .. ")", 2)
-  end
+  if type(t) ~= "table" then tableExpected("next", t) end
   return next(t, key)
 end
 
 local function sandbox_rawget(t, key)
   local source = frozen[t]
   if source ~= nil then return rawget(source, key) end
-  if type(t) ~= "table" then
-    error("bad argument #1 to 'rawget' (table expected, got " .. (t == nil and "no value" or type(t)) .. ")", 2)
-  end
+  if type(t) ~= "table" then tableExpected("rawget", t) end
   return rawget(t, key)
 end
 
