@@ -94,7 +94,7 @@ struct SpecTest: AsyncParsableCommand {
             guard let source = try? String(contentsOf: folder.appendingPathComponent(file), encoding: .utf8) else {
                 return .success([SpecResult(file: file, name: file, status: .errored, message: "cannot read the file", location: file)])
             }
-            let chunk = try vm.load(source, chunkName: file, globals: globals)
+            let chunk = try vm.load(source, chunkName: file, globals: globals, strictGlobals: false)
             try vm.call(chunk)
             let count = try vm.call(try function("count")).first?.integer ?? 0
             let name = try function("name"), line = try function("line"), status = try function("status")

@@ -331,9 +331,15 @@ import Testing
         _ = try await expectFailure(.memory, "local s = 'x'\nwhile true do s = s .. s end", limits: Self.memoryBound)
     }
 
-    @Test func finalizerThatLoopsIsRefused() async throws {
-        let error = try await expectFailure(.runtime, "setmetatable({}, {__gc = function() while true do end end})")
-        #expect(error?.message.contains("__gc") == true)
+    /// A finalizer would run with hooks off, where no budget stops it: it never runs (nor when the VM closes).
+    @Test func finalizerThatLoopsNeverRuns() async throws {
+        try await withVM(limits: Self.quick) { vm throws in
+            #expect(try vm.run("""
+                for i = 1, 100 do setmetatable({}, {__gc = function() while true do end end}) end
+                collectgarbage()
+                return 1
+                """, chunkName: "hostile.lua") == [1])
+        }
     }
 
     @Test(arguments: [

@@ -144,4 +144,44 @@ import Testing
         #expect(errors.contains("luastore: reduce failed: app.lua:8: state.co: a thread cannot be stored in the state (the state holds only data: strings, booleans, finite numbers and tables of those) (line 3)"), "\(errors)")
         #expect(errors.contains("luastore: reduce failed: app.lua:9: time budget of 1000 ms exceeded (line 4)"), "\(errors)")
     }
+
+    /// A store keeps weak tables strong: a weak cache the reducer fills keeps its entries through collections, so
+    /// the outcome never depends on when the collector ran — three runs and the replay of a recording agree; a
+    /// finalizer never runs; a weak table is no more data the state can hold than any table with a metatable.
+    @Test func weakTablesInAStoreAreKeptStrong() async throws {
+        let app = try CLI.makeApp("""
+            local app = {}
+            local cache = setmetatable({}, { __mode = "v" })
+            local finalized = 0
+            function app.init() return { misses = 0, finalized = 0 } end
+            function app.reduce(state, action)
+              if action.type == "look" then
+                if cache.entry == nil then cache.entry = {}; state.misses = state.misses + 1 end
+                setmetatable({}, { __gc = function() finalized = finalized + 1 end })
+                local garbage = {}
+                for i = 1, 2000 do garbage[i] = { i } end
+                collectgarbage()
+                state.finalized = finalized
+              elseif action.type == "store" then
+                state.weak = setmetatable({}, { __mode = "k" })
+              end
+            end
+            function app.props(state) return { misses = state.misses, finalized = state.finalized } end
+            return app
+            """)
+        defer { try? FileManager.default.removeItem(at: app) }
+        let input = String(repeating: "{\"type\":\"look\"}\n", count: 20) + "{\"type\":\"store\"}\n"
+        var outputs: [String] = []
+        for index in 0..<3 {
+            let recording = app.appendingPathComponent("session\(index).jsonl").path
+            let run = try await CLI.run(["run", app.path, "--format", "json", "--record", recording], input: input)
+            #expect(run.status == 1)
+            #expect(run.errors.contains("app.lua:14: state.weak: a table with a metatable cannot be stored in the state"), "\(run.errors)")
+            outputs.append(run.output)
+            let replay = try await CLI.run(["replay", app.path, recording])
+            #expect(replay.status == 0, "\(replay.errors)")
+        }
+        #expect(outputs[0].split(separator: "\n").last == #"{"finalized":0,"misses":1}"#)
+        #expect(Set(outputs).count == 1)
+    }
 }

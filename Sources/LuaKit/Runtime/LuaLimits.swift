@@ -27,13 +27,17 @@ public struct LuaLimits: Sendable, Equatable {
     /// How the VM's heap is collected (default: generational, major collections after the old generation grew
     /// by 300 %).
     public var garbageCollection: GarbageCollection = .generational()
+    /// Whether a table whose metatable has `__mode` is weak (default: `.honoured`, as in Lua). A scripted store
+    /// keeps them strong (`.keptStrong`) whatever this says, so that no reducer's outcome depends on when the
+    /// collector ran.
+    public var weakTables: WeakTables = .honoured
 
     /// The default limits: 64 MiB, 200 ms per call.
     public init() {}
 }
 
 /// How a `LuaVM` collects its garbage: Lua 5.4's two collectors. Scripts cannot change it (`collectgarbage`
-/// offers them only `"count"`).
+/// lets them collect, step, count and ask, never switch or tune it).
 public enum GarbageCollection: Sendable, Equatable {
     /// Small steps of a full mark-and-sweep interleaved with the script, started when the heap has grown to
     /// `pause` % of its size after the last cycle, doing `stepMultiplier` % of the work per step (Lua's defaults:
@@ -50,6 +54,20 @@ public enum GarbageCollection: Sendable, Equatable {
     /// heap would not fit under `memoryBytes`, the cap triggers the major collection instead (the same full
     /// collection, run by the allocator; nothing fails while the live data fits).
     case generational(minorMultiplier: Int = 20, majorMultiplier: Int = 300)
+}
+
+/// What `__mode` in a metatable does in a `LuaVM`. Either way `__gc` (finalizers) stays refused, so weak
+/// tables are the only way a script could see the collector at work.
+public enum WeakTables: Sendable, Equatable {
+    /// As in Lua: entries whose key or value (as the mode says) was collected disappear, and
+    /// `collectgarbage("stop")`/`("restart")` stop and restart the collector, as scripts use them to hold weak
+    /// entries while they look at them.
+    case honoured
+    /// Entries stay until the table itself is collected: `setmetatable` takes `__mode` out of the metatable it
+    /// is given (`getmetatable(t).__mode` then reads `nil`), `rawset` refuses to write one, and
+    /// `collectgarbage("stop")`/`("restart")` change only what `"isrunning"` answers. A `__mode` assigned into
+    /// a metatable after `setmetatable` is not seen (Lua gives no way to catch that write): such a table is weak.
+    case keptStrong
 }
 
 /// How a `LuaVM` stops a call that overruns its time budget. Either way the script is stopped at its next Lua

@@ -23,15 +23,24 @@ extension LuaVM {
 
     /// Compiles `source` like `load(_:chunkName:)`, with `globals` added to its environment (for harnesses that
     /// give a chunk functions of their own, such as a spec runner's `describe` and `it`).
-    public func load(_ source: String, chunkName: String, globals: [String: LuaReference]) throws(LuaError) -> LuaReference {
+    ///
+    /// With `strictGlobals: false` the chunk's globals are plain Lua's, as test runners give them: reading one
+    /// nobody set is `nil` anywhere and assigning one declares it (in this chunk's environment only). Modules
+    /// the chunk requires keep strict globals.
+    public func load(_ source: String, chunkName: String, globals: [String: LuaReference],
+                     strictGlobals: Bool = true) throws(LuaError) -> LuaReference {
         checkThread()
         try loadChunk(source, chunkName: chunkName)
         try setFreshEnvironment()
-        if !globals.isEmpty, lua_getupvalue(state, -1, 1) != nil {
+        if lua_getupvalue(state, -1, 1) != nil {
             for (name, value) in globals {
                 pushString(name)
                 pushReference(value)
                 lua_rawset(state, -3) // raw: the environment's __newindex refuses undeclared globals
+            }
+            if !strictGlobals {
+                lua_pushnil(state)
+                lua_setmetatable(state, -2)
             }
             clua_pop(state, 1)
         }

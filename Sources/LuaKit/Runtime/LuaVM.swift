@@ -198,6 +198,8 @@ public final class LuaVM {
         case .generational: lua_pushstring(state, "generational")
         }
         lua_setfield(state, -2, "gcmode")
+        lua_pushboolean(state, limits.weakTables == .honoured ? 1 : 0)
+        lua_setfield(state, -2, "weaktables")
         pushString((["./?.lua", "./?/init.lua"] + modulePath.filter { !$0.hasPrefix("./") }).joined(separator: ";"))
         lua_setfield(state, -2, "path")
         clua_pushcfunction(state, clua_sandbox_pcall)

@@ -25,6 +25,7 @@ local concat, sort = table.concat, table.sort
 local host_strings, host_print, host_readmodule = host.strings, host.print, host.readmodule
 local host_readfile, host_callerkind, host_gcmode, host_path = host.readfile, host.callerkind, host.gcmode, host.path
 local host_resume, host_makeclose = host.resume, host.makeclose
+local weak_tables_honoured = host.weaktables
 local sandbox_pcall, sandbox_xpcall = host.pcall, host.xpcall
 
 -- Strings: Lua's pattern functions with the time budget, and `tostring` without addresses, in C
@@ -110,7 +111,9 @@ local function sandbox_rawset(t, key, value)
   if marker ~= nil and sealed[marker] then
     error("rawset: this table can be changed only by assignment (it is a " .. tostring(marker) .. ")", 2)
   end
-  if key == "__gc" or key == "__mode" then error("rawset: '" .. key .. "' fields are not available to scripts", 2) end
+  if key == "__mode" and not weak_tables_honoured then
+    error("rawset: '__mode' fields are not available here (weak tables are kept strong: LuaLimits.weakTables)", 2)
+  end
   if type(t) ~= "table" or key == nil or key ~= key then
     local ok, result = real_pcall(real_rawset, t, key, value) -- Lua's own refusals, named at the script's line
     if not ok then error(result, 2) end
@@ -119,34 +122,54 @@ local function sandbox_rawset(t, key, value)
   return real_rawset(t, key, value)
 end
 
+-- `__gc`: the metatable keeps it, but no object is ever marked for finalization (Lua marks an object only if its
+-- metatable has `__gc` when `setmetatable` is called, so it is taken out for that call): a finalizer would run
+-- with hooks off, where no time budget can stop it, and at a moment only the collector decides.
+-- `__mode`: see LuaLimits.weakTables.
 local function sandbox_setmetatable(t, metatable)
   if frozen[t] then error("cannot change the metatable of a read-only table", 2) end
-  if type(metatable) == "table" then
-    if rawget(metatable, "__gc") ~= nil then
-      error("setmetatable: '__gc' metamethods (finalizers) are not available to scripts", 2)
+  local finalizer
+  if type(metatable) == "table" and not frozen[metatable] then
+    if not weak_tables_honoured and rawget(metatable, "__mode") ~= nil then
+      real_rawset(metatable, "__mode", nil) -- kept strong: no reducer may depend on when the collector runs
     end
-    if rawget(metatable, "__mode") ~= nil then
-      error("setmetatable: weak tables ('__mode') are not available to scripts", 2)
-    end
+    finalizer = rawget(metatable, "__gc")
+    if finalizer ~= nil then real_rawset(metatable, "__gc", nil) end
   end
+  local ok, result
   if type(t) ~= "table" or real_getmetatable(t) ~= nil or (metatable ~= nil and type(metatable) ~= "table") then
     -- Lua's own refusals (not a table, a protected metatable), named at the script's line rather than this file's
-    local ok, result = real_pcall(real_setmetatable, t, metatable)
-    if not ok then error(result, 2) end
-    return result
+    ok, result = real_pcall(real_setmetatable, t, metatable)
+  else
+    ok, result = true, real_setmetatable(t, metatable)
   end
-  return real_setmetatable(t, metatable)
+  if finalizer ~= nil then real_rawset(metatable, "__gc", finalizer) end
+  if not ok then error(result, 2) end
+  return result
 end
 
--- The collector as scripts may drive it: collect, step, count, isrunning. Its mode is the host's
--- (LuaLimits.garbageCollection): "incremental" and "generational" say which it is and leave it; stopping it or
--- tuning it is the host's alone.
+-- The collector as scripts may drive it: collect, step, count, isrunning, and stop/restart where weak tables
+-- are weak (scripts stop it to hold weak entries while they look at them); where they are kept strong nothing
+-- can see the collector, so stop/restart only change what "isrunning" says. Its mode is the host's
+-- (LuaLimits.garbageCollection): "incremental" and "generational" say which it is and leave it; tuning it is
+-- the host's alone.
+local stopped = false
 local function sandbox_collectgarbage(option, argument)
   if option == nil or option == "collect" then
     real_collectgarbage("collect")
     return 0
-  elseif option == "count" or option == "isrunning" then
+  elseif option == "count" then
     return real_collectgarbage(option)
+  elseif option == "isrunning" then
+    if weak_tables_honoured then return real_collectgarbage(option) end
+    return not stopped
+  elseif option == "stop" or option == "restart" then
+    if weak_tables_honoured then
+      real_collectgarbage(option)
+    else
+      stopped = option == "stop"
+    end
+    return 0
   elseif option == "step" then
     if argument ~= nil and tonumber(argument) == nil then
       error("bad argument #2 to 'collectgarbage' (number expected, got " .. type(argument) .. ")", 2)
@@ -154,8 +177,8 @@ local function sandbox_collectgarbage(option, argument)
     return real_collectgarbage("step", argument or 0)
   elseif option == "incremental" or option == "generational" then
     return host_gcmode
-  elseif option == "stop" or option == "restart" or option == "setpause" or option == "setstepmul" then
-    error("collectgarbage: '" .. option .. "' is the host's to decide (scripts may collect, step, count and ask isrunning)", 2)
+  elseif option == "setpause" or option == "setstepmul" then
+    error("collectgarbage: '" .. option .. "' is the host's to decide (scripts may collect, step, count, stop, restart and ask isrunning)", 2)
   end
   error("bad argument #1 to 'collectgarbage' (invalid option '" .. safe_tostring(option) .. "')", 2)
 end

@@ -128,6 +128,8 @@ final class ScriptEngine {
         self.report = report
         let machine: LuaVM
         do {
+            var limits = limits
+            limits.weakTables = .keptStrong // (a reducer's outcome must not depend on when the collector ran)
             machine = try LuaVM(limits: limits, moduleRoot: folder, modulePath: modulePath, print: log)
             try EffectsModule.define(in: machine)
             try machine.sealRawWrites(metatableMarker: StateRuntime.metatableMarker)
