@@ -114,7 +114,7 @@ let package = Package(
             dependencies: [
                 "LuaStoreDemoAPI", "LuaStoreTestSupport", "LuaStoreDevtools", .target(name: "luastore"), .target(name: "luastore-bench"),
             ],
-            exclude: ["golden", "specs", "busted"],
+            exclude: ["golden", "specs", "busted", "busted-project"],
             swiftSettings: strict
         ),
         .testTarget(

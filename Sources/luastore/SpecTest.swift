@@ -7,13 +7,14 @@ import LuaStoreScripting
 struct SpecTest: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "test",
-        abstract: "Run an app's specs (*_spec.lua in the app folder or its spec/ folder).",
+        abstract: "Run an app's specs (*_spec.lua in the app folder, *_spec*.lua under spec/, or as .busted says).",
         discussion: """
             Specs are written as for busted: describe/context, it/spec/test, pending, before_each/after_each, \
             setup/teardown (and lazy_ and strict_ forms), finally, randomize; luassert's assert (assert.are.same, \
             assert.is_not_nil, assert.has_error, assert.spy(s).was.called(2), …), spy, stub, mock and match; and \
-            LuaStore's expect(value).to.equal(x). `require("app")` loads the app. Each test runs with its own time \
-            budget. Exits 1 if any test failed.
+            LuaStore's expect(value).to.equal(x). `require("app")` loads the app; modules load from the app folder, then \
+            busted's lpath (./src/?.lua, …), then --lua-path. A .busted file's ROOT, pattern, exclude-pattern and lpath \
+            (its _all and default tasks) apply. Each test runs with its own time budget. Exits 1 if any test failed.
             """)
 
     @Argument(help: "The app folder.", completion: .directory)
@@ -29,13 +30,25 @@ struct SpecTest: AsyncParsableCommand {
 
     func run() async throws {
         let folder = URL(fileURLWithPath: appDirectory).standardizedFileURL
-        let files = Self.specFiles(in: folder)
-        guard !files.isEmpty else {
-            Console.error("no *_spec.lua files in \(appDirectory) or \(appDirectory)/spec")
+        let thread = LuaThread(name: "luastore-test")
+        let found = thread.sync { () -> Result<(BustedProject, [String]), BustedProject.Problem> in
+            do throws(BustedProject.Problem) {
+                let project = try BustedProject.load(folder: folder)
+                guard let vm = try? LuaVM() else { throw BustedProject.Problem(description: "cannot make a Lua VM") }
+                return .success((project, try project.specFiles(in: folder, vm: vm)))
+            } catch {
+                return .failure(error)
+            }
+        }
+        guard case .success(let (project, files)) = found else {
+            if case .failure(let problem) = found { Console.error(problem.description) }
             throw ExitCode.unusable
         }
-        let thread = LuaThread(name: "luastore-test")
-        let modulePath = modules.templates
+        guard !files.isEmpty else {
+            Console.error("no spec files in \(appDirectory) (*_spec.lua in the folder, or files matching \(project.patterns.joined(separator: ", ")) under \(project.roots.joined(separator: ", ")))")
+            throw ExitCode.unusable
+        }
+        let modulePath = project.lpath + modules.templates
         var results: [SpecResult] = []
         for file in files {
             let outcome = thread.sync { Self.run(file: file, folder: folder, modulePath: modulePath, filter: filter) }
@@ -48,15 +61,6 @@ struct SpecTest: AsyncParsableCommand {
         }
         Console.out(SpecReport(results: results).render(output))
         if results.contains(where: { $0.status == .failed || $0.status == .errored }) { throw ExitCode.appFailure }
-    }
-
-    static func specFiles(in folder: URL) -> [String] {
-        var files: [String] = []
-        for (directory, prefix) in [(folder, ""), (folder.appendingPathComponent("spec"), "spec/")] {
-            let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
-            files += names.filter { $0.hasSuffix("_spec.lua") }.sorted().map { prefix + $0 }
-        }
-        return files
     }
 
     /// A problem with the command itself (not with a spec): a malformed `--filter`.
@@ -94,14 +98,28 @@ struct SpecTest: AsyncParsableCommand {
             guard let source = try? String(contentsOf: folder.appendingPathComponent(file), encoding: .utf8) else {
                 return .success([SpecResult(file: file, name: file, status: .errored, message: "cannot read the file", location: file)])
             }
+            func nextItem(_ next: LuaReference) throws(LuaError) -> Int64? {
+                try vm.call(next).first?.integer
+            }
             let chunk = try vm.load(source, chunkName: file, globals: globals, strictGlobals: false)
             try vm.call(chunk)
-            let count = try vm.call(try function("count")).first?.integer ?? 0
-            let name = try function("name"), line = try function("line"), status = try function("status")
+            let next = try function("next"), name = try function("name"), line = try function("line")
+            let status = try function("status"), raise = try function("raise")
             let matches = try function("matches"), runOne = try function("run"), kind = try function("kind")
-            for index in stride(from: Int64(1), through: count, by: 1) {
+            // One item at a time: asking for the next runs the bodies of the blocks before it (as busted does).
+            while let index = try nextItem(next) {
                 let title = (try? vm.call(name, .integer(index)).first?.string) ?? "test \(index)"
                 let testLine = (try? vm.call(line, .integer(index)).first?.integer).flatMap { $0 }.map { "\(file):\($0)" } ?? file
+                let itemStatus = try vm.call(status, .integer(index)).first?.string
+                if itemStatus == "error" {
+                    do {
+                        try vm.call(raise, .integer(index))
+                    } catch {
+                        results.append(SpecResult(file: file, name: title, status: .errored, message: error.message,
+                                                  location: error.location ?? testLine))
+                    }
+                    continue
+                }
                 if let filter {
                     do {
                         guard try vm.call(matches, .integer(index), .string(filter)).first == true else { continue }
@@ -109,7 +127,7 @@ struct SpecTest: AsyncParsableCommand {
                         return .failure(UsageProblem(description: "--filter \(String(reflecting: filter)): \(error.message)"))
                     }
                 }
-                if try vm.call(status, .integer(index)).first?.string == "pending" {
+                if itemStatus == "pending" {
                     results.append(SpecResult(file: file, name: title, status: .pending, location: testLine))
                     continue
                 }

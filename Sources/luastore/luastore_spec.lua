@@ -105,23 +105,23 @@ local function callerLine(level)
   return line and tonumber(line) or nil
 end
 
+-- A block's body runs when the run reaches it, as in busted: after the tests and blocks before it have run (their
+-- before_each hooks included), registering the block's own children (see spec.next).
 local function describe(name, body)
   if type(name) ~= "string" or type(body) ~= "function" then error("describe(name, function) expected", 2) end
   local block = newBlock(name)
+  block.body = body
+  block.line = callerLine(1)
   insert(current.children, block)
-  local saved = current
-  current = block
-  body()
-  current = saved
-  if block.randomized then
-    -- A fixed shuffle (busted's is seeded by the clock; specs must be repeatable here).
-    local state = 0x2545F491
-    local list = block.children
-    for i = #list, 2, -1 do
-      state = (state * 1103515245 + 12345) % 2147483648
-      local j = state % i + 1
-      list[i], list[j] = list[j], list[i]
-    end
+end
+
+-- A fixed shuffle (busted's is seeded by the clock; specs must be repeatable here).
+local function shuffle(list)
+  local state = 0x2545F491
+  for i = #list, 2, -1 do
+    state = (state * 1103515245 + 12345) % 2147483648
+    local j = state % i + 1
+    list[i], list[j] = list[j], list[i]
   end
 end
 
@@ -156,24 +156,6 @@ end
 
 local function randomize(on)
   current.randomized = on ~= false
-end
-
--- Flattens the tree into `tests` (in order), each with its chain of blocks from the outermost.
-local function flatten(block, chain)
-  for _, child in ipairs(block.children) do
-    if child.test then
-      local names = {}
-      for i = 1, #chain do names[#names + 1] = chain[i].name end
-      names[#names + 1] = child.name
-      child.fullName = concat(names, " ")
-      child.chain = chain
-      tests[#tests + 1] = child
-    else
-      local nested = { unpack(chain) }
-      nested[#nested + 1] = child
-      flatten(child, nested)
-    end
-  end
 end
 
 -- Entering and leaving blocks while tests run: setups when a block's first test runs (strict ones whether or
@@ -218,16 +200,62 @@ end
 
 -- The host's interface -----------------------------------------------------------------------------------------
 
-local finished = false
-local function prepare()
-  if #tests == 0 and not finished then flatten(root, {}) end
+-- The walk: a stack of the blocks being run, each with the index of its child run last. `spec.next()` goes on
+-- from there to the next test, running the bodies of the blocks it enters on the way (registering their
+-- children); a body that raises is an item of its own, an error, and its block has no tests.
+local walk = { { block = root, chain = {}, index = 0 } }
+
+local function fullName(chain, name)
+  local names = {}
+  for i = 1, #chain do names[#names + 1] = chain[i].name end
+  names[#names + 1] = name
+  return concat(names, " ")
 end
 
-function spec.count() prepare() return #tests end
+function spec.next()
+  if #root.children > 0 and root.randomized and not root.shuffled then
+    root.shuffled = true
+    shuffle(root.children)
+  end
+  while #walk > 0 do
+    local frame = walk[#walk]
+    frame.index = frame.index + 1
+    local child = frame.block.children[frame.index]
+    if child == nil then
+      walk[#walk] = nil
+    elseif child.test then
+      child.fullName, child.chain = fullName(frame.chain, child.name), frame.chain
+      tests[#tests + 1] = child
+      return #tests
+    else
+      local chain = { unpack(frame.chain) }
+      chain[#chain + 1] = child
+      enter(frame.chain, false) -- (the enclosing blocks' setups run before the body, as busted runs them)
+      local saved = current
+      current = child
+      local ok, problem = pcall(child.body)
+      current = saved
+      if not ok then
+        tests[#tests + 1] = { failedBlock = true, fullName = fullName(frame.chain, child.name), chain = frame.chain,
+          line = child.line, problem = problem }
+        return #tests
+      end
+      if child.randomized then shuffle(child.children) end
+      walk[#walk + 1] = { block = child, chain = chain, index = 0 }
+    end
+  end
+  return nil
+end
+
 function spec.name(index) return tests[index].fullName end
 function spec.line(index) return tests[index].line end
-function spec.status(index) return tests[index].pending and "pending" or "test" end
+function spec.status(index)
+  local test = tests[index]
+  return test.failedBlock and "error" or test.pending and "pending" or "test"
+end
 function spec.matches(index, pattern) return tests[index].fullName:find(pattern) ~= nil end
+-- Raises again what the body of a block that failed raised (the host reports it as an error).
+function spec.raise(index) error(tests[index].problem, 0) end
 
 -- Runs test `index`: its blocks' setups as needed, the before_each hooks from the outermost, the test, its
 -- finally handlers and the after_each hooks from the innermost (even when the test failed).
@@ -267,7 +295,6 @@ function spec.kind(index) return tests[index].kind or "error" end
 
 -- Leaves every block (their teardowns) once the last test has run.
 function spec.finish()
-  finished = true
   leave(0)
 end
 

@@ -188,7 +188,7 @@ import Testing
         #expect(length == [8])
     }
 
-    @Test(arguments: ["os", "io", "debug"])
+    @Test(arguments: ["os", "io"])
     func leftOutLibrariesSaySo(name: String) async throws {
         let error = try await withVM { vm in
             luaError { _ = try vm.run("local x = 1\nlocal lib = require('\(name)')", chunkName: "app.lua") }

@@ -8,7 +8,7 @@ import LuaStoreConcurrency
 @Suite struct SandboxTests {
     /// Missing libraries are undeclared globals: a function that reads one fails naming it; a chunk's top level
     /// may probe for it and gets nil, as under Lua's `strict.lua`.
-    @Test(arguments: ["io", "os", "debug", "warn", "utf8x"])
+    @Test(arguments: ["io", "os", "warn", "utf8x"])
     func missingLibrariesAreUndeclaredGlobals(name: String) async throws {
         try await withVM { vm throws in
             let error = luaError { _ = try vm.run("local function probe()\n  return \(name)\nend\nreturn probe()", chunkName: "probe.lua") }
@@ -16,6 +16,21 @@ import LuaStoreConcurrency
             #expect(error?.message == "undeclared global '\(name)'")
             #expect(error?.location == "probe.lua:2")
             #expect(try vm.run("return \(name) == nil, rawget(_G, '\(name)') == nil", chunkName: "probe.lua") == [true, true])
+        }
+    }
+
+    /// Of the debug library scripts get `traceback` alone, read-only (also through `require("debug")`).
+    @Test func debugOffersTracebackOnly() async throws {
+        try await withVM { vm throws in
+            let results = try vm.run("""
+                local function where() return debug.traceback("here", 1) end
+                local names = {}
+                for name in pairs(debug) do names[#names + 1] = name end
+                return where(), table.concat(names, ","), require("debug") == debug, debug.getinfo, debug.sethook
+                """, chunkName: "trace.lua")
+            #expect(results == ["here\nstack traceback:\n\ttrace.lua:1: in local 'where'\n\ttrace.lua:4: in main chunk", "traceback", true, nil, nil])
+            let write = luaError { _ = try vm.run("debug.getregistry = function() end", chunkName: "w.lua") }
+            #expect(write?.message == "cannot modify read-only table 'debug' (field 'getregistry')")
         }
     }
 

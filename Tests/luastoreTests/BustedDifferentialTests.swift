@@ -49,4 +49,34 @@ struct BustedDifferentialTests {
         #expect(count("error") == (object["errors"] as? [Any])?.count, "\(summary.output)")
         #expect(count("pending") == (object["pendings"] as? [Any])?.count, "\(summary.output)")
     }
+
+    /// A project as busted finds it: `.busted`'s ROOT, pattern, exclude-pattern and lpath; blocks whose bodies run
+    /// when reached (seeing the hooks of the tests before them) or fail (an error of their own); a spec file's
+    /// plain globals. The fixture `busted-project/` runs under both, compared test by test.
+    @Test func aBustedProjectRunsAsUnderBusted() async throws {
+        let folder = CLI.packageRoot.appendingPathComponent("Tests/luastoreTests/busted-project")
+        let (lua, busted) = try #require(realBusted)
+        let real = try await runChildProcess(URL(fileURLWithPath: lua), [busted, "-o", "TAP"], directory: folder)
+        let ours = try await CLI.run(["test", folder.path, "--output", "tap"])
+        let expected = Self.outcomes(real.output, skip: #/ - # SKIP /#)
+        #expect(expected.count == 9, "\(real.output) \(real.errors)")
+        #expect(Self.outcomes(ours.output, skip: #/ # SKIP pending$/#) == expected)
+        #expect(real.status == ours.status)
+        #expect(ours.output.contains("# tests/unit/greeting_test.lua:27\n# the body failed"), "\(ours.output)")
+    }
+
+    /// A `.busted` that is not what busted takes is refused, naming the file and what was wrong.
+    @Test func aBadBustedFileIsNamed() async throws {
+        let folder = try CLI.makeApp("return {}").standardizedFileURL
+        defer { try? FileManager.default.removeItem(at: folder) }
+        for (text, message) in [("return { default = { ROOT = 3 } }", ".busted: 'default.ROOT' must be a string or a list of strings (got number)"),
+                                ("return 1", ".busted: must return a table of tasks (got number)"),
+                                ("return {", ".busted: .busted:1: unexpected symbol near <eof>"),
+                                ("return { default = { ROOT = { 'nowhere' } } }", ".busted: ROOT 'nowhere' does not exist in \(folder.standardizedFileURL.path)")] {
+            try text.write(to: folder.appendingPathComponent(".busted"), atomically: true, encoding: .utf8)
+            let run = try await CLI.run(["test", folder.path])
+            #expect(run.status == 2)
+            #expect(run.errors.contains(message), "\(run.errors)")
+        }
+    }
 }

@@ -312,6 +312,7 @@ static inline int clua_open_libraries(lua_State *L) {
     luaL_requiref(L, LUA_MATHLIBNAME, luaopen_math, 1);
     luaL_requiref(L, LUA_UTF8LIBNAME, luaopen_utf8, 1);
     luaL_requiref(L, LUA_COLIBNAME, luaopen_coroutine, 1);
+    luaL_requiref(L, LUA_DBLIBNAME, luaopen_debug, 1); /* (the prelude keeps `traceback` and removes the rest) */
     lua_settop(L, 0);
     return 0;
 }

@@ -200,7 +200,7 @@ public final class LuaVM {
         lua_setfield(state, -2, "gcmode")
         lua_pushboolean(state, limits.weakTables == .honoured ? 1 : 0)
         lua_setfield(state, -2, "weaktables")
-        pushString((["./?.lua", "./?/init.lua"] + modulePath.filter { !$0.hasPrefix("./") }).joined(separator: ";"))
+        pushString((["./?.lua", "./?/init.lua"] + modulePath.filter { !ModuleResolver.rootTemplates.contains($0) }).joined(separator: ";"))
         lua_setfield(state, -2, "path")
         clua_pushcfunction(state, clua_sandbox_pcall)
         lua_setfield(state, -2, "pcall")

@@ -5,7 +5,8 @@ import Foundation
 /// are plain identifiers joined by dots or slashes; paths may not climb out; symbolic links may not lead out).
 struct ModuleResolver {
     let root: URL?
-    /// Lua path templates searched after `root` (`/usr/share/lua/5.4/?.lua`); `./` entries are `root`'s.
+    /// Lua path templates searched after `root` (`/usr/share/lua/5.4/?.lua`); `./` entries are `root`'s
+    /// (`./src/?.lua` is `ROOT/src/?.lua`).
     var path: [String] = []
     let maximumBytes: Int
 
@@ -26,11 +27,19 @@ struct ModuleResolver {
             guard FileManager.default.fileExists(atPath: url.path) else { continue }
             return try read(url, root: root, chunkName: candidate, what: "require: module '\(name)'")
         }
-        // Then the module path the user gave (`--lua-path`, LUA_PATH): folders outside the app they chose to share.
+        // Then the module path the user gave (`--lua-path`, LUA_PATH): folders outside the app they chose to share;
+        // `./` templates are the app folder's (`./src/?.lua`), and stay inside it.
         var searched: [String] = []
-        for template in path where !template.hasPrefix("./") && template.contains("?") {
+        for template in path where template.contains("?") && !Self.rootTemplates.contains(template) {
             let candidate = template.replacingOccurrences(of: "?", with: relative)
             searched.append(candidate)
+            if candidate.hasPrefix("./") {
+                let inside = String(candidate.dropFirst(2))
+                guard !inside.split(separator: "/").contains("..") else { continue }
+                let url = root.appendingPathComponent(inside).standardizedFileURL.resolvingSymlinksInPath()
+                guard FileManager.default.fileExists(atPath: url.path) else { continue }
+                return try read(url, root: root, chunkName: inside, what: "require: module '\(name)'")
+            }
             guard FileManager.default.fileExists(atPath: candidate) else { continue }
             return try read(URL(fileURLWithPath: candidate).standardizedFileURL, root: nil, chunkName: candidate, what: "require: module '\(name)'")
         }
@@ -63,6 +72,9 @@ struct ModuleResolver {
         guard let source = String(data: data, encoding: .utf8) else { throw .message("\(what) is not UTF-8 text") }
         return Module(source: source, chunkName: chunkName)
     }
+
+    /// The templates the app folder itself answers first.
+    static let rootTemplates: Set<String> = ["./?.lua", "./?/init.lua"]
 
     private static func isPlainName(_ part: Substring) -> Bool {
         guard let first = part.utf8.first, first != UInt8(ascii: "-") else { return false }
