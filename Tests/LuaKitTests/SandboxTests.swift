@@ -19,16 +19,23 @@ import LuaStoreConcurrency
         }
     }
 
-    /// Of the debug library scripts get `traceback` alone, read-only (also through `require("debug")`).
-    @Test func debugOffersTracebackOnly() async throws {
+    /// Of the debug library scripts get `traceback` and `getmetatable` (past `__metatable` only for metatables
+    /// scripts set: the host's stay protected), read-only (also through `require("debug")`).
+    @Test func debugOffersTracebackAndGetmetatable() async throws {
         try await withVM { vm throws in
             let results = try vm.run("""
                 local function where() return debug.traceback("here", 1) end
                 local names = {}
-                for name in pairs(debug) do names[#names + 1] = name end
-                return where(), table.concat(names, ","), require("debug") == debug, debug.getinfo, debug.sethook
+                for name in sortedpairs(debug) do names[#names + 1] = name end
+                local mt = {}
+                local plain = debug.getmetatable(setmetatable({}, mt)) == mt
+                local lockedmt = { __metatable = "locked" }
+                local locked = debug.getmetatable(setmetatable({}, lockedmt)) == lockedmt
+                return where(), table.concat(names, ","), require("debug") == debug, debug.getinfo, debug.sethook,
+                  plain, locked, debug.getmetatable(string) == getmetatable(string), debug.getmetatable(_ENV), debug.getmetatable("").__index == string
                 """, chunkName: "trace.lua")
-            #expect(results == ["here\nstack traceback:\n\ttrace.lua:1: in local 'where'\n\ttrace.lua:4: in main chunk", "traceback", true, nil, nil])
+            #expect(results == ["here\nstack traceback:\n\ttrace.lua:1: in local 'where'\n\ttrace.lua:8: in main chunk",
+                                "getmetatable,traceback", true, nil, nil, true, true, true, false, true])
             let write = luaError { _ = try vm.run("debug.getregistry = function() end", chunkName: "w.lua") }
             #expect(write?.message == "cannot modify read-only table 'debug' (field 'getregistry')")
         }

@@ -17,9 +17,9 @@ local rawget, rawequal, rawlen, tonumber, assert = rawget, rawequal, rawlen, ton
 local real_rawset, real_setmetatable, real_getmetatable = rawset, setmetatable, getmetatable
 local real_load, real_collectgarbage, real_pcall = load, collectgarbage, pcall
 local string, table, math, utf8, coroutine = string, table, math, utf8, coroutine
--- Of the debug library scripts get `traceback` alone (it reads the stack, changes nothing); the rest reaches into
--- the VM, past every guard. Not even trusted code keeps it.
-local real_traceback = debug.traceback
+-- Of the debug library scripts get `traceback` (it reads the stack, changes nothing) and `getmetatable` (below);
+-- the rest reaches into the VM, past every guard. Not even trusted code keeps it.
+local real_traceback, raw_getmetatable = debug.traceback, debug.getmetatable
 debug = nil
 local reference_strings = {
   find = string.find, match = string.match, gmatch = string.gmatch, gsub = string.gsub, format = string.format,
@@ -130,6 +130,8 @@ end
 -- metatable has `__gc` when `setmetatable` is called, so it is taken out for that call): a finalizer would run
 -- with hooks off, where no time budget can stop it, and at a moment only the collector decides.
 -- `__mode`: see LuaLimits.weakTables.
+local script_metatables = real_setmetatable({}, { __mode = "k" }) -- the metatables scripts set (debug.getmetatable)
+
 local function sandbox_setmetatable(t, metatable)
   if frozen[t] then error("cannot change the metatable of a read-only table", 2) end
   local finalizer
@@ -149,6 +151,7 @@ local function sandbox_setmetatable(t, metatable)
   end
   if finalizer ~= nil then real_rawset(metatable, "__gc", finalizer) end
   if not ok then error(result, 2) end
+  if metatable ~= nil then script_metatables[metatable] = true end
   return result
 end
 
@@ -367,7 +370,14 @@ globals.sortedpairs = sortedpairs
 globals.string, globals.table = freeze("string", string), freeze("table", table)
 globals.math, globals.utf8 = freeze("math", math), freeze("utf8", utf8)
 globals.coroutine = freeze("coroutine", sandbox_coroutine)
-globals.debug = freeze("debug", { traceback = real_traceback })
+-- `debug.getmetatable` returns, past `__metatable`, only a metatable a script set (with `setmetatable`); the
+-- host's (the libraries', the string metatable, environments, a store's state) stay as `getmetatable` shows them.
+local function sandbox_debug_getmetatable(value)
+  local metatable = raw_getmetatable(value)
+  if metatable ~= nil and script_metatables[metatable] then return metatable end
+  return globals.getmetatable(value)
+end
+globals.debug = freeze("debug", { traceback = real_traceback, getmetatable = sandbox_debug_getmetatable })
 for _, name in ipairs({ "string", "table", "math", "utf8", "coroutine", "debug" }) do builtins[name] = globals[name] end
 default_require = namespace() -- (after the libraries: its package.loaded holds them)
 
