@@ -188,7 +188,7 @@ import Testing
         #expect(length == [8])
     }
 
-    @Test(arguments: ["os", "io"])
+    @Test(arguments: ["os"])
     func leftOutLibrariesSaySo(name: String) async throws {
         let error = try await withVM { vm in
             luaError { _ = try vm.run("local x = 1\nlocal lib = require('\(name)')", chunkName: "app.lua") }

@@ -8,7 +8,7 @@ import LuaStoreConcurrency
 @Suite struct SandboxTests {
     /// Missing libraries are undeclared globals: a function that reads one fails naming it; a chunk's top level
     /// may probe for it and gets nil, as under Lua's `strict.lua`.
-    @Test(arguments: ["io", "os", "warn", "utf8x"])
+    @Test(arguments: ["os", "utf8x", "arg"])
     func missingLibrariesAreUndeclaredGlobals(name: String) async throws {
         try await withVM { vm throws in
             let error = luaError { _ = try vm.run("local function probe()\n  return \(name)\nend\nreturn probe()", chunkName: "probe.lua") }
@@ -45,10 +45,33 @@ import LuaStoreConcurrency
         try await withVM { vm throws in
             let exit = luaError { _ = try vm.run("os.exit(3)", chunkName: "exit.lua") }
             #expect(exit?.message == "attempt to index a nil value (global 'os')")
-            let open = luaError { _ = try vm.run("return (function() return io.open('/etc/passwd') end)()", chunkName: "open.lua") }
-            #expect(open?.message == "undeclared global 'io'")
+            let open = luaError { _ = try vm.run("local file = io.open('/etc/passwd')\nreturn file", chunkName: "open.lua") }
+            #expect(open?.message == "io.open: not available in the sandbox (no files; io.write and print write to the output)")
+            #expect(open?.location == "open.lua:1")
+            for call in ["io.popen('ls')", "io.read()", "io.lines('x')", "io.input()", "io.stdout:close()", "io.stdout:read()"] {
+                let refused = luaError { _ = try vm.run("return \(call)", chunkName: "io.lua") }
+                #expect(refused?.message.contains(": not available in the sandbox (no files;") == true, "\(call): \(String(describing: refused))")
+            }
+            let write = luaError { _ = try vm.run("io.stdout.write = print", chunkName: "w.lua") }
+            #expect(write?.message == "cannot modify a file of the sandbox's io")
             #expect(try vm.run("return 40 + 2", chunkName: "next.lua") == [42])
         }
+    }
+
+    /// `io.write` and `io.stdout:write` write to the output `print` writes to, lines as they end; `warn` is off
+    /// until "@on", as in the stand-alone `lua`.
+    @Test func ioWriteAndWarnWriteToTheOutput() async throws {
+        let lines = Protected<[String]>([])
+        try await withVM(print: { line in lines.withLock { $0.append(line) } }) { vm throws in
+            _ = try vm.run("""
+                io.write("a", 1, " ", 2.5, " ", 3.0)
+                print(" and print")
+                io.stdout:write("two\\nlines"):write("\\n")
+                warn("hidden"); warn("@on"); warn("shown ", 1); warn("@off"); warn("hidden")
+                io.stderr:write("unfinished")
+                """, chunkName: "write.lua")
+        }
+        #expect(lines.withLock { $0 } == ["a1 2.5 3 and print", "two", "lines", "Lua warning: shown 1", "unfinished"])
     }
 
     @Test func stringDumpIsUnreachable() async throws {

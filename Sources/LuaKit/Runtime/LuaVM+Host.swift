@@ -117,7 +117,27 @@ extension LuaVM {
     /// [-1, +0, -] (a host function: its failures are raised by the trampoline)
     func printPrimitive() throws(HostFailure) -> Int32 {
         let line = try stringArgument(1, "print")
-        printLine(String(decoding: line, as: UTF8.self))
+        if partialLine.isEmpty {
+            printLine(String(decoding: line, as: UTF8.self))
+        } else {
+            printLine(String(decoding: partialLine + line, as: UTF8.self))
+            partialLine.removeAll()
+        }
+        return 0
+    }
+
+    /// `write(text)` (`io.write`): text without line breaks waits for the rest of its line; each line it ends goes
+    /// to the host's print handler as `print` sends it.
+    /// [-1, +0, -] (a host function)
+    func writePrimitive() throws(HostFailure) -> Int32 {
+        let text = try stringArgument(1, "write")
+        var start = text.startIndex
+        while let newline = text[start...].firstIndex(of: UInt8(ascii: "\n")) {
+            printLine(String(decoding: partialLine + text[start..<newline], as: UTF8.self))
+            partialLine.removeAll()
+            start = newline + 1
+        }
+        partialLine += text[start...]
         return 0
     }
 

@@ -33,6 +33,8 @@ public final class LuaVM {
     let guardState: UnsafeMutablePointer<CLuaGuard>
     let ledger = ReferenceLedger()
     let printLine: @Sendable (String) -> Void
+    /// What `io.write` wrote after the last line it ended: the next `print` or line ends it (and `deinit`).
+    var partialLine: [UInt8] = []
     private let owner: pthread_t
     var hostFunctions: [Unmanaged<HostFunction>] = []
     /// How many calls into Lua this VM has made (every call from Swift counts once), so that a host can tell
@@ -108,6 +110,7 @@ public final class LuaVM {
     }
 
     deinit {
+        if !partialLine.isEmpty { printLine(String(decoding: partialLine, as: UTF8.self)) }
         clua_closestate(guardState)
         for function in hostFunctions { function.release() }
         guardState.deallocate()
@@ -185,6 +188,7 @@ public final class LuaVM {
         try protectedCall(arguments: 0, results: 1)
         lua_setfield(state, -2, "strings")
         setHostFunction("print", in: -1) { vm throws(HostFailure) in try vm.printPrimitive() }
+        setHostFunction("write", in: -1) { vm throws(HostFailure) in try vm.writePrimitive() }
         setHostFunction("readmodule", in: -1) { vm throws(HostFailure) in try vm.readModulePrimitive() }
         setHostFunction("readfile", in: -1) { vm throws(HostFailure) in try vm.readFilePrimitive() }
         clua_pushcfunction(state, clua_caller_kind)

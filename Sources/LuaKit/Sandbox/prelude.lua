@@ -26,7 +26,7 @@ local reference_strings = {
   tostring = tostring,
 }
 local concat, sort = table.concat, table.sort
-local host_strings, host_print, host_readmodule = host.strings, host.print, host.readmodule
+local host_strings, host_print, host_write, host_readmodule = host.strings, host.print, host.write, host.readmodule
 local host_readfile, host_callerkind, host_gcmode, host_path = host.readfile, host.callerkind, host.gcmode, host.path
 local host_resume, host_makeclose = host.resume, host.makeclose
 local weak_tables_honoured = host.weaktables
@@ -292,7 +292,7 @@ local builtins = {}     -- modules `require` returns by name: the standard libra
 
 -- Standard libraries the sandbox leaves out: `require` says so, rather than looking for a file of that name.
 local unavailable = {
-  os = "no clocks, processes or environment", io = "no files",
+  os = "no clocks, processes or environment",
 }
 
 -- A module namespace: its own cache, so a new version of an app's modules can load beside the old one. Its
@@ -350,6 +350,28 @@ globals.rawset, globals.select, globals.setmetatable = sandbox_rawset, select, s
 globals.tonumber, globals.tostring, globals.type, globals._VERSION = tonumber, safe_tostring, type, _VERSION
 globals.load, globals.collectgarbage = sandbox_load, sandbox_collectgarbage
 
+-- `warn`, as the stand-alone `lua` has it: off until a script sends "@on" ("@off" turns it off again); while on,
+-- each warning goes to the output as a line "Lua warning: …" (the host's print handler; `lua` writes to stderr).
+local warnings_on = false
+function globals.warn(...)
+  local count = select("#", ...)
+  if count == 0 then error("bad argument #1 to 'warn' (string expected, got no value)", 2) end
+  local parts = {}
+  for index = 1, count do
+    local part = select(index, ...)
+    if type(part) ~= "string" and type(part) ~= "number" then
+      error("bad argument #" .. index .. " to 'warn' (string expected, got " .. type(part) .. ")", 2)
+    end
+    parts[index] = tostring(part)
+  end
+  local message = concat(parts)
+  if count == 1 and message:sub(1, 1) == "@" then
+    if message == "@on" then warnings_on = true elseif message == "@off" then warnings_on = false end
+    return
+  end
+  if warnings_on then host_print("Lua warning: " .. message) end
+end
+
 -- `loadfile` and `dofile` read text files of the app's folder only (paths relative to it).
 local function sandbox_loadfile(path, mode, env)
   if type(path) ~= "string" then error("loadfile: scripts load files of the app's folder, by path", 2) end
@@ -377,8 +399,57 @@ local function sandbox_debug_getmetatable(value)
   if metatable ~= nil and script_metatables[metatable] then return metatable end
   return globals.getmetatable(value)
 end
+-- `io`: writing to the output the host receives (`print`'s) and nothing else — no files, no input, no processes.
+-- `io.write`, `io.stdout:write` and `io.stderr:write` write there (numbers as Lua's `io.write` writes them); every
+-- other function says files are not available. Libraries that keep `io.stdout` at load then load.
+local function no_files(name)
+  return function() error("io." .. name .. ": not available in the sandbox (no files; io.write and print write to the output)", 2) end
+end
+local sandbox_io
+local function write_values(file, name, ...)
+  for index = 1, select("#", ...) do
+    local value = select(index, ...)
+    local kind = math.type(value)
+    if kind == "integer" then
+      value = string.format("%d", value)
+    elseif kind == "float" then
+      value = string.format("%.14g", value)
+    elseif type(value) ~= "string" then
+      error("bad argument #" .. index .. " to '" .. name .. "' (string expected, got " .. type(value) .. ")", 0)
+    end
+    host_write(value)
+  end
+  return file
+end
+local file_methods = {
+  write = function(file, ...) return write_values(file, "write", ...) end,
+  flush = function(file) return file end,
+  setvbuf = function() return true end,
+  close = no_files("close"), read = no_files("read"), lines = no_files("lines"), seek = no_files("seek"),
+}
+local file_metatable = {
+  __index = file_methods, __name = "FILE*", __metatable = false,
+  __newindex = function() error("cannot modify a file of the sandbox's io", 2) end,
+}
+local function new_file(name)
+  local file = real_setmetatable({}, file_metatable)
+  file_metatable[file] = name
+  frozen[file] = file -- (read-only as it is; `freeze` leaves it whole)
+  return file
+end
+local stdout, stderr = new_file("stdout"), new_file("stderr")
+file_metatable.__tostring = function(file) return "file (" .. file_metatable[file] .. ")" end
+sandbox_io = {
+  write = function(...) return write_values(stdout, "io.write", ...) end,
+  stdout = stdout, stderr = stderr,
+  type = function(value) return (value == stdout or value == stderr) and "file" or nil end,
+  open = no_files("open"), popen = no_files("popen"), read = no_files("read"), lines = no_files("lines"),
+  input = no_files("input"), output = no_files("output"), close = no_files("close"), tmpfile = no_files("tmpfile"),
+}
+globals.io = freeze("io", sandbox_io)
+
 globals.debug = freeze("debug", { traceback = real_traceback, getmetatable = sandbox_debug_getmetatable })
-for _, name in ipairs({ "string", "table", "math", "utf8", "coroutine", "debug" }) do builtins[name] = globals[name] end
+for _, name in ipairs({ "string", "table", "math", "utf8", "coroutine", "debug", "io" }) do builtins[name] = globals[name] end
 default_require = namespace() -- (after the libraries: its package.loaded holds them)
 
 -- `getmetatable("")` gives a read-only table whose `__index` is the string library, as scripts expect of it.
