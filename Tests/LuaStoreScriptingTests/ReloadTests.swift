@@ -56,6 +56,50 @@ import LuaStoreCore
         #expect(await eventually { recorder.props.value.last == ["count": 4, "version": 2] })
     }
 
+    /// `tostring` identities stay deterministic across a reload: the same object (a state table) keeps its
+    /// identity, the new namespace's modules get new ones, and the same session — the same actions and
+    /// reloads — gives the same identities every time.
+    @Test func tostringIdentitiesAcrossAReload() async throws {
+        let helper = "return { name = 'helper' }\n"
+        func app(_ version: Int) -> String {
+            """
+            local helper = require("helper")
+            local own = {}
+            local app = {}
+            function app.init() return { seen = {}, box = {} } end
+            function app.reduce(state, action)
+              local seen = state.seen
+              seen[#seen + 1] = table.concat({ "v\(version)", tostring(helper), tostring(own), tostring(state.box) }, " ")
+            end
+            function app.props(state) return { last = state.seen[#state.seen] } end
+            return app
+            """
+        }
+        func session() async throws -> [String] {
+            let folder = try AppFolder(["app.lua": app(1), "helper.lua": helper])
+            defer { folder.remove() }
+            let store = try await ScriptedStore(app: folder.url, options: Recorder().options)
+            store.dispatch(["type": "look"])
+            _ = try await store.state()
+            try folder.write("app.lua", app(2))
+            let reloaded = try await store.reload()
+            #expect(reloaded == .reloaded(fromSchema: 0, toSchema: 0), "\(reloaded)")
+            store.dispatch(["type": "look"])
+            let seen = try await store.state()["seen"].table?.array ?? []
+            return seen.compactMap(\.string)
+        }
+        let first = try await session(), second = try await session()
+        #expect(first.count == 3, "look, luastore/reloaded, look: \(first)")
+        #expect(first == second, "the same session gives the same identities")
+        guard first.count == 3 else { return }
+        let before = first[0].split(separator: " "), after = first[2].split(separator: " ")
+        #expect(before.count == 7 && after.count == 7, "\(first)")
+        guard before.count == 7, after.count == 7 else { return }
+        #expect(before[6] == after[6], "the state's table keeps its identity across the reload: \(first)")
+        #expect(before[4] != after[4], "the new version's own table is a new object: \(first)")
+        #expect(Set([before[2], before[4], before[6]]).count == 3, "distinct objects, distinct identities: \(first)")
+    }
+
     @Test func identicalBytesAreANoOp() async throws {
         let (store, _, folder) = try await makeStore()
         defer { folder.remove() }
