@@ -81,6 +81,55 @@ import Testing
     /// Going back 1,000 entries costs what they changed, not the state's size: the same Lua work at 1,000 and
     /// at 20,000 items (to within 10 %: a jump also empties the proxy caches, which hold up to 512 proxies more or
     /// less depending on where the store cut its runs of actions; a walk of the state would cost 20 times more).
+    /// An action held while the store is at a past entry keeps the number of its dispatch when `resume()`
+    /// applies it: a failure reports it as the n-th dispatch, as the journal numbers it, not once per time it
+    /// went through the store.
+    @Test func heldActionsKeepTheirDispatchIndex() async throws {
+        let folder = try AppFolder(["app.lua": Self.app.replacingOccurrences(
+            of: "elseif action.type == \"done\"", with: "elseif action.type == \"boom\" then error(\"boom\")\n  elseif action.type == \"done\"")])
+        defer { folder.remove() }
+        let recorder = Recorder()
+        var options = recorder.options
+        options.historyEntries = 100
+        let store = try await ScriptedStore(app: folder.url, options: options)
+        defer { store.shutdown() }
+        for _ in 0..<4 { store.dispatch(["type": "increment"]) }
+        #expect(await store.waitUntilIdle(timeout: .seconds(10)))
+        try await store.jump(to: 2)
+        store.dispatch(["type": "boom"])
+        await store.barrier()
+        await store.resume()
+        store.dispatch(["type": "boom"])
+        #expect(await store.waitUntilIdle(timeout: .seconds(10)))
+        #expect(await eventually { recorder.failures.value.count == 2 })
+        #expect(recorder.failures.value.map(\.dispatchIndex) == [5, 6])
+        #expect(try await store.props() == ["count": 4, "done": false])
+    }
+
+    /// Right after `resume()` and a dispatch, `waitUntilIdle` waits for the held action and the new one.
+    @Test(.tags(.concurrency)) func waitUntilIdleAfterResumeWaitsForHeldActions() async throws {
+        let folder = try AppFolder(["app.lua": Self.app])
+        defer { folder.remove() }
+        var options = Recorder().options
+        options.historyEntries = 100
+        let store = try await ScriptedStore(app: folder.url, options: options)
+        defer { store.shutdown() }
+        store.dispatch(["type": "increment"])
+        #expect(await store.waitUntilIdle(timeout: .seconds(10)))
+        var expected: Int64 = 1
+        for _ in 0..<40 {
+            try await store.jump(to: 1)
+            store.dispatch(["type": "increment"])
+            await store.resume()
+            store.dispatch(["type": "increment"])
+            expected += 2
+            #expect(await store.waitUntilIdle(timeout: .seconds(10)))
+            let count = try await store.state()["count"].integer
+            #expect(count == expected)
+            if count != expected { break }
+        }
+    }
+
     @Test func jumpingBackCostsWhatChangedNotTheStateSize() async throws {
         func instructions(items: Int) async throws -> Int {
             let folder = try AppFolder(["app.lua": """

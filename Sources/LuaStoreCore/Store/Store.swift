@@ -101,4 +101,13 @@ public final class RootStore<R: Reducer>: Sendable {
     /// Diffs the subscriptions again (launching and cancelling) against the state as it is now: for a state
     /// that changed without an action (a scripted store going on from a past point of its history).
     public func refreshSubscriptions() { engine.refreshSubscriptions() }
+
+    /// Reduces actions the reducer set aside (a scripted store's, while it stood at a past point of its
+    /// history), in order, each from its source, before anything still queued: those from outside keep the
+    /// dispatch numbers they were given when they arrived (`StoreFailure.dispatchIndex`). Call it on the store's
+    /// executor, in the job that ends the setting aside, so that nothing comes in between. With
+    /// `diffingSubscriptions`, the subscriptions are diffed against the state first (it changed without an action).
+    package func reinstate(_ held: [(action: R.Action, source: ActionSource)], diffingSubscriptions: Bool = false) {
+        engine.reinstate(held, diffingSubscriptions: diffingSubscriptions)
+    }
 }

@@ -360,6 +360,20 @@ final class StoreEngine<R: Reducer>: Sendable {
         }
     }
 
+    /// `RootStore.reinstate(_:)`, on the executor. The actions from outside were counted when the reducer set
+    /// them aside, and nothing from outside has been counted since (it set aside every one), so taking them off
+    /// the count and counting them again gives each its number back.
+    func reinstate(_ held: [(action: Action, source: ActionSource)], diffingSubscriptions: Bool) {
+        if diffingSubscriptions, reducer.declaresSubscriptions { diffSubscriptions(action: nil) }
+        let counted = UInt64(held.count { $0.source == .outside })
+        confined.value.outsideReduced -= min(counted, confined.value.outsideReduced)
+        for (action, source) in held {
+            // (An action from a child store goes to the root only: which child sent it is not kept.)
+            process(action, route: Route(origin: nil, lease: source == .outside ? nil : EffectLease(source: source)))
+        }
+        notifyIfChanged()
+    }
+
     /// Stops taking actions; cancels every subscription and command.
     func shutdown() {
         inbox.withLock { $0.stopped = true }

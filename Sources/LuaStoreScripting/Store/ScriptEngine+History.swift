@@ -89,19 +89,20 @@ extension ScriptEngine {
         flush()
     }
 
-    /// Back to the newest state; returns the held actions (for the store to dispatch again, in order).
-    func resume() -> [LuaValue] {
+    /// Back to the newest state; returns the held actions, each with its source (for the store to reduce, in
+    /// order: `RootStore.reinstate(_:)`).
+    func resume() -> [(action: LuaValue, source: ActionSource)] {
         if traveling {
             try? travel(to: newestIndex) // (the newest entry is always kept)
             traveling = false
             flush()
         }
         defer { held = [] }
-        return held.map(\.0)
+        return held.map { (action: $0.0, source: $0.1) }
     }
 
     /// Goes on from entry `sequence`: later entries are dropped. Returns the held actions.
-    func rewind(to sequence: UInt64) throws(ScriptFailure) -> [LuaValue] {
+    func rewind(to sequence: UInt64) throws(ScriptFailure) -> [(action: LuaValue, source: ActionSource)] {
         let index = try historyIndex(for: sequence)
         try travel(to: index)
         _ = try? vm.call(runtime[.truncateHistory], arguments: [])
@@ -113,7 +114,7 @@ extension ScriptEngine {
         _ = try? vm.call(runtime[.markAllDirty], arguments: [])
         flush()
         defer { held = [] }
-        return held.map(\.0)
+        return held.map { (action: $0.0, source: $0.1) }
     }
 
     /// The state just after entry `sequence`, converted; the state is put back where it was.

@@ -256,20 +256,32 @@ public final class ScriptedStore: Sendable {
         try await onThread { engine throws(ScriptFailure) in try engine.jump(to: sequence) }
     }
 
-    /// Back to the present: the newest state, then the held actions, in order.
+    /// Back to the present: the newest state, then the held actions, in order, before anything dispatched
+    /// after them (each keeps the number of its dispatch: `ScriptFailure.dispatchIndex`).
     public func resume() async {
-        let held = await withCheckedContinuation { continuation in
-            thread.async { [engine] in continuation.resume(returning: engine.resume()) }
+        await withCheckedContinuation { continuation in
+            thread.async { [engine, root] in
+                root.reinstate(engine.resume())
+                continuation.resume()
+            }
         }
-        for action in held { root.dispatch(action) }
     }
 
     /// Goes on from the state after entry `sequence`: the entries after it are dropped, the subscriptions are
-    /// diffed again from that state (launching and cancelling), then the held actions are dispatched.
+    /// diffed again from that state (launching and cancelling), then the held actions are reduced, as `resume()`
+    /// reduces them.
     public func rewind(to sequence: UInt64) async throws(ScriptFailure) {
-        let held = try await onThread { engine throws(ScriptFailure) in try engine.rewind(to: sequence) }
-        root.refreshSubscriptions()
-        for action in held { root.dispatch(action) }
+        let result: Result<Void, ScriptFailure> = await withCheckedContinuation { continuation in
+            thread.async { [engine, root] in
+                do throws(ScriptFailure) {
+                    root.reinstate(try engine.rewind(to: sequence), diffingSubscriptions: true)
+                    continuation.resume(returning: .success(()))
+                } catch {
+                    continuation.resume(returning: .failure(error))
+                }
+            }
+        }
+        try result.get()
     }
 
     /// The state just after journal entry `sequence` (a kept one, or any later one), converted; the store stays
