@@ -4,6 +4,19 @@ import Testing
 
 /// Lua values crossing into Swift and back: raw access, limits, paths of bad values.
 @Suite struct ValueConversionTests {
+    /// Swift values go into `LuaValue` literals by interpolation or through `LuaValue(_:)`.
+    @Test func swiftValuesGoIntoLiterals() {
+        let title = "Buy milk", count = 3, price = 2.5, done = true
+        let action: LuaValue = ["type": "add", "title": "\(title)", "count": LuaValue(count), "price": LuaValue(price)]
+        #expect(action == ["type": "add", "title": "Buy milk", "count": 3, "price": 2.5])
+        #expect(LuaValue(title) == .string("Buy milk"))
+        #expect(LuaValue(Int64(7)) == .integer(7))
+        #expect(LuaValue(done) == true)
+        #expect(LuaValue([LuaValue(1), "two"]) == [1, "two"])
+        #expect(LuaValue(["a": 1, "gone": nil]) == ["a": 1])
+        #expect("\(count) items" as LuaValue == .string("3 items"))
+    }
+
     @Test func valuesRoundTrip() async throws {
         let value: LuaValue = [
             "title": "Buy milk", "done": false, "count": 3, "ratio": 0.5,

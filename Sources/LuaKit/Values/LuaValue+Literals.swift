@@ -59,3 +59,23 @@ extension LuaValue: CustomStringConvertible {
         }
     }
 }
+
+/// A string with interpolations is a string value: `["type": "add", "title": "\(title)"]`.
+extension LuaValue: ExpressibleByStringInterpolation {}
+
+extension LuaValue {
+    /// A string value (`["title": LuaValue(title)]` for a `String` variable).
+    public init(_ value: String) { self = .string(value) }
+    /// An integer value.
+    public init(_ value: Int) { self = .integer(Int64(value)) }
+    /// An integer value.
+    public init(_ value: Int64) { self = .integer(value) }
+    /// A number value (Lua's float).
+    public init(_ value: Double) { self = .number(value) }
+    /// A boolean value.
+    public init(_ value: Bool) { self = .boolean(value) }
+    /// A sequence: a table of `values` at 1, 2, ….
+    public init(_ values: [LuaValue]) { self = .table(LuaTable(array: values)) }
+    /// A table of string-keyed fields (a `nil` value leaves its key out).
+    public init(_ fields: [String: LuaValue]) { self = .table(LuaTable(literal: Array(fields))) }
+}
