@@ -30,6 +30,34 @@ import Testing
         #expect(seen.value == Array(1...1000))
     }
 
+    /// `send` returns its own action's outcome — its commands, or the error with its dispatch number — after the
+    /// observers saw the state after it, in order with plain dispatches; after shutdown it is dropped.
+    @Test(arguments: [NotificationPolicy.everyAction, .batched(maximumActions: 64)])
+    func sendWaitsForItsOwnActionsOutcome(notification: NotificationPolicy) async throws {
+        let root = makeRoot(notification: notification)
+        let seen = Protected<[Int]>([])
+        root.subscribe(Observer { state in seen.withLock { $0.append(state.count) }; return .active })
+        for _ in 0..<8 { root.dispatch(.increment) }
+        let outcome = await root.send(.add(2))
+        #expect(outcome.commands == [])
+        #expect(seen.value.last == 10, "observers saw the state after it: \(seen.value)")
+        for _ in 0..<9 { root.dispatch(.increment) }
+        #expect(await root.send(.increment).commands == [.log("reached 20")])
+        guard case .failed(let error, let index) = await root.send(.fail) else { Issue.record("not failed"); return }
+        #expect(error is Boom)
+        #expect(index == 20)
+        let concurrent = await withTaskGroup(of: SendOutcome<CounterEffect>.self) { group in
+            for _ in 0..<50 { group.addTask { await root.send(.add(1)) } }
+            var count = 0
+            for await outcome in group where outcome.commands != nil { count += 1 }
+            return count
+        }
+        #expect(concurrent == 50)
+        #expect(await root.state().count == 70)
+        root.shutdown()
+        guard case .dropped = await root.send(.increment) else { Issue.record("not dropped"); return }
+    }
+
     @Test func reducerReturnsExactCommandsWithoutRunningThem() throws {
         var state = CounterState(count: 9)
         let commands = try CounterReducer().reduce(into: &state, action: .increment)

@@ -71,6 +71,20 @@ public final class RootStore<R: Reducer>: Sendable {
     /// Dispatches `action`.
     @inlinable public func dispatch(_ action: R.Action) { engine.dispatch(action) }
 
+    /// Dispatches `action` and waits for what became of it: applied (with its commands) or failed, returned once
+    /// the store has told its observers about the state after it; `.dropped` if the store stopped first. It is
+    /// reduced in order with every other action (a dispatch from outside; `StoreFailure.dispatchIndex` counts
+    /// it). Cancelling the waiting task does not take the action back.
+    public func send(_ action: R.Action) async -> SendOutcome<R.Effect> {
+        await withCheckedContinuation { continuation in
+            engine.dispatch(action, ticket: ActionTicket(onResolved: { continuation.resume(returning: $0) }))
+        }
+    }
+
+    /// `send`'s dispatch, for a store built on this one: `ticket` hears the outcome on the executor right after
+    /// the reducer, and resolves after the notification.
+    package func dispatch(_ action: R.Action, ticket: ActionTicket<R.Effect>) { engine.dispatch(action, ticket: ticket) }
+
     /// Subscribes `observer`.
     public func subscribe(_ observer: Observer<R.State>) { engine.subscribe(observer) }
 

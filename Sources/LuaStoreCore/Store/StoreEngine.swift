@@ -21,6 +21,8 @@ final class StoreEngine<R: Reducer>: Sendable {
     struct Route: Sendable {
         let origin: WeakChild<State, Action, Effect>?
         let lease: EffectLease?
+        /// Set for an action `send` dispatched.
+        var ticket: ActionTicket<Effect>? = nil
     }
 
     /// Queued actions, oldest first. The actions are an array of their own, not fields of envelopes: the
@@ -33,8 +35,11 @@ final class StoreEngine<R: Reducer>: Sendable {
         /// The actions that did not come from outside, by position in `actions`, in order.
         var routed: [(position: Int, route: Route)] = []
 
-        mutating func append(_ action: Action, origin: WeakChild<State, Action, Effect>?, lease: EffectLease?) {
-            if origin != nil || lease != nil { routed.append((actions.count, Route(origin: origin, lease: lease))) }
+        mutating func append(_ action: Action, origin: WeakChild<State, Action, Effect>?, lease: EffectLease?,
+                             ticket: ActionTicket<Effect>? = nil) {
+            if origin != nil || lease != nil || ticket != nil {
+                routed.append((actions.count, Route(origin: origin, lease: lease, ticket: ticket)))
+            }
             actions.append(action)
         }
 
@@ -70,6 +75,8 @@ final class StoreEngine<R: Reducer>: Sendable {
         var observersCopy: [ObserverEntry<State>] = []
         var childrenCopy: [WeakChild<State, Action, Effect>] = []
         var copiedVersion = -1
+        /// Tickets of actions reduced since the last notification: resolved once the observers were told.
+        var reducedTickets: [ActionTicket<Effect>] = []
     }
 
     let reducer: R
@@ -109,6 +116,12 @@ final class StoreEngine<R: Reducer>: Sendable {
 
     func dispatch(_ action: Action, origin: WeakChild<State, Action, Effect>? = nil, lease: EffectLease? = nil) {
         enqueue { $0.append(action, origin: origin, lease: lease) }
+    }
+
+    /// Dispatches an action from outside with a ticket that hears its outcome (`RootStore.send`). It counts as
+    /// a dispatch from outside, and is reduced in order with the others (on its own, not in a run).
+    func dispatch(_ action: Action, ticket: ActionTicket<Effect>) {
+        enqueue { $0.append(action, origin: nil, lease: nil, ticket: ticket) }
     }
 
     /// Adds to the inbox with `append` and schedules a drain unless one is scheduled (nothing once stopped).
@@ -247,9 +260,11 @@ final class StoreEngine<R: Reducer>: Sendable {
             let source: ActionSource = route.origin != nil ? .child : route.lease?.source ?? .outside
             commands = try reducer.reduce(into: &confined.value.state, action: action, source: source)
         } catch {
+            if let ticket = route.ticket { settle(ticket, .failed(error, dispatchIndex: dispatchIndex)) }
             report(.reducer, error, action: action, dispatchIndex: dispatchIndex)
             return
         }
+        if let ticket = route.ticket { settle(ticket, .applied(commands: commands)) }
         confined.value.changedSinceNotification = true
         if !commands.isEmpty { launch(commands, action: action) }
         if let child = route.origin?.node {
@@ -401,7 +416,14 @@ final class StoreEngine<R: Reducer>: Sendable {
         return link
     }
 
+    /// Tells `ticket` its action's outcome now; it resolves after the next notification.
+    private func settle(_ ticket: ActionTicket<Effect>, _ outcome: SendOutcome<Effect>) {
+        ticket.reduced(outcome)
+        confined.value.reducedTickets.append(ticket)
+    }
+
     private func notifyIfChanged() {
+        if !confined.value.reducedTickets.isEmpty { resolveTickets() }
         guard confined.value.changedSinceNotification else { return }
         confined.value.changedSinceNotification = false
         let state = confined.value.state
@@ -420,6 +442,15 @@ final class StoreEngine<R: Reducer>: Sendable {
             if let node = link.node { node.rootChanged(state) } else { anyGone = true }
         }
         if anyGone { listsVersion.add(1, ordering: .releasing) } // (pruned at the next notification)
+    }
+
+    /// Notifies (if anything changed), then resolves the tickets of the actions reduced before it.
+    @inline(never)
+    private func resolveTickets() {
+        let tickets = confined.value.reducedTickets
+        confined.value.reducedTickets = []
+        defer { for ticket in tickets { ticket.resolve() } }
+        notifyIfChanged()
     }
 
     /// Takes copies of the observers and child links, as of `version`. (Apart from `notifyIfChanged`, which runs

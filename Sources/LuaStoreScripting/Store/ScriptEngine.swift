@@ -87,9 +87,14 @@ final class ScriptEngine {
     /// Actions that arrived while traveling, in order.
     var held: [(LuaValue, ActionSource)] = []
 
+    /// How many actions `ScriptedStore.send` dispatched are not yet reduced (their journal entries are wanted).
+    var sendsWaiting = 0 { didSet { updateJournaling() } }
+    /// The last journal entry made (what `send` returns for its action, read right after it was reduced).
+    private(set) var lastEntry: JournalEntry?
+
     /// Tells the runtime whether runs collect each action's changes.
     func updateJournaling() {
-        let wanted = journal != nil || recorder != nil || !journalStreams.isEmpty || historyLimit > 0
+        let wanted = journal != nil || recorder != nil || !journalStreams.isEmpty || historyLimit > 0 || sendsWaiting > 0
         guard wanted != journaling else { return }
         journaling = wanted
         _ = try? vm.call(runtime[.setJournaling], arguments: [.value(.boolean(wanted))])
@@ -271,7 +276,7 @@ final class ScriptEngine {
                              encoded: encoded, converted: converted, commands: commands, duration: duration, scripts: app.digest)
         journalSequence += UInt64(actions.count)
         recorder?.append(run: run)
-        guard journal != nil || !journalStreams.isEmpty || historyLimit > 0 else { return }
+        guard journal != nil || !journalStreams.isEmpty || historyLimit > 0 || sendsWaiting > 0 else { return }
         run.forEachEntry { entry in deliver(entry, kept: true, recorded: true) }
     }
 
@@ -291,6 +296,7 @@ final class ScriptEngine {
     private func deliver(_ entry: JournalEntry, kept: Bool, recorded: Bool = false) {
         if historyLimit > 0, kept { keepInHistory(entry.sequence, changeCount: entry.changeCount) }
         if !recorded { recorder?.append(entry) }
+        if sendsWaiting > 0 { lastEntry = entry }
         journal?(entry)
         for continuation in journalStreams.values { continuation.yield(entry) }
     }

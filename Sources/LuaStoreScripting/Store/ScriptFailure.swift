@@ -55,3 +55,28 @@ public enum ReloadOutcome: Sendable, Equatable {
     /// The new version runs; the state was migrated if its schema version grew.
     case reloaded(fromSchema: Int64, toSchema: Int64)
 }
+
+/// What became of an action `ScriptedStore.send` dispatched.
+public enum SendResult: Sendable {
+    /// Reduced: its journal entry — `changes`, `commands`, `sequence`, `duration`.
+    case applied(JournalEntry)
+    /// The reducer failed, and the state is as it was.
+    case failed(ScriptFailure)
+    /// The store stood at a past entry of its history: the action is held, and reduced by `resume()` or
+    /// `rewind(to:)`.
+    case held
+    /// The store stopped before it was reduced.
+    case dropped
+
+    /// The journal entry, when the action was applied.
+    public var entry: JournalEntry? {
+        if case .applied(let entry) = self { return entry }
+        return nil
+    }
+
+    /// The failure, when the reducer failed.
+    public var failure: ScriptFailure? {
+        if case .failed(let failure) = self { return failure }
+        return nil
+    }
+}

@@ -146,6 +146,42 @@ public final class ScriptedStore: Sendable {
     /// Dispatches `action`, a table with a string `type`. Safe from any thread.
     public func dispatch(_ action: LuaValue) { root.dispatch(action) }
 
+    /// Dispatches `action` and waits for what became of it: `.applied` with its journal entry (what it changed,
+    /// the commands it returned, its sequence number and how long it took), `.failed` with the failure (the state
+    /// is as it was; `dispatchIndex` numbers it among the dispatches), `.held` when the store stood at a past
+    /// entry (it is reduced on `resume()`), `.dropped` when the store stopped first. Returns once the props of
+    /// the state after it were handed to the observers (delivered, for observers on the store's thread). In
+    /// order with every other dispatch. While a send waits, actions are journaled (as with `journal`). Cancelling
+    /// the waiting task does not take the action back.
+    public func send(_ action: LuaValue) async -> SendResult {
+        await withCheckedContinuation { continuation in
+            thread.async { [engine, root, thread] in
+                engine.sendsWaiting += 1
+                let result = Protected<SendResult?>(nil)
+                let ticket = ActionTicket<ScriptEffect>(onReduced: { outcome in
+                    // (On the store's thread, right after the reducer: the entry just made is this action's.)
+                    switch outcome {
+                    case .applied where engine.traveling:
+                        result.withLock { $0 = .held }
+                    case .applied:
+                        result.withLock { $0 = engine.lastEntry.map(SendResult.applied) }
+                    case .failed(let error, let index):
+                        let failure = (error as? ScriptFailure) ?? ScriptFailure(
+                            stage: .reduce, error: (error as? LuaError) ?? LuaError(.runtime, "\(error)"), action: action)
+                        result.withLock { $0 = .failed(ScriptFailure(stage: failure.stage, error: failure.error, action: action,
+                                                                     dispatchIndex: index)) }
+                    case .dropped:
+                        break
+                    }
+                }, onResolved: { _ in
+                    thread.async { engine.sendsWaiting -= 1 }
+                    continuation.resume(returning: result.withLock { $0 } ?? .dropped)
+                })
+                root.dispatch(action, ticket: ticket)
+            }
+        }
+    }
+
     /// A handle to the underlying store (for scoping or for code written against `Store`).
     public var store: Store<ScriptState, LuaValue> { root.store }
 
@@ -164,6 +200,28 @@ public final class ScriptedStore: Sendable {
                 return body(try LuaDecoder().decode(T.self, from: value, root: "props"))
             } catch {
                 report(ScriptFailure(stage: .props, error: error))
+                return .active
+            }
+        }
+    }
+
+    /// The props decoded as `T` (`LuaValue.self` for them as they are), as an `AsyncSequence`: the current props
+    /// first, then each that differs from the one before. `buffering` says what waits while the loop is busy
+    /// (default: only the newest — props are a view of the present). Props that do not decode are reported as
+    /// failures and left out. Ending the loop ends the observation (at the next props).
+    ///
+    /// ```swift
+    /// for await props in store.props(as: CounterProps.self) { label.text = props.label }
+    /// ```
+    public func props<T: Decodable & Sendable>(
+        as type: T.Type, buffering: AsyncStream<T>.Continuation.BufferingPolicy = .bufferingNewest(1)
+    ) -> AsyncStream<T> {
+        AsyncStream(bufferingPolicy: buffering) { continuation in
+            let ended = Protected(false)
+            continuation.onTermination = { _ in ended.withLock { $0 = true } }
+            observeProps(as: type) { props in
+                if ended.withLock({ $0 }) { return .dead }
+                continuation.yield(props)
                 return .active
             }
         }

@@ -1,0 +1,47 @@
+import LuaStoreConcurrency
+
+/// What became of an action `send` dispatched: reduced (with the commands it returned), failed (the reducer
+/// threw; the state is as it was), or dropped (the store stopped before it was reduced, or an interceptor's
+/// store was gone).
+public enum SendOutcome<Effect: Sendable>: Sendable {
+    case applied(commands: [Effect])
+    /// `dispatchIndex`: the action's number among the dispatches from outside, as `StoreFailure` gives it.
+    case failed(any Error, dispatchIndex: UInt64?)
+    case dropped
+
+    /// The commands, when the action was applied.
+    public var commands: [Effect]? {
+        if case .applied(let commands) = self { return commands }
+        return nil
+    }
+}
+
+/// Rides with an action `send` dispatched: hears, on the store's executor, the action's outcome right after it
+/// was reduced (`reduced`), then, once the store told its observers about that state, resolves (`resolve`) —
+/// exactly once: a ticket dropped unresolved (its action never reduced: the store stopped) resolves `.dropped`.
+package final class ActionTicket<Effect: Sendable>: Sendable {
+    private let outcome = Protected<SendOutcome<Effect>?>(nil)
+    private let resolved = Protected(false)
+    private let onReduced: @Sendable (SendOutcome<Effect>) -> Void
+    private let onResolved: @Sendable (SendOutcome<Effect>) -> Void
+
+    /// `onReduced` runs on the executor right after the reducer (what else the reducer's side knows of the
+    /// action can be read there); `onResolved` once the observers were told, or when the action is dropped.
+    package init(onReduced: @escaping @Sendable (SendOutcome<Effect>) -> Void = { _ in },
+                 onResolved: @escaping @Sendable (SendOutcome<Effect>) -> Void) {
+        self.onReduced = onReduced
+        self.onResolved = onResolved
+    }
+
+    func reduced(_ result: SendOutcome<Effect>) {
+        outcome.withLock { $0 = result }
+        onReduced(result)
+    }
+
+    func resolve() {
+        guard resolved.withLock({ done in defer { done = true }; return !done }) else { return }
+        onResolved(outcome.withLock { $0 } ?? .dropped)
+    }
+
+    deinit { resolve() }
+}
