@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "LuaStoreCore", targets: ["LuaStoreCore"]),
         .library(name: "LuaStoreScripting", targets: ["LuaStoreScripting"]),
         .library(name: "LuaStoreDevtools", targets: ["LuaStoreDevtools"]),
+        .library(name: "LuaStoreTesting", targets: ["LuaStoreTesting"]),
         .executable(name: "luakit", targets: ["luakit"]),
         .executable(name: "luastore", targets: ["luastore"]),
         .executable(name: "luastore-demo-api", targets: ["luastore-demo-api"]),
@@ -88,6 +89,14 @@ let package = Package(
         ),
         .target(
             name: "LuaStoreScripting", dependencies: ["LuaKit", "LuaStoreCore"], swiftSettings: strict, plugins: ["EmbedLua"]
+        ),
+        .target(
+            name: "LuaStoreTesting", dependencies: ["LuaKit", "LuaStoreCore", "LuaStoreScripting"], swiftSettings: strict
+        ),
+        .testTarget(
+            name: "LuaStoreTestingTests",
+            dependencies: ["LuaKit", "LuaStoreCore", "LuaStoreScripting", "LuaStoreTesting", "LuaStoreTestSupport"],
+            swiftSettings: strict
         ),
         .target(
             name: "LuaStoreTestSupport",

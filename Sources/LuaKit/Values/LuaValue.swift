@@ -67,9 +67,26 @@ public enum LuaValue: Sendable, Hashable {
         return nil
     }
 
-    /// `t[key]` for tables, `nil` otherwise.
+    /// `t[key]` for tables, `nil` otherwise. Setting writes the field of a table (`nil` removes it); setting a
+    /// field of `nil` makes it a table of that field, so nested paths can be written at once
+    /// (`state["todos"][1]["done"] = true`). Setting a field of a boolean, number or string is a programming
+    /// error.
     public subscript(key: LuaKey) -> LuaValue {
-        table?[key] ?? .nil
+        get { table?[key] ?? .nil }
+        set {
+            switch self {
+            case .table(var table):
+                self = .nil // (so that `table` is the only reference, and is changed in place)
+                table[key] = newValue
+                self = .table(table)
+            case .nil:
+                var table = LuaTable()
+                table[key] = newValue
+                self = .table(table)
+            default:
+                preconditionFailure("cannot set field \(LuaPath.render(key)) of a \(typeName) value")
+            }
+        }
     }
 }
 

@@ -41,6 +41,14 @@ public struct URLResponseValue: Hashable, Sendable {
 
     /// The body as UTF-8 text, when it is.
     public var text: String? { String(data: body, encoding: .utf8) }
+
+    /// A response (for effect stand-ins in tests; the runner makes the real ones).
+    public init(status: Int, headers: [String: String] = [:], body: Data = Data(), json: JSONValue? = nil) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+        self.json = json
+    }
 }
 
 /// Why a URL effect failed. Every failure is one of these — never a crash or a silent drop.

@@ -85,3 +85,15 @@ public struct ScriptEffect: StoreEffect, CustomStringConvertible {
 
     public var description: String { payload.description }
 }
+
+extension ScriptEffect {
+    /// The action an `http` command's request (`self`) reports with when it ends with `result`, as the store
+    /// makes it for a real request: `{type = <success>, id, status, headers, body, json}` or `{type = <failure>,
+    /// id, reason, message, …}` (for effect stand-ins in tests: `ScriptedStoreOptions.effectDoubles`).
+    public func httpResult(_ result: Result<URLResponseValue, URLFailure>) -> LuaValue {
+        ScriptEffectHandlers.resultAction(for: payload, result)
+    }
+
+    /// The request an `http` command asks for, as the store would perform it.
+    public var httpRequest: URLRequestEffect { ScriptEffectHandlers.urlRequest(payload) }
+}

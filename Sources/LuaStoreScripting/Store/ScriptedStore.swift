@@ -25,6 +25,11 @@ public struct ScriptedStoreOptions: Sendable {
     public var protectedFiles: [String] = []
     /// Whether effects are performed. `false` (for replays) drops every command and subscription unperformed.
     public var performsEffects: Bool = true
+    /// Stand-ins for effects, by kind (`"http"`, `"delay"`, `"timer"`, `"log"`, `"save"`, `"load"`): a command
+    /// or subscription of that kind goes to its stand-in instead of being performed, and the actions it returns
+    /// are dispatched back as the effect's results (`ScriptEffect.httpResult(_:)` makes the action a real
+    /// request would). For tests (`ScriptedTestStore` uses them). A stand-in that throws is an effect failure.
+    public var effectDoubles: [String: @Sendable (ScriptEffect) async throws -> [LuaValue]] = [:]
     /// How many committed journal entries the history keeps for time travel (`ScriptedStore.jump(to:)`); 0 (the
     /// default) keeps none. Keeping a history journals every action (as `journal` does).
     public var historyEntries: Int = 0
@@ -108,8 +113,13 @@ public final class ScriptedStore: Sendable {
                 runner: URLEffectRunner(policy: options.urlPolicy), storage: options.storageFolder,
                 protecting: Self.protectedFiles(app: folder, options.protectedFiles), log: options.log)
             : ScriptEffectHandlers.inert
+        let doubled = options.effectDoubles.reduce(effects) { interpreter, double in
+            interpreter.handling(EffectKind(double.key)) { effect, context in
+                for action in try await double.value(effect) { context.dispatch(action) }
+            }
+        }
         root = RootStore(
-            initialState: ScriptState(), reducer: ScriptReducer(engine: engine), effects: effects,
+            initialState: ScriptState(), reducer: ScriptReducer(engine: engine), effects: doubled,
             configuration: configuration)
         root.subscribe(Observer { [engine] _ in
             engine.flush()
