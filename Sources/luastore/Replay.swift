@@ -31,6 +31,11 @@ struct Replay: AsyncParsableCommand {
     @Flag(name: .long, help: "Print the report as one JSON object.")
     var json = false
 
+    @Option(name: .customLong("write-spec"), help: ArgumentHelp(
+        "Also write the session as a busted spec to this file (one test per action, checking what it changed, its failure and the props where they changed; run it with `luastore test`). Written only when the replay matches.",
+        valueName: "file"))
+    var writeSpec: String?
+
     @Option(name: .customLong("time-budget-ms"), help: ArgumentHelp("Milliseconds a script may run per call (init, an action) before it is stopped.", valueName: "ms"))
     var timeBudget: Double = 200
 
@@ -47,7 +52,19 @@ struct Replay: AsyncParsableCommand {
     /// Actions dispatched before the replay waits for the store and compares what they did.
     static let window = 4_096
 
+    /// `--write-spec` may not name the recording or one of the app's scripts (checked before anything is read).
+    private func refuseSpecOverInputs() throws {
+        guard let writeSpec, let identity = FileIdentity(path: writeSpec) else { return }
+        var inputs = FileIdentity.scripts(in: URL(fileURLWithPath: appDirectory)).map { ("the app's script \($0.0)", $0.1) }
+        if let recorded = FileIdentity(path: recording) { inputs.append(("the recording \(recording)", recorded)) }
+        if let same = inputs.first(where: { $0.1 == identity }) {
+            Console.error("--write-spec \(writeSpec) is the same file as \(same.0): refusing to write over it (nothing was written)")
+            throw ExitCode.unusable
+        }
+    }
+
     func run() async throws {
+        try refuseSpecOverInputs()
         let lines: LineReader
         do {
             lines = try LineReader(path: recording, maximumLength: maxLineBytes)
@@ -75,6 +92,10 @@ struct Replay: AsyncParsableCommand {
         let start = try await store.journalStart()
         if let difference = JournalComparison.differences(initial, start.state, path: "state", limit: 1).first {
             try report(replayed: 0, divergence: (0, nil, difference.path, difference.then, difference.now))
+        }
+        if let writeSpec {
+            try await replayWritingSpec(store: store, lines: lines, reader: &reader, heard: heard, to: writeSpec)
+            return
         }
         // The recording is read a window of entries at a time (a long session is never held whole); each
         // window's actions are dispatched without waiting for each (the store takes them in order, and each makes
@@ -104,6 +125,55 @@ struct Replay: AsyncParsableCommand {
             }
         }
         try report(replayed: replayed, divergence: nil)
+    }
+
+    /// The replay for `--write-spec`: each action sent on its own (so that the props after it are known), compared
+    /// as the replay compares; the spec is written once every action matched.
+    func replayWritingSpec(store: ScriptedStore, lines: LineReader, reader: inout RecordingReader,
+                           heard: Protected<[JournalEntry]>, to path: String) async throws {
+        let props = Protected<[LuaValue]>([])
+        store.observeProps { value in
+            props.withLock { $0.append(value) }
+            return .active
+        }
+        await store.barrier()
+        var seen = props.withLock { $0.count }
+        var writer = SpecWriter(recordingName: URL(fileURLWithPath: recording).lastPathComponent,
+                                scripts: reader.header.scripts, start: reader.header.state)
+        var replayed = 0
+        while true {
+            let window = try Self.entries(from: lines, reader: &reader, name: recording, upTo: Self.window, until: until)
+            if window.isEmpty { break }
+            for entry in window {
+                heard.withLock { $0.removeAll(keepingCapacity: true) }
+                _ = await store.send(entry.action)
+                replayed += 1
+                let now = heard.withLock { $0.last }
+                let difference: Recorded.Divergence?
+                do {
+                    difference = try entry.divergence(from: now)
+                } catch {
+                    Console.error("\(recording): the entry of action \(entry.sequence) is not a recorded entry (\(error))")
+                    throw ExitCode.unusable
+                }
+                if let divergence = difference {
+                    try report(replayed: replayed, divergence: (entry.sequence, entry.action, divergence.path, divergence.recorded, divergence.now))
+                }
+                let after = props.withLock { list in (list.count, list.last) }
+                writer.steps.append(SpecWriter.Step(recorded: entry, props: after.0 > seen ? after.1 : nil))
+                seen = after.0
+            }
+        }
+        do {
+            try FileManager.default.createDirectory(at: URL(fileURLWithPath: path).deletingLastPathComponent(),
+                                                    withIntermediateDirectories: true)
+            try OutputFile.write(Array(try writer.text().utf8), to: path)
+        } catch {
+            Console.error("cannot write the spec \(path): \(error)")
+            throw ExitCode.appFailure
+        }
+        try report(replayed: replayed, divergence: nil)
+        if !json { Console.out("wrote \(path): \(writer.steps.count) tests (run them with `luastore test \(appDirectory)`)") }
     }
 
     /// Prints the report; exits 1 on a divergence.

@@ -86,6 +86,10 @@ struct SpecTest: AsyncParsableCommand {
                 }
                 return value
             }
+            let sessionChunk = try vm.load(EmbeddedLua.luastoreSession.source, chunkName: "host:" + EmbeddedLua.luastoreSession.path)
+            if let session = try vm.callForReferences(sessionChunk, arguments: []).first ?? nil {
+                try vm.call(try function("preload"), arguments: [.value("luastore.session"), .reference(session)])
+            }
             let exported = try function("globals")
             var globals: [String: LuaReference] = [:]
             let names = try vm.call(try function("globalnames")).first?.string ?? ""

@@ -61,7 +61,8 @@ public enum LuaPath {
         "local", "nil", "not", "or", "repeat", "return", "then", "true", "until", "while",
     ]
 
-    static func isIdentifier(_ name: String) -> Bool {
+    /// Whether `name` can stand in Lua source as a name (`t.name`): an identifier that is not a keyword.
+    public static func isIdentifier(_ name: String) -> Bool {
         guard let first = name.utf8.first, !(48...57).contains(first), !keywords.contains(name) else { return false }
         return name.utf8.allSatisfy { $0 == 95 || (48...57).contains($0) || (65...90).contains($0) || (97...122).contains($0) }
     }
