@@ -4,40 +4,14 @@
 -- whatever the step before found — and checks what it changed, its failure, and the props where they changed.
 local session = {}
 
-local concat, sort, format, mtype = table.concat, table.sort, string.format, math.type
+local concat = table.concat
 
--- How a check fails: the spec library's assertion failure (`setfail`), else `error`.
-local fail = function(message, level) error(message, level + 1) end
-function session.setfail(assertionFailure) fail = assertionFailure end
-
-local keyOrder = { boolean = 1, number = 2, string = 3 }
-
-local function sortedKeys(t)
-  local keys = {}
-  for key in pairs(t) do keys[#keys + 1] = key end
-  sort(keys, function(a, b)
-    local ta, tb = type(a), type(b)
-    if ta ~= tb then return (keyOrder[ta] or 4) < (keyOrder[tb] or 4) end
-    if ta == "boolean" then return not a and b end
-    return a < b
-  end)
-  return keys
-end
-
-local function render(value, depth)
-  depth = depth or 0
-  if type(value) == "string" then return format("%q", value) end
-  if type(value) ~= "table" then return tostring(value) end
-  if depth > 3 then return "{…}" end
-  local parts, n = {}, #value
-  for i = 1, n do parts[#parts + 1] = render(value[i], depth + 1) end
-  for _, key in ipairs(sortedKeys(value)) do
-    if not (mtype(key) == "integer" and key >= 1 and key <= n) then
-      local name = type(key) == "string" and key:match("^[%a_][%w_]*$") and key or ("[" .. render(key) .. "]")
-      parts[#parts + 1] = name .. " = " .. render(value[key], depth + 1)
-    end
-  end
-  return "{" .. concat(parts, ", ") .. "}"
+-- The spec library's helpers (`bind`, called when `luastore test` preloads this module): how an assertion fails
+-- (so that what a step finds wrong is a failure, not an error), how values are rendered in messages, and keys in
+-- order.
+local fail, render, sortedKeys
+function session.bind(helpers)
+  fail, render, sortedKeys = helpers.fail, helpers.render, helpers.sortedKeys
 end
 
 local function pathText(root, path)
@@ -87,17 +61,10 @@ local function firstDifference(a, b, path)
     if a == b then return nil end
     return path, a, b
   end
-  local keys = {}
-  for key in pairs(a) do keys[key] = true end
-  for key in pairs(b) do keys[key] = true end
-  local list = {}
-  for key in pairs(keys) do list[#list + 1] = key end
-  sort(list, function(x, y)
-    local tx, ty = type(x), type(y)
-    if tx ~= ty then return (keyOrder[tx] or 4) < (keyOrder[ty] or 4) end
-    if tx == "boolean" then return not x and y end
-    return x < y
-  end)
+  local union = {}
+  for key in pairs(a) do union[key] = true end
+  for key in pairs(b) do union[key] = true end
+  local list = sortedKeys(union)
   for _, key in ipairs(list) do
     path[#path + 1] = key
     local found, x, y = firstDifference(a[key], b[key], path)

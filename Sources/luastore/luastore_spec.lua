@@ -837,9 +837,9 @@ for name, module in pairs(preloads) do
 end
 
 -- Makes `require(name)` give `module` (the host's own modules for specs: `luastore.session`), handing it the way
--- assertions fail (`setfail`), so that what it finds wrong counts as a failure, not an error.
+-- assertions fail (so that what it finds wrong counts as a failure, not an error) and how values are rendered.
 function spec.preload(name, module)
-  if type(module.setfail) == "function" then module.setfail(fail) end
+  if type(module.bind) == "function" then module.bind({ fail = fail, render = render, sortedKeys = sortedKeys }) end
   package.preload[name] = function() return module end
 end
 
