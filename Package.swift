@@ -77,6 +77,9 @@ let package = Package(
             swiftSettings: strict
         ),
         .executableTarget(name: "luastore-demo-api", dependencies: ["LuaStoreDemoAPI"], swiftSettings: strict),
+        // A Swift program hosting a scripted app: its props as an @Observable model, actions sent with `await send`.
+        .executableTarget(name: "swift-host", dependencies: ["LuaKit", "LuaStoreScripting"], path: "samples/swift-host",
+                          swiftSettings: strict),
         .executableTarget(
             name: "luastore-bench",
             dependencies: ["LuaKit", "LuaStoreCore", "LuaStoreScripting", "LuaStoreDevtools", "LuaStoreTestSupport"], swiftSettings: strict,
@@ -121,7 +124,7 @@ let package = Package(
         .testTarget(
             name: "luastoreTests",
             dependencies: [
-                "LuaStoreDemoAPI", "LuaStoreTestSupport", "LuaStoreDevtools", .target(name: "luastore"), .target(name: "luastore-bench"),
+                "LuaStoreDemoAPI", "LuaStoreTestSupport", "LuaStoreDevtools", .target(name: "luastore"), .target(name: "luastore-bench"), .target(name: "swift-host"),
             ],
             exclude: ["golden", "specs", "busted", "busted-project"],
             swiftSettings: strict
