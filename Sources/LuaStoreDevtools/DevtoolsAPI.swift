@@ -97,6 +97,7 @@ final class DevtoolsAPI: HTTPHandler, Sendable {
             case "GET /api/state": return try await state(request)
             case "GET /api/search": return try await search(request)
             case "GET /api/export": return try await export()
+            case "GET /api/export-spec": return try await exportSpec()
             case "GET /api/first": return try await firstEntry(request)
             case "POST /api/replay": return try await replay()
             case "POST /api/import":
@@ -504,6 +505,48 @@ final class DevtoolsAPI: HTTPHandler, Sendable {
                             headers: [.contentType: "application/x-ndjson", .cacheControl: "no-store",
                                       .contentDisposition: "attachment; filename=\"\(options.app).luastore-recording.jsonl\""],
                             body: Data(text.utf8))
+    }
+
+    /// The kept session as a busted spec (`luastore test` runs it; README, "A session as a spec"): from the state
+    /// before the oldest kept entry, one test per kept action, with the props after each where they changed (as
+    /// the history gives them; without props when it no longer holds those entries).
+    private func exportSpec() async throws -> HTTPResponse {
+        let bounds = journal.bounds
+        var entries: [JournalEntry] = []
+        var offset = 0
+        while true {
+            let batch = journal.entries(offset: offset, limit: 4096)
+            if batch.isEmpty { break }
+            entries += batch.map(\.entry)
+            offset += batch.count
+        }
+        let start: LuaValue, scripts: String
+        if bounds.count > 0, let first = entries.first {
+            (start, scripts) = (try await DevtoolsReplay.stateBefore(bounds.first, of: store), first.scripts)
+        } else {
+            let header = try await store.journalStart()
+            (start, scripts) = (header.state, header.scripts)
+        }
+        let applied = entries.filter { entry in
+            if case .action = entry.event { return entry.failure == nil }
+            return false
+        }.map(\.sequence)
+        var props: [UInt64: LuaValue] = [:]
+        if let along = try? await store.props(along: applied) {
+            for (sequence, result) in zip(applied, along) { if case .success(let value) = result { props[sequence] = value } }
+        }
+        var spec = SessionSpec(name: "\(options.app) session", scripts: scripts, start: start)
+        var last: LuaValue?
+        for entry in entries {
+            let after = props[entry.sequence]
+            guard let step = SessionSpec.Step(entry: entry, props: after != last ? after : nil) else { continue }
+            if after != nil { last = after }
+            spec.steps.append(step)
+        }
+        return HTTPResponse(statusCode: .ok,
+                            headers: [.contentType: "text/x-lua; charset=utf-8", .cacheControl: "no-store",
+                                      .contentDisposition: "attachment; filename=\"\(options.app)_session_spec.lua\""],
+                            body: Data(try spec.text().utf8))
     }
 
     // MARK: Changing (unlocked only)

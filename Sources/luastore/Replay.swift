@@ -138,8 +138,8 @@ struct Replay: AsyncParsableCommand {
         }
         await store.barrier()
         var seen = props.withLock { $0.count }
-        var writer = SpecWriter(recordingName: URL(fileURLWithPath: recording).lastPathComponent,
-                                scripts: reader.header.scripts, start: reader.header.state)
+        var writer = SessionSpec(name: URL(fileURLWithPath: recording).lastPathComponent,
+                                 scripts: reader.header.scripts, start: reader.header.state)
         var replayed = 0
         while true {
             let window = try Self.entries(from: lines, reader: &reader, name: recording, upTo: Self.window, until: until)
@@ -160,7 +160,7 @@ struct Replay: AsyncParsableCommand {
                     try report(replayed: replayed, divergence: (entry.sequence, entry.action, divergence.path, divergence.recorded, divergence.now))
                 }
                 let after = props.withLock { list in (list.count, list.last) }
-                writer.steps.append(SpecWriter.Step(recorded: entry, props: after.0 > seen ? after.1 : nil))
+                writer.steps.append(SessionSpec.Step(recorded: entry, props: after.0 > seen ? after.1 : nil))
                 seen = after.0
             }
         }

@@ -147,6 +147,15 @@ def main():
             expect(page.locator("#diff")).to_be_visible()
             page.screenshot(path=SCREENSHOT)
 
+            # Export the session as a spec from the page: one test per kept action.
+            with page.expect_download() as spec_download:
+                page.locator("#export-spec").click()
+            assert spec_download.value.suggested_filename.endswith("_session_spec.lua"), spec_download.value.suggested_filename
+            with open(spec_download.value.path(), encoding="utf-8") as spec_file:
+                spec_text = spec_file.read()
+            assert 'local session = require("luastore.session")' in spec_text, spec_text[:500]
+            assert "session.step(app, state, 2, " in spec_text, spec_text[:2000]
+
             # Export the session from the page, import the file back: browsed like the running app.
             with page.expect_download() as download:
                 page.locator("#export").click()

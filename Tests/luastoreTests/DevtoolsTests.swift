@@ -276,6 +276,37 @@ import Testing
         #expect(lines[1].hasPrefix(#"{"seq":31,"#))
     }
 
+    /// "Export spec": the kept session as a busted spec, from the state before the oldest kept entry; `luastore
+    /// test` runs it and it passes, then fails naming the action once the reducer does something else.
+    @Test func theKeptSessionExportsAsASpecThatLuastoreTestRuns() async throws {
+        let folder = try CLI.makeApp(Self.app)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let session = try await Self.start(keep: 5, folder: folder)
+        defer { Task { await session.stop() } }
+        for _ in 0..<6 { session.store.dispatch(["type": "add"]) }
+        session.store.dispatch(["type": "boom"])
+        session.store.dispatch(["type": "rename", "name": "Spec"])
+        await session.store.barrier()
+        let export = try await session.get("/api/export-spec")
+        #expect(export.status == 200)
+        #expect(export.body.contains(#"describe("demo session", function()"#))
+        #expect(export.body.contains(#"session.state({count = 3, items = {{n = 1}, {n = 2}, {n = 3}}, name = "start"})"#), "\(export.body)")
+        #expect(export.body.components(separatedBy: "session.step(").count - 1 == 5)
+        #expect(export.body.contains(#"failure = "boom at 6","#))
+        #expect(export.body.contains(#"props = {count = 6, name = "start"},"#))
+        let spec = folder.appendingPathComponent("spec/kept_spec.lua")
+        try FileManager.default.createDirectory(at: spec.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try export.body.write(to: spec, atomically: true, encoding: .utf8)
+        let passing = try await CLI.run(["test", folder.path])
+        #expect(passing.status == 0, "\(passing.output)")
+        #expect(passing.output.hasSuffix("5 passed, 0 failed\n"), "\(passing.output)")
+        try Self.app.replacingOccurrences(of: "state.name = action.name", with: "state.name = action.name .. \"!\"")
+            .write(to: folder.appendingPathComponent("app.lua"), atomically: true, encoding: .utf8)
+        let failing = try await CLI.run(["test", folder.path])
+        #expect(failing.output.contains(#"action 8 {name = "Spec", type = "rename"}: state.name is "Spec!"; the recording says "Spec""#),
+                "\(failing.output)")
+    }
+
     @Test func anImportedRecordingIsBrowsedLikeTheRunningApp() async throws {
         let folder = try CLI.makeApp(Self.app)
         let session = try await Self.start(folder: folder)

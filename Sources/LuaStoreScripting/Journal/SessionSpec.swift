@@ -1,33 +1,57 @@
 import Foundation
 import LuaKit
-import LuaStoreScripting
 
-/// Writes a recorded session as a busted spec (`luastore replay APP REC --write-spec FILE`): one test per recorded
-/// action, in order, each reducing its action from the state the recording had before it and checking what it
-/// changed, its failure, and the props where they changed (`luastore_session.lua` does the checking).
-struct SpecWriter {
-    /// One recorded action and what the replay saw after it.
-    struct Step {
-        var recorded: RecordingLine.RecordedAction
+/// A recorded session as a busted spec (`luastore replay APP REC --write-spec FILE`, the devtools' "Export spec"):
+/// one test per recorded action, in order, each reducing its action from the state the recording had before it
+/// and checking what it changed, its failure, and the props where they changed — through
+/// `require("luastore.session")`, which `luastore test` provides.
+public struct SessionSpec: Sendable {
+    /// One recorded action and the props after it.
+    public struct Step: Sendable {
+        public var recorded: RecordingLine.RecordedAction
         /// The props after it, when they differed from the props before.
-        var props: LuaValue?
+        public var props: LuaValue?
+
+        public init(recorded: RecordingLine.RecordedAction, props: LuaValue?) {
+            self.recorded = recorded
+            self.props = props
+        }
+
+        /// The step of a journal entry of an action (nil for a reload's entry).
+        public init?(entry: JournalEntry, props: LuaValue?) {
+            guard case .action(let action) = entry.event else { return nil }
+            recorded = RecordingLine.RecordedAction(sequence: entry.sequence, action: action,
+                                                    changes: entry.failure == nil ? entry.changes : nil,
+                                                    failure: entry.failure?.error.message)
+            self.props = props
+        }
     }
 
-    var recordingName: String
-    var scripts: String
-    var start: LuaValue
-    var steps: [Step] = []
+    /// What the spec's `describe` is named after (the recording's file name).
+    public var name: String
+    /// The digest of the scripts the session ran with.
+    public var scripts: String
+    /// The state before the first step.
+    public var start: LuaValue
+    public var steps: [Step] = []
 
-    func text() throws -> String {
+    public init(name: String, scripts: String, start: LuaValue) {
+        self.name = name
+        self.scripts = scripts
+        self.start = start
+    }
+
+    /// The spec's Lua source.
+    public func text() throws(RecordingJSON.Malformed) -> String {
         var lines = [
-            "-- Written by `luastore replay --write-spec` from \(recordingName) (\(steps.count) actions; scripts \(scripts)).",
+            "-- Written by LuaStore from \(name) (\(steps.count) actions; scripts \(scripts)).",
             "-- Each test reduces one recorded action from the state the recording had before it and checks what it changed",
             "-- (and its failure, and the props where they changed). Run it with `luastore test`: when a script change alters",
             "-- what an action does, the test of that action fails naming it and the path.",
             "local app = require(\"app\")",
             "local session = require(\"luastore.session\")",
             "",
-            "describe(\(LuaLiteral.render(.string(recordingName))), function()",
+            "describe(\(LuaLiteral.render(.string(name))), function()",
             "  local state = session.state(\(LuaLiteral.render(start)))",
         ]
         for step in steps {
