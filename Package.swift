@@ -6,7 +6,8 @@ import PackageDescription
 /// Layers, data flowing one way:
 /// `CLua` (Lua's C headers and shims), `CLuaGuard` (the C that runs where Lua may raise) → `LuaKit` (the safe, bounded VM; the only importer of `CLua`) ·
 /// `LuaStoreCore` (the pure-Swift store: effects, subscription diffing, URL effects, deduplicating observers) →
-/// `LuaStoreScripting` (Lua reducers and props on the store; state kept in the VM; hot reload).
+/// `LuaStoreScripting` (Lua reducers and props on the store; state kept in the VM; hot reload), with `CLuaState` (its
+/// state engine's C: the write barrier, the recording's JSON), which it alone depends on.
 let strict: [SwiftSetting] = [
     .swiftLanguageMode(.v6),
     .treatAllWarnings(as: .error),
@@ -43,6 +44,8 @@ let package = Package(
         ),
         // What must run in C where Lua may raise, and the watchdog that enforces time budgets.
         .target(name: "CLuaGuard", dependencies: ["CLua"]),
+        // The scripted store's state engine in C (the write barrier, the recording's JSON); LuaStoreScripting only.
+        .target(name: "CLuaState", dependencies: ["CLua", "CLuaGuard"]),
         // `Protected`, the one lock wrapper, below both LuaKit and LuaStoreCore (as swift-nio keeps its locks in
         // NIOConcurrencyHelpers).
         .target(name: "LuaStoreConcurrency", swiftSettings: strict),
@@ -91,7 +94,7 @@ let package = Package(
             swiftSettings: strict
         ),
         .target(
-            name: "LuaStoreScripting", dependencies: ["LuaKit", "LuaStoreCore"], swiftSettings: strict, plugins: ["EmbedLua"]
+            name: "LuaStoreScripting", dependencies: ["CLuaState", "LuaKit", "LuaStoreCore"], swiftSettings: strict, plugins: ["EmbedLua"]
         ),
         .target(
             name: "LuaStoreTesting", dependencies: ["LuaKit", "LuaStoreCore", "LuaStoreScripting"], swiftSettings: strict
@@ -131,7 +134,7 @@ let package = Package(
         ),
         .testTarget(
             name: "LuaStoreScriptingTests",
-            dependencies: ["LuaStoreScripting", "LuaStoreTestSupport", "LuaStoreDemoAPI"],
+            dependencies: ["CLuaState", "LuaStoreScripting", "LuaStoreTestSupport", "LuaStoreDemoAPI"],
             swiftSettings: strict
         ),
     ]

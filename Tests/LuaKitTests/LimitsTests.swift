@@ -171,17 +171,6 @@ import Testing
         }
     }
 
-    /// `makebarrier` is for trusted code only, and says what it is missing.
-    @Test func barriersAreForTrustedCodeOnly() async throws {
-        try await withVM { vm throws in
-            let hidden = luaError { _ = try vm.run("return (function() return makebarrier end)()", chunkName: "script.lua") }
-            #expect(hidden?.message == "undeclared global 'makebarrier'")
-            let incomplete = try vm.loadTrusted("return makebarrier { targets = {} }", chunkName: "probe")
-            let error = luaError { _ = try vm.call(incomplete) }
-            #expect(error?.message.contains("makebarrier: proxies is missing") == true, "\(error.map(String.init(describing:)) ?? "")")
-        }
-    }
-
     /// `istable` and `isstring` answer what `type(v) == "table"` and `== "string"` would, for trusted code only.
     @Test func trustedCodeHasTypeTestsThatMakeNoString() async throws {
         try await withVM { vm throws in

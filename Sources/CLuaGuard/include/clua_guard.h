@@ -5,11 +5,10 @@
 // cap, the trampoline that turns a Swift function's error code into a Lua error, the message handler, and the
 // sandbox's `pcall`/`xpcall`, which let nothing catch an exhausted time budget. `guard.c` adds the watchdog
 // that interrupts a call past its deadline (it needs one copy of its state per process, so it is not inline);
-// `allocator.c` the counting allocator and its free lists; `barrier.c` the hot paths of a journaling write
-// barrier that trusted Lua code builds on (`makebarrier`); `values.c` copying converted values in the VM;
-// `strings.c` the sandbox's pattern functions and `tostring`; `json.c` the session journal's changes as a
-// recording's JSON, for the barrier.
-// LuaKit's `LuaVM` owns the `CLuaGuard` and is the only user of this header.
+// `allocator.c` the counting allocator and its free lists; `values.c` copying converted values in the VM;
+// `strings.c` the sandbox's pattern functions and `tostring`. (The scripted store's state engine, which builds on
+// the budget functions here, is a C target of its own: `CLuaState`.)
+// LuaKit's `LuaVM` owns the `CLuaGuard` and is the only Swift user of this header.
 #ifndef CLUA_GUARD_H
 #define CLUA_GUARD_H
 
@@ -177,12 +176,6 @@ void clua_restart_budget_now(lua_State *L);
 /// now, and the hook is back to what a running call has — so the host can end its work and return normally.
 /// Scripts cannot reach it: a spent budget stays uncatchable for them. In guard.c.
 void clua_recover_budget(lua_State *L);
-
-/// `makebarrier{…}`, a Lua function for trusted host code: a journaling write barrier over proxy tables —
-/// `__index` and `__newindex` that do the common cases in C and hand the rest to given Lua functions, a C loop
-/// that reduces a run of actions through it, and the functions that read and set its state. In barrier.c,
-/// which says more.
-int clua_make_barrier(lua_State *L);
 
 
 /// What copying a table learned about it, for the next copy of the same table: its size (sequence part, other

@@ -90,12 +90,28 @@ extension LuaVM {
     /// Trusted code also sees `restartbudget()`, which gives the running call a fresh time budget counted from
     /// now: a host loop that runs many script functions in one call (a run of actions) gives each its own;
     /// `istable(v)` and `isstring(v)`, type tests that make no string (for hot paths such as a write barrier);
-    /// and `makebarrier{…}`, a journaling write barrier over proxy tables with its hot paths in C (the
-    /// metamethods' common cases, making proxies, a loop that reduces a run of actions; see `barrier.c`).
+    /// and whatever a higher layer registered with `defineTrusted(library:)`.
     public func loadTrusted(_ source: String, chunkName: String) throws(LuaError) -> LuaReference {
         checkThread()
         try loadChunk(source, chunkName: chunkName.hasPrefix("host:") ? chunkName : "host:" + chunkName)
         return makeReference()
+    }
+
+    /// Gives trusted host code (`loadTrusted`) the C functions of a higher layer's C target, as globals of the
+    /// real global table, which scripts never see. `library` is the opaque list such a target hands out (a
+    /// `luaL_Reg` array ending in `{NULL, NULL}`, as `clua_state_library()` gives the scripted store's state
+    /// engine): the layer above names no Lua type, and LuaKit stays the one layer that handles Lua's pointers.
+    public func defineTrusted(library: UnsafeRawPointer) throws(LuaError) {
+        checkThread()
+        let define = try loadTrusted("local name, value = ...\n_ENV[name] = value", chunkName: "host:defineTrusted")
+        var entry = library.assumingMemoryBound(to: luaL_Reg.self)
+        while let name = entry.pointee.name, let function = entry.pointee.func {
+            pushReference(define)
+            pushString(String(cString: name))
+            clua_pushcfunction(state, function)
+            try protectedCall(arguments: 2, results: 0) // (setting a global may need memory: a Lua error)
+            entry += 1
+        }
     }
 
     /// Calls `function` with Swift values; returns its results converted to Swift.

@@ -227,8 +227,6 @@ public final class LuaVM {
         lua_setglobal(state, "istable")
         clua_pushcfunction(state, clua_is_string)
         lua_setglobal(state, "isstring")
-        clua_pushcfunction(state, clua_make_barrier)
-        lua_setglobal(state, "makebarrier")
     }
 
     /// [-0, +1, -] Loads `source` as a text chunk named `chunkName` (compiled with the real global table as `_ENV`;

@@ -1,8 +1,9 @@
+import CLuaState
 import LuaKit
 
 /// The trusted Lua chunk that keeps a scripted app's state in the VM: `state_runtime.lua` beside this file,
 /// embedded at build time. The write barrier it builds on is explained once, at the top of
-/// `Sources/CLuaGuard/barrier.c`; the file's header says what the Lua half adds.
+/// `Sources/CLuaState/barrier.c`; the file's header says what the Lua half adds.
 enum StateRuntime {
     /// A host chunk (`host:`): the message handler skips its frames when it looks for the script's line.
     static let chunkName = "host:" + EmbeddedLua.stateRuntime.path
@@ -65,6 +66,7 @@ enum StateRuntime {
 
     /// [-0, +0] Runs the chunk in `vm` (trusted) and returns its module table.
     static func loadModule(into vm: LuaVM) throws(LuaError) -> LuaReference {
+        try vm.defineTrusted(library: clua_state_library()) // (`makebarrier`, the engine's C)
         let chunk = try vm.loadTrusted(EmbeddedLua.stateRuntime.source, chunkName: chunkName)
         guard let module = try vm.callForReferences(chunk, arguments: [.value(.string(metatableMarker)), .value(.integer(Int64(vm.limits.conversionDepth)))]).first ?? nil else {
             throw LuaError(.runtime, "the state runtime did not load")

@@ -2,7 +2,7 @@
 -- app VM; embedded into the binary at build time by the EmbedLua plugin).
 --
 -- The write barrier this file builds on — proxies, the undo journal, the change set, the modes and what runs in
--- C — is explained once, at the top of `Sources/CLuaGuard/barrier.c`. Here: the Lua halves of the metamethods
+-- C — is explained once, at the top of `Sources/CLuaState/barrier.c`. Here: the Lua halves of the metamethods
 -- (read tracking; a key or value that is a table; a key that appears or goes away; errors), the transactions
 -- around reduce, migrate and init, child stores' local states, and the readers (props, selectors,
 -- subscriptions): while one runs its reads are recorded (table → keys; `#t` reads the table's structure,

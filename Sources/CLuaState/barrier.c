@@ -58,6 +58,7 @@
 // functions Lua calls (`lua_CFunction`s) are entered with their arguments and may raise (`e`): they run only
 // inside a protected call the host made, never in a Swift frame.
 #include "json.h"
+#include "clua_state.h"
 
 #include <math.h>
 
@@ -1579,7 +1580,7 @@ static void push_closure(lua_State *L, int control, lua_CFunction function, cons
 /// `weakall`, `parents`, `parentkeys`), each function's own (the lists above), and optionally `control`, the barrier whose state a new
 /// set of functions keeps (when the Lua side replaces its caches). Returns the functions (`index`, `newindex`,
 /// `run`, and those of "The functions"), `control`, and the modes (`CLOSED`, `WRITE`, `READ`).
-int clua_make_barrier(lua_State *L) {
+static int clua_make_barrier(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_settop(L, 1);
     if (lua_getfield(L, 1, "control") == LUA_TUSERDATA) {
@@ -1647,3 +1648,12 @@ int clua_make_barrier(lua_State *L) {
     }
     return 1;
 }
+
+// MARK: The library
+
+static const luaL_Reg state_library[] = {
+    { "makebarrier", clua_make_barrier },
+    { NULL, NULL },
+};
+
+const void *clua_state_library(void) { return state_library; }

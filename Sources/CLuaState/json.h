@@ -1,5 +1,5 @@
 // Writing Lua values as a recording's JSON into a byte buffer: `json.c`, used by the barrier's run loop
-// (`barrier.c`). Internal to CLuaGuard (not in `include/`: Swift never sees it).
+// (`barrier.c`). Internal to CLuaState (not in `include/`: Swift never sees it).
 #ifndef CLUA_JSON_H
 #define CLUA_JSON_H
 

@@ -1,10 +1,40 @@
+import CLuaState
 import LuaKit
 import LuaStoreTestSupport
 import Testing
 
-/// `makebarrier` (CLuaGuard/barrier.c) driven directly from trusted Lua, with fallbacks that only count what
+/// `makebarrier` (CLuaState/barrier.c) driven directly from trusted Lua, with fallbacks that only count what
 /// they were handed: what the C paths do themselves and what they hand over.
 @Suite struct BarrierTests {
+    static let thread = LuaThread(name: "BarrierTests")
+
+    /// A fresh VM whose trusted code has the state engine's C (`makebarrier`), on the suite's thread.
+    func withVM<T>(_ body: (LuaVM) throws -> T) async throws -> T {
+        try await withTaskExecutorPreference(Self.thread) { () throws -> T in
+            let vm = try LuaVM()
+            try vm.defineTrusted(library: clua_state_library())
+            let result = try body(vm)
+            #expect(vm.stackDepth == 0, "the stack is empty after every call")
+            return result
+        }
+    }
+
+    /// `makebarrier` is for trusted code only (and only where a layer defined it), and says what it is missing.
+    @Test func barriersAreForTrustedCodeOnly() async throws {
+        try await withVM { vm throws in
+            let hidden = luaError { _ = try vm.run("return (function() return makebarrier end)()", chunkName: "script.lua") }
+            #expect(hidden?.message == "undeclared global 'makebarrier'")
+            let incomplete = try vm.loadTrusted("return makebarrier { targets = {} }", chunkName: "probe")
+            let error = luaError { _ = try vm.call(incomplete) }
+            #expect(error?.message.contains("makebarrier: proxies is missing") == true, "\(error.map(String.init(describing:)) ?? "")")
+        }
+        let plain = try await withTaskExecutorPreference(Self.thread) { () throws -> [LuaValue] in
+            let vm = try LuaVM()
+            return try vm.call(try vm.loadTrusted("return type(makebarrier)", chunkName: "probe"))
+        }
+        #expect(plain == ["nil"], "a VM no layer gave the engine's C has no barrier")
+    }
+
     /// A barrier over fresh caches, with counting fallbacks, as the chunk's local `B`; `body` runs after it.
     /// The chunk returns whatever `body` returns.
     func run(_ body: String) async throws -> [LuaValue] {
