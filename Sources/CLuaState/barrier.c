@@ -32,7 +32,7 @@
 // integer's value is taken as that integer, as a table keeps it. Everything else —
 // read tracking, a key or value that is a table, a key that appears or goes away, an error to raise — is handed,
 // unchanged, to the Lua functions the barrier was made with (`index`, `newindex`, `note`, `adopt`), which are what
-// the metamethods were before this file existed (README's benchmark section has what that saved).
+// the metamethods were before this file existed (docs/benchmarks.md has what that saved).
 //
 // The barrier's state (mode, journal length, whether the declared subscriptions are stale, the position in a
 // run, proxies made) is a C struct every function of one barrier shares, so the hot paths read it for free; the
@@ -42,7 +42,7 @@
 // `reduce` or `migrate` runs (writes are journaled); `props`, a selector or `subscriptions` runs (writes are
 // errors, reads are recorded by the Lua half).
 //
-// The state is data, a tree (README, "State is data"): the fast path stores only strings, booleans and finite
+// The state is data, a tree (docs/scripted-apps.md, "State is data"): the fast path stores only strings, booleans and finite
 // numbers; the Lua half refuses anything else that is not data, a table placed in a second place or inside
 // itself, and keys that are not data. That is what makes a change's path (where the changed table is, from the
 // records `to_proxy` keeps) well defined, and every state convertible.

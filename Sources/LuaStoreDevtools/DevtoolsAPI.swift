@@ -4,7 +4,7 @@ import LuaKit
 import LuaStoreConcurrency
 import LuaStoreScripting
 
-/// The devtools' HTTP API and page (README, "Devtools", lists the routes). Every request passes `admit` first:
+/// The devtools' HTTP API and page (docs/devtools.md, "Devtools", lists the routes). Every request passes `admit` first:
 /// the Host header must name this server (DNS rebinding), an Origin header must be this server's (other pages
 /// in the same browser), and the token must be there (a query item `token`, or the `X-Devtools-Token` header).
 /// Dispatch and time travel answer 423 until the page is unlocked.
@@ -507,7 +507,7 @@ final class DevtoolsAPI: HTTPHandler, Sendable {
                             body: Data(text.utf8))
     }
 
-    /// The kept session as a busted spec (`luastore test` runs it; README, "A session as a spec"): from the state
+    /// The kept session as a busted spec (`luastore test` runs it; docs/cli.md, "A session as a spec"): from the state
     /// before the oldest kept entry, one test per kept action, with the props after each where they changed (as
     /// the history gives them; without props when it no longer holds those entries).
     private func exportSpec() async throws -> HTTPResponse {

@@ -31,7 +31,7 @@ public struct DevtoolsOptions: Sendable {
 
 /// The devtools: a web page for a running scripted store (timeline, entries with their diffs, the state at any
 /// kept point, time travel, dispatch, export), served from the binary over HTTP on `host:port`, with a live
-/// stream over a WebSocket. See README, "Devtools".
+/// stream over a WebSocket. See docs/devtools.md, "Devtools".
 public final class DevtoolsServer: Sendable {
     /// The page's address, with its token: what `luastore run --devtools` prints.
     public let url: String

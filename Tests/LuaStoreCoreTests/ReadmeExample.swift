@@ -3,8 +3,8 @@ import LuaStoreCore
 import LuaStoreTestSupport
 import Testing
 
-/// The store example from README.md, compiled and run so the README stays true. (Its server is the test
-/// server, not README's 127.0.0.1:8080, and what the README prints is recorded.)
+/// The store example from docs/swift-api.md, compiled and run so the page stays true. (Its server is the test
+/// server, not the example's 127.0.0.1:8080, and what it prints is recorded.)
 enum ReadmeExample {
 
     enum Action: Sendable { case queryChanged(String), loaded(String), failed(URLFailure.Reason), tick }
@@ -55,7 +55,7 @@ enum ReadmeExample {
 
         let root = RootStore(initialState: AppState(), reducer: App(base: base), effects: effects)
         root.store.scope(\.results).subscribe(Observer(removeDuplicates: .asEquatable) { results in
-            printed.withLock { $0.append(results) } // README: print(results)
+            printed.withLock { $0.append(results) } // the example: print(results)
             return .active
         })
         root.dispatch(.queryChanged("lua"))

@@ -228,7 +228,7 @@ import LuaStoreCore
     }
 }
 
-/// What README's "Hot reload" promises beyond the state kept: the reload is an action, commands in flight
+/// What docs/scripted-apps.md's "Hot reload" promises beyond the state kept: the reload is an action, commands in flight
 /// report to the new scripts, and a burst of saves is one reload.
 @Suite(.tags(.concurrency)) struct ReloadPromisesTests {
     /// Records the last action it saw (with `from`/`to`), and asks for a delayed `late` action on `later`.

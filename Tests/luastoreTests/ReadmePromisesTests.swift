@@ -2,7 +2,7 @@ import Foundation
 import LuaStoreTestSupport
 import Testing
 
-/// What README's `luastore` reference promises about JSON output, specs, settling and hosts, through the built
+/// What the `luastore` reference (docs/cli.md) promises about JSON output, specs, settling and hosts, through the built
 /// binary.
 @Suite struct ReadmePromisesTests {
     /// A temporary app folder with `files` (paths relative to it), removed by the caller.

@@ -1,4 +1,4 @@
-// A Swift program hosting a scripted app (README, "Swift API"): the app's props as an `@Observable` model that a
+// A Swift program hosting a scripted app (docs/swift-api.md, "Swift API"): the app's props as an `@Observable` model that a
 // "view" draws a frame of whenever it changed, and actions sent with `await store.send`, which says what each did.
 //
 //     swift run swift-host [APP_DIR]        (default: samples/counter)

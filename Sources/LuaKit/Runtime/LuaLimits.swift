@@ -48,7 +48,7 @@ public enum GarbageCollection: Sendable, Equatable {
     /// one — a full, stop-the-world collection — once the heap grew by `majorMultiplier` % since the last one
     /// (at most 200 and 1000). Short-lived garbage — an action's table, a proxy, a props table — is freed
     /// cheaply while still in cache, which is most of what a scripted store makes; the price is the
-    /// occasional major collection (milliseconds for a heap of 100,000 records: README, Benchmarks). The
+    /// occasional major collection (milliseconds for a heap of 100,000 records: docs/benchmarks.md). The
     /// default major multiplier is 300, not Lua's 100: with 100, Lua 5.4.4 ran major collections often enough
     /// to make toggling an item of a 100,000-item state much dearer, for no smaller peak. Where 4 × the live
     /// heap would not fit under `memoryBytes`, the cap triggers the major collection instead (the same full

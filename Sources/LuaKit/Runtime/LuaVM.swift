@@ -6,7 +6,7 @@ import Foundation
 ///
 /// A `LuaVM` owns its `lua_State` and closes it in `deinit`. It must be created and used on one thread whose
 /// stack is at least 8 MiB — a `LuaThread` — and every call into Lua is a protected call with a time budget and
-/// a memory cap (`LuaLimits`). Scripts see only the sandbox (see README, "The script environment").
+/// a memory cap (`LuaLimits`). Scripts see only the sandbox (see docs/lua.md, "The script environment").
 ///
 /// Internally, every helper that touches the Lua stack states its effect as Lua's manual does, `[-o, +p, x]`
 /// (pops `o`, pushes `p`; `x` whether it may raise a Lua error). In Swift `x` is always `-`: no Lua error may

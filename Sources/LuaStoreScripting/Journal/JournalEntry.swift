@@ -17,7 +17,7 @@ public struct StateChange: Sendable, Hashable {
 
 /// What the session journal says about one thing the store did: an action reduced (or refused), or a reload.
 /// Entries are taken from the write barrier's own bookkeeping, so one costs what the action changed, never the
-/// size of the state (see README, "The session journal").
+/// size of the state (see docs/scripted-apps.md, "The session journal").
 public struct JournalEntry: Sendable {
     /// Where an action came from.
     public enum Origin: Sendable, Hashable {
@@ -63,7 +63,7 @@ public struct JournalEntry: Sendable {
     public private(set) var changeCount: Int
     /// The commands the reducer returned (in order; subscriptions are not commands).
     public var commands: [ScriptEffect] = []
-    /// How long the VM took to reduce the action; actions reduced in one run (see README, "Runs") share the
+    /// How long the VM took to reduce the action; actions reduced in one run (see docs/scripted-apps.md, "Runs") share the
     /// run's time equally.
     public var duration: Duration = .zero
 

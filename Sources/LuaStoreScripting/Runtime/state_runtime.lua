@@ -88,7 +88,7 @@ end
 -- hold a few hundred entries keeps them small (a reducer touching a different item each time would otherwise
 -- grow them without end). They are emptied in place, not replaced: a table keeps its slots when emptied, so
 -- refilling it costs no rehashing (replacing them made every toggle of a not-recently-touched item dearer:
--- README, Benchmarks). Caches a large evaluation grew (and made weak) are replaced, to let their slots go.
+-- docs/benchmarks.md). Caches a large evaluation grew (and made weak) are replaced, to let their slots go.
 -- The caches hold their tables strongly, so they are also emptied by a flush after a table left the state
 -- (a write replaced or removed one): such a table (a list the reducer replaced) is released by the next
 -- flush at the latest.

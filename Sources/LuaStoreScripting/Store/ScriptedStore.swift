@@ -243,7 +243,7 @@ public final class ScriptedStore: Sendable {
         thread.async { [engine] in engine.addReader(.path(path), queue: queue, deliver: body) }
     }
 
-    /// A child store with its own local state, reduced by the app module `module` (see README, "Child
+    /// A child store with its own local state, reduced by the app module `module` (see docs/scripted-apps.md, "Child
     /// stores"). It lives as long as you keep it.
     public func child(module: String) async throws(ScriptFailure) -> ScriptedChildStore {
         let engine = self.engine
@@ -484,7 +484,7 @@ public final class ScriptedStore: Sendable {
 
     // MARK: Reload
 
-    /// Loads the app's scripts again, at an action boundary, keeping the state (see README, "Hot reload").
+    /// Loads the app's scripts again, at an action boundary, keeping the state (see docs/scripted-apps.md, "Hot reload").
     @discardableResult
     public func reload() async throws(ScriptFailure) -> ReloadOutcome {
         let result: Result<ReloadOutcome, ScriptFailure> = await withCheckedContinuation { continuation in

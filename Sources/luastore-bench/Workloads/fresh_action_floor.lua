@@ -1,4 +1,4 @@
--- The floor of `counter.fresh_actions_…` in stock Lua (README, "Benchmarks"): what Debian's `lua5.4` needs for the
+-- The floor of `counter.fresh_actions_…` in stock Lua (docs/benchmarks.md, "Benchmarks"): what Debian's `lua5.4` needs for the
 -- core of a fresh dispatch — make the four-field action, call the counter's reducer protected — on a plain state
 -- and on a state behind the simplest journaling barrier; no store, no second thread, no conversion from Swift.
 -- `scripts/bench` runs it for `counter.fresh_actions_floor_vs_swift_ratio`; by hand:
