@@ -85,7 +85,7 @@ let package = Package(
                           swiftSettings: strict),
         .executableTarget(
             name: "luastore-bench",
-            dependencies: ["LuaKit", "LuaStoreCore", "LuaStoreScripting", "LuaStoreDevtools", "LuaStoreTestSupport"], swiftSettings: strict,
+            dependencies: ["LuaKit", "LuaStoreCore", "LuaStoreScripting", "LuaStoreDevtools", "RawHTTPClient"], swiftSettings: strict,
             plugins: ["EmbedLua"]
         ),
         .target(
@@ -104,6 +104,8 @@ let package = Package(
             dependencies: ["LuaKit", "LuaStoreCore", "LuaStoreScripting", "LuaStoreTesting", "LuaStoreTestSupport"],
             swiftSettings: strict
         ),
+        // A bounded HTTP and WebSocket client on a plain socket, for the devtools' tests and benchmarks.
+        .target(name: "RawHTTPClient", swiftSettings: strict),
         .target(
             name: "LuaStoreTestSupport",
             dependencies: [
@@ -127,7 +129,7 @@ let package = Package(
         .testTarget(
             name: "luastoreTests",
             dependencies: [
-                "LuaStoreDemoAPI", "LuaStoreTestSupport", "LuaStoreDevtools", .target(name: "luastore"), .target(name: "luastore-bench"), .target(name: "swift-host"),
+                "LuaStoreDemoAPI", "LuaStoreTestSupport", "LuaStoreDevtools", "RawHTTPClient", .target(name: "luastore"), .target(name: "luastore-bench"), .target(name: "swift-host"),
             ],
             exclude: ["golden", "specs", "busted", "busted-project"],
             swiftSettings: strict

@@ -2,7 +2,7 @@ import Foundation
 import LuaKit
 import LuaStoreDevtools
 import LuaStoreScripting
-import LuaStoreTestSupport
+import RawHTTPClient
 
 /// The devtools: what an open page costs the store, how soon it hears of an action, and how fast it pages and
 /// filters a long session.

@@ -4,6 +4,7 @@ import LuaKit
 @testable import LuaStoreDevtools
 import LuaStoreScripting
 import LuaStoreTestSupport
+import RawHTTPClient
 import Testing
 
 /// The devtools' API over real HTTP on 127.0.0.1 (requests written on a socket, so that Host and Origin are
