@@ -1,0 +1,74 @@
+import FlyingFox
+import Foundation
+import LuaKit
+import LuaStoreConcurrency
+import LuaStoreScripting
+
+/// The routes that change the store (answered only while the page is unlocked): dispatch and time travel.
+extension DevtoolsAPI {
+    // MARK: Changing (unlocked only)
+
+    func change(_ route: String, _ request: HTTPRequest) async throws -> HTTPResponse {
+        switch route {
+        case "POST /api/dispatch":
+            let body = try await Self.body(of: request, limit: options.bodyLimit)
+            let action: LuaValue
+            do {
+                action = try LuaJSON.parse(String(decoding: body, as: UTF8.self))
+            } catch {
+                throw Refusal(400, "the action is \(error)")
+            }
+            guard action["type"].string != nil else { throw Refusal(400, "an action must be a JSON object with a string \"type\"") }
+            store.dispatch(action)
+            await store.barrier()
+        case "POST /api/jump":
+            try await store.jump(to: try sequence(request))
+        case "POST /api/rewind":
+            try await store.rewind(to: try sequence(request))
+        default:
+            await store.resume()
+        }
+        await live.broadcastStatus(of: self)
+        if await store.travelStatus().traveling { watchHeld() }
+        return await session()
+    }
+
+    /// While the store shows a past point, actions that arrive are held, which the journal does not hear of:
+    /// pages are told of the count as it grows (looked at every 100 ms, only while traveling).
+    func watchHeld() {
+        guard watchingHeld.withLock({ watching in defer { watching = true }; return !watching }) else { return }
+        Task { [weak self] in
+            var told = 0
+            while let self {
+                let status = await self.store.travelStatus()
+                guard status.traveling else { break }
+                if status.held != told {
+                    told = status.held
+                    await self.live.broadcastStatus(of: self)
+                }
+                try? await Task.sleep(for: .milliseconds(100))
+            }
+            self?.watchingHeld.withLock { $0 = false }
+        }
+    }
+
+    /// The request's body, refused past `limit` bytes (by its declared length, or as it arrives).
+    static func body(of request: HTTPRequest, limit: Int) async throws -> [UInt8] {
+        if let length = request.headers[.contentLength].flatMap(Int.init), length > limit {
+            throw Refusal(413, "the body is \(length) bytes; at most \(limit) are accepted")
+        }
+        var bytes: [UInt8] = []
+        for try await chunk in request.bodySequence {
+            bytes.append(contentsOf: chunk)
+            if bytes.count > limit { throw Refusal(413, "the body is over \(limit) bytes, the most accepted") }
+        }
+        return bytes
+    }
+
+    /// What a status message says (live).
+    func statusJSON() async -> String {
+        let travel = await store.travelStatus()
+        let history = await store.history()
+        return #"{"type":"status","traveling":\#(travel.traveling),"held":\#(travel.held),"at":\#(history.at ?? 0),"unlocked":\#(unlocked.withLock { $0 })}"#
+    }
+}

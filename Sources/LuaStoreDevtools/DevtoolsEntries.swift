@@ -1,0 +1,89 @@
+import FlyingFox
+import Foundation
+import LuaKit
+import LuaStoreConcurrency
+import LuaStoreScripting
+
+/// Which entries the timeline shows: by action type, by text (in the type, the action or the failure), by a
+/// path some change touched (at it, above it or below it), failures only.
+struct EntryFilter: Equatable {
+    var type: String?
+    var text: String?
+    var path: [LuaKey]?
+    var failed = false
+
+    init(_ query: [HTTPRequest.QueryItem]) throws {
+        type = query["type"].flatMap { $0.isEmpty ? nil : $0 }
+        text = query["text"].flatMap { $0.isEmpty ? nil : $0.lowercased() }
+        if let path = query["path"], !path.isEmpty { self.path = try DevtoolsAPI.path(path) }
+        failed = query["failed"] == "1"
+    }
+
+    var isEmpty: Bool { type == nil && text == nil && path == nil && !failed }
+
+    func admits(_ entry: JournalEntry) -> Bool {
+        if failed, entry.failure == nil { return false }
+        if let type, entry.action?["type"].string != type { return false }
+        if let path {
+            guard entry.changes.contains(where: { change in
+                let shared = min(change.path.count, path.count)
+                return change.path.prefix(shared) == path.prefix(shared)
+            }) else { return false }
+        }
+        if let text {
+            let action = entry.action.flatMap { try? RecordingJSON.encode($0) } ?? ""
+            let failure = entry.failure.map { "\($0.error)" } ?? ""
+            guard action.lowercased().contains(text) || failure.lowercased().contains(text) else { return false }
+        }
+        return true
+    }
+}
+
+struct FilterCache {
+    var filter: EntryFilter
+    var scanned: UInt64
+    var matches: [UInt64]
+}
+
+/// A timeline row: sequence, kind, type, origin, time, cost, changes, commands, failure, scripts.
+enum Summary {
+    static func write(_ item: DevtoolsJournal.Kept, into body: inout String) {
+        let entry = item.entry
+        body += #"{"seq":\#(entry.sequence),"kind":"#
+        switch entry.event {
+        case .action(let action):
+            body += #""action","type":"#
+            RecordingJSON.quote(action["type"].string ?? "?", into: &body)
+        case .reload(let from, let to):
+            body += #""reload","from":\#(from),"to":\#(to)"#
+        case .failedReload:
+            body += #""failedReload""#
+        }
+        body += #","origin":"#
+        switch entry.origin {
+        case .outside: body += #""outside""#
+        case .child: body += #""child""#
+        case .reload: body += #""reload""#
+        case .effect(let kind, let subscription):
+            body += #"{"effect":"#
+            RecordingJSON.quote(kind, into: &body)
+            if let subscription {
+                body += #","subscription":"#
+                RecordingJSON.quote(subscription, into: &body)
+            }
+            body += "}"
+        }
+        let nanoseconds = entry.duration.components.seconds * 1_000_000_000 + entry.duration.components.attoseconds / 1_000_000_000
+        body += #","time":\#(Int64(item.time)),"ns":\#(nanoseconds),"changes":\#(entry.changeCount),"commands":\#(entry.commands.count)"#
+        if let failure = entry.failure {
+            body += #","failure":{"stage":"\#(failure.stage.rawValue)","message":"#
+            RecordingJSON.quote(failure.error.message, into: &body)
+            if let location = failure.error.location {
+                body += #","location":"#
+                RecordingJSON.quote(location, into: &body)
+            }
+            body += "}"
+        }
+        body += #","scripts":"\#(entry.scripts)"}"#
+    }
+}
