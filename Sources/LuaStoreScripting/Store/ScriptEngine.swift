@@ -50,7 +50,7 @@ final class ScriptEngine {
     let runtime: StateRuntime.Functions
     let report: @Sendable (ScriptFailure) -> Void
     var readers: [Int64: Reader] = [:]
-    private var nextReader: Int64 = 1
+    var nextReader: Int64 = 1
     private var cachedSubscriptions: [String: ScriptEffect] = [:]
     /// Hears which subscriptions each new set launches and cancels (`ScriptedStoreOptions.subscriptionsChanged`).
     var subscriptionsChanged: (@Sendable (SubscriptionChange) -> Void)?
@@ -62,7 +62,7 @@ final class ScriptEngine {
     var recorder: SessionRecorder? { didSet { updateJournaling() } }
     var journalStreams: [Int: AsyncStream<JournalEntry>.Continuation] = [:] { didSet { updateJournaling() } }
     var nextJournalStream = 0
-    private(set) var journalSequence: UInt64 = 0
+    var journalSequence: UInt64 = 0
     /// Whether the last successful reload ran a migration (its transaction is the last one).
     var migrated = false
     /// Whether anyone hears the journal.
@@ -90,7 +90,7 @@ final class ScriptEngine {
     /// How many actions `ScriptedStore.send` dispatched are not yet reduced (their journal entries are wanted).
     var sendsWaiting = 0 { didSet { updateJournaling() } }
     /// The last journal entry made (what `send` returns for its action, read right after it was reduced).
-    private(set) var lastEntry: JournalEntry?
+    var lastEntry: JournalEntry?
 
     /// Tells the runtime whether runs collect each action's changes.
     func updateJournaling() {
@@ -261,100 +261,6 @@ final class ScriptEngine {
         return commands
     }
 
-    /// Journal entries for `actions`, committed at run positions `first`, `first + 1`, …, from the records the
-    /// barrier wrote (`records`, read with the run's results; else `encodedJournal`); changes it left to Swift are
-    /// read from the runtime's list.
-    /// `commands`: what the action at that position returned; `duration`: each action's share of the time. The
-    /// recorder takes the run as it is (its writer makes the entries); entries are made here only for whoever
-    /// else hears the journal, or when the barrier left changes to Swift.
-    func journalCommitted(_ actions: ArraySlice<LuaValue>, origin: JournalEntry.Origin, from first: Int64,
-                          records: EncodedJournal? = nil, commands: (position: Int64, [ScriptEffect])? = nil,
-                          duration: Duration = .zero) throws(LuaError) {
-        let encoded = if let records { records } else { try encodedJournal() }
-        let converted = encoded.isWritten ? nil : try collectedChanges()
-        let run = JournalRun(firstSequence: journalSequence + 1, actions: actions, origin: origin, firstPosition: first,
-                             encoded: encoded, converted: converted, commands: commands, duration: duration, scripts: app.digest)
-        journalSequence += UInt64(actions.count)
-        recorder?.append(run: run)
-        guard journal != nil || !journalStreams.isEmpty || historyLimit > 0 || sendsWaiting > 0 else { return }
-        run.forEachEntry { entry in deliver(entry, kept: true, recorded: true) }
-    }
-
-    /// Hands a journal entry to whoever hears the journal. `kept`: the runtime kept a history entry for it
-    /// (a committed action, a migration); by default, whether it did not fail.
-    func record(_ event: JournalEntry.Event, origin: JournalEntry.Origin, changes: [StateChange], failure: ScriptFailure?,
-                kept: Bool? = nil, duration: Duration = .zero) {
-        journalSequence += 1
-        var entry = JournalEntry(sequence: journalSequence, event: event, origin: origin, changes: changes, failure: failure,
-                                 scripts: app.digest)
-        entry.duration = duration
-        deliver(entry, kept: kept ?? (failure == nil))
-    }
-
-    /// Hands `entry` (the next in sequence) to whoever hears the journal; `kept`: as for `record`; `recorded`: the
-    /// recorder has it already (in its run).
-    private func deliver(_ entry: JournalEntry, kept: Bool, recorded: Bool = false) {
-        if historyLimit > 0, kept { keepInHistory(entry.sequence, changeCount: entry.changeCount) }
-        if !recorded { recorder?.append(entry) }
-        if sendsWaiting > 0 { lastEntry = entry }
-        journal?(entry)
-        for continuation in journalStreams.values { continuation.yield(entry) }
-    }
-
-    /// What the last run's actions changed, as the barrier wrote it (`record_changes`, `barrier.c`), read once.
-    func encodedJournal() throws(LuaError) -> EncodedJournal {
-        let bytes = try vm.call(runtime[.encoded], arguments: []) { results throws(LuaError) in
-            results.bytes(1, count: Int(results.integer(2) ?? 0)) ?? []
-        }
-        return EncodedJournal(bytes)
-    }
-
-    /// What the last transaction changed, read from its journal by the runtime (O(changed)).
-    func lastChanges() throws(LuaError) -> [StateChange] {
-        try changes(from: .changes)[1] ?? []
-    }
-
-    /// What each action of the last run (or the single action last reduced) changed, by position.
-    func collectedChanges() throws(LuaError) -> [Int64: [StateChange]] {
-        try changes(from: .collected)
-    }
-
-    private func changes(from function: StateRuntime.Function) throws(LuaError) -> [Int64: [StateChange]] {
-        let list = try vm.call(runtime[function], arguments: []) { results throws(LuaError) -> LuaValue in
-            (results.integer(1) ?? 0) == 0 ? .nil : try results.value(2, root: "state")
-        }
-        return Self.changes(fromCollected: list)
-    }
-
-    /// Reads the runtime's `collected` layout (`state_runtime.lua`, "The journal, read"): for each action that
-    /// changed something, its position, the number of changes, then each change's depth (negative: removed),
-    /// the keys of its path, and its new value.
-    static func changes(fromCollected value: LuaValue) -> [Int64: [StateChange]] {
-        guard let items = value.table?.array else { return [:] }
-        var result: [Int64: [StateChange]] = [:]
-        var index = 0
-        while index + 1 < items.count, let position = items[index].integer, let count = items[index + 1].integer {
-            index += 2
-            var changes: [StateChange] = []
-            changes.reserveCapacity(Int(count))
-            for _ in 0..<count {
-                guard index < items.count, let signed = items[index].integer else { return result }
-                let depth = Int(signed.magnitude)
-                guard index + depth + (signed >= 0 ? 1 : 0) < items.count else { return result }
-                let path = items[(index + 1)..<(index + 1 + depth)].compactMap(LuaKey.init(exactly:))
-                index += depth + 1
-                if signed >= 0 {
-                    changes.append(StateChange(path: path, value: items[index]))
-                    index += 1
-                } else {
-                    changes.append(StateChange(path: path, value: nil))
-                }
-            }
-            result[position] = changes
-        }
-        return result
-    }
-
     /// Reduces one action; returns its commands and, when journaling, the records of what it changed.
     /// Reduces one action. When the store notifies after every action, the readers run within the call after
     /// it, if it changed what they read, and what they gave is delivered here — except for an action routed from
@@ -478,152 +384,6 @@ final class ScriptEngine {
         cachedSubscriptions = effects
         subscriptionsDirty = false
         return effects
-    }
-
-    // MARK: Readers
-
-    /// Attaches an observer to a new reader and delivers its current value.
-    func addReader(_ kind: ReaderKind, queue: DispatchQueue?, deliver: @escaping @Sendable (LuaValue) -> ObserverStatus) {
-        let id = nextReader
-        nextReader += 1
-        readers[id] = Reader(kind: kind, queue: queue, deliver: deliver, last: nil)
-        do {
-            var arguments: [LuaArgument] = [.value(.integer(id)), .reference(try readerFunction(kind))]
-            if case .childProps(let child) = kind { arguments.append(.value(.integer(child))) }
-            try vm.call(runtime[.register], arguments: arguments)
-            let value = try vm.call(runtime[.evaluate], arguments: [.value(.integer(id))]) { results throws(LuaError) in
-                try results.value(1, root: kind.rootName)
-            }
-            offer(value, to: id)
-        } catch {
-            _ = try? vm.call(runtime[.reset], arguments: [])
-            report(ScriptFailure(stage: kind.stage, error: error, action: nil))
-        }
-    }
-
-    func readerFunction(_ kind: ReaderKind) throws(LuaError) -> LuaReference {
-        switch kind {
-        case .props:
-            return app.props
-        case .path(let keys):
-            guard let selector = try vm.callForReferences(runtime[.path], arguments: keys.map { .value($0.value) }).first ?? nil else {
-                throw LuaError(.runtime, "the state runtime made no selector")
-            }
-            return selector
-        case .childProps(let child):
-            guard let module = children[child] else { throw LuaError(.runtime, "the child store is gone") }
-            return module.props
-        }
-    }
-
-    /// Re-evaluates the readers whose inputs changed (all of them when `everything`) and delivers new values.
-    /// Values are converted straight off the Lua stack; one reader's bad value is reported for that reader alone.
-    /// Nothing to do, and no call into the VM, when the last run left nothing for a flush (`settledCalls`).
-    func flush(everything: Bool = false) {
-        if !everything, settledCalls == vm.calls { return }
-        let flushed: Flushed
-        do {
-            flushed = try vm.call(runtime[.flush], arguments: [.value(.boolean(everything))]) { results throws(LuaError) in
-                try readFlushed(results, at: 1)
-            }
-        } catch {
-            _ = try? vm.call(runtime[.reset], arguments: [])
-            report(ScriptFailure(stage: .props, error: error, action: nil))
-            return
-        }
-        deliver(flushed)
-    }
-
-    /// What readers gave, in the order they ran: each one's value, or its failure.
-    struct Flushed {
-        var results: [(id: Int64, result: Result<LuaValue, LuaError>)] = []
-    }
-
-    /// Reads what readers gave from `results`, in the `StateRuntime.FlushResult` layout starting at `first`.
-    func readFlushed(_ results: LuaResults, at first: Int32) throws(LuaError) -> Flushed {
-        typealias Result = StateRuntime.FlushResult
-        var flushed = Flushed()
-        let count = results.integer(first + Result.count) ?? 0
-        guard count > 0 else { return flushed }
-        flushed.results.reserveCapacity(Int(count))
-        for position in stride(from: Int64(1), through: count, by: 1) {
-            guard let readerID = results.integer(first + Result.readers, at: position), let reader = readers[readerID] else {
-                continue
-            }
-            if results.boolean(first + Result.failed, at: position) == true {
-                let message = try results.value(first + Result.values, at: position, root: "message")
-                flushed.results.append((readerID, .failure(LuaError(.runtime, parsing: message.string ?? "\(message)"))))
-                continue
-            }
-            do throws(LuaError) {
-                flushed.results.append((readerID, .success(try results.value(first + Result.values, at: position, root: reader.kind.rootName))))
-            } catch {
-                flushed.results.append((readerID, .failure(error)))
-            }
-        }
-        return flushed
-    }
-
-    /// Delivers what readers gave, in order: new values (to observers whose value changed), and failures.
-    func deliver(_ flushed: Flushed) {
-        for (id, result) in flushed.results {
-            switch result {
-            case .success(let value):
-                offer(value, to: id)
-            case .failure(let error):
-                guard let reader = readers[id] else { continue }
-                report(ScriptFailure(stage: reader.kind.stage, error: error, action: nil))
-            }
-        }
-    }
-
-    /// What the readers gave within a run, whether the run left nothing for a flush, and the flush's failure.
-    struct RunFlush {
-        let flushed: Flushed
-        let settled: Bool
-        let failure: LuaError?
-    }
-
-    /// What the readers gave within a run (`StateRuntime.RunResult`).
-    func readRunFlush(_ results: LuaResults) throws(LuaError) -> RunFlush {
-        typealias Result = StateRuntime.RunResult
-        let kind: LuaError.Kind = results.boolean(Result.flushTimedOut) == true ? .timeout : .runtime
-        let failure = results.isNil(Result.flushFailure) ? nil
-            : LuaError(kind, parsing: (try? results.value(Result.flushFailure, root: "error"))?.string ?? "the readers failed")
-        return RunFlush(flushed: try readFlushed(results, at: Result.flushed), settled: results.boolean(Result.settled) == true,
-                        failure: failure)
-    }
-
-    /// Delivers what the readers gave within a run; notes whether the run left nothing for the store's flush.
-    func deliverRunFlush(_ run: RunFlush) {
-        deliver(run.flushed)
-        if let failure = run.failure {
-            _ = try? vm.call(runtime[.reset], arguments: [])
-            report(ScriptFailure(stage: .props, error: failure, action: nil))
-        }
-        settledCalls = run.settled ? vm.calls : nil
-    }
-
-    private func offer(_ value: LuaValue, to id: Int64) {
-        // (In place: a copy of the reader put back cost a second lookup, and a copy of its last value.)
-        guard let index = readers.index(forKey: id) else { return }
-        if let last = readers.values[index].last, last == value { return }
-        readers.values[index].last = value
-        let reader = readers.values[index]
-        let deliver = reader.deliver
-        if let queue = reader.queue {
-            queue.async { [weak self] in
-                guard deliver(value) == .dead, let self else { return }
-                self.thread.async { [weak self] in self?.removeReader(id) }
-            }
-        } else if deliver(value) == .dead {
-            removeReader(id)
-        }
-    }
-
-    func removeReader(_ id: Int64) {
-        readers[id] = nil
-        _ = try? vm.call(runtime[.unregister], arguments: [.value(.integer(id))])
     }
 
     // MARK: State

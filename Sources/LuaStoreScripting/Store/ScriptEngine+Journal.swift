@@ -1,0 +1,102 @@
+import Dispatch
+import Foundation
+import LuaKit
+import LuaStoreCore
+
+/// The session journal: entries for what the store did, made from what the barrier wrote, handed to whoever hears
+/// the journal (the recorder, `journal`, journal streams, the history, `send`).
+extension ScriptEngine {
+    /// Journal entries for `actions`, committed at run positions `first`, `first + 1`, …, from the records the
+    /// barrier wrote (`records`, read with the run's results; else `encodedJournal`); changes it left to Swift are
+    /// read from the runtime's list.
+    /// `commands`: what the action at that position returned; `duration`: each action's share of the time. The
+    /// recorder takes the run as it is (its writer makes the entries); entries are made here only for whoever
+    /// else hears the journal, or when the barrier left changes to Swift.
+    func journalCommitted(_ actions: ArraySlice<LuaValue>, origin: JournalEntry.Origin, from first: Int64,
+                          records: EncodedJournal? = nil, commands: (position: Int64, [ScriptEffect])? = nil,
+                          duration: Duration = .zero) throws(LuaError) {
+        let encoded = if let records { records } else { try encodedJournal() }
+        let converted = encoded.isWritten ? nil : try collectedChanges()
+        let run = JournalRun(firstSequence: journalSequence + 1, actions: actions, origin: origin, firstPosition: first,
+                             encoded: encoded, converted: converted, commands: commands, duration: duration, scripts: app.digest)
+        journalSequence += UInt64(actions.count)
+        recorder?.append(run: run)
+        guard journal != nil || !journalStreams.isEmpty || historyLimit > 0 || sendsWaiting > 0 else { return }
+        run.forEachEntry { entry in deliver(entry, kept: true, recorded: true) }
+    }
+
+    /// Hands a journal entry to whoever hears the journal. `kept`: the runtime kept a history entry for it
+    /// (a committed action, a migration); by default, whether it did not fail.
+    func record(_ event: JournalEntry.Event, origin: JournalEntry.Origin, changes: [StateChange], failure: ScriptFailure?,
+                kept: Bool? = nil, duration: Duration = .zero) {
+        journalSequence += 1
+        var entry = JournalEntry(sequence: journalSequence, event: event, origin: origin, changes: changes, failure: failure,
+                                 scripts: app.digest)
+        entry.duration = duration
+        deliver(entry, kept: kept ?? (failure == nil))
+    }
+
+    /// Hands `entry` (the next in sequence) to whoever hears the journal; `kept`: as for `record`; `recorded`: the
+    /// recorder has it already (in its run).
+    func deliver(_ entry: JournalEntry, kept: Bool, recorded: Bool = false) {
+        if historyLimit > 0, kept { keepInHistory(entry.sequence, changeCount: entry.changeCount) }
+        if !recorded { recorder?.append(entry) }
+        if sendsWaiting > 0 { lastEntry = entry }
+        journal?(entry)
+        for continuation in journalStreams.values { continuation.yield(entry) }
+    }
+
+    /// What the last run's actions changed, as the barrier wrote it (`record_changes`, `barrier.c`), read once.
+    func encodedJournal() throws(LuaError) -> EncodedJournal {
+        let bytes = try vm.call(runtime[.encoded], arguments: []) { results throws(LuaError) in
+            results.bytes(1, count: Int(results.integer(2) ?? 0)) ?? []
+        }
+        return EncodedJournal(bytes)
+    }
+
+    /// What the last transaction changed, read from its journal by the runtime (O(changed)).
+    func lastChanges() throws(LuaError) -> [StateChange] {
+        try changes(from: .changes)[1] ?? []
+    }
+
+    /// What each action of the last run (or the single action last reduced) changed, by position.
+    func collectedChanges() throws(LuaError) -> [Int64: [StateChange]] {
+        try changes(from: .collected)
+    }
+
+    func changes(from function: StateRuntime.Function) throws(LuaError) -> [Int64: [StateChange]] {
+        let list = try vm.call(runtime[function], arguments: []) { results throws(LuaError) -> LuaValue in
+            (results.integer(1) ?? 0) == 0 ? .nil : try results.value(2, root: "state")
+        }
+        return Self.changes(fromCollected: list)
+    }
+
+    /// Reads the runtime's `collected` layout (`state_runtime.lua`, "The journal, read"): for each action that
+    /// changed something, its position, the number of changes, then each change's depth (negative: removed),
+    /// the keys of its path, and its new value.
+    static func changes(fromCollected value: LuaValue) -> [Int64: [StateChange]] {
+        guard let items = value.table?.array else { return [:] }
+        var result: [Int64: [StateChange]] = [:]
+        var index = 0
+        while index + 1 < items.count, let position = items[index].integer, let count = items[index + 1].integer {
+            index += 2
+            var changes: [StateChange] = []
+            changes.reserveCapacity(Int(count))
+            for _ in 0..<count {
+                guard index < items.count, let signed = items[index].integer else { return result }
+                let depth = Int(signed.magnitude)
+                guard index + depth + (signed >= 0 ? 1 : 0) < items.count else { return result }
+                let path = items[(index + 1)..<(index + 1 + depth)].compactMap(LuaKey.init(exactly:))
+                index += depth + 1
+                if signed >= 0 {
+                    changes.append(StateChange(path: path, value: items[index]))
+                    index += 1
+                } else {
+                    changes.append(StateChange(path: path, value: nil))
+                }
+            }
+            result[position] = changes
+        }
+        return result
+    }
+}
