@@ -100,6 +100,13 @@ let package = Package(
             name: "LuaStoreTesting", dependencies: ["LuaKit", "LuaStoreCore", "LuaStoreScripting"], swiftSettings: strict
         ),
         .testTarget(
+            name: "LuaStoreDevtoolsTests",
+            dependencies: [
+                "LuaKit", "LuaStoreScripting", "LuaStoreDevtools", "LuaStoreTestSupport", "RawHTTPClient", .target(name: "luastore"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
             name: "LuaStoreTestingTests",
             dependencies: ["LuaKit", "LuaStoreCore", "LuaStoreScripting", "LuaStoreTesting", "LuaStoreTestSupport"],
             swiftSettings: strict

@@ -1,4 +1,5 @@
 import Foundation
+import LuaStoreTestSupport
 import Testing
 
 /// Bad input is reported with where it came from, and nothing else is lost.

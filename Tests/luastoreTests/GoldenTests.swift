@@ -1,4 +1,5 @@
 import Foundation
+import LuaStoreTestSupport
 import LuaStoreDemoAPI
 import Testing
 

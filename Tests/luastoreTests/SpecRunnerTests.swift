@@ -1,4 +1,5 @@
 import Foundation
+import LuaStoreTestSupport
 import Testing
 #if canImport(FoundationXML)
 import FoundationXML
