@@ -76,8 +76,11 @@ struct SpecTest: AsyncParsableCommand {
             let vm = try LuaVM(moduleRoot: folder, modulePath: modulePath, print: { line in Console.out("  " + line) })
             try EffectsModule.define(in: vm)
             // A host chunk (`host:`): errors inside the library are located at the spec's line that called it.
+            // (luassert first: the blocks take it as their chunk's argument.)
+            let assertChunk = try vm.load(EmbeddedLua.luastoreAssert.source, chunkName: "host:" + EmbeddedLua.luastoreAssert.path)
             let library = try vm.load(EmbeddedLua.luastoreSpec.source, chunkName: "host:" + EmbeddedLua.luastoreSpec.path)
-            guard let spec = try vm.callForReferences(library, arguments: []).first ?? nil else {
+            guard let assertions = try vm.callForReferences(assertChunk, arguments: []).first ?? nil,
+                  let spec = try vm.callForReferences(library, arguments: [.reference(assertions)]).first ?? nil else {
                 throw LuaError(.runtime, "the spec library did not load")
             }
             func function(_ name: String) throws(LuaError) -> LuaReference {

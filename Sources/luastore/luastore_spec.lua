@@ -1,85 +1,12 @@
 -- The spec API of `luastore test` (SpecTest.swift loads it into each spec file's fresh VM; embedded into the
--- binary at build time): busted's blocks and hooks, luassert's `assert` with its chains, spies, stubs, mocks and
--- matchers, and LuaStore's own `expect`. Each test runs in its own call from the host, with its own time
--- budget; the host asks for the tests in order (`count`, `name`, `status`, `run`, `finish`).
+-- binary at build time): busted's blocks and hooks, LuaStore's `expect`, and the host's interface; luassert's
+-- `assert`, spies, stubs, mocks and matchers come from `luastore_assert.lua`, this chunk's argument. Each test runs
+-- in its own call from the host, with its own time budget; the host asks for the items in order (`next`, `name`,
+-- `status`, `run`, `finish`).
+local assertions = ...
 local spec = {}
 
-local unpack, pack, concat, insert, sort = table.unpack, table.pack, table.concat, table.insert, table.sort
-local format, mtype = string.format, math.type
-
--- Rendering values (in failure messages) -------------------------------------------------------------------
-
-local keyOrder = { boolean = 1, number = 2, string = 3 }
-
-local function sortedKeys(t)
-  local keys = {}
-  for key in pairs(t) do keys[#keys + 1] = key end
-  sort(keys, function(a, b)
-    local ta, tb = type(a), type(b)
-    if ta ~= tb then return (keyOrder[ta] or 4) < (keyOrder[tb] or 4) end
-    if ta == "number" or ta == "string" then return a < b end
-    if ta == "boolean" then return not a and b end
-    return false
-  end)
-  return keys
-end
-
-local function render(value, depth, seen)
-  depth = depth or 0
-  if type(value) == "string" then return format("%q", value) end
-  if type(value) ~= "table" then return tostring(value) end
-  seen = seen or {}
-  if seen[value] then return "{<cycle>}" end
-  if depth > 3 then return "{…}" end
-  seen[value] = true
-  local parts = {}
-  local n = #value
-  for i = 1, n do parts[#parts + 1] = render(value[i], depth + 1, seen) end
-  for _, key in ipairs(sortedKeys(value)) do
-    if not (mtype(key) == "integer" and key >= 1 and key <= n) then
-      local name = type(key) == "string" and key:match("^[%a_][%w_]*$") and key or ("[" .. render(key, depth + 1, seen) .. "]")
-      parts[#parts + 1] = name .. " = " .. render(value[key], depth + 1, seen)
-    end
-  end
-  seen[value] = nil
-  return "{" .. concat(parts, ", ") .. "}"
-end
-
--- luassert's "(type) value" lines.
-local function typed(value)
-  return "(" .. type(value) .. ") " .. render(value)
-end
-
--- The arguments of a call (a `pack`ed list), each typed: "(number) 1, (string) \"x\"".
-local function typedList(list)
-  if list.n == 0 then return "(no values)" end
-  local parts = {}
-  for i = 1, list.n do parts[i] = typed(list[i]) end
-  return concat(parts, ", ")
-end
-
--- Matchers (match._, match.is_string(), …) compare inside `same` and the spies' `called_with`.
-local matcherMeta = {}
-local function isMatcher(value) return getmetatable(value) == matcherMeta end
-
-local function same(a, b, seen)
-  if isMatcher(b) then return b.test(a) end
-  if isMatcher(a) then return a.test(b) end
-  if a == b then return true end
-  if type(a) ~= "table" or type(b) ~= "table" then
-    return type(a) == "number" and type(b) == "number" and a ~= a and b ~= b -- NaN is the same as NaN
-  end
-  seen = seen or {}
-  if seen[a] == b then return true end
-  seen[a] = b
-  for key, item in pairs(a) do
-    if not same(item, b[key], seen) then return false end
-  end
-  for key in pairs(b) do
-    if a[key] == nil then return false end
-  end
-  return true
-end
+local unpack, concat, insert, sort = table.unpack, table.concat, table.insert, table.sort
 
 -- Blocks and tests ---------------------------------------------------------------------------------------------
 
@@ -88,9 +15,6 @@ local root = { name = nil, children = {}, befores = {}, afters = {}, setups = {}
 local current = root
 local tests = {}         -- in run order: { name, block, body, pending, line, finallies, kind }
 local running            -- the test being run
--- The messages of the assertions that failed in the running test (without their "file:line: "): a test that
--- raises one of them failed; any other error is an error, as busted tells them apart.
-local failedAssertions = {}
 
 local function newBlock(name)
   return { name = name, parent = current, children = {}, befores = {}, afters = {}, setups = {}, lazySetups = {},
@@ -262,7 +186,7 @@ function spec.raise(index) error(tests[index].problem, 0) end
 function spec.run(index)
   local test = tests[index]
   test.kind = "error" -- (a setup that failed, or an error outside an assertion)
-  failedAssertions = {}
+  assertions.forget()
   enter(test.chain, true)
   for i = 1, #test.chain do
     if setupFailure[test.chain[i]] then error(setupFailure[test.chain[i]], 0) end
@@ -285,7 +209,7 @@ function spec.run(index)
   running = nil
   if not ok then
     if getmetatable(problem) == pendingMeta then return "pending", problem.message end
-    if type(problem) == "string" and failedAssertions[(problem:gsub("^.-:%d+: ", "", 1))] then test.kind = "failure" end
+    if type(problem) == "string" and assertions.failed((problem:gsub("^.-:%d+: ", "", 1))) then test.kind = "failure" end
     error(problem, 0)
   end
 end
@@ -298,487 +222,9 @@ function spec.finish()
   leave(0)
 end
 
--- luassert: assert, its chains and its assertions -------------------------------------------------------------
+local fail, same, render = assertions.fail, assertions.same, assertions.render
 
-local fillers = { a = true, an = true, the = true, is = true, are = true, was = true, has = true, does = true }
-local negations = { ["not"] = true, no = true }
-local assertions = {}   -- name -> function(arguments, state) -> ok, message, negatedMessage
-local modifiers = {}    -- name -> function(state, arguments): binds a value (spy, array, message)
-
-local function register(names, check)
-  for _, name in ipairs(names) do assertions[name] = check end
-end
-
-local function fail(message, level)
-  failedAssertions[message] = true
-  error(message, level + 1)
-end
-
-local chainMeta = {}
-
-local function chain(state)
-  return setmetatable({ state = state }, chainMeta)
-end
-
-local function extend(state, key)
-  local tokens = { unpack(state.tokens) }
-  for token in key:gmatch("[^_%.]+") do tokens[#tokens + 1] = token end
-  return { tokens = tokens, bound = state.bound, message = state.message, kind = state.kind }
-end
-
--- Resolves a chain's tokens: fillers dropped, negations counted, the rest joined into the assertion's name.
-local function resolve(tokens)
-  local negated, words, all = false, {}, {}
-  for _, token in ipairs(tokens) do
-    if negations[token] then negated = not negated
-    else
-      all[#all + 1] = token
-      if not fillers[token] then words[#words + 1] = token end
-    end
-  end
-  -- (A name registered with a filler in it, `has_property`, is found whole, as luassert finds it.)
-  local whole = concat(tokens, "_")
-  if #all > #words and not negated and (assertions[whole] or modifiers[whole]) then return whole, negated end
-  return concat(words, "_"), negated
-end
-
-chainMeta.__index = function(self, key)
-  if type(key) ~= "string" then return nil end
-  local state = rawget(self, "state")
-  local extended = extend(state, key)
-  local name = resolve(extended.tokens)
-  local modifier = modifiers[name]
-  if modifier then
-    return function(...)
-      local bound = { tokens = {}, bound = state.bound, message = state.message, kind = state.kind }
-      for _, token in ipairs(extended.tokens) do
-        if token ~= name and (negations[token] or fillers[token]) then bound.tokens[#bound.tokens + 1] = token end
-      end
-      modifier(bound, pack(...))
-      return chain(bound)
-    end
-  end
-  return chain(extended)
-end
-
-chainMeta.__call = function(self, ...)
-  local state = rawget(self, "state")
-  local name, negated = resolve(state.tokens)
-  local check = assertions[name]
-  if check == nil then error("luassert: no assertion named '" .. name .. "'", 2) end
-  local arguments = pack(...)
-  local ok, message, negatedMessage = check(arguments, state)
-  if negated then ok, message = not ok, negatedMessage end
-  if not ok then
-    if state.message ~= nil then message = tostring(state.message) .. "\n" .. message end
-    fail(message, 2)
-  end
-  return ...
-end
-
--- `assert:register("assertion", name, fn, positive, negative)`, luassert's way to add an assertion: `fn(state,
--- arguments, level)` says whether it holds; the messages are the texts (or `say` keys) given, with the arguments.
-local function registerAssertion(_, kind, name, fn, positive, negative)
-  if kind ~= "assertion" and kind ~= "modifier" then error("assert:register: 'assertion' or 'modifier' expected", 2) end
-  if type(name) ~= "string" or type(fn) ~= "function" then error("assert:register(kind, name, function, …) expected", 2) end
-  if kind == "modifier" then
-    modifiers[name] = function(state, arguments) fn(state, arguments, 2) end
-    return
-  end
-  local function text(message, arguments)
-    if message == nil then return "Assertion '" .. name .. "' failed." end
-    local rendered = {}
-    for i = 1, arguments.n do rendered[i] = render(arguments[i]) end
-    local ok, formatted = pcall(format, tostring(message), unpack(rendered, 1, arguments.n))
-    return ok and formatted or tostring(message)
-  end
-  register({ name }, function(arguments, state)
-    return fn(state, arguments, 3) and true or false, text(positive, arguments), text(negative, arguments)
-  end)
-end
-
-local assertTable = setmetatable({}, {
-  __index = function(_, key)
-    if type(key) ~= "string" then return nil end
-    if key == "register" then return registerAssertion end
-    return chainMeta.__index(chain({ tokens = {} }), key)
-  end,
-  -- `assert(v, message, ...)` is Lua's assert: all its arguments back, or an error with the message.
-  __call = function(_, value, message, ...)
-    if not value then
-      if message == nil then message = "assertion failed!" end
-      if type(message) == "string" then failedAssertions[message] = true end
-      error(message, 2)
-    end
-    return value, message, ...
-  end,
-})
-
--- Modifiers that bind a value: assert.spy(s), assert.stub(s), assert.array(t), assert.message(m).
-modifiers.spy = function(state, arguments) state.bound, state.kind = arguments[1], "spy" end
-modifiers.stub = modifiers.spy
-modifiers.array = function(state, arguments) state.bound, state.kind = arguments[1], "array" end
-modifiers.message = function(state, arguments) state.message = arguments[1] end
-
-local function compareMessage(headline, actual, expected)
-  return headline .. "\nPassed in:\n" .. typed(actual) .. "\nExpected:\n" .. typed(expected)
-end
-
-register({ "same" }, function(a)
-  local expected, actual = a[1], a[2]
-  return same(actual, expected), compareMessage("Expected objects to be the same.", actual, expected),
-    compareMessage("Expected objects not to be the same.", actual, expected)
-end)
-
-register({ "equals", "equal" }, function(a)
-  local expected, actual = a[1], a[2]
-  return actual == expected, compareMessage("Expected objects to be equal.", actual, expected),
-    compareMessage("Expected objects not to be equal.", actual, expected)
-end)
-
-register({ "near" }, function(a)
-  local expected, actual, tolerance = a[1], a[2], a[3]
-  if type(expected) ~= "number" or type(actual) ~= "number" or type(tolerance) ~= "number" then
-    error("near(expected, actual, tolerance) takes three numbers", 4)
-  end
-  local headline = "to be within " .. tostring(tolerance) .. " of each other"
-  return math.abs(actual - expected) <= tolerance, compareMessage("Expected values " .. headline .. ".", actual, expected),
-    compareMessage("Expected values not " .. headline .. ".", actual, expected)
-end)
-
-register({ "matches", "match" }, function(a)
-  local pattern, actual, init, plain = a[1], a[2], a[3], a[4]
-  if type(actual) ~= "string" and type(actual) ~= "number" then
-    return false, compareMessage("Expected a string to match the pattern.", actual, pattern),
-      compareMessage("Expected the value not to match the pattern.", actual, pattern)
-  end
-  local found = tostring(actual):find(pattern, init, plain) ~= nil
-  return found, compareMessage("Expected strings to match.", actual, pattern),
-    compareMessage("Expected strings not to match.", actual, pattern)
-end)
-
-register({ "unique" }, function(a)
-  local list, deep = a[1], a[2]
-  local duplicate = false
-  for i, item in pairs(list) do
-    for j, other in pairs(list) do
-      if i ~= j and ((deep and same(item, other)) or (not deep and item == other)) then duplicate = true end
-    end
-  end
-  return not duplicate, "Expected object to be unique:\n" .. typed(list),
-    "Expected object not to be unique:\n" .. typed(list)
-end)
-
--- Errors: the message without its "file:line: " position is compared (luassert's rule).
-local function stripPosition(problem)
-  if type(problem) == "string" then return (problem:gsub("^.-:%d+: ", "", 1)) end
-  return problem
-end
-
-register({ "error", "errors" }, function(a)
-  local fn, expected = a[1], a[2]
-  if type(fn) ~= "function" and not (type(fn) == "table" and getmetatable(fn) and getmetatable(fn).__call) then
-    error("error(function [, expected]) takes a function", 4)
-  end
-  local ok, problem = pcall(fn, unpack(a, 3, a.n))
-  local caught = stripPosition(problem)
-  if ok then
-    if a.n < 2 then return false, "Expected an error, but none was raised.", "" end
-    return false, "Expected an error, but none was raised.\nExpected:\n" .. typed(expected), ""
-  end
-  if a.n < 2 then return true, "", "Expected no error, but caught:\n" .. typed(caught) end
-  local matched = same(caught, expected)
-  return matched, "Expected a different error.\nCaught:\n" .. typed(caught) .. "\nExpected:\n" .. typed(expected),
-    "Expected no error, but caught:\n" .. typed(caught)
-end)
-
-register({ "error_matches", "error_match", "matches_error", "match_error" }, function(a)
-  local fn, pattern, init, plain = a[1], a[2], a[3], a[4]
-  local ok, problem = pcall(fn)
-  if ok then
-    return false, "Expected an error matching:\n" .. typed(pattern) .. "\nCaught none", "Caught no error"
-  end
-  local matched = type(problem) == "string" and problem:find(pattern, init, plain) ~= nil
-  return matched, "Expected an error matching:\n" .. typed(pattern) .. "\nCaught:\n" .. typed(problem),
-    "Expected no error matching:\n" .. typed(pattern) .. "\nCaught:\n" .. typed(problem)
-end)
-
-register({ "truthy" }, function(a)
-  return a[1] ~= nil and a[1] ~= false, "Expected to be truthy, but value was:\n" .. typed(a[1]),
-    "Expected not to be truthy, but value was:\n" .. typed(a[1])
-end)
-register({ "falsy" }, function(a)
-  return a[1] == nil or a[1] == false, "Expected to be falsy, but value was:\n" .. typed(a[1]),
-    "Expected not to be falsy, but value was:\n" .. typed(a[1])
-end)
-
-for _, literal in ipairs({ { "true", true }, { "false", false } }) do
-  register({ literal[1] }, function(a)
-    return a[1] == literal[2], "Expected objects to be the same.\nPassed in:\n" .. typed(a[1]) .. "\nExpected:\n" .. typed(literal[2]),
-      "Expected objects not to be the same.\nPassed in:\n" .. typed(a[1]) .. "\nExpected:\n" .. typed(literal[2])
-  end)
-end
-
-for _, kind in ipairs({ "nil", "boolean", "number", "string", "table", "function", "userdata", "thread" }) do
-  register({ kind }, function(a)
-    return type(a[1]) == kind, "Expected type " .. kind .. ", but value was:\n" .. typed(a[1]),
-      "Expected a type other than " .. kind .. ", but value was:\n" .. typed(a[1])
-  end)
-end
-
-register({ "returned_arguments" }, function(a)
-  local expected, actual = a[1], a.n - 1
-  return expected == actual, "Expected " .. tostring(expected) .. " returned values, got " .. actual,
-    "Expected other than " .. tostring(expected) .. " returned values, got " .. actual
-end)
-
-register({ "holes" }, function(a, state)
-  local t = state.bound
-  if type(t) ~= "table" then error("array(t): a table is needed", 4) end
-  local length = a[1] or #t
-  local hole
-  for i = 1, length do
-    if t[i] == nil then hole = i break end
-  end
-  return hole ~= nil, "Expected array to have holes, but none was found.",
-    "Expected array to have no holes, but there was one at index: " .. tostring(hole)
-end)
-
--- Spies, stubs and mocks ------------------------------------------------------------------------------------
-
-local spyMeta = {}
-local function isSpy(value) return type(value) == "table" and getmetatable(value) == spyMeta end
-
-local function argumentsMatch(expected, actual)
-  if expected.n ~= actual.n then return false end
-  for i = 1, expected.n do
-    if not same(actual[i], expected[i]) then return false end
-  end
-  return true
-end
-
-local function newSpy(callback)
-  local s = { calls = {}, returnvals = {}, callback = callback, responses = {} }
-  return setmetatable(s, spyMeta)
-end
-
--- A copy of a value a spy was called with, as luassert keeps it: tables copied deeply (a test that changes an
--- argument after the call still sees what was passed), matchers and spies as they are.
-local function copied(value, seen)
-  if type(value) ~= "table" or isMatcher(value) or getmetatable(value) == spyMeta then return value end
-  seen = seen or {}
-  if seen[value] then return seen[value] end
-  local copy = {}
-  seen[value] = copy
-  for key, item in next, value do copy[copied(key, seen)] = copied(item, seen) end
-  local meta = getmetatable(value)
-  if type(meta) == "table" then pcall(setmetatable, copy, meta) end
-  return copy
-end
-
-spyMeta.__call = function(self, ...)
-  local arguments = pack(...)
-  local kept = { n = arguments.n }
-  for i = 1, arguments.n do kept[i] = copied(arguments[i]) end
-  self.calls[#self.calls + 1] = { vals = kept, refs = arguments }
-  local results
-  for _, response in ipairs(self.responses) do
-    if argumentsMatch(response.arguments, arguments) then results = response.act(...) break end
-  end
-  if results == nil then results = pack(self.callback(...)) end
-  self.returnvals[#self.returnvals + 1] = results
-  return unpack(results, 1, results.n)
-end
-
-local spyMethods = {
-  clear = function(self)
-    self.calls, self.returnvals = {}, {}
-    return self
-  end,
-  revert = function(self)
-    if self.target ~= nil then self.target[self.key] = self.original end
-    return self.original
-  end,
-  called = function(self, times) return times == nil and #self.calls > 0 or #self.calls == times end,
-  called_with = function(self, ...)
-    local expected = pack(...)
-    for _, call in ipairs(self.calls) do if argumentsMatch(expected, call.vals) then return true end end
-    return false
-  end,
-  returned_with = function(self, ...)
-    local expected = pack(...)
-    for _, results in ipairs(self.returnvals) do if argumentsMatch(expected, results) then return true end end
-    return false
-  end,
-  -- Stubs: what they return or do, in general or for given arguments.
-  returns = function(self, ...)
-    local values = pack(...)
-    self.callback = function() return unpack(values, 1, values.n) end
-    return self
-  end,
-  invokes = function(self, fn)
-    self.callback = fn
-    return self
-  end,
-  on_call_with = function(self, ...)
-    local spyTable, expected = self, pack(...)
-    local responses = {}
-    -- (`.returns(…)` and `:returns(…)` alike.)
-    responses.returns = function(first, ...)
-      local values = rawequal(first, responses) and pack(...) or pack(first, ...)
-      insert(spyTable.responses, { arguments = expected, act = function() return values end })
-      return spyTable
-    end
-    responses.invokes = function(first, fn)
-      if not rawequal(first, responses) then fn = first end
-      insert(spyTable.responses, { arguments = expected, act = function(...) return pack(fn(...)) end })
-      return spyTable
-    end
-    return responses
-  end,
-}
-
--- A spy's methods work with '.' as with ':' (luassert's stubs: `s.returns(1)` is `s:returns(1)`).
-spyMeta.__index = function(self, key)
-  local method = spyMethods[key]
-  if method == nil then return nil end
-  return function(first, ...)
-    if rawequal(first, self) then return method(self, ...) end
-    return method(self, first, ...)
-  end
-end
-
-
-local spyApi = setmetatable({
-  new = function(fn) return newSpy(fn or function() end) end,
-  is_spy = isSpy,
-  on = function(target, key)
-    if type(target) ~= "table" then error("spy.on(table, key) expected", 2) end
-    local original = target[key]
-    local s = newSpy(function(...) if type(original) == "function" then return original(...) end end)
-    s.target, s.key, s.original = target, key, original
-    target[key] = s
-    return s
-  end,
-}, { __call = function(self, fn) return self.new(fn) end })
-
-local function newStub(target, key, ...)
-  local values = pack(...)
-  local s = newSpy(function() return unpack(values, 1, values.n) end)
-  if target ~= nil then
-    s.target, s.key, s.original = target, key, target[key]
-    target[key] = s
-  end
-  s.by_default = s -- `s.by_default.returns(…)`: what it does when no `on_call_with` matches
-  return s
-end
-
-local stubApi = setmetatable({ new = newStub }, { __call = function(_, target, key, ...) return newStub(target, key, ...) end })
-
-local mockApi = setmetatable({
-  revert = function(mocked)
-    for key, value in pairs(mocked) do if isSpy(value) then value:revert() end end
-  end,
-  clear = function(mocked)
-    for _, value in pairs(mocked) do if isSpy(value) then value:clear() end end
-  end,
-}, {
-  __call = function(self, target, stubbed)
-    for key, value in pairs(target) do
-      if type(value) == "function" then
-        if stubbed then newStub(target, key) else spyApi.on(target, key) end
-      end
-    end
-    return target
-  end,
-})
-
--- Spy assertions: assert.spy(s).was.called(n) and friends.
-local function spyCheck(name, test, describeIt)
-  register({ name }, function(a, state)
-    local s = state.bound
-    if not isSpy(s) then error("assert.spy(s): s is not a spy (got " .. type(s) .. ")", 4) end
-    local ok = test(s, a)
-    return ok, describeIt(s, a, false), describeIt(s, a, true)
-  end)
-end
-
-local function countWords(s) return #s.calls .. (#s.calls == 1 and " time" or " times") end
-
-spyCheck("called", function(s, a) return spyMethods.called(s, a[1]) end, function(s, a, negated)
-  local wanted = a[1] and (tostring(a[1]) .. (a[1] == 1 and " time" or " times")) or "at least once"
-  return "Expected to " .. (negated and "not " or "") .. "be called " .. wanted .. ", but was called " .. countWords(s)
-end)
-for _, bound in ipairs({
-  { "called_at_least", function(n, m) return n >= m end, "at least" }, { "called_at_most", function(n, m) return n <= m end, "at most" },
-  { "called_more_than", function(n, m) return n > m end, "more than" }, { "called_less_than", function(n, m) return n < m end, "less than" },
-}) do
-  spyCheck(bound[1], function(s, a) return bound[2](#s.calls, a[1]) end, function(s, a, negated)
-    return "Expected to " .. (negated and "not " or "") .. "be called " .. bound[3] .. " " .. tostring(a[1]) ..
-      " times, but was called " .. countWords(s)
-  end)
-end
-spyCheck("called_with", function(s, a) return spyMethods.called_with(s, unpack(a, 1, a.n)) end, function(s, a, negated)
-  local last = s.calls[#s.calls]
-  return "Function was " .. (negated and "" or "never ") .. "called with matching arguments.\nCalled with (last call if any):\n" ..
-    (last and typedList(last.vals) or "(no call)") .. "\nExpected:\n" .. typedList(a)
-end)
-spyCheck("returned_with", function(s, a) return spyMethods.returned_with(s, unpack(a, 1, a.n)) end, function(s, a, negated)
-  local last = s.returnvals[#s.returnvals]
-  return "Function " .. (negated and "" or "never ") .. "returned matching values.\nReturned (last call if any):\n" ..
-    (last and typedList(last) or "(no call)") .. "\nExpected:\n" .. typedList(a)
-end)
-
--- Matchers: match._, match.is_string(), match.same(v), match.none_of(…), match.is_not.X(…) ---------------------
-
-local function matcher(test) return setmetatable({ test = test }, matcherMeta) end
-
-local matchApi
-local function matcherFor(name, negated, arguments)
-  if name == "_" then return matcher(function() return true end) end
-  if name == "none_of" or name == "any_of" or name == "all_of" then
-    local list = arguments
-    return matcher(function(value)
-      local hits = 0
-      for i = 1, list.n do if list[i].test(value) then hits = hits + 1 end end
-      local ok = (name == "none_of" and hits == 0) or (name == "any_of" and hits > 0) or (name == "all_of" and hits == list.n)
-      if negated then return not ok end
-      return ok
-    end)
-  end
-  if name == "ref" then
-    local target = arguments[1]
-    return matcher(function(value) return rawequal(value, target) == not negated end)
-  end
-  local check = assertions[name]
-  if check == nil then error("match: no matcher named '" .. name .. "'", 3) end
-  return matcher(function(value)
-    local a = { n = arguments.n + 1 }
-    for i = 1, arguments.n do a[i] = arguments[i] end
-    -- The value stands where an assertion takes its actual value: after the expected one, if any.
-    if arguments.n == 0 then a[1] = value else a[arguments.n + 1] = value end
-    if name == "matches" or name == "match" or name == "near" then a[1], a[2], a[3] = arguments[1], value, arguments[2] end
-    local ok = check(a, {})
-    if negated then return not ok end
-    return ok
-  end)
-end
-
-local matchMeta = {}
-matchMeta.__index = function(self, key)
-  if key == "_" then return matcherFor("_") end
-  local tokens = { unpack(rawget(self, "tokens") or {}) }
-  for token in key:gmatch("[^_%.]+") do tokens[#tokens + 1] = token end
-  local name, negated = resolve(tokens)
-  if name == "" or name == "not" then return setmetatable({ tokens = tokens }, matchMeta) end
-  if assertions[name] or name == "none_of" or name == "any_of" or name == "all_of" or name == "ref" then
-    return function(...) return matcherFor(name, negated, pack(...)) end
-  end
-  return setmetatable({ tokens = tokens }, matchMeta)
-end
-matchApi = setmetatable({ is_matcher = isMatcher }, matchMeta)
-
--- expect (LuaStore's own style) --------------------------------------------------------------------------------
+-- expect (LuaStore's own style; luassert's failures and rendering) --------------------------------------------------------------------------------
 
 local function expect(actual)
   local positive, negative = {}, {}
@@ -822,15 +268,16 @@ spec.globals = {
   teardown = hook("teardowns", "teardown"), strict_teardown = hook("teardowns", "strict_teardown"),
   lazy_teardown = hook("lazyTeardowns", "lazy_teardown"),
   finally = finally, randomize = randomize,
-  assert = assertTable, spy = spyApi, stub = stubApi, mock = mockApi, match = matchApi, expect = expect,
+  assert = assertions.assert, spy = assertions.spy, stub = assertions.stub, mock = assertions.mock,
+  match = assertions.match, expect = expect,
 }
 
 -- The modules specs require by name, as busted's and luassert's own: `require("luassert")` is `assert`,
 -- `require("busted")` the blocks and hooks (package.preload: what the app's folder and the module path hold is
 -- not looked at for these names).
 local preloads = {
-  luassert = assertTable, ["luassert.spy"] = spyApi, ["luassert.stub"] = stubApi, ["luassert.mock"] = mockApi,
-  ["luassert.match"] = matchApi, busted = spec.globals,
+  luassert = assertions.assert, ["luassert.spy"] = assertions.spy, ["luassert.stub"] = assertions.stub,
+  ["luassert.mock"] = assertions.mock, ["luassert.match"] = assertions.match, busted = spec.globals,
 }
 for name, module in pairs(preloads) do
   package.preload[name] = function() return module end
@@ -839,7 +286,7 @@ end
 -- Makes `require(name)` give `module` (the host's own modules for specs: `luastore.session`), handing it the way
 -- assertions fail (so that what it finds wrong counts as a failure, not an error) and how values are rendered.
 function spec.preload(name, module)
-  if type(module.bind) == "function" then module.bind({ fail = fail, render = render, sortedKeys = sortedKeys }) end
+  if type(module.bind) == "function" then module.bind({ fail = assertions.fail, render = assertions.render, sortedKeys = assertions.sortedKeys }) end
   package.preload[name] = function() return module end
 end
 
