@@ -8,8 +8,6 @@
 
 /// lua_pop
 static inline void clua_pop(lua_State *L, int n) { lua_pop(L, n); }
-/// lua_newtable
-static inline void clua_newtable(lua_State *L) { lua_newtable(L); }
 /// lua_pcall
 static inline int clua_pcall(lua_State *L, int nargs, int nresults, int msgh) { return lua_pcall(L, nargs, nresults, msgh); }
 /// lua_tonumber
@@ -18,16 +16,10 @@ static inline lua_Number clua_tonumber(lua_State *L, int index) { return lua_ton
 static inline lua_Integer clua_tointeger(lua_State *L, int index) { return lua_tointeger(L, index); }
 /// lua_pushcfunction
 static inline void clua_pushcfunction(lua_State *L, lua_CFunction f) { lua_pushcfunction(L, f); }
-/// lua_upvalueindex
-static inline int clua_upvalueindex(int i) { return lua_upvalueindex(i); }
-/// lua_getextraspace
-static inline void *clua_getextraspace(lua_State *L) { return lua_getextraspace(L); }
 /// lua_insert
 static inline void clua_insert(lua_State *L, int index) { lua_insert(L, index); }
 /// lua_remove
 static inline void clua_remove(lua_State *L, int index) { lua_remove(L, index); }
-/// lua_replace
-static inline void clua_replace(lua_State *L, int index) { lua_replace(L, index); }
 /// lua_gc (variadic in C)
 static inline int clua_gc(lua_State *L, int what, int data) { return lua_gc(L, what, data); }
 /// lua_gc(L, LUA_GCINC, pause, stepmul, 0): the incremental collector; returns the previous mode
@@ -36,11 +28,5 @@ static inline int clua_gc_incremental(lua_State *L, int pause, int stepmul) { re
 static inline int clua_gc_generational(lua_State *L, int minormul, int majormul) { return lua_gc(L, LUA_GCGEN, minormul, majormul); }
 /// LUA_REGISTRYINDEX
 static inline int clua_registryindex(void) { return LUA_REGISTRYINDEX; }
-/// LUA_RIDX_GLOBALS
-static inline lua_Integer clua_ridx_globals(void) { return LUA_RIDX_GLOBALS; }
-/// LUA_SIGNATURE
-static inline const char *clua_signature(void) { return LUA_SIGNATURE; }
-/// LUA_IDSIZE
-static inline int clua_idsize(void) { return LUA_IDSIZE; }
 
 #endif

@@ -353,3 +353,35 @@ import Testing
         #expect(await root.state().count == 160_000)
     }
 }
+
+/// `Transactional`: a reducer that throws after changing the state leaves it as it was; one that returns keeps
+/// what it changed, and its commands and subscriptions pass through.
+@Suite struct TransactionalTests {
+    struct Partial: Reducer {
+        func reduce(into state: inout CounterState, action: CounterAction) throws -> [CounterEffect] {
+            state.count += 100 // (changes the state, then throws for .fail)
+            if action == .fail { throw Boom() }
+            return [.log("kept")]
+        }
+        func subscriptions(for state: CounterState) throws -> [String: CounterEffect] { ["log": .log("\(state.count)")] }
+        var declaresSubscriptions: Bool { true }
+    }
+
+    @Test func aThrowingReducerLeavesTheStateAsItWas() throws {
+        let reducer = Transactional(Partial())
+        var state = CounterState(count: 1)
+        #expect(throws: Boom.self) { try reducer.reduce(into: &state, action: .fail) }
+        #expect(state.count == 1)
+        #expect(try reducer.reduce(into: &state, action: .increment) == [.log("kept")])
+        #expect(state.count == 101)
+        #expect(try reducer.subscriptions(for: state) == ["log": .log("101")])
+        #expect(reducer.declaresSubscriptions)
+    }
+
+    @Test func inAStoreAFailedActionChangesNothing() async throws {
+        let root = RootStore(initialState: CounterState(), reducer: Transactional(Partial()))
+        root.dispatch(.fail)
+        root.dispatch(.increment)
+        #expect(await root.state().count == 100)
+    }
+}
