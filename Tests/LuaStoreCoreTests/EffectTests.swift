@@ -134,14 +134,14 @@ import Testing
         #expect(await eventually { server.slowStarted.value == 1 })
         root.dispatch(.cancelFetch("/slow"))
         #expect(await eventually { await root.runningSubscriptions().keys.sorted() == ["request /hello"] })
-        // The server answers the slow request after 2 s; uncancelled, it would have timed out (500 ms) well
-        // before, and its failure been reported before the answer to a request made after the server's.
+        // The server answers the slow request after 2 s (its timeout is 30 s): uncancelled, that answer would be
+        // reported before the answer to a request made after the server sent it.
         #expect(await eventually(timeout: .seconds(10)) { server.slowFinished.value == 1 })
         root.dispatch(.fetch("/json"))
-        #expect(await eventually { await root.state().results.count == 2 })
+        #expect(await eventually { await root.state().results.count >= 2 })
         let results = await root.state().results
         #expect(results.first == "200 hello")
-        #expect(results.last?.hasPrefix("200 {") == true, "the cancelled request reported nothing: \(results)")
+        #expect(results.count == 2 && results.last?.hasPrefix("200 {") == true, "the cancelled request reported nothing: \(results)")
         await server.stop()
     }
 
