@@ -6,8 +6,8 @@
 // sandbox's `pcall`/`xpcall`, which let nothing catch an exhausted time budget. `guard.c` adds the watchdog
 // that interrupts a call past its deadline (it needs one copy of its state per process, so it is not inline);
 // `allocator.c` the counting allocator and its free lists; `values.c` copying converted values in the VM;
-// `patterns.c`, `strings.c` and `format.c` the sandbox's pattern functions, `format` and `tostring`. (The scripted store's state engine, which builds on
-// the budget functions here, is a C target of its own: `CLuaState`.)
+// `patterns.c`, `strings.c` and `format.c` the sandbox's pattern functions, `format` and `tostring`. (The
+// scripted store's state engine, which builds on the budget functions here, is a C target of its own: `CLuaState`.)
 // LuaKit's `LuaVM` owns the `CLuaGuard` and is the only Swift user of this header.
 #ifndef CLUA_GUARD_H
 #define CLUA_GUARD_H
@@ -152,7 +152,8 @@ static inline int clua_make_sandbox_close(lua_State *L) {
 }
 
 /// Pushes the sandbox's `find`, `match`, `gmatch`, `gsub` and `tostring` as a table: Lua 5.4's semantics and
-/// messages, interruptible by the time budget, no addresses. In strings.c (the matcher in patterns.c, `format` and `tostring` in format.c).
+/// messages, interruptible by the time budget, no addresses. In strings.c (the matcher in patterns.c, `format`
+/// and `tostring` in format.c).
 int clua_push_sandbox_strings(lua_State *L);
 
 /// Arms the budget for a top-level call (a nested one keeps the outer call's deadline). In guard.c.

@@ -33,7 +33,7 @@ local weak_tables_honoured = host.weaktables
 local sandbox_pcall, sandbox_xpcall = host.pcall, host.xpcall
 
 -- Strings: Lua's pattern functions with the time budget, and `tostring` without addresses, in C
--- (CLuaGuard/strings.c, patterns.c, format.c) -------------------------------------------------------------------------------
+-- (CLuaGuard/strings.c, patterns.c, format.c) --------------------------------------------------------------
 
 local safe_tostring = host_strings.tostring
 
