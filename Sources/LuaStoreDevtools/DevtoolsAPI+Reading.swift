@@ -270,15 +270,9 @@ extension DevtoolsAPI {
             header = try await store.journalStart()
         }
         var text = try RecordingLine.header(app: options.app, start: header) + "\n"
-        var offset = 0
-        while true {
-            let batch = journal.entries(offset: offset, limit: 4096)
-            if batch.isEmpty { break }
-            for item in batch {
-                text += try RecordingLine.entry(item.entry)
-                text += "\n"
-            }
-            offset += batch.count
+        try journal.forEachKept { item in
+            text += try RecordingLine.entry(item.entry)
+            text += "\n"
         }
         return HTTPResponse(statusCode: .ok,
                             headers: [.contentType: "application/x-ndjson", .cacheControl: "no-store",
@@ -292,13 +286,7 @@ extension DevtoolsAPI {
     func exportSpec() async throws -> HTTPResponse {
         let bounds = journal.bounds
         var entries: [JournalEntry] = []
-        var offset = 0
-        while true {
-            let batch = journal.entries(offset: offset, limit: 4096)
-            if batch.isEmpty { break }
-            entries += batch.map(\.entry)
-            offset += batch.count
-        }
+        journal.forEachKept { entries.append($0.entry) }
         let start: LuaValue, scripts: String
         if bounds.count > 0, let first = entries.first {
             (start, scripts) = (try await DevtoolsReplay.stateBefore(bounds.first, of: store), first.scripts)

@@ -148,6 +148,17 @@ public final class DevtoolsJournal: Sendable {
         }
     }
 
+    /// Every kept entry, oldest first, taken 4,096 at a time (the ring's lock is not held while `body` runs).
+    func forEachKept(_ body: (Kept) throws -> Void) rethrows {
+        var offset = 0
+        while true {
+            let batch = entries(offset: offset, limit: 4096)
+            if batch.isEmpty { return }
+            for item in batch { try body(item) }
+            offset += batch.count
+        }
+    }
+
     /// The kept entries from the `offset`th (0: the oldest) on, at most `limit`.
     func entries(offset: Int, limit: Int) -> [Kept] {
         ring.withLock { ring in

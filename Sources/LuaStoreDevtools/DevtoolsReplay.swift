@@ -40,13 +40,7 @@ enum DevtoolsReplay {
         guard bounds.count > 0 else { return Report(replayed: 0, divergence: nil, propsCompared: true) }
         let initial = try await stateBefore(bounds.first, of: store)
         var recorded: [JournalEntry] = []
-        var offset = 0
-        while true {
-            let batch = journal.entries(offset: offset, limit: 4096)
-            if batch.isEmpty { break }
-            for item in batch where item.entry.action != nil { recorded.append(item.entry) }
-            offset += batch.count
-        }
+        journal.forEachKept { item in if item.entry.action != nil { recorded.append(item.entry) } }
 
         // The props the session showed after each action (from its history, where kept).
         let history = await store.history()

@@ -112,16 +112,7 @@ struct Replay: AsyncParsableCommand {
             }
             for (offset, entry) in window.enumerated() {
                 replayed += 1
-                let difference: Recorded.Divergence?
-                do {
-                    difference = try entry.divergence(from: offset < now.count ? now[offset] : nil)
-                } catch {
-                    Console.error("\(recording): the entry of action \(entry.sequence) is not a recorded entry (\(error))")
-                    throw ExitCode.unusable
-                }
-                if let divergence = difference {
-                    try report(replayed: replayed, divergence: (entry.sequence, entry.action, divergence.path, divergence.recorded, divergence.now))
-                }
+                try compare(entry, with: offset < now.count ? now[offset] : nil, replayed: replayed)
             }
         }
         try report(replayed: replayed, divergence: nil)
@@ -148,17 +139,7 @@ struct Replay: AsyncParsableCommand {
                 heard.withLock { $0.removeAll(keepingCapacity: true) }
                 _ = await store.send(entry.action)
                 replayed += 1
-                let now = heard.withLock { $0.last }
-                let difference: Recorded.Divergence?
-                do {
-                    difference = try entry.divergence(from: now)
-                } catch {
-                    Console.error("\(recording): the entry of action \(entry.sequence) is not a recorded entry (\(error))")
-                    throw ExitCode.unusable
-                }
-                if let divergence = difference {
-                    try report(replayed: replayed, divergence: (entry.sequence, entry.action, divergence.path, divergence.recorded, divergence.now))
-                }
+                try compare(entry, with: heard.withLock { $0.last }, replayed: replayed)
                 let after = props.withLock { list in (list.count, list.last) }
                 writer.steps.append(SessionSpec.Step(recorded: entry, props: after.0 > seen ? after.1 : nil))
                 seen = after.0
@@ -174,6 +155,21 @@ struct Replay: AsyncParsableCommand {
         }
         try report(replayed: replayed, divergence: nil)
         if !json { Console.out("wrote \(path): \(writer.steps.count) tests (run them with `luastore test \(appDirectory)`)") }
+    }
+
+    /// Compares what a recorded action did then with what it did now (its journal entry); reports and exits 1 at a
+    /// divergence, 2 when the recorded entry cannot be read.
+    func compare(_ entry: Recorded, with now: JournalEntry?, replayed: Int) throws {
+        let difference: Recorded.Divergence?
+        do {
+            difference = try entry.divergence(from: now)
+        } catch {
+            Console.error("\(recording): the entry of action \(entry.sequence) is not a recorded entry (\(error))")
+            throw ExitCode.unusable
+        }
+        if let divergence = difference {
+            try report(replayed: replayed, divergence: (entry.sequence, entry.action, divergence.path, divergence.recorded, divergence.now))
+        }
     }
 
     /// Prints the report; exits 1 on a divergence.

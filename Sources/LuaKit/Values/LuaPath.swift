@@ -39,7 +39,7 @@ public enum LuaPath {
         }
     }
 
-    /// `text` as a Lua string literal: `"say \"hi\"\n"`.
+    /// `text` as a Lua string literal: `"say \"hi\"\n"` (other control characters as `\ddd`).
     static func quoted(_ text: String) -> String {
         var result = "\""
         for scalar in text.unicodeScalars {
@@ -49,7 +49,8 @@ public enum LuaPath {
             case "\n": result += "\\n"
             case "\r": result += "\\r"
             case "\t": result += "\\t"
-            case _ where scalar.value < 32 || scalar.value == 127: result += "\\\(scalar.value)"
+            case _ where scalar.value < 32 || scalar.value == 127: // (three digits: a digit after it is not read into it)
+                result += "\\" + String(repeating: "0", count: 3 - String(scalar.value).count) + String(scalar.value)
             default: result.unicodeScalars.append(scalar)
             }
         }

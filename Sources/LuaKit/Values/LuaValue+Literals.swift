@@ -39,13 +39,17 @@ extension LuaKey: ExpressibleByIntegerLiteral {
 }
 
 extension LuaValue: CustomStringConvertible {
-    /// A Lua-like rendering with keys in order: `{1, 2, done = true}`.
+    /// Lua source that reads back as this value, keys in order: `{1, 2, done = true, ["a b"] = "x"}` (what
+    /// messages show, and what a written spec holds).
     public var description: String {
         switch self {
         case .nil: return "nil"
         case .boolean(let value): return String(value)
-        case .integer(let value): return String(value)
-        case .number(let value): return String(value)
+        case .integer(let value): return value == .min ? "math.mininteger" : String(value)
+        case .number(let value):
+            if value.isNaN { return "(0/0)" }
+            if value.isInfinite { return value < 0 ? "-math.huge" : "math.huge" }
+            return String(value)
         case .string(let value): return LuaPath.quoted(value)
         case .table(let table):
             let items = table.array.map(\.description)

@@ -20,8 +20,8 @@ public enum SendOutcome<Effect: Sendable>: Sendable {
 /// was reduced (`reduced`), then, once the store told its observers about that state, resolves (`resolve`) —
 /// exactly once: a ticket dropped unresolved (its action never reduced: the store stopped) resolves `.dropped`.
 package final class ActionTicket<Effect: Sendable>: Sendable {
-    private let outcome = Protected<SendOutcome<Effect>?>(nil)
-    private let resolved = Protected(false)
+    /// The outcome once the action was reduced, and whether the ticket has resolved.
+    private let progress = Protected<(outcome: SendOutcome<Effect>?, resolved: Bool)>((nil, false))
     private let onReduced: @Sendable (SendOutcome<Effect>) -> Void
     private let onResolved: @Sendable (SendOutcome<Effect>) -> Void
 
@@ -34,13 +34,18 @@ package final class ActionTicket<Effect: Sendable>: Sendable {
     }
 
     func reduced(_ result: SendOutcome<Effect>) {
-        outcome.withLock { $0 = result }
+        progress.withLock { $0.outcome = result }
         onReduced(result)
     }
 
     func resolve() {
-        guard resolved.withLock({ done in defer { done = true }; return !done }) else { return }
-        onResolved(outcome.withLock { $0 } ?? .dropped)
+        let outcome = progress.withLock { progress -> SendOutcome<Effect>?? in
+            guard !progress.resolved else { return nil }
+            progress.resolved = true
+            return .some(progress.outcome)
+        }
+        guard let outcome else { return }
+        onResolved(outcome ?? .dropped)
     }
 
     deinit { resolve() }

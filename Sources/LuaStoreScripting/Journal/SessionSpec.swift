@@ -51,28 +51,28 @@ public struct SessionSpec: Sendable {
             "local app = require(\"app\")",
             "local session = require(\"luastore.session\")",
             "",
-            "describe(\(LuaLiteral.render(.string(name))), function()",
-            "  local state = session.state(\(LuaLiteral.render(start)))",
+            "describe(\(LuaValue.string(name).description), function()",
+            "  local state = session.state(\(start.description))",
         ]
         for step in steps {
             let recorded = step.recorded
-            let name = "action \(recorded.sequence): \(LuaLiteral.render(recorded.action, limit: 80))"
+            let name = "action \(recorded.sequence): \(Self.excerpt(recorded.action.description, limit: 80))"
             var expected: [String] = []
             if let failure = recorded.failure {
-                expected.append("failure = \(LuaLiteral.render(.string(failure)))")
+                expected.append("failure = \(LuaValue.string(failure).description)")
             } else {
                 let changes = try recorded.readChanges() ?? []
                 let items = changes.map { change -> String in
-                    let path = LuaLiteral.render(.table(LuaTable(array: change.path.map(\.value))))
-                    return change.value.map { "{ \(path), \(LuaLiteral.render($0)) }" } ?? "{ \(path) }"
+                    let path = LuaValue.table(LuaTable(array: change.path.map(\.value))).description
+                    return change.value.map { "{ \(path), \($0.description) }" } ?? "{ \(path) }"
                 }
                 expected.append("changes = { " + items.joined(separator: ", ") + (items.isEmpty ? "}" : " }"))
             }
-            if let props = step.props { expected.append("props = \(LuaLiteral.render(props))") }
+            if let props = step.props { expected.append("props = \(props.description)") }
             lines += [
                 "",
-                "  it(\(LuaLiteral.render(.string(name))), function()",
-                "    session.step(app, state, \(recorded.sequence), \(LuaLiteral.render(recorded.action)), {",
+                "  it(\(LuaValue.string(name).description), function()",
+                "    session.step(app, state, \(recorded.sequence), \(recorded.action.description), {",
             ] + expected.map { "      \($0)," } + [
                 "    })",
                 "  end)",
@@ -81,65 +81,9 @@ public struct SessionSpec: Sendable {
         lines.append("end)")
         return lines.joined(separator: "\n") + "\n"
     }
-}
 
-/// Lua source for a value: a literal that reads back as the same value (`{1, 2, done = true, ["a b"] = "x"}`).
-enum LuaLiteral {
-    /// `limit`: at most this many characters (a name for a test), cut with `…`.
-    static func render(_ value: LuaValue, limit: Int = .max) -> String {
-        var text = ""
-        write(value, into: &text)
-        guard text.count > limit else { return text }
-        return String(text.prefix(limit - 1)) + "…"
-    }
-
-    private static func write(_ value: LuaValue, into text: inout String) {
-        switch value {
-        case .nil: text += "nil"
-        case .boolean(let flag): text += flag ? "true" : "false"
-        case .integer(let number): text += number == .min ? "math.mininteger" : String(number)
-        case .number(let number):
-            if number.isNaN { text += "(0/0)" } else if number.isInfinite { text += number < 0 ? "-math.huge" : "math.huge" } else {
-                let written = "\(number)"
-                text += written.contains(where: { $0 == "." || $0 == "e" || $0 == "n" }) ? written : written + ".0"
-            }
-        case .string(let string): quote(string, into: &text)
-        case .table(let table):
-            text += "{"
-            var first = true
-            func separate() { if !first { text += ", " }; first = false }
-            for item in table.array {
-                separate()
-                write(item, into: &text)
-            }
-            for (key, item) in table.sortedFields {
-                separate()
-                if case .string(let name) = key, LuaPath.isIdentifier(name) {
-                    text += name
-                } else {
-                    text += "["
-                    write(key.value, into: &text)
-                    text += "]"
-                }
-                text += " = "
-                write(item, into: &text)
-            }
-            text += "}"
-        }
-    }
-
-    /// A Lua string literal of `string`: control characters as 3-digit decimal escapes, the rest as it is.
-    private static func quote(_ string: String, into text: inout String) {
-        text += "\""
-        for scalar in string.unicodeScalars {
-            switch scalar {
-            case "\"": text += "\\\""
-            case "\\": text += "\\\\"
-            case "\n": text += "\\n"
-            case _ where scalar.value < 32 || scalar.value == 127: text += "\\" + String(format: "%03d", scalar.value)
-            default: text.unicodeScalars.append(scalar)
-            }
-        }
-        text += "\""
+    /// At most `limit` characters of `text` (a name for a test), cut with `…`.
+    static func excerpt(_ text: String, limit: Int) -> String {
+        text.count > limit ? String(text.prefix(limit - 1)) + "…" : text
     }
 }
