@@ -113,6 +113,13 @@ typedef struct ScalarWrite {
     CLuaScalar key, before, after;
 } ScalarWrite;
 
+/// A proxy handed to a script, and the call it was handed out in (`epoch`): a proxy is good only in the call
+/// that received it (see "Proxies live for one call").
+typedef struct StampSlot {
+    const void *proxy;
+    uint64_t epoch;
+} StampSlot;
+
 typedef struct Barrier {
     lua_Integer mode;           /* MODE_CLOSED; MODE_WRITE (reduce, migrate); MODE_READ (props, selectors) */
     lua_Integer count;          /* journal slots the open (or last) transaction filled */
@@ -136,6 +143,12 @@ typedef struct Barrier {
     lua_Integer readStamp;      /* the running reader's mark in its last record, for the reads it repeats */
     lua_Integer matchedReads;   /* reads of the running reader its last record holds (each counted once) */
     lua_Integer freshReads;     /* reads it does not (in `FRESH_READS`) */
+    uint64_t epoch;             /* the call running now (every transaction and every reader is a call of its own) */
+    StampSlot *stamps;          /* the proxies handed out in this call, by address (open addressing; the memory
+                                   is the control's `STAMPS` user value); NULL before the first */
+    size_t stampMask;           /* the slots of `stamps`, less one (a power of two) */
+    size_t stampLive;           /* slots holding a proxy of this call */
+    size_t stampLast;           /* ... of the call before (for giving back the slots of a large one) */
     unsigned notedNext;         /* the slot of `noted` written next */
     NotedSlot noted[NOTED_SLOTS];
     ScalarWrite writes[SCALAR_WRITES];
@@ -260,8 +273,94 @@ static Barrier *barrier(lua_State *L) { return (Barrier *)lua_touserdata(L, UPVA
 /// (`readStamp`), and the record of the reads that record does not hold (made at the first). And always the key
 /// sets emptied by `recycle`, for the next records (a stack of `spareSets`, at most `SPARE_SETS_MAX`: a record's
 /// sets are reused rather than left to the collector).
-enum { LAST_READS = 1, FRESH_READS, SPARE_SETS, USER_VALUES = SPARE_SETS };
+/// And the slots of `stamps` (`STAMPS`).
+enum { LAST_READS = 1, FRESH_READS, SPARE_SETS, STAMPS, USER_VALUES = STAMPS };
 #define SPARE_SETS_MAX 256
+
+// MARK: Proxies live for one call
+//
+// A proxy is the same table every time its real table is reached (the caches keep it), so a script could keep
+// one past the call that received it — in an upvalue, say — and read or write the state with it later: outside
+// read tracking, and with an outcome that would depend on when the caches were last emptied (a proxy whose
+// entry went is refused, one whose entry stayed is not), which differs between a live session and its replay.
+// So every call (a transaction — an action, init's result, a migration — or a reader's run) has an `epoch`,
+// each proxy is stamped with the epoch whenever it is handed out (`to_proxy`, `claim`), and the metamethods
+// use only a proxy stamped in the running call: any other is refused, always, naming the script's line.
+
+#define STAMPS_MIN 64         /* slots of the first set */
+#define STAMPS_SHRINK 65536   /* a set at least this large is given back after a call that used an eighth of it */
+
+/// The first slot for the proxy at `proxy` (Fibonacci hashing of its address).
+static size_t stamp_slot(const void *proxy, size_t mask) {
+    return (size_t)(((uint64_t)(uintptr_t)proxy * UINT64_C(0x9E3779B97F4A7C15)) >> 29) & mask;
+}
+
+/// [-0, +0, -] Whether the proxy at `proxy` was handed out in the running call. (A slot of another epoch ends
+/// the probe: slots of this epoch are never more than half the set.)
+static int stamped(const Barrier *b, const void *proxy) {
+    if (b->stamps == NULL) return 0;
+    for (size_t i = stamp_slot(proxy, b->stampMask);; i = (i + 1) & b->stampMask) {
+        const StampSlot *slot = &b->stamps[i];
+        if (slot->epoch != b->epoch) return 0;
+        if (slot->proxy == proxy) return 1;
+    }
+}
+
+/// [-0, +0, -] Puts `proxy` in the set (which has room).
+static void stamp_into(Barrier *b, const void *proxy) {
+    size_t i = stamp_slot(proxy, b->stampMask);
+    while (b->stamps[i].epoch == b->epoch) {
+        if (b->stamps[i].proxy == proxy) return;
+        i = (i + 1) & b->stampMask;
+    }
+    b->stamps[i].proxy = proxy;
+    b->stamps[i].epoch = b->epoch;
+    b->stampLive++;
+}
+
+/// [-0, +0, m] Replaces the set by one of `capacity` slots holding this call's proxies. The old set's memory
+/// (a userdata) stays referenced until the new one replaces it.
+static void resize_stamps(lua_State *L, Barrier *b, int control, size_t capacity) {
+    StampSlot *old = b->stamps;
+    size_t oldCapacity = old == NULL ? 0 : b->stampMask + 1;
+    StampSlot *fresh = (StampSlot *)lua_newuserdatauv(L, capacity * sizeof(StampSlot), 0);
+    memset(fresh, 0, capacity * sizeof(StampSlot));
+    b->stamps = fresh;
+    b->stampMask = capacity - 1;
+    b->stampLive = 0;
+    for (size_t i = 0; i < oldCapacity; i++) {
+        if (old[i].epoch == b->epoch) stamp_into(b, old[i].proxy);
+    }
+    lua_setiuservalue(L, control, STAMPS);
+}
+
+/// [-0, +0, m] Stamps the proxy at `proxy` with the running call.
+static void stamp(lua_State *L, Barrier *b, const void *proxy) {
+    size_t capacity = b->stamps == NULL ? 0 : b->stampMask + 1;
+    if (2 * (b->stampLive + 1) > capacity) {
+        resize_stamps(L, b, UPVALUE(CONTROL), capacity == 0 ? STAMPS_MIN : 2 * capacity);
+    } else if (b->stampLive == 0 && capacity >= STAMPS_SHRINK && 8 * b->stampLast < capacity) {
+        resize_stamps(L, b, UPVALUE(CONTROL), capacity / 4);
+    }
+    stamp_into(b, proxy);
+}
+
+/// [-0, +0, -] A call starts: no proxy handed out before is good in it.
+static void next_call(Barrier *b) {
+    b->stampLast = b->stampLive;
+    b->stampLive = 0;
+    b->epoch++;
+}
+
+/// [-0, +0, -] Counts a proxy made; past `PROXIES_BEFORE_WEAK`, the caches turn weak.
+static void count_made(lua_State *L, Barrier *b) {
+    if (++b->made == PROXIES_BEFORE_WEAK) {
+        lua_pushvalue(L, UPVALUE(WEAK_KEYS));
+        lua_setmetatable(L, UPVALUE(TARGETS));
+        lua_pushvalue(L, UPVALUE(WEAK_ALL));
+        lua_setmetatable(L, UPVALUE(PROXIES));
+    }
+}
 
 /// [-1, +1, m] Replaces the real table on top with its proxy, made now if it has none. A proxy made now
 /// records where the table is — the real table at stack index `parent` holds it under the key at `key` —
@@ -271,6 +370,7 @@ static void to_proxy(lua_State *L, Barrier *b, int parent, int key) {
     lua_pushvalue(L, -1);
     if (lua_rawget(L, UPVALUE(PROXIES)) != LUA_TNIL) { /* made before */
         lua_remove(L, -2);
+        stamp(L, b, lua_topointer(L, -1));
         return;
     }
     lua_pop(L, 1);
@@ -292,12 +392,8 @@ static void to_proxy(lua_State *L, Barrier *b, int parent, int key) {
         lua_rawset(L, UPVALUE(PARENT_KEYS)); /* parentkeys[real] = key */
     }
     lua_remove(L, -2);
-    if (++b->made == PROXIES_BEFORE_WEAK) {
-        lua_pushvalue(L, UPVALUE(WEAK_KEYS));
-        lua_setmetatable(L, UPVALUE(TARGETS));
-        lua_pushvalue(L, UPVALUE(WEAK_ALL));
-        lua_setmetatable(L, UPVALUE(PROXIES));
-    }
+    count_made(L, b);
+    stamp(L, b, lua_topointer(L, -1));
 }
 
 /// [-(top), +results, e] Calls the Lua fallback with the metamethod's `arguments` (the stack is cut to them
@@ -347,6 +443,7 @@ static void empty_table(lua_State *L, int t) {
 
 /// [-0, +0, -] Drops the last transaction's journal (its slots are overwritten, not emptied) and opens a new one.
 static void begin_transaction(Barrier *b) {
+    next_call(b);
     b->count = 0;
     b->scalarWrites = 0;
     b->moved = 0;
@@ -475,7 +572,9 @@ static int barrier_index(lua_State *L) {
         return fall_back(L, UPVALUE(INDEX_FALLBACK), 2, 1);
     }
     lua_pushvalue(L, 1);
-    if (lua_rawget(L, UPVALUE(TARGETS)) != LUA_TTABLE) return fall_back(L, UPVALUE(INDEX_FALLBACK), 2, 1); /* 3: real */
+    if (lua_rawget(L, UPVALUE(TARGETS)) != LUA_TTABLE || !stamped(b, lua_topointer(L, 1))) { /* 3: real */
+        return fall_back(L, UPVALUE(INDEX_FALLBACK), 2, 1);
+    }
     if (b->mode == MODE_READ) {
         note_read(L, b, 3, 2);
         lua_pushvalue(L, 2);
@@ -606,7 +705,9 @@ static int barrier_newindex(lua_State *L) {
         return fall_back(L, UPVALUE(WRITE_FALLBACK), 3, 0);
     }
     lua_pushvalue(L, 1);
-    if (lua_rawget(L, UPVALUE(TARGETS)) != LUA_TTABLE) return fall_back(L, UPVALUE(WRITE_FALLBACK), 3, 0); /* 4: real */
+    if (lua_rawget(L, UPVALUE(TARGETS)) != LUA_TTABLE || !stamped(b, lua_topointer(L, 1))) { /* 4: real */
+        return fall_back(L, UPVALUE(WRITE_FALLBACK), 3, 0);
+    }
     lua_pushvalue(L, 2);
     int oldType = lua_rawget(L, 4); /* 5: the old value (taken by the journal below) */
     // (A NaN key never gets past this: no table holds a value under NaN, so its old value is nil.)
@@ -1067,6 +1168,7 @@ static int barrier_run(lua_State *L) {
         }
         if (i > first) clua_restart_budget_now(L);
         begin_transaction(b);
+        stamp(L, b, lua_topointer(L, 6)); /* the state's proxy, handed to this action's call */
         lua_copy(L, 1, 8); /* reduce, over the action's type */
         lua_pushvalue(L, 6);
         lua_pushvalue(L, 7);
@@ -1148,6 +1250,45 @@ static int barrier_proxy(lua_State *L) {
     return 1;
 }
 
+/// `fresh(proxy)` [-1, +1, -]: whether the proxy was handed out in the running call (the Lua halves of the
+/// metamethods refuse any other).
+static int barrier_fresh(lua_State *L) {
+    lua_pushboolean(L, stamped(barrier(L), lua_topointer(L, 1)));
+    return 1;
+}
+
+/// `claim(t)` [-1, +1, m]: makes a table a script is storing in the state the state's own. What `t` holds moves
+/// to a new table, which is returned (the real table, which the state will hold), and `t`, now empty, becomes
+/// its proxy: the script's `t` and what it reads from the state stay the same table, its later writes to it are
+/// journaled, and after the call it is refused like any proxy kept too long — no script ever holds a table of
+/// the state itself. (The Lua side checked that `t` is data; a table inside it is claimed by its own call.)
+static int barrier_claim(lua_State *L) {
+    Barrier *b = barrier(L);
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_settop(L, 1);
+    lua_createtable(L, (int)lua_rawlen(L, 1), 0); /* 2: the real table */
+    lua_pushnil(L);
+    while (lua_next(L, 1) != 0) { /* key, value */
+        lua_pushvalue(L, -2);
+        lua_insert(L, -2);
+        lua_rawset(L, 2);
+        lua_pushvalue(L, -1);
+        lua_pushnil(L);
+        lua_rawset(L, 1); /* clearing the current key is allowed while traversing */
+    }
+    lua_pushvalue(L, UPVALUE(META));
+    lua_setmetatable(L, 1);
+    lua_pushvalue(L, 1);
+    lua_pushvalue(L, 2);
+    lua_rawset(L, UPVALUE(TARGETS)); /* targets[t] = real */
+    lua_pushvalue(L, 2);
+    lua_pushvalue(L, 1);
+    lua_rawset(L, UPVALUE(PROXIES)); /* proxies[real] = t */
+    count_made(L, b);
+    stamp(L, b, lua_topointer(L, 1));
+    return 1;
+}
+
 /// `count()` [-0, +1, -]: journal slots the open (or last) transaction filled: its writes are the triples at
 /// 1..count (the Lua side reads them to tell what the transaction changed).
 static int barrier_count(lua_State *L) {
@@ -1212,6 +1353,7 @@ static int barrier_set_mode(lua_State *L) {
     Barrier *b = barrier(L);
     lua_Integer mode = luaL_checkinteger(L, 1);
     luaL_argcheck(L, mode == MODE_CLOSED || mode == MODE_WRITE || mode == MODE_READ, 1, "not a mode of the barrier");
+    if (mode == MODE_READ) next_call(b);
     if (mode == MODE_READ || b->mode == MODE_READ) { /* a reader starts, or one that failed ends */
         lua_settop(L, 2);
         if (mode != MODE_READ || lua_type(L, 2) != LUA_TTABLE) {
@@ -1593,6 +1735,7 @@ static int clua_make_barrier(lua_State *L) {
         lua_setiuservalue(L, -2, SPARE_SETS);
         b->mode = MODE_CLOSED;
         b->pathGeneration = 1;
+        b->epoch = 1; /* (slots never used hold epoch 0) */
         for (int i = 0; i < NOTED_SLOTS; i++) b->noted[i].at = -1;
         b->subscriptionsDirty = 1;
     }
@@ -1627,6 +1770,8 @@ static int clua_make_barrier(lua_State *L) {
         { "observed", barrier_observed, NULL, 0 },
         { "position", barrier_position, NULL, 0 },
         { "proxy", barrier_proxy, NULL, 0 },
+        { "fresh", barrier_fresh, NULL, 0 },
+        { "claim", barrier_claim, NULL, 0 },
         { "made", barrier_made, NULL, 0 },
         { "count", barrier_count, NULL, 0 },
         { "setmoved", barrier_set_moved, NULL, 0 },

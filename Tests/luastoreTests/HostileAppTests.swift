@@ -184,4 +184,48 @@ import Testing
         #expect(outputs[0].split(separator: "\n").last == #"{"finalized":0,"misses":1}"#)
         #expect(Set(outputs).count == 1)
     }
+
+    /// A state table kept in an upvalue — a proxy the reducer received, or a table it stored — is refused in every
+    /// later call, naming the line, whether or not it is still in the state: the kept table can neither read the
+    /// state outside read tracking nor change it behind the journal (before, a stored table kept in an upvalue
+    /// changed the state with no change recorded, and a kept proxy worked or failed depending on when the caches
+    /// were emptied, so a session diverged from its replay). Three runs and their replays agree.
+    @Test func tablesKeptPastTheirCallAreRefused() async throws {
+        let app = try CLI.makeApp("""
+            local app = {}
+            local kept, mine
+            function app.init() return { items = { { n = 1 }, { n = 2 } }, log = {} } end
+            function app.reduce(state, action)
+              if action.type == "keep" then kept = state.items[1]
+              elseif action.type == "place" then mine = { n = 1 }; state.mine = mine; mine.n = 2
+              elseif action.type == "drop" then table.remove(state.items, 1)
+              elseif action.type == "poke" then kept.n = kept.n + 100
+              elseif action.type == "pokeMine" then mine.n = mine.n + 100
+              elseif action.type == "log" then state.log[#state.log + 1] = #state.items
+              end
+            end
+            function app.props(state) return { items = state.items, mine = state.mine, log = state.log } end
+            return app
+            """)
+        defer { try? FileManager.default.removeItem(at: app) }
+        let input = ["keep", "poke", "place", "pokeMine", "log", "drop", "poke", "log"]
+            .map { "{\"type\":\"\($0)\"}\n" }.joined()
+        var outputs: [String] = []
+        for index in 0..<3 {
+            let recording = app.appendingPathComponent("session\(index).jsonl").path
+            let run = try await CLI.run(["run", app.path, "--format", "json", "--record", recording], input: input)
+            #expect(run.status == 1)
+            let errors = run.errors.split(separator: "\n").map(String.init)
+            #expect(errors.count == 3, "\(errors)")
+            #expect(errors.first == "luastore: reduce failed: app.lua:8: a state table kept from an earlier call was used: state tables (those a function received, and those it stored) can be used only during that call (line 2)")
+            #expect(errors.dropFirst().first?.hasPrefix("luastore: reduce failed: app.lua:9: a state table kept") == true)
+            #expect(errors.last?.hasSuffix("(line 7)") == true)
+            outputs.append(run.output)
+            let replay = try await CLI.run(["replay", app.path, recording])
+            #expect(replay.status == 0, "\(replay.errors)")
+            #expect(replay.output == "replayed 8 actions: every change matches the recording\n")
+        }
+        #expect(outputs[0].split(separator: "\n").last == #"{"items":[{"n":2}],"log":[2,1],"mine":{"n":2}}"#)
+        #expect(Set(outputs).count == 1)
+    }
 }

@@ -73,14 +73,12 @@ end
 -- list, say); then the barrier turns them weak until they are replaced, so proxies no one holds any more can
 -- be collected. Either way, one table has one proxy while anyone holds it.
 local function proxy(real)
-  return proxies[real] or B.proxy(real)
+  return B.proxy(real)
 end
 
 -- The proxy of `real`, reached as `parent[key]`: a proxy made now records where its table is.
 local function proxyAt(real, parent, key)
-  local p = proxies[real]
-  if p ~= nil then return p end
-  parents[real], parentKeys[real] = parent, key
+  if proxies[real] == nil then parents[real], parentKeys[real] = parent, key end
   return B.proxy(real)
 end
 
@@ -128,8 +126,19 @@ local function closed(level)
   error("state tables can be used only while reduce, props, a selector or subscriptions runs", level + 1)
 end
 
+local STALE = "a state table kept from an earlier call was used: state tables (those a function received, and those"
+  .. " it stored) can be used only during that call"
+
 local function stale(level)
-  error("a state table kept from an earlier call was used: state tables can be used only during the call that received them", level + 1)
+  error(STALE, level + 1)
+end
+
+-- The real table of the proxy `p`, or nil when `p` is not a proxy; a proxy kept from an earlier call is an
+-- error (the barrier stamps every proxy it hands out with the running call).
+local function current(p, level)
+  local real = targets[p]
+  if real ~= nil and not B.fresh(p) then stale(level + 1) end
+  return real
 end
 
 -- Strips proxies out of a value about to be returned (props, commands): the host converts real tables. `what`
@@ -137,7 +146,10 @@ end
 local function unwrap(value, what)
   if not istable(value) then return value end
   local real = targets[value]
-  if real ~= nil then return real end
+  if real ~= nil then
+    if not B.fresh(value) then error(what .. ": " .. STALE, 0) end
+    return real
+  end
   -- The common case (props of plain values, no commands inside): nothing to strip, nothing to allocate.
   local flat = true
   for key, item in next, value do
@@ -152,6 +164,7 @@ local function unwrap(value, what)
     for key, item in next, t do
       if istable(item) then
         local inner = targets[item]
+        if inner ~= nil and not B.fresh(item) then error(what .. ": " .. STALE, 0) end
         if inner ~= nil then rawset(t, key, inner) else strip(item, depth + 1) end
       end
     end
@@ -275,20 +288,36 @@ local function tooDeep(t, key, level)
 end
 
 local function badTable(item, t, key)
-  if getmetatable(item) == MARKER then
-    return "a state table kept from an earlier call was used: state tables can be used only during the call that received them"
-  end
+  if getmetatable(item) == MARKER then return STALE end
   return describe(t, key) .. ": a table with a metatable cannot be stored in the state (" .. DATA .. ")"
 end
 
--- Prepares a table about to be stored at `real[key]`: strips proxies (the real state never holds one) and
--- checks that it is data, recording where each new table goes. Returns the real table, the state tables it
--- moves (tables already in the state, now placed somewhere new) as (table, new parent, new key) triples for
--- `settle` to check once the write is made, and a message when something is refused. Costs the size of the
--- new part, never of the tables it moves.
-local function prepare(value, real, key)
+-- Claims the new tables of a value `prepare` checked, from the top (`t`, to be held by `parent` under `key`):
+-- each one's contents move to a new real table and the script's table becomes that table's proxy (`B.claim`),
+-- so no script holds a table of the state itself (one it kept would write past the journal). `fresh` marks the
+-- new tables (the others are state tables the value moves); `claimed` maps each claimed table to its real one.
+-- Returns the real table.
+local function claim(t, parent, key, fresh, claimed)
+  local real = B.claim(t)
+  claimed[t] = real
+  parents[t], parentKeys[t] = nil, nil
+  parents[real], parentKeys[real] = parent, key
+  for k, item in next, real do
+    if fresh[item] then rawset(real, k, claim(item, real, k, fresh, claimed)) end
+  end
+  return real
+end
+
+-- Prepares a table about to be stored at `real[key]`: strips proxies (the real state never holds one), checks
+-- that it is data, recording where each new table goes, and claims the new tables (`claim`: `owned` says the
+-- host made the value, and no script holds it). Returns the real table, the state tables it moves (tables
+-- already in the state, now placed somewhere new) as (table, new parent, new key) triples for `settle` to
+-- check once the write is made, and a message when something is refused. Costs the size of the new part,
+-- never of the tables it moves.
+local function prepare(value, real, key, owned)
   local inner = targets[value]
   if inner ~= nil or parents[value] ~= nil or value == holder.state then
+    if inner ~= nil and not B.fresh(value) then return value, nil, STALE end
     return inner or value, { inner or value, real, key }
   end
   if getmetatable(value) ~= nil then return value, nil, badTable(value, real, key) end
@@ -297,6 +326,7 @@ local function prepare(value, real, key)
   if level > STATE_DEPTH then return value, nil, tooDeep(real, key, level) end
   parents[value], parentKeys[value] = real, key
   placed = placed + 1
+  local fresh = { [value] = true } -- the new tables (the others in `seen` are moved)
   local function walk(t, level)
     for k, item in next, t do
       failure = badKey(k, t)
@@ -304,6 +334,7 @@ local function prepare(value, real, key)
       if istable(item) then
         local target = targets[item]
         if target ~= nil then
+          if not B.fresh(item) then failure = STALE return end
           rawset(t, k, target)
           item = target
         end
@@ -318,7 +349,7 @@ local function prepare(value, real, key)
         elseif level >= STATE_DEPTH then
           failure = tooDeep(t, k, level + 1)
         else
-          seen[item] = true
+          seen[item], fresh[item] = true, true
           parents[item], parentKeys[item] = t, k
           placed = placed + 1
           walk(item, level + 1)
@@ -330,7 +361,13 @@ local function prepare(value, real, key)
     end
   end
   walk(value, level)
-  return value, moves, failure
+  if failure or owned then return value, moves, failure end
+  local claimed = {}
+  value = claim(value, real, key, fresh, claimed)
+  if moves ~= nil then -- a moved table's new parent is a claimed table's real one
+    for i = 2, #moves, 3 do moves[i] = claimed[moves[i]] or moves[i] end
+  end
+  return value, moves, nil
 end
 
 -- A transaction's moves: each table a write placed somewhere new although it was in the state, with the
@@ -403,13 +440,13 @@ end
 
 local function indexFallback(p, key)
   if B.mode() == CLOSED then closed(3) end
-  local real = targets[p]
+  local real = current(p, 3)
   if real == nil then stale(3) end
   local keyTarget = targets[key] -- a proxy used as a key stands for its table (a lookup is cheaper than a type test)
   if keyTarget ~= nil then key = keyTarget end
   if reads then note(real, key) end
   local value = real[key]
-  if istable(value) then return proxies[value] or proxyAt(value, real, key) end
+  if istable(value) then return proxyAt(value, real, key) end
   return value
 end
 
@@ -419,7 +456,7 @@ local function newindexFallback(p, key, value)
     if mode == CLOSED then closed(3) end
     error("props, selectors and subscriptions cannot change the state", 3)
   end
-  local real = targets[p]
+  local real = current(p, 3)
   if real == nil then stale(3) end
   -- Refused before anything is journaled: undoing a journaled write to such a key would itself fail.
   if key == nil then error("table index is nil", 3) elseif key ~= key then error("table index is NaN", 3) end
@@ -452,7 +489,7 @@ end
 
 meta.__len = function(p)
   if B.mode() == CLOSED then closed(2) end
-  local real = targets[p]
+  local real = current(p, 2)
   if real == nil then stale(2) end
   if reads then note(real, STRUCTURE) end
   return rawlen(real)
@@ -460,7 +497,7 @@ end
 
 meta.__pairs = function(p)
   if B.mode() == CLOSED then closed(2) end
-  local real = targets[p]
+  local real = current(p, 2)
   if real == nil then stale(2) end
   if reads then note(real, ALL) end
   local key
@@ -495,8 +532,8 @@ end
 
 -- Stores a whole state (`holder.state`, a child's in `children`) that `what` (init, reduce, migrate) gave,
 -- checked as any stored table is.
-local function placeRoot(tbl, key, value, what)
-  local real, moves, failure = prepare(value, tbl, key)
+local function placeRoot(tbl, key, value, what, owned)
+  local real, moves, failure = prepare(value, tbl, key, owned)
   if failure then error(what .. ": " .. failure, 0) end
   replace(tbl, key, real)
   recordMoves(moves)
@@ -629,10 +666,10 @@ function M.transform(fn, ...)
   commit()
 end
 
-function M.setState(state)
+function M.setState(state, owned)
   if not istable(state) then error("init must return a table (it returned a " .. type(state) .. ")", 0) end
   begin()
-  placeRoot(holder, "state", state, "init's state")
+  placeRoot(holder, "state", state, "init's state", owned)
   commit()
   trimCaches(false, true) -- the records of a whole new state are not needed past its transaction
 end
@@ -1031,7 +1068,12 @@ local function dependOnResult(value, seen, inState, depth)
   depth = depth or 1
   if depth > STATE_DEPTH then error("the value returned: tables nested deeper than " .. STATE_DEPTH .. " levels", 0) end
   local real = targets[value]
-  if real ~= nil then inState = true else real = value end
+  if real ~= nil then
+    if not B.fresh(value) then error("the value returned: " .. STALE, 0) end
+    inState = true
+  else
+    real = value
+  end
   if seen ~= nil then
     if seen[real] then return false end
     seen[real] = true

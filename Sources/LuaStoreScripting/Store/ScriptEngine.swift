@@ -146,7 +146,7 @@ final class ScriptEngine {
         app = try Self.loadApp(vm: vm, folder: folder)
         do {
             if let initialState {
-                try vm.call(runtime[.setState], arguments: [.value(initialState)])
+                try vm.call(runtime[.setState], arguments: [.value(initialState), .value(true)]) // (owned: no script holds it)
             } else {
                 let initial = try vm.callForReferences(app.initialize, arguments: [])
                 try vm.call(runtime[.setState], arguments: [initial.first.flatMap { $0 }.map(LuaArgument.reference) ?? .value(.nil)])
