@@ -228,4 +228,54 @@ import Testing
         #expect(outputs[0].split(separator: "\n").last == #"{"items":[{"n":2}],"log":[2,1],"mine":{"n":2}}"#)
         #expect(Set(outputs).count == 1)
     }
+
+    /// The bypass of the weak-table rule (issue 31, item 9): a `__mode` assigned into a metatable after
+    /// `setmetatable` is refused at the assignment, naming the line, so the cache stays strong and three runs and
+    /// their replays agree; the metatable's hidden guard is invisible (`getmetatable(mt)` is nil), ordinary
+    /// fields are written as before, and classes (a metatable with a metatable of its own) work unchanged.
+    @Test func aModeAssignedIntoAMetatableLaterIsRefused() async throws {
+        let app = try CLI.makeApp("""
+            local app = {}
+            local mt = {}
+            local cache = setmetatable({}, mt)
+            local Animal = {}; Animal.__index = Animal
+            local Dog = setmetatable({}, { __index = Animal }); Dog.__index = Dog
+            function Animal:name() return self.n end
+            function app.init() return { entries = 0, guard = tostring(getmetatable(mt)) } end
+            function app.reduce(state, action)
+              if action.type == "weaken" then mt.__mode = "k"
+              elseif action.type == "fill" then
+                for i = 1, 200 do cache[{}] = i end
+                mt.__index = function() return 0 end
+                collectgarbage()
+                local n = 0
+                for _ in pairs(cache) do n = n + 1 end
+                state.entries, state.missing = n, cache.absent
+              elseif action.type == "classes" then
+                state.name = setmetatable({ n = "rex" }, Dog):name()
+              end
+            end
+            function app.props(state) return state end
+            return app
+            """)
+        defer { try? FileManager.default.removeItem(at: app) }
+        let input = ["weaken", "fill", "fill", "classes"].map { "{\"type\":\"\($0)\"}\n" }.joined()
+        var outputs: [String] = []
+        for index in 0..<3 {
+            let recording = app.appendingPathComponent("session\(index).jsonl").path
+            let run = try await CLI.run(["run", app.path, "--format", "json", "--record", recording], input: input)
+            #expect(run.status == 1)
+            #expect(run.errors == "luastore: reduce failed: app.lua:9: '__mode' cannot be assigned into a metatable here (weak tables are kept strong: LuaLimits.weakTables) (line 1)\n")
+            outputs.append(run.output)
+            let replay = try await CLI.run(["replay", app.path, recording])
+            #expect(replay.status == 0, "\(replay.errors)")
+        }
+        #expect(outputs[0].split(separator: "\n").map(String.init) == [
+            #"{"entries":0,"guard":"nil"}"#,
+            #"{"entries":200,"guard":"nil","missing":0}"#,
+            #"{"entries":400,"guard":"nil","missing":0}"#,
+            #"{"entries":400,"guard":"nil","missing":0,"name":"rex"}"#,
+        ])
+        #expect(Set(outputs).count == 1)
+    }
 }

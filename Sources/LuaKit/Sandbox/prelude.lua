@@ -132,12 +132,48 @@ end
 -- `__mode`: see LuaLimits.weakTables.
 local script_metatables = real_setmetatable({}, { __mode = "k" }) -- the metatables scripts set (debug.getmetatable)
 
+
+-- Where weak tables are kept strong, a metatable in use must not gain a `__mode` later either (`mt.__mode = "k"`
+-- after `setmetatable(t, mt)` would make `t` weak: Lua reads the mode when it collects). A plain assignment
+-- writes a key a table lacks raw unless the table's metatable has `__newindex`; so a metatable in use that has
+-- no metatable of its own gets a hidden one, `mode_guard`, whose `__newindex` refuses `__mode` and writes every
+-- other key as Lua would (`getmetatable` answers nil for it, `setmetatable` replaces it). `rawset` refuses
+-- `__mode` itself. (A metatable whose own metatable a script set without `__newindex` is written raw: see
+-- docs/lua.md.)
+local mode_guard = {}
+mode_guard.__newindex = function(t, key, value)
+  if key == "__mode" then
+    error("'__mode' cannot be assigned into a metatable here (weak tables are kept strong: LuaLimits.weakTables)", 2)
+  end
+  if key == nil or key ~= key then
+    local ok, result = real_pcall(real_rawset, t, key, value) -- Lua's own refusals, at the script's line
+    if not ok then error(result, 2) end
+  end
+  real_rawset(t, key, value)
+end
+
+local function guard_modes(metatable)
+  if real_getmetatable(metatable) == nil then real_setmetatable(metatable, mode_guard) end
+end
+
+local function unguarded(value)
+  local metatable = real_getmetatable(value)
+  if metatable == mode_guard then return nil end
+  return metatable
+end
+
 local function sandbox_setmetatable(t, metatable)
   if frozen[t] then error("cannot change the metatable of a read-only table", 2) end
   local finalizer
+  if not weak_tables_honoured and metatable == nil and raw_getmetatable(t) == mode_guard then
+    return t -- (a metatable in use keeps its guard: it has no metatable as far as scripts can see)
+  end
   if type(metatable) == "table" and not frozen[metatable] then
-    if not weak_tables_honoured and rawget(metatable, "__mode") ~= nil then
-      real_rawset(metatable, "__mode", nil) -- kept strong: no reducer may depend on when the collector runs
+    if not weak_tables_honoured then
+      if rawget(metatable, "__mode") ~= nil then
+        real_rawset(metatable, "__mode", nil) -- kept strong: no reducer may depend on when the collector runs
+      end
+      guard_modes(metatable)
     end
     finalizer = rawget(metatable, "__gc")
     if finalizer ~= nil then real_rawset(metatable, "__gc", nil) end
@@ -343,7 +379,8 @@ local function namespace()
   return require
 end
 
-globals.assert, globals.error, globals.getmetatable, globals.ipairs = assert, error, real_getmetatable, ipairs
+globals.assert, globals.error, globals.ipairs = assert, error, ipairs
+globals.getmetatable = weak_tables_honoured and real_getmetatable or unguarded
 globals.next, globals.pairs, globals.pcall, globals.xpcall = sandbox_next, pairs, sandbox_pcall, sandbox_xpcall
 globals.print, globals.rawequal, globals.rawget, globals.rawlen = sandbox_print, rawequal, sandbox_rawget, rawlen
 globals.rawset, globals.select, globals.setmetatable = sandbox_rawset, select, sandbox_setmetatable
@@ -397,6 +434,7 @@ globals.coroutine = freeze("coroutine", sandbox_coroutine)
 local function sandbox_debug_getmetatable(value)
   local metatable = raw_getmetatable(value)
   if metatable ~= nil and script_metatables[metatable] then return metatable end
+  if metatable == mode_guard then return nil end
   return globals.getmetatable(value)
 end
 -- `io`: writing to the output the host receives (`print`'s) and nothing else — no files, no input, no processes.
