@@ -21,6 +21,7 @@ let package = Package(
         .library(name: "LuaStoreScripting", targets: ["LuaStoreScripting"]),
         .library(name: "LuaStoreDevtools", targets: ["LuaStoreDevtools"]),
         .library(name: "LuaStoreTesting", targets: ["LuaStoreTesting"]),
+        .library(name: "LuaStorePersistence", targets: ["LuaStorePersistence"]),
         .executable(name: "luakit", targets: ["luakit"]),
         .executable(name: "luastore", targets: ["luastore"]),
         .executable(name: "luastore-demo-api", targets: ["luastore-demo-api"]),
@@ -33,6 +34,8 @@ let package = Package(
         // its exit-watching socket, so a program that starts a daemon, such as tmux, never "exits").
         .package(url: "https://github.com/swiftlang/swift-subprocess", from: "1.0.2"),
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
+        // Durable stores: the state's log and snapshots in one SQLite file (LuaStorePersistence).
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     ],
     targets: [
         // Debian's Lua 5.4, linked statically (`liblua5.4.a`, named in `Sources/CLua/module.modulemap`; headers from
@@ -61,7 +64,7 @@ let package = Package(
         .executableTarget(
             name: "luastore",
             dependencies: [
-                "LuaKit", "LuaStoreCore", "LuaStoreScripting", "LuaStoreDevtools",
+                "LuaKit", "LuaStoreCore", "LuaStoreScripting", "LuaStoreDevtools", "LuaStorePersistence",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict,
@@ -95,6 +98,12 @@ let package = Package(
         ),
         .target(
             name: "LuaStoreScripting", dependencies: ["CLuaState", "LuaKit", "LuaStoreCore"], swiftSettings: strict, plugins: ["EmbedLua"]
+        ),
+        // Durable stores: what each action changed, appended to a SQLite database (GRDB), with snapshots.
+        .target(
+            name: "LuaStorePersistence",
+            dependencies: ["LuaKit", "LuaStoreConcurrency", "LuaStoreScripting", .product(name: "GRDB", package: "GRDB.swift")],
+            swiftSettings: strict
         ),
         .target(
             name: "LuaStoreTesting", dependencies: ["LuaKit", "LuaStoreCore", "LuaStoreScripting"], swiftSettings: strict

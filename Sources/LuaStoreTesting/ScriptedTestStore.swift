@@ -190,7 +190,7 @@ public final class ScriptedTestStore: Sendable {
     /// states that did not come is a difference; whatever it does not state is taken as it came.
     private func check(_ entry: JournalEntry, what: String, update: ((inout LuaValue) throws -> Void)?, place: String) throws {
         var actual = mirror.withLock { $0 }
-        for change in entry.changes { StateDifference.apply(change, to: &actual) }
+        for change in entry.changes { actual.apply(change) }
         var expected = exhaustivity == .on ? mirror.withLock { $0 } : actual
         mirror.withLock { $0 = actual } // (what came, whether or not the test said it: later steps go on from it)
         do {
@@ -220,7 +220,7 @@ public final class ScriptedTestStore: Sendable {
 
     /// (Non-exhaustive `receive` skipping an action: its changes go into the mirror as they came.)
     private func applyTaken(_ entry: JournalEntry) throws {
-        mirror.withLock { state in for change in entry.changes { StateDifference.apply(change, to: &state) } }
+        mirror.withLock { state in for change in entry.changes { state.apply(change) } }
     }
 
     private static func action(of entry: JournalEntry) -> LuaValue {

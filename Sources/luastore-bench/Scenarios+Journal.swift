@@ -21,17 +21,17 @@ extension Scenarios {
             return .active
         }
         await arrival.wait(for: 0)
-        _ = await recorder?.file.flushed()
+        _ = await recorder?.file?.flushed()
         _ = await store.memory() // (a full collection first, as state_size's rows do: none lands in the window)
         let before = record ? ((try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0) : 0
         let toggles: [LuaValue] = (0..<actions).map { ["type": "toggle", "id": .integer(Int64($0 * 7919 % items + 1))] }
         let result = await Harness.nanoseconds(operations: actions) {
             for action in toggles { store.dispatch(action) }
             await arrival.wait(for: Int64(actions))
-            _ = await recorder?.file.flushed()
+            _ = await recorder?.file?.flushed()
         }
         store.shutdown()
-        if let failure = recorder?.file.close() { throw failure }
+        if let failure = recorder?.file?.close() { throw failure }
         let after = record ? ((try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0) : 0
         return (result, Double(after - before) / Double(actions))
     }
@@ -91,7 +91,7 @@ extension Scenarios {
         for index in 0..<actions { store.dispatch(["type": "toggle", "id": .integer(Int64(index * 7919 % items + 1))]) }
         await store.barrier()
         store.shutdown()
-        if let failure = recorder.file.close() { throw failure }
+        if let failure = recorder.file?.close() { throw failure }
         return Harness.milliseconds(try timeLuastore(luastore, ["replay", folder.path, path, "--time-budget-ms", "2000"])) * 1_000_000 / Double(actions)
     }
 }

@@ -3,6 +3,7 @@ import Foundation
 import LuaKit
 import LuaStoreCore
 import LuaStoreDevtools
+import LuaStorePersistence
 import LuaStoreScripting
 
 /// `luastore run APP_DIR`: runs an app interactively or on a file of actions.
@@ -71,7 +72,23 @@ struct Run: AsyncParsableCommand {
     @Option(name: .customLong("devtools-keep-bytes"), help: ArgumentHelp("About how much memory the devtools' kept entries may take (256M by default; K, M, G: KiB, MiB, GiB); the oldest go first.", valueName: "size"))
     var devtoolsKeepBytes = ByteSize(DevtoolsJournal.defaultByteCapacity)
 
+    @Option(name: .long, help: ArgumentHelp("Keep the state in this SQLite file across runs: what each action changed is written as it commits, and a run on an existing file resumes from it (init does not run; migrate does when schemaVersion grew).", valueName: "file"))
+    var persist: String?
+
+    @Option(name: .customLong("persist-sync"), help: "full: each action is on disk before its props line; batch (default): commits grouped, a crash loses at most the last few milliseconds.")
+    var persistSync: Durability = .batch
+
+    @Flag(name: .customLong("persist-reset"), help: "Start the --persist file over, empty (init runs).")
+    var persistReset = false
+
+    @Option(name: .customLong("persist-snapshot-every"), help: ArgumentHelp("Write a snapshot of the whole state every this many actions (older log entries then go).", valueName: "actions"))
+    var persistSnapshotEvery = Int(StoreDatabase.defaultSnapshotInterval)
+
     func validate() throws {
+        if persist == nil, persistSync != .batch || persistReset || persistSnapshotEvery != Int(StoreDatabase.defaultSnapshotInterval) {
+            throw ValidationError("--persist-sync, --persist-reset and --persist-snapshot-every go with --persist FILE")
+        }
+        guard persistSnapshotEvery >= 1 else { throw ValidationError("--persist-snapshot-every must be at least 1") }
         guard settleTimeout >= 0, settleTimeout.isFinite else { throw ValidationError("--settle-timeout must be a number of seconds ≥ 0") }
         guard timeBudget > 0, timeBudget.isFinite else { throw ValidationError("--time-budget-ms must be a number of milliseconds > 0") }
         guard maxLineBytes >= 1 else { throw ValidationError("--max-line-bytes must be at least 1") }
@@ -116,6 +133,18 @@ struct Run: AsyncParsableCommand {
         options.protectedFiles = [actions, stateOut, record].compactMap { $0 }.filter { $0 != "-" }
         let devtoolsJournal = devtools.map { _ in DevtoolsJournal(capacity: devtoolsKeep, bytes: devtoolsKeepBytes.bytes) }
         options.recorder = recorder
+        var database: StoreDatabase?
+        if let persist {
+            do {
+                database = try StoreDatabase(path: persist, app: folder.lastPathComponent, durability: persistSync,
+                                             snapshotInterval: UInt64(persistSnapshotEvery), reset: persistReset)
+            } catch {
+                Console.error("cannot keep the state in \(error)")
+                recorder?.file?.discard()
+                throw ExitCode.unusable
+            }
+            options.persistence = database
+        }
         if let devtoolsJournal {
             options.journal = { entry in devtoolsJournal.hear(entry) }
             options.historyEntries = devtoolsKeep
@@ -127,7 +156,8 @@ struct Run: AsyncParsableCommand {
             store = try await ScriptedStore(app: folder, options: options)
         } catch {
             Console.error("cannot load \(appDirectory): \(error.error) (\(error.stage.rawValue))")
-            recorder?.file.discard()
+            recorder?.file?.discard()
+            _ = database?.close()
             throw ExitCode.unusable
         }
         if let recorder {
@@ -170,7 +200,8 @@ struct Run: AsyncParsableCommand {
             } catch {
                 Console.error("cannot serve the devtools: \(error)")
                 store.shutdown()
-                recorder?.file.discard()
+                recorder?.file?.discard()
+                _ = database?.close()
                 throw ExitCode.unusable
             }
         }
@@ -195,7 +226,8 @@ struct Run: AsyncParsableCommand {
             } catch {
                 Console.error("cannot read actions from \(actions ?? "-"): \(error.reason)")
                 store.shutdown()
-                recorder?.file.discard()
+                recorder?.file?.discard()
+                _ = database?.close()
                 throw ExitCode.unusable
             }
             await run(store, input: input, lines: lines, failures: failures)
@@ -230,8 +262,12 @@ struct Run: AsyncParsableCommand {
                 failures.withLock { $0 += 1 }
             }
         }
-        if let failure = recorder?.file.close() {
+        if let failure = recorder?.file?.close() {
             Console.error("cannot write the recording to \(failure)")
+            failures.withLock { $0 += 1 }
+        }
+        if let failure = database?.close() {
+            Console.error("cannot keep the state in \(failure)")
             failures.withLock { $0 += 1 }
         }
         if failures.withLock({ $0 }) > 0 { throw ExitCode.appFailure }
@@ -250,7 +286,7 @@ extension Run {
         }
         for (path, identity) in FileIdentity.scripts(in: folder) { inputs.append(("the app's script \(path)", identity)) }
         var outputs: [(name: String, location: String)] = []
-        for (option, path) in [("--record", record), ("--state-out", stateOut)] {
+        for (option, path) in [("--record", record), ("--state-out", stateOut), ("--persist", persist)] {
             guard let path else { continue }
             let same = FileIdentity(path: path).flatMap { identity in inputs.first { $0.identity == identity }?.name }
                 ?? outputs.first { $0.location == FileIdentity.location(of: path) }?.name
@@ -421,3 +457,5 @@ struct ByteSize: ExpressibleByArgument {
 
     var defaultValueDescription: String { bytes % (1 << 20) == 0 ? "\(bytes >> 20)M" : "\(bytes)" }
 }
+
+extension Durability: ExpressibleByArgument {}

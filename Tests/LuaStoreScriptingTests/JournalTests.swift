@@ -562,7 +562,7 @@ extension JournalTests {
             let state = try await store.state()
             finalState.withLock { $0 = state }
             store.shutdown()
-            if let failure = recorder.file.close() { throw failure }
+            if let failure = recorder.file?.close() { throw failure }
             return Array(try Data(contentsOf: URL(fileURLWithPath: path)))
         }
         let fromRuns = try await record(throughRecorder: true)

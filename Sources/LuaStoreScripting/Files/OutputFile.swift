@@ -9,7 +9,7 @@ import Foundation
 /// once every byte is written and synced, renaming it over the old one; a failure removes the new file and leaves
 /// the old one as it was. What is not a regular file (a device, a FIFO, a terminal) is written in place. The
 /// `Mode` says when a file that does not exist yet appears.
-public final class OutputFile: @unchecked Sendable {
+public final class OutputFile: JournalOutput, @unchecked Sendable {
     /// When a new regular file appears under its name.
     public enum Mode: Sendable {
         /// At once, filled as lines come (a recording): after a crash it holds every complete line written. A file

@@ -3,23 +3,32 @@ import LuaKit
 import LuaStoreCore
 
 /// Records a session (`run --record`) in format 3 (`RecordingLine`): the header first — the state the journal
-/// starts from — then each journal entry, encoded and written off the store's thread (`OutputFile`), in batches:
-/// the store's thread only hands entries over.
+/// starts from — then each journal entry, encoded and written off the store's thread (a `JournalOutput`: a file,
+/// or a durable store's database), in batches: the store's thread only hands entries over.
 public final class SessionRecorder: Sendable {
     /// Where it writes.
-    public let file: OutputFile
+    public let output: any JournalOutput
+    /// The file it writes, when it writes one (`init(file:)`).
+    public let file: OutputFile?
     /// An entry, or the entries of a run of actions (`ScriptedStoreOptions.recorder`), made by the writer.
+    /// A header after the first: a snapshot of the state at `start.sequence` (a durable store's).
     private enum Item {
         case entry(JournalEntry)
         case run(JournalRun)
+        case header(app: String, start: JournalStart)
 
         var lastSequence: UInt64 {
             switch self {
             case .entry(let entry): entry.sequence
             case .run(let run): run.firstSequence + UInt64(run.actions.count) - 1
+            case .header(_, let start): start.sequence
             }
         }
     }
+
+    /// What a header holds: the state the journal starts from, the scripts' digest and schema version, and the
+    /// sequence number of the last entry the state includes.
+    public typealias JournalStart = (state: LuaValue, scripts: String, schemaVersion: Int64, sequence: UInt64)
 
     /// What waits for the writer, under a lock.
     private struct Pending {
@@ -38,17 +47,44 @@ public final class SessionRecorder: Sendable {
 
     /// A recorder writing to `file`; pass `append` as `ScriptedStoreOptions.journal`, then call `start` once the
     /// store is made.
-    public init(file: OutputFile) { self.file = file }
+    public init(file: OutputFile) {
+        self.output = file
+        self.file = file
+    }
+
+    /// A recorder writing to `output` (a durable store's database).
+    public init(output: any JournalOutput) {
+        self.output = output
+        self.file = output as? OutputFile
+    }
 
     /// Writes the header; entries the header's state already includes are dropped, later ones follow it.
-    public func start(app: String, _ start: (state: LuaValue, scripts: String, schemaVersion: Int64, sequence: UInt64)) {
+    public func start(app: String, _ start: JournalStart) {
         pending.withLock { pending in
-            file.append { try RecordingLine.header(app: app, start: start) }
-            pending.waiting = (pending.early ?? []).filter { $0.lastSequence > start.sequence }
-            pending.early = nil
-            pending.taken = true
-            if !pending.waiting.isEmpty { scheduleWriting(&pending) }
+            output.append(lines: { line in
+                line.append(contentsOf: try RecordingLine.header(app: app, start: start).utf8)
+                line.append(10)
+            })
+            startWriting(after: start.sequence, &pending)
         }
+    }
+
+    /// Starts without a header: what was written before (a durable store's database) holds the entries up to
+    /// `sequence`; later ones follow.
+    public func resume(after sequence: UInt64) {
+        pending.withLock { pending in startWriting(after: sequence, &pending) }
+    }
+
+    private func startWriting(after sequence: UInt64, _ pending: inout Pending) {
+        pending.waiting = (pending.early ?? []).filter { $0.lastSequence > sequence }
+        pending.early = nil
+        pending.taken = true
+        if !pending.waiting.isEmpty { scheduleWriting(&pending) }
+    }
+
+    /// Writes a header in the middle, in order with the entries: the state at `start.sequence` (a snapshot).
+    public func snapshot(app: String, _ start: JournalStart) {
+        append(item: .header(app: app, start: start))
     }
 
     /// Records one entry (on the store's thread: encoding and writing happen on the file's).
@@ -75,7 +111,7 @@ public final class SessionRecorder: Sendable {
     /// Queues one writer for whatever is waiting when it runs (entries arriving meanwhile join it).
     private func scheduleWriting(_ pending: inout Pending) {
         pending.taken = false
-        file.append(lines: { [self] line in
+        output.append(lines: { [self] line in
             var items = self.pending.withLock { pending in
                 pending.taken = true
                 var items = pending.spare
@@ -87,7 +123,7 @@ public final class SessionRecorder: Sendable {
                 items.removeAll(keepingCapacity: items.capacity <= 8_192)
                 self.pending.withLock { pending in pending.spare = items }
             }
-            guard !file.failed else { return }
+            guard !output.failed else { return }
             for item in items {
                 switch item {
                 case .entry(let entry):
@@ -95,6 +131,9 @@ public final class SessionRecorder: Sendable {
                     line.append(10)
                 case .run(let run):
                     try RecordingLine.append(run, to: &line)
+                case .header(let app, let start):
+                    line.append(contentsOf: try RecordingLine.header(app: app, start: start).utf8)
+                    line.append(10)
                 }
             }
         })

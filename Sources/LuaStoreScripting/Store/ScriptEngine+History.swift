@@ -112,6 +112,7 @@ extension ScriptEngine {
         historySizes.removeLast(dropped)
         traveling = false
         _ = try? vm.call(runtime[.markAllDirty], arguments: [])
+        snapshotForPersistence() // (the journal's later entries no longer lead to this state)
         flush()
         defer { held = [] }
         return held.map { (action: $0.0, source: $0.1) }

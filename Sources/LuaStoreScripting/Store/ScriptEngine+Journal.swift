@@ -21,6 +21,9 @@ extension ScriptEngine {
                              encoded: encoded, converted: converted, commands: commands, duration: duration, scripts: app.digest)
         journalSequence += UInt64(actions.count)
         recorder?.append(run: run)
+        persistence?.recorder.append(run: run)
+        defer { snapshotIfDue() }
+        try persisted()
         guard journal != nil || !journalStreams.isEmpty || historyLimit > 0 || sendsWaiting > 0 else { return }
         run.forEachEntry { entry in deliver(entry, kept: true, recorded: true) }
     }
@@ -40,10 +43,14 @@ extension ScriptEngine {
     /// recorder has it already (in its run).
     func deliver(_ entry: JournalEntry, kept: Bool, recorded: Bool = false) {
         if historyLimit > 0, kept { keepInHistory(entry.sequence, changeCount: entry.changeCount) }
-        if !recorded { recorder?.append(entry) }
+        if !recorded {
+            recorder?.append(entry)
+            persistence?.recorder.append(entry)
+        }
         if sendsWaiting > 0 { lastEntry = entry }
         journal?(entry)
         for continuation in journalStreams.values { continuation.yield(entry) }
+        if case .reload = entry.event { snapshotForPersistence() } // (a migration's changes are not in its entry)
     }
 
     /// What the last run's actions changed, as the barrier wrote it (`record_changes`, `barrier.c`), read once.

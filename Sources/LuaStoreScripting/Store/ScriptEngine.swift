@@ -60,6 +60,13 @@ final class ScriptEngine {
     var journal: (@Sendable (JournalEntry) -> Void)? { didSet { updateJournaling() } }
     /// Records the journal (`ScriptedStoreOptions.recorder`): takes runs as the barrier wrote them.
     var recorder: SessionRecorder? { didSet { updateJournaling() } }
+    /// Keeps the state across launches (`ScriptedStoreOptions.persistence`): hears the journal as the recorder
+    /// does, and gets a snapshot every `snapshotInterval` entries (`ScriptEngine+Persistence.swift`).
+    var persistence: (any StatePersistence)? { didSet { updateJournaling() } }
+    /// Why the persistence could not write: every later action is refused.
+    var persistenceFailure: PersistenceFailure?
+    /// The sequence number the last snapshot was taken at.
+    var snapshotSequence: UInt64 = 0
     var journalStreams: [Int: AsyncStream<JournalEntry>.Continuation] = [:] { didSet { updateJournaling() } }
     var nextJournalStream = 0
     var journalSequence: UInt64 = 0
@@ -94,7 +101,8 @@ final class ScriptEngine {
 
     /// Tells the runtime whether runs collect each action's changes.
     func updateJournaling() {
-        let wanted = journal != nil || recorder != nil || !journalStreams.isEmpty || historyLimit > 0 || sendsWaiting > 0
+        let wanted = journal != nil || recorder != nil || persistence != nil || !journalStreams.isEmpty || historyLimit > 0
+            || sendsWaiting > 0
         guard wanted != journaling else { return }
         journaling = wanted
         _ = try? vm.call(runtime[.setJournaling], arguments: [.value(.boolean(wanted))])
@@ -237,6 +245,7 @@ final class ScriptEngine {
             held.append((action, source))
             return []
         }
+        try refuseWithoutPersistence()
         guard journaling else { return try reduceAction(action, source: source).effects }
         let commands: [ScriptEffect]
         let records: EncodedJournal?

@@ -49,6 +49,10 @@ public struct ScriptedStoreOptions: Sendable {
     /// of actions are handed over as the barrier wrote them and made on the recorder's writer thread, so the
     /// store's thread makes none. (Set it rather than calling `SessionRecorder.append` from `journal`.)
     public var recorder: SessionRecorder?
+    /// Keeps the state across launches (`LuaStorePersistence`'s `StoreDatabase`): what each action changed is
+    /// written as it commits, and the store starts from what was kept (without running `init`; `migrate` runs
+    /// when the app's `schemaVersion` grew since). See docs/persistence.md.
+    public var persistence: (any StatePersistence)?
 
     /// Options; every part has a default.
     public init(
@@ -93,9 +97,10 @@ public final class ScriptedStore: Sendable {
         let engine = try thread.sync { () throws(ScriptFailure) -> ScriptEngine in
             let engine = try ScriptEngine(folder: folder, thread: thread, limits: options.limits, modulePath: options.modulePath,
                                           log: options.log, report: report,
-                                          initialState: options.initialState)
+                                          initialState: options.persistence?.resumed?.state ?? options.initialState)
             engine.journal = options.journal
             engine.recorder = options.recorder
+            if let persistence = options.persistence { try engine.startPersisting(persistence) }
             engine.subscriptionsChanged = options.subscriptionsChanged
             engine.notifiesEveryAction = options.notification == .everyAction
             engine.setHistory(entries: options.historyEntries, bytes: options.historyBytes)

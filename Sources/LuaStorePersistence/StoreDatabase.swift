@@ -1,0 +1,417 @@
+import Foundation
+import GRDB
+import LuaKit
+import LuaStoreConcurrency
+import LuaStoreScripting
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// When an action counts as kept (`StoreDatabase.Durability`).
+public enum Durability: String, Sendable, CaseIterable {
+    /// Each action is committed and synced to the disk before the store goes on (its props, `send`'s answer):
+    /// after a crash, even of the machine, nothing acknowledged is lost. Costs a disk sync per action.
+    case full
+    /// Actions are committed in groups, as fast as the disk takes them, while the store goes on: a crash of the
+    /// process loses at most the actions not yet handed to SQLite (what the store did in the last few
+    /// milliseconds); a crash of the machine, also the last commits not yet synced.
+    case batch
+}
+
+/// A durable store's database (`ScriptedStoreOptions.persistence`, `luastore run --persist FILE`): one SQLite file
+/// (WAL mode) holding the session journal as it happened — each entry as the line a recording would hold (what
+/// the action changed, O(changed)) — and snapshots of the whole state, the latest of which supersedes every entry
+/// before it. Opening it reads the latest snapshot and applies the entries after it, without running any reducer.
+///
+/// Nothing it did not write is ever modified: a file that is not a LuaStore store, one of another app, one written
+/// by a newer format, or a damaged one is refused in words before anything is written, and a second process
+/// opening the same file is refused while the first holds it.
+public final class StoreDatabase: StatePersistence, Sendable {
+    /// The file format this version reads and writes (the `luastore` table's `version`).
+    public static let formatVersion: Int64 = 1
+    /// How many entries make a snapshot due, by default.
+    public static let defaultSnapshotInterval: UInt64 = 10_000
+
+    public let path: String
+    public let durability: Durability
+    public let snapshotInterval: UInt64
+    public let resumed: PersistedStart?
+    public let recorder: SessionRecorder
+    public var waitsForEachAction: Bool { durability == .full }
+    private let writer: StoreWriter
+
+    /// Opens (or creates) the store database at `path` for `app` (its folder's name). `reset`: an existing store
+    /// of this or another app starts over, empty (a file that is not a store is still refused).
+    public init(path: String, app: String, durability: Durability = .batch,
+                snapshotInterval: UInt64 = StoreDatabase.defaultSnapshotInterval, reset: Bool = false) throws(PersistenceFailure) {
+        self.path = path
+        self.durability = durability
+        self.snapshotInterval = max(1, snapshotInterval)
+        let writer = try StoreWriter(path: path, app: app, durability: durability, reset: reset)
+        self.writer = writer
+        resumed = try writer.resume()
+        recorder = SessionRecorder(output: writer)
+    }
+
+    public func waitUntilDurable(through sequence: UInt64) throws(PersistenceFailure) {
+        try writer.wait(through: durability == .full ? sequence : nil)
+    }
+
+    /// Writes what is queued and closes the file (its lock goes with it). Returns why writing failed, if it did.
+    public func close() -> PersistenceFailure? {
+        writer.close()
+    }
+
+    /// What the database holds now: its size on disk (the file and its WAL) and the last entry committed.
+    public var status: (bytes: Int64, sequence: UInt64, committed: Date?) {
+        writer.status
+    }
+}
+
+/// The database's connection and its writer thread (`JournalOutput`): what the recorder hands over is made into
+/// lines there, and each batch of lines is one transaction.
+final class StoreWriter: JournalOutput, @unchecked Sendable {
+    let path: String
+    private let app: String
+    private let durability: Durability
+    private let queue: DatabaseQueue
+    /// The open file whose `flock` keeps other processes out.
+    private let lockDescriptor: Int32
+    private let writing = DispatchQueue(label: "luastore.persistence")
+
+    /// Shared with the writer thread, under `state`'s lock.
+    private struct State {
+        var pending: [@Sendable (inout [UInt8]) throws -> Void] = []
+        var scheduled = false
+        var failure: PersistenceFailure?
+        var durable: UInt64 = 0
+        var committed: Date?
+        var closed = false
+    }
+    private let state = Protected(State())
+    private let condition = NSCondition()
+
+    init(path: String, app: String, durability: Durability, reset: Bool) throws(PersistenceFailure) {
+        self.path = path
+        self.app = app
+        self.durability = durability
+        lockDescriptor = try Self.lock(path)
+        do {
+            try Self.checkHeader(path)
+            var configuration = Configuration()
+            configuration.label = "luastore.persistence"
+            queue = try DatabaseQueue(path: path, configuration: configuration)
+        } catch let failure as PersistenceFailure {
+            Glibc.close(lockDescriptor)
+            throw failure
+        } catch {
+            Glibc.close(lockDescriptor)
+            throw PersistenceFailure(path: path, reason: "cannot be opened as a database: \(Self.words(error))")
+        }
+        do {
+            try prepare(reset: reset)
+        } catch {
+            try? queue.close()
+            Glibc.close(lockDescriptor)
+            throw error
+        }
+    }
+
+    // MARK: Opening
+
+    /// Takes the file's lock (created empty if it does not exist), or says who holds it.
+    private static func lock(_ path: String) throws(PersistenceFailure) -> Int32 {
+        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else {
+            let code = errno
+            let reason = code == EACCES || code == EROFS
+                ? "cannot be written (\(String(cString: strerror(code)))): a durable store needs a file it may write"
+                : "cannot be opened (\(String(cString: strerror(code))))"
+            throw PersistenceFailure(path: path, reason: reason)
+        }
+        var information = stat()
+        if fstat(descriptor, &information) == 0, (information.st_mode & S_IFMT) != S_IFREG {
+            Glibc.close(descriptor)
+            throw PersistenceFailure(path: path, reason: "is not a regular file: a durable store is kept in a file of its own")
+        }
+        if flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
+            Glibc.close(descriptor)
+            throw PersistenceFailure(path: path, reason: "is in use by another process (one store per file: stop the other run, or choose another file)")
+        }
+        return descriptor
+    }
+
+    /// Refuses, before SQLite sees it, a file that is neither empty nor an SQLite database.
+    private static func checkHeader(_ path: String) throws(PersistenceFailure) {
+        guard let handle = FileHandle(forReadingAtPath: path) else {
+            throw PersistenceFailure(path: path, reason: "cannot be read")
+        }
+        defer { try? handle.close() }
+        let head = (try? handle.read(upToCount: 16)) ?? Data()
+        if head.isEmpty { return }
+        guard head == Data("SQLite format 3\0".utf8) else {
+            throw PersistenceFailure(path: path, reason: "is not a LuaStore store (not an SQLite database); it was left as it is: choose another file")
+        }
+    }
+
+    /// Checks that the file is this app's store in a format this version reads (or makes it one, when it holds
+    /// nothing), then switches it to WAL mode and the durability's sync level. Nothing is written before the checks.
+    private func prepare(reset: Bool) throws(PersistenceFailure) {
+        do {
+            let (tables, meta) = try queue.read { db -> ([String], [String: DatabaseValue]) in
+                let tables = try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'")
+                guard tables.contains("luastore") else { return (tables, [:]) }
+                let rows = try Row.fetchAll(db, sql: "SELECT key, value FROM luastore")
+                return (tables, Dictionary(rows.map { ($0["key"] as String, $0["value"] as DatabaseValue) }, uniquingKeysWith: { $1 }))
+            }
+            if !tables.isEmpty {
+                guard tables.contains("luastore"), String.fromDatabaseValue(meta["format"] ?? .null) == "luastore-store" else {
+                    throw PersistenceFailure(path: path, reason: "is an SQLite database but not a LuaStore store (it has no 'luastore' table of format 'luastore-store'); it was left as it is: choose another file")
+                }
+                let version = Int64.fromDatabaseValue(meta["version"] ?? .null) ?? 0
+                if version > StoreDatabase.formatVersion {
+                    throw PersistenceFailure(path: path, reason: "was written by a newer LuaStore (store format \(version); this one reads \(StoreDatabase.formatVersion)); it was left as it is: run the newer luastore")
+                }
+                let owner = String.fromDatabaseValue(meta["app"] ?? .null) ?? ""
+                if owner != app && !reset {
+                    throw PersistenceFailure(path: path, reason: "is the store of app '\(owner)', not of '\(app)'; it was left as it is (--persist-reset starts it over for '\(app)')")
+                }
+            }
+            try queue.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA journal_mode = WAL")
+                try db.execute(sql: durability == .full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL")
+                try db.inTransaction {
+                    try db.execute(sql: """
+                        CREATE TABLE IF NOT EXISTS luastore (key TEXT PRIMARY KEY, value);
+                        CREATE TABLE IF NOT EXISTS snapshots (seq INTEGER PRIMARY KEY, header BLOB NOT NULL);
+                        CREATE TABLE IF NOT EXISTS entries (seq INTEGER PRIMARY KEY, line BLOB NOT NULL);
+                        """)
+                    if reset {
+                        try db.execute(sql: "DELETE FROM snapshots; DELETE FROM entries")
+                    }
+                    try db.execute(sql: "INSERT OR REPLACE INTO luastore (key, value) VALUES ('format', 'luastore-store'), ('version', ?), ('app', ?)",
+                                   arguments: [StoreDatabase.formatVersion, app])
+                    return .commit
+                }
+            }
+        } catch let failure as PersistenceFailure {
+            throw failure
+        } catch {
+            throw PersistenceFailure(path: path, reason: "cannot be read as a LuaStore store: \(Self.words(error)); it was left as it is")
+        }
+    }
+
+    /// The state the store resumes from: the latest snapshot with every later entry's changes applied (no
+    /// reducer runs); nil when the store holds nothing yet. A damaged snapshot or entry is refused, naming it.
+    func resume() throws(PersistenceFailure) -> PersistedStart? {
+        let snapshot: Row?
+        do {
+            snapshot = try queue.read { db in try Row.fetchOne(db, sql: "SELECT seq, header FROM snapshots ORDER BY seq DESC LIMIT 1") }
+        } catch {
+            throw PersistenceFailure(path: path, reason: "cannot be read: \(Self.words(error))")
+        }
+        guard let snapshot else {
+            let entries = (try? queue.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM entries") ?? 0 }) ?? 0
+            if entries > 0 {
+                throw PersistenceFailure(path: path, reason: "is damaged: it holds entries but no snapshot to apply them to (--persist-reset starts it over)")
+            }
+            return nil
+        }
+        let snapshotSequence: Int64 = snapshot["seq"]
+        let header: Data = snapshot["header"]
+        var reader: RecordingReader
+        do {
+            reader = try RecordingReader(header: Array(header)[...])
+        } catch {
+            throw PersistenceFailure(path: path, reason: "is damaged: its snapshot at entry \(snapshotSequence): \(error)")
+        }
+        var state = reader.header.state
+        var sequence = reader.header.sequence ?? UInt64(snapshotSequence)
+        do {
+            try queue.read { db in
+                let cursor = try Row.fetchCursor(db, sql: "SELECT seq, line FROM entries WHERE seq > ? ORDER BY seq", arguments: [snapshotSequence])
+                while let row = try cursor.next() {
+                    let seq: Int64 = row["seq"]
+                    let line: Data = row["line"]
+                    do {
+                        if let recorded = try reader.entry(Array(line)[...]), let changes = try recorded.readChanges() {
+                            for change in changes { state.apply(change) }
+                        }
+                    } catch {
+                        throw PersistenceFailure(path: path, reason: "is damaged at entry \(seq): \(error); it was left as it is")
+                    }
+                    sequence = UInt64(seq)
+                }
+            }
+        } catch let failure as PersistenceFailure {
+            throw failure
+        } catch {
+            throw PersistenceFailure(path: path, reason: "cannot be read: \(Self.words(error))")
+        }
+        return PersistedStart(state: state, schemaVersion: reader.header.schemaVersion, scripts: reader.header.scripts, sequence: sequence)
+    }
+
+    // MARK: Writing
+
+    var failed: Bool { state.withLock { $0.failure != nil } }
+
+    func append(lines write: @escaping @Sendable (inout [UInt8]) throws -> Void) {
+        let schedule = state.withLock { state -> Bool in
+            guard state.failure == nil, !state.closed else { return false }
+            state.pending.append(write)
+            defer { state.scheduled = true }
+            return !state.scheduled
+        }
+        if schedule { writing.async { [self] in drain() } }
+    }
+
+    /// On the writer's thread: makes the lines of everything queued, and commits them as one transaction.
+    private func drain() {
+        let writes = state.withLock { state in
+            state.scheduled = false
+            defer { state.pending = [] }
+            return state.pending
+        }
+        guard !writes.isEmpty else { return }
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(writes.count * 256)
+        do {
+            for write in writes { try write(&buffer) }
+        } catch {
+            fail("a journal entry could not be encoded: \(error)")
+            return
+        }
+        var last: UInt64 = 0
+        do {
+            try queue.inTransaction { db in
+                var start = buffer.startIndex
+                while start < buffer.endIndex {
+                    let end = buffer[start...].firstIndex(of: 10) ?? buffer.endIndex
+                    let line = buffer[start..<end]
+                    start = end + 1
+                    guard !line.isEmpty else { continue }
+                    if let sequence = Self.entrySequence(line) {
+                        try db.execute(sql: "INSERT OR REPLACE INTO entries (seq, line) VALUES (?, ?)", arguments: [Int64(sequence), Data(line)])
+                        last = max(last, sequence)
+                    } else if let sequence = Self.headerSequence(line) {
+                        try db.execute(sql: "INSERT OR REPLACE INTO snapshots (seq, header) VALUES (?, ?)", arguments: [Int64(sequence), Data(line)])
+                        try db.execute(sql: "DELETE FROM entries WHERE seq <= ?", arguments: [Int64(sequence)])
+                        try db.execute(sql: "DELETE FROM snapshots WHERE seq < ?", arguments: [Int64(sequence)])
+                        last = max(last, sequence)
+                    } else {
+                        throw PersistenceFailure(path: path, reason: "a journal line has no sequence number (a bug: please report it)")
+                    }
+                }
+                return .commit
+            }
+        } catch let failure as PersistenceFailure {
+            fail(failure.reason)
+            return
+        } catch {
+            fail("cannot be written: \(Self.words(error)); the store accepts no more actions")
+            return
+        }
+        state.withLock { state in
+            state.durable = max(state.durable, last)
+            state.committed = Date()
+        }
+        condition.lock()
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    private func fail(_ reason: String) {
+        state.withLock { state in
+            if state.failure == nil { state.failure = PersistenceFailure(path: path, reason: reason) }
+            state.pending = []
+        }
+        condition.lock()
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Waits until the entries through `sequence` are committed (nil: does not wait); throws if writing failed.
+    func wait(through sequence: UInt64?) throws(PersistenceFailure) {
+        if let sequence {
+            condition.lock()
+            while true {
+                let (durable, failure) = state.withLock { ($0.durable, $0.failure) }
+                if durable >= sequence || failure != nil { break }
+                condition.wait()
+            }
+            condition.unlock()
+        }
+        if let failure = state.withLock({ $0.failure }) { throw failure }
+    }
+
+    /// Writes what is queued, then closes the connection and lets the lock go.
+    func close() -> PersistenceFailure? {
+        let alreadyClosed = state.withLock { state -> Bool in
+            defer { state.closed = true }
+            return state.closed
+        }
+        if alreadyClosed { return state.withLock { $0.failure } }
+        writing.sync { drain() }
+        try? queue.close()
+        Glibc.close(lockDescriptor)
+        return state.withLock { $0.failure }
+    }
+
+    var status: (bytes: Int64, sequence: UInt64, committed: Date?) {
+        let size = { (path: String) -> Int64 in
+            ((try? FileManager.default.attributesOfItem(atPath: path)[.size]) as? NSNumber)?.int64Value ?? 0
+        }
+        let bytes = size(path) + size(path + "-wal")
+        return state.withLock { (bytes, $0.durable, $0.committed) }
+    }
+
+    // MARK: Lines
+
+    private static let entryPrefix = Array(#"{"seq":"#.utf8)
+    private static let headerSeq = Array(#","seq":"#.utf8)
+
+    /// The sequence number of an entry line (`{"seq":N,…`), or nil for another line.
+    static func entrySequence(_ line: ArraySlice<UInt8>) -> UInt64? {
+        guard line.starts(with: entryPrefix) else { return nil }
+        return number(in: line.dropFirst(entryPrefix.count))
+    }
+
+    /// The sequence number a header line (a snapshot) holds: its first `"seq"` field, which comes before the state.
+    static func headerSequence(_ line: ArraySlice<UInt8>) -> UInt64? {
+        guard line.starts(with: Array(#"{"format":"#.utf8)) else { return nil }
+        var index = line.startIndex
+        while index + headerSeq.count <= line.endIndex {
+            if line[index..<index + headerSeq.count].elementsEqual(headerSeq) {
+                return number(in: line[(index + headerSeq.count)...])
+            }
+            index += 1
+        }
+        return nil
+    }
+
+    private static func number(in bytes: ArraySlice<UInt8>) -> UInt64? {
+        var value: UInt64 = 0
+        var digits = 0
+        for byte in bytes {
+            guard byte >= 48, byte <= 57 else { break }
+            value = value * 10 + UInt64(byte - 48)
+            digits += 1
+        }
+        return digits > 0 ? value : nil
+    }
+
+    static func words(_ error: any Error) -> String {
+        if let error = error as? DatabaseError {
+            switch error.resultCode {
+            case .SQLITE_FULL: return "the disk is full"
+            case .SQLITE_READONLY: return "the file is read-only"
+            case .SQLITE_NOTADB: return "not a database"
+            case .SQLITE_CORRUPT: return "the database is damaged"
+            case .SQLITE_IOERR: return "an input/output error (\(error.message ?? "no detail"))"
+            default: return error.message ?? "\(error)"
+            }
+        }
+        return "\(error)"
+    }
+}

@@ -1,0 +1,75 @@
+import LuaKit
+
+/// Keeps a scripted store's state across launches (`ScriptedStoreOptions.persistence`; `LuaStorePersistence`'s
+/// `StoreDatabase` is the one there is). The store hands it the session journal through `recorder` — what each
+/// action changed, never the whole state — and, now and then, a snapshot; it starts from `resumed`, without
+/// running `init` or any reducer.
+public protocol StatePersistence: AnyObject, Sendable {
+    /// What the store resumes from: the state kept, with the scripts' schema version it was written under and the
+    /// sequence number of its last journal entry; nil for a new store (`init` runs).
+    var resumed: PersistedStart? { get }
+    /// Where the journal goes (its headers are the snapshots).
+    var recorder: SessionRecorder { get }
+    /// Whether each action must be durable before the store goes on (`.full`): then actions are reduced one at
+    /// a time and `waitUntilDurable` waits.
+    var waitsForEachAction: Bool { get }
+    /// A snapshot is due once this many entries were written since the last one.
+    var snapshotInterval: UInt64 { get }
+    /// On the store's thread, after the journal up to `sequence` was handed to `recorder`: returns once it is
+    /// durable (`waitsForEachAction`), or at once; throws when writing failed — the store then refuses every
+    /// later action (it never acknowledges what it could not write).
+    func waitUntilDurable(through sequence: UInt64) throws(PersistenceFailure)
+}
+
+/// The state a durable store resumes from (`StatePersistence.resumed`).
+public struct PersistedStart: Sendable {
+    public var state: LuaValue
+    /// The app's `schemaVersion` when it was written: `migrate` runs if the app's is now greater.
+    public var schemaVersion: Int64
+    /// The digest of the scripts that wrote it.
+    public var scripts: String
+    /// The sequence number of the last journal entry it includes.
+    public var sequence: UInt64
+
+    public init(state: LuaValue, schemaVersion: Int64, scripts: String, sequence: UInt64) {
+        self.state = state
+        self.schemaVersion = schemaVersion
+        self.scripts = scripts
+        self.sequence = sequence
+    }
+}
+
+/// Why a durable store's database could not be read or written, in words (which file, what is wrong, what to do).
+public struct PersistenceFailure: Error, CustomStringConvertible, Sendable {
+    public let path: String
+    public let reason: String
+    public var description: String { "\(path): \(reason)" }
+
+    public init(path: String, reason: String) {
+        self.path = path
+        self.reason = reason
+    }
+}
+
+extension LuaValue {
+    /// Applies a journal change: the value at its path becomes its value (removed when nil; the whole state for
+    /// an empty path).
+    public mutating func apply(_ change: StateChange) {
+        Self.set(change.value ?? .nil, at: change.path[...], in: &self)
+    }
+
+    private static func set(_ value: LuaValue, at path: ArraySlice<LuaKey>, in state: inout LuaValue) {
+        guard let key = path.first else {
+            state = value
+            return
+        }
+        if path.count == 1 {
+            state[key] = value
+        } else {
+            var child = state[key]
+            state[key] = .nil // (so that `child` is the only reference, and is changed in place)
+            set(value, at: path.dropFirst(), in: &child)
+            state[key] = child
+        }
+    }
+}
