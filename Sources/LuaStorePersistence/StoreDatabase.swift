@@ -182,14 +182,13 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
                 try db.execute(sql: "PRAGMA journal_mode = WAL")
                 try db.execute(sql: durability == .full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL")
                 try db.inTransaction {
+                    guard tables.isEmpty || reset else { return .commit }
                     try db.execute(sql: """
                         CREATE TABLE IF NOT EXISTS luastore (key TEXT PRIMARY KEY, value);
                         CREATE TABLE IF NOT EXISTS snapshots (seq INTEGER PRIMARY KEY, header BLOB NOT NULL);
                         CREATE TABLE IF NOT EXISTS entries (seq INTEGER PRIMARY KEY, line BLOB NOT NULL);
                         """)
-                    if reset {
-                        try db.execute(sql: "DELETE FROM snapshots; DELETE FROM entries")
-                    }
+                    try db.execute(sql: "DELETE FROM snapshots; DELETE FROM entries")
                     try db.execute(sql: "INSERT OR REPLACE INTO luastore (key, value) VALUES ('format', 'luastore-store'), ('version', ?), ('app', ?)",
                                    arguments: [StoreDatabase.formatVersion, app])
                     return .commit

@@ -1,0 +1,199 @@
+import Foundation
+import LuaStoreTestSupport
+import Testing
+
+/// Durable stores through the built binary (`run --persist`): the state survives the process — also `kill -9` —
+/// resumes without `init`, migrates once, and files that are not this app's store are refused untouched.
+@Suite struct PersistenceTests {
+    static let counter = """
+        local app = {}
+        app.schemaVersion = 1
+        function app.init() return { count = 0, inits = 1 } end
+        function app.reduce(state, action)
+          if action.type == "increment" then state.count = state.count + 1 end
+        end
+        function app.props(state) return { count = state.count, inits = state.inits } end
+        return app
+        """
+
+    func temporaryFile(_ name: String) -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("luastore-persist-\(UUID().uuidString)-\(name)").path
+    }
+
+    func remove(_ path: String) {
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+    }
+
+    /// The last `count` a run printed (its props lines), or nil.
+    func lastCount(_ output: String) -> Int? {
+        output.split(separator: "\n").compactMap { line -> Int? in
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { return nil }
+            return object["count"] as? Int
+        }.last
+    }
+
+    @Test func theStateSurvivesRunsWithoutInitAndSnapshotsReplaceTheLog() async throws {
+        let app = try CLI.makeApp(Self.counter)
+        let database = temporaryFile("store.db")
+        defer { try? FileManager.default.removeItem(at: app); remove(database) }
+        let increments = String(repeating: "{\"type\":\"increment\"}\n", count: 12)
+        let first = try await CLI.run(["run", app.path, "--persist", database, "--persist-snapshot-every", "5", "--format", "json"],
+                                      input: increments)
+        #expect(first.status == 0, "\(first.errors)")
+        #expect(first.outputLines.last == #"{"count":12,"inits":1}"#)
+        let second = try await CLI.run(["run", app.path, "--persist", database, "--format", "json"], input: increments)
+        #expect(second.status == 0, "\(second.errors)")
+        #expect(second.outputLines.first == #"{"count":12,"inits":1}"#, "resumed, and init did not run again")
+        #expect(second.outputLines.last == #"{"count":24,"inits":1}"#)
+        let reset = try await CLI.run(["run", app.path, "--persist", database, "--persist-reset", "--format", "json"], input: "")
+        #expect(reset.outputLines == [#"{"count":0,"inits":1}"#])
+    }
+
+    /// A run on a file written by an older version of the app runs its `migrate` once, from the version the file
+    /// was written under; a file written by a newer one is refused and left as it is.
+    @Test func anOlderStoreIsMigratedOnceAndANewerOneRefused() async throws {
+        let app = try CLI.makeApp(Self.counter)
+        let database = temporaryFile("store.db")
+        defer { try? FileManager.default.removeItem(at: app); remove(database) }
+        _ = try await CLI.run(["run", app.path, "--persist", database, "--format", "json"], input: "{\"type\":\"increment\"}\n")
+        try Data("""
+            local app = {}
+            app.schemaVersion = 2
+            function app.init() return { count = 0, inits = 1, migrations = 0 } end
+            function app.migrate(state, from) state.migrations = (state.migrations or 0) + 1; state.from = from end
+            function app.reduce(state, action) if action.type == "increment" then state.count = state.count + 1 end end
+            function app.props(state) return { count = state.count, migrations = state.migrations, from = state.from } end
+            return app
+            """.utf8).write(to: app.appendingPathComponent("app.lua"))
+        let migrated = try await CLI.run(["run", app.path, "--persist", database, "--format", "json"], input: "{\"type\":\"increment\"}\n")
+        #expect(migrated.status == 0, "\(migrated.errors)")
+        #expect(migrated.outputLines == [#"{"count":1,"from":1,"migrations":1}"#, #"{"count":2,"from":1,"migrations":1}"#])
+        let again = try await CLI.run(["run", app.path, "--persist", database, "--format", "json"], input: "")
+        #expect(again.outputLines == [#"{"count":2,"from":1,"migrations":1}"#], "migrate ran once")
+        try Data(Self.counter.utf8).write(to: app.appendingPathComponent("app.lua"))
+        let before = try Data(contentsOf: URL(fileURLWithPath: database))
+        let older = try await CLI.run(["run", app.path, "--persist", database, "--format", "json"], input: "")
+        #expect(older.status == 2)
+        #expect(older.errors.contains("the store's database was written by schemaVersion 2, newer than this app's 1"), "\(older.errors)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: database)) == before)
+    }
+
+    /// Files that are not this app's store — not a database, another SQLite database, another app's store, a
+    /// damaged entry — are refused in words and left byte for byte as they were; a second process is refused
+    /// while the first holds the file.
+    @Test func foreignDamagedAndBusyFilesAreRefusedUntouched() async throws {
+        let app = try CLI.makeApp(Self.counter)
+        let other = try CLI.makeApp(Self.counter)
+        defer { try? FileManager.default.removeItem(at: app); try? FileManager.default.removeItem(at: other) }
+        func refused(_ path: String, _ message: String) async throws {
+            let before = try Data(contentsOf: URL(fileURLWithPath: path))
+            // (No input: the run is refused before it reads any, and writing to it could raise SIGPIPE here.)
+            let run = try await CLI.run(["run", app.path, "--persist", path, "--format", "json"], input: "")
+            #expect(run.status == 2)
+            #expect(run.output.isEmpty)
+            #expect(run.errors.contains(message), "\(run.errors)")
+            #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before, "\(path) left as it was")
+        }
+        let text = temporaryFile("notes.txt")
+        defer { remove(text) }
+        try Data("my notes\n".utf8).write(to: URL(fileURLWithPath: text))
+        try await refused(text, "is not a LuaStore store (not an SQLite database); it was left as it is")
+
+        let foreign = temporaryFile("foreign.db")
+        defer { remove(foreign) }
+        let made = try await runChildProcess(URL(fileURLWithPath: "/usr/bin/env"),
+                                             ["python3", "-c", "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('create table notes (x)'); c.commit()", foreign])
+        #expect(made.status == 0, "\(made.errors)")
+        try await refused(foreign, "is an SQLite database but not a LuaStore store")
+
+        let others = temporaryFile("others.db")
+        defer { remove(others) }
+        _ = try await CLI.run(["run", other.path, "--persist", others, "--format", "json"], input: "{\"type\":\"increment\"}\n")
+        try await refused(others, "is the store of app '\(other.lastPathComponent)', not of '\(app.lastPathComponent)'")
+
+        let damaged = temporaryFile("damaged.db")
+        defer { remove(damaged) }
+        _ = try await CLI.run(["run", app.path, "--persist", damaged, "--format", "json"], input: "{\"type\":\"increment\"}\n{\"type\":\"increment\"}\n")
+        let edit = try await runChildProcess(URL(fileURLWithPath: "/usr/bin/env"), ["python3", "-c", """
+            import sqlite3, sys
+            c = sqlite3.connect(sys.argv[1])
+            c.execute("update entries set line = replace(line, '\\"increment\\"', '\\"incrementX\\"') where seq = 2")
+            c.commit()
+            c.execute("pragma wal_checkpoint(truncate)")
+            """, damaged])
+        #expect(edit.status == 0, "\(edit.errors)")
+        try await refused(damaged, "is damaged at entry 2: the line's \"sum\" does not match its contents")
+
+        let busy = temporaryFile("busy.db")
+        defer { remove(busy) }
+        let holder = try await runChildProcess(URL(fileURLWithPath: "/bin/bash"), ["-c", """
+            (sleep 3) | "$1" run "$2" --persist "$3" --format json > /dev/null 2>&1 &
+            for i in $(seq 1 200); do [ -s "$3" ] && break; sleep 0.01; done
+            sleep 0.3
+            "$1" run "$2" --persist "$3" --format json < /dev/null
+            echo "status $?"
+            wait
+            """, "holder", CLI.binary.path, app.path, busy])
+        #expect(holder.output.hasSuffix("status 2\n"), "\(holder.output)")
+        #expect(holder.errors.contains("is in use by another process"), "\(holder.errors)")
+    }
+
+    /// `kill -9` at random moments while actions stream in, 20 times over one file: with `--persist-sync full`
+    /// every action whose props line was written is there after the restart (a props line comes only after its
+    /// action is on disk), and the store always opens.
+    @Test func killedRunsLoseNothingAcknowledgedWithFullSync() async throws {
+        let app = try CLI.makeApp(Self.counter)
+        let database = temporaryFile("store.db")
+        let output = temporaryFile("out.jsonl")
+        defer { try? FileManager.default.removeItem(at: app); remove(database); remove(output) }
+        var restored = 0
+        for round in 0..<20 {
+            let delay = String(format: "%.3f", Double.random(in: 0.02...0.4))
+            let killed = try await runChildProcess(URL(fileURLWithPath: "/bin/bash"), ["-c", """
+                (for i in $(seq 1 300); do echo '{"type":"increment"}'; sleep 0.001; done) \
+                  | "$1" run "$2" --persist "$3" --persist-sync full --format json > "$4" 2>/dev/null &
+                pid=$!
+                sleep "$5"
+                kill -9 $pid 2>/dev/null
+                wait $pid 2>/dev/null
+                exit 0
+                """, "kill", CLI.binary.path, app.path, database, output, delay])
+            #expect(killed.status == 0)
+            let acknowledged = lastCount(try String(contentsOfFile: output, encoding: .utf8)) ?? restored
+            let reopened = try await CLI.run(["run", app.path, "--persist", database, "--format", "json"], input: "")
+            #expect(reopened.status == 0, "round \(round): \(reopened.errors)")
+            let now = try #require(lastCount(reopened.output), "round \(round): \(reopened.output) \(reopened.errors)")
+            #expect(now >= acknowledged, "round \(round): \(acknowledged) acknowledged, \(now) kept")
+            #expect(now >= restored && now <= restored + 300, "round \(round)")
+            restored = now
+        }
+        #expect(restored > 0)
+    }
+
+    /// With `batch` (the default) a killed run loses at most what was not yet committed: the store always
+    /// opens, on a state the actions reached (a prefix of them).
+    @Test func killedRunsResumeOnAPrefixWithBatchSync() async throws {
+        let app = try CLI.makeApp(Self.counter)
+        let database = temporaryFile("store.db")
+        let output = temporaryFile("out.jsonl")
+        defer { try? FileManager.default.removeItem(at: app); remove(database); remove(output) }
+        var restored = 0
+        for round in 0..<5 {
+            let delay = String(format: "%.3f", Double.random(in: 0.02...0.3))
+            _ = try await runChildProcess(URL(fileURLWithPath: "/bin/bash"), ["-c", """
+                (for i in $(seq 1 2000); do echo '{"type":"increment"}'; done; sleep 1) \
+                  | "$1" run "$2" --persist "$3" --format json > "$4" 2>/dev/null &
+                pid=$!
+                sleep "$5"
+                kill -9 $pid 2>/dev/null
+                wait $pid 2>/dev/null
+                exit 0
+                """, "kill", CLI.binary.path, app.path, database, output, delay])
+            let reopened = try await CLI.run(["run", app.path, "--persist", database, "--format", "json"], input: "")
+            #expect(reopened.status == 0, "round \(round): \(reopened.errors)")
+            let now = try #require(lastCount(reopened.output), "round \(round): \(reopened.errors)")
+            #expect(now >= restored && now <= restored + 2000, "round \(round)")
+            restored = now
+        }
+    }
+}
