@@ -32,6 +32,20 @@ import Testing
         }.last
     }
 
+    /// Runs the app on `--persist database` with the actions `feed` (a shell loop) prints, its props going to
+    /// `output`, and kills it with SIGKILL after `delay` seconds.
+    func killRun(app: URL, database: String, output: String, sync: String, feed: String, after delay: String) async throws
+        -> ChildProcessResult {
+        try await runChildProcess(URL(fileURLWithPath: "/bin/bash"), ["-c", """
+            (\(feed)) | "$1" run "$2" --persist "$3" --persist-sync "$4" --format json > "$5" 2>/dev/null &
+            pid=$!
+            sleep "$6"
+            kill -9 $pid 2>/dev/null
+            wait $pid 2>/dev/null
+            exit 0
+            """, "kill", CLI.binary.path, app.path, database, sync, output, delay])
+    }
+
     @Test func theStateSurvivesRunsWithoutInitAndSnapshotsReplaceTheLog() async throws {
         let app = try CLI.makeApp(Self.counter)
         let database = temporaryFile("store.db")
@@ -149,15 +163,8 @@ import Testing
         var restored = 0
         for round in 0..<20 {
             let delay = String(format: "%.3f", Double.random(in: 0.02...0.4))
-            let killed = try await runChildProcess(URL(fileURLWithPath: "/bin/bash"), ["-c", """
-                (for i in $(seq 1 300); do echo '{"type":"increment"}'; sleep 0.001; done) \
-                  | "$1" run "$2" --persist "$3" --persist-sync full --format json > "$4" 2>/dev/null &
-                pid=$!
-                sleep "$5"
-                kill -9 $pid 2>/dev/null
-                wait $pid 2>/dev/null
-                exit 0
-                """, "kill", CLI.binary.path, app.path, database, output, delay])
+            let killed = try await killRun(app: app, database: database, output: output, sync: "full",
+                                           feed: "for i in $(seq 1 300); do echo '{\"type\":\"increment\"}'; sleep 0.001; done", after: delay)
             #expect(killed.status == 0)
             let acknowledged = lastCount(try String(contentsOfFile: output, encoding: .utf8)) ?? restored
             let reopened = try await CLI.run(["run", app.path, "--persist", database, "--format", "json"], input: "")
@@ -180,15 +187,8 @@ import Testing
         var restored = 0
         for round in 0..<5 {
             let delay = String(format: "%.3f", Double.random(in: 0.02...0.3))
-            _ = try await runChildProcess(URL(fileURLWithPath: "/bin/bash"), ["-c", """
-                (for i in $(seq 1 2000); do echo '{"type":"increment"}'; done; sleep 1) \
-                  | "$1" run "$2" --persist "$3" --format json > "$4" 2>/dev/null &
-                pid=$!
-                sleep "$5"
-                kill -9 $pid 2>/dev/null
-                wait $pid 2>/dev/null
-                exit 0
-                """, "kill", CLI.binary.path, app.path, database, output, delay])
+            _ = try await killRun(app: app, database: database, output: output, sync: "batch",
+                                  feed: "for i in $(seq 1 2000); do echo '{\"type\":\"increment\"}'; done; sleep 1", after: delay)
             let reopened = try await CLI.run(["run", app.path, "--persist", database, "--format", "json"], input: "")
             #expect(reopened.status == 0, "round \(round): \(reopened.errors)")
             let now = try #require(lastCount(reopened.output), "round \(round): \(reopened.errors)")
