@@ -164,7 +164,7 @@ import Testing
         for round in 0..<20 {
             let delay = String(format: "%.3f", Double.random(in: 0.02...0.4))
             let killed = try await killRun(app: app, database: database, output: output, sync: "full",
-                                           feed: "for i in $(seq 1 300); do echo '{\"type\":\"increment\"}'; sleep 0.001; done", after: delay)
+                                           feed: "for i in $(seq 1 30); do printf '{\"type\":\"increment\"}\\n%.0s' $(seq 1 10); sleep 0.01; done", after: delay)
             #expect(killed.status == 0)
             let acknowledged = lastCount(try String(contentsOfFile: output, encoding: .utf8)) ?? restored
             let reopened = try await CLI.run(["run", app.path, "--persist", database, "--format", "json"], input: "")
