@@ -41,7 +41,7 @@ public enum SearchAPI {
                                 headers: [.contentType: "application/json"], body: Data(body.utf8))
         }
         let task = Task { try await server.run() }
-        try await server.waitUntilListening()
+        try await server.waitUntilListening(timeout: 60) // (bounded; a loaded machine once took over 5 s to schedule the listener)
         guard case .ip4(_, let actualPort) = await server.listeningAddress else { throw URLError(.cannotConnectToHost) }
         return (server, task, actualPort)
     }
