@@ -88,7 +88,8 @@ let package = Package(
                           swiftSettings: strict),
         .executableTarget(
             name: "luastore-bench",
-            dependencies: ["LuaKit", "LuaStoreCore", "LuaStoreScripting", "LuaStoreDevtools", "RawHTTPClient"], swiftSettings: strict,
+            dependencies: ["LuaKit", "LuaStoreCore", "LuaStoreScripting", "LuaStoreDevtools", "LuaStorePersistence", "RawHTTPClient"],
+            swiftSettings: strict,
             plugins: ["EmbedLua"]
         ),
         .target(

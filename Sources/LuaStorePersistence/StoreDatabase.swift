@@ -58,6 +58,16 @@ public final class StoreDatabase: StatePersistence, Sendable {
         try writer.wait(through: durability == .full ? sequence : nil)
     }
 
+    /// Waits until the journal through `sequence` is committed, whatever the durability (throws if writing failed).
+    public func waitUntilCommitted(through sequence: UInt64) throws(PersistenceFailure) {
+        try writer.wait(through: sequence)
+    }
+
+    /// The bytes the database's pages take (the log and the snapshot, without free pages and the WAL).
+    public func storedBytes() -> Int64 {
+        writer.storedBytes()
+    }
+
     /// Writes what is queued and closes the file (its lock goes with it). Returns why writing failed, if it did.
     public func close() -> PersistenceFailure? {
         writer.close()
@@ -85,7 +95,8 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
         var pending: [@Sendable (inout [UInt8]) throws -> Void] = []
         var scheduled = false
         var failure: PersistenceFailure?
-        var durable: UInt64 = 0
+        /// The last sequence number committed (nil until something is).
+        var durable: UInt64?
         var committed: Date?
         var closed = false
     }
@@ -186,7 +197,7 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
                     try db.execute(sql: """
                         CREATE TABLE IF NOT EXISTS luastore (key TEXT PRIMARY KEY, value);
                         CREATE TABLE IF NOT EXISTS snapshots (seq INTEGER PRIMARY KEY, header BLOB NOT NULL);
-                        CREATE TABLE IF NOT EXISTS entries (seq INTEGER PRIMARY KEY, line BLOB NOT NULL);
+                        CREATE TABLE IF NOT EXISTS entries (seq INTEGER PRIMARY KEY, first INTEGER NOT NULL, lines BLOB NOT NULL);
                         """)
                     try db.execute(sql: "DELETE FROM snapshots; DELETE FROM entries")
                     try db.execute(sql: "INSERT OR REPLACE INTO luastore (key, value) VALUES ('format', 'luastore-store'), ('version', ?), ('app', ?)",
@@ -229,18 +240,27 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
         var sequence = reader.header.sequence ?? UInt64(snapshotSequence)
         do {
             try queue.read { db in
-                let cursor = try Row.fetchCursor(db, sql: "SELECT seq, line FROM entries WHERE seq > ? ORDER BY seq", arguments: [snapshotSequence])
+                let cursor = try Row.fetchCursor(db, sql: "SELECT lines FROM entries WHERE seq > ? ORDER BY seq", arguments: [snapshotSequence])
                 while let row = try cursor.next() {
-                    let seq: Int64 = row["seq"]
-                    let line: Data = row["line"]
-                    do {
-                        if let recorded = try reader.entry(Array(line)[...]), let changes = try recorded.readChanges() {
-                            for change in changes { state.apply(change) }
+                    let lines = Array(row["lines"] as Data)
+                    var start = lines.startIndex
+                    while start < lines.endIndex {
+                        let end = lines[start...].firstIndex(of: 10) ?? lines.endIndex
+                        let line = lines[start..<end]
+                        start = end + 1
+                        guard let seq = Self.entrySequence(line) else {
+                            throw PersistenceFailure(path: path, reason: "is damaged after entry \(sequence): a line that is not an entry; it was left as it is")
                         }
-                    } catch {
-                        throw PersistenceFailure(path: path, reason: "is damaged at entry \(seq): \(error); it was left as it is")
+                        if seq <= sequence { continue } // (kept in the snapshot)
+                        do {
+                            if let recorded = try reader.entry(line), let changes = try recorded.readChanges() {
+                                for change in changes { state.apply(change) }
+                            }
+                        } catch {
+                            throw PersistenceFailure(path: path, reason: "is damaged at entry \(seq): \(error); it was left as it is")
+                        }
+                        sequence = seq
                     }
-                    sequence = UInt64(seq)
                 }
             }
         } catch let failure as PersistenceFailure {
@@ -248,6 +268,8 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
         } catch {
             throw PersistenceFailure(path: path, reason: "cannot be read: \(Self.words(error))")
         }
+        let resumedThrough = sequence
+        self.state.withLock { $0.durable = resumedThrough }
         return PersistedStart(state: state, schemaVersion: reader.header.schemaVersion, scripts: reader.header.scripts, sequence: sequence)
     }
 
@@ -281,27 +303,39 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
             fail("a journal entry could not be encoded: \(error)")
             return
         }
-        var last: UInt64 = 0
+        var last: UInt64?
         do {
             try queue.inTransaction { db in
+                // Consecutive entry lines go in as one row (a chunk: `seq` is its last entry's, `first` its
+                // first's); a snapshot ends the chunk before it and removes every row it supersedes.
+                var chunk: (start: Int, end: Int, first: UInt64, last: UInt64)?
+                func flush() throws {
+                    guard let pending = chunk else { return }
+                    try db.cachedStatement(sql: "INSERT OR REPLACE INTO entries (seq, first, lines) VALUES (?, ?, ?)")
+                        .execute(arguments: [Int64(pending.last), Int64(pending.first), Data(buffer[pending.start..<pending.end])])
+                    chunk = nil
+                }
                 var start = buffer.startIndex
                 while start < buffer.endIndex {
                     let end = buffer[start...].firstIndex(of: 10) ?? buffer.endIndex
                     let line = buffer[start..<end]
-                    start = end + 1
+                    defer { start = end + 1 }
                     guard !line.isEmpty else { continue }
                     if let sequence = Self.entrySequence(line) {
-                        try db.execute(sql: "INSERT OR REPLACE INTO entries (seq, line) VALUES (?, ?)", arguments: [Int64(sequence), Data(line)])
-                        last = max(last, sequence)
+                        chunk = (chunk?.start ?? start, end, chunk?.first ?? sequence, sequence)
+                        last = sequence
                     } else if let sequence = Self.headerSequence(line) {
-                        try db.execute(sql: "INSERT OR REPLACE INTO snapshots (seq, header) VALUES (?, ?)", arguments: [Int64(sequence), Data(line)])
-                        try db.execute(sql: "DELETE FROM entries WHERE seq <= ?", arguments: [Int64(sequence)])
-                        try db.execute(sql: "DELETE FROM snapshots WHERE seq < ?", arguments: [Int64(sequence)])
-                        last = max(last, sequence)
+                        try flush()
+                        try db.cachedStatement(sql: "INSERT OR REPLACE INTO snapshots (seq, header) VALUES (?, ?)")
+                            .execute(arguments: [Int64(sequence), Data(line)])
+                        try db.cachedStatement(sql: "DELETE FROM entries WHERE seq <= ?").execute(arguments: [Int64(sequence)])
+                        try db.cachedStatement(sql: "DELETE FROM snapshots WHERE seq < ?").execute(arguments: [Int64(sequence)])
+                        last = sequence
                     } else {
                         throw PersistenceFailure(path: path, reason: "a journal line has no sequence number (a bug: please report it)")
                     }
                 }
+                try flush()
                 return .commit
             }
         } catch let failure as PersistenceFailure {
@@ -312,7 +346,7 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
             return
         }
         state.withLock { state in
-            state.durable = max(state.durable, last)
+            if let last { state.durable = max(state.durable ?? 0, last) }
             state.committed = Date()
         }
         condition.lock()
@@ -336,7 +370,8 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
             condition.lock()
             while true {
                 let (durable, failure) = state.withLock { ($0.durable, $0.failure) }
-                if durable >= sequence || failure != nil { break }
+                if let durable, durable >= sequence { break }
+                if failure != nil { break }
                 condition.wait()
             }
             condition.unlock()
@@ -357,12 +392,21 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
         return state.withLock { $0.failure }
     }
 
+    func storedBytes() -> Int64 {
+        (try? queue.read { db in
+            let pages = try Int64.fetchOne(db, sql: "PRAGMA page_count") ?? 0
+            let free = try Int64.fetchOne(db, sql: "PRAGMA freelist_count") ?? 0
+            let size = try Int64.fetchOne(db, sql: "PRAGMA page_size") ?? 0
+            return (pages - free) * size
+        }) ?? 0
+    }
+
     var status: (bytes: Int64, sequence: UInt64, committed: Date?) {
         let size = { (path: String) -> Int64 in
             ((try? FileManager.default.attributesOfItem(atPath: path)[.size]) as? NSNumber)?.int64Value ?? 0
         }
         let bytes = size(path) + size(path + "-wal")
-        return state.withLock { (bytes, $0.durable, $0.committed) }
+        return state.withLock { (bytes, $0.durable ?? 0, $0.committed) }
     }
 
     // MARK: Lines

@@ -47,7 +47,8 @@ var rows: [Scenario] = []
 let groups: [(String, () async throws -> [Scenario])] = [
     ("counter", scenarios.counter), ("state_size", scenarios.stateSize), ("fanout", scenarios.fanout),
     ("reload", scenarios.reload), ("memory", scenarios.memoryAndLatency), ("strings", scenarios.strings),
-    ("strings_scripts", scenarios.stringScripts), ("record", scenarios.journal), ("cli", scenarios.cli),
+    ("strings_scripts", scenarios.stringScripts), ("record", scenarios.journal), ("persist", scenarios.persistence),
+    ("cli", scenarios.cli),
     ("devtools", scenarios.devtools),
 ]
 for (name, run) in groups where only.map({ name.hasPrefix($0) || $0.hasPrefix(name) }) ?? true {

@@ -131,7 +131,10 @@ import Testing
         let edit = try await runChildProcess(URL(fileURLWithPath: "/usr/bin/env"), ["python3", "-c", """
             import sqlite3, sys
             c = sqlite3.connect(sys.argv[1])
-            c.execute("update entries set line = replace(line, '\\"increment\\"', '\\"incrementX\\"') where seq = 2")
+            for seq, lines in c.execute("select seq, lines from entries").fetchall():
+                edited = b"\\n".join(line.replace(b'"increment"', b'"incrementX"') if line.startswith(b'{"seq":2,') else line
+                                     for line in bytes(lines).split(b"\\n"))
+                c.execute("update entries set lines = ? where seq = ?", (edited, seq))
             c.commit()
             c.execute("pragma wal_checkpoint(truncate)")
             """, damaged])

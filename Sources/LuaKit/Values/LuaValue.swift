@@ -74,18 +74,17 @@ public enum LuaValue: Sendable, Hashable {
     public subscript(key: LuaKey) -> LuaValue {
         get { table?[key] ?? .nil }
         set {
+            var table: LuaTable
             switch self {
-            case .table(var table):
-                self = .nil // (so that `table` is the only reference, and is changed in place)
-                table[key] = newValue
-                self = .table(table)
-            case .nil:
-                var table = LuaTable()
-                table[key] = newValue
-                self = .table(table)
-            default:
-                preconditionFailure("cannot set field \(LuaPath.render(key)) of a \(typeName) value")
+            case .table(let kept): table = kept
+            case .nil: table = LuaTable()
+            default: preconditionFailure("cannot set field \(LuaPath.render(key)) of a \(typeName) value")
             }
+            // `self` lets go of the table only after the switch (whose subject keeps a reference while it runs), so
+            // that `table` is the only reference and its storage is changed in place, not copied.
+            self = .nil
+            table[key] = newValue
+            self = .table(table)
         }
     }
 }
@@ -326,12 +325,12 @@ public struct LuaTable: Sendable, Hashable {
     private mutating func set(_ key: LuaKey, _ value: LuaValue) {
         var fields: [LuaKey: LuaValue]
         switch storage {
-        case .dictionary(let kept):
-            fields = kept
-            storage = .dictionary([:]) // (the dictionary alone holds its storage while it changes)
-        case .pairs:
-            fields = self.fields
+        case .dictionary(let kept): fields = kept
+        case .pairs: fields = self.fields
         }
+        // (After the switch, whose subject keeps a reference while it runs: then the dictionary alone holds its
+        // storage while it changes, and is changed in place.)
+        storage = .dictionary([:])
         defer { storage = .dictionary(fields) }
         if case .integer(let index) = key, index >= 1, index <= array.count + 1 {
             let position = Int(index) - 1

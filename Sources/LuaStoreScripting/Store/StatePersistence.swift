@@ -67,7 +67,9 @@ extension LuaValue {
             state[key] = value
         } else {
             var child = state[key]
-            state[key] = .nil // (so that `child` is the only reference, and is changed in place)
+            // A placeholder, so that `child` is the only reference and is changed in place (not nil: removing an
+            // element of the sequence would move every later one).
+            state[key] = .boolean(false)
             set(value, at: path.dropFirst(), in: &child)
             state[key] = child
         }
