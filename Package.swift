@@ -112,8 +112,14 @@ let package = Package(
         .testTarget(
             name: "LuaStoreDevtoolsTests",
             dependencies: [
-                "LuaKit", "LuaStoreScripting", "LuaStoreDevtools", "LuaStoreTestSupport", "RawHTTPClient", .target(name: "luastore"),
+                "LuaKit", "LuaStoreScripting", "LuaStoreDevtools", "LuaStorePersistence", "LuaStoreTestSupport", "RawHTTPClient",
+                .target(name: "luastore"),
             ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "LuaStorePersistenceTests",
+            dependencies: ["LuaKit", "LuaStoreScripting", "LuaStorePersistence", "LuaStoreTestSupport"],
             swiftSettings: strict
         ),
         .testTarget(

@@ -39,12 +39,28 @@ extension DevtoolsAPI {
         } else {
             body += #","imported":null"#
         }
+        body += #","persistence":"# + persistence()
         body += #","types":["#
         Self.appendList(journal.types, to: &body) { type, body in
             RecordingJSON.quote(type, into: &body)
         }
         body += "]}"
         return Self.json(body)
+    }
+
+    /// The store's database (`null` without one): its file, durability, size on disk, last entry committed and
+    /// when (milliseconds since 1970), and why writing failed, if it did.
+    func persistence() -> String {
+        guard let status = store.persistence?.status else { return "null" }
+        var body = #"{"path":"#
+        RecordingJSON.quote(status.path, into: &body)
+        body += #","durability":"#
+        RecordingJSON.quote(status.durability, into: &body)
+        body += #","bytes":\#(status.bytes),"sequence":\#(status.sequence),"committed":"#
+        body += status.committed.map { String(Int64(($0.timeIntervalSince1970 * 1000).rounded())) } ?? "null"
+        body += #","failure":"#
+        if let failure = status.failure { RecordingJSON.quote(failure, into: &body) } else { body += "null" }
+        return body + "}"
     }
 
     func entries(_ request: HTTPRequest) throws -> HTTPResponse {

@@ -73,9 +73,17 @@ public final class StoreDatabase: StatePersistence, Sendable {
         writer.close()
     }
 
-    /// What the database holds now: its size on disk (the file and its WAL) and the last entry committed.
-    public var status: (bytes: Int64, sequence: UInt64, committed: Date?) {
-        writer.status
+    /// Why writing failed, if it did (then every later action is refused).
+    public var failure: PersistenceFailure? {
+        writer.failure
+    }
+
+    /// What the database holds now: its size on disk (the file and its WAL), the last entry committed and when,
+    /// and why writing failed, if it did.
+    public var status: PersistenceStatus {
+        let (bytes, sequence, committed, failure) = writer.status
+        return PersistenceStatus(path: path, durability: durability.rawValue, bytes: bytes, sequence: sequence,
+                                 committed: committed, failure: failure?.reason)
     }
 }
 
@@ -275,7 +283,8 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
 
     // MARK: Writing
 
-    var failed: Bool { state.withLock { $0.failure != nil } }
+    var failure: PersistenceFailure? { state.withLock { $0.failure } }
+    var failed: Bool { failure != nil }
 
     func append(lines write: @escaping @Sendable (inout [UInt8]) throws -> Void) {
         let schedule = state.withLock { state -> Bool in
@@ -342,7 +351,7 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
             fail(failure.reason)
             return
         } catch {
-            fail("cannot be written: \(Self.words(error)); the store accepts no more actions")
+            fail("cannot be written: \(Self.words(error))")
             return
         }
         state.withLock { state in
@@ -401,12 +410,12 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
         }) ?? 0
     }
 
-    var status: (bytes: Int64, sequence: UInt64, committed: Date?) {
+    var status: (bytes: Int64, sequence: UInt64, committed: Date?, failure: PersistenceFailure?) {
         let size = { (path: String) -> Int64 in
             ((try? FileManager.default.attributesOfItem(atPath: path)[.size]) as? NSNumber)?.int64Value ?? 0
         }
         let bytes = size(path) + size(path + "-wal")
-        return state.withLock { (bytes, $0.durable ?? 0, $0.committed) }
+        return state.withLock { (bytes, $0.durable ?? 0, $0.committed, $0.failure) }
     }
 
     // MARK: Lines
@@ -451,7 +460,7 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
             case .SQLITE_READONLY: return "the file is read-only"
             case .SQLITE_NOTADB: return "not a database"
             case .SQLITE_CORRUPT: return "the database is damaged"
-            case .SQLITE_IOERR: return "an input/output error (\(error.message ?? "no detail"))"
+            case .SQLITE_IOERR: return "an input/output error (\(error.message ?? "no detail"): the disk may be full, or the file at a size limit)"
             default: return error.message ?? "\(error)"
             }
         }

@@ -111,11 +111,26 @@ struct Run: AsyncParsableCommand {
             throw ExitCode.unusable
         }
         let format = self.format
+        // Once the --persist database could not be written, the store refuses every action: the first failure
+        // is said, the refusals after it only counted (and the input is no longer read).
+        let persisted = Protected<StoreDatabase?>(nil)
+        let stop = Protected((said: false, refused: 0))
 
         var options = ScriptedStoreOptions(
             notification: .everyAction,
             log: { line in Console.error("log: " + line) },
             failures: { failure in
+                if persisted.withLock({ $0?.failure }) != nil {
+                    let quiet = stop.withLock { stop in
+                        defer { stop.said = true }
+                        if stop.said { stop.refused += 1 }
+                        return stop.said
+                    }
+                    if quiet {
+                        failures.withLock { $0 += 1 }
+                        return
+                    }
+                }
                 // (An effect's message names it: `save "todos" failed: …`.)
                 var text = failure.stage == .effect ? "\(failure.error)" : "\(failure.stage.rawValue) failed: \(failure.error)"
                 if let line = failure.dispatchIndex.flatMap(lines.line(of:)) {
@@ -144,6 +159,7 @@ struct Run: AsyncParsableCommand {
                 throw ExitCode.unusable
             }
             options.persistence = database
+            persisted.withLock { $0 = database }
         }
         if let devtoolsJournal {
             options.journal = { entry in devtoolsJournal.hear(entry) }
@@ -218,7 +234,7 @@ struct Run: AsyncParsableCommand {
         }
 
         if actions == nil && isatty(STDIN_FILENO) != 0 {
-            await runInteractively(store, lines: lines, failures: failures)
+            await runInteractively(store, lines: lines, failures: failures) { persisted.withLock { $0?.failure } != nil }
         } else {
             let input: ActionInput
             do {
@@ -230,7 +246,7 @@ struct Run: AsyncParsableCommand {
                 _ = database?.close()
                 throw ExitCode.unusable
             }
-            await run(store, input: input, lines: lines, failures: failures)
+            await run(store, input: input, lines: lines, failures: failures) { persisted.withLock { $0?.failure } != nil }
             if let failure = input.failure {
                 Console.error("cannot read actions from \(actions ?? "standard input"): \(failure)")
                 failures.withLock { $0 += 1 }
@@ -266,8 +282,12 @@ struct Run: AsyncParsableCommand {
             Console.error("cannot write the recording to \(failure)")
             failures.withLock { $0 += 1 }
         }
-        if let failure = database?.close() {
-            Console.error("cannot keep the state in \(failure)")
+        if let database, let failure = database.close() {
+            let refused = stop.withLock { $0.refused }
+            Console.error("the store stopped: it cannot keep its state in \(failure)"
+                + (refused > 0 ? "; \(refused) later action(s) were refused" : "") + ", and the rest of the input was not read; "
+                + "the file holds the state as of entry #\(database.status.sequence)"
+                + (persistSync == .batch ? " (with batch sync, actions shown after it are not kept)" : ""))
             failures.withLock { $0 += 1 }
         }
         if failures.withLock({ $0 }) > 0 { throw ExitCode.appFailure }
@@ -302,7 +322,9 @@ extension Run {
     /// them in order, and `lines` names the line of any that fails. Malformed lines are reported in their place
     /// (after every earlier line's failures). Standard output is kept in blocks while input is at hand, and written
     /// out whenever the run waits for input.
-    private func run(_ store: ScriptedStore, input: ActionInput, lines: DispatchedLines, failures: Protected<Int>) async {
+    /// Reads and dispatches the input's actions until it ends, or until `stopped` (checked between batches) holds.
+    private func run(_ store: ScriptedStore, input: ActionInput, lines: DispatchedLines, failures: Protected<Int>,
+                     stopped: () -> Bool) async {
         var sinceBarrier = 0
         func settle() async {
             await store.barrier()
@@ -314,6 +336,7 @@ extension Run {
                 await settle()
                 Console.buffered = false
             }
+            if stopped() { break }
             guard let batch = await input.next() else { break }
             Console.buffered = true
             var numbers: [Int] = []
@@ -348,7 +371,8 @@ extension Run {
 
     /// Reads actions typed at a terminal (JSON or the short form) after a prompt, one at a time, each reduced
     /// and its props shown before the next prompt.
-    private func runInteractively(_ store: ScriptedStore, lines: DispatchedLines, failures: Protected<Int>) async {
+    private func runInteractively(_ store: ScriptedStore, lines: DispatchedLines, failures: Protected<Int>,
+                                  stopped: () -> Bool) async {
         Console.error("type actions (JSON or short form like `increment`), ctrl-D to quit")
         var number = 0
         while let line = await TerminalLines.next(prompt: "> ") {
@@ -366,6 +390,7 @@ extension Run {
             store.dispatch(action)
             await store.barrier()
             lines.forgetReduced()
+            if stopped() { break }
         }
     }
 }

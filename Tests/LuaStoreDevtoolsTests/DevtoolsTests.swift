@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import LuaKit
 @testable import LuaStoreDevtools
+import LuaStorePersistence
 import LuaStoreScripting
 import LuaStoreTestSupport
 import RawHTTPClient
@@ -48,13 +49,15 @@ import Testing
     }
 
     static func start(keep: Int = 1000, clientQueue: Int = 64, folder: URL? = nil, host: String = "127.0.0.1",
-                      storeWait: Duration = .seconds(120), timeBudget: Duration? = nil) async throws -> Session {
+                      storeWait: Duration = .seconds(120), timeBudget: Duration? = nil,
+                      persistence: (any StatePersistence)? = nil) async throws -> Session {
         let folder = try folder ?? CLI.makeApp(app)
         let journal = DevtoolsJournal(capacity: keep)
         var options = ScriptedStoreOptions(log: { _ in }, failures: { _ in })
         if let timeBudget { options.limits.timeBudget = timeBudget }
         options.journal = { journal.hear($0) }
         options.historyEntries = keep
+        options.persistence = persistence
         let store = try await ScriptedStore(app: folder, options: options)
         var settings = DevtoolsOptions()
         settings.app = "demo"
@@ -131,6 +134,42 @@ import Testing
         let plain = try await session.get("/api/live")
         #expect(plain.status == 400)
         #expect(plain.body.lowercased().contains("websocket")) // (FlyingFox says what the handshake lacks)
+    }
+
+    /// A durable store's session and `/api/persistence` say its database's file, durability, size and last
+    /// commit; a store without one says `null`.
+    @Test func theDatabasesSizeAndLastCommitAreShown() async throws {
+        let plain = try await Self.start()
+        #expect(try Self.json(try await plain.get("/api/session"))["persistence"] is NSNull)
+        #expect(try await plain.get("/api/persistence").body == "null")
+        await plain.stop()
+
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("devtools-\(UUID().uuidString).db").path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let database = try StoreDatabase(path: path, app: "demo")
+        let session = try await Self.start(persistence: database)
+        let opened = Date()
+        for _ in 0..<3 { session.store.dispatch(["type": "add"]) }
+        await session.store.barrier()
+        try await offPool { try database.waitUntilCommitted(through: 3) }
+        let status = try Self.json(try await session.get("/api/persistence"))
+        #expect(status["path"] as? String == path)
+        #expect(status["durability"] as? String == "batch")
+        #expect(status["sequence"] as? Int == 3)
+        let bytes = try #require(status["bytes"] as? Int)
+        let onDisk = try [path, path + "-wal"].reduce(0) { total, file in
+            total + ((try FileManager.default.attributesOfItem(atPath: file)[.size] as? NSNumber)?.intValue ?? 0)
+        }
+        #expect(bytes > 0 && bytes <= onDisk, "\(bytes) of \(onDisk)")
+        let committed = try #require(status["committed"] as? Int)
+        #expect(Double(committed) / 1000 >= opened.timeIntervalSince1970.rounded(.down) - 1)
+        #expect(Double(committed) / 1000 <= Date().timeIntervalSince1970 + 1)
+        #expect(status["failure"] is NSNull)
+        let inSession = try #require(Self.json(try await session.get("/api/session"))["persistence"] as? [String: Any])
+        #expect(inSession["sequence"] as? Int == 3)
+        await session.stop()
+        await session.store.barrier()
+        #expect(database.close() == nil)
     }
 
     @Test func theTimelineIsPagedAndFilteredOnTheServer() async throws {

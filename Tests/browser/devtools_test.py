@@ -1,7 +1,8 @@
 """The devtools page in a real browser: Debian's Chromium, driven by Playwright (pinned in requirements.txt).
 
-Starts the built `luastore run Tests/browser/app --devtools 0` with its actions coming from a pipe this test
-writes, opens the address it prints, and checks what a user sees: actions arriving live, an old action's diff
+Starts the built `luastore run Tests/browser/app --devtools 0 --persist FILE` with its actions coming from a pipe
+this test writes, opens the address it prints, and checks what a user sees: actions arriving live, the database's
+size and last commit, an old action's diff
 and state, dispatch from the page once unlocked, jump and resume, a failure, the first entry where a condition
 holds, after the scripts change on disk (`--watch`) the session replayed with them and its first divergence,
 and an export downloaded from the page and imported back. Saves a screenshot (README shows it).
@@ -31,7 +32,8 @@ shutil.copytree(os.path.join(os.path.dirname(os.path.abspath(__file__)), "app"),
 
 def start_app():
     process = subprocess.Popen(
-        [BINARY, "run", APP, "--actions", "-", "--format", "json", "--devtools", "0", "--watch"],
+        [BINARY, "run", APP, "--actions", "-", "--format", "json", "--devtools", "0", "--watch",
+         "--persist", os.path.join(os.path.dirname(APP), "store.db")],
         stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     found = {}
 
@@ -80,6 +82,10 @@ def main():
             send(process, {"type": "toggle", "id": 2})
             expect(rows).to_have_count(4)
             expect(page.locator("#status")).to_contain_text("live · 4 entries")
+            # The store's database: its size and last commit (read every 2 s).
+            expect(page.locator("#persistence")).to_contain_text("saved through #4")
+            expect(page.locator("#persistence")).to_have_attribute("title", re.compile("store.db \\(batch sync\\); last commit at "))
+            expect(page.locator("#persistence")).to_contain_text("KiB")
 
             # An old action: its diff (path, before, after) and the state at that point.
             page.locator('#timeline .row[data-seq="2"]').click()

@@ -155,6 +155,62 @@ import Testing
         #expect(holder.errors.contains("is in use by another process"), "\(holder.errors)")
     }
 
+    /// A disk that fills up (a 256 KiB tmpfs, where a user namespace may mount one) or a file at the size limit
+    /// (`ulimit -f`, with SIGXFSZ ignored: the write fails as on a full disk), with `full` sync: the run stops at
+    /// the action whose entry could not be written — said once, in words, with how many later actions were
+    /// refused — exits 1, and the file, opened again, holds exactly the state of the last props line it printed.
+    @Test func aFullDiskStopsTheStoreAndLosesNothingAcknowledged() async throws {
+        let app = try CLI.makeApp(Self.counter)
+        let folder = temporaryFile("disk")
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: app); try? FileManager.default.removeItem(atPath: folder) }
+        let pad = String(repeating: "x", count: 400)
+        let input = folder + "/actions.jsonl"
+        try Data(String(repeating: "{\"type\":\"increment\",\"pad\":\"\(pad)\"}\n", count: 3000).utf8)
+            .write(to: URL(fileURLWithPath: input))
+        // Each way writes the database where it fills up, then leaves a copy of it (and its WAL) in `folder/kept`.
+        var ways: [(name: String, words: String, script: String)] = [
+            ("a file-size limit", "an input/output error", """
+                trap '' XFSZ; ulimit -f 100
+                "$1" run "$2" --persist "$3/kept.db" --persist-sync full --format json < "$4" > "$3/out" 2> "$3/err"
+                echo $? > "$3/status"
+                """),
+        ]
+        let namespaces = try await runChildProcess(URL(fileURLWithPath: "/usr/bin/env"), ["unshare", "-rm", "true"])
+        if namespaces.status == 0 {
+            ways.append(("a full tmpfs", "the disk is full", """
+                mkdir -p "$3/mount" && mount -t tmpfs -o size=256k tmpfs "$3/mount" || exit 3
+                "$1" run "$2" --persist "$3/mount/kept.db" --persist-sync full --format json < "$4" > "$3/out" 2> "$3/err"
+                echo $? > "$3/status"
+                for f in "$3"/mount/kept.db*; do cp "$f" "$3/"; done
+                """))
+        }
+        for way in ways {
+            for name in ["kept.db", "kept.db-wal", "kept.db-shm", "out", "err", "status"] { try? FileManager.default.removeItem(atPath: folder + "/" + name) }
+            let arguments = ["-c", way.script, "disk", CLI.binary.path, app.path, folder, input]
+            let ran = way.name == "a full tmpfs"
+                ? try await runChildProcess(URL(fileURLWithPath: "/usr/bin/env"), ["unshare", "-rm", "/bin/bash"] + arguments)
+                : try await runChildProcess(URL(fileURLWithPath: "/bin/bash"), arguments)
+            #expect(ran.status == 0, "\(way.name): \(ran.errors)")
+            let status = try String(contentsOfFile: folder + "/status", encoding: .utf8)
+            let output = try String(contentsOfFile: folder + "/out", encoding: .utf8)
+            let errors = try String(contentsOfFile: folder + "/err", encoding: .utf8)
+            #expect(status == "1\n", "\(way.name): \(errors)")
+            let acknowledged = try #require(lastCount(output), "\(way.name): \(output)")
+            #expect(acknowledged > 0 && acknowledged < 3000, "\(way.name): \(acknowledged)")
+            let said = errors.split(separator: "\n")
+            #expect(said.count == 2, "\(way.name): once, then the summary: \(errors)")
+            #expect(said.first?.contains("the store's database could not be written (") == true, "\(way.name): \(errors)")
+            #expect(said.first?.contains(way.words) == true, "\(way.name): \(errors)")
+            #expect(said.first?.hasSuffix("(line \(acknowledged + 1))") == true, "\(way.name): \(errors)")
+            #expect(said.last?.contains("the store stopped: it cannot keep its state in ") == true, "\(way.name): \(errors)")
+            #expect(said.last?.contains("the file holds the state as of entry #\(acknowledged)") == true, "\(way.name): \(errors)")
+            let resumed = try await CLI.run(["run", app.path, "--persist", folder + "/kept.db", "--format", "json"], input: "")
+            #expect(resumed.status == 0, "\(way.name): \(resumed.errors)")
+            #expect(lastCount(resumed.output) == acknowledged, "\(way.name): every acknowledged action kept, nothing more")
+        }
+    }
+
     /// `kill -9` at random moments while actions stream in, 20 times over one file: with `--persist-sync full`
     /// every action whose props line was written is there after the restart (a props line comes only after its
     /// action is on disk), and the store always opens.

@@ -246,12 +246,17 @@ final class ScriptEngine {
             return []
         }
         try refuseWithoutPersistence()
-        guard journaling else { return try reduceAction(action, source: source).effects }
+        guard journaling else {
+            let reduced = try reduceAction(action, source: source)
+            if let flush = reduced.flush { deliverRunFlush(flush) }
+            return reduced.effects
+        }
         let commands: [ScriptEffect]
         let records: EncodedJournal?
+        let flush: RunFlush?
         let started = ContinuousClock.now
         do {
-            (commands, records) = try reduceAction(action, source: source)
+            (commands, records, flush) = try reduceAction(action, source: source)
         } catch {
             record(.action(action), origin: JournalEntry.Origin(source), changes: [],
                    failure: ScriptFailure(stage: .reduce, error: error, action: action), duration: .now - started)
@@ -267,15 +272,18 @@ final class ScriptEngine {
                    failure: ScriptFailure(stage: .reduce, error: error, action: action))
             throw error
         }
+        // Observers hear of the action only now: once it is in the journal (and, for a durable store that waits
+        // for each action, on disk).
+        if let flush { deliverRunFlush(flush) }
         return commands
     }
 
-    /// Reduces one action; returns its commands and, when journaling, the records of what it changed.
-    /// Reduces one action. When the store notifies after every action, the readers run within the call after
-    /// it, if it changed what they read, and what they gave is delivered here — except for an action routed from
-    /// a child store, whose own reducer runs after this one (the readers must see both).
+    /// Reduces one action; returns its commands and, when journaling, the records of what it changed. When the
+    /// store notifies after every action, the readers run within the call after it, if it changed what they
+    /// read, and what they gave is returned (`flush`, for the caller to deliver) — except for an action routed
+    /// from a child store, whose own reducer runs after this one (the readers must see both).
     private func reduceAction(_ action: LuaValue, source: ActionSource) throws(LuaError)
-        -> (effects: [ScriptEffect], records: EncodedJournal?) {
+        -> (effects: [ScriptEffect], records: EncodedJournal?, flush: RunFlush?) {
         let reduced: (commands: LuaValue, records: EncodedJournal?)?
         reduceCrossings += 1
         convertedActions += 1
@@ -296,11 +304,10 @@ final class ScriptEngine {
             undoLastTransaction()
             throw error
         }
-        if let runFlush { deliverRunFlush(runFlush) }
         guard let reduced else {
             throw Self.refused(action)
         }
-        return (try effects(from: reduced.commands), reduced.records)
+        return (try effects(from: reduced.commands), reduced.records, runFlush)
     }
 
     /// The journal records a run returned (`StateRuntime.RunResult.records`).

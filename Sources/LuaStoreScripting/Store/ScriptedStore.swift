@@ -88,6 +88,9 @@ public final class ScriptedStore: Sendable {
     private let options: ScriptedStoreOptions
     private let watcher = Protected<Watching?>(nil)
 
+    /// The database the store keeps its state in (`ScriptedStoreOptions.persistence`), if any.
+    public var persistence: (any StatePersistence)? { options.persistence }
+
     /// Loads the app in `folder`, runs its `init`, and starts the store.
     public init(app folder: URL, options: ScriptedStoreOptions = ScriptedStoreOptions()) async throws(ScriptFailure) {
         let thread = LuaThread(name: "luastore:" + folder.lastPathComponent)

@@ -1,3 +1,4 @@
+import Foundation
 import LuaKit
 
 /// Keeps a scripted store's state across launches (`ScriptedStoreOptions.persistence`; `LuaStorePersistence`'s
@@ -19,6 +20,33 @@ public protocol StatePersistence: AnyObject, Sendable {
     /// durable (`waitsForEachAction`), or at once; throws when writing failed — the store then refuses every
     /// later action (it never acknowledges what it could not write).
     func waitUntilDurable(through sequence: UInt64) throws(PersistenceFailure)
+    /// What it holds now (the devtools show it).
+    var status: PersistenceStatus { get }
+}
+
+/// What a durable store's database holds now (`StatePersistence.status`, the devtools' `/api/persistence`).
+public struct PersistenceStatus: Sendable, Equatable {
+    /// The file.
+    public var path: String
+    /// `full` or `batch`.
+    public var durability: String
+    /// Its size on disk (the file and its write-ahead log).
+    public var bytes: Int64
+    /// The sequence number of the last entry committed.
+    public var sequence: UInt64
+    /// When the last commit happened (nil: none since it was opened).
+    public var committed: Date?
+    /// Why writing failed, if it did (the store then accepts no more actions).
+    public var failure: String?
+
+    public init(path: String, durability: String, bytes: Int64, sequence: UInt64, committed: Date?, failure: String?) {
+        self.path = path
+        self.durability = durability
+        self.bytes = bytes
+        self.sequence = sequence
+        self.committed = committed
+        self.failure = failure
+    }
 }
 
 /// The state a durable store resumes from (`StatePersistence.resumed`).

@@ -1,0 +1,127 @@
+import Foundation
+import LuaKit
+import LuaStorePersistence
+import LuaStoreScripting
+import LuaStoreTestSupport
+import Testing
+
+/// `StoreDatabase` from Swift (`ScriptedStoreOptions.persistence`): a real SQLite file, a real scripted store.
+@Suite struct StoreDatabaseTests {
+    static let app = """
+        local app = {}
+        function app.init() return { count = 0, items = {}, inits = 1 } end
+        function app.reduce(state, action)
+          if action.type == "add" then
+            state.count = state.count + 1
+            state.items[#state.items + 1] = { n = state.count, label = action.label }
+          elseif action.type == "drop" then
+            table.remove(state.items, 1)
+          elseif action.type == "boom" then
+            error("boom")
+          end
+        end
+        function app.props(state) return { count = state.count } end
+        return app
+        """
+
+    func databasePath() -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("luastore-db-\(UUID().uuidString).db").path
+    }
+
+    func remove(_ path: String) {
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+    }
+
+    func store(_ folder: URL, _ database: StoreDatabase) async throws -> ScriptedStore {
+        var options = ScriptedStoreOptions(log: { _ in }, failures: { _ in })
+        options.persistence = database
+        return try await ScriptedStore(app: folder, options: options)
+    }
+
+    /// With `.full`, `send` answers only once the action's entry is committed: the database's last commit is
+    /// already at its sequence number when the answer comes.
+    @Test func sendAnswersAfterTheEntryIsCommittedWithFullSync() async throws {
+        let folder = try CLI.makeApp(Self.app)
+        let path = databasePath()
+        defer { try? FileManager.default.removeItem(at: folder); remove(path) }
+        let database = try StoreDatabase(path: path, app: "app", durability: .full)
+        let store = try await store(folder, database)
+        for index in 1...20 {
+            let entry = try #require(await store.send(["type": "add", "label": .string("item \(index)")]).entry)
+            #expect(database.status.sequence >= entry.sequence, "answered before #\(entry.sequence) was committed")
+        }
+        #expect(await store.send(["type": "boom"]).failure != nil)
+        store.shutdown()
+        await store.barrier()
+        #expect(database.close() == nil)
+    }
+
+    /// A second store on the file resumes the state the first left — sequence removals, nested tables and
+    /// all — without `init`, and its sequence numbers go on.
+    @Test func aStoreResumesTheStateWithoutInit() async throws {
+        let folder = try CLI.makeApp(Self.app)
+        let path = databasePath()
+        defer { try? FileManager.default.removeItem(at: folder); remove(path) }
+        let first = try StoreDatabase(path: path, app: "app", snapshotInterval: 7)
+        let writer = try await store(folder, first)
+        for index in 1...30 {
+            _ = await writer.send(["type": "add", "label": .string("item \(index)")])
+            if index % 4 == 0 { _ = await writer.send(["type": "drop"]) }
+        }
+        _ = await writer.send(["type": "boom"])
+        let expected = try await writer.state()
+        let last = try #require(await writer.send(["type": "add", "label": "last"]).entry?.sequence)
+        let final = try await writer.state()
+        writer.shutdown()
+        await writer.barrier()
+        #expect(first.close() == nil)
+        #expect(expected != final)
+
+        let second = try StoreDatabase(path: path, app: "app")
+        #expect(second.resumed?.sequence == last)
+        #expect(second.resumed?.state == final)
+        let reader = try await store(folder, second)
+        #expect(try await reader.state() == final)
+        #expect(try await reader.state()["inits"] == 1)
+        let next = try #require(await reader.send(["type": "add", "label": "after"]).entry)
+        #expect(next.sequence == last + 1)
+        reader.shutdown()
+        await reader.barrier()
+        #expect(second.close() == nil)
+    }
+
+    /// The file is held while a database is open on it: a second one is refused in words, and the file is
+    /// free again once the first is closed.
+    @Test func aFileIsHeldWhileOpen() async throws {
+        let path = databasePath()
+        defer { remove(path) }
+        let first = try StoreDatabase(path: path, app: "app")
+        #expect(throws: PersistenceFailure.self) { try StoreDatabase(path: path, app: "app") }
+        do {
+            _ = try StoreDatabase(path: path, app: "app")
+        } catch {
+            #expect(error.description == "\(path): is in use by another process (one store per file: stop the other run, or choose another file)")
+        }
+        #expect(first.close() == nil)
+        let again = try StoreDatabase(path: path, app: "app")
+        #expect(again.close() == nil)
+    }
+
+    /// A change applied to a resumed state: the value at its path replaced in place, nil removes (and ends the
+    /// sequence there, as in Lua), a missing table on the way is made, the empty path replaces the whole state.
+    @Test func changesApplyAsTheJournalMeansThem() {
+        var state: LuaValue = ["list": .table(LuaTable(array: [1, 2, 3])), "name": "a"]
+        state.apply(StateChange(path: ["list", 2], value: 20))
+        #expect(state["list"] == .table(LuaTable(array: [1, 20, 3])))
+        state.apply(StateChange(path: ["list", 4], value: 4))
+        #expect(state["list"] == .table(LuaTable(array: [1, 20, 3, 4])))
+        state.apply(StateChange(path: ["list", 2], value: nil))
+        #expect(state["list"] == .table(LuaTable(array: [1], fields: [.integer(3): 3, .integer(4): 4])))
+        state.apply(StateChange(path: ["deep", "er", "est"], value: true))
+        #expect(state["deep"]["er"]["est"] == true)
+        state.apply(StateChange(path: ["name"], value: nil))
+        #expect(state["name"] == .nil)
+        state.apply(StateChange(path: [], value: ["fresh": 1]))
+        #expect(state == ["fresh": 1])
+    }
+}
