@@ -154,7 +154,16 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
             Glibc.close(descriptor)
             throw PersistenceFailure(path: path, reason: "is not a regular file: a durable store is kept in a file of its own")
         }
-        if flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
+        // A child process another thread is starting holds a copy of a descriptor until it runs its program (then
+        // the copy closes: O_CLOEXEC), and with it a lock just let go; so a held lock is tried again for a while
+        // before the file is called busy.
+        var attempts = 0
+        while flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
+            attempts += 1
+            if errno == EWOULDBLOCK && attempts < 100 {
+                usleep(10_000)
+                continue
+            }
             Glibc.close(descriptor)
             throw PersistenceFailure(path: path, reason: "is in use by another process (one store per file: stop the other run, or choose another file)")
         }

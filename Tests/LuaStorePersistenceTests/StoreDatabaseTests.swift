@@ -90,6 +90,63 @@ import Testing
         #expect(second.close() == nil)
     }
 
+    /// Time travel and hot reload keep the file true: a run that ends while jumped back resumes from the newest
+    /// state (a jump is not kept); a rewind keeps the state it went on from; a reload's migration is kept (a
+    /// snapshot after it), so the new scripts resume on the migrated state and do not migrate again.
+    @Test func timeTravelAndReloadsKeepTheFileTrue() async throws {
+        let folder = try CLI.makeApp(Self.app)
+        let path = databasePath()
+        defer { try? FileManager.default.removeItem(at: folder); remove(path) }
+        func open() async throws -> (StoreDatabase, ScriptedStore) {
+            let database = try StoreDatabase(path: path, app: "app")
+            var options = ScriptedStoreOptions(log: { _ in }, failures: { _ in })
+            options.persistence = database
+            options.historyEntries = 100
+            return (database, try await ScriptedStore(app: folder, options: options))
+        }
+        func close(_ opened: (StoreDatabase, ScriptedStore)) async {
+            opened.1.shutdown()
+            await opened.1.barrier()
+            #expect(opened.0.close() == nil)
+        }
+
+        var opened = try await open()
+        var sequences: [UInt64] = []
+        for index in 1...5 { sequences.append(try #require(await opened.1.send(["type": "add", "label": .string("a\(index)")]).entry?.sequence)) }
+        let newest = try await opened.1.state()
+        try await opened.1.jump(to: sequences[1])
+        #expect(try await opened.1.state()["count"] == 2)
+        await close(opened)
+        opened = try await open()
+        #expect(try await opened.1.state() == newest, "a jump is not kept")
+
+        sequences = []
+        for index in 6...8 { sequences.append(try #require(await opened.1.send(["type": "add", "label": .string("b\(index)")]).entry?.sequence)) }
+        try await opened.1.jump(to: sequences[0])
+        try await opened.1.rewind(to: sequences[0])
+        _ = await opened.1.send(["type": "add", "label": "after the rewind"])
+        let rewound = try await opened.1.state()
+        #expect(rewound["count"] == 7)
+        await close(opened)
+        opened = try await open()
+        #expect(try await opened.1.state() == rewound, "the rewind's state, and what came after it")
+
+        try Data(Self.app.replacingOccurrences(of: "local app = {}", with: """
+            local app = {}
+            app.schemaVersion = 2
+            function app.migrate(state, from) state.migrated = (state.migrated or 0) + 1 end
+            """).utf8).write(to: folder.appendingPathComponent("app.lua"))
+        try await opened.1.reload()
+        _ = await opened.1.send(["type": "add", "label": "after the reload"])
+        let reloaded = try await opened.1.state()
+        #expect(reloaded["migrated"] == 1)
+        #expect(reloaded["count"] == 8)
+        await close(opened)
+        opened = try await open()
+        #expect(try await opened.1.state() == reloaded, "the migrated state, migrated once")
+        await close(opened)
+    }
+
     /// The file is held while a database is open on it: a second one is refused in words, and the file is
     /// free again once the first is closed.
     @Test func aFileIsHeldWhileOpen() async throws {

@@ -144,7 +144,7 @@ import Testing
         let busy = temporaryFile("busy.db")
         defer { remove(busy) }
         let holder = try await runChildProcess(URL(fileURLWithPath: "/bin/bash"), ["-c", """
-            (sleep 3) | "$1" run "$2" --persist "$3" --format json > /dev/null 2>&1 &
+            (sleep 8) | "$1" run "$2" --persist "$3" --format json > /dev/null 2>&1 &
             for i in $(seq 1 200); do [ -s "$3" ] && break; sleep 0.01; done
             sleep 0.3
             "$1" run "$2" --persist "$3" --format json < /dev/null
