@@ -38,6 +38,9 @@ public final class DevtoolsServer: Sendable {
     /// The port it listens on.
     public let port: UInt16
     let server: HTTPServer
+    let front: FramingGuard
+    /// The private folder of the HTTP server's socket.
+    let folder: String
     let task: Task<Void, any Error>
 
     /// Starts serving `store`, whose journal `journal` hears (give `journal.hear` to `ScriptedStoreOptions.journal`,
@@ -47,10 +50,22 @@ public final class DevtoolsServer: Sendable {
         let token = options.token ?? Self.randomToken()
         let resolved = try ListeningAddress(host: options.host, port: options.port)
         let api = DevtoolsAPI(store: store, journal: journal, options: options, token: token)
-        let server: HTTPServer = switch resolved.address {
-        case .ip4(let address): HTTPServer(address: address, timeout: 60, logger: .disabled, handler: api)
-        case .ip6(let address): HTTPServer(address: address, timeout: 60, logger: .disabled, handler: api)
+        // The HTTP server listens on a Unix socket in a folder only this user may enter; the public address is the
+        // framing guard's, which hands it each request once its framing is unambiguous.
+        var template = Array((FileManager.default.temporaryDirectory.path + "/luastore-devtools-XXXXXX").utf8CString)
+        guard let made = mkdtemp(&template) else {
+            throw DevtoolsFailure("cannot make a private folder for the devtools' socket: \(OutputFailure.words(errno))")
         }
+        let folder = String(cString: made)
+        let backend = folder + "/http.sock"
+        let front: FramingGuard
+        do {
+            front = try FramingGuard(address: resolved, backend: backend)
+        } catch {
+            try? FileManager.default.removeItem(atPath: folder)
+            throw DevtoolsFailure("cannot listen on \(resolved.numeric):\(options.port): \(error)")
+        }
+        let server = HTTPServer(address: sockaddr_un.unix(path: backend), timeout: 60, logger: .disabled, handler: api)
         let failure = Protected<(any Error)?>(nil)
         let task = Task {
             do {
@@ -60,28 +75,26 @@ public final class DevtoolsServer: Sendable {
                 throw error
             }
         }
-        // Waits until the server listens — or, at once, until it failed to (an address not on this machine, a port
-        // in use): FlyingFox's own wait would wait its whole timeout.
+        // Waits until the server listens — or, at once, until it failed to: FlyingFox's own wait would wait its
+        // whole timeout.
         let deadline = ContinuousClock.now + .seconds(30)
         while !(await server.isListening) {
-            if let error = failure.withLock({ $0 }) {
-                throw DevtoolsFailure("cannot listen on \(resolved.numeric):\(options.port): \(Self.words(error))")
-            }
-            guard ContinuousClock.now < deadline else {
+            var reason: String?
+            if let error = failure.withLock({ $0 }) { reason = Self.words(error) }
+            if ContinuousClock.now >= deadline { reason = "it did not start within 30 s" }
+            if let reason {
+                front.stop()
                 task.cancel()
-                throw DevtoolsFailure("the devtools server did not start listening on \(resolved.numeric):\(options.port) within 30 s")
+                try? FileManager.default.removeItem(atPath: folder)
+                throw DevtoolsFailure("the devtools' HTTP server cannot listen on \(backend): \(reason)")
             }
             try await Task.sleep(for: .milliseconds(2))
         }
-        let port: UInt16
-        switch await server.listeningAddress {
-        case .ip4(_, let actual)?, .ip6(_, let actual)?: port = actual
-        default: throw DevtoolsFailure("the devtools server is not listening on \(options.host)")
-        }
+        let port = front.port
         api.listening(on: port, address: resolved.numeric, isLoopback: resolved.isLoopback)
         let host = options.host.contains(":") ? "[\(options.host)]" : options.host
         return DevtoolsServer(url: "http://\(host):\(port)/?token=\(token)", port: port, address: resolved.numeric,
-                              isLoopback: resolved.isLoopback, server: server, task: task)
+                              isLoopback: resolved.isLoopback, server: server, front: front, folder: folder, task: task)
     }
 
     /// A socket error in words: the system's message ("cannot assign requested address").
@@ -95,19 +108,24 @@ public final class DevtoolsServer: Sendable {
     /// Whether only this machine can reach it (a loopback address); otherwise the token is the only guard.
     public let isLoopback: Bool
 
-    private init(url: String, port: UInt16, address: String, isLoopback: Bool, server: HTTPServer, task: Task<Void, any Error>) {
+    private init(url: String, port: UInt16, address: String, isLoopback: Bool, server: HTTPServer, front: FramingGuard,
+                 folder: String, task: Task<Void, any Error>) {
         self.url = url
         self.port = port
         self.address = address
         self.isLoopback = isLoopback
         self.server = server
+        self.front = front
+        self.folder = folder
         self.task = task
     }
 
     /// Stops serving; open pages are disconnected.
     public func stop() async {
+        front.stop()
         await server.stop(timeout: 1)
         task.cancel()
+        try? FileManager.default.removeItem(atPath: folder)
     }
 
     /// 32 hexadecimal digits from the system's random source.

@@ -646,6 +646,53 @@ import Testing
         }
     }
 
+    /// Requests whose framing is ambiguous are answered at once and the connection ends (before, two
+    /// conflicting Content-Length headers left the connection hanging until the server's read timed out): a second
+    /// length that differs, in a second header or in a list; a Transfer-Encoding; a folded header line; a header
+    /// block over 64 KiB. A sound request before one of them on the same connection is served; identical
+    /// repeated lengths are not a conflict.
+    @Test func requestsWithAmbiguousFramingAreRefusedAtOnce() async throws {
+        let session = try await Self.start()
+        defer { Task { await session.stop() } }
+        let (port, token) = (session.server.port, session.token)
+        /// Writes `request` on a new connection and reads until the server ends it (a read waits at most 15 s).
+        func exchange(_ request: String) async throws -> String {
+            try await offPool {
+                let socket = try RawSocket(port: port)
+                defer { socket.close() }
+                try socket.write(request)
+                var answer: [UInt8] = []
+                while let bytes = try? socket.readSome() { answer += bytes }
+                return String(decoding: answer, as: UTF8.self)
+            }
+        }
+        let head = "Host: 127.0.0.1:\(port)\r\nX-Devtools-Token: \(token)\r\n"
+        let body = String(repeating: "x", count: 20)
+        for (request, status, said) in [
+            ("POST /api/dispatch HTTP/1.1\r\n\(head)Content-Length: 20\r\nContent-Length: 40\r\n\r\n\(body)", 400,
+             "the request has conflicting Content-Length headers (20, 40): a request says its length once"),
+            ("POST /api/dispatch HTTP/1.1\r\n\(head)Content-Length: 20, 40\r\n\r\n\(body)", 400,
+             "the request has conflicting Content-Length headers (20, 40)"),
+            ("POST /api/dispatch HTTP/1.1\r\n\(head)Transfer-Encoding: chunked\r\n\r\n14\r\n\(body)\r\n0\r\n\r\n", 400,
+             "a request with a Transfer-Encoding is not accepted: send its body with a Content-Length"),
+            ("GET /api/session HTTP/1.1\r\n\(head)X-Note: one\r\n  two\r\n\r\n", 400, "a header line is folded onto the next"),
+            ("POST /api/dispatch HTTP/1.1\r\n\(head)Content-Length: twenty\r\n\r\n\(body)", 400, "the request's Content-Length is not a number: twenty"),
+            ("GET /api/session HTTP/1.1\r\n\(head)X-Big: \(String(repeating: "y", count: 70_000))\r\n\r\n", 431,
+             "the request's header block is over 64 KiB"),
+        ] {
+            let answer = try await exchange(request)
+            #expect(answer.hasPrefix("HTTP/1.1 \(status) "), "\(answer.prefix(200))")
+            #expect(answer.contains(said), "\(answer.prefix(400))")
+        }
+        let both = try await exchange("GET /api/session HTTP/1.1\r\n\(head)\r\n"
+            + "POST /api/dispatch HTTP/1.1\r\n\(head)Content-Length: 20\r\nContent-Length: 40\r\n\r\n\(body)")
+        #expect(both.hasPrefix("HTTP/1.1 200 "), "\(both.prefix(200))")
+        #expect(both.contains("\"app\":\"demo\""))
+        #expect(both.contains("HTTP/1.1 400 Bad Request"), "\(both.suffix(300))")
+        let same = try await exchange("GET /api/session HTTP/1.1\r\n\(head)Content-Length: 0\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        #expect(same.hasPrefix("HTTP/1.1 200 "), "\(same.prefix(200))")
+    }
+
     /// Listening where other machines may reach the page is said as a warning.
     @Test func aBindBeyondThisMachineIsWarnedAbout() async throws {
         let folder = try CLI.makeApp(Self.app)
