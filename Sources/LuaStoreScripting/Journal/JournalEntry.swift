@@ -142,7 +142,7 @@ public struct JournalEntry: Sendable {
     }
 }
 
-/// What the actions of a run changed, as the barrier wrote it (`record_changes`, `barrier.c`): for each action
+/// What the actions of a run changed, as the barrier wrote it (`changes_record`, `CLuaState/changes.c`): for each action
 /// that changed something, its run position, the number of changes and their JSON — or no JSON, when the
 /// barrier left them to Swift (the runtime's `collected` list then holds them). Read in run order, once.
 struct EncodedJournal: Sendable {

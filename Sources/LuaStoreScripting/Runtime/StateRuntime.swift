@@ -26,7 +26,7 @@ enum StateRuntime {
         static let commands: Int32 = 2
         static let dirty: Int32 = 3
         static let refused: Int32 = 4
-        /// While journaling: the run's journal records (`record_changes`, `barrier.c`) and their length.
+        /// While journaling: the run's journal records (`changes_record`, `CLuaState/changes.c`) and their length.
         static let records: Int32 = 5
         static let recordsLength: Int32 = 6
         /// When the readers ran within the run (`flushWhenObserved`): whether nothing is left for a flush, what

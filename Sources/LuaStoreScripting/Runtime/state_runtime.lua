@@ -35,7 +35,7 @@ local collect                                          -- (below) reads a commit
 local keepHistory                                      -- (below) keeps a committed action's befores and afters
 -- What `collect` read: the list (layout: "The journal, read"); its length is the barrier's
 -- (`B.collectedcount`), copied into `collectedCount` while `collect` appends. (The barrier writes short
--- journals' changes as JSON itself, and this list's too when it can: barrier.c, `record_changes`.)
+-- journals' changes as JSON itself, and this list's too when it can: changes.c, `changes_record`.)
 local collected, collectedCount = {}, 0
 local encodedRecords = {}                              -- [1]: the barrier's buffer of journal records
 
@@ -62,7 +62,7 @@ local function clearCollected()
 end
 
 -- Records that `real[key]` changed (`structural`: a key appeared or went away), for the readers that depend
--- on it (`byKey` is `dependents[real]`): the barrier's `note_change`, which its `__newindex` calls itself as the
+-- on it (`byKey` is `dependents[real]`): the barrier's `note_change` (journal.c), which its `__newindex` calls itself as the
 -- write happens, so committing costs nothing.
 local function noteChange(real, byKey, key, structural)
   B.notechange(real, byKey, key, structural)
@@ -881,7 +881,7 @@ end
 function M.collected() return B.collectedcount(), collected end
 
 -- The journal records of the last run (its committed actions' changes, as a recording's JSON), in one string
--- (`record_changes` in barrier.c says how; `ScriptEngine.encodedJournal` reads it).
+-- (`changes_record` in changes.c says how; `ScriptEngine.encodedJournal` reads it).
 function M.encoded() return B.records() end
 
 -- Keeps the newest `limit` history entries (0: none, and what was kept goes). Returns the first and last.

@@ -53,7 +53,7 @@ extension ScriptEngine {
         if case .reload = entry.event { snapshotForPersistence() } // (a migration's changes are not in its entry)
     }
 
-    /// What the last run's actions changed, as the barrier wrote it (`record_changes`, `barrier.c`), read once.
+    /// What the last run's actions changed, as the barrier wrote it (`changes_record`, `CLuaState/changes.c`), read once.
     func encodedJournal() throws(LuaError) -> EncodedJournal {
         let bytes = try vm.call(runtime[.encoded], arguments: []) { results throws(LuaError) in
             results.bytes(1, count: Int(results.integer(2) ?? 0)) ?? []

@@ -1,0 +1,380 @@
+// The barrier's shared parts, for the files that make it up (`barrier.c` holds its contract, `makebarrier` and
+// the library): its state (`Barrier`), the upvalue layouts of its functions, the helpers every part uses, and each
+// part's functions. Internal to CLuaState (not in `include/`). The parts, each with its own prefix:
+//
+//   proxies.c   `proxies_`  the proxies scripts receive: made and cached, stamped with the call they were handed
+//                           out in, `__index` through them, and where each table of the state is
+//   journal.c   `journal_`  transactions: the undo journal, `__newindex`, rollback, the change set's entries
+//   reads.c     `reads_`    readers: what each read, the change set handed over at a flush, the spare key sets
+//   changes.c   `changes_`  what a committed action changed, written as a recording's JSON (`json.c`)
+//   runs.c      `runs_`     the loop over a run of actions
+#ifndef CLUA_BARRIER_H
+#define CLUA_BARRIER_H
+
+#include "json.h"
+
+#include <math.h>
+
+/// A function one part defines and another calls: not exported from the library.
+#define BARRIER_INTERNAL __attribute__((visibility("hidden")))
+
+// MARK: The barrier's state
+
+/// The modes, by name and number; exported to the Lua half as `B.<name>`.
+#define BARRIER_MODES(X) \
+    X(CLOSED, 0)         \
+    X(WRITE, 1)          \
+    X(READ, 2)
+
+enum {
+#define BARRIER_MODE_ENUM(name, number) MODE_##name = number,
+    BARRIER_MODES(BARRIER_MODE_ENUM)
+#undef BARRIER_MODE_ENUM
+};
+
+/// Paths, cached (for the journal's records): where a table of the state is, as the JSON of its path's keys
+/// (`"items",7`), for the tables changes were last written in. A slot is good while `generation` is the
+/// barrier's: it moves on whenever a table may have moved — a transaction that stored or removed a table, one
+/// the Lua side runs (`begin`), a rollback, the caches emptied (`made(0)`: also after time travel) — so a stale
+/// path is never used; and a table is only freed after it left the state, which moves it on too.
+#define PATH_SLOTS 256
+#define PATH_PREFIX_MAX 52
+typedef struct PathSlot {
+    const void *table;
+    uint32_t generation;
+    uint32_t length;
+    unsigned char prefix[PATH_PREFIX_MAX];
+} PathSlot;
+
+/// Changes `__newindex` saw recorded in the change set since the last flush, by the identity of the table and of
+/// the key — a string's address, or an integer's value (other keys are not remembered): a write to one of them
+/// has nothing to add. Safe as addresses: the change set holds both tables and keys until the flush, which makes
+/// every slot stale (`at` is the barrier's `flushes`).
+#define NOTED_SLOTS 8
+typedef struct NotedSlot {
+    const void *table;
+    const void *key;     /* a string key; NULL for an integer key */
+    lua_Integer integer; /* an integer key */
+    lua_Integer at;
+} NotedSlot;
+
+/// A write `__newindex` made itself while journaling (a key that stays, a value that is plain data), kept so
+/// that what the action changed can be written without reading the journal back (`write_scalar_changes`): the
+/// real table's address, the key (a float with an integer's value as that integer, as the table keeps it), the
+/// value before and after. Strings are kept by address: the journal holds every key and old value, and the
+/// table or a later write's old value each new one, until the action's changes are written.
+#define SCALAR_WRITES 16
+typedef struct ScalarWrite {
+    const void *table;
+    CLuaScalar key, before, after;
+} ScalarWrite;
+
+/// A proxy handed to a script, and the call it was handed out in (`epoch`): a proxy is good only in the call
+/// that received it (see "Proxies live for one call").
+typedef struct StampSlot {
+    const void *proxy;
+    uint64_t epoch;
+} StampSlot;
+
+typedef struct Barrier {
+    lua_Integer mode;           /* MODE_CLOSED; MODE_WRITE (reduce, migrate); MODE_READ (props, selectors) */
+    lua_Integer count;          /* journal slots the open (or last) transaction filled */
+    lua_Integer filled;         /* journal slots that may hold something (from earlier transactions) */
+    lua_Integer position;       /* the action of a run being reduced */
+    lua_Integer flushes;        /* how many times the change set was handed over and started afresh */
+    lua_Integer made;           /* proxies made since the caches were last emptied */
+    int subscriptionsDirty;     /* `subscriptions` must run again before its result is used */
+    int observed;               /* since the last flush, a write changed something a reader read */
+    int moved;                  /* the open transaction stored a table that was in the state already */
+    int journaling;             /* `run` reads each action's changes after it commits */
+    int history;                /* ... and the Lua `collect` keeps history entries: it does the reading */
+    lua_Integer collected;      /* the length of the list of changes read since it was last emptied */
+    lua_Integer encoded;        /* the bytes of journal records written in the buffer since the last run began */
+    uint32_t pathGeneration;    /* the paths cached under another generation are stale (see "Paths, cached") */
+    const void *root;           /* the state's root table, while `rootGeneration` is `pathGeneration` */
+    uint32_t rootGeneration;
+    int scalarWrites;           /* the open transaction's first writes kept in `writes`: all of them when
+                                   3 * scalarWrites == count (none came from the Lua side) */
+    lua_Integer spareSets;      /* emptied key sets kept for the next read records (`SPARE_SETS`) */
+    lua_Integer readStamp;      /* the running reader's mark in its last record, for the reads it repeats */
+    lua_Integer matchedReads;   /* reads of the running reader its last record holds (each counted once) */
+    lua_Integer freshReads;     /* reads it does not (in `FRESH_READS`) */
+    uint64_t epoch;             /* the call running now (every transaction and every reader is a call of its own) */
+    StampSlot *stamps;          /* the proxies handed out in this call, by address (open addressing; the memory
+                                   is the control's `STAMPS` user value); NULL before the first */
+    size_t stampMask;           /* the slots of `stamps`, less one (a power of two) */
+    size_t stampLive;           /* slots holding a proxy of this call */
+    size_t stampLast;           /* ... of the call before (for giving back the slots of a large one) */
+    unsigned notedNext;         /* the slot of `noted` written next */
+    NotedSlot noted[NOTED_SLOTS];
+    ScalarWrite writes[SCALAR_WRITES];
+    PathSlot paths[PATH_SLOTS];
+} Barrier;
+
+
+/// The cache slot of the table at `address`.
+static inline PathSlot *path_slot(Barrier *b, const void *address) {
+    uintptr_t bits = (uintptr_t)address;
+    return &b->paths[((bits >> 4) ^ (bits >> 12)) & (PATH_SLOTS - 1)];
+}
+
+/// The cached path of the table at `address`, or NULL when this generation has none.
+static inline const PathSlot *cached_path(Barrier *b, const void *address) {
+    const PathSlot *slot = path_slot(b, address);
+    return slot->table == address && slot->generation == b->pathGeneration ? slot : NULL;
+}
+
+/// Whether the path of the table at `address` is known without walking up the records: the root's (empty),
+/// while this generation knows the root, or a cached one. Sets `*prefix` and `*length`.
+static inline int known_path(Barrier *b, const void *address, const unsigned char **prefix, size_t *length) {
+    if (address == b->root && b->rootGeneration == b->pathGeneration) {
+        *length = 0;
+        return 1;
+    }
+    const PathSlot *slot = cached_path(b, address);
+    if (slot == NULL) return 0;
+    *prefix = slot->prefix;
+    *length = slot->length;
+    return 1;
+}
+
+/// Caches `length` bytes of `prefix` as the path of the table at `address`, in this generation (a path longer
+/// than a slot holds is not cached).
+static inline void keep_path(Barrier *b, const void *address, const unsigned char *prefix, size_t length) {
+    if (length > PATH_PREFIX_MAX) return;
+    PathSlot *slot = path_slot(b, address);
+    slot->table = address;
+    slot->generation = b->pathGeneration;
+    slot->length = (uint32_t)length;
+    memcpy(slot->prefix, prefix, length);
+}
+
+// MARK: Upvalues
+//
+// Every closure `makebarrier` makes holds the Barrier (upvalue 1), then the shared fields of the table it was
+// given, then its own upvalues. Each list below is the one place its upvalues are named: the indices
+// (`UPVALUE(name)`) and what `makebarrier` puts in each slot are both generated from it. An entry is
+// `X(name, kind, text)`: `FIELD` the table's field `text`; `LITERAL` the string `text`; `SPARE` nil, a slot
+// the function writes itself.
+
+enum { FIELD, LITERAL, SPARE };
+
+#define SHARED_UPVALUES(X)                                                                               \
+    X(TARGETS, FIELD, "targets")    /* proxy -> real table */                                           \
+    X(PROXIES, FIELD, "proxies")    /* real table -> proxy */                                           \
+    X(META, FIELD, "meta")          /* the proxies' metatable */                                        \
+    X(WEAK_KEYS, FIELD, "weakkeys") /* { __mode = "k" } */                                              \
+    X(WEAK_ALL, FIELD, "weakall")   /* { __mode = "kv" } */                                             \
+    X(PARENTS, FIELD, "parents")    /* real table -> the real table holding it (recorded with its proxy) */ \
+    X(PARENT_KEYS, FIELD, "parentkeys") /* real table -> the key it is held under */
+
+/// `__index`'s own upvalues.
+#define INDEX_UPVALUES(X) X(INDEX_FALLBACK, FIELD, "index") /* the Lua __index, for everything else */
+
+/// `__newindex`'s own upvalues.
+#define WRITE_UPVALUES(X)                                                                                  \
+    X(WRITE_JOURNAL, FIELD, "journal")       /* (table, key, old value) triples */                        \
+    X(WRITE_DEPENDENTS, FIELD, "dependents") /* real table -> key -> readers */                            \
+    X(WRITE_CHANGES, FIELD, "changes")       /* { [1] = real -> { key -> true } since the last flush } */  \
+    X(WRITE_FALLBACK, FIELD, "newindex")     /* the Lua __newindex, for everything else */                \
+    X(WRITE_ALL, FIELD, "all")               /* the key of a table's readers of all of it */              \
+    X(WRITE_STRUCTURE, FIELD, "structure")   /* the key of its readers of its length and set of keys */   \
+    X(WRITE_SUBSCRIPTIONS, LITERAL, "subscriptions") /* the id of the subscriptions reader */
+
+/// `run`'s own upvalues.
+#define RUN_UPVALUES(X)                                                                                    \
+    X(RUN_HOLDER, FIELD, "holder")  /* holder.state is the app's state table */                          \
+    X(RUN_ADOPT, FIELD, "adopt")    /* adopt(result): installs a state the reducer returned */           \
+    X(RUN_SETTLE, FIELD, "settle")  /* settle(): checks the tables the action moved (one place each) */   \
+    X(RUN_COLLECT, FIELD, "collect") /* collect(position): reads a committed action's changes (journaling) */ \
+    X(RUN_JOURNAL, FIELD, "journal")     /* (table, key, old value) triples */                            \
+    X(RUN_COLLECTED, FIELD, "collected") /* the list of changes read (layout: state_runtime.lua) */       \
+    X(RUN_CHILDREN, FIELD, "children")   /* child store id -> its local state */                          \
+    X(RUN_ENCODED, FIELD, "encoded")     /* [1]: the buffer of journal records (json.h) */                 \
+    X(RUN_TYPE, LITERAL, "type")    /* the key of an action's type */                                     \
+    X(RUN_STATE, LITERAL, "state")  /* the key of the state in `holder` */
+
+/// The own upvalue of the functions that read or write the journal.
+#define JOURNAL_UPVALUES(X) X(JOURNAL, FIELD, "journal")
+
+/// The own upvalue of `records`.
+#define RECORDS_UPVALUES(X) X(RECORDS, FIELD, "encoded")
+
+/// The own upvalues of the functions that keep readers' records (`recycle`, `endread`).
+#define READER_UPVALUES(X)                                                                               \
+    X(READER_DEPENDENTS, FIELD, "dependents")    /* real table -> key -> readers */                      \
+    X(READER_HOLDER_STATE, FIELD, "holderstate") /* the shared set of what every reader reads of holder */
+
+#define UPVALUE_ENUM(name, kind, text) UPVALUE_##name,
+enum { UPVALUE_CONTROL = 1, SHARED_UPVALUES(UPVALUE_ENUM) FIRST_OWN_UPVALUE };
+enum { INDEX_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, INDEX_UPVALUES(UPVALUE_ENUM) };
+enum { WRITE_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, WRITE_UPVALUES(UPVALUE_ENUM) };
+enum { RUN_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, RUN_UPVALUES(UPVALUE_ENUM) };
+enum { JOURNAL_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, JOURNAL_UPVALUES(UPVALUE_ENUM) };
+enum { RECORDS_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, RECORDS_UPVALUES(UPVALUE_ENUM) };
+enum { READER_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, READER_UPVALUES(UPVALUE_ENUM) };
+#undef UPVALUE_ENUM
+
+/// The pseudo-index of the current function's upvalue `name`.
+#define UPVALUE(name) lua_upvalueindex(UPVALUE_##name)
+
+/// How many proxies may be made before the caches turn weak (so proxies no one holds any more can be
+/// collected: props walking a large list, say); the Lua side empties or replaces them between calls.
+#define PROXIES_BEFORE_WEAK 4096
+
+/// [-0, +0, -] The barrier of the running function.
+static inline Barrier *barrier(lua_State *L) { return (Barrier *)lua_touserdata(L, UPVALUE(CONTROL)); }
+
+/// The barrier's user values, while a reader runs (READ mode): the record of what it read last time (real table
+/// -> set of keys read; given to `setmode`, nil for a first run), in which the reads it repeats are marked
+/// (`readStamp`), and the record of the reads that record does not hold (made at the first). And always the key
+/// sets emptied by `recycle`, for the next records (a stack of `spareSets`, at most `SPARE_SETS_MAX`: a record's
+/// sets are reused rather than left to the collector).
+/// And the slots of `stamps` (`STAMPS`).
+enum { LAST_READS = 1, FRESH_READS, SPARE_SETS, STAMPS, USER_VALUES = STAMPS };
+#define SPARE_SETS_MAX 256
+
+// MARK: Helpers every part uses
+
+/// The first slot for the proxy at `proxy` (Fibonacci hashing of its address).
+static inline size_t stamp_slot(const void *proxy, size_t mask) {
+    return (size_t)(((uint64_t)(uintptr_t)proxy * UINT64_C(0x9E3779B97F4A7C15)) >> 29) & mask;
+}
+
+/// [-0, +0, -] Whether the proxy at `proxy` was handed out in the running call. (A slot of another epoch ends
+/// the probe: slots of this epoch are never more than half the set.)
+static inline int stamped(const Barrier *b, const void *proxy) {
+    if (b->stamps == NULL) return 0;
+    for (size_t i = stamp_slot(proxy, b->stampMask);; i = (i + 1) & b->stampMask) {
+        const StampSlot *slot = &b->stamps[i];
+        if (slot->epoch != b->epoch) return 0;
+        if (slot->proxy == proxy) return 1;
+    }
+}
+
+/// [-0, +0, -] A call starts: no proxy handed out before is good in it.
+static inline void next_call(Barrier *b) {
+    b->stampLast = b->stampLive;
+    b->stampLive = 0;
+    b->epoch++;
+}
+
+/// [-(top), +results, e] Calls the Lua fallback with the metamethod's `arguments` (the stack is cut to them
+/// first) and leaves what it returns.
+static inline int fall_back(lua_State *L, int fallback, int arguments, int results) {
+    lua_settop(L, arguments);
+    lua_pushvalue(L, fallback);
+    lua_insert(L, 1);
+    lua_call(L, arguments, results);
+    return results;
+}
+
+/// [-0, +0, -] Empties the table at `t` (its slots kept, for refilling without rehashing).
+static inline void empty_table(lua_State *L, int t) {
+    lua_pushnil(L);
+    while (lua_next(L, t) != 0) { /* clearing the current key is allowed while traversing */
+        lua_pop(L, 1);
+        lua_pushvalue(L, -1);
+        lua_pushnil(L);
+        lua_rawset(L, t);
+    }
+}
+
+/// [-0, +0, -] Drops the last transaction's journal (its slots are overwritten, not emptied) and opens a new one.
+static inline void begin_transaction(Barrier *b) {
+    next_call(b);
+    b->count = 0;
+    b->scalarWrites = 0;
+    b->moved = 0;
+    b->mode = MODE_WRITE;
+}
+
+/// [-0, +0, -] Replaces a float key at 2 that has an integer's value with that integer, as a table keeps it
+/// (`t[1.0]` is `t[1]`), so that the journal, the records of where tables are and the paths of changes name
+/// the key as the state holds it.
+static inline void integral_key(lua_State *L) {
+    if (lua_isinteger(L, 2)) return;
+    int exact = 0;
+    lua_Integer integer = lua_tointegerx(L, 2, &exact);
+    if (!exact) return;
+    lua_pushinteger(L, integer);
+    lua_replace(L, 2);
+}
+
+/// [-0, +0, -] Whether the value at `index` is a string, a boolean or a finite number: data the fast path may
+/// store. (Everything else — a table, nil, a function, NaN — is the Lua half's to store or refuse.)
+static inline int is_plain_data(lua_State *L, int index) {
+    switch (lua_type(L, index)) {
+    case LUA_TSTRING:
+    case LUA_TBOOLEAN:
+        return 1;
+    case LUA_TNUMBER:
+        return lua_isinteger(L, index) || isfinite(lua_tonumber(L, index));
+    default:
+        return 0;
+    }
+}
+
+/// [-0, +0, -] Whether storing the value at `b` where `a` is changes nothing: raw equality, and for numbers the
+/// same subtype and, for a zero, the same sign (Lua stores `1.0` over `1`, and `-0.0` over `0.0`).
+static inline int is_same(lua_State *L, int a, int b) {
+    if (!lua_rawequal(L, a, b)) return 0;
+    if (lua_type(L, a) != LUA_TNUMBER) return 1;
+    if (lua_isinteger(L, a) != lua_isinteger(L, b)) return 0;
+    if (lua_isinteger(L, a)) return 1;
+    lua_Number x = lua_tonumber(L, a), y = lua_tonumber(L, b);
+    return x != 0 || signbit(x) == signbit(y);
+}
+
+// MARK: The parts' functions
+//
+// Each is described where it is defined. The `lua_CFunction`s are the functions `makebarrier` returns (`barrier.c`
+// lists them by their Lua names).
+
+// proxies.c
+BARRIER_INTERNAL void proxies_stamp(lua_State *L, Barrier *b, const void *proxy);
+BARRIER_INTERNAL void proxies_push(lua_State *L, Barrier *b, int parent, int key);
+BARRIER_INTERNAL int proxies_index(lua_State *L);
+BARRIER_INTERNAL int proxies_proxy(lua_State *L);
+BARRIER_INTERNAL int proxies_fresh(lua_State *L);
+BARRIER_INTERNAL int proxies_claim(lua_State *L);
+BARRIER_INTERNAL int proxies_made(lua_State *L);
+BARRIER_INTERNAL int proxies_isflat(lua_State *L);
+
+// journal.c
+BARRIER_INTERNAL void journal_clear_tail(lua_State *L, Barrier *b, int journal);
+BARRIER_INTERNAL int journal_newindex(lua_State *L);
+BARRIER_INTERNAL int journal_notechange(lua_State *L);
+BARRIER_INTERNAL int journal_count(lua_State *L);
+BARRIER_INTERNAL int journal_begin(lua_State *L);
+BARRIER_INTERNAL int journal_record(lua_State *L);
+BARRIER_INTERNAL int journal_rollback(lua_State *L);
+BARRIER_INTERNAL int journal_setmoved(lua_State *L);
+
+// reads.c
+BARRIER_INTERNAL void reads_key_set(lua_State *L, Barrier *b, int record, int real);
+BARRIER_INTERNAL void reads_note_read(lua_State *L, Barrier *b, int real, int key);
+BARRIER_INTERNAL int reads_mode(lua_State *L);
+BARRIER_INTERNAL int reads_setmode(lua_State *L);
+BARRIER_INTERNAL int reads_endread(lua_State *L);
+BARRIER_INTERNAL int reads_note(lua_State *L);
+BARRIER_INTERNAL int reads_recycle(lua_State *L);
+BARRIER_INTERNAL int reads_clear(lua_State *L);
+BARRIER_INTERNAL int reads_emptysets(lua_State *L);
+BARRIER_INTERNAL int reads_takechanges(lua_State *L);
+BARRIER_INTERNAL int reads_observed(lua_State *L);
+BARRIER_INTERNAL int reads_flushed(lua_State *L);
+
+// changes.c
+BARRIER_INTERNAL void changes_record(lua_State *L, Barrier *b, lua_Integer position);
+BARRIER_INTERNAL int changes_setjournaling(lua_State *L);
+BARRIER_INTERNAL int changes_collectedcount(lua_State *L);
+BARRIER_INTERNAL int changes_records(lua_State *L);
+
+// runs.c
+BARRIER_INTERNAL int runs_run(lua_State *L);
+BARRIER_INTERNAL int runs_dirty(lua_State *L);
+BARRIER_INTERNAL int runs_setdirty(lua_State *L);
+BARRIER_INTERNAL int runs_position(lua_State *L);
+
+#endif

@@ -1,0 +1,225 @@
+// The journal (`journal_`): each transaction's writes as (table, key, old value) triples, which a rollback undoes
+// newest first; `__newindex`'s fast path (a key that stays, a value that is plain data), which journals the write,
+// makes it, keeps it for `changes.c`, and notes it in the change set for the readers that read that table. The
+// barrier as a whole, and its contract: `barrier.c`.
+#include "barrier.h"
+
+/// [-0, +0, m] Appends (table, key, old value) at the given stack indices to the journal. May raise (memory)
+/// before anything is recorded.
+static void journal_append(lua_State *L, Barrier *b, int journal, int table, int key, int old) {
+    if (b->count + 3 > b->filled) b->filled = b->count + 3; /* first: a slot filled before a raise is emptied too */
+    lua_pushvalue(L, table);
+    lua_rawseti(L, journal, b->count + 1);
+    lua_pushvalue(L, key);
+    lua_rawseti(L, journal, b->count + 2);
+    lua_pushvalue(L, old);
+    lua_rawseti(L, journal, b->count + 3);
+    b->count += 3;
+}
+
+/// [-0, +0, -] Empties the journal's slots past the open transaction's, so what earlier transactions replaced
+/// can be collected. Not needed for correctness (only the first `count` slots are ever read), so it is done at
+/// flushes and rollbacks, not at every transaction. (Assigning nil to an existing slot never allocates.)
+void journal_clear_tail(lua_State *L, Barrier *b, int journal) {
+    for (lua_Integer i = b->count + 1; i <= b->filled; i++) {
+        lua_pushnil(L);
+        lua_rawseti(L, journal, i);
+    }
+    b->filled = b->count;
+}
+
+// MARK: `__newindex`
+
+/// [-0, +0, -] The key at 2 as `noted` remembers it (`*remembered` 0 for a key it does not remember).
+static NotedSlot noted_slot(lua_State *L, Barrier *b, int keyType, int *remembered) {
+    NotedSlot slot = { lua_topointer(L, 4), NULL, 0, b->flushes };
+    *remembered = 1;
+    if (keyType == LUA_TSTRING) slot.key = lua_topointer(L, 2);
+    else if (keyType == LUA_TNUMBER && lua_isinteger(L, 2)) slot.integer = lua_tointeger(L, 2);
+    else *remembered = 0;
+    return slot;
+}
+
+/// [-0, +0, -] Remembers that the change of `real[key]` (at 4 and 2) is recorded in the current change set.
+static void remember_noted(lua_State *L, Barrier *b, int keyType) {
+    int remembered;
+    NotedSlot slot = noted_slot(L, b, keyType, &remembered);
+    if (remembered) b->noted[b->notedNext++ % NOTED_SLOTS] = slot;
+}
+
+/// [-0, +0, -] Whether `noted` holds (the table at 4, the key at 2) for this flush.
+static int seen_noted(lua_State *L, Barrier *b, int keyType) {
+    int remembered;
+    NotedSlot wanted = noted_slot(L, b, keyType, &remembered);
+    if (!remembered) return 0;
+    for (int i = 0; i < NOTED_SLOTS; i++) {
+        const NotedSlot *slot = &b->noted[i];
+        if (slot->at == wanted.at && slot->table == wanted.table && slot->key == wanted.key &&
+            slot->integer == wanted.integer) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/// [-0, +0, m] Notes that the key at `key` of the table at `real` changed (`structural`: a key appeared or went
+/// away), for the readers that depend on it (`dependents[real]`, at `byKey`): only tables some reader read get
+/// here, so a write to a table nobody reads costs the journal alone. Adds it to the change set, and says whether
+/// a reader read it (`observed`: a run with a flush function calls it after this action) and whether the
+/// subscriptions must run again. A write later rolled back may make a reader run once for nothing (its result
+/// compares equal and is not delivered). Indices are absolute; `WRITE_UPVALUES`.
+static void note_change(lua_State *L, Barrier *b, int real, int byKey, int key, int structural) {
+    int top = lua_gettop(L);
+    luaL_checkstack(L, 6, NULL);
+    lua_rawgeti(L, UPVALUE(WRITE_CHANGES), 1); /* the change set */
+    reads_key_set(L, b, top + 1, real);
+    lua_pushvalue(L, key);
+    lua_pushboolean(L, 1);
+    lua_rawset(L, -3);
+    if (structural) {
+        lua_pushvalue(L, UPVALUE(WRITE_STRUCTURE));
+        lua_pushboolean(L, 1);
+        lua_rawset(L, -3);
+    }
+    lua_settop(L, top);
+    // Its readers: of the key, of all of the table, and (structural) of its keys.
+    int readers[3] = { key, UPVALUE(WRITE_ALL), UPVALUE(WRITE_STRUCTURE) };
+    for (int i = 0; i < (structural ? 3 : 2); i++) {
+        lua_pushvalue(L, readers[i]);
+        if (lua_rawget(L, byKey) == LUA_TTABLE) {
+            lua_pushnil(L);
+            if (lua_next(L, -2) != 0) {
+                b->observed = 1;
+                lua_pop(L, 2);
+            }
+            if (!b->subscriptionsDirty) {
+                lua_pushvalue(L, UPVALUE(WRITE_SUBSCRIPTIONS));
+                if (lua_rawget(L, -2) != LUA_TNIL) b->subscriptionsDirty = 1;
+                lua_pop(L, 1);
+            }
+        }
+        lua_pop(L, 1);
+    }
+}
+
+
+/// `__newindex(proxy, key, value)` [-3, +0, e] while writing, for a key that stays (neither the old nor the new
+/// value is nil) and values that are plain data (strings, booleans, finite numbers): journaled, written,
+/// recorded for the readers of that table. (A key that stays was accepted as data when it appeared.)
+int journal_newindex(lua_State *L) {
+    Barrier *b = barrier(L);
+    int keyType = lua_type(L, 2);
+    if (keyType == LUA_TNUMBER) integral_key(L);
+    if (b->mode != MODE_WRITE || lua_gettop(L) != 3 || keyType == LUA_TTABLE || keyType == LUA_TNIL || !is_plain_data(L, 3)) {
+        return fall_back(L, UPVALUE(WRITE_FALLBACK), 3, 0);
+    }
+    lua_pushvalue(L, 1);
+    if (lua_rawget(L, UPVALUE(TARGETS)) != LUA_TTABLE || !stamped(b, lua_topointer(L, 1))) { /* 4: real */
+        return fall_back(L, UPVALUE(WRITE_FALLBACK), 3, 0);
+    }
+    lua_pushvalue(L, 2);
+    int oldType = lua_rawget(L, 4); /* 5: the old value (taken by the journal below) */
+    // (A NaN key never gets past this: no table holds a value under NaN, so its old value is nil.)
+    if (oldType == LUA_TNIL || oldType == LUA_TTABLE) return fall_back(L, UPVALUE(WRITE_FALLBACK), 3, 0);
+    if (is_same(L, 5, 3)) return 0;
+    // While journaling, the write is kept as it is on the stack too, when every write of the transaction so far
+    // was (`ScalarWrite`).
+    ScalarWrite write;
+    int keep = b->journaling && b->scalarWrites < SCALAR_WRITES && 3 * b->scalarWrites == b->count;
+    if (keep) {
+        write.table = lua_topointer(L, 4);
+        clua_scalar_read(L, 2, 1, &write.key);
+        clua_scalar_read(L, 5, 0, &write.before);
+        clua_scalar_read(L, 3, 0, &write.after);
+    }
+    // Journaled first: growing the journal may raise, and then nothing has changed yet. (The old value is on
+    // top, where the journal takes it from; its slots are filled last to first.)
+    if (b->count + 3 > b->filled) b->filled = b->count + 3;
+    lua_rawseti(L, UPVALUE(WRITE_JOURNAL), b->count + 3);
+    lua_pushvalue(L, 2);
+    lua_rawseti(L, UPVALUE(WRITE_JOURNAL), b->count + 2);
+    lua_pushvalue(L, 4);
+    lua_rawseti(L, UPVALUE(WRITE_JOURNAL), b->count + 1);
+    b->count += 3;
+    if (keep) b->writes[b->scalarWrites++] = write;
+    lua_pushvalue(L, 2);
+    lua_pushvalue(L, 3);
+    lua_rawset(L, 4); /* the key exists: no allocation, no error */
+    // Often the change is recorded already (the same field written since the last flush) and the
+    // subscriptions are stale anyway: then there is nothing to add. The fields seen lately are known without a
+    // lookup.
+    if (b->subscriptionsDirty && seen_noted(L, b, keyType)) return 0;
+    lua_pushvalue(L, 4);
+    if (lua_rawget(L, UPVALUE(WRITE_DEPENDENTS)) == LUA_TNIL) return 0; /* 5: who reads this table */
+    if (b->subscriptionsDirty && lua_rawgeti(L, UPVALUE(WRITE_CHANGES), 1) == LUA_TTABLE) {
+        lua_pushvalue(L, 4);
+        if (lua_rawget(L, -2) == LUA_TTABLE) {
+            lua_pushvalue(L, 2);
+            if (lua_rawget(L, -2) != LUA_TNIL) {
+                remember_noted(L, b, keyType);
+                return 0;
+            }
+        }
+    }
+    lua_settop(L, 5);
+    note_change(L, b, 4, 5, 2, 0);
+    remember_noted(L, b, keyType);
+    return 0;
+}
+
+/// `notechange(real, byKey, key, structural)` [-4, +0, m]: `note_change`, for the writes the Lua side makes.
+int journal_notechange(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_settop(L, 4);
+    note_change(L, barrier(L), 1, 2, 3, lua_toboolean(L, 4));
+    return 0;
+}
+
+// MARK: The functions
+
+/// `count()` [-0, +1, -]: journal slots the open (or last) transaction filled: its writes are the triples at
+/// 1..count (the Lua side reads them to tell what the transaction changed).
+int journal_count(lua_State *L) {
+    lua_pushinteger(L, barrier(L)->count);
+    return 1;
+}
+
+/// `begin()` [-0, +0, -]: drops the last transaction's journal and opens one (writing).
+int journal_begin(lua_State *L) {
+    begin_transaction(barrier(L));
+    barrier(L)->pathGeneration++; /* the Lua side's transactions may move tables */
+    return 0;
+}
+
+/// `record(table, key, old)` [-3, +0, m]: journals a write the Lua side makes itself.
+int journal_record(lua_State *L) {
+    lua_settop(L, 3);
+    journal_append(L, barrier(L), UPVALUE(JOURNAL), 1, 2, 3);
+    return 0;
+}
+
+/// `rollback()` [-0, +0, -]: undoes the open or last transaction, newest write first, and closes it. (Each
+/// write restores a key that existed when it was journaled: no allocation.)
+int journal_rollback(lua_State *L) {
+    Barrier *b = barrier(L);
+    for (lua_Integer i = b->count - 2; i >= 1; i -= 3) {
+        lua_rawgeti(L, UPVALUE(JOURNAL), i);
+        lua_rawgeti(L, UPVALUE(JOURNAL), i + 1);
+        lua_rawgeti(L, UPVALUE(JOURNAL), i + 2);
+        if (lua_type(L, -3) == LUA_TTABLE && !lua_isnil(L, -2)) lua_rawset(L, -3);
+        lua_settop(L, 0);
+    }
+    b->count = 0;
+    b->scalarWrites = 0;
+    journal_clear_tail(L, b, UPVALUE(JOURNAL));
+    b->mode = MODE_CLOSED;
+    b->pathGeneration++;
+    return 0;
+}
+
+/// `setmoved()` [-0, +0, -]: the open transaction moved a table; `run` calls `settle` before it commits.
+int journal_setmoved(lua_State *L) {
+    barrier(L)->moved = 1;
+    return 0;
+}

@@ -1,0 +1,255 @@
+// Proxies (`proxies_`): the empty tables scripts receive in place of the state's tables, made when a script first
+// reaches a table and cached (one proxy per table while anyone holds it); each stamped with the call it was handed
+// out in, and good only in that call; `__index` through them; and where each table of the state is, recorded as
+// its proxy is made (the paths of changes are read from those records, and cached as the reducer reads its way
+// down). The barrier as a whole, and its contract: `barrier.c`.
+#include "barrier.h"
+
+// MARK: Proxies live for one call
+//
+// A proxy is the same table every time its real table is reached (the caches keep it), so a script could keep
+// one past the call that received it — in an upvalue, say — and read or write the state with it later: outside
+// read tracking, and with an outcome that would depend on when the caches were last emptied (a proxy whose
+// entry went is refused, one whose entry stayed is not), which differs between a live session and its replay.
+// So every call (a transaction — an action, init's result, a migration — or a reader's run) has an `epoch`,
+// each proxy is stamped with the epoch whenever it is handed out (`proxies_push`, `claim`), and the metamethods
+// use only a proxy stamped in the running call: any other is refused, always, naming the script's line.
+
+#define STAMPS_MIN 64         /* slots of the first set */
+#define STAMPS_SHRINK 65536   /* a set at least this large is given back after a call that used an eighth of it */
+
+/// [-0, +0, -] Puts `proxy` in the set (which has room).
+static void stamp_into(Barrier *b, const void *proxy) {
+    size_t i = stamp_slot(proxy, b->stampMask);
+    while (b->stamps[i].epoch == b->epoch) {
+        if (b->stamps[i].proxy == proxy) return;
+        i = (i + 1) & b->stampMask;
+    }
+    b->stamps[i].proxy = proxy;
+    b->stamps[i].epoch = b->epoch;
+    b->stampLive++;
+}
+
+/// [-0, +0, m] Replaces the set by one of `capacity` slots holding this call's proxies. The old set's memory
+/// (a userdata) stays referenced until the new one replaces it.
+static void resize_stamps(lua_State *L, Barrier *b, int control, size_t capacity) {
+    StampSlot *old = b->stamps;
+    size_t oldCapacity = old == NULL ? 0 : b->stampMask + 1;
+    StampSlot *fresh = (StampSlot *)lua_newuserdatauv(L, capacity * sizeof(StampSlot), 0);
+    memset(fresh, 0, capacity * sizeof(StampSlot));
+    b->stamps = fresh;
+    b->stampMask = capacity - 1;
+    b->stampLive = 0;
+    for (size_t i = 0; i < oldCapacity; i++) {
+        if (old[i].epoch == b->epoch) stamp_into(b, old[i].proxy);
+    }
+    lua_setiuservalue(L, control, STAMPS);
+}
+
+/// [-0, +0, m] Stamps the proxy at `proxy` with the running call.
+void proxies_stamp(lua_State *L, Barrier *b, const void *proxy) {
+    size_t capacity = b->stamps == NULL ? 0 : b->stampMask + 1;
+    if (2 * (b->stampLive + 1) > capacity) {
+        resize_stamps(L, b, UPVALUE(CONTROL), capacity == 0 ? STAMPS_MIN : 2 * capacity);
+    } else if (b->stampLive == 0 && capacity >= STAMPS_SHRINK && 8 * b->stampLast < capacity) {
+        resize_stamps(L, b, UPVALUE(CONTROL), capacity / 4);
+    }
+    stamp_into(b, proxy);
+}
+
+/// [-0, +0, -] Counts a proxy made; past `PROXIES_BEFORE_WEAK`, the caches turn weak.
+static void count_made(lua_State *L, Barrier *b) {
+    if (++b->made == PROXIES_BEFORE_WEAK) {
+        lua_pushvalue(L, UPVALUE(WEAK_KEYS));
+        lua_setmetatable(L, UPVALUE(TARGETS));
+        lua_pushvalue(L, UPVALUE(WEAK_ALL));
+        lua_setmetatable(L, UPVALUE(PROXIES));
+    }
+}
+
+/// [-1, +1, m] Replaces the real table on top with its proxy, made now if it has none. A proxy made now
+/// records where the table is — the real table at stack index `parent` holds it under the key at `key` —
+/// unless `parent` is 0 (the root, or a table whose place the Lua side records itself). Paths of changes and
+/// the one-place rule (`state_runtime.lua`, "State is data") read those records.
+void proxies_push(lua_State *L, Barrier *b, int parent, int key) {
+    lua_pushvalue(L, -1);
+    if (lua_rawget(L, UPVALUE(PROXIES)) != LUA_TNIL) { /* made before */
+        lua_remove(L, -2);
+        proxies_stamp(L, b, lua_topointer(L, -1));
+        return;
+    }
+    lua_pop(L, 1);
+    lua_createtable(L, 0, 0); /* real, proxy */
+    lua_pushvalue(L, UPVALUE(META));
+    lua_setmetatable(L, -2);
+    lua_pushvalue(L, -1);
+    lua_pushvalue(L, -3);
+    lua_rawset(L, UPVALUE(TARGETS)); /* targets[proxy] = real */
+    lua_pushvalue(L, -2);
+    lua_pushvalue(L, -2);
+    lua_rawset(L, UPVALUE(PROXIES)); /* proxies[real] = proxy */
+    if (parent != 0) {
+        lua_pushvalue(L, -2);
+        lua_pushvalue(L, parent);
+        lua_rawset(L, UPVALUE(PARENTS)); /* parents[real] = parent */
+        lua_pushvalue(L, -2);
+        lua_pushvalue(L, key);
+        lua_rawset(L, UPVALUE(PARENT_KEYS)); /* parentkeys[real] = key */
+    }
+    lua_remove(L, -2);
+    count_made(L, b);
+    proxies_stamp(L, b, lua_topointer(L, -1));
+}
+
+// MARK: `__index`
+
+/// [-0, +0, -] While journaling: caches the path of the table at `child` (its address), just read as
+/// `parent[key]` (stack indices), when its parent's path is known — the root's, or cached — so that the
+/// changes written to it are recorded without walking up the records of where tables are (`path_prefix`).
+/// Integer keys and plain ASCII string keys only (others are left to the walk).
+static void learn_path(lua_State *L, Barrier *b, int parent, int key, const void *child) {
+    if (cached_path(b, child) != NULL) return;
+    const unsigned char *above = NULL;
+    size_t length = 0;
+    if (!known_path(b, lua_topointer(L, parent), &above, &length) || length >= PATH_PREFIX_MAX) return;
+    unsigned char path[PATH_PREFIX_MAX + 24];
+    if (length > 0) {
+        memcpy(path, above, length);
+        path[length++] = ',';
+    }
+    if (lua_isinteger(L, key)) {
+        length += clua_json_integer_text((char *)path + length, lua_tointeger(L, key));
+    } else if (lua_type(L, key) == LUA_TSTRING) {
+        size_t count;
+        const unsigned char *text = (const unsigned char *)lua_tolstring(L, key, &count);
+        if (length + count + 2 > PATH_PREFIX_MAX || !clua_json_is_plain(text, count)) return;
+        path[length++] = '"';
+        memcpy(path + length, text, count);
+        length += count;
+        path[length++] = '"';
+    } else {
+        return;
+    }
+    keep_path(b, child, path, length);
+}
+
+/// `__index(proxy, key)` [-2, +1, e] while writing, or while a reader runs (the read is noted): the real
+/// table's value, a table as its proxy.
+int proxies_index(lua_State *L) {
+    Barrier *b = barrier(L);
+    int keyType = lua_type(L, 2);
+    if (keyType == LUA_TNUMBER) integral_key(L);
+    // (Lua calls a metamethod with exactly its arguments; anything else is handed over.)
+    if (b->mode == MODE_CLOSED || lua_gettop(L) != 2 || keyType == LUA_TTABLE) {
+        return fall_back(L, UPVALUE(INDEX_FALLBACK), 2, 1);
+    }
+    lua_pushvalue(L, 1);
+    if (lua_rawget(L, UPVALUE(TARGETS)) != LUA_TTABLE || !stamped(b, lua_topointer(L, 1))) { /* 3: real */
+        return fall_back(L, UPVALUE(INDEX_FALLBACK), 2, 1);
+    }
+    if (b->mode == MODE_READ) {
+        reads_note_read(L, b, 3, 2);
+        lua_pushvalue(L, 2);
+        if (lua_rawget(L, 3) == LUA_TTABLE) proxies_push(L, b, 3, 2); /* 4: the value */
+        return 1;
+    }
+    lua_pushvalue(L, 2);
+    if (lua_rawget(L, 3) == LUA_TTABLE) { /* 4: the value */
+        // The script is about to use this table (it asked for it): start fetching it, and what usually lies
+        // right after it (its slots, allocated next when it was made), while its proxy is found or made. In a
+        // large state the table is rarely in cache, and each miss is a trip to main memory.
+        const char *table = (const char *)lua_topointer(L, 4);
+        __builtin_prefetch(table);
+        __builtin_prefetch(table + 64);
+        __builtin_prefetch(table + 128);
+        proxies_push(L, b, 3, 2);
+        if (b->journaling) learn_path(L, b, 3, 2, table);
+    }
+    return 1;
+}
+
+// MARK: The functions
+
+/// `proxy(real)` [-1, +1, e]: the proxy of a real table, made now if it has none (the Lua side records where
+/// the table is).
+int proxies_proxy(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_settop(L, 1);
+    proxies_push(L, barrier(L), 0, 0);
+    return 1;
+}
+
+/// `fresh(proxy)` [-1, +1, -]: whether the proxy was handed out in the running call (the Lua halves of the
+/// metamethods refuse any other).
+int proxies_fresh(lua_State *L) {
+    lua_pushboolean(L, stamped(barrier(L), lua_topointer(L, 1)));
+    return 1;
+}
+
+/// `claim(t)` [-1, +1, m]: makes a table a script is storing in the state the state's own. What `t` holds moves
+/// to a new table, which is returned (the real table, which the state will hold), and `t`, now empty, becomes
+/// its proxy: the script's `t` and what it reads from the state stay the same table, its later writes to it are
+/// journaled, and after the call it is refused like any proxy kept too long — no script ever holds a table of
+/// the state itself. (The Lua side checked that `t` is data; a table inside it is claimed by its own call.)
+int proxies_claim(lua_State *L) {
+    Barrier *b = barrier(L);
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_settop(L, 1);
+    lua_createtable(L, (int)lua_rawlen(L, 1), 0); /* 2: the real table */
+    lua_pushnil(L);
+    while (lua_next(L, 1) != 0) { /* key, value */
+        lua_pushvalue(L, -2);
+        lua_insert(L, -2);
+        lua_rawset(L, 2);
+        lua_pushvalue(L, -1);
+        lua_pushnil(L);
+        lua_rawset(L, 1); /* clearing the current key is allowed while traversing */
+    }
+    lua_pushvalue(L, UPVALUE(META));
+    lua_setmetatable(L, 1);
+    lua_pushvalue(L, 1);
+    lua_pushvalue(L, 2);
+    lua_rawset(L, UPVALUE(TARGETS)); /* targets[t] = real */
+    lua_pushvalue(L, 2);
+    lua_pushvalue(L, 1);
+    lua_rawset(L, UPVALUE(PROXIES)); /* proxies[real] = t */
+    count_made(L, b);
+    proxies_stamp(L, b, lua_topointer(L, 1));
+    return 1;
+}
+
+/// `made([n])` [-(0|1), +1, e]: proxies made since `made(0)` (which the Lua side calls when it empties the caches).
+int proxies_made(lua_State *L) {
+    Barrier *b = barrier(L);
+    if (lua_gettop(L) >= 1) {
+        b->made = luaL_checkinteger(L, 1);
+        b->pathGeneration++;
+    }
+    lua_pushinteger(L, b->made);
+    return 1;
+}
+
+/// `isflat(value)` [-1, +1, -]: whether `value` is a table that is not a proxy and holds no table, as a key or
+/// a value — a reader's result with no state inside to depend on and no proxy to strip (most props).
+int proxies_isflat(lua_State *L) {
+    lua_settop(L, 1);
+    int flat = lua_type(L, 1) == LUA_TTABLE;
+    if (flat) {
+        lua_pushvalue(L, 1);
+        flat = lua_rawget(L, UPVALUE(TARGETS)) == LUA_TNIL;
+        lua_pop(L, 1);
+    }
+    if (flat) {
+        lua_pushnil(L);
+        while (lua_next(L, 1) != 0) {
+            int table = lua_type(L, -1) == LUA_TTABLE || lua_type(L, -2) == LUA_TTABLE;
+            lua_pop(L, table ? 2 : 1);
+            if (table) {
+                flat = 0;
+                break;
+            }
+        }
+    }
+    lua_pushboolean(L, flat);
+    return 1;
+}
