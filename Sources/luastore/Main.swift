@@ -8,6 +8,7 @@ struct LuaStoreCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "luastore",
         abstract: "Run, test, check and replay LuaStore apps (Lua reducers on a Swift store).",
+        version: "luastore, scripting API \(AppManifest.scriptingAPI) (what an app's luastore.json names in its \"luastore\" range)",
         subcommands: [Run.self, Check.self, SpecTest.self, Replay.self])
 
     /// Parses and runs; usage errors exit with status 2 (not ArgumentParser's 64).

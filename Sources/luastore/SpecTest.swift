@@ -30,6 +30,12 @@ struct SpecTest: AsyncParsableCommand {
 
     func run() async throws {
         let folder = URL(fileURLWithPath: appDirectory).standardizedFileURL
+        do {
+            _ = try ScriptedStore.manifest(of: folder) // (an app needing another scripting API is not tested here)
+        } catch {
+            Console.error("cannot test \(appDirectory): \(error.error.message)")
+            throw ExitCode.unusable
+        }
         let thread = LuaThread(name: "luastore-test")
         let found = thread.sync { () -> Result<(BustedProject, [String]), BustedProject.Problem> in
             do throws(BustedProject.Problem) {

@@ -34,6 +34,9 @@ public func runChildProcess(
     _ executable: URL, _ arguments: [String], input: String? = nil, directory: URL? = nil,
     environment: [String: String] = [:], timeout: Duration = .seconds(120)
 ) async throws -> ChildProcessResult {
+    // A child that exits before reading all of `input` closes the pipe: writing to it must fail, not kill the test
+    // process with SIGPIPE.
+    signal(SIGPIPE, SIG_IGN)
     let overrides = Dictionary(uniqueKeysWithValues: environment.map { (Environment.Key(stringLiteral: $0.key), Optional($0.value)) })
     let command = ([executable.lastPathComponent] + arguments).joined(separator: " ")
     return try await withThrowingTaskGroup(of: ChildProcessResult?.self) { group in

@@ -28,6 +28,21 @@ public struct EffectInterpreter<Effect: StoreEffect, State: Sendable, Action: Se
         return copy
     }
 
+    /// This interpreter, with `check` asked before every effect of the kinds it handles whether the effect may
+    /// run: a gate for what effects may do (a plugin's declared capabilities), set apart from how they are done.
+    /// It returns whether the handler runs (it may answer with actions through the context instead); an error
+    /// it throws fails the effect, as a handler's would.
+    public func checking(_ check: @escaping @Sendable (Effect, EffectContext<State, Action>) throws -> Bool) -> EffectInterpreter {
+        var copy = self
+        for (kind, handler) in handlers {
+            copy.handlers[kind] = { effect, context in
+                guard try check(effect, context) else { return }
+                try await handler(effect, context)
+            }
+        }
+        return copy
+    }
+
     /// The kinds this interpreter can perform.
     public var kinds: Set<EffectKind> { Set(handlers.keys) }
 

@@ -87,6 +87,12 @@ public struct URLFailure: Error, Hashable, Sendable, CustomStringConvertible {
     public var response: URLResponseValue?
 
     public var description: String { "\(reason.rawValue): \(message)" }
+
+    public init(reason: Reason, message: String, response: URLResponseValue? = nil) {
+        self.reason = reason
+        self.message = message
+        self.response = response
+    }
 }
 
 /// What URL effects may do, checked before any I/O.

@@ -54,7 +54,7 @@ extension ScriptEngine {
         if resumed.schemaVersion > app.schemaVersion {
             throw ScriptFailure(stage: .migrate, error: LuaError(
                 .runtime, "the store's database was written by schemaVersion \(resumed.schemaVersion), newer than this app's \(app.schemaVersion): run the newer app (the database is left as it is)",
-                chunkName: "app.lua"))
+                chunkName: main))
         }
         guard resumed.schemaVersion < app.schemaVersion else {
             persistence.recorder.resume(after: resumed.sequence)
@@ -62,8 +62,8 @@ extension ScriptEngine {
         }
         guard let migrate = app.migrate else {
             throw ScriptFailure(stage: .migrate, error: LuaError(
-                .runtime, "the store's database holds schemaVersion \(resumed.schemaVersion) and the app's is \(app.schemaVersion), but app.lua has no 'migrate'",
-                chunkName: "app.lua"))
+                .runtime, "the store's database holds schemaVersion \(resumed.schemaVersion) and the app's is \(app.schemaVersion), but \(main) has no 'migrate'",
+                chunkName: main))
         }
         do {
             try vm.call(runtime[.transform], arguments: [.reference(migrate), .value(.integer(resumed.schemaVersion))])

@@ -8,18 +8,18 @@ extension ScriptEngine {
         let fingerprint = Self.fingerprint(of: folder)
         if fingerprint == app.fingerprint { return .unchanged }
         migrated = false
-        let candidate = try Self.loadApp(vm: vm, folder: folder)
+        let candidate = try Self.loadApp(vm: vm, folder: folder, main: main)
         if candidate.schemaVersion < app.schemaVersion {
             throw ScriptFailure(stage: .reload, error: LuaError(
                 .runtime, "schemaVersion went down from \(app.schemaVersion) to \(candidate.schemaVersion); the new version is refused",
-                chunkName: "app.lua"))
+                chunkName: main))
         }
         var migrated = false
         if candidate.schemaVersion > app.schemaVersion {
             guard let migrate = candidate.migrate else {
                 throw ScriptFailure(stage: .migrate, error: LuaError(
-                    .runtime, "schemaVersion grew from \(app.schemaVersion) to \(candidate.schemaVersion) but app.lua has no 'migrate'",
-                    chunkName: "app.lua"))
+                    .runtime, "schemaVersion grew from \(app.schemaVersion) to \(candidate.schemaVersion) but \(main) has no 'migrate'",
+                    chunkName: main))
             }
             do {
                 try vm.call(runtime[.transform], arguments: [.reference(migrate), .value(.integer(app.schemaVersion))])

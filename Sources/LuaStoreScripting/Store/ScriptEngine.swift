@@ -47,6 +47,8 @@ final class ScriptEngine {
     let thread: LuaThread
     let folder: URL
     var app: App
+    /// The app's module file (`app.lua`, or its manifest's `main`).
+    let main: String
     let runtime: StateRuntime.Functions
     let report: @Sendable (ScriptFailure) -> Void
     var readers: [Int64: Reader] = [:]
@@ -134,9 +136,11 @@ final class ScriptEngine {
     var singlesLeft = 1
 
     /// Loads the app in `folder`, runs `init`, and sets up the runtime. On this VM's thread.
-    init(folder: URL, thread: LuaThread, limits: LuaLimits, modulePath: [String] = [], log: @escaping @Sendable (String) -> Void,
-         report: @escaping @Sendable (ScriptFailure) -> Void, initialState: LuaValue? = nil) throws(ScriptFailure) {
+    init(folder: URL, thread: LuaThread, limits: LuaLimits, main: String = "app.lua", modulePath: [String] = [],
+         log: @escaping @Sendable (String) -> Void, report: @escaping @Sendable (ScriptFailure) -> Void,
+         initialState: LuaValue? = nil) throws(ScriptFailure) {
         self.folder = folder
+        self.main = main
         self.thread = thread
         self.report = report
         let machine: LuaVM
@@ -151,7 +155,7 @@ final class ScriptEngine {
             throw ScriptFailure(stage: .load, error: error)
         }
         vm = machine
-        app = try Self.loadApp(vm: vm, folder: folder)
+        app = try Self.loadApp(vm: vm, folder: folder, main: main)
         do {
             if let initialState {
                 try vm.call(runtime[.setState], arguments: [.value(initialState), .value(true)]) // (owned: no script holds it)
@@ -179,36 +183,37 @@ final class ScriptEngine {
         return files
     }
 
-    /// Requires `app` in a fresh namespace and checks its exports.
-    static func loadApp(vm: LuaVM, folder: URL) throws(ScriptFailure) -> App {
+    /// Requires the app's module (`main`, `app.lua` unless its manifest says otherwise) in a fresh namespace and
+    /// checks its exports.
+    static func loadApp(vm: LuaVM, folder: URL, main: String) throws(ScriptFailure) -> App {
         let fingerprint = Self.fingerprint(of: folder)
-        guard fingerprint["app.lua"] != nil else {
-            throw ScriptFailure(stage: .load, error: LuaError(.runtime, "\(folder.path) has no app.lua"))
+        guard fingerprint[main] != nil else {
+            throw ScriptFailure(stage: .load, error: LuaError(.runtime, "\(folder.path) has no \(main)"))
         }
         do throws(LuaError) {
             let namespace = try vm.makeNamespace()
-            let module = try vm.require("app", in: namespace)
+            let module = try vm.require(String(main.dropLast(4)).replacingOccurrences(of: "/", with: "."), in: namespace)
             guard vm.typeName(of: module) == "table" else {
-                throw LuaError(.runtime, "app.lua must return a table of functions (init, reduce, props), not a \(vm.typeName(of: module))",
-                               chunkName: "app.lua")
+                throw LuaError(.runtime, "\(main) must return a table of functions (init, reduce, props), not a \(vm.typeName(of: module))",
+                               chunkName: main)
             }
             func optionalExport(_ name: String) throws(LuaError) -> LuaReference? {
                 guard let value = try vm.field(.string(name), of: module) else { return nil }
                 guard vm.typeName(of: value) == "function" else {
-                    throw LuaError(.runtime, "app.lua's '\(name)' must be a function, not a \(vm.typeName(of: value))", chunkName: "app.lua")
+                    throw LuaError(.runtime, "\(main)'s '\(name)' must be a function, not a \(vm.typeName(of: value))", chunkName: main)
                 }
                 return value
             }
             func export(_ name: String) throws(LuaError) -> LuaReference {
                 guard let value = try optionalExport(name) else {
-                    throw LuaError(.runtime, "app.lua must export a function '\(name)'", chunkName: "app.lua")
+                    throw LuaError(.runtime, "\(main) must export a function '\(name)'", chunkName: main)
                 }
                 return value
             }
             var schemaVersion: Int64 = 0
             if let version = try vm.field("schemaVersion", of: module) {
                 guard case .integer(let number) = try vm.value(of: version, root: "schemaVersion"), number >= 0 else {
-                    throw LuaError(.runtime, "app.lua's 'schemaVersion' must be a non-negative integer", chunkName: "app.lua")
+                    throw LuaError(.runtime, "\(main)'s 'schemaVersion' must be a non-negative integer", chunkName: main)
                 }
                 schemaVersion = number
             }
@@ -333,7 +338,7 @@ final class ScriptEngine {
         } catch {
             undoLastTransaction(committed: true)
             var located = error
-            if located.chunkName == nil { located.chunkName = "app.lua" }
+            if located.chunkName == nil { located.chunkName = main }
             throw located
         }
     }
@@ -381,7 +386,7 @@ final class ScriptEngine {
             throw error
         }
         guard let table = value.table else {
-            throw LuaError(.runtime, "subscriptions must return a table of effects by key (got a \(value.typeName))", chunkName: "app.lua")
+            throw LuaError(.runtime, "subscriptions must return a table of effects by key (got a \(value.typeName))", chunkName: main)
         }
         var effects: [String: ScriptEffect] = [:]
         for (index, item) in table.array.enumerated() {

@@ -91,15 +91,23 @@ public final class ScriptedStore: Sendable {
     /// The database the store keeps its state in (`ScriptedStoreOptions.persistence`), if any.
     public var persistence: (any StatePersistence)? { options.persistence }
 
-    /// Loads the app in `folder`, runs its `init`, and starts the store.
+    /// The app's manifest (`luastore.json`), if it has one: its effects are limited to the capabilities it
+    /// declares, its budgets lower the host's limits. See docs/plugins.md.
+    public let manifest: AppManifest?
+
+    /// Loads the app in `folder` (refused when its manifest is not valid or needs another scripting API), runs
+    /// its `init`, and starts the store.
     public init(app folder: URL, options: ScriptedStoreOptions = ScriptedStoreOptions()) async throws(ScriptFailure) {
+        let manifest = try Self.manifest(of: folder)
+        self.manifest = manifest
         let thread = LuaThread(name: "luastore:" + folder.lastPathComponent)
         self.thread = thread
         self.options = options
         let report = options.failures
+        let limits = manifest?.capped(options.limits) ?? options.limits
         let engine = try thread.sync { () throws(ScriptFailure) -> ScriptEngine in
-            let engine = try ScriptEngine(folder: folder, thread: thread, limits: options.limits, modulePath: options.modulePath,
-                                          log: options.log, report: report,
+            let engine = try ScriptEngine(folder: folder, thread: thread, limits: limits, main: manifest?.main ?? "app.lua",
+                                          modulePath: options.modulePath, log: options.log, report: report,
                                           initialState: options.persistence?.resumed?.state ?? options.initialState)
             engine.journal = options.journal
             engine.recorder = options.recorder
@@ -126,8 +134,18 @@ public final class ScriptedStore: Sendable {
                 for action in try await double.value(effect) { context.dispatch(action) }
             }
         }
+        // With a manifest, an effect it does not declare fails (an `http` one with its failure action, as a host
+        // the policy refuses does), whether performed or stood in for.
+        let gated = manifest.map { manifest in
+            doubled.checking { effect, context in
+                guard let refusal = manifest.refusal(of: effect) else { return true }
+                guard effect.kind == "http" else { throw LuaError(.runtime, refusal) }
+                context.dispatch(ScriptEffectHandlers.resultAction(for: effect.payload, .failure(URLFailure(reason: .refusedHost, message: refusal))))
+                return false
+            }
+        } ?? doubled
         root = RootStore(
-            initialState: ScriptState(), reducer: ScriptReducer(engine: engine), effects: doubled,
+            initialState: ScriptState(), reducer: ScriptReducer(engine: engine), effects: gated,
             configuration: configuration)
         root.subscribe(Observer { [engine] _ in
             engine.flush()
@@ -146,6 +164,17 @@ public final class ScriptedStore: Sendable {
         for (path, identity) in FileIdentity.scripts(in: folder) { files[identity] = path }
         for path in paths { if let identity = FileIdentity(path: path) { files[identity] = path } }
         return files
+    }
+
+    /// The manifest in `folder`, checked against this host's scripting API; nil when it has none.
+    public static func manifest(of folder: URL) throws(ScriptFailure) -> AppManifest? {
+        do {
+            let manifest = try AppManifest.load(folder: folder)
+            try manifest?.checkHost()
+            return manifest
+        } catch {
+            throw ScriptFailure(stage: .load, error: LuaError(.runtime, error.description))
+        }
     }
 
     private static func scriptFailure(_ failure: StoreFailure<ScriptState, LuaValue>) -> ScriptFailure {
