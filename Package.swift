@@ -22,6 +22,7 @@ let package = Package(
         .library(name: "LuaStoreDevtools", targets: ["LuaStoreDevtools"]),
         .library(name: "LuaStoreTesting", targets: ["LuaStoreTesting"]),
         .library(name: "LuaStorePersistence", targets: ["LuaStorePersistence"]),
+        .library(name: "LuaStoreBundles", targets: ["LuaStoreBundles"]),
         .executable(name: "luakit", targets: ["luakit"]),
         .executable(name: "luastore", targets: ["luastore"]),
         .executable(name: "luastore-demo-api", targets: ["luastore-demo-api"]),
@@ -36,6 +37,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
         // Durable stores: the state's log and snapshots in one SQLite file (LuaStorePersistence).
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        // Plugin bundles (LuaStoreBundles): Ed25519 signatures and SHA-256 digests, and the zip they come in.
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+        .package(url: "https://github.com/weichsel/ZIPFoundation", from: "0.9.20"),
     ],
     targets: [
         // Debian's Lua 5.4, linked statically (`liblua5.4.a`, named in `Sources/CLua/module.modulemap`; headers from
@@ -64,7 +68,7 @@ let package = Package(
         .executableTarget(
             name: "luastore",
             dependencies: [
-                "LuaKit", "LuaStoreCore", "LuaStoreScripting", "LuaStoreDevtools", "LuaStorePersistence",
+                "LuaKit", "LuaStoreCore", "LuaStoreScripting", "LuaStoreDevtools", "LuaStorePersistence", "LuaStoreBundles",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict,
@@ -76,6 +80,16 @@ let package = Package(
             dependencies: ["LuaKit", "LuaStoreConcurrency", "LuaStoreScripting", .product(name: "FlyingFox", package: "FlyingFox")],
             swiftSettings: strict,
             plugins: ["EmbedLua"]
+        ),
+        // Plugin bundles: a zip of an app's files with a digest of each and an Ed25519 signature over them; keys,
+        // packing, verifying (refusing traversal, links, duplicates, bombs) and unpacking.
+        .target(
+            name: "LuaStoreBundles",
+            dependencies: [
+                "LuaStoreScripting", .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "ZIPFoundation", package: "ZIPFoundation"),
+            ],
+            swiftSettings: strict
         ),
         .target(
             name: "LuaStoreDemoAPI",

@@ -10,19 +10,23 @@ struct Check: AsyncParsableCommand {
         abstract: "Load and validate an app (syntax, exports, init and a props call) without running it.",
         discussion: "Errors name file and line. Exit status: 0 when the app is valid, 1 when it is not.")
 
-    @Argument(help: "The app folder (with app.lua).", completion: .directory)
+    @Argument(help: "The app: a folder (with app.lua), or a bundle (luastore pack).", completion: .file())
     var appDirectory: String
 
     @OptionGroup var modules: ModulePathOptions
 
+    @OptionGroup var trust: TrustOptions
+
     func run() async throws {
+        let source = try AppSource.open(appDirectory, trust: trust)
+        defer { source.remove() }
         let failures = Protected<[String]>([])
         var options = ScriptedStoreOptions(log: { _ in }, failures: { failure in
             failures.withLock { $0.append("\(failure.stage.rawValue): \(failure.error)") }
         })
         options.modulePath = modules.templates
         do {
-            let store = try await ScriptedStore(app: URL(fileURLWithPath: appDirectory), options: options)
+            let store = try await ScriptedStore(app: source.folder, options: options)
             let props = try await store.props()
             _ = try JSONText.encode(props)
             store.shutdown()

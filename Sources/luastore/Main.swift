@@ -7,9 +7,9 @@ import LuaStoreScripting
 struct LuaStoreCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "luastore",
-        abstract: "Run, test, check and replay LuaStore apps (Lua reducers on a Swift store).",
+        abstract: "Run, test, check and replay LuaStore apps (Lua reducers on a Swift store); pack, sign and verify them as bundles.",
         version: "luastore, scripting API \(AppManifest.scriptingAPI) (what an app's luastore.json names in its \"luastore\" range)",
-        subcommands: [Run.self, Check.self, SpecTest.self, Replay.self])
+        subcommands: [Run.self, Check.self, SpecTest.self, Replay.self, Keygen.self, Pack.self, Verify.self])
 
     /// Parses and runs; usage errors exit with status 2 (not ArgumentParser's 64).
     static func main() async {

@@ -22,10 +22,12 @@ struct Run: AsyncParsableCommand {
         case text, json
     }
 
-    @Argument(help: "The app folder (with app.lua).", completion: .directory)
+    @Argument(help: "The app: a folder (with app.lua), or a bundle (luastore pack).", completion: .file())
     var appDirectory: String
 
     @OptionGroup var modules: ModulePathOptions
+
+    @OptionGroup var trust: TrustOptions
 
     @Option(name: .long, help: "JSON Lines actions: a file, or - for standard input.")
     var actions: String?
@@ -99,7 +101,13 @@ struct Run: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let folder = URL(fileURLWithPath: appDirectory)
+        let source = try AppSource.open(appDirectory, trust: trust)
+        defer { source.remove() }
+        if source.bundle != nil && (watch || watchPoll) {
+            Console.error("--watch with a bundle is not supported yet: run the app's folder to reload it as it changes")
+            throw ExitCode.unusable
+        }
+        let folder = source.folder
         let failures = Protected(0)
         let lines = DispatchedLines()
         try refuseOutputsOverInputs(folder)
@@ -143,7 +151,8 @@ struct Run: AsyncParsableCommand {
             })
         options.urlPolicy.allowedHosts.formUnion(allowedHosts)
         options.limits.timeBudget = .microseconds(Int64(timeBudget * 1000))
-        options.storageFolder = URL(fileURLWithPath: data ?? (appDirectory + "/.data"))
+        // (A bundle's data goes beside it: what it unpacks into is removed when the run ends.)
+        options.storageFolder = URL(fileURLWithPath: data ?? (source.bundle.map { $0 + ".data" } ?? appDirectory + "/.data"))
         options.modulePath = modules.templates
         options.protectedFiles = [actions, stateOut, record].compactMap { $0 }.filter { $0 != "-" }
         let devtoolsJournal = devtools.map { _ in DevtoolsJournal(capacity: devtoolsKeep, bytes: devtoolsKeepBytes.bytes) }

@@ -17,10 +17,12 @@ struct SpecTest: AsyncParsableCommand {
             (its _all and default tasks) apply. Each test runs with its own time budget. Exits 1 if any test failed.
             """)
 
-    @Argument(help: "The app folder.", completion: .directory)
+    @Argument(help: "The app: a folder, or a bundle (luastore pack).", completion: .file())
     var appDirectory: String
 
     @OptionGroup var modules: ModulePathOptions
+
+    @OptionGroup var trust: TrustOptions
 
     @Option(help: "Run only the tests whose full name (the describe blocks' names and its own) matches this Lua pattern.")
     var filter: String?
@@ -29,7 +31,9 @@ struct SpecTest: AsyncParsableCommand {
     var output: SpecOutput = .text
 
     func run() async throws {
-        let folder = URL(fileURLWithPath: appDirectory).standardizedFileURL
+        let source = try AppSource.open(appDirectory, trust: trust)
+        defer { source.remove() }
+        let folder = source.folder.standardizedFileURL
         do {
             _ = try ScriptedStore.manifest(of: folder) // (an app needing another scripting API is not tested here)
         } catch {

@@ -1,0 +1,288 @@
+import Crypto
+import Foundation
+import LuaStoreScripting
+import ZIPFoundation
+
+/// A plugin bundle (`luastore pack`): a standard zip holding an app's files (its manifest among them) and
+/// `.luastore/digests` — `luastore-bundle 1`, then a line `SHA256  path` per file, sorted by path — with, when signed,
+/// `.luastore/signature`: `luastore-ed25519 KEYID SIGNATURE`, an Ed25519 signature over the digests' exact bytes.
+///
+/// Verifying reads the whole bundle before any of it is used: a path that leaves the bundle, a link, a name held
+/// twice, too many entries, one too large or that expands too much (a zip bomb), a signature that does not match or
+/// whose key is not trusted, a file whose digest differs, one listed but missing or held but not listed — each is
+/// refused, naming it. See docs/plugins.md.
+public enum AppBundle {
+    static let digestsPath = ".luastore/digests"
+    static let signaturePath = ".luastore/signature"
+    static let digestsHeader = "luastore-bundle 1"
+    static let signatureLabel = "luastore-ed25519"
+
+    /// What a bundle may hold.
+    public struct Limits: Sendable {
+        public var entries = 10_000
+        public var entryBytes: UInt64 = 64 << 20
+        public var totalBytes: UInt64 = 256 << 20
+        /// An entry over 1 MiB may expand at most this many times its packed size.
+        public var expansion: UInt64 = 100
+
+        public init() {}
+    }
+
+    /// A bundle whose every file matched its digest (and, signed, whose signature a trusted key made).
+    public struct Verified: Sendable {
+        public let manifest: AppManifest
+        /// The app's files, by path.
+        public let files: [String: Data]
+        /// The id of the key that signed it; nil for an unsigned bundle run with `allowUnsigned`.
+        public let signer: String?
+    }
+
+    // MARK: Packing
+
+    /// Packs the app in `folder` (its manifest required) into a zip at `output` — written beside it and renamed
+    /// over it — signed with `key` if given. Every regular file goes in but hidden ones (`.data`, `.git`); a link
+    /// is refused. Returns the manifest and the number of files.
+    public static func pack(folder: URL, to output: URL, key: Curve25519.Signing.PrivateKey?) throws(BundleFailure)
+        -> (manifest: AppManifest, files: Int) {
+        let manifest: AppManifest
+        do {
+            guard let found = try AppManifest.load(folder: folder) else {
+                throw BundleFailure("\(folder.path) has no \(AppManifest.fileName): a bundle needs a manifest (docs/plugins.md)")
+            }
+            manifest = found
+        } catch let failure as ManifestFailure {
+            throw BundleFailure("\(folder.path): \(failure)")
+        } catch let failure as BundleFailure {
+            throw failure
+        } catch {
+            throw BundleFailure("\(folder.path): \(error)")
+        }
+        let files = try appFiles(in: folder, leaving: output)
+        var contents: [(path: String, data: Data)] = []
+        for path in files {
+            guard let data = FileManager.default.contents(atPath: folder.appendingPathComponent(path).path) else {
+                throw BundleFailure("\(folder.appendingPathComponent(path).path) cannot be read")
+            }
+            contents.append((path, data))
+        }
+        let digests = Data(digestsText(contents.map { ($0.path, $0.data) }).utf8)
+        var extra: [(String, Data)] = [(digestsPath, digests)]
+        if let key {
+            do {
+                let signature = try key.signature(for: digests)
+                extra.append((signaturePath, Data("\(signatureLabel) \(BundleKeys.id(of: key.publicKey)) \(signature.base64EncodedString())\n".utf8)))
+            } catch {
+                throw BundleFailure("the bundle cannot be signed: \(error)")
+            }
+        }
+        let temporary = output.deletingLastPathComponent().appendingPathComponent(".\(output.lastPathComponent).\(getpid()).partial")
+        try? FileManager.default.removeItem(at: temporary)
+        do {
+            let archive = try Archive(url: temporary, accessMode: .create)
+            let packed = Date(timeIntervalSince1970: 946_684_800) // (2000-01-01: a bundle is the same bytes whenever it is made)
+            for (path, data) in contents + extra {
+                try archive.addEntry(with: path, type: .file, uncompressedSize: Int64(data.count), modificationDate: packed,
+                                     permissions: 0o644, compressionMethod: .deflate) { position, size in
+                    data.subdata(in: Int(position)..<Int(position) + size)
+                }
+            }
+        } catch {
+            try? FileManager.default.removeItem(at: temporary)
+            throw BundleFailure("\(output.path) cannot be written: \(error.localizedDescription)")
+        }
+        guard rename(temporary.path, output.path) == 0 else {
+            let reason = OutputFailure.words(errno)
+            try? FileManager.default.removeItem(at: temporary)
+            throw BundleFailure("\(output.path) cannot be written: \(reason)")
+        }
+        return (manifest, contents.count)
+    }
+
+    /// The app's files under `folder`, relative, sorted: regular files, hidden ones and `output` left out; a link
+    /// is refused.
+    static func appFiles(in folder: URL, leaving output: URL) throws(BundleFailure) -> [String] {
+        let root = folder.standardizedFileURL.path
+        let skipped = output.standardizedFileURL.path
+        guard let enumerator = FileManager.default.enumerator(atPath: root) else {
+            throw BundleFailure("\(folder.path) is not a folder that can be read")
+        }
+        var files: [String] = []
+        while let relative = enumerator.nextObject() as? String {
+            let name = (relative as NSString).lastPathComponent
+            let full = root + "/" + relative
+            var information = stat()
+            guard lstat(full, &information) == 0 else { throw BundleFailure("\(full) cannot be read") }
+            if name.hasPrefix(".") {
+                if (information.st_mode & S_IFMT) == S_IFDIR { enumerator.skipDescendants() }
+                continue
+            }
+            switch information.st_mode & S_IFMT {
+            case S_IFLNK: throw BundleFailure("\(full) is a symbolic link: a bundle holds files only (copy what it points to)")
+            case S_IFREG: if full != skipped { files.append(relative) }
+            default: continue
+            }
+        }
+        return files.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
+    }
+
+    static func digestsText(_ files: [(String, Data)]) -> String {
+        let sorted = files.sorted { Array($0.0.utf8).lexicographicallyPrecedes(Array($1.0.utf8)) }
+        return ([digestsHeader] + sorted.map { "\(hex(SHA256.hash(data: $0.1)))  \($0.0)" }).joined(separator: "\n") + "\n"
+    }
+
+    static func hex(_ digest: SHA256.Digest) -> String {
+        digest.map { String(format: "%02x", $0) }.joined()
+    }
+
+    // MARK: Verifying
+
+    /// Reads and checks the bundle at `url` (see the type's description); `trusting`: the keys whose signatures are
+    /// accepted; `allowUnsigned`: an unsigned bundle is accepted (never one whose files differ from its digests).
+    public static func verify(_ url: URL, trusting: [BundleKeys.Trusted], allowUnsigned: Bool = false,
+                              limits: Limits = Limits()) throws(BundleFailure) -> Verified {
+        let name = url.path
+        let archive: Archive
+        do {
+            archive = try Archive(url: url, accessMode: .read)
+        } catch {
+            throw BundleFailure("\(name) is not a LuaStore bundle (not a zip archive that can be read)")
+        }
+        // The structure first: nothing is inflated before every entry's name, kind and size is acceptable.
+        var entries: [String: Entry] = [:]
+        var total: UInt64 = 0
+        for entry in archive {
+            let path = entry.path
+            guard entries.count < limits.entries else { throw BundleFailure("\(name) holds more than \(limits.entries) entries") }
+            guard safe(path) else { throw BundleFailure("\(name): the entry '\(path)' has a path that leaves the bundle or is not plain") }
+            switch entry.type {
+            case .symlink: throw BundleFailure("\(name) holds a symbolic link (\(path)): a bundle holds files only")
+            case .directory: continue
+            case .file: break
+            }
+            guard entries[path] == nil else { throw BundleFailure("\(name) holds \(path) twice") }
+            guard entry.uncompressedSize <= limits.entryBytes else {
+                throw BundleFailure("\(name): \(path) is larger than \(limits.entryBytes >> 20) MiB")
+            }
+            if entry.uncompressedSize > 1 << 20, entry.uncompressedSize / max(entry.compressedSize, 1) > limits.expansion {
+                throw BundleFailure("\(name): \(path) expands \(entry.uncompressedSize / max(entry.compressedSize, 1)) times its packed size (a zip bomb?)")
+            }
+            total += entry.uncompressedSize
+            guard total <= limits.totalBytes else { throw BundleFailure("\(name) holds more than \(limits.totalBytes >> 20) MiB") }
+            entries[path] = entry
+        }
+        func contents(_ path: String) throws(BundleFailure) -> Data {
+            guard let entry = entries[path] else { throw BundleFailure("\(name) has no \(path)") }
+            var data = Data()
+            do {
+                _ = try archive.extract(entry, skipCRC32: false) { chunk in
+                    data.append(chunk)
+                    if UInt64(data.count) > entry.uncompressedSize { throw BundleFailure("\(name): \(path) holds more than its entry says") }
+                }
+            } catch let failure as BundleFailure {
+                throw failure
+            } catch {
+                throw BundleFailure("\(name): \(path) cannot be read (\(error.localizedDescription)): the bundle is damaged")
+            }
+            return data
+        }
+        guard entries[digestsPath] != nil else {
+            throw BundleFailure("\(name) is not a LuaStore bundle (it has no \(digestsPath): make one with luastore pack)")
+        }
+        let digests = try contents(digestsPath)
+        // Who signed it.
+        var signer: String?
+        if entries[signaturePath] != nil {
+            let line = String(decoding: try contents(signaturePath), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            let parts = line.split(separator: " ")
+            guard parts.count == 3, parts[0] == signatureLabel, let signature = Data(base64Encoded: String(parts[2])) else {
+                throw BundleFailure("\(name): its signature is not one luastore pack writes")
+            }
+            let id = String(parts[1])
+            guard let key = trusting.first(where: { $0.id == id }) else {
+                throw BundleFailure("\(name) is signed by \(id), which is not trusted (--trust KEY.pub with that key)")
+            }
+            guard key.signed(signature, digests) else {
+                throw BundleFailure("\(name): its signature does not match its digests (it was changed after \(id) signed it)")
+            }
+            signer = id
+        } else if !allowUnsigned {
+            throw BundleFailure("\(name) is not signed (luastore pack --key signs a bundle; --allow-unsigned runs one anyway)")
+        }
+        // Every file as listed.
+        let lines = String(decoding: digests, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
+        guard lines.first == Substring(digestsHeader), lines.last == "" else {
+            throw BundleFailure("\(name): its digests are not in a format this luastore reads (\(lines.first ?? ""))")
+        }
+        var listed: [String: String] = [:]
+        for line in lines.dropFirst().dropLast() {
+            guard line.count > 66, line.dropFirst(64).hasPrefix("  ") else { throw BundleFailure("\(name): its digests are damaged") }
+            listed[String(line.dropFirst(66))] = String(line.prefix(64))
+        }
+        let whose = signer == nil ? "its digest" : "what was signed"
+        if let stray = entries.keys.sorted().first(where: { $0.hasPrefix(".luastore/") && $0 != digestsPath && $0 != signaturePath }) {
+            throw BundleFailure("\(name): \(stray) is not a file luastore pack writes")
+        }
+        var files: [String: Data] = [:]
+        for path in entries.keys.sorted() where !path.hasPrefix(".luastore/") {
+            guard let digest = listed[path] else {
+                throw BundleFailure("\(name): \(path) is not in its digests (a file added after it was packed)")
+            }
+            let data = try contents(path)
+            guard hex(SHA256.hash(data: data)) == digest else { throw BundleFailure("\(name): \(path) differs from \(whose)") }
+            files[path] = data
+        }
+        if let missing = listed.keys.sorted().first(where: { files[$0] == nil }) {
+            throw BundleFailure("\(name): \(missing) is in its digests but not in the bundle (a file removed after it was packed)")
+        }
+        guard let manifestData = files[AppManifest.fileName] else {
+            throw BundleFailure("\(name) has no \(AppManifest.fileName): a bundle needs a manifest")
+        }
+        do {
+            let manifest = try AppManifest.parse(manifestData)
+            guard files[manifest.main] != nil else { throw BundleFailure("\(name) has no \(manifest.main), its manifest's main") }
+            return Verified(manifest: manifest, files: files, signer: signer)
+        } catch let failure as ManifestFailure {
+            throw BundleFailure("\(name): its \(failure)")
+        } catch let failure as BundleFailure {
+            throw failure
+        } catch {
+            throw BundleFailure("\(name): \(error)")
+        }
+    }
+
+    /// Whether an entry's path is a plain relative path inside the bundle.
+    static func safe(_ path: String) -> Bool {
+        guard !path.isEmpty, path.utf8.count <= 1024, !path.hasPrefix("/"), !path.contains("\\"), !path.contains("\0") else {
+            return false
+        }
+        let parts = path.split(separator: "/", omittingEmptySubsequences: false)
+        let directory = path.hasSuffix("/")
+        return parts.enumerated().allSatisfy { index, part in
+            (part.isEmpty && directory && index == parts.count - 1) || (!part.isEmpty && part != "." && part != "..")
+        }
+    }
+
+    // MARK: Unpacking
+
+    /// Writes a verified bundle's files into a new private folder (mode 0700) named after the app, under the
+    /// system's temporary folder; returns it. The caller removes it (`parent`) when done.
+    public static func unpack(_ verified: Verified) throws(BundleFailure) -> (folder: URL, parent: URL) {
+        var template = Array((FileManager.default.temporaryDirectory.path + "/luastore-bundle-XXXXXX").utf8CString)
+        guard let made = mkdtemp(&template) else {
+            throw BundleFailure("cannot make a folder to unpack the bundle in: \(OutputFailure.words(errno))")
+        }
+        let parent = URL(fileURLWithPath: String(cString: made))
+        let folder = parent.appendingPathComponent(verified.manifest.name)
+        do {
+            for (path, data) in verified.files {
+                let file = folder.appendingPathComponent(path)
+                try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+                try data.write(to: file)
+            }
+        } catch {
+            try? FileManager.default.removeItem(at: parent)
+            throw BundleFailure("cannot unpack the bundle into \(parent.path): \(error.localizedDescription)")
+        }
+        return (folder, parent)
+    }
+}
