@@ -102,7 +102,10 @@ let package = Package(
                           swiftSettings: strict),
         .executableTarget(
             name: "luastore-bench",
-            dependencies: ["LuaKit", "LuaStoreCore", "LuaStoreScripting", "LuaStoreDevtools", "LuaStorePersistence", "RawHTTPClient"],
+            dependencies: [
+                "LuaKit", "LuaStoreCore", "LuaStoreScripting", "LuaStoreDevtools", "LuaStorePersistence", "LuaStoreBundles",
+                "RawHTTPClient",
+            ],
             swiftSettings: strict,
             plugins: ["EmbedLua"]
         ),
