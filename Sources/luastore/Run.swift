@@ -4,6 +4,7 @@ import LuaKit
 import LuaStoreCore
 import LuaStoreDevtools
 import LuaStorePersistence
+import LuaStoreBundles
 import LuaStoreScripting
 
 /// `luastore run APP_DIR`: runs an app interactively or on a file of actions.
@@ -102,10 +103,10 @@ struct Run: AsyncParsableCommand {
 
     func run() async throws {
         let source = try AppSource.open(appDirectory, trust: trust)
-        defer { source.remove() }
-        if source.bundle != nil && (watch || watchPoll) {
-            Console.error("--watch with a bundle is not supported yet: run the app's folder to reload it as it changes")
-            throw ExitCode.unusable
+        let installed = Protected<[URL]>([]) // (what later versions of a bundle were unpacked into)
+        defer {
+            source.remove()
+            for folder in installed.withLock({ $0 }) { try? FileManager.default.removeItem(at: folder) }
         }
         let folder = source.folder
         let failures = Protected(0)
@@ -230,7 +231,10 @@ struct Run: AsyncParsableCommand {
                 throw ExitCode.unusable
             }
         }
-        if watch || watchPoll {
+        var bundleWatch: Task<Void, Never>?
+        if let bundle = source.bundle, watch || watchPoll {
+            bundleWatch = watchBundle(bundle, store: store, installed: installed)
+        } else if watch || watchPoll {
             store.startWatching(polls: watchPoll) { result in
                 switch result {
                 case .success(.unchanged): break
@@ -267,6 +271,8 @@ struct Run: AsyncParsableCommand {
             await Interrupt.wait()
             await server.stop()
         }
+        bundleWatch?.cancel()
+        await bundleWatch?.value
         if !(await store.waitUntilIdle(timeout: .seconds(settleTimeout))) {
             Console.error("commands still in flight after \(settleTimeout) s were cancelled")
         }
@@ -304,6 +310,41 @@ struct Run: AsyncParsableCommand {
 }
 
 extension Run {
+    /// `run BUNDLE --watch`: looks at the bundle file every half second; once it changed and stays the same for one
+    /// look, installs it into the running store (`ScriptedStore.install(bundle:trust:)`) and says what became of it.
+    private func watchBundle(_ bundle: String, store: ScriptedStore, installed: Protected<[URL]>) -> Task<Void, Never> {
+        let trust = self.trust
+        return Task {
+            func look() -> [Int] {
+                var information = stat()
+                guard stat(bundle, &information) == 0 else { return [] }
+                return [Int(information.st_ino), Int(information.st_size), information.st_mtim.tv_sec, information.st_mtim.tv_nsec]
+            }
+            var seen = look()
+            var pending: [Int]?
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(500))
+                let now = look()
+                if now == seen || now.isEmpty { pending = nil; continue }
+                guard pending == now else { pending = now; continue } // (still being written)
+                seen = now
+                pending = nil
+                let running = store.manifest.map { "\($0.name) \($0.version)" } ?? "the previous version"
+                do {
+                    let result = try await store.install(bundle: URL(fileURLWithPath: bundle), trust: try trust.keys(),
+                                                         allowUnsigned: trust.allowUnsigned)
+                    installed.withLock { $0.append(result.unpacked) }
+                    let migrated = if case .reloaded(let from, let to) = result.outcome, from != to { ", migrated from schema \(from) to \(to)" } else { "" }
+                    Console.error("installed \(result.manifest.name) \(result.manifest.version) in place of \(running)\(migrated)")
+                } catch let failure as ScriptFailure {
+                    Console.error("install failed, still running \(running): \(failure.error) (\(failure.stage.rawValue))")
+                } catch {
+                    Console.error("install failed, still running \(running): \(error)")
+                }
+            }
+        }
+    }
+
     /// Refuses, before anything is opened for writing, an output (`--record`, `--state-out`) that is the same file
     /// as an input (`--actions` or standard input, the app's scripts) or as the other output — through links too.
     private func refuseOutputsOverInputs(_ folder: URL) throws {

@@ -45,7 +45,9 @@ import LuaStoreConcurrency
     @Test(.enabled(if: ProcessInfo.processInfo.environment["LUAKIT_SOAK_WORKER"] != nil))
     func soakWorker() async throws {
         var limits = LuaLimits()
-        limits.timeBudget = .milliseconds(20)
+        // (Long enough that a call which returns at once never runs out of it on a loaded machine — 20 ms did,
+        // under the thread sanitizer beside a build — and short enough for the ten endless loops below.)
+        limits.timeBudget = .milliseconds(250)
         limits.memoryBytes = 8 << 20
         try await withVM(limits: limits) { vm throws in
             let scripts = [
@@ -76,7 +78,7 @@ import LuaStoreConcurrency
             vm.collectGarbage()
             let heapBefore = vm.memory.bytesInUse
             let residentBefore = residentMemory()
-            round(100)                  // includes 10 time-outs of 20 ms each
+            round(100)                  // includes 10 time-outs of 250 ms each
             quickRound(9_900)
             vm.collectGarbage()
             #expect(vm.stackDepth == 0)

@@ -118,7 +118,7 @@ import Testing
           elseif action.type == "wait" then return nil, { luastore.delay(0.01, { type = "waited" }) }
           elseif action.type == "waited" then log[#log + 1] = "waited"
           elseif action.type == "spin" then while true do end
-          elseif action.type == "grow" then local t = {} for i = 1, 1e7 do t[i] = i end
+          elseif action.type == "grow" then local t = {} for i = 1, 1e6 do t[i] = i end
           end
         end
         function app.props(state) return { n = #state.log } end
@@ -167,15 +167,18 @@ import Testing
     @Test func theManifestsBudgetsApply() async throws {
         let folder = try AppFolder(["app.lua": Self.plugin, "luastore.json": """
             { "name": "tight", "version": "1.0.0", "luastore": ">=1.0.0",
-              "budgets": { "timeMilliseconds": 40, "memoryBytes": 4194304 } }
+              "budgets": { "timeMilliseconds": 400, "memoryBytes": 4194304 } }
             """])
         defer { folder.remove() }
         let recorder = Recorder()
-        let store = try await ScriptedStore(app: folder.url, options: recorder.options) // (host: 1 s, 32 MiB)
+        var options = recorder.options
+        options.limits.timeBudget = .seconds(5) // (the manifest's 400 ms is what stops the loop; 4 MiB the growth)
+        let store = try await ScriptedStore(app: folder.url, options: options)
         let spin = await store.send(["type": "spin"])
         #expect(spin.failure?.error.kind == .timeout, "\(String(describing: spin.failure))")
+        #expect(spin.failure?.error.message.contains("400 ms") == true, "the manifest's budget: \(String(describing: spin.failure))")
         let grow = await store.send(["type": "grow"])
-        #expect(grow.failure?.error.kind == .memory, "\(String(describing: grow.failure))")
+        #expect(grow.failure?.error.kind == .memory, "16 MB fit the host's 32 MiB, not the manifest's 4: \(String(describing: grow.failure))")
         #expect(await store.send(["type": "wait"]).entry != nil, "the store goes on")
         store.shutdown()
     }
@@ -205,5 +208,51 @@ import Testing
         } catch {
             #expect(error.error.message == "\(missing.url.path) has no lost.lua")
         }
+    }
+
+    /// `install(folder:)`: a newer version of the same app replaces the running one, its state kept and its
+    /// capabilities in force from then on; another app, an older version (unless asked for) and a version that
+    /// fails to load are refused, the running one staying.
+    @Test func aNewerVersionIsInstalledFromAFolder() async throws {
+        func version(_ number: String, name: String = "fetcher", storage: Bool, source: String = Self.plugin) throws -> AppFolder {
+            try AppFolder(["app.lua": source, "luastore.json": """
+                { "name": "\(name)", "version": "\(number)", "luastore": "^1.0", "capabilities": { "storage": \(storage) } }
+                """])
+        }
+        let first = try version("1.0.0", storage: false), second = try version("1.1.0", storage: true)
+        let other = try version("2.0.0", name: "other", storage: true), older = try version("0.9.0", storage: true)
+        let broken = try version("1.2.0", storage: true, source: "return {")
+        defer { for folder in [first, second, other, older, broken] { folder.remove() } }
+        let recorder = Recorder()
+        var options = recorder.options
+        options.storageFolder = first.url.appendingPathComponent(".data")
+        options.journal = { _ in }
+        let store = try await ScriptedStore(app: first.url, options: options)
+        #expect(await store.send(["type": "fetched", "id": "kept", "body": "by hand"]).entry != nil)
+        _ = await store.send(["type": "wait"]) // (refused: timers, an effect failure)
+        #expect(await store.send(["type": "save"]).entry != nil)
+        #expect(await eventually { recorder.failures.value.count == 2 })
+        #expect(recorder.failures.value.last?.error.message.hasPrefix("storage (save) is not a declared capability") == true)
+
+        #expect(try await store.install(folder: second.url) == .reloaded(fromSchema: 0, toSchema: 0))
+        #expect(store.manifest?.version == SemanticVersion(1, 1, 0))
+        #expect(await store.send(["type": "save"]).entry != nil)
+        #expect(await eventually { FileManager.default.fileExists(atPath: first.url.appendingPathComponent(".data/k.json").path) },
+                "storage is declared now")
+        for (folder, said) in [(other, "names 'other', not the running 'fetcher'"),
+                               (older, "says 'fetcher' 0.9.0, which is not newer than the running 1.1.0"),
+                               (broken, "unexpected symbol near <eof>")] {
+            do {
+                _ = try await store.install(folder: folder.url)
+                Issue.record("\(folder.url.path) was installed")
+            } catch {
+                #expect(error.error.message.contains(said), "\(error.error.message)")
+            }
+            #expect(store.manifest?.version == SemanticVersion(1, 1, 0), "the running version stays")
+        }
+        #expect(try await store.install(folder: older.url, allowDowngrade: true) == .reloaded(fromSchema: 0, toSchema: 0))
+        #expect(store.manifest?.version == SemanticVersion(0, 9, 0))
+        #expect(try await store.state()["log"] == ["fetched kept by hand"], "the state was kept through every install")
+        store.shutdown()
     }
 }

@@ -163,4 +163,62 @@ import Testing
         #expect(noManifest.status == 1)
         #expect(noManifest.errors.contains("has no luastore.json: a bundle needs a manifest"), "\(noManifest.errors)")
     }
+
+    /// `run BUNDLE --watch` installs each new version packed over the bundle into the running store, under a
+    /// stream of actions: the state is kept, every action is applied once (ten by the first version, twenty by the
+    /// second: the count says which), a broken version and a downgrade are kept out with their reasons.
+    @Test func aNewVersionIsInstalledIntoTheRunningStore() async throws {
+        let work = try Workspace()
+        defer { work.remove() }
+        #expect(try await CLI.run(["keygen", work.path("me")]).status == 0)
+        let source = work.app.appendingPathComponent("app.lua")
+        let manifest = work.app.appendingPathComponent("luastore.json")
+        func version(_ number: String, step: Int, broken: Bool = false) throws -> String {
+            try Data(Self.app.replacingOccurrences(of: "+ 1 end", with: "+ \(step) end").appending(broken ? "\nreturn {" : "").utf8).write(to: source)
+            try Data(#"{"name": "counter", "version": "\#(number)", "luastore": "^1.0"}"#.utf8).write(to: manifest)
+            return number
+        }
+        _ = try version("1.0.0", step: 1)
+        #expect(try await CLI.run(["pack", work.app.path, "-o", work.path("counter.lsb"), "--key", work.path("me.key")]).status == 0)
+        let script = """
+            set -u
+            cd "$1"
+            mkfifo in
+            "$2" run counter.lsb --trust me.pub --watch --format json < in > out 2> err &
+            pid=$!
+            exec 3> in
+            send() { for i in $(seq 1 "$1"); do echo '{"type":"add"}' >&3; done; }
+            waitfor() { for i in $(seq 1 600); do grep -q "$1" err && return 0; sleep 0.05; done; echo "no '$1' in: $(cat err)"; return 1; }
+            send 10
+            for i in $(seq 1 600); do [ "$(wc -l < out)" -ge 11 ] && break; sleep 0.05; done
+            "$2" pack counter -o counter.lsb --key me.key > /dev/null
+            waitfor "installed counter 1.1.0 in place of counter 1.0.0" || exit 1
+            send 20
+            cp "$4" counter/app.lua; sed -i 's/1.1.0/1.2.0/' counter/luastore.json; "$2" pack counter -o counter.lsb --key me.key > /dev/null
+            waitfor "install failed, still running counter 1.1.0" || exit 1
+            cp "$5" counter/app.lua; sed -i 's/1.2.0/0.9.0/' counter/luastore.json; "$2" pack counter -o counter.lsb --key me.key > /dev/null
+            waitfor "which is not newer than the running 1.1.0" || exit 1
+            exec 3>&-
+            wait $pid
+            echo "status $?"
+            """
+        _ = try version("1.1.0", step: 10)
+        let broken = work.path("broken.lua"), good = work.path("good.lua")
+        try Data(try Data(contentsOf: source)).write(to: URL(fileURLWithPath: good))
+        try Data((Self.app + "\nreturn {").utf8).write(to: URL(fileURLWithPath: broken))
+        // (The 1.1.0 sources are in place; the first 10 actions reach the 1.0.0 bundle packed before.)
+        let ran = try await runChildProcess(URL(fileURLWithPath: "/bin/bash"), ["-c", script, "install", work.root.path, CLI.binary.path, "",
+                                                                                broken, good], timeout: .seconds(120))
+        let errors = (try? String(contentsOfFile: work.path("err"), encoding: .utf8)) ?? ""
+        #expect(ran.status == 0, "\(ran.output) \(ran.errors) \(errors)")
+        #expect(ran.output.hasSuffix("status 0\n"), "\(ran.output) \(errors)")
+        let output = try String(contentsOfFile: work.path("out"), encoding: .utf8)
+        let counts = output.split(separator: "\n").compactMap { line -> Int? in
+            (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["count"] as? Int
+        }
+        #expect(counts == Array(0...10) + (1...20).map { 10 + 10 * $0 }, "\(counts)")
+        #expect(errors.contains("install failed, still running counter 1.1.0: "), "\(errors)")
+        #expect(errors.contains("app.lua"), "the broken version's error names its file: \(errors)")
+        #expect(errors.contains("says 'counter' 0.9.0, which is not newer than the running 1.1.0 (a downgrade must be asked for)"), "\(errors)")
+    }
 }

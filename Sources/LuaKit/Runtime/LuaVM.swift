@@ -24,8 +24,9 @@ import Foundation
 public final class LuaVM {
     /// The limits this VM enforces.
     public let limits: LuaLimits
-    /// The folder `require` loads modules from, if any.
-    public let moduleRoot: URL?
+    /// The folder `require` loads modules from, if any. A host may point it elsewhere (a new version of an app,
+    /// installed in a folder of its own); modules already loaded stay as they are.
+    public var moduleRoot: URL?
     /// Where `require` looks after `moduleRoot` (Lua path templates).
     public let modulePath: [String]
 

@@ -1,3 +1,4 @@
+import Foundation
 import LuaKit
 
 // Hot reload: a new version of the app's scripts, checked beside the running one, swapped in only when whole.
@@ -67,5 +68,22 @@ extension ScriptEngine {
         try registerSubscriptions()
         flush(everything: true)
         return .reloaded(fromSchema: previous, toSchema: candidate.schemaVersion)
+    }
+
+    /// Installs the app in `newFolder` (module `newMain`) in place of the running one, as a reload from there: on
+    /// any failure the running version, its folder and its state stay.
+    func install(folder newFolder: URL, main newMain: String) throws(ScriptFailure) -> ReloadOutcome {
+        let (oldFolder, oldMain, oldFingerprint) = (folder, main, app.fingerprint)
+        (folder, main) = (newFolder, newMain)
+        vm.moduleRoot = newFolder
+        app.fingerprint = [:] // (a new version with the same files is installed all the same: its folder is new)
+        do {
+            return try reload()
+        } catch {
+            (folder, main) = (oldFolder, oldMain)
+            vm.moduleRoot = oldFolder
+            app.fingerprint = oldFingerprint
+            throw error
+        }
     }
 }

@@ -16,7 +16,7 @@ final class ScriptEngine {
         let subscriptions: LuaReference?
         let migrate: LuaReference?
         let schemaVersion: Int64
-        let fingerprint: [String: Data]
+        var fingerprint: [String: Data]
         /// The digest of the scripts (`JournalEntry.scripts`).
         let digest: String
     }
@@ -45,10 +45,11 @@ final class ScriptEngine {
 
     let vm: LuaVM
     let thread: LuaThread
-    let folder: URL
+    /// The app's folder (another one after `install`).
+    var folder: URL
     var app: App
     /// The app's module file (`app.lua`, or its manifest's `main`).
-    let main: String
+    var main: String
     let runtime: StateRuntime.Functions
     let report: @Sendable (ScriptFailure) -> Void
     var readers: [Int64: Reader] = [:]

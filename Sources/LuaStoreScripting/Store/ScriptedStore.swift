@@ -92,14 +92,17 @@ public final class ScriptedStore: Sendable {
     public var persistence: (any StatePersistence)? { options.persistence }
 
     /// The app's manifest (`luastore.json`), if it has one: its effects are limited to the capabilities it
-    /// declares, its budgets lower the host's limits. See docs/plugins.md.
-    public let manifest: AppManifest?
+    /// declares, its budgets lower the host's limits. See docs/plugins.md. (The installed version's, after
+    /// `install(folder:allowDowngrade:)`.)
+    public var manifest: AppManifest? { installed.withLock { $0 } }
+    private let installed: Protected<AppManifest?>
 
     /// Loads the app in `folder` (refused when its manifest is not valid or needs another scripting API), runs
     /// its `init`, and starts the store.
     public init(app folder: URL, options: ScriptedStoreOptions = ScriptedStoreOptions()) async throws(ScriptFailure) {
         let manifest = try Self.manifest(of: folder)
-        self.manifest = manifest
+        let installed = Protected(manifest)
+        self.installed = installed
         let thread = LuaThread(name: "luastore:" + folder.lastPathComponent)
         self.thread = thread
         self.options = options
@@ -136,14 +139,12 @@ public final class ScriptedStore: Sendable {
         }
         // With a manifest, an effect it does not declare fails (an `http` one with its failure action, as a host
         // the policy refuses does), whether performed or stood in for.
-        let gated = manifest.map { manifest in
-            doubled.checking { effect, context in
-                guard let refusal = manifest.refusal(of: effect) else { return true }
-                guard effect.kind == "http" else { throw LuaError(.runtime, refusal) }
-                context.dispatch(ScriptEffectHandlers.resultAction(for: effect.payload, .failure(URLFailure(reason: .refusedHost, message: refusal))))
-                return false
-            }
-        } ?? doubled
+        let gated = doubled.checking { effect, context in
+            guard let refusal = installed.withLock({ $0 })?.refusal(of: effect) else { return true }
+            guard effect.kind == "http" else { throw LuaError(.runtime, refusal) }
+            context.dispatch(ScriptEffectHandlers.resultAction(for: effect.payload, .failure(URLFailure(reason: .refusedHost, message: refusal))))
+            return false
+        }
         root = RootStore(
             initialState: ScriptState(), reducer: ScriptReducer(engine: engine), effects: gated,
             configuration: configuration)
@@ -524,9 +525,53 @@ public final class ScriptedStore: Sendable {
     /// Loads the app's scripts again, at an action boundary, keeping the state (see docs/scripted-apps.md, "Hot reload").
     @discardableResult
     public func reload() async throws(ScriptFailure) -> ReloadOutcome {
+        try await reloading { engine throws(ScriptFailure) in try engine.reload() }
+    }
+
+    /// Installs a new version of the app from `folder` (its manifest required) in place of the running one,
+    /// keeping the state: refused unless the manifest is valid, names the same app, needs a scripting API this
+    /// host has and a greater version than the running one (`allowDowngrade`: any other); then as a reload —
+    /// loaded beside the running version, `migrate` run if its `schemaVersion` grew, props computed once, swapped
+    /// in whole, its capabilities in force from the next effect. On any failure the running version stays, and
+    /// the failure is a journal entry (`failedReload`) as well as thrown. Actions dispatched meanwhile wait and
+    /// are reduced by the version in force when their turn comes: none is lost or applied twice. The folder must
+    /// stay while the store runs (modules load from it). Budgets stay those the store started with.
+    public func install(folder: URL, allowDowngrade: Bool = false) async throws(ScriptFailure) -> ReloadOutcome {
+        let running = manifest
+        let candidate: AppManifest
+        do throws(ManifestFailure) {
+            guard let found = try AppManifest.load(folder: folder) else {
+                throw ManifestFailure("is missing from \(folder.path): an installed version needs a manifest")
+            }
+            try found.checkHost()
+            if let running {
+                guard found.name == running.name else {
+                    throw ManifestFailure("names '\(found.name)', not the running '\(running.name)': install a version of the same app")
+                }
+                guard allowDowngrade || found.version > running.version else {
+                    throw ManifestFailure("says '\(found.name)' \(found.version), which is not newer than the running \(running.version) (a downgrade must be asked for)")
+                }
+            }
+            candidate = found
+        } catch {
+            let failure = ScriptFailure(stage: .reload, error: LuaError(.runtime, error.description))
+            _ = try? await onThread { engine throws(ScriptFailure) -> Bool in
+                if engine.journaling { engine.record(.failedReload, origin: .reload, changes: [], failure: failure) }
+                return true
+            }
+            throw failure
+        }
+        let outcome = try await reloading { engine throws(ScriptFailure) in try engine.install(folder: folder, main: candidate.main) }
+        installed.withLock { $0 = candidate }
+        return outcome
+    }
+
+    /// Runs `engine.reload()` or `install` on the store's thread, journaling what became of it.
+    private func reloading(_ body: @escaping @Sendable (ScriptEngine) throws(ScriptFailure) -> ReloadOutcome) async throws(ScriptFailure)
+        -> ReloadOutcome {
         let result: Result<ReloadOutcome, ScriptFailure> = await withCheckedContinuation { continuation in
             thread.async { [engine, root] in
-                let outcome = Result { () throws(ScriptFailure) -> ReloadOutcome in try engine.reload() }
+                let outcome = Result { () throws(ScriptFailure) -> ReloadOutcome in try body(engine) }
                 if engine.journaling {
                     switch outcome {
                     case .success(.reloaded(let from, let to)):
