@@ -32,8 +32,16 @@ import Testing
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
     }
 
-    func store(_ folder: URL, _ database: StoreDatabase) async throws -> ScriptedStore {
+    /// Options for a test store: a time budget no loaded machine runs out of on these small scripts (the default
+    /// 200 ms did, loading a reload's scripts beside busy loops).
+    static var options: ScriptedStoreOptions {
         var options = ScriptedStoreOptions(log: { _ in }, failures: { _ in })
+        options.limits.timeBudget = .seconds(10)
+        return options
+    }
+
+    func store(_ folder: URL, _ database: StoreDatabase) async throws -> ScriptedStore {
+        var options = Self.options
         options.persistence = database
         return try await ScriptedStore(app: folder, options: options)
     }
@@ -99,7 +107,7 @@ import Testing
         defer { try? FileManager.default.removeItem(at: folder); remove(path) }
         func open() async throws -> (StoreDatabase, ScriptedStore) {
             let database = try StoreDatabase(path: path, app: "app")
-            var options = ScriptedStoreOptions(log: { _ in }, failures: { _ in })
+            var options = Self.options
             options.persistence = database
             options.historyEntries = 100
             return (database, try await ScriptedStore(app: folder, options: options))
