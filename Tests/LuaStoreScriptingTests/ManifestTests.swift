@@ -104,6 +104,24 @@ import Testing
         }
     }
 
+    /// The JSON schema editors use (`lua/luastore.schema.json`) names exactly the fields the host reads, and the
+    /// samples' manifests are valid.
+    @Test func theEditorsSchemaNamesEveryField() throws {
+        let root = CLI.packageRoot
+        let schema = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: root.appendingPathComponent("lua/luastore.schema.json"))) as? [String: Any])
+        func keys(_ object: Any?) -> Set<String> { Set(((object as? [String: Any])?["properties"] as? [String: Any])?.keys.map { $0 } ?? []) }
+        let properties = schema["properties"] as? [String: Any]
+        #expect(keys(schema) == Set(AppManifest.fields))
+        #expect(keys(properties?["capabilities"]) == Set(AppManifest.capabilityFields))
+        #expect(keys(properties?["budgets"]) == Set(AppManifest.budgetFields))
+        #expect(Set(schema["required"] as? [String] ?? []) == ["name", "version", "luastore"])
+        for sample in ["counter", "todos", "search", "stopwatch"] {
+            let manifest = try AppManifest.parse(Data(contentsOf: root.appendingPathComponent("samples/\(sample)/luastore.json")))
+            #expect(manifest.name == sample)
+            try manifest.checkHost()
+        }
+    }
+
     static let plugin = #"""
         local luastore = require("luastore")
         local app = {}

@@ -68,10 +68,10 @@ public struct AppManifest: Sendable, Equatable {
         self.description = description
     }
 
-    /// The fields a manifest may have.
-    static let fields = ["name", "version", "luastore", "main", "capabilities", "budgets", "description"]
-    static let capabilityFields = ["http", "storage", "timers"]
-    static let budgetFields = ["timeMilliseconds", "memoryBytes"]
+    /// The fields a manifest may have (`lua/luastore.schema.json` says the same, for editors).
+    public static let fields = ["name", "version", "luastore", "main", "capabilities", "budgets", "description"]
+    public static let capabilityFields = ["http", "storage", "timers"]
+    public static let budgetFields = ["timeMilliseconds", "memoryBytes"]
 
     /// The manifest in `folder`, or nil when it has none; a manifest that is not valid is an error naming the
     /// field and what is wrong.
