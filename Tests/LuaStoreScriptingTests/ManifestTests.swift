@@ -270,7 +270,15 @@ import Testing
         }
         #expect(try await store.install(folder: older.url, allowDowngrade: true) == .reloaded(fromSchema: 0, toSchema: 0))
         #expect(store.manifest?.version == SemanticVersion(0, 9, 0))
-        #expect(try await store.state()["log"] == ["fetched kept by hand"], "the state was kept through every install")
+        let migrating = try version("1.3.0", storage: true, source: Self.plugin.replacingOccurrences(of: "local app = {}", with: """
+            local app = {}
+            app.schemaVersion = 1
+            function app.migrate(state, fromSchema, fromVersion) state.log[#state.log + 1] = "migrated from " .. fromSchema .. " of " .. fromVersion end
+            """))
+        defer { migrating.remove() }
+        #expect(try await store.install(folder: migrating.url) == .reloaded(fromSchema: 0, toSchema: 1))
+        #expect(try await store.state()["log"] == ["fetched kept by hand", "migrated from 0 of 0.9.0"])
+        #expect((try await store.state()["log"]).table?.array.first == "fetched kept by hand", "the state was kept through every install")
         store.shutdown()
     }
 }

@@ -4,8 +4,10 @@ import LuaKit
 // Hot reload: a new version of the app's scripts, checked beside the running one, swapped in only when whole.
 extension ScriptEngine {
 
-    /// Loads the app's files again. Keeps the old version (and the state as it was) on any failure.
-    func reload() throws(ScriptFailure) -> ReloadOutcome {
+    /// Loads the app's files again. Keeps the old version (and the state as it was) on any failure. `fromVersion`:
+    /// the version of the app it replaces (its manifest's), when a new version is installed — `migrate`'s third
+    /// argument.
+    func reload(fromVersion: String? = nil) throws(ScriptFailure) -> ReloadOutcome {
         let fingerprint = Self.fingerprint(of: folder)
         if fingerprint == app.fingerprint { return .unchanged }
         migrated = false
@@ -23,7 +25,9 @@ extension ScriptEngine {
                     chunkName: main))
             }
             do {
-                try vm.call(runtime[.transform], arguments: [.reference(migrate), .value(.integer(app.schemaVersion))])
+                try vm.call(runtime[.transform], arguments: [
+                    .reference(migrate), .value(.integer(app.schemaVersion)), .value(fromVersion.map(LuaValue.string) ?? .nil),
+                ])
                 migrated = true
             } catch {
                 undoLastTransaction()
@@ -72,13 +76,13 @@ extension ScriptEngine {
 
     /// Installs the app in `newFolder` (module `newMain`) in place of the running one, as a reload from there: on
     /// any failure the running version, its folder and its state stay.
-    func install(folder newFolder: URL, main newMain: String) throws(ScriptFailure) -> ReloadOutcome {
+    func install(folder newFolder: URL, main newMain: String, replacing running: String?) throws(ScriptFailure) -> ReloadOutcome {
         let (oldFolder, oldMain, oldFingerprint) = (folder, main, app.fingerprint)
         (folder, main) = (newFolder, newMain)
         vm.moduleRoot = newFolder
         app.fingerprint = [:] // (a new version with the same files is installed all the same: its folder is new)
         do {
-            return try reload()
+            return try reload(fromVersion: running)
         } catch {
             (folder, main) = (oldFolder, oldMain)
             vm.moduleRoot = oldFolder

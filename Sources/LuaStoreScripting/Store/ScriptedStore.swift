@@ -531,7 +531,8 @@ public final class ScriptedStore: Sendable {
     /// Installs a new version of the app from `folder` (its manifest required) in place of the running one,
     /// keeping the state: refused unless the manifest is valid, names the same app, needs a scripting API this
     /// host has and a greater version than the running one (`allowDowngrade`: any other); then as a reload —
-    /// loaded beside the running version, `migrate` run if its `schemaVersion` grew, props computed once, swapped
+    /// loaded beside the running version, `migrate(state, fromSchema, fromVersion)` run if its `schemaVersion`
+    /// grew (`fromVersion`: the running version's, as text), props computed once, swapped
     /// in whole, its capabilities in force from the next effect. On any failure the running version stays, and
     /// the failure is a journal entry (`failedReload`) as well as thrown. Actions dispatched meanwhile wait and
     /// are reduced by the version in force when their turn comes: none is lost or applied twice. The folder must
@@ -561,7 +562,10 @@ public final class ScriptedStore: Sendable {
             }
             throw failure
         }
-        let outcome = try await reloading { engine throws(ScriptFailure) in try engine.install(folder: folder, main: candidate.main) }
+        let replacing = running?.version.description
+        let outcome = try await reloading { engine throws(ScriptFailure) in
+            try engine.install(folder: folder, main: candidate.main, replacing: replacing)
+        }
         installed.withLock { $0 = candidate }
         return outcome
     }
