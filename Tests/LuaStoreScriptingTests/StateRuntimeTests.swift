@@ -428,6 +428,9 @@ extension StateRuntimeTests {
             return try thread.sync { () throws -> [Int] in
                 var limits = LuaLimits()
                 limits.timeBudget = .seconds(20) // building 100,000 items on a busy test machine
+                // (Placing init's state claims each of its tables — its contents move to a table of the state's —
+                // so for a moment both are held: 100,000 items came near the default 64 MiB.)
+                limits.memoryBytes = 256 << 20
                 let engine = try ScriptEngine(folder: folder.url, thread: thread, limits: limits, log: { _ in }, report: { _ in })
                 engine.addReader(.props, queue: nil) { _ in .active }
                 func toggle(_ id: Int) throws -> (instructions: Int, allocations: Int) {
