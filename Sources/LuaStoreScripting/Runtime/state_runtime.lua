@@ -294,16 +294,18 @@ end
 
 -- Claims the new tables of a value `prepare` checked, from the top (`t`, to be held by `parent` under `key`):
 -- each one's contents move to a new real table and the script's table becomes that table's proxy (`B.claim`),
--- so no script holds a table of the state itself (one it kept would write past the journal). `fresh` marks the
--- new tables (the others are state tables the value moves); `claimed` maps each claimed table to its real one.
--- Returns the real table.
-local function claim(t, parent, key, fresh, claimed)
+-- so no script holds a table of the state itself (one it kept would write past the journal). `seen` marks the
+-- new tables `FRESH` (the others are state tables the value moves); `claimed`, when the value moves any, maps
+-- each claimed table to its real one. Returns the real table. (For a moment both tables of each are held: a
+-- large state built by `init` needs room for two copies while it is placed.)
+local FRESH = 2
+local function claim(t, parent, key, seen, claimed)
   local real = B.claim(t)
-  claimed[t] = real
+  if claimed then claimed[t] = real end
   parents[t], parentKeys[t] = nil, nil
   parents[real], parentKeys[real] = parent, key
   for k, item in next, real do
-    if fresh[item] then rawset(real, k, claim(item, real, k, fresh, claimed)) end
+    if seen[item] == FRESH then rawset(real, k, claim(item, real, k, seen, claimed)) end
   end
   return real
 end
@@ -321,12 +323,11 @@ local function prepare(value, real, key, owned)
     return inner or value, { inner or value, real, key }
   end
   if getmetatable(value) ~= nil then return value, nil, badTable(value, real, key) end
-  local moves, seen, failure = nil, { [value] = true }, nil
+  local moves, seen, failure = nil, { [value] = FRESH }, nil -- the tables met: FRESH (new), or true (moved)
   local level = levelOf(real) + 1
   if level > STATE_DEPTH then return value, nil, tooDeep(real, key, level) end
   parents[value], parentKeys[value] = real, key
   placed = placed + 1
-  local fresh = { [value] = true } -- the new tables (the others in `seen` are moved)
   local function walk(t, level)
     for k, item in next, t do
       failure = badKey(k, t)
@@ -349,7 +350,7 @@ local function prepare(value, real, key, owned)
         elseif level >= STATE_DEPTH then
           failure = tooDeep(t, k, level + 1)
         else
-          seen[item], fresh[item] = true, true
+          seen[item] = FRESH
           parents[item], parentKeys[item] = t, k
           placed = placed + 1
           walk(item, level + 1)
@@ -362,8 +363,8 @@ local function prepare(value, real, key, owned)
   end
   walk(value, level)
   if failure or owned then return value, moves, failure end
-  local claimed = {}
-  value = claim(value, real, key, fresh, claimed)
+  local claimed = moves ~= nil and {} or nil
+  value = claim(value, real, key, seen, claimed)
   if moves ~= nil then -- a moved table's new parent is a claimed table's real one
     for i = 2, #moves, 3 do moves[i] = claimed[moves[i]] or moves[i] end
   end
