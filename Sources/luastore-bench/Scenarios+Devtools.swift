@@ -71,12 +71,7 @@ extension Scenarios {
             options.journal = { _ in }
             store = try await ScriptedStore(app: folder, options: options)
         }
-        let arrival = Arrival()
-        store.observeProps { props in
-            arrival.see(props["toggles"].integer ?? -1)
-            return .active
-        }
-        await arrival.wait(for: 0)
+        let arrival = await Self.arrival(of: store)
         let toggles: [LuaValue] = (0..<actions).map { ["type": "toggle", "id": .integer(Int64($0 * 7919 % items + 1))] }
         let result = await Harness.nanoseconds(operations: actions) {
             for action in toggles { store.dispatch(action) }

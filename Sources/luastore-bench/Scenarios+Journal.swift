@@ -15,12 +15,7 @@ extension Scenarios {
         options.recorder = recorder
         let store = try await ScriptedStore(app: folder, options: options)
         if let recorder { recorder.start(app: "list", try await store.journalStart()) }
-        let arrival = Arrival()
-        store.observeProps { props in
-            arrival.see(props["toggles"].integer ?? -1)
-            return .active
-        }
-        await arrival.wait(for: 0)
+        let arrival = await Self.arrival(of: store)
         _ = await recorder?.file?.flushed()
         _ = await store.memory() // (a full collection first, as state_size's rows do: none lands in the window)
         let before = record ? ((try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0) : 0

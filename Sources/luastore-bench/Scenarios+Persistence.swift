@@ -23,12 +23,7 @@ extension Scenarios {
             : nil
         options.persistence = database
         let store = try await ScriptedStore(app: folder, options: options)
-        let arrival = Arrival()
-        store.observeProps { props in
-            arrival.see(props["toggles"].integer ?? -1)
-            return .active
-        }
-        await arrival.wait(for: 0)
+        let arrival = await Self.arrival(of: store)
         try database?.waitUntilCommitted(through: 0)
         _ = await store.memory()
         let before = database?.storedBytes() ?? 0
@@ -52,12 +47,7 @@ extension Scenarios {
         let database = try StoreDatabase(path: databasePath("persist-full.db"), app: "list", durability: .full)
         options.persistence = database
         let store = try await ScriptedStore(app: folder, options: options)
-        let arrival = Arrival()
-        store.observeProps { props in
-            arrival.see(props["toggles"].integer ?? -1)
-            return .active
-        }
-        await arrival.wait(for: 0)
+        let arrival = await Self.arrival(of: store)
         let clock = ContinuousClock()
         let start = clock.now
         for index in 0..<actions { store.dispatch(["type": "toggle", "id": .integer(Int64(index % 100 + 1))]) }
@@ -91,12 +81,7 @@ extension Scenarios {
         let database = resume ? try StoreDatabase(path: path, app: "list") : nil
         options.persistence = database
         let store = try await ScriptedStore(app: folder, options: options)
-        let arrival = Arrival()
-        store.observeProps { props in
-            arrival.see(props["toggles"].integer ?? -1)
-            return .active
-        }
-        await arrival.wait(for: 0)
+        _ = await Self.arrival(of: store) // (until the first props)
         let elapsed = clock.now - start
         store.shutdown()
         await store.barrier()

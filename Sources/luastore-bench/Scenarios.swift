@@ -81,12 +81,7 @@ struct Scenarios {
         var options = self.options
         options.notification = notification
         let store = try await ScriptedStore(app: try app("counter", Self.counterApp), options: options)
-        let arrival = Arrival()
-        store.observeProps { props in
-            arrival.see(props["count"].integer ?? -1)
-            return .active
-        }
-        await arrival.wait(for: 0)
+        let arrival = await Self.arrival(of: store, counting: "count")
         let action: LuaValue = ["type": "increment"]
         let caller = Box(0.0)
         let notes = (0..<16).map { LuaValue.string("note \($0)") }
@@ -240,17 +235,24 @@ struct Scenarios {
         """
     }
 
+    /// Counts a store's props as they arrive (their integer `field`: the list app's `toggles`, the counter's
+    /// `count`), once its first props (0) have.
+    static func arrival(of store: ScriptedStore, counting field: String = "toggles") async -> Arrival {
+        let arrival = Arrival()
+        store.observeProps { props in
+            arrival.see(props[.string(field)].integer ?? -1)
+            return .active
+        }
+        await arrival.wait(for: 0)
+        return arrival
+    }
+
     /// ns per toggle of an `items`-item list; toggle `k` reaches item `k · 7919 mod spread + 1` (by default
     /// spread over the whole list, so at 100,000 items nearly every toggle reaches an item not touched lately).
     func toggleCost(items: Int, actions: Int, spread: Int? = nil) async throws -> Double {
         let folder = try app("list\(items)", Self.listApp(items: items))
         let store = try await ScriptedStore(app: folder, options: options)
-        let arrival = Arrival()
-        store.observeProps { props in
-            arrival.see(props["toggles"].integer ?? -1)
-            return .active
-        }
-        await arrival.wait(for: 0)
+        let arrival = await Self.arrival(of: store)
         // A full collection first: the garbage the 100,000-item init left is not collected in the measured window
         // (where a major collection of the whole heap, 15–20 ms, landed or not was most of the row's spread).
         _ = await store.memory()
