@@ -186,14 +186,18 @@ int proxies_fresh(lua_State *L) {
     return 1;
 }
 
-/// `claim(t)` [-1, +1, m]: makes a table a script is storing in the state the state's own. What `t` holds moves
-/// to a new table, which is returned (the real table, which the state will hold), and `t`, now empty, becomes
-/// its proxy: the script's `t` and what it reads from the state stay the same table, its later writes to it are
-/// journaled, and after the call it is refused like any proxy kept too long — no script ever holds a table of
-/// the state itself. (The Lua side checked that `t` is data; a table inside it is claimed by its own call.)
+/// `claim(t [, returned])` [-(1|2), +1, m]: makes a table a script is storing in the state the state's own. What
+/// `t` holds moves to a new table, which is returned (the real table, which the state will hold), and `t`, now
+/// empty, becomes its proxy: the script's `t` and what it reads from the state stay the same table, its later
+/// writes to it are journaled, and after the call it is refused like any proxy kept too long — no script ever
+/// holds a table of the state itself. With `returned` (the function that made `t` has returned: a state it gave
+/// back), `t` is not stamped with the running call: nothing in it can use `t` any more, and a large state's
+/// tables would fill the set of stamps for nothing. (The Lua side checked that `t` is data; a table inside it
+/// is claimed by its own call.)
 int proxies_claim(lua_State *L) {
     Barrier *b = barrier(L);
     luaL_checktype(L, 1, LUA_TTABLE);
+    int returned = lua_toboolean(L, 2);
     lua_settop(L, 1);
     lua_createtable(L, (int)lua_rawlen(L, 1), 0); /* 2: the real table */
     lua_pushnil(L);
@@ -214,7 +218,7 @@ int proxies_claim(lua_State *L) {
     lua_pushvalue(L, 1);
     lua_rawset(L, UPVALUE(PROXIES)); /* proxies[real] = t */
     count_made(L, b);
-    proxies_stamp(L, b, lua_topointer(L, 1));
+    if (!returned) proxies_stamp(L, b, lua_topointer(L, 1));
     return 1;
 }
 

@@ -296,16 +296,18 @@ end
 -- each one's contents move to a new real table and the script's table becomes that table's proxy (`B.claim`),
 -- so no script holds a table of the state itself (one it kept would write past the journal). `seen` marks the
 -- new tables `FRESH` (the others are state tables the value moves); `claimed`, when the value moves any, maps
--- each claimed table to its real one. Returns the real table. (For a moment both tables of each are held: a
--- large state built by `init` needs room for two copies while it is placed.)
+-- each claimed table to its real one; `returned`: the function that made the value has returned (a state it
+-- returned), so no proxy of this call is handed to it — the claimed tables are not stamped. Returns the real
+-- table. (For a moment both tables of each are held: a large state built by `init` needs room for two copies
+-- while it is placed.)
 local FRESH = 2
-local function claim(t, parent, key, seen, claimed)
-  local real = B.claim(t)
+local function claim(t, parent, key, seen, claimed, returned)
+  local real = B.claim(t, returned)
   if claimed then claimed[t] = real end
   parents[t], parentKeys[t] = nil, nil
   parents[real], parentKeys[real] = parent, key
   for k, item in next, real do
-    if seen[item] == FRESH then rawset(real, k, claim(item, real, k, seen, claimed)) end
+    if seen[item] == FRESH then rawset(real, k, claim(item, real, k, seen, claimed, returned)) end
   end
   return real
 end
@@ -316,7 +318,7 @@ end
 -- already in the state, now placed somewhere new) as (table, new parent, new key) triples for `settle` to
 -- check once the write is made, and a message when something is refused. Costs the size of the new part,
 -- never of the tables it moves.
-local function prepare(value, real, key, owned)
+local function prepare(value, real, key, owned, returned)
   local inner = targets[value]
   if inner ~= nil or parents[value] ~= nil or value == holder.state then
     if inner ~= nil and not B.fresh(value) then return value, nil, STALE end
@@ -364,7 +366,7 @@ local function prepare(value, real, key, owned)
   walk(value, level)
   if failure or owned then return value, moves, failure end
   local claimed = moves ~= nil and {} or nil
-  value = claim(value, real, key, seen, claimed)
+  value = claim(value, real, key, seen, claimed, returned)
   if moves ~= nil then -- a moved table's new parent is a claimed table's real one
     for i = 2, #moves, 3 do moves[i] = claimed[moves[i]] or moves[i] end
   end
@@ -534,7 +536,7 @@ end
 -- Stores a whole state (`holder.state`, a child's in `children`) that `what` (init, reduce, migrate) gave,
 -- checked as any stored table is.
 local function placeRoot(tbl, key, value, what, owned)
-  local real, moves, failure = prepare(value, tbl, key, owned)
+  local real, moves, failure = prepare(value, tbl, key, owned, true) -- (a root is placed once its maker returned)
   if failure then error(what .. ": " .. failure, 0) end
   replace(tbl, key, real)
   recordMoves(moves)
