@@ -86,7 +86,7 @@ let package = Package(
         .target(
             name: "LuaStoreBundles",
             dependencies: [
-                "LuaStoreScripting", .product(name: "Crypto", package: "swift-crypto"),
+                "LuaStoreScripting", "LuaStoreConcurrency", .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ZIPFoundation", package: "ZIPFoundation"),
             ],
             swiftSettings: strict

@@ -362,6 +362,52 @@ int clua_restart_budget(lua_State *L) {
     return 0;
 }
 
+/// Adds `amount` to the integer at `stats[slot]` (a table at `index`).
+static void add_to_stat(lua_State *L, int index, int slot, int64_t amount) {
+    lua_rawgeti(L, index, slot);
+    lua_Integer value = lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    lua_pushinteger(L, value + amount);
+    lua_rawseti(L, index, slot);
+}
+
+int clua_call_within(lua_State *L) {
+    CLuaGuard *g = clua_guard(L);
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_Integer milliseconds = luaL_checkinteger(L, 2), bytes = luaL_checkinteger(L, 3);
+    luaL_checktype(L, 4, LUA_TFUNCTION);
+    int64_t outerDeadline = load_deadline(g), outerBudget = g->budgetNanos;
+    size_t outerLimit = g->bytesLimit;
+    int64_t started = clua_now_nanos(), allocations = g->allocationCount;
+    int shortened = 0;
+    if (milliseconds > 0 && g->callDepth > 0 && !g->timedOut) {
+        int64_t budget = (int64_t)milliseconds * 1000000, deadline = started + budget;
+        if (outerDeadline == 0 || deadline < outerDeadline) {
+            shortened = 1;
+            g->budgetNanos = budget; // (what the timeout's message names)
+            store_deadline(g, deadline);
+            int64_t looksAt = __atomic_load_n(&watchdog_looks_at, __ATOMIC_RELAXED);
+            if (looksAt != 0 && deadline + WATCHDOG_POLL_NANOS < looksAt) wake_watchdog(deadline);
+        }
+    }
+    size_t room = outerLimit > g->bytesInUse ? outerLimit - g->bytesInUse : 0;
+    if (bytes > 0 && (size_t)bytes < room) g->bytesLimit = g->bytesInUse + (size_t)bytes;
+    int status = lua_pcall(L, lua_gettop(L) - 4, LUA_MULTRET, 0);
+    g->bytesLimit = outerLimit;
+    if (shortened) {
+        g->budgetNanos = outerBudget;
+        if (!g->timedOut) store_deadline(g, outerDeadline);
+    }
+    g->hostAllocations++; // (the counts are the host's: never refused)
+    add_to_stat(L, 1, 1, 1);
+    add_to_stat(L, 1, 2, clua_now_nanos() - started);
+    add_to_stat(L, 1, 3, g->allocationCount - allocations);
+    if (status != LUA_OK) add_to_stat(L, 1, 4, 1);
+    g->hostAllocations--;
+    if (status != LUA_OK) return lua_error(L); // (the same error, on: a spent budget stays spent)
+    return lua_gettop(L) - 3;
+}
+
 void clua_count_instructions(lua_State *L, CLuaGuard *g, int on) {
     g->countingInstructions = on != 0;
     if (on) lua_sethook(L, clua_budget_hook, LUA_MASKCOUNT, 1);

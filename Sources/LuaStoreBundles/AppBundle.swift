@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import LuaStoreConcurrency
 import LuaStoreScripting
 import ZIPFoundation
 
@@ -284,5 +285,35 @@ public enum AppBundle {
             throw BundleFailure("cannot unpack the bundle into \(parent.path): \(error.localizedDescription)")
         }
         return (folder, parent)
+    }
+}
+
+extension AppBundle {
+    /// Opens the bundles an app mounts as plugins (`ScriptedStoreOptions.openBundle`): each verified whole with
+    /// the same trust as the app's own bundle, then unpacked privately; `removeAll()` removes what it unpacked
+    /// once the store has stopped.
+    public final class Opener: Sendable {
+        private let trust: [BundleKeys.Trusted]
+        private let allowUnsigned: Bool
+        private let unpacked = Protected<[URL]>([])
+
+        public init(trusting trust: [BundleKeys.Trusted], allowUnsigned: Bool = false) {
+            self.trust = trust
+            self.allowUnsigned = allowUnsigned
+        }
+
+        /// The folder the bundle at `url` was unpacked into, once verified (`BundleFailure` otherwise).
+        public func open(_ url: URL) throws -> URL {
+            let verified = try AppBundle.verify(url, trusting: trust, allowUnsigned: allowUnsigned)
+            let (folder, parent) = try AppBundle.unpack(verified)
+            unpacked.withLock { $0.append(parent) }
+            return folder
+        }
+
+        public func removeAll() {
+            for parent in unpacked.withLock({ list in defer { list = [] }; return list }) {
+                try? FileManager.default.removeItem(at: parent)
+            }
+        }
     }
 }

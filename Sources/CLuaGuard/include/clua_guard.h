@@ -168,6 +168,15 @@ void clua_end_call(lua_State *L, CLuaGuard *g);
 /// in one call, each within its own budget. In guard.c.
 int clua_restart_budget(lua_State *L);
 
+/// `within(stats, milliseconds, bytes, f, ...)`, a Lua function for trusted host code: calls `f(...)` with a
+/// tighter budget — its time ends `milliseconds` from now unless the running call's ends sooner, and it may
+/// allocate `bytes` more than the VM holds as it starts, within the VM's cap (0: the running call's, for
+/// either) — and returns what `f` returns, or raises its error once both are back as they were. Adds to the
+/// integers of the table `stats`: [1] calls, [2] nanoseconds, [3] blocks allocated, [4] calls that failed. For
+/// host code that runs code of several origins in one call, each within its own limits and with its own
+/// account (a store's mounted plugins). In guard.c.
+int clua_call_within(lua_State *L);
+
 /// What `restartbudget()` does, for C. The new deadline is counted from the kernel's last clock tick, rounded
 /// up: never sooner than the budget from now, at most one tick (1–4 ms) later. In guard.c.
 void clua_restart_budget_now(lua_State *L);

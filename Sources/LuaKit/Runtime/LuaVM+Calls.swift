@@ -72,6 +72,23 @@ extension LuaVM {
         return LuaNamespace(require: makeReference())
     }
 
+    /// A new module namespace whose modules come from `root` rather than `moduleRoot`: its `require`,
+    /// `loadfile` and `dofile` read files inside `root` only (and the module path), and its chunks are named
+    /// `chunkPrefix` + their path in `root` (`plugins/cart/` + `cart.lua`), so errors say where a file lies. For
+    /// code of another origin sharing the VM, such as a plugin an app mounts.
+    public func makeNamespace(root: URL, chunkPrefix: String) throws(LuaError) -> LuaNamespace {
+        checkThread()
+        let folder = ModuleFolder(root: root.standardizedFileURL.resolvingSymlinksInPath(), chunkPrefix: chunkPrefix)
+        let number = moduleFolders.firstIndex(of: folder).map { $0 + 1 } ?? {
+            moduleFolders.append(folder)
+            return moduleFolders.count
+        }()
+        lua_rawgeti(state, clua_registryindex(), lua_Integer(sandbox.namespace))
+        lua_pushinteger(state, lua_Integer(number))
+        try protectedCall(arguments: 1, results: 1)
+        return LuaNamespace(require: makeReference())
+    }
+
     /// Loads the app module `name` in `namespace` (once per namespace).
     public func require(_ name: String, in namespace: LuaNamespace) throws(LuaError) -> LuaReference {
         checkThread()

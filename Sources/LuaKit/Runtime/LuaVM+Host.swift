@@ -148,9 +148,10 @@ extension LuaVM {
     func readFilePrimitive() throws(HostFailure) -> Int32 {
         let path = String(decoding: try stringArgument(1, "loadfile"), as: UTF8.self)
         let caller = String(decoding: try stringArgument(2, "loadfile"), as: UTF8.self)
+        let (root, prefix) = moduleFolder(at: 3)
         let file: ModuleResolver.Module
         do {
-            file = try ModuleResolver(root: moduleRoot, path: modulePath, maximumBytes: limits.moduleBytes).resolveFile(path, for: caller)
+            file = try ModuleResolver(root: root, path: modulePath, maximumBytes: limits.moduleBytes).resolveFile(path, for: caller)
         } catch {
             guard case .message(let reason) = error else { throw error }
             try ensureHeadroom(reason.utf8.count * 2)
@@ -160,16 +161,27 @@ extension LuaVM {
         }
         try ensureHeadroom(file.source.utf8.count * 2)
         pushString(file.source)
-        pushString("=" + file.chunkName)
+        pushString("=" + prefix + file.chunkName)
         return 2
     }
 
     func readModulePrimitive() throws(HostFailure) -> Int32 {
         let name = String(decoding: try stringArgument(1, "require"), as: UTF8.self)
-        let module = try ModuleResolver(root: moduleRoot, path: modulePath, maximumBytes: limits.moduleBytes).resolve(name)
+        let (root, prefix) = moduleFolder(at: 2)
+        let module = try ModuleResolver(root: root, path: modulePath, maximumBytes: limits.moduleBytes).resolve(name)
         try ensureHeadroom(module.source.utf8.count * 2)
         pushString(module.source)
-        pushString("=" + module.chunkName)
+        pushString("=" + (module.chunkName.hasPrefix("/") ? "" : prefix) + module.chunkName)
         return 2
+    }
+
+    /// The folder a namespace's modules come from (the argument at `index`: a `ModuleFolder` number, or nil for
+    /// `moduleRoot`), and the prefix of their chunk names.
+    private func moduleFolder(at index: Int32) -> (URL?, String) {
+        var isNumber: Int32 = 0
+        let number = lua_tointegerx(state, index, &isNumber)
+        guard isNumber != 0, number >= 1, Int(number) <= moduleFolders.count else { return (moduleRoot, "") }
+        let folder = moduleFolders[Int(number) - 1]
+        return (folder.root, folder.chunkPrefix)
     }
 }

@@ -27,6 +27,9 @@ public final class LuaVM {
     /// The folder `require` loads modules from, if any. A host may point it elsewhere (a new version of an app,
     /// installed in a folder of its own); modules already loaded stay as they are.
     public var moduleRoot: URL?
+    /// The folders namespaces made with `makeNamespace(root:chunkPrefix:)` read their modules from (the prelude
+    /// names one by its position, from 1).
+    var moduleFolders: [ModuleFolder] = []
     /// Where `require` looks after `moduleRoot` (Lua path templates).
     public let modulePath: [String]
 
@@ -224,6 +227,8 @@ public final class LuaVM {
         // Trusted host code only (scripts never see the real global table).
         clua_pushcfunction(state, clua_restart_budget)
         lua_setglobal(state, "restartbudget")
+        clua_pushcfunction(state, clua_call_within)
+        lua_setglobal(state, "within")
         clua_pushcfunction(state, clua_is_table)
         lua_setglobal(state, "istable")
         clua_pushcfunction(state, clua_is_string)

@@ -1,5 +1,12 @@
 import Foundation
 
+/// A folder of modules other than the VM's `moduleRoot` (`LuaVM.makeNamespace(root:chunkPrefix:)`).
+struct ModuleFolder: Equatable {
+    let root: URL
+    /// What its chunk names start with.
+    let chunkPrefix: String
+}
+
 /// Finds an app's modules for `require`: `a.b` (or `a/b`, as Lua's own `require` takes it) is `ROOT/a/b.lua` or
 /// `ROOT/a/b/init.lua`, and the files `loadfile` and `dofile` name; nothing outside `ROOT` is ever read (names
 /// are plain identifiers joined by dots or slashes; paths may not climb out; symbolic links may not lead out).

@@ -306,6 +306,7 @@ local environment_metatable = {
 local default_require
 
 local packages = real_setmetatable({}, { __mode = "k" }) -- a namespace's `require` -> its `package` table
+local file_loaders = real_setmetatable({}, { __mode = "k" }) -- a namespace's `require` -> its `loadfile`, `dofile`
 
 local function environment(require_function)
   local env = {}
@@ -313,6 +314,8 @@ local function environment(require_function)
   env._G = env
   env.require = require_function or default_require
   env.package = packages[env.require]
+  local loaders = file_loaders[env.require]
+  if loaders then env.loadfile, env.dofile = loaders[1], loaders[2] end
   return real_setmetatable(env, environment_metatable)
 end
 
@@ -334,7 +337,9 @@ local unavailable = {
 -- A module namespace: its own cache, so a new version of an app's modules can load beside the old one. Its
 -- `package` table is Lua's, as data: `loaded` (what `require` returned, and what a script puts there),
 -- `preload` (loaders `require` tries first), `path` and `config`; modules load from the app's folder only.
-local function namespace()
+local make_file_loaders -- (below, with the globals they replace)
+
+local function namespace(root)
   local loading = {}
   local package = { loaded = {}, preload = {}, path = host_path, config = "/\n;\n?\n!\n-\n" }
   for name, value in next, builtins do package.loaded[name] = value end
@@ -357,7 +362,7 @@ local function namespace()
     if preload ~= nil then
       chunk, extra = preload, ":preload:"
     else
-      local source, chunkname = host_readmodule(name)
+      local source, chunkname = host_readmodule(name, root)
       local problem
       chunk, problem = real_load(source, chunkname, "t", environment(require))
       if chunk == nil then error(problem, 0) end
@@ -376,6 +381,7 @@ local function namespace()
     return loaded[name], extra
   end
   packages[require] = package
+  if root ~= nil then file_loaders[require] = make_file_loaders(root) end
   return require
 end
 
@@ -409,22 +415,26 @@ function globals.warn(...)
   if warnings_on then host_print("Lua warning: " .. message) end
 end
 
--- `loadfile` and `dofile` read text files of the app's folder only (paths relative to it).
-local function sandbox_loadfile(path, mode, env)
-  if type(path) ~= "string" then error("loadfile: scripts load files of the app's folder, by path", 2) end
-  if mode ~= nil and mode ~= "t" then error("loadfile: scripts can load text chunks only (mode \"t\")", 2) end
-  local source, chunkname = host_readfile(path, "loadfile")
-  if source == nil then return nil, chunkname end
-  return real_load(source, chunkname, "t", env or environment())
-end
+-- `loadfile` and `dofile` read text files of the app's folder only (paths relative to it); in a namespace with a
+-- folder of its own (`root`, a plugin's), that folder's.
+function make_file_loaders(root)
+  local function sandbox_loadfile(path, mode, env)
+    if type(path) ~= "string" then error("loadfile: scripts load files of the app's folder, by path", 2) end
+    if mode ~= nil and mode ~= "t" then error("loadfile: scripts can load text chunks only (mode \"t\")", 2) end
+    local source, chunkname = host_readfile(path, "loadfile", root)
+    if source == nil then return nil, chunkname end
+    return real_load(source, chunkname, "t", env or environment())
+  end
 
-local function sandbox_dofile(path)
-  if type(path) ~= "string" then error("dofile: scripts run files of the app's folder, by path", 2) end
-  local chunk, problem = sandbox_loadfile(path)
-  if chunk == nil then error(problem, 0) end -- (as Lua's dofile raises it: the message alone)
-  return chunk()
+  local function sandbox_dofile(path)
+    if type(path) ~= "string" then error("dofile: scripts run files of the app's folder, by path", 2) end
+    local chunk, problem = sandbox_loadfile(path)
+    if chunk == nil then error(problem, 0) end -- (as Lua's dofile raises it: the message alone)
+    return chunk()
+  end
+  return { sandbox_loadfile, sandbox_dofile }
 end
-globals.loadfile, globals.dofile = sandbox_loadfile, sandbox_dofile
+globals.loadfile, globals.dofile = table.unpack(make_file_loaders(nil))
 globals.sortedpairs = sortedpairs
 globals.string, globals.table = freeze("string", string), freeze("table", table)
 globals.math, globals.utf8 = freeze("math", math), freeze("utf8", utf8)

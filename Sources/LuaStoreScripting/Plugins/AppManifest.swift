@@ -47,6 +47,22 @@ public struct AppManifest: Sendable, Equatable {
         }
     }
 
+    /// A plugin the app mounts under a key of its state (docs/plugins.md, "Mounts").
+    public struct Mount: Sendable, Equatable {
+        /// The key of the state the plugin's slice lies under (a Lua identifier).
+        public var key: String
+        /// The plugin: a folder with its own manifest, or a bundle, relative to the app's folder.
+        public var path: String
+        /// Other mounts' keys whose slices the plugin reads (read-only), in the order its `reduce` gets them.
+        public var reads: [String]
+
+        public init(key: String, path: String, reads: [String] = []) {
+            self.key = key
+            self.path = path
+            self.reads = reads
+        }
+    }
+
     public var name: String
     public var version: SemanticVersion
     /// The host API versions it works with (npm-style: `^1.0`, `>=1.2 <2`).
@@ -56,6 +72,8 @@ public struct AppManifest: Sendable, Equatable {
     public var capabilities: Capabilities
     public var budgets: Budgets
     public var description: String?
+    /// The plugins the app mounts, in the order each action reaches them (by key).
+    public var mounts: [Mount] = []
 
     public init(name: String, version: SemanticVersion, luastore: VersionRange, main: String = "app.lua",
                 capabilities: Capabilities = Capabilities(), budgets: Budgets = Budgets(), description: String? = nil) {
@@ -69,7 +87,8 @@ public struct AppManifest: Sendable, Equatable {
     }
 
     /// The fields a manifest may have (`lua/luastore.schema.json` says the same, for editors).
-    public static let fields = ["name", "version", "luastore", "main", "capabilities", "budgets", "description"]
+    public static let fields = ["name", "version", "luastore", "main", "capabilities", "budgets", "description", "mounts"]
+    public static let mountFields = ["path", "reads"]
     public static let capabilityFields = ["http", "storage", "timers"]
     public static let budgetFields = ["timeMilliseconds", "memoryBytes"]
 
@@ -164,7 +183,47 @@ public struct AppManifest: Sendable, Equatable {
                 manifest.budgets.memoryBytes = Int(bytes)
             }
         }
+        if let value = fields["mounts"] {
+            manifest.mounts = try mounts(value)
+        }
         return manifest
+    }
+
+    /// `mounts`: `{"cart": "plugins/cart", "chat": {"path": "plugins/chat.lsb", "reads": ["cart"]}}`.
+    private static func mounts(_ value: JSONValue) throws(ManifestFailure) -> [Mount] {
+        guard case .object(let entries) = value else {
+            throw ManifestFailure("'mounts' must be an object: a key of the state -> the plugin's path (or {\"path\": …, \"reads\": […]})")
+        }
+        var mounts: [Mount] = []
+        for key in entries.keys.sorted() {
+            guard LuaPath.isIdentifier(key) else {
+                throw ManifestFailure("'mounts' key '\(key)' must be a name of the state's (letters, digits and '_', not a Lua keyword)")
+            }
+            var mount = Mount(key: key, path: "")
+            switch entries[key]! {
+            case .string(let path): mount.path = path
+            case .object(let fields):
+                try unknown(in: fields, known: mountFields, at: "mounts.\(key).")
+                guard case .string(let path)? = fields["path"] else { throw ManifestFailure("'mounts.\(key).path' must be the plugin's path") }
+                mount.path = path
+                if let reads = fields["reads"] {
+                    guard case .array(let items) = reads else { throw ManifestFailure("'mounts.\(key).reads' must be a list of mounted keys") }
+                    for item in items {
+                        guard case .string(let other) = item, entries[other] != nil, other != key else {
+                            throw ManifestFailure("'mounts.\(key).reads' may name only other mounts (\(entries.keys.filter { $0 != key }.sorted().joined(separator: ", ")))")
+                        }
+                        mount.reads.append(other)
+                    }
+                }
+            default:
+                throw ManifestFailure("'mounts.\(key)' must be the plugin's path or {\"path\": …, \"reads\": […]}")
+            }
+            guard !mount.path.isEmpty, !mount.path.hasPrefix("/"), !mount.path.split(separator: "/").contains("..") else {
+                throw ManifestFailure("'mounts.\(key)' must be a path inside the app's folder, not '\(mount.path)'")
+            }
+            mounts.append(mount)
+        }
+        return mounts
     }
 
     private static func unknown(in fields: [String: JSONValue], known: [String], at prefix: String) throws(ManifestFailure) {

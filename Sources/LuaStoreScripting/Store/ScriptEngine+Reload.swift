@@ -11,22 +11,24 @@ extension ScriptEngine {
         let fingerprint = Self.fingerprint(of: folder)
         if fingerprint == app.fingerprint { return .unchanged }
         migrated = false
-        let candidate = try Self.loadApp(vm: vm, folder: folder, main: main)
+        let loaded = try Self.loadApp(vm: vm, folder: folder, main: main, mounted: !mountOptions.list.isEmpty)
+        let candidate = try composeMounts(loaded, running: app)
         if candidate.schemaVersion < app.schemaVersion {
             throw ScriptFailure(stage: .reload, error: LuaError(
                 .runtime, "schemaVersion went down from \(app.schemaVersion) to \(candidate.schemaVersion); the new version is refused",
                 chunkName: main))
         }
         var migrated = false
-        if candidate.schemaVersion > app.schemaVersion {
-            guard let migrate = candidate.migrate else {
+        let grew = candidate.schemaVersion > app.schemaVersion
+        if grew || candidate.mounts.contains(where: \.migrates) {
+            guard !grew || candidate.ownMigrate != nil, let migrate = candidate.migrate else {
                 throw ScriptFailure(stage: .migrate, error: LuaError(
                     .runtime, "schemaVersion grew from \(app.schemaVersion) to \(candidate.schemaVersion) but \(main) has no 'migrate'",
                     chunkName: main))
             }
             do {
                 try vm.call(runtime[.transform], arguments: [
-                    .reference(migrate), .value(.integer(app.schemaVersion)), .value(fromVersion.map(LuaValue.string) ?? .nil),
+                    .reference(migrate), .value(grew ? .integer(app.schemaVersion) : .nil), .value(fromVersion.map(LuaValue.string) ?? .nil),
                 ])
                 migrated = true
             } catch {
@@ -74,17 +76,58 @@ extension ScriptEngine {
         return .reloaded(fromSchema: previous, toSchema: candidate.schemaVersion)
     }
 
+    /// Installs the plugin in `newFolder` in place of the one mounted at `key`, as a reload: on any failure the
+    /// running version and its slice stay. Refuses a folder whose manifest names another plugin, or a version not
+    /// newer than the running one (unless `allowDowngrade`).
+    func install(mount key: String, folder newFolder: URL, allowDowngrade: Bool) throws(ScriptFailure) -> (ReloadOutcome, from: AppManifest, to: AppManifest) {
+        func refuse(_ message: String) -> ScriptFailure {
+            ScriptFailure(stage: .reload, error: LuaError(.runtime, message))
+        }
+        guard let running = app.mounts.first(where: { $0.key == key }) else {
+            throw refuse("no plugin is mounted at '\(key)' (mounted: \(app.mounts.map(\.key).joined(separator: ", ")))")
+        }
+        let found: AppManifest?
+        do {
+            found = try AppManifest.load(folder: newFolder)
+            try found?.checkHost()
+        } catch {
+            throw refuse(error.description)
+        }
+        guard let manifest = found else { throw refuse("\(newFolder.path) has no \(AppManifest.fileName)") }
+        guard manifest.name == running.manifest.name else {
+            throw refuse("\(AppManifest.fileName) names '\(manifest.name)', but the plugin mounted at '\(key)' is '\(running.manifest.name)'")
+        }
+        guard allowDowngrade || manifest.version > running.manifest.version else {
+            throw refuse("\(AppManifest.fileName) says '\(manifest.name)' \(manifest.version), which is not newer than the running \(running.manifest.version) (a downgrade must be asked for)")
+        }
+        let previous = mountOptions.installed[key]
+        mountOptions.installed[key] = newFolder
+        let fingerprint = app.fingerprint
+        app.fingerprint = [:] // (reloaded whatever the app's files are)
+        do {
+            return (try reload(fromVersion: nil), running.manifest, manifest)
+        } catch {
+            mountOptions.installed[key] = previous
+            app.fingerprint = fingerprint
+            throw error
+        }
+    }
+
     /// Installs the app in `newFolder` (module `newMain`) in place of the running one, as a reload from there: on
     /// any failure the running version, its folder and its state stay.
-    func install(folder newFolder: URL, main newMain: String, replacing running: String?) throws(ScriptFailure) -> ReloadOutcome {
-        let (oldFolder, oldMain, oldFingerprint) = (folder, main, app.fingerprint)
+    func install(folder newFolder: URL, main newMain: String, mounts: [AppManifest.Mount], replacing running: String?) throws(ScriptFailure)
+        -> ReloadOutcome {
+        let (oldFolder, oldMain, oldFingerprint, oldMounts) = (folder, main, app.fingerprint, mountOptions)
         (folder, main) = (newFolder, newMain)
+        mountOptions.list = mounts
+        mountOptions.installed = [:] // (the new version's mounts come from its own folder)
         vm.moduleRoot = newFolder
         app.fingerprint = [:] // (a new version with the same files is installed all the same: its folder is new)
         do {
             return try reload(fromVersion: running)
         } catch {
             (folder, main) = (oldFolder, oldMain)
+            mountOptions = oldMounts
             vm.moduleRoot = oldFolder
             app.fingerprint = oldFingerprint
             throw error

@@ -10,15 +10,22 @@ final class ScriptEngine {
     struct App {
         let namespace: LuaNamespace
         let module: LuaReference
-        let initialize: LuaReference
-        let reduce: LuaReference
+        /// With mounts, these four are the composed ones (`ScriptEngine+Mounts.swift`); `props` is the app's own.
+        var initialize: LuaReference
+        var reduce: LuaReference
+        /// The module's own `reduce` (nil when an app that mounts plugins leaves every action to them).
+        let ownReduce: LuaReference?
         let props: LuaReference
-        let subscriptions: LuaReference?
-        let migrate: LuaReference?
+        var subscriptions: LuaReference?
+        var migrate: LuaReference?
+        /// The module's own `migrate`.
+        let ownMigrate: LuaReference?
         let schemaVersion: Int64
         var fingerprint: [String: Data]
         /// The digest of the scripts (`JournalEntry.scripts`).
         let digest: String
+        /// The plugins mounted under keys of the state, in the order actions reach them.
+        var mounts: [MountedPlugin] = []
     }
 
     /// A child store's module: its own `init`, `reduce` and `props`.
@@ -50,6 +57,8 @@ final class ScriptEngine {
     var app: App
     /// The app's module file (`app.lua`, or its manifest's `main`).
     var main: String
+    /// The plugins the app mounts, and how to load them (`ScriptEngine+Mounts.swift`).
+    var mountOptions: MountOptions
     let runtime: StateRuntime.Functions
     let report: @Sendable (ScriptFailure) -> Void
     var readers: [Int64: Reader] = [:]
@@ -138,10 +147,12 @@ final class ScriptEngine {
 
     /// Loads the app in `folder`, runs `init`, and sets up the runtime. On this VM's thread.
     init(folder: URL, thread: LuaThread, limits: LuaLimits, main: String = "app.lua", modulePath: [String] = [],
+         mounts: MountOptions = MountOptions(),
          log: @escaping @Sendable (String) -> Void, report: @escaping @Sendable (ScriptFailure) -> Void,
          initialState: LuaValue? = nil) throws(ScriptFailure) {
         self.folder = folder
         self.main = main
+        self.mountOptions = mounts
         self.thread = thread
         self.report = report
         let machine: LuaVM
@@ -156,10 +167,14 @@ final class ScriptEngine {
             throw ScriptFailure(stage: .load, error: error)
         }
         vm = machine
-        app = try Self.loadApp(vm: vm, folder: folder, main: main)
+        app = try Self.loadApp(vm: vm, folder: folder, main: main, mounted: !mounts.list.isEmpty)
+        app = try composeMounts(app, running: nil)
         do {
             if let initialState {
                 try vm.call(runtime[.setState], arguments: [.value(initialState), .value(true)]) // (owned: no script holds it)
+                if !app.mounts.isEmpty, let migrate = app.migrate { // (a mount the state has no slice for gets its init)
+                    try vm.call(runtime[.transform], arguments: [.reference(migrate), .value(.nil), .value(.nil)])
+                }
             } else {
                 let initial = try vm.callForReferences(app.initialize, arguments: [])
                 try vm.call(runtime[.setState], arguments: [initial.first.flatMap { $0 }.map(LuaArgument.reference) ?? .value(.nil)])
@@ -186,7 +201,7 @@ final class ScriptEngine {
 
     /// Requires the app's module (`main`, `app.lua` unless its manifest says otherwise) in a fresh namespace and
     /// checks its exports.
-    static func loadApp(vm: LuaVM, folder: URL, main: String) throws(ScriptFailure) -> App {
+    static func loadApp(vm: LuaVM, folder: URL, main: String, mounted: Bool = false) throws(ScriptFailure) -> App {
         let fingerprint = Self.fingerprint(of: folder)
         guard fingerprint[main] != nil else {
             throw ScriptFailure(stage: .load, error: LuaError(.runtime, "\(folder.path) has no \(main)"))
@@ -218,10 +233,15 @@ final class ScriptEngine {
                 }
                 schemaVersion = number
             }
+            // (An app that mounts plugins may leave every action to them: its reduce is then one that does nothing.)
+            let ownReduce = mounted ? try optionalExport("reduce") : try export("reduce")
+            let reduce: LuaReference
+            if let ownReduce { reduce = ownReduce } else { reduce = try vm.loadTrusted("", chunkName: "host:reduceNothing") }
+            let ownMigrate = try optionalExport("migrate")
             return App(
-                namespace: namespace, module: module, initialize: try export("init"), reduce: try export("reduce"),
+                namespace: namespace, module: module, initialize: try export("init"), reduce: reduce, ownReduce: ownReduce,
                 props: try export("props"), subscriptions: try optionalExport("subscriptions"),
-                migrate: try optionalExport("migrate"), schemaVersion: schemaVersion, fingerprint: fingerprint,
+                migrate: ownMigrate, ownMigrate: ownMigrate, schemaVersion: schemaVersion, fingerprint: fingerprint,
                 digest: ScriptsDigest.of(fingerprint.mapValues { [UInt8]($0) }))
         } catch {
             throw ScriptFailure(stage: .load, error: error)

@@ -53,6 +53,9 @@ public struct ScriptedStoreOptions: Sendable {
     /// written as it commits, and the store starts from what was kept (without running `init`; `migrate` runs
     /// when the app's `schemaVersion` grew since). See docs/persistence.md.
     public var persistence: (any StatePersistence)?
+    /// Opens a plugin the app mounts that is a bundle (a file) rather than a folder: verifies it and returns the
+    /// folder it was unpacked into (`LuaStoreBundles`: `AppBundle.Opener`). Without it, mounting a bundle is refused.
+    public var openBundle: (@Sendable (URL) throws -> URL)?
 
     /// Options; every part has a default.
     public init(
@@ -94,14 +97,26 @@ public final class ScriptedStore: Sendable {
     /// The app's manifest (`luastore.json`), if it has one: its effects are limited to the capabilities it
     /// declares, its budgets lower the host's limits. See docs/plugins.md. (The installed version's, after
     /// `install(folder:allowDowngrade:)`.)
-    public var manifest: AppManifest? { installed.withLock { $0 } }
-    private let installed: Protected<AppManifest?>
+    public var manifest: AppManifest? { installed.withLock { $0.app } }
+    /// The manifests of the plugins the app mounts, by key (docs/plugins.md, "Mounts").
+    public var mountedManifests: [String: AppManifest] { installed.withLock { $0.mounts } }
+    private let installed: Protected<InstalledManifests>
+
+    /// The manifests in force: the app's, and each mounted plugin's (an effect a plugin asked for carries its key).
+    private struct InstalledManifests {
+        var app: AppManifest?
+        var mounts: [String: AppManifest] = [:]
+
+        func governing(_ effect: ScriptEffect) -> AppManifest? {
+            effect.payload["mount"].string.flatMap { mounts[$0] } ?? app
+        }
+    }
 
     /// Loads the app in `folder` (refused when its manifest is not valid or needs another scripting API), runs
     /// its `init`, and starts the store.
     public init(app folder: URL, options: ScriptedStoreOptions = ScriptedStoreOptions()) async throws(ScriptFailure) {
         let manifest = try Self.manifest(of: folder)
-        let installed = Protected(manifest)
+        let installed = Protected(InstalledManifests(app: manifest))
         self.installed = installed
         let thread = LuaThread(name: "luastore:" + folder.lastPathComponent)
         self.thread = thread
@@ -109,8 +124,10 @@ public final class ScriptedStore: Sendable {
         let report = options.failures
         let limits = manifest?.capped(options.limits) ?? options.limits
         let engine = try thread.sync { () throws(ScriptFailure) -> ScriptEngine in
+            let mounts = MountOptions(list: manifest?.mounts ?? [], openBundle: options.openBundle,
+                                      hostName: manifest?.name ?? folder.lastPathComponent)
             let engine = try ScriptEngine(folder: folder, thread: thread, limits: limits, main: manifest?.main ?? "app.lua",
-                                          modulePath: options.modulePath, log: options.log, report: report,
+                                          modulePath: options.modulePath, mounts: mounts, log: options.log, report: report,
                                           initialState: options.persistence?.resumed?.state ?? options.initialState)
             engine.journal = options.journal
             engine.recorder = options.recorder
@@ -121,6 +138,8 @@ public final class ScriptedStore: Sendable {
             return engine
         }
         self.engine = engine
+        let mounted = thread.sync { engine.pluginManifests() }
+        installed.withLock { $0.mounts = mounted }
         let configuration = StoreConfiguration<ScriptState, LuaValue>(
             executor: LuaThreadExecutor(thread: thread),
             notification: options.notification,
@@ -140,7 +159,7 @@ public final class ScriptedStore: Sendable {
         // With a manifest, an effect it does not declare fails (an `http` one with its failure action, as a host
         // the policy refuses does), whether performed or stood in for.
         let gated = doubled.checking { effect, context in
-            guard let refusal = installed.withLock({ $0 })?.refusal(of: effect) else { return true }
+            guard let refusal = installed.withLock({ $0.governing(effect) })?.refusal(of: effect) else { return true }
             guard effect.kind == "http" else { throw LuaError(.runtime, refusal) }
             context.dispatch(ScriptEffectHandlers.resultAction(for: effect.payload, .failure(URLFailure(reason: .refusedHost, message: refusal))))
             return false
@@ -563,21 +582,54 @@ public final class ScriptedStore: Sendable {
             throw failure
         }
         let replacing = running?.version.description
-        let outcome = try await reloading { engine throws(ScriptFailure) in
-            try engine.install(folder: folder, main: candidate.main, replacing: replacing)
+        let (outcome, mounted) = try await reloading { engine throws(ScriptFailure) in
+            let outcome = try engine.install(folder: folder, main: candidate.main, mounts: candidate.mounts, replacing: replacing)
+            return (outcome, engine.pluginManifests())
         }
-        installed.withLock { $0 = candidate }
+        installed.withLock { $0 = InstalledManifests(app: candidate, mounts: mounted) }
         return outcome
+    }
+
+    /// Installs a new version of the plugin mounted at `key` from `folder` (its manifest required), on its own:
+    /// refused unless the manifest is valid, names the same plugin, needs a scripting API this host has and a
+    /// greater version than the running one (`allowDowngrade`: any other); then as `install(folder:)` — the app
+    /// and its plugins loaded beside the running ones, the plugin's `migrate(slice, fromSchema, fromVersion)` run if
+    /// its `schemaVersion` grew, props computed once, swapped in whole with the state kept, its capabilities in
+    /// force from the next effect. On any failure the running version stays (a `failedReload` journal entry, and
+    /// thrown). The folder must stay while the store runs that version.
+    @discardableResult
+    public func install(mount key: String, folder: URL, allowDowngrade: Bool = false) async throws(ScriptFailure) -> ReloadOutcome {
+        let (outcome, mounted) = try await reloading { engine throws(ScriptFailure) in
+            let (outcome, _, _) = try engine.install(mount: key, folder: folder, allowDowngrade: allowDowngrade)
+            return (outcome, engine.pluginManifests())
+        }
+        installed.withLock { $0.mounts = mounted }
+        return outcome
+    }
+
+    /// What each mounted plugin has cost so far (calls, time, allocations, failures), in the order actions reach
+    /// them; empty for an app without mounts.
+    public func pluginCosts() async -> [PluginCost] {
+        await withCheckedContinuation { continuation in
+            thread.async { [engine] in continuation.resume(returning: engine.pluginCosts()) }
+        }
     }
 
     /// Runs `engine.reload()` or `install` on the store's thread, journaling what became of it.
     private func reloading(_ body: @escaping @Sendable (ScriptEngine) throws(ScriptFailure) -> ReloadOutcome) async throws(ScriptFailure)
         -> ReloadOutcome {
-        let result: Result<ReloadOutcome, ScriptFailure> = await withCheckedContinuation { continuation in
+        try await reloading { engine throws(ScriptFailure) in (try body(engine), ()) }.0
+    }
+
+    /// Runs `body` (a reload or an install, with something it read after) on the store's thread, journaling what
+    /// became of it.
+    private func reloading<Extra: Sendable>(_ body: @escaping @Sendable (ScriptEngine) throws(ScriptFailure) -> (ReloadOutcome, Extra))
+        async throws(ScriptFailure) -> (ReloadOutcome, Extra) {
+        let result: Result<(ReloadOutcome, Extra), ScriptFailure> = await withCheckedContinuation { continuation in
             thread.async { [engine, root] in
-                let outcome = Result { () throws(ScriptFailure) -> ReloadOutcome in try body(engine) }
+                let outcome = Result { () throws(ScriptFailure) -> (ReloadOutcome, Extra) in try body(engine) }
                 if engine.journaling {
-                    switch outcome {
+                    switch outcome.map(\.0) {
                     case .success(.reloaded(let from, let to)):
                         let changes = engine.migrated ? ((try? engine.lastChanges()) ?? []) : []
                         engine.record(.reload(fromSchema: from, toSchema: to), origin: .reload, changes: changes, failure: nil,
@@ -588,7 +640,7 @@ public final class ScriptedStore: Sendable {
                         break
                     }
                 }
-                if case .success(.reloaded(let from, let to)) = outcome {
+                if case .success((.reloaded(let from, let to), _)) = outcome {
                     root.dispatch(["type": "luastore/reloaded", "from": .integer(from), "to": .integer(to)])
                 }
                 continuation.resume(returning: outcome)

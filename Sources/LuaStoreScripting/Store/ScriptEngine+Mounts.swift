@@ -1,0 +1,171 @@
+import Foundation
+import LuaKit
+
+/// What an app that mounts plugins needs beyond its folder: the mounts its manifest lists, and how to open one
+/// that is a bundle (LuaStoreBundles gives `ScriptedStoreOptions.openBundle`).
+struct MountOptions {
+    var list: [AppManifest.Mount] = []
+    var openBundle: (@Sendable (URL) throws -> URL)?
+    /// Plugins installed on their own (`ScriptedStore.install(mount:folder:)`): the folder each key's comes from
+    /// now, in place of the manifest's path.
+    var installed: [String: URL] = [:]
+    /// How messages name the app that mounts them (its manifest's name).
+    var hostName = "the app"
+    /// `mounts.lua`'s module, once loaded into the engine's VM.
+    var module: LuaReference?
+}
+
+/// A plugin mounted under a key of the app's state (docs/plugins.md, "Mounts"): its own namespace, manifest,
+/// capabilities and budgets; its slice is the state's value at `key`.
+struct MountedPlugin {
+    let key: String
+    let manifest: AppManifest
+    /// Where its files are (a bundle's, unpacked).
+    let folder: URL
+    /// Its record in the VM (`mounts.lua`, `plugin`): its functions, limits and account.
+    let record: LuaReference
+    let schemaVersion: Int64
+    /// Whether installing it needs the composed `migrate`: a new mount (no slice yet) or a grown schemaVersion.
+    let migrates: Bool
+}
+
+/// What a mounted plugin cost so far (`ScriptedStore.pluginCosts()`, the devtools' `/api/plugins`).
+public struct PluginCost: Sendable, Equatable, Codable {
+    /// The key of the state it is mounted at, its manifest's name and version.
+    public let key: String
+    public let name: String
+    public let version: String
+    /// Its calls (`init`, `reduce`, `subscriptions`, `migrate`), the time they took, the memory blocks they
+    /// allocated, and how many failed.
+    public let calls: Int64
+    public let nanoseconds: Int64
+    public let allocations: Int64
+    public let failures: Int64
+}
+
+extension ScriptEngine {
+    /// `app` with its mounts: each plugin loaded in its own namespace, and the store's `init`, `reduce`,
+    /// `subscriptions` and `migrate` composed of the app's and theirs (`mounts.lua`). `running`: the app it
+    /// replaces (a reload, an install), whose plugins' versions and schemas the new ones migrate from.
+    func composeMounts(_ app: App, running: App?) throws(ScriptFailure) -> App {
+        guard !mountOptions.list.isEmpty else { return app }
+        var composed = app
+        do {
+            let module = try mountsModule()
+            var records: [LuaArgument] = []
+            for mount in mountOptions.list {
+                let plugin = try loadPlugin(mount, module: module, running: running?.mounts.first { $0.key == mount.key },
+                                            replacing: running != nil)
+                composed.mounts.append(plugin)
+                records.append(.reference(plugin.record))
+            }
+            let functions = try vm.callForReferences(try vm.field("compose", of: module)!, arguments: [
+                .value(.string(mountOptions.hostName)), .reference(app.initialize),
+                app.ownReduce.map(LuaArgument.reference) ?? .value(.nil),
+                app.subscriptions.map(LuaArgument.reference) ?? .value(.nil),
+                app.ownMigrate.map(LuaArgument.reference) ?? .value(.nil),
+            ] + records)
+            guard functions.count == 4, let initialize = functions[0], let reduce = functions[1], let migrate = functions[3] else {
+                throw LuaError(.runtime, "mounts.lua's compose returned \(functions.count) functions")
+            }
+            composed.initialize = initialize
+            composed.reduce = reduce
+            composed.subscriptions = functions[2]
+            composed.migrate = migrate
+        } catch let failure as ScriptFailure {
+            throw failure
+        } catch {
+            throw ScriptFailure(stage: .load, error: error as? LuaError ?? LuaError(.runtime, String(describing: error)))
+        }
+        return composed
+    }
+
+    /// The plugin `mount` names, loaded: its manifest (required, checked against this host, without mounts of
+    /// its own), its module in a namespace reading its own folder only, and its record.
+    private func loadPlugin(_ mount: AppManifest.Mount, module: LuaReference, running: MountedPlugin?, replacing: Bool) throws -> MountedPlugin {
+        let where_ = "mounts.\(mount.key)"
+        let folder = try pluginFolder(mount)
+        let manifest: AppManifest
+        do {
+            guard let found = try AppManifest.load(folder: folder) else {
+                throw LuaError(.runtime, "\(where_): \(mount.path) has no \(AppManifest.fileName) (a mounted plugin needs one: its name, version and capabilities)")
+            }
+            try found.checkHost()
+            manifest = found
+        } catch let failure as ManifestFailure {
+            throw LuaError(.runtime, "\(where_): \(mount.path)/\(failure)")
+        }
+        guard manifest.mounts.isEmpty else {
+            throw LuaError(.runtime, "\(where_): plugin '\(manifest.name)' mounts plugins of its own; mounts do not nest")
+        }
+        let prefix = mount.path.hasSuffix("/") ? mount.path : mount.path + "/"
+        guard FileManager.default.fileExists(atPath: folder.appendingPathComponent(manifest.main).path) else {
+            throw LuaError(.runtime, "\(where_): plugin '\(manifest.name)' has no \(manifest.main)", chunkName: prefix + manifest.main)
+        }
+        let namespace = try vm.makeNamespace(root: folder, chunkPrefix: prefix)
+        let loaded = try vm.require(String(manifest.main.dropLast(4)).replacingOccurrences(of: "/", with: "."), in: namespace)
+        let milliseconds = manifest.budgets.time.map { Int64(($0 / .milliseconds(1)).rounded(.up)) } ?? 0
+        let record = try vm.callForReferences(try vm.field("plugin", of: module)!, arguments: [
+            .value(.string(mount.key)), .value(.string(manifest.name)), .value(.string(prefix + manifest.main)), .reference(loaded),
+            .value(.integer(milliseconds)), .value(.integer(Int64(manifest.budgets.memoryBytes ?? 0))),
+            .value(.table(LuaTable(array: mount.reads.map { .string($0) }))),
+            .value(running.map { .integer($0.schemaVersion) } ?? .nil),
+            .value(running.map { .string($0.manifest.version.description) } ?? .nil),
+            running.map { .reference($0.record) } ?? .value(.nil),
+        ]).first ?? nil
+        guard let record, case .integer(let schema)? = try vm.field("schema", of: record).map({ try vm.value(of: $0, root: "schema") }) else {
+            throw LuaError(.runtime, "\(where_): the plugin's record was not made")
+        }
+        let migrates = running.map { schema > $0.schemaVersion } ?? replacing
+        return MountedPlugin(key: mount.key, manifest: manifest, folder: folder, record: record, schemaVersion: schema, migrates: migrates)
+    }
+
+    /// Where the plugin at `mount` lies: its folder, or its bundle opened (verified and unpacked).
+    private func pluginFolder(_ mount: AppManifest.Mount) throws -> URL {
+        if let installed = mountOptions.installed[mount.key] { return installed }
+        let url = folder.appendingPathComponent(mount.path).standardizedFileURL
+        var isFolder: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isFolder) else {
+            throw LuaError(.runtime, "mounts.\(mount.key): \(mount.path) does not exist in \(folder.path)")
+        }
+        if isFolder.boolValue { return url }
+        guard let openBundle = mountOptions.openBundle else {
+            throw LuaError(.runtime, "mounts.\(mount.key): \(mount.path) is a file; a plugin is a folder, or a bundle where the host opens bundles (LuaStoreBundles: ScriptedStoreOptions.openBundle)")
+        }
+        do {
+            return try openBundle(url)
+        } catch {
+            throw LuaError(.runtime, "mounts.\(mount.key): \(mount.path): \(error)")
+        }
+    }
+
+    /// `mounts.lua`, loaded once per VM.
+    private func mountsModule() throws(LuaError) -> LuaReference {
+        if let loaded = mountOptions.module { return loaded }
+        let chunk = try vm.loadTrusted(EmbeddedLua.mounts.source, chunkName: "host:" + EmbeddedLua.mounts.path)
+        guard let module = try vm.callForReferences(chunk, arguments: [.value(.string(StateRuntime.metatableMarker))]).first ?? nil else {
+            throw LuaError(.runtime, "mounts.lua did not load")
+        }
+        mountOptions.module = module
+        return module
+    }
+
+    /// What each mounted plugin cost so far, in the order actions reach them.
+    func pluginCosts() -> [PluginCost] {
+        app.mounts.map { plugin in
+            var stats = LuaValue.nil
+            if let reference = try? vm.field("stats", of: plugin.record), let value = try? vm.value(of: reference, root: "stats") {
+                stats = value
+            }
+            let numbers = stats.table?.array.map { $0.integer ?? 0 } ?? []
+            func number(_ index: Int) -> Int64 { index < numbers.count ? numbers[index] : 0 }
+            return PluginCost(key: plugin.key, name: plugin.manifest.name, version: plugin.manifest.version.description,
+                              calls: number(0), nanoseconds: number(1), allocations: number(2), failures: number(3))
+        }
+    }
+
+    /// The manifest of the plugin whose key an effect carries (`mount`), to check the effect against.
+    func pluginManifests() -> [String: AppManifest] {
+        Dictionary(uniqueKeysWithValues: app.mounts.map { ($0.key, $0.manifest) })
+    }
+}

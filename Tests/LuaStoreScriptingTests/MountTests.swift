@@ -1,0 +1,304 @@
+import Foundation
+import LuaKit
+import LuaStoreCore
+import LuaStoreScripting
+import LuaStoreTestSupport
+import Testing
+
+/// Plugins mounted under keys of an app's state (`mounts` in its manifest): each with its own modules,
+/// capabilities and budgets, writing only its slice, reading declared slices read-only, upgraded on its own.
+@Suite struct MountTests {
+    static let host = """
+        local app = {}
+        function app.init() return { title = "shop" } end
+        function app.reduce(state, action)
+          if action.type == "retitle" then state.title = action.title end
+          if action.type == "hostWritesCart" then state.cart.items[1] = "mine" end
+          if action.type == "hostReplacesCart" then state.cart = {} end
+        end
+        function app.props(state) return { items = #state.cart.items, lines = #state.chat.lines, title = state.title } end
+        return app
+        """
+
+    static let cart = """
+        local util = require("util")
+        local cart = {}
+        function cart.init() return { items = {} } end
+        function cart.reduce(slice, action)
+          if action.type == "add" then slice.items[#slice.items + 1] = util.name(action.item) end
+          if action.type == "say" then slice.items[#slice.items + 1] = "said" end
+        end
+        return cart
+        """
+
+    static let chat = """
+        local util = require("util")
+        local chat = {}
+        function chat.init() return { lines = {} } end
+        function chat.reduce(slice, action, reads)
+          if action.type == "say" then slice.lines[#slice.lines + 1] = util.name(action.text) .. " (" .. #reads.cart.items .. ")" end
+          if action.type == "steal" then reads.cart.items[1] = "stolen" end
+          if action.type == "global" then shared = 1 end
+        end
+        return chat
+        """
+
+    static func shop(cartManifest: String = #"{"name": "cart", "version": "1.0.0", "luastore": "^1.0"}"#,
+                     chatManifest: String = #"{"name": "chat", "version": "1.0.0", "luastore": "^1.0"}"#,
+                     cart: String = MountTests.cart, chat: String = MountTests.chat) throws -> AppFolder {
+        try AppFolder([
+            "app.lua": host,
+            "luastore.json": """
+                { "name": "shop", "version": "1.0.0", "luastore": "^1.0",
+                  "mounts": { "cart": "plugins/cart", "chat": { "path": "plugins/chat", "reads": ["cart"] } } }
+                """,
+            "plugins/cart/luastore.json": cartManifest, "plugins/cart/app.lua": cart,
+            "plugins/cart/util.lua": #"return { name = function(x) return "item:" .. tostring(x) end }"#,
+            "plugins/chat/luastore.json": chatManifest, "plugins/chat/app.lua": chat,
+            "plugins/chat/util.lua": #"return { name = function(x) return "line:" .. tostring(x) end }"#,
+        ])
+    }
+
+    /// Each plugin's slice is placed by its `init`, its modules are its own (two `util`s), it writes only its
+    /// slice: a write to a slice it reads, or the host's write to a plugin's slice, fails naming the path and
+    /// whose it is, and the whole action is undone — the other plugin's writes in it too.
+    @Test func mountedPluginsAreIsolatedFromEachOther() async throws {
+        let folder = try Self.shop()
+        defer { folder.remove() }
+        let store = try await ScriptedStore(app: folder.url, options: Recorder().options)
+        defer { store.shutdown() }
+        #expect(store.mountedManifests.keys.sorted() == ["cart", "chat"])
+        #expect(await store.send(["type": "add", "item": 1]).failure == nil)
+        #expect(await store.send(["type": "say", "text": "hi"]).failure == nil)
+        #expect(await store.send(["type": "retitle", "title": "market"]).failure == nil)
+        let expected: LuaValue = [
+            "title": "market", "cart": ["items": ["item:1", "said"]], "chat": ["lines": ["line:hi (2)"]],
+        ]
+        #expect(try await store.state() == expected)
+
+        let steal = await store.send(["type": "steal"])
+        #expect(steal.failure?.error.message.contains(
+            "cannot write cart.items[1]: plugin 'chat' reads the slice 'cart', which only plugin 'cart' writes") == true,
+            "\(String(describing: steal.failure))")
+        #expect(steal.failure?.error.chunkName == "plugins/chat/app.lua", "\(String(describing: steal.failure?.error))")
+        let host = await store.send(["type": "hostWritesCart"])
+        #expect(host.failure?.error.message.contains(
+            "cannot write cart.items[1]: 'cart' is the slice of plugin 'cart', and only it writes there") == true,
+            "\(String(describing: host.failure))")
+        let replace = await store.send(["type": "hostReplacesCart"])
+        #expect(replace.failure?.error.message.contains("cannot replace 'cart': it is the slice of plugin 'cart'") == true,
+                "\(String(describing: replace.failure))")
+        let global = await store.send(["type": "global"])
+        #expect(global.failure?.error.message.contains("assignment to undeclared global 'shared'") == true)
+        #expect(try await store.state() == expected, "every refused action was undone whole")
+
+        // `say` reaches both: when the second fails, the first's write is undone as well.
+        let broken = try Self.shop(chat: Self.chat.replacingOccurrences(of: "if action.type == \"say\" then", with: "if action.type == \"say\" then error(\"no\") end if false then"))
+        defer { broken.remove() }
+        let other = try await ScriptedStore(app: broken.url, options: Recorder().options)
+        defer { other.shutdown() }
+        let failed = await other.send(["type": "say", "text": "x"]).failure
+        #expect(failed.map { "\($0)" }?.contains("plugins/chat/app.lua:5: no") == true, "\(String(describing: failed))")
+        #expect(try await other.state()["cart"] == ["items": .table(LuaTable())])
+    }
+
+    /// A plugin's effects are checked against its own manifest (a real server on 127.0.0.1): the one that
+    /// declares the host reaches it, the other is refused in its own name.
+    @Test func eachPluginHasItsOwnCapabilities() async throws {
+        let server = try await TestServer.start()
+        let fetcher = """
+            local luastore = require("luastore")
+            local p = {}
+            function p.init() return { log = {} } end
+            function p.reduce(slice, action)
+              if action.type == "fetch" and action.id == NAME then
+                return nil, { luastore.http { url = action.url, success = "fetched", failure = "failed", id = action.id } }
+              elseif action.type == "fetched" and action.id == NAME then slice.log[#slice.log + 1] = "fetched " .. action.body
+              elseif action.type == "failed" and action.id == NAME then slice.log[#slice.log + 1] = action.reason .. ": " .. action.message
+              end
+            end
+            return p
+            """
+        let folder = try AppFolder([
+            "app.lua": "return { init = function() return {} end, props = function(s) return {} end }",
+            "luastore.json": #"{"name": "host", "version": "1.0.0", "luastore": "^1.0", "mounts": {"a": "a", "b": "b"}}"#,
+            "a/luastore.json": #"{"name": "alpha", "version": "1.0.0", "luastore": "^1.0", "capabilities": {"http": ["127.0.0.1:\#(server.port)"]}}"#,
+            "a/app.lua": "local NAME = 'a'\n" + fetcher,
+            "b/luastore.json": #"{"name": "beta", "version": "1.0.0", "luastore": "^1.0"}"#,
+            "b/app.lua": "local NAME = 'b'\n" + fetcher,
+        ])
+        defer { folder.remove() }
+        let store = try await ScriptedStore(app: folder.url, options: Recorder().options)
+        // Both plugins return a request for each action; each id names the plugin whose log hears it.
+        store.dispatch(["type": "fetch", "id": "a", "url": .string(server.base + "/hello")])
+        store.dispatch(["type": "fetch", "id": "b", "url": .string(server.base + "/hello")])
+        #expect(await eventually {
+            let state = try? await store.state()
+            return state?["a"]["log"].table?.array.count == 1 && state?["b"]["log"].table?.array.count == 1
+        })
+        let state = try await store.state()
+        #expect(state["a"]["log"] == ["fetched hello"], "\(state)")
+        #expect(state["b"]["log"] == [.string(
+            "refusedHost: http to 127.0.0.1:\(server.port) is not a declared capability of 'beta' (add it to capabilities.http in luastore.json)")],
+            "\(state)")
+        store.shutdown()
+        await server.stop()
+    }
+
+    /// A plugin's budgets bound its own calls: its time per call and what one call may allocate; another plugin
+    /// and the host keep the host's.
+    @Test func eachPluginHasItsOwnBudgets() async throws {
+        let folder = try Self.shop(
+            cartManifest: #"{"name": "cart", "version": "1.0.0", "luastore": "^1.0", "budgets": {"timeMilliseconds": 300, "memoryBytes": 2097152}}"#,
+            cart: Self.cart.replacingOccurrences(of: "return cart", with: """
+                local reduce = cart.reduce
+                function cart.reduce(slice, action)
+                  if action.type == "spin" then while true do end end
+                  if action.type == "grow" then local t = {} for i = 1, 1e6 do t[i] = i end end
+                  return reduce(slice, action)
+                end
+                return cart
+                """),
+            chat: Self.chat.replacingOccurrences(of: "return chat", with: """
+                local reduce = chat.reduce
+                function chat.reduce(slice, action, reads)
+                  if action.type == "chatGrows" then local t = {} for i = 1, 1e6 do t[i] = i end end
+                  return reduce(slice, action, reads)
+                end
+                return chat
+                """))
+        defer { folder.remove() }
+        let recorder = Recorder()
+        var options = recorder.options
+        options.limits.timeBudget = .seconds(10)
+        options.limits.memoryBytes = 64 << 20
+        let store = try await ScriptedStore(app: folder.url, options: options)
+        defer { store.shutdown() }
+        let spin = await store.send(["type": "spin"])
+        #expect(spin.failure?.error.kind == .timeout, "\(String(describing: spin.failure))")
+        #expect(spin.failure?.error.message.contains("300 ms") == true, "the plugin's budget: \(String(describing: spin.failure))")
+        let grow = await store.send(["type": "grow"])
+        #expect(grow.failure?.error.kind == .memory, "16 MB is over the plugin's 2 MiB: \(String(describing: grow.failure))")
+        #expect(await store.send(["type": "chatGrows"]).failure == nil, "the other plugin has the host's 64 MiB")
+        #expect(await store.send(["type": "add", "item": 7]).failure == nil, "the store goes on")
+        #expect(try await store.state()["cart"]["items"] == ["item:7"])
+        let costs = await store.pluginCosts()
+        #expect(costs.map(\.key) == ["cart", "chat"])
+        #expect(costs.map(\.name) == ["cart", "chat"])
+        // The cart: init, spin, grow, chatGrows, add; the chat: init, chatGrows, add (an action ends at the first
+        // plugin that fails: the cart's spin and grow).
+        #expect(costs.map(\.calls) == [5, 3], "\(costs)")
+        #expect(costs.map(\.failures) == [2, 0], "\(costs)")
+        #expect(costs.allSatisfy { $0.nanoseconds > 0 && $0.allocations > 0 }, "\(costs)")
+    }
+
+    /// `install(mount:folder:)`: a newer version of one plugin replaces it, its slice migrated and kept, the other
+    /// plugin and the host untouched; an older version, another plugin, and a version that fails to load are
+    /// refused, the running one staying.
+    @Test func aPluginIsUpgradedOnItsOwn() async throws {
+        let folder = try Self.shop()
+        defer { folder.remove() }
+        let recorder = Recorder()
+        let store = try await ScriptedStore(app: folder.url, options: recorder.options)
+        defer { store.shutdown() }
+        #expect(await store.send(["type": "add", "item": 1]).failure == nil)
+        #expect(await store.send(["type": "say", "text": "hi"]).failure == nil)
+
+        func version(_ number: String, name: String = "cart", source: String) throws -> AppFolder {
+            try AppFolder([
+                "luastore.json": #"{"name": "\#(name)", "version": "\#(number)", "luastore": "^1.0"}"#, "app.lua": source,
+                "util.lua": #"return { name = function(x) return "v2:" .. tostring(x) end }"#,
+            ])
+        }
+        let upgraded = try version("2.0.0", source: """
+            local util = require("util")
+            local cart = { schemaVersion = 1 }
+            function cart.init() return { items = {}, count = 0 } end
+            function cart.migrate(slice, fromSchema, fromVersion)
+              slice.count = #slice.items
+              slice.from = fromVersion .. "@" .. fromSchema
+            end
+            function cart.reduce(slice, action)
+              if action.type == "add" then slice.items[#slice.items + 1] = util.name(action.item); slice.count = slice.count + 1 end
+            end
+            return cart
+            """)
+        defer { upgraded.remove() }
+        let outcome = try await store.install(mount: "cart", folder: upgraded.url)
+        #expect(outcome == .reloaded(fromSchema: 0, toSchema: 0), "the app's own schema did not change")
+        #expect(store.mountedManifests["cart"]?.version == SemanticVersion(2, 0, 0))
+        #expect(await store.send(["type": "add", "item": 2]).failure == nil)
+        #expect(try await store.state()["cart"] == [
+            "items": ["item:1", "said", "v2:2"], "count": 3, "from": "1.0.0@0",
+        ])
+        #expect(try await store.state()["chat"] == ["lines": ["line:hi (2)"]], "the other plugin's slice is as it was")
+
+        let older = try version("1.5.0", source: Self.cart)
+        defer { older.remove() }
+        let other = try version("3.0.0", name: "chat", source: Self.chat)
+        defer { other.remove() }
+        let broken = try version("3.0.0", source: "local cart = {\nreturn cart")
+        defer { broken.remove() }
+        for (candidate, expected) in [
+            (older, "luastore.json says 'cart' 1.5.0, which is not newer than the running 2.0.0 (a downgrade must be asked for)"),
+            (other, "luastore.json names 'chat', but the plugin mounted at 'cart' is 'cart'"),
+            (broken, "plugins/cart/app.lua:2:"),
+        ] {
+            do {
+                try await store.install(mount: "cart", folder: candidate.url)
+                Issue.record("\(candidate.url.path) was installed")
+            } catch {
+                #expect("\(error)".contains(expected), "\(error)")
+            }
+        }
+        #expect(store.mountedManifests["cart"]?.version == SemanticVersion(2, 0, 0))
+        #expect(await store.send(["type": "add", "item": 3]).failure == nil)
+        #expect(try await store.state()["cart"]["count"] == 4, "version 2.0.0 still runs")
+    }
+
+    /// What a manifest's `mounts` may say, and what is refused when the app loads.
+    @Test func mountsAreCheckedAsTheAppLoads() async throws {
+        let base = #""name": "a", "version": "1.0.0", "luastore": "^1.0""#
+        let parsed = try AppManifest.parse(Data(#"{\#(base), "mounts": {"z": "p/z", "b": {"path": "p/b", "reads": ["z"]}}}"#.utf8))
+        #expect(parsed.mounts == [AppManifest.Mount(key: "b", path: "p/b", reads: ["z"]), AppManifest.Mount(key: "z", path: "p/z")])
+        for (mounts, expected) in [
+            (#""x""#, "'mounts' must be an object"),
+            (#"{"end": "p"}"#, "'mounts' key 'end' must be a name of the state's"),
+            (#"{"a": "../p"}"#, "'mounts.a' must be a path inside the app's folder, not '../p'"),
+            (#"{"a": {"path": "p", "reads": ["b"]}}"#, "'mounts.a.reads' may name only other mounts ()"),
+            (#"{"a": {"path": "p", "writes": []}}"#, "has an unknown field 'mounts.a.writes'"),
+            (#"{"a": 3}"#, "'mounts.a' must be the plugin's path"),
+        ] {
+            do {
+                _ = try AppManifest.parse(Data(#"{\#(base), "mounts": \#(mounts)}"#.utf8))
+                Issue.record("\(mounts) was accepted")
+            } catch {
+                #expect(error.description.contains(expected), "\(error)")
+            }
+        }
+        let cases: [(files: [String: String], expected: String)] = [
+            (["p/app.lua": Self.cart], "mounts.cart: p has no luastore.json (a mounted plugin needs one"),
+            (["p/luastore.json": #"{"name": "c", "version": "1.0.0", "luastore": "^2.0"}"#, "p/app.lua": Self.cart], "needs the scripting API ^2.0"),
+            (["p/luastore.json": #"{"name": "c", "version": "1.0.0", "luastore": "^1.0"}"#, "p/app.lua": "return { init = function() return {} end }"],
+             "plugin 'c' (p/app.lua, mounted at 'cart') must export a function 'reduce'"),
+            (["p/luastore.json": #"{"name": "c", "version": "1.0.0", "luastore": "^1.0"}"#,
+              "p/app.lua": "return { init = function() return 1 end, reduce = function() end }"],
+             "plugin 'c' (mounted at 'cart'): init must return a table, its slice (got a number)"),
+            (["q/x": ""], "mounts.cart: p does not exist"),
+        ]
+        for (files, expected) in cases {
+            var all = files
+            all["app.lua"] = "return { init = function() return {} end, props = function(s) return {} end }"
+            all["luastore.json"] = #"{\#(base), "mounts": {"cart": "p"}}"#
+            let folder = try AppFolder(all)
+            defer { folder.remove() }
+            do {
+                let store = try await ScriptedStore(app: folder.url, options: Recorder().options)
+                store.shutdown()
+                Issue.record("\(files.keys.sorted()) loaded")
+            } catch {
+                #expect(error.error.message.contains(expected), "\(error)")
+            }
+        }
+    }
+}
