@@ -91,31 +91,47 @@ struct TrustOptions: ParsableArguments {
 }
 
 /// An app given to `run`, `check` or `test`: a folder as it is, or a bundle verified and unpacked into a private
-/// folder (removed by `remove()`).
+/// folder (removed by `remove()`), and the bundles it mounts as plugins, opened with the same trust.
 struct AppSource {
     let folder: URL
     /// Where a bundle was unpacked (nil for a folder).
     let unpacked: URL?
     /// The bundle's path (nil for a folder).
     let bundle: String?
+    /// Opens the bundles the app mounts (`ScriptedStoreOptions.openBundle`).
+    let mountedBundles: AppBundle.Opener
 
     /// The app at `path` — a bundle when it is a file — or exit status 2 with why.
     static func open(_ path: String, trust: TrustOptions) throws -> AppSource {
+        let keys: [BundleKeys.Trusted]
+        do {
+            keys = try trust.keys()
+        } catch {
+            Console.error("\(error)")
+            throw ExitCode.unusable
+        }
+        let opener = AppBundle.Opener(trusting: keys, allowUnsigned: trust.allowUnsigned)
         var isFolder: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isFolder), !isFolder.boolValue else {
-            return AppSource(folder: URL(fileURLWithPath: path), unpacked: nil, bundle: nil)
+            return AppSource(folder: URL(fileURLWithPath: path), unpacked: nil, bundle: nil, mountedBundles: opener)
         }
         do {
-            let verified = try AppBundle.verify(URL(fileURLWithPath: path), trusting: try trust.keys(), allowUnsigned: trust.allowUnsigned)
+            let verified = try AppBundle.verify(URL(fileURLWithPath: path), trusting: keys, allowUnsigned: trust.allowUnsigned)
             let (folder, parent) = try AppBundle.unpack(verified)
-            return AppSource(folder: folder, unpacked: parent, bundle: path)
+            return AppSource(folder: folder, unpacked: parent, bundle: path, mountedBundles: opener)
         } catch {
             Console.error("\(error)")
             throw ExitCode.unusable
         }
     }
 
+    /// `options` opening the app's mounted bundles.
+    func configure(_ options: inout ScriptedStoreOptions) {
+        options.openBundle = { [mountedBundles] url in try mountedBundles.open(url) }
+    }
+
     func remove() {
+        mountedBundles.removeAll()
         if let unpacked { try? FileManager.default.removeItem(at: unpacked) }
     }
 }

@@ -25,6 +25,7 @@ struct Check: AsyncParsableCommand {
             failures.withLock { $0.append("\(failure.stage.rawValue): \(failure.error)") }
         })
         options.modulePath = modules.templates
+        source.configure(&options)
         do {
             let store = try await ScriptedStore(app: source.folder, options: options)
             let props = try await store.props()

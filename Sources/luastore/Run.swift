@@ -104,9 +104,7 @@ struct Run: AsyncParsableCommand {
     func run() async throws {
         let source = try AppSource.open(appDirectory, trust: trust)
         let installed = Protected<[URL]>([]) // (what later versions of a bundle were unpacked into)
-        let mountedBundles = AppBundle.Opener(trusting: try trust.keys(), allowUnsigned: trust.allowUnsigned)
         defer {
-            mountedBundles.removeAll()
             source.remove()
             for folder in installed.withLock({ $0 }) { try? FileManager.default.removeItem(at: folder) }
         }
@@ -157,7 +155,7 @@ struct Run: AsyncParsableCommand {
         // (A bundle's data goes beside it: what it unpacks into is removed when the run ends.)
         options.storageFolder = URL(fileURLWithPath: data ?? (source.bundle.map { $0 + ".data" } ?? appDirectory + "/.data"))
         options.modulePath = modules.templates
-        options.openBundle = { url in try mountedBundles.open(url) }
+        source.configure(&options)
         options.protectedFiles = [actions, stateOut, record].compactMap { $0 }.filter { $0 != "-" }
         let devtoolsJournal = devtools.map { _ in DevtoolsJournal(capacity: devtoolsKeep, bytes: devtoolsKeepBytes.bytes) }
         options.recorder = recorder
