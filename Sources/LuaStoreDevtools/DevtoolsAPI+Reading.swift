@@ -40,7 +40,18 @@ extension DevtoolsAPI {
             body += #","imported":null"#
         }
         body += #","persistence":"# + persistence()
-        body += #","types":["#
+        body += #","plugins":["#
+        let mounted = store.mountedManifests.sorted { $0.key < $1.key }
+        Self.appendList(mounted, to: &body) { mount, body in
+            body += #"{"key":"#
+            RecordingJSON.quote(mount.key, into: &body)
+            body += #","name":"#
+            RecordingJSON.quote(mount.value.name, into: &body)
+            body += #","version":"#
+            RecordingJSON.quote(mount.value.version.description, into: &body)
+            body += "}"
+        }
+        body += #"],"types":["#
         Self.appendList(journal.types, to: &body) { type, body in
             RecordingJSON.quote(type, into: &body)
         }
@@ -61,6 +72,24 @@ extension DevtoolsAPI {
         body += #","failure":"#
         if let failure = status.failure { RecordingJSON.quote(failure, into: &body) } else { body += "null" }
         return body + "}"
+    }
+
+    /// What each plugin the app mounts has cost so far: `{"plugins": [{key, name, version, calls, nanoseconds,
+    /// allocations, failures}]}`, in the order actions reach them (empty for an app without mounts).
+    func plugins() async throws -> HTTPResponse {
+        let store = self.store
+        let costs = try await promptly { await store.pluginCosts() }
+        var body = #"{"plugins":["#
+        Self.appendList(costs, to: &body) { cost, body in
+            body += #"{"key":"#
+            RecordingJSON.quote(cost.key, into: &body)
+            body += #","name":"#
+            RecordingJSON.quote(cost.name, into: &body)
+            body += #","version":"#
+            RecordingJSON.quote(cost.version, into: &body)
+            body += #","calls":\#(cost.calls),"nanoseconds":\#(cost.nanoseconds),"allocations":\#(cost.allocations),"failures":\#(cost.failures)}"#
+        }
+        return Self.json(body + "]}")
     }
 
     func entries(_ request: HTTPRequest) throws -> HTTPResponse {

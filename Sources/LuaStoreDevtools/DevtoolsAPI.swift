@@ -98,6 +98,7 @@ final class DevtoolsAPI: HTTPHandler, Sendable {
             case "GET /api/live": return try await live.accept(request)
             case "GET /api/session": return await session()
             case "GET /api/persistence": return Self.json(persistence())
+            case "GET /api/plugins": return try await plugins()
             case "GET /api/entries": return try entries(request)
             case "GET /api/entry": return try await entry(request)
             case "GET /api/state": return try await state(request)

@@ -172,6 +172,48 @@ import Testing
         #expect(database.close() == nil)
     }
 
+    /// An app that mounts plugins: the session lists them (key, name, version), `/api/plugins` says what each
+    /// has cost (calls, time, allocations, failures), and an entry's changes lie under their slices' keys.
+    @Test func mountedPluginsAndTheirCostsAreShown() async throws {
+        let plain = try await Self.start()
+        #expect(try Self.json(try await plain.get("/api/session"))["plugins"] as? [Any] != nil)
+        #expect(try await plain.get("/api/plugins").body == #"{"plugins":[]}"#)
+        await plain.stop()
+
+        let folder = try CLI.makeApp("""
+            return { init = function() return { n = 0 } end, reduce = function(s, a) s.n = s.n + 1 end,
+                     props = function(s) return { n = s.n, seen = s.counter.seen } end }
+            """)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try Data(#"{"name": "host", "version": "1.0.0", "luastore": "^1.0", "mounts": {"counter": "counter"}}"#.utf8)
+            .write(to: folder.appendingPathComponent("luastore.json"))
+        try FileManager.default.createDirectory(at: folder.appendingPathComponent("counter"), withIntermediateDirectories: true)
+        try Data(#"{"name": "tally", "version": "2.1.0", "luastore": "^1.0"}"#.utf8).write(to: folder.appendingPathComponent("counter/luastore.json"))
+        try Data("""
+            return { init = function() return { seen = 0 } end,
+                     reduce = function(slice, action) if action.type == "boom" then error("no") end slice.seen = slice.seen + 1 end }
+            """.utf8).write(to: folder.appendingPathComponent("counter/app.lua"))
+        let session = try await Self.start(folder: folder)
+        for type in ["add", "add", "boom"] { session.store.dispatch(["type": .string(type)]) }
+        await session.store.barrier()
+        let listed = try #require(Self.json(try await session.get("/api/session"))["plugins"] as? [[String: Any]])
+        #expect(listed.count == 1)
+        #expect(listed.first?["key"] as? String == "counter")
+        #expect(listed.first?["name"] as? String == "tally")
+        #expect(listed.first?["version"] as? String == "2.1.0")
+        let costs = try #require(Self.json(try await session.get("/api/plugins"))["plugins"] as? [[String: Any]])
+        #expect(costs.first?["key"] as? String == "counter")
+        #expect(costs.first?["calls"] as? Int == 4, "init and three actions: \(costs)")
+        #expect(costs.first?["failures"] as? Int == 1)
+        #expect((costs.first?["nanoseconds"] as? Int ?? 0) > 0)
+        #expect((costs.first?["allocations"] as? Int ?? 0) > 0)
+        let entry = try Self.json(try await session.get("/api/entry?seq=1"))
+        let changes = try #require((entry["line"] as? [String: Any])?["changes"] as? [[Any]])
+        let paths = Set(changes.compactMap { ($0.first as? [Any])?.first as? String })
+        #expect(paths == ["n", "counter"], "\(changes)")
+        await session.stop()
+    }
+
     @Test func theTimelineIsPagedAndFilteredOnTheServer() async throws {
         let session = try await Self.start()
         defer { Task { await session.stop() } }

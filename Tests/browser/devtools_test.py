@@ -4,7 +4,7 @@ Starts the built `luastore run Tests/browser/app --devtools 0 --persist FILE` wi
 this test writes, opens the address it prints, and checks what a user sees: actions arriving live, the database's
 size and last commit, an old action's diff
 and state, dispatch from the page once unlocked, jump and resume, a failure, the first entry where a condition
-holds, after the scripts change on disk (`--watch`) the session replayed with them and its first divergence,
+holds, which plugin changed what and each plugin's cost, after the scripts change on disk (`--watch`) the session replayed with them and its first divergence,
 and an export downloaded from the page and imported back. Saves a screenshot (README shows it).
 
 Usage: python3 Tests/browser/devtools_test.py BINARY SCREENSHOT
@@ -91,6 +91,11 @@ def main():
             page.locator('#timeline .row[data-seq="2"]').click()
             expect(page.locator("#action")).to_contain_text('"Walk the dog"')
             expect(page.locator("#diff")).to_contain_text("state.todos[2]")
+            # Which plugin changed what (the app mounts `stats` at state.stats), and each plugin's cost.
+            expect(page.locator("#diff tr", has_text="state.todos[2]")).to_contain_text("app")
+            expect(page.locator("#diff tr", has_text="state.stats.seen")).to_contain_text("plugin stats")
+            expect(page.locator("#plugins")).to_contain_text("stats 1.0.0: ")
+            expect(page.locator("#plugins")).to_contain_text(" calls · ")
             expect(page.locator("#state-tree")).to_contain_text("todos")
             page.locator("#state-tree .key", has_text="todos").click()
             expect(page.locator("#state-tree")).to_contain_text("{3}")  # (the todos table: 2 todos… and its fields)
