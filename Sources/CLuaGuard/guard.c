@@ -362,24 +362,58 @@ int clua_restart_budget(lua_State *L) {
     return 0;
 }
 
-/// Adds `amount` to the integer at `stats[slot]` (a table at `index`).
-static void add_to_stat(lua_State *L, int index, int slot, int64_t amount) {
-    lua_rawgeti(L, index, slot);
-    lua_Integer value = lua_tointeger(L, -1);
+/// `within` times one call in this many (reading the clock twice costs about what a short call does).
+#define WITHIN_SAMPLE 16
+
+/// What `within` counts for one origin of code (`newaccount()`, read by `readaccount`): a full userdata.
+typedef struct WithinAccount {
+    int64_t begun, returned, nanoseconds, timed, allocations;
+} WithinAccount;
+
+static const char *const ACCOUNT = "luastore within account";
+
+int clua_new_account(lua_State *L) {
+    WithinAccount *account = lua_newuserdatauv(L, sizeof(WithinAccount), 0);
+    memset(account, 0, sizeof(WithinAccount));
+    luaL_setmetatable(L, ACCOUNT);
+    return 1;
+}
+
+int clua_read_account(lua_State *L) {
+    const WithinAccount *account = luaL_checkudata(L, 1, ACCOUNT);
+    lua_createtable(L, 0, 5);
+    lua_pushinteger(L, account->begun);
+    lua_setfield(L, -2, "begun");
+    lua_pushinteger(L, account->returned);
+    lua_setfield(L, -2, "returned");
+    lua_pushinteger(L, account->nanoseconds);
+    lua_setfield(L, -2, "nanoseconds");
+    lua_pushinteger(L, account->timed);
+    lua_setfield(L, -2, "timed");
+    lua_pushinteger(L, account->allocations);
+    lua_setfield(L, -2, "allocations");
+    return 1;
+}
+
+void clua_define_accounts(lua_State *L) {
+    luaL_newmetatable(L, ACCOUNT);
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "__metatable");
     lua_pop(L, 1);
-    lua_pushinteger(L, value + amount);
-    lua_rawseti(L, index, slot);
 }
 
 int clua_call_within(lua_State *L) {
     CLuaGuard *g = clua_guard(L);
-    luaL_checktype(L, 1, LUA_TTABLE);
+    // (Trusted callers only, once per call of a plugin: the size stands in for `luaL_checkudata`'s registry lookup.)
+    if (lua_type(L, 1) != LUA_TUSERDATA || lua_rawlen(L, 1) != sizeof(WithinAccount)) luaL_typeerror(L, 1, "account");
+    WithinAccount *account = lua_touserdata(L, 1);
     lua_Integer milliseconds = luaL_checkinteger(L, 2), bytes = luaL_checkinteger(L, 3);
     luaL_checktype(L, 4, LUA_TFUNCTION);
     int64_t outerDeadline = load_deadline(g), outerBudget = g->budgetNanos;
     size_t outerLimit = g->bytesLimit;
-    int64_t started = clua_now_nanos(), allocations = g->allocationCount;
-    int shortened = 0;
+    int shortened = 0, limited = 0;
+    int timed = (++account->begun % WITHIN_SAMPLE) == 1;
+    int64_t started = timed || milliseconds > 0 ? clua_now_nanos() : 0, allocations = g->allocationCount;
     if (milliseconds > 0 && g->callDepth > 0 && !g->timedOut) {
         int64_t budget = (int64_t)milliseconds * 1000000, deadline = started + budget;
         if (outerDeadline == 0 || deadline < outerDeadline) {
@@ -391,20 +425,28 @@ int clua_call_within(lua_State *L) {
         }
     }
     size_t room = outerLimit > g->bytesInUse ? outerLimit - g->bytesInUse : 0;
-    if (bytes > 0 && (size_t)bytes < room) g->bytesLimit = g->bytesInUse + (size_t)bytes;
-    int status = lua_pcall(L, lua_gettop(L) - 4, LUA_MULTRET, 0);
-    g->bytesLimit = outerLimit;
-    if (shortened) {
-        g->budgetNanos = outerBudget;
-        if (!g->timedOut) store_deadline(g, outerDeadline);
+    if (bytes > 0 && (size_t)bytes < room) {
+        limited = 1;
+        g->bytesLimit = g->bytesInUse + (size_t)bytes;
     }
-    g->hostAllocations++; // (the counts are the host's: never refused)
-    add_to_stat(L, 1, 1, 1);
-    add_to_stat(L, 1, 2, clua_now_nanos() - started);
-    add_to_stat(L, 1, 3, g->allocationCount - allocations);
-    if (status != LUA_OK) add_to_stat(L, 1, 4, 1);
-    g->hostAllocations--;
-    if (status != LUA_OK) return lua_error(L); // (the same error, on: a spent budget stays spent)
+    int arguments = lua_gettop(L) - 4;
+    if (shortened || limited) { // (limits to put back, even when it fails)
+        int status = lua_pcall(L, arguments, LUA_MULTRET, 0);
+        g->bytesLimit = outerLimit;
+        if (shortened) {
+            g->budgetNanos = outerBudget;
+            if (!g->timedOut) store_deadline(g, outerDeadline);
+        }
+        if (status != LUA_OK) return lua_error(L); // (the same error, on: a spent budget stays spent)
+    } else {
+        lua_call(L, arguments, LUA_MULTRET); // (a failure leaves the call begun and not returned: the count of failures)
+    }
+    if (timed) {
+        account->nanoseconds += clua_now_nanos() - started;
+        account->timed++;
+    }
+    account->allocations += g->allocationCount - allocations;
+    account->returned++;
     return lua_gettop(L) - 3;
 }
 

@@ -173,6 +173,40 @@ import Testing
         }
     }
 
+    /// `within(account, ms, bytes, f, ...)` runs `f` inside tighter limits for trusted code: its own time budget
+    /// (named in the timeout), its own allowance of memory, both put back after it — when it fails too — and an
+    /// account of its calls (begun, returned, allocations, one in 16 timed); scripts cannot see it.
+    @Test func trustedCodeRunsAFunctionWithinLimitsOfItsOwn() async throws {
+        var limits = Self.quick(.watchdog)
+        limits.timeBudget = .seconds(10)
+        limits.memoryBytes = 64 << 20
+        try await withVM(limits: limits) { vm throws in
+            let spin = try vm.load("local kind = ... if kind == 'spin' then while true do end elseif kind == 'grow' then local t = {} for i = 1, 1e6 do t[i] = i end end return kind", chunkName: "plugin.lua")
+            let run = try vm.loadTrusted("""
+                local f, kind, ms, bytes, account = ...
+                return within(account, ms, bytes, f, kind)
+                """, chunkName: "runner")
+            let read = try vm.loadTrusted("return readaccount(...)", chunkName: "reader")
+            let account = try #require(try vm.callForReferences(try vm.loadTrusted("return newaccount()", chunkName: "maker"), arguments: []).first ?? nil)
+            #expect(try vm.call(run, arguments: [.reference(spin), .value("ok"), .value(300), .value(.integer(2 << 20)), .reference(account)]) == ["ok"])
+            let timeout = luaError { try vm.call(run, arguments: [.reference(spin), .value("spin"), .value(300), .value(0), .reference(account)]) }
+            #expect(timeout?.kind == .timeout)
+            #expect(timeout?.message == "time budget of 300 ms exceeded", "\(String(describing: timeout))")
+            let memory = luaError { try vm.call(run, arguments: [.reference(spin), .value("grow"), .value(0), .value(.integer(2 << 20)), .reference(account)]) }
+            #expect(memory?.kind == .memory, "\(String(describing: memory))")
+            // Both limits are back: the same work fits the VM's 64 MiB and 10 s.
+            #expect(try vm.call(run, arguments: [.reference(spin), .value("grow"), .value(0), .value(0), .reference(account)]).first == "grow")
+            let counted = try vm.call(read, arguments: [.reference(account)]).first ?? .nil
+            #expect(counted["begun"] == 4)
+            #expect(counted["returned"] == 2)
+            #expect(counted["timed"] == 1, "the first call of 16 is timed")
+            #expect((counted["nanoseconds"].integer ?? 0) > 0)
+            #expect((counted["allocations"].integer ?? 0) > 0)
+            let hidden = luaError { _ = try vm.run("return (function() return within end)()", chunkName: "script.lua") }
+            #expect(hidden?.message == "undeclared global 'within'")
+        }
+    }
+
     /// `istable` and `isstring` answer what `type(v) == "table"` and `== "string"` would, for trusted code only.
     @Test func trustedCodeHasTypeTestsThatMakeNoString() async throws {
         try await withVM { vm throws in

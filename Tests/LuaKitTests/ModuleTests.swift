@@ -83,6 +83,48 @@ import Testing
         }
     }
 
+    /// A namespace with a folder of its own (`makeNamespace(root:chunkPrefix:)`): its `require`, `loadfile` and
+    /// `dofile` read that folder only, its chunks are named with the prefix, and the app's own modules are not
+    /// its (two `util`s, one in each).
+    @Test func aNamespaceMayHaveAFolderOfItsOwn() async throws {
+        let root = try makeApp([
+            "app.lua": "return { util = require('util').name, secret = 1 }",
+            "util.lua": "return { name = 'the app' }",
+            "plugins/p/main.lua": """
+                local util = require('util')
+                local data = dofile('data.lua')
+                local fromApp, why = loadfile('../../app.lua')
+                return { util = util.name, data = data.n, fromApp = fromApp == nil, why = why,
+                         fail = { run = function() error('plugin failure') end } }
+                """,
+            "plugins/p/util.lua": "return { name = 'the plugin' }",
+            "plugins/p/data.lua": "return { n = 7 }",
+        ])
+        defer { try? FileManager.default.removeItem(at: root) }
+        try await withVM(moduleRoot: root) { vm throws in
+            #expect(try vm.value(of: try vm.require("app"))["util"] == "the app")
+            let plugin = try vm.makeNamespace(root: root.appendingPathComponent("plugins/p"), chunkPrefix: "plugins/p/")
+            let module = try vm.require("main", in: plugin)
+            func field(_ name: String) throws -> LuaValue {
+                guard let reference = try vm.field(.string(name), of: module) else { return .nil }
+                return try vm.value(of: reference)
+            }
+            #expect(try field("util") == "the plugin")
+            #expect(try field("data") == 7)
+            #expect(try field("fromApp") == true)
+            #expect(try field("why") == "loadfile: '../../app.lua' is not a path inside the app folder (scripts read only the app's own files)")
+            let holder = try #require(try vm.field("fail", of: module))
+            let fail = try #require(try vm.field("run", of: holder))
+            let error = luaError { _ = try vm.call(fail) }
+            #expect(error?.location == "plugins/p/main.lua:5", "\(String(describing: error))")
+            let missing = luaError { _ = try vm.require("app", in: plugin) }
+            #expect(missing?.message.contains("module 'app' not found") == true, "the app's modules are not the plugin's: \(String(describing: missing))")
+            // A second namespace over the same folder reads it again (its own cache), under the same name.
+            let again = try vm.makeNamespace(root: root.appendingPathComponent("plugins/p"), chunkPrefix: "plugins/p/")
+            #expect(!vm.isSame(module, try vm.require("main", in: again)))
+        }
+    }
+
     @Test(arguments: [
         ("../secret", "require: '../secret' is not a module name (use names like 'lib.util')"),
         ("/etc/passwd", "require: '/etc/passwd' is not a module name (use names like 'lib.util')"),

@@ -168,14 +168,21 @@ void clua_end_call(lua_State *L, CLuaGuard *g);
 /// in one call, each within its own budget. In guard.c.
 int clua_restart_budget(lua_State *L);
 
-/// `within(stats, milliseconds, bytes, f, ...)`, a Lua function for trusted host code: calls `f(...)` with a
+/// `within(account, milliseconds, bytes, f, ...)`, a Lua function for trusted host code: calls `f(...)` with a
 /// tighter budget — its time ends `milliseconds` from now unless the running call's ends sooner, and it may
 /// allocate `bytes` more than the VM holds as it starts, within the VM's cap (0: the running call's, for
-/// either) — and returns what `f` returns, or raises its error once both are back as they were. Adds to the
-/// integers of the table `stats`: [1] calls, [2] nanoseconds, [3] blocks allocated, [4] calls that failed. For
-/// host code that runs code of several origins in one call, each within its own limits and with its own
-/// account (a store's mounted plugins). In guard.c.
+/// either) — and returns what `f` returns, or raises its error once both are back as they were. Counts in
+/// `account` (`newaccount()`): the calls begun; for those that returned, how many and the blocks they allocated;
+/// and the time of one call in 16 (the clock costs about what a short call does). A call begun and not returned
+/// failed (`f` must not yield). For host code that runs code of several origins in one call, each within its
+/// own limits and with its own account (a store's mounted plugins). In guard.c.
 int clua_call_within(lua_State *L);
+
+/// `newaccount()` and `readaccount(account)` (a table: `begun`, `returned`, `nanoseconds`, `timed`,
+/// `allocations`), for trusted host code; `clua_define_accounts` registers their metatable once per VM. In guard.c.
+int clua_new_account(lua_State *L);
+int clua_read_account(lua_State *L);
+void clua_define_accounts(lua_State *L);
 
 /// What `restartbudget()` does, for C. The new deadline is counted from the kernel's last clock tick, rounded
 /// up: never sooner than the budget from now, at most one tick (1–4 ms) later. In guard.c.

@@ -14,7 +14,7 @@
 
 local MARKER = ...
 local type, error, pairs, setmetatable, tostring, next = type, error, pairs, setmetatable, tostring, next
-local istable, within = istable, within
+local istable, within, newaccount, readaccount = istable, within, newaccount, readaccount
 local format = string.format
 
 -- MARK: Read-only views
@@ -92,7 +92,7 @@ local M = {}
 -- The record of the plugin mounted at `key` (its manifest's `name`; `main`: its module's file, for messages)
 -- whose module is `module`: its functions, limits (`milliseconds`, `bytes`; 0: the host's), the keys it reads,
 -- its `schemaVersion` (`schema`), the running version's (`from`, nil for a new mount; `fromVersion`, its
--- manifest's version), and its account (`stats`, as `within` keeps it; the running version's `previous` one
+-- manifest's version), and its account (`account`, which `within` keeps; the running version's `previous` one
 -- goes on).
 function M.plugin(key, name, main, module, milliseconds, bytes, reads, from, fromVersion, previous)
   local whose = format("plugin '%s' (%s, mounted at '%s')", name, main, key)
@@ -115,12 +115,17 @@ function M.plugin(key, name, main, module, milliseconds, bytes, reads, from, fro
     key = key, name = name, init = export("init", true), reduce = export("reduce", true),
     subscriptions = export("subscriptions", false), migrate = export("migrate", false),
     milliseconds = milliseconds, bytes = bytes, reads = reads, schema = schema, from = from, fromVersion = fromVersion,
-    stats = previous and previous.stats or { 0, 0, 0, 0 },
+    account = previous and previous.account or newaccount(),
   }
   if from ~= nil and schema > from and record.migrate == nil then
     error(format("%s: schemaVersion grew from %d to %d but it has no 'migrate'", whose, from, schema), 0)
   end
   return record
+end
+
+-- What the plugin whose record is `record` has cost so far (`within`'s account, as a table).
+function M.cost(record)
+  return readaccount(record.account)
 end
 
 -- The store's functions: the host's (`name`, its module's `init`, `reduce`, `subscriptions`, `migrate`; all but
@@ -136,7 +141,7 @@ function compose(host, plugins)
   for i = 1, #plugins do mounted[plugins[i].key] = plugins[i] end
 
   local function call(plugin, fn, ...)
-    return within(plugin.stats, plugin.milliseconds, plugin.bytes, fn, ...)
+    return within(plugin.account, plugin.milliseconds, plugin.bytes, fn, ...)
   end
 
   -- What a plugin's function gets after its slice: a table of the slices it reads (read-only), or nothing.
@@ -210,33 +215,47 @@ function compose(host, plugins)
     return state
   end
 
+  -- Each plugin's fields in lists, by position (each action goes through them all).
+  local count = #plugins
+  local keys, reduces, accounts, limits, growths, reading = {}, {}, {}, {}, {}, {}
+  for i = 1, count do
+    local plugin = plugins[i]
+    keys[i], reduces[i], accounts[i] = plugin.key, plugin.reduce, plugin.account
+    limits[i], growths[i], reading[i] = plugin.milliseconds, plugin.bytes, #plugin.reads > 0
+  end
+
+  -- What plugin `i`'s reduce returned, applied: a new slice placed, its commands marked and added.
+  local function returned(state, i, replaced, returned, commands)
+    local plugin = plugins[i]
+    if replaced ~= nil then
+      if not istable(replaced) then
+        error(format("plugin '%s' (mounted at '%s'): reduce must return its slice, a new slice table, or nothing (it returned a %s)",
+          plugin.name, plugin.key, type(replaced)), 0)
+      end
+      state[plugin.key] = replaced
+    end
+    if returned ~= nil then return tagged(returned, plugin.key, "plugin '" .. plugin.name .. "'", commands) end
+    return commands
+  end
+
   local hostReduce = host.reduce
   local function reduce(state, action)
     local commands
     if hostReduce ~= nil then
-      local replaced, returned = hostReduce(hostView(state), action)
+      local replaced, own = hostReduce(hostView(state), action)
       if replaced ~= nil then
         error(format("%s's reduce may not return a new state: it mounts plugins, whose slices are in it (change it in place)", host.name), 0)
       end
-      commands = tagged(returned, nil, host.name, nil)
+      commands = tagged(own, nil, host.name, nil)
     end
-    for i = 1, #plugins do
-      local plugin = plugins[i]
-      local key = plugin.key
-      local replaced, returned
-      if #plugin.reads == 0 then
-        replaced, returned = call(plugin, plugin.reduce, state[key], action)
+    for i = 1, count do
+      local replaced, own
+      if reading[i] then
+        replaced, own = within(accounts[i], limits[i], growths[i], reduces[i], state[keys[i]], action, reads(state, plugins[i]))
       else
-        replaced, returned = call(plugin, plugin.reduce, state[key], action, reads(state, plugin))
+        replaced, own = within(accounts[i], limits[i], growths[i], reduces[i], state[keys[i]], action)
       end
-      if replaced ~= nil then
-        if not istable(replaced) then
-          error(format("plugin '%s' (mounted at '%s'): reduce must return its slice, a new slice table, or nothing (it returned a %s)",
-            plugin.name, key, type(replaced)), 0)
-        end
-        state[key] = replaced
-      end
-      if returned ~= nil then commands = tagged(returned, key, "plugin '" .. plugin.name .. "'", commands) end
+      if replaced ~= nil or own ~= nil then commands = returned(state, i, replaced, own, commands) end
     end
     return nil, commands
   end

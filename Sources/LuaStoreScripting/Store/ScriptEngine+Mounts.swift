@@ -35,8 +35,8 @@ public struct PluginCost: Sendable, Equatable, Codable {
     public let key: String
     public let name: String
     public let version: String
-    /// Its calls (`init`, `reduce`, `subscriptions`, `migrate`), the time they took, the memory blocks they
-    /// allocated, and how many failed.
+    /// Its calls (`init`, `reduce`, `subscriptions`, `migrate`), the time the calls that returned took (estimated
+    /// from one call in 16, timed) and the memory blocks they allocated, and how many failed.
     public let calls: Int64
     public let nanoseconds: Int64
     public let allocations: Int64
@@ -152,15 +152,14 @@ extension ScriptEngine {
 
     /// What each mounted plugin cost so far, in the order actions reach them.
     func pluginCosts() -> [PluginCost] {
-        app.mounts.map { plugin in
-            var stats = LuaValue.nil
-            if let reference = try? vm.field("stats", of: plugin.record), let value = try? vm.value(of: reference, root: "stats") {
-                stats = value
-            }
-            let numbers = stats.table?.array.map { $0.integer ?? 0 } ?? []
-            func number(_ index: Int) -> Int64 { index < numbers.count ? numbers[index] : 0 }
+        guard let module = mountOptions.module, let cost = try? vm.field("cost", of: module) else { return [] }
+        return app.mounts.map { plugin in
+            let account = (try? vm.call(cost, arguments: [.reference(plugin.record)]).first) ?? .nil
+            func number(_ field: String) -> Int64 { account[.string(field)].integer ?? 0 }
+            let (timed, returned) = (number("timed"), number("returned"))
             return PluginCost(key: plugin.key, name: plugin.manifest.name, version: plugin.manifest.version.description,
-                              calls: number(0), nanoseconds: number(1), allocations: number(2), failures: number(3))
+                              calls: number("begun"), nanoseconds: timed > 0 ? number("nanoseconds") * returned / timed : 0,
+                              allocations: number("allocations"), failures: number("begun") - returned)
         }
     }
 
