@@ -62,7 +62,16 @@ function luastore.load(key, success) end
 ---@field reduce fun(state: table, action: luastore.Action): table?, luastore.Effect[]? Change `state` in place or return a new one; commands second.
 ---@field props fun(state: table): table The view model.
 ---@field subscriptions? fun(state: table): table<string, luastore.Effect> Long-running effects by key.
----@field migrate? fun(state: table, fromVersion: integer): table?
+---@field migrate? fun(state: table, fromSchema: integer, fromVersion: string?): table?
+
+---A plugin an app mounts under a key of its state (`mounts` in the app's luastore.json): its slice instead of
+---the whole state, and the slices its mount `reads`, read-only.
+---@class luastore.Plugin
+---@field schemaVersion? integer Raise it to run `migrate` when the new version is installed.
+---@field init fun(): table Its slice.
+---@field reduce fun(slice: table, action: luastore.Action, reads: table<string, table>?): table?, luastore.Effect[]? Change `slice` in place or return a new one; commands second.
+---@field subscriptions? fun(slice: table, reads: table<string, table>?): table<string, luastore.Effect> Long-running effects by key (named "KEY/<key>").
+---@field migrate? fun(slice: table, fromSchema: integer, fromVersion: string?): table?
 
 ---Iterates a table in key order: booleans, numbers, strings.
 ---@generic K, V

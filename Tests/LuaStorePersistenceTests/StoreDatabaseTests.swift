@@ -98,6 +98,39 @@ import Testing
         #expect(second.close() == nil)
     }
 
+    /// A mount added to an app whose store is on disk: the resumed state gets the plugin's slice from its `init`,
+    /// the database a snapshot with it, and the plugin's changes resume on it after another restart.
+    @Test func aMountAddedLaterResumesWithItsSlice() async throws {
+        let folder = try CLI.makeApp(Self.app)
+        let path = databasePath()
+        defer { try? FileManager.default.removeItem(at: folder); remove(path) }
+        let first = try StoreDatabase(path: path, app: "app")
+        let plain = try await store(folder, first)
+        for index in 1...3 { _ = await plain.send(["type": "add", "label": .string("item \(index)")]) }
+        plain.shutdown()
+        await plain.barrier()
+        #expect(first.close() == nil)
+
+        try Data(#"{"name": "app", "version": "1.1.0", "luastore": "^1.0", "mounts": {"tally": "tally"}}"#.utf8)
+            .write(to: folder.appendingPathComponent("luastore.json"))
+        try FileManager.default.createDirectory(at: folder.appendingPathComponent("tally"), withIntermediateDirectories: true)
+        try Data(#"{"name": "tally", "version": "1.0.0", "luastore": "^1.0"}"#.utf8).write(to: folder.appendingPathComponent("tally/luastore.json"))
+        try Data("""
+            return { init = function() return { seen = 0, since = "placed" } end, reduce = function(slice) slice.seen = slice.seen + 1 end }
+            """.utf8).write(to: folder.appendingPathComponent("tally/app.lua"))
+        for round in 1...2 {
+            let database = try StoreDatabase(path: path, app: "app")
+            let mounted = try await store(folder, database)
+            #expect(try await mounted.state()["count"] == 3)
+            #expect(try await mounted.state()["tally"] == ["seen": .integer(Int64(round - 1)), "since": "placed"], "round \(round)")
+            #expect(await mounted.send(["type": "noop"]).failure == nil)
+            #expect(try await mounted.state()["tally"]["seen"] == .integer(Int64(round)))
+            mounted.shutdown()
+            await mounted.barrier()
+            #expect(database.close() == nil)
+        }
+    }
+
     /// Time travel and hot reload keep the file true: a run that ends while jumped back resumes from the newest
     /// state (a jump is not kept); a rewind keeps the state it went on from; a reload's migration is kept (a
     /// snapshot after it), so the new scripts resume on the migrated state and do not migrate again.

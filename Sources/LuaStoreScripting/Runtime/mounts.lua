@@ -86,6 +86,7 @@ end
 -- MARK: Composing
 
 local compose -- (below)
+local placedCount = 0 -- slices the composed migrate placed since `placed()` was last asked
 
 local M = {}
 
@@ -121,6 +122,13 @@ function M.plugin(key, name, main, module, milliseconds, bytes, reads, from, fro
     error(format("%s: schemaVersion grew from %d to %d but it has no 'migrate'", whose, from, schema), 0)
   end
   return record
+end
+
+-- How many new mounts' slices the composed `migrate` placed since this was last asked.
+function M.placed()
+  local count = placedCount
+  placedCount = 0
+  return count
 end
 
 -- What the plugin whose record is `record` has cost so far (`within`'s account, as a table).
@@ -305,6 +313,7 @@ function compose(host, plugins)
       local key = plugin.key
       if state[key] == nil then
         state[key] = newSlice(plugin)
+        placedCount = placedCount + 1
       elseif plugin.from ~= nil and plugin.schema > plugin.from then
         local replaced = call(plugin, plugin.migrate, state[key], plugin.from, plugin.fromVersion)
         if replaced ~= nil then state[key] = replaced end

@@ -13,6 +13,9 @@ struct MountOptions {
     var hostName = "the app"
     /// `mounts.lua`'s module, once loaded into the engine's VM.
     var module: LuaReference?
+    /// Whether the state the store started from lacked a slice a mount's `init` then placed (a durable store
+    /// takes a snapshot).
+    var placedSlices = false
 }
 
 /// A plugin mounted under a key of the app's state (docs/plugins.md, "Mounts"): its own namespace, manifest,
@@ -148,6 +151,12 @@ extension ScriptEngine {
         }
         mountOptions.module = module
         return module
+    }
+
+    /// Whether the last composed `migrate` placed a new mount's slice.
+    func placedSlices() throws(LuaError) -> Bool {
+        guard let module = mountOptions.module, let placed = try vm.field("placed", of: module) else { return false }
+        return (try vm.call(placed, arguments: []).first?.integer ?? 0) > 0
     }
 
     /// What each mounted plugin cost so far, in the order actions reach them.

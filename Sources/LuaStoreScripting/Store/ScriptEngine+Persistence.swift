@@ -56,20 +56,25 @@ extension ScriptEngine {
                 .runtime, "the store's database was written by schemaVersion \(resumed.schemaVersion), newer than this app's \(app.schemaVersion): run the newer app (the database is left as it is)",
                 chunkName: main))
         }
-        guard resumed.schemaVersion < app.schemaVersion else {
+        // (A mount the resumed state had no slice for got its init as the engine started: the database needs
+        // a snapshot with it, as after a migration.)
+        let grew = resumed.schemaVersion < app.schemaVersion
+        guard grew || mountOptions.placedSlices else {
             persistence.recorder.resume(after: resumed.sequence)
             return
         }
-        guard let migrate = app.migrate else {
-            throw ScriptFailure(stage: .migrate, error: LuaError(
-                .runtime, "the store's database holds schemaVersion \(resumed.schemaVersion) and the app's is \(app.schemaVersion), but \(main) has no 'migrate'",
-                chunkName: main))
-        }
-        do {
-            try vm.call(runtime[.transform], arguments: [.reference(migrate), .value(.integer(resumed.schemaVersion))])
-        } catch {
-            undoLastTransaction()
-            throw ScriptFailure(stage: .migrate, error: error)
+        if grew {
+            guard app.ownMigrate != nil, let migrate = app.migrate else {
+                throw ScriptFailure(stage: .migrate, error: LuaError(
+                    .runtime, "the store's database holds schemaVersion \(resumed.schemaVersion) and the app's is \(app.schemaVersion), but \(main) has no 'migrate'",
+                    chunkName: main))
+            }
+            do {
+                try vm.call(runtime[.transform], arguments: [.reference(migrate), .value(.integer(resumed.schemaVersion))])
+            } catch {
+                undoLastTransaction()
+                throw ScriptFailure(stage: .migrate, error: error)
+            }
         }
         persistence.recorder.start(app: folder.lastPathComponent, (try convertedState(), app.digest, app.schemaVersion, journalSequence))
         snapshotSequence = journalSequence

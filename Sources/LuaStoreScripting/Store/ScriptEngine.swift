@@ -174,6 +174,7 @@ final class ScriptEngine {
                 try vm.call(runtime[.setState], arguments: [.value(initialState), .value(true)]) // (owned: no script holds it)
                 if !app.mounts.isEmpty, let migrate = app.migrate { // (a mount the state has no slice for gets its init)
                     try vm.call(runtime[.transform], arguments: [.reference(migrate), .value(.nil), .value(.nil)])
+                    mountOptions.placedSlices = try placedSlices()
                 }
             } else {
                 let initial = try vm.callForReferences(app.initialize, arguments: [])
