@@ -22,8 +22,8 @@ import Foundation
 /// }
 /// ```
 public final class LuaVM {
-    /// The limits this VM enforces.
-    public let limits: LuaLimits
+    /// The limits this VM enforces (`setBudgets` changes the time budget and the memory cap).
+    public private(set) var limits: LuaLimits
     /// The folder `require` loads modules from, if any. A host may point it elsewhere (a new version of an app,
     /// installed in a folder of its own); modules already loaded stay as they are.
     public var moduleRoot: URL?
@@ -134,6 +134,19 @@ public final class LuaVM {
     public var memory: MemoryUsage {
         MemoryUsage(bytesInUse: guardState.pointee.bytesInUse, peakBytes: guardState.pointee.bytesPeak,
                     limitBytes: guardState.pointee.bytesLimit)
+    }
+
+    /// Changes the time budget of each call and the memory cap, between calls (a new version of an app with
+    /// budgets of its own). A cap below what the heap holds now is refused: nothing changes.
+    public func setBudgets(time: Duration, memoryBytes: Int) throws(LuaError) {
+        checkThread()
+        guard memoryBytes >= guardState.pointee.bytesInUse else {
+            throw LuaError(.memory, "a memory cap of \(memoryBytes) bytes is below the \(guardState.pointee.bytesInUse) the VM holds now")
+        }
+        limits.timeBudget = time
+        limits.memoryBytes = memoryBytes
+        guardState.pointee.bytesLimit = memoryBytes
+        guardState.pointee.budgetNanos = Int64(time.components.seconds) * 1_000_000_000 + time.components.attoseconds / 1_000_000_000
     }
 
     /// Runs a full garbage collection.

@@ -115,8 +115,15 @@ extension ScriptEngine {
 
     /// Installs the app in `newFolder` (module `newMain`) in place of the running one, as a reload from there: on
     /// any failure the running version, its folder and its state stay.
-    func install(folder newFolder: URL, main newMain: String, mounts: [AppManifest.Mount], replacing running: String?) throws(ScriptFailure)
-        -> ReloadOutcome {
+    /// `limits`: the new version's (the host's, lowered to its budgets), in force once it is swapped in; refused
+    /// before anything loads when the VM already holds more memory than they allow.
+    func install(folder newFolder: URL, main newMain: String, mounts: [AppManifest.Mount], limits: LuaLimits, replacing running: String?)
+        throws(ScriptFailure) -> ReloadOutcome {
+        let held = vm.memory.bytesInUse
+        guard held <= limits.memoryBytes else {
+            throw ScriptFailure(stage: .reload, error: LuaError(
+                .memory, "its budgets allow \(limits.memoryBytes) bytes of memory, and the store holds \(held) now"))
+        }
         let (oldFolder, oldMain, oldFingerprint, oldMounts) = (folder, main, app.fingerprint, mountOptions)
         (folder, main) = (newFolder, newMain)
         mountOptions.list = mounts
@@ -124,7 +131,9 @@ extension ScriptEngine {
         vm.moduleRoot = newFolder
         app.fingerprint = [:] // (a new version with the same files is installed all the same: its folder is new)
         do {
-            return try reload(fromVersion: running)
+            let outcome = try reload(fromVersion: running)
+            try? vm.setBudgets(time: limits.timeBudget, memoryBytes: max(limits.memoryBytes, vm.memory.bytesInUse))
+            return outcome
         } catch {
             (folder, main) = (oldFolder, oldMain)
             mountOptions = oldMounts

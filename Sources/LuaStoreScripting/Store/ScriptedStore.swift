@@ -555,7 +555,8 @@ public final class ScriptedStore: Sendable {
     /// in whole, its capabilities in force from the next effect. On any failure the running version stays, and
     /// the failure is a journal entry (`failedReload`) as well as thrown. Actions dispatched meanwhile wait and
     /// are reduced by the version in force when their turn comes: none is lost or applied twice. The folder must
-    /// stay while the store runs (modules load from it). Budgets stay those the store started with.
+    /// stay while the store runs (modules load from it). Its budgets are in force once it is swapped in (a version
+    /// whose memory budget is below what the store holds is refused).
     public func install(folder: URL, allowDowngrade: Bool = false) async throws(ScriptFailure) -> ReloadOutcome {
         let running = manifest
         let candidate: AppManifest
@@ -582,8 +583,9 @@ public final class ScriptedStore: Sendable {
             throw failure
         }
         let replacing = running?.version.description
+        let limits = candidate.capped(options.limits)
         let (outcome, mounted) = try await reloading { engine throws(ScriptFailure) in
-            let outcome = try engine.install(folder: folder, main: candidate.main, mounts: candidate.mounts, replacing: replacing)
+            let outcome = try engine.install(folder: folder, main: candidate.main, mounts: candidate.mounts, limits: limits, replacing: replacing)
             return (outcome, engine.pluginManifests())
         }
         installed.withLock { $0 = InstalledManifests(app: candidate, mounts: mounted) }
