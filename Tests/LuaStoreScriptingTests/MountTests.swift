@@ -149,7 +149,7 @@ import Testing
     /// and the host keep the host's.
     @Test func eachPluginHasItsOwnBudgets() async throws {
         let folder = try Self.shop(
-            cartManifest: #"{"name": "cart", "version": "1.0.0", "luastore": "^1.0", "budgets": {"timeMilliseconds": 300, "memoryBytes": 2097152}}"#,
+            cartManifest: #"{"name": "cart", "version": "1.0.0", "luastore": "^1.0", "budgets": {"timeMilliseconds": 1000, "memoryBytes": 2097152}}"#,
             cart: Self.cart.replacingOccurrences(of: "return cart", with: """
                 local reduce = cart.reduce
                 function cart.reduce(slice, action)
@@ -176,7 +176,7 @@ import Testing
         defer { store.shutdown() }
         let spin = await store.send(["type": "spin"])
         #expect(spin.failure?.error.kind == .timeout, "\(String(describing: spin.failure))")
-        #expect(spin.failure?.error.message.contains("300 ms") == true, "the plugin's budget: \(String(describing: spin.failure))")
+        #expect(spin.failure?.error.message.contains("1000 ms") == true, "the plugin's budget: \(String(describing: spin.failure))")
         let grow = await store.send(["type": "grow"])
         #expect(grow.failure?.error.kind == .memory, "16 MB is over the plugin's 2 MiB: \(String(describing: grow.failure))")
         #expect(await store.send(["type": "chatGrows"]).failure == nil, "the other plugin has the host's 64 MiB")
