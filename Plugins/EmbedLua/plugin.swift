@@ -9,8 +9,8 @@ import PackagePlugin
 struct EmbedLua: BuildToolPlugin {
     func createBuildCommands(context: PluginContext, target: Target) throws -> [Command] {
         guard let module = target as? SourceModuleTarget else { return [] }
-        // (Also a module's web page, `.html`: the devtools serve theirs from the binary.)
-        let files = (Array(module.sourceFiles(withSuffix: "lua")) + Array(module.sourceFiles(withSuffix: "html"))).map(\.url)
+        // (Also a module's web page, `.html`, with its `.css` and `.js`: the devtools serve theirs from the binary.)
+        let files = ["lua", "html", "css", "js"].flatMap { module.sourceFiles(withSuffix: $0) }.map(\.url)
             .sorted { $0.path < $1.path }
         guard !files.isEmpty else { return [] }
         let output = context.pluginWorkDirectoryURL.appending(path: "EmbeddedLua.swift")

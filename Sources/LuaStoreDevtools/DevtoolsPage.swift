@@ -1,5 +1,8 @@
-/// The devtools' page: `Page/devtools.html` (its CSS and script inline), embedded into the binary at build
-/// time — no other file, CDN or network fetch; it works offline.
+/// The devtools' page: `Page/devtools.html`, with `devtools.css` and `devtools.js` (written apart, for editors)
+/// put inline where the page links them, embedded into the binary at build time — one document, no other file,
+/// CDN or network fetch; it works offline.
 enum DevtoolsPage {
-    static var html: String { EmbeddedLua.devtoolsHtml.source }
+    static let html: String = EmbeddedLua.devtoolsHtml.source
+        .replacingOccurrences(of: #"<link rel="stylesheet" href="devtools.css">"#, with: "<style>\n" + EmbeddedLua.devtoolsCss.source + "</style>")
+        .replacingOccurrences(of: #"<script src="devtools.js"></script>"#, with: "<script>\n" + EmbeddedLua.devtoolsJs.source + "</script>")
 }

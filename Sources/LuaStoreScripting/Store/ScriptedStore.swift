@@ -88,8 +88,8 @@ public final class ScriptedStore: Sendable {
     public let thread: LuaThread
     let engine: ScriptEngine
     let root: RootStore<ScriptReducer>
-    private let options: ScriptedStoreOptions
-    private let watcher = Protected<Watching?>(nil)
+    let options: ScriptedStoreOptions
+    let watcher = Protected<Watching?>(nil)
 
     /// The database the store keeps its state in (`ScriptedStoreOptions.persistence`), if any.
     public var persistence: (any StatePersistence)? { options.persistence }
@@ -100,10 +100,10 @@ public final class ScriptedStore: Sendable {
     public var manifest: AppManifest? { installed.withLock { $0.app } }
     /// The manifests of the plugins the app mounts, by key (docs/plugins.md, "Mounts").
     public var mountedManifests: [String: AppManifest] { installed.withLock { $0.mounts } }
-    private let installed: Protected<InstalledManifests>
+    let installed: Protected<InstalledManifests>
 
     /// The manifests in force: the app's, and each mounted plugin's (an effect a plugin asked for carries its key).
-    private struct InstalledManifests {
+    struct InstalledManifests {
         var app: AppManifest?
         var mounts: [String: AppManifest] = [:]
 
@@ -363,133 +363,6 @@ public final class ScriptedStore: Sendable {
         }
     }
 
-    // MARK: Time travel
-
-    /// The sequence numbers of the journal entries the history keeps (committed actions and migrations),
-    /// oldest first, and the one the state is at.
-    public func history() async -> (kept: [UInt64], at: UInt64?) {
-        await withCheckedContinuation { continuation in
-            thread.async { [engine] in continuation.resume(returning: (engine.historySequences, engine.historyPosition)) }
-        }
-    }
-
-    /// Puts the state as it was just after journal entry `sequence` (a kept one, or any later one), without
-    /// running a reducer or an effect: observers get that point's props; actions that arrive meanwhile (from
-    /// outside or from effects) are held, in order, until `resume()` or `rewind(to:)`. Costs what the entries in
-    /// between changed, never the state's size.
-    public func jump(to sequence: UInt64) async throws(ScriptFailure) {
-        try await onThread { engine throws(ScriptFailure) in try engine.jump(to: sequence) }
-    }
-
-    /// Back to the present: the newest state, then the held actions, in order, before anything dispatched
-    /// after them (each keeps the number of its dispatch: `ScriptFailure.dispatchIndex`).
-    public func resume() async {
-        await withCheckedContinuation { continuation in
-            thread.async { [engine, root] in
-                root.reinstate(engine.resume())
-                continuation.resume()
-            }
-        }
-    }
-
-    /// Goes on from the state after entry `sequence`: the entries after it are dropped, the subscriptions are
-    /// diffed again from that state (launching and cancelling), then the held actions are reduced, as `resume()`
-    /// reduces them.
-    public func rewind(to sequence: UInt64) async throws(ScriptFailure) {
-        let result: Result<Void, ScriptFailure> = await withCheckedContinuation { continuation in
-            thread.async { [engine, root] in
-                do throws(ScriptFailure) {
-                    root.reinstate(try engine.rewind(to: sequence), diffingSubscriptions: true)
-                    continuation.resume(returning: .success(()))
-                } catch {
-                    continuation.resume(returning: .failure(error))
-                }
-            }
-        }
-        try result.get()
-    }
-
-    /// The state just after journal entry `sequence` (a kept one, or any later one), converted; the store stays
-    /// where it is.
-    public func state(at sequence: UInt64) async throws(ScriptFailure) -> LuaValue {
-        try await onThread { engine throws(ScriptFailure) in try engine.state(at: sequence) }
-    }
-
-    // MARK: Inspecting (at any point the history keeps)
-
-    /// A page of the table at `path` in the state (see `StateSlice`): now (`at` nil), just after entry `at`, or
-    /// just before it (`before`: the state its reducer saw). `nil` when no table is there. Costs that table's
-    /// keys and the entries between here and there, never the whole state; nothing runs again.
-    public func inspect(_ path: [LuaKey] = [], at sequence: UInt64? = nil, before: Bool = false,
-                        offset: Int = 0, limit: Int = 200) async throws(ScriptFailure) -> StateSlice? {
-        try await onThread { engine throws(ScriptFailure) in
-            try engine.withState(at: sequence, before: before) { () throws(LuaError) in try engine.slice(path, offset: offset, limit: limit) }
-        }
-    }
-
-    /// The values at `paths` (nil where absent), converted, at the same points as `inspect`.
-    public func values(at paths: [[LuaKey]], at sequence: UInt64? = nil, before: Bool = false) async throws(ScriptFailure) -> [LuaValue] {
-        try await onThread { engine throws(ScriptFailure) in
-            try engine.withState(at: sequence, before: before) { () throws(LuaError) in
-                var values: [LuaValue] = []
-                for path in paths { values.append(try engine.value(at: path)) }
-                return values
-            }
-        }
-    }
-
-    /// Where `text` occurs (case-insensitive) in a key or a value of the state, at most `limit` places, at the
-    /// same points as `inspect`. Walks the whole state: for a person asking, not for every action.
-    public func search(_ text: String, at sequence: UInt64? = nil, limit: Int = 200) async throws(ScriptFailure) -> [StateMatch] {
-        try await onThread { engine throws(ScriptFailure) in
-            try engine.withState(at: sequence) { () throws(LuaError) in try engine.search(text, limit: limit) }
-        }
-    }
-
-    /// For entry `sequence` (a kept one), in one trip through the history: the values at `paths` just before it
-    /// (what its changes replaced) and the props just after it.
-    public func details(of sequence: UInt64, paths: [[LuaKey]]) async throws(ScriptFailure) -> (before: [LuaValue], props: Result<LuaValue, LuaError>) {
-        try await onThread { engine throws(ScriptFailure) in try engine.details(of: sequence, paths: paths) }
-    }
-
-    /// The props the scripts give for the state just after entry `sequence` (delivered to no one).
-    public func props(at sequence: UInt64) async throws(ScriptFailure) -> LuaValue {
-        try await onThread { engine throws(ScriptFailure) in
-            try engine.withState(at: sequence) { () throws(LuaError) in try engine.currentProps() }
-        }
-    }
-
-    /// The props just after each of `sequences` (kept entries, ascending), computed by moving the state forward
-    /// through the history once; an entry whose props fail gives the error.
-    public func props(along sequences: [UInt64]) async throws(ScriptFailure) -> [Result<LuaValue, LuaError>] {
-        try await onThread { engine throws(ScriptFailure) in try engine.props(along: sequences) }
-    }
-
-    /// The first kept entry after which the Lua `expression` holds (see `ConditionResult`): `state.count > 3`,
-    /// `#state.todos == 0`. Reads the state as props do; checks every kept point from the oldest, each costing
-    /// what one entry changed and one evaluation, and puts the state back.
-    public func firstEntry(where expression: String) async throws(ScriptFailure) -> ConditionResult {
-        try await onThread { engine throws(ScriptFailure) in try engine.firstEntry(where: expression) }
-    }
-
-    /// The app's folder.
-    public var folder: URL { engine.folder }
-
-    /// Whether the store is showing a past point (after `jump(to:)`, until `resume()` or `rewind(to:)`), and
-    /// how many actions are held meanwhile.
-    public func travelStatus() async -> (traveling: Bool, held: Int) {
-        await withCheckedContinuation { continuation in
-            thread.async { [engine] in continuation.resume(returning: (engine.traveling, engine.held.count)) }
-        }
-    }
-
-    private func onThread<T: Sendable>(_ body: @escaping @Sendable (ScriptEngine) throws(ScriptFailure) -> T) async throws(ScriptFailure) -> T {
-        let result: Result<T, ScriptFailure> = await withCheckedContinuation { continuation in
-            thread.async { [engine] in continuation.resume(returning: Result { () throws(ScriptFailure) -> T in try body(engine) }) }
-        }
-        return try result.get()
-    }
-
     // MARK: Reading
 
     /// The props now (after the actions dispatched before this call).
@@ -539,157 +412,6 @@ public final class ScriptedStore: Sendable {
         return try result.get()
     }
 
-    // MARK: Reload
-
-    /// Loads the app's scripts again, at an action boundary, keeping the state (see docs/scripted-apps.md, "Hot reload").
-    @discardableResult
-    public func reload() async throws(ScriptFailure) -> ReloadOutcome {
-        try await reloading { engine throws(ScriptFailure) in try engine.reload() }
-    }
-
-    /// Installs a new version of the app from `folder` (its manifest required) in place of the running one,
-    /// keeping the state: refused unless the manifest is valid, names the same app, needs a scripting API this
-    /// host has and a greater version than the running one (`allowDowngrade`: any other); then as a reload —
-    /// loaded beside the running version, `migrate(state, fromSchema, fromVersion)` run if its `schemaVersion`
-    /// grew (`fromVersion`: the running version's, as text), props computed once, swapped
-    /// in whole, its capabilities in force from the next effect. On any failure the running version stays, and
-    /// the failure is a journal entry (`failedReload`) as well as thrown. Actions dispatched meanwhile wait and
-    /// are reduced by the version in force when their turn comes: none is lost or applied twice. The folder must
-    /// stay while the store runs (modules load from it). Its budgets are in force once it is swapped in (a version
-    /// whose memory budget is below what the store holds is refused).
-    public func install(folder: URL, allowDowngrade: Bool = false) async throws(ScriptFailure) -> ReloadOutcome {
-        let running = manifest
-        let candidate: AppManifest
-        do throws(ManifestFailure) {
-            guard let found = try AppManifest.load(folder: folder) else {
-                throw ManifestFailure("is missing from \(folder.path): an installed version needs a manifest")
-            }
-            try found.checkHost()
-            if let running {
-                guard found.name == running.name else {
-                    throw ManifestFailure("names '\(found.name)', not the running '\(running.name)': install a version of the same app")
-                }
-                guard allowDowngrade || found.version > running.version else {
-                    throw ManifestFailure("says '\(found.name)' \(found.version), which is not newer than the running \(running.version) (a downgrade must be asked for)")
-                }
-            }
-            candidate = found
-        } catch {
-            let failure = ScriptFailure(stage: .reload, error: LuaError(.runtime, error.description))
-            _ = try? await onThread { engine throws(ScriptFailure) -> Bool in
-                if engine.journaling { engine.record(.failedReload, origin: .reload, changes: [], failure: failure) }
-                return true
-            }
-            throw failure
-        }
-        let replacing = running?.version.description
-        let limits = candidate.capped(options.limits)
-        let (outcome, mounted) = try await reloading { engine throws(ScriptFailure) in
-            let outcome = try engine.install(folder: folder, main: candidate.main, mounts: candidate.mounts, limits: limits, replacing: replacing)
-            return (outcome, engine.pluginManifests())
-        }
-        installed.withLock { $0 = InstalledManifests(app: candidate, mounts: mounted) }
-        return outcome
-    }
-
-    /// Installs a new version of the plugin mounted at `key` from `folder` (its manifest required), on its own:
-    /// refused unless the manifest is valid, names the same plugin, needs a scripting API this host has and a
-    /// greater version than the running one (`allowDowngrade`: any other); then as `install(folder:)` — the app
-    /// and its plugins loaded beside the running ones, the plugin's `migrate(slice, fromSchema, fromVersion)` run if
-    /// its `schemaVersion` grew, props computed once, swapped in whole with the state kept, its capabilities in
-    /// force from the next effect. On any failure the running version stays (a `failedReload` journal entry, and
-    /// thrown). The folder must stay while the store runs that version.
-    @discardableResult
-    public func install(mount key: String, folder: URL, allowDowngrade: Bool = false) async throws(ScriptFailure) -> ReloadOutcome {
-        let (outcome, mounted) = try await reloading { engine throws(ScriptFailure) in
-            let (outcome, _, _) = try engine.install(mount: key, folder: folder, allowDowngrade: allowDowngrade)
-            return (outcome, engine.pluginManifests())
-        }
-        installed.withLock { $0.mounts = mounted }
-        return outcome
-    }
-
-    /// What each mounted plugin has cost so far (calls, time, allocations, failures), in the order actions reach
-    /// them; empty for an app without mounts.
-    public func pluginCosts() async -> [PluginCost] {
-        await withCheckedContinuation { continuation in
-            thread.async { [engine] in continuation.resume(returning: engine.pluginCosts()) }
-        }
-    }
-
-    /// Runs `engine.reload()` or `install` on the store's thread, journaling what became of it.
-    private func reloading(_ body: @escaping @Sendable (ScriptEngine) throws(ScriptFailure) -> ReloadOutcome) async throws(ScriptFailure)
-        -> ReloadOutcome {
-        try await reloading { engine throws(ScriptFailure) in (try body(engine), ()) }.0
-    }
-
-    /// Runs `body` (a reload or an install, with something it read after) on the store's thread, journaling what
-    /// became of it.
-    private func reloading<Extra: Sendable>(_ body: @escaping @Sendable (ScriptEngine) throws(ScriptFailure) -> (ReloadOutcome, Extra))
-        async throws(ScriptFailure) -> (ReloadOutcome, Extra) {
-        let result: Result<(ReloadOutcome, Extra), ScriptFailure> = await withCheckedContinuation { continuation in
-            thread.async { [engine, root] in
-                let outcome = Result { () throws(ScriptFailure) -> (ReloadOutcome, Extra) in try body(engine) }
-                if engine.journaling {
-                    switch outcome.map(\.0) {
-                    case .success(.reloaded(let from, let to)):
-                        let changes = engine.migrated ? ((try? engine.lastChanges()) ?? []) : []
-                        engine.record(.reload(fromSchema: from, toSchema: to), origin: .reload, changes: changes, failure: nil,
-                                      kept: engine.migrated)
-                    case .failure(let failure):
-                        engine.record(.failedReload, origin: .reload, changes: [], failure: failure)
-                    case .success(.unchanged):
-                        break
-                    }
-                }
-                if case .success((.reloaded(let from, let to), _)) = outcome {
-                    root.dispatch(["type": "luastore/reloaded", "from": .integer(from), "to": .integer(to)])
-                }
-                continuation.resume(returning: outcome)
-            }
-        }
-        return try result.get()
-    }
-
-    /// Watches the app's folder and reloads after a save: from the kernel's file notifications (inotify), so
-    /// an idle watch costs nothing, or where there are none by looking every `interval`. A save counts once it is
-    /// complete (written and closed, renamed into place, deleted); saves within `debounce` of each other are one
-    /// reload. Each reload that loaded new scripts, or failed to, is reported to `onReload` (a save that leaves
-    /// the scripts as they are is not). `polls`: look every `interval` even where there are notifications (a
-    /// network file system, a folder shared into a container: the kernel does not hear of changes made on
-    /// another machine).
-    public func startWatching(
-        interval: Duration = .milliseconds(10), debounce: Duration = .milliseconds(5), polls: Bool = false,
-        onReload: @escaping @Sendable (Result<ReloadOutcome, ScriptFailure>) -> Void = { _ in }
-    ) {
-        let (saves, saved) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        let reloads = Task { [weak self] in
-            for await _ in saves {
-                guard let self else { return }
-                do throws(ScriptFailure) {
-                    let outcome = try await self.reload()
-                    if case .unchanged = outcome { continue }
-                    onReload(.success(outcome))
-                } catch {
-                    onReload(.failure(error))
-                }
-            }
-        }
-        let files = FolderWatcher(folder: engine.folder, debounce: debounce, polls: polls, interval: interval) { saved.yield() }
-        let watching = Watching(reloads: reloads, saves: saved, files: files)
-        watcher.withLock { previous in
-            previous?.end()
-            previous = watching
-        }
-    }
-
-    /// Stops watching the app's folder.
-    public func stopWatching() {
-        watcher.withLock { watching in
-            watching?.end()
-            watching = nil
-        }
-    }
 }
 
 /// A watch of the app's folder: what tells of saves, and the task reloading after them.
