@@ -47,40 +47,31 @@ enum DevtoolsImport {
 
         let journal = DevtoolsJournal(capacity: max(1, recorded.count))
         var options = ScriptedStoreOptions(log: { _ in }, failures: { _ in })
-        options.performsEffects = false
-        options.initialState = initial
         options.historyEntries = max(1, recorded.count)
         options.historyBytes = .max
-        let heard = Protected<[JournalEntry]>([])
-        options.journal = { entry in
-            journal.hear(entry)
-            heard.withLock { $0.append(entry) }
-        }
+        options.journal = { journal.hear($0) }
         options.subscriptionsChanged = { journal.hear($0) }
-        let store: ScriptedStore
+        let replayer: Replayer
         do {
-            store = try await ScriptedStore(app: folder, options: options)
+            replayer = try await Replayer(app: folder, from: initial, options: options)
         } catch {
             throw DevtoolsAPI.Refusal(409, "the app's scripts do not load: \(error.error) (\(error.stage.rawValue))")
         }
-        for entry in recorded { store.dispatch(entry.action) }
-        await store.barrier()
-        let now = heard.withLock { $0 }
+        let now = await replayer.reduce(recorded.map(\.action))
 
         var summary = Summary(name: name, entries: recorded.count, recordedFirst: recordedFirst, skippedReloads: skipped)
-        for (offset, entry) in recorded.enumerated() {
-            let replayed = offset < now.count ? now[offset] : nil
-            let divergence: RecordingLine.RecordedAction.Divergence?
+        for (offset, (entry, replayed)) in zip(recorded, now).enumerated() {
+            let divergence: Replayer.Divergence?
             do {
-                divergence = try entry.divergence(from: replayed)
+                divergence = try Replayer.divergence(entry.recorded, now: replayed, limit: 1)
             } catch {
                 throw DevtoolsAPI.Refusal(400, "\(name): the entry of action \(entry.sequence) is not a recorded entry (\(error))")
             }
-            if let divergence {
-                summary.divergence = (replayed?.sequence ?? UInt64(offset + 1), divergence.path)
+            if let first = divergence?.differences.first {
+                summary.divergence = (replayed?.sequence ?? UInt64(offset + 1), first.path)
                 break
             }
         }
-        return DevtoolsAPI.Source(store: store, journal: journal, imported: summary)
+        return DevtoolsAPI.Source(store: replayer.store, journal: journal, imported: summary)
     }
 }

@@ -14,7 +14,7 @@ enum DevtoolsReplay {
     struct Divergence {
         var sequence: UInt64
         var action: LuaValue
-        /// What differs: "changes", "failure", "commands" or "props".
+        /// What differs: "outcome", "failure", "changes", "commands" or "props" (`Replayer.Divergence.Aspect`).
         var what: String
         var differences: [Difference]
         var scripts: (then: String, now: String)
@@ -53,60 +53,27 @@ enum DevtoolsReplay {
             propsThen = [:]
         }
 
-        let heard = Protected<[JournalEntry]>([])
-        var options = ScriptedStoreOptions(log: { _ in }, failures: { _ in })
-        options.performsEffects = false
-        options.initialState = initial
-        options.journal = { entry in heard.withLock { $0.append(entry) } }
-        let replay: ScriptedStore
+        let replayer: Replayer
         do {
-            replay = try await ScriptedStore(app: store.folder, options: options)
+            replayer = try await Replayer(app: store.folder, from: initial, options: ScriptedStoreOptions(log: { _ in }, failures: { _ in }))
         } catch {
             throw DevtoolsAPI.Refusal(409, "the current scripts do not load: \(error.error) (\(error.stage.rawValue))")
         }
-        defer { replay.shutdown() }
+        defer { replayer.store.shutdown() }
         var replayed = 0
         for entry in recorded {
             guard let action = entry.action else { continue }
-            replay.dispatch(action)
-            await replay.barrier()
+            let now = await replayer.reduce([action]).first ?? nil
             replayed += 1
-            let now = heard.withLock { heard in
-                defer { heard.removeAll() }
-                return heard.last
+            var props: (then: LuaValue, now: LuaValue)?
+            if case .success(let then)? = propsThen[entry.sequence], now?.failure == nil, let current = try? await replayer.store.props() {
+                props = (then, current)
             }
-            let digest = now?.scripts ?? "?"
-            func diverged(_ what: String, _ differences: [Difference]) -> Report {
-                Report(replayed: replayed, divergence: Divergence(sequence: entry.sequence, action: action, what: what,
-                                                                  differences: differences, scripts: (entry.scripts, digest)),
-                       propsCompared: !propsThen.isEmpty)
-            }
-            guard let now else { return diverged("changes", [Difference(path: "the outcome", then: "applied", now: "nothing heard")]) }
-            switch (entry.failure, now.failure) {
-            case (let then?, let failure?):
-                if then.error.message != failure.error.message {
-                    return diverged("failure", [Difference(path: "the failure", then: .string(then.error.message), now: .string(failure.error.message))])
-                }
-                continue
-            case (let then?, nil):
-                return diverged("failure", [Difference(path: "the outcome", then: .string("failed: " + then.error.message), now: "applied")])
-            case (nil, let failure?):
-                return diverged("failure", [Difference(path: "the outcome", then: "applied", now: .string("failed: " + failure.error.message))])
-            case (nil, nil):
-                break
-            }
-            let changes = JournalComparison.differences(entry.changes, now.changes)
-            if !changes.isEmpty { return diverged("changes", changes) }
-            if entry.commands != now.commands {
-                return diverged("commands", [Difference(path: "commands",
-                                                        then: .table(LuaTable(array: entry.commands.map(\.payload))),
-                                                        now: .table(LuaTable(array: now.commands.map(\.payload))))])
-            }
-            if case .success(let then)? = propsThen[entry.sequence] {
-                let props = try? await replay.props()
-                if let props, props != then {
-                    return diverged("props", JournalComparison.differences(then, props, path: "props"))
-                }
+            if let divergence = try Replayer.divergence(Replayer.Recorded(entry), now: now, props: props) {
+                return Report(replayed: replayed, divergence: Divergence(sequence: entry.sequence, action: action, what: divergence.aspect.rawValue,
+                                                                         differences: divergence.differences,
+                                                                         scripts: (entry.scripts, now?.scripts ?? "?")),
+                              propsCompared: !propsThen.isEmpty)
             }
         }
         return Report(replayed: replayed, divergence: nil, propsCompared: !propsThen.isEmpty)

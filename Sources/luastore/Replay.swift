@@ -75,26 +75,24 @@ struct Replay: AsyncParsableCommand {
         var reader = try Self.header(lines, name: recording)
         let initial = reader.header.state
         var options = ScriptedStoreOptions(log: { _ in }, failures: { _ in })
-        options.performsEffects = false
         options.modulePath = modules.templates
         options.notification = .everyAction
         options.limits.timeBudget = .microseconds(Int64(timeBudget * 1000))
-        let heard = Protected<[JournalEntry]>([])
-        options.journal = { entry in heard.withLock { $0.append(entry) } }
-        let store: ScriptedStore
+        let replayer: Replayer
         do {
-            store = try await ScriptedStore(app: URL(fileURLWithPath: appDirectory), options: options)
+            replayer = try await Replayer(app: URL(fileURLWithPath: appDirectory), from: nil, options: options) // (init runs: its state is compared with the recording's)
         } catch {
             Console.error("cannot load \(appDirectory): \(error.error) (\(error.stage.rawValue))")
             throw ExitCode.unusable
         }
+        let store = replayer.store
         defer { store.shutdown() }
         let start = try await store.journalStart()
         if let difference = JournalComparison.differences(initial, start.state, path: "state", limit: 1).first {
             try report(replayed: 0, divergence: (0, nil, difference.path, difference.then, difference.now))
         }
         if let writeSpec {
-            try await replayWritingSpec(store: store, lines: lines, reader: &reader, heard: heard, to: writeSpec)
+            try await replayWritingSpec(replayer, lines: lines, reader: &reader, to: writeSpec)
             return
         }
         // The recording is read a window of entries at a time (a long session is never held whole); each
@@ -104,15 +102,10 @@ struct Replay: AsyncParsableCommand {
         while true {
             let window = try Self.entries(from: lines, reader: &reader, name: recording, upTo: Self.window, until: until)
             if window.isEmpty { break }
-            for entry in window { store.dispatch(entry.action) }
-            await store.barrier()
-            let now = heard.withLock { heard in
-                defer { heard.removeAll(keepingCapacity: true) }
-                return heard
-            }
-            for (offset, entry) in window.enumerated() {
+            let now = await replayer.reduce(window.map(\.action))
+            for (entry, now) in zip(window, now) {
                 replayed += 1
-                try compare(entry, with: offset < now.count ? now[offset] : nil, replayed: replayed)
+                try compare(entry, with: now, replayed: replayed)
             }
         }
         try report(replayed: replayed, divergence: nil)
@@ -120,8 +113,8 @@ struct Replay: AsyncParsableCommand {
 
     /// The replay for `--write-spec`: each action sent on its own (so that the props after it are known), compared
     /// as the replay compares; the spec is written once every action matched.
-    func replayWritingSpec(store: ScriptedStore, lines: LineReader, reader: inout RecordingReader,
-                           heard: Protected<[JournalEntry]>, to path: String) async throws {
+    func replayWritingSpec(_ replayer: Replayer, lines: LineReader, reader: inout RecordingReader, to path: String) async throws {
+        let store = replayer.store
         let props = Protected<[LuaValue]>([])
         store.observeProps { value in
             props.withLock { $0.append(value) }
@@ -136,10 +129,9 @@ struct Replay: AsyncParsableCommand {
             let window = try Self.entries(from: lines, reader: &reader, name: recording, upTo: Self.window, until: until)
             if window.isEmpty { break }
             for entry in window {
-                heard.withLock { $0.removeAll(keepingCapacity: true) }
-                _ = await store.send(entry.action)
+                let now = await replayer.send(entry.action)
                 replayed += 1
-                try compare(entry, with: heard.withLock { $0.last }, replayed: replayed)
+                try compare(entry, with: now, replayed: replayed)
                 let after = props.withLock { list in (list.count, list.last) }
                 writer.steps.append(SessionSpec.Step(recorded: entry, props: after.0 > seen ? after.1 : nil))
                 seen = after.0
@@ -160,15 +152,15 @@ struct Replay: AsyncParsableCommand {
     /// Compares what a recorded action did then with what it did now (its journal entry); reports and exits 1 at a
     /// divergence, 2 when the recorded entry cannot be read.
     func compare(_ entry: Recorded, with now: JournalEntry?, replayed: Int) throws {
-        let difference: Recorded.Divergence?
+        let divergence: Replayer.Divergence?
         do {
-            difference = try entry.divergence(from: now)
+            divergence = try Replayer.divergence(entry.recorded, now: now, limit: 1)
         } catch {
             Console.error("\(recording): the entry of action \(entry.sequence) is not a recorded entry (\(error))")
             throw ExitCode.unusable
         }
-        if let divergence = difference {
-            try report(replayed: replayed, divergence: (entry.sequence, entry.action, divergence.path, divergence.recorded, divergence.now))
+        if let first = divergence?.differences.first {
+            try report(replayed: replayed, divergence: (entry.sequence, entry.action, first.path, first.then, first.now))
         }
     }
 

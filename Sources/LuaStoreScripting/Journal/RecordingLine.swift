@@ -215,29 +215,6 @@ public enum RecordingLine {
             guard failure == nil, let changesJSON else { return nil }
             return try RecordingLine.changes(from: RecordedJSON(parsing: changesJSON))
         }
-
-        /// Where what an action did now differs from what was recorded: a path, the value recorded, the value now.
-        public typealias Divergence = (path: String, recorded: LuaValue, now: LuaValue)
-
-        /// Where what the action did now (`now`, its journal entry; nil when none was heard) differs from what
-        /// was recorded: the first path whose value differs, with the value recorded and the value now — or "the
-        /// outcome" (applied or failed) or "the failure" (its message). Nil when they agree. When the barrier
-        /// wrote the very text the recording holds, the changes are the same and neither is read.
-        public func divergence(from now: JournalEntry?) throws(RecordingJSON.Malformed) -> Divergence? {
-            guard let now else { return ("the outcome", "applied", "nothing heard") }
-            switch (failure, now.failure) {
-            case (let was?, let failure?):
-                return was == failure.error.message ? nil : ("the failure", .string(was), .string(failure.error.message))
-            case (let was?, nil):
-                return ("the outcome", .string("failed: " + was), "applied")
-            case (nil, let failure?):
-                return ("the outcome", "applied", .string("failed: " + failure.error.message))
-            case (nil, nil):
-                break
-            }
-            if let changesJSON, now.changesAreEncoded(as: changesJSON) { return nil }
-            return JournalComparison.differences(try readChanges() ?? [], now.changes, limit: 1).first.map { ($0.path, $0.then, $0.now) }
-        }
     }
 
     /// The recorded action of an entry line; nil for a line that is not an action (a reload). Its changes are
