@@ -169,6 +169,12 @@ extension DevtoolsAPI {
             body += "]}"
         }
         let changes = item.entry.changes
+        // (Each change's path as Lua names it, rendered here: the page shows these, never renders its own.)
+        body += #","paths":["#
+        Self.appendList(changes, to: &body) { change, body in
+            RecordingJSON.quote(LuaPath.render(root: "state", keys: change.path), into: &body)
+        }
+        body += "]"
         do {
             let store = self.store, paths = changes.map(\.path)
             let details = try await promptly { try await store.details(of: sequence, paths: paths) }
@@ -240,6 +246,8 @@ extension DevtoolsAPI {
         Self.appendList(matches, to: &body) { match, body in
             body += #"{"path":"#
             body += Self.encoded(.table(LuaTable(array: match.path.map(\.value))))
+            body += #","text":"#
+            RecordingJSON.quote(LuaPath.render(root: "state", keys: match.path), into: &body)
             if let value = match.value {
                 body += #","value":"#
                 body += Self.encoded(value)

@@ -16,6 +16,12 @@ struct EntryFilter: Equatable {
         type = query["type"].flatMap { $0.isEmpty ? nil : $0 }
         text = query["text"].flatMap { $0.isEmpty ? nil : $0.lowercased() }
         if let path = query["path"], !path.isEmpty { self.path = try DevtoolsAPI.path(path) }
+        if let text = query["pathText"], !text.isEmpty { // (as a person writes it: the page's filter box)
+            guard let keys = LuaPath.parse(text) else {
+                throw DevtoolsAPI.Refusal(400, "'\(text)' is not a path (write it as Lua names it, like todos[3].done, or todos.3.done)")
+            }
+            path = keys
+        }
         failed = query["failed"] == "1"
     }
 

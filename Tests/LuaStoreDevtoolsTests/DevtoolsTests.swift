@@ -246,6 +246,14 @@ import Testing
         let byType = try Self.json(try await session.get("/api/entries?type=add&limit=0"))
         #expect(byType["total"] as? Int == 240)
         #expect(try await session.get("/api/entries?path=%5Bnope").status == 400)
+        // The filter box's text, parsed by the server with LuaPath's rules: `items[7]`, `state.items.7`.
+        for text in ["items%5B7%5D", "state.items.7", "state%5B%22items%22%5D%5B7%5D"] {
+            let parsed = try Self.json(try await session.get("/api/entries?pathText=" + text))
+            #expect(parsed["total"] as? Int == 1, "\(text)")
+        }
+        let unparsed = try await session.get("/api/entries?pathText=items%5B7")
+        #expect(unparsed.status == 400)
+        #expect(unparsed.body.contains("'items[7' is not a path"), "\(unparsed.body)")
     }
 
     /// The server keeps the newest `--devtools-keep` entries; a filter forgets matches that are no longer kept.

@@ -22,6 +22,29 @@ import Testing
         try #require(try vm.field(.string(name), of: runtime))
     }
 
+    /// Paths are named by one set of rules: the runtime's `renderKey` (Lua's messages, mounted plugins') writes
+    /// what `LuaPath.render` (Swift's messages, the devtools) writes, and `LuaPath.parse` reads it back.
+    @Test func pathsAreRenderedByOneSetOfRules() async throws {
+        let keys: [LuaKey] = ["title", "first name", "end", "_x1", "1a", "say \"hi\"", "back\\slash", "line\nbreak", "tab\t",
+                              "bell\u{7}", "é", 3, -2, .boolean(true), .boolean(false), .number(1.5)]
+        try await withRuntime { vm, runtime in
+            let render = try function(vm, runtime, "renderKey")
+            for key in keys {
+                let lua = try vm.call(render, arguments: [.value(key.value)]).first
+                #expect(lua == .string(LuaPath.render(key)), "\(key)")
+            }
+        }
+        for key in keys {
+            #expect(LuaPath.parse(LuaPath.render(root: "state", keys: ["todos", key, 2])) == ["todos", key, 2], "\(key)")
+        }
+        #expect(LuaPath.parse("todos.3.done") == ["todos", 3, "done"])
+        #expect(LuaPath.parse("state") == [])
+        #expect(LuaPath.parse("todos[3].done") == ["todos", 3, "done"])
+        for bad in ["todos[3", "todos..done", "todos[\"x]", "todos[x]", "todos.", "[3]x"] {
+            #expect(LuaPath.parse(bad) == nil, "\(bad)")
+        }
+    }
+
     @Test func untouchedSubtreesKeepTheirIdentity() async throws {
         try await withRuntime { vm, runtime in
             let make = try vm.load("""

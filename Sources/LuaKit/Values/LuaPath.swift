@@ -62,6 +62,84 @@ public enum LuaPath {
         "local", "nil", "not", "or", "repeat", "return", "then", "true", "until", "while",
     ]
 
+    /// The keys of a path as people write it — what `render` writes (`state.todos[3].title`, `["first name"]`,
+    /// `[true]`), and the dotted shorthand (`todos.3.done`: a whole number is an index) — with or without the
+    /// leading `root`; nil when it is not a path (an unclosed bracket or quote, an empty step).
+    public static func parse(_ text: String, root: String = "state") -> [LuaKey]? {
+        var rest = Substring(text)
+        if rest == root { return [] }
+        if rest.hasPrefix(root + ".") || rest.hasPrefix(root + "[") { rest = rest.dropFirst(root.count) }
+        var keys: [LuaKey] = []
+        func name(_ part: Substring) -> LuaKey? {
+            guard !part.isEmpty else { return nil }
+            if let index = Int64(part) { return .integer(index) }
+            return .string(String(part))
+        }
+        var first = true
+        while !rest.isEmpty {
+            if rest.hasPrefix("[") {
+                rest = rest.dropFirst()
+                if rest.hasPrefix("\"") {
+                    guard let (string, after) = unquoted(rest) else { return nil }
+                    keys.append(.string(string))
+                    rest = after
+                } else {
+                    let inside = rest.prefix { $0 != "]" }
+                    rest = rest.dropFirst(inside.count)
+                    switch inside {
+                    case "true": keys.append(.boolean(true))
+                    case "false": keys.append(.boolean(false))
+                    default:
+                        if let index = Int64(inside) { keys.append(.integer(index)) } else if let number = Double(inside), number.isFinite {
+                            keys.append(.number(number))
+                        } else { return nil }
+                    }
+                }
+                guard rest.hasPrefix("]") else { return nil }
+                rest = rest.dropFirst()
+            } else {
+                if rest.hasPrefix(".") { rest = rest.dropFirst() } else if !first { return nil }
+                let part = rest.prefix { $0 != "." && $0 != "[" }
+                guard let key = name(part) else { return nil }
+                keys.append(key)
+                rest = rest.dropFirst(part.count)
+            }
+            first = false
+        }
+        return keys
+    }
+
+    /// A Lua string literal at the start of `text` (as `quoted` writes it), and what follows it.
+    private static func unquoted(_ text: Substring) -> (String, Substring)? {
+        var scalars = text.unicodeScalars.dropFirst() // (the opening quote)
+        var result = String.UnicodeScalarView()
+        while let scalar = scalars.first {
+            scalars = scalars.dropFirst()
+            switch scalar {
+            case "\"": return (String(result), Substring(scalars))
+            case "\\":
+                guard let escaped = scalars.first else { return nil }
+                scalars = scalars.dropFirst()
+                switch escaped {
+                case "n": result.append("\n")
+                case "r": result.append("\r")
+                case "t": result.append("\t")
+                case "0"..."9":
+                    var digits = String(escaped)
+                    while digits.count < 3, let next = scalars.first, ("0"..."9").contains(next) {
+                        digits.unicodeScalars.append(next)
+                        scalars = scalars.dropFirst()
+                    }
+                    guard let value = UInt32(digits), value < 256, let decoded = Unicode.Scalar(value) else { return nil }
+                    result.append(decoded)
+                default: result.append(escaped)
+                }
+            default: result.append(scalar)
+            }
+        }
+        return nil
+    }
+
     /// Whether `name` can stand in Lua source as a name (`t.name`): an identifier that is not a keyword.
     public static func isIdentifier(_ name: String) -> Bool {
         guard let first = name.utf8.first, !(48...57).contains(first), !keywords.contains(name) else { return false }

@@ -53,18 +53,7 @@
     if (flat.length <= 72 && !flat.includes("\n")) return flat;
     return "{\n" + parts.map((p) => inner + p).join(",\n") + "\n" + indent + "}";
   }
-  function pathText(path) {
-    return "state" + path.map((k) => typeof k === "string" && /^[A-Za-z_][A-Za-z0-9_]*$/.test(k) ? "." + k : "[" + lua(k) + "]").join("");
-  }
-  function parsePath(text) {
-    const keys = [];
-    for (const part of text.replace(/^state\.?/, "").split(/[.\[\]]/).filter((p) => p !== "")) {
-      if (/^-?\d+$/.test(part)) keys.push(Number(part));
-      else if (part === "true" || part === "false") keys.push(part === "true");
-      else keys.push(part.replace(/^"(.*)"$/, "$1"));
-    }
-    return keys;
-  }
+  // (Paths are rendered and parsed by the server, with the rules Lua's and Swift's messages use: LuaPath.)
   function originText(o) {
     if (typeof o === "string") return o;
     if (o && o.effect) return o.effect + (o.subscription ? " (" + o.subscription + ")" : "");
@@ -78,7 +67,7 @@
     const q = new URLSearchParams();
     if ($("type-filter").value) q.set("type", $("type-filter").value);
     if ($("text-filter").value) q.set("text", $("text-filter").value);
-    if ($("path-filter").value) q.set("path", JSON.stringify(parsePath($("path-filter").value)));
+    if ($("path-filter").value) q.set("pathText", $("path-filter").value);
     if ($("failed-filter").checked) q.set("failed", "1");
     return q;
   }
@@ -205,7 +194,7 @@
         const after = change.length > 1 ? el("td", { class: "after" }, lua(change[1])) : el("td", { class: "removed" }, "removed");
         const plugin = mounted && change[0].length > 0 ? state.plugins.get(change[0][0]) : undefined;
         const by = mounted ? el("td", { class: "by" }, plugin ? "plugin " + plugin.name : "app") : null;
-        table.append(el("tr", {}, el("td", {}, pathText(change[0])), by, el("td", { class: "before" }, before), after));
+        table.append(el("tr", {}, el("td", {}, body.paths[i]), by, el("td", { class: "before" }, before), after));
       });
       parts.push(table);
       if (body.beforeNote) parts.push(el("p", { class: "note" }, body.beforeNote));
@@ -273,7 +262,7 @@
       const q = new URLSearchParams({ q: text }); if (seq !== null) q.set("seq", seq);
       const body = await api("/api/search?" + q);
       results.replaceChildren(el("p", { class: "note" }, body.matches.length + " found" + (body.matches.length >= 200 ? " (the first 200)" : "")),
-        el("ul", {}, ...body.matches.map((m) => el("li", { class: "hit" }, pathText(m.path), m.value !== undefined ? " = " + lua(m.value) : ""))));
+        el("ul", {}, ...body.matches.map((m) => el("li", { class: "hit" }, m.text, m.value !== undefined ? " = " + lua(m.value) : ""))));
     } catch (error) { results.replaceChildren(el("p", { class: "failure" }, error.message)); }
   }
 

@@ -15,7 +15,10 @@ enum StateRuntime {
     enum Function: Int, CaseIterable {
         case reduce, reduceRun, runPosition, rollback, transform, setState, state, register, unregister, path, evaluate,
             subscriptions, flush, reset, markAllDirty, setChild, removeChild, childState, reduceChild, changes, collected, encoded,
-            setJournaling, setHistory, dropNewestHistory, dropOldestHistory, travel, truncateHistory, valueAt, peek, search
+            setJournaling, setHistory, dropNewestHistory, dropOldestHistory, travel, truncateHistory, valueAt, peek, search,
+            /// One step of a path, as messages name it (`.title`, `[3]`, `["first name"]`): what other trusted chunks
+            /// (`mounts.lua`) render paths with.
+            renderKey
     }
 
     /// Where `reduce` and `reduceRun` put their results (one layout for both): the position of the action the

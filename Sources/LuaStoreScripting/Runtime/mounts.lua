@@ -9,22 +9,15 @@
 -- host's `reduce` sees the mounted slices read-only: only a plugin writes its slice.
 --
 -- Receives: the proxies' `__metatable` marker (read-only views carry it too, so the sandbox's `rawset` refuses
--- them). Returns the module: `plugin(…)` checks a plugin's module and makes its record, `compose(…)` makes the
+-- them) and the state runtime's `renderKey` (paths in messages are named by one set of rules). Returns the module: `plugin(…)` checks a plugin's module and makes its record, `compose(…)` makes the
 -- store's `init`, `reduce`, `subscriptions` and `migrate` of the host's functions and the plugins' records.
 
-local MARKER = ...
+local MARKER, step = ...
 local type, error, pairs, setmetatable, tostring, next = type, error, pairs, setmetatable, tostring, next
 local istable, within, newaccount, readaccount = istable, within, newaccount, readaccount
 local format = string.format
 
 -- MARK: Read-only views
-
--- How a key extends a path: `.name`, `[1]`, `["a b"]`.
-local function step(key)
-  if type(key) == "string" and key:match("^[%a_][%w_]*$") then return "." .. key end
-  if type(key) == "string" then return format("[%q]", key) end
-  return "[" .. tostring(key) .. "]"
-end
 
 -- A view of the state table `p` (a proxy) at `path` that reads through it and refuses every write, naming the
 -- path and `why`: views of its tables are views too. Kept past the call that received it, a view fails as the

@@ -228,10 +228,19 @@ for word in ("and break do else elseif end false for function goto if in local n
   KEYWORDS[word] = true
 end
 
+-- A string key as a Lua literal, escaped as LuaPath.quoted (Swift) escapes it.
+local ESCAPES = { ['"'] = '\\"', ["\\"] = "\\\\", ["\n"] = "\\n", ["\r"] = "\\r", ["\t"] = "\\t" }
+local function escape(c)
+  local code = tostring(c:byte())
+  return ESCAPES[c] or ("\\" .. ("0"):rep(3 - #code) .. code)
+end
+
+-- One step of a path as Lua names it: `.title`, `[3]`, `["first name"]` — the rules of LuaPath.render (Swift),
+-- which the devtools use too (a test compares them).
 local function renderKey(key)
   if type(key) == "string" then
     if key:match("^[%a_][%w_]*$") and not KEYWORDS[key] then return "." .. key end
-    return "[" .. referencestrings.format("%q", key) .. "]"
+    return '["' .. key:gsub('[%c"\\]', escape) .. '"]'
   end
   return "[" .. tostring(key) .. "]"
 end
@@ -1247,6 +1256,8 @@ function M.flush(everything)
 end
 
 -- Puts the runtime back to rest after a failed call.
+M.renderKey = renderKey -- (for the host's other trusted chunks, such as mounts.lua)
+
 function M.reset()
   if B.mode() == WRITE then M.rollback() end
   B.setmode(CLOSED)

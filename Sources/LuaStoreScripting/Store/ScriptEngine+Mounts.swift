@@ -146,7 +146,9 @@ extension ScriptEngine {
     private func mountsModule() throws(LuaError) -> LuaReference {
         if let loaded = mountOptions.module { return loaded }
         let chunk = try vm.loadTrusted(EmbeddedLua.mounts.source, chunkName: "host:" + EmbeddedLua.mounts.path)
-        guard let module = try vm.callForReferences(chunk, arguments: [.value(.string(StateRuntime.metatableMarker))]).first ?? nil else {
+        guard let module = try vm.callForReferences(chunk, arguments: [
+            .value(.string(StateRuntime.metatableMarker)), .reference(runtime[.renderKey]),
+        ]).first ?? nil else {
             throw LuaError(.runtime, "mounts.lua did not load")
         }
         mountOptions.module = module
