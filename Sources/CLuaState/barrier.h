@@ -188,7 +188,7 @@ enum { FIELD, LITERAL, SPARE };
     X(RUN_SETTLE, FIELD, "settle")  /* settle(): checks the tables the action moved (one place each) */   \
     X(RUN_COLLECT, FIELD, "collect") /* collect(position): reads a committed action's changes (journaling) */ \
     X(RUN_JOURNAL, FIELD, "journal")     /* (table, key, old value) triples */                            \
-    X(RUN_COLLECTED, FIELD, "collected") /* the list of changes read (layout: state_runtime.lua) */       \
+    X(RUN_COLLECTED, FIELD, "collected") /* the list of changes read (layout: state_journal.lua) */       \
     X(RUN_CHILDREN, FIELD, "children")   /* child store id -> its local state */                          \
     X(RUN_ENCODED, FIELD, "encoded")     /* [1]: the buffer of journal records (json.h) */                 \
     X(RUN_TYPE, LITERAL, "type")    /* the key of an action's type */                                     \

@@ -58,7 +58,7 @@ static int push_place(lua_State *L, int t) {
 /// [-0, +0, m] Writes what the action just committed changed as a recording's `changes` array (`json.c`): each
 /// (table, key) its journal wrote whose value now differs from the one before, named by its path from the root,
 /// unless the table is no longer in the state (removed since, or a child store's) or a change further up
-/// carries it (a table stored whole) — the Lua `collect`'s rules (`state_runtime.lua`, "The journal, read"),
+/// carries it (a table stored whole) — the Lua `collect`'s rules (`state_journal.lua`, "The journal, read"),
 /// done here for short journals. Returns the number of changes, or -1 (what it wrote is to be dropped) when a
 /// key or value cannot be written as JSON exactly.
 static lua_Integer write_changes(lua_State *L, Barrier *b, CLuaJSON *o) {
@@ -280,7 +280,7 @@ static lua_Integer write_scalar_changes(lua_State *L, Barrier *b, CLuaJSON *o) {
 #define NOT_WRITTEN UINT32_MAX
 
 /// [-0, +0, e] Keeps the history entry of the action at `position`, whose changes were read here: the Lua
-/// `collect` told to keep only that (`state_runtime.lua`, "History").
+/// `collect` told to keep only that (`state_journal.lua`, "History").
 static void keep_history(lua_State *L, lua_Integer position) {
     lua_pushvalue(L, UPVALUE(RUN_COLLECT));
     lua_pushinteger(L, position);
@@ -293,7 +293,7 @@ static void keep_history(lua_State *L, lua_Integer position) {
 /// `NOT_WRITTEN`) and the JSON — when it changed anything. Short journals are read here (while history is kept,
 /// the Lua `collect` then keeps only the history entry); others by the Lua `collect`, whose list is then written
 /// out here too and emptied, unless it holds something JSON cannot (then the host reads that list:
-/// `state_runtime.lua`, "The journal, read").
+/// `state_journal.lua`, "The journal, read").
 void changes_record(lua_State *L, Barrier *b, lua_Integer position) {
     if (b->count == 0 && !b->history) return;
     CLuaJSON o;

@@ -70,7 +70,7 @@ static void count_made(lua_State *L, Barrier *b) {
 /// [-1, +1, m] Replaces the real table on top with its proxy, made now if it has none. A proxy made now
 /// records where the table is — the real table at stack index `parent` holds it under the key at `key` —
 /// unless `parent` is 0 (the root, or a table whose place the Lua side records itself). Paths of changes and
-/// the one-place rule (`state_runtime.lua`, "State is data") read those records.
+/// the one-place rule (`state_data.lua`, "State is data") read those records.
 void proxies_push(lua_State *L, Barrier *b, int parent, int key) {
     lua_pushvalue(L, -1);
     if (lua_rawget(L, UPVALUE(PROXIES)) != LUA_TNIL) { /* made before */

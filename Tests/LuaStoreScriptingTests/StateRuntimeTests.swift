@@ -1,3 +1,4 @@
+import Foundation
 import LuaKit
 @testable import LuaStoreScripting
 import LuaStoreTestSupport
@@ -42,6 +43,27 @@ import Testing
         #expect(LuaPath.parse("todos[3].done") == ["todos", 3, "done"])
         for bad in ["todos[3", "todos..done", "todos[\"x]", "todos[x]", "todos.", "[3]x"] {
             #expect(LuaPath.parse(bad) == nil, "\(bad)")
+        }
+    }
+
+    /// The host's trusted chunks run with the real global table: a misspelt local would read a global silently
+    /// (nil). Each chunk's free names, as Lua's own compiler lists them (`luac5.4 -l`), are the few it means.
+    @Test func trustedChunksReadOnlyTheGlobalsTheyMean() async throws {
+        let allowed: Set<String> = ["error", "getmetatable", "istable", "makebarrier", "math", "next", "pcall", "rawget", "rawlen",
+                                    "rawset", "select", "setmetatable", "string", "table", "tostring", "type", "pairs", "within", "newaccount",
+                                    "readaccount"]
+        let folder = CLI.packageRoot.appendingPathComponent("Sources/LuaStoreScripting/Runtime")
+        let chunks = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".lua") }.sorted()
+        #expect(chunks.count == 7, "\(chunks)")
+        for chunk in chunks {
+            let listed = try await runChildProcess(URL(fileURLWithPath: "/usr/bin/luac5.4"), ["-l", "-p", folder.appendingPathComponent(chunk).path])
+            #expect(listed.status == 0, "\(chunk): \(listed.errors)")
+            var globals = Set<String>()
+            for line in listed.output.split(separator: "\n") {
+                guard let range = line.range(of: "_ENV \"") else { continue }
+                globals.insert(String(line[range.upperBound...].prefix { $0 != "\"" }))
+            }
+            #expect(globals.subtracting(allowed).isEmpty, "\(chunk) reads globals \(globals.subtracting(allowed).sorted())")
         }
     }
 

@@ -1,10 +1,13 @@
 import CLuaState
 import LuaKit
 
-/// The trusted Lua chunk that keeps a scripted app's state in the VM: `state_runtime.lua` beside this file,
-/// embedded at build time. The write barrier it builds on is explained once, at the top of
-/// `Sources/CLuaState/barrier.c`; the file's header says what the Lua half adds.
+/// The trusted Lua chunks that keep a scripted app's state in the VM: `state_runtime.lua` and its parts beside
+/// this file, embedded at build time. The write barrier they build on is explained once, at the top of
+/// `Sources/CLuaState/barrier.c`; `state_runtime.lua`'s header says what the Lua half adds, part by part.
 enum StateRuntime {
+    /// The chunks, in the order they load: the first makes the table they share, each other adds its part.
+    static let parts = [EmbeddedLua.stateRuntime, EmbeddedLua.stateData, EmbeddedLua.stateRuns, EmbeddedLua.stateJournal,
+                        EmbeddedLua.stateInspection, EmbeddedLua.stateReaders]
     /// A host chunk (`host:`): the message handler skips its frames when it looks for the script's line.
     static let chunkName = "host:" + EmbeddedLua.stateRuntime.path
     /// The `__metatable` of state proxies (what `getmetatable` returns for one), passed to the chunk; the
@@ -67,12 +70,20 @@ enum StateRuntime {
         }
     }
 
-    /// [-0, +0] Runs the chunk in `vm` (trusted) and returns its module table.
+    /// [-0, +0] Runs the chunks in `vm` (trusted) and returns the module table.
     static func loadModule(into vm: LuaVM) throws(LuaError) -> LuaReference {
         try vm.defineTrusted(library: clua_state_library()) // (`makebarrier`, the engine's C)
-        let chunk = try vm.loadTrusted(EmbeddedLua.stateRuntime.source, chunkName: chunkName)
-        guard let module = try vm.callForReferences(chunk, arguments: [.value(.string(metatableMarker)), .value(.integer(Int64(vm.limits.conversionDepth)))]).first ?? nil else {
+        let first = try vm.loadTrusted(EmbeddedLua.stateRuntime.source, chunkName: chunkName)
+        guard let shared = try vm.callForReferences(first, arguments: [
+            .value(.string(metatableMarker)), .value(.integer(Int64(vm.limits.conversionDepth))),
+        ]).first ?? nil else {
             throw LuaError(.runtime, "the state runtime did not load")
+        }
+        for part in parts.dropFirst() {
+            try vm.call(try vm.loadTrusted(part.source, chunkName: "host:" + part.path), arguments: [.reference(shared)])
+        }
+        guard let start = try vm.field("start", of: shared), let module = try vm.callForReferences(start, arguments: []).first ?? nil else {
+            throw LuaError(.runtime, "the state runtime did not start")
         }
         return module
     }

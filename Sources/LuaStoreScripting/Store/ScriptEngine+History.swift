@@ -2,7 +2,7 @@ import LuaKit
 import LuaStoreCore
 
 // Time travel: the runtime keeps, for each committed entry, what it changed with the values before and after
-// (`state_runtime.lua`, "History"); going to a point writes those, so no reducer or effect runs again.
+// (`state_journal.lua`, "History"); going to a point writes those, so no reducer or effect runs again.
 extension ScriptEngine {
     /// Keeps the newest `entries` committed entries (0: none), within about `bytes`.
     func setHistory(entries: Int, bytes: Int = .max) {

@@ -78,7 +78,7 @@ extension ScriptEngine {
         return Self.changes(fromCollected: list)
     }
 
-    /// Reads the runtime's `collected` layout (`state_runtime.lua`, "The journal, read"): for each action that
+    /// Reads the runtime's `collected` layout (`state_journal.lua`, "The journal, read"): for each action that
     /// changed something, its position, the number of changes, then each change's depth (negative: removed),
     /// the keys of its path, and its new value.
     static func changes(fromCollected value: LuaValue) -> [Int64: [StateChange]] {

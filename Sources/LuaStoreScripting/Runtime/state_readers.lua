@@ -1,0 +1,220 @@
+-- Readers: props, selectors, subscriptions. Part of the state runtime (`state_runtime.lua` says how the parts
+-- fit; StateRuntime.swift loads them).
+
+local S = ...
+local next, select, error, pcall, tostring = next, select, error, pcall, tostring
+local istable = istable
+local B, M, holder, children, dependents, readers, pending = S.B, S.M, S.holder, S.children, S.dependents, S.readers, S.pending
+local ALL, EMPTY, HOLDER_STATE, STATE_DEPTH, STALE = S.ALL, S.EMPTY, S.HOLDER_STATE, S.STATE_DEPTH, S.STALE
+local note, proxy, unwrap, flushed = S.note, S.proxy, S.unwrap, S.flushed
+
+-- Makes `recorded` (`count` reads) the record of what reader `id` read, in place of its last one: the index of
+-- readers (`dependents`) follows.
+local function index(reader, id, recorded, count)
+  recorded[holder] = HOLDER_STATE
+  local old = reader.reads
+  if old then B.recycle(old, id) end
+  for real, keys in next, recorded do
+    local byKey = dependents[real]
+    if byKey == nil then
+      byKey = {}
+      dependents[real] = byKey
+    end
+    for key in next, keys do
+      local ids = byKey[key]
+      if ids == nil then
+        ids = {}
+        byKey[key] = ids
+      end
+      ids[id] = true
+    end
+  end
+  reader.reads, reader.count = recorded, count
+end
+
+-- A state table a reader returns is converted whole, so the reader depends on all of it. Tables the reader
+-- made itself (the props table, say) are not state: only the state tables inside them count. (Noting those
+-- fresh tables would add an entry to `dependents`, a weak-keyed table, on every evaluation, and weak tables
+-- full of dead keys make every collection slower.) Returns whether the value holds a state table: such a value
+-- changes with the state, so it must be converted before the next action writes.
+local function dependOnResult(value, seen, inState, depth)
+  if not istable(value) then return false end
+  depth = depth or 1
+  if depth > STATE_DEPTH then error("the value returned: tables nested deeper than " .. STATE_DEPTH .. " levels", 0) end
+  local real = S.targets[value]
+  if real ~= nil then
+    if not B.fresh(value) then error("the value returned: " .. STALE, 0) end
+    inState = true
+  else
+    real = value
+  end
+  if seen ~= nil then
+    if seen[real] then return false end
+    seen[real] = true
+  end
+  if inState then note(real, ALL) end
+  local holdsState = inState
+  for _, item in next, real do
+    if istable(item) then
+      -- The cycle guard is made only once there is something to recurse into: a flat result allocates nothing.
+      seen = seen or { [real] = true }
+      if dependOnResult(item, seen, inState, depth + 1) then holdsState = true end
+    end
+  end
+  return holdsState
+end
+
+-- Whether a value the last `evaluate` gave holds a state table (`dependOnResult`).
+local lastHeldState = false
+
+local function evaluate(id, ...)
+  local reader = readers[id]
+  B.setmode(B.READ, reader.reads)
+  S.reads = true
+  local value
+  if reader.child ~= nil then
+    note(children, reader.child)
+    value = reader.fn(proxy(children[reader.child]), proxy(holder.state), ...)
+  else
+    value = reader.fn(proxy(holder.state), ...)
+  end
+  -- Most results are flat (no table inside, not a proxy): nothing to depend on, nothing to strip.
+  local flat = B.isflat(value)
+  lastHeldState = not flat and dependOnResult(value, nil, false)
+  local recorded, count = B.endread(reader.count)
+  S.reads = false
+  if recorded ~= nil then index(reader, id, recorded, count) end
+  if flat then return value end
+  return unwrap(value, "the value returned")
+end
+
+-- Ends the run of reader `id` that raised: what it read before the error is what its outcome depended on, so
+-- that is its record now (a reader failing on its first run would otherwise depend on nothing and never run
+-- again: props failing on the initial state would silence every later state's props).
+local function endFailedRead(id)
+  local reader = readers[id]
+  if reader ~= nil and B.mode() == B.READ then
+    local recorded, count = B.endread(reader.count)
+    if recorded ~= nil then index(reader, id, recorded, count) end
+  end
+  B.setmode(B.CLOSED)
+  S.reads = false
+end
+
+function M.register(id, fn, child)
+  local old = readers[id]
+  readers[id] = { fn = fn, child = child, reads = old and old.reads, count = old and old.count }
+end
+
+function M.unregister(id)
+  local reader = readers[id]
+  if reader then
+    if reader.reads then B.recycle(reader.reads, id) end
+    readers[id] = nil
+  end
+end
+
+function M.path(...)
+  local keys, n = { ... }, select("#", ...)
+  return function(state)
+    local value = state
+    for i = 1, n do
+      if not istable(value) then return nil end
+      value = value[keys[i]]
+    end
+    return value
+  end
+end
+
+function M.evaluate(id, ...)
+  local ok, value = pcall(evaluate, id, ...)
+  if ok then return value end
+  endFailedRead(id)
+  error(value, 0)
+end
+
+-- The subscriptions function, run only when its inputs changed; returns nil when they did not.
+function M.subscriptions(force)
+  if not force and not B.dirty() then return nil end
+  B.setdirty(false)
+  local ok, value = pcall(evaluate, "subscriptions")
+  B.setmode(B.CLOSED)
+  S.reads = false
+  if not ok then
+    B.setdirty(true)
+    error(value, 0)
+  end
+  return value or {}
+end
+
+-- The readers a flush will run, in order, and the set of them (reused, emptied after).
+local due, dueCount, isDue = {}, 0, {}
+
+local function markDue(id)
+  if not isDue[id] then
+    isDue[id] = true
+    dueCount = dueCount + 1
+    due[dueCount] = id
+  end
+end
+
+local function clearDue()
+  for i = 1, dueCount do
+    isDue[due[i]] = nil
+    due[i] = nil
+  end
+  dueCount = 0
+end
+
+-- Marks the readers due that the changes since the last flush make due (all of them when `everything`), and
+-- starts the change set afresh.
+local function markDueReaders(everything)
+  if dueCount > 0 then clearDue() end -- left by a flush the time budget cut short
+  if everything then
+    for id in next, readers do markDue(id) end
+  end
+  -- The change set is emptied in place and its key sets kept for the next changes (a flush after every action
+  -- made two tables each time, for the collector).
+  dueCount = B.takechanges(pending[1], everything and EMPTY or dependents, ALL, isDue, due, dueCount)
+end
+
+-- Runs the readers due (`subscriptions` excepted: the store runs it), each protected, and appends what each gave
+-- to `flushed`: its id, and its value, or its error's message (`failed`). Returns whether a value holds a state
+-- table (`dependOnResult`).
+local function evaluateDue()
+  if dueCount == 0 then return false end
+  local ids, values, failed = flushed.ids, flushed.values, flushed.failed
+  local count, holdsState = flushed.count, false
+  for i = 1, dueCount do
+    local id = due[i]
+    if id ~= "subscriptions" then
+      lastHeldState = false
+      local ok, value = pcall(evaluate, id)
+      count = count + 1
+      ids[count] = id
+      if ok then -- (`evaluate` closed the barrier)
+        values[count], failed[count] = value, false
+        if lastHeldState then holdsState = true end
+      else
+        endFailedRead(id)
+        values[count], failed[count] = tostring(value), true
+      end
+    end
+  end
+  flushed.count = count
+  clearDue()
+  return holdsState
+end
+
+S.markDueReaders, S.evaluateDue = markDueReaders, evaluateDue -- (a run's readers: state_runs.lua)
+
+-- Runs the readers whose inputs changed (all of them when `everything`); returns how many ran, their ids,
+-- their values or messages, and which failed (`StateRuntime.FlushResult`).
+function M.flush(everything)
+  S.trimCaches(true)
+  if flushed.count > 0 then S.emptyFlushed() end
+  markDueReaders(everything)
+  evaluateDue()
+  if flushed.count == 0 then return 0 end
+  return flushed.count, flushed.ids, flushed.values, flushed.failed
+end

@@ -1,0 +1,144 @@
+-- Runs of actions, init's and migrate's transactions, and child stores' local states. Part of the state runtime
+-- (`state_runtime.lua` says how the parts fit; StateRuntime.swift loads them).
+
+local S = ...
+local type, error, next = type, error, next
+local istable = istable
+local B, M, holder, children, pending, readers = S.B, S.M, S.holder, S.children, S.pending, S.readers
+local proxy, unwrap, begin, commit, placeRoot = S.proxy, S.unwrap, S.begin, S.commit, S.placeRoot
+
+-- Reduces list[first..last] in order, each action its own transaction with its own time budget, in one call
+-- from the host (the fixed cost of crossing into the VM is paid once per run, not per action), in the
+-- barrier's C loop. Stops after an action the host must look at before the next one: one that returned
+-- commands (the host validates them and may undo it), one that made the declared subscriptions stale (the
+-- store diffs them), or one refused for having no string `type` (the host words the error). Returns (the
+-- layout `StateRuntime.RunResult` names) its position, its commands (proxies stripped), whether
+-- `subscriptions` must run again, whether it was refused; while journaling, the run's journal records
+-- (`B.records()`: the buffer and its length, read in the same crossing); then what the readers gave
+-- (`flushWhenObserved`, below). A failing action raises; `runPosition` then says which one it was (the ones
+-- before it are committed, its own writes are in the journal for the host to roll back) and hands over what
+-- the readers gave before it. Proxies a run makes are trimmed before the next one.
+--
+-- `flushWhenObserved` (a store whose observers hear of every action): after an action that changed what a
+-- reader read, or replaced the state, the readers due run there and then (`flushInRun`), in the same call,
+-- and the run goes on — unless a value holds a state table (a path observer's, say), which the next action
+-- could change before the host converts it: the run stops there. Their values (`flushed`) are handed over
+-- with the results, in order, for the host to deliver before anything else happens. Then also whether nothing is left for a flush (`settled`: no change
+-- a reader read since the last of them, no table left for the caches to let go), and the message of a flush
+-- that failed (the run stopped after its action) and whether it ran out of time.
+local flushed = { count = 0, ids = {}, values = {}, failed = {} } -- what readers gave, in order (reused)
+S.flushed = flushed
+
+function S.emptyFlushed()
+  local ids, values, failed = flushed.ids, flushed.values, flushed.failed
+  for i = 1, flushed.count do ids[i], values[i], failed[i] = nil, nil, nil end
+  flushed.count = 0
+end
+
+-- Returns whether the run must stop after this action: a value holds a state table, which the next action
+-- could change before the host converts it (the readers' functions: state_readers.lua).
+local function flushInRun()
+  S.markDueReaders(false)
+  return S.evaluateDue()
+end
+
+-- Whether a flush has nothing to do: no change since the last one (a change a reader read is in the change
+-- set too), no table left for the caches to let go.
+local function settled()
+  return next(pending[1]) == nil and not S.tablesLeft
+end
+
+function M.reduceRun(reduce, list, first, last, flushWhenObserved)
+  if B.made() + S.placed > 512 then S.trimCaches() end
+  if B.collectedcount() > 0 then S.clearCollected() end
+  if flushed.count > 0 then S.emptyFlushed() end
+  S.reads = false
+  local position, commands, dirty, refused, flushFailure, flushTimedOut = B.run(reduce, list, first, last,
+    readers.subscriptions ~= nil, flushWhenObserved and flushInRun or false)
+  if commands ~= nil then commands = unwrap(commands, "the commands") end
+  local records, length
+  if S.journalingOn then records, length = B.records() end
+  if not flushWhenObserved then return position, commands, dirty, refused, records, length end
+  return position, commands, dirty, refused, records, length,
+    flushFailure == nil and settled(), flushed.count, flushed.ids, flushed.values, flushed.failed, flushFailure,
+    flushTimedOut
+end
+
+-- Which action of the last run was being reduced, and what the readers gave before it (a run that raised).
+function M.runPosition()
+  return B.position(), flushed.count, flushed.ids, flushed.values, flushed.failed
+end
+
+-- One action (a run of one), with reduceRun's results.
+local single = {}
+function M.reduce(reduce, action, flushWhenObserved)
+  if not istable(action) then return 1, nil, false, true end
+  single[1] = action
+  local position, commands, _, refused, records, length, isSettled, count, ids, values, failed, failure, timedOut =
+    M.reduceRun(reduce, single, 1, 1, flushWhenObserved)
+  single[1] = nil
+  return position, commands, B.dirty(), refused, records, length, isSettled, count, ids, values, failed, failure,
+    timedOut
+end
+
+-- Undoes the open or last transaction, newest write first.
+function M.rollback()
+  B.rollback()
+  S.reads = false
+  S.clearMoves()
+  S.trimCaches(false, true)
+end
+
+-- Runs `fn(state, ...)` as a transaction that is not an action (init's result, migrate).
+function M.transform(fn, ...)
+  begin()
+  local state = proxy(holder.state)
+  local result = fn(state, ...)
+  if result ~= nil and result ~= state then
+    if not istable(result) then error("the function must return a state table or nothing", 0) end
+    placeRoot(holder, "state", result, "the state it returned")
+  end
+  commit()
+end
+
+function M.setState(state, owned)
+  if not istable(state) then error("init must return a table (it returned a " .. type(state) .. ")", 0) end
+  begin()
+  placeRoot(holder, "state", state, "init's state", owned)
+  commit()
+  S.trimCaches(false, true) -- the records of a whole new state are not needed past its transaction
+end
+
+function M.state() return holder.state end
+
+-- Child stores: local state of their own, reduced by their own module, never writing the root's.
+
+function M.setChild(id, state)
+  if not istable(state) then error("a child's init must return a table (it returned a " .. type(state) .. ")", 0) end
+  begin()
+  placeRoot(children, id, state, "the child's init state")
+  commit()
+end
+
+function M.removeChild(id)
+  children[id] = nil
+  S.tablesLeft = true
+end
+
+function M.childState(id) return children[id] end
+
+function M.reduceChild(id, reduce, action)
+  begin()
+  local state = proxy(children[id])
+  local result, commands = reduce(state, action)
+  if result ~= nil and result ~= state then
+    if not istable(result) then
+      error("a child's reduce must return its state table, a new table, or nothing (it returned a " .. type(result) .. ")", 0)
+    end
+    placeRoot(children, id, result, "the state the child's reduce returned")
+  end
+  commands = unwrap(commands, "the commands")
+  commit()
+  return commands
+end
+
