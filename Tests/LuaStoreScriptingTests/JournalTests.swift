@@ -310,7 +310,8 @@ import Testing
     /// The barrier writes each change as a recording's JSON (`json.c`); read back, every kind of value the state
     /// may hold is what the state holds — the same as converting the state itself — with paths from the cache
     /// (the same tables changed again), after a move (the cache is not trusted), and for a string that is not
-    /// UTF-8 (left to Swift, which refuses it). The recording line carries the same JSON.
+    /// UTF-8 (left to Swift, which refuses it). The recording line carries the same JSON, and Swift's encoder of
+    /// the format writes the very bytes the barrier wrote (golden bytes: neither may drift from the other).
     @Test func theBarriersJSONHoldsEveryValueExactly() async throws {
         try await withEngine(#"""
             cases.set = function(state, action)
@@ -348,6 +349,12 @@ import Testing
                 let line = try RecordingLine.entry(entry)
                 let parsed = try RecordedJSON(parsing: line[...])
                 #expect(try RecordingLine.changes(from: #require(parsed["changes"])) == changes, "\(action): the line")
+                // The two encoders of the format write the same bytes: the barrier's (json.c) and Swift's
+                // (RecordingJSON) — replay compares a recording's text with the barrier's without reading either.
+                let barrier = try #require(entry.encodedChanges, "\(action): the barrier wrote the changes")
+                var swift: [UInt8] = []
+                try RecordingLine.append(changes, to: &swift)
+                #expect(String(decoding: barrier, as: UTF8.self) == String(decoding: swift, as: UTF8.self), "\(action)")
             }
             let floats = try #require(entries.withLock { $0[0] }.changes.first { $0.path == ["map", "neg0"] }?.value)
             #expect(floats.number?.sign == .minus, "-0.0 keeps its sign")

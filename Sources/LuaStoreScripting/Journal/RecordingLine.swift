@@ -177,8 +177,9 @@ public enum RecordingLine {
         }
     }
 
-    /// Appends changes as a recording's `changes` array.
-    private static func append(_ changes: [StateChange], to line: inout [UInt8]) throws {
+    /// Appends changes as a recording's `changes` array: the bytes the barrier writes for the same changes
+    /// (`json.c`), which a test holds both to.
+    static func append(_ changes: [StateChange], to line: inout [UInt8]) throws {
         line.append(UInt8(ascii: "["))
         for (index, change) in changes.enumerated() {
             if index > 0 { line.append(UInt8(ascii: ",")) }
