@@ -24,7 +24,7 @@ extension ScriptEngine {
         persistence?.recorder.append(run: run)
         defer { snapshotIfDue() }
         try persisted()
-        guard journal != nil || !journalStreams.isEmpty || historyLimit > 0 || sendsWaiting > 0 else { return }
+        guard journal != nil || !journalStreams.isEmpty || history.limit > 0 || sendsWaiting > 0 else { return }
         run.forEachEntry { entry in deliver(entry, kept: true, recorded: true) }
     }
 
@@ -42,7 +42,7 @@ extension ScriptEngine {
     /// Hands `entry` (the next in sequence) to whoever hears the journal; `kept`: as for `record`; `recorded`: the
     /// recorder has it already (in its run).
     func deliver(_ entry: JournalEntry, kept: Bool, recorded: Bool = false) {
-        if historyLimit > 0, kept { keepInHistory(entry.sequence, changeCount: entry.changeCount) }
+        if history.limit > 0, kept { keepInHistory(entry.sequence, changeCount: entry.changeCount) }
         if !recorded {
             recorder?.append(entry)
             persistence?.recorder.append(entry)

@@ -119,10 +119,10 @@ extension ScriptEngine {
     /// before anything loads when the VM already holds more memory than they allow.
     func install(folder newFolder: URL, main newMain: String, mounts: [AppManifest.Mount], limits: LuaLimits, replacing running: String?)
         throws(ScriptFailure) -> ReloadOutcome {
-        let held = vm.memory.bytesInUse
-        guard held <= limits.memoryBytes else {
+        let holding = vm.memory.bytesInUse
+        guard holding <= limits.memoryBytes else {
             throw ScriptFailure(stage: .reload, error: LuaError(
-                .memory, "its budgets allow \(limits.memoryBytes) bytes of memory, and the store holds \(held) now"))
+                .memory, "its budgets allow \(limits.memoryBytes) bytes of memory, and the store holds \(holding) now"))
         }
         let (oldFolder, oldMain, oldFingerprint, oldMounts) = (folder, main, app.fingerprint, mountOptions)
         (folder, main) = (newFolder, newMain)

@@ -13,8 +13,8 @@ extension ScriptEngine {
     func reduce(run actions: ArraySlice<LuaValue>) -> RunOutcome<ScriptEffect> {
         var outcome = RunOutcome<ScriptEffect>()
         guard let firstAction = actions.first else { return outcome }
-        if traveling { // held until the store resumes (`ScriptEngine+History.swift`)
-            held.append(contentsOf: actions.map { ($0, .outside) })
+        if history.traveling { // held until the store resumes (`ScriptEngine+History.swift`)
+            history.held.append(contentsOf: actions.map { ($0, .outside) })
             outcome.applied = actions.count
             return outcome
         }
@@ -33,7 +33,7 @@ extension ScriptEngine {
         // the actions lie: copying one out would retain its storage, which the dispatching thread is busy
         // retaining too when one action is dispatched again and again.)
         if persistence?.waitsForEachAction == true || persistenceFailure != nil { return single() }
-        let span = actions.prefix(runSpan)
+        let span = actions.prefix(runSpan.length)
         let allTables = span.withUnsafeBufferPointer { buffer in
             for index in buffer.indices {
                 guard case .table = buffer[index] else { return false }
@@ -41,10 +41,7 @@ extension ScriptEngine {
             return true
         }
         guard span.count > 1, allTables else {
-            if span.count < actions.count { // (after runs of one: try two again, now and then)
-                singlesLeft -= 1
-                if singlesLeft <= 0 { runSpan = 2 }
-            }
+            if span.count < actions.count { runSpan.tookOneOfMany() }
             return single()
         }
         let list: LuaReference
@@ -55,18 +52,7 @@ extension ScriptEngine {
             return single() // an action that cannot be converted fails on its own, one at a time
         }
         let last = Int64(span.count)
-        defer {
-            if outcome.applied < span.count {
-                runSpan = max(Self.runSpans.lowerBound, outcome.applied)
-                if runSpan == 1 {
-                    singlesBeforeTrying = span.count == 2 ? min(64, 2 * singlesBeforeTrying) : 1
-                    singlesLeft = singlesBeforeTrying
-                }
-            } else {
-                runSpan = min(Self.runSpans.upperBound, 2 * runSpan)
-                singlesBeforeTrying = 1
-            }
-        }
+        defer { runSpan.ran(outcome.applied, of: span.count) }
         var first: Int64 = 1 // list position p holds the action at offset p - 1
         while first <= last {
             let stop: (position: Int64, commands: LuaValue?, refused: Bool, dirty: Bool, records: EncodedJournal?)
@@ -157,6 +143,39 @@ extension ScriptEngine {
             let action = actions[actions.startIndex + Int(position - 1)]
             record(.action(action), origin: .outside, changes: [], failure: ScriptFailure(stage: .reduce, error: error, action: action),
                    duration: duration)
+        }
+    }
+}
+
+/// How many of a run's actions go into the VM at once: a run that ends early (a change observers must see,
+/// subscriptions to diff) sets it to the length it had, a run taken whole doubles it, so the actions handed again
+/// after an early end are not converted again and again (that was quadratic in the length of the queue). At 1 the
+/// actions go one at a time, and two are tried again after `singlesBeforeTrying` of them: after 1 at first, twice
+/// as many each time two end after one (at most 64), so a store whose every action ends its run (a reader sees
+/// each one) does not convert an action it does not run every other time.
+struct RunSpan {
+    static let lengths = 1...65_536
+    private(set) var length = 16
+    private var singlesBeforeTrying = 1
+    private var singlesLeft = 1
+
+    /// A run of one was taken while more actions waited: after enough of them, two are tried again.
+    mutating func tookOneOfMany() {
+        singlesLeft -= 1
+        if singlesLeft <= 0 { length = 2 }
+    }
+
+    /// A run of `offered` actions applied `applied` of them.
+    mutating func ran(_ applied: Int, of offered: Int) {
+        if applied < offered {
+            length = max(Self.lengths.lowerBound, applied)
+            if length == 1 {
+                singlesBeforeTrying = offered == 2 ? min(64, 2 * singlesBeforeTrying) : 1
+                singlesLeft = singlesBeforeTrying
+            }
+        } else {
+            length = min(Self.lengths.upperBound, 2 * length)
+            singlesBeforeTrying = 1
         }
     }
 }

@@ -87,24 +87,8 @@ final class ScriptEngine {
     /// Whether anyone hears the journal.
     private(set) var journaling = false
 
-    // Time travel (`ScriptEngine+History.swift`).
-    /// How many committed entries the history keeps (0: none).
-    var historyLimit = 0
-    /// The sequence numbers of the committed entries kept, oldest first; the runtime's entry for
-    /// `historySequences[i]` is `historyFirstIndex + i`.
-    var historySequences: [UInt64] = []
-    var historyFirstIndex: Int64 = 1
-    /// At most this many bytes (estimated: `HistorySize`) are kept; the oldest entries go first.
-    var historyBytesLimit = Int.max
-    /// The estimated size of each kept entry, parallel to `historySequences`, and their sum.
-    var historySizes: [Int] = []
-    var historyBytes = 0
-    /// Whether the state is at a past entry (actions are held).
-    var traveling = false
-    /// The entry a jump went to.
-    var travelPosition: UInt64 = 0
-    /// Actions that arrived while traveling, in order.
-    var held: [(LuaValue, ActionSource)] = []
+    /// Time travel's state (`ScriptEngine+History.swift`).
+    var history = HistoryState()
 
     /// How many actions `ScriptedStore.send` dispatched are not yet reduced (their journal entries are wanted).
     var sendsWaiting = 0 { didSet { updateJournaling() } }
@@ -113,7 +97,7 @@ final class ScriptEngine {
 
     /// Tells the runtime whether runs collect each action's changes.
     func updateJournaling() {
-        let wanted = journal != nil || recorder != nil || persistence != nil || !journalStreams.isEmpty || historyLimit > 0
+        let wanted = journal != nil || recorder != nil || persistence != nil || !journalStreams.isEmpty || history.limit > 0
             || sendsWaiting > 0
         guard wanted != journaling else { return }
         journaling = wanted
@@ -134,16 +118,8 @@ final class ScriptEngine {
     /// The VM's call count (`LuaVM.calls`) right after a run that ran the readers within it and left nothing for
     /// a flush: while nothing else has called into the VM since, the store's flush has nothing to do.
     var settledCalls: UInt64?
-    /// How many of a run's actions go into the VM at once: a run that ends early (a change observers must see,
-    /// subscriptions to diff) sets it to the length it had, a run taken whole doubles it, so the actions handed
-    /// again after an early end are not converted again and again (that was quadratic in the length of the
-    /// queue). At 1 the actions go one at a time, and two are tried again after `singlesBeforeTrying` of them:
-    /// after 1 at first, twice as many each time two end after one (at most 64), so a store whose every action
-    /// ends its run (a reader sees each one) does not convert an action it does not run every other time.
-    var runSpan = 16
-    static let runSpans = 1...65_536
-    var singlesBeforeTrying = 1
-    var singlesLeft = 1
+    /// How many of a run's actions go into the VM at once (`ScriptEngine+Runs.swift`).
+    var runSpan = RunSpan()
 
     /// Loads the app in `folder`, runs `init`, and sets up the runtime. On this VM's thread.
     init(folder: URL, thread: LuaThread, limits: LuaLimits, main: String = "app.lua", modulePath: [String] = [],
@@ -268,8 +244,8 @@ final class ScriptEngine {
     /// Applies `action` as one transaction; returns the commands. On failure the state is as it was. When
     /// journaling, the outcome (its changes, or its failure) becomes a journal entry.
     func reduce(_ action: LuaValue, source: ActionSource = .outside) throws(LuaError) -> [ScriptEffect] {
-        if traveling {
-            held.append((action, source))
+        if history.traveling {
+            history.held.append((action, source))
             return []
         }
         try refuseWithoutPersistence()
@@ -367,7 +343,7 @@ final class ScriptEngine {
 
     /// Undoes the open or last transaction; `committed`: it had committed (and the history kept it).
     func undoLastTransaction(committed: Bool = false) {
-        if committed, historyLimit > 0 { _ = try? vm.call(runtime[.dropNewestHistory], arguments: []) }
+        if committed, history.limit > 0 { _ = try? vm.call(runtime[.dropNewestHistory], arguments: []) }
         do {
             try vm.call(runtime[.rollback], arguments: [])
         } catch {
@@ -399,7 +375,7 @@ final class ScriptEngine {
             cachedSubscriptions = [:]
             return [:]
         }
-        guard subscriptionsDirty, !traveling else { return cachedSubscriptions }
+        guard subscriptionsDirty, !history.traveling else { return cachedSubscriptions }
         let value: LuaValue
         do {
             value = try vm.call(runtime[.subscriptions], arguments: [.value(true)]).first ?? .nil

@@ -10,7 +10,7 @@ extension ScriptedStore {
     /// oldest first, and the one the state is at.
     public func history() async -> (kept: [UInt64], at: UInt64?) {
         await withCheckedContinuation { continuation in
-            thread.async { [engine] in continuation.resume(returning: (engine.historySequences, engine.historyPosition)) }
+            thread.async { [engine] in continuation.resume(returning: (engine.history.sequences, engine.historyPosition)) }
         }
     }
 
@@ -120,7 +120,7 @@ extension ScriptedStore {
     /// how many actions are held meanwhile.
     public func travelStatus() async -> (traveling: Bool, held: Int) {
         await withCheckedContinuation { continuation in
-            thread.async { [engine] in continuation.resume(returning: (engine.traveling, engine.held.count)) }
+            thread.async { [engine] in continuation.resume(returning: (engine.history.traveling, engine.history.held.count)) }
         }
     }
 

@@ -228,7 +228,7 @@ public final class ScriptedStore: Sendable {
                 let ticket = ActionTicket<ScriptEffect>(onReduced: { outcome in
                     // (On the store's thread, right after the reducer: the entry just made is this action's.)
                     switch outcome {
-                    case .applied where engine.traveling:
+                    case .applied where engine.history.traveling:
                         result.withLock { $0 = .held }
                     case .applied:
                         result.withLock { $0 = engine.lastEntry.map(SendResult.applied) }
