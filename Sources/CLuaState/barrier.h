@@ -191,6 +191,9 @@ enum { FIELD, LITERAL, SPARE };
     X(RUN_COLLECTED, FIELD, "collected") /* the list of changes read (layout: state_journal.lua) */       \
     X(RUN_CHILDREN, FIELD, "children")   /* child store id -> its local state */                          \
     X(RUN_ENCODED, FIELD, "encoded")     /* [1]: the buffer of journal records (json.h) */                 \
+    X(RUN_UNWRAP, FIELD, "unwrap")       /* unwrap(value, what): strips proxies from commands */            \
+    X(RUN_FLUSHED, FIELD, "flushed")     /* what the readers gave within a run: {count, ids, values, failed} */ \
+    X(RUN_SETTLED, FIELD, "settled")     /* settled(): whether nothing is left for a flush */               \
     X(RUN_TYPE, LITERAL, "type")    /* the key of an action's type */                                     \
     X(RUN_STATE, LITERAL, "state")  /* the key of the state in `holder` */
 
@@ -376,5 +379,8 @@ BARRIER_INTERNAL int runs_run(lua_State *L);
 BARRIER_INTERNAL int runs_dirty(lua_State *L);
 BARRIER_INTERNAL int runs_setdirty(lua_State *L);
 BARRIER_INTERNAL int runs_position(lua_State *L);
+BARRIER_INTERNAL int runs_refusal(lua_State *L);
+BARRIER_INTERNAL int runs_positionresults(lua_State *L);
+BARRIER_INTERNAL int runs_flushresults(lua_State *L);
 
 #endif

@@ -2,6 +2,94 @@
 // budget, stopping where the host must look before the next (commands, stale subscriptions, what the readers gave
 // within the run). The barrier as a whole, and its contract: `barrier.c`.
 #include "barrier.h"
+#include "clua_state_layouts.h"
+
+_Static_assert(CLUA_RUN_FLUSHED + CLUA_FLUSH_RESULT_COUNT == CLUA_RUN_FLUSH_FAILURE, "a run's flush fills its slots");
+_Static_assert(CLUA_RUN_FLUSH_TIMED_OUT == CLUA_RUN_RESULT_COUNT, "a run's last result is its count");
+_Static_assert(CLUA_RUN_RECORDS_LENGTH == CLUA_RUN_RESULT_COUNT_WITHOUT_FLUSH, "a run without a flush ends at its records");
+_Static_assert(CLUA_RUN_POSITION_FLUSHED + CLUA_FLUSH_RESULT_COUNT == CLUA_RUN_POSITION_RESULT_COUNT + 1, "runPosition's flush ends it");
+
+// MARK: Results
+
+/// [-0, +0, e] Stores at `slot` (an absolute stack index) the value on top, popping it.
+static void put(lua_State *L, int slot) {
+    lua_replace(L, slot);
+}
+
+/// [-0, +0, e] Stores what the readers gave within the run (the `flushed` upvalue) from `slot` on, in a flush's
+/// layout (`CLUA_FLUSH_RESULTS`).
+static void put_flushed(lua_State *L, int slot) {
+    int flushed = lua_gettop(L) + 1;
+    lua_pushvalue(L, UPVALUE(RUN_FLUSHED));
+    lua_getfield(L, flushed, "count");
+    put(L, slot + CLUA_FLUSH_COUNT);
+    lua_getfield(L, flushed, "ids");
+    put(L, slot + CLUA_FLUSH_READERS);
+    lua_getfield(L, flushed, "values");
+    put(L, slot + CLUA_FLUSH_VALUES);
+    lua_getfield(L, flushed, "failed");
+    put(L, slot + CLUA_FLUSH_FAILED);
+    lua_pop(L, 1);
+}
+
+/// How a run ended, for `run_results`.
+typedef struct RunEnd {
+    lua_Integer position;
+    int commands;   /* stack index of the commands the action returned (0: none) */
+    int dirty;      /* whether subscriptions must run again: 1, 0, or -1 for nil */
+    int refused;
+    int failure;    /* stack index of the readers' error (0: none) */
+    int timedOut;
+} RunEnd;
+
+/// [-0, +n, e] Pushes a run's results in their layout (`CLUA_RUN_RESULTS`): `flush`, whether the readers ran
+/// within it (then all of them; otherwise up to the records). Returns how many.
+static int run_results(lua_State *L, Barrier *b, RunEnd end, int flush) {
+    int count = flush ? CLUA_RUN_RESULT_COUNT : CLUA_RUN_RESULT_COUNT_WITHOUT_FLUSH;
+    luaL_checkstack(L, count + 4, "a run's results");
+    int base = lua_gettop(L); /* result i lies at base + i */
+    lua_settop(L, base + count);
+    lua_pushinteger(L, end.position);
+    put(L, base + CLUA_RUN_POSITION);
+    if (end.commands != 0) {
+        lua_pushvalue(L, UPVALUE(RUN_UNWRAP));
+        lua_pushvalue(L, end.commands);
+        lua_pushliteral(L, "the commands");
+        lua_call(L, 2, 1);
+        put(L, base + CLUA_RUN_COMMANDS);
+    }
+    if (end.dirty >= 0) {
+        lua_pushboolean(L, end.dirty);
+        put(L, base + CLUA_RUN_DIRTY);
+    }
+    lua_pushboolean(L, end.refused);
+    put(L, base + CLUA_RUN_REFUSED);
+    if (b->journaling) { /* the run's journal records, and their length (what `records()` gives) */
+        lua_Integer length = b->encoded;
+        if (lua_rawgeti(L, UPVALUE(RUN_ENCODED), 1) != LUA_TUSERDATA || (size_t)length > lua_rawlen(L, -1)) length = 0;
+        put(L, base + CLUA_RUN_RECORDS);
+        lua_pushinteger(L, length);
+        put(L, base + CLUA_RUN_RECORDS_LENGTH);
+        b->encoded = 0;
+    }
+    if (flush) {
+        if (end.failure == 0) {
+            lua_pushvalue(L, UPVALUE(RUN_SETTLED));
+            lua_call(L, 0, 1);
+        } else {
+            lua_pushboolean(L, 0);
+        }
+        put(L, base + CLUA_RUN_SETTLED);
+        put_flushed(L, base + CLUA_RUN_FLUSHED);
+        if (end.failure != 0) {
+            lua_pushvalue(L, end.failure);
+            put(L, base + CLUA_RUN_FLUSH_FAILURE);
+        }
+        lua_pushboolean(L, end.timedOut);
+        put(L, base + CLUA_RUN_FLUSH_TIMED_OUT);
+    }
+    return count;
+}
 
 /// [-0, +0, -] Remembers the state's root (the table at `index`) for the paths cached in this generation.
 static void know_root(lua_State *L, Barrier *b, int index) {
@@ -9,7 +97,7 @@ static void know_root(lua_State *L, Barrier *b, int index) {
     b->rootGeneration = b->pathGeneration;
 }
 
-/// `run(reduce, list, first, last, stopWhenDirty [, flush])` [-(5|6), +(1|3|4|5), e]: reduces `list[first..last]`
+/// `run(reduce, list, first, last, stopWhenDirty [, flush [, alwaysDirty]])` [-(5|6|7), +(6|13), e]: reduces `list[first..last]`
 /// in order, each action its own transaction with its own time budget (restarted for every action after the
 /// first). Stops after an action the host must look at before the next: one without a string `type` (returns
 /// its position, nil, nil, true), one that returned commands (its position, the commands, whether subscriptions
@@ -20,8 +108,10 @@ static void know_root(lua_State *L, Barrier *b, int index) {
 /// time budget — which then recovers: see `clua_recover_budget`); if it returns true
 /// (what it gave must be read before the next action changes it), too (its position, nil, whether subscriptions
 /// are stale). Otherwise returns
-/// `last`. (These are the results `StateRuntime.RunResult` names.) A failing action raises; `position()` then
-/// says which one it was, and its writes are in the journal.
+/// `last`. The results are laid out as `CLUA_RUN_RESULTS` says (`StateRuntime.RunResult` reads them): with a
+/// `flush`, all of them; otherwise up to the records. With `alwaysDirty` (a run of one action, `reduce`), whether
+/// subscriptions are stale is given at every end. A failing action raises; `position()` then says which one it
+/// was, and its writes are in the journal.
 int runs_run(lua_State *L) {
     Barrier *b = barrier(L);
     luaL_checktype(L, 1, LUA_TFUNCTION);
@@ -29,6 +119,7 @@ int runs_run(lua_State *L) {
     lua_Integer first = luaL_checkinteger(L, 3), last = luaL_checkinteger(L, 4);
     int stopWhenDirty = lua_toboolean(L, 5);
     int flush = lua_type(L, 6) == LUA_TFUNCTION;
+    int alwaysDirty = lua_toboolean(L, 7);
     lua_settop(L, 6);
     lua_replace(L, 5); /* 5: the flush (6 is the state's proxy, below) */
     b->encoded = 0; /* the host has read the last run's records */
@@ -48,11 +139,7 @@ int runs_run(lua_State *L) {
         }
         if (lua_rawgeti(L, 2, i) != LUA_TTABLE || (lua_pushvalue(L, UPVALUE(RUN_TYPE)), lua_rawget(L, 7)) != LUA_TSTRING) {
             /* 7: the action */
-            lua_pushinteger(L, i);
-            lua_pushnil(L);
-            lua_pushnil(L);
-            lua_pushboolean(L, 1);
-            return 4;
+            return run_results(L, b, (RunEnd){ i, 0, alwaysDirty ? b->subscriptionsDirty : -1, 1, 0, 0 }, flush);
         }
         if (i > first) clua_restart_budget_now(L);
         begin_transaction(b);
@@ -78,18 +165,8 @@ int runs_run(lua_State *L) {
         }
         b->mode = MODE_CLOSED;
         if (b->journaling) changes_record(L, b, i);
-        if (!lua_isnil(L, 9)) {
-            lua_pushinteger(L, i);
-            lua_pushvalue(L, 9);
-            lua_pushboolean(L, b->subscriptionsDirty);
-            return 3;
-        }
-        if (stopWhenDirty && b->subscriptionsDirty) {
-            lua_pushinteger(L, i);
-            lua_pushnil(L);
-            lua_pushboolean(L, 1);
-            return 3;
-        }
+        if (!lua_isnil(L, 9)) return run_results(L, b, (RunEnd){ i, 9, b->subscriptionsDirty, 0, 0, 0 }, flush);
+        if (stopWhenDirty && b->subscriptionsDirty) return run_results(L, b, (RunEnd){ i, 0, 1, 0, 0, 0 }, flush);
         if (flush && (replaced || b->observed)) {
             lua_settop(L, 6);
             clua_restart_budget_now(L); /* (the readers' own budget, as in a call of their own) */
@@ -106,25 +183,15 @@ int runs_run(lua_State *L) {
                     }
                     clua_recover_budget(L);
                 }
-                lua_pushinteger(L, i);
-                lua_pushnil(L);
-                lua_pushboolean(L, b->subscriptionsDirty);
-                lua_pushboolean(L, 0);
-                lua_pushvalue(L, 7);
-                lua_pushboolean(L, timedOut);
-                return 6;
+                return run_results(L, b, (RunEnd){ i, 0, b->subscriptionsDirty, 0, 7, timedOut }, flush);
             }
             if (lua_toboolean(L, 7) && i < last) { /* what it gave must be read before the next action */
-                lua_pushinteger(L, i);
-                lua_pushnil(L);
-                lua_pushboolean(L, b->subscriptionsDirty);
-                return 3;
+                return run_results(L, b, (RunEnd){ i, 0, b->subscriptionsDirty, 0, 0, 0 }, flush);
             }
         }
         lua_settop(L, 6);
     }
-    lua_pushinteger(L, last);
-    return 1;
+    return run_results(L, b, (RunEnd){ last, 0, alwaysDirty ? b->subscriptionsDirty : -1, 0, 0, 0 }, flush);
 }
 
 // MARK: The functions
@@ -145,4 +212,38 @@ int runs_setdirty(lua_State *L) {
 int runs_position(lua_State *L) {
     lua_pushinteger(L, barrier(L)->position);
     return 1;
+}
+
+/// `refusal(position, flush)` [-2, +(6|13), e]: a run's results for an action refused before it ran (not even a
+/// table), at `position`; with `flush`, with the readers' part (nothing ran).
+int runs_refusal(lua_State *L) {
+    Barrier *b = barrier(L);
+    lua_Integer position = luaL_checkinteger(L, 1);
+    int flush = lua_toboolean(L, 2);
+    lua_settop(L, 0);
+    return run_results(L, b, (RunEnd){ position, 0, 0, 1, 0, 0 }, flush);
+}
+
+/// `positionresults()` [-0, +5, e]: which action of the last run was being reduced (a run that raised), and what
+/// the readers gave before it, laid out as `CLUA_RUN_POSITION_RESULTS`.
+int runs_positionresults(lua_State *L) {
+    int base = lua_gettop(L);
+    lua_settop(L, base + CLUA_RUN_POSITION_RESULT_COUNT);
+    lua_pushinteger(L, barrier(L)->position);
+    put(L, base + CLUA_RUN_POSITION_POSITION);
+    put_flushed(L, base + CLUA_RUN_POSITION_FLUSHED);
+    return CLUA_RUN_POSITION_RESULT_COUNT;
+}
+
+/// `flushresults()` [-0, +(1|4), e]: what the readers gave (a flush), laid out as `CLUA_FLUSH_RESULTS` — only the
+/// count when none ran.
+int runs_flushresults(lua_State *L) {
+    lua_pushvalue(L, UPVALUE(RUN_FLUSHED));
+    lua_getfield(L, -1, "count");
+    if (lua_tointeger(L, -1) == 0) return 1;
+    lua_pop(L, 2);
+    int base = lua_gettop(L) + 1; /* (a flush's layout counts from 0) */
+    lua_settop(L, base - 1 + CLUA_FLUSH_RESULT_COUNT);
+    put_flushed(L, base);
+    return CLUA_FLUSH_RESULT_COUNT;
 }

@@ -55,6 +55,9 @@ extension DevtoolsAPI {
     /// The request's body, refused past `limit` bytes (by its declared length, or as it arrives).
     static func body(of request: HTTPRequest, limit: Int) async throws -> [UInt8] {
         if let length = request.headers[.contentLength].flatMap(Int.init), length > limit {
+            // The body is read (and dropped) first, up to 16 MiB: the answer then follows a request the
+            // connection has wholly carried, whatever the server does with a body no one read.
+            if length <= 16 << 20 { for try await _ in request.bodySequence {} }
             throw Refusal(413, "the body is \(length) bytes; at most \(limit) are accepted")
         }
         var bytes: [UInt8] = []

@@ -90,6 +90,9 @@ final class FramingGuard: @unchecked Sendable { // (descriptors and threads; sha
             }
             _ = fcntl(client, F_SETFD, FD_CLOEXEC)
             guard let server = connectBackend() else {
+                // (Said, not dropped: a client whose connection ends without a word cannot tell why.)
+                Self.send(Array(Self.refusal(503, "the devtools server is not answering").answer.utf8), to: client)
+                Self.linger(client)
                 close(client)
                 continue
             }
@@ -116,14 +119,23 @@ final class FramingGuard: @unchecked Sendable { // (descriptors and threads; sha
         withUnsafeMutableBytes(of: &address.sun_path) { raw in
             for (index, byte) in path.prefix(raw.count - 1).enumerated() { raw[index] = UInt8(bitPattern: byte) }
         }
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(server, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        // A signal (a child process ending, say) may interrupt `connect`: the connection then goes on being made,
+        // and is waited for rather than given up.
+        while true {
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(server, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+            if connected == 0 || errno == EISCONN { return server }
+            if errno == EINTR { continue }
+            if errno == EALREADY || errno == EINPROGRESS {
+                var ready = pollfd(fd: server, events: Int16(POLLOUT), revents: 0)
+                guard poll(&ready, 1, 5_000) == 1 else { break }
+                continue // (the next `connect` says EISCONN, or why it failed)
+            }
+            break
         }
-        guard connected == 0 else {
-            close(server)
-            return nil
-        }
-        return server
+        close(server)
+        return nil
     }
 
     /// What a connection's two threads tell each other: whether the server's answer to an upgrade request was
@@ -159,6 +171,9 @@ final class FramingGuard: @unchecked Sendable { // (descriptors and threads; sha
         } else {
             shutdown(server, Int32(SHUT_WR))
             copied.wait()
+            // (What the client still sends — the rest of a body the server answered without reading, say — is
+            // read and dropped first: closing over unread bytes resets the connection, and the answer with it.)
+            Self.linger(client)
         }
         state.withLock { _ = $0.open.removeValue(forKey: client) }
         close(client)
@@ -186,9 +201,11 @@ final class FramingGuard: @unchecked Sendable { // (descriptors and threads; sha
         upgrade.condition.broadcast()
         let refusing = upgrade.refusing
         upgrade.condition.unlock()
-        // The server ended the connection (or the client is gone): so does the client's side, which also wakes
-        // the parsing thread — unless that thread is refusing a request, and writes its answer next.
-        if !refusing { shutdown(client, Int32(SHUT_RDWR)) }
+        // The server ended the connection (or the client is gone): so does the client's side once its answers are
+        // out — unless the parsing thread is refusing a request, and writes its answer next. The parsing thread
+        // reads on until the client closes too (or its time runs out): ending the client's reading here would
+        // drop bytes still on their way, and closing over them resets the connection before the answer is read.
+        if !refusing { shutdown(client, Int32(SHUT_WR)) }
     }
 
     /// Reads the client's requests, forwarding each whose framing is sound; returns the answer for one that is
@@ -338,6 +355,7 @@ final class FramingGuard: @unchecked Sendable { // (descriptors and threads; sha
         let phrase = switch status {
         case 408: "Request Timeout"
         case 431: "Request Header Fields Too Large"
+        case 503: "Service Unavailable"
         default: "Bad Request"
         }
         return Refusal(answer: "HTTP/1.1 \(status) \(phrase)\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)")

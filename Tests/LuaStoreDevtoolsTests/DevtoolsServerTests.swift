@@ -102,9 +102,12 @@ extension DevtoolsTests {
         let address = String(line.dropFirst("devtools: ".count))
         let match = try #require(address.wholeMatch(of: /http:\/\/127\.0\.0\.1:(\d+)\/\?token=([0-9a-f]{32})/))
         let port = try #require(UInt16(match.1)), token = String(match.2)
-        let session = try await offPool { try RawHTTP.request("GET", "/api/session", port: port, token: token) }
-        #expect(session.status == 200)
-        #expect(session.body.contains(#""count":3"#))
+        // (The actions come from a file as the server starts: the session has all three once they are heard.)
+        let heardAll = await eventually(timeout: .seconds(30)) {
+            let session = try? await offPool { try RawHTTP.request("GET", "/api/session", port: port, token: token) }
+            return session?.status == 200 && session?.body.contains(#""count":3"#) == true
+        }
+        #expect(heardAll, "the session never had the three entries")
         let page = try await offPool { try RawHTTP.request("GET", "/?token=\(token)", port: port, token: "") }
         #expect(page.status == 200)
         #expect(process.isRunning, "it serves after its actions")

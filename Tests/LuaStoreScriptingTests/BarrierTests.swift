@@ -58,6 +58,8 @@ import Testing
                   all = {}, structure = {},
                   adopt = function(result) handed.adopt = handed.adopt + 1; holder.state = targets[result] or result end,
                   settle = function() end, collect = function() end, collected = {}, children = {}, encoded = {}, holderstate = {},
+                  unwrap = function(value) return value end, flushed = { count = 0, ids = {}, values = {}, failed = {} },
+                  settled = function() return true end,
                 }
                 meta.__index, meta.__newindex = B.index, B.newindex
                 local real = holder.state
@@ -236,8 +238,10 @@ import Testing
             local list = { { type = "a" }, { type = "seen" }, { type = "a" }, { type = "seen" }, { type = "seen" } }
             local stop = B.run(reduce, list, 1, 5, false, flush)
             local finished = B.run(reduce, list, 5, 5, false, flush)
-            local position, commands, _, refused, failure = B.run(reduce, { { type = "seen" }, { type = "a" } }, 1, 2, false,
-              function() error("the readers failed", 0) end)
+            local results = table.pack(B.run(reduce, { { type = "seen" }, { type = "a" } }, 1, 2, false,
+              function() error("the readers failed", 0) end))
+            local position, commands, refused = results[\(CLUA_RUN_POSITION)], results[\(CLUA_RUN_COMMANDS)], results[\(CLUA_RUN_REFUSED)]
+            local failure = results[\(CLUA_RUN_FLUSH_FAILURE)] -- (where `clua_state_layouts.h` puts it)
             return stop, table.concat(flushes, ","), finished, position, commands == nil, refused, failure, real.count
             """)
         // count 1 → 5 (stopped after the fourth action, whose flush asked), → 6, → 7 (the failing flush stops

@@ -6,6 +6,8 @@
 #ifndef CLUA_STATE_H
 #define CLUA_STATE_H
 
+#include "clua_state_layouts.h"
+
 /// The engine's functions for trusted host Lua, as LuaKit registers them: an opaque list (a `luaL_Reg` array
 /// ending in `{NULL, NULL}`) — `makebarrier{…}`, a journaling write barrier over proxy tables (`barrier.c` says
 /// more).

@@ -24,39 +24,39 @@ enum StateRuntime {
             renderKey
     }
 
-    /// Where `reduce` and `reduceRun` put their results (one layout for both): the position of the action the
-    /// run stopped after, its commands (or nil), whether `subscriptions` must run again, and whether the action
-    /// was refused (no string `type`).
+    /// Where `reduce` and `reduceRun` put their results (one layout for both), as `clua_state_layouts.h`
+    /// declares them — the one declaration: the barrier's C lays them out, and this reads them. The position of
+    /// the action the run stopped after, its commands (or nil), whether `subscriptions` must run again, whether
+    /// the action was refused (no string `type`); while journaling, the run's journal records
+    /// (`changes_record`, `CLuaState/changes.c`) and their length; when the readers ran within the run
+    /// (`flushWhenObserved`), whether nothing is left for a flush, what they gave (at `flushed`, a `FlushResult`
+    /// layout), the message of a flush that failed, and whether it ran out of time.
     enum RunResult {
-        static let position: Int32 = 1
-        static let commands: Int32 = 2
-        static let dirty: Int32 = 3
-        static let refused: Int32 = 4
-        /// While journaling: the run's journal records (`changes_record`, `CLuaState/changes.c`) and their length.
-        static let records: Int32 = 5
-        static let recordsLength: Int32 = 6
-        /// When the readers ran within the run (`flushWhenObserved`): whether nothing is left for a flush, what
-        /// they gave (at `flushed`, a `FlushResult` layout), and the message of a flush that failed, and whether
-        /// it ran out of time.
-        static let settled: Int32 = 7
-        static let flushed: Int32 = 8
-        static let flushFailure: Int32 = 12
-        static let flushTimedOut: Int32 = 13
+        static let position = Int32(CLUA_RUN_POSITION)
+        static let commands = Int32(CLUA_RUN_COMMANDS)
+        static let dirty = Int32(CLUA_RUN_DIRTY)
+        static let refused = Int32(CLUA_RUN_REFUSED)
+        static let records = Int32(CLUA_RUN_RECORDS)
+        static let recordsLength = Int32(CLUA_RUN_RECORDS_LENGTH)
+        static let settled = Int32(CLUA_RUN_SETTLED)
+        static let flushed = Int32(CLUA_RUN_FLUSHED)
+        static let flushFailure = Int32(CLUA_RUN_FLUSH_FAILURE)
+        static let flushTimedOut = Int32(CLUA_RUN_FLUSH_TIMED_OUT)
     }
 
     /// Where `flush` puts its results (and `reduceRun`, `runPosition`, from a position on): how many readers ran,
     /// their ids, their values (or error messages), and which of them failed (lists of that length).
     enum FlushResult {
-        static let count: Int32 = 0
-        static let readers: Int32 = 1
-        static let values: Int32 = 2
-        static let failed: Int32 = 3
+        static let count = Int32(CLUA_FLUSH_COUNT)
+        static let readers = Int32(CLUA_FLUSH_READERS)
+        static let values = Int32(CLUA_FLUSH_VALUES)
+        static let failed = Int32(CLUA_FLUSH_FAILED)
     }
 
     /// Where `runPosition` puts its results: the action being reduced, and what the readers gave before it.
     enum RunPositionResult {
-        static let position: Int32 = 1
-        static let flushed: Int32 = 2
+        static let position = Int32(CLUA_RUN_POSITION_POSITION)
+        static let flushed = Int32(CLUA_RUN_POSITION_FLUSHED)
     }
 
     /// The runtime loaded into one VM: its functions, by name.

@@ -215,6 +215,5 @@ function M.flush(everything)
   if flushed.count > 0 then S.emptyFlushed() end
   markDueReaders(everything)
   evaluateDue()
-  if flushed.count == 0 then return 0 end
-  return flushed.count, flushed.ids, flushed.values, flushed.failed
+  return B.flushresults()
 end

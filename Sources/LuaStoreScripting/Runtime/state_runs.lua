@@ -43,42 +43,37 @@ local function flushInRun()
 end
 
 -- Whether a flush has nothing to do: no change since the last one (a change a reader read is in the change
--- set too), no table left for the caches to let go.
-local function settled()
+-- set too), no table left for the caches to let go. (The barrier asks, as a run ends.)
+function S.settled()
   return next(pending[1]) == nil and not S.tablesLeft
 end
 
-function M.reduceRun(reduce, list, first, last, flushWhenObserved)
+-- What every run does first: the caches trimmed, the last run's changes and readers' values let go.
+local function beginRun()
   if B.made() + S.placed > 512 then S.trimCaches() end
   if B.collectedcount() > 0 then S.clearCollected() end
   if flushed.count > 0 then S.emptyFlushed() end
   S.reads = false
-  local position, commands, dirty, refused, flushFailure, flushTimedOut = B.run(reduce, list, first, last,
-    readers.subscriptions ~= nil, flushWhenObserved and flushInRun or false)
-  if commands ~= nil then commands = unwrap(commands, "the commands") end
-  local records, length
-  if S.journalingOn then records, length = B.records() end
-  if not flushWhenObserved then return position, commands, dirty, refused, records, length end
-  return position, commands, dirty, refused, records, length,
-    flushFailure == nil and settled(), flushed.count, flushed.ids, flushed.values, flushed.failed, flushFailure,
-    flushTimedOut
+end
+
+-- (The results are the barrier's, laid out as `clua_state_layouts.h` declares: this side never orders them.)
+function M.reduceRun(reduce, list, first, last, flushWhenObserved)
+  beginRun()
+  return B.run(reduce, list, first, last, readers.subscriptions ~= nil, flushWhenObserved and flushInRun or false)
 end
 
 -- Which action of the last run was being reduced, and what the readers gave before it (a run that raised).
 function M.runPosition()
-  return B.position(), flushed.count, flushed.ids, flushed.values, flushed.failed
+  return B.positionresults()
 end
 
--- One action (a run of one), with reduceRun's results.
+-- One action (a run of one), with reduceRun's results (whether subscriptions are stale at every end).
 local single = {}
 function M.reduce(reduce, action, flushWhenObserved)
-  if not istable(action) then return 1, nil, false, true end
+  if not istable(action) then return B.refusal(1, flushWhenObserved) end
+  beginRun()
   single[1] = action
-  local position, commands, _, refused, records, length, isSettled, count, ids, values, failed, failure, timedOut =
-    M.reduceRun(reduce, single, 1, 1, flushWhenObserved)
-  single[1] = nil
-  return position, commands, B.dirty(), refused, records, length, isSettled, count, ids, values, failed, failure,
-    timedOut
+  return B.run(reduce, single, 1, 1, readers.subscriptions ~= nil, flushWhenObserved and flushInRun or false, true)
 end
 
 -- Undoes the open or last transaction, newest write first.

@@ -321,7 +321,7 @@ function installBarrier()
     weakall = WEAK_ALL, parents = parents, parentkeys = parentKeys, journal = journal, dependents = dependents, changes = pending, holder = holder,
     index = indexFallback, newindex = newindexFallback, all = ALL, structure = STRUCTURE, adopt = adopt, settle = S.settleMoves,
     collect = S.collect, collected = collected, children = children, encoded = encodedRecords,
-    holderstate = HOLDER_STATE,
+    holderstate = HOLDER_STATE, unwrap = S.unwrap, flushed = S.flushed, settled = S.settled,
   }
   for name, value in next, made do B[name] = value end
   meta.__index, meta.__newindex = B.index, B.newindex
