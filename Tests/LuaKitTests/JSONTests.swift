@@ -5,6 +5,36 @@ import Testing
 
 /// `LuaJSON`: JSON text read straight into Lua values (what `luastore run` reads actions with).
 @Suite struct JSONTests {
+    /// The one plain-JSON writer: what it writes reads back as the very value — integers as integers, floats as
+    /// floats (`2.0`, `-0.0`), lists, tables with string and other keys, escapes — keys sorted; NaN refused with
+    /// its path.
+    @Test func whatIsWrittenReadsBackAsTheSameValue() throws {
+        let values: [LuaValue] = [
+            2, .number(2.0), .number(-0.0), .number(0.1), .number(1e300), .number(-3.5), "say \"hi\"\n\t\u{1}é",
+            [1, 2, 3], ["b": 1, "a": ["x": .number(1.0)]], .boolean(true), .table(LuaTable()),
+        ]
+        for value in values {
+            let text = try LuaJSON.encode(value)
+            let back = try LuaJSON.parse(text)
+            #expect(back == value, "\(value) → \(text) → \(back)")
+            if case .number(let number) = value {
+                guard case .number(let read) = back else { Issue.record("\(text) came back as \(back), not a float"); continue }
+                #expect(read.sign == number.sign, "\(text)")
+            }
+            if case .integer = value {
+                guard case .integer = back else { Issue.record("\(text) came back as \(back), not an integer"); continue }
+            }
+        }
+        #expect(try LuaJSON.encode(["b": 1, "a": .number(2.0), "c": [.boolean(false)]]) == #"{"a":2.0,"b":1,"c":[false]}"#)
+        #expect(try LuaJSON.encode(.table(LuaTable(array: ["x"], fields: [.boolean(true): 1]))) == #"{"1":"x","true":1}"#)
+        do {
+            _ = try LuaJSON.encode(["items": [1, .number(.nan)]], root: "state")
+            Issue.record("NaN was written")
+        } catch {
+            #expect(error.description == "state.items[2]: nan cannot be represented in JSON")
+        }
+    }
+
     @Test func valuesReadAsLuaValues() throws {
         #expect(try LuaJSON.parse(#"{"type":"add","n":3,"x":2.5,"ok":true,"no":false,"gone":null}"#)
             == ["type": "add", "n": 3, "x": 2.5, "ok": true, "no": false])

@@ -62,14 +62,16 @@ import Testing
             "url": "http://127.0.0.1:9/todos", "id": "todos", "success": "fetched", "failure": "fetchFailed", "kind": "http",
             "method": "GET", "headers": [:],
         ]]) { $0["loading"] = true }
-        try await store.receive(["type": "fetched", "id": "todos", "status": 200, "headers": [:], "body": "", "json": ["Walk", "Read"]]) {
+        // (A bound no loaded machine reaches: the action comes as soon as the effect's task runs.)
+        try await store.receive(["type": "fetched", "id": "todos", "status": 200, "headers": [:], "body": "", "json": ["Walk", "Read"]],
+                                timeout: .seconds(60)) {
             $0["loading"] = false
             $0["todos"][2] = ["title": "Walk", "done": false]
             $0["todos"][3] = ["title": "Read", "done": false]
         }
         let failure = try await store.sendFailing(["type": "fail", "why": "this"])
         #expect(failure.error.message == "refused this")
-        try await store.finish()
+        try await store.finish(timeout: .seconds(60))
         #expect(store.state["todos"][3]["title"] == "Read")
     }
 
@@ -102,8 +104,8 @@ import Testing
         #expect(commands?.message.hasPrefix("send {type = \"fetch\"}: the action returned commands the test has not stated (pass commands:):\n+ {") == true,
                 "\(String(describing: commands))")
         let unreceived = await #expect(throws: TestStoreFailure.self) {
-            _ = await store.store.waitUntilIdle(timeout: .seconds(5))
-            try await store.finish()
+            _ = await store.store.waitUntilIdle(timeout: .seconds(60))
+            try await store.finish(timeout: .seconds(60))
         }
         #expect(unreceived?.message.hasPrefix("finish: the effects sent actions the test has not received:\n  {") == true,
                 "\(String(describing: unreceived))")
@@ -117,7 +119,9 @@ import Testing
         let store = try await ScriptedTestStore(app: folder, exhaustivity: .off, effects: Self.server)
         try await store.send(["type": "add", "title": "Buy milk"]) // nothing stated: nothing checked
         try await store.send(["type": "fetch"]) { $0["loading"] = true } // commands unstated
-        try await store.receive(["type": "fetched", "id": "todos", "status": 200, "headers": [:], "body": "", "json": ["Walk", "Read"]]) {
+        // (A bound no loaded machine reaches: the action comes as soon as the effect's task runs.)
+        try await store.receive(["type": "fetched", "id": "todos", "status": 200, "headers": [:], "body": "", "json": ["Walk", "Read"]],
+                                timeout: .seconds(60)) {
             $0["todos"][3]["title"] = "Read" // only this is checked
         }
         let wrong = await #expect(throws: TestStoreFailure.self) {
@@ -128,6 +132,6 @@ import Testing
             − state.todos[2].done = false
             + state.todos[2].done = true
             """)
-        try await store.finish()
+        try await store.finish(timeout: .seconds(60))
     }
 }

@@ -42,10 +42,16 @@ enum ScriptEffectHandlers {
                         if value == .nil {
                             if unlink(file.path) != 0 && errno != ENOENT { throw StorageFailure.System(code: errno, path: file.path) }
                         } else {
-                            let encoder = JSONEncoder()
-                            encoder.outputFormatting = [.sortedKeys]
+                            // (LuaKit's one plain-JSON writer: a float is written as a float, `2.0`, so `load` gives
+                            // back the very value saved.)
+                            let text: String
                             do {
-                                try OutputFile.write(Array(try encoder.encode(value)), to: file.path)
+                                text = try LuaJSON.encode(value, root: "value")
+                            } catch {
+                                throw StorageFailure.Reason("\(error) (nothing was written)")
+                            }
+                            do {
+                                try OutputFile.write(Array(text.utf8), to: file.path)
                             } catch let failure as OutputFailure {
                                 throw StorageFailure.Reason(failure.description)
                             }
@@ -62,9 +68,9 @@ enum ScriptEffectHandlers {
                         throw StorageFailure.System(code: access(file.path, R_OK) == 0 ? EIO : errno, path: file.path)
                     }
                     do {
-                        return try JSONDecoder().decode(LuaValue.self, from: data)
+                        return try data.withUnsafeBytes { bytes throws(LuaJSON.Malformed) in try LuaJSON.parse(bytes) }
                     } catch {
-                        throw StorageFailure.Reason("\(file.path) is not valid JSON")
+                        throw StorageFailure.Reason("\(file.path) is \(error)")
                     }
                 }
                 context.dispatch(["type": effect.payload["success"], "key": .string(key), "value": value])

@@ -136,52 +136,15 @@ public enum RecordingJSON {
         }
     }
 
-    /// Whether a byte of a string must be escaped in JSON: a control character, `"` or `\`.
-    static func needsEscape(_ byte: UInt8) -> Bool {
-        byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
-    }
-
-    /// Appends `text` as a JSON string, as UTF-8 (runs without anything to escape are copied whole).
+    /// Appends `text` as a JSON string (LuaKit's escaping: `LuaJSON.quote`, the one JSON writer's).
     public static func quote(_ text: String, into output: inout [UInt8]) {
-        output.append(UInt8(ascii: "\""))
-        var text = text
-        text.withUTF8 { bytes in
-            var run = 0
-            for index in bytes.indices {
-                let byte = bytes[index]
-                guard needsEscape(byte) else { continue }
-                output.append(contentsOf: bytes[run..<index])
-                run = index + 1
-                switch byte {
-                case UInt8(ascii: "\""): output.append(contentsOf: #"\""#.utf8)
-                case UInt8(ascii: "\\"): output.append(contentsOf: #"\\"#.utf8)
-                case UInt8(ascii: "\n"): output.append(contentsOf: #"\n"#.utf8)
-                case UInt8(ascii: "\r"): output.append(contentsOf: #"\r"#.utf8)
-                case UInt8(ascii: "\t"): output.append(contentsOf: #"\t"#.utf8)
-                default:
-                    let hex = Array("0123456789abcdef".utf8)
-                    output.append(contentsOf: #"\u00"#.utf8)
-                    output.append(hex[Int(byte >> 4)])
-                    output.append(hex[Int(byte & 15)])
-                }
-            }
-            output.append(contentsOf: bytes[run...])
-        }
-        output.append(UInt8(ascii: "\""))
+        LuaJSON.quote(text, into: &output)
     }
 
     /// Appends `text` as a JSON string. (The CLI quotes every string of every props line with this: a string
     /// with nothing to escape, the usual case, is appended as it is, without going through bytes.)
     public static func quote(_ text: String, into output: inout String) {
-        if !text.utf8.contains(where: needsEscape) {
-            output += "\""
-            output += text
-            output += "\""
-            return
-        }
-        var bytes: [UInt8] = []
-        quote(text, into: &bytes)
-        output += String(decoding: bytes, as: UTF8.self)
+        LuaJSON.quote(text, into: &output)
     }
 
     /// A line or value that is not what the format says.

@@ -1,0 +1,110 @@
+/// Lua values as JSON text — the one plain-JSON writer (`luastore run --format json`'s props, `--state-out`, the
+/// data `save` keeps, reports), and `LuaJSON.parse` reads what it writes back as the same values.
+///
+/// A table whose keys are exactly `1...n` (n ≥ 1) is an array; any other table is an object with its keys sorted
+/// (by their UTF-8 bytes; non-string keys written as their decimal or `true`/`false` form); an empty table is `{}`;
+/// integers print as integers and floats with a fraction or exponent (`2.0`, not `2`), so a float stays a float
+/// when it is read back. NaN and infinities cannot be represented and are an error naming the path.
+extension LuaJSON {
+    /// A value JSON cannot hold, and where.
+    public struct Unrepresentable: Error, CustomStringConvertible {
+        public let path: String
+        public let reason: String
+        public var description: String { "\(path): \(reason)" }
+    }
+
+    /// `value` as JSON text; `root` names it in errors (`props.items[3]`).
+    public static func encode(_ value: LuaValue, root: String = "value") throws(Unrepresentable) -> String {
+        var output = ""
+        try write(value, path: root, into: &output)
+        return output
+    }
+
+    private static func write(_ value: LuaValue, path: @autoclosure () -> String, into output: inout String) throws(Unrepresentable) {
+        switch value {
+        case .nil: output += "null"
+        case .boolean(let flag): output += flag ? "true" : "false"
+        case .integer(let integer): output += String(integer)
+        case .number(let number):
+            guard number.isFinite else { throw Unrepresentable(path: path(), reason: "\(number) cannot be represented in JSON") }
+            if number == 0, number.sign == .minus {
+                output += "-0.0"
+            } else if number == number.rounded(), abs(number) < 1e15 {
+                output += String(Int64(number)) + ".0"
+            } else {
+                output += "\(number)"
+            }
+        case .string(let text): quote(text, into: &output)
+        case .table(let table):
+            let base = path()
+            if table.fieldCount == 0, !table.array.isEmpty {
+                output += "["
+                for (index, element) in table.array.enumerated() {
+                    if index > 0 { output += "," }
+                    try write(element, path: "\(base)[\(index + 1)]", into: &output)
+                }
+                output += "]"
+                return
+            }
+            var entries: [(String, LuaValue)] = table.array.enumerated().map { (String($0.offset + 1), $0.element) }
+            table.forEachField { key, element in entries.append((key.text, element)) }
+            entries.sort { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) }
+            output += "{"
+            for (index, entry) in entries.enumerated() {
+                if index > 0 { output += "," }
+                quote(entry.0, into: &output)
+                output += ":"
+                try write(entry.1, path: base + LuaPath.render(.string(entry.0)), into: &output)
+            }
+            output += "}"
+        }
+    }
+
+    /// Whether a byte of a string must be escaped in JSON: a control character, `"` or `\`.
+    static func needsEscape(_ byte: UInt8) -> Bool {
+        byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
+    }
+
+    /// Appends `text` as a JSON string, as UTF-8 (runs without anything to escape are copied whole; a control
+    /// character other than `\n`, `\r`, `\t` as `\u00XX`).
+    public static func quote(_ text: String, into output: inout [UInt8]) {
+        output.append(UInt8(ascii: "\""))
+        var text = text
+        text.withUTF8 { bytes in
+            var run = 0
+            for index in bytes.indices {
+                let byte = bytes[index]
+                guard needsEscape(byte) else { continue }
+                output.append(contentsOf: bytes[run..<index])
+                run = index + 1
+                switch byte {
+                case UInt8(ascii: "\""): output.append(contentsOf: #"\""#.utf8)
+                case UInt8(ascii: "\\"): output.append(contentsOf: #"\\"#.utf8)
+                case UInt8(ascii: "\n"): output.append(contentsOf: #"\n"#.utf8)
+                case UInt8(ascii: "\r"): output.append(contentsOf: #"\r"#.utf8)
+                case UInt8(ascii: "\t"): output.append(contentsOf: #"\t"#.utf8)
+                default:
+                    let hex = Array("0123456789abcdef".utf8)
+                    output.append(contentsOf: #"\u00"#.utf8)
+                    output.append(hex[Int(byte >> 4)])
+                    output.append(hex[Int(byte & 15)])
+                }
+            }
+            output.append(contentsOf: bytes[run...])
+        }
+        output.append(UInt8(ascii: "\""))
+    }
+
+    /// Appends `text` as a JSON string (a string with nothing to escape, the usual case, is appended as it is).
+    public static func quote(_ text: String, into output: inout String) {
+        if !text.utf8.contains(where: needsEscape) {
+            output += "\""
+            output += text
+            output += "\""
+            return
+        }
+        var bytes: [UInt8] = []
+        quote(text, into: &bytes)
+        output += String(decoding: bytes, as: UTF8.self)
+    }
+}
