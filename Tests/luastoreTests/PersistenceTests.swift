@@ -37,8 +37,16 @@ import Testing
     func killRun(app: URL, database: String, output: String, sync: String, feed: String, after delay: String) async throws
         -> ChildProcessResult {
         try await runChildProcess(URL(fileURLWithPath: "/bin/bash"), ["-c", """
+            rm -f "$5"
             (\(feed)) | "$1" run "$2" --persist "$3" --persist-sync "$4" --format json > "$5" 2>/dev/null &
             pid=$!
+            # The delay counts from the first acknowledged action (a second props line), not from the start: a
+            # loaded machine may take longer than the delay to start the run at all (bounded: 30 s).
+            for _ in $(seq 1 3000); do
+              [ "$(wc -l < "$5" 2>/dev/null || echo 0)" -ge 2 ] && break
+              kill -0 $pid 2>/dev/null || break
+              sleep 0.01
+            done
             sleep "$6"
             kill -9 $pid 2>/dev/null
             wait $pid 2>/dev/null
