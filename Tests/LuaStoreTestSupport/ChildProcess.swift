@@ -39,13 +39,20 @@ public func runChildProcess(
     signal(SIGPIPE, SIG_IGN)
     let overrides = Dictionary(uniqueKeysWithValues: environment.map { (Environment.Key(stringLiteral: $0.key), Optional($0.value)) })
     let command = ([executable.lastPathComponent] + arguments).joined(separator: " ")
+    // Standard input comes from a file, not a pipe this process writes: a child that ends before reading all of
+    // it (one that refuses its arguments, say) must not leave a write half done — Subprocess traps on the pipe's
+    // descriptor then (swiftlang/swift-subprocess#367).
+    let inputFile = FileManager.default.temporaryDirectory.appendingPathComponent("luastore-child-input-\(UUID().uuidString)")
+    try Data((input ?? "").utf8).write(to: inputFile)
+    defer { try? FileManager.default.removeItem(at: inputFile) }
     return try await withThrowingTaskGroup(of: ChildProcessResult?.self) { group in
         group.addTask {
+            let standardInput = try FileDescriptor.open(FilePath(inputFile.path), .readOnly)
             let result = try await run(
                 .path(FilePath(executable.path)), arguments: Arguments(arguments),
                 environment: .inherit.updating(overrides),
                 workingDirectory: directory.map { FilePath($0.path) },
-                input: .string(input ?? ""),
+                input: .fileDescriptor(standardInput, closeAfterSpawningProcess: true),
                 output: .string(limit: 64 << 20), error: .string(limit: 64 << 20))
             let status: Int32 = switch result.terminationStatus {
             case .exited(let code): code
