@@ -27,6 +27,13 @@ struct SpecTest: AsyncParsableCommand {
     @Option(help: "Run only the tests whose full name (the describe blocks' names and its own) matches this Lua pattern.")
     var filter: String?
 
+    @Option(name: .customLong("time-budget-ms"), help: ArgumentHelp("Milliseconds a test (or a hook) may run before it is stopped, as an error.", valueName: "ms"))
+    var timeBudget: Double = 200
+
+    func validate() throws {
+        guard timeBudget > 0 else { throw ValidationError("--time-budget-ms must be above 0") }
+    }
+
     @Option(help: "How to report: text (default), json, tap or junit.")
     var output: SpecOutput = .text
 
@@ -59,9 +66,10 @@ struct SpecTest: AsyncParsableCommand {
             throw ExitCode.unusable
         }
         let modulePath = project.lpath + modules.templates
+        let budget = Duration.microseconds(Int64(timeBudget * 1000))
         var results: [SpecResult] = []
         for file in files {
-            let outcome = thread.sync { Self.run(file: file, folder: folder, modulePath: modulePath, filter: filter) }
+            let outcome = thread.sync { Self.run(file: file, folder: folder, modulePath: modulePath, filter: filter, budget: budget) }
             switch outcome {
             case .success(let fileResults): results += fileResults
             case .failure(let problem):
@@ -79,11 +87,13 @@ struct SpecTest: AsyncParsableCommand {
     }
 
     /// Runs one spec file in a fresh VM (on its LuaThread): a result for each test, in order.
-    static func run(file: String, folder: URL, modulePath: [String], filter: String?) -> Result<[SpecResult], UsageProblem> {
+    static func run(file: String, folder: URL, modulePath: [String], filter: String?, budget: Duration) -> Result<[SpecResult], UsageProblem> {
         var results: [SpecResult] = []
         let clock = ContinuousClock()
         do throws(LuaError) {
-            let vm = try LuaVM(moduleRoot: folder, modulePath: modulePath, print: { line in Console.out("  " + line) })
+            var limits = LuaLimits()
+            limits.timeBudget = budget
+            let vm = try LuaVM(limits: limits, moduleRoot: folder, modulePath: modulePath, print: { line in Console.out("  " + line) })
             try EffectsModule.define(in: vm)
             // A host chunk (`host:`): errors inside the library are located at the spec's line that called it.
             // (luassert first: the blocks take it as their chunk's argument.)

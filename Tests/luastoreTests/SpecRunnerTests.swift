@@ -13,7 +13,7 @@ import FoundationXML
     /// Every block, hook, assertion, chain, spy, stub, mock and matcher, passing; each failure's text and line,
     /// exactly (`specs/expected.txt`).
     @Test func bustedSpecsRunAndFailuresReadAsLuassertWritesThem() async throws {
-        let run = try await CLI.run(["test", Self.folder.path])
+        let run = try await CLI.run(["test", Self.folder.path, "--time-budget-ms", "10000"])
         #expect(run.status == 1)
         let expected = try String(contentsOf: Self.folder.appendingPathComponent("expected.txt"), encoding: .utf8)
         #expect(run.output == expected, "\(run.output)")
@@ -22,18 +22,18 @@ import FoundationXML
     }
 
     @Test func filterRunsOnlyTheTestsWhoseNamesMatch() async throws {
-        let run = try await CLI.run(["test", Self.folder.path, "--filter", "^luassert spies"])
+        let run = try await CLI.run(["test", Self.folder.path, "--time-budget-ms", "10000", "--filter", "^luassert spies"])
         #expect(run.status == 0, "\(run.output)")
         #expect(run.output == "1 passed, 0 failed\n")
-        let failing = try await CLI.run(["test", Self.folder.path, "--filter", "failing e"])
+        let failing = try await CLI.run(["test", Self.folder.path, "--time-budget-ms", "10000", "--filter", "failing e"])
         #expect(failing.outputLines.last == "0 passed, 2 failed")
-        let malformed = try await CLI.run(["test", Self.folder.path, "--filter", "[a"])
+        let malformed = try await CLI.run(["test", Self.folder.path, "--time-budget-ms", "10000", "--filter", "[a"])
         #expect(malformed.status == 2)
         #expect(malformed.errors == "luastore: --filter \"[a\": malformed pattern (missing ']')\n")
     }
 
     @Test func jsonIsBustedsShape() async throws {
-        let run = try await CLI.run(["test", Self.folder.path, "--output", "json"])
+        let run = try await CLI.run(["test", Self.folder.path, "--time-budget-ms", "10000", "--output", "json"])
         #expect(run.status == 1)
         let object = try #require(try JSONSerialization.jsonObject(with: Data(run.output.utf8)) as? [String: Any])
         #expect((object["successes"] as? [Any])?.count == 13)
@@ -53,7 +53,7 @@ import FoundationXML
     }
 
     @Test func tapCountsEveryTest() async throws {
-        let run = try await CLI.run(["test", Self.folder.path, "--output", "tap"])
+        let run = try await CLI.run(["test", Self.folder.path, "--time-budget-ms", "10000", "--output", "tap"])
         #expect(run.outputLines.prefix(3) == ["TAP version 13", "1..26", "ok 1 - luassert keeps assert callable"])
         #expect(run.outputLines.contains("ok 11 - busted blocks is not written yet # SKIP pending"))
         #expect(run.outputLines.filter { $0.hasPrefix("not ok ") }.count == 12)
@@ -61,7 +61,7 @@ import FoundationXML
     }
 
     @Test func junitIsWellFormedXML() async throws {
-        let run = try await CLI.run(["test", Self.folder.path, "--output", "junit"])
+        let run = try await CLI.run(["test", Self.folder.path, "--time-budget-ms", "10000", "--output", "junit"])
         let document = try XMLDocument(data: Data(run.output.utf8))
         let root = try #require(document.rootElement())
         #expect(root.name == "testsuites")
