@@ -343,6 +343,45 @@ import Testing
         #expect(placesOfDelivery.value == ["ui"])
     }
 
+    /// The one way observers are told (a store's, a presenter's, a scripted store's): skip what equals the last
+    /// value offered, deliver on the observer's queue, end once at `.dead`, report what a body throws.
+    @Test func anObserverDeliveryDeduplicatesDeliversWhereAskedAndEndsOnce() async throws {
+        let queue = DispatchQueue(label: "delivery")
+        let key = DispatchSpecificKey<String>()
+        queue.setSpecific(key: key, value: "delivery")
+        let seen = Protected<[Int]>([])
+        let places = Protected<Set<String>>([])
+        let ended = Protected(0)
+        let errors = Protected(0)
+        struct Odd: Error {}
+        let delivery = ObserverDelivery(Observer<Int>(on: queue, removeDuplicates: .asEquatable) { value in
+            _ = places.withLock { $0.insert(DispatchQueue.getSpecific(key: key) ?? "elsewhere") }
+            seen.withLock { $0.append(value) }
+            if value == 3 { throw Odd() }
+            return value >= 4 ? .dead : .active
+        }, ended: { ended.withLock { $0 += 1 } })
+        for value in [1, 1, 2, 2, 2, 3, 3, 4, 5, 4, 6] { delivery.offer(value, report: { _ in errors.withLock { $0 += 1 } }) }
+        queue.sync {}
+        #expect(seen.value == [1, 2, 3, 4])
+        #expect(places.value == ["delivery"])
+        #expect(errors.value == 1, "a throwing body is reported and stays")
+        #expect(ended.value == 1 && delivery.isDead)
+    }
+
+    @Test func aPresenterThatAnswersDeadIsUnsubscribed() async throws {
+        let root = RootStore(initialState: CounterState(), reducer: CounterReducer())
+        let made = Protected(0)
+        root.store.subscribe(Presenter<CounterState, Int>(presentation: .storeContext, props: { state in
+            made.withLock { $0 += 1 }
+            return state.count
+        }) { count in count >= 1 ? .dead : .active })
+        for _ in 0..<5 {
+            root.dispatch(.increment)
+            _ = await root.state()
+        }
+        #expect(made.value == 2, "props for the first state and the one that ended it, none after")
+    }
+
     @Test func manyThreadsDispatchingLoseNothing() async throws {
         let root = RootStore(initialState: CounterState(), reducer: CounterReducer(),
                              configuration: StoreConfiguration(errorReporter: .ignore))

@@ -1,5 +1,6 @@
 import Foundation
 import LuaKit
+import LuaStoreCore
 @testable import LuaStoreScripting
 import LuaStoreTestSupport
 import LuaStoreConcurrency
@@ -258,10 +259,10 @@ import Testing
         try withEngine(["app.lua": app], budget: .seconds(1)) { engine, _ in
             engine.notifiesEveryAction = true
             let seen = Protected<[Int64]>([])
-            engine.addReader(.props, queue: nil) { props in
+            engine.addReader(.props, Observer { props in
                 seen.withLock { $0.append(props["count"].integer ?? -1) }
                 return .active
-            }
+            })
             let increments = Array(repeating: ["type": "increment"] as LuaValue, count: 5)
             #expect(engine.reduce(run: increments[...]).applied == 5)
             var calls = engine.vm.calls

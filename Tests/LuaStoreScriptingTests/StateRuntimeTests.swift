@@ -1,5 +1,6 @@
 import Foundation
 import LuaKit
+import LuaStoreCore
 @testable import LuaStoreScripting
 import LuaStoreTestSupport
 import Testing
@@ -477,7 +478,7 @@ extension StateRuntimeTests {
                 // so for a moment both are held: 100,000 items came near the default 64 MiB.)
                 limits.memoryBytes = 256 << 20
                 let engine = try ScriptEngine(folder: folder.url, thread: thread, limits: limits, log: { _ in }, report: { _ in })
-                engine.addReader(.props, queue: nil) { _ in .active }
+                engine.addReader(.props, Observer { _ in .active })
                 func toggle(_ id: Int) throws -> (instructions: Int, allocations: Int) {
                     let counted = try engine.vm.countingInstructions { () throws(LuaError) in
                         _ = try engine.reduce(["type": "toggle", "id": .integer(Int64(id))])

@@ -82,29 +82,33 @@ public struct Presenter<State: Sendable, Props: Sendable>: Sendable {
     }
 }
 
-/// One subscribed presenter: coalesces states, makes props on the presentation queue, delivers them.
+/// One subscribed presenter: coalesces states, makes props on the presentation queue, and hands them to an
+/// `ObserverDelivery` of their own (deduplicated by props, delivered on the presenter's queue).
 final class PresenterPipeline<State: Sendable, Props: Sendable>: Sendable {
     private struct Pending {
         var state: State?
         var scheduled = false
-        var lastProps: Props?
-        var dead = false
     }
 
     private let presenter: Presenter<State, Props>
     private let pending = Protected(Pending())
+    private let delivery: ObserverDelivery<Props>
 
-    init(_ presenter: Presenter<State, Props>) { self.presenter = presenter }
+    init(_ presenter: Presenter<State, Props>) {
+        self.presenter = presenter
+        let body = presenter.body
+        delivery = ObserverDelivery(Observer(on: presenter.deliveryQueue, removeDuplicates: presenter.propsEquating) { body($0) })
+    }
 
     /// Called on the store's context with a new (deduplicated) state.
     func offer(_ state: State) -> ObserverStatus {
         guard let queue = presenter.presentation.queue else {
             present(state)
-            return pending.withLock { $0.dead } ? .dead : .active
+            return delivery.isDead ? .dead : .active
         }
         let schedule = pending.withLock { pending -> Bool in
             pending.state = state
-            guard !pending.scheduled, !pending.dead else { return false }
+            guard !pending.scheduled, !delivery.isDead else { return false }
             pending.scheduled = true
             return true
         }
@@ -118,10 +122,12 @@ final class PresenterPipeline<State: Sendable, Props: Sendable>: Sendable {
                 if let latest { present(latest) }
             }
         }
-        return pending.withLock { $0.dead } ? .dead : .active
+        return delivery.isDead ? .dead : .active
     }
 
+    /// Makes props on the presentation queue (one at a time) and offers them.
     private func present(_ state: State) {
+        guard !delivery.isDead else { return }
         let props: Props
         do {
             props = try presenter.makeProps(state)
@@ -129,19 +135,6 @@ final class PresenterPipeline<State: Sendable, Props: Sendable>: Sendable {
             presenter.failed?(error)
             return
         }
-        let isDuplicate = pending.withLock { pending -> Bool in
-            if pending.dead { return true }
-            if let equating = presenter.propsEquating, let last = pending.lastProps, equating.isEqual(last, props) {
-                return true
-            }
-            if presenter.propsEquating != nil { pending.lastProps = props }
-            return false
-        }
-        guard !isDuplicate else { return }
-        let deliver: @Sendable () -> Void = { [self] in
-            guard !pending.withLock({ $0.dead }) else { return }
-            if presenter.body(props) == .dead { pending.withLock { $0.dead = true } }
-        }
-        if let queue = presenter.deliveryQueue { queue.async(execute: deliver) } else { deliver() }
+        delivery.offer(props, report: { _ in }) // (the body does not throw)
     }
 }

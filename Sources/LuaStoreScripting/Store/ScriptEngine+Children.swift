@@ -35,8 +35,8 @@ extension ScriptEngine {
     /// Forgets a child store: its state and readers.
     func removeChild(_ id: Int64) {
         children[id] = nil
-        for (readerID, reader) in readers {
-            if case .childProps(id) = reader.kind { removeReader(readerID) }
+        for (readerID, kind) in readers.all {
+            if case .childProps(id) = kind { removeReader(readerID) }
         }
         _ = try? vm.call(runtime[.removeChild], arguments: [.value(.integer(id))])
     }

@@ -8,11 +8,14 @@ import LuaStoreCore
 extension ScriptEngine {
     // MARK: Readers
 
-    /// Attaches an observer to a new reader and delivers its current value.
-    func addReader(_ kind: ReaderKind, queue: DispatchQueue?, deliver: @escaping @Sendable (LuaValue) -> ObserverStatus) {
-        let id = nextReader
-        nextReader += 1
-        readers[id] = Reader(kind: kind, queue: queue, deliver: deliver, last: nil)
+    /// Attaches `observer` to a new reader of `kind` and delivers its current value.
+    func addReader(_ kind: ReaderKind, _ observer: Observer<LuaValue>) {
+        let id = readers.makeID()
+        let delivery = ObserverDelivery(observer, ended: { [weak self] in
+            // (A body on the engine's thread has its reader removed by `offer` at once.)
+            self?.thread.async { [weak self] in self?.removeReader(id) }
+        })
+        readers[id] = ReaderTable.Reader(kind: kind, delivery: delivery)
         do {
             var arguments: [LuaArgument] = [.value(.integer(id)), .reference(try readerFunction(kind))]
             if case .childProps(let child) = kind { arguments.append(.value(.integer(child))) }
@@ -130,25 +133,17 @@ extension ScriptEngine {
         settledCalls = run.settled ? vm.calls : nil
     }
 
+    /// Hands `value` to the reader's delivery (which skips it when it equals the last one, by the observer's
+    /// equating).
     func offer(_ value: LuaValue, to id: Int64) {
-        // (In place: a copy of the reader put back cost a second lookup, and a copy of its last value.)
-        guard let index = readers.index(forKey: id) else { return }
-        if let last = readers.values[index].last, last == value { return }
-        readers.values[index].last = value
-        let reader = readers.values[index]
-        let deliver = reader.deliver
-        if let queue = reader.queue {
-            queue.async { [weak self] in
-                guard deliver(value) == .dead, let self else { return }
-                self.thread.async { [weak self] in self?.removeReader(id) }
-            }
-        } else if deliver(value) == .dead {
-            removeReader(id)
-        }
+        guard let reader = readers[id] else { return }
+        let report = self.report
+        reader.delivery.offer(value, report: { report(ScriptFailure(stage: .observer, error: LuaError(.runtime, "\($0)"))) })
+        if reader.delivery.isDead { removeReader(id) }
     }
 
     func removeReader(_ id: Int64) {
-        readers[id] = nil
+        guard readers.remove(id) else { return }
         _ = try? vm.call(runtime[.unregister], arguments: [.value(.integer(id))])
     }
 }

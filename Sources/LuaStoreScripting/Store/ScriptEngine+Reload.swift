@@ -59,8 +59,8 @@ extension ScriptEngine {
         self.migrated = migrated
         app = candidate
         children = reloadedChildren
-        for (id, reader) in readers {
-            switch reader.kind {
+        for (id, kind) in readers.all {
+            switch kind {
             case .props:
                 _ = try? vm.call(runtime[.register], arguments: [.value(.integer(id)), .reference(candidate.props)])
             case .childProps(let child):

@@ -35,21 +35,6 @@ final class ScriptEngine {
         let props: LuaReference
     }
 
-    /// What a reader shows: the app's props, the value at a path in the state, or a child store's props.
-    enum ReaderKind {
-        case props
-        case path([LuaKey])
-        case childProps(Int64)
-    }
-
-    /// An observer attached to a reader.
-    struct Reader {
-        let kind: ReaderKind
-        let queue: DispatchQueue?
-        let deliver: @Sendable (LuaValue) -> ObserverStatus
-        var last: LuaValue?
-    }
-
     let vm: LuaVM
     let thread: LuaThread
     /// The app's folder (another one after `install`).
@@ -61,8 +46,8 @@ final class ScriptEngine {
     var mountOptions: MountOptions
     let runtime: StateRuntime.Functions
     let report: @Sendable (ScriptFailure) -> Void
-    var readers: [Int64: Reader] = [:]
-    var nextReader: Int64 = 1
+    /// The observers attached to props, selectors and child props (`ScriptEngine+Readers.swift`).
+    var readers = ReaderTable()
     private var cachedSubscriptions: [String: ScriptEffect] = [:]
     /// Hears which subscriptions each new set launches and cancels (`ScriptedStoreOptions.subscriptionsChanged`).
     var subscriptionsChanged: (@Sendable (SubscriptionChange) -> Void)?
@@ -427,22 +412,6 @@ final class ScriptEngine {
         }
     }
 
-}
-
-extension ScriptEngine.ReaderKind {
-    var stage: ScriptFailure.Stage {
-        switch self {
-        case .props, .childProps: .props
-        case .path: .selector
-        }
-    }
-
-    var rootName: String {
-        switch self {
-        case .props, .childProps: "props"
-        case .path(let keys): LuaPath.render(root: "state", keys: keys)
-        }
-    }
 }
 
 // Every use happens on the app's LuaThread (the store's executor); LuaVM checks the thread on each call.

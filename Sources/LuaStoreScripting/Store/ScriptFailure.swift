@@ -25,6 +25,8 @@ public struct ScriptFailure: Error, Sendable, CustomStringConvertible {
         case reload
         /// Running `migrate` during a reload (the state was restored).
         case migrate
+        /// An observer's body (Swift) threw; it stays subscribed.
+        case observer
     }
 
     /// Where it happened.

@@ -3,9 +3,9 @@ import LuaStoreCore
 
 /// What the Swift store holds for a scripted app: the state itself lives in the VM, so this is only a version
 /// number that grows with every applied action.
-public struct ScriptState: Sendable, Equatable {
+struct ScriptState: Sendable, Equatable {
     /// Actions applied so far.
-    public var version: UInt64 = 0
+    var version: UInt64 = 0
 }
 
 /// The app's Lua `reduce` and `subscriptions` as a `Reducer` of the Swift store.

@@ -32,9 +32,19 @@ public final class ScriptedChildStore: Sendable {
     /// Dispatches `action` to the app's reducer and then to the child's.
     public func dispatch(_ action: LuaValue) { core.dispatch(action) }
 
-    /// Observes the child's props (`props(local, root)`): now, then whenever they change.
+    /// The child as LuaStoreCore's `Store`: its state is the child's props (`props(local, root)`), its actions
+    /// go to `dispatch`. Observers, scopes and presenters subscribed to it are told as every observer is (see
+    /// `ScriptedStore.store`). The handle does not keep the child alive.
+    public var store: Store<LuaValue, LuaValue> {
+        let thread = engine.thread
+        return Store(dispatch: { [weak self] in self?.dispatch($0) }, subscribe: { [weak engine, id] observer in
+            thread.async { [weak engine] in engine?.addReader(.childProps(id), observer) }
+        })
+    }
+
+    /// Observes the child's props (`props(local, root)`): now, then whenever they differ from the last delivered.
     public func observeProps(on queue: DispatchQueue? = nil, _ body: @escaping @Sendable (LuaValue) -> ObserverStatus) {
-        engine.thread.async { [engine, id] in engine.addReader(.childProps(id), queue: queue, deliver: body) }
+        store.subscribe(Observer(on: queue, removeDuplicates: .asEquatable, body))
     }
 
     /// The child's local state now, converted.

@@ -249,13 +249,28 @@ public final class ScriptedStore: Sendable {
         }
     }
 
-    /// A handle to the underlying store (for scoping or for code written against `Store`).
-    public var store: Store<ScriptState, LuaValue> { root.store }
+    /// The app as LuaStoreCore's `Store`: its state is the app's props — what a view shows — and its actions go to
+    /// `dispatch`. Code written against `Store` works on a scripted app unchanged: an `Observer` (with its queue
+    /// and its own `Equating`), a `scope`, a `Presenter` are told as every observer is (LuaStoreCore's
+    /// `ObserverDelivery`), by the props' reader, which runs again only when the state it read changed.
+    ///
+    /// ```swift
+    /// let titles = store.store.scope { $0["title"]?.string ?? "" }
+    /// titles.subscribe(Observer(on: .main, removeDuplicates: .asEquatable) { title in label.text = title; return .active })
+    /// ```
+    ///
+    /// Like every `Store` handle it keeps neither the store nor its VM alive.
+    public var store: Store<LuaValue, LuaValue> {
+        let core = root.store, thread = self.thread // (a handle: it keeps neither the store nor its VM alive)
+        return Store(dispatch: core.dispatch, subscribe: { [weak engine] observer in
+            thread.async { [weak engine] in engine?.addReader(.props, observer) }
+        })
+    }
 
-    /// Observes the app's props: delivered now, then whenever they change (props run again only when the
-    /// state they read changed).
+    /// Observes the app's props: delivered now, then whenever they differ from the last delivered (props run again
+    /// only when the state they read changed).
     public func observeProps(on queue: DispatchQueue? = nil, _ body: @escaping @Sendable (LuaValue) -> ObserverStatus) {
-        thread.async { [engine] in engine.addReader(.props, queue: queue, deliver: body) }
+        store.subscribe(Observer(on: queue, removeDuplicates: .asEquatable, body))
     }
 
     /// Observes the props decoded as `T`; props that do not decode are reported as failures.
@@ -297,7 +312,8 @@ public final class ScriptedStore: Sendable {
     /// Observes the value at `path` in the state (`["todos", 3, "title"]`): delivered now, then only when a
     /// write touched it.
     public func observe(_ path: [LuaKey], on queue: DispatchQueue? = nil, _ body: @escaping @Sendable (LuaValue) -> ObserverStatus) {
-        thread.async { [engine] in engine.addReader(.path(path), queue: queue, deliver: body) }
+        let observer = Observer(on: queue, removeDuplicates: .asEquatable, body)
+        thread.async { [engine] in engine.addReader(.path(path), observer) }
     }
 
     /// A child store with its own local state, reduced by the app module `module` (see docs/scripted-apps.md, "Child

@@ -1,0 +1,63 @@
+import Synchronization
+
+/// How an observer is told — the one answer for every observer in LuaStore: a Swift store's observers, a
+/// presenter's props, and a scripted store's props and selectors (`LuaStoreScripting`) are each delivered by one.
+///
+/// It skips a value equal to the last one it was offered (by the observer's `Equating`; every value when it has
+/// none), runs the observer's body on the observer's queue (or right where the value was offered), and stops for
+/// good once the body answers `.dead`. A body that throws stays subscribed; its error goes to `report`.
+///
+/// Offer values from one serial context at a time (a store's executor, a presentation queue, a VM's thread): the
+/// deduplication memory belongs to that context.
+///
+/// ```swift
+/// let delivery = ObserverDelivery(Observer<Int>(removeDuplicates: .asEquatable) { print($0); return .active })
+/// delivery.offer(1, report: { print($0) })   // prints 1
+/// delivery.offer(1, report: { print($0) })   // skipped: equal to the last
+/// ```
+public final class ObserverDelivery<Value: Sendable>: Sendable {
+    let observer: Observer<Value>
+    private let last: ExecutorConfined<Value?> = ExecutorConfined(nil)
+    private let dead = Atomic<Bool>(false)
+    private let ended: (@Sendable () -> Void)?
+
+    /// A delivery to `observer`; `ended` runs once, where the body ran, when the body answers `.dead`.
+    public init(_ observer: Observer<Value>, ended: (@Sendable () -> Void)? = nil) {
+        self.observer = observer
+        self.ended = ended
+    }
+
+    /// Whether the observer answered `.dead` (nothing is delivered to it any more).
+    public var isDead: Bool { dead.load(ordering: .acquiring) }
+
+    /// Delivers `value` unless it equals the last one offered (by the observer's equating), on the observer's
+    /// queue or right here.
+    public func offer(_ value: Value, report: @escaping @Sendable (any Error) -> Void) {
+        if observer.equating != nil, isRepeat(value) { return }
+        if let queue = observer.deliveryQueue {
+            queue.async { [self] in deliver(value, report: report) }
+        } else {
+            deliver(value, report: report)
+        }
+    }
+
+    /// Whether `value` equals the last one offered (by the observer's `equating`); remembers it if not. (Apart,
+    /// so that observers without one do not look up the type of the memory on every notification.)
+    @inline(never)
+    private func isRepeat(_ value: Value) -> Bool {
+        guard let equating = observer.equating else { return false }
+        if let previous = last.value, equating.isEqual(previous, value) { return true }
+        last.value = value
+        return false
+    }
+
+    private func deliver(_ value: Value, report: @Sendable (any Error) -> Void) {
+        guard !isDead else { return }
+        do {
+            guard try observer.body(value) == .dead, !dead.exchange(true, ordering: .acquiringAndReleasing) else { return }
+            ended?()
+        } catch {
+            report(error)
+        }
+    }
+}
