@@ -19,13 +19,16 @@ extension ScriptEngine {
 
     /// Loads the child module `name`, runs its `init`, and returns the child's id.
     func addChild(module name: String) throws(ScriptFailure) -> Int64 {
-        do {
+        do throws(LuaError) {
             let (child, initialize) = try loadChild(name, in: app.namespace)
-            let id = nextChild
-            nextChild += 1
             let initial = try vm.callForReferences(initialize, arguments: [])
-            try vm.call(runtime[.setChild], arguments: [.value(.integer(id)), initial.first.flatMap { $0 }.map(LuaArgument.reference) ?? .value(.nil)])
-            children[id] = child
+            let id = children.add(child)
+            do throws(LuaError) {
+                try vm.call(runtime[.setChild], arguments: [.value(.integer(id)), initial.first.flatMap { $0 }.map(LuaArgument.reference) ?? .value(.nil)])
+            } catch {
+                children.remove(id)
+                throw error
+            }
             return id
         } catch {
             throw ScriptFailure(stage: .initialize, error: error)
@@ -34,7 +37,7 @@ extension ScriptEngine {
 
     /// Forgets a child store: its state and readers.
     func removeChild(_ id: Int64) {
-        children[id] = nil
+        children.remove(id)
         for (readerID, kind) in readers.all {
             if case .childProps(id) = kind { removeReader(readerID) }
         }

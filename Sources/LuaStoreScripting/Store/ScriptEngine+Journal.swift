@@ -20,11 +20,11 @@ extension ScriptEngine {
         let run = JournalRun(firstSequence: journalSequence + 1, actions: actions, origin: origin, firstPosition: first,
                              encoded: encoded, converted: converted, commands: commands, duration: duration, scripts: app.digest)
         journalSequence += UInt64(actions.count)
-        recorder?.append(run: run)
-        persistence?.recorder.append(run: run)
+        listeners.recorder?.append(run: run)
+        listeners.persistence?.recorder.append(run: run)
         defer { snapshotIfDue() }
         try persisted()
-        guard journal != nil || !journalStreams.isEmpty || history.limit > 0 || sendsWaiting > 0 else { return }
+        guard listeners.wantsEntries || history.limit > 0 else { return }
         run.forEachEntry { entry in deliver(entry, kept: true, recorded: true) }
     }
 
@@ -43,13 +43,7 @@ extension ScriptEngine {
     /// recorder has it already (in its run).
     func deliver(_ entry: JournalEntry, kept: Bool, recorded: Bool = false) {
         if history.limit > 0, kept { keepInHistory(entry.sequence, changeCount: entry.changeCount) }
-        if !recorded {
-            recorder?.append(entry)
-            persistence?.recorder.append(entry)
-        }
-        if sendsWaiting > 0 { lastEntry = entry }
-        journal?(entry)
-        for continuation in journalStreams.values { continuation.yield(entry) }
+        listeners.hear(entry, recorded: recorded)
         if case .reload = entry.event { snapshotForPersistence() } // (a migration's changes are not in its entry)
     }
 

@@ -7,7 +7,7 @@ extension ScriptEngine {
     /// After the journal up to `journalSequence` was handed over: waits until it is durable (`.full`), and makes
     /// a failure to write the store's: this action and every later one are refused.
     func persisted() throws(LuaError) {
-        guard let persistence else { return }
+        guard let persistence = listeners.persistence else { return }
         do {
             try persistence.waitUntilDurable(through: journalSequence)
         } catch {
@@ -24,14 +24,14 @@ extension ScriptEngine {
 
     /// Takes a snapshot when `snapshotInterval` entries were written since the last one.
     func snapshotIfDue() {
-        guard let persistence, journalSequence - snapshotSequence >= persistence.snapshotInterval else { return }
+        guard let persistence = listeners.persistence, journalSequence - snapshotSequence >= persistence.snapshotInterval else { return }
         snapshotForPersistence()
     }
 
     /// Hands the database the whole state, as of the last journal entry (converted here, on the store's thread:
     /// O(state), once every `snapshotInterval` entries; encoded and written on the database's).
     func snapshotForPersistence() {
-        guard let persistence, persistenceFailure == nil else { return }
+        guard let persistence = listeners.persistence, persistenceFailure == nil else { return }
         do {
             persistence.recorder.snapshot(app: folder.lastPathComponent, (try state(), app.digest, app.schemaVersion, journalSequence))
             snapshotSequence = journalSequence
@@ -44,7 +44,7 @@ extension ScriptEngine {
     /// schema version grew since it was written (then a snapshot holds the migrated state) — or, for a new
     /// database, writes the initial state as its first snapshot.
     func startPersisting(_ persistence: any StatePersistence) throws(ScriptFailure) {
-        self.persistence = persistence
+        listeners.persistence = persistence
         guard let resumed = persistence.resumed else {
             persistence.recorder.start(app: folder.lastPathComponent, (try convertedState(), app.digest, app.schemaVersion, journalSequence))
             return

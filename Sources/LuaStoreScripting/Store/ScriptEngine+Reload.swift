@@ -47,7 +47,7 @@ extension ScriptEngine {
             throw ScriptFailure(stage: .props, error: error)
         }
         var reloadedChildren: [Int64: ChildModule] = [:]
-        for (id, child) in children {
+        for (id, child) in children.modules {
             do {
                 reloadedChildren[id] = try loadChild(child.name, in: candidate.namespace).0
             } catch {
@@ -58,7 +58,7 @@ extension ScriptEngine {
         let previous = app.schemaVersion
         self.migrated = migrated
         app = candidate
-        children = reloadedChildren
+        children.replace(with: reloadedChildren)
         for (id, kind) in readers.all {
             switch kind {
             case .props:

@@ -32,7 +32,7 @@ extension ScriptEngine {
         // refused by `reduce(_:)`, one at a time (the store hands the rest of the run again). (Looked at where
         // the actions lie: copying one out would retain its storage, which the dispatching thread is busy
         // retaining too when one action is dispatched again and again.)
-        if persistence?.waitsForEachAction == true || persistenceFailure != nil { return single() }
+        if listeners.persistence?.waitsForEachAction == true || persistenceFailure != nil { return single() }
         let span = actions.prefix(runSpan.length)
         let allTables = span.withUnsafeBufferPointer { buffer in
             for index in buffer.indices {

@@ -51,21 +51,14 @@ final class ScriptEngine {
     private var cachedSubscriptions: [String: ScriptEffect] = [:]
     /// Hears which subscriptions each new set launches and cancels (`ScriptedStoreOptions.subscriptionsChanged`).
     var subscriptionsChanged: (@Sendable (SubscriptionChange) -> Void)?
-    var children: [Int64: ChildModule] = [:]
-    /// Hears every journal entry (see `ScriptedStoreOptions.journal`); also the streams of
-    /// `ScriptedStore.journalEntries`. With either, actions are reduced one at a time and their changes read.
-    var journal: (@Sendable (JournalEntry) -> Void)? { didSet { updateJournaling() } }
-    /// Records the journal (`ScriptedStoreOptions.recorder`): takes runs as the barrier wrote them.
-    var recorder: SessionRecorder? { didSet { updateJournaling() } }
-    /// Keeps the state across launches (`ScriptedStoreOptions.persistence`): hears the journal as the recorder
-    /// does, and gets a snapshot every `snapshotInterval` entries (`ScriptEngine+Persistence.swift`).
-    var persistence: (any StatePersistence)? { didSet { updateJournaling() } }
+    /// The child stores' modules (`ScriptEngine+Children.swift`).
+    var children = ChildTable()
+    /// Who hears the journal; runs collect each action's changes while anyone does.
+    var listeners = JournalListeners() { didSet { updateJournaling() } }
     /// Why the persistence could not write: every later action is refused.
     var persistenceFailure: PersistenceFailure?
     /// The sequence number the last snapshot was taken at.
     var snapshotSequence: UInt64 = 0
-    var journalStreams: [Int: AsyncStream<JournalEntry>.Continuation] = [:] { didSet { updateJournaling() } }
-    var nextJournalStream = 0
     var journalSequence: UInt64 = 0
     /// Whether the last successful reload ran a migration (its transaction is the last one).
     var migrated = false
@@ -75,20 +68,13 @@ final class ScriptEngine {
     /// Time travel's state (`ScriptEngine+History.swift`).
     var history = HistoryState()
 
-    /// How many actions `ScriptedStore.send` dispatched are not yet reduced (their journal entries are wanted).
-    var sendsWaiting = 0 { didSet { updateJournaling() } }
-    /// The last journal entry made (what `send` returns for its action, read right after it was reduced).
-    var lastEntry: JournalEntry?
-
     /// Tells the runtime whether runs collect each action's changes.
     func updateJournaling() {
-        let wanted = journal != nil || recorder != nil || persistence != nil || !journalStreams.isEmpty || history.limit > 0
-            || sendsWaiting > 0
+        let wanted = listeners.listening || history.limit > 0
         guard wanted != journaling else { return }
         journaling = wanted
         _ = try? vm.call(runtime[.setJournaling], arguments: [.value(.boolean(wanted))])
     }
-    var nextChild: Int64 = 1
     private var commandSequence: UInt64 = 0
     /// Whether `subscriptions` must run again before its cached result is used.
     var subscriptionsDirty = true

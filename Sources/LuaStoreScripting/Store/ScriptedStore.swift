@@ -129,8 +129,8 @@ public final class ScriptedStore: Sendable {
             let engine = try ScriptEngine(folder: folder, thread: thread, limits: limits, main: manifest?.main ?? "app.lua",
                                           modulePath: options.modulePath, mounts: mounts, log: options.log, report: report,
                                           initialState: options.persistence?.resumed?.state ?? options.initialState)
-            engine.journal = options.journal
-            engine.recorder = options.recorder
+            engine.listeners.journal = options.journal
+            engine.listeners.recorder = options.recorder
             if let persistence = options.persistence { try engine.startPersisting(persistence) }
             engine.subscriptionsChanged = options.subscriptionsChanged
             engine.notifiesEveryAction = options.notification == .everyAction
@@ -223,7 +223,7 @@ public final class ScriptedStore: Sendable {
     public func send(_ action: LuaValue) async -> SendResult {
         await withCheckedContinuation { continuation in
             thread.async { [engine, root, thread] in
-                engine.sendsWaiting += 1
+                engine.listeners.sendsWaiting += 1
                 let result = Protected<SendResult?>(nil)
                 let ticket = ActionTicket<ScriptEffect>(onReduced: { outcome in
                     // (On the store's thread, right after the reducer: the entry just made is this action's.)
@@ -231,7 +231,7 @@ public final class ScriptedStore: Sendable {
                     case .applied where engine.history.traveling:
                         result.withLock { $0 = .held }
                     case .applied:
-                        result.withLock { $0 = engine.lastEntry.map(SendResult.applied) }
+                        result.withLock { $0 = engine.listeners.lastEntry.map(SendResult.applied) }
                     case .failed(let error, let index):
                         let failure = (error as? ScriptFailure) ?? ScriptFailure(
                             stage: .reduce, error: (error as? LuaError) ?? LuaError(.runtime, "\(error)"), action: action)
@@ -241,7 +241,7 @@ public final class ScriptedStore: Sendable {
                         break
                     }
                 }, onResolved: { _ in
-                    thread.async { engine.sendsWaiting -= 1 }
+                    thread.async { engine.listeners.sendsWaiting -= 1 }
                     continuation.resume(returning: result.withLock { $0 } ?? .dropped)
                 })
                 root.dispatch(action, ticket: ticket)
@@ -353,12 +353,10 @@ public final class ScriptedStore: Sendable {
     public func journalEntries(bufferingNewest limit: Int = 100_000) -> AsyncStream<JournalEntry> {
         let (stream, continuation) = AsyncStream.makeStream(of: JournalEntry.self, bufferingPolicy: .bufferingNewest(limit))
         thread.sync { [engine] in
-            let id = engine.nextJournalStream
-            engine.nextJournalStream += 1
-            engine.journalStreams[id] = continuation
+            let id = engine.listeners.addStream(continuation)
             continuation.onTermination = { [weak engine] _ in
                 guard let engine else { return }
-                engine.thread.async { engine.journalStreams[id] = nil }
+                engine.thread.async { engine.listeners.removeStream(id) }
             }
         }
         return stream
