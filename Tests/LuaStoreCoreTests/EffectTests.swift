@@ -145,6 +145,19 @@ import Testing
         await server.stop()
     }
 
+    /// A runner opens its session (two sockets on Linux) at its first request: thousands of stores that never ask
+    /// for the network hold no descriptors for it.
+    @Test func aRunnerOpensNoSessionUntilItsFirstRequest() async throws {
+        func descriptors() throws -> Int { try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count }
+        let before = try descriptors()
+        let runners = (0..<500).map { _ in URLEffectRunner() }
+        let after = try descriptors()
+        #expect(after < before + 100, "500 idle runners opened \(after - before) descriptors")
+        let refused = await runners[0].perform(URLRequestEffect(url: "http://example.invalid/"))
+        if case .failure(let failure) = refused { #expect(failure.reason == .refusedHost) } else { Issue.record("an invalid host was not refused") }
+        _ = runners
+    }
+
     @Test func urlSuccessDecodesJSON() async throws {
         let server = try await TestServer.start()
         let runner = URLEffectRunner()

@@ -16,6 +16,43 @@ import LuaStoreCore
         return (store, recorder, folder)
     }
 
+    /// Stores that share a pool's thread: each its own VM and state, their actions taking turns; one that runs out
+    /// of time fails alone.
+    @Test func storesSharingAPoolsThreadKeepTheirOwnStates() async throws {
+        let folder = try AppFolder(["app.lua": ChildStoreTests.app])
+        defer { folder.remove() }
+        let looping = try AppFolder(["app.lua": """
+            local app = {}
+            function app.init() return { count = 0 } end
+            function app.reduce(state, action)
+              if action.type == "spin" then while true do end end
+              state.count = state.count + 1
+            end
+            function app.props(state) return { count = state.count } end
+            return app
+            """])
+        defer { looping.remove() }
+        let pool = LuaThreadPool(threads: 1, name: "store-pool-test")
+        let recorder = Recorder()
+        var options = recorder.options
+        options.threads = pool
+        let first = try await ScriptedStore(app: folder.url, options: options)
+        let second = try await ScriptedStore(app: folder.url, options: options)
+        let third = try await ScriptedStore(app: looping.url, options: options)
+        #expect(first.thread === second.thread && second.thread === third.thread && first.thread === pool.threads[0])
+        for _ in 0..<3 { first.dispatch(["type": "increment"]) }
+        second.dispatch(["type": "increment"])
+        let spun = await third.send(["type": "spin"])
+        #expect(spun.failure?.error.kind == .timeout)
+        _ = await third.send(["type": "increment"])
+        await first.barrier()
+        await second.barrier()
+        #expect(try await first.props() == ["count": 3])
+        #expect(try await second.props() == ["count": 1])
+        #expect(try await third.props() == ["count": 1])
+        for store in [first, second, third] { store.shutdown() }
+    }
+
     @Test func initialPropsThenChanges() async throws {
         let (store, recorder, folder) = try await makeStore()
         defer { folder.remove() }

@@ -157,3 +157,34 @@ extension LuaThread: TaskExecutor {
         queue.submit { job.runSynchronously(on: executor) }
     }
 }
+
+/// A few `LuaThread`s that many VMs share, so that a host with thousands of VMs (a store per document, per
+/// session, per match) does not start thousands of OS threads. Each VM is created on, and stays pinned to, the
+/// thread `thread()` hands out (in turn); the VMs of one thread take turns, each job whole.
+///
+/// ```swift
+/// let pool = LuaThreadPool(threads: 4)
+/// let vms = try (0..<10_000).map { _ in
+///     let thread = pool.thread()
+///     return (thread, try thread.sync { try LuaVM() })
+/// }
+/// ```
+public final class LuaThreadPool: Sendable {
+    /// The pool's threads.
+    public let threads: [LuaThread]
+    private let turn = Protected(0)
+
+    /// A pool of `threads` threads (at least one), named `name-1`, `name-2`, …
+    public init(threads count: Int = ProcessInfo.processInfo.activeProcessorCount, name: String = "LuaKit.pool",
+                stackSize: Int = LuaThread.defaultStackSize) {
+        threads = (1...max(1, count)).map { LuaThread(name: "\(name)-\($0)", stackSize: stackSize) }
+    }
+
+    /// The thread for the next VM: each in turn.
+    public func thread() -> LuaThread {
+        threads[turn.withLock { turn in
+            defer { turn = (turn + 1) % threads.count }
+            return turn
+        }]
+    }
+}

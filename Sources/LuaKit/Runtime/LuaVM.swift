@@ -259,14 +259,26 @@ public final class LuaVM {
         if source.utf8.first == 0x1B {
             throw LuaError(.binaryChunk, "binary chunks are refused; load Lua source text", chunkName: chunkName)
         }
-        var source = source
+        let cache = CompiledChunks.shared
+        let dump = cache.dump(of: source, chunkName: chunkName)
+        var text = source
         clua_begin_call(state, guardState)
-        let status = source.withUTF8 { bytes in
-            bytes.withMemoryRebound(to: CChar.self) { chars in
-                luaL_loadbufferx(state, chars.baseAddress, chars.count, "=" + chunkName, "t")
+        let status = if let dump {
+            // (Compiled by a VM of this process before: its own dump, read back as binary — never a script's bytes.)
+            dump.withUnsafeBufferPointer { bytes in
+                bytes.withMemoryRebound(to: CChar.self) { chars in
+                    luaL_loadbufferx(state, chars.baseAddress, chars.count, "=" + chunkName, "b")
+                }
+            }
+        } else {
+            text.withUTF8 { bytes in
+                bytes.withMemoryRebound(to: CChar.self) { chars in
+                    luaL_loadbufferx(state, chars.baseAddress, chars.count, "=" + chunkName, "t")
+                }
             }
         }
         clua_end_call(state, guardState)
+        if status == LUA_OK, dump == nil { cache.keep(CompiledChunks.dumpTop(state), of: source, chunkName: chunkName) }
         if status != LUA_OK {
             var error = popError(status: status)
             error.kind = error.kind == .memory ? .memory : .syntax

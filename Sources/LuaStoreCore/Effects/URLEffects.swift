@@ -192,22 +192,31 @@ public struct URLPolicy: Sendable, Hashable {
 public final class URLEffectRunner: Sendable {
     /// The policy every request is checked against.
     public let policy: URLPolicy
-    private let session: URLSession
+    /// Made at the first request: a session holds descriptors and memory of its own (two sockets on Linux), and a
+    /// host with thousands of stores that never ask for the network should not pay for thousands of them.
+    private let session = Protected<URLSession?>(nil)
     private let delegate: SessionDelegate
 
-    /// A runner with its own ephemeral session.
+    /// A runner with its own ephemeral session (made when the first request is performed).
     public init(policy: URLPolicy = URLPolicy()) {
         self.policy = policy
-        let delegate = SessionDelegate(policy: policy)
-        self.delegate = delegate
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
-        configuration.urlCache = nil
-        session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
+        delegate = SessionDelegate(policy: policy)
     }
 
     deinit {
-        session.invalidateAndCancel()
+        session.withLock { $0?.invalidateAndCancel() }
+    }
+
+    private var openSession: URLSession {
+        session.withLock { session in
+            if let session { return session }
+            let configuration = URLSessionConfiguration.ephemeral
+            configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+            configuration.urlCache = nil
+            let made = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
+            session = made
+            return made
+        }
     }
 
     /// Performs `effect`; the result is a response (status below 400) or a failure saying why.
@@ -218,7 +227,7 @@ public final class URLEffectRunner: Sendable {
         case .failure(let failure): return .failure(failure)
         }
         if Task.isCancelled { return .failure(URLFailure(reason: .cancelled, message: "the request was cancelled")) }
-        let task = session.dataTask(with: request)
+        let task = openSession.dataTask(with: request)
         let timeout = effect.timeout ?? policy.defaultTimeout
         let timer = Task { [delegate] in
             try await Task.sleep(for: timeout)

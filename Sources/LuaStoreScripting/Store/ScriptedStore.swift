@@ -56,6 +56,10 @@ public struct ScriptedStoreOptions: Sendable {
     /// Opens a plugin the app mounts that is a bundle (a file) rather than a folder: verifies it and returns the
     /// folder it was unpacked into (`LuaStoreBundles`: `AppBundle.Opener`). Without it, mounting a bundle is refused.
     public var openBundle: (@Sendable (URL) throws -> URL)?
+    /// Threads the store shares with other stores: its VM lives on one of them (`LuaThreadPool.thread()`), so many
+    /// stores need not start as many OS threads; their actions take turns on the threads they share. `nil` (the
+    /// default): the store starts a thread of its own.
+    public var threads: LuaThreadPool?
 
     /// Options; every part has a default.
     public init(
@@ -118,7 +122,7 @@ public final class ScriptedStore: Sendable {
         let manifest = try Self.manifest(of: folder)
         let installed = Protected(InstalledManifests(app: manifest))
         self.installed = installed
-        let thread = LuaThread(name: "luastore:" + folder.lastPathComponent)
+        let thread = options.threads?.thread() ?? LuaThread(name: "luastore:" + folder.lastPathComponent)
         self.thread = thread
         self.options = options
         let report = options.failures
