@@ -44,14 +44,18 @@ extension Scenarios {
             },
             { try await recordedToggleCost(items: items, actions: actions, record: false).nanoseconds })
         let jump = try await Harness.median(rounds: rounds) { try await jumpMilliseconds(items: items, back: 1_000) }
-        let replay = try await replayNanoseconds(items: items, actions: quick ? 2_000 : 20_000)
+        let replayActions = quick ? 5_000 : 100_000
+        let replay = try await replayCost(items: items, actions: replayActions)
         return [
             Scenario(name: "record.overhead_ratio_100k", value: ratio, unit: "×", goal: "≤ 1.3", pass: ratio <= 1.3),
             Scenario(name: "record.ns_per_toggle_100k", value: recorded, unit: "ns", goal: "—", pass: nil),
             Scenario(name: "record.ns_per_toggle_100k_unrecorded", value: plain, unit: "ns", goal: "—", pass: nil),
             Scenario(name: "record.bytes_per_toggle", value: bytes.value, unit: "B", goal: "≤ 200", pass: bytes.value <= 200),
             Scenario(name: "history.jump_ms_100k", value: jump, unit: "ms", goal: "≤ 50", pass: jump <= 50),
-            Scenario(name: "replay.ns_per_action_100k", value: replay, unit: "ns", goal: "—", pass: nil),
+            Scenario(name: "replay.ns_per_action_100k", value: replay.perAction, unit: "ns", goal: "≤ 3 × record", pass: replay.perAction <= 3 * recorded),
+            Scenario(name: "replay.vs_record_ratio_100k", value: replay.perAction / recorded, unit: "×", goal: "≤ 3.0",
+                     pass: replay.perAction / recorded <= 3),
+            Scenario(name: "replay.startup_ms_100k", value: replay.startup, unit: "ms", goal: "—", pass: nil),
         ]
     }
 
@@ -72,12 +76,31 @@ extension Scenarios {
         return Harness.milliseconds(clock.now - start)
     }
 
-    /// ns per action for `luastore replay` (the built binary beside this one) of a recording of `actions`
-    /// toggles on an `items`-item state, start-up and the initial state's check included.
-    func replayNanoseconds(items: Int, actions: Int) async throws -> Double {
-        guard let luastore = luastoreBinary else { return .nan }
+    /// What `luastore replay` (the built binary beside this one) costs on an `items`-item state: ns per action
+    /// replayed (recordings of `actions` and `2 × actions` toggles, each replayed; the difference per action, so
+    /// that start-up is not spread over the actions) and ms to start (reading the recorded state, building it, the
+    /// initial check); medians of `rounds`.
+    func replayCost(items: Int, actions: Int) async throws -> (perAction: Double, startup: Double) {
+        guard let luastore = luastoreBinary else { return (.nan, .nan) }
         let folder = try app("list\(items)", Self.listApp(items: items))
-        let path = workspace.appendingPathComponent("replay-\(items).jsonl").path
+        let short = try await recording(items: items, actions: actions, folder: folder)
+        let long = try await recording(items: items, actions: 2 * actions, folder: folder)
+        let arguments = { (path: String) in ["replay", folder.path, path, "--time-budget-ms", "2000"] }
+        var perAction: [Double] = [], startup: [Double] = []
+        for _ in 0..<max(1, rounds) {
+            let shortTime = Harness.milliseconds(try timeLuastore(luastore, arguments(short)))
+            let longTime = Harness.milliseconds(try timeLuastore(luastore, arguments(long)))
+            let each = (longTime - shortTime) * 1_000_000 / Double(actions)
+            perAction.append(each)
+            startup.append(shortTime - each * Double(actions) / 1_000_000)
+        }
+        return (Harness.median(perAction), Harness.median(startup))
+    }
+
+    /// A recording of `actions` toggles on an `items`-item state; its path.
+    func recording(items: Int, actions: Int, folder: URL) async throws -> String {
+        let path = workspace.appendingPathComponent("replay-\(items)-\(actions).jsonl").path
+        try? FileManager.default.removeItem(atPath: path)
         let recorder = SessionRecorder(file: try OutputFile(path: path))
         var options = self.options
         options.recorder = recorder
@@ -87,6 +110,6 @@ extension Scenarios {
         await store.barrier()
         store.shutdown()
         if let failure = recorder.file?.close() { throw failure }
-        return Harness.milliseconds(try timeLuastore(luastore, ["replay", folder.path, path, "--time-budget-ms", "2000"])) * 1_000_000 / Double(actions)
+        return path
     }
 }

@@ -76,7 +76,9 @@ struct Replay: AsyncParsableCommand {
         let initial = reader.header.state
         var options = ScriptedStoreOptions(log: { _ in }, failures: { _ in })
         options.modulePath = modules.templates
-        options.notification = .everyAction
+        // (Each action's journal entry is compared, whatever the observers see: they are told once per burst, as a
+        // session's were — except when a spec is written, which needs the props after each action.)
+        options.notification = writeSpec == nil ? .batched : .everyAction
         options.limits.timeBudget = .microseconds(Int64(timeBudget * 1000))
         let replayer: Replayer
         do {
