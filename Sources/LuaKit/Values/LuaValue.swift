@@ -211,6 +211,13 @@ public struct LuaTable: Sendable, Hashable {
         self.storage = .pairs(pairs)
     }
 
+    /// A table of string-keyed fields (a decoded JSON object, say): a later pair of the same key replaces an
+    /// earlier one, and a `nil` value leaves its key out. Up to `pairsLimit` of them are kept as the list itself:
+    /// no dictionary is made or hashed.
+    public init(stringFields elements: [(String, LuaValue)]) {
+        self.init(literal: elements)
+    }
+
     /// A table of string-keyed fields, as a literal writes it: a later pair of the same key replaces an earlier
     /// one, and a `nil` value leaves its key out.
     init(literal elements: [(String, LuaValue)]) {

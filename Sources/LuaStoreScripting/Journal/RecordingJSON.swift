@@ -176,9 +176,10 @@ public enum RecordingJSON {
                 }
                 return .table(table)
             }
-            var table = LuaTable()
-            for (key, item) in fields { table[.string(key)] = try decode(item) }
-            return .table(table)
+            var pairs: [(String, LuaValue)] = []
+            pairs.reserveCapacity(fields.count)
+            for (key, item) in fields { pairs.append((key, try decode(item))) }
+            return .table(LuaTable(stringFields: pairs))
         }
     }
 

@@ -24,11 +24,98 @@ public indirect enum RecordedJSON: Sendable, Equatable {
 
     /// The JSON value `bytes` (UTF-8) hold.
     public init(parsing bytes: some Collection<UInt8>) throws(RecordingJSON.Malformed) {
-        var parser = Parser(bytes: Array(bytes))
-        parser.skipSpace()
-        self = try parser.value(depth: 0)
-        parser.skipSpace()
-        guard parser.position == parser.bytes.count else { throw parser.fail("text after the value") }
+        let text = ContiguousArray(bytes)
+        self = try text.withUnsafeBufferPointer { buffer throws(RecordingJSON.Malformed) in
+            var parser = Parser(bytes: buffer)
+            parser.skipSpace()
+            let value = try parser.value(depth: 0)
+            parser.skipSpace()
+            guard parser.position == parser.bytes.count else { throw parser.fail("text after the value") }
+            return value
+        }
+    }
+
+    /// An entry line's fields, read without making a dictionary of them (`RecordingReader.entry`): those the
+    /// format defines, the text of its `changes` (as written, not read: checked only for what bounds it), and how
+    /// many fields it has.
+    struct EntryFields {
+        var seq: RecordedJSON?, origin: RecordedJSON?, action: RecordedJSON?, reload: RecordedJSON?
+        var failure: RecordedJSON?
+        /// The text of `scripts` (a digest, quoted: entries mostly repeat the one before, compared as written).
+        var scripts: ArraySlice<UInt8>?
+        /// Whether it has a `sum` (`RecordingLine.checkSum` reads it from the line's end).
+        var hasSum = false
+        var changes: ArraySlice<UInt8>?
+        /// The first field the format does not define, by name.
+        var unknown: String?
+    }
+
+    /// Whether the key `bytes` (as written between its quotes) is `name`.
+    private static func same(_ bytes: Slice<UnsafeBufferPointer<UInt8>>, _ name: StaticString) -> Bool {
+        bytes.count == name.utf8CodeUnitCount && bytes.elementsEqual(UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
+    }
+
+    /// The fields of the entry line `bytes` (a JSON object).
+    static func entryFields(_ bytes: ArraySlice<UInt8>) throws(RecordingJSON.Malformed) -> EntryFields {
+        try bytes.withUnsafeBufferPointer { buffer throws(RecordingJSON.Malformed) -> EntryFields in
+            var parser = Parser(bytes: buffer)
+            var fields = EntryFields()
+            parser.skipSpace()
+            guard parser.position < buffer.count, buffer[parser.position] == UInt8(ascii: "{") else {
+                throw RecordingJSON.Malformed(description: "an entry must be a JSON object")
+            }
+            parser.position += 1
+            parser.skipSpace()
+            if parser.position < buffer.count, buffer[parser.position] == UInt8(ascii: "}") {
+                parser.position += 1
+            } else {
+                while true {
+                    parser.skipSpace()
+                    guard parser.position < buffer.count, buffer[parser.position] == UInt8(ascii: "\"") else { throw parser.fail("expected a key") }
+                    // (A key is matched as written; one with an escape is read first.)
+                    let keyStart = parser.position
+                    try parser.skipString()
+                    let written = buffer[(keyStart + 1)..<(parser.position - 1)]
+                    var name: String?
+                    if written.contains(UInt8(ascii: "\\")) {
+                        var key = Parser(bytes: buffer)
+                        key.position = keyStart
+                        name = try key.string()
+                    }
+                    func named(_ field: StaticString) -> Bool {
+                        if let name { return name.utf8.elementsEqual(UnsafeBufferPointer(start: field.utf8Start, count: field.utf8CodeUnitCount)) }
+                        return Self.same(written, field)
+                    }
+                    parser.skipSpace()
+                    guard parser.position < buffer.count, buffer[parser.position] == UInt8(ascii: ":") else { throw parser.fail("expected :") }
+                    parser.position += 1
+                    parser.skipSpace()
+                    let start = parser.position
+                    func span() -> ArraySlice<UInt8> { bytes[(bytes.startIndex + start)..<(bytes.startIndex + parser.position)] }
+                    if named("seq") { fields.seq = try parser.value(depth: 1) }
+                    else if named("origin") { fields.origin = try parser.value(depth: 1) }
+                    else if named("action") { fields.action = try parser.value(depth: 1) }
+                    else if named("changes") { try parser.skipValue(depth: 1); fields.changes = span() }
+                    else if named("scripts") { try parser.skipValue(depth: 1); fields.scripts = span() }
+                    else if named("sum") { try parser.skipValue(depth: 1); fields.hasSum = true }
+                    else if named("reload") { fields.reload = try parser.value(depth: 1) }
+                    else if named("failure") { fields.failure = try parser.value(depth: 1) }
+                    else {
+                        try parser.skipValue(depth: 1)
+                        if fields.unknown == nil { fields.unknown = name ?? String(decoding: written, as: UTF8.self) }
+                    }
+                    parser.skipSpace()
+                    guard parser.position < buffer.count else { throw parser.fail("an object is not closed") }
+                    if buffer[parser.position] == UInt8(ascii: ",") { parser.position += 1; continue }
+                    guard buffer[parser.position] == UInt8(ascii: "}") else { throw parser.fail("expected , or }") }
+                    parser.position += 1
+                    break
+                }
+            }
+            parser.skipSpace()
+            guard parser.position == buffer.count else { throw parser.fail("text after the value") }
+            return fields
+        }
     }
 
     /// Parses the JSON object `bytes` hold, and says where the text of its field `field` lies in them (as written,
@@ -37,15 +124,17 @@ public indirect enum RecordedJSON: Sendable, Equatable {
     /// brackets, quotes and escapes that bound it.
     public static func parsing(_ bytes: ArraySlice<UInt8>, spanOf field: String, readsIt: Bool = true) throws(RecordingJSON.Malformed)
         -> (value: RecordedJSON, span: ArraySlice<UInt8>?) {
-        var parser = Parser(bytes: Array(bytes))
-        parser.captured = field
-        parser.readsCaptured = readsIt
-        parser.skipSpace()
-        let value = try parser.value(depth: 0)
-        parser.skipSpace()
-        guard parser.position == parser.bytes.count else { throw parser.fail("text after the value") }
-        let span = parser.span.map { bytes[(bytes.startIndex + $0.lowerBound)..<(bytes.startIndex + $0.upperBound)] }
-        return (value, span)
+        try bytes.withUnsafeBufferPointer { buffer throws(RecordingJSON.Malformed) in
+            var parser = Parser(bytes: buffer)
+            parser.captured = field
+            parser.readsCaptured = readsIt
+            parser.skipSpace()
+            let value = try parser.value(depth: 0)
+            parser.skipSpace()
+            guard parser.position == parser.bytes.count else { throw parser.fail("text after the value") }
+            let span = parser.span.map { bytes[(bytes.startIndex + $0.lowerBound)..<(bytes.startIndex + $0.upperBound)] }
+            return (value, span)
+        }
     }
 
     /// The field `name` of an object.
@@ -54,8 +143,9 @@ public indirect enum RecordedJSON: Sendable, Equatable {
         return nil
     }
 
+    /// Reads JSON text in place (the caller's buffer, for as long as it parses).
     private struct Parser {
-        let bytes: [UInt8]
+        let bytes: UnsafeBufferPointer<UInt8>
         var position = 0
         /// The field of the outermost object whose text is wanted, whether it is read too, and where it was found.
         var captured: String?
@@ -75,12 +165,13 @@ public indirect enum RecordedJSON: Sendable, Equatable {
             }
         }
 
-        mutating func expect(_ literal: String, _ value: RecordedJSON) throws(RecordingJSON.Malformed) -> RecordedJSON {
-            let expected = Array(literal.utf8)
-            guard bytes.count - position >= expected.count, Array(bytes[position..<position + expected.count]) == expected else {
+        mutating func expect(_ literal: StaticString, _ value: RecordedJSON) throws(RecordingJSON.Malformed) -> RecordedJSON {
+            let count = literal.utf8CodeUnitCount
+            guard bytes.count - position >= count,
+                  (0..<count).allSatisfy({ bytes[position + $0] == literal.utf8Start[$0] }) else {
                 throw fail("expected \(literal)")
             }
-            position += expected.count
+            position += count
             return value
         }
 

@@ -26,6 +26,8 @@ public struct RecordingReader: Sendable {
     private var expected: UInt64?
     /// The last digest found well-formed (entries mostly repeat it).
     private var lastDigest: String?
+    /// The last digest as its entry wrote it (quoted), to compare the next entry's with.
+    private var lastDigestText: [UInt8] = []
 
     /// Reads the header line.
     public init(header line: ArraySlice<UInt8>) throws(Malformed) {
@@ -72,15 +74,11 @@ public struct RecordingReader: Sendable {
     public mutating func entry(_ line: ArraySlice<UInt8>) throws(Malformed) -> RecordingLine.RecordedAction? {
         let summed = header.version >= 3
         if summed { try RecordingLine.checkSum(line) }
-        let (fields, changesJSON) = try RecordedJSON.parsing(line, spanOf: "changes", readsIt: false)
-        guard case .object(let object) = fields else { throw Malformed(description: "an entry must be a JSON object") }
-        let seqJSON = object["seq"], origin = object["origin"], action = object["action"], reload = object["reload"]
-        let failure = object["failure"], scripts = object["scripts"]
-        var found = (seqJSON != nil ? 1 : 0) + (origin != nil ? 1 : 0) + (action != nil ? 1 : 0) + (reload != nil ? 1 : 0)
-        found += (failure != nil ? 1 : 0) + (scripts != nil ? 1 : 0) + (summed && object["sum"] != nil ? 1 : 0)
-        if object.count != found {
-            let known = ["seq", "origin", "action", "reload", "failure", "scripts"] + (summed ? ["sum"] : [])
-            try Self.allow(object, known, in: "an entry")
+        let fields = try RecordedJSON.entryFields(line)
+        let seqJSON = fields.seq, origin = fields.origin, action = fields.action, reload = fields.reload
+        let failure = fields.failure, changesJSON = fields.changes
+        if let unknown = fields.unknown ?? (!summed && fields.hasSum ? "sum" : nil) {
+            throw Malformed(description: "an entry has a field the format does not define: \"\(unknown)\"")
         }
         guard case .integer(let seq)? = seqJSON, seq > 0 else { throw Malformed(description: "no \"seq\" (a positive integer)") }
         let sequence = UInt64(seq)
@@ -90,8 +88,9 @@ public struct RecordingReader: Sendable {
                 : "entry \(sequence) follows entry \(expected - 1): \(sequence - expected) \(sequence - expected == 1 ? "entry is" : "entries are") missing")
         }
         if case .string("outside")? = origin {} else { try Self.checkOrigin(origin) }
-        if case .string(let digest)? = scripts, digest == lastDigest {} else {
-            lastDigest = try Self.digest(scripts, in: "an entry")
+        if let scripts = fields.scripts, scripts.elementsEqual(lastDigestText) {} else {
+            lastDigest = try Self.digest(try fields.scripts.map { text throws(Malformed) in try RecordedJSON(parsing: text) }, in: "an entry")
+            lastDigestText = fields.scripts.map(Array.init) ?? []
         }
         var message: String?
         if let failure {
