@@ -142,6 +142,29 @@ struct Scenarios {
         return result
     }
 
+    /// ns per dispatch of the same counter in a ReSwift-shaped store (`PeerStore`): every action observed by one
+    /// subscriber, which sees the count (as the Lua side's observer sees its props), until it has seen the last.
+    func peerCounter(actions: Int) async -> Double {
+        let store = PeerStore<Counter, CounterAction>(state: Counter()) { action, state in
+            var state = state
+            switch action {
+            case .increment: state.count += 1
+            case .add(let by, let note, let flag):
+                state.count += by
+                state.note = note
+                state.flag = flag
+            }
+            return state
+        }
+        let arrival = Arrival()
+        store.subscribe { state in arrival.see(Int64(state.count)) }
+        await arrival.wait(for: 0)
+        return await Harness.nanoseconds(operations: actions) {
+            for _ in 0..<actions { store.dispatch(.increment) }
+            await arrival.wait(for: Int64(actions))
+        }
+    }
+
     func counter() async throws -> [Scenario] {
         let actions = quick ? 2_000 : 50_000
         let (lua, swift, ratio) = try await Harness.alternate(
@@ -163,6 +186,10 @@ struct Scenarios {
             rounds: rounds, sides: sides,
             { try await luaCounter(.reused, notification: .everyAction, actions: everyActions).total },
             { await swiftCounter(.reused, notification: .everyAction, actions: everyActions) })
+        let (_, peer, peerRatio) = try await Harness.alternate(
+            rounds: rounds, sides: sides,
+            { try await luaCounter(.reused, notification: .everyAction, actions: everyActions).total },
+            { await peerCounter(actions: everyActions) })
         let caller = Harness.median(Array(callerNanoseconds.value.dropFirst()))
         let floor = try await freshActionFloor(actions: actions)
         return [
@@ -177,6 +204,8 @@ struct Scenarios {
             Scenario(name: "counter.every_action_lua_vs_swift_ratio", value: everyRatio, unit: "×", goal: "≤ 2.0", pass: everyRatio <= 2.0),
             Scenario(name: "counter.every_action_lua_ns_per_dispatch", value: everyLua, unit: "ns", goal: "—", pass: nil),
             Scenario(name: "counter.every_action_swift_ns_per_dispatch", value: everySwift, unit: "ns", goal: "—", pass: nil),
+            Scenario(name: "counter.every_action_lua_vs_reswift_ratio", value: peerRatio, unit: "×", goal: "≤ 1.0", pass: peerRatio <= 1.0),
+            Scenario(name: "counter.every_action_reswift_ns_per_dispatch", value: peer, unit: "ns", goal: "—", pass: nil),
         ]
     }
 
@@ -276,12 +305,49 @@ struct Scenarios {
         let (_, _, sameItems) = try await Harness.alternate(
             rounds: rounds, sides: sides, { try await toggleCost(items: big, actions: actions, spread: 10) },
             { try await toggleCost(items: 10, actions: actions) })
+        let floor = try coldStateFloor(items: big)
+        let extra = large - small
+        var coldRows: [Scenario] = []
+        if let floor {
+            let coldRatio = extra / floor
+            coldRows = [
+                Scenario(name: "state_size.cold_extra_vs_floor_ratio", value: coldRatio, unit: "×", goal: "≤ 2.0", pass: coldRatio <= 2),
+                Scenario(name: "state_size.cold_extra_ns", value: extra, unit: "ns", goal: "—", pass: nil),
+                Scenario(name: "state_size.cold_extra_floor_ns", value: floor, unit: "ns", goal: "—", pass: nil),
+            ]
+        }
         return [
             Scenario(name: "state_size.ratio_100k_vs_10", value: ratio, unit: "×", goal: "≤ 1.5", pass: ratio <= 1.5),
             Scenario(name: "state_size.ns_per_toggle_100k", value: large, unit: "ns", goal: "—", pass: nil),
             Scenario(name: "state_size.ns_per_toggle_10", value: small, unit: "ns", goal: "—", pass: nil),
             Scenario(name: "state_size.ratio_100k_vs_10_same_items", value: sameItems, unit: "×", goal: "—", pass: nil),
-        ]
+        ] + coldRows
+    }
+
+    /// The extra ns per toggle that `items` items add over 10 when stock `lua5.4` runs the same app logic
+    /// (`Workloads/cold_state_floor.lua`: cache misses no runtime avoids), the median of `rounds` runs; nil where
+    /// `lua5.4` is not installed (the rows are left out, with a note) or with `--side`.
+    func coldStateFloor(items: Int) throws -> Double? {
+        guard let stock = Self.stockLua else {
+            FileHandle.standardError.write(Data("bench: lua5.4 is not installed; state_size.cold_extra_… is left out\n".utf8))
+            return nil
+        }
+        guard sides == .both else { return nil }
+        let script = workspace.appendingPathComponent("cold_state_floor.lua")
+        try Data(EmbeddedLua.coldStateFloor.source.utf8).write(to: script)
+        var extras: [Double] = []
+        for _ in 0..<max(1, rounds) {
+            let output = try Self.output(of: stock, [script.path, quick ? "30000" : "300000", String(items)])
+            let fields = output.split(whereSeparator: \.isWhitespace)
+            func field(_ name: String) -> Double? {
+                fields.first { $0.hasPrefix(name + "=") }.flatMap { Double($0.dropFirst(name.count + 1)) }
+            }
+            guard let small = field("small"), let large = field("large") else {
+                throw BenchFailure("cold_state_floor.lua printed \(output.debugDescription), not small=N large=N")
+            }
+            extras.append(large - small)
+        }
+        return Harness.median(extras)
     }
 
     // MARK: fan-out
@@ -417,15 +483,41 @@ struct Scenarios {
             collections.append(Harness.milliseconds(ContinuousClock().now - start))
         }
 
-        // Each dispatch is timed until the observer has its props: the observer signals a semaphore that a
-        // thread of its own waits on (polling would measure the polling interval).
+        let latencies = await Self.latencies(of: store, items: items, samples: quick ? 2_000 : 20_000)
+        store.shutdown()
+        let p999 = Harness.percentile(latencies, 0.999), maximum = latencies.max() ?? 0
+        // A million items (≈ 224 MB in the VM): where a full collection would cost a dropped frame many times over.
+        let million = quick ? 100_000 : 1_000_000
+        var large = options
+        large.limits.memoryBytes = 2 << 30
+        large.limits.timeBudget = .seconds(60) // (init builds the million items in one call)
+        let bigStore = try await ScriptedStore(app: try app("memory1m", Self.listApp(items: million)), options: large)
+        _ = await bigStore.memory() // (init's garbage collected before the window, as above)
+        let bigLatencies = await Self.latencies(of: bigStore, items: million, samples: quick ? 2_000 : 20_000)
+        bigStore.shutdown()
+        let bigP999 = Harness.percentile(bigLatencies, 0.999), bigMaximum = bigLatencies.max() ?? 0
+        return [
+            Scenario(name: "memory.bytes_per_item", value: perItem, unit: "B", goal: "≤ 250", pass: perItem <= 250),
+            Scenario(name: "latency.p999_us", value: p999, unit: "µs", goal: "≤ 1000", pass: p999 <= 1000),
+            Scenario(name: "latency.p50_us", value: Harness.percentile(latencies, 0.5), unit: "µs", goal: "—", pass: nil),
+            Scenario(name: "latency.max_us", value: maximum, unit: "µs", goal: "≤ 1000", pass: maximum <= 1000),
+            Scenario(name: "latency.full_collection_ms", value: Harness.median(collections), unit: "ms", goal: "—", pass: nil),
+            Scenario(name: "latency_1m.p999_us", value: bigP999, unit: "µs", goal: "≤ 1000", pass: bigP999 <= 1000),
+            Scenario(name: "latency_1m.p50_us", value: Harness.percentile(bigLatencies, 0.5), unit: "µs", goal: "—", pass: nil),
+            Scenario(name: "latency_1m.max_us", value: bigMaximum, unit: "µs", goal: "≤ 2000", pass: bigMaximum <= 2000),
+        ]
+    }
+
+    /// Microseconds from each of `samples` toggles (of items spread over the `items`-item list) dispatched to
+    /// `store` until its props observer has the props after it, one at a time. The observer signals a semaphore
+    /// that a thread of its own waits on (polling would measure the polling interval).
+    static func latencies(of store: ScriptedStore, items: Int, samples: Int) async -> [Double] {
         let delivered = DispatchSemaphore(value: 0)
         store.observeProps { _ in
             delivered.signal()
             return .active
         }
-        let samples = quick ? 2_000 : 20_000
-        let latencies: [Double] = await withCheckedContinuation { continuation in
+        return await withCheckedContinuation { continuation in
             Thread.detachNewThread {
                 delivered.wait() // the first props
                 var latencies: [Double] = []
@@ -440,14 +532,5 @@ struct Scenarios {
                 continuation.resume(returning: latencies)
             }
         }
-        store.shutdown()
-        let p999 = Harness.percentile(latencies, 0.999)
-        return [
-            Scenario(name: "memory.bytes_per_item", value: perItem, unit: "B", goal: "≤ 250", pass: perItem <= 250),
-            Scenario(name: "latency.p999_us", value: p999, unit: "µs", goal: "≤ 1000", pass: p999 <= 1000),
-            Scenario(name: "latency.p50_us", value: Harness.percentile(latencies, 0.5), unit: "µs", goal: "—", pass: nil),
-            Scenario(name: "latency.max_us", value: latencies.max() ?? 0, unit: "µs", goal: "—", pass: nil),
-            Scenario(name: "latency.full_collection_ms", value: Harness.median(collections), unit: "ms", goal: "—", pass: nil),
-        ]
     }
 }
