@@ -62,6 +62,17 @@ struct Scenarios {
         var count = 0
         var note = ""
         var flag = false
+
+        /// The Swift sides' reducer: what the Lua app's `reduce` does.
+        mutating func apply(_ action: CounterAction) {
+            switch action {
+            case .increment: count += 1
+            case .add(let by, let note, let flag):
+                count += by
+                self.note = note
+                self.flag = flag
+            }
+        }
     }
 
     /// The Swift side's actions: `add` carries what the Lua side's fresh actions carry.
@@ -108,13 +119,7 @@ struct Scenarios {
         let root = RootStore(
             initialState: Counter(),
             reducer: Reduce<Counter, CounterAction, Never> { state, action in
-                switch action {
-                case .increment: state.count += 1
-                case .add(let by, let note, let flag):
-                    state.count += by
-                    state.note = note
-                    state.flag = flag
-                }
+                state.apply(action)
                 return []
             },
             configuration: StoreConfiguration(notification: notification))
@@ -147,13 +152,7 @@ struct Scenarios {
     func peerCounter(actions: Int) async -> Double {
         let store = PeerStore<Counter, CounterAction>(state: Counter()) { action, state in
             var state = state
-            switch action {
-            case .increment: state.count += 1
-            case .add(let by, let note, let flag):
-                state.count += by
-                state.note = note
-                state.flag = flag
-            }
+            state.apply(action)
             return state
         }
         let arrival = Arrival()
@@ -335,9 +334,12 @@ struct Scenarios {
         guard sides == .both else { return nil }
         let script = workspace.appendingPathComponent("cold_state_floor.lua")
         try Data(EmbeddedLua.coldStateFloor.source.utf8).write(to: script)
+        // (The very apps the store's rows run, as files the script loads.)
+        let small = try app("list10", Self.listApp(items: 10)).appendingPathComponent("app.lua").path
+        let large = try app("list\(items)", Self.listApp(items: items)).appendingPathComponent("app.lua").path
         var extras: [Double] = []
         for _ in 0..<max(1, rounds) {
-            let output = try Self.output(of: stock, [script.path, quick ? "30000" : "300000", String(items)])
+            let output = try Self.output(of: stock, [script.path, quick ? "30000" : "300000", small, large])
             let fields = output.split(whereSeparator: \.isWhitespace)
             func field(_ name: String) -> Double? {
                 fields.first { $0.hasPrefix(name + "=") }.flatMap { Double($0.dropFirst(name.count + 1)) }

@@ -1,31 +1,19 @@
 -- The floor of `state_size.cold_extra_vs_floor_ratio` in stock Lua (docs/benchmarks.md): what Debian's `lua5.4`
--- needs for the state_size rows' app logic — make the toggle action, call the list app's reducer protected — on a
--- list of 10 items and on one of 100,000 (toggle k reaching item k · 7919 mod n + 1, as the store's rows do), so
--- that the extra a large state adds (its items far apart in memory: cache misses no runtime avoids) can be
--- compared with the store's. No barrier, no store, no conversion. `scripts/bench` runs it; by hand:
--- `lua5.4 Sources/luastore-bench/Workloads/cold_state_floor.lua [ACTIONS] [ITEMS]`. It prints
+-- needs for the state_size rows' app logic — the very apps the store runs, loaded from their files: make the
+-- toggle action, call the app's reducer protected — on its 10-item list and on its large one (toggle k reaching
+-- item k · 7919 mod n + 1, as the store's rows do), so that the extra a large state adds (its items far apart in
+-- memory: cache misses no runtime avoids) can be compared with the store's. No barrier, no store, no conversion.
+-- `scripts/bench` runs it; by hand: `lua5.4 cold_state_floor.lua ACTIONS SMALL_APP.lua LARGE_APP.lua`. It prints
 -- `small=N large=N` (ns per toggle).
-local N = math.tointeger(tonumber(arg and arg[1] or "")) or 300000
-local LARGE = math.tointeger(tonumber(arg and arg[2] or "")) or 100000
+local N = math.tointeger(tonumber(arg[1])) or 300000
 local clock = os.clock
 
-local function init(count)
-  local items = {}
-  for i = 1, count do items[i] = { id = i, title = "item " .. i, done = false } end
-  return { items = items, toggles = 0 }
-end
-
-local function reduce(state, action)
-  if action.type == "toggle" then
-    local item = state.items[action.id]
-    item.done = not item.done
-    state.toggles = state.toggles + 1
-  end
-end
-
-local function cost(count)
-  local state = init(count)
+local function cost(path)
+  local app = dofile(path)
+  local state = app.init()
+  local count = #state.items
   collectgarbage()
+  local reduce = app.reduce
   local t0 = clock()
   for k = 0, N - 1 do
     pcall(reduce, state, { type = "toggle", id = k * 7919 % count + 1 })
@@ -33,6 +21,6 @@ local function cost(count)
   return (clock() - t0) / N * 1e9
 end
 
-local small = cost(10)
-local large = cost(LARGE)
+local small = cost(assert(arg[2], "the 10-item app's file"))
+local large = cost(assert(arg[3], "the large app's file"))
 print(string.format("small=%.0f large=%.0f", small, large))
