@@ -304,8 +304,10 @@ struct Scenarios {
         let (_, _, sameItems) = try await Harness.alternate(
             rounds: rounds, sides: sides, { try await toggleCost(items: big, actions: actions, spread: 10) },
             { try await toggleCost(items: 10, actions: actions) })
-        let floor = try coldStateFloor(items: big)
-        let extra = large - small
+        // (At 100,000 items in a quick run too: at 10,000 the extra is a few tens of ns, within a quick run's noise.)
+        let coldItems = 100_000
+        let floor = try coldStateFloor(items: coldItems)
+        let extra = (big == coldItems ? large : try await toggleCost(items: coldItems, actions: actions)) - small
         var coldRows: [Scenario] = []
         if let floor {
             let coldRatio = extra / floor

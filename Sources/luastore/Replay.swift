@@ -36,13 +36,14 @@ struct Replay: AsyncParsableCommand {
         valueName: "file"))
     var writeSpec: String?
 
-    @Option(name: .customLong("time-budget-ms"), help: ArgumentHelp("Milliseconds a script may run per call (init, an action) before it is stopped.", valueName: "ms"))
-    var timeBudget: Double = 200
+    @Option(name: .customLong("time-budget-ms"), help: ArgumentHelp("Milliseconds a script may run per call (init, an action) before it is stopped (200 by default, or $LUASTORE_TIME_BUDGET_MS).", valueName: "ms"))
+    var timeBudget: Double = TimeBudgetDefault.milliseconds
 
     @Option(name: .customLong("max-line-bytes"), help: ArgumentHelp("The longest recording line read (64 MiB by default); a longer one is an error naming it.", valueName: "bytes"))
     var maxLineBytes = LineReader.defaultMaximumLength
 
     func validate() throws {
+        try TimeBudgetDefault.validate()
         guard maxLineBytes >= 1 else { throw ValidationError("--max-line-bytes must be at least 1") }
         guard timeBudget > 0, timeBudget.isFinite else { throw ValidationError("--time-budget-ms must be a number of milliseconds > 0") }
     }

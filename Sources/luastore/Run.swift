@@ -60,8 +60,8 @@ struct Run: AsyncParsableCommand {
     @Option(name: .customLong("max-line-bytes"), help: ArgumentHelp("The longest action line read (64 MiB by default); a longer one ends the input with an error naming it.", valueName: "bytes"))
     var maxLineBytes = LineReader.defaultMaximumLength
 
-    @Option(name: .customLong("time-budget-ms"), help: ArgumentHelp("Milliseconds a script may run per call (init, an action, props) before it is stopped.", valueName: "ms"))
-    var timeBudget: Double = 200
+    @Option(name: .customLong("time-budget-ms"), help: ArgumentHelp("Milliseconds a script may run per call (init, an action, props) before it is stopped (200 by default, or $LUASTORE_TIME_BUDGET_MS).", valueName: "ms"))
+    var timeBudget: Double = TimeBudgetDefault.milliseconds
 
     @Option(name: .long, help: ArgumentHelp("Serve the devtools page on this port (0 picks a free one) and print its address; the run then goes on serving after its input ends, until interrupted.", valueName: "port"))
     var devtools: UInt16?
@@ -88,6 +88,7 @@ struct Run: AsyncParsableCommand {
     var persistSnapshotEvery = Int(StoreDatabase.defaultSnapshotInterval)
 
     func validate() throws {
+        try TimeBudgetDefault.validate()
         if persist == nil, persistSync != .batch || persistReset || persistSnapshotEvery != Int(StoreDatabase.defaultSnapshotInterval) {
             throw ValidationError("--persist-sync, --persist-reset and --persist-snapshot-every go with --persist FILE")
         }

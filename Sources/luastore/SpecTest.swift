@@ -27,10 +27,11 @@ struct SpecTest: AsyncParsableCommand {
     @Option(help: "Run only the tests whose full name (the describe blocks' names and its own) matches this Lua pattern.")
     var filter: String?
 
-    @Option(name: .customLong("time-budget-ms"), help: ArgumentHelp("Milliseconds a test (or a hook) may run before it is stopped, as an error.", valueName: "ms"))
-    var timeBudget: Double = 200
+    @Option(name: .customLong("time-budget-ms"), help: ArgumentHelp("Milliseconds a test (or a hook) may run before it is stopped, as an error (200 by default, or $LUASTORE_TIME_BUDGET_MS).", valueName: "ms"))
+    var timeBudget: Double = TimeBudgetDefault.milliseconds
 
     func validate() throws {
+        try TimeBudgetDefault.validate()
         guard timeBudget > 0 else { throw ValidationError("--time-budget-ms must be above 0") }
     }
 

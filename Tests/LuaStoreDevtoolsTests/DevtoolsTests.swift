@@ -83,6 +83,7 @@ import Testing
     static func startServing(_ arguments: [String]) async throws -> (process: Process, errors: String) {
         let process = Process()
         process.executableURL = CLI.binary
+        process.environment = ProcessInfo.processInfo.environment.merging(CLI.environment) { $1 }
         process.arguments = arguments
         let errors = Pipe()
         process.standardError = errors

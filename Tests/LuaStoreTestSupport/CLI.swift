@@ -14,9 +14,20 @@ public enum CLI {
         packageRoot.appendingPathComponent("Tests/luastoreTests/golden/\(name)")
     }
 
-    /// Runs the built `luastore` from the package's root (see `runChildProcess`).
-    public static func run(_ arguments: [String], input: String? = nil) async throws -> ChildProcessResult {
-        try await runChildProcess(binary, arguments, input: input, directory: packageRoot)
+    /// What the built binary is run with: a default time budget no loaded machine reaches by pausing a call (the
+    /// default 200 ms, counted on the wall clock, was: loading a tiny app beside busy loops). Tests of budgets
+    /// pass `--time-budget-ms`, which wins.
+    public static let environment = ["LUASTORE_TIME_BUDGET_MS": "30000"]
+
+    /// `environment` as `KEY=value` words, for a shell command that runs the binary (`env` before it).
+    public static var environmentWords: [String] { environment.map { "\($0.key)=\($0.value)" } }
+
+    /// Runs the built `luastore` from the package's root (see `runChildProcess`), with `environment` (and
+    /// `extraEnvironment` over it).
+    public static func run(_ arguments: [String], input: String? = nil, extraEnvironment: [String: String] = [:]) async throws
+        -> ChildProcessResult {
+        try await runChildProcess(binary, arguments, input: input, directory: packageRoot,
+                                  environment: environment.merging(extraEnvironment) { $1 })
     }
 
     /// A copy of a sample in a temporary folder (removed by the caller).

@@ -208,7 +208,8 @@ import Testing
         try Data((Self.app + "\nreturn {").utf8).write(to: URL(fileURLWithPath: broken))
         // (The 1.1.0 sources are in place; the first 10 actions reach the 1.0.0 bundle packed before.)
         let ran = try await runChildProcess(URL(fileURLWithPath: "/bin/bash"), ["-c", script, "install", work.root.path, CLI.binary.path, "",
-                                                                                broken, good], timeout: .seconds(120))
+                                                                                broken, good], environment: CLI.environment,
+                                  timeout: .seconds(120))
         let errors = (try? String(contentsOfFile: work.path("err"), encoding: .utf8)) ?? ""
         #expect(ran.status == 0, "\(ran.output) \(ran.errors) \(errors)")
         #expect(ran.output.hasSuffix("status 0\n"), "\(ran.output) \(errors)")

@@ -43,6 +43,7 @@ import Testing
 
     /// `--time-budget-ms`: an init that needs longer than the budget is stopped, naming the budget; with a
     /// larger budget it runs (for `run` and `replay` alike); a budget that is not a positive number is a usage error.
+    /// `LUASTORE_TIME_BUDGET_MS` is the default, the option wins, and a variable that is not a budget is refused.
     @Test func theTimeBudgetIsTheUsers() async throws {
         let app = try CLI.makeApp("""
             local app = {}
@@ -66,6 +67,19 @@ import Testing
         let usage = try await CLI.run(["replay", app.path, "x.jsonl", "--time-budget-ms", "0"])
         #expect(usage.status == 2)
         #expect(usage.errors.contains("--time-budget-ms must be a number of milliseconds > 0"))
+        // LUASTORE_TIME_BUDGET_MS sets the default (the tests run the binary with a large one); the option wins.
+        let fromVariable = try await CLI.run(["run", app.path, "--actions", "-", "--format", "json"], input: "",
+                                             extraEnvironment: ["LUASTORE_TIME_BUDGET_MS": "300"])
+        #expect(fromVariable.status == 2)
+        #expect(fromVariable.errors.contains("time budget of 300 ms exceeded"), "\(fromVariable.errors)")
+        let optionWins = try await CLI.run(["run", app.path, "--actions", "-", "--format", "json", "--time-budget-ms", "60000"], input: "",
+                                           extraEnvironment: ["LUASTORE_TIME_BUDGET_MS": "300"])
+        #expect(optionWins.status == 0, "\(optionWins.errors)")
+        for command in [["run", app.path], ["replay", app.path, "x.jsonl"], ["test", app.path]] {
+            let refused = try await CLI.run(command, extraEnvironment: ["LUASTORE_TIME_BUDGET_MS": "soon"])
+            #expect(refused.status == 2)
+            #expect(refused.errors.contains(#"LUASTORE_TIME_BUDGET_MS must be a number of milliseconds > 0 (it is "soon")"#), "\(refused.errors)")
+        }
     }
 
     @Test func unloadableAppsAndUsageErrorsExitTwo() async throws {

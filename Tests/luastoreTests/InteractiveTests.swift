@@ -7,7 +7,7 @@ import Testing
 @Suite struct InteractiveTests {
     @discardableResult
     func tmux(_ arguments: [String]) async throws -> String {
-        try await runChildProcess(URL(fileURLWithPath: "/usr/bin/tmux"), arguments, timeout: .seconds(20)).output
+        try await runChildProcess(URL(fileURLWithPath: "/usr/bin/tmux"), arguments, environment: CLI.environment, timeout: .seconds(20)).output
     }
 
     func screen(_ session: String) async throws -> String {

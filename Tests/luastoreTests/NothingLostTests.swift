@@ -22,7 +22,7 @@ import Testing
     /// Runs the built `luastore` under a file-size limit of 1 KiB (`ulimit -f 1`).
     static func runLimited(_ arguments: [String], input: String = "") async throws -> ChildProcessResult {
         try await runChildProcess(URL(fileURLWithPath: "/bin/sh"), ["-c", #"ulimit -f 1; exec "$0" "$@""#, CLI.binary.path] + arguments,
-                                  input: input, directory: CLI.packageRoot)
+                                  input: input, directory: CLI.packageRoot, environment: CLI.environment)
     }
 
     @Test func anOutputThatIsAnInputIsRefusedBeforeAnythingIsWritten() async throws {

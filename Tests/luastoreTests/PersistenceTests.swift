@@ -51,7 +51,7 @@ import Testing
             kill -9 $pid 2>/dev/null
             wait $pid 2>/dev/null
             exit 0
-            """, "kill", CLI.binary.path, app.path, database, sync, output, delay])
+            """, "kill", CLI.binary.path, app.path, database, sync, output, delay], environment: CLI.environment)
     }
 
     @Test func theStateSurvivesRunsWithoutInitAndSnapshotsReplaceTheLog() async throws {
@@ -158,7 +158,7 @@ import Testing
             "$1" run "$2" --persist "$3" --format json < /dev/null
             echo "status $?"
             wait
-            """, "holder", CLI.binary.path, app.path, busy])
+            """, "holder", CLI.binary.path, app.path, busy], environment: CLI.environment)
         #expect(holder.output.hasSuffix("status 2\n"), "\(holder.output)")
         #expect(holder.errors.contains("is in use by another process"), "\(holder.errors)")
     }
@@ -197,8 +197,9 @@ import Testing
             for name in ["kept.db", "kept.db-wal", "kept.db-shm", "out", "err", "status"] { try? FileManager.default.removeItem(atPath: folder + "/" + name) }
             let arguments = ["-c", way.script, "disk", CLI.binary.path, app.path, folder, input]
             let ran = way.name == "a full tmpfs"
-                ? try await runChildProcess(URL(fileURLWithPath: "/usr/bin/env"), ["unshare", "-rm", "/bin/bash"] + arguments)
-                : try await runChildProcess(URL(fileURLWithPath: "/bin/bash"), arguments)
+                ? try await runChildProcess(URL(fileURLWithPath: "/usr/bin/env"), ["unshare", "-rm", "/bin/bash"] + arguments,
+                                            environment: CLI.environment)
+                : try await runChildProcess(URL(fileURLWithPath: "/bin/bash"), arguments, environment: CLI.environment)
             #expect(ran.status == 0, "\(way.name): \(ran.errors)")
             let status = try String(contentsOfFile: folder + "/status", encoding: .utf8)
             let output = try String(contentsOfFile: folder + "/out", encoding: .utf8)

@@ -60,6 +60,7 @@ import Testing
     @Test func aSlowPipeSeesEachActionsPropsBeforeTheNext() async throws {
         let process = Process()
         process.executableURL = CLI.binary
+        process.environment = ProcessInfo.processInfo.environment.merging(CLI.environment) { $1 }
         process.arguments = ["run", "samples/counter", "--format", "json", "--actions", "-"]
         process.currentDirectoryURL = CLI.packageRoot
         let input = Pipe()

@@ -201,7 +201,7 @@ import Testing
         let shell = try await runChildProcess(URL(fileURLWithPath: "/bin/sh"), [
             "-c", "exec \"$0\" run \"$1\" --actions \"$2\" --format json --state-out \"$3\" > /dev/full",
             CLI.binary.path, folder.path, actions, state,
-        ])
+        ], environment: CLI.environment)
         #expect(shell.status == 1, "\(shell.errors)")
         #expect(shell.errors.contains("luastore: cannot write to standard output: no space left on device"), "\(shell.errors)")
         #expect(!shell.errors.contains("Fatal error"))
