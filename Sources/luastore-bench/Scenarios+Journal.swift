@@ -78,22 +78,23 @@ extension Scenarios {
 
     /// What `luastore replay` (the built binary beside this one) costs on an `items`-item state: ns per action
     /// replayed (recordings of `actions` and `2 × actions` toggles, each replayed; the difference per action, so
-    /// that start-up is not spread over the actions) and ms to start (reading the recorded state, building it, the
-    /// initial check). Each side's time is the fastest of `rounds` runs: a difference of two timings is as noisy as
+    /// that start-up is not spread over the actions) and ms to start (a recording of no action replayed: reading the
+    /// recorded state, building it, the initial check). Each side's time is the fastest of `rounds` runs: a difference of two timings is as noisy as
     /// the noisier, and on a busy machine a median of differences can even come out below zero.
     func replayCost(items: Int, actions: Int) async throws -> (perAction: Double, startup: Double) {
         guard let luastore = luastoreBinary else { return (.nan, .nan) }
         let folder = try app("list\(items)", Self.listApp(items: items))
         let short = try await recording(items: items, actions: actions, folder: folder)
         let long = try await recording(items: items, actions: 2 * actions, folder: folder)
-        let arguments = { (path: String) in ["replay", folder.path, path, "--time-budget-ms", "2000"] }
-        var shortTime = Double.infinity, longTime = Double.infinity
+        let arguments = { (path: String) in ["replay", folder.path, path, "--time-budget-ms", "60000"] }
+        let none = try await recording(items: items, actions: 0, folder: folder)
+        var noneTime = Double.infinity, shortTime = Double.infinity, longTime = Double.infinity
         for _ in 0..<max(1, rounds) {
+            noneTime = min(noneTime, Harness.milliseconds(try timeLuastore(luastore, arguments(none))))
             shortTime = min(shortTime, Harness.milliseconds(try timeLuastore(luastore, arguments(short))))
             longTime = min(longTime, Harness.milliseconds(try timeLuastore(luastore, arguments(long))))
         }
-        let each = (longTime - shortTime) * 1_000_000 / Double(actions)
-        return (each, shortTime - each * Double(actions) / 1_000_000)
+        return ((longTime - shortTime) * 1_000_000 / Double(actions), noneTime)
     }
 
     /// A recording of `actions` toggles on an `items`-item state; its path.
