@@ -1,4 +1,5 @@
 import Foundation
+import LuaKit
 
 /// The results of `luastore test`, rendered for people (text) or tools (busted-style JSON, TAP, JUnit XML).
 struct SpecReport {
@@ -40,26 +41,26 @@ struct SpecReport {
     /// `pendings` and `duration`; each element has `name`, `file` and `line` (the place: a test's own, or where it
     /// failed, in a module too) and `message` for failures and errors.
     var json: String {
-        func element(_ result: SpecResult) -> [String: Any] {
+        func element(_ result: SpecResult) -> LuaValue {
             // `file` and `line` say one place: where it failed (a module's line is the module's, not the spec's).
-            var element: [String: Any] = ["name": result.name, "file": result.file]
-            if let colon = result.location.lastIndex(of: ":"), let line = Int(result.location[result.location.index(after: colon)...]) {
-                element["file"] = String(result.location[..<colon])
-                element["line"] = line
+            var element = LuaTable(fields: ["name": .string(result.name), "file": .string(result.file)])
+            if let colon = result.location.lastIndex(of: ":"), let line = Int64(result.location[result.location.index(after: colon)...]) {
+                element["file"] = .string(String(result.location[..<colon]))
+                element["line"] = .integer(line)
             }
-            if let message = result.message { element["message"] = message }
-            element["duration"] = result.seconds
-            return element
+            if let message = result.message { element["message"] = .string(message) }
+            element["duration"] = .number(result.seconds)
+            return .table(element)
         }
-        let object: [String: Any] = [
-            "successes": results.filter { $0.status == .passed }.map(element),
-            "failures": results.filter { $0.status == .failed }.map(element),
-            "errors": results.filter { $0.status == .errored }.map(element),
-            "pendings": results.filter { $0.status == .pending }.map(element),
-            "duration": results.reduce(0) { $0 + $1.seconds },
-        ]
-        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
-        return String(decoding: data, as: UTF8.self)
+        func list(_ status: SpecResult.Status) -> LuaValue {
+            .table(LuaTable(array: results.filter { $0.status == status }.map(element)))
+        }
+        let report = LuaTable(fields: [
+            "successes": list(.passed), "failures": list(.failed), "errors": list(.errored), "pendings": list(.pending),
+            "duration": .number(results.reduce(0) { $0 + $1.seconds }),
+        ])
+        // (Every empty table of busted's report is a list: `"pendings": []`.)
+        return (try? LuaJSON.encode(.table(report), root: "report", emptyTable: .array)) ?? "{}"
     }
 
     /// TAP version 13: `ok`/`not ok` lines, failures' messages as diagnostics, pending tests as `# SKIP`.

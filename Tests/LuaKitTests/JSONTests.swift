@@ -35,6 +35,14 @@ import Testing
         }
     }
 
+    /// An empty table is `{}`, or `[]` for a format whose empty tables are lists (busted's report); tables with
+    /// anything in them are written as before either way.
+    @Test func emptyTablesAreObjectsOrListsAsTheWriterSays() throws {
+        let report: LuaValue = ["pendings": .table(LuaTable()), "successes": [["name": "a", "line": 3]], "duration": .number(0.5)]
+        #expect(try LuaJSON.encode(report) == #"{"duration":0.5,"pendings":{},"successes":[{"line":3,"name":"a"}]}"#)
+        #expect(try LuaJSON.encode(report, emptyTable: .array) == #"{"duration":0.5,"pendings":[],"successes":[{"line":3,"name":"a"}]}"#)
+    }
+
     @Test func valuesReadAsLuaValues() throws {
         #expect(try LuaJSON.parse(#"{"type":"add","n":3,"x":2.5,"ok":true,"no":false,"gone":null}"#)
             == ["type": "add", "n": 3, "x": 2.5, "ok": true, "no": false])

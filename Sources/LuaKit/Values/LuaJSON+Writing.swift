@@ -2,7 +2,8 @@
 /// data `save` keeps, reports), and `LuaJSON.parse` reads what it writes back as the same values.
 ///
 /// A table whose keys are exactly `1...n` (n ≥ 1) is an array; any other table is an object with its keys sorted
-/// (by their UTF-8 bytes; non-string keys written as their decimal or `true`/`false` form); an empty table is `{}`;
+/// (by their UTF-8 bytes; non-string keys written as their decimal or `true`/`false` form); an empty table is `{}`
+/// (or `[]`, for a format whose empty tables are lists);
 /// integers print as integers and floats with a fraction or exponent (`2.0`, not `2`), so a float stays a float
 /// when it is read back. NaN and infinities cannot be represented and are an error naming the path.
 extension LuaJSON {
@@ -13,14 +14,26 @@ extension LuaJSON {
         public var description: String { "\(path): \(reason)" }
     }
 
-    /// `value` as JSON text; `root` names it in errors (`props.items[3]`).
-    public static func encode(_ value: LuaValue, root: String = "value") throws(Unrepresentable) -> String {
+    /// What an empty table is written as: Lua cannot tell an empty list from an empty record, so the writer of a
+    /// format whose empty tables are all lists (busted's JSON report: `"pendings": []`) says so.
+    public enum EmptyTable: Sendable {
+        /// `{}` (the default).
+        case object
+        /// `[]`.
+        case array
+    }
+
+    /// `value` as JSON text; `root` names it in errors (`props.items[3]`); `emptyTable` says how an empty table is
+    /// written.
+    public static func encode(_ value: LuaValue, root: String = "value", emptyTable: EmptyTable = .object) throws(Unrepresentable)
+        -> String {
         var output = ""
-        try write(value, path: root, into: &output)
+        try write(value, path: root, emptyTable: emptyTable, into: &output)
         return output
     }
 
-    private static func write(_ value: LuaValue, path: @autoclosure () -> String, into output: inout String) throws(Unrepresentable) {
+    private static func write(_ value: LuaValue, path: @autoclosure () -> String, emptyTable: EmptyTable,
+                              into output: inout String) throws(Unrepresentable) {
         switch value {
         case .nil: output += "null"
         case .boolean(let flag): output += flag ? "true" : "false"
@@ -37,11 +50,11 @@ extension LuaJSON {
         case .string(let text): quote(text, into: &output)
         case .table(let table):
             let base = path()
-            if table.fieldCount == 0, !table.array.isEmpty {
+            if table.fieldCount == 0, !table.array.isEmpty || emptyTable == .array {
                 output += "["
                 for (index, element) in table.array.enumerated() {
                     if index > 0 { output += "," }
-                    try write(element, path: "\(base)[\(index + 1)]", into: &output)
+                    try write(element, path: "\(base)[\(index + 1)]", emptyTable: emptyTable, into: &output)
                 }
                 output += "]"
                 return
@@ -54,7 +67,7 @@ extension LuaJSON {
                 if index > 0 { output += "," }
                 quote(entry.0, into: &output)
                 output += ":"
-                try write(entry.1, path: base + LuaPath.render(.string(entry.0)), into: &output)
+                try write(entry.1, path: base + LuaPath.render(.string(entry.0)), emptyTable: emptyTable, into: &output)
             }
             output += "}"
         }
