@@ -359,8 +359,8 @@ import Testing
             seen.withLock { $0.append(value) }
             if value == 3 { throw Odd() }
             return value >= 4 ? .dead : .active
-        }, ended: { ended.withLock { $0 += 1 } })
-        for value in [1, 1, 2, 2, 2, 3, 3, 4, 5, 4, 6] { delivery.offer(value, report: { _ in errors.withLock { $0 += 1 } }) }
+        }, report: { _ in errors.withLock { $0 += 1 } }, ended: { ended.withLock { $0 += 1 } })
+        for value in [1, 1, 2, 2, 2, 3, 3, 4, 5, 4, 6] { delivery.offer(value) }
         queue.sync {}
         #expect(seen.value == [1, 2, 3, 4])
         #expect(places.value == ["delivery"])

@@ -12,18 +12,22 @@ import Synchronization
 ///
 /// ```swift
 /// let delivery = ObserverDelivery(Observer<Int>(removeDuplicates: .asEquatable) { print($0); return .active })
-/// delivery.offer(1, report: { print($0) })   // prints 1
-/// delivery.offer(1, report: { print($0) })   // skipped: equal to the last
+/// delivery.offer(1)   // prints 1
+/// delivery.offer(1)   // skipped: equal to the last
 /// ```
 public final class ObserverDelivery<Value: Sendable>: Sendable {
     let observer: Observer<Value>
     private let last: ExecutorConfined<Value?> = ExecutorConfined(nil)
     private let dead = Atomic<Bool>(false)
+    private let report: @Sendable (any Error) -> Void
     private let ended: (@Sendable () -> Void)?
 
-    /// A delivery to `observer`; `ended` runs once, where the body ran, when the body answers `.dead`.
-    public init(_ observer: Observer<Value>, ended: (@Sendable () -> Void)? = nil) {
+    /// A delivery to `observer`; `report` hears what its body throws; `ended` runs once, where the body ran, when
+    /// the body answers `.dead`.
+    public init(_ observer: Observer<Value>, report: @escaping @Sendable (any Error) -> Void = { _ in },
+                ended: (@Sendable () -> Void)? = nil) {
         self.observer = observer
+        self.report = report
         self.ended = ended
     }
 
@@ -32,12 +36,12 @@ public final class ObserverDelivery<Value: Sendable>: Sendable {
 
     /// Delivers `value` unless it equals the last one offered (by the observer's equating), on the observer's
     /// queue or right here.
-    public func offer(_ value: Value, report: @escaping @Sendable (any Error) -> Void) {
+    public func offer(_ value: Value) {
         if observer.equating != nil, isRepeat(value) { return }
         if let queue = observer.deliveryQueue {
-            queue.async { [self] in deliver(value, report: report) }
+            queue.async { [self] in deliver(value) }
         } else {
-            deliver(value, report: report)
+            deliver(value)
         }
     }
 
@@ -51,7 +55,7 @@ public final class ObserverDelivery<Value: Sendable>: Sendable {
         return false
     }
 
-    private func deliver(_ value: Value, report: @Sendable (any Error) -> Void) {
+    private func deliver(_ value: Value) {
         guard !isDead else { return }
         do {
             guard try observer.body(value) == .dead, !dead.exchange(true, ordering: .acquiringAndReleasing) else { return }

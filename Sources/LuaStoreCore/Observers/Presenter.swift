@@ -135,6 +135,6 @@ final class PresenterPipeline<State: Sendable, Props: Sendable>: Sendable {
             presenter.failed?(error)
             return
         }
-        delivery.offer(props, report: { _ in }) // (the body does not throw)
+        delivery.offer(props) // (the body does not throw)
     }
 }

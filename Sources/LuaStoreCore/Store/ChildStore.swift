@@ -104,11 +104,11 @@ where C.Action == R.Action, C.Effect == R.Effect {
     }
 
     func subscribe(_ observer: Observer<ChildState<R.State, C.State>>) {
-        let entry = ObserverEntry(observer)
+        let entry = ObserverEntry(observer, report: reportObserverFailure)
         observers.withLock { $0.append(entry) }
         root.configuration.executor.execute { [self] in
             guard let rootState = local.value.root else { return }
-            entry.prime(ChildState(root: rootState, local: local.value.state), report: reportObserverFailure)
+            entry.prime(ChildState(root: rootState, local: local.value.state))
         }
     }
 
@@ -121,7 +121,7 @@ where C.Action == R.Action, C.Effect == R.Effect {
         let state = ChildState(root: rootState, local: local.value.state)
         var anyDead = false
         for entry in observers.withLock({ $0 }) where !entry.isDead {
-            entry.notify(state, report: reportObserverFailure)
+            entry.notify(state)
             anyDead = anyDead || entry.isDead
         }
         if anyDead { observers.withLock { $0.removeAll(where: \.isDead) } }

@@ -399,11 +399,11 @@ final class StoreEngine<R: Reducer>: Sendable {
     // MARK: Observers
 
     func subscribe(_ observer: Observer<State>) {
-        let entry = ObserverEntry(observer)
+        let entry = ObserverEntry(observer, report: reportObserverFailure)
         observers.withLock { $0.append(entry) }
         listsVersion.add(1, ordering: .releasing)
         configuration.executor.execute { [self] in
-            entry.prime(confined.value.state, report: reportObserverFailure)
+            entry.prime(confined.value.state)
             if entry.isDead { removeDead() }
         }
     }
@@ -432,7 +432,7 @@ final class StoreEngine<R: Reducer>: Sendable {
         let entries = confined.value.observersCopy
         var anyDead = false
         for entry in entries where !entry.isDead {
-            entry.notify(state, report: reportObserverFailure)
+            entry.notify(state)
             anyDead = anyDead || entry.isDead
         }
         if anyDead { removeDead() }

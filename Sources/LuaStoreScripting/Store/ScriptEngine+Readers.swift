@@ -11,7 +11,9 @@ extension ScriptEngine {
     /// Attaches `observer` to a new reader of `kind` and delivers its current value.
     func addReader(_ kind: ReaderKind, _ observer: Observer<LuaValue>) {
         let id = readers.makeID()
-        let delivery = ObserverDelivery(observer, ended: { [weak self] in
+        let report = self.report
+        let delivery = ObserverDelivery(observer, report: { report(ScriptFailure(stage: .observer, error: LuaError(.runtime, "\($0)"))) },
+                                        ended: { [weak self] in
             // (A body on the engine's thread has its reader removed by `offer` at once.)
             self?.thread.async { [weak self] in self?.removeReader(id) }
         })
@@ -137,8 +139,7 @@ extension ScriptEngine {
     /// equating).
     func offer(_ value: LuaValue, to id: Int64) {
         guard let reader = readers[id] else { return }
-        let report = self.report
-        reader.delivery.offer(value, report: { report(ScriptFailure(stage: .observer, error: LuaError(.runtime, "\($0)"))) })
+        reader.delivery.offer(value)
         if reader.delivery.isDead { removeReader(id) }
     }
 
