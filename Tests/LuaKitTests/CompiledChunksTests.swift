@@ -40,6 +40,53 @@ import Testing
         #expect(loaded.error?.traceback?.contains("\(name):6: in") == true)
     }
 
+    /// A trusted chunk loaded without its names (`keepingNames: false`): the same results, lines and chunk name in
+    /// every VM, the first that compiles it too; names of its variables read `?`; less memory.
+    @Test func aTrustedChunkWithoutNamesKeepsItsLinesAndBehaviour() async throws {
+        let name = "unnamed-\(UUID().uuidString).lua"
+        let source = """
+        local M = {}
+        local counter = 0
+        function M.bump(by) counter = counter + by; return counter end
+        function M.fail(value) local item = value; return item.field end
+        function M.where() error("here") end
+        return M
+        """
+        func exercise(keepingNames: Bool) async throws -> (results: [LuaValue], fail: String?, here: String?, bytes: Int) {
+            try await withVM { vm throws in
+                vm.collectGarbage()
+                let before = vm.memory.bytesInUse
+                let module = try vm.callForReferences(try vm.loadTrusted(source, chunkName: name, keepingNames: keepingNames), arguments: [])[0]!
+                vm.collectGarbage()
+                let bytes = vm.memory.bytesInUse - before
+                let bump = try vm.field("bump", of: module)!
+                let results = try vm.call(bump, 2) + vm.call(bump, 3)
+                let fail = luaError { _ = try vm.call(try vm.field("fail", of: module)!, .nil) }
+                let here = luaError { _ = try vm.call(try vm.field("where", of: module)!) }
+                return (results, fail?.message, here.map { "\($0.description)\n\($0.traceback ?? "")" }, bytes)
+            }
+        }
+        let named = try await exercise(keepingNames: true)
+        let first = try await exercise(keepingNames: false)
+        #expect(CompiledChunks.shared.holds(source, chunkName: "host:" + name, named: false))
+        let later = try await exercise(keepingNames: false)
+        #expect(named.results == [2, 5] && first.results == [2, 5] && later.results == [2, 5])
+        #expect(named.fail == "attempt to index a nil value (local 'item')")
+        #expect(first.fail == "attempt to index a nil value (local '?')" || first.fail == "attempt to index a nil value",
+                "\(first.fail ?? "nil")")
+        #expect(later.fail == first.fail, "the VM that compiled it runs the same function as the others")
+        #expect(first.here == named.here && later.here == named.here, "its lines and chunk name stay: \(named.here ?? "nil")")
+        #expect(named.here?.hasPrefix("host:\(name):5: here\n") == true, "\(named.here ?? "nil")")
+        #expect(named.here?.contains("host:\(name):5: in function <host:\(name):5>") == true)
+        #expect(first.bytes < named.bytes && later.bytes == first.bytes, "\(named.bytes) → \(first.bytes), \(later.bytes)")
+    }
+
+    @Test func aDumpThatIsNotLuas54IsLeftAsItIs() {
+        #expect(UnnamedChunk.from([]) == nil)
+        #expect(UnnamedChunk.from(Array("return 1".utf8)) == nil)
+        #expect(UnnamedChunk.from([0x1B, 0x4C, 0x75, 0x61, 0x53] + [UInt8](repeating: 0, count: 40)) == nil, "Lua 5.3's")
+    }
+
     @Test func aChunkThatDoesNotCompileIsNeverKept() async throws {
         let name = "broken-\(UUID().uuidString).lua"
         let source = "return 1 +"

@@ -1,5 +1,6 @@
 import Foundation
 import LuaKit
+import LuaStoreConcurrency
 import LuaStoreTestSupport
 import Testing
 
@@ -200,6 +201,38 @@ import Testing
             let nested = luaError { _ = try vm.run("config.limits.items = 0", chunkName: "app.lua") }
             #expect(nested?.message == "cannot modify read-only table 'config.limits' (field 'items')")
         }
+    }
+
+    @Test func aHostModuleDefinedByItsSourceRunsAtItsFirstRequireOnly() async throws {
+        let printed = Protected<[String]>([])
+        let (lines, results) = try await withVM(print: { line in printed.withLock { $0.append(line) } }) { vm throws in
+            let source = "print('module ran')\nreturn {answer = 42}"
+            try vm.define(module: "lazy", source: source, chunkName: "lazy-\(UUID().uuidString).lua")
+            let before = printed.withLock { $0 }
+            let results = try vm.run("""
+                local first = require('lazy')
+                local second = require('lazy')
+                return first.answer, first == second
+                """, chunkName: "app.lua")
+            return (before + ["--"] + printed.withLock { $0 }, results)
+        }
+        #expect(lines == ["--", "module ran"], "nothing ran at define; once at the first require")
+        #expect(results == [42, true])
+    }
+
+    @Test func aHostModuleThatDoesNotCompileFailsWhereItIsDefined() async throws {
+        let error = try await withVM { vm throws in
+            luaError { try vm.define(module: "broken", source: "return {", chunkName: "broken-\(UUID().uuidString).lua") }
+        }
+        #expect(error?.kind == .syntax)
+    }
+
+    @Test func aHostModuleThatFailsAsItRunsFailsTheRequire() async throws {
+        let error = try await withVM { vm throws in
+            try vm.define(module: "failing", source: "error('not today', 0)", chunkName: "failing-\(UUID().uuidString).lua")
+            return luaError { _ = try vm.run("local m = require('failing')", chunkName: "app.lua") }
+        }
+        #expect(error?.message == "not today")
     }
 
     @Test func hostFunctionErrorsBlameTheCaller() async throws {

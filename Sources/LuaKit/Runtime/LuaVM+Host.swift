@@ -175,6 +175,19 @@ extension LuaVM {
         return 2
     }
 
+    /// `hostmodule(name)`: the compiled chunk of a host module defined by its source, and its chunk name (`=` and
+    /// the name), for the prelude to run at the module's first `require` — once: the VM lets go of it.
+    func hostModulePrimitive() throws(HostFailure) -> Int32 {
+        let name = String(decoding: try stringArgument(1, "hostmodule"), as: UTF8.self)
+        guard let module = deferredModules.removeValue(forKey: name) else { throw .message("no host module '\(name)'") }
+        try ensureHeadroom(module.dump.count)
+        module.dump.withUnsafeBufferPointer { bytes in
+            bytes.withMemoryRebound(to: CChar.self) { _ = lua_pushlstring(state, $0.baseAddress, $0.count) }
+        }
+        pushString("=" + module.chunkName)
+        return 2
+    }
+
     /// The folder a namespace's modules come from (the argument at `index`: a `ModuleFolder` number, or nil for
     /// `moduleRoot`), and the prefix of their chunk names.
     private func moduleFolder(at index: Int32) -> (URL?, String) {

@@ -41,6 +41,9 @@ public final class LuaVM {
     var partialLine: [UInt8] = []
     private let owner: pthread_t
     var hostFunctions: [Unmanaged<HostFunction>] = []
+    /// The compiled chunks of host modules defined by their source (`define(module:source:)`) and not required yet,
+    /// and their chunk names.
+    var deferredModules: [String: (dump: [UInt8], chunkName: String)] = [:]
     /// How many calls into Lua this VM has made (every call from Swift counts once), so that a host can tell
     /// whether anything ran since a moment it noted.
     public private(set) var calls: UInt64 = 0
@@ -51,6 +54,7 @@ public final class LuaVM {
         let environment: Int32
         let define: Int32
         let defineModule: Int32
+        let defineDeferred: Int32
         let require: Int32
         let namespace: Int32
         let referenceStrings: Int32
@@ -199,7 +203,7 @@ public final class LuaVM {
     private func buildSandbox() throws(LuaError) {
         clua_pushcfunction(state, clua_open_libraries)
         try protectedCall(arguments: 0, results: 0)
-        try loadChunk(Prelude.source, chunkName: Prelude.chunkName)
+        try loadChunk(Prelude.source, chunkName: Prelude.chunkName, named: false)
         lua_createtable(state, 0, 6)
         clua_pushcfunction(state, clua_push_sandbox_strings)
         try protectedCall(arguments: 0, results: 1)
@@ -208,6 +212,7 @@ public final class LuaVM {
         setHostFunction("write", in: -1) { vm throws(HostFailure) in try vm.writePrimitive() }
         setHostFunction("readmodule", in: -1) { vm throws(HostFailure) in try vm.readModulePrimitive() }
         setHostFunction("readfile", in: -1) { vm throws(HostFailure) in try vm.readFilePrimitive() }
+        setHostFunction("hostmodule", in: -1) { vm throws(HostFailure) in try vm.hostModulePrimitive() }
         clua_pushcfunction(state, clua_caller_kind)
         lua_setfield(state, -2, "callerkind")
         clua_pushcfunction(state, clua_sandbox_resume)
@@ -233,7 +238,8 @@ public final class LuaVM {
             return luaL_ref(state, clua_registryindex())
         }
         sandbox = SandboxInterface(environment: field("environment"), define: field("define"),
-                                   defineModule: field("definemodule"), require: field("require"),
+                                   defineModule: field("definemodule"), defineDeferred: field("definedeferred"),
+                                   require: field("require"),
                                    namespace: field("namespace"),
                                    referenceStrings: field("reference_strings"), seal: field("seal"))
         clua_pop(state, 1)
@@ -254,37 +260,57 @@ public final class LuaVM {
     }
 
     /// [-0, +1, -] Loads `source` as a text chunk named `chunkName` (compiled with the real global table as `_ENV`;
-    /// callers replace it). A chunk starting with Lua's binary signature is refused before parsing.
-    func loadChunk(_ source: String, chunkName: String) throws(LuaError) {
+    /// callers replace it). A chunk starting with Lua's binary signature is refused before parsing. Without `named`,
+    /// the function loaded keeps no names of its variables (`UnnamedChunk`): the first VM to compile it loads it
+    /// back from its dump without them too, so that every VM runs the same function.
+    func loadChunk(_ source: String, chunkName: String, named: Bool = true) throws(LuaError) {
         if source.utf8.first == 0x1B {
             throw LuaError(.binaryChunk, "binary chunks are refused; load Lua source text", chunkName: chunkName)
         }
         let cache = CompiledChunks.shared
-        let dump = cache.dump(of: source, chunkName: chunkName)
+        if let dump = cache.dump(of: source, chunkName: chunkName, named: named) {
+            // (Compiled by a VM of this process before: its own dump, read back as binary — never a script's bytes.)
+            let status = loadBinary(dump, chunkName: chunkName)
+            guard status == LUA_OK else { throw loadFailure(status, chunkName: chunkName) }
+            return
+        }
         var text = source
         clua_begin_call(state, guardState)
-        let status = if let dump {
-            // (Compiled by a VM of this process before: its own dump, read back as binary — never a script's bytes.)
-            dump.withUnsafeBufferPointer { bytes in
-                bytes.withMemoryRebound(to: CChar.self) { chars in
-                    luaL_loadbufferx(state, chars.baseAddress, chars.count, "=" + chunkName, "b")
-                }
-            }
-        } else {
-            text.withUTF8 { bytes in
-                bytes.withMemoryRebound(to: CChar.self) { chars in
-                    luaL_loadbufferx(state, chars.baseAddress, chars.count, "=" + chunkName, "t")
-                }
+        let status = text.withUTF8 { bytes in
+            bytes.withMemoryRebound(to: CChar.self) { chars in
+                luaL_loadbufferx(state, chars.baseAddress, chars.count, "=" + chunkName, "t")
             }
         }
         clua_end_call(state, guardState)
-        if status == LUA_OK, dump == nil { cache.keep(CompiledChunks.dumpTop(state), of: source, chunkName: chunkName) }
-        if status != LUA_OK {
-            var error = popError(status: status)
-            error.kind = error.kind == .memory ? .memory : .syntax
-            if error.chunkName == nil { error.chunkName = chunkName }
-            throw error
+        guard status == LUA_OK else { throw loadFailure(status, chunkName: chunkName) }
+        let dump = CompiledChunks.dumpTop(state)
+        guard !named, let unnamed = UnnamedChunk.from(dump) else {
+            cache.keep(dump, of: source, chunkName: chunkName)
+            return
         }
+        lua_settop(state, -2)
+        let reloaded = loadBinary(unnamed, chunkName: chunkName)
+        guard reloaded == LUA_OK else { throw loadFailure(reloaded, chunkName: chunkName) }
+        cache.keep(unnamed, of: source, chunkName: chunkName, named: false)
+    }
+
+    /// [-0, +1, -] Loads a dump this process made (`CompiledChunks`).
+    private func loadBinary(_ dump: [UInt8], chunkName: String) -> Int32 {
+        clua_begin_call(state, guardState)
+        defer { clua_end_call(state, guardState) }
+        return dump.withUnsafeBufferPointer { bytes in
+            bytes.withMemoryRebound(to: CChar.self) { chars in
+                luaL_loadbufferx(state, chars.baseAddress, chars.count, "=" + chunkName, "b")
+            }
+        }
+    }
+
+    /// [-1, +0, -] The error a failed load left on the stack, as a syntax error (or running out of memory).
+    private func loadFailure(_ status: Int32, chunkName: String) -> LuaError {
+        var error = popError(status: status)
+        error.kind = error.kind == .memory ? .memory : .syntax
+        if error.chunkName == nil { error.chunkName = chunkName }
+        return error
     }
 
     /// [-(arguments + 1), +results, -] Calls the function below the top `arguments` values, under the time budget

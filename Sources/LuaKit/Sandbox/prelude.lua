@@ -1,8 +1,8 @@
 -- The trusted chunk that builds the sandbox from the real libraries, once per VM, before any script runs
 -- (LuaVM.buildSandbox loads it; it is embedded into the binary at build time by the EmbedLua plugin).
 --
--- It receives the host's primitives (`strings`, `print`, `readmodule`, `readfile`, `callerkind`, `gcmode`, `pcall`,
--- `xpcall`) and returns the sandbox's interface: `environment(require)` makes a fresh strict environment for one
+-- It receives the host's primitives (`strings`, `print`, `readmodule`, `readfile`, `hostmodule`, `callerkind`, `gcmode`,
+-- `pcall`, `xpcall`) and returns the sandbox's interface: `environment(require)` makes a fresh strict environment for one
 -- chunk (with its namespace's `package`), `define` and
 -- `definemodule` add host values, `require` loads app modules, `namespace()` makes a new `require` with a
 -- module cache of its own, `seal(marker)` makes `rawset` refuse tables whose `__metatable` is `marker`, and
@@ -28,7 +28,7 @@ local reference_strings = {
 local concat, sort = table.concat, table.sort
 local host_strings, host_print, host_write, host_readmodule = host.strings, host.print, host.write, host.readmodule
 local host_readfile, host_callerkind, host_gcmode, host_path = host.readfile, host.callerkind, host.gcmode, host.path
-local host_resume, host_makeclose = host.resume, host.makeclose
+local host_resume, host_makeclose, host_hostmodule = host.resume, host.makeclose, host.hostmodule
 local weak_tables_honoured = host.weaktables
 local sandbox_pcall, sandbox_xpcall = host.pcall, host.xpcall
 
@@ -328,6 +328,8 @@ local function sandbox_load(chunk, chunkname, mode, env)
 end
 
 local builtins = {}     -- modules `require` returns by name: the standard libraries, and what the host defines
+local deferred = {}     -- host modules defined by their chunk, not run yet (`load_deferred`, below)
+local load_deferred
 
 -- Standard libraries the sandbox leaves out: `require` says so, rather than looking for a file of that name.
 local unavailable = {
@@ -353,6 +355,7 @@ local function namespace(root)
     if value ~= nil then return value end
     value = builtins[name]
     if value ~= nil then return value end
+    if deferred[name] then return load_deferred(name) end
     if unavailable[name] then
       error("require: module '" .. name .. "' is not available in the sandbox (" .. unavailable[name] .. ")", 2)
     end
@@ -513,6 +516,21 @@ local function definemodule(name, value)
   builtins[name] = value
 end
 
+-- A host module given by its compiled chunk (LuaVM.define(module:source:)) runs at its first `require`, in a fresh
+-- environment, as a module the host defined by value: a VM whose scripts never require it holds none of it.
+function load_deferred(name)
+  deferred[name] = nil
+  local dump, chunkname = host_hostmodule(name)
+  local chunk, problem = real_load(dump, chunkname, "b", environment(default_require))
+  if chunk == nil then error(problem, 0) end
+  definemodule(name, chunk())
+  return builtins[name]
+end
+
+local function definedeferred(name)
+  deferred[name] = true
+end
+
 local function seal(marker)
   sealed[marker] = true
 end
@@ -523,6 +541,7 @@ _G.collectgarbage, _G.pcall, _G.xpcall = sandbox_collectgarbage, sandbox_pcall, 
 _G.referencestrings = reference_strings
 
 return {
-  environment = environment, define = define, definemodule = definemodule, require = default_require,
+  environment = environment, define = define, definemodule = definemodule, definedeferred = definedeferred,
+  require = default_require,
   namespace = namespace, reference_strings = reference_strings, seal = seal,
 }

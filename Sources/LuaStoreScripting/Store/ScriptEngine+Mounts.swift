@@ -145,7 +145,7 @@ extension ScriptEngine {
     /// `mounts.lua`, loaded once per VM.
     private func mountsModule() throws(LuaError) -> LuaReference {
         if let loaded = mountOptions.module { return loaded }
-        let chunk = try vm.loadTrusted(EmbeddedLua.mounts.source, chunkName: "host:" + EmbeddedLua.mounts.path)
+        let chunk = try vm.loadTrusted(EmbeddedLua.mounts.source, chunkName: "host:" + EmbeddedLua.mounts.path, keepingNames: false)
         guard let module = try vm.callForReferences(chunk, arguments: [
             .value(.string(StateRuntime.metatableMarker)), .reference(runtime[.renderKey]),
         ]).first ?? nil else {
