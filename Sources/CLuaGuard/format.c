@@ -74,7 +74,7 @@ static int has_address(int type) {
 }
 
 int clua_sandbox_tostring(lua_State *L) {
-    luaL_checkany(L, 1);
+    if (lua_type(L, 1) == LUA_TNONE) return clua_argument_error(L, 1, "value expected", "tostring");
     int type = lua_type(L, 1);
     size_t length;
     const char *text = luaL_tolstring(L, 1, &length);

@@ -21,6 +21,7 @@
 // before it is closed. The handler touches only the guards whose calls are running on its own thread (a
 // thread-local chain, set and cleared by that thread), so it never sees a guard that is gone.
 #include "clua_guard.h"
+#include <string.h>
 
 #include <errno.h>
 #include <signal.h>
@@ -458,9 +459,37 @@ void clua_count_instructions(lua_State *L, CLuaGuard *g, int on) {
 
 // MARK: Coroutines
 
+int clua_argument_error(lua_State *L, int arg, const char *message, const char *name) {
+    lua_Debug ar;
+    if (!lua_getstack(L, 0, &ar)) return luaL_error(L, "bad argument #%d (%s)", arg, message); /* (no stack frame) */
+    lua_getinfo(L, "n", &ar);
+    if (ar.namewhat != NULL && strcmp(ar.namewhat, "method") == 0) {
+        arg--; /* (do not count 'self') */
+        if (arg == 0) return luaL_error(L, "calling '%s' on bad self (%s)", ar.name, message);
+    }
+    return luaL_error(L, "bad argument #%d to '%s' (%s)", arg, ar.name != NULL ? ar.name : name, message);
+}
+
+int clua_type_error(lua_State *L, int arg, const char *expected, const char *name) {
+    const char *actual;
+    if (luaL_getmetafield(L, arg, "__name") == LUA_TSTRING) actual = lua_tostring(L, -1);
+    else if (lua_type(L, arg) == LUA_TLIGHTUSERDATA) actual = "light userdata";
+    else actual = luaL_typename(L, arg);
+    return clua_argument_error(L, arg, lua_pushfstring(L, "%s expected, got %s", expected, actual), name);
+}
+
+int clua_sandbox_wrap(lua_State *L) {
+    if (lua_type(L, 1) != LUA_TFUNCTION) return clua_type_error(L, 1, "function", "coroutine.wrap");
+    lua_settop(L, 1);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, 1, 1);
+    return 1;
+}
+
 int clua_sandbox_resume(lua_State *L) {
     lua_State *co = lua_tothread(L, 1);
-    luaL_argexpected(L, co != NULL, 1, "coroutine");
+    if (co == NULL) return clua_type_error(L, 1, "thread", "coroutine.resume");
     CLuaGuard *g = clua_guard(L);
     int arguments = lua_gettop(L) - 1;
     // (What lcorolib.c's auxresume checks, in its words.)

@@ -13,7 +13,8 @@ struct DifferentialTests {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Differential")
     }
 
-    @Test(arguments: [("package", "probes.lua"), ("libraries", "libraries.lua"), ("coroutines", "coroutines.lua"), ("weak", "weak.lua")])
+    @Test(arguments: [("package", "probes.lua"), ("libraries", "libraries.lua"), ("coroutines", "coroutines.lua"), ("weak", "weak.lua"),
+                       ("arguments", "arguments.lua")])
     func scriptsPrintWhatStockLuaPrints(folder: String, script: String) async throws {
         let directory = Self.fixtures.appendingPathComponent(folder)
         let stock = try await runChildProcess(URL(fileURLWithPath: stockLua!), [script], directory: directory)

@@ -151,6 +151,27 @@ static inline int clua_make_sandbox_close(lua_State *L) {
     return 1;
 }
 
+/// `coroutine.wrap(f)` for the sandbox: refuses what is not a function as Lua's `wrap` does (its message, named by
+/// the call site), then returns what the prelude's `wrap` (upvalue 1) makes of `f`. In guard.c.
+int clua_sandbox_wrap(lua_State *L);
+
+/// `makewrap(wrap)` [-1, +1, m]: the sandbox's `coroutine.wrap` over the prelude's.
+static inline int clua_make_sandbox_wrap(lua_State *L) {
+    lua_settop(L, 1);
+    lua_pushcclosure(L, clua_sandbox_wrap, 1);
+    return 1;
+}
+
+/// Raises Lua's "bad argument #arg to 'name' (message)" for a sandbox function written in C, as `luaL_argerror`
+/// words it — the name the call site gives the function, "calling 'name' on bad self" for a method — except that a
+/// function called with no name at hand (by `pcall`, say) is called `name` where Lua would look it up among the
+/// loaded libraries, which hold Lua's own functions, not the sandbox's. In guard.c.
+int clua_argument_error(lua_State *L, int arg, const char *message, const char *name);
+
+/// `luaL_typeerror`'s message ("<expected> expected, got <type>", the type a `__name` metafield names) through
+/// `clua_argument_error`. In guard.c.
+int clua_type_error(lua_State *L, int arg, const char *expected, const char *name);
+
 /// Pushes the sandbox's `find`, `match`, `gmatch`, `gsub` and `tostring` as a table: Lua 5.4's semantics and
 /// messages, interruptible by the time budget, no addresses. In strings.c (the matcher in patterns.c, `format`
 /// and `tostring` in format.c).

@@ -219,6 +219,8 @@ public final class LuaVM {
         lua_setfield(state, -2, "resume")
         clua_pushcfunction(state, clua_make_sandbox_close)
         lua_setfield(state, -2, "makeclose")
+        clua_pushcfunction(state, clua_make_sandbox_wrap)
+        lua_setfield(state, -2, "makewrap")
         switch limits.garbageCollection {
         case .incremental: lua_pushstring(state, "incremental")
         case .generational: lua_pushstring(state, "generational")

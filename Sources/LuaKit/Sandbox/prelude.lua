@@ -28,7 +28,7 @@ local reference_strings = {
 local concat, sort = table.concat, table.sort
 local host_strings, host_print, host_write, host_readmodule = host.strings, host.print, host.write, host.readmodule
 local host_readfile, host_callerkind, host_gcmode, host_path = host.readfile, host.callerkind, host.gcmode, host.path
-local host_resume, host_makeclose, host_hostmodule = host.resume, host.makeclose, host.hostmodule
+local host_resume, host_makeclose, host_makewrap, host_hostmodule = host.resume, host.makeclose, host.makewrap, host.hostmodule
 local weak_tables_honoured = host.weaktables
 local sandbox_pcall, sandbox_xpcall = host.pcall, host.xpcall
 
@@ -79,24 +79,30 @@ local function freeze(name, source)
   return proxy
 end
 
--- `next` and `rawget` read a read-only table as the table it shows, as Lua reads its libraries (`next(string)`,
--- `rawget(math, "pi")`); writing stays refused.
--- Lua's own refusal of an argument that is not a table, raised at the script's line.
-local function tableExpected(name, t)
-  error("bad argument #1 to '" .. name .. "' (table expected, got " .. (t == nil and "no value" or type(t)) .. ")", 3)
+-- Lua's own refusal of the arguments `...` by its function `f` (which must refuse them), raised at the line of the
+-- script that called the sandbox's function: the message names the argument, says "no value" for a missing one
+-- and the type a `__name` metafield names, as Lua's does.
+local function refuse(f, ...)
+  local ok, message = real_pcall(f, ...)
+  if not ok then error(message, 3) end
+  error("the sandbox expected Lua to refuse these arguments", 0)
 end
 
-local function sandbox_next(t, key)
+-- `next` and `rawget` read a read-only table as the table it shows, as Lua reads its libraries (`next(string)`,
+-- `rawget(math, "pi")`); writing stays refused.
+local function sandbox_next(...)
+  local t, key = ...
   local source = frozen[t]
   if source ~= nil then return next(source, key) end
-  if type(t) ~= "table" then tableExpected("next", t) end
+  if type(t) ~= "table" then refuse(next, ...) end
   return next(t, key)
 end
 
-local function sandbox_rawget(t, key)
+local function sandbox_rawget(...)
+  local t, key = ...
   local source = frozen[t]
   if source ~= nil then return rawget(source, key) end
-  if type(t) ~= "table" then tableExpected("rawget", t) end
+  if type(t) ~= "table" or select("#", ...) < 2 then refuse(rawget, ...) end
   return rawget(t, key)
 end
 
@@ -109,7 +115,8 @@ string_metatable.__index = string
 -- store's state proxies: `rawset` on one would write past the host's bookkeeping (LuaVM.sealRawWrites).
 local sealed = {}
 
-local function sandbox_rawset(t, key, value)
+local function sandbox_rawset(...)
+  local t, key, value = ...
   if frozen[t] then error("cannot modify a read-only table", 2) end
   local marker = real_getmetatable(t)
   if marker ~= nil and sealed[marker] then
@@ -118,10 +125,8 @@ local function sandbox_rawset(t, key, value)
   if key == "__mode" and not weak_tables_honoured then
     error("rawset: '__mode' fields are not available here (weak tables are kept strong: LuaLimits.weakTables)", 2)
   end
-  if type(t) ~= "table" or key == nil or key ~= key then
-    local ok, result = real_pcall(real_rawset, t, key, value) -- Lua's own refusals, named at the script's line
-    if not ok then error(result, 2) end
-    return result
+  if type(t) ~= "table" or key == nil or key ~= key or select("#", ...) < 3 then
+    refuse(real_rawset, ...) -- Lua's own refusals, named at the script's line
   end
   return real_rawset(t, key, value)
 end
@@ -162,7 +167,11 @@ local function unguarded(value)
   return metatable
 end
 
-local function sandbox_setmetatable(t, metatable)
+local function sandbox_setmetatable(...)
+  local t, metatable = ...
+  if select("#", ...) < 2 or type(t) ~= "table" or (metatable ~= nil and type(metatable) ~= "table") then
+    refuse(real_setmetatable, ...) -- Lua's own refusals (a missing argument too), named at the script's line
+  end
   if frozen[t] then error("cannot change the metatable of a read-only table", 2) end
   local finalizer
   if not weak_tables_honoured and metatable == nil and raw_getmetatable(t) == mode_guard then
@@ -179,8 +188,8 @@ local function sandbox_setmetatable(t, metatable)
     if finalizer ~= nil then real_rawset(metatable, "__gc", nil) end
   end
   local ok, result
-  if type(t) ~= "table" or real_getmetatable(t) ~= nil or (metatable ~= nil and type(metatable) ~= "table") then
-    -- Lua's own refusals (not a table, a protected metatable), named at the script's line rather than this file's
+  if real_getmetatable(t) ~= nil then
+    -- Lua's own refusal (a protected metatable), named at the script's line rather than this file's
     ok, result = real_pcall(real_setmetatable, t, metatable)
   else
     ok, result = true, real_setmetatable(t, metatable)
@@ -198,6 +207,13 @@ end
 -- the host's alone.
 local stopped = false
 local function sandbox_collectgarbage(option, argument)
+  local kind = type(option)
+  if kind ~= "string" and kind ~= "number" and option ~= nil then
+    -- (Lua's words; `real_collectgarbage` would be named '?': the sandbox's replaced it in the global table)
+    local metatable = raw_getmetatable(option)
+    local name = metatable ~= nil and rawget(metatable, "__name") or nil
+    error("bad argument #1 to 'collectgarbage' (string expected, got " .. (type(name) == "string" and name or kind) .. ")", 2)
+  end
   if option == nil or option == "collect" then
     real_collectgarbage("collect")
     return 0
@@ -281,7 +297,7 @@ end
 
 local sandbox_coroutine = {
   create = coroutine.create, resume = host_resume, yield = coroutine.yield, status = coroutine.status,
-  wrap = sandbox_wrap, isyieldable = coroutine.isyieldable, running = coroutine.running, close = sandbox_close,
+  wrap = host_makewrap(sandbox_wrap), isyieldable = coroutine.isyieldable, running = coroutine.running, close = sandbox_close,
 }
 
 -- Environments, modules --------------------------------------------------------------------------------
