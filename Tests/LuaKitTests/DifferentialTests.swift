@@ -14,7 +14,7 @@ struct DifferentialTests {
     }
 
     @Test(arguments: [("package", "probes.lua"), ("libraries", "libraries.lua"), ("coroutines", "coroutines.lua"), ("weak", "weak.lua"),
-                       ("arguments", "arguments.lua")])
+                       ("arguments", "arguments.lua"), ("load", "load.lua")])
     func scriptsPrintWhatStockLuaPrints(folder: String, script: String) async throws {
         let directory = Self.fixtures.appendingPathComponent(folder)
         let stock = try await runChildProcess(URL(fileURLWithPath: stockLua!), [script], directory: directory)

@@ -209,17 +209,23 @@ import LuaStoreConcurrency
         }
     }
 
-    @Test func loadAcceptsSourceTextOnly() async throws {
+    /// `load` is Lua's (strings, reader functions, modes, environments: `DifferentialTests`' `load.lua`), except
+    /// that a binary chunk is refused whatever the mode.
+    @Test func loadIsLuasButRefusesBinaryChunks() async throws {
         try await withVM { vm throws in
             #expect(try vm.run("return load('return 1 + 1')()", chunkName: "load.lua") == [2])
-            let binary = luaError { _ = try vm.run("return load('\\27Lua...')", chunkName: "load.lua") }
-            #expect(binary == nil)
             #expect(try vm.run("local f, e = load('\\27Lua'); return f, e", chunkName: "load.lua")
+                == [.nil, "attempt to load a binary chunk (scripts load source text only)"])
+            #expect(try vm.run("local f, e = load('\\27Lua', 'x', 't'); return f, e", chunkName: "load.lua")
                 == [.nil, "attempt to load a binary chunk (mode is 't')"])
-            let mode = luaError { _ = try vm.run("return load('return 1', 'x', 'b')", chunkName: "load.lua") }
-            #expect(mode?.message == "load: scripts can load text chunks only (mode \"t\")")
-            let reader = luaError { _ = try vm.run("return load(function() return nil end)", chunkName: "load.lua") }
-            #expect(reader?.message == "load: scripts can load source strings only")
+            let pieces = "local p = {'\\27', 'Lua'}; local i = 0; return load(function() i = i + 1; return p[i] end)"
+            #expect(try vm.run(pieces, chunkName: "load.lua") == [.nil, "attempt to load a binary chunk (scripts load source text only)"],
+                    "a reader's binary chunk too")
+            #expect(try vm.run("local f, e = load('return 1', 'x', 'b'); return f, e", chunkName: "load.lua")
+                == [.nil, "attempt to load a text chunk (mode is 'b')"])
+            #expect(try vm.run("return load('return 2', 'x', 'bt')()", chunkName: "load.lua") == [2])
+            let read = "local p = {'return ', 40, ' + 2'}; local i = 0; return load(function() i = i + 1; return p[i] end)()"
+            #expect(try vm.run(read, chunkName: "load.lua") == [42])
             let strict = luaError { _ = try vm.run("return load('x = 1')()", chunkName: "load.lua") }
             #expect(strict?.message == "assignment to undeclared global 'x' (declare it with 'local')")
         }

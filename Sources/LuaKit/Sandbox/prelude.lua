@@ -335,11 +335,45 @@ local function environment(require_function)
   return real_setmetatable(env, environment_metatable)
 end
 
-local function sandbox_load(chunk, chunkname, mode, env)
-  if type(chunk) ~= "string" then error("load: scripts can load source strings only", 2) end
-  if mode ~= nil and mode ~= "t" then error("load: scripts can load text chunks only (mode \"t\")", 2) end
-  if chunkname == nil then chunkname = "=(load)" end
-  if env == nil then env = environment() end
+-- `load` as Lua's: a string or a reader function (its pieces until nil or ""), a chunk name (the string itself by
+-- default), a mode ("bt" by default: a text chunk where it has no "t" is refused as Lua refuses it), an
+-- environment (a fresh sandbox environment unless one is given — `nil` too, as in Lua). A binary chunk is refused
+-- whatever the mode: scripts load source text only.
+local function sandbox_load(...)
+  local chunk, chunkname, mode, env = ...
+  local kind = type(chunk)
+  if kind ~= "string" and kind ~= "function" then refuse(real_load, ...) end
+  local nameKind, modeKind = type(chunkname), type(mode)
+  if (chunkname ~= nil and nameKind ~= "string" and nameKind ~= "number")
+      or (mode ~= nil and modeKind ~= "string" and modeKind ~= "number") then
+    refuse(real_load, ...)
+  end
+  if kind == "function" then
+    local reader, pieces, count = chunk, {}, 0
+    while true do
+      local ok, piece = sandbox_pcall(reader)
+      if not ok then return nil, piece end
+      if piece == nil or piece == "" then break end
+      local pieceKind = type(piece)
+      if pieceKind ~= "string" and pieceKind ~= "number" then
+        -- (Lua's message, at the line that called `load`)
+        return nil, select(2, real_pcall(error, "reader function must return a string", 3))
+      end
+      count = count + 1
+      pieces[count] = piece
+    end
+    chunk = concat(pieces)
+    if chunkname == nil then chunkname = "=(load)" end
+  elseif chunkname == nil then
+    chunkname = chunk
+  end
+  mode = mode == nil and "bt" or tostring(mode)
+  if chunk:byte(1) == 27 then
+    if not mode:find("b", 1, true) then return nil, "attempt to load a binary chunk (mode is '" .. mode .. "')" end
+    return nil, "attempt to load a binary chunk (scripts load source text only)"
+  end
+  if not mode:find("t", 1, true) then return nil, "attempt to load a text chunk (mode is '" .. mode .. "')" end
+  if select("#", ...) < 4 then env = environment() end
   return real_load(chunk, chunkname, "t", env)
 end
 
