@@ -478,6 +478,62 @@ int clua_type_error(lua_State *L, int arg, const char *expected, const char *nam
     return clua_argument_error(L, arg, lua_pushfstring(L, "%s expected, got %s", expected, actual), name);
 }
 
+// MARK: pcall, xpcall
+
+/// What `pcall` returns once its call ended (at once, or in the continuation after a yield inside it): `true` and
+/// the results, or `false` and the error — unless the time budget ran out, which goes on.
+static int finish_pcall(lua_State *L, int status, lua_KContext extra) {
+    (void)extra;
+    CLuaGuard *g = clua_guard(L);
+    if (g->timedOut) return clua_raise_budget_exceeded(L, g);
+    if (status != LUA_OK && status != LUA_YIELD) {
+        lua_pushboolean(L, 0);
+        lua_pushvalue(L, -2);
+        return 2;
+    }
+    return lua_gettop(L);
+}
+
+int clua_sandbox_pcall(lua_State *L) {
+    luaL_checkany(L, 1);
+    lua_pushboolean(L, 1);
+    lua_insert(L, 1); /* [true, f, args...] */
+    int status = lua_pcallk(L, lua_gettop(L) - 2, LUA_MULTRET, 0, 0, finish_pcall);
+    return finish_pcall(L, status, 0);
+}
+
+/// What `xpcall` returns once its call ended (as `finish_pcall`; the stack holds `[f, handler, true, ...]`). A script's
+/// handler (`extra` 0) is called here, once the stack has unwound, protected: if it fails, the error is Lua's "error
+/// in error handling". Lua's traceback (`extra` 1) ran where the error was raised.
+static int finish_xpcall(lua_State *L, int status, lua_KContext extra) {
+    CLuaGuard *g = clua_guard(L);
+    if (g->timedOut) return clua_raise_budget_exceeded(L, g); /* (not what a handler made of it) */
+    if (status == LUA_OK || status == LUA_YIELD) return lua_gettop(L) - 2;
+    if (extra == 0) {
+        lua_pushvalue(L, 2);
+        lua_insert(L, -2); /* [..., handler, error] */
+        if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+            if (g->timedOut) return clua_raise_budget_exceeded(L, g);
+            lua_pop(L, 1);
+            lua_pushliteral(L, "error in error handling");
+        }
+    }
+    lua_pushboolean(L, 0);
+    lua_insert(L, -2);
+    return 2;
+}
+
+int clua_sandbox_xpcall(lua_State *L) {
+    int n = lua_gettop(L);
+    luaL_checktype(L, 2, LUA_TFUNCTION);
+    int traceback = lua_tocfunction(L, 2) == clua_guard(L)->traceback;
+    lua_pushboolean(L, 1);
+    lua_pushvalue(L, 1);
+    lua_rotate(L, 3, 2); /* [f, handler, true, f, args...] */
+    int status = lua_pcallk(L, n - 2, LUA_MULTRET, traceback ? 2 : 0, traceback, finish_xpcall);
+    return finish_xpcall(L, status, traceback);
+}
+
 int clua_sandbox_wrap(lua_State *L) {
     if (lua_type(L, 1) != LUA_TFUNCTION) return clua_type_error(L, 1, "function", "coroutine.wrap");
     lua_settop(L, 1);

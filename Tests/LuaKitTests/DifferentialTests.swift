@@ -14,7 +14,8 @@ struct DifferentialTests {
     }
 
     @Test(arguments: [("package", "probes.lua"), ("libraries", "libraries.lua"), ("coroutines", "coroutines.lua"), ("weak", "weak.lua"),
-                       ("arguments", "arguments.lua"), ("load", "load.lua")])
+                       ("arguments", "arguments.lua"), ("load", "load.lua"),
+                       ("errors", "errors.lua")])
     func scriptsPrintWhatStockLuaPrints(folder: String, script: String) async throws {
         let directory = Self.fixtures.appendingPathComponent(folder)
         let stock = try await runChildProcess(URL(fileURLWithPath: stockLua!), [script], directory: directory)

@@ -39,6 +39,7 @@ typedef struct CLuaGuard {
     lua_State *volatile running;      /* the coroutine the sandbox's `coroutine.resume` runs (NULL: the main
                                          thread): where the watchdog's signal handler arms the hook */
     int closeDepth;                   /* the sandbox's `coroutine.close` calls running, nested */
+    lua_CFunction traceback;          /* Lua's `debug.traceback` (the sandbox's `xpcall` calls it unwrapped) */
     /* memory */
     size_t bytesInUse;
     size_t bytesLimit;
@@ -300,40 +301,17 @@ static inline int clua_message_handler(lua_State *L) {
     return 1;
 }
 
-/// The sandbox's `pcall`: as Lua's, except that an exhausted time budget is re-raised.
-static inline int clua_sandbox_pcall(lua_State *L) {
-    luaL_checkany(L, 1);
-    int status = lua_pcall(L, lua_gettop(L) - 1, LUA_MULTRET, 0);
-    if (clua_guard(L)->timedOut) return lua_error(L);
-    lua_pushboolean(L, status == LUA_OK);
-    lua_insert(L, 1);
-    return lua_gettop(L);
-}
+/// The sandbox's `pcall`: as Lua's (a coroutine may yield inside it), except that an exhausted time budget is
+/// re-raised. In guard.c.
+int clua_sandbox_pcall(lua_State *L);
 
-/// The sandbox's `xpcall`: the handler runs after the stack has unwound (scripts have no `debug` library, so
-/// nothing observable is lost), which keeps Lua 5.4.4's message-handler recursion bugs out of reach.
-static inline int clua_sandbox_xpcall(lua_State *L) {
-    int n = lua_gettop(L);
-    luaL_checktype(L, 2, LUA_TFUNCTION);
-    lua_pushvalue(L, 1);       /* [f, h, args..., f] */
-    lua_copy(L, 2, 1);         /* [h, h, args..., f] */
-    lua_copy(L, -1, 2);        /* [h, f, args..., f] */
-    lua_pop(L, 1);             /* [h, f, args...] */
-    int status = lua_pcall(L, n - 2, LUA_MULTRET, 0);
-    if (clua_guard(L)->timedOut) return lua_error(L);
-    if (status == LUA_OK) {
-        lua_pushboolean(L, 1);
-        lua_replace(L, 1);     /* [true, results...] */
-        return lua_gettop(L);
-    }
-    lua_pushvalue(L, 1);       /* [h, err, h] */
-    lua_insert(L, 2);          /* [h, h, err] */
-    status = lua_pcall(L, 1, 1, 0);
-    if (clua_guard(L)->timedOut) return lua_error(L);
-    lua_pushboolean(L, 0);
-    lua_replace(L, 1);         /* [false, handler result or its error] */
-    return 2;
-}
+/// The sandbox's `xpcall`: as Lua's (a coroutine may yield inside it; a handler that fails makes the error "error in
+/// error handling"), except that a handler written in Lua runs once the stack has unwound, protected — Lua 5.4.4
+/// mishandles scripts that run while an error is being handled (its bug list: "Lua-stack overflow when C stack
+/// overflows while handling an error"). Lua's own `debug.traceback`, C that runs no script, runs where the error was
+/// raised, as in Lua: `xpcall(f, debug.traceback)` shows the frames that failed. An exhausted time budget is never
+/// handed to a handler, and is re-raised. In guard.c.
+int clua_sandbox_xpcall(lua_State *L);
 
 /// Opens the libraries the sandbox is built from. Run it with `lua_pcall`: it may raise on memory exhaustion.
 static inline int clua_open_libraries(lua_State *L) {
@@ -344,6 +322,8 @@ static inline int clua_open_libraries(lua_State *L) {
     luaL_requiref(L, LUA_UTF8LIBNAME, luaopen_utf8, 1);
     luaL_requiref(L, LUA_COLIBNAME, luaopen_coroutine, 1);
     luaL_requiref(L, LUA_DBLIBNAME, luaopen_debug, 1); /* (the prelude keeps `traceback` and removes the rest) */
+    lua_getfield(L, -1, "traceback");
+    clua_guard(L)->traceback = lua_tocfunction(L, -1);
     lua_settop(L, 0);
     return 0;
 }

@@ -37,9 +37,15 @@ local sandbox_pcall, sandbox_xpcall = host.pcall, host.xpcall
 
 local safe_tostring = host_strings.tostring
 
+-- (`tostring`'s own refusal — a `__tostring` that returned no string — is raised at the line that called `print`,
+-- as Lua's `print` raises it; what a `__tostring` raised goes on as it is.)
 local function sandbox_print(...)
   local parts = {}
-  for index = 1, select("#", ...) do parts[index] = safe_tostring((select(index, ...))) end
+  for index = 1, select("#", ...) do
+    local ok, text = real_pcall(safe_tostring, (select(index, ...)))
+    if not ok then error(text, text == "'__tostring' must return a string" and 2 or 0) end
+    parts[index] = text
+  end
   host_print(concat(parts, "\t"))
 end
 
@@ -77,6 +83,13 @@ local function freeze(name, source)
   })
   frozen[proxy] = source
   return proxy
+end
+
+-- The type Lua's messages name for `value`: its metatable's `__name` if that is a string, else its type.
+local function typename(value)
+  local metatable = raw_getmetatable(value)
+  local name = metatable ~= nil and rawget(metatable, "__name") or nil
+  return type(name) == "string" and name or type(value)
 end
 
 -- Lua's own refusal of the arguments `...` by its function `f` (which must refuse them), raised at the line of the
@@ -210,9 +223,7 @@ local function sandbox_collectgarbage(option, argument)
   local kind = type(option)
   if kind ~= "string" and kind ~= "number" and option ~= nil then
     -- (Lua's words; `real_collectgarbage` would be named '?': the sandbox's replaced it in the global table)
-    local metatable = raw_getmetatable(option)
-    local name = metatable ~= nil and rawget(metatable, "__name") or nil
-    error("bad argument #1 to 'collectgarbage' (string expected, got " .. (type(name) == "string" and name or kind) .. ")", 2)
+    error("bad argument #1 to 'collectgarbage' (string expected, got " .. typename(option) .. ")", 2)
   end
   if option == nil or option == "collect" then
     real_collectgarbage("collect")
@@ -507,7 +518,8 @@ local function no_files(name)
   return function() error("io." .. name .. ": not available in the sandbox (no files; io.write and print write to the output)", 2) end
 end
 local sandbox_io
-local function write_values(file, name, ...)
+-- (Called in tail position: an error at level 2 is at the line of the script that wrote.)
+local function write_values(file, ...)
   for index = 1, select("#", ...) do
     local value = select(index, ...)
     local kind = math.type(value)
@@ -516,14 +528,14 @@ local function write_values(file, name, ...)
     elseif kind == "float" then
       value = string.format("%.14g", value)
     elseif type(value) ~= "string" then
-      error("bad argument #" .. index .. " to '" .. name .. "' (string expected, got " .. type(value) .. ")", 0)
+      error("bad argument #" .. index .. " to 'write' (string expected, got " .. typename(value) .. ")", 2)
     end
     host_write(value)
   end
   return file
 end
 local file_methods = {
-  write = function(file, ...) return write_values(file, "write", ...) end,
+  write = function(file, ...) return write_values(file, ...) end,
   flush = function(file) return file end,
   setvbuf = function() return true end,
   close = no_files("close"), read = no_files("read"), lines = no_files("lines"), seek = no_files("seek"),
@@ -541,7 +553,7 @@ end
 local stdout, stderr = new_file("stdout"), new_file("stderr")
 file_metatable.__tostring = function(file) return "file (" .. file_metatable[file] .. ")" end
 sandbox_io = {
-  write = function(...) return write_values(stdout, "io.write", ...) end,
+  write = function(...) return write_values(stdout, ...) end,
   stdout = stdout, stderr = stderr,
   type = function(value) return (value == stdout or value == stderr) and "file" or nil end,
   open = no_files("open"), popen = no_files("popen"), read = no_files("read"), lines = no_files("lines"),

@@ -47,3 +47,9 @@ print(getmetatable(t), rawset(t, "k", 1) == t, rawget(t, "k"), rawget(t, "missin
 local gen = coroutine.wrap(function(a) coroutine.yield(a + 1); return "done" end)
 print(gen(1), gen())
 print(coroutine.resume(coroutine.create(function(...) return select("#", ...) end), nil, nil))
+
+-- `print` and `io.write` refuse what Lua's refuse, at the line that called them.
+try("print of a bad __tostring", function() print(setmetatable({}, { __tostring = function() return {} end })) end)
+try("print of a failing __tostring", function() print(setmetatable({}, { __tostring = function() error("inner", 0) end })) end)
+try("io.write of a table", function() io.write({}) end)
+try("file:write of a named value", function() io.stdout:write(1, setmetatable({}, { __name = "Named" })) end)

@@ -1,0 +1,40 @@
+-- Errors and their handlers in the sandbox are Lua's (DifferentialTests compares the output byte for byte with stock
+-- lua5.4): `xpcall(f, debug.traceback)` shows the frames that failed; a handler that fails ends in "error in error
+-- handling"; coroutines yield inside `pcall` and `xpcall`. (A traceback's last line is the host's own frame,
+-- "[C]: in ?" under stock lua5.4: it is left out. A traceback a handler written in Lua makes differs: docs/lua.md.)
+local function withoutHost(text)
+  return (text:gsub("\n\t%[C%]: in %?$", ""))
+end
+
+local function inner() local x = nil; return x.y end
+local function outer() return inner() + 1 end
+local ok, trace = xpcall(outer, debug.traceback)
+print(ok, withoutHost(trace))
+print(xpcall(outer, function(m) return "handled: " .. m end))
+print(xpcall(function() error({ code = 7 }) end, function(e) return type(e) == "table" and e.code end))
+print(xpcall(function(a, b) return a + b end, print, 1, 2))
+print(xpcall(function() error("e") end, function() error("h") end))
+print(xpcall(function() error("e") end, error))
+print(xpcall(function() error("e") end, function(m) local fine = pcall(error, "nested"); return "h:" .. m .. tostring(fine) end))
+local function loop() local ok = pcall(loop); error("again") end
+print(xpcall(loop, loop))
+print(select("#", xpcall(function() return 1, nil, 3 end, print)))
+print(pcall(xpcall))
+print(pcall(xpcall, print))
+print(pcall(xpcall, print, 1))
+local co = coroutine.wrap(function()
+  return xpcall(function() coroutine.yield("yielded inside xpcall"); error("after") end, function(m) return "caught " .. m end)
+end)
+print(co())
+print(co())
+print(pcall(function(...) return ... end, 1, nil, 3))
+print(select("#", pcall(function() return 1, nil end)))
+local yielding = coroutine.wrap(function(a)
+  local ok, b, c = pcall(function(x) local y = coroutine.yield(x + 1); return y * 2, "done" end, a)
+  return ok, b, c
+end)
+print(yielding(1))
+print(yielding(20))
+local failing = coroutine.wrap(function() return pcall(function() coroutine.yield(1); error("later", 0) end) end)
+print(failing())
+print(failing())
