@@ -176,10 +176,11 @@ extension LuaVM {
     }
 
     /// `hostmodule(name)`: the compiled chunk of a host module defined by its source, and its chunk name (`=` and
-    /// the name), for the prelude to run at the module's first `require` — once: the VM lets go of it.
+    /// the name), for the prelude to run at the module's first `require`. (The dump is the process's, shared by
+    /// every VM: keeping it costs a VM nothing.)
     func hostModulePrimitive() throws(HostFailure) -> Int32 {
         let name = String(decoding: try stringArgument(1, "hostmodule"), as: UTF8.self)
-        guard let module = deferredModules.removeValue(forKey: name) else { throw .message("no host module '\(name)'") }
+        guard let module = deferredModules[name] else { throw .message("no host module '\(name)'") }
         try ensureHeadroom(module.dump.count)
         module.dump.withUnsafeBufferPointer { bytes in
             bytes.withMemoryRebound(to: CChar.self) { _ = lua_pushlstring(state, $0.baseAddress, $0.count) }

@@ -41,8 +41,8 @@ public final class LuaVM {
     var partialLine: [UInt8] = []
     private let owner: pthread_t
     var hostFunctions: [Unmanaged<HostFunction>] = []
-    /// The compiled chunks of host modules defined by their source (`define(module:source:)`) and not required yet,
-    /// and their chunk names.
+    /// The compiled chunks of host modules defined by their source (`define(module:source:)`), run at their first
+    /// `require`, and their chunk names.
     var deferredModules: [String: (dump: [UInt8], chunkName: String)] = [:]
     /// How many calls into Lua this VM has made (every call from Swift counts once), so that a host can tell
     /// whether anything ran since a moment it noted.

@@ -580,12 +580,13 @@ end
 
 -- A host module given by its compiled chunk (LuaVM.define(module:source:)) runs at its first `require`, in a fresh
 -- environment, as a module the host defined by value: a VM whose scripts never require it holds none of it.
+-- (A module that fails as it runs stays deferred: the next `require` runs it again, as Lua's does.)
 function load_deferred(name)
-  deferred[name] = nil
   local dump, chunkname = host_hostmodule(name)
   local chunk, problem = real_load(dump, chunkname, "b", environment(default_require))
   if chunk == nil then error(problem, 0) end
   definemodule(name, chunk())
+  deferred[name] = nil
   return builtins[name]
 end
 
