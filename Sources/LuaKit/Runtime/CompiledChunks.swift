@@ -17,6 +17,11 @@ final class CompiledChunks: Sendable {
         let source: String
         let named: Bool
         let dump: [UInt8]
+
+        /// Whether this is `source` compiled with or without names (`named`).
+        func holds(_ source: String, named: Bool) -> Bool {
+            self.named == named && CompiledChunks.same(self.source, source)
+        }
     }
 
     private struct Entries {
@@ -35,7 +40,7 @@ final class CompiledChunks: Sendable {
     /// VM compiled it before.
     func dump(of source: String, chunkName: String, named: Bool = true) -> [UInt8]? {
         entries.withLock { entries in
-            let dump = entries.byName[chunkName]?.first(where: { $0.named == named && Self.same($0.source, source) })?.dump
+            let dump = entries.byName[chunkName]?.first(where: { $0.holds(source, named: named) })?.dump
             if dump != nil { entries.hits += 1 }
             return dump
         }
@@ -46,7 +51,7 @@ final class CompiledChunks: Sendable {
 
     /// Whether the dump of `source` compiled as `chunkName` is kept (for tests).
     func holds(_ source: String, chunkName: String, named: Bool = true) -> Bool {
-        entries.withLock { $0.byName[chunkName]?.contains(where: { $0.named == named && Self.same($0.source, source) }) ?? false }
+        entries.withLock { $0.byName[chunkName]?.contains(where: { $0.holds(source, named: named) }) ?? false }
     }
 
     /// Keeps `dump` for `source` compiled as `chunkName`, unless the cache is full.
@@ -54,7 +59,7 @@ final class CompiledChunks: Sendable {
         entries.withLock { entries in
             guard entries.bytes + dump.count + source.utf8.count <= byteLimit else { return }
             var list = entries.byName[chunkName] ?? []
-            guard !list.contains(where: { $0.named == named && Self.same($0.source, source) }) else { return }
+            guard !list.contains(where: { $0.holds(source, named: named) }) else { return }
             list.append(Compiled(source: source, named: named, dump: dump))
             entries.byName[chunkName] = list
             entries.bytes += dump.count + source.utf8.count
@@ -62,7 +67,7 @@ final class CompiledChunks: Sendable {
     }
 
     /// Whether two texts are the same bytes (`==` on `String` would compare them as Unicode, normalizing).
-    private static func same(_ first: String, _ second: String) -> Bool {
+    fileprivate static func same(_ first: String, _ second: String) -> Bool {
         guard first.utf8.count == second.utf8.count else { return false }
         var first = first, second = second
         return first.withUTF8 { a in second.withUTF8 { b in a.count == 0 || memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0 } }
