@@ -1,21 +1,33 @@
-// The VM's allocator: counts every byte against the cap, and keeps freed small blocks for reuse.
+// The VM's allocator: counts every byte against the cap, and serves small blocks from slabs of the VM's own.
 //
 // Most of what Lua allocates is small and short-lived — a table and its slots for every action, a proxy, a
-// props table — and freed in bursts by the collector. glibc's per-thread cache holds only a few blocks per
-// size, so those bursts went to its arenas: allocating and freeing the two blocks of a one-field table cost
-// more than building it. A VM is used from one thread at a time, so its own free lists need no locks:
-// blocks of up to `SMALL_LIMIT` bytes, in classes of `SMALL_STEP`, are kept (up to `SMALL_KEEP` per class)
-// and handed out again. Kept blocks are not live Lua memory: they do not count against the cap.
+// props table — and freed in bursts by the collector. Handed to glibc, those bursts cost twice: its per-thread
+// cache holds only a few blocks per size, so allocating and freeing the two blocks of a one-field table went to
+// its arenas; and what it cannot cache it sorts later, lazily — after a large state's `init` or a full
+// collection freed a million blocks, each of the next few hundred small `malloc`s sorted ten thousand of them
+// (0.4–1.2 ms, inside a dispatch). So blocks of up to `SMALL_LIMIT` bytes, in classes of `SMALL_STEP`, never
+// reach glibc: they are cut from `SLAB_BYTES` slabs (no header per block), and a freed one goes onto its class's
+// free list, to be handed out again. A VM is used from one thread at a time, so the lists need no locks. Freed
+// blocks are not live Lua memory: they do not count against the cap (there are never more of a class than the
+// VM once held live at a time); the slabs go back to the system with the VM.
 #include "clua_guard.h"
 
 #define SMALL_STEP 16
 #define SMALL_LIMIT 128
 #define SMALL_CLASSES (SMALL_LIMIT / SMALL_STEP)
-#define SMALL_KEEP 4096
+#define SLAB_BYTES (64 << 10)
+
+/// A slab: this header (linking the VM's slabs), then blocks cut from it in turn.
+typedef struct Slab {
+    struct Slab *next;
+    void *padding; /* blocks start 16-byte aligned, as malloc's do */
+} Slab;
 
 typedef struct SmallBlocks {
     void *free[SMALL_CLASSES]; /* each free block's first word links to the next */
-    int count[SMALL_CLASSES];
+    char *uncut;               /* the newest slab's part not cut yet, up to `uncutEnd` */
+    char *uncutEnd;
+    Slab *slabs;
 } SmallBlocks;
 
 /// The class of a block of `size` bytes, or -1 when it is not small.
@@ -23,34 +35,54 @@ static inline int small_class(size_t size) {
     return size > 0 && size <= SMALL_LIMIT ? (int)((size - 1) / SMALL_STEP) : -1;
 }
 
-static void *take_small(CLuaGuard *g, int class) {
-    SmallBlocks *blocks = g->smallBlocks;
-    if (blocks != NULL && blocks->free[class] != NULL) {
-        void *block = blocks->free[class];
-        void *next = *(void **)block;
-        blocks->free[class] = next;
-        blocks->count[class]--;
-        // Freed blocks are often cold (the collector frees thousands at once); reading the next one's link
-        // when it is taken would stall on the miss, so it is fetched now.
-        if (next != NULL) __builtin_prefetch(next, 1);
-        return block;
-    }
-    return malloc((size_t)(class + 1) * SMALL_STEP);
+static inline void keep(SmallBlocks *blocks, void *block, int class) {
+    *(void **)block = blocks->free[class];
+    blocks->free[class] = block;
 }
 
-static void release(CLuaGuard *g, void *block, size_t size) {
-    int class = small_class(size);
-    if (class >= 0) {
-        if (g->smallBlocks == NULL) g->smallBlocks = calloc(1, sizeof(SmallBlocks));
-        SmallBlocks *blocks = g->smallBlocks;
-        if (blocks != NULL && blocks->count[class] < SMALL_KEEP) {
-            *(void **)block = blocks->free[class];
-            blocks->free[class] = block;
-            blocks->count[class]++;
-            return;
+/// Cuts a block of `bytes` from the newest slab, starting a new slab when it has too little left (what it has
+/// left goes onto the free lists first, as blocks of the largest classes it holds).
+static void *cut(SmallBlocks *blocks, size_t bytes) {
+    if ((size_t)(blocks->uncutEnd - blocks->uncut) < bytes) {
+        Slab *slab = malloc(SLAB_BYTES);
+        if (slab == NULL) return NULL;
+        for (size_t left = (size_t)(blocks->uncutEnd - blocks->uncut); left >= SMALL_STEP;) {
+            size_t size = left < SMALL_LIMIT ? left / SMALL_STEP * SMALL_STEP : SMALL_LIMIT;
+            keep(blocks, blocks->uncut, small_class(size));
+            blocks->uncut += size;
+            left -= size;
         }
+        slab->next = blocks->slabs;
+        blocks->slabs = slab;
+        blocks->uncut = (char *)(slab + 1);
+        blocks->uncutEnd = (char *)slab + SLAB_BYTES;
     }
-    free(block);
+    void *block = blocks->uncut;
+    blocks->uncut += bytes;
+    return block;
+}
+
+static void *take_small(CLuaGuard *g, int class) {
+    SmallBlocks *blocks = g->smallBlocks;
+    if (blocks == NULL) {
+        blocks = g->smallBlocks = calloc(1, sizeof(SmallBlocks));
+        if (blocks == NULL) return NULL;
+    }
+    void *block = blocks->free[class];
+    if (block == NULL) return cut(blocks, (size_t)(class + 1) * SMALL_STEP);
+    void *next = *(void **)block;
+    blocks->free[class] = next;
+    // Freed blocks are often cold (the collector frees thousands at once); reading the next one's link when it
+    // is taken would stall on the miss, so it is fetched now.
+    if (next != NULL) __builtin_prefetch(next, 1);
+    return block;
+}
+
+/// Frees a block of `size` bytes: a small one (always cut from a slab) onto its class's list, others to glibc.
+static inline void release(CLuaGuard *g, void *block, size_t size) {
+    int class = small_class(size);
+    if (class >= 0) keep(g->smallBlocks, block, class);
+    else free(block);
 }
 
 void *clua_allocate(void *ud, void *ptr, size_t osize, size_t nsize) {
@@ -91,16 +123,13 @@ void *clua_allocate(void *ud, void *ptr, size_t osize, size_t nsize) {
     return block;
 }
 
-void clua_free_kept_blocks(CLuaGuard *g) {
+void clua_free_slabs(CLuaGuard *g) {
     SmallBlocks *blocks = g->smallBlocks;
     if (blocks == NULL) return;
-    for (int class = 0; class < SMALL_CLASSES; class++) {
-        void *block = blocks->free[class];
-        while (block != NULL) {
-            void *next = *(void **)block;
-            free(block);
-            block = next;
-        }
+    for (Slab *slab = blocks->slabs; slab != NULL;) {
+        Slab *next = slab->next;
+        free(slab);
+        slab = next;
     }
     free(blocks);
     g->smallBlocks = NULL;

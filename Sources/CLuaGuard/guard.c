@@ -241,7 +241,7 @@ static void watchdog_unregister(CLuaGuard *g) {
 lua_State *clua_newstate(CLuaGuard *g) {
     lua_State *L = lua_newstate(clua_allocate, g);
     if (L == NULL) {
-        clua_free_kept_blocks(g);
+        clua_free_slabs(g);
         return NULL;
     }
     *(CLuaGuard **)lua_getextraspace(L) = g;
@@ -259,7 +259,7 @@ void clua_closestate(CLuaGuard *g) {
     watchdog_unregister(g);
     if (g->state != NULL) lua_close(g->state);
     g->state = NULL;
-    clua_free_kept_blocks(g);
+    clua_free_slabs(g);
 }
 
 /// Wakes the watchdog for a call with this deadline, unless it was woken meanwhile or looks soon enough.

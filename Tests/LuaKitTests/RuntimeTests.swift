@@ -103,6 +103,40 @@ import LuaStoreConcurrency
         #expect(LuaThread.currentStackSize == 0)
     }
 
+    /// Out of jobs, a thread watches for the next one for `LuaThread.spinWindow`, then sleeps: jobs from many
+    /// submitters all run, in each submitter's order, whether they find it working, watching or asleep; and
+    /// after a burst of ten thousand jobs an idle thread uses next to no processor time.
+    @Test func threadWatchesBrieflyThenSleeps() async throws {
+        let thread = LuaThread(name: "watching")
+        let seen = Protected<[[Int]]>(Array(repeating: [], count: 4))
+        await withTaskGroup(of: Void.self) { group in
+            for submitter in 0..<4 {
+                group.addTask {
+                    for index in 0..<300 {
+                        thread.async { seen.withLock { $0[submitter].append(index) } }
+                        // Now and then longer than the watch, so that the next job finds the thread asleep.
+                        if index % 50 == submitter { try? await Task.sleep(for: .milliseconds(2)) }
+                    }
+                }
+            }
+        }
+        thread.sync {}
+        #expect(seen.withLock { $0 } == Array(repeating: Array(0..<300), count: 4))
+
+        for _ in 0..<10_000 { thread.async {} }
+        func processorTime() -> Duration {
+            thread.sync {
+                var time = timespec()
+                clock_gettime(CLOCK_THREAD_CPUTIME_ID, &time)
+                return .seconds(time.tv_sec) + .nanoseconds(time.tv_nsec)
+            }
+        }
+        let before = processorTime()
+        try await Task.sleep(for: .milliseconds(300))
+        let idle = processorTime() - before
+        #expect(idle < .milliseconds(30), "a thread idle for 300 ms used \(idle) of processor time")
+    }
+
     @Test func manyThreadsEachWithAVM() async throws {
         let results = Protected<[Int]>([])
         await withTaskGroup(of: Void.self) { group in

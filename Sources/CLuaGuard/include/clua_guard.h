@@ -70,7 +70,7 @@ typedef struct CLuaGuard {
     /* where the current call failed (first Lua frame), when known */
     int failureLine;
     char failureSource[LUA_IDSIZE];
-    /* freed small blocks kept for reuse (allocator.c); NULL until the first is freed */
+    /* the slabs small blocks are cut from, and the freed ones (allocator.c); NULL until the first is made */
     void *smallBlocks;
 } CLuaGuard;
 
@@ -97,12 +97,12 @@ static inline void clua_note_location(lua_State *L, CLuaGuard *g, int level) {
     }
 }
 
-/// The counting allocator (a `lua_Alloc`). Refuses growth beyond `bytesLimit` while a script runs; keeps
-/// freed small blocks for reuse (`smallBlocks`). In allocator.c.
+/// The counting allocator (a `lua_Alloc`). Refuses growth beyond `bytesLimit` while a script runs; serves
+/// small blocks from slabs of the VM's own, and keeps them for reuse once freed (`smallBlocks`). In allocator.c.
 void *clua_allocate(void *ud, void *ptr, size_t osize, size_t nsize);
 
-/// Frees the small blocks the allocator kept, after the VM is closed. In allocator.c.
-void clua_free_kept_blocks(CLuaGuard *g);
+/// Frees the slabs the allocator cut small blocks from, after the VM is closed. In allocator.c.
+void clua_free_slabs(CLuaGuard *g);
 
 static inline void clua_budget_hook(lua_State *L, lua_Debug *ar);
 
