@@ -136,7 +136,9 @@ static int clua_make_barrier(lua_State *L) {
         b->subscriptionsDirty = 1;
     }
     int control = 2;
-    ((Barrier *)lua_touserdata(L, control))->pathGeneration++; /* new caches: records start afresh */
+    Barrier *made = (Barrier *)lua_touserdata(L, control);
+    made->pathGeneration++; /* new caches: records start afresh */
+    made->readsGeneration++;
     lua_createtable(L, 0, 20); /* 3: the functions */
     lua_pushvalue(L, control);
     lua_setfield(L, 3, "control");

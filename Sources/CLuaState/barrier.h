@@ -48,7 +48,9 @@ typedef struct PathSlot {
 
 /// Changes `__newindex` saw recorded in the change set since the last flush, by the identity of the table and of
 /// the key — a string's address, or an integer's value (other keys are not remembered): a write to one of them
-/// has nothing to add. Safe as addresses: the change set holds both tables and keys until the flush, which makes
+/// has nothing to add (the change set has it, `observed` and `subscriptionsDirty` were set as it says), as long
+/// as no reader changed what it depends on and `subscriptionsDirty` was not cleared (`reads` is the barrier's
+/// `readsGeneration`). Safe as addresses: the change set holds both tables and keys until the flush, which makes
 /// every slot stale (`at` is the barrier's `flushes`).
 #define NOTED_SLOTS 8
 typedef struct NotedSlot {
@@ -56,6 +58,7 @@ typedef struct NotedSlot {
     const void *key;     /* a string key; NULL for an integer key */
     lua_Integer integer; /* an integer key */
     lua_Integer at;
+    uint32_t reads;
 } NotedSlot;
 
 /// A write `__newindex` made itself while journaling (a key that stays, a value that is plain data), kept so
@@ -91,6 +94,7 @@ typedef struct Barrier {
     lua_Integer collected;      /* the length of the list of changes read since it was last emptied */
     lua_Integer encoded;        /* the bytes of journal records written in the buffer since the last run began */
     uint32_t pathGeneration;    /* the paths cached under another generation are stale (see "Paths, cached") */
+    uint32_t readsGeneration;   /* moves on when a reader's record changes or `subscriptionsDirty` is cleared */
     const void *root;           /* the state's root table, while `rootGeneration` is `pathGeneration` */
     uint32_t rootGeneration;
     int scalarWrites;           /* the open transaction's first writes kept in `writes`: all of them when

@@ -32,7 +32,7 @@ void journal_clear_tail(lua_State *L, Barrier *b, int journal) {
 
 /// [-0, +0, -] The key at 2 as `noted` remembers it (`*remembered` 0 for a key it does not remember).
 static NotedSlot noted_slot(lua_State *L, Barrier *b, int keyType, int *remembered) {
-    NotedSlot slot = { lua_topointer(L, 4), NULL, 0, b->flushes };
+    NotedSlot slot = { lua_topointer(L, 4), NULL, 0, b->flushes, b->readsGeneration };
     *remembered = 1;
     if (keyType == LUA_TSTRING) slot.key = lua_topointer(L, 2);
     else if (keyType == LUA_TNUMBER && lua_isinteger(L, 2)) slot.integer = lua_tointeger(L, 2);
@@ -55,7 +55,7 @@ static int seen_noted(lua_State *L, Barrier *b, int keyType) {
     for (int i = 0; i < NOTED_SLOTS; i++) {
         const NotedSlot *slot = &b->noted[i];
         if (slot->at == wanted.at && slot->table == wanted.table && slot->key == wanted.key &&
-            slot->integer == wanted.integer) {
+            slot->integer == wanted.integer && slot->reads == wanted.reads) {
             return 1;
         }
     }
@@ -145,10 +145,9 @@ int journal_newindex(lua_State *L) {
     lua_pushvalue(L, 2);
     lua_pushvalue(L, 3);
     lua_rawset(L, 4); /* the key exists: no allocation, no error */
-    // Often the change is recorded already (the same field written since the last flush) and the
-    // subscriptions are stale anyway: then there is nothing to add. The fields seen lately are known without a
-    // lookup.
-    if (b->subscriptionsDirty && seen_noted(L, b, keyType)) return 0;
+    // Often the change is recorded already (the same field written since the last flush): then there is
+    // nothing to add. The fields seen lately are known without a lookup.
+    if (seen_noted(L, b, keyType)) return 0;
     lua_pushvalue(L, 4);
     if (lua_rawget(L, UPVALUE(WRITE_DEPENDENTS)) == LUA_TNIL) return 0; /* 5: who reads this table */
     if (b->subscriptionsDirty && lua_rawgeti(L, UPVALUE(WRITE_CHANGES), 1) == LUA_TTABLE) {

@@ -121,6 +121,7 @@ int reads_endread(lua_State *L) {
     lua_setiuservalue(L, UPVALUE(CONTROL), FRESH_READS);
     b->mode = MODE_CLOSED;
     if (b->freshReads == 0 && b->matchedReads == count) return 0;
+    b->readsGeneration++; /* the reader's record changes (the writes `noted` remembers may concern it now) */
     if (lua_type(L, 2) != LUA_TTABLE) {
         lua_createtable(L, 0, 2);
         lua_replace(L, 2);
@@ -169,6 +170,7 @@ int reads_recycle(lua_State *L) {
     lua_settop(L, 2);
     int withID = !lua_isnil(L, 2);
     luaL_checkstack(L, 8, NULL);
+    b->readsGeneration++; /* a reader's record goes (see `noted`) */
     lua_getiuservalue(L, UPVALUE(CONTROL), SPARE_SETS); /* 3 */
     lua_pushnil(L);
     while (lua_next(L, 1) != 0) { /* real, keys */

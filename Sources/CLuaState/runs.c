@@ -202,9 +202,12 @@ int runs_dirty(lua_State *L) {
     return 1;
 }
 
-/// `setdirty(flag)` [-1, +0, -].
+/// `setdirty(flag)` [-1, +0, -]. (Clearing it makes the writes `noted` remembers worth noting again: one of them
+/// may make the subscriptions stale anew.)
 int runs_setdirty(lua_State *L) {
-    barrier(L)->subscriptionsDirty = lua_toboolean(L, 1);
+    Barrier *b = barrier(L);
+    b->subscriptionsDirty = lua_toboolean(L, 1);
+    if (!b->subscriptionsDirty) b->readsGeneration++;
     return 0;
 }
 

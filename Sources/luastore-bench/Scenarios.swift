@@ -552,14 +552,13 @@ struct Scenarios {
     }
 
     /// Microseconds from each of `samples` toggles (of items spread over the `items`-item list) dispatched to
-    /// `store` until its props observer has the props after it, one at a time. The observer counts deliveries
-    /// in an atomic that the dispatching thread spins on: the store's latency is measured, not the time the
-    /// operating system takes to wake a waiting thread (a semaphore here added 0.9–4 ms to the slowest samples
-    /// on a 2-core machine), nor a polling interval.
+    /// `store` until its props observer has the props after it, one at a time. The dispatching thread spins
+    /// for the props before it sleeps (`DeliveryCounter`): sleeping at once, its own wake-up added 0.9–4 ms to
+    /// the slowest samples on a 2-core machine.
     static func latencies(of store: ScriptedStore, items: Int, samples: Int) async -> [Double] {
         let delivered = DeliveryCounter()
         store.observeProps { _ in
-            delivered.count.add(1, ordering: .releasing)
+            delivered.delivered()
             return .active
         }
         return await withCheckedContinuation { continuation in
@@ -580,12 +579,35 @@ struct Scenarios {
     }
 }
 
-/// How many props a latency sample's observer has seen, read by a spinning thread.
+/// How many props a latency sample's observer has seen, and the wait for the next: the dispatching thread
+/// spins for up to `spin` (the store's latency is measured, not the operating system's wake-up of a waiting
+/// thread), then sleeps until the observer signals (so a store thread kept off its processor by the system can
+/// take the spinning thread's instead of waiting behind it).
 final class DeliveryCounter: Sendable {
-    let count = Atomic<Int>(0)
+    private let count = Atomic<Int>(0)
+    private let sleeping = Atomic<Bool>(false)
+    private let wakeup = DispatchSemaphore(value: 0)
+    private let spin = Duration.microseconds(50)
 
-    /// Spins until `deliveries` props have been seen (yielding the processor to any thread that needs it).
+    /// The observer saw props.
+    func delivered() {
+        count.add(1, ordering: .sequentiallyConsistent)
+        if sleeping.exchange(false, ordering: .sequentiallyConsistent) { wakeup.signal() }
+    }
+
+    /// Returns once `deliveries` props have been seen.
     func wait(for deliveries: Int) {
-        while count.load(ordering: .acquiring) < deliveries { sched_yield() }
+        let clock = ContinuousClock()
+        let deadline = clock.now + spin
+        while count.load(ordering: .sequentiallyConsistent) < deliveries {
+            if clock.now < deadline { sched_yield(); continue }
+            sleeping.store(true, ordering: .sequentiallyConsistent)
+            if count.load(ordering: .sequentiallyConsistent) >= deliveries {
+                // Seen after all: unless the observer took the flag (and signals), take it back.
+                if !sleeping.exchange(false, ordering: .sequentiallyConsistent) { wakeup.wait() }
+                return
+            }
+            wakeup.wait()
+        }
     }
 }

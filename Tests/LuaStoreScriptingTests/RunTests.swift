@@ -294,6 +294,40 @@ import Testing
         }
     }
 
+    /// The barrier remembers the writes it noted since the last flush, and a write to one of them again adds
+    /// nothing — until the subscriptions ran (and may have read it anew): then the next change of what they read
+    /// stops its run again, though no flush came between. (Remembered across that, the second change of the
+    /// mode went unnoticed and the store kept the first mode's timer.)
+    @Test func everyChangeOfWhatSubscriptionsReadStopsItsRun() throws {
+        let app = """
+            local luastore = require("luastore")
+            local app = {}
+            function app.init() return { mode = "idle", count = 0 } end
+            function app.reduce(state, action)
+              if action.type == "mode" then state.mode = action.mode else state.count = state.count + 1 end
+            end
+            function app.props(state) return { count = state.count } end
+            function app.subscriptions(state)
+              if state.mode == "idle" then return {} end
+              return { [state.mode] = luastore.timer(60, { type = "tick" }) }
+            end
+            return app
+            """
+        try withEngine(["app.lua": app], budget: .seconds(5)) { engine, _ throws in
+            /// Reduces `actions` as the store would: what a run did not apply is handed again.
+            func apply(_ actions: [LuaValue]) {
+                var rest = actions[...]
+                while !rest.isEmpty { rest = rest.dropFirst(max(1, engine.reduce(run: rest).applied)) }
+            }
+            #expect(try engine.subscriptions().isEmpty)
+            for mode in ["a", "b", "a", "c"] {
+                apply([["type": "mode", "mode": .string(mode)], ["type": "increment"], ["type": "increment"]])
+                #expect(try engine.subscriptions().keys.sorted() == [mode])
+            }
+            #expect(try engine.state()["count"] == 8)
+        }
+    }
+
     /// Each action of a run has the whole time budget: a run of five actions that each spin for a quarter of it
     /// (by the host's clock, so load on the machine cannot shorten them, and a stall of up to ¾ of the budget
     /// cannot fail them) applies whole, though together they outlast the budget; an endless loop in the middle
