@@ -13,61 +13,34 @@
 #include "clua_guard.h"
 
 #define SMALL_STEP 16
-#define SMALL_LIMIT 128
-#define SMALL_CLASSES (SMALL_LIMIT / SMALL_STEP)
+#define SMALL_LIMIT (CLUA_SMALL_CLASSES * SMALL_STEP)
 #define SLAB_BYTES (64 << 10)
-
-/// A slab: this header (linking the VM's slabs), then blocks cut from it in turn.
-typedef struct Slab {
-    struct Slab *next;
-    void *padding; /* blocks start 16-byte aligned, as malloc's do */
-} Slab;
-
-typedef struct SmallBlocks {
-    void *free[SMALL_CLASSES]; /* each free block's first word links to the next */
-    char *uncut;               /* the newest slab's part not cut yet, up to `uncutEnd` */
-    char *uncutEnd;
-    Slab *slabs;
-} SmallBlocks;
+/// A slab's first 16 bytes link the VM's slabs (blocks start 16-byte aligned, as malloc's do).
+#define SLAB_HEADER 16
 
 /// The class of a block of `size` bytes, or -1 when it is not small.
 static inline int small_class(size_t size) {
     return size > 0 && size <= SMALL_LIMIT ? (int)((size - 1) / SMALL_STEP) : -1;
 }
 
-static inline void keep(SmallBlocks *blocks, void *block, int class) {
-    *(void **)block = blocks->free[class];
-    blocks->free[class] = block;
-}
-
-/// Cuts a block of `bytes` from the newest slab, starting a new slab when it has too little left (what it has
-/// left goes onto the free lists first, as blocks of the largest classes it holds).
-static void *cut(SmallBlocks *blocks, size_t bytes) {
+/// Cuts a block of `bytes` from the newest slab, starting a new slab when it has too little left (the few bytes
+/// left over, under 128 of 64 KiB, stay unused).
+static void *cut(CLuaSmallBlocks *blocks, size_t bytes) {
     if ((size_t)(blocks->uncutEnd - blocks->uncut) < bytes) {
-        Slab *slab = malloc(SLAB_BYTES);
+        char *slab = malloc(SLAB_BYTES);
         if (slab == NULL) return NULL;
-        for (size_t left = (size_t)(blocks->uncutEnd - blocks->uncut); left >= SMALL_STEP;) {
-            size_t size = left < SMALL_LIMIT ? left / SMALL_STEP * SMALL_STEP : SMALL_LIMIT;
-            keep(blocks, blocks->uncut, small_class(size));
-            blocks->uncut += size;
-            left -= size;
-        }
-        slab->next = blocks->slabs;
+        *(void **)slab = blocks->slabs;
         blocks->slabs = slab;
-        blocks->uncut = (char *)(slab + 1);
-        blocks->uncutEnd = (char *)slab + SLAB_BYTES;
+        blocks->uncut = slab + SLAB_HEADER;
+        blocks->uncutEnd = slab + SLAB_BYTES;
     }
     void *block = blocks->uncut;
     blocks->uncut += bytes;
     return block;
 }
 
-static void *take_small(CLuaGuard *g, int class) {
-    SmallBlocks *blocks = g->smallBlocks;
-    if (blocks == NULL) {
-        blocks = g->smallBlocks = calloc(1, sizeof(SmallBlocks));
-        if (blocks == NULL) return NULL;
-    }
+static inline void *take_small(CLuaGuard *g, int class) {
+    CLuaSmallBlocks *blocks = &g->smallBlocks;
     void *block = blocks->free[class];
     if (block == NULL) return cut(blocks, (size_t)(class + 1) * SMALL_STEP);
     void *next = *(void **)block;
@@ -81,8 +54,12 @@ static void *take_small(CLuaGuard *g, int class) {
 /// Frees a block of `size` bytes: a small one (always cut from a slab) onto its class's list, others to glibc.
 static inline void release(CLuaGuard *g, void *block, size_t size) {
     int class = small_class(size);
-    if (class >= 0) keep(g->smallBlocks, block, class);
-    else free(block);
+    if (class < 0) {
+        free(block);
+        return;
+    }
+    *(void **)block = g->smallBlocks.free[class];
+    g->smallBlocks.free[class] = block;
 }
 
 void *clua_allocate(void *ud, void *ptr, size_t osize, size_t nsize) {
@@ -124,13 +101,10 @@ void *clua_allocate(void *ud, void *ptr, size_t osize, size_t nsize) {
 }
 
 void clua_free_slabs(CLuaGuard *g) {
-    SmallBlocks *blocks = g->smallBlocks;
-    if (blocks == NULL) return;
-    for (Slab *slab = blocks->slabs; slab != NULL;) {
-        Slab *next = slab->next;
+    for (void *slab = g->smallBlocks.slabs; slab != NULL;) {
+        void *next = *(void **)slab;
         free(slab);
         slab = next;
     }
-    free(blocks);
-    g->smallBlocks = NULL;
+    g->smallBlocks = (CLuaSmallBlocks){ 0 };
 }

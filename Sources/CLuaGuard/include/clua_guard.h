@@ -32,6 +32,17 @@ typedef enum CLuaEnforcement {
     CLUA_ENFORCE_WATCHDOG = 1,
 } CLuaEnforcement;
 
+/// The allocator's blocks of up to 128 bytes, in 8 classes of 16 (allocator.c): the slabs they are cut from (each
+/// links to the next through its first word), the newest slab's part not cut yet, and each class's freed blocks
+/// (each links to the next through its first word). All zero before the first block is made.
+#define CLUA_SMALL_CLASSES 8
+typedef struct CLuaSmallBlocks {
+    void *free[CLUA_SMALL_CLASSES];
+    char *uncut;
+    char *uncutEnd;
+    void *slabs;
+} CLuaSmallBlocks;
+
 /// Per-VM bookkeeping shared by the allocator, the hook and the trampoline. Reached through
 /// `lua_getextraspace` (a pointer to it) and through the allocator's user data.
 typedef struct CLuaGuard {
@@ -70,8 +81,8 @@ typedef struct CLuaGuard {
     /* where the current call failed (first Lua frame), when known */
     int failureLine;
     char failureSource[LUA_IDSIZE];
-    /* the slabs small blocks are cut from, and the freed ones (allocator.c); NULL until the first is made */
-    void *smallBlocks;
+    /* the slabs small blocks are cut from, and the freed ones (allocator.c) */
+    CLuaSmallBlocks smallBlocks;
 } CLuaGuard;
 
 /// The guard of a VM, stored in the extra space of its main thread.

@@ -518,7 +518,7 @@ local function no_files(name)
   return function() error("io." .. name .. ": not available in the sandbox (no files; io.write and print write to the output)", 2) end
 end
 local sandbox_io
--- (Called in tail position: an error at level 2 is at the line of the script that wrote.)
+-- (Called by the script, or in tail position: an error at level 2 is at the line of the script that wrote.)
 local function write_values(file, ...)
   for index = 1, select("#", ...) do
     local value = select(index, ...)
@@ -535,7 +535,7 @@ local function write_values(file, ...)
   return file
 end
 local file_methods = {
-  write = function(file, ...) return write_values(file, ...) end,
+  write = write_values,
   flush = function(file) return file end,
   setvbuf = function() return true end,
   close = no_files("close"), read = no_files("read"), lines = no_files("lines"), seek = no_files("seek"),
