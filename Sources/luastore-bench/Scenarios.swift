@@ -219,6 +219,7 @@ struct Scenarios {
             { await peerCounter(actions: everyActions) })
         let caller = Harness.median(Array(callerNanoseconds.value.dropFirst()))
         let floor = try await freshActionFloor(actions: actions)
+        let everyFloor = try await everyActionFloor(actions: everyActions)
         return [
             Scenario(name: "counter.lua_vs_swift_ratio", value: ratio, unit: "×", goal: "≤ 1.5", pass: ratio <= 1.5),
             Scenario(name: "counter.lua_ns_per_dispatch", value: lua, unit: "ns", goal: "—", pass: nil),
@@ -233,6 +234,35 @@ struct Scenarios {
             Scenario(name: "counter.every_action_swift_ns_per_dispatch", value: everySwift, unit: "ns", goal: "—", pass: nil),
             Scenario(name: "counter.every_action_lua_vs_reswift_ratio", value: peerRatio, unit: "×", goal: "≤ 1.0", pass: peerRatio <= 1.0),
             Scenario(name: "counter.every_action_reswift_ns_per_dispatch", value: peer, unit: "ns", goal: "—", pass: nil),
+        ] + everyFloor
+    }
+
+    /// `counter.every_action_floor_vs_reswift_ratio`: what Debian's stock `lua5.4` alone needs for the core of a
+    /// dispatch whose every action is observed (`Workloads/every_action_floor.lua`: `pcall` the reducer behind the
+    /// simplest journaling barrier, run `props`, skip a repeat, tell one observer; no store, no second thread, no
+    /// conversion) ÷ `PeerStore`'s whole dispatch, the two alternated — the least that
+    /// `counter.every_action_lua_vs_reswift_ratio` can come to while the reducer and `props` are Lua run by Lua's
+    /// own interpreter. Left out, with a note, where `lua5.4` is not installed; not measured with `--side`.
+    func everyActionFloor(actions: Int) async throws -> [Scenario] {
+        guard let stock = Self.stockLua else {
+            FileHandle.standardError.write(Data("bench: lua5.4 is not installed; counter.every_action_floor_… is left out\n".utf8))
+            return []
+        }
+        guard sides == .both else { return [] }
+        let script = workspace.appendingPathComponent("every_action_floor.lua")
+        try Data(EmbeddedLua.everyActionFloor.source.utf8).write(to: script)
+        let floorActions = quick ? 20_000 : 500_000 // (timed by the script itself, a few hundred milliseconds)
+        let (floor, _, ratio) = try await Harness.alternate(rounds: rounds, {
+            let output = try Self.output(of: stock, [script.path, String(floorActions)])
+            guard let field = output.split(whereSeparator: \.isWhitespace).first(where: { $0.hasPrefix("every=") }),
+                  let nanoseconds = Double(field.dropFirst("every=".count)) else {
+                throw BenchFailure("every_action_floor.lua printed \(output.debugDescription), not every=N")
+            }
+            return nanoseconds
+        }, { await peerCounter(actions: actions) })
+        return [
+            Scenario(name: "counter.every_action_floor_vs_reswift_ratio", value: ratio, unit: "×", goal: "—", pass: nil),
+            Scenario(name: "counter.every_action_floor_ns", value: floor, unit: "ns", goal: "—", pass: nil),
         ]
     }
 
