@@ -237,29 +237,38 @@ struct Scenarios {
         ] + everyFloor
     }
 
-    /// `counter.every_action_floor_vs_reswift_ratio`: what Debian's stock `lua5.4` alone needs for the core of a
-    /// dispatch whose every action is observed (`Workloads/every_action_floor.lua`: `pcall` the reducer behind the
-    /// simplest journaling barrier, run `props`, skip a repeat, tell one observer; no store, no second thread, no
-    /// conversion) ÷ `PeerStore`'s whole dispatch, the two alternated — the least that
-    /// `counter.every_action_lua_vs_reswift_ratio` can come to while the reducer and `props` are Lua run by Lua's
-    /// own interpreter. Left out, with a note, where `lua5.4` is not installed; not measured with `--side`.
-    func everyActionFloor(actions: Int) async throws -> [Scenario] {
+    /// How the stock-Lua floors run (`Workloads/dispatch_floor.lua`, written into the workspace once): a function
+    /// that runs the script's `mode` over `actions` and returns its `field` (ns per action) — the script times its
+    /// own loops, so its start-up is not counted — or nil, with a note naming `rows`, where `lua5.4` is not
+    /// installed or only one side runs (`--side`).
+    func dispatchFloor(_ mode: String, field: String, actions: Int, rows: String) throws -> (() throws -> Double)? {
         guard let stock = Self.stockLua else {
-            FileHandle.standardError.write(Data("bench: lua5.4 is not installed; counter.every_action_floor_… is left out\n".utf8))
-            return []
+            FileHandle.standardError.write(Data("bench: lua5.4 is not installed; \(rows) is left out\n".utf8))
+            return nil
         }
-        guard sides == .both else { return [] }
-        let script = workspace.appendingPathComponent("every_action_floor.lua")
-        try Data(EmbeddedLua.everyActionFloor.source.utf8).write(to: script)
-        let floorActions = quick ? 20_000 : 500_000 // (timed by the script itself, a few hundred milliseconds)
-        let (floor, _, ratio) = try await Harness.alternate(rounds: rounds, {
-            let output = try Self.output(of: stock, [script.path, String(floorActions)])
-            guard let field = output.split(whereSeparator: \.isWhitespace).first(where: { $0.hasPrefix("every=") }),
-                  let nanoseconds = Double(field.dropFirst("every=".count)) else {
-                throw BenchFailure("every_action_floor.lua printed \(output.debugDescription), not every=N")
+        guard sides == .both else { return nil }
+        let script = workspace.appendingPathComponent("dispatch_floor.lua")
+        try Data(EmbeddedLua.dispatchFloor.source.utf8).write(to: script)
+        return {
+            let output = try Self.output(of: stock, [script.path, String(actions), mode])
+            guard let text = output.split(whereSeparator: \.isWhitespace).first(where: { $0.hasPrefix("\(field)=") }),
+                  let nanoseconds = Double(text.dropFirst(field.count + 1)) else {
+                throw BenchFailure("dispatch_floor.lua \(mode) printed \(output.debugDescription), without \(field)=N")
             }
             return nanoseconds
-        }, { await peerCounter(actions: actions) })
+        }
+    }
+
+    /// `counter.every_action_floor_vs_reswift_ratio`: what Debian's stock `lua5.4` alone needs for the core of a
+    /// dispatch whose every action is observed (`dispatch_floor.lua every`: `pcall` the reducer behind the simplest
+    /// journaling barrier, run `props`, skip a repeat, tell one observer; no store, no second thread, no
+    /// conversion) ÷ `PeerStore`'s whole dispatch, the two alternated — the least that
+    /// `counter.every_action_lua_vs_reswift_ratio` can come to while the reducer and `props` are Lua run by Lua's
+    /// own interpreter.
+    func everyActionFloor(actions: Int) async throws -> [Scenario] {
+        guard let measureFloor = try dispatchFloor("every", field: "every", actions: quick ? 20_000 : 500_000,
+                                                   rows: "counter.every_action_floor_…") else { return [] }
+        let (floor, _, ratio) = try await Harness.alternate(rounds: rounds, measureFloor, { await peerCounter(actions: actions) })
         return [
             Scenario(name: "counter.every_action_floor_vs_reswift_ratio", value: ratio, unit: "×", goal: "—", pass: nil),
             Scenario(name: "counter.every_action_floor_ns", value: floor, unit: "ns", goal: "—", pass: nil),
@@ -267,30 +276,14 @@ struct Scenarios {
     }
 
     /// `counter.fresh_actions_floor_vs_swift_ratio`: what Debian's stock `lua5.4` alone needs for the core of a fresh
-    /// dispatch behind the simplest journaling barrier (`Workloads/fresh_action_floor.lua`: make the action, `pcall`
-    /// the reducer; no store, no second thread, no conversion) ÷ the Swift store's whole fresh dispatch, the two
+    /// dispatch behind the simplest journaling barrier (`dispatch_floor.lua fresh`: make the action, `pcall` the
+    /// reducer; no store, no second thread, no conversion) ÷ the Swift store's whole fresh dispatch, the two
     /// alternated as every ratio is — the ratio no scripted store whose state lives in the VM behind a barrier can
     /// go under; and `counter.fresh_actions_lua_vs_floor_ratio`, the scripted store's fresh dispatch ÷ that floor.
-    /// Left out, with a note, where `lua5.4` is not installed; not measured with `--side`.
     func freshActionFloor(actions: Int) async throws -> [Scenario] {
-        guard let stock = Self.stockLua else {
-            FileHandle.standardError.write(Data("bench: lua5.4 is not installed; counter.fresh_actions_floor_… is left out\n".utf8))
-            return []
-        }
-        guard sides == .both else { return [] }
-        let script = workspace.appendingPathComponent("fresh_action_floor.lua")
-        try Data(EmbeddedLua.freshActionFloor.source.utf8).write(to: script)
-        // The script times its own loops (its start-up is not counted), over more actions than the store's side:
-        // a few hundred milliseconds a round.
-        let floorActions = quick ? 20_000 : 200_000
-        let measureFloor = { () throws -> Double in
-            let output = try Self.output(of: stock, [script.path, String(floorActions)])
-            guard let field = output.split(whereSeparator: \.isWhitespace).first(where: { $0.hasPrefix("barrier=") }),
-                  let nanoseconds = Double(field.dropFirst("barrier=".count)) else {
-                throw BenchFailure("fresh_action_floor.lua printed \(output.debugDescription), not plain=N barrier=N reused=N")
-            }
-            return nanoseconds
-        }
+        // (Over more actions than the store's side: a few hundred milliseconds a round.)
+        guard let measureFloor = try dispatchFloor("fresh", field: "barrier", actions: quick ? 20_000 : 200_000,
+                                                   rows: "counter.fresh_actions_floor_…") else { return [] }
         let (floor, _, ratio) = try await Harness.alternate(rounds: rounds, measureFloor, { await swiftCounter(.fresh, actions: actions) })
         // The scripted store's fresh dispatch against the floor, alternated with it: what is ours above it.
         let (_, _, luaRatio) = try await Harness.alternate(
