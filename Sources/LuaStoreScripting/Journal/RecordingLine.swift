@@ -47,9 +47,13 @@ public enum RecordingLine {
         }
     }
 
+    /// The 16 lowercase hexadecimal digits of `value`. (Reckoned, not looked up: a table of digits made per call
+    /// was an allocation per recorded line.)
     static func appendHex(_ value: UInt64, to line: inout [UInt8]) {
-        let digits = Array("0123456789abcdef".utf8)
-        for shift in stride(from: 60, through: 0, by: -4) { line.append(digits[Int((value >> UInt64(shift)) & 15)]) }
+        for shift in stride(from: 60, through: 0, by: -4) {
+            let digit = UInt8(truncatingIfNeeded: value >> UInt64(shift)) & 15
+            line.append(digit < 10 ? UInt8(ascii: "0") + digit : UInt8(ascii: "a") + digit - 10)
+        }
     }
 
     /// `line` (one line of a recording, format 3, without its line break) with its sum made anew for what it holds
