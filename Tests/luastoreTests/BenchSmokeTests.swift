@@ -29,9 +29,10 @@ import Testing
                      "plugins.verify_mb_per_s", "plugins.install_ms_100k", "stores.create_ms", "stores.kib_per_store"] {
             #expect(names.contains(name), "\(name) is reported")
         }
-        // The floor of a fresh dispatch is measured with Debian's lua5.4, where it is installed (scripts/bootstrap does).
+        // The floors of a fresh and of an observed dispatch are measured with Debian's lua5.4, where it is installed (scripts/bootstrap does).
         if FileManager.default.isExecutableFile(atPath: "/usr/bin/lua5.4") {
             #expect(names.contains("counter.fresh_actions_floor_vs_swift_ratio"), "the floor of a fresh dispatch is reported")
+            #expect(names.contains("counter.every_action_floor_vs_reswift_ratio"), "the floor of an observed dispatch is reported")
         }
         // Rows that are differences of two readings (what a large state adds; replay's cost per action; what the
         // process's resident memory grew by with the stores held — memory earlier scenarios freed can go back to
