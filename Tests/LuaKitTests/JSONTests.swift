@@ -27,6 +27,13 @@ import Testing
         }
         #expect(try LuaJSON.encode(["b": 1, "a": .number(2.0), "c": [.boolean(false)]]) == #"{"a":2.0,"b":1,"c":[false]}"#)
         #expect(try LuaJSON.encode(.table(LuaTable(array: ["x"], fields: [.boolean(true): 1]))) == #"{"1":"x","true":1}"#)
+        var escaped: [UInt8] = []
+        LuaJSON.quote("a\u{1}\u{1f}\u{7f}", into: &escaped)
+        #expect(escaped == Array(#""a\u0001\u001f"#.utf8) + [0x7F, UInt8(ascii: "\"")], "control characters as \\u00XX")
+        var digits: [UInt8] = []
+        LuaJSON.appendHex(0x0123_4567_89AB_CDEF, digits: 16, into: &digits)
+        LuaJSON.appendHex(0xA5, digits: 2, into: &digits)
+        #expect(String(decoding: digits, as: UTF8.self) == "0123456789abcdefa5")
         do {
             _ = try LuaJSON.encode(["items": [1, .number(.nan)]], root: "state")
             Issue.record("NaN was written")

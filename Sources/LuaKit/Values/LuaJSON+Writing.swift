@@ -78,6 +78,15 @@ extension LuaJSON {
         byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
     }
 
+    /// Appends the last `digits` hexadecimal digits of `value` (lowercase, the most significant first), as UTF-8:
+    /// a `\u00XX` escape's two, a recording line's 16-digit sum.
+    public static func appendHex(_ value: UInt64, digits: Int, into output: inout [UInt8]) {
+        for shift in stride(from: 4 * (digits - 1), through: 0, by: -4) {
+            let digit = UInt8(truncatingIfNeeded: value >> UInt64(shift)) & 15
+            output.append(digit < 10 ? UInt8(ascii: "0") + digit : UInt8(ascii: "a") + digit - 10)
+        }
+    }
+
     /// Appends `text` as a JSON string, as UTF-8 (runs without anything to escape are copied whole; a control
     /// character other than `\n`, `\r`, `\t` as `\u00XX`).
     public static func quote(_ text: String, into output: inout [UInt8]) {
@@ -97,10 +106,8 @@ extension LuaJSON {
                 case UInt8(ascii: "\r"): output.append(contentsOf: #"\r"#.utf8)
                 case UInt8(ascii: "\t"): output.append(contentsOf: #"\t"#.utf8)
                 default:
-                    let hex = Array("0123456789abcdef".utf8)
                     output.append(contentsOf: #"\u00"#.utf8)
-                    output.append(hex[Int(byte >> 4)])
-                    output.append(hex[Int(byte & 15)])
+                    appendHex(UInt64(byte), digits: 2, into: &output)
                 }
             }
             output.append(contentsOf: bytes[run...])

@@ -32,7 +32,7 @@ public enum RecordingLine {
     static func appendSum(to line: inout [UInt8], from start: Int) {
         let hash = sum(of: line[start...])
         line.append(contentsOf: #","sum":""#.utf8)
-        appendHex(hash, to: &line)
+        LuaJSON.appendHex(hash, digits: 16, into: &line)
         line.append(contentsOf: #""}"#.utf8)
     }
 
@@ -44,15 +44,6 @@ public enum RecordingLine {
                 hash &*= 0x0000_0100_0000_01b3
             }
             return hash
-        }
-    }
-
-    /// The 16 lowercase hexadecimal digits of `value`. (Reckoned, not looked up: a table of digits made per call
-    /// was an allocation per recorded line.)
-    static func appendHex(_ value: UInt64, to line: inout [UInt8]) {
-        for shift in stride(from: 60, through: 0, by: -4) {
-            let digit = UInt8(truncatingIfNeeded: value >> UInt64(shift)) & 15
-            line.append(digit < 10 ? UInt8(ascii: "0") + digit : UInt8(ascii: "a") + digit - 10)
         }
     }
 
