@@ -18,9 +18,9 @@ public enum ObserverStatus: Sendable, Equatable {
 /// store.subscribe(observer)
 /// ```
 public struct Observer<State: Sendable>: Sendable {
-    let deliveryQueue: DispatchQueue?
-    let equating: Equating<State>?
-    let body: @Sendable (State) throws -> ObserverStatus
+    @usableFromInline let deliveryQueue: DispatchQueue?
+    @usableFromInline let equating: Equating<State>?
+    @usableFromInline let body: @Sendable (State) throws -> ObserverStatus
 
     /// An observer.
     ///

@@ -1,3 +1,4 @@
+import Dispatch
 import Synchronization
 
 /// How an observer is told — the one answer for every observer in LuaStore: a Swift store's observers, a
@@ -16,11 +17,11 @@ import Synchronization
 /// delivery.offer(1)   // skipped: equal to the last
 /// ```
 public final class ObserverDelivery<Value: Sendable>: Sendable {
-    let observer: Observer<Value>
-    private let last: ExecutorConfined<Value?> = ExecutorConfined(nil)
-    private let dead = Atomic<Bool>(false)
-    private let report: @Sendable (any Error) -> Void
-    private let ended: (@Sendable () -> Void)?
+    @usableFromInline let observer: Observer<Value>
+    @usableFromInline let last: ExecutorConfined<Value?> = ExecutorConfined(nil)
+    @usableFromInline let dead = Atomic<Bool>(false)
+    @usableFromInline let report: @Sendable (any Error) -> Void
+    @usableFromInline let ended: (@Sendable () -> Void)?
 
     /// A delivery to `observer`; `report` hears what its body throws; `ended` runs once, where the body ran, when
     /// the body answers `.dead`.
@@ -32,10 +33,14 @@ public final class ObserverDelivery<Value: Sendable>: Sendable {
     }
 
     /// Whether the observer answered `.dead` (nothing is delivered to it any more).
+    @inlinable
     public var isDead: Bool { dead.load(ordering: .acquiring) }
 
     /// Delivers `value` unless it equals the last one offered (by the observer's equating), on the observer's
-    /// queue or right here.
+    /// queue or right here. (Inlinable, so that a module offering values of one type — a scripted store's
+    /// `LuaValue`s — compares and keeps them in code specialized for it: generic code across the module boundary
+    /// cost a metadata lookup and a value-witness call per value.)
+    @inlinable
     public func offer(_ value: Value) {
         if observer.equating != nil, isRepeat(value) { return }
         if let queue = observer.deliveryQueue {
@@ -47,15 +52,16 @@ public final class ObserverDelivery<Value: Sendable>: Sendable {
 
     /// Whether `value` equals the last one offered (by the observer's `equating`); remembers it if not. (Apart,
     /// so that observers without one do not look up the type of the memory on every notification.)
-    @inline(never)
-    private func isRepeat(_ value: Value) -> Bool {
+    @inlinable @inline(never)
+    func isRepeat(_ value: Value) -> Bool {
         guard let equating = observer.equating else { return false }
         if let previous = last.value, equating.isEqual(previous, value) { return true }
         last.value = value
         return false
     }
 
-    private func deliver(_ value: Value) {
+    @inlinable
+    func deliver(_ value: Value) {
         guard !isDead else { return }
         do {
             guard try observer.body(value) == .dead, !dead.exchange(true, ordering: .acquiringAndReleasing) else { return }

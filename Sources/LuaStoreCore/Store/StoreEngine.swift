@@ -497,10 +497,12 @@ final class StoreEngine<R: Reducer>: Sendable {
     }
 }
 
-/// A value touched only on a store's serial executor.
+/// A value touched only on a store's serial executor. (Its accesses are not checked for exclusivity at run time:
+/// one job at a time touches it, and an observer's delivery specialized in another module reads it per value.)
+@usableFromInline
 final class ExecutorConfined<Value> {
-    var value: Value
-    init(_ value: Value) { self.value = value }
+    @usableFromInline @exclusivity(unchecked) var value: Value
+    @usableFromInline init(_ value: Value) { self.value = value }
 }
 
 // Every access happens on the owning store's serial executor, one job at a time.
