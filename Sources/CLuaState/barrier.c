@@ -83,6 +83,7 @@ static const Upvalue runUpvalues[] = { RUN_UPVALUES(UPVALUE_DESCRIPTION) };
 static const Upvalue journalUpvalues[] = { JOURNAL_UPVALUES(UPVALUE_DESCRIPTION) };
 static const Upvalue recordsUpvalues[] = { RECORDS_UPVALUES(UPVALUE_DESCRIPTION) };
 static const Upvalue readerUpvalues[] = { READER_UPVALUES(UPVALUE_DESCRIPTION) };
+static const Upvalue flushUpvalues[] = { FLUSH_UPVALUES(UPVALUE_DESCRIPTION) };
 #undef UPVALUE_DESCRIPTION
 
 #define COUNT(array) ((int)(sizeof(array) / sizeof((array)[0])))
@@ -187,6 +188,7 @@ static int clua_make_barrier(lua_State *L) {
         { "note", reads_note, NULL, 0 },
         { "recycle", reads_recycle, readerUpvalues, COUNT(readerUpvalues) },
         { "endread", reads_endread, readerUpvalues, COUNT(readerUpvalues) },
+        { "flushdue", reads_flushdue, flushUpvalues, COUNT(flushUpvalues) },
     };
     for (int i = 0; i < COUNT(functions); i++) {
         push_closure(L, control, functions[i].function, functions[i].upvalues, functions[i].count);

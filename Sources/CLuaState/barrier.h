@@ -201,6 +201,27 @@ enum { FIELD, LITERAL, SPARE };
     X(RUN_TYPE, LITERAL, "type")    /* the key of an action's type */                                     \
     X(RUN_STATE, LITERAL, "state")  /* the key of the state in `holder` */
 
+/// `flushdue`'s own upvalues.
+#define FLUSH_UPVALUES(X)                                                                                   \
+    X(FLUSH_JOURNAL, FIELD, "journal")           /* (table, key, old value) triples */                      \
+    X(FLUSH_CHANGES, FIELD, "changes")           /* { [1] = real -> { key -> true } since the last flush } */ \
+    X(FLUSH_DEPENDENTS, FIELD, "dependents")     /* real table -> key -> readers */                          \
+    X(FLUSH_ALL, FIELD, "all")                   /* the key of a table's readers of all of it */             \
+    X(FLUSH_HOLDER_STATE, FIELD, "holderstate")  /* the shared set of what every reader reads of holder */   \
+    X(FLUSH_READERS, FIELD, "readers")           /* id -> { fn, child, reads, count } */                     \
+    X(FLUSH_HOLDER, FIELD, "holder")             /* holder.state is the app's state table */                \
+    X(FLUSH_FLUSHED, FIELD, "flushed")           /* what the readers gave: {count, ids, values, failed} */   \
+    X(FLUSH_RUN_READER, FIELD, "runreader")      /* runreader(id): runs a reader the Lua way, appends, says    \
+                                                    whether its value holds a state table */                 \
+    X(FLUSH_FINISH_READ, FIELD, "finishread")    /* finishread(id, value): ends a read whose value holds      \
+                                                    tables; gives the value stripped and whether it holds state */ \
+    X(FLUSH_INDEX_READS, FIELD, "indexreads")    /* indexreads(id, record, count): a reader's new record */  \
+    X(FLUSH_FAILED_READ, FIELD, "failedread")    /* failedread(id): ends the read of a reader that raised */ \
+    X(FLUSH_SUBSCRIPTIONS, LITERAL, "subscriptions") /* the id of the subscriptions reader */               \
+    X(FLUSH_STATE, LITERAL, "state")             /* the key of the state in `holder` */                      \
+    X(FLUSH_DUE, SPARE, NULL)                    /* the readers due, in order (made at the first flush) */   \
+    X(FLUSH_IS_DUE, SPARE, NULL)                 /* ... and the set of them */
+
 /// The own upvalue of the functions that read or write the journal.
 #define JOURNAL_UPVALUES(X) X(JOURNAL, FIELD, "journal")
 
@@ -220,6 +241,7 @@ enum { RUN_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, RUN_UPVALUES(UPVALUE_ENUM) };
 enum { JOURNAL_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, JOURNAL_UPVALUES(UPVALUE_ENUM) };
 enum { RECORDS_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, RECORDS_UPVALUES(UPVALUE_ENUM) };
 enum { READER_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, READER_UPVALUES(UPVALUE_ENUM) };
+enum { FLUSH_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, FLUSH_UPVALUES(UPVALUE_ENUM) };
 #undef UPVALUE_ENUM
 
 /// The pseudo-index of the current function's upvalue `name`.
@@ -346,6 +368,7 @@ BARRIER_INTERNAL int proxies_proxy(lua_State *L);
 BARRIER_INTERNAL int proxies_fresh(lua_State *L);
 BARRIER_INTERNAL int proxies_claim(lua_State *L);
 BARRIER_INTERNAL int proxies_made(lua_State *L);
+BARRIER_INTERNAL int proxies_flat(lua_State *L, int index);
 BARRIER_INTERNAL int proxies_isflat(lua_State *L);
 
 // journal.c
@@ -371,6 +394,7 @@ BARRIER_INTERNAL int reads_emptysets(lua_State *L);
 BARRIER_INTERNAL int reads_takechanges(lua_State *L);
 BARRIER_INTERNAL int reads_observed(lua_State *L);
 BARRIER_INTERNAL int reads_flushed(lua_State *L);
+BARRIER_INTERNAL int reads_flushdue(lua_State *L);
 
 // changes.c
 BARRIER_INTERNAL void changes_record(lua_State *L, Barrier *b, lua_Integer position);

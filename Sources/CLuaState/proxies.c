@@ -233,27 +233,27 @@ int proxies_made(lua_State *L) {
     return 1;
 }
 
-/// `isflat(value)` [-1, +1, -]: whether `value` is a table that is not a proxy and holds no table, as a key or
-/// a value — a reader's result with no state inside to depend on and no proxy to strip (most props).
+/// [-0, +0, -] Whether the value at `index` holds nothing that is state: not a table, or a table that is not a
+/// proxy and holds no table, as a key or a value — a reader's result with no state inside to depend on and no
+/// proxy to strip (most props).
+int proxies_flat(lua_State *L, int index) {
+    if (lua_type(L, index) != LUA_TTABLE) return 1;
+    lua_pushvalue(L, index);
+    int proxy = lua_rawget(L, UPVALUE(TARGETS)) != LUA_TNIL;
+    lua_pop(L, 1);
+    if (proxy) return 0;
+    lua_pushnil(L);
+    while (lua_next(L, index) != 0) {
+        int table = lua_type(L, -1) == LUA_TTABLE || lua_type(L, -2) == LUA_TTABLE;
+        lua_pop(L, table ? 2 : 1);
+        if (table) return 0;
+    }
+    return 1;
+}
+
+/// `isflat(value)` [-1, +1, -]: `proxies_flat`.
 int proxies_isflat(lua_State *L) {
     lua_settop(L, 1);
-    int flat = lua_type(L, 1) == LUA_TTABLE;
-    if (flat) {
-        lua_pushvalue(L, 1);
-        flat = lua_rawget(L, UPVALUE(TARGETS)) == LUA_TNIL;
-        lua_pop(L, 1);
-    }
-    if (flat) {
-        lua_pushnil(L);
-        while (lua_next(L, 1) != 0) {
-            int table = lua_type(L, -1) == LUA_TTABLE || lua_type(L, -2) == LUA_TTABLE;
-            lua_pop(L, table ? 2 : 1);
-            if (table) {
-                flat = 0;
-                break;
-            }
-        }
-    }
-    lua_pushboolean(L, flat);
+    lua_pushboolean(L, proxies_flat(L, 1));
     return 1;
 }

@@ -79,6 +79,19 @@ int reads_mode(lua_State *L) {
     return 1;
 }
 
+/// [-1, +0, -] A reader starts (`reading`), the record of what it read last time on top (nil for its first run),
+/// or one that failed ends (nil on top): what was noted is dropped, and the marks start afresh.
+static void start_reads(lua_State *L, Barrier *b, int reading) {
+    if (reading) next_call(b);
+    lua_setiuservalue(L, UPVALUE(CONTROL), LAST_READS);
+    lua_pushnil(L);
+    lua_setiuservalue(L, UPVALUE(CONTROL), FRESH_READS);
+    b->readStamp++;
+    b->matchedReads = 0;
+    b->freshReads = 0;
+    if (reading) b->mode = MODE_READ;
+}
+
 /// `setmode(mode [, last])` [-(1|2), +0, e]: with `B.READ`, a reader starts, `last` the record of what it read
 /// last time (real table -> set of keys; none for its first run): its reads are noted (`reads_note_read`) until
 /// `endread`. Leaving READ mode otherwise (a reader that failed) drops what was noted.
@@ -86,22 +99,67 @@ int reads_setmode(lua_State *L) {
     Barrier *b = barrier(L);
     lua_Integer mode = luaL_checkinteger(L, 1);
     luaL_argcheck(L, mode == MODE_CLOSED || mode == MODE_WRITE || mode == MODE_READ, 1, "not a mode of the barrier");
-    if (mode == MODE_READ) next_call(b);
     if (mode == MODE_READ || b->mode == MODE_READ) { /* a reader starts, or one that failed ends */
         lua_settop(L, 2);
         if (mode != MODE_READ || lua_type(L, 2) != LUA_TTABLE) {
             lua_pushnil(L);
             lua_replace(L, 2);
         }
-        lua_setiuservalue(L, UPVALUE(CONTROL), LAST_READS);
-        lua_pushnil(L);
-        lua_setiuservalue(L, UPVALUE(CONTROL), FRESH_READS);
-        b->readStamp++;
-        b->matchedReads = 0;
-        b->freshReads = 0;
+        start_reads(L, b, mode == MODE_READ);
     }
     b->mode = mode;
     return 0;
+}
+
+/// [-0, +(0|2), m] `endread`'s work, for a reader that made `count` reads last time (-1: none known), the shared
+/// set of what every reader reads of `holder` at `holderState`. Pushes the new record and its count, or nothing.
+static int end_read(lua_State *L, Barrier *b, lua_Integer count, int holderState) {
+    luaL_checkstack(L, 8, NULL);
+    int base = lua_gettop(L); /* the record at base + 1, the fresh reads at base + 2, then what walks them */
+    lua_getiuservalue(L, UPVALUE(CONTROL), LAST_READS);
+    lua_getiuservalue(L, UPVALUE(CONTROL), FRESH_READS);
+    lua_pushnil(L);
+    lua_setiuservalue(L, UPVALUE(CONTROL), LAST_READS);
+    lua_pushnil(L);
+    lua_setiuservalue(L, UPVALUE(CONTROL), FRESH_READS);
+    b->mode = MODE_CLOSED;
+    if (b->freshReads == 0 && b->matchedReads == count) {
+        lua_settop(L, base);
+        return 0;
+    }
+    b->readsGeneration++; /* the reader's record changes (the writes `noted` remembers may concern it now) */
+    int last = base + 1, record = base + 2, real = base + 3, keys = base + 4, set = base + 5, key = base + 6;
+    if (lua_type(L, record) != LUA_TTABLE) {
+        lua_createtable(L, 0, 2);
+        lua_replace(L, record);
+    }
+    if (lua_type(L, last) == LUA_TTABLE && b->matchedReads > 0) {
+        lua_pushnil(L);
+        while (lua_next(L, last) != 0) { /* real, keys */
+            if (lua_type(L, keys) == LUA_TTABLE && !lua_rawequal(L, keys, holderState)) {
+                lua_pushnil(L); /* set: the new record's set for real, once there is a key for it */
+                lua_pushnil(L);
+                while (lua_next(L, keys) != 0) { /* key, its mark */
+                    if (lua_type(L, key + 1) == LUA_TNUMBER && lua_tointeger(L, key + 1) == b->readStamp) {
+                        if (lua_isnil(L, set)) {
+                            reads_key_set(L, b, record, real);
+                            lua_replace(L, set);
+                        }
+                        lua_pushvalue(L, key);
+                        lua_pushboolean(L, 1);
+                        lua_rawset(L, set);
+                    }
+                    lua_pop(L, 1);
+                }
+            }
+            lua_settop(L, real);
+        }
+    }
+    lua_pushinteger(L, b->matchedReads + b->freshReads);
+    lua_replace(L, last);
+    lua_rotate(L, last, 1); /* the record, then its count */
+    lua_settop(L, base + 2);
+    return 2;
 }
 
 /// `endread(count)` [-1, +(0|2), m]: ends a reader's run (the barrier closes). When it read exactly what its
@@ -109,48 +167,9 @@ int reads_setmode(lua_State *L) {
 /// record stands, and so do its entries in the index of readers. Otherwise returns a new record of what it read
 /// (without the shared set, which the Lua side adds) and how many reads it holds.
 int reads_endread(lua_State *L) {
-    Barrier *b = barrier(L);
     lua_Integer count = luaL_optinteger(L, 1, -1);
     lua_settop(L, 0);
-    luaL_checkstack(L, 8, NULL);
-    lua_getiuservalue(L, UPVALUE(CONTROL), LAST_READS); /* 1 */
-    lua_getiuservalue(L, UPVALUE(CONTROL), FRESH_READS); /* 2 */
-    lua_pushnil(L);
-    lua_setiuservalue(L, UPVALUE(CONTROL), LAST_READS);
-    lua_pushnil(L);
-    lua_setiuservalue(L, UPVALUE(CONTROL), FRESH_READS);
-    b->mode = MODE_CLOSED;
-    if (b->freshReads == 0 && b->matchedReads == count) return 0;
-    b->readsGeneration++; /* the reader's record changes (the writes `noted` remembers may concern it now) */
-    if (lua_type(L, 2) != LUA_TTABLE) {
-        lua_createtable(L, 0, 2);
-        lua_replace(L, 2);
-    }
-    if (lua_type(L, 1) == LUA_TTABLE && b->matchedReads > 0) {
-        lua_pushnil(L);
-        while (lua_next(L, 1) != 0) { /* 3: real, 4: keys */
-            if (lua_type(L, 4) == LUA_TTABLE && !lua_rawequal(L, 4, UPVALUE(READER_HOLDER_STATE))) {
-                lua_pushnil(L); /* 5: the new record's set for real, once there is a key for it */
-                lua_pushnil(L);
-                while (lua_next(L, 4) != 0) { /* 6: key, 7: mark */
-                    if (lua_type(L, 7) == LUA_TNUMBER && lua_tointeger(L, 7) == b->readStamp) {
-                        if (lua_isnil(L, 5)) {
-                            reads_key_set(L, b, 2, 3);
-                            lua_replace(L, 5);
-                        }
-                        lua_pushvalue(L, 6);
-                        lua_pushboolean(L, 1);
-                        lua_rawset(L, 5);
-                    }
-                    lua_pop(L, 1);
-                }
-            }
-            lua_settop(L, 3);
-        }
-    }
-    lua_settop(L, 2);
-    lua_pushinteger(L, b->matchedReads + b->freshReads);
-    return 2;
+    return end_read(L, barrier(L), count, UPVALUE(READER_HOLDER_STATE));
 }
 
 /// `note(real, key)` [-2, +0, m]: notes that the running reader read `real[key]` (`key` may be a marker:
@@ -261,12 +280,52 @@ static void mark_ids(lua_State *L, int ids, int isDue, int due, lua_Integer *cou
     }
 }
 
-/// [-0, +0, -] The change set was handed over: nothing is noted or observed since, and the journal keeps only
-/// what the last transaction needs to be undone. (`JOURNAL_UPVALUES`.)
-static void start_afresh(lua_State *L, Barrier *b) {
+/// [-0, +0, -] The change set was handed over: nothing is noted or observed since, and the journal (at `journal`)
+/// keeps only what the last transaction needs to be undone.
+static void start_afresh(lua_State *L, Barrier *b, int journal) {
     b->flushes += 1;
     b->observed = 0;
-    journal_clear_tail(L, b, UPVALUE(JOURNAL));
+    journal_clear_tail(L, b, journal);
+}
+
+/// [-0, +0, m] `takechanges`' work, on the tables at the given absolute indices (`journal`: the journal, for
+/// `start_afresh`); returns how many readers `due` holds now.
+static lua_Integer take_changes(lua_State *L, Barrier *b, int changes, int dependents, int all, int isDue, int due,
+                                lua_Integer count, int journal) {
+    luaL_checkstack(L, 12, NULL);
+    int top = lua_gettop(L);
+    int spares = top + 1, real = top + 2, keys = top + 3, byKey = top + 4, key = top + 5;
+    lua_getiuservalue(L, UPVALUE(CONTROL), SPARE_SETS);
+    lua_pushnil(L);
+    while (lua_next(L, changes) != 0) { /* real, its changed keys */
+        if (lua_type(L, keys) == LUA_TTABLE) {
+            lua_pushvalue(L, real);
+            if (lua_rawget(L, dependents) == LUA_TTABLE) { /* byKey */
+                lua_pushvalue(L, all);
+                lua_rawget(L, byKey); /* the readers of all of it */
+                mark_ids(L, key, isDue, due, &count);
+                lua_pop(L, 1);
+                lua_pushnil(L);
+                while (lua_next(L, keys) != 0) { /* key, true */
+                    lua_pop(L, 1);
+                    lua_pushvalue(L, key);
+                    lua_rawget(L, byKey); /* its readers */
+                    mark_ids(L, key + 1, isDue, due, &count);
+                    lua_pop(L, 1);
+                }
+            }
+            lua_settop(L, keys);
+            empty_table(L, keys);
+            if (b->spareSets < SPARE_SETS_MAX) lua_rawseti(L, spares, ++b->spareSets);
+        }
+        lua_settop(L, real);
+        lua_pushvalue(L, real);
+        lua_pushnil(L);
+        lua_rawset(L, changes); /* changes[real] = nil: allowed while traversing */
+    }
+    lua_settop(L, top);
+    start_afresh(L, b, journal);
+    return count;
 }
 
 /// `takechanges(changes, dependents, all, isDue, due, count)` [-6, +1, m]: hands the change set over, in one
@@ -275,43 +334,12 @@ static void start_afresh(lua_State *L, Barrier *b) {
 /// holds `count`; empties it, its key sets kept for the next changes and reads (the spare sets); and starts
 /// afresh (`start_afresh`). Returns how many readers `due` holds now.
 int reads_takechanges(lua_State *L) {
-    Barrier *b = barrier(L);
     for (int i = 1; i <= 5; i++) {
         if (i != 3) luaL_checktype(L, i, LUA_TTABLE);
     }
     lua_Integer count = luaL_checkinteger(L, 6);
     lua_settop(L, 5);
-    luaL_checkstack(L, 12, NULL);
-    lua_getiuservalue(L, UPVALUE(CONTROL), SPARE_SETS); /* 6 */
-    lua_pushnil(L);
-    while (lua_next(L, 1) != 0) { /* 7: real, 8: its changed keys */
-        if (lua_type(L, 8) == LUA_TTABLE) {
-            lua_pushvalue(L, 7);
-            if (lua_rawget(L, 2) == LUA_TTABLE) { /* 9: byKey */
-                lua_pushvalue(L, 3);
-                lua_rawget(L, 9); /* 10: the readers of all of it */
-                mark_ids(L, 10, 4, 5, &count);
-                lua_pop(L, 1);
-                lua_pushnil(L);
-                while (lua_next(L, 8) != 0) { /* 10: key, 11: true */
-                    lua_pop(L, 1);
-                    lua_pushvalue(L, 10);
-                    lua_rawget(L, 9); /* 11: its readers */
-                    mark_ids(L, 11, 4, 5, &count);
-                    lua_pop(L, 1);
-                }
-            }
-            lua_settop(L, 8);
-            empty_table(L, 8);
-            if (b->spareSets < SPARE_SETS_MAX) lua_rawseti(L, 6, ++b->spareSets);
-        }
-        lua_settop(L, 7);
-        lua_pushvalue(L, 7);
-        lua_pushnil(L);
-        lua_rawset(L, 1); /* changes[real] = nil: allowed while traversing */
-    }
-    start_afresh(L, b);
-    lua_pushinteger(L, count);
+    lua_pushinteger(L, take_changes(L, barrier(L), 1, 2, 3, 4, 5, count, UPVALUE(JOURNAL)));
     return 1;
 }
 
@@ -325,6 +353,154 @@ int reads_observed(lua_State *L) {
 /// `flushed()` [-0, +0, -]: the change set was handed over and starts afresh; the journal keeps only what the
 /// last transaction needs to be undone.
 int reads_flushed(lua_State *L) {
-    start_afresh(L, barrier(L));
+    start_afresh(L, barrier(L), UPVALUE(JOURNAL));
     return 0;
+}
+
+// MARK: A flush within a run
+
+/// [-0, +0, e] Appends reader `id`'s outcome, the value on top (popped), to what the readers gave (`flushed`,
+/// its lists at `ids`, `values`, `failed`), which holds `*count`.
+static void append_flushed(lua_State *L, int ids, int values, int failed, lua_Integer *count, int id, int didFail) {
+    *count += 1;
+    lua_rawseti(L, values, *count);
+    lua_pushvalue(L, id);
+    lua_rawseti(L, ids, *count);
+    lua_pushboolean(L, didFail);
+    lua_rawseti(L, failed, *count);
+}
+
+/// [-0, +0, e] The raise of a reader whose time budget ran out goes on, as the sandbox's `pcall` lets it: the
+/// run's flush fails, with the script's place (`runs_run` words it).
+static void reraise_spent_budget(lua_State *L) {
+    CLuaGuard *g = clua_guard(L);
+    if (g->timedOut) clua_raise_budget_exceeded(L, g);
+}
+
+/// `flushdue()` [-0, +1, e]: a flush within a run (`run`'s flush function, for a store whose observers hear of
+/// every action): hands the change set over (`takechanges`) and runs every reader due (`subscriptions`
+/// excepted: the store runs it), each protected, appending what each gave to `flushed` — its id, and its value,
+/// or its error's message (`failed`). Returns whether a value holds a state table (the host must convert it
+/// before the next action changes it). What the state runtime's Lua did in three functions and a protected
+/// call per reader, done here: a reader that reads what it read last time and returns a flat value (props, a
+/// selector of a number) never leaves C but to run its own function. The rest is the Lua side's
+/// (`FLUSH_UPVALUES`): a child's reader, a value holding tables, a new record of reads, a reader that raised.
+int reads_flushdue(lua_State *L) {
+    Barrier *b = barrier(L);
+    lua_settop(L, 0);
+    luaL_checkstack(L, 16, NULL);
+    enum { DUE = 1, IS_DUE, IDS, VALUES, FAILED, ID, READER, VALUE };
+    for (int list = DUE; list <= IS_DUE; list++) { /* made at the first flush, kept in the closure */
+        int upvalue = list == DUE ? UPVALUE(FLUSH_DUE) : UPVALUE(FLUSH_IS_DUE);
+        if (lua_type(L, upvalue) != LUA_TTABLE) {
+            lua_newtable(L);
+            lua_replace(L, upvalue);
+        }
+        lua_pushvalue(L, upvalue);
+    }
+    lua_getfield(L, UPVALUE(FLUSH_FLUSHED), "ids");
+    lua_getfield(L, UPVALUE(FLUSH_FLUSHED), "values");
+    lua_getfield(L, UPVALUE(FLUSH_FLUSHED), "failed");
+    lua_settop(L, FAILED);
+    // Left by a flush the time budget cut short: emptied before this one marks anything.
+    for (lua_Integer i = 1; lua_rawgeti(L, DUE, i) != LUA_TNIL; i++) {
+        lua_pushnil(L);
+        lua_rawset(L, IS_DUE);
+        lua_pushnil(L);
+        lua_rawseti(L, DUE, i);
+    }
+    lua_settop(L, FAILED);
+    lua_rawgeti(L, UPVALUE(FLUSH_CHANGES), 1); /* the change set */
+    lua_Integer due = take_changes(L, b, FAILED + 1, UPVALUE(FLUSH_DEPENDENTS), UPVALUE(FLUSH_ALL), IS_DUE, DUE, 0,
+                                   UPVALUE(FLUSH_JOURNAL));
+    lua_settop(L, FAILED);
+    lua_getfield(L, UPVALUE(FLUSH_FLUSHED), "count");
+    lua_Integer count = lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    int holdsState = 0;
+    for (lua_Integer i = 1; i <= due; i++) {
+        lua_settop(L, FAILED);
+        lua_rawgeti(L, DUE, i); /* ID */
+        if (lua_rawequal(L, ID, UPVALUE(FLUSH_SUBSCRIPTIONS))) continue;
+        lua_pushvalue(L, ID);
+        int simple = lua_rawget(L, UPVALUE(FLUSH_READERS)) == LUA_TTABLE; /* READER */
+        if (simple) {
+            simple = lua_getfield(L, READER, "child") == LUA_TNIL;
+            lua_pop(L, 1);
+        }
+        if (!simple) { /* the Lua side runs it and appends what it gave */
+            lua_pushinteger(L, count);
+            lua_setfield(L, UPVALUE(FLUSH_FLUSHED), "count");
+            lua_pushvalue(L, UPVALUE(FLUSH_RUN_READER));
+            lua_pushvalue(L, ID);
+            lua_call(L, 1, 1);
+            if (lua_toboolean(L, -1)) holdsState = 1;
+            lua_getfield(L, UPVALUE(FLUSH_FLUSHED), "count");
+            count = lua_tointeger(L, -1);
+            continue;
+        }
+        lua_getfield(L, READER, "reads");
+        start_reads(L, b, 1);
+        lua_getfield(L, READER, "fn");
+        lua_pushvalue(L, UPVALUE(FLUSH_STATE));
+        lua_rawget(L, UPVALUE(FLUSH_HOLDER));
+        proxies_push(L, b, 0, 0);
+        if (lua_pcall(L, 1, 1, 0) != LUA_OK) { /* VALUE: its error */
+            reraise_spent_budget(L);
+            lua_pushvalue(L, UPVALUE(FLUSH_FAILED_READ));
+            lua_pushvalue(L, ID);
+            lua_call(L, 1, 0);
+            luaL_tolstring(L, VALUE, NULL);
+            append_flushed(L, IDS, VALUES, FAILED, &count, ID, 1);
+            continue;
+        }
+        int failed = 0;
+        if (!proxies_flat(L, VALUE)) { /* the Lua side ends the read: the value may hold state tables */
+            lua_pushvalue(L, UPVALUE(FLUSH_FINISH_READ));
+            lua_pushvalue(L, ID);
+            lua_pushvalue(L, VALUE);
+            if (lua_pcall(L, 2, 2, 0) == LUA_OK) {
+                if (lua_toboolean(L, -1)) holdsState = 1;
+                lua_pop(L, 1);
+                lua_replace(L, VALUE);
+            } else {
+                failed = 1;
+            }
+        } else {
+            lua_getfield(L, READER, "count");
+            lua_Integer last = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : -1;
+            lua_pop(L, 1);
+            if (end_read(L, b, last, UPVALUE(FLUSH_HOLDER_STATE)) != 0) { /* a new record: indexed by the Lua side */
+                lua_pushvalue(L, UPVALUE(FLUSH_INDEX_READS));
+                lua_insert(L, -3);
+                lua_pushvalue(L, ID);
+                lua_insert(L, -3);
+                failed = lua_pcall(L, 3, 0, 0) != LUA_OK;
+            }
+        }
+        if (failed) { /* its error on top */
+            reraise_spent_budget(L);
+            lua_replace(L, VALUE);
+            lua_settop(L, VALUE);
+            lua_pushvalue(L, UPVALUE(FLUSH_FAILED_READ));
+            lua_pushvalue(L, ID);
+            lua_call(L, 1, 0);
+            luaL_tolstring(L, VALUE, NULL);
+        } else {
+            lua_settop(L, VALUE);
+        }
+        append_flushed(L, IDS, VALUES, FAILED, &count, ID, failed);
+    }
+    lua_settop(L, FAILED);
+    lua_pushinteger(L, count);
+    lua_setfield(L, UPVALUE(FLUSH_FLUSHED), "count");
+    for (lua_Integer i = 1; i <= due; i++) { /* the due readers let go, for the next flush */
+        lua_rawgeti(L, DUE, i);
+        lua_pushnil(L);
+        lua_rawset(L, IS_DUE);
+        lua_pushnil(L);
+        lua_rawseti(L, DUE, i);
+    }
+    lua_pushboolean(L, holdsState);
+    return 1;
 }

@@ -40,8 +40,9 @@ import Testing
     func run(_ body: String) async throws -> [LuaValue] {
         try await withVM { vm in
             let chunk = try vm.loadTrusted("""
-                local handed = { index = 0, newindex = 0, adopt = 0 }
-                local targets, proxies, journal, dependents, changes = {}, {}, {}, {}, { {} }
+                local handed = { index = 0, newindex = 0, adopt = 0, runreader = 0, finishread = 0, indexreads = 0, failedread = 0 }
+                local targets, proxies, journal, dependents, changes, readers = {}, {}, {}, {}, { {} }, {}
+                local flushed = { count = 0, ids = {}, values = {}, failed = {} }
                 local holder = { state = { count = 1, items = { { done = false } } } }
                 local meta = { __metatable = "test state" }
                 local B
@@ -58,8 +59,27 @@ import Testing
                   all = {}, structure = {},
                   adopt = function(result) handed.adopt = handed.adopt + 1; holder.state = targets[result] or result end,
                   settle = function() end, collect = function() end, collected = {}, children = {}, encoded = {}, holderstate = {},
-                  unwrap = function(value) return value end, flushed = { count = 0, ids = {}, values = {}, failed = {} },
-                  settled = function() return true end,
+                  unwrap = function(value) return value end, flushed = flushed,
+                  settled = function() return true end, readers = readers,
+                  runreader = function(id)
+                    handed.runreader = handed.runreader + 1
+                    local count = flushed.count + 1
+                    flushed.count, flushed.ids[count], flushed.values[count], flushed.failed[count] = count, id, "ran in Lua", false
+                    return false
+                  end,
+                  finishread = function(id, value)
+                    handed.finishread = handed.finishread + 1
+                    B.endread()
+                    return targets[value] or value, true
+                  end,
+                  indexreads = function(id, record, count)
+                    handed.indexreads = handed.indexreads + 1
+                    readers[id].reads, readers[id].count = record, count
+                  end,
+                  failedread = function(id)
+                    handed.failedread = handed.failedread + 1
+                    B.setmode(B.CLOSED)
+                  end,
                 }
                 meta.__index, meta.__newindex = B.index, B.newindex
                 local real = holder.state
@@ -247,6 +267,45 @@ import Testing
         // count 1 → 5 (stopped after the fourth action, whose flush asked), → 6, → 7 (the failing flush stops
         // the run after its action, which stays applied).
         #expect(results == [4, "3,5,6", 5, 1, true, false, "the readers failed", 7])
+    }
+
+    /// `flushdue`, a run's flush in C: every reader due runs once (`subscriptions` excepted), its outcome appended
+    /// to `flushed`; a flat value that reads what it read last time never leaves C, and the rest goes to the Lua
+    /// side — a first record of reads (`indexreads`), a value holding state tables (`finishread`: the run stops
+    /// there, for the host to convert it), a reader that raised (`failedread`, its message kept), a child's reader
+    /// (`runreader`).
+    @Test func aRunsFlushInCRunsTheReadersDueAndHandsTheRestToLua() async throws {
+        let results = try await run("""
+            dependents[real] = { count = { props = true, table = true, boom = true, child = true, subscriptions = true } }
+            readers.props = { fn = function(s) return { count = s.count } end }
+            readers.table = { fn = function(s) return s.items end }
+            readers.boom = { fn = function(s) local _ = s.count; error("props failed", 0) end }
+            readers.child = { fn = function() end, child = 1 }
+            readers.subscriptions = { fn = function() error("the store runs it") end }
+            local function reduce(s) s.count = s.count + 1 end
+            local function outcome()
+              local seen = {}
+              for i = 1, flushed.count do
+                local value = flushed.values[i]
+                if type(value) == "table" then value = value.count or (value[1] ~= nil and "items") end
+                seen[#seen + 1] = flushed.ids[i] .. "=" .. tostring(value) .. (flushed.failed[i] and "!" or "")
+                flushed.ids[i], flushed.values[i], flushed.failed[i] = nil, nil, nil
+              end
+              flushed.count = 0
+              table.sort(seen)
+              return table.concat(seen, " ")
+            end
+            local stop = B.run(reduce, { { type = "a" }, { type = "a" } }, 1, 2, false, B.flushdue)
+            local first = outcome()
+            local handedFirst = handed.runreader .. handed.finishread .. handed.indexreads .. handed.failedread
+            readers.table, dependents[real].count.table = nil, nil
+            local again = B.run(reduce, { { type = "a" } }, 1, 1, false, B.flushdue)
+            local second = outcome()
+            local handedSecond = handed.runreader .. handed.finishread .. handed.indexreads .. handed.failedread
+            return stop, first, handedFirst, again, second, handedSecond, B.mode() == B.CLOSED, next(changes[1]) == nil
+            """)
+        #expect(results == [1, "boom=props failed! child=ran in Lua props=2 table=items", "1111",
+                            1, "boom=props failed! child=ran in Lua props=3", "2112", true, true])
     }
 
     /// A write to a key some reader read is noted in the change set by `__newindex` itself, and says so to a

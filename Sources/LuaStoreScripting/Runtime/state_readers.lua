@@ -70,7 +70,6 @@ local lastHeldState = false
 local function evaluate(id, ...)
   local reader = readers[id]
   B.setmode(B.READ, reader.reads)
-  S.reads = true
   local value
   if reader.child ~= nil then
     note(children, reader.child)
@@ -82,7 +81,6 @@ local function evaluate(id, ...)
   local flat = B.isflat(value)
   lastHeldState = not flat and dependOnResult(value, nil, false)
   local recorded, count = B.endread(reader.count)
-  S.reads = false
   if recorded ~= nil then index(reader, id, recorded, count) end
   if flat then return value end
   return unwrap(value, "the value returned")
@@ -98,7 +96,6 @@ local function endFailedRead(id)
     if recorded ~= nil then index(reader, id, recorded, count) end
   end
   B.setmode(B.CLOSED)
-  S.reads = false
 end
 
 function M.register(id, fn, child)
@@ -139,7 +136,6 @@ function M.subscriptions(force)
   B.setdirty(false)
   local ok, value = pcall(evaluate, "subscriptions")
   B.setmode(B.CLOSED)
-  S.reads = false
   if not ok then
     B.setdirty(true)
     error(value, 0)
@@ -178,35 +174,55 @@ local function markDueReaders(everything)
   dueCount = B.takechanges(pending[1], everything and EMPTY or dependents, ALL, isDue, due, dueCount)
 end
 
--- Runs the readers due (`subscriptions` excepted: the store runs it), each protected, and appends what each gave
--- to `flushed`: its id, and its value, or its error's message (`failed`). Returns whether a value holds a state
--- table (`dependOnResult`).
+-- Runs reader `id`, protected, and appends what it gave to `flushed`: its id, and its value, or its error's
+-- message (`failed`). Returns whether the value holds a state table (`dependOnResult`).
+local function runReader(id)
+  lastHeldState = false
+  local ok, value = pcall(evaluate, id)
+  local count = flushed.count + 1
+  flushed.count = count
+  flushed.ids[count] = id
+  if ok then -- (`evaluate` closed the barrier)
+    flushed.values[count], flushed.failed[count] = value, false
+    return lastHeldState
+  end
+  endFailedRead(id)
+  flushed.values[count], flushed.failed[count] = tostring(value), true
+  return false
+end
+
+-- Runs the readers due (`subscriptions` excepted: the store runs it), in order (`runReader`). Returns whether a
+-- value holds a state table.
 local function evaluateDue()
   if dueCount == 0 then return false end
-  local ids, values, failed = flushed.ids, flushed.values, flushed.failed
-  local count, holdsState = flushed.count, false
+  local holdsState = false
   for i = 1, dueCount do
     local id = due[i]
-    if id ~= "subscriptions" then
-      lastHeldState = false
-      local ok, value = pcall(evaluate, id)
-      count = count + 1
-      ids[count] = id
-      if ok then -- (`evaluate` closed the barrier)
-        values[count], failed[count] = value, false
-        if lastHeldState then holdsState = true end
-      else
-        endFailedRead(id)
-        values[count], failed[count] = tostring(value), true
-      end
-    end
+    if id ~= "subscriptions" and runReader(id) then holdsState = true end
   end
-  flushed.count = count
   clearDue()
   return holdsState
 end
 
-S.markDueReaders, S.evaluateDue = markDueReaders, evaluateDue -- (a run's readers: state_runs.lua)
+-- What the barrier's flush within a run (`flushdue`, reads.c) leaves to this side: a reader it does not run
+-- itself (a child's props), the end of a read whose value holds tables, a reader's new record of reads, the end
+-- of a read that raised. It runs the rest — a reader that returns a flat value — as `evaluate` would.
+S.runReader = runReader
+
+function S.finishRead(id, value)
+  local reader = readers[id]
+  local holdsState = dependOnResult(value, nil, false)
+  local recorded, count = B.endread(reader.count)
+  if recorded ~= nil then index(reader, id, recorded, count) end
+  return unwrap(value, "the value returned"), holdsState
+end
+
+function S.indexReads(id, recorded, count)
+  index(readers[id], id, recorded, count)
+end
+
+S.failedRead = endFailedRead
+
 
 -- Runs the readers whose inputs changed (all of them when `everything`); returns how many ran, their ids,
 -- their values or messages, and which failed (`StateRuntime.FlushResult`).

@@ -20,7 +20,7 @@ local proxy, unwrap, begin, commit, placeRoot = S.proxy, S.unwrap, S.begin, S.co
 -- the readers gave before it. Proxies a run makes are trimmed before the next one.
 --
 -- `flushWhenObserved` (a store whose observers hear of every action): after an action that changed what a
--- reader read, or replaced the state, the readers due run there and then (`flushInRun`), in the same call,
+-- reader read, or replaced the state, the readers due run there and then (`B.flushdue`, reads.c), in the same call,
 -- and the run goes on — unless a value holds a state table (a path observer's, say), which the next action
 -- could change before the host converts it: the run stops there. Their values (`flushed`) are handed over
 -- with the results, in order, for the host to deliver before anything else happens. Then also whether nothing is left for a flush (`settled`: no change
@@ -35,13 +35,6 @@ function S.emptyFlushed()
   flushed.count = 0
 end
 
--- Returns whether the run must stop after this action: a value holds a state table, which the next action
--- could change before the host converts it (the readers' functions: state_readers.lua).
-local function flushInRun()
-  S.markDueReaders(false)
-  return S.evaluateDue()
-end
-
 -- Whether a flush has nothing to do: no change since the last one (a change a reader read is in the change
 -- set too), no table left for the caches to let go. (The barrier asks, as a run ends.)
 function S.settled()
@@ -53,13 +46,12 @@ local function beginRun()
   if B.made() + S.placed > 512 then S.trimCaches() end
   if B.collectedcount() > 0 then S.clearCollected() end
   if flushed.count > 0 then S.emptyFlushed() end
-  S.reads = false
 end
 
 -- (The results are the barrier's, laid out as `clua_state_layouts.h` declares: this side never orders them.)
 function M.reduceRun(reduce, list, first, last, flushWhenObserved)
   beginRun()
-  return B.run(reduce, list, first, last, readers.subscriptions ~= nil, flushWhenObserved and flushInRun or false)
+  return B.run(reduce, list, first, last, readers.subscriptions ~= nil, flushWhenObserved and B.flushdue or false)
 end
 
 -- Which action of the last run was being reduced, and what the readers gave before it (a run that raised).
@@ -73,13 +65,12 @@ function M.reduce(reduce, action, flushWhenObserved)
   if not istable(action) then return B.refusal(1, flushWhenObserved) end
   beginRun()
   single[1] = action
-  return B.run(reduce, single, 1, 1, readers.subscriptions ~= nil, flushWhenObserved and flushInRun or false, true)
+  return B.run(reduce, single, 1, 1, readers.subscriptions ~= nil, flushWhenObserved and B.flushdue or false, true)
 end
 
 -- Undoes the open or last transaction, newest write first.
 function M.rollback()
   B.rollback()
-  S.reads = false
   S.clearMoves()
   S.trimCaches(false, true)
 end

@@ -66,7 +66,6 @@ local S = {
   HOLDER_STATE = HOLDER_STATE, holder = holder, children = children, journal = journal, dependents = dependents,
   readers = readers, pending = pending, collected = collected, meta = meta, M = {},
   targets = targets, proxies = proxies, parents = parents, parentKeys = parentKeys,
-  reads = false,       -- whether a reader runs (its reads are noted: `note`)
   tablesLeft = false,  -- a committed write replaced or removed a table
   placed = 0,          -- tables stored since the caches were last emptied (each has a record: state_data.lua)
   journalingOn = false, -- whether runs collect each action's changes (the host journals: `setJournaling`)
@@ -206,7 +205,7 @@ local function indexFallback(p, key)
   if real == nil then stale(3) end
   local keyTarget = targets[key] -- a proxy used as a key stands for its table (a lookup is cheaper than a type test)
   if keyTarget ~= nil then key = keyTarget end
-  if S.reads then note(real, key) end
+  B.note(real, key) -- (noted only while a reader runs: the barrier knows)
   local value = real[key]
   if istable(value) then return proxyAt(value, real, key) end
   return value
@@ -253,7 +252,7 @@ meta.__len = function(p)
   if B.mode() == CLOSED then closed(2) end
   local real = current(p, 2)
   if real == nil then stale(2) end
-  if S.reads then note(real, STRUCTURE) end
+  B.note(real, STRUCTURE) -- (noted only while a reader runs: the barrier knows)
   return rawlen(real)
 end
 
@@ -261,7 +260,7 @@ meta.__pairs = function(p)
   if B.mode() == CLOSED then closed(2) end
   local real = current(p, 2)
   if real == nil then stale(2) end
-  if S.reads then note(real, ALL) end
+  B.note(real, ALL) -- (noted only while a reader runs: the barrier knows)
   local key
   return function()
     local value
@@ -303,7 +302,6 @@ end
 -- what the reducer returned turns out to be invalid, or a reload fails after its migration ran).
 function S.begin()
   B.begin()
-  S.reads = false
 end
 
 -- Installs a state table a reducer returned instead of changing the one it received.
@@ -321,7 +319,8 @@ function installBarrier()
     weakall = WEAK_ALL, parents = parents, parentkeys = parentKeys, journal = journal, dependents = dependents, changes = pending, holder = holder,
     index = indexFallback, newindex = newindexFallback, all = ALL, structure = STRUCTURE, adopt = adopt, settle = S.settleMoves,
     collect = S.collect, collected = collected, children = children, encoded = encodedRecords,
-    holderstate = HOLDER_STATE, unwrap = S.unwrap, flushed = S.flushed, settled = S.settled,
+    holderstate = HOLDER_STATE, unwrap = S.unwrap, flushed = S.flushed, settled = S.settled, readers = readers,
+    runreader = S.runReader, finishread = S.finishRead, indexreads = S.indexReads, failedread = S.failedRead,
   }
   for name, value in next, made do B[name] = value end
   meta.__index, meta.__newindex = B.index, B.newindex
@@ -332,7 +331,6 @@ end
 function M.reset()
   if B.mode() == WRITE then M.rollback() end
   B.setmode(CLOSED)
-  S.reads = false
 end
 
 function M.markAllDirty()
