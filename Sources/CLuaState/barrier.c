@@ -16,7 +16,8 @@
 //    raises, runs out of time or memory, the host calls `rollback`, which replays the journal backwards;
 //    otherwise the next transaction drops it. Untouched tables keep their identity across dispatches.
 // 3. Changes are known without comparing. Each write to a table some reader (props, a selector, subscriptions)
-//    read is recorded in a change set (real table -> keys); the Lua half maps it to the readers to run again.
+//    read marks due, there and then, the readers of what it changed (the index of readers, `dependents`: real
+//    table -> key -> readers); a flush runs them again.
 //
 // Persistent structures (HAMTs) would give the same guarantees, but every read and write in a script would go
 // through tree operations written in Lua, and tables would stop being tables.
@@ -116,7 +117,7 @@ static void push_closure(lua_State *L, int control, lua_CFunction function, cons
 }
 
 /// `makebarrier{…}` [-1, +1, e]. The table gives the shared fields (`targets`, `proxies`, `meta`, `weakkeys`,
-/// `weakall`, `parents`, `parentkeys`), each function's own (the lists above), and optionally `control`, the barrier whose state a new
+/// `weakall`, `parents`, `parentkeys`, `due`, `isdue`), each function's own (the lists above), and optionally `control`, the barrier whose state a new
 /// set of functions keeps (when the Lua side replaces its caches). Returns the functions (`index`, `newindex`,
 /// `run`, and those of "The functions"), `control`, and the modes (`CLOSED`, `WRITE`, `READ`).
 static int clua_make_barrier(lua_State *L) {
@@ -161,7 +162,6 @@ static int clua_make_barrier(lua_State *L) {
         { "begin", journal_begin, NULL, 0 },
         { "record", journal_record, journalUpvalues, COUNT(journalUpvalues) },
         { "rollback", journal_rollback, journalUpvalues, COUNT(journalUpvalues) },
-        { "flushed", reads_flushed, journalUpvalues, COUNT(journalUpvalues) },
         { "mode", reads_mode, NULL, 0 },
         { "setmode", reads_setmode, NULL, 0 },
         { "dirty", runs_dirty, NULL, 0 },
@@ -182,7 +182,9 @@ static int clua_make_barrier(lua_State *L) {
         { "records", changes_records, recordsUpvalues, COUNT(recordsUpvalues) },
         { "clear", reads_clear, NULL, 0 },
         { "emptysets", reads_emptysets, NULL, 0 },
-        { "takechanges", reads_takechanges, journalUpvalues, COUNT(journalUpvalues) },
+        { "markdue", reads_markdue, NULL, 0 },
+        { "takedue", reads_takedue, journalUpvalues, COUNT(journalUpvalues) },
+        { "duecount", reads_duecount, NULL, 0 },
         { "notechange", journal_notechange, writeUpvalues, COUNT(writeUpvalues) },
         { "isflat", proxies_isflat, NULL, 0 },
         { "note", reads_note, NULL, 0 },

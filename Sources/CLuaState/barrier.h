@@ -4,8 +4,8 @@
 //
 //   proxies.c   `proxies_`  the proxies scripts receive: made and cached, stamped with the call they were handed
 //                           out in, `__index` through them, and where each table of the state is
-//   journal.c   `journal_`  transactions: the undo journal, `__newindex`, rollback, the change set's entries
-//   reads.c     `reads_`    readers: what each read, the change set handed over at a flush, the spare key sets
+//   journal.c   `journal_`  transactions: the undo journal, `__newindex`, rollback, the readers a change makes due
+//   reads.c     `reads_`    readers: what each read, the readers due handed over at a flush, the spare key sets
 //   changes.c   `changes_`  what a committed action changed, written as a recording's JSON (`json.c`)
 //   runs.c      `runs_`     the loop over a run of actions
 #ifndef CLUA_BARRIER_H
@@ -46,12 +46,15 @@ typedef struct PathSlot {
     unsigned char prefix[PATH_PREFIX_MAX];
 } PathSlot;
 
-/// Changes `__newindex` saw recorded in the change set since the last flush, by the identity of the table and of
-/// the key — a string's address, or an integer's value (other keys are not remembered): a write to one of them
-/// has nothing to add (the change set has it, `observed` and `subscriptionsDirty` were set as it says), as long
-/// as no reader changed what it depends on and `subscriptionsDirty` was not cleared (`reads` is the barrier's
-/// `readsGeneration`). Safe as addresses: the change set holds both tables and keys until the flush, which makes
-/// every slot stale (`at` is the barrier's `flushes`).
+/// Changes `__newindex` noted since the last flush (their readers marked due), by the identity of the table and
+/// of the key — a string's address, or an integer's value (other keys are not remembered): a write to one of them
+/// has nothing to add (its readers are due, `observed` and `subscriptionsDirty` were set as it says), as long as
+/// no reader changed what it depends on and `subscriptionsDirty` was not cleared (`reads` is the barrier's
+/// `readsGeneration`); a flush makes every slot stale (`at` is the barrier's `flushes`). Safe as addresses: a
+/// table or a key string freed since, whose address a new one took, is one no reader has read since the slot
+/// was written — a reader that reads anything new moves `readsGeneration` on — so a write to the newcomer
+/// has no reader to mark (a key string stays alive while a reader's record holds it; a new key is noted by the
+/// Lua side as it appears).
 #define NOTED_SLOTS 8
 typedef struct NotedSlot {
     const void *table;
@@ -84,7 +87,8 @@ typedef struct Barrier {
     lua_Integer count;          /* journal slots the open (or last) transaction filled */
     lua_Integer filled;         /* journal slots that may hold something (from earlier transactions) */
     lua_Integer position;       /* the action of a run being reduced */
-    lua_Integer flushes;        /* how many times the change set was handed over and started afresh */
+    lua_Integer flushes;        /* how many times the readers due were handed over to a flush */
+    lua_Integer due;            /* readers in the list of readers due (`DUE`) */
     lua_Integer made;           /* proxies made since the caches were last emptied */
     int subscriptionsDirty;     /* `subscriptions` must run again before its result is used */
     int observed;               /* since the last flush, a write changed something a reader read */
@@ -170,7 +174,9 @@ enum { FIELD, LITERAL, SPARE };
     X(WEAK_KEYS, FIELD, "weakkeys") /* { __mode = "k" } */                                              \
     X(WEAK_ALL, FIELD, "weakall")   /* { __mode = "kv" } */                                             \
     X(PARENTS, FIELD, "parents")    /* real table -> the real table holding it (recorded with its proxy) */ \
-    X(PARENT_KEYS, FIELD, "parentkeys") /* real table -> the key it is held under */
+    X(PARENT_KEYS, FIELD, "parentkeys") /* real table -> the key it is held under */                  \
+    X(DUE, FIELD, "due")            /* the readers due, in order (`b->due` of them): what a write marked */ \
+    X(IS_DUE, FIELD, "isdue")       /* ... and the set of them */
 
 /// `__index`'s own upvalues.
 #define INDEX_UPVALUES(X) X(INDEX_FALLBACK, FIELD, "index") /* the Lua __index, for everything else */
@@ -179,7 +185,6 @@ enum { FIELD, LITERAL, SPARE };
 #define WRITE_UPVALUES(X)                                                                                  \
     X(WRITE_JOURNAL, FIELD, "journal")       /* (table, key, old value) triples */                        \
     X(WRITE_DEPENDENTS, FIELD, "dependents") /* real table -> key -> readers */                            \
-    X(WRITE_CHANGES, FIELD, "changes")       /* { [1] = real -> { key -> true } since the last flush } */  \
     X(WRITE_FALLBACK, FIELD, "newindex")     /* the Lua __newindex, for everything else */                \
     X(WRITE_ALL, FIELD, "all")               /* the key of a table's readers of all of it */              \
     X(WRITE_STRUCTURE, FIELD, "structure")   /* the key of its readers of its length and set of keys */   \
@@ -204,9 +209,6 @@ enum { FIELD, LITERAL, SPARE };
 /// `flushdue`'s own upvalues.
 #define FLUSH_UPVALUES(X)                                                                                   \
     X(FLUSH_JOURNAL, FIELD, "journal")           /* (table, key, old value) triples */                      \
-    X(FLUSH_CHANGES, FIELD, "changes")           /* { [1] = real -> { key -> true } since the last flush } */ \
-    X(FLUSH_DEPENDENTS, FIELD, "dependents")     /* real table -> key -> readers */                          \
-    X(FLUSH_ALL, FIELD, "all")                   /* the key of a table's readers of all of it */             \
     X(FLUSH_HOLDER_STATE, FIELD, "holderstate")  /* the shared set of what every reader reads of holder */   \
     X(FLUSH_READERS, FIELD, "readers")           /* id -> { fn, child, reads, count } */                     \
     X(FLUSH_HOLDER, FIELD, "holder")             /* holder.state is the app's state table */                \
@@ -219,8 +221,14 @@ enum { FIELD, LITERAL, SPARE };
     X(FLUSH_FAILED_READ, FIELD, "failedread")    /* failedread(id): ends the read of a reader that raised */ \
     X(FLUSH_SUBSCRIPTIONS, LITERAL, "subscriptions") /* the id of the subscriptions reader */               \
     X(FLUSH_STATE, LITERAL, "state")             /* the key of the state in `holder` */                      \
-    X(FLUSH_DUE, SPARE, NULL)                    /* the readers due, in order (made at the first flush) */   \
-    X(FLUSH_IS_DUE, SPARE, NULL)                 /* ... and the set of them */
+    X(FLUSH_COUNT, LITERAL, "count")             /* the keys of `flushed` and of a reader (interned once: a    \
+                                                    C string's key is looked up in the string cache per use) */ \
+    X(FLUSH_IDS, LITERAL, "ids")                                                                             \
+    X(FLUSH_VALUES, LITERAL, "values")                                                                       \
+    X(FLUSH_FAILED, LITERAL, "failed")                                                                       \
+    X(FLUSH_FN, LITERAL, "fn")                                                                               \
+    X(FLUSH_CHILD, LITERAL, "child")                                                                         \
+    X(FLUSH_READS, LITERAL, "reads")
 
 /// The own upvalue of the functions that read or write the journal.
 #define JOURNAL_UPVALUES(X) X(JOURNAL, FIELD, "journal")
@@ -391,9 +399,11 @@ BARRIER_INTERNAL int reads_note(lua_State *L);
 BARRIER_INTERNAL int reads_recycle(lua_State *L);
 BARRIER_INTERNAL int reads_clear(lua_State *L);
 BARRIER_INTERNAL int reads_emptysets(lua_State *L);
-BARRIER_INTERNAL int reads_takechanges(lua_State *L);
+BARRIER_INTERNAL int reads_mark_due(lua_State *L, Barrier *b, int ids);
+BARRIER_INTERNAL int reads_markdue(lua_State *L);
+BARRIER_INTERNAL int reads_takedue(lua_State *L);
+BARRIER_INTERNAL int reads_duecount(lua_State *L);
 BARRIER_INTERNAL int reads_observed(lua_State *L);
-BARRIER_INTERNAL int reads_flushed(lua_State *L);
 BARRIER_INTERNAL int reads_flushdue(lua_State *L);
 
 // changes.c

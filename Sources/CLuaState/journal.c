@@ -1,6 +1,6 @@
 // The journal (`journal_`): each transaction's writes as (table, key, old value) triples, which a rollback undoes
 // newest first; `__newindex`'s fast path (a key that stays, a value that is plain data), which journals the write,
-// makes it, keeps it for `changes.c`, and notes it in the change set for the readers that read that table. The
+// makes it, keeps it for `changes.c`, and marks due the readers that read what it changed. The
 // barrier as a whole, and its contract: `barrier.c`.
 #include "barrier.h"
 
@@ -40,7 +40,7 @@ static NotedSlot noted_slot(lua_State *L, Barrier *b, int keyType, int *remember
     return slot;
 }
 
-/// [-0, +0, -] Remembers that the change of `real[key]` (at 4 and 2) is recorded in the current change set.
+/// [-0, +0, -] Remembers that the change of `real[key]` (at 4 and 2) was noted since the last flush.
 static void remember_noted(lua_State *L, Barrier *b, int keyType) {
     int remembered;
     NotedSlot slot = noted_slot(L, b, keyType, &remembered);
@@ -64,34 +64,18 @@ static int seen_noted(lua_State *L, Barrier *b, int keyType) {
 
 /// [-0, +0, m] Notes that the key at `key` of the table at `real` changed (`structural`: a key appeared or went
 /// away), for the readers that depend on it (`dependents[real]`, at `byKey`): only tables some reader read get
-/// here, so a write to a table nobody reads costs the journal alone. Adds it to the change set, and says whether
-/// a reader read it (`observed`: a run with a flush function calls it after this action) and whether the
-/// subscriptions must run again. A write later rolled back may make a reader run once for nothing (its result
-/// compares equal and is not delivered). Indices are absolute; `WRITE_UPVALUES`.
-static void note_change(lua_State *L, Barrier *b, int real, int byKey, int key, int structural) {
-    int top = lua_gettop(L);
-    luaL_checkstack(L, 6, NULL);
-    lua_rawgeti(L, UPVALUE(WRITE_CHANGES), 1); /* the change set */
-    reads_key_set(L, b, top + 1, real);
-    lua_pushvalue(L, key);
-    lua_pushboolean(L, 1);
-    lua_rawset(L, -3);
-    if (structural) {
-        lua_pushvalue(L, UPVALUE(WRITE_STRUCTURE));
-        lua_pushboolean(L, 1);
-        lua_rawset(L, -3);
-    }
-    lua_settop(L, top);
-    // Its readers: of the key, of all of the table, and (structural) of its keys.
+/// here, so a write to a table nobody reads costs the journal alone. Marks due, once each, the readers of the
+/// key, of all of the table and (structural) of its keys (`reads_mark_due`), and says whether one was
+/// (`observed`: a run with a flush function calls it after this action) and whether the subscriptions must run
+/// again. A write later rolled back may make a reader run once for nothing (its result compares equal and is not
+/// delivered). Indices are absolute.
+static void note_change(lua_State *L, Barrier *b, int byKey, int key, int structural) {
+    luaL_checkstack(L, 4, NULL);
     int readers[3] = { key, UPVALUE(WRITE_ALL), UPVALUE(WRITE_STRUCTURE) };
     for (int i = 0; i < (structural ? 3 : 2); i++) {
         lua_pushvalue(L, readers[i]);
         if (lua_rawget(L, byKey) == LUA_TTABLE) {
-            lua_pushnil(L);
-            if (lua_next(L, -2) != 0) {
-                b->observed = 1;
-                lua_pop(L, 2);
-            }
+            if (reads_mark_due(L, b, lua_gettop(L))) b->observed = 1;
             if (!b->subscriptionsDirty) {
                 lua_pushvalue(L, UPVALUE(WRITE_SUBSCRIPTIONS));
                 if (lua_rawget(L, -2) != LUA_TNIL) b->subscriptionsDirty = 1;
@@ -145,23 +129,12 @@ int journal_newindex(lua_State *L) {
     lua_pushvalue(L, 2);
     lua_pushvalue(L, 3);
     lua_rawset(L, 4); /* the key exists: no allocation, no error */
-    // Often the change is recorded already (the same field written since the last flush): then there is
-    // nothing to add. The fields seen lately are known without a lookup.
+    // Often the change is noted already (the same field written since the last flush): then there is nothing
+    // to add. The fields seen lately are known without a lookup.
     if (seen_noted(L, b, keyType)) return 0;
     lua_pushvalue(L, 4);
     if (lua_rawget(L, UPVALUE(WRITE_DEPENDENTS)) == LUA_TNIL) return 0; /* 5: who reads this table */
-    if (b->subscriptionsDirty && lua_rawgeti(L, UPVALUE(WRITE_CHANGES), 1) == LUA_TTABLE) {
-        lua_pushvalue(L, 4);
-        if (lua_rawget(L, -2) == LUA_TTABLE) {
-            lua_pushvalue(L, 2);
-            if (lua_rawget(L, -2) != LUA_TNIL) {
-                remember_noted(L, b, keyType);
-                return 0;
-            }
-        }
-    }
-    lua_settop(L, 5);
-    note_change(L, b, 4, 5, 2, 0);
+    note_change(L, b, 5, 2, 0);
     remember_noted(L, b, keyType);
     return 0;
 }
@@ -171,7 +144,7 @@ int journal_notechange(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
     luaL_checktype(L, 2, LUA_TTABLE);
     lua_settop(L, 4);
-    note_change(L, barrier(L), 1, 2, 3, lua_toboolean(L, 4));
+    note_change(L, barrier(L), 2, 3, lua_toboolean(L, 4));
     return 0;
 }
 

@@ -1,10 +1,10 @@
 // Readers (`reads_`): while props, a selector or `subscriptions` runs (READ mode), what it reads, marked in the
 // record of what it read last time (a reader that reads what it read before allocates nothing) or noted as fresh;
-// the change set handed over at a flush (every reader of what changed marked due, once); the emptied key sets kept
-// for the next records. The barrier as a whole, and its contract: `barrier.c`.
+// the readers a write marked due (once each), handed over at a flush; the emptied key sets kept for the next
+// records. The barrier as a whole, and its contract: `barrier.c`.
 #include "barrier.h"
 
-/// [-0, +1, m] The set of keys of the table at `real` in the record at `record` (of reads, or the change set),
+/// [-0, +1, m] The set of keys of the table at `real` in the record of reads at `record`,
 /// made (from the spare sets, or new) when the record has none.
 void reads_key_set(lua_State *L, Barrier *b, int record, int real) {
     lua_pushvalue(L, real);
@@ -237,7 +237,7 @@ int reads_clear(lua_State *L) {
 
 /// `emptysets(map, spares, count, limit)` [-4, +1, m]: empties `map` (anything -> a set of keys) and keeps up to
 /// `limit` of its emptied sets in `spares`, which holds `count`; returns how many it holds now. (Reused sets
-/// spare the collector a table per use; the change set is emptied after every flush.)
+/// spare the collector a table per use.)
 int reads_emptysets(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
     luaL_checktype(L, 2, LUA_TTABLE);
@@ -261,103 +261,91 @@ int reads_emptysets(lua_State *L) {
     return 1;
 }
 
-/// [-0, +0, m] Marks due each reader id of the set at `ids` (if it is one) not marked yet: `isDue[id] = true`,
-/// appended to `due`, which holds `*count`.
-static void mark_ids(lua_State *L, int ids, int isDue, int due, lua_Integer *count) {
-    if (lua_type(L, ids) != LUA_TTABLE) return;
+// MARK: The readers due
+
+/// [-0, +0, m] Marks due each reader id of the set at `ids` (an absolute index) not marked yet: `isDue[id] = true`,
+/// appended to the list of readers due (`DUE`, which holds `b->due`). Returns whether the set names any reader.
+int reads_mark_due(lua_State *L, Barrier *b, int ids) {
+    int any = 0;
     lua_pushnil(L);
     while (lua_next(L, ids) != 0) { /* id, true */
+        any = 1;
         lua_pop(L, 1);
         lua_pushvalue(L, -1);
-        if (lua_rawget(L, isDue) == LUA_TNIL) {
+        if (lua_rawget(L, UPVALUE(IS_DUE)) == LUA_TNIL) {
             lua_pushvalue(L, -2);
             lua_pushboolean(L, 1);
-            lua_rawset(L, isDue);
+            lua_rawset(L, UPVALUE(IS_DUE));
             lua_pushvalue(L, -2);
-            lua_rawseti(L, due, ++*count);
+            lua_rawseti(L, UPVALUE(DUE), ++b->due);
         }
         lua_pop(L, 1);
     }
+    return any;
 }
 
-/// [-0, +0, -] The change set was handed over: nothing is noted or observed since, and the journal (at `journal`)
-/// keeps only what the last transaction needs to be undone.
-static void start_afresh(lua_State *L, Barrier *b, int journal) {
+/// [-0, +0, m] Hands the readers due over, for a flush to run: returns how many the list (`DUE`) holds, from 1
+/// (kept there until the next write marks a reader). None is due any more, nothing is noted or observed since,
+/// and the journal (at `journal`) keeps only what the last transaction needs to be undone.
+static lua_Integer hand_over(lua_State *L, Barrier *b, int journal) {
+    lua_Integer count = b->due;
+    for (lua_Integer i = 1; i <= count; i++) {
+        lua_rawgeti(L, UPVALUE(DUE), i);
+        lua_pushnil(L);
+        lua_rawset(L, UPVALUE(IS_DUE));
+    }
+    b->due = 0;
     b->flushes += 1;
     b->observed = 0;
     journal_clear_tail(L, b, journal);
-}
-
-/// [-0, +0, m] `takechanges`' work, on the tables at the given absolute indices (`journal`: the journal, for
-/// `start_afresh`); returns how many readers `due` holds now.
-static lua_Integer take_changes(lua_State *L, Barrier *b, int changes, int dependents, int all, int isDue, int due,
-                                lua_Integer count, int journal) {
-    luaL_checkstack(L, 12, NULL);
-    int top = lua_gettop(L);
-    int spares = top + 1, real = top + 2, keys = top + 3, byKey = top + 4, key = top + 5;
-    lua_getiuservalue(L, UPVALUE(CONTROL), SPARE_SETS);
-    lua_pushnil(L);
-    while (lua_next(L, changes) != 0) { /* real, its changed keys */
-        if (lua_type(L, keys) == LUA_TTABLE) {
-            lua_pushvalue(L, real);
-            if (lua_rawget(L, dependents) == LUA_TTABLE) { /* byKey */
-                lua_pushvalue(L, all);
-                lua_rawget(L, byKey); /* the readers of all of it */
-                mark_ids(L, key, isDue, due, &count);
-                lua_pop(L, 1);
-                lua_pushnil(L);
-                while (lua_next(L, keys) != 0) { /* key, true */
-                    lua_pop(L, 1);
-                    lua_pushvalue(L, key);
-                    lua_rawget(L, byKey); /* its readers */
-                    mark_ids(L, key + 1, isDue, due, &count);
-                    lua_pop(L, 1);
-                }
-            }
-            lua_settop(L, keys);
-            empty_table(L, keys);
-            if (b->spareSets < SPARE_SETS_MAX) lua_rawseti(L, spares, ++b->spareSets);
-        }
-        lua_settop(L, real);
-        lua_pushvalue(L, real);
-        lua_pushnil(L);
-        lua_rawset(L, changes); /* changes[real] = nil: allowed while traversing */
-    }
-    lua_settop(L, top);
-    start_afresh(L, b, journal);
     return count;
 }
 
-/// `takechanges(changes, dependents, all, isDue, due, count)` [-6, +1, m]: hands the change set over, in one
-/// walk: marks due, once each, every reader of what it names — `dependents[real][key]` for each changed key of a
-/// table, and `dependents[real][all]`, the readers of all of it — as `isDue[id] = true` appended to `due`, which
-/// holds `count`; empties it, its key sets kept for the next changes and reads (the spare sets); and starts
-/// afresh (`start_afresh`). Returns how many readers `due` holds now.
-int reads_takechanges(lua_State *L) {
-    for (int i = 1; i <= 5; i++) {
-        if (i != 3) luaL_checktype(L, i, LUA_TTABLE);
-    }
-    lua_Integer count = luaL_checkinteger(L, 6);
-    lua_settop(L, 5);
-    lua_pushinteger(L, take_changes(L, barrier(L), 1, 2, 3, 4, 5, count, UPVALUE(JOURNAL)));
+/// `markdue(set)` [-1, +0, m]: marks due every reader the set names (its keys: `readers`, for a flush of all).
+int reads_markdue(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_settop(L, 1);
+    reads_mark_due(L, barrier(L), 1);
+    return 0;
+}
+
+/// `takedue()` [-0, +2, m]: hands the readers due over (`hand_over`): returns their list and how many it holds.
+int reads_takedue(lua_State *L) {
+    lua_Integer count = hand_over(L, barrier(L), UPVALUE(JOURNAL));
+    lua_pushvalue(L, UPVALUE(DUE));
+    lua_pushinteger(L, count);
+    return 2;
+}
+
+/// `duecount()` [-0, +1, -]: how many readers are due (a write marked them since the last flush).
+int reads_duecount(lua_State *L) {
+    lua_pushinteger(L, barrier(L)->due);
     return 1;
 }
 
 /// `observed()` [-0, +0, -]: a write changed something a reader read (as `note_change` says): `run` with a flush
-/// function calls it after the action that did; `flushed()` clears it.
+/// function calls it after the action that did; `takedue()` clears it.
 int reads_observed(lua_State *L) {
     barrier(L)->observed = 1;
     return 0;
 }
 
-/// `flushed()` [-0, +0, -]: the change set was handed over and starts afresh; the journal keeps only what the
-/// last transaction needs to be undone.
-int reads_flushed(lua_State *L) {
-    start_afresh(L, barrier(L), UPVALUE(JOURNAL));
-    return 0;
-}
+
 
 // MARK: A flush within a run
+
+/// [-0, +1, -] Pushes `t[key]` (raw) for the table at `t` and the key at `key` (an interned upvalue).
+static int field(lua_State *L, int t, int key) {
+    lua_pushvalue(L, key);
+    return lua_rawget(L, t);
+}
+
+/// [-0, +0, m] `flushed.count = count`.
+static void set_count(lua_State *L, lua_Integer count) {
+    lua_pushvalue(L, UPVALUE(FLUSH_COUNT));
+    lua_pushinteger(L, count);
+    lua_rawset(L, UPVALUE(FLUSH_FLUSHED));
+}
 
 /// [-0, +0, e] Appends reader `id`'s outcome, the value on top (popped), to what the readers gave (`flushed`,
 /// its lists at `ids`, `values`, `failed`), which holds `*count`.
@@ -378,7 +366,7 @@ static void reraise_spent_budget(lua_State *L) {
 }
 
 /// `flushdue()` [-0, +1, e]: a flush within a run (`run`'s flush function, for a store whose observers hear of
-/// every action): hands the change set over (`takechanges`) and runs every reader due (`subscriptions`
+/// every action): hands the readers due over (`takedue`) and runs each of them (`subscriptions`
 /// excepted: the store runs it), each protected, appending what each gave to `flushed` — its id, and its value,
 /// or its error's message (`failed`). Returns whether a value holds a state table (the host must convert it
 /// before the next action changes it). What the state runtime's Lua did in three functions and a protected
@@ -389,59 +377,37 @@ int reads_flushdue(lua_State *L) {
     Barrier *b = barrier(L);
     lua_settop(L, 0);
     luaL_checkstack(L, 16, NULL);
-    enum { DUE = 1, IS_DUE, IDS, VALUES, FAILED, ID, READER, VALUE };
-    for (int list = DUE; list <= IS_DUE; list++) { /* made at the first flush, kept in the closure */
-        int upvalue = list == DUE ? UPVALUE(FLUSH_DUE) : UPVALUE(FLUSH_IS_DUE);
-        if (lua_type(L, upvalue) != LUA_TTABLE) {
-            lua_newtable(L);
-            lua_replace(L, upvalue);
-        }
-        lua_pushvalue(L, upvalue);
-    }
-    lua_getfield(L, UPVALUE(FLUSH_FLUSHED), "ids");
-    lua_getfield(L, UPVALUE(FLUSH_FLUSHED), "values");
-    lua_getfield(L, UPVALUE(FLUSH_FLUSHED), "failed");
+    enum { IDS = 1, VALUES, FAILED, ID, READER, VALUE };
+    field(L, UPVALUE(FLUSH_FLUSHED), UPVALUE(FLUSH_IDS));
+    field(L, UPVALUE(FLUSH_FLUSHED), UPVALUE(FLUSH_VALUES));
+    field(L, UPVALUE(FLUSH_FLUSHED), UPVALUE(FLUSH_FAILED));
     lua_settop(L, FAILED);
-    // Left by a flush the time budget cut short: emptied before this one marks anything.
-    for (lua_Integer i = 1; lua_rawgeti(L, DUE, i) != LUA_TNIL; i++) {
-        lua_pushnil(L);
-        lua_rawset(L, IS_DUE);
-        lua_pushnil(L);
-        lua_rawseti(L, DUE, i);
-    }
-    lua_settop(L, FAILED);
-    lua_rawgeti(L, UPVALUE(FLUSH_CHANGES), 1); /* the change set */
-    lua_Integer due = take_changes(L, b, FAILED + 1, UPVALUE(FLUSH_DEPENDENTS), UPVALUE(FLUSH_ALL), IS_DUE, DUE, 0,
-                                   UPVALUE(FLUSH_JOURNAL));
-    lua_settop(L, FAILED);
-    lua_getfield(L, UPVALUE(FLUSH_FLUSHED), "count");
+    lua_Integer due = hand_over(L, b, UPVALUE(FLUSH_JOURNAL));
+    field(L, UPVALUE(FLUSH_FLUSHED), UPVALUE(FLUSH_COUNT));
     lua_Integer count = lua_tointeger(L, -1);
     lua_pop(L, 1);
     int holdsState = 0;
     for (lua_Integer i = 1; i <= due; i++) {
         lua_settop(L, FAILED);
-        lua_rawgeti(L, DUE, i); /* ID */
+        lua_rawgeti(L, UPVALUE(DUE), i); /* ID */
         if (lua_rawequal(L, ID, UPVALUE(FLUSH_SUBSCRIPTIONS))) continue;
         lua_pushvalue(L, ID);
-        int simple = lua_rawget(L, UPVALUE(FLUSH_READERS)) == LUA_TTABLE; /* READER */
-        if (simple) {
-            simple = lua_getfield(L, READER, "child") == LUA_TNIL;
-            lua_pop(L, 1);
-        }
+        if (lua_rawget(L, UPVALUE(FLUSH_READERS)) != LUA_TTABLE) continue; /* READER (gone since a write marked it) */
+        int simple = field(L, READER, UPVALUE(FLUSH_CHILD)) == LUA_TNIL;
+        lua_pop(L, 1);
         if (!simple) { /* the Lua side runs it and appends what it gave */
-            lua_pushinteger(L, count);
-            lua_setfield(L, UPVALUE(FLUSH_FLUSHED), "count");
+            set_count(L, count);
             lua_pushvalue(L, UPVALUE(FLUSH_RUN_READER));
             lua_pushvalue(L, ID);
             lua_call(L, 1, 1);
             if (lua_toboolean(L, -1)) holdsState = 1;
-            lua_getfield(L, UPVALUE(FLUSH_FLUSHED), "count");
+            field(L, UPVALUE(FLUSH_FLUSHED), UPVALUE(FLUSH_COUNT));
             count = lua_tointeger(L, -1);
             continue;
         }
-        lua_getfield(L, READER, "reads");
+        field(L, READER, UPVALUE(FLUSH_READS));
         start_reads(L, b, 1);
-        lua_getfield(L, READER, "fn");
+        field(L, READER, UPVALUE(FLUSH_FN));
         lua_pushvalue(L, UPVALUE(FLUSH_STATE));
         lua_rawget(L, UPVALUE(FLUSH_HOLDER));
         proxies_push(L, b, 0, 0);
@@ -467,7 +433,7 @@ int reads_flushdue(lua_State *L) {
                 failed = 1;
             }
         } else {
-            lua_getfield(L, READER, "count");
+            field(L, READER, UPVALUE(FLUSH_COUNT));
             lua_Integer last = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : -1;
             lua_pop(L, 1);
             if (end_read(L, b, last, UPVALUE(FLUSH_HOLDER_STATE)) != 0) { /* a new record: indexed by the Lua side */
@@ -492,15 +458,7 @@ int reads_flushdue(lua_State *L) {
         append_flushed(L, IDS, VALUES, FAILED, &count, ID, failed);
     }
     lua_settop(L, FAILED);
-    lua_pushinteger(L, count);
-    lua_setfield(L, UPVALUE(FLUSH_FLUSHED), "count");
-    for (lua_Integer i = 1; i <= due; i++) { /* the due readers let go, for the next flush */
-        lua_rawgeti(L, DUE, i);
-        lua_pushnil(L);
-        lua_rawset(L, IS_DUE);
-        lua_pushnil(L);
-        lua_rawseti(L, DUE, i);
-    }
+    set_count(L, count);
     lua_pushboolean(L, holdsState);
     return 1;
 }

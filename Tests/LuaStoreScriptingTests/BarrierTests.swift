@@ -41,14 +41,15 @@ import Testing
         try await withVM { vm in
             let chunk = try vm.loadTrusted("""
                 local handed = { index = 0, newindex = 0, adopt = 0, runreader = 0, finishread = 0, indexreads = 0, failedread = 0 }
-                local targets, proxies, journal, dependents, changes, readers = {}, {}, {}, {}, { {} }, {}
+                local targets, proxies, journal, dependents, readers, due, isDue = {}, {}, {}, {}, {}, {}, {}
+                local ALL = {}
                 local flushed = { count = 0, ids = {}, values = {}, failed = {} }
                 local holder = { state = { count = 1, items = { { done = false } } } }
                 local meta = { __metatable = "test state" }
                 local B
                 B = makebarrier {
                   targets = targets, proxies = proxies, meta = meta, weakkeys = { __mode = "k" },
-                  weakall = { __mode = "kv" }, parents = {}, parentkeys = {}, journal = journal, dependents = dependents, changes = changes,
+                  weakall = { __mode = "kv" }, parents = {}, parentkeys = {}, journal = journal, dependents = dependents, due = due, isdue = isDue,
                   holder = holder,
                   index = function(p, k) handed.index = handed.index + 1; return targets[p][k] end,
                   newindex = function(p, k, v)
@@ -56,7 +57,7 @@ import Testing
                     B.record(targets[p], k, targets[p][k])
                     rawset(targets[p], k, v)
                   end,
-                  all = {}, structure = {},
+                  all = ALL, structure = {},
                   adopt = function(result) handed.adopt = handed.adopt + 1; holder.state = targets[result] or result end,
                   settle = function() end, collect = function() end, collected = {}, children = {}, encoded = {}, holderstate = {},
                   unwrap = function(value) return value end, flushed = flushed,
@@ -252,7 +253,7 @@ import Testing
             end
             local function flush()
               flushes[#flushes + 1] = real.count
-              B.flushed()
+              B.takedue()
               return real.count == 5
             end
             local list = { { type = "a" }, { type = "seen" }, { type = "a" }, { type = "seen" }, { type = "seen" } }
@@ -302,34 +303,44 @@ import Testing
             local again = B.run(reduce, { { type = "a" } }, 1, 1, false, B.flushdue)
             local second = outcome()
             local handedSecond = handed.runreader .. handed.finishread .. handed.indexreads .. handed.failedread
-            return stop, first, handedFirst, again, second, handedSecond, B.mode() == B.CLOSED, next(changes[1]) == nil
+            return stop, first, handedFirst, again, second, handedSecond, B.mode() == B.CLOSED, B.duecount() == 0
             """)
         #expect(results == [1, "boom=props failed! child=ran in Lua props=2 table=items", "1111",
                             1, "boom=props failed! child=ran in Lua props=3", "2112", true, true])
     }
 
-    /// A write to a key some reader read is noted in the change set by `__newindex` itself, and says so to a
-    /// run (its flush is called after that action); `takechanges` marks due, once each, the readers of the
-    /// changed keys (and of all of the table), and empties the set. A write nobody reads is not noted.
-    @Test func changesAreNotedAsTheyHappenAndHandedOverOnce() async throws {
+    /// A write to a key some reader read marks that key's readers due, and those of all of the table, once each,
+    /// in `__newindex` itself, and says so to a run (its flush is called after that action); `takedue` hands the
+    /// list over and empties the set. A write nobody reads marks nothing; `markdue` marks a set's readers.
+    @Test func changesMarkTheirReadersDueOnceAndAreHandedOverOnce() async throws {
         let results = try await run("""
-            dependents[real] = { count = { props = true, selector = true } }
+            dependents[real] = { count = { props = true, selector = true }, [ALL] = { whole = true } }
             local flushes = {}
             local function reduce(s, action)
-              if action.type == "count" then s.count = s.count + 1 else s.items[1].done = not s.items[1].done end
+              if action.type == "count" then
+                s.count = s.count + 1
+                s.count = s.count + 1
+              else
+                s.items[1].done = not s.items[1].done
+              end
             end
             B.run(reduce, { { type = "count" }, { type = "items" }, { type = "count" } }, 1, 3, false, function()
-              local isDue, due = {}, {}
-              local count = B.takechanges(changes[1], dependents, {}, isDue, due, 0)
-              table.sort(due)
-              flushes[#flushes + 1] = real.count .. ": " .. count .. " " .. table.concat(due, ",")
+              local list, count = B.takedue()
+              local ids = {}
+              for i = 1, count do ids[i] = list[i] end
+              table.sort(ids)
+              flushes[#flushes + 1] = real.count .. ": " .. count .. " " .. table.concat(ids, ",") .. " "
+                .. B.duecount() .. " " .. tostring(next(isDue) == nil)
               return false
             end)
-            local handedOver = next(changes[1]) == nil
             B.run(reduce, { { type = "items" } }, 1, 1, false)
-            return table.concat(flushes, "; "), handedOver, next(changes[1]) == nil
+            local afterItems = B.duecount()
+            B.run(reduce, { { type = "count" } }, 1, 1, false)
+            local afterCount = B.duecount()
+            B.markdue({ props = true, other = true })
+            return table.concat(flushes, "; "), afterItems, afterCount, B.duecount()
             """)
-        #expect(results == ["2: 2 props,selector; 3: 2 props,selector", true, true])
+        #expect(results == ["3: 3 props,selector,whole 0 true; 5: 3 props,selector,whole 0 true", 0, 3, 4])
     }
 
     @Test func aFailingActionOfARunLeavesItsWritesInTheJournal() async throws {
@@ -348,7 +359,8 @@ import Testing
 
     @Test func missingFieldsAreNamed() async throws {
         let results = try await run("""
-            local ok, message = pcall(makebarrier, { targets = {}, proxies = {}, meta = {}, weakkeys = {}, weakall = {}, parents = {}, parentkeys = {} })
+            local ok, message = pcall(makebarrier, { targets = {}, proxies = {}, meta = {}, weakkeys = {}, weakall = {}, parents = {}, parentkeys = {},
+              due = {}, isdue = {} })
             return ok, message
             """)
         #expect(results[0] == false)

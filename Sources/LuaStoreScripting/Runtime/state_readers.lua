@@ -4,8 +4,8 @@
 local S = ...
 local next, select, error, pcall, tostring = next, select, error, pcall, tostring
 local istable = istable
-local B, M, holder, children, dependents, readers, pending = S.B, S.M, S.holder, S.children, S.dependents, S.readers, S.pending
-local ALL, EMPTY, HOLDER_STATE, STATE_DEPTH, STALE = S.ALL, S.EMPTY, S.HOLDER_STATE, S.STATE_DEPTH, S.STALE
+local B, M, holder, children, dependents, readers = S.B, S.M, S.holder, S.children, S.dependents, S.readers
+local ALL, HOLDER_STATE, STATE_DEPTH, STALE = S.ALL, S.HOLDER_STATE, S.STATE_DEPTH, S.STALE
 local note, proxy, unwrap, flushed = S.note, S.proxy, S.unwrap, S.flushed
 
 -- Makes `recorded` (`count` reads) the record of what reader `id` read, in place of its last one: the index of
@@ -143,37 +143,6 @@ function M.subscriptions(force)
   return value or {}
 end
 
--- The readers a flush will run, in order, and the set of them (reused, emptied after).
-local due, dueCount, isDue = {}, 0, {}
-
-local function markDue(id)
-  if not isDue[id] then
-    isDue[id] = true
-    dueCount = dueCount + 1
-    due[dueCount] = id
-  end
-end
-
-local function clearDue()
-  for i = 1, dueCount do
-    isDue[due[i]] = nil
-    due[i] = nil
-  end
-  dueCount = 0
-end
-
--- Marks the readers due that the changes since the last flush make due (all of them when `everything`), and
--- starts the change set afresh.
-local function markDueReaders(everything)
-  if dueCount > 0 then clearDue() end -- left by a flush the time budget cut short
-  if everything then
-    for id in next, readers do markDue(id) end
-  end
-  -- The change set is emptied in place and its key sets kept for the next changes (a flush after every action
-  -- made two tables each time, for the collector).
-  dueCount = B.takechanges(pending[1], everything and EMPTY or dependents, ALL, isDue, due, dueCount)
-end
-
 -- Runs reader `id`, protected, and appends what it gave to `flushed`: its id, and its value, or its error's
 -- message (`failed`). Returns whether the value holds a state table (`dependOnResult`).
 local function runReader(id)
@@ -189,19 +158,6 @@ local function runReader(id)
   endFailedRead(id)
   flushed.values[count], flushed.failed[count] = tostring(value), true
   return false
-end
-
--- Runs the readers due (`subscriptions` excepted: the store runs it), in order (`runReader`). Returns whether a
--- value holds a state table.
-local function evaluateDue()
-  if dueCount == 0 then return false end
-  local holdsState = false
-  for i = 1, dueCount do
-    local id = due[i]
-    if id ~= "subscriptions" and runReader(id) then holdsState = true end
-  end
-  clearDue()
-  return holdsState
 end
 
 -- What the barrier's flush within a run (`flushdue`, reads.c) leaves to this side: a reader it does not run
@@ -224,12 +180,17 @@ end
 S.failedRead = endFailedRead
 
 
--- Runs the readers whose inputs changed (all of them when `everything`); returns how many ran, their ids,
--- their values or messages, and which failed (`StateRuntime.FlushResult`).
+-- Runs the readers whose inputs changed (all of them when `everything`), each as `runReader` does (`subscriptions`
+-- excepted: the store runs it; a reader gone since a write marked it is skipped); returns how many ran, their
+-- ids, their values or messages, and which failed (`StateRuntime.FlushResult`).
 function M.flush(everything)
   S.trimCaches(true)
   if flushed.count > 0 then S.emptyFlushed() end
-  markDueReaders(everything)
-  evaluateDue()
+  if everything then B.markdue(readers) end
+  local due, count = B.takedue()
+  for i = 1, count do
+    local id = due[i]
+    if id ~= "subscriptions" and readers[id] ~= nil then runReader(id) end
+  end
   return B.flushresults()
 end

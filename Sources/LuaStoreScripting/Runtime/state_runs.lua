@@ -2,9 +2,9 @@
 -- (`state_runtime.lua` says how the parts fit; StateRuntime.swift loads them).
 
 local S = ...
-local type, error, next = type, error, next
+local type, error = type, error
 local istable = istable
-local B, M, holder, children, pending, readers = S.B, S.M, S.holder, S.children, S.pending, S.readers
+local B, M, holder, children, readers = S.B, S.M, S.holder, S.children, S.readers
 local proxy, unwrap, begin, commit, placeRoot = S.proxy, S.unwrap, S.begin, S.commit, S.placeRoot
 
 -- Reduces list[first..last] in order, each action its own transaction with its own time budget, in one call
@@ -35,10 +35,10 @@ function S.emptyFlushed()
   flushed.count = 0
 end
 
--- Whether a flush has nothing to do: no change since the last one (a change a reader read is in the change
--- set too), no table left for the caches to let go. (The barrier asks, as a run ends.)
+-- Whether a flush has nothing to do: no reader due (no write changed what one read since the last flush), no
+-- table left for the caches to let go. (The barrier asks, as a run ends.)
 function S.settled()
-  return next(pending[1]) == nil and not S.tablesLeft
+  return B.duecount() == 0 and not S.tablesLeft
 end
 
 -- What every run does first: the caches trimmed, the last run's changes and readers' values let go.

@@ -31,7 +31,6 @@ local istable = istable  -- type(v) == "table", without making a string
 local makebarrier = makebarrier
 
 local ALL, STRUCTURE = {}, {}          -- read markers: every key of a table; its length and set of keys
-local EMPTY = {}                       -- never written: an empty set or map where there is none
 local HOLDER_STATE = { state = true }  -- what every reader reads of `holder` (shared; never written)
 local targets = {}                                     -- proxy -> real table
 local proxies = {}                                     -- real table -> its proxy
@@ -50,7 +49,8 @@ local holder = { state = false }       -- holder.state is the app's state table
 local children = {}                    -- child store id -> its local state table
 
 local meta = { __metatable = MARKER }
-local pending = { {} }                 -- pending[1]: real -> { key -> true }, the changes since the last flush
+local due, isDue = {}, {}              -- the readers a write marked due since the last flush, in order (the
+                                       -- barrier keeps how many), and the set of them
 -- The barrier (`makebarrier`, in C; made by `installBarrier` below): the proxies' `__index` and `__newindex`,
 -- the loop over a run of actions, and the state they share â€” the mode (CLOSED; WRITE for reduce and migrate;
 -- READ for props, selectors, subscriptions), the journal's length, whether `subscriptions` must run again
@@ -62,9 +62,9 @@ local CLOSED, WRITE, READ  -- the modes, as barrier.c numbers them (B.CLOSED, â€
 -- What the chunks share. Tables that stay for good are fields the others keep; what changes (the caches, which
 -- `trimCaches` may replace, and the counters and flags below) they read here each time.
 local S = {
-  MARKER = MARKER, STATE_DEPTH = STATE_DEPTH, B = B, ALL = ALL, STRUCTURE = STRUCTURE, EMPTY = EMPTY,
+  MARKER = MARKER, STATE_DEPTH = STATE_DEPTH, B = B, ALL = ALL, STRUCTURE = STRUCTURE,
   HOLDER_STATE = HOLDER_STATE, holder = holder, children = children, journal = journal, dependents = dependents,
-  readers = readers, pending = pending, collected = collected, meta = meta, M = {},
+  readers = readers, collected = collected, meta = meta, M = {},
   targets = targets, proxies = proxies, parents = parents, parentKeys = parentKeys,
   tablesLeft = false,  -- a committed write replaced or removed a table
   placed = 0,          -- tables stored since the caches were last emptied (each has a record: state_data.lua)
@@ -238,13 +238,7 @@ local function newindexFallback(p, key, value)
   real[key] = value
   S.recordMoves(moves)
   local byKey = dependents[real]
-  if byKey ~= nil then
-    -- Often the change is already recorded (the same field written again since the last flush).
-    local keys = pending[1][real]
-    if keys == nil or not keys[key] or old == nil or value == nil or not B.dirty() then
-      noteChange(real, byKey, key, old == nil or value == nil)
-    end
-  end
+  if byKey ~= nil then noteChange(real, byKey, key, old == nil or value == nil) end
   if istable(old) then S.tablesLeft = true end
 end
 
@@ -316,7 +310,7 @@ end
 function installBarrier()
   local made = makebarrier {
     control = B.control, targets = targets, proxies = proxies, meta = meta, weakkeys = WEAK_KEYS,
-    weakall = WEAK_ALL, parents = parents, parentkeys = parentKeys, journal = journal, dependents = dependents, changes = pending, holder = holder,
+    weakall = WEAK_ALL, parents = parents, parentkeys = parentKeys, journal = journal, dependents = dependents, due = due, isdue = isDue, holder = holder,
     index = indexFallback, newindex = newindexFallback, all = ALL, structure = STRUCTURE, adopt = adopt, settle = S.settleMoves,
     collect = S.collect, collected = collected, children = children, encoded = encodedRecords,
     holderstate = HOLDER_STATE, unwrap = S.unwrap, flushed = S.flushed, settled = S.settled, readers = readers,
