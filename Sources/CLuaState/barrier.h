@@ -107,6 +107,10 @@ typedef struct Barrier {
     lua_Integer readStamp;      /* the running reader's mark in its last record, for the reads it repeats */
     lua_Integer matchedReads;   /* reads of the running reader its last record holds (each counted once) */
     lua_Integer freshReads;     /* reads it does not (in `FRESH_READS`) */
+    const void *lastReadTable;  /* the running reader's last noted read — the table, and a string key's address or */
+    const void *lastReadKey;    /* an integer key — while `lastReadStamp` is `readStamp`: reading it again at once */
+    lua_Integer lastReadInteger; /* (`state.count` twice in props) has nothing to add. Safe as addresses: the     */
+    lua_Integer lastReadStamp;  /* reader's records hold both table and key until it ends. */
     uint64_t epoch;             /* the call running now (every transaction and every reader is a call of its own) */
     StampSlot *stamps;          /* the proxies handed out in this call, by address (open addressing; the memory
                                    is the control's `STAMPS` user value); NULL before the first */
@@ -221,11 +225,11 @@ enum { FIELD, LITERAL, SPARE };
     X(FLUSH_FAILED_READ, FIELD, "failedread")    /* failedread(id): ends the read of a reader that raised */ \
     X(FLUSH_SUBSCRIPTIONS, LITERAL, "subscriptions") /* the id of the subscriptions reader */               \
     X(FLUSH_STATE, LITERAL, "state")             /* the key of the state in `holder` */                      \
+    X(FLUSH_IDS, FIELD, "flushedids")            /* `flushed.ids`, `.values`, `.failed` (lists kept for good) */ \
+    X(FLUSH_VALUES, FIELD, "flushedvalues")                                                                  \
+    X(FLUSH_FAILED, FIELD, "flushedfailed")                                                                  \
     X(FLUSH_COUNT, LITERAL, "count")             /* the keys of `flushed` and of a reader (interned once: a    \
                                                     C string's key is looked up in the string cache per use) */ \
-    X(FLUSH_IDS, LITERAL, "ids")                                                                             \
-    X(FLUSH_VALUES, LITERAL, "values")                                                                       \
-    X(FLUSH_FAILED, LITERAL, "failed")                                                                       \
     X(FLUSH_FN, LITERAL, "fn")                                                                               \
     X(FLUSH_CHILD, LITERAL, "child")                                                                         \
     X(FLUSH_READS, LITERAL, "reads")

@@ -24,6 +24,15 @@ void reads_key_set(lua_State *L, Barrier *b, int record, int real) {
     lua_rawset(L, record); /* record[real] = keys */
 }
 
+/// [-0, +0, -] The read of (the table at `table`, the key at `key` or `integer`) was noted in the running reader's
+/// records (`lastReadTable`).
+static void remember_read(Barrier *b, const void *table, const void *key, lua_Integer integer) {
+    b->lastReadTable = table;
+    b->lastReadKey = key;
+    b->lastReadInteger = integer;
+    b->lastReadStamp = b->readStamp;
+}
+
 /// [-0, +0, m] Notes, while a reader runs, that it read the key at `key` of the table at `real` (absolute
 /// indices): a read its last record holds is marked there (counted the first time), any other goes into the
 /// record of fresh reads. Mostly a reader reads what it read last time, and then nothing is allocated and its
@@ -34,6 +43,17 @@ void reads_note_read(lua_State *L, Barrier *b, int real, int key) {
     int keyType = lua_type(L, key);
     if (keyType == LUA_TNIL) return;
     if (keyType == LUA_TNUMBER && !lua_isinteger(L, key) && lua_tonumber(L, key) != lua_tonumber(L, key)) return;
+    // The read just noted, read again (a string or integer key), has nothing to add.
+    const void *table = lua_topointer(L, real), *keyAddress = NULL;
+    lua_Integer integer = 0;
+    int remembered = 1;
+    if (keyType == LUA_TSTRING) keyAddress = lua_topointer(L, key);
+    else if (keyType == LUA_TNUMBER && lua_isinteger(L, key)) integer = lua_tointeger(L, key);
+    else remembered = 0;
+    if (remembered && b->lastReadStamp == b->readStamp && b->lastReadTable == table && b->lastReadKey == keyAddress &&
+        b->lastReadInteger == integer) {
+        return;
+    }
     if (lua_getiuservalue(L, UPVALUE(CONTROL), LAST_READS) == LUA_TTABLE) { /* last */
         lua_pushvalue(L, real);
         if (lua_rawget(L, -2) == LUA_TTABLE) { /* last, keys */
@@ -47,6 +67,7 @@ void reads_note_read(lua_State *L, Barrier *b, int real, int key) {
                     b->matchedReads++;
                 }
                 lua_pop(L, 3);
+                if (remembered) remember_read(b, table, keyAddress, integer);
                 return;
             }
             lua_pop(L, 1);
@@ -69,6 +90,7 @@ void reads_note_read(lua_State *L, Barrier *b, int real, int key) {
         b->freshReads++;
     }
     lua_pop(L, 3);
+    if (remembered) remember_read(b, table, keyAddress, integer);
 }
 
 // MARK: The functions
@@ -378,10 +400,9 @@ int reads_flushdue(lua_State *L) {
     lua_settop(L, 0);
     luaL_checkstack(L, 16, NULL);
     enum { IDS = 1, VALUES, FAILED, ID, READER, VALUE };
-    field(L, UPVALUE(FLUSH_FLUSHED), UPVALUE(FLUSH_IDS));
-    field(L, UPVALUE(FLUSH_FLUSHED), UPVALUE(FLUSH_VALUES));
-    field(L, UPVALUE(FLUSH_FLUSHED), UPVALUE(FLUSH_FAILED));
-    lua_settop(L, FAILED);
+    lua_pushvalue(L, UPVALUE(FLUSH_IDS));
+    lua_pushvalue(L, UPVALUE(FLUSH_VALUES));
+    lua_pushvalue(L, UPVALUE(FLUSH_FAILED));
     lua_Integer due = hand_over(L, b, UPVALUE(FLUSH_JOURNAL));
     field(L, UPVALUE(FLUSH_FLUSHED), UPVALUE(FLUSH_COUNT));
     lua_Integer count = lua_tointeger(L, -1);

@@ -60,7 +60,8 @@ import Testing
                   all = ALL, structure = {},
                   adopt = function(result) handed.adopt = handed.adopt + 1; holder.state = targets[result] or result end,
                   settle = function() end, collect = function() end, collected = {}, children = {}, encoded = {}, holderstate = {},
-                  unwrap = function(value) return value end, flushed = flushed,
+                  unwrap = function(value) return value end, flushed = flushed, flushedids = flushed.ids,
+                  flushedvalues = flushed.values, flushedfailed = flushed.failed,
                   settled = function() return true end, readers = readers,
                   runreader = function(id)
                     handed.runreader = handed.runreader + 1
@@ -170,12 +171,15 @@ import Testing
             local again = read(first, firstCount, function() local _ = state.items; _ = state.count; _ = state.items end)
             local fewer, fewerCount = read(first, firstCount, function() local _ = state.count end)
             local other, otherCount = read(fewer, fewerCount, function() local _ = state.count; _ = state.absent end)
+            -- The same read again at once adds nothing; the next run notes it afresh.
+            local repeated, repeatedCount = read(nil, nil, function() local _ = state.count; _ = state.count; _ = state.count end)
+            local repeatedAgain = read(repeated, repeatedCount, function() local _ = state.count; _ = state.count end)
             B.note(real, "marker")
             return describe(first), firstCount, describe(again), describe(fewer), fewerCount, describe(other), otherCount,
-              B.mode() == B.CLOSED, handed.index
+              describe(repeated), repeatedCount, describe(repeatedAgain), B.mode() == B.CLOSED, handed.index
             """)
         // (A note outside a reader's run is dropped.)
-        #expect(results == ["count,items", 2, "same", "count", 1, "absent,count", 2, true, 0])
+        #expect(results == ["count,items", 2, "same", "count", 1, "absent,count", 2, "count", 1, "same", true, 0])
     }
 
     /// Every transaction and every reader's run is a call of its own: a proxy handed out in an earlier one — kept

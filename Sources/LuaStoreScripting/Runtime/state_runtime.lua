@@ -313,7 +313,8 @@ function installBarrier()
     weakall = WEAK_ALL, parents = parents, parentkeys = parentKeys, journal = journal, dependents = dependents, due = due, isdue = isDue, holder = holder,
     index = indexFallback, newindex = newindexFallback, all = ALL, structure = STRUCTURE, adopt = adopt, settle = S.settleMoves,
     collect = S.collect, collected = collected, children = children, encoded = encodedRecords,
-    holderstate = HOLDER_STATE, unwrap = S.unwrap, flushed = S.flushed, settled = S.settled, readers = readers,
+    holderstate = HOLDER_STATE, unwrap = S.unwrap, flushed = S.flushed, flushedids = S.flushed.ids,
+    flushedvalues = S.flushed.values, flushedfailed = S.flushed.failed, settled = S.settled, readers = readers,
     runreader = S.runReader, finishread = S.finishRead, indexreads = S.indexReads, failedread = S.failedRead,
   }
   for name, value in next, made do B[name] = value end
