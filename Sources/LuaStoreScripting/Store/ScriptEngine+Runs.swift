@@ -33,7 +33,7 @@ extension ScriptEngine {
         // the actions lie: copying one out would retain its storage, which the dispatching thread is busy
         // retaining too when one action is dispatched again and again.)
         if listeners.persistence?.waitsForEachAction == true || persistenceFailure != nil { return single() }
-        let span = actions.prefix(runSpan.length)
+        let span = actions.prefix(notifiesEveryAction ? min(runSpan.length, RunSpan.observedLength) : runSpan.length)
         let allTables = span.withUnsafeBufferPointer { buffer in
             for index in buffer.indices {
                 guard case .table = buffer[index] else { return false }
@@ -155,6 +155,10 @@ extension ScriptEngine {
 /// each one) does not convert an action it does not run every other time.
 struct RunSpan {
     static let lengths = 1...65_536
+    /// The most actions a run takes when the readers run within it (observers hear of every action): what they
+    /// gave stays in the VM until the run returns and is converted then, so a long run would hold a value per
+    /// action there and in one large list here (65,536 of them: megabytes, new pages touched per run).
+    static let observedLength = 256
     private(set) var length = 16
     private var singlesBeforeTrying = 1
     private var singlesLeft = 1
