@@ -1,7 +1,7 @@
 -- The state runtime: keeps a scripted app's state in the VM (StateRuntime.swift loads it, trusted, once per
 -- app VM; embedded into the binary at build time by the EmbedLua plugin).
 --
--- The write barrier this builds on — proxies, the undo journal, the change set, the modes and what runs in C —
+-- The write barrier this builds on — proxies, the undo journal, the readers due, the modes and what runs in C —
 -- is explained once, at the top of `Sources/CLuaState/barrier.c`. The Lua half is six chunks, one concern each,
 -- loaded in this order into the same VM, sharing one table (`S`, below: the state they share, and what each
 -- offers the others):
@@ -15,7 +15,7 @@
 -- - `state_inspection.lua`: the devtools' reads of the state;
 -- - `state_readers.lua`: props, selectors, subscriptions — while one runs its reads are recorded (table → keys;
 --   `#t` reads the table's structure, `pairs` all of it, and a state table it returns all of that subtree), and
---   an inverted index from (table, key) to readers finds, from the change set alone, exactly which must run
+--   an inverted index from (table, key) to readers lets each write mark due exactly the readers that must run
 --   again at a flush.
 --
 -- Receives: the proxies' `__metatable` marker (StateRuntime.metatableMarker, which the sandbox's `rawset`
