@@ -432,17 +432,8 @@ int reads_flushdue(lua_State *L) {
         lua_pushvalue(L, UPVALUE(FLUSH_STATE));
         lua_rawget(L, UPVALUE(FLUSH_HOLDER));
         proxies_push(L, b, 0, 0);
-        if (lua_pcall(L, 1, 1, 0) != LUA_OK) { /* VALUE: its error */
-            reraise_spent_budget(L);
-            lua_pushvalue(L, UPVALUE(FLUSH_FAILED_READ));
-            lua_pushvalue(L, ID);
-            lua_call(L, 1, 0);
-            luaL_tolstring(L, VALUE, NULL);
-            append_flushed(L, IDS, VALUES, FAILED, &count, ID, 1);
-            continue;
-        }
-        int failed = 0;
-        if (!proxies_flat(L, VALUE)) { /* the Lua side ends the read: the value may hold state tables */
+        int failed = lua_pcall(L, 1, 1, 0) != LUA_OK; /* VALUE: what it gave, or its error */
+        if (!failed && !proxies_flat(L, VALUE)) { /* the Lua side ends the read: the value may hold state tables */
             lua_pushvalue(L, UPVALUE(FLUSH_FINISH_READ));
             lua_pushvalue(L, ID);
             lua_pushvalue(L, VALUE);
@@ -453,7 +444,7 @@ int reads_flushdue(lua_State *L) {
             } else {
                 failed = 1;
             }
-        } else {
+        } else if (!failed) {
             field(L, READER, UPVALUE(FLUSH_COUNT));
             lua_Integer last = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : -1;
             lua_pop(L, 1);
@@ -467,8 +458,7 @@ int reads_flushdue(lua_State *L) {
         }
         if (failed) { /* its error on top */
             reraise_spent_budget(L);
-            lua_replace(L, VALUE);
-            lua_settop(L, VALUE);
+            if (lua_gettop(L) > VALUE) lua_replace(L, VALUE);
             lua_pushvalue(L, UPVALUE(FLUSH_FAILED_READ));
             lua_pushvalue(L, ID);
             lua_call(L, 1, 0);
