@@ -67,6 +67,13 @@ end
 -- Whether a value the last `evaluate` gave holds a state table (`dependOnResult`).
 local lastHeldState = false
 
+-- Ends the running read of reader `id` (the barrier closes): what it read is its record now, unless it read just
+-- what its last record holds.
+local function endRead(reader, id)
+  local recorded, count = B.endread(reader.count)
+  if recorded ~= nil then index(reader, id, recorded, count) end
+end
+
 local function evaluate(id, ...)
   local reader = readers[id]
   B.setmode(B.READ, reader.reads)
@@ -80,8 +87,7 @@ local function evaluate(id, ...)
   -- Most results are flat (no table inside, not a proxy): nothing to depend on, nothing to strip.
   local flat = B.isflat(value)
   lastHeldState = not flat and dependOnResult(value, nil, false)
-  local recorded, count = B.endread(reader.count)
-  if recorded ~= nil then index(reader, id, recorded, count) end
+  endRead(reader, id)
   if flat then return value end
   return unwrap(value, "the value returned")
 end
@@ -91,10 +97,7 @@ end
 -- again: props failing on the initial state would silence every later state's props).
 local function endFailedRead(id)
   local reader = readers[id]
-  if reader ~= nil and B.mode() == B.READ then
-    local recorded, count = B.endread(reader.count)
-    if recorded ~= nil then index(reader, id, recorded, count) end
-  end
+  if reader ~= nil and B.mode() == B.READ then endRead(reader, id) end
   B.setmode(B.CLOSED)
 end
 
@@ -166,10 +169,8 @@ end
 S.runReader = runReader
 
 function S.finishRead(id, value)
-  local reader = readers[id]
   local holdsState = dependOnResult(value, nil, false)
-  local recorded, count = B.endread(reader.count)
-  if recorded ~= nil then index(reader, id, recorded, count) end
+  endRead(readers[id], id)
   return unwrap(value, "the value returned"), holdsState
 end
 
@@ -178,7 +179,6 @@ function S.indexReads(id, recorded, count)
 end
 
 S.failedRead = endFailedRead
-
 
 -- Runs the readers whose inputs changed (all of them when `everything`), each as `runReader` does (`subscriptions`
 -- excepted: the store runs it; a reader gone since a write marked it is skipped); returns how many ran, their

@@ -20,8 +20,8 @@ local proxy, unwrap, begin, commit, placeRoot = S.proxy, S.unwrap, S.begin, S.co
 -- the readers gave before it. Proxies a run makes are trimmed before the next one.
 --
 -- `flushWhenObserved` (a store whose observers hear of every action): after an action that changed what a
--- reader read, or replaced the state, the readers due run there and then (`B.flushdue`, reads.c), in the same call,
--- and the run goes on — unless a value holds a state table (a path observer's, say), which the next action
+-- reader read, or replaced the state, the readers due run there and then (`B.flushdue`, reads.c), in the same
+-- call, and the run goes on — unless a value holds a state table (a path observer's, say), which the next action
 -- could change before the host converts it: the run stops there. Their values (`flushed`) are handed over
 -- with the results, in order, for the host to deliver before anything else happens. Then also whether nothing is left for a flush (`settled`: no change
 -- a reader read since the last of them, no table left for the caches to let go), and the message of a flush
