@@ -70,7 +70,7 @@ static int seen_noted(lua_State *L, Barrier *b, int keyType) {
 /// again. A write later rolled back may make a reader run once for nothing (its result compares equal and is not
 /// delivered). Indices are absolute.
 static void note_change(lua_State *L, Barrier *b, int byKey, int key, int structural) {
-    luaL_checkstack(L, 4, NULL);
+    luaL_checkstack(L, 2, NULL);
     int readers[3] = { key, UPVALUE(WRITE_ALL), UPVALUE(WRITE_STRUCTURE) };
     for (int i = 0; i < (structural ? 3 : 2); i++) {
         lua_pushvalue(L, readers[i]);

@@ -288,6 +288,7 @@ int reads_emptysets(lua_State *L) {
 /// [-0, +0, m] Marks due each reader id of the set at `ids` (an absolute index) not marked yet: `isDue[id] = true`,
 /// appended to the list of readers due (`DUE`, which holds `b->due`). Returns whether the set names any reader.
 int reads_mark_due(lua_State *L, Barrier *b, int ids) {
+    luaL_checkstack(L, 4, NULL);
     int any = 0;
     lua_pushnil(L);
     while (lua_next(L, ids) != 0) { /* id, true */
