@@ -139,12 +139,12 @@ int journal_newindex(lua_State *L) {
     return 0;
 }
 
-/// `notechange(real, byKey, key, structural)` [-4, +0, m]: `note_change`, for the writes the Lua side makes.
+/// `notechange(byKey, key, structural)` [-3, +0, m]: `note_change`, for the writes the Lua side makes (`byKey`:
+/// the changed table's entry in the index of readers).
 int journal_notechange(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
-    luaL_checktype(L, 2, LUA_TTABLE);
-    lua_settop(L, 4);
-    note_change(L, barrier(L), 2, 3, lua_toboolean(L, 4));
+    lua_settop(L, 3);
+    note_change(L, barrier(L), 1, 2, lua_toboolean(L, 3));
     return 0;
 }
 

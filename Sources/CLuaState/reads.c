@@ -353,8 +353,6 @@ int reads_observed(lua_State *L) {
     return 0;
 }
 
-
-
 // MARK: A flush within a run
 
 /// [-0, +1, -] Pushes `t[key]` (raw) for the table at `t` and the key at `key` (an interned upvalue).

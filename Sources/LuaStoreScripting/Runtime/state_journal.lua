@@ -111,7 +111,7 @@ local function restore(real, key, value)
   local old = real[key]
   real[key] = value
   local byKey = dependents[real]
-  if byKey ~= nil then noteChange(real, byKey, key, old == nil or value == nil) end
+  if byKey ~= nil then noteChange(byKey, key, old == nil or value == nil) end
   if istable(old) or istable(value) then S.tablesLeft = true end
 end
 

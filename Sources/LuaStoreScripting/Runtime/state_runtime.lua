@@ -77,11 +77,11 @@ function S.clearCollected()
   B.collectedcount(0)
 end
 
--- Records that `real[key]` changed (`structural`: a key appeared or went away), for the readers that depend
--- on it (`byKey` is `dependents[real]`): the barrier's `note_change` (journal.c), which its `__newindex` calls itself as the
--- write happens, so committing costs nothing.
-local function noteChange(real, byKey, key, structural)
-  B.notechange(real, byKey, key, structural)
+-- Notes that `key` of a table changed (`structural`: a key appeared or went away): its readers — `byKey`, the
+-- table's entry in `dependents` — are marked due by the barrier's `note_change` (journal.c), which its
+-- `__newindex` calls itself as the write happens, so committing costs nothing.
+local function noteChange(byKey, key, structural)
+  B.notechange(byKey, key, structural)
 end
 S.noteChange = noteChange
 
@@ -238,7 +238,7 @@ local function newindexFallback(p, key, value)
   real[key] = value
   S.recordMoves(moves)
   local byKey = dependents[real]
-  if byKey ~= nil then noteChange(real, byKey, key, old == nil or value == nil) end
+  if byKey ~= nil then noteChange(byKey, key, old == nil or value == nil) end
   if istable(old) then S.tablesLeft = true end
 end
 
@@ -279,7 +279,7 @@ local function replace(tbl, key, value)
   B.record(tbl, key, old)
   tbl[key] = value
   local byKey = dependents[tbl]
-  if byKey ~= nil then noteChange(tbl, byKey, key, old == nil or value == nil) end
+  if byKey ~= nil then noteChange(byKey, key, old == nil or value == nil) end
   if istable(old) then S.tablesLeft = true end
 end
 
