@@ -17,6 +17,21 @@ import Testing
         #expect("\(count) items" as LuaValue == .string("3 items"))
     }
 
+    /// Tables are equal when their entries are, whichever order their fields are listed in and however they are
+    /// kept (a few pairs, as literals and converted props are, or a dictionary).
+    @Test func tablesAreEqualByTheirEntriesAlone() {
+        let table: LuaValue = ["a": 1, "b": "two", "c": [true]]
+        #expect(table == ["a": 1, "b": "two", "c": [true]])
+        #expect(table == ["c": [true], "a": 1, "b": "two"])
+        #expect(table == .table(LuaTable(fields: ["b": "two", "c": [true], "a": 1])))
+        #expect(table.hashValue == LuaValue(["c": [true], "a": 1, "b": "two"]).hashValue)
+        #expect(table != ["a": 1, "b": "two", "c": [false]])
+        #expect(table != ["a": 1, "b": "two", "d": [true]])
+        #expect(table != ["a": 1, "c": [true], "d": "two"])
+        #expect(table != ["a": 1, "b": "two"])
+        #expect(table != ["a": 1, "b": "two", "c": [true], "d": nil, "e": 5])
+    }
+
     @Test func valuesRoundTrip() async throws {
         let value: LuaValue = [
             "title": "Buy milk", "done": false, "count": 3, "ratio": 0.5,

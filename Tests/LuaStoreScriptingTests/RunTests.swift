@@ -206,23 +206,34 @@ import Testing
         #expect(crossings < 30, "\(crossings) crossings for \(mixed.count + increments.count) actions")
     }
 
+    /// A counter whose props never return once the count is 3.
+    static let propsOutOfTimeAtThree = """
+        local app = {}
+        function app.init() return { count = 0 } end
+        function app.reduce(state, action) state.count = state.count + 1 end
+        function app.props(state)
+          if state.count == 3 then while true do end end
+          return { count = state.count }
+        end
+        return app
+        """
+
+    /// The one failure `propsOutOfTimeAtThree` reports: the props', out of their 1 s budget, at the endless loop.
+    static func expectPropsOutOfTimeOnce(_ failures: [ScriptFailure]) {
+        #expect(failures.count == 1, "\(failures)")
+        #expect(failures.first?.stage == .props)
+        #expect(failures.first?.error.kind == .timeout)
+        #expect(failures.first?.error.location == "app.lua:5")
+        #expect(failures.first?.error.message == "time budget of 1000 ms exceeded")
+    }
+
     /// Under `.everyAction`, props that run out of their time budget within a run are the props' failure, with
     /// the script's place: the action before them stays applied, the run stops there, and the next actions go
     /// on (the budget a spent call raises at every instruction recovers for them). The same one action at a time.
     @Test(arguments: [true, false])
     func propsOutOfTimeWithinARunFailAloneAndTheActionsGoOn(queuedAtOnce: Bool) async throws {
-        let app = """
-            local app = {}
-            function app.init() return { count = 0 } end
-            function app.reduce(state, action) state.count = state.count + 1 end
-            function app.props(state)
-              if state.count == 3 then while true do end end
-              return { count = state.count }
-            end
-            return app
-            """
         // (A budget a loaded machine cannot spend on the props that return at once: only the endless loop runs out.)
-        try await withEveryActionStore(app, timeBudget: .seconds(1)) { store, recorder async throws in
+        try await withEveryActionStore(Self.propsOutOfTimeAtThree, timeBudget: .seconds(1)) { store, recorder async throws in
             if queuedAtOnce {
                 store.thread.sync { for _ in 0..<10 { store.dispatch(["type": "increment"]) } }
             } else {
@@ -234,13 +245,30 @@ import Testing
             await store.barrier()
             #expect(try await store.state() == ["count": 10])
             #expect(recorder.props.value.map { $0["count"].integer ?? -1 } == [0, 1, 2, 4, 5, 6, 7, 8, 9, 10])
-            let failures = recorder.failures.value
-            #expect(failures.count == 1, "\(failures)")
-            #expect(failures.first?.stage == .props)
-            #expect(failures.first?.error.kind == .timeout)
-            #expect(failures.first?.error.location == "app.lua:5")
-            #expect(failures.first?.error.message == "time budget of 1000 ms exceeded")
+            Self.expectPropsOutOfTimeOnce(recorder.failures.value)
         }
+    }
+
+    /// Batched, the store's flush runs the props after the run; props that run out of their time budget there are
+    /// the props' failure, with the script's place, and the store goes on: the actions stay applied, and the next
+    /// flush runs the props again.
+    @Test func propsOutOfTimeInTheStoresFlushFailAloneAndTheStoreGoesOn() async throws {
+        let folder = try AppFolder(["app.lua": Self.propsOutOfTimeAtThree])
+        defer { folder.remove() }
+        let recorder = Recorder()
+        var options = recorder.options
+        options.limits.timeBudget = .seconds(1) // (only the endless loop runs out, even on a loaded machine)
+        let store = try await ScriptedStore(app: folder.url, options: options)
+        defer { store.shutdown() }
+        recorder.observe(store)
+        await store.barrier()
+        store.thread.sync { for _ in 0..<3 { store.dispatch(["type": "increment"]) } } // one run, one flush: at 3
+        await store.barrier()
+        store.dispatch(["type": "increment"])
+        await store.barrier()
+        #expect(try await store.state() == ["count": 4])
+        #expect(recorder.props.value == [["count": 0], ["count": 4]])
+        Self.expectPropsOutOfTimeOnce(recorder.failures.value)
     }
 
     /// After a run whose readers ran within it and left nothing behind, the store's flush does not call into

@@ -307,7 +307,21 @@ public struct LuaTable: Sendable, Hashable {
 
     public static func == (lhs: LuaTable, rhs: LuaTable) -> Bool {
         guard lhs.array == rhs.array, lhs.fieldCount == rhs.fieldCount else { return false }
-        if case .dictionary(let left) = lhs.storage, case .dictionary(let right) = rhs.storage { return left == right }
+        switch (lhs.storage, rhs.storage) {
+        case (.dictionary(let left), .dictionary(let right)):
+            return left == right
+        case (.pairs(let left), .pairs(let right)):
+            // Two tables read from Lua with the same keys usually list them in the same order (a props function's
+            // table, action after action): then pair by pair, without a search per key.
+            var position = 0
+            while position < left.count, left[position].0 == right[position].0 {
+                guard left[position].1 == right[position].1 else { return false }
+                position += 1
+            }
+            if position == left.count { return true }
+        default:
+            break
+        }
         var same = true
         lhs.forEachField { key, value in
             if same, rhs[key] != value { same = false }

@@ -180,17 +180,14 @@ end
 
 S.failedRead = endFailedRead
 
--- Runs the readers whose inputs changed (all of them when `everything`), each as `runReader` does (`subscriptions`
--- excepted: the store runs it; a reader gone since a write marked it is skipped); returns how many ran, their
--- ids, their values or messages, and which failed (`StateRuntime.FlushResult`).
+-- Runs the readers whose inputs changed (all of them when `everything`) as a run's flush does (`B.flushdue`:
+-- `subscriptions` excepted, as the store runs it; a reader gone since a write marked it skipped; a spent time
+-- budget raised on); returns how many ran, their ids, their values or messages, and which failed
+-- (`StateRuntime.FlushResult`).
 function M.flush(everything)
   S.trimCaches(true)
   if flushed.count > 0 then S.emptyFlushed() end
   if everything then B.markdue(readers) end
-  local due, count = B.takedue()
-  for i = 1, count do
-    local id = due[i]
-    if id ~= "subscriptions" and readers[id] ~= nil then runReader(id) end
-  end
+  B.flushdue()
   return B.flushresults()
 end
