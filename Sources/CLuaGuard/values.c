@@ -75,3 +75,35 @@ void clua_repeat_in_list(lua_State *L, int list, lua_Integer first, lua_Integer 
     }
     lua_pop(L, 1);
 }
+
+int clua_read_flat_fields(lua_State *L, int index, CLuaFlatField *fields, int capacity) {
+    index = lua_absindex(L, index);
+    int count = 0;
+    lua_pushnil(L);
+    while (lua_next(L, index) != 0) { /* key, value */
+        int type = lua_type(L, -1);
+        if (count == capacity || lua_type(L, -2) != LUA_TSTRING
+            || (type != LUA_TBOOLEAN && type != LUA_TNUMBER && type != LUA_TSTRING)) {
+            lua_pop(L, 2);
+            return -1;
+        }
+        CLuaFlatField *field = &fields[count++];
+        field->key = lua_tolstring(L, -2, &field->keyLength); /* (a string key: no conversion) */
+        field->type = type;
+        switch (type) {
+        case LUA_TBOOLEAN:
+            field->boolean = lua_toboolean(L, -1);
+            break;
+        case LUA_TNUMBER:
+            field->isInteger = lua_isinteger(L, -1);
+            if (field->isInteger) field->integer = lua_tointeger(L, -1);
+            else field->number = lua_tonumber(L, -1);
+            break;
+        default:
+            field->string = lua_tolstring(L, -1, &field->stringLength);
+            break;
+        }
+        lua_pop(L, 1);
+    }
+    return count;
+}

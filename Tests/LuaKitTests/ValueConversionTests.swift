@@ -32,6 +32,35 @@ import Testing
         #expect(table != ["a": 1, "b": "two", "c": [true], "d": nil, "e": 5])
     }
 
+    /// A few string-keyed fields of booleans, numbers and strings (props, most actions) are read in one go and kept
+    /// as pairs; more fields, other keys or a table inside go the general way; a limit is kept either way.
+    @Test func flatTablesConvertAsEveryTableDoes() async throws {
+        let (flat, wide, mixed, empty) = try await withVM { vm throws in
+            let results = try vm.run("""
+                local wide = {}
+                for i = 1, 9 do wide["k" .. i] = i end
+                return { s = "text", i = 3, f = 2.5, whole = 2.0, yes = true, no = false }, wide,
+                  { 10, 20, name = "n", nested = { x = 1 } }, {}
+                """, chunkName: "flat.lua")
+            return (results[0], results[1], results[2], results[3])
+        }
+        #expect(flat == ["s": "text", "i": 3, "f": 2.5, "whole": .number(2.0), "yes": true, "no": false])
+        #expect(flat["whole"] == .number(2.0) && flat["whole"] != .integer(2), "a float stays a float")
+        #expect(flat.table?.stringPairs?.count == 6, "kept as pairs")
+        #expect(wide.table?.stringPairs == nil && wide.table?.fieldCount == 9)
+        #expect(wide["k9"] == 9)
+        #expect(mixed == .table(LuaTable(array: [10, 20], fields: ["name": "n", "nested": ["x": 1]])))
+        #expect(empty == .table(LuaTable()))
+
+        var limits = LuaLimits()
+        limits.conversionElements = 5
+        let error = try await withVM(limits: limits) { vm throws in
+            luaError { _ = try vm.run("return { a = 1, b = 2, c = 3, d = 4, e = 5 }", chunkName: "five.lua") }
+        }
+        #expect(error?.message == "more than 5 values to convert")
+        #expect(error?.path?.hasPrefix("result.") == true, "\(String(describing: error?.path))")
+    }
+
     @Test func valuesRoundTrip() async throws {
         let value: LuaValue = [
             "title": "Buy milk", "done": false, "count": 3, "ratio": 0.5,

@@ -245,6 +245,27 @@ typedef struct CLuaCopyShape {
 /// next. In values.c.
 void clua_copy_plain_table(lua_State *L, int index, int scratch, CLuaCopyShape *shape);
 
+/// One field of a table read by `clua_read_flat_fields`: a string key, and a boolean, number or string value (the
+/// strings' bytes stay valid while the table holds them).
+typedef struct CLuaFlatField {
+    const char *key;
+    size_t keyLength;
+    int type;          /* LUA_TBOOLEAN, LUA_TNUMBER or LUA_TSTRING */
+    int isInteger;     /* a number that is an integer */
+    lua_Integer integer;
+    lua_Number number;
+    int boolean;
+    const char *string;
+    size_t stringLength;
+} CLuaFlatField;
+
+/// [-0, +0] Reads the fields of the table at `index` into `fields`, in `lua_next`'s order, when they are few and
+/// flat — at most `capacity` of them, every key a string and every value a boolean, number or string — and
+/// returns how many; otherwise -1, having read nothing of use (a key of another type, a value of another type,
+/// or more fields). What a conversion does with most tables (props, an action, a record of a state), in one
+/// call rather than a dozen calls of the Lua API per field. Raw access only. In values.c.
+int clua_read_flat_fields(lua_State *L, int index, CLuaFlatField *fields, int capacity);
+
 /// [-0, +0] Stores in `list[first..last]` the value at `list[first - 1]` again: a table as a deep copy each
 /// (`clua_copy_plain_table`, with `scratch` and `shape` as it takes them), anything else as it is — what a value
 /// dispatched again and again becomes, in one call for the run of it. In values.c.

@@ -137,8 +137,17 @@ extension LuaVM {
 
 /// One Lua-to-Swift conversion: counts what it converted, remembers the tables on the current path.
 private struct ValueReader {
-    let vm: LuaVM
+    // (The VM's state and limits, read once: each read of a class's `var` is checked for exclusive access.)
+    let state: OpaquePointer
+    let maximumElements: Int
+    let maximumDepth: Int
     var elements = 0
+
+    init(vm: LuaVM) {
+        state = vm.state
+        maximumElements = vm.limits.conversionElements
+        maximumDepth = vm.limits.conversionDepth
+    }
 
     /// A table being read, and the one it is in: the tables being read are a list on the stack (a cycle leads back
     /// to one of them), searched in place of hashing into a set — and nothing is allocated to keep it.
@@ -147,8 +156,6 @@ private struct ValueReader {
         let outer: UnsafePointer<Ancestor>?
     }
 
-    private var state: OpaquePointer { vm.state }
-
     func failure(_ message: String) -> ConversionFailure {
         ConversionFailure(message)
     }
@@ -156,8 +163,8 @@ private struct ValueReader {
     /// [-0, +0, -]
     mutating func read(_ index: Int32, depth: Int, in ancestors: UnsafePointer<Ancestor>? = nil) throws(ConversionFailure) -> LuaValue {
         elements += 1
-        if elements > vm.limits.conversionElements {
-            throw failure("more than \(vm.limits.conversionElements) values to convert")
+        if elements > maximumElements {
+            throw failure("more than \(maximumElements) values to convert")
         }
         switch lua_type(state, index) {
         case LUA_TNIL, LUA_TNONE: return .nil
@@ -184,9 +191,10 @@ private struct ValueReader {
 
     /// [-0, +0, -]
     mutating func readTable(_ index: Int32, depth: Int, in ancestors: UnsafePointer<Ancestor>?) throws(ConversionFailure) -> LuaTable {
-        guard depth < vm.limits.conversionDepth else {
-            throw failure("tables nested deeper than \(vm.limits.conversionDepth) levels")
+        guard depth < maximumDepth else {
+            throw failure("tables nested deeper than \(maximumDepth) levels")
         }
+        if let table = readFlatFields(index) { return table }
         let identity = lua_topointer(state, index)!
         var outer = ancestors
         while let ancestor = outer {
@@ -196,6 +204,38 @@ private struct ValueReader {
         guard lua_checkstack(state, 3) != 0 else { throw failure("the Lua stack cannot grow") }
         return try withUnsafePointer(to: Ancestor(identity: identity, outer: ancestors)) { table throws(ConversionFailure) in
             try readEntries(index, depth: depth, of: table)
+        }
+    }
+
+    /// [-0, +0, -] A table of at most `LuaTable.pairsLimit` string-keyed fields that hold booleans, numbers and
+    /// strings (props, most actions, most records of a state), read in one call (`clua_read_flat_fields`) and
+    /// kept as pairs, as `readEntries` keeps them; nil for any other table, and for one that `readEntries` must
+    /// refuse (a string that is not UTF-8, more values than the limit allows), which it then reads again and
+    /// words the error for.
+    private mutating func readFlatFields(_ index: Int32) -> LuaTable? {
+        withUnsafeTemporaryAllocation(of: CLuaFlatField.self, capacity: LuaTable.pairsLimit) { fields -> LuaTable? in
+            let count = Int(clua_read_flat_fields(state, index, fields.baseAddress, Int32(fields.count)))
+            guard count >= 0, elements + count <= maximumElements else { return nil }
+            var pairs: [(String, LuaValue)] = []
+            pairs.reserveCapacity(count)
+            for field in fields[..<count] {
+                guard let key = String(utf8: UnsafeRawBufferPointer(start: field.key, count: field.keyLength)) else {
+                    return nil
+                }
+                switch field.type {
+                case LUA_TBOOLEAN:
+                    pairs.append((key, .boolean(field.boolean != 0)))
+                case LUA_TNUMBER:
+                    pairs.append((key, field.isInteger != 0 ? .integer(field.integer) : .number(field.number)))
+                default:
+                    guard let text = String(utf8: UnsafeRawBufferPointer(start: field.string, count: field.stringLength)) else {
+                        return nil
+                    }
+                    pairs.append((key, .string(text)))
+                }
+            }
+            elements += count
+            return LuaTable(array: [], distinctPairs: pairs)
         }
     }
 

@@ -46,8 +46,10 @@ final class ScriptEngine {
     var mountOptions: MountOptions
     let runtime: StateRuntime.Functions
     let report: @Sendable (ScriptFailure) -> Void
-    /// The observers attached to props, selectors and child props (`ScriptEngine+Readers.swift`).
-    var readers = ReaderTable()
+    /// The observers attached to props, selectors and child props (`ScriptEngine+Readers.swift`). (Used only on
+    /// the engine's thread, as all of the engine is: its accesses, several per value delivered, are not checked
+    /// at run time for exclusivity.)
+    @exclusivity(unchecked) var readers = ReaderTable()
     private var cachedSubscriptions: [String: ScriptEffect] = [:]
     /// Hears which subscriptions each new set launches and cancels (`ScriptedStoreOptions.subscriptionsChanged`).
     var subscriptionsChanged: (@Sendable (SubscriptionChange) -> Void)?
