@@ -238,10 +238,13 @@ int proxies_made(lua_State *L) {
 /// proxy to strip (most props).
 int proxies_flat(lua_State *L, int index) {
     if (lua_type(L, index) != LUA_TTABLE) return 1;
-    lua_pushvalue(L, index);
-    int proxy = lua_rawget(L, UPVALUE(TARGETS)) != LUA_TNIL;
-    lua_pop(L, 1);
-    if (proxy) return 0;
+    // A proxy is the table whose metatable is the proxies' (scripts can neither reach nor set that one): one
+    // pointer compared, where looking the table up among the proxies hashes it.
+    if (lua_getmetatable(L, index)) {
+        int proxy = lua_rawequal(L, -1, UPVALUE(META));
+        lua_pop(L, 1);
+        if (proxy) return 0;
+    }
     lua_pushnil(L);
     while (lua_next(L, index) != 0) {
         int table = lua_type(L, -1) == LUA_TTABLE || lua_type(L, -2) == LUA_TTABLE;
