@@ -149,6 +149,11 @@ static int clua_make_barrier(lua_State *L) {
     lua_setfield(L, 3, #name);
     BARRIER_MODES(BARRIER_MODE_FIELD)
 #undef BARRIER_MODE_FIELD
+#define READER_SLOT_FIELD(name, number)  \
+    lua_pushinteger(L, READER_##name);   \
+    lua_setfield(L, 3, "READER_" #name);
+    READER_SLOTS(READER_SLOT_FIELD)
+#undef READER_SLOT_FIELD
 
     static const struct {
         const char *name;
@@ -185,6 +190,7 @@ static int clua_make_barrier(lua_State *L) {
         { "markdue", reads_markdue, NULL, 0 },
         { "takedue", reads_takedue, journalUpvalues, COUNT(journalUpvalues) },
         { "duecount", reads_duecount, NULL, 0 },
+        { "flushedcount", reads_flushedcount, NULL, 0 },
         { "notechange", journal_notechange, writeUpvalues, COUNT(writeUpvalues) },
         { "isflat", proxies_isflat, NULL, 0 },
         { "note", reads_note, NULL, 0 },

@@ -32,6 +32,21 @@ enum {
 #undef BARRIER_MODE_ENUM
 };
 
+/// A reader's record (`readers[id]`, made by the Lua side) is a list, read by position here and in the Lua side
+/// (`B.READER_FN`, …: the only definition of the positions): its function; the child store it belongs to
+/// (nil for the app's own); its last record of reads (real table -> set of keys); how many reads that holds.
+#define READER_SLOTS(X) \
+    X(FN, 1)            \
+    X(CHILD, 2)         \
+    X(READS, 3)         \
+    X(COUNT, 4)
+
+enum {
+#define READER_SLOT_ENUM(name, number) READER_##name = number,
+    READER_SLOTS(READER_SLOT_ENUM)
+#undef READER_SLOT_ENUM
+};
+
 /// Paths, cached (for the journal's records): where a table of the state is, as the JSON of its path's keys
 /// (`"items",7`), for the tables changes were last written in. A slot is good while `generation` is the
 /// barrier's: it moves on whenever a table may have moved — a transaction that stored or removed a table, one
@@ -90,6 +105,7 @@ typedef struct Barrier {
     lua_Integer flushes;        /* how many times the readers due were handed over to a flush */
     lua_Integer due;            /* readers in the list of readers due (`DUE`) */
     lua_Integer made;           /* proxies made since the caches were last emptied */
+    lua_Integer flushed;        /* the outcomes in `flushed`'s lists (what the readers gave, in order) */
     int subscriptionsDirty;     /* `subscriptions` must run again before its result is used */
     int observed;               /* since the last flush, a write changed something a reader read */
     int moved;                  /* the open transaction stored a table that was in the state already */
@@ -205,7 +221,7 @@ enum { FIELD, LITERAL, SPARE };
     X(RUN_CHILDREN, FIELD, "children")   /* child store id -> its local state */                          \
     X(RUN_ENCODED, FIELD, "encoded")     /* [1]: the buffer of journal records (json.h) */                 \
     X(RUN_UNWRAP, FIELD, "unwrap")       /* unwrap(value, what): strips proxies from commands */            \
-    X(RUN_FLUSHED, FIELD, "flushed")     /* what the readers gave within a run: {count, ids, values, failed} */ \
+    X(RUN_FLUSHED, FIELD, "flushed")     /* what the readers gave within a run: {ids, values, failed} (`b->flushed` of them) */ \
     X(RUN_SETTLED, FIELD, "settled")     /* settled(): whether nothing is left for a flush */               \
     X(RUN_TYPE, LITERAL, "type")    /* the key of an action's type */                                     \
     X(RUN_STATE, LITERAL, "state")  /* the key of the state in `holder` */
@@ -216,7 +232,6 @@ enum { FIELD, LITERAL, SPARE };
     X(FLUSH_HOLDER_STATE, FIELD, "holderstate")  /* the shared set of what every reader reads of holder */   \
     X(FLUSH_READERS, FIELD, "readers")           /* id -> { fn, child, reads, count } */                     \
     X(FLUSH_HOLDER, FIELD, "holder")             /* holder.state is the app's state table */                \
-    X(FLUSH_FLUSHED, FIELD, "flushed")           /* what the readers gave: {count, ids, values, failed} */   \
     X(FLUSH_RUN_READER, FIELD, "runreader")      /* runreader(id): runs a reader the Lua way, appends, says    \
                                                     whether its value holds a state table */                 \
     X(FLUSH_FINISH_READ, FIELD, "finishread")    /* finishread(id, value): ends a read whose value holds      \
@@ -227,12 +242,7 @@ enum { FIELD, LITERAL, SPARE };
     X(FLUSH_STATE, LITERAL, "state")             /* the key of the state in `holder` */                      \
     X(FLUSH_IDS, FIELD, "flushedids")            /* `flushed.ids`, `.values`, `.failed` (lists kept for good) */ \
     X(FLUSH_VALUES, FIELD, "flushedvalues")                                                                  \
-    X(FLUSH_FAILED, FIELD, "flushedfailed")                                                                  \
-    X(FLUSH_COUNT, LITERAL, "count")             /* the keys of `flushed` and of a reader (interned once: a    \
-                                                    C string's key is looked up in the string cache per use) */ \
-    X(FLUSH_FN, LITERAL, "fn")                                                                               \
-    X(FLUSH_CHILD, LITERAL, "child")                                                                         \
-    X(FLUSH_READS, LITERAL, "reads")
+    X(FLUSH_FAILED, FIELD, "flushedfailed")
 
 /// The own upvalue of the functions that read or write the journal.
 #define JOURNAL_UPVALUES(X) X(JOURNAL, FIELD, "journal")
@@ -402,6 +412,7 @@ BARRIER_INTERNAL int reads_endread(lua_State *L);
 BARRIER_INTERNAL int reads_note(lua_State *L);
 BARRIER_INTERNAL int reads_recycle(lua_State *L);
 BARRIER_INTERNAL int reads_clear(lua_State *L);
+BARRIER_INTERNAL int reads_flushedcount(lua_State *L);
 BARRIER_INTERNAL int reads_emptysets(lua_State *L);
 BARRIER_INTERNAL int reads_mark_due(lua_State *L, Barrier *b, int ids);
 BARRIER_INTERNAL int reads_markdue(lua_State *L);

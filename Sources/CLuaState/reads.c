@@ -340,6 +340,15 @@ int reads_takedue(lua_State *L) {
     return 2;
 }
 
+/// `flushedcount([n])` [-(0|1), +1, -]: how many outcomes `flushed`'s lists hold (what the readers gave, in order);
+/// with `n`, that they hold `n` now (the Lua side appends and empties them too).
+int reads_flushedcount(lua_State *L) {
+    Barrier *b = barrier(L);
+    if (lua_gettop(L) >= 1) b->flushed = luaL_checkinteger(L, 1);
+    lua_pushinteger(L, b->flushed);
+    return 1;
+}
+
 /// `duecount()` [-0, +1, -]: how many readers are due (a write marked them since the last flush).
 int reads_duecount(lua_State *L) {
     lua_pushinteger(L, barrier(L)->due);
@@ -355,28 +364,15 @@ int reads_observed(lua_State *L) {
 
 // MARK: A flush within a run
 
-/// [-0, +1, -] Pushes `t[key]` (raw) for the table at `t` and the key at `key` (an interned upvalue).
-static int field(lua_State *L, int t, int key) {
-    lua_pushvalue(L, key);
-    return lua_rawget(L, t);
-}
-
-/// [-0, +0, m] `flushed.count = count`.
-static void set_count(lua_State *L, lua_Integer count) {
-    lua_pushvalue(L, UPVALUE(FLUSH_COUNT));
-    lua_pushinteger(L, count);
-    lua_rawset(L, UPVALUE(FLUSH_FLUSHED));
-}
-
 /// [-0, +0, e] Appends reader `id`'s outcome, the value on top (popped), to what the readers gave (`flushed`,
-/// its lists at `ids`, `values`, `failed`), which holds `*count`.
-static void append_flushed(lua_State *L, int ids, int values, int failed, lua_Integer *count, int id, int didFail) {
-    *count += 1;
-    lua_rawseti(L, values, *count);
+/// its lists at `ids`, `values`, `failed`, which hold `b->flushed` outcomes).
+static void append_flushed(lua_State *L, Barrier *b, int ids, int values, int failed, int id, int didFail) {
+    lua_Integer count = ++b->flushed;
+    lua_rawseti(L, values, count);
     lua_pushvalue(L, id);
-    lua_rawseti(L, ids, *count);
+    lua_rawseti(L, ids, count);
     lua_pushboolean(L, didFail);
-    lua_rawseti(L, failed, *count);
+    lua_rawseti(L, failed, count);
 }
 
 /// [-0, +0, e] The raise of a reader whose time budget ran out goes on, as the sandbox's `pcall` lets it: the
@@ -403,9 +399,6 @@ int reads_flushdue(lua_State *L) {
     lua_pushvalue(L, UPVALUE(FLUSH_VALUES));
     lua_pushvalue(L, UPVALUE(FLUSH_FAILED));
     lua_Integer due = hand_over(L, b, UPVALUE(FLUSH_JOURNAL));
-    field(L, UPVALUE(FLUSH_FLUSHED), UPVALUE(FLUSH_COUNT));
-    lua_Integer count = lua_tointeger(L, -1);
-    lua_pop(L, 1);
     int holdsState = 0;
     for (lua_Integer i = 1; i <= due; i++) {
         lua_settop(L, FAILED);
@@ -413,21 +406,18 @@ int reads_flushdue(lua_State *L) {
         if (lua_rawequal(L, ID, UPVALUE(FLUSH_SUBSCRIPTIONS))) continue;
         lua_pushvalue(L, ID);
         if (lua_rawget(L, UPVALUE(FLUSH_READERS)) != LUA_TTABLE) continue; /* READER (gone since a write marked it) */
-        int simple = field(L, READER, UPVALUE(FLUSH_CHILD)) == LUA_TNIL;
+        int simple = lua_rawgeti(L, READER, READER_CHILD) == LUA_TNIL;
         lua_pop(L, 1);
         if (!simple) { /* the Lua side runs it and appends what it gave */
-            set_count(L, count);
             lua_pushvalue(L, UPVALUE(FLUSH_RUN_READER));
             lua_pushvalue(L, ID);
             lua_call(L, 1, 1);
             if (lua_toboolean(L, -1)) holdsState = 1;
-            field(L, UPVALUE(FLUSH_FLUSHED), UPVALUE(FLUSH_COUNT));
-            count = lua_tointeger(L, -1);
             continue;
         }
-        field(L, READER, UPVALUE(FLUSH_READS));
+        lua_rawgeti(L, READER, READER_READS);
         start_reads(L, b, 1);
-        field(L, READER, UPVALUE(FLUSH_FN));
+        lua_rawgeti(L, READER, READER_FN);
         lua_pushvalue(L, UPVALUE(FLUSH_STATE));
         lua_rawget(L, UPVALUE(FLUSH_HOLDER));
         proxies_push(L, b, 0, 0);
@@ -444,7 +434,7 @@ int reads_flushdue(lua_State *L) {
                 failed = 1;
             }
         } else if (!failed) {
-            field(L, READER, UPVALUE(FLUSH_COUNT));
+            lua_rawgeti(L, READER, READER_COUNT);
             lua_Integer last = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : -1;
             lua_pop(L, 1);
             if (end_read(L, b, last, UPVALUE(FLUSH_HOLDER_STATE)) != 0) { /* a new record: indexed by the Lua side */
@@ -465,10 +455,9 @@ int reads_flushdue(lua_State *L) {
         } else {
             lua_settop(L, VALUE);
         }
-        append_flushed(L, IDS, VALUES, FAILED, &count, ID, failed);
+        append_flushed(L, b, IDS, VALUES, FAILED, ID, failed);
     }
     lua_settop(L, FAILED);
-    set_count(L, count);
     lua_pushboolean(L, holdsState);
     return 1;
 }

@@ -16,13 +16,13 @@ static void put(lua_State *L, int slot) {
     lua_replace(L, slot);
 }
 
-/// [-0, +0, e] Stores what the readers gave within the run (the `flushed` upvalue) from `slot` on, in a flush's
-/// layout (`CLUA_FLUSH_RESULTS`).
-static void put_flushed(lua_State *L, int slot) {
+/// [-0, +0, e] Stores what the readers gave within the run (the `flushed` upvalue's lists, `b->flushed` outcomes)
+/// from `slot` on, in a flush's layout (`CLUA_FLUSH_RESULTS`).
+static void put_flushed(lua_State *L, Barrier *b, int slot) {
     int flushed = lua_gettop(L) + 1;
-    lua_pushvalue(L, UPVALUE(RUN_FLUSHED));
-    lua_getfield(L, flushed, "count");
+    lua_pushinteger(L, b->flushed);
     put(L, slot + CLUA_FLUSH_COUNT);
+    lua_pushvalue(L, UPVALUE(RUN_FLUSHED));
     lua_getfield(L, flushed, "ids");
     put(L, slot + CLUA_FLUSH_READERS);
     lua_getfield(L, flushed, "values");
@@ -80,7 +80,7 @@ static int run_results(lua_State *L, Barrier *b, RunEnd end, int flush) {
             lua_pushboolean(L, 0);
         }
         put(L, base + CLUA_RUN_SETTLED);
-        put_flushed(L, base + CLUA_RUN_FLUSHED);
+        put_flushed(L, b, base + CLUA_RUN_FLUSHED);
         if (end.failure != 0) {
             lua_pushvalue(L, end.failure);
             put(L, base + CLUA_RUN_FLUSH_FAILURE);
@@ -232,21 +232,23 @@ int runs_refusal(lua_State *L) {
 int runs_positionresults(lua_State *L) {
     int base = lua_gettop(L);
     lua_settop(L, base + CLUA_RUN_POSITION_RESULT_COUNT);
-    lua_pushinteger(L, barrier(L)->position);
+    Barrier *b = barrier(L);
+    lua_pushinteger(L, b->position);
     put(L, base + CLUA_RUN_POSITION_POSITION);
-    put_flushed(L, base + CLUA_RUN_POSITION_FLUSHED);
+    put_flushed(L, b, base + CLUA_RUN_POSITION_FLUSHED);
     return CLUA_RUN_POSITION_RESULT_COUNT;
 }
 
 /// `flushresults()` [-0, +(1|4), e]: what the readers gave (a flush), laid out as `CLUA_FLUSH_RESULTS` — only the
 /// count when none ran.
 int runs_flushresults(lua_State *L) {
-    lua_pushvalue(L, UPVALUE(RUN_FLUSHED));
-    lua_getfield(L, -1, "count");
-    if (lua_tointeger(L, -1) == 0) return 1;
-    lua_pop(L, 2);
+    Barrier *b = barrier(L);
+    if (b->flushed == 0) {
+        lua_pushinteger(L, 0);
+        return 1;
+    }
     int base = lua_gettop(L) + 1; /* (a flush's layout counts from 0) */
     lua_settop(L, base - 1 + CLUA_FLUSH_RESULT_COUNT);
-    put_flushed(L, base);
+    put_flushed(L, b, base);
     return CLUA_FLUSH_RESULT_COUNT;
 }

@@ -43,7 +43,7 @@ import Testing
                 local handed = { index = 0, newindex = 0, adopt = 0, runreader = 0, finishread = 0, indexreads = 0, failedread = 0 }
                 local targets, proxies, journal, dependents, readers, due, isDue = {}, {}, {}, {}, {}, {}, {}
                 local ALL = {}
-                local flushed = { count = 0, ids = {}, values = {}, failed = {} }
+                local flushed = { ids = {}, values = {}, failed = {} }
                 local holder = { state = { count = 1, items = { { done = false } } } }
                 local meta = { __metatable = "test state" }
                 local B
@@ -65,8 +65,9 @@ import Testing
                   settled = function() return true end, readers = readers,
                   runreader = function(id)
                     handed.runreader = handed.runreader + 1
-                    local count = flushed.count + 1
-                    flushed.count, flushed.ids[count], flushed.values[count], flushed.failed[count] = count, id, "ran in Lua", false
+                    local count = B.flushedcount() + 1
+                    B.flushedcount(count)
+                    flushed.ids[count], flushed.values[count], flushed.failed[count] = id, "ran in Lua", false
                     return false
                   end,
                   finishread = function(id, value)
@@ -76,7 +77,7 @@ import Testing
                   end,
                   indexreads = function(id, record, count)
                     handed.indexreads = handed.indexreads + 1
-                    readers[id].reads, readers[id].count = record, count
+                    readers[id][B.READER_READS], readers[id][B.READER_COUNT] = record, count
                   end,
                   failedread = function(id)
                     handed.failedread = handed.failedread + 1
@@ -95,9 +96,11 @@ import Testing
     @Test func theModesAreExportedOnceAndOthersRefused() async throws {
         let results = try await run("""
             local ok, message = pcall(B.setmode, 7)
-            return B.CLOSED, B.WRITE, B.READ, B.mode(), ok, message
+            return B.CLOSED, B.WRITE, B.READ, B.mode(), ok, message, B.READER_FN, B.READER_CHILD, B.READER_READS,
+              B.READER_COUNT
             """)
         #expect(results[0] == 0 && results[1] == 1 && results[2] == 2)
+        #expect(Array(results[6...]) == [1, 2, 3, 4], "a reader's record: its positions, as the Lua side lists them")
         #expect(results[3] == 0) // a new barrier is closed
         #expect(results[4] == false)
         #expect(results[5].string?.contains("not a mode of the barrier") == true)
@@ -282,21 +285,22 @@ import Testing
     @Test func aRunsFlushInCRunsTheReadersDueAndHandsTheRestToLua() async throws {
         let results = try await run("""
             dependents[real] = { count = { props = true, table = true, boom = true, child = true, subscriptions = true } }
-            readers.props = { fn = function(s) return { count = s.count } end }
-            readers.table = { fn = function(s) return s.items end }
-            readers.boom = { fn = function(s) local _ = s.count; error("props failed", 0) end }
-            readers.child = { fn = function() end, child = 1 }
-            readers.subscriptions = { fn = function() error("the store runs it") end }
+            local FN, CHILD = B.READER_FN, B.READER_CHILD
+            readers.props = { [FN] = function(s) return { count = s.count } end }
+            readers.table = { [FN] = function(s) return s.items end }
+            readers.boom = { [FN] = function(s) local _ = s.count; error("props failed", 0) end }
+            readers.child = { [FN] = function() end, [CHILD] = 1 }
+            readers.subscriptions = { [FN] = function() error("the store runs it") end }
             local function reduce(s) s.count = s.count + 1 end
             local function outcome()
               local seen = {}
-              for i = 1, flushed.count do
+              for i = 1, B.flushedcount() do
                 local value = flushed.values[i]
                 if type(value) == "table" then value = value.count or (value[1] ~= nil and "items") end
                 seen[#seen + 1] = flushed.ids[i] .. "=" .. tostring(value) .. (flushed.failed[i] and "!" or "")
                 flushed.ids[i], flushed.values[i], flushed.failed[i] = nil, nil, nil
               end
-              flushed.count = 0
+              B.flushedcount(0)
               table.sort(seen)
               return table.concat(seen, " ")
             end

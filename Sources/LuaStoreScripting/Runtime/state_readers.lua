@@ -12,7 +12,7 @@ local note, proxy, unwrap, flushed = S.note, S.proxy, S.unwrap, S.flushed
 -- readers (`dependents`) follows.
 local function index(reader, id, recorded, count)
   recorded[holder] = HOLDER_STATE
-  local old = reader.reads
+  local old = reader[B.READER_READS]
   if old then B.recycle(old, id) end
   for real, keys in next, recorded do
     local byKey = dependents[real]
@@ -29,7 +29,7 @@ local function index(reader, id, recorded, count)
       ids[id] = true
     end
   end
-  reader.reads, reader.count = recorded, count
+  reader[B.READER_READS], reader[B.READER_COUNT] = recorded, count
 end
 
 -- A state table a reader returns is converted whole, so the reader depends on all of it. Tables the reader
@@ -70,19 +70,20 @@ local lastHeldState = false
 -- Ends the running read of reader `id` (the barrier closes): what it read is its record now, unless it read just
 -- what its last record holds.
 local function endRead(reader, id)
-  local recorded, count = B.endread(reader.count)
+  local recorded, count = B.endread(reader[B.READER_COUNT])
   if recorded ~= nil then index(reader, id, recorded, count) end
 end
 
 local function evaluate(id, ...)
   local reader = readers[id]
-  B.setmode(B.READ, reader.reads)
+  B.setmode(B.READ, reader[B.READER_READS])
   local value
-  if reader.child ~= nil then
-    note(children, reader.child)
-    value = reader.fn(proxy(children[reader.child]), proxy(holder.state), ...)
+  local fn, child = reader[B.READER_FN], reader[B.READER_CHILD]
+  if child ~= nil then
+    note(children, child)
+    value = fn(proxy(children[child]), proxy(holder.state), ...)
   else
-    value = reader.fn(proxy(holder.state), ...)
+    value = fn(proxy(holder.state), ...)
   end
   -- Most results are flat (no table inside, not a proxy): nothing to depend on, nothing to strip.
   local flat = B.isflat(value)
@@ -101,15 +102,17 @@ local function endFailedRead(id)
   B.setmode(B.CLOSED)
 end
 
+-- A reader's record is a list, in the order of the barrier's `READER_SLOTS` (`B.READER_FN`, …): its function,
+-- its child store (nil for the app's own), its last record of reads, and how many reads that holds.
 function M.register(id, fn, child)
   local old = readers[id]
-  readers[id] = { fn = fn, child = child, reads = old and old.reads, count = old and old.count }
+  readers[id] = { fn, child, old and old[B.READER_READS], old and old[B.READER_COUNT] }
 end
 
 function M.unregister(id)
   local reader = readers[id]
   if reader then
-    if reader.reads then B.recycle(reader.reads, id) end
+    if reader[B.READER_READS] then B.recycle(reader[B.READER_READS], id) end
     readers[id] = nil
   end
 end
@@ -151,8 +154,8 @@ end
 local function runReader(id)
   lastHeldState = false
   local ok, value = pcall(evaluate, id)
-  local count = flushed.count + 1
-  flushed.count = count
+  local count = B.flushedcount() + 1
+  B.flushedcount(count)
   flushed.ids[count] = id
   if ok then -- (`evaluate` closed the barrier)
     flushed.values[count], flushed.failed[count] = value, false
@@ -186,7 +189,7 @@ S.failedRead = endFailedRead
 -- (`StateRuntime.FlushResult`).
 function M.flush(everything)
   S.trimCaches(true)
-  if flushed.count > 0 then S.emptyFlushed() end
+  if B.flushedcount() > 0 then S.emptyFlushed() end
   if everything then B.markdue(readers) end
   B.flushdue()
   return B.flushresults()

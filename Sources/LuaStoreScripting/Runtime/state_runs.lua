@@ -26,13 +26,13 @@ local proxy, unwrap, begin, commit, placeRoot = S.proxy, S.unwrap, S.begin, S.co
 -- with the results, in order, for the host to deliver before anything else happens. Then also whether nothing is left for a flush (`settled`: no change
 -- a reader read since the last of them, no table left for the caches to let go), and the message of a flush
 -- that failed (the run stopped after its action) and whether it ran out of time.
-local flushed = { count = 0, ids = {}, values = {}, failed = {} } -- what readers gave, in order (reused)
-S.flushed = flushed
+local flushed = { ids = {}, values = {}, failed = {} } -- what readers gave, in order (reused; the barrier keeps
+S.flushed = flushed                                     -- how many: `B.flushedcount`)
 
 function S.emptyFlushed()
   local ids, values, failed = flushed.ids, flushed.values, flushed.failed
-  for i = 1, flushed.count do ids[i], values[i], failed[i] = nil, nil, nil end
-  flushed.count = 0
+  for i = 1, B.flushedcount() do ids[i], values[i], failed[i] = nil, nil, nil end
+  B.flushedcount(0)
 end
 
 -- Whether a flush has nothing to do: no reader due (no write changed what one read since the last flush), no
@@ -45,7 +45,7 @@ end
 local function beginRun()
   if B.made() + S.placed > 512 then S.trimCaches() end
   if B.collectedcount() > 0 then S.clearCollected() end
-  if flushed.count > 0 then S.emptyFlushed() end
+  if B.flushedcount() > 0 then S.emptyFlushed() end
 end
 
 -- (The results are the barrier's, laid out as `clua_state_layouts.h` declares: this side never orders them.)
