@@ -77,6 +77,7 @@ void clua_repeat_in_list(lua_State *L, int list, lua_Integer first, lua_Integer 
 }
 
 int clua_read_flat_fields(lua_State *L, int index, CLuaFlatField *fields, int capacity) {
+    if (!lua_checkstack(L, 2)) return -1; /* (the key and the value `lua_next` pushes) */
     index = lua_absindex(L, index);
     int count = 0;
     lua_pushnil(L);

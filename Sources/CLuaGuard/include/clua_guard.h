@@ -262,7 +262,7 @@ typedef struct CLuaFlatField {
 /// [-0, +0] Reads the fields of the table at `index` into `fields`, in `lua_next`'s order, when they are few and
 /// flat — at most `capacity` of them, every key a string and every value a boolean, number or string — and
 /// returns how many; otherwise -1, having read nothing of use (a key of another type, a value of another type,
-/// or more fields). What a conversion does with most tables (props, an action, a record of a state), in one
+/// more fields, or no room on the stack for a key and a value). What a conversion does with most tables (props, an action, a record of a state), in one
 /// call rather than a dozen calls of the Lua API per field. Raw access only. In values.c.
 int clua_read_flat_fields(lua_State *L, int index, CLuaFlatField *fields, int capacity);
 
