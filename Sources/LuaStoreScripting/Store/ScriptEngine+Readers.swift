@@ -65,9 +65,16 @@ extension ScriptEngine {
         deliver(flushed)
     }
 
-    /// What readers gave, in the order they ran: each one's value, or its failure.
+    /// What readers gave, in the order they ran: each one's value, or its failure. (An enum of this module's own,
+    /// not a tuple holding a `Result`: copying and destroying those went through the generic types' witnesses,
+    /// per value delivered.)
     struct Flushed {
-        var results: [(id: Int64, result: Result<LuaValue, LuaError>)] = []
+        enum Outcome {
+            case value(id: Int64, LuaValue)
+            case failure(id: Int64, LuaError)
+        }
+
+        var outcomes: [Outcome] = []
     }
 
     /// Reads what readers gave from `results`, in the `StateRuntime.FlushResult` layout starting at `first`.
@@ -76,20 +83,20 @@ extension ScriptEngine {
         var flushed = Flushed()
         let count = results.integer(first + Result.count) ?? 0
         guard count > 0 else { return flushed }
-        flushed.results.reserveCapacity(Int(count))
+        flushed.outcomes.reserveCapacity(Int(count))
         for position in stride(from: Int64(1), through: count, by: 1) {
             guard let readerID = results.integer(first + Result.readers, at: position), let reader = readers[readerID] else {
                 continue
             }
             if results.boolean(first + Result.failed, at: position) == true {
                 let message = try results.value(first + Result.values, at: position, root: "message")
-                flushed.results.append((readerID, .failure(LuaError(.runtime, parsing: message.string ?? "\(message)"))))
+                flushed.outcomes.append(.failure(id: readerID, LuaError(.runtime, parsing: message.string ?? "\(message)")))
                 continue
             }
             do throws(LuaError) {
-                flushed.results.append((readerID, .success(try results.value(first + Result.values, at: position, root: reader.kind.rootName))))
+                flushed.outcomes.append(.value(id: readerID, try results.value(first + Result.values, at: position, root: reader.kind.rootName)))
             } catch {
-                flushed.results.append((readerID, .failure(error)))
+                flushed.outcomes.append(.failure(id: readerID, error))
             }
         }
         return flushed
@@ -97,11 +104,11 @@ extension ScriptEngine {
 
     /// Delivers what readers gave, in order: new values (to observers whose value changed), and failures.
     func deliver(_ flushed: Flushed) {
-        for (id, result) in flushed.results {
-            switch result {
-            case .success(let value):
+        for outcome in flushed.outcomes {
+            switch outcome {
+            case .value(let id, let value):
                 offer(value, to: id)
-            case .failure(let error):
+            case .failure(let id, let error):
                 guard let reader = readers[id] else { continue }
                 report(ScriptFailure(stage: reader.kind.stage, error: error, action: nil))
             }
