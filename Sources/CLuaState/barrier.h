@@ -33,8 +33,9 @@ enum {
 };
 
 /// A reader's record (`readers[id]`, made by the Lua side) is a list, read by position here and in the Lua side
-/// (`B.READER_FN`, …: the only definition of the positions): its function; the child store it belongs to
-/// (nil for the app's own); its last record of reads (real table -> set of keys); how many reads that holds.
+/// (`state_readers.lua`, whose positions the Lua side checks against these, exported as `B.READER_FN`, … when
+/// it installs the barrier): its function; the child store it belongs to (nil for the app's own); its last
+/// record of reads (real table -> set of keys); how many reads that holds.
 #define READER_SLOTS(X) \
     X(FN, 1)            \
     X(CHILD, 2)         \
@@ -230,7 +231,7 @@ enum { FIELD, LITERAL, SPARE };
 #define FLUSH_UPVALUES(X)                                                                                   \
     X(FLUSH_JOURNAL, FIELD, "journal")           /* (table, key, old value) triples */                      \
     X(FLUSH_HOLDER_STATE, FIELD, "holderstate")  /* the shared set of what every reader reads of holder */   \
-    X(FLUSH_READERS, FIELD, "readers")           /* id -> { fn, child, reads, count } */                     \
+    X(FLUSH_READERS, FIELD, "readers")           /* id -> its record (`READER_SLOTS`) */                      \
     X(FLUSH_HOLDER, FIELD, "holder")             /* holder.state is the app's state table */                \
     X(FLUSH_RUN_READER, FIELD, "runreader")      /* runreader(id): runs a reader the Lua way, appends, says    \
                                                     whether its value holds a state table */                 \

@@ -8,11 +8,17 @@ local B, M, holder, children, dependents, readers = S.B, S.M, S.holder, S.childr
 local ALL, HOLDER_STATE, STATE_DEPTH, STALE = S.ALL, S.HOLDER_STATE, S.STATE_DEPTH, S.STALE
 local note, proxy, unwrap, flushed = S.note, S.proxy, S.unwrap, S.flushed
 
+-- A reader's record is a list: its function, its child store (nil for the app's own), its last record of reads,
+-- and how many reads that holds — at the positions the barrier reads them at (its `READER_SLOTS`, which
+-- `installBarrier` checks against these).
+local FN, CHILD, READS, COUNT = 1, 2, 3, 4
+S.READER_SLOTS = { FN = FN, CHILD = CHILD, READS = READS, COUNT = COUNT }
+
 -- Makes `recorded` (`count` reads) the record of what reader `id` read, in place of its last one: the index of
 -- readers (`dependents`) follows.
 local function index(reader, id, recorded, count)
   recorded[holder] = HOLDER_STATE
-  local old = reader[B.READER_READS]
+  local old = reader[READS]
   if old then B.recycle(old, id) end
   for real, keys in next, recorded do
     local byKey = dependents[real]
@@ -29,7 +35,7 @@ local function index(reader, id, recorded, count)
       ids[id] = true
     end
   end
-  reader[B.READER_READS], reader[B.READER_COUNT] = recorded, count
+  reader[READS], reader[COUNT] = recorded, count
 end
 
 -- A state table a reader returns is converted whole, so the reader depends on all of it. Tables the reader
@@ -70,15 +76,15 @@ local lastHeldState = false
 -- Ends the running read of reader `id` (the barrier closes): what it read is its record now, unless it read just
 -- what its last record holds.
 local function endRead(reader, id)
-  local recorded, count = B.endread(reader[B.READER_COUNT])
+  local recorded, count = B.endread(reader[COUNT])
   if recorded ~= nil then index(reader, id, recorded, count) end
 end
 
 local function evaluate(id, ...)
   local reader = readers[id]
-  B.setmode(B.READ, reader[B.READER_READS])
+  B.setmode(B.READ, reader[READS])
   local value
-  local fn, child = reader[B.READER_FN], reader[B.READER_CHILD]
+  local fn, child = reader[FN], reader[CHILD]
   if child ~= nil then
     note(children, child)
     value = fn(proxy(children[child]), proxy(holder.state), ...)
@@ -102,17 +108,15 @@ local function endFailedRead(id)
   B.setmode(B.CLOSED)
 end
 
--- A reader's record is a list, in the order of the barrier's `READER_SLOTS` (`B.READER_FN`, …): its function,
--- its child store (nil for the app's own), its last record of reads, and how many reads that holds.
 function M.register(id, fn, child)
   local old = readers[id]
-  readers[id] = { fn, child, old and old[B.READER_READS], old and old[B.READER_COUNT] }
+  readers[id] = { fn, child, old and old[READS], old and old[COUNT] }
 end
 
 function M.unregister(id)
   local reader = readers[id]
   if reader then
-    if reader[B.READER_READS] then B.recycle(reader[B.READER_READS], id) end
+    if reader[READS] then B.recycle(reader[READS], id) end
     readers[id] = nil
   end
 end

@@ -26,8 +26,9 @@ local proxy, unwrap, begin, commit, placeRoot = S.proxy, S.unwrap, S.begin, S.co
 -- with the results, in order, for the host to deliver before anything else happens. Then also whether nothing is left for a flush (`settled`: no change
 -- a reader read since the last of them, no table left for the caches to let go), and the message of a flush
 -- that failed (the run stopped after its action) and whether it ran out of time.
-local flushed = { ids = {}, values = {}, failed = {} } -- what readers gave, in order (reused; the barrier keeps
-S.flushed = flushed                                     -- how many: `B.flushedcount`)
+-- What readers gave, in order (reused; the barrier keeps how many: `B.flushedcount`).
+local flushed = { ids = {}, values = {}, failed = {} }
+S.flushed = flushed
 
 function S.emptyFlushed()
   local ids, values, failed = flushed.ids, flushed.values, flushed.failed

@@ -320,8 +320,8 @@ function installBarrier()
   for name, value in next, made do B[name] = value end
   meta.__index, meta.__newindex = B.index, B.newindex
   CLOSED, WRITE, READ = B.CLOSED, B.WRITE, B.READ
-  if B.READER_FN ~= 1 or B.READER_CHILD ~= 2 or B.READER_READS ~= 3 or B.READER_COUNT ~= 4 then
-    error("a reader's record is listed in another order than `M.register` lists it") -- (a build of mismatched parts)
+  for name, position in next, S.READER_SLOTS do -- (a build of mismatched parts)
+    if B["READER_" .. name] ~= position then error("the barrier reads a reader's " .. name .. " elsewhere") end
   end
 end
 
