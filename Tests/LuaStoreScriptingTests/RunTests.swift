@@ -164,15 +164,17 @@ import Testing
     /// Under `.everyAction`, queued actions still go in runs, and the readers run within the run after each
     /// action that changed what they read: observers see every action's value, in order, interleaved with the
     /// failures of readers and of actions exactly as one action at a time would have them — also a path
-    /// observer's value, a state table the next action of the run changes again.
-    @Test func everyActionReadersRunWithinARunAndSeeEveryActionInOrder() async throws {
+    /// observer's value, a state table the next action of the run changes again. Batches of one action are every
+    /// action too (and of none, as the store reads them).
+    @Test(arguments: [NotificationPolicy.everyAction, .batched(maximumActions: 1), .batched(maximumActions: 0)])
+    func everyActionReadersRunWithinARunAndSeeEveryActionInOrder(notification: NotificationPolicy) async throws {
         let folder = try AppFolder(["app.lua": Self.readersApp])
         defer { folder.remove() }
         let timeline = Protected<[String]>([])
         var options = ScriptedStoreOptions(log: { _ in }, failures: { failure in
             timeline.withLock { $0.append("\(failure.stage) failed: \(failure.error.location ?? "-") \(failure.error.message)") }
         })
-        options.notification = .everyAction
+        options.notification = notification
         let store = try await ScriptedStore(app: folder.url, options: options)
         store.observeProps { props in
             timeline.withLock { $0.append("props \(props["count"].integer ?? -1)") }

@@ -10,6 +10,18 @@ public enum NotificationPolicy: Sendable, Equatable {
 
     /// Batches of at most 64 actions.
     public static let batched = NotificationPolicy.batched(maximumActions: 64)
+
+    /// The most actions reduced between two notifications: 1 for `.everyAction`, and for batches of one action
+    /// or fewer (`.batched(maximumActions: 1)` is every action, as its words say).
+    public var maximumActions: Int {
+        switch self {
+        case .everyAction: 1
+        case .batched(let maximumActions): max(1, maximumActions)
+        }
+    }
+
+    /// Whether observers see the state after every action.
+    public var isEveryAction: Bool { maximumActions == 1 }
 }
 
 /// Sends actions to a store.

@@ -141,11 +141,7 @@ final class StoreEngine<R: Reducer>: Sendable {
     @usableFromInline
     func drain() {
         var sinceNotification = 0
-        let limit: Int
-        switch configuration.notification {
-        case .everyAction: limit = 1
-        case .batched(let maximumActions): limit = max(1, maximumActions)
-        }
+        let limit = configuration.notification.maximumActions
         // Everything queued is taken from the inbox at once (one lock per batch, not per action; the two buffers
         // trade places, so nothing is copied); actions dispatched meanwhile join the inbox behind the batch, so
         // the order stays first in, first out.
