@@ -30,6 +30,23 @@ import Testing
         #expect(seen.value == Array(1...1000))
     }
 
+    /// Batches of one action or fewer are every action: the policy says so, and a burst dispatched at once is seen
+    /// by an observer state by state.
+    @Test func batchesOfOneActionAreEveryAction() async throws {
+        #expect(NotificationPolicy.everyAction.maximumActions == 1)
+        #expect(NotificationPolicy.batched.maximumActions == 64)
+        #expect(NotificationPolicy.batched(maximumActions: 0).maximumActions == 1)
+        #expect(NotificationPolicy.batched(maximumActions: 1).isEveryAction)
+        #expect(NotificationPolicy.batched(maximumActions: -3).isEveryAction)
+        #expect(!NotificationPolicy.batched(maximumActions: 2).isEveryAction)
+        let root = makeRoot(notification: .batched(maximumActions: 1))
+        let seen = Protected<[Int]>([])
+        root.subscribe(Observer { state in seen.withLock { $0.append(state.count) }; return .active })
+        for _ in 0..<200 { root.dispatch(.increment) }
+        #expect(await root.state().count == 200)
+        #expect(seen.value == Array(0...200))
+    }
+
     /// `send` returns its own action's outcome — its commands, or the error with its dispatch number — after the
     /// observers saw the state after it, in order with plain dispatches; after shutdown it is dropped.
     @Test(arguments: [NotificationPolicy.everyAction, .batched(maximumActions: 64)])
