@@ -23,7 +23,10 @@ public final class TestServer: Sendable {
     public var base: String { "http://127.0.0.1:\(port)" }
 
     public static func start() async throws -> TestServer {
-        let server = HTTPServer(address: try sockaddr_in.inet(ip4: "127.0.0.1", port: 0), timeout: 5)
+        // A handler that has not answered within the server's timeout gets a 500 instead: a bound no route's own
+        // wait (`/hang`'s 30 s) reaches, and no loaded machine, whose busy tasks can keep even `/hello` from
+        // running for seconds (at 5 s, a test once read its answer as a server error).
+        let server = HTTPServer(address: try sockaddr_in.inet(ip4: "127.0.0.1", port: 0), timeout: 90)
         let slowStarted = Protected(0)
         let slowFinished = Protected(0)
         await server.appendRoute("GET /hello") { _ in
