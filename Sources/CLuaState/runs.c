@@ -97,13 +97,16 @@ static void know_root(lua_State *L, Barrier *b, int index) {
     b->rootGeneration = b->pathGeneration;
 }
 
-/// `run(reduce, list, first, last, stopWhenDirty [, flush [, alwaysDirty]])` [-(5|6|7), +(6|13), e]: reduces `list[first..last]`
+/// `run(reduce, list, first, last, stopWhenDirty [, flush [, alwaysDirty [, every [, untilFlush]]]])` [-(5…9), +(6|13), e]:
+/// reduces `list[first..last]`
 /// in order, each action its own transaction with its own time budget (restarted for every action after the
 /// first). Stops after an action the host must look at before the next: one without a string `type` (returns
 /// its position, nil, nil, true), one that returned commands (its position, the commands, whether subscriptions
 /// are stale), one that made the subscriptions stale when `stopWhenDirty` (its position, nil, true). With a
-/// `flush` function, it is called (protected, with a time budget of its own) after each action after which a key
-/// some reader read has changed since the last flush (`observed`), or that replaced the state; if it fails, the
+/// `flush` function, it is called (protected, with a time budget of its own) at the host's notification points —
+/// after the `untilFlush`-th action of the run (default 1), then after every `every`-th (default 1: every
+/// action) — when a key some reader read has changed since the last flush (`observed`), or an action since
+/// replaced the state; if it fails, the
 /// run stops there (its position, nil, whether subscriptions are stale, false, the error, whether it was the
 /// time budget — which then recovers: see `clua_recover_budget`); if it returns true
 /// (what it gave must be read before the next action changes it), too (its position, nil, whether subscriptions
@@ -120,6 +123,9 @@ int runs_run(lua_State *L) {
     int stopWhenDirty = lua_toboolean(L, 5);
     int flush = lua_type(L, 6) == LUA_TFUNCTION;
     int alwaysDirty = lua_toboolean(L, 7);
+    lua_Integer every = luaL_optinteger(L, 8, 1), untilFlush = luaL_optinteger(L, 9, 1);
+    luaL_argcheck(L, every >= 1 && untilFlush >= 1 && untilFlush <= every, 8, "notification points out of range");
+    int replacedSinceFlush = 0;
     lua_settop(L, 6);
     lua_replace(L, 5); /* 5: the flush (6 is the state's proxy, below) */
     b->encoded = 0; /* the host has read the last run's records */
@@ -167,7 +173,11 @@ int runs_run(lua_State *L) {
         if (b->journaling) changes_record(L, b, i);
         if (!lua_isnil(L, 9)) return run_results(L, b, (RunEnd){ i, 9, b->subscriptionsDirty, 0, 0, 0 }, flush);
         if (stopWhenDirty && b->subscriptionsDirty) return run_results(L, b, (RunEnd){ i, 0, 1, 0, 0, 0 }, flush);
-        if (flush && (replaced || b->observed)) {
+        replacedSinceFlush |= replaced;
+        int atPoint = flush && --untilFlush == 0; /* a notification point of the host's */
+        if (atPoint) untilFlush = every;
+        if (atPoint && (replacedSinceFlush || b->observed)) {
+            replacedSinceFlush = 0;
             lua_settop(L, 6);
             clua_restart_budget_now(L); /* (the readers' own budget, as in a call of their own) */
             lua_pushvalue(L, 5);

@@ -161,15 +161,11 @@ import Testing
         return app
         """
 
-    /// Under `.everyAction`, queued actions still go in runs, and the readers run within the run after each
-    /// action that changed what they read: observers see every action's value, in order, interleaved with the
-    /// failures of readers and of actions exactly as one action at a time would have them — also a path
-    /// observer's value, a state table the next action of the run changes again. Batches of one action are every
-    /// action too (and of none, as the store reads them).
-    @Test(arguments: [NotificationPolicy.everyAction, .batched(maximumActions: 1), .batched(maximumActions: 0)])
-    func everyActionReadersRunWithinARunAndSeeEveryActionInOrder(notification: NotificationPolicy) async throws {
-        let folder = try AppFolder(["app.lua": Self.readersApp])
-        defer { folder.remove() }
+    /// A store of `readersApp` in `folder` under `notification`, with a props observer and a path observer of
+    /// item 1 writing what they get, and every failure, into one timeline — given empty, once both had their
+    /// first value.
+    static func readersTimeline(_ folder: AppFolder, _ notification: NotificationPolicy) async throws
+        -> (ScriptedStore, Protected<[String]>) {
         let timeline = Protected<[String]>([])
         var options = ScriptedStoreOptions(log: { _ in }, failures: { failure in
             timeline.withLock { $0.append("\(failure.stage) failed: \(failure.error.location ?? "-") \(failure.error.message)") }
@@ -187,12 +183,27 @@ import Testing
         await store.barrier()
         #expect(timeline.value == ["props 0", "item 1 false"])
         timeline.withLock { $0 = [] }
+        return (store, timeline)
+    }
 
-        let mixed: [LuaValue] = [
-            ["type": "increment"], ["type": "increment"], ["type": "toggle", "id": 1], ["type": "increment"],
-            ["type": "increment"], ["type": "toggle", "id": 1], ["type": "toggle", "id": 2], ["type": "explode"],
-            ["type": "increment"], ["type": "toggle", "id": 1],
-        ]
+    /// Increments and toggles of `readersApp`, a failing action among them.
+    static let mixedActions: [LuaValue] = [
+        ["type": "increment"], ["type": "increment"], ["type": "toggle", "id": 1], ["type": "increment"],
+        ["type": "increment"], ["type": "toggle", "id": 1], ["type": "toggle", "id": 2], ["type": "explode"],
+        ["type": "increment"], ["type": "toggle", "id": 1],
+    ]
+
+    /// Under `.everyAction`, queued actions still go in runs, and the readers run within the run after each
+    /// action that changed what they read: observers see every action's value, in order, interleaved with the
+    /// failures of readers and of actions exactly as one action at a time would have them — also a path
+    /// observer's value, a state table the next action of the run changes again. Batches of one action are every
+    /// action too (and of none, as the store reads them).
+    @Test(arguments: [NotificationPolicy.everyAction, .batched(maximumActions: 1), .batched(maximumActions: 0)])
+    func everyActionReadersRunWithinARunAndSeeEveryActionInOrder(notification: NotificationPolicy) async throws {
+        let folder = try AppFolder(["app.lua": Self.readersApp])
+        defer { folder.remove() }
+        let (store, timeline) = try await Self.readersTimeline(folder, notification)
+        let mixed = Self.mixedActions
         let increments = Array(repeating: ["type": "increment"] as LuaValue, count: 200)
         let before = store.thread.sync { store.engine.reduceCrossings }
         store.thread.sync { for action in mixed + increments { store.dispatch(action) } }
@@ -206,6 +217,65 @@ import Testing
         // Runs end after a failure and after each change of the path observer's table (converted before the
         // next action), and the 200 increments go in a handful of runs.
         #expect(crossings < 30, "\(crossings) crossings for \(mixed.count + increments.count) actions")
+    }
+
+    /// Under `.batched(maximumActions: n)`, queued actions go in runs longer than a batch, and the readers run
+    /// within the run at the store's notification points (every n-th action, counted from the start of the
+    /// burst), when an action since the last point changed what they read: observers see what a store
+    /// notifying after every n-th action shows, and a failing action is reported before they hear of anything
+    /// after it — the timeline of runs split at each point — in far fewer crossings into the VM.
+    @Test func batchedReadersRunWithinARunAtTheStoresPoints() async throws {
+        let folder = try AppFolder(["app.lua": Self.readersApp])
+        defer { folder.remove() }
+        let (store, timeline) = try await Self.readersTimeline(folder, .batched(maximumActions: 4))
+        // Counts after each action: 1 2 2 3 | 4 4 4 (8 fails) | 5 5 6 7 | then 8… — points after actions 4, 8, 12, …
+        let mixed = Self.mixedActions + [["type": "increment"], ["type": "increment"]]
+        let increments = Array(repeating: ["type": "increment"] as LuaValue, count: 198)
+        let before = store.thread.sync { store.engine.reduceCrossings }
+        store.thread.sync { for action in mixed + increments { store.dispatch(action) } }
+        await store.barrier()
+        let expected = ["props failed: app.lua:14 props refuse 3", "item 1 true",
+                        "reduce failed: app.lua:10 exploded on purpose", "props 4", "item 1 false",
+                        "props 7", "item 1 true"]
+            + stride(from: 11, through: 203, by: 4).map { "props \($0)" } + ["props 205"]
+        #expect(timeline.value == expected)
+        #expect(try await store.state()["count"] == 205)
+        let crossings = store.thread.sync { store.engine.reduceCrossings } - before
+        // Split at every point, the 210 actions would cross at least 53 times.
+        #expect(crossings < 30, "\(crossings) crossings for \(mixed.count + increments.count) actions")
+    }
+
+    /// The engine's side of it: the readers run at the points the store gives (`sinceNotification` actions
+    /// since the last), within the run; a run stops at commands only when a point lies at or after them.
+    @Test func aRunRunsTheReadersAtTheStoresPointsAndStopsForCommandsBeforeOne() throws {
+        try withEngine(["app.lua": testApp, "lib/util.lua": testUtil], budget: .seconds(1)) { engine, _ in
+            _ = try engine.subscriptions() // evaluated once: clean
+            engine.notificationInterval = 4
+            let seen = Protected<[Int64]>([])
+            engine.addReader(.path(["count"]), Observer { count in
+                seen.withLock { $0.append(count.integer ?? -1) }
+                return .active
+            })
+            let increment: LuaValue = ["type": "increment"], say: LuaValue = ["type": "say"]
+            #expect(engine.reduce(run: Array(repeating: increment, count: 10)[...], sinceNotification: 2).applied == 10)
+            #expect(seen.value == [0, 2, 6, 10], "points after the 2nd, 6th and 10th action")
+            #expect(engine.reduce(run: Array(repeating: increment, count: 5)[...]).applied == 5)
+            #expect(seen.value == [0, 2, 6, 10, 14], "one point, after the 4th; the 5th waits for the store")
+            engine.flush()
+            #expect(seen.value == [0, 2, 6, 10, 14, 15])
+
+            engine.notificationInterval = 8
+            var outcome = engine.reduce(run: [increment, increment, say, increment, increment])
+            #expect(outcome.applied == 5, "no point at or after the commands: the run goes on")
+            #expect(outcome.commands.map(\.offset) == [2] && outcome.commands.first?.commands.map(\.kind) == ["log"])
+            #expect(seen.value == [0, 2, 6, 10, 14, 15], "no point in the run")
+            engine.flush()
+            engine.notificationInterval = 4
+            outcome = engine.reduce(run: ([increment, increment, increment, say] + Array(repeating: increment, count: 4))[...], sinceNotification: 1)
+            #expect(outcome.applied == 4, "a point after the 3rd and the 7th: the store launches the commands first")
+            #expect(outcome.commands.map(\.offset) == [3])
+            #expect(seen.value == [0, 2, 6, 10, 14, 15, 19, 22])
+        }
     }
 
     /// A counter whose props never return once the count is 3.
@@ -287,7 +357,7 @@ import Testing
             return app
             """
         try withEngine(["app.lua": app], budget: .seconds(1)) { engine, _ in
-            engine.notifiesEveryAction = true
+            engine.notificationInterval = 1
             let seen = Protected<[Int64]>([])
             engine.addReader(.props, Observer { props in
                 seen.withLock { $0.append(props["count"].integer ?? -1) }

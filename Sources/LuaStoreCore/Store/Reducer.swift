@@ -41,11 +41,14 @@ public protocol Reducer<State, Action, Effect>: Sendable {
     /// that crosses into a scripting VM, say). Default: `false`.
     var reducesRuns: Bool { get }
 
-    /// Whether a store notifying after every action (`.everyAction`) may still hand this reducer runs: the
-    /// reducer then ends a run right after any action whose result observers must hear about before the next
-    /// one, and the store notifies after each run (a scripted store knows which actions changed what its props
-    /// and selectors read). Default: `false` — under `.everyAction`, one action at a time.
-    var runsUnderEveryAction: Bool { get }
+    /// Whether this reducer tells its own observers within a run, at the points the store's notification policy
+    /// sets — after every action under `.everyAction`; under `.batched(maximumActions: n)`, after every n-th
+    /// action, counted across runs (`reduce(into:actions:sinceNotification:)`). The store then hands it whole
+    /// runs under either policy, and notifies its own observers and child stores after a run only when the run
+    /// ended at such a point, and once the queue is drained. (A scripted store runs its props and selectors
+    /// inside the VM's run, only when an action changed what they read.) Default: `false` — the store splits
+    /// runs at its notification points, and under `.everyAction` hands one action at a time.
+    var notifiesWithinRuns: Bool { get }
 
     /// Applies a run of queued actions in order, each as `reduce(into:action:)` would — a failing action
     /// leaves the state as it was and the ones after it still run — and says how many it applied and what
@@ -54,6 +57,12 @@ public protocol Reducer<State, Action, Effect>: Sendable {
     /// the remaining actions over again. Called only when `reducesRuns` is `true`, and never while an
     /// interceptor is set (it sees each action before its reduction). Default: the first action alone.
     func reduce(into state: inout State, actions: ArraySlice<Action>) -> RunOutcome<Effect>
+
+    /// `reduce(into:actions:)` for a reducer that notifies within runs (`notifiesWithinRuns`):
+    /// `sinceNotification` actions were reduced since the store's last notification point (fewer than the
+    /// policy's `maximumActions`), so the run's first point falls after its
+    /// `maximumActions - sinceNotification`-th action. Default: `reduce(into:actions:)`.
+    func reduce(into state: inout State, actions: ArraySlice<Action>, sinceNotification: Int) -> RunOutcome<Effect>
 }
 
 /// Where an action a store reduces came from.
@@ -74,7 +83,7 @@ extension Reducer {
     public func subscriptions(for state: State) throws -> [String: Effect] { [:] }
     public var declaresSubscriptions: Bool { true }
     public var reducesRuns: Bool { false }
-    public var runsUnderEveryAction: Bool { false }
+    public var notifiesWithinRuns: Bool { false }
 
     public func reduce(into state: inout State, actions: ArraySlice<Action>) -> RunOutcome<Effect> {
         var outcome = RunOutcome<Effect>()
@@ -87,6 +96,10 @@ extension Reducer {
             outcome.failures.append((0, error))
         }
         return outcome
+    }
+
+    public func reduce(into state: inout State, actions: ArraySlice<Action>, sinceNotification: Int) -> RunOutcome<Effect> {
+        reduce(into: &state, actions: actions)
     }
 }
 

@@ -147,9 +147,9 @@ final class StoreEngine<R: Reducer>: Sendable {
         // the order stays first in, first out.
         var batch = Queue()
         let runs = reducer.reducesRuns && configuration.interceptor == nil
-        // Under `.everyAction`, a reducer that ends its runs at what observers must see gets whole runs, and
-        // the store notifies after each.
-        let notifyPerRun = runs && limit == 1 && reducer.runsUnderEveryAction
+        // A reducer that tells its observers within runs, at the policy's points, gets whole runs; the store
+        // notifies after one that ended at a point (where the reducer may have stopped before telling them).
+        let notifiesWithinRuns = runs && reducer.notifiesWithinRuns
         while true {
             batch.removeAll()
             let more = inbox.withLock { inbox -> Bool in
@@ -168,9 +168,11 @@ final class StoreEngine<R: Reducer>: Sendable {
                     nextRouted += 1
                     index += 1
                     sinceNotification += 1
-                } else if notifyPerRun {
-                    index += processRun(batch.actions[index..<routedAt])
-                    sinceNotification = limit
+                } else if notifiesWithinRuns {
+                    let applied = processRun(batch.actions[index..<routedAt], sinceNotification: sinceNotification)
+                    index += applied
+                    sinceNotification = (sinceNotification + applied) % limit
+                    if sinceNotification == 0 { sinceNotification = limit }
                 } else if runs {
                     // A run of actions from outside (up to the next routed one), no longer than the notification
                     // policy allows. Runs go to a reducer that asks for them, unless an interceptor must see each
@@ -194,21 +196,23 @@ final class StoreEngine<R: Reducer>: Sendable {
     }
 
     /// Reduces a run of plain actions with one call of the reducer; returns how many it applied (≥ 1).
-    private func processRun(_ actions: ArraySlice<Action>) -> Int {
+    /// `sinceNotification`: for a reducer that notifies within runs, how many actions were reduced since the
+    /// last notification point.
+    private func processRun(_ actions: ArraySlice<Action>, sinceNotification: Int = 0) -> Int {
         if actions.count == 1 {
             process(actions[actions.startIndex], route: Route(origin: nil, lease: nil))
             return 1
         }
-        return processLongerRun(actions)
+        return processLongerRun(actions, sinceNotification: sinceNotification)
     }
 
     /// `processRun` for two actions or more. (Apart, so that a run of one, the usual run when observers see every
     /// action, does not look up the generic types only this part uses: each lookup is a search of the runtime's
     /// cache, ≈ 30–50 ns.)
     @inline(never)
-    private func processLongerRun(_ actions: ArraySlice<Action>) -> Int {
+    private func processLongerRun(_ actions: ArraySlice<Action>, sinceNotification: Int) -> Int {
         let first = actions.startIndex
-        let outcome = reducer.reduce(into: &confined.value.state, actions: actions)
+        let outcome = reducer.reduce(into: &confined.value.state, actions: actions, sinceNotification: sinceNotification)
         let applied = min(outcome.applied, actions.count)
         guard applied > 0 else {
             process(actions[first], route: Route(origin: nil, lease: nil))

@@ -15,14 +15,15 @@ local proxy, unwrap, begin, commit, placeRoot = S.proxy, S.unwrap, S.begin, S.co
 -- layout `StateRuntime.RunResult` names) its position, its commands (proxies stripped), whether
 -- `subscriptions` must run again, whether it was refused; while journaling, the run's journal records
 -- (`B.records()`: the buffer and its length, read in the same crossing); then what the readers gave
--- (`flushWhenObserved`, below). A failing action raises; `runPosition` then says which one it was (the ones
+-- (`every`, below). A failing action raises; `runPosition` then says which one it was (the ones
 -- before it are committed, its own writes are in the journal for the host to roll back) and hands over what
 -- the readers gave before it. Proxies a run makes are trimmed before the next one.
 --
--- `flushWhenObserved` (a store whose observers hear of every action): after an action that changed what a
--- reader read, or replaced the state, the readers due run there and then (`B.flushdue`, reads.c), in the same
--- call, and the run goes on — unless a value holds a state table (a path observer's, say), which the next action
--- could change before the host converts it: the run stops there. Their values (`flushed`) are handed over
+-- `every` (the store's notification points, when it is not 0): after the `untilFlush`-th action, then after
+-- every `every`-th — every action when the store notifies after each — if an action since the last flush
+-- changed what a reader read, or replaced the state, the readers due run there and then (`B.flushdue`,
+-- reads.c), in the same call, and the run goes on — unless a value holds a state table (a path observer's, say),
+-- which the next action could change before the host converts it: the run stops there. Their values (`flushed`) are handed over
 -- with the results, in order, for the host to deliver before anything else happens. Then also whether nothing is left for a flush (`settled`: no change
 -- a reader read since the last of them, no table left for the caches to let go), and the message of a flush
 -- that failed (the run stopped after its action) and whether it ran out of time.
@@ -50,9 +51,10 @@ local function beginRun()
 end
 
 -- (The results are the barrier's, laid out as `clua_state_layouts.h` declares: this side never orders them.)
-function M.reduceRun(reduce, list, first, last, flushWhenObserved)
+function M.reduceRun(reduce, list, first, last, every, untilFlush)
   beginRun()
-  return B.run(reduce, list, first, last, readers.subscriptions ~= nil, flushWhenObserved and B.flushdue or false)
+  if every == 0 then return B.run(reduce, list, first, last, readers.subscriptions ~= nil) end
+  return B.run(reduce, list, first, last, readers.subscriptions ~= nil, B.flushdue, false, every, untilFlush)
 end
 
 -- Which action of the last run was being reduced, and what the readers gave before it (a run that raised).

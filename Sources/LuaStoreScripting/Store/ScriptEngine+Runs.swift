@@ -6,11 +6,13 @@ extension ScriptEngine {
     /// Applies `actions` in order, each as `reduce(_:)` would (its own transaction and time budget; a failing
     /// one is undone and the next runs), crossing into the VM once for the whole run rather than per action.
     /// Stops early, after an action whose subscriptions the store must diff before the next one. When
-    /// journaling, the runtime collects each action's changes as the run goes, read once per crossing. When the
-    /// store notifies after every action, the readers run within the run after each action that changed what
-    /// they read, and what they gave is delivered, in order, as each crossing returns (`deliverRunFlush`). For a
-    /// single action it is `reduce(_:)`.
-    func reduce(run actions: ArraySlice<LuaValue>) -> RunOutcome<ScriptEffect> {
+    /// journaling, the runtime collects each action's changes as the run goes, read once per crossing. With a
+    /// store (`notificationInterval`), the readers run within the run at its notification points
+    /// (`sinceNotification` actions were reduced since the last), when an action since the last point changed
+    /// what they read, and what they gave is delivered, in order, as each crossing returns (`deliverRunFlush`);
+    /// the run stops early after an action with commands or a failure at or before a point, for the store to
+    /// launch or report them before observers hear of what came after. For a single action it is `reduce(_:)`.
+    func reduce(run actions: ArraySlice<LuaValue>, sinceNotification: Int = 0) -> RunOutcome<ScriptEffect> {
         var outcome = RunOutcome<ScriptEffect>()
         guard let firstAction = actions.first else { return outcome }
         if history.traveling { // held until the store resumes (`ScriptEngine+History.swift`)
@@ -33,7 +35,8 @@ extension ScriptEngine {
         // the actions lie: copying one out would retain its storage, which the dispatching thread is busy
         // retaining too when one action is dispatched again and again.)
         if listeners.persistence?.waitsForEachAction == true || persistenceFailure != nil { return single() }
-        let span = actions.prefix(notifiesEveryAction ? min(runSpan.length, RunSpan.observedLength) : runSpan.length)
+        let interval = notificationInterval
+        let span = actions.prefix(interval > 0 ? min(runSpan.length, max(RunSpan.observedLength, interval)) : runSpan.length)
         let allTables = span.withUnsafeBufferPointer { buffer in
             for index in buffer.indices {
                 guard case .table = buffer[index] else { return false }
@@ -53,6 +56,15 @@ extension ScriptEngine {
         }
         let last = Int64(span.count)
         defer { runSpan.ran(outcome.applied, of: span.count) }
+        /// The actions from `position` (run positions) to the next notification point, that one included.
+        func untilPoint(from position: Int64) -> Int64 {
+            Int64(interval - (sinceNotification + Int(position) - 1) % interval)
+        }
+        /// Whether a notification point lies at `position` or after it in the run: ending there, the store
+        /// launches, reports or notifies before observers hear of anything after it.
+        func reachesPoint(from position: Int64) -> Bool {
+            interval > 0 && position + untilPoint(from: position) - 1 <= last
+        }
         var first: Int64 = 1 // list position p holds the action at offset p - 1
         while first <= last {
             let stop: (position: Int64, commands: LuaValue?, refused: Bool, dirty: Bool, records: EncodedJournal?)
@@ -67,12 +79,12 @@ extension ScriptEngine {
             do {
                 stop = try vm.call(runtime[.reduceRun], arguments: [
                     .reference(app.reduce), .reference(list), .value(.integer(first)), .value(.integer(last)),
-                    .value(.boolean(notifiesEveryAction)),
+                    .value(.integer(Int64(interval))), .value(.integer(interval > 0 ? untilPoint(from: first) : 0)),
                 ]) { results throws(LuaError) in
                     typealias Result = StateRuntime.RunResult
                     let position = results.integer(Result.position) ?? last
                     let records = journaling ? Self.records(in: results) : nil
-                    if notifiesEveryAction { runFlush = try readRunFlush(results) }
+                    if interval > 0 { runFlush = try readRunFlush(results) }
                     if results.boolean(Result.refused) == true { return (position, nil, true, false, records) }
                     let commands = results.isNil(Result.commands) ? nil : try results.value(Result.commands, root: "commands")
                     return (position, commands, false, results.boolean(Result.dirty) == true, records)
@@ -88,7 +100,7 @@ extension ScriptEngine {
                 undoLastTransaction()
                 outcome.failures.append((Int(failed - 1), error))
                 outcome.applied = Int(failed)
-                if notifiesEveryAction { break } // (reported, and observers told, before the next action)
+                if reachesPoint(from: failed) { break } // (reported before observers hear of what came after)
                 first = failed + 1
                 continue
             }
@@ -116,9 +128,10 @@ extension ScriptEngine {
                 subscriptionsDirty = true
                 break // the store diffs subscriptions before the next action
             }
-            if notifiesEveryAction && stop.position < last {
+            if stop.position < last && reachesPoint(from: stop.position) {
                 // The store launches this action's commands, reports its failure, or notifies after the readers
-                // failed, before the next action (the readers ran within the run after every other action).
+                // failed, before observers hear of anything after it (the readers ran within the run at the
+                // points before it).
                 break
             }
             first = stop.position + 1
@@ -155,9 +168,10 @@ extension ScriptEngine {
 /// each one) does not convert an action it does not run every other time.
 struct RunSpan {
     static let lengths = 1...65_536
-    /// The most actions a run takes when the readers run within it (observers hear of every action): what they
-    /// gave stays in the VM until the run returns and is converted then, so a long run would hold a value per
-    /// action there and in one large list here (65,536 of them: megabytes, new pages touched per run).
+    /// The most actions a run takes when the readers run within it, unless the store's notification points lie
+    /// further apart: what they gave stays in the VM until the run returns and is delivered then, so a long run
+    /// would hold a value per point there and in one large list here (65,536 of them under `.everyAction`:
+    /// megabytes, new pages touched per run), and observers would hear of the first point late.
     static let observedLength = 256
     private(set) var length = 16
     private var singlesBeforeTrying = 1

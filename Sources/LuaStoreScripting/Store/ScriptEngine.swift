@@ -85,9 +85,12 @@ final class ScriptEngine {
     /// How many actions were converted into the VM to be reduced (a run's whole span, whether it ran all of it
     /// or not), for tests of batching.
     var convertedActions = 0
-    /// The store notifies after every action (`.everyAction`): runs end after each action that changed what a
-    /// reader read.
-    var notifiesEveryAction = false
+    /// The store's notification points, in actions: 1 when it notifies after every action, n under
+    /// `.batched(maximumActions: n)`; the readers run within runs at those points (`reduce(run:sinceNotification:)`).
+    /// 0 (an engine without a store): they run when `flush` is called.
+    var notificationInterval = 0
+    /// The store notifies after every action (`.everyAction`): the readers run within each reduction.
+    var notifiesEveryAction: Bool { notificationInterval == 1 }
     /// The VM's call count (`LuaVM.calls`) right after a run that ran the readers within it and left nothing for
     /// a flush: while nothing else has called into the VM since, the store's flush has nothing to do.
     var settledCalls: UInt64?

@@ -25,12 +25,16 @@ struct ScriptReducer: Reducer {
     /// Queued actions cross into the VM a run at a time (see `ScriptEngine.reduce(run:)`).
     var reducesRuns: Bool { true }
 
-    /// Under `.everyAction` too: a run then ends after any action that changed what props, selectors or child
-    /// stores read (the barrier knows), and the store notifies after it.
-    var runsUnderEveryAction: Bool { true }
+    /// The props, selectors and child stores' props run within the VM's run, at the store's notification
+    /// points, when an action since the last changed what they read (the barrier knows).
+    var notifiesWithinRuns: Bool { true }
 
     func reduce(into state: inout ScriptState, actions: ArraySlice<LuaValue>) -> RunOutcome<ScriptEffect> {
-        let outcome = engine.reduce(run: actions)
+        reduce(into: &state, actions: actions, sinceNotification: 0)
+    }
+
+    func reduce(into state: inout ScriptState, actions: ArraySlice<LuaValue>, sinceNotification: Int) -> RunOutcome<ScriptEffect> {
+        let outcome = engine.reduce(run: actions, sinceNotification: sinceNotification)
         state.version += UInt64(outcome.applied - outcome.failures.count)
         return outcome
     }

@@ -137,7 +137,7 @@ public final class ScriptedStore: Sendable {
             engine.listeners.recorder = options.recorder
             if let persistence = options.persistence { try engine.startPersisting(persistence) }
             engine.subscriptionsChanged = options.subscriptionsChanged
-            engine.notifiesEveryAction = options.notification.isEveryAction
+            engine.notificationInterval = options.notification.maximumActions
             engine.setHistory(entries: options.historyEntries, bytes: options.historyBytes)
             return engine
         }
