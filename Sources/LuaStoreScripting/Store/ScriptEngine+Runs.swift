@@ -10,8 +10,9 @@ extension ScriptEngine {
     /// store (`notificationInterval`), the readers run within the run at its notification points
     /// (`sinceNotification` actions were reduced since the last), when an action since the last point changed
     /// what they read, and what they gave is delivered, in order, as each crossing returns (`deliverRunFlush`);
-    /// the run stops early after an action with commands or a failure at or before a point, for the store to
-    /// launch or report them before observers hear of what came after. For a single action it is `reduce(_:)`.
+    /// after an action with commands or a failure, the run stops when a point lies at or after it, for the
+    /// store to launch or report them before observers hear of what came after. For a single action it is
+    /// `reduce(_:)`.
     func reduce(run actions: ArraySlice<LuaValue>, sinceNotification: Int = 0) -> RunOutcome<ScriptEffect> {
         var outcome = RunOutcome<ScriptEffect>()
         guard let firstAction = actions.first else { return outcome }
