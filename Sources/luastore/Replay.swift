@@ -100,16 +100,21 @@ struct Replay: AsyncParsableCommand {
         }
         // The recording is read a window of entries at a time (a long session is never held whole); each
         // window's actions are dispatched without waiting for each (the store takes them in order, and each makes
-        // one journal entry), then each entry is compared with what was recorded, in order.
+        // one journal entry), then each entry is compared with what was recorded, in order. The store reduces a
+        // window while the next is read and the one before compared, on this thread; a malformed line of the next
+        // window is reported after this one was compared, as if read after it.
         var replayed = 0
-        while true {
-            let window = try Self.entries(from: lines, reader: &reader, name: recording, upTo: Self.window, until: until)
-            if window.isEmpty { break }
-            let now = await replayer.reduce(window.map(\.action))
+        var window = try Self.entries(from: lines, reader: &reader, name: recording, upTo: Self.window, until: until)
+        if !window.isEmpty { replayer.start(window.map(\.action)) }
+        while !window.isEmpty {
+            let next = Result { try Self.entries(from: lines, reader: &reader, name: recording, upTo: Self.window, until: until) }
+            let now = await replayer.finish(window.count)
+            if case .success(let next) = next, !next.isEmpty { replayer.start(next.map(\.action)) }
             for (entry, now) in zip(window, now) {
                 replayed += 1
                 try compare(entry, with: now, replayed: replayed)
             }
+            window = try next.get()
         }
         try report(replayed: replayed, divergence: nil)
     }

@@ -109,6 +109,33 @@ import Testing
         #expect(diverged.output == #"{"divergence":{"action":{"by":2,"type":"add"},"now":"\#(recorded + 1)","path":"state.count","recorded":"\#(recorded)","sequence":5000},"matches":false,"replayed":5000}"# + "\n", "\(diverged.output) \(diverged.errors)")
     }
 
+    /// The replay reads the next window of the recording (4,096 lines) while the store reduces this one: a
+    /// damaged line is named as before, and a divergence is still reported before a damaged line of the window
+    /// after it, as if each line were read once the one before was compared.
+    @Test func aDivergenceIsReportedBeforeADamagedLineOfTheNextWindow() async throws {
+        let (folder, recording) = try await recordedCountingSession(6_000)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let url = URL(fileURLWithPath: recording)
+        var lines = String(decoding: try Data(contentsOf: url), as: UTF8.self)
+            .split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        lines[5_000] = #"{"damaged"# // the 5,000th action's line (the header is line 1)
+        try Data(lines.joined(separator: "\n").utf8).write(to: url)
+        let damaged = try await CLI.run(["replay", folder.path, recording])
+        #expect(damaged.status == 2)
+        #expect(damaged.errors.contains("session.jsonl:5001: "), "\(damaged.errors)")
+
+        // From the 100th action on, the reducer adds one more: that, in the first window, is what is reported.
+        try Data(TestApps.countingBy
+            .replacingOccurrences(of: "local app = {}", with: "local app = {}\nlocal reduced = 0")
+            .replacingOccurrences(of: "state.count = state.count + action.by",
+                                  with: "reduced = reduced + 1\n  state.count = state.count + action.by + (reduced >= 100 and 1 or 0)").utf8)
+            .write(to: folder.appendingPathComponent("app.lua"))
+        let diverged = try await CLI.run(["replay", folder.path, recording, "--json"])
+        #expect(diverged.status == 1)
+        let recorded = (1...100).reduce(0) { $0 + $1 % 3 }
+        #expect(diverged.output == #"{"divergence":{"action":{"by":1,"type":"add"},"now":"\#(recorded + 1)","path":"state.count","recorded":"\#(recorded)","sequence":100},"matches":false,"replayed":100}"# + "\n", "\(diverged.output) \(diverged.errors)")
+    }
+
     /// Replay compares the changes the store wrote with the recording's text first; a recording that writes the
     /// same changes differently (spaces, another order of keys in a value) still matches — compared as values —
     /// and one value changed in the text is a divergence, named.

@@ -75,14 +75,27 @@ public final class Replayer: Sendable {
     /// Dispatches `actions` in order, without waiting for each, and returns the journal entry each made (nil where
     /// none was heard: a store that stopped).
     public func reduce(_ actions: some Collection<LuaValue>) async -> [JournalEntry?] {
+        start(actions)
+        return await finish(actions.count)
+    }
+
+    /// `reduce` in two halves: dispatches `actions` in order and returns at once, so that the caller can read the
+    /// next actions while the store reduces these; `finish` then waits for their entries. (At most one `start`
+    /// before each `finish`.)
+    public func start(_ actions: some Collection<LuaValue>) {
         heard.withLock { $0 = [] }
         for action in actions { store.dispatch(action) }
+    }
+
+    /// The journal entries of the `count` actions the last `start` dispatched, once the store reduced them (nil
+    /// where none was heard: a store that stopped).
+    public func finish(_ count: Int) async -> [JournalEntry?] {
         await store.barrier()
         let now = heard.withLock { heard in
             defer { heard = nil }
             return heard ?? []
         }
-        return (0..<actions.count).map { $0 < now.count ? now[$0] : nil }
+        return (0..<count).map { $0 < now.count ? now[$0] : nil }
     }
 
     /// Reduces one action and waits until its props are delivered (`ScriptedStore.send`); returns its entry.
