@@ -89,7 +89,6 @@ import Testing
     }
 
     @Test func aLongSessionReplaysAndDivergesAtTheRightAction() async throws {
-        let counting = TestApps.countingBy
         let (folder, recording) = try await recordedCountingSession(6_000)
         defer { try? FileManager.default.removeItem(at: folder) }
         let replay = try await CLI.run(["replay", folder.path, recording])
@@ -98,15 +97,21 @@ import Testing
         #expect(until.output == #"{"matches":true,"replayed":3000}"# + "\n", "\(until.output)")
 
         // From the 5,000th action on, the reducer adds one more: the 5,000th (by = 5000 % 3 = 2) is named.
-        try Data(counting
+        try await Self.expectDivergence(at: 5_000, replaying: recording, in: folder)
+    }
+
+    /// Makes the counting app in `folder` add one more from its `sequence`-th action on, and expects the replay of
+    /// `recording` to name that action (as `--json` prints it).
+    static func expectDivergence(at sequence: Int, replaying recording: String, in folder: URL) async throws {
+        try Data(TestApps.countingBy
             .replacingOccurrences(of: "local app = {}", with: "local app = {}\nlocal reduced = 0")
             .replacingOccurrences(of: "state.count = state.count + action.by",
-                                  with: "reduced = reduced + 1\n  state.count = state.count + action.by + (reduced >= 5000 and 1 or 0)").utf8)
+                                  with: "reduced = reduced + 1\n  state.count = state.count + action.by + (reduced >= \(sequence) and 1 or 0)").utf8)
             .write(to: folder.appendingPathComponent("app.lua"))
         let diverged = try await CLI.run(["replay", folder.path, recording, "--json"])
         #expect(diverged.status == 1)
-        let recorded = (1...5_000).reduce(0) { $0 + $1 % 3 }
-        #expect(diverged.output == #"{"divergence":{"action":{"by":2,"type":"add"},"now":"\#(recorded + 1)","path":"state.count","recorded":"\#(recorded)","sequence":5000},"matches":false,"replayed":5000}"# + "\n", "\(diverged.output) \(diverged.errors)")
+        let recorded = (1...sequence).reduce(0) { $0 + $1 % 3 }
+        #expect(diverged.output == #"{"divergence":{"action":{"by":\#(sequence % 3),"type":"add"},"now":"\#(recorded + 1)","path":"state.count","recorded":"\#(recorded)","sequence":\#(sequence)},"matches":false,"replayed":\#(sequence)}"# + "\n", "\(diverged.output) \(diverged.errors)")
     }
 
     /// The replay reads the next window of the recording (4,096 lines) while the store reduces this one: a
@@ -125,15 +130,7 @@ import Testing
         #expect(damaged.errors.contains("session.jsonl:5001: "), "\(damaged.errors)")
 
         // From the 100th action on, the reducer adds one more: that, in the first window, is what is reported.
-        try Data(TestApps.countingBy
-            .replacingOccurrences(of: "local app = {}", with: "local app = {}\nlocal reduced = 0")
-            .replacingOccurrences(of: "state.count = state.count + action.by",
-                                  with: "reduced = reduced + 1\n  state.count = state.count + action.by + (reduced >= 100 and 1 or 0)").utf8)
-            .write(to: folder.appendingPathComponent("app.lua"))
-        let diverged = try await CLI.run(["replay", folder.path, recording, "--json"])
-        #expect(diverged.status == 1)
-        let recorded = (1...100).reduce(0) { $0 + $1 % 3 }
-        #expect(diverged.output == #"{"divergence":{"action":{"by":1,"type":"add"},"now":"\#(recorded + 1)","path":"state.count","recorded":"\#(recorded)","sequence":100},"matches":false,"replayed":100}"# + "\n", "\(diverged.output) \(diverged.errors)")
+        try await Self.expectDivergence(at: 100, replaying: recording, in: folder)
     }
 
     /// Replay compares the changes the store wrote with the recording's text first; a recording that writes the
