@@ -98,10 +98,22 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
     private let lockDescriptor: Int32
     private let writing = DispatchQueue(label: "luastore.persistence")
 
+    /// The write-ahead log's bound, in pages (16 MiB at the 4 KiB pages of a new store): only a burst that
+    /// writes this much without a pause checkpoints in the middle of it (SQLite's own automatic checkpoint).
+    static let walLimitPages = 4_096
+    /// What makes a checkpoint worth a pause in the work: at least this many bytes committed since the last.
+    static let checkpointBytes = 1 << 20
+    /// How long the writer must have had nothing to do before it checkpoints.
+    static let checkpointPause: DispatchTimeInterval = .milliseconds(20)
+
     /// Shared with the writer thread, under `state`'s lock.
     private struct State {
         var pending: [@Sendable (inout [UInt8]) throws -> Void] = []
         var scheduled = false
+        /// Bytes committed since the last checkpoint (about: the lines, not SQLite's pages).
+        var uncheckpointed = 0
+        /// Whether a checkpoint waits for the pause to last (`checkpointIfIdle`).
+        var checkpointWaiting = false
         var failure: PersistenceFailure?
         /// The last sequence number committed (nil until something is).
         var durable: UInt64?
@@ -209,6 +221,7 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
             try queue.writeWithoutTransaction { db in
                 try db.execute(sql: "PRAGMA journal_mode = WAL")
                 try db.execute(sql: durability == .full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL")
+                try db.execute(sql: "PRAGMA wal_autocheckpoint = \(Self.walLimitPages)")
                 try db.inTransaction {
                     guard tables.isEmpty || reset else { return .commit }
                     try db.execute(sql: """
@@ -322,6 +335,7 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
             return
         }
         var last: UInt64?
+        var snapshot = false
         do {
             try queue.inTransaction { db in
                 // Consecutive entry lines go in as one row (a chunk: `seq` is its last entry's, `first` its
@@ -329,13 +343,16 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
                 var chunk: (start: Int, end: Int, first: UInt64, last: UInt64)?
                 func flush() throws {
                     guard let pending = chunk else { return }
-                    try db.cachedStatement(sql: "INSERT OR REPLACE INTO entries (seq, first, lines) VALUES (?, ?, ?)")
-                        .execute(arguments: [Int64(pending.last), Int64(pending.first), Data(buffer[pending.start..<pending.end])])
+                    let statement = try db.cachedStatement(sql: "INSERT OR REPLACE INTO entries (seq, first, lines) VALUES (?, ?, ?)")
+                    try buffer[pending.start..<pending.end].withUnsafeBytes { lines in // (SQLite copies it: no copy before)
+                        let bytes = Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: lines.baseAddress!), count: lines.count, deallocator: .none)
+                        try statement.execute(arguments: [Int64(pending.last), Int64(pending.first), bytes])
+                    }
                     chunk = nil
                 }
                 var start = buffer.startIndex
                 while start < buffer.endIndex {
-                    let end = buffer[start...].firstIndex(of: 10) ?? buffer.endIndex
+                    let end = Self.lineEnd(in: buffer, from: start)
                     let line = buffer[start..<end]
                     defer { start = end + 1 }
                     guard !line.isEmpty else { continue }
@@ -344,6 +361,7 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
                         last = sequence
                     } else if let sequence = Self.headerSequence(line) {
                         try flush()
+                        snapshot = true
                         try db.cachedStatement(sql: "INSERT OR REPLACE INTO snapshots (seq, header) VALUES (?, ?)")
                             .execute(arguments: [Int64(sequence), Data(line)])
                         try db.cachedStatement(sql: "DELETE FROM entries WHERE seq <= ?").execute(arguments: [Int64(sequence)])
@@ -363,13 +381,42 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
             fail("cannot be written: \(Self.words(error))")
             return
         }
-        state.withLock { state in
+        // A snapshot supersedes every entry before it: checkpointed with its commit, the state is in the database
+        // file and the log starts over small (what resuming reads first). (A checkpoint that fails loses nothing:
+        // the log holds the commit, and the next one tries again.)
+        let copied = snapshot ? (try? queue.writeWithoutTransaction { db in try db.checkpoint(.passive) }) : nil
+        let checkpoint = state.withLock { state -> Bool in
             if let last { state.durable = max(state.durable ?? 0, last) }
             state.committed = Date()
+            if let copied, copied.checkpointedFrameCount >= copied.walFrameCount {
+                state.uncheckpointed = 0
+            } else {
+                state.uncheckpointed += buffer.count
+            }
+            guard state.uncheckpointed >= Self.checkpointBytes, !state.checkpointWaiting else { return false }
+            state.checkpointWaiting = true
+            return true
         }
         condition.lock()
         condition.broadcast()
         condition.unlock()
+        if checkpoint { writing.asyncAfter(deadline: .now() + Self.checkpointPause) { [self] in checkpointIfIdle() } }
+    }
+
+    /// On the writer's thread: copies what the write-ahead log holds into the database file when nothing came to
+    /// be written during the pause. Checkpointing costs about what writing the log did; done in a pause, a burst
+    /// of actions does not wait for it (nor for SQLite's automatic one, until the log reaches `walLimitPages`).
+    /// A checkpoint that cannot finish (a reader holds an old page) is tried again at the next pause; nothing is
+    /// lost meanwhile: the log holds every commit.
+    private func checkpointIfIdle() {
+        let idle = state.withLock { state -> Bool in
+            state.checkpointWaiting = false
+            return state.pending.isEmpty && !state.closed && state.failure == nil
+        }
+        guard idle else { return }
+        if let (logged, copied) = try? queue.writeWithoutTransaction({ db in try db.checkpoint(.passive) }), copied >= logged {
+            state.withLock { $0.uncheckpointed = 0 }
+        }
     }
 
     private func fail(_ reason: String) {
@@ -431,6 +478,14 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
 
     private static let entryPrefix = Array(#"{"seq":"#.utf8)
     private static let headerSeq = Array(#","seq":"#.utf8)
+
+    /// Where the line beginning at `start` ends: its newline, or the end of `buffer`.
+    static func lineEnd(in buffer: [UInt8], from start: Int) -> Int {
+        buffer.withUnsafeBytes { bytes in
+            guard let found = memchr(bytes.baseAddress! + start, 10, bytes.count - start) else { return bytes.count }
+            return bytes.baseAddress!.distance(to: UnsafeRawPointer(found))
+        }
+    }
 
     /// The sequence number of an entry line (`{"seq":N,…`), or nil for another line.
     static func entrySequence(_ line: ArraySlice<UInt8>) -> UInt64? {

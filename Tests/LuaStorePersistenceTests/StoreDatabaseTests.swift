@@ -205,6 +205,39 @@ import Testing
         #expect(again.close() == nil)
     }
 
+    /// What the database file itself holds, in bytes (the size its header gives: what checkpoints have copied out
+    /// of the write-ahead log), read from the file as it is on disk.
+    func checkpointedBytes(_ path: String) throws -> Int {
+        let header = try #require(FileHandle(forReadingAtPath: path)).readData(ofLength: 32)
+        let pageSize = Int(header[16]) << 8 | Int(header[17])
+        let pages = header[28..<32].reduce(0) { $0 << 8 | Int($1) }
+        return (pageSize == 1 ? 65_536 : pageSize) * pages
+    }
+
+    /// The write-ahead log is copied into the database file once the writer pauses after a burst (a burst below
+    /// `walLimitPages` is not held up by it): the file holds the burst's entries then.
+    @Test func theLogIsCheckpointedInAPauseAfterABurst() async throws {
+        let folder = try CLI.makeApp(Self.app)
+        let path = databasePath()
+        defer { try? FileManager.default.removeItem(at: folder); remove(path) }
+        let database = try StoreDatabase(path: path, app: "app", snapshotInterval: .max)
+        let store = try await store(folder, database)
+        try database.waitUntilCommitted(through: 0)
+        let started = try checkpointedBytes(path)
+        let label = LuaValue.string(String(repeating: "x", count: 200))
+        let actions = 6_000 // (lines of about 300 bytes: past the 1 MiB that makes a pause's checkpoint worth it)
+        for _ in 1...actions { store.dispatch(["type": "add", "label": label]) }
+        try database.waitUntilCommitted(through: UInt64(actions))
+        let deadline = ContinuousClock.now + .seconds(60)
+        while try checkpointedBytes(path) < started + actions * 200, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(try checkpointedBytes(path) >= started + actions * 200, "the burst's entries are in the file")
+        store.shutdown()
+        await store.barrier()
+        #expect(database.close() == nil)
+    }
+
     /// A change applied to a resumed state: the value at its path replaced in place, nil removes (and ends the
     /// sequence there, as in Lua), a missing table on the way is made, the empty path replaces the whole state.
     @Test func changesApplyAsTheJournalMeansThem() {

@@ -402,6 +402,33 @@ import Testing
     }
 
     /// `RecordedJSON.parsing(_:spanOf:)` parses as `init(parsing:)` does and finds the text of an outermost field,
+
+    /// Sums written four lines at a time (a run's entries) are each line's own: lines of many lengths (a
+    /// byte or two, far longer than the others), after text that is not summed, in groups of four and the rest alone.
+    @Test func sumsWrittenTogetherAreEachLinesOwn() throws {
+        for count in [1, 3, 4, 5, 8, 11] {
+            var output = Array("before\n".utf8)
+            var sums = RecordingLine.SumsToWrite()
+            var starts: [Int] = []
+            for index in 0..<count {
+                starts.append(output.count)
+                let length = [1, 2, 190, 7, 2_000, 63][index % 6] + index
+                output.append(contentsOf: (0..<length).map { UInt8(truncatingIfNeeded: 32 + ($0 * 7 + index) % 90) })
+                sums.appendSuffix(to: &output, from: starts[index])
+                output.append(10)
+            }
+            sums.write(into: &output)
+            #expect(output.starts(with: Array("before\n".utf8)))
+            for (index, start) in starts.enumerated() {
+                let end = (starts.dropFirst(index + 1).first ?? output.count) - 1
+                let line = output[start..<end]
+                #expect(throws: Never.self, "line \(index) of \(count)") { try RecordingLine.checkSum(line) }
+                var alone = Array(line.dropLast(RecordingLine.sumSuffixLength))
+                RecordingLine.appendSum(to: &alone, from: 0)
+                #expect(alone.elementsEqual(line), "line \(index) of \(count)")
+            }
+        }
+    }
     /// exactly as written, and only an outermost one.
     @Test func aFieldsTextIsFoundAsWritten() throws {
         let line = #"{"seq":3,"action":{"changes":"not this one"},"changes": [[["a"], 1] , [["b"]]] ,"scripts":"x"}"#

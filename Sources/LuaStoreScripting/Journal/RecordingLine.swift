@@ -30,19 +30,68 @@ public enum RecordingLine {
     /// Ends the line begun at `start` in `line` (its last field written, its closing brace not): appends its sum —
     /// FNV-1a (64 bits) of the line's bytes so far, which any change of one byte changes — and the brace.
     static func appendSum(to line: inout [UInt8], from start: Int) {
-        let hash = sum(of: line[start...])
-        line.append(contentsOf: #","sum":""#.utf8)
-        LuaJSON.appendHex(hash, digits: 16, into: &line)
-        line.append(contentsOf: #""}"#.utf8)
+        var sums = SumsToWrite()
+        sums.appendSuffix(to: &line, from: start)
+        sums.write(into: &line)
     }
+
+    /// The sums of lines made one after another, written once they are all made: FNV-1a takes four cycles a
+    /// byte, each waiting on the last, so four lines are summed side by side (a run's entries are written so).
+    struct SumsToWrite {
+        /// Each line's first byte and where its sum's digits go (the bytes summed end 8 before them).
+        private var lines: [(start: Int, digits: Int)] = []
+
+        /// Ends the line begun at `start` with its sum's field, its digits left to `write`, and the brace.
+        mutating func appendSuffix(to line: inout [UInt8], from start: Int) {
+            let suffix = line.count
+            line.append(contentsOf: #","sum":"0000000000000000"}"#.utf8)
+            lines.append((start, suffix + 8))
+        }
+
+        /// Writes the sum of each line `appendSuffix` ended.
+        func write(into line: inout [UInt8]) {
+            line.withUnsafeMutableBufferPointer { buffer in
+                let bytes = buffer.baseAddress!
+                var index = 0
+                while index + 4 <= lines.count { // (four at once while each has bytes left, then each alone)
+                    let (a, b, c, d) = (lines[index], lines[index + 1], lines[index + 2], lines[index + 3])
+                    let together = Swift.min(a.digits - a.start, b.digits - b.start, c.digits - c.start, d.digits - d.start) - 8
+                    var sums = (basis, basis, basis, basis)
+                    for offset in 0..<together {
+                        sums.0 = (sums.0 ^ UInt64(bytes[a.start + offset])) &* prime
+                        sums.1 = (sums.1 ^ UInt64(bytes[b.start + offset])) &* prime
+                        sums.2 = (sums.2 ^ UInt64(bytes[c.start + offset])) &* prime
+                        sums.3 = (sums.3 ^ UInt64(bytes[d.start + offset])) &* prime
+                    }
+                    Self.finish(sums.0, a.start + together, a.digits, bytes)
+                    Self.finish(sums.1, b.start + together, b.digits, bytes)
+                    Self.finish(sums.2, c.start + together, c.digits, bytes)
+                    Self.finish(sums.3, d.start + together, d.digits, bytes)
+                    index += 4
+                }
+                for (start, digits) in lines[index...] { Self.finish(basis, start, digits, bytes) }
+            }
+        }
+
+        /// Sums the rest of a line (`from` up to the sum's field) on from `sum`, and writes the digits.
+        private static func finish(_ sum: UInt64, _ from: Int, _ digits: Int, _ bytes: UnsafeMutablePointer<UInt8>) {
+            var sum = sum
+            for position in from..<(digits - 8) { sum = (sum ^ UInt64(bytes[position])) &* prime }
+            for place in 0..<16 {
+                let digit = UInt8(truncatingIfNeeded: sum >> UInt64(60 - 4 * place)) & 15
+                bytes[digits + place] = digit < 10 ? UInt8(ascii: "0") + digit : UInt8(ascii: "a") + digit - 10
+            }
+        }
+    }
+
+    /// FNV-1a's offset basis and prime (64 bits).
+    private static let basis: UInt64 = 0xcbf2_9ce4_8422_2325
+    private static let prime: UInt64 = 0x0000_0100_0000_01b3
 
     static func sum(of bytes: ArraySlice<UInt8>) -> UInt64 {
         bytes.withUnsafeBufferPointer { buffer in
-            var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-            for byte in buffer {
-                hash ^= UInt64(byte)
-                hash &*= 0x0000_0100_0000_01b3
-            }
+            var hash = basis
+            for byte in buffer { hash = (hash ^ UInt64(byte)) &* prime }
             return hash
         }
     }
@@ -128,29 +177,34 @@ public enum RecordingLine {
         appendSum(to: &line, from: start)
     }
 
+    private static let entryStart = Array(#"{"seq":"#.utf8)
+    private static let changesKey = Array(#","changes":"#.utf8)
+
     /// Appends the lines of a run's entries (each with its newline) as `append(_:to:)` writes them, straight
     /// from the run: no `JournalEntry` is made.
     static func append(_ run: JournalRun, to output: inout [UInt8]) throws {
-        var origin: [UInt8] = []
-        append(run.origin, to: &origin)
+        // What every line of the run has alike, made once: between the sequence number and the action, and after
+        // the changes.
+        var middle = Array(#","origin":"#.utf8)
+        append(run.origin, to: &middle)
+        middle.append(contentsOf: #","action":"#.utf8)
+        let end = Array(#","scripts":""#.utf8) + Array(run.scripts.utf8) + [UInt8(ascii: "\"")]
+        var sums = SumsToWrite()
+        defer { sums.write(into: &output) }
         try run.forEachAction { sequence, position, action, written in
             let start = output.count
-            output.append(contentsOf: #"{"seq":"#.utf8)
+            output.append(contentsOf: entryStart)
             RecordingJSON.appendInteger(Int64(clamping: sequence), into: &output)
-            output.append(contentsOf: #","origin":"#.utf8)
-            output.append(contentsOf: origin)
-            output.append(contentsOf: #","action":"#.utf8)
+            output.append(contentsOf: middle)
             try RecordingJSON.encode(action, into: &output)
-            output.append(contentsOf: #","changes":"#.utf8)
+            output.append(contentsOf: changesKey)
             if let changes = written?.changes {
                 output.append(contentsOf: changes)
             } else {
                 try append(run.changes(at: position), to: &output)
             }
-            output.append(contentsOf: #","scripts":""#.utf8)
-            output.append(contentsOf: run.scripts.utf8)
-            output.append(UInt8(ascii: "\""))
-            appendSum(to: &output, from: start)
+            output.append(contentsOf: end)
+            sums.appendSuffix(to: &output, from: start)
             output.append(10)
         }
     }
