@@ -352,7 +352,7 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
                 }
                 var start = buffer.startIndex
                 while start < buffer.endIndex {
-                    let end = Self.lineEnd(in: buffer, from: start)
+                    let end = buffer.firstLineBreak(from: start) ?? buffer.endIndex
                     let line = buffer[start..<end]
                     defer { start = end + 1 }
                     guard !line.isEmpty else { continue }
@@ -478,14 +478,6 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
 
     private static let entryPrefix = Array(#"{"seq":"#.utf8)
     private static let headerSeq = Array(#","seq":"#.utf8)
-
-    /// Where the line beginning at `start` ends: its newline, or the end of `buffer`.
-    static func lineEnd(in buffer: [UInt8], from start: Int) -> Int {
-        buffer.withUnsafeBytes { bytes in
-            guard let found = memchr(bytes.baseAddress! + start, 10, bytes.count - start) else { return bytes.count }
-            return bytes.baseAddress!.distance(to: UnsafeRawPointer(found))
-        }
-    }
 
     /// The sequence number of an entry line (`{"seq":N,…`), or nil for another line.
     static func entrySequence(_ line: ArraySlice<UInt8>) -> UInt64? {

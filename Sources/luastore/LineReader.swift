@@ -71,7 +71,7 @@ final class LineReader: @unchecked Sendable { // (read by one thread at a time: 
     /// at the end. `beforeWaiting` runs before each read of the input (which may wait for a pipe).
     func next(beforeWaiting: () -> Void = {}) throws(Unreadable) -> (line: ArraySlice<UInt8>, complete: Bool)? {
         while true {
-            if let newline = buffer[max(start, scanned)...].firstIndex(of: 10) {
+            if let newline = buffer.firstLineBreak(from: max(start, scanned)) {
                 guard newline - start <= maximumLength else { throw tooLong() }
                 defer {
                     start = newline + 1

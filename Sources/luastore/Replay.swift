@@ -224,30 +224,71 @@ struct Replay: AsyncParsableCommand {
 
     /// The next recorded actions, at most `limit` of them and none past `until`; empty at the end. Reloads are
     /// skipped (the current scripts run throughout); a last line cut short (a crash while writing) ends the
-    /// recording with a note; any other line that is not what the format says is refused, naming it.
+    /// recording with a note; any other line that is not what the format says is refused, naming it. The lines are
+    /// read a batch at a time and their sums checked four at a time (`RecordingLine.sumsMatch`), then each line is
+    /// read in order, as if alone: a line whose sum does not match is refused as `checkSum` says.
     static func entries(from lines: LineReader, reader: inout RecordingReader, name: String, upTo limit: Int, until: UInt64?) throws -> [Recorded] {
         var entries: [Recorded] = []
-        while entries.count < limit, let (line, complete) = try read(lines, name: name) {
-            if line.isEmpty { continue }
-            let entry: Recorded?
-            do {
-                entry = try reader.entry(line)
-            } catch where !complete {
-                Console.error("\(name):\(lines.number): the last line is cut short (the recording stopped mid-write); replaying up to the line before")
-                lines.finish()
-                break
-            } catch {
-                Console.error("\(name):\(lines.number): not a recorded entry: \(error)")
-                throw ExitCode.unusable
+        while entries.count < limit {
+            let batch = try Batch(lines, name: name, upTo: limit - entries.count, until: until)
+            guard !batch.ranges.isEmpty else { break }
+            let matching = reader.header.version >= 3 ? RecordingLine.sumsMatch(batch.ranges, in: batch.bytes) : []
+            for (index, range) in batch.ranges.enumerated() {
+                let entry: Recorded?
+                do {
+                    entry = try reader.entry(batch.bytes[range], sumChecked: !matching.isEmpty && matching[index])
+                } catch where !batch.complete[index] {
+                    Console.error("\(name):\(batch.numbers[index]): the last line is cut short (the recording stopped mid-write); replaying up to the line before")
+                    lines.finish()
+                    return entries
+                } catch {
+                    Console.error("\(name):\(batch.numbers[index]): not a recorded entry: \(error)")
+                    throw ExitCode.unusable
+                }
+                guard let entry else { continue } // a reload
+                if let until, entry.sequence > until {
+                    lines.finish()
+                    return entries
+                }
+                entries.append(entry)
             }
-            guard let entry else { continue } // a reload
-            if let until, entry.sequence > until {
-                lines.finish()
-                break
-            }
-            entries.append(entry)
         }
         return entries
+    }
+
+    /// Lines read ahead, copied into one buffer (a line read from a `LineReader` is good until the next is read):
+    /// at most `limit` of them, the last one the first whose `seq` is past `until`, if any.
+    struct Batch {
+        var bytes: [UInt8] = []
+        var ranges: [Range<Int>] = []
+        var numbers: [Int] = []
+        var complete: [Bool] = []
+
+        init(_ lines: LineReader, name: String, upTo limit: Int, until: UInt64?) throws {
+            bytes.reserveCapacity(limit * 256)
+            while ranges.count < limit, let (line, whole) = try read(lines, name: name) {
+                if line.isEmpty { continue }
+                ranges.append(bytes.count..<(bytes.count + line.count))
+                bytes.append(contentsOf: line)
+                numbers.append(lines.number)
+                complete.append(whole)
+                if let until, let sequence = Self.sequence(line), sequence > until { break }
+            }
+        }
+
+        /// The `seq` an entry line begins with (`{"seq":N`), if it does.
+        static func sequence(_ line: ArraySlice<UInt8>) -> UInt64? {
+            let prefix = #"{"seq":"#.utf8
+            guard line.starts(with: prefix) else { return nil }
+            var value: UInt64 = 0
+            var digits = 0
+            for byte in line.dropFirst(prefix.count) {
+                guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9"), digits < 19 else { break }
+                value = value * 10 + UInt64(byte - UInt8(ascii: "0"))
+                digits += 1
+            }
+            return digits > 0 ? value : nil
+        }
     }
 
     /// The next line, or nil at the end; a failure to read is said in words (exit status 2).

@@ -385,6 +385,35 @@ import Testing
         #expect(throws: RecordingJSON.Unrepresentable.self) { try RecordingJSON.encode(.number(.infinity)) }
     }
 
+    /// Sums checked four lines at a time say of each line what `checkSum` says alone: lines of many lengths, one
+    /// with a byte changed, one whose sum is not hexadecimal, one without a sum, in groups of four and the rest.
+    @Test func sumsCheckedTogetherAgreeWithEachLineAlone() throws {
+        for count in [1, 2, 4, 5, 9, 13] {
+            var bytes: [UInt8] = []
+            var ranges: [Range<Int>] = []
+            for index in 0..<count {
+                var line = Array(#"{"seq":\#(index + 1),"text":""#.utf8)
+                line += (0..<([3, 180, 40, 1_500, 0][index % 5] + index)).map { UInt8(truncatingIfNeeded: 97 + ($0 + index) % 26) }
+                line += Array(#""}"#.utf8)
+                line = Array(RecordingLine.withSum(String(decoding: line, as: UTF8.self)).utf8)
+                switch index % 6 {
+                case 2: line[8] ^= 1 // a byte changed
+                case 3: line[line.count - 4] = UInt8(ascii: "g") // a sum that is not hexadecimal
+                case 5: line.removeLast(RecordingLine.sumSuffixLength) // no sum
+                default: break
+                }
+                ranges.append(bytes.count..<(bytes.count + line.count))
+                bytes += line
+            }
+            let together = RecordingLine.sumsMatch(ranges, in: bytes)
+            for (index, range) in ranges.enumerated() {
+                let alone = (try? RecordingLine.checkSum(bytes[range])) != nil
+                #expect(together[index] == alone, "line \(index + 1) of \(count)")
+                #expect(alone == ![2, 3, 5].contains(index % 6), "line \(index + 1) of \(count)")
+            }
+        }
+    }
+
     /// A table that keeps its fields as pairs (a literal, a small table read from the VM) is written as the same
     /// table kept as a dictionary is: keys in byte order, a lone "$map" key as a map.
     @Test func tablesKeptAsPairsAreWrittenAsDictionariesAre() throws {

@@ -30,9 +30,18 @@ public enum RecordingLine {
     /// Ends the line begun at `start` in `line` (its last field written, its closing brace not): appends its sum —
     /// FNV-1a (64 bits) of the line's bytes so far, which any change of one byte changes — and the brace.
     static func appendSum(to line: inout [UInt8], from start: Int) {
-        var sums = SumsToWrite()
-        sums.appendSuffix(to: &line, from: start)
-        sums.write(into: &line)
+        let sum = sum(of: line[start...])
+        let digits = line.count + 8
+        line.append(contentsOf: SumsToWrite.suffix)
+        line.withUnsafeMutableBufferPointer { writeDigits(of: sum, at: $0.baseAddress! + digits) }
+    }
+
+    /// Writes the 16 hexadecimal digits of `sum` at `digits`.
+    private static func writeDigits(of sum: UInt64, at digits: UnsafeMutablePointer<UInt8>) {
+        for place in 0..<16 {
+            let digit = UInt8(truncatingIfNeeded: sum >> UInt64(60 - 4 * place)) & 15
+            digits[place] = digit < 10 ? UInt8(ascii: "0") + digit : UInt8(ascii: "a") + digit - 10
+        }
     }
 
     /// The sums of lines made one after another, written once they are all made: FNV-1a takes four cycles a
@@ -41,47 +50,57 @@ public enum RecordingLine {
         /// Each line's first byte and where its sum's digits go (the bytes summed end 8 before them).
         private var lines: [(start: Int, digits: Int)] = []
 
+        /// A line's last field, its digits to come, and its closing brace.
+        static let suffix = Array(#","sum":"0000000000000000"}"#.utf8)
+
         /// Ends the line begun at `start` with its sum's field, its digits left to `write`, and the brace.
         mutating func appendSuffix(to line: inout [UInt8], from start: Int) {
             let suffix = line.count
-            line.append(contentsOf: #","sum":"0000000000000000"}"#.utf8)
+            line.append(contentsOf: Self.suffix)
             lines.append((start, suffix + 8))
         }
 
         /// Writes the sum of each line `appendSuffix` ended.
         func write(into line: inout [UInt8]) {
+            guard !lines.isEmpty else { return }
+            let summed = lines.map { $0.start..<($0.digits - 8) }
             line.withUnsafeMutableBufferPointer { buffer in
                 let bytes = buffer.baseAddress!
-                var index = 0
-                while index + 4 <= lines.count { // (four at once while each has bytes left, then each alone)
-                    let (a, b, c, d) = (lines[index], lines[index + 1], lines[index + 2], lines[index + 3])
-                    let together = Swift.min(a.digits - a.start, b.digits - b.start, c.digits - c.start, d.digits - d.start) - 8
-                    var sums = (basis, basis, basis, basis)
-                    for offset in 0..<together {
-                        sums.0 = (sums.0 ^ UInt64(bytes[a.start + offset])) &* prime
-                        sums.1 = (sums.1 ^ UInt64(bytes[b.start + offset])) &* prime
-                        sums.2 = (sums.2 ^ UInt64(bytes[c.start + offset])) &* prime
-                        sums.3 = (sums.3 ^ UInt64(bytes[d.start + offset])) &* prime
-                    }
-                    Self.finish(sums.0, a.start + together, a.digits, bytes)
-                    Self.finish(sums.1, b.start + together, b.digits, bytes)
-                    Self.finish(sums.2, c.start + together, c.digits, bytes)
-                    Self.finish(sums.3, d.start + together, d.digits, bytes)
-                    index += 4
+                for (index, sum) in RecordingLine.sums(of: summed, in: UnsafePointer(bytes)).enumerated() {
+                    RecordingLine.writeDigits(of: sum, at: bytes + lines[index].digits)
                 }
-                for (start, digits) in lines[index...] { Self.finish(basis, start, digits, bytes) }
             }
         }
+    }
 
-        /// Sums the rest of a line (`from` up to the sum's field) on from `sum`, and writes the digits.
-        private static func finish(_ sum: UInt64, _ from: Int, _ digits: Int, _ bytes: UnsafeMutablePointer<UInt8>) {
-            var sum = sum
-            for position in from..<(digits - 8) { sum = (sum ^ UInt64(bytes[position])) &* prime }
-            for place in 0..<16 {
-                let digit = UInt8(truncatingIfNeeded: sum >> UInt64(60 - 4 * place)) & 15
-                bytes[digits + place] = digit < 10 ? UInt8(ascii: "0") + digit : UInt8(ascii: "a") + digit - 10
+    /// FNV-1a of each range of `bytes`: four ranges side by side while each has bytes left (FNV-1a takes four
+    /// cycles a byte, each waiting on the last; four sums at once take about the time of one), then each alone.
+    static func sums(of ranges: [Range<Int>], in bytes: UnsafePointer<UInt8>) -> [UInt64] {
+        var sums = [UInt64](repeating: basis, count: ranges.count)
+        var index = 0
+        while index + 4 <= ranges.count {
+            let (a, b, c, d) = (ranges[index], ranges[index + 1], ranges[index + 2], ranges[index + 3])
+            let together = Swift.min(a.count, b.count, c.count, d.count)
+            var four = (basis, basis, basis, basis)
+            for offset in 0..<together {
+                four.0 = (four.0 ^ UInt64(bytes[a.lowerBound + offset])) &* prime
+                four.1 = (four.1 ^ UInt64(bytes[b.lowerBound + offset])) &* prime
+                four.2 = (four.2 ^ UInt64(bytes[c.lowerBound + offset])) &* prime
+                four.3 = (four.3 ^ UInt64(bytes[d.lowerBound + offset])) &* prime
             }
+            (sums[index], sums[index + 1], sums[index + 2], sums[index + 3]) = four
+            for lane in 0..<4 {
+                let range = ranges[index + lane]
+                for position in (range.lowerBound + together)..<range.upperBound {
+                    sums[index + lane] = (sums[index + lane] ^ UInt64(bytes[position])) &* prime
+                }
+            }
+            index += 4
         }
+        for lane in index..<ranges.count {
+            for position in ranges[lane] { sums[lane] = (sums[lane] ^ UInt64(bytes[position])) &* prime }
+        }
+        return sums
     }
 
     /// FNV-1a's offset basis and prime (64 bits).
@@ -90,8 +109,9 @@ public enum RecordingLine {
 
     static func sum(of bytes: ArraySlice<UInt8>) -> UInt64 {
         bytes.withUnsafeBufferPointer { buffer in
+            guard let start = buffer.baseAddress else { return basis }
             var hash = basis
-            for byte in buffer { hash = (hash ^ UInt64(byte)) &* prime }
+            for offset in 0..<buffer.count { hash = (hash ^ UInt64(start[offset])) &* prime }
             return hash
         }
     }
@@ -112,6 +132,13 @@ public enum RecordingLine {
 
     /// Whether a line of format 3 ends with the sum of what comes before its `sum` field (and says why not).
     static func checkSum(_ line: ArraySlice<UInt8>) throws(RecordingJSON.Malformed) {
+        guard try writtenSum(line) == sum(of: line[..<(line.endIndex - sumSuffixLength)]) else {
+            throw RecordingJSON.Malformed(description: "the line's \"sum\" does not match its contents (the line was changed or damaged)")
+        }
+    }
+
+    /// The sum a line of format 3 ends with (and why it does not end with one).
+    private static func writtenSum(_ line: ArraySlice<UInt8>) throws(RecordingJSON.Malformed) -> UInt64 {
         let suffix = #","sum":""#.utf8
         let sumStart = line.endIndex - sumSuffixLength
         guard line.count > sumSuffixLength, line[sumStart..<(sumStart + suffix.count)].elementsEqual(suffix),
@@ -128,9 +155,25 @@ public enum RecordingLine {
             }
             written = written << 4 | UInt64(digit)
         }
-        guard written == sum(of: line[..<sumStart]) else {
-            throw RecordingJSON.Malformed(description: "the line's \"sum\" does not match its contents (the line was changed or damaged)")
+        return written
+    }
+
+    /// Which of the lines at `ranges` of `bytes` end with the sum of what comes before their `sum` field: their
+    /// sums made four at a time (a replay's window of lines). A line that does not is checked alone
+    /// (`checkSum`, `RecordingReader.entry`), which says why.
+    public static func sumsMatch(_ ranges: [Range<Int>], in bytes: [UInt8]) -> [Bool] {
+        var matching = [Bool](repeating: false, count: ranges.count)
+        var written: [(line: Int, sum: UInt64)] = [] // (the lines that end with a sum at all)
+        written.reserveCapacity(ranges.count)
+        for (line, range) in ranges.enumerated() {
+            if let sum = try? writtenSum(bytes[range]) { written.append((line, sum)) }
         }
+        guard !written.isEmpty else { return matching }
+        let made = bytes.withUnsafeBufferPointer { buffer in
+            sums(of: written.map { ranges[$0.line].lowerBound..<(ranges[$0.line].upperBound - sumSuffixLength) }, in: buffer.baseAddress!)
+        }
+        for (index, line) in written.enumerated() { matching[line.line] = line.sum == made[index] }
+        return matching
     }
 
     /// The line of one journal entry.

@@ -71,9 +71,10 @@ public struct RecordingReader: Sendable {
     /// Reads the next entry line: the recorded action (its changes kept as written, see
     /// `RecordingLine.recordedAction(line:)`), or nil for a reload. Each field is looked up once; a line with a
     /// field the format does not define has more fields than those found.
-    public mutating func entry(_ line: ArraySlice<UInt8>) throws(Malformed) -> RecordingLine.RecordedAction? {
+    /// `sumChecked`: the line's sum was found to match already (`RecordingLine.sumsMatch`).
+    public mutating func entry(_ line: ArraySlice<UInt8>, sumChecked: Bool = false) throws(Malformed) -> RecordingLine.RecordedAction? {
         let summed = header.version >= 3
-        if summed { try RecordingLine.checkSum(line) }
+        if summed && !sumChecked { try RecordingLine.checkSum(line) }
         let fields = try RecordedJSON.entryFields(line)
         let seqJSON = fields.seq, origin = fields.origin, action = fields.action, reload = fields.reload
         let failure = fields.failure, changesJSON = fields.changes
