@@ -13,8 +13,11 @@ import Testing
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     }
 
-    static func run(_ arguments: [String]) async throws -> ChildProcessResult {
-        try await runChildProcess(binary, arguments, directory: packageRoot)
+    /// Runs `luakit` with the tests' environment (a default time budget no loaded machine runs out of: the tour
+    /// ran out of 200 ms once beside busy loops), and `environment` over it.
+    static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> ChildProcessResult {
+        try await runChildProcess(binary, arguments, directory: packageRoot,
+                                  environment: CLI.environment.merging(environment) { $1 })
     }
 
     @Test func runsTheTourSample() async throws {
@@ -40,6 +43,23 @@ import Testing
         #expect(run.status == 1)
         #expect(run.errors == "luakit: loop.lua:2: time budget of 400 ms exceeded\n")
         #expect(run.output.isEmpty)
+    }
+
+    /// `LUASTORE_TIME_BUDGET_MS` sets the default budget, as for `luastore`; the option wins, and a variable that
+    /// is not a budget is refused.
+    @Test func theBudgetsDefaultComesFromTheEnvironment() async throws {
+        let folder = try makeTemporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let script = folder.appendingPathComponent("loop.lua")
+        try Data("local n = 0\nwhile true do n = n + 1 end\n".utf8).write(to: script)
+        let byVariable = try await Self.run([script.path], environment: ["LUASTORE_TIME_BUDGET_MS": "300"])
+        #expect(byVariable.status == 1)
+        #expect(byVariable.errors == "luakit: loop.lua:2: time budget of 300 ms exceeded\n")
+        let byOption = try await Self.run([script.path, "--time-budget-ms", "400"], environment: ["LUASTORE_TIME_BUDGET_MS": "300"])
+        #expect(byOption.errors == "luakit: loop.lua:2: time budget of 400 ms exceeded\n")
+        let refused = try await Self.run([script.path], environment: ["LUASTORE_TIME_BUDGET_MS": "soon"])
+        #expect(refused.status == 2)
+        #expect(refused.errors == "luakit: LUASTORE_TIME_BUDGET_MS must be a number of milliseconds > 0 (it is \"soon\")\n")
     }
 
     @Test func refusesBadUsage() async throws {
