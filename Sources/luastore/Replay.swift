@@ -230,8 +230,8 @@ struct Replay: AsyncParsableCommand {
     static func entries(from lines: LineReader, reader: inout RecordingReader, name: String, upTo limit: Int, until: UInt64?) throws -> [Recorded] {
         var entries: [Recorded] = []
         while entries.count < limit {
-            let batch = try Batch(lines, name: name, upTo: limit - entries.count, until: until)
-            guard !batch.ranges.isEmpty else { break }
+            let batch = Batch(lines, upTo: limit - entries.count, until: until)
+            guard !batch.ranges.isEmpty || batch.failure != nil else { break }
             let matching = reader.header.version >= 3 ? RecordingLine.sumsMatch(batch.ranges, in: batch.bytes) : []
             for (index, range) in batch.ranges.enumerated() {
                 let entry: Recorded?
@@ -252,21 +252,35 @@ struct Replay: AsyncParsableCommand {
                 }
                 entries.append(entry)
             }
+            if let failure = batch.failure { // (after the lines read before it, as if read one by one)
+                Console.error("cannot read \(name): \(failure.reason)")
+                throw ExitCode.unusable
+            }
         }
         return entries
     }
 
     /// Lines read ahead, copied into one buffer (a line read from a `LineReader` is good until the next is read):
-    /// at most `limit` of them, the last one the first whose `seq` is past `until`, if any.
+    /// at most `limit` of them, the last one the first whose `seq` is past `until`, if any; and why the input could
+    /// not be read further, if it could not (said once the lines before are read).
     struct Batch {
         var bytes: [UInt8] = []
         var ranges: [Range<Int>] = []
         var numbers: [Int] = []
         var complete: [Bool] = []
+        var failure: LineReader.Unreadable?
 
-        init(_ lines: LineReader, name: String, upTo limit: Int, until: UInt64?) throws {
+        init(_ lines: LineReader, upTo limit: Int, until: UInt64?) {
             bytes.reserveCapacity(limit * 256)
-            while ranges.count < limit, let (line, whole) = try read(lines, name: name) {
+            while ranges.count < limit {
+                let next: (line: ArraySlice<UInt8>, complete: Bool)?
+                do {
+                    next = try lines.next()
+                } catch {
+                    failure = error
+                    break
+                }
+                guard let (line, whole) = next else { break }
                 if line.isEmpty { continue }
                 ranges.append(bytes.count..<(bytes.count + line.count))
                 bytes.append(contentsOf: line)

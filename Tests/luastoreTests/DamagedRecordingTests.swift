@@ -89,4 +89,30 @@ import Testing
             }
         }
     }
+
+    /// Lines are read a window at a time, but two problems are still said in the order of their lines: a malformed
+    /// line before one longer than `--max-line-bytes` is named, not the long one; alone, the long one is.
+    @Test func theFirstOfTwoProblemsIsNamed() async throws {
+        let folder = try CLI.makeApp(Self.app)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let input = (1...10).map { index in
+            #"{"type":"add","by":1,"note":"\#(String(repeating: "n", count: index == 7 ? 600 : 1))"}"#
+        }.joined(separator: "\n") + "\n"
+        let recordingURL = folder.appendingPathComponent("session.jsonl")
+        let run = try await CLI.run(["run", folder.path, "--format", "json", "--record", recordingURL.path], input: input)
+        #expect(run.status == 0, "\(run.errors)")
+        let lines = try String(contentsOf: recordingURL, encoding: .utf8).split(separator: "\n").map(String.init)
+        #expect(lines.count == 11 && lines[7].utf8.count > 600 && lines[4].utf8.count < 400)
+
+        let replayed = try await CLI.run(["replay", folder.path, recordingURL.path, "--max-line-bytes", "500"])
+        #expect(replayed.status == 2)
+        #expect(replayed.errors == "luastore: cannot read \(recordingURL.path): line 8 is longer than 500 bytes (the limit of --max-line-bytes)\n")
+
+        var damaged = lines
+        damaged[4] = RecordingLine.withSum(lines[4].replacingOccurrences(of: #""origin":"outside""#, with: #""origin":"elsewhere""#))
+        try Data((damaged.joined(separator: "\n") + "\n").utf8).write(to: recordingURL)
+        let refused = try await CLI.run(["replay", folder.path, recordingURL.path, "--max-line-bytes", "500"])
+        #expect(refused.status == 2)
+        #expect(refused.errors.hasPrefix("luastore: \(recordingURL.path):5: not a recorded entry: "), "\(refused.errors)")
+    }
 }
