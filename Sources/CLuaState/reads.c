@@ -246,7 +246,7 @@ int reads_recycle(lua_State *L) {
     return 0;
 }
 
-/// `clear(t, …)` [-n, +0, -]: empties the tables given (their slots kept, for refilling without rehashing), as a
+/// `clear(t, …)` [-n, +0, -]: empties the tables given (their slots kept: refilling rehashes less), as a
 /// loop of `t[k] = nil` over `next` would, without running the loop in Lua (the proxy caches are emptied every
 /// few hundred proxies made).
 int reads_clear(lua_State *L) {

@@ -103,9 +103,10 @@ S.proxyAt = proxyAt
 
 -- Proxies live only while a function runs, so between calls the caches may start afresh; doing so once they
 -- hold a few hundred entries keeps them small (a reducer touching a different item each time would otherwise
--- grow them without end). They are emptied in place, not replaced: a table keeps its slots when emptied, so
--- refilling it costs no rehashing (replacing them made every toggle of a not-recently-touched item dearer:
--- docs/benchmarks.md). Caches a large evaluation grew (and made weak) are replaced, to let their slots go.
+-- grow them without end). They are emptied in place, not replaced: refilling an emptied table costs 4 rehashes
+-- to 512 keys where a new one costs 10 (its cleared slots keep their keys, so Lua finds no free slot at the
+-- first collision and shrinks it to what it holds, at about 64 keys, before it grows again); replacing them made
+-- every toggle of a not-recently-touched item dearer (docs/benchmarks.md). Caches a large evaluation grew (and made weak) are replaced, to let their slots go.
 -- The caches hold their tables strongly, so they are also emptied by a flush after a table left the state
 -- (a write replaced or removed one): such a table (a list the reducer replaced) is released by the next
 -- flush at the latest.
