@@ -12,12 +12,13 @@ var arguments = Array(CommandLine.arguments.dropFirst())
 var limits = LuaLimits()
 // The default time budget, as `luastore`'s: `LUASTORE_TIME_BUDGET_MS` where set (a machine under load, where a
 // budget counted on the wall clock would stop a call the scheduler only paused); `--time-budget-ms` still wins.
-if let text = ProcessInfo.processInfo.environment["LUASTORE_TIME_BUDGET_MS"] {
-    guard let value = Double(text), value > 0, value.isFinite else {
-        FileHandle.standardError.write(Data("luakit: LUASTORE_TIME_BUDGET_MS must be a number of milliseconds > 0 (it is \"\(text)\")\n".utf8))
-        exit(2)
+do {
+    if let milliseconds = try LuaLimits.environmentTimeBudget() {
+        limits.timeBudget = .nanoseconds(Int64(min(milliseconds * 1_000_000, Double(Int64.max))))
     }
-    limits.timeBudget = .nanoseconds(Int64(min(value * 1_000_000, Double(Int64.max))))
+} catch {
+    FileHandle.standardError.write(Data("luakit: \(error)\n".utf8))
+    exit(2)
 }
 var file: String?
 var luaPath: String?

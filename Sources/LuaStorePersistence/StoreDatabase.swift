@@ -278,7 +278,7 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
                         let end = lines[start...].firstIndex(of: 10) ?? lines.endIndex
                         let line = lines[start..<end]
                         start = end + 1
-                        guard let seq = Self.entrySequence(line) else {
+                        guard let seq = RecordingLine.entrySequence(line) else {
                             throw PersistenceFailure(path: path, reason: "is damaged after entry \(sequence): a line that is not an entry; it was left as it is")
                         }
                         if seq <= sequence { continue } // (kept in the snapshot)
@@ -356,7 +356,7 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
                     let line = buffer[start..<end]
                     defer { start = end + 1 }
                     guard !line.isEmpty else { continue }
-                    if let sequence = Self.entrySequence(line) {
+                    if let sequence = RecordingLine.entrySequence(line) {
                         chunk = (chunk?.start ?? start, end, chunk?.first ?? sequence, sequence)
                         last = sequence
                     } else if let sequence = Self.headerSequence(line) {
@@ -476,14 +476,7 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
 
     // MARK: Lines
 
-    private static let entryPrefix = Array(#"{"seq":"#.utf8)
     private static let headerSeq = Array(#","seq":"#.utf8)
-
-    /// The sequence number of an entry line (`{"seq":N,…`), or nil for another line.
-    static func entrySequence(_ line: ArraySlice<UInt8>) -> UInt64? {
-        guard line.starts(with: entryPrefix) else { return nil }
-        return number(in: line.dropFirst(entryPrefix.count))
-    }
 
     /// The sequence number a header line (a snapshot) holds: its first `"seq"` field, which comes before the state.
     static func headerSequence(_ line: ArraySlice<UInt8>) -> UInt64? {
@@ -491,22 +484,11 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
         var index = line.startIndex
         while index + headerSeq.count <= line.endIndex {
             if line[index..<index + headerSeq.count].elementsEqual(headerSeq) {
-                return number(in: line[(index + headerSeq.count)...])
+                return RecordingLine.leadingNumber(line[(index + headerSeq.count)...])
             }
             index += 1
         }
         return nil
-    }
-
-    private static func number(in bytes: ArraySlice<UInt8>) -> UInt64? {
-        var value: UInt64 = 0
-        var digits = 0
-        for byte in bytes {
-            guard byte >= 48, byte <= 57 else { break }
-            value = value * 10 + UInt64(byte - 48)
-            digits += 1
-        }
-        return digits > 0 ? value : nil
     }
 
     static func words(_ error: any Error) -> String {

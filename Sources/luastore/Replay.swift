@@ -286,22 +286,8 @@ struct Replay: AsyncParsableCommand {
                 bytes.append(contentsOf: line)
                 numbers.append(lines.number)
                 complete.append(whole)
-                if let until, let sequence = Self.sequence(line), sequence > until { break }
+                if let until, let sequence = RecordingLine.entrySequence(line), sequence > until { break }
             }
-        }
-
-        /// The `seq` an entry line begins with (`{"seq":N`), if it does.
-        static func sequence(_ line: ArraySlice<UInt8>) -> UInt64? {
-            let prefix = #"{"seq":"#.utf8
-            guard line.starts(with: prefix) else { return nil }
-            var value: UInt64 = 0
-            var digits = 0
-            for byte in line.dropFirst(prefix.count) {
-                guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9"), digits < 19 else { break }
-                value = value * 10 + UInt64(byte - UInt8(ascii: "0"))
-                digits += 1
-            }
-            return digits > 0 ? value : nil
         }
     }
 

@@ -1,3 +1,5 @@
+import Foundation
+
 /// The bounds a VM enforces on the scripts it runs, and how it collects their garbage.
 ///
 /// ```swift
@@ -34,6 +36,27 @@ public struct LuaLimits: Sendable, Equatable {
 
     /// The default limits: 64 MiB, 200 ms per call.
     public init() {}
+}
+
+extension LuaLimits {
+    /// The variable that sets the command-line tools' default time budget (`luastore`, `luakit`), for machines that
+    /// run under load (a CI runner beside other jobs), where a budget counted on the wall clock would stop calls the
+    /// scheduler merely paused.
+    public static let timeBudgetVariable = "LUASTORE_TIME_BUDGET_MS"
+
+    /// A `LUASTORE_TIME_BUDGET_MS` that is not a number of milliseconds above 0, in words.
+    public struct InvalidTimeBudget: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// The default time budget `LUASTORE_TIME_BUDGET_MS` sets, in milliseconds; nil when it is not set.
+    public static func environmentTimeBudget() throws(InvalidTimeBudget) -> Double? {
+        guard let text = ProcessInfo.processInfo.environment[timeBudgetVariable] else { return nil }
+        guard let value = Double(text), value > 0, value.isFinite else {
+            throw InvalidTimeBudget(description: "\(timeBudgetVariable) must be a number of milliseconds > 0 (it is \"\(text)\")")
+        }
+        return value
+    }
 }
 
 /// How a `LuaVM` collects its garbage: Lua 5.4's two collectors. Scripts cannot change it (`collectgarbage`

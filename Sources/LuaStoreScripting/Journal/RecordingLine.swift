@@ -176,6 +176,26 @@ public enum RecordingLine {
         return matching
     }
 
+    /// The sequence number an entry line begins with (`{"seq":N,…`), or nil for another line: read from its
+    /// first bytes, without parsing the line (a durable store's writer and replay's read-ahead look at every line).
+    public static func entrySequence(_ line: ArraySlice<UInt8>) -> UInt64? {
+        let prefix = #"{"seq":"#.utf8
+        guard line.starts(with: prefix) else { return nil }
+        return leadingNumber(line.dropFirst(prefix.count))
+    }
+
+    /// The decimal number `bytes` begin with (at most 19 digits, which an `UInt64` holds), or nil.
+    public static func leadingNumber(_ bytes: ArraySlice<UInt8>) -> UInt64? {
+        var value: UInt64 = 0
+        var digits = 0
+        for byte in bytes {
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9"), digits < 19 else { break }
+            value = value * 10 + UInt64(byte - UInt8(ascii: "0"))
+            digits += 1
+        }
+        return digits > 0 ? value : nil
+    }
+
     /// The line of one journal entry.
     public static func entry(_ entry: JournalEntry) throws -> String {
         var line: [UInt8] = []
