@@ -51,7 +51,7 @@ enum {
 /// Paths, cached (for the journal's records): where a table of the state is, as the JSON of its path's keys
 /// (`"items",7`), for the tables changes were last written in. A slot is good while `generation` is the
 /// barrier's: it moves on whenever a table may have moved — a transaction that stored or removed a table, one
-/// the Lua side runs (`begin`), a rollback, the caches emptied (`made(0)`: also after time travel) — so a stale
+/// the Lua side runs (`begin`), a rollback, the caches renewed (`renew`: also after time travel) — so a stale
 /// path is never used; and a table is only freed after it left the state, which moves it on too.
 #define PATH_SLOTS 256
 #define PATH_PREFIX_MAX 52
@@ -105,7 +105,7 @@ typedef struct Barrier {
     lua_Integer position;       /* the action of a run being reduced */
     lua_Integer flushes;        /* how many times the readers due were handed over to a flush */
     lua_Integer due;            /* readers in the list of readers due (`DUE`) */
-    lua_Integer made;           /* proxies made since the caches were last emptied */
+    lua_Integer made;           /* proxies made since the caches were last renewed */
     lua_Integer flushed;        /* the outcomes in `flushed`'s lists (what the readers gave, in order) */
     int subscriptionsDirty;     /* `subscriptions` must run again before its result is used */
     int observed;               /* since the last flush, a write changed something a reader read */
@@ -271,8 +271,11 @@ enum { FLUSH_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, FLUSH_UPVALUES(UPVALUE_ENUM) 
 #define UPVALUE(name) lua_upvalueindex(UPVALUE_##name)
 
 /// How many proxies may be made before the caches turn weak (so proxies no one holds any more can be
-/// collected: props walking a large list, say); the Lua side empties or replaces them between calls.
+/// collected: props walking a large list, say); the Lua side renews them between calls (`renew`).
 #define PROXIES_BEFORE_WEAK 4096
+
+/// The most entries `renew` makes room for in each cache.
+#define PROXIES_RENEW_MAX (1 << 20)
 
 /// [-0, +0, -] The barrier of the running function.
 static inline Barrier *barrier(lua_State *L) { return (Barrier *)lua_touserdata(L, UPVALUE(CONTROL)); }
@@ -321,8 +324,8 @@ static inline int fall_back(lua_State *L, int fallback, int arguments, int resul
     return results;
 }
 
-/// [-0, +0, -] Empties the table at `t`, keeping its slots (refilling it rehashes less than a new table: see
-/// `S.trimCaches` in state_runtime.lua).
+/// [-0, +0, -] Empties the table at `t`, keeping its slots (the readers' key sets, kept for their next records:
+/// one table fewer for the collector per record).
 static inline void empty_table(lua_State *L, int t) {
     lua_pushnil(L);
     while (lua_next(L, t) != 0) { /* clearing the current key is allowed while traversing */
@@ -392,6 +395,7 @@ BARRIER_INTERNAL int proxies_proxy(lua_State *L);
 BARRIER_INTERNAL int proxies_fresh(lua_State *L);
 BARRIER_INTERNAL int proxies_claim(lua_State *L);
 BARRIER_INTERNAL int proxies_made(lua_State *L);
+BARRIER_INTERNAL int proxies_renew(lua_State *L);
 BARRIER_INTERNAL int proxies_flat(lua_State *L, int index);
 BARRIER_INTERNAL int proxies_isflat(lua_State *L);
 
@@ -413,7 +417,6 @@ BARRIER_INTERNAL int reads_setmode(lua_State *L);
 BARRIER_INTERNAL int reads_endread(lua_State *L);
 BARRIER_INTERNAL int reads_note(lua_State *L);
 BARRIER_INTERNAL int reads_recycle(lua_State *L);
-BARRIER_INTERNAL int reads_clear(lua_State *L);
 BARRIER_INTERNAL int reads_flushedcount(lua_State *L);
 BARRIER_INTERNAL int reads_emptysets(lua_State *L);
 BARRIER_INTERNAL int reads_mark_due(lua_State *L, Barrier *b, int ids);

@@ -9,7 +9,7 @@
 //
 // A proxy is the same table every time its real table is reached (the caches keep it), so a script could keep
 // one past the call that received it — in an upvalue, say — and read or write the state with it later: outside
-// read tracking, and with an outcome that would depend on when the caches were last emptied (a proxy whose
+// read tracking, and with an outcome that would depend on when the caches were last renewed (a proxy whose
 // entry went is refused, one whose entry stayed is not), which differs between a live session and its replay.
 // So every call (a transaction — an action, init's result, a migration — or a reader's run) has an `epoch`,
 // each proxy is stamped with the epoch whenever it is handed out (`proxies_push`, `claim`), and the metamethods
@@ -222,15 +222,43 @@ int proxies_claim(lua_State *L) {
     return 1;
 }
 
-/// `made([n])` [-(0|1), +1, e]: proxies made since `made(0)` (which the Lua side calls when it empties the caches).
+/// `made()` [-0, +1, -]: proxies made since the caches were last renewed (`renew`).
 int proxies_made(lua_State *L) {
-    Barrier *b = barrier(L);
-    if (lua_gettop(L) >= 1) {
-        b->made = luaL_checkinteger(L, 1);
-        b->pathGeneration++;
-    }
-    lua_pushinteger(L, b->made);
+    lua_pushinteger(L, barrier(L)->made);
     return 1;
+}
+
+/// `renew(functions, size)` [-2, +4, m]: the caches start afresh. Makes four tables, each with room for `size`
+/// entries (`targets`, `proxies`, `parents`, `parentkeys`), puts them in place of the old ones in every
+/// function of this barrier that the table `functions` holds (each C closure holds the caches as upvalues of its
+/// own), and returns them for the Lua side. Tables made with room are filled without a rehash; a cache emptied
+/// in place, or made empty, rehashes as it grows (`S.trimCaches` in state_runtime.lua says what that cost). The
+/// new caches are strong (`count_made` turns them weak again), and the paths cached for the old ones are stale.
+int proxies_renew(lua_State *L) {
+    static const int caches[] = { UPVALUE_TARGETS, UPVALUE_PROXIES, UPVALUE_PARENTS, UPVALUE_PARENT_KEYS };
+    enum { CACHE_COUNT = sizeof caches / sizeof caches[0], FIRST_CACHE = 2 };
+    Barrier *b = barrier(L);
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_Integer size = luaL_checkinteger(L, 2);
+    luaL_argcheck(L, size >= 0 && size <= PROXIES_RENEW_MAX, 2, "the caches' size is out of range");
+    lua_settop(L, 1);
+    luaL_checkstack(L, CACHE_COUNT + 4, "the caches");
+    for (int i = 0; i < CACHE_COUNT; i++) lua_createtable(L, 0, (int)size); /* FIRST_CACHE… */
+    lua_pushnil(L);
+    while (lua_next(L, 1) != 0) { /* key, value */
+        if (lua_iscfunction(L, -1) && lua_getupvalue(L, -1, UPVALUE_CONTROL) != NULL) {
+            int ours = lua_touserdata(L, -1) == (void *)b;
+            lua_pop(L, 1);
+            for (int i = 0; ours && i < CACHE_COUNT; i++) {
+                lua_pushvalue(L, FIRST_CACHE + i);
+                lua_setupvalue(L, -2, caches[i]);
+            }
+        }
+        lua_pop(L, 1);
+    }
+    b->made = 0;
+    b->pathGeneration++;
+    return CACHE_COUNT;
 }
 
 /// [-0, +0, -] Whether the value at `index` holds nothing that is state: not a table, or a table that is not a

@@ -246,17 +246,6 @@ int reads_recycle(lua_State *L) {
     return 0;
 }
 
-/// `clear(t, …)` [-n, +0, -]: empties the tables given (their slots kept: refilling rehashes less), as a
-/// loop of `t[k] = nil` over `next` would, without running the loop in Lua (the proxy caches are emptied every
-/// few hundred proxies made).
-int reads_clear(lua_State *L) {
-    int count = lua_gettop(L);
-    for (int t = 1; t <= count; t++) {
-        if (lua_type(L, t) == LUA_TTABLE) empty_table(L, t);
-    }
-    return 0;
-}
-
 /// `emptysets(map, spares, count, limit)` [-4, +1, m]: empties `map` (anything -> a set of keys) and keeps up to
 /// `limit` of its emptied sets in `spares`, which holds `count`; returns how many it holds now. (Reused sets
 /// spare the collector a table per use.)

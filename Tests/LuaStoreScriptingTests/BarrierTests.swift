@@ -11,7 +11,7 @@ import Testing
     /// A fresh VM whose trusted code has the state engine's C (`makebarrier`), on the suite's thread.
     func withVM<T>(_ body: (LuaVM) throws -> T) async throws -> T {
         try await withTaskExecutorPreference(Self.thread) { () throws -> T in
-            let vm = try LuaVM()
+            let vm = try LuaVM(limits: .unhurried)
             try vm.defineTrusted(library: clua_state_library())
             let result = try body(vm)
             #expect(vm.stackDepth == 0, "the stack is empty after every call")
@@ -29,7 +29,7 @@ import Testing
             #expect(error?.message.contains("makebarrier: proxies is missing") == true, "\(error.map(String.init(describing:)) ?? "")")
         }
         let plain = try await withTaskExecutorPreference(Self.thread) { () throws -> [LuaValue] in
-            let vm = try LuaVM()
+            let vm = try LuaVM(limits: .unhurried)
             return try vm.call(try vm.loadTrusted("return type(makebarrier)", chunkName: "probe"))
         }
         #expect(plain == ["nil"], "a VM no layer gave the engine's C has no barrier")
@@ -212,6 +212,44 @@ import Testing
             return first, inFirst, afterBegin, handedStale, writes, again, inReader
             """)
         #expect(results == [true, 0, false, 1, 1, true, false])
+    }
+
+    /// `renew` starts the caches afresh in every function of the barrier at once: what is made after it (a
+    /// proxy, a claimed table, a record of where a table is) lands in the tables it returned, and `__index`,
+    /// `__newindex`, `proxy` and `claim` all find it there; the count of proxies made starts over; the old caches
+    /// keep what they had. A size out of range is refused.
+    @Test func renewedCachesServeEveryFunction() async throws {
+        let results = try await run("""
+            B.begin()
+            state = B.proxy(real)
+            local oldItems = state.items
+            local oldTargets, oldProxies = targets, proxies
+            local madeBefore = B.made()
+            local parents, parentKeys
+            targets, proxies, parents, parentKeys = B.renew(B, 100) -- (the fallbacks read the new ones too)
+            local fresh = B.made() == 0
+            B.setmode(B.CLOSED)
+            B.begin()
+            state = B.proxy(real)
+            local items = state.items                -- __index: a new proxy, recorded where it is
+            local remade = not rawequal(items, oldItems) and targets[items] == real.items and proxies[real.items] == items
+              and parents[real.items] == real and parentKeys[real.items] == "items"
+            local item = items[1]
+            item.done = true                         -- __newindex through the new caches: journaled in C
+            local wrote = handed.newindex == 0 and real.items[1].done == true
+            local mine = { n = 1 }
+            local kept = B.claim(mine)
+            local claimed = targets[mine] == kept and proxies[kept] == mine
+            mine.n = 2
+            local through = kept.n == 2 and handed.newindex == 0
+            local oldKept = oldTargets[oldItems] == real.items and oldProxies[real.items] == oldItems
+            B.rollback()
+            local undone = real.items[1].done == false
+            local tooLarge = pcall(B.renew, B, 1 << 40)
+            local negative = pcall(B.renew, B, -1)
+            return madeBefore, fresh, remade, wrote, claimed, through, oldKept, undone, tooLarge, negative
+            """)
+        #expect(results == [2, true, true, true, true, true, true, true, false, false])
     }
 
     /// `claim` makes a table a script stores the state's own: its contents move to a new (real) table, and the

@@ -8,7 +8,7 @@
 --
 -- Where each table is: `parents[t]` holds t under `parentKeys[t]`, recorded when t's proxy is made (the
 -- script reached t from there) or when t is stored. Records may be stale (t was removed or replaced since):
--- `attached` checks each link. They live as long as the proxy caches and are emptied with them; the roots
+-- `attached` checks each link. They live as long as the proxy caches and are renewed with them; the roots
 -- (the app's state, children's states) need none.
 
 local S = ...

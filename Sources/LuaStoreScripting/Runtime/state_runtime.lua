@@ -67,7 +67,7 @@ local S = {
   readers = readers, collected = collected, meta = meta, M = {},
   targets = targets, proxies = proxies, parents = parents, parentKeys = parentKeys,
   tablesLeft = false,  -- a committed write replaced or removed a table
-  placed = 0,          -- tables stored since the caches were last emptied (each has a record: state_data.lua)
+  placed = 0,          -- tables stored since the caches were last renewed (each has a record: state_data.lua)
   journalingOn = false, -- whether runs collect each action's changes (the host journals: `setJournaling`)
 }
 local M = S.M
@@ -86,7 +86,7 @@ end
 S.noteChange = noteChange
 
 -- The proxy of a real table, made (by the barrier, in C) if it has none. The caches are strong (cheaper to
--- fill and to collect) until 4,096 proxies were made since they were last emptied (props walking a large
+-- fill and to collect) until 4,096 proxies were made since they were last renewed (props walking a large
 -- list, say); then the barrier turns them weak until they are replaced, so proxies no one holds any more can
 -- be collected. Either way, one table has one proxy while anyone holds it.
 local function proxy(real)
@@ -103,11 +103,13 @@ S.proxyAt = proxyAt
 
 -- Proxies live only while a function runs, so between calls the caches may start afresh; doing so once they
 -- hold a few hundred entries keeps them small (a reducer touching a different item each time would otherwise
--- grow them without end). They are emptied in place, not replaced: refilling an emptied table costs 4 rehashes
--- to 512 keys where a new one costs 10 (its cleared slots keep their keys, so Lua finds no free slot at the
--- first collision and shrinks it to what it holds, at about 64 keys, before it grows again); replacing them made
--- every toggle of a not-recently-touched item dearer (docs/benchmarks.md). Caches a large evaluation grew (and made weak) are replaced, to let their slots go.
--- The caches hold their tables strongly, so they are also emptied by a flush after a table left the state
+-- grow them without end). They are replaced by tables made with room for as many entries as the old ones took
+-- in (at most 4,096: `B.renew`, which puts them in every function of the barrier): a reducer that reaches a new
+-- table every action fills about as many again, without a rehash. Emptying them in place rehashed 4 times to
+-- 512 keys (cleared slots keep their keys, so Lua finds no free slot at the first collision and shrinks the
+-- table to what it holds, at about 64 keys, before it grows again), and a table made empty 10 times; at
+-- 100,000 items, a toggle of an item not touched lately cost ≈ 15 % more either way (docs/benchmarks.md).
+-- The caches hold their tables strongly, so they are also renewed by a flush after a table left the state
 -- (a write replaced or removed one): such a table (a list the reducer replaced) is released by the next
 -- flush at the latest.
 --
@@ -119,14 +121,8 @@ function S.trimCaches(afterFlush, force)
   local made, placed = B.made(), S.placed
   if force or made + placed > 512 or (afterFlush and S.tablesLeft and made + placed > 0) then
     S.tablesLeft = false
-    if made >= 4096 or placed >= 512 then -- (cheaper to let large caches go than to empty them)
-      targets, proxies, parents, parentKeys = {}, {}, {}, {}
-      S.targets, S.proxies, S.parents, S.parentKeys = targets, proxies, parents, parentKeys
-      installBarrier()
-    else
-      B.clear(targets, proxies, parents, parentKeys)
-    end
-    B.made(0)
+    targets, proxies, parents, parentKeys = B.renew(B, math.min(made + placed, 4096))
+    S.targets, S.proxies, S.parents, S.parentKeys = targets, proxies, parents, parentKeys
     S.placed = 0
   end
 end
