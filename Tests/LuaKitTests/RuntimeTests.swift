@@ -144,7 +144,7 @@ import LuaStoreConcurrency
                 group.addTask {
                     let thread = LuaThread(name: "worker\(worker)")
                     let value = try? thread.sync { () throws -> Int in
-                        let vm = try LuaVM()
+                        let vm = try LuaVM(limits: .unhurried)
                         let sum = try vm.run("local s = 0 for i = 1, \(worker * 100) do s = s + i end return s", chunkName: "w.lua")
                         return Int(sum.first?.integer ?? -1)
                     }

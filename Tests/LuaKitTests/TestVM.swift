@@ -1,5 +1,6 @@
 import Foundation
 import LuaKit
+import LuaStoreTestSupport
 import Testing
 
 /// The thread every test VM lives on (8 MiB stack), shared so tests do not each start one.
@@ -8,7 +9,7 @@ let testThread = LuaThread(name: "LuaKitTests")
 /// Runs `body` with a fresh VM on the test thread, inside the calling test's task (so expectations made in
 /// `body` are attributed to the test).
 func withVM<T>(
-    limits: LuaLimits = LuaLimits(), moduleRoot: URL? = nil,
+    limits: LuaLimits = .unhurried, moduleRoot: URL? = nil,
     print: @escaping @Sendable (String) -> Void = { _ in },
     _ body: (LuaVM) throws -> T
 ) async throws -> T {

@@ -77,10 +77,14 @@ extension DevtoolsTests {
                                       failure: nil, scripts: "0"))
             clients.send()
         }
-        var messages: [String] = []
-        for await message in stream {
-            if case .text(let text) = message { messages.append(text) }
+        let read = await withinDeadline {
+            var messages: [String] = []
+            for await message in stream {
+                if case .text(let text) = message { messages.append(text) }
+            }
+            return messages
         }
+        let messages = try #require(read, "the stalled page's stream ends")
         #expect(messages.count <= 4)
         #expect(messages.last?.contains(#""type":"dropped""#) == true)
         #expect(messages.last?.contains("fell more than 3 messages behind") == true)

@@ -26,7 +26,7 @@ import Testing
         #expect(defined == implemented)
         // And what the running module exports is what its file declares.
         let exported = try await withTaskExecutorPreference(LuaThread(name: "DefinitionsTests")) { () throws -> [String] in
-            let vm = try LuaVM()
+            let vm = try LuaVM(limits: .unhurried)
             try EffectsModule.define(in: vm)
             let names = try vm.run("""
                 local names = {}

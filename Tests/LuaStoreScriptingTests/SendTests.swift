@@ -110,12 +110,14 @@ import Testing
         defer { store.shutdown() }
         let stream = store.props(as: Props.self, buffering: .unbounded)
         let reader = Task {
-            var seen: [Props] = []
-            for await props in stream {
-                seen.append(props)
-                if props.count >= 3 { break }
+            await withinDeadline {
+                var seen: [Props] = []
+                for await props in stream {
+                    seen.append(props)
+                    if props.count >= 3 { break }
+                }
+                return seen
             }
-            return seen
         }
         for by in [1, 0, 2] {
             _ = await store.send(["type": "add", "by": LuaValue(by)])
@@ -123,7 +125,10 @@ import Testing
         let seen = await reader.value
         #expect(seen == [Props(count: 0), Props(count: 1), Props(count: 3)])
         let raw = store.props(as: LuaValue.self)
-        var iterator = raw.makeAsyncIterator()
-        #expect(await iterator.next() == ["count": 3])
+        let current = await withinDeadline {
+            var iterator = raw.makeAsyncIterator()
+            return await iterator.next()
+        }
+        #expect(current == ["count": 3])
     }
 }

@@ -32,3 +32,18 @@ public struct SplitMix: RandomNumberGenerator, Sendable {
         return z ^ (z >> 31)
     }
 }
+
+/// Runs `body` until it returns or `timeout` passes; then it is cancelled (an `AsyncStream` it iterates ends) and
+/// the result is `nil`. For a test that waits on something that may never come: the wait has a bound.
+public func withinDeadline<T: Sendable>(_ timeout: Duration = .seconds(15), _ body: @escaping @Sendable () async -> T) async -> T? {
+    await withTaskGroup(of: T?.self) { group in
+        group.addTask { await body() }
+        group.addTask {
+            try? await Task.sleep(for: timeout)
+            return nil
+        }
+        let first = await group.next() ?? nil
+        group.cancelAll()
+        return first
+    }
+}
