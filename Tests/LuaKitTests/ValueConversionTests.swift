@@ -17,6 +17,44 @@ import Testing
         #expect("\(count) items" as LuaValue == .string("3 items"))
     }
 
+    /// Lua's strings are bytes: two spellings of "é" (one code point, or "e" and a combining accent), which
+    /// Swift's `String` holds equal as Unicode, are different values and different keys, as Lua has them — kept
+    /// apart through a table read from Lua and written back (few fields or many), in equality, hashing, lookups and
+    /// literals.
+    @Test func stringsAreTheirBytes() async throws {
+        let composed = "\u{E9}", decomposed = "e\u{301}"
+        #expect(composed == decomposed, "(Swift's own equality, as Unicode)")
+        #expect(LuaValue.string(composed) != .string(decomposed))
+        #expect(LuaKey.string(composed) != .string(decomposed))
+        #expect(Set([LuaKey.string(composed), .string(decomposed)]).count == 2)
+        let literal: LuaValue = [composed: 1, decomposed: 2]
+        #expect(literal.table?.count == 2)
+        #expect(literal[.string(decomposed)] == 2)
+        #expect(literal != [composed: 1, composed + "": 2] as LuaValue)
+        var many = LuaTable(fields: [.string(composed): 1, .string(decomposed): 2])
+        #expect(many.count == 2)
+        many[.string(decomposed)] = 3
+        #expect(many[.string(composed)] == 1 && many[.string(decomposed)] == 3)
+        let (fromLua, backInLua) = try await withVM { vm throws -> (LuaValue, [LuaValue]) in
+            let made = try vm.run("""
+                local few = { ["\u{E9}"] = 1, ["e\u{301}"] = 2 }
+                local many = { ["\u{E9}"] = 1, ["e\u{301}"] = 2 }
+                for i = 1, 10 do many["k" .. i] = i end
+                return { few = few, many = many }
+                """, chunkName: "keys.lua")
+            let value = try #require(made.first)
+            let count = try vm.load("""
+                local t = ...
+                local function count(u) local n = 0 for _ in pairs(u) do n = n + 1 end return n end
+                return count(t.few), count(t.many), t.few["\u{E9}"], t.few["e\u{301}"], t.many["e\u{301}"]
+                """, chunkName: "count.lua")
+            return (value, try vm.call(count, value))
+        }
+        #expect(fromLua["few"].table?.count == 2)
+        #expect(fromLua["many"].table?.count == 12)
+        #expect(backInLua == [2, 12, 1, 2, 2])
+    }
+
     /// Tables are equal when their entries are, whichever order their fields are listed in and however they are
     /// kept (a few pairs, as literals and converted props are, or a dictionary).
     @Test func tablesAreEqualByTheirEntriesAlone() {

@@ -20,7 +20,7 @@ final class CompiledChunks: Sendable {
 
         /// Whether this is `source` compiled with or without names (`named`).
         func holds(_ source: String, named: Bool) -> Bool {
-            self.named == named && CompiledChunks.same(self.source, source)
+            self.named == named && String.sameBytes(self.source, source)
         }
     }
 
@@ -64,13 +64,6 @@ final class CompiledChunks: Sendable {
             entries.byName[chunkName] = list
             entries.bytes += dump.count + source.utf8.count
         }
-    }
-
-    /// Whether two texts are the same bytes (`==` on `String` would compare them as Unicode, normalizing).
-    fileprivate static func same(_ first: String, _ second: String) -> Bool {
-        guard first.utf8.count == second.utf8.count else { return false }
-        var first = first, second = second
-        return first.withUTF8 { a in second.withUTF8 { b in a.count == 0 || memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0 } }
     }
 
     /// [-0, +0, -] The dump of the function on top of `state`'s stack (with its debug information: messages and

@@ -15,10 +15,34 @@ public enum LuaValue: Sendable, Hashable {
     case integer(Int64)
     /// A Lua float.
     case number(Double)
-    /// A string; Lua strings that are not valid UTF-8 are refused on conversion.
+    /// A string; Lua strings that are not valid UTF-8 are refused on conversion. Two strings are equal when they are
+    /// the same bytes, as in Lua (not when they are equal as Unicode, as `String`s are).
     case string(String)
     /// A table.
     case table(LuaTable)
+
+    public static func == (lhs: LuaValue, rhs: LuaValue) -> Bool {
+        switch (lhs, rhs) {
+        case (.nil, .nil): true
+        case (.boolean(let a), .boolean(let b)): a == b
+        case (.integer(let a), .integer(let b)): a == b
+        case (.number(let a), .number(let b)): a == b
+        case (.string(let a), .string(let b)): String.sameBytes(a, b)
+        case (.table(let a), .table(let b)): a == b
+        default: false
+        }
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        switch self {
+        case .nil: hasher.combine(0)
+        case .boolean(let flag): hasher.combine(1); hasher.combine(flag)
+        case .integer(let integer): hasher.combine(2); hasher.combine(integer)
+        case .number(let number): hasher.combine(3); hasher.combine(number)
+        case .string(let text): hasher.combine(4); text.hashBytes(into: &hasher)
+        case .table(let table): hasher.combine(5); hasher.combine(table)
+        }
+    }
 
     /// The Lua type name (`"nil"`, `"boolean"`, `"number"`, `"string"`, `"table"`).
     public var typeName: String {
@@ -97,8 +121,27 @@ public enum LuaKey: Sendable, Hashable, Comparable {
     case integer(Int64)
     /// A float key (never NaN).
     case number(Double)
-    /// A string key.
+    /// A string key (the same key as another when they are the same bytes, as in Lua).
     case string(String)
+
+    public static func == (lhs: LuaKey, rhs: LuaKey) -> Bool {
+        switch (lhs, rhs) {
+        case (.boolean(let a), .boolean(let b)): a == b
+        case (.integer(let a), .integer(let b)): a == b
+        case (.number(let a), .number(let b)): a == b
+        case (.string(let a), .string(let b)): String.sameBytes(a, b)
+        default: false
+        }
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        switch self {
+        case .boolean(let flag): hasher.combine(0); hasher.combine(flag)
+        case .integer(let integer): hasher.combine(1); hasher.combine(integer)
+        case .number(let number): hasher.combine(2); hasher.combine(number)
+        case .string(let text): hasher.combine(3); text.hashBytes(into: &hasher)
+        }
+    }
 
     /// The key as text: a string as it is, a number or a boolean as Lua writes it (`3`, `2.5`, `true`).
     public var text: String {
@@ -234,7 +277,7 @@ public struct LuaTable: Sendable, Hashable {
         var plain = true
         for index in elements.indices where plain {
             if case .nil = elements[index].1 { plain = false }
-            for earlier in 0..<index where elements[earlier].0 == elements[index].0 { plain = false }
+            for earlier in 0..<index where String.sameBytes(elements[earlier].0, elements[index].0) { plain = false }
         }
         if plain {
             storage = .pairs(elements)
@@ -243,7 +286,7 @@ public struct LuaTable: Sendable, Hashable {
         var pairs: [(String, LuaValue)] = []
         pairs.reserveCapacity(elements.count)
         for (key, value) in elements {
-            if let earlier = pairs.firstIndex(where: { $0.0 == key }) { pairs.remove(at: earlier) }
+            if let earlier = pairs.firstIndex(where: { String.sameBytes($0.0, key) }) { pairs.remove(at: earlier) }
             if case .nil = value { continue }
             pairs.append((key, value))
         }
@@ -293,7 +336,7 @@ public struct LuaTable: Sendable, Hashable {
                 return fields[key] ?? .nil
             case .pairs(let pairs):
                 guard case .string(let name) = key else { return .nil }
-                return pairs.first { $0.0 == name }?.1 ?? .nil
+                return pairs.first { String.sameBytes($0.0, name) }?.1 ?? .nil
             }
         }
         set { set(key, newValue) }
@@ -314,7 +357,7 @@ public struct LuaTable: Sendable, Hashable {
             // Two tables read from Lua with the same keys usually list them in the same order (a props function's
             // table, action after action): then pair by pair, without a search per key.
             var position = 0
-            while position < left.count, left[position].0 == right[position].0 {
+            while position < left.count, String.sameBytes(left[position].0, right[position].0) {
                 guard left[position].1 == right[position].1 else { return false }
                 position += 1
             }

@@ -1,4 +1,23 @@
+import Glibc
+
 extension String {
+    /// Whether two strings are the same bytes, as Lua compares strings (`==` on `String` compares them as Unicode:
+    /// "\u{E9}" and "e\u{301}" are equal there, two different strings in Lua).
+    package static func sameBytes(_ first: String, _ second: String) -> Bool {
+        guard first.utf8.count == second.utf8.count else { return false }
+        var first = first, second = second
+        return first.withUTF8 { a in second.withUTF8 { b in a.count == 0 || memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0 } }
+    }
+
+    /// Feeds the string's bytes (and their count) to `hasher`: a hash that agrees with `sameBytes`.
+    package func hashBytes(into hasher: inout Hasher) {
+        var text = self
+        text.withUTF8 { bytes in
+            hasher.combine(bytes.count)
+            hasher.combine(bytes: UnsafeRawBufferPointer(bytes))
+        }
+    }
+
     /// `bytes` as a string when they are valid UTF-8, `nil` when they are not — what `String(validating:as:)`
     /// does, without its generic path, which looks up type metadata at run time for every string (converting
     /// a table of a few strings from Lua spent most of its time there). ASCII, the usual text, is checked eight
