@@ -11,6 +11,17 @@ struct Scenario: Encodable {
 
 /// Measuring helpers: ratios come from alternating the two sides, several rounds, and taking the median.
 enum Harness {
+    /// How long one of the benchmark's waits for an observer may last before it is taken for a stall (a whole
+    /// scenario takes seconds; a wait that never ends would hang the run and say nothing).
+    static let stallSeconds = 120
+    static var stallLimit: DispatchTimeInterval { .seconds(stallSeconds) }
+
+    /// Says which wait stalled and what it had seen, on standard error, and ends the run (exit status 3).
+    static func stalled(_ what: String) -> Never {
+        FileHandle.standardError.write(Data("luastore-bench: stalled: \(what)\n".utf8))
+        exit(3)
+    }
+
     static func median(_ values: [Double]) -> Double {
         let sorted = values.sorted()
         guard !sorted.isEmpty else { return .nan }
@@ -121,8 +132,18 @@ final class Arrival: @unchecked Sendable {
         seeLocked(seen == .min ? 1 : seen + 1)
     }
 
-    /// Returns once the observer has seen `target` (or more).
-    func wait(for target: Int64) async {
+    /// Returns once the observer has seen `target` (or more); a wait past `Harness.stallLimit` ends the run,
+    /// naming the wait (its file and line).
+    func wait(for target: Int64, file: StaticString = #fileID, line: UInt = #line) async {
+        let stall = DispatchWorkItem { [self] in
+            lock.lock()
+            let saw = seen
+            lock.unlock()
+            guard saw < target else { return }
+            Harness.stalled("\(file):\(line) waited \(Harness.stallSeconds) s for the observer to see \(target); it saw \(saw == .min ? "nothing" : String(saw))")
+        }
+        DispatchQueue.global().asyncAfter(deadline: .now() + Harness.stallLimit, execute: stall)
+        defer { stall.cancel() }
         await withCheckedContinuation { continuation in
             lock.lock()
             if seen >= target {

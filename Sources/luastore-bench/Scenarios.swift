@@ -618,19 +618,24 @@ final class DeliveryCounter: Sendable {
         if sleeping.exchange(false, ordering: .sequentiallyConsistent) { wakeup.signal() }
     }
 
-    /// Returns once `deliveries` props have been seen.
+    /// Returns once `deliveries` props have been seen; a wait past `Harness.stallLimit` ends the run.
     func wait(for deliveries: Int) {
         let clock = ContinuousClock()
         let deadline = clock.now + spin
+        func sleep() {
+            guard wakeup.wait(timeout: .now() + Harness.stallLimit) == .success else {
+                Harness.stalled("the latency samples waited \(Harness.stallSeconds) s for props \(deliveries); \(count.load(ordering: .sequentiallyConsistent)) came")
+            }
+        }
         while count.load(ordering: .sequentiallyConsistent) < deliveries {
             if clock.now < deadline { sched_yield(); continue }
             sleeping.store(true, ordering: .sequentiallyConsistent)
             if count.load(ordering: .sequentiallyConsistent) >= deliveries {
                 // Seen after all: unless the observer took the flag (and signals), take it back.
-                if !sleeping.exchange(false, ordering: .sequentiallyConsistent) { wakeup.wait() }
+                if !sleeping.exchange(false, ordering: .sequentiallyConsistent) { sleep() }
                 return
             }
-            wakeup.wait()
+            sleep()
         }
     }
 }
