@@ -275,7 +275,7 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
                     let lines = Array(row["lines"] as Data)
                     var start = lines.startIndex
                     while start < lines.endIndex {
-                        let end = lines[start...].firstIndex(of: 10) ?? lines.endIndex
+                        let end = lines.firstLineBreak(from: start) ?? lines.endIndex
                         let line = lines[start..<end]
                         start = end + 1
                         guard let seq = RecordingLine.entrySequence(line) else {
