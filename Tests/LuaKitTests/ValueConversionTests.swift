@@ -335,6 +335,19 @@ import Testing
     changed["note"] = .nil
     #expect(changed == LuaTable(array: ["first"], fields: ["type": "add", "by": 4, "flag": true]))
 
+    // Keys told apart by their length and first eight bytes, and keys that agree on those: longer keys differing
+    // only after their eighth byte stay two keys, the same long key twice is one, eight-byte keys differing in
+    // their last byte are two, and a key and its eight-byte prefix are two.
+    let longKeys: LuaValue = ["selected item": 1, "selected index": 2, "selected item": 3, "eightbyt": 4, "eightbyT": 5,
+                              "eightbyte!": 6, "é": 7, "e\u{301}": 8]
+    #expect(longKeys == .table(LuaTable(fields: ["selected item": 3, "selected index": 2, "eightbyt": 4, "eightbyT": 5,
+                                                 "eightbyte!": 6, "é": 7, "e\u{301}": 8])))
+    #expect(longKeys.table?.fieldCount == 7 && longKeys.table?.stringPairs?.count == 7)
+    #expect(longKeys["selected item"] == 3 && longKeys["selected index"] == 2 && longKeys["eightbyT"] == 5)
+    let long = ["a long key, first", "a long key, second", "a long key"]
+    #expect(LuaTable(stringFields: long.map { ($0, .string($0)) })
+            == LuaTable(fields: Dictionary(uniqueKeysWithValues: long.map { (LuaKey.string($0), LuaValue.string($0)) })))
+
     // More fields than a literal keeps as pairs: a dictionary, the same table.
     let wide: LuaValue = ["a": 1, "b": 2, "c": 3, "d": 4, "e": 5, "f": 6, "g": 7, "h": 8, "i": 9, "a": 10]
     #expect(wide == .table(LuaTable(fields: ["a": 10, "b": 2, "c": 3, "d": 4, "e": 5, "f": 6, "g": 7, "h": 8, "i": 9])))

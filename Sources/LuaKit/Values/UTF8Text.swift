@@ -2,19 +2,28 @@ import Glibc
 
 extension String {
     /// Whether two strings are the same bytes, as Lua compares strings (`==` on `String` compares them as Unicode:
-    /// "\u{E9}" and "e\u{301}" are equal there, two different strings in Lua).
+    /// "\u{E9}" and "e\u{301}" are equal there, two different strings in Lua). The bytes are read in place
+    /// (`withContiguousStorageIfAvailable`, which copies no string): copying each into a `var` for `withUTF8` cost
+    /// 40–100 ns a comparison, and a literal's few keys are compared pairwise on every dispatch. Short strings
+    /// (keys, tags) are compared byte by byte, longer ones with `memcmp`.
     package static func sameBytes(_ first: String, _ second: String) -> Bool {
-        guard first.utf8.count == second.utf8.count else { return false }
-        var first = first, second = second
-        return first.withUTF8 { a in second.withUTF8 { b in a.count == 0 || memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0 } }
+        let count = first.utf8.count
+        guard count == second.utf8.count else { return false }
+        let same = first.utf8.withContiguousStorageIfAvailable { a in
+            second.utf8.withContiguousStorageIfAvailable { b in
+                count < 16 ? a.elementsEqual(b) : memcmp(a.baseAddress!, b.baseAddress!, count) == 0
+            }
+        }
+        if let same, let same { return same }
+        return first.utf8.elementsEqual(second.utf8) // (a string whose bytes are not contiguous in memory)
     }
 
     /// Feeds the string's bytes (and their count) to `hasher`: a hash that agrees with `sameBytes`.
     package func hashBytes(into hasher: inout Hasher) {
-        var text = self
-        text.withUTF8 { bytes in
-            hasher.combine(bytes.count)
-            hasher.combine(bytes: UnsafeRawBufferPointer(bytes))
+        hasher.combine(utf8.count)
+        let hashed: Void? = utf8.withContiguousStorageIfAvailable { bytes in hasher.combine(bytes: UnsafeRawBufferPointer(bytes)) }
+        if hashed == nil {
+            for byte in utf8 { hasher.combine(byte) }
         }
     }
 
