@@ -362,6 +362,36 @@ import Testing
     }
 }
 
+/// Generated literals (seeded) of up to a literal's limit of pairs, from keys that agree on their length and first
+/// bytes, differ past the eighth, are spelled alike in Unicode but not in bytes, or repeat; some values `nil`: each
+/// is the table a dictionary gives, assigning the pairs in order; and two keys are one exactly when their bytes are.
+@Test func generatedLiteralsAreTheTablesTheirPairsMake() {
+    let keys = ["", "a", "b", "ab", "ba", "abcdefgh", "abcdefgi", "abcdefghi", "abcdefghj", "abcdefgh!", "é", "e\u{301}",
+                "selected item", "selected index", "selected itemX", "ключ", "ключи", "a longer key, the first",
+                "a longer key, the second"]
+    for first in keys {
+        for second in keys {
+            #expect(String.sameBytes(first, second) == (Array(first.utf8) == Array(second.utf8)), "\(first) / \(second)")
+        }
+    }
+    var random = SplitMix(state: 0x5EED_0F_11_7E_4A15)
+    for round in 0..<2_000 {
+        let count = Int.random(in: 0...8, using: &random)
+        let pairs: [(String, LuaValue)] = (0..<count).map { index in
+            let value: LuaValue = Int.random(in: 0..<6, using: &random) == 0 ? .nil : .integer(Int64(round * 10 + index))
+            return (keys.randomElement(using: &random)!, value)
+        }
+        var expected: [LuaKey: LuaValue] = [:]
+        for (key, value) in pairs {
+            if value == .nil { expected.removeValue(forKey: .string(key)) } else { expected[.string(key)] = value }
+        }
+        let table = LuaTable(stringFields: pairs)
+        #expect(table == LuaTable(fields: expected), "round \(round): \(pairs)")
+        #expect(table.fieldCount == expected.count && table.fields == expected, "round \(round): \(pairs)")
+        #expect(table.hashValue == LuaTable(fields: expected).hashValue, "round \(round)")
+    }
+}
+
 /// A table read from the VM keeps a few string-keyed fields as pairs too, and is the same table as one built
 /// with a dictionary: up to the limit and past it, with string keys after other keys and before them, with a
 /// sequence beside them; it can be changed, and it crosses back.
