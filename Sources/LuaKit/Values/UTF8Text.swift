@@ -22,9 +22,7 @@ extension String {
     package func hashBytes(into hasher: inout Hasher) {
         hasher.combine(utf8.count)
         let hashed: Void? = utf8.withContiguousStorageIfAvailable { bytes in hasher.combine(bytes: UnsafeRawBufferPointer(bytes)) }
-        if hashed == nil {
-            for byte in utf8 { hasher.combine(byte) }
-        }
+        if hashed == nil { Array(utf8).withUnsafeBytes { hasher.combine(bytes: $0) } } // (bytes not contiguous in memory)
     }
 
     /// `bytes` as a string when they are valid UTF-8, `nil` when they are not — what `String(validating:as:)`
