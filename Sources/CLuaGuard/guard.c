@@ -2,11 +2,15 @@
 //
 // Lua 5.4 traps every instruction while any hook is set (a count hook of 1,000 still makes the interpreter
 // call into ldebug.c once per instruction), which made every script ≈ 20–30 % slower just to check a clock
-// that almost never runs out. So by default no hook is set. Each top-level call publishes its deadline; one
-// watchdog thread per process sleeps until the earliest deadline it knows of, and looks for new calls every
-// `WATCHDOG_POLL_NANOS` while VMs are busy; each look that finds no call doubles the wait before the next, up
-// to `WATCHDOG_REST_NANOS`, so idle VMs cost next to nothing (a handful of wake-ups in the seconds after the
-// last call, then one every two seconds). The watchdog publishes when it means to look next, and a call whose
+// that almost never runs out. So by default no hook is set. Each top-level call publishes its deadline in its
+// thread's watch (a `WatchedThread`: the earliest deadline among the calls running on that thread, made the
+// first time a VM runs a call there); one watchdog thread per process sleeps until the earliest deadline it
+// knows of, and looks for new calls every `WATCHDOG_POLL_NANOS` while VMs are busy; each look that finds no
+// call doubles the wait before the next, up to `WATCHDOG_REST_NANOS`, so idle VMs cost next to nothing (a
+// handful of wake-ups in the seconds after the last call, then one every two seconds). A look reads one watch
+// per thread that runs VMs, however many VMs there are: 10,000 stores sharing a pool of two threads cost two.
+// (With a record per VM, each look and each VM made walked all of them.) The watchdog publishes when it means
+// to look next, and a call whose
 // deadline it would otherwise notice more than a poll late wakes it (the first call after a quiet spell); when
 // a call overruns, it sends the VM's thread `SIGURG`, whose
 // handler, on that thread, sets a count hook of 1 with `lua_sethook` — the one Lua function made to be called
@@ -17,15 +21,17 @@
 // hardly any program uses it (Go preempts goroutines with it for the same reasons). A handler the host had
 // installed before still receives every SIGURG that is not the watchdog's.
 //
-// Memory safety: the watchdog reads a guard only under the registry lock, and a VM leaves the registry
-// before it is closed. The handler touches only the guards whose calls are running on its own thread (a
-// thread-local chain, set and cleared by that thread), so it never sees a guard that is gone.
+// Memory safety: the watchdog never reads a guard. It reads the watches under the registry lock, and a thread's
+// watch leaves the registry (on that thread, as it exits) before it is freed. The handler touches only the
+// guards whose calls are running on its own thread (a thread-local chain, set and cleared by that thread), so it
+// never sees a guard that is gone.
 #include "clua_guard.h"
 #include <string.h>
 
 #include <errno.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #if defined(__has_feature)
@@ -51,9 +57,25 @@
 // even when this code ends up in a shared library).
 static _Thread_local CLuaGuard *running_on_this_thread __attribute__((tls_model("initial-exec")));
 
+/// What the watchdog sees of one thread that runs calls of VMs under it.
+typedef struct WatchedThread {
+    pthread_t thread;
+    int64_t deadline;                 /* the earliest deadline among the calls running on the thread (0: none);
+                                         written by the thread only (atomically: the watchdog reads it) */
+    uint64_t callsBegun;              /* top-level calls begun on the thread; written by it (atomically) */
+    uint64_t callsSeen;               /* `callsBegun` when the watchdog last looked (the watchdog's own) */
+    struct WatchedThread *next;       /* the registry's list (under its lock) */
+    struct WatchedThread *previous;
+} WatchedThread;
+
+/// This thread's watch, once a call under the watchdog ran on it. (Initial-exec, as `running_on_this_thread`.)
+static _Thread_local WatchedThread *watched_this_thread __attribute__((tls_model("initial-exec")));
+/// Its destructor takes a watch off the registry as its thread exits.
+static pthread_key_t watch_key;
+
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t registry_changed;
-static CLuaGuard *registry_head;
+static WatchedThread *registry_head;
 static int registry_count;
 static int watchdog_started;
 /// When the watchdog looks next (monotonic nanoseconds; 0 while it is awake or has been woken). A call whose
@@ -107,21 +129,21 @@ static void on_watchdog_signal(int signal, siginfo_t *info, void *context) {
 
 // MARK: The watchdog thread
 
-/// [registry lock held] Whether any VM began a call since the last look, or is in one.
+/// [registry lock held] Whether a call began on any watched thread since the last look, or is running.
 static int calls_since_last_look(void) {
     int busy = 0;
-    for (CLuaGuard *g = registry_head; g != NULL; g = g->registryNext) {
-        uint64_t begun = __atomic_load_n(&g->callsBegun, __ATOMIC_SEQ_CST);
-        if (begun != g->callsSeen || load_deadline(g) != 0) busy = 1;
-        g->callsSeen = begun;
+    for (WatchedThread *w = registry_head; w != NULL; w = w->next) {
+        uint64_t begun = __atomic_load_n(&w->callsBegun, __ATOMIC_SEQ_CST);
+        if (begun != w->callsSeen || __atomic_load_n(&w->deadline, __ATOMIC_RELAXED) != 0) busy = 1;
+        w->callsSeen = begun;
     }
     return busy;
 }
 
-/// [registry lock held] Whether a VM began a call the last look has not seen (without marking it seen).
+/// [registry lock held] Whether a call began that the last look has not seen (without marking it seen).
 static int calls_unseen(void) {
-    for (CLuaGuard *g = registry_head; g != NULL; g = g->registryNext) {
-        if (__atomic_load_n(&g->callsBegun, __ATOMIC_SEQ_CST) != g->callsSeen) return 1;
+    for (WatchedThread *w = registry_head; w != NULL; w = w->next) {
+        if (__atomic_load_n(&w->callsBegun, __ATOMIC_SEQ_CST) != w->callsSeen) return 1;
     }
     return 0;
 }
@@ -138,11 +160,11 @@ static void *watchdog_main(void *unused) {
         if (wait > WATCHDOG_REST_NANOS) wait = WATCHDOG_REST_NANOS;
         int64_t now = clua_now_nanos();
         int64_t wake = now + wait;
-        for (CLuaGuard *g = registry_head; g != NULL; g = g->registryNext) {
-            int64_t deadline = load_deadline(g);
+        for (WatchedThread *w = registry_head; w != NULL; w = w->next) {
+            int64_t deadline = __atomic_load_n(&w->deadline, __ATOMIC_RELAXED);
             if (deadline == 0) continue;
             if (now >= deadline) {
-                pthread_kill(g->thread, SIGURG);
+                pthread_kill(w->thread, SIGURG);
                 if (now + WATCHDOG_RESIGNAL_NANOS < wake) wake = now + WATCHDOG_RESIGNAL_NANOS;
             } else if (deadline < wake) {
                 wake = deadline;
@@ -159,9 +181,23 @@ static void *watchdog_main(void *unused) {
     return NULL;
 }
 
+/// [on an exiting thread: `watch_key`'s destructor] Takes the thread's watch off the registry and frees it.
+static void unwatch_thread(void *watch) {
+    WatchedThread *w = watch;
+    pthread_mutex_lock(&registry_lock);
+    if (w->previous != NULL) w->previous->next = w->next;
+    else registry_head = w->next;
+    if (w->next != NULL) w->next->previous = w->previous;
+    registry_count -= 1;
+    pthread_mutex_unlock(&registry_lock);
+    if (watched_this_thread == w) watched_this_thread = NULL;
+    free(w);
+}
+
 /// Installs the handler and starts the thread, once. Called with the registry lock held.
 static int start_watchdog(void) {
     if (watchdog_started) return 1;
+    if (pthread_key_create(&watch_key, unwatch_thread) != 0) return 0;
     pthread_condattr_t attributes;
     pthread_condattr_init(&attributes);
     pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
@@ -173,7 +209,10 @@ static int start_watchdog(void) {
     action.sa_sigaction = on_watchdog_signal;
     action.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
     sigemptyset(&action.sa_mask);
-    if (sigaction(SIGURG, &action, &previous_action) != 0) return 0;
+    if (sigaction(SIGURG, &action, &previous_action) != 0) {
+        pthread_key_delete(watch_key);
+        return 0;
+    }
 
     pthread_attr_t threadAttributes;
     pthread_attr_init(&threadAttributes);
@@ -189,6 +228,7 @@ static int start_watchdog(void) {
     pthread_attr_destroy(&threadAttributes);
     if (status != 0) {
         sigaction(SIGURG, &previous_action, NULL);
+        pthread_key_delete(watch_key);
         return 0;
     }
     watchdog_started = 1;
@@ -202,38 +242,48 @@ static int handler_in_place(void) {
     return (current.sa_flags & SA_SIGINFO) != 0 && current.sa_sigaction == on_watchdog_signal;
 }
 
-static int watchdog_register(CLuaGuard *g) {
+/// Whether the watchdog runs (started now, the first time) and its handler is in place.
+static int watchdog_ready(void) {
     pthread_mutex_lock(&registry_lock);
     // A VM made after the host replaced the handler would never be stopped: it uses the count hook instead.
-    int started = start_watchdog() && handler_in_place();
-    if (started) {
-        // Threads started from a dispatch or cooperative-pool thread inherit a mask that blocks every signal.
-        sigset_t urgent;
-        sigemptyset(&urgent);
-        sigaddset(&urgent, SIGURG);
-        pthread_sigmask(SIG_UNBLOCK, &urgent, NULL);
-        g->thread = pthread_self();
-        g->registryPrevious = NULL;
-        g->registryNext = registry_head;
-        if (registry_head != NULL) registry_head->registryPrevious = g;
-        registry_head = g;
-        registry_count += 1;
-        g->registered = 1;
-        pthread_cond_signal(&registry_changed);
-    }
+    int ready = start_watchdog() && handler_in_place();
     pthread_mutex_unlock(&registry_lock);
-    return started;
+    return ready;
 }
 
-static void watchdog_unregister(CLuaGuard *g) {
-    if (!g->registered) return;
+/// The calling thread's watch: made, registered and set to be taken off at the thread's exit the first time a
+/// call under the watchdog runs on it. NULL when there is no memory for one.
+static WatchedThread *this_thread_watch(void) {
+    WatchedThread *w = watched_this_thread;
+    if (w != NULL) return w;
+    w = calloc(1, sizeof *w);
+    if (w == NULL) return NULL;
+    // Threads started from a dispatch or cooperative-pool thread inherit a mask that blocks every signal.
+    sigset_t urgent;
+    sigemptyset(&urgent);
+    sigaddset(&urgent, SIGURG);
+    pthread_sigmask(SIG_UNBLOCK, &urgent, NULL);
+    w->thread = pthread_self();
+    if (pthread_setspecific(watch_key, w) != 0) {
+        free(w);
+        return NULL;
+    }
     pthread_mutex_lock(&registry_lock);
-    if (g->registryPrevious != NULL) g->registryPrevious->registryNext = g->registryNext;
-    else registry_head = g->registryNext;
-    if (g->registryNext != NULL) g->registryNext->registryPrevious = g->registryPrevious;
-    registry_count -= 1;
-    g->registered = 0;
+    w->next = registry_head;
+    if (registry_head != NULL) registry_head->previous = w;
+    registry_head = w;
+    registry_count += 1;
+    pthread_cond_signal(&registry_changed);
     pthread_mutex_unlock(&registry_lock);
+    watched_this_thread = w;
+    return w;
+}
+
+int clua_watched_threads(void) {
+    pthread_mutex_lock(&registry_lock);
+    int count = registry_count;
+    pthread_mutex_unlock(&registry_lock);
+    return count;
 }
 
 // MARK: VMs and calls
@@ -247,7 +297,7 @@ lua_State *clua_newstate(CLuaGuard *g) {
     *(CLuaGuard **)lua_getextraspace(L) = g;
     g->state = L;
     if (g->enforcement == CLUA_ENFORCE_WATCHDOG &&
-        !(clua_watchdog_available() && g->budgetNanos > 0 && watchdog_register(g))) {
+        !(clua_watchdog_available() && g->budgetNanos > 0 && watchdog_ready())) {
         g->enforcement = CLUA_ENFORCE_COUNT_HOOK;
     }
     if (g->enforcement == CLUA_ENFORCE_COUNT_HOOK) lua_sethook(L, clua_budget_hook, LUA_MASKCOUNT, g->hookInterval);
@@ -256,7 +306,6 @@ lua_State *clua_newstate(CLuaGuard *g) {
 }
 
 void clua_closestate(CLuaGuard *g) {
-    watchdog_unregister(g);
     if (g->state != NULL) lua_close(g->state);
     g->state = NULL;
     clua_free_slabs(g);
@@ -279,6 +328,20 @@ static void set_resting_hook(lua_State *L, CLuaGuard *g) {
     else lua_sethook(L, clua_budget_hook, LUA_MASKCOUNT, g->hookInterval);
 }
 
+/// [-0, +0, -] Sets the deadline of `g` (whose call runs on this thread) and publishes its thread's: the
+/// earliest among the calls running there (usually this one alone; more when one VM's call calls another's).
+static void set_deadline(CLuaGuard *g, int64_t deadline) {
+    store_deadline(g, deadline);
+    WatchedThread *w = watched_this_thread;
+    if (w == NULL) return;
+    int64_t earliest = 0;
+    for (CLuaGuard *r = running_on_this_thread; r != NULL; r = r->outerRunning) {
+        int64_t d = r->deadlineNanos;
+        if (d != 0 && (earliest == 0 || d < earliest)) earliest = d;
+    }
+    __atomic_store_n(&w->deadline, earliest, __ATOMIC_RELAXED);
+}
+
 void clua_begin_call(lua_State *L, CLuaGuard *g) {
     (void)L;
     if (g->callDepth++ > 0) return;
@@ -288,9 +351,17 @@ void clua_begin_call(lua_State *L, CLuaGuard *g) {
     g->failureSource[0] = '\0';
     g->outerRunning = running_on_this_thread;
     running_on_this_thread = g;
+    if (g->enforcement == CLUA_ENFORCE_WATCHDOG) {
+        WatchedThread *w = this_thread_watch();
+        if (w != NULL) {
+            __atomic_store_n(&w->callsBegun, w->callsBegun + 1, __ATOMIC_RELAXED);
+        } else { // (no memory for a watch: this VM counts instructions from now on, as without the watchdog)
+            g->enforcement = CLUA_ENFORCE_COUNT_HOOK;
+            lua_sethook(g->state, clua_budget_hook, LUA_MASKCOUNT, g->hookInterval);
+        }
+    }
     int64_t deadline = g->budgetNanos > 0 ? clua_now_nanos() + g->budgetNanos : 0;
-    store_deadline(g, deadline);
-    __atomic_store_n(&g->callsBegun, g->callsBegun + 1, __ATOMIC_RELAXED);
+    set_deadline(g, deadline);
     // (A watchdog that looks within a poll of the deadline anyway is not woken: as while it polls.)
     if (deadline != 0) {
         int64_t looksAt = __atomic_load_n(&watchdog_looks_at, __ATOMIC_RELAXED);
@@ -300,7 +371,7 @@ void clua_begin_call(lua_State *L, CLuaGuard *g) {
 
 void clua_end_call(lua_State *L, CLuaGuard *g) {
     if (--g->callDepth > 0) return;
-    store_deadline(g, 0);
+    set_deadline(g, 0);
     running_on_this_thread = g->outerRunning;
     g->outerRunning = NULL;
     // The handler runs on this thread, so once the deadline is 0 and the guard is off the chain it cannot
@@ -333,7 +404,7 @@ static int64_t coarse_now_rounded_up(void) {
 void clua_restart_budget_now(lua_State *L) {
     CLuaGuard *g = clua_guard(L);
     if (g->callDepth == 0 || g->timedOut || g->budgetNanos <= 0) return;
-    store_deadline(g, coarse_now_rounded_up() + g->budgetNanos);
+    set_deadline(g, coarse_now_rounded_up() + g->budgetNanos);
     // A hook the handler set for the old deadline (which had just passed) would otherwise stay until the call
     // ends; the handler checks the deadline, so it cannot set it again for the new one.
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
@@ -348,7 +419,7 @@ void clua_recover_budget(lua_State *L) {
     g->timedOut = 0;
     g->failureLine = 0;
     g->failureSource[0] = '\0';
-    if (g->budgetNanos > 0) store_deadline(g, coarse_now_rounded_up() + g->budgetNanos);
+    if (g->budgetNanos > 0) set_deadline(g, coarse_now_rounded_up() + g->budgetNanos);
     // The spent budget set the hook to fire on every instruction; a running call's hook is none under the
     // watchdog, the count hook at its normal rate otherwise (when instructions are counted it fires on every
     // one anyway).
@@ -420,7 +491,7 @@ int clua_call_within(lua_State *L) {
         if (outerDeadline == 0 || deadline < outerDeadline) {
             shortened = 1;
             g->budgetNanos = budget; // (what the timeout's message names)
-            store_deadline(g, deadline);
+            set_deadline(g, deadline);
             int64_t looksAt = __atomic_load_n(&watchdog_looks_at, __ATOMIC_RELAXED);
             if (looksAt != 0 && deadline + WATCHDOG_POLL_NANOS < looksAt) wake_watchdog(deadline);
         }
@@ -436,7 +507,7 @@ int clua_call_within(lua_State *L) {
         g->bytesLimit = outerLimit;
         if (shortened) {
             g->budgetNanos = outerBudget;
-            if (!g->timedOut) store_deadline(g, outerDeadline);
+            if (!g->timedOut) set_deadline(g, outerDeadline);
         }
         if (status != LUA_OK) return lua_error(L); // (the same error, on: a spent budget stays spent)
     } else {

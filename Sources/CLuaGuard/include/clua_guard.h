@@ -59,11 +59,9 @@ typedef struct CLuaGuard {
     int hostAllocations;              /* > 0: the host is allocating (cap not enforced; real exhaustion aborts) */
     int memoryRefused;                /* the allocator refused a request during the current call */
     /* time */
-    int64_t deadlineNanos;            /* CLOCK_MONOTONIC; 0 when no call is running. Written by the VM's thread
-                                         only (atomically: the watchdog reads it from its own) */
+    int64_t deadlineNanos;            /* CLOCK_MONOTONIC; 0 when no call is running. Written by the thread
+                                         running the call only (atomically: its signal handler reads it) */
     int64_t budgetNanos;
-    uint64_t callsBegun;              /* top-level calls so far; written by the VM's thread (atomically) */
-    uint64_t callsSeen;               /* `callsBegun` when the watchdog last looked (the watchdog's own) */
     int hookInterval;                 /* count hook: instructions between two budget checks */
     int timedOut;                     /* the budget is spent: every hook from now on raises */
     CLuaEnforcement enforcement;
@@ -71,11 +69,6 @@ typedef struct CLuaGuard {
     int countingInstructions;         /* the hook runs after every instruction and counts it (diagnostics) */
     int64_t instructionCount;
     struct CLuaGuard *outerRunning;   /* the guard whose call was running on this thread before this one's */
-    /* watchdog registry (guarded by the registry's lock) */
-    pthread_t thread;
-    struct CLuaGuard *registryNext;
-    struct CLuaGuard *registryPrevious;
-    int registered;
     /* Swift functions exposed to Lua: returns the number of results, or -1 with the error value pushed */
     int (*callSwift)(lua_State *L, void *function);
     /* where the current call failed (first Lua frame), when known */
@@ -307,6 +300,9 @@ void clua_count_instructions(lua_State *L, CLuaGuard *g, int on);
 /// signals while uninstrumented code such as the Lua interpreter runs). In guard.c.
 int clua_watchdog_available(void);
 
+/// How many threads the watchdog watches now: those on which a call under it has run, until they exit. In guard.c.
+int clua_watched_threads(void);
+
 /// Trampoline for Swift functions (upvalue 1 is the Swift function's box). Raises what Swift reports.
 static inline int clua_call_swift(lua_State *L) {
     CLuaGuard *g = clua_guard(L);
@@ -360,12 +356,12 @@ static inline int clua_open_libraries(lua_State *L) {
     return 0;
 }
 
-/// Creates a VM whose allocator and hook report to `g`, on the calling thread (the only one that may use it);
-/// NULL when even that fails. With `CLUA_ENFORCE_WATCHDOG` (if available) the VM is registered with the
-/// watchdog; otherwise the count hook is set. In guard.c.
+/// Creates a VM whose allocator and hook report to `g`; NULL when even that fails. With `CLUA_ENFORCE_WATCHDOG`
+/// (if available: the watchdog runs and its `SIGURG` handler is in place) the watchdog watches the threads its
+/// calls run on; otherwise the count hook is set. In guard.c.
 lua_State *clua_newstate(CLuaGuard *g);
 
-/// Unregisters the VM from the watchdog and closes it. In guard.c.
+/// Closes the VM. In guard.c.
 void clua_closestate(CLuaGuard *g);
 
 #endif

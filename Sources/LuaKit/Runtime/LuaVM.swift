@@ -166,6 +166,10 @@ public final class LuaVM {
             ? .watchdog : .countHook(instructions: Int(guardState.pointee.hookInterval))
     }
 
+    /// How many threads the watchdog watches (those on which a call under it has run, until they exit): what
+    /// each of its looks reads, however many VMs those threads run.
+    static var watchedThreadCount: Int { Int(clua_watched_threads()) }
+
     /// Runs `body` and counts the Lua instructions this VM executes meanwhile, and the blocks its allocator
     /// hands out (new or grown): deterministic measures of the work of scripts and of the C and Swift code that
     /// builds values in the VM, for tests and profiling (every instruction traps into a hook while counting, so
