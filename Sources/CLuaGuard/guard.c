@@ -329,7 +329,8 @@ static void set_resting_hook(lua_State *L, CLuaGuard *g) {
 }
 
 /// [-0, +0, -] Sets the deadline of `g` (whose call runs on this thread) and publishes its thread's: the
-/// earliest among the calls running there (usually this one alone; more when one VM's call calls another's).
+/// earliest among the calls under the watchdog running there (usually this one alone; more when one VM's call
+/// calls another's).
 static void set_deadline(CLuaGuard *g, int64_t deadline) {
     store_deadline(g, deadline);
     WatchedThread *w = watched_this_thread;
@@ -337,7 +338,7 @@ static void set_deadline(CLuaGuard *g, int64_t deadline) {
     int64_t earliest = 0;
     for (CLuaGuard *r = running_on_this_thread; r != NULL; r = r->outerRunning) {
         int64_t d = r->deadlineNanos;
-        if (d != 0 && (earliest == 0 || d < earliest)) earliest = d;
+        if (d != 0 && r->enforcement == CLUA_ENFORCE_WATCHDOG && (earliest == 0 || d < earliest)) earliest = d;
     }
     __atomic_store_n(&w->deadline, earliest, __ATOMIC_RELAXED);
 }

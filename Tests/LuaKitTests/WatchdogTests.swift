@@ -1,5 +1,6 @@
 import Foundation
 @testable import LuaKit
+import LuaStoreTestSupport
 import Testing
 
 #if os(Linux)
@@ -9,6 +10,26 @@ import Glibc
 /// threads), each of its looks reads one watch per thread, and making a VM adds nothing for it to read. Counted in
 /// a fresh process (an exit test), where no other test's threads come and go.
 @Suite struct WatchdogTests {
+    /// A call's thread is watched for the earliest deadline among the calls running on it: a VM with a long budget
+    /// whose host function runs another VM's endless loop (a short budget) on the same thread sees that loop
+    /// stopped at the short budget, and goes on to return (were the long deadline the thread's, the loop would run
+    /// until it passed, and stop both calls).
+    @Test func aCallInsideAnotherVMsCallStopsAtItsOwnBudget() async throws {
+        var outerLimits = LuaLimits()
+        outerLimits.timeBudget = .seconds(30)
+        var innerLimits = LuaLimits()
+        innerLimits.timeBudget = .milliseconds(200)
+        try await withVM(limits: outerLimits) { outer in
+            let inner = try LuaVM(limits: innerLimits)
+            try outer.define(global: "spin") { _ in
+                let error = luaError { _ = try inner.run("while true do end", chunkName: "inner.lua") }
+                return [.string(error.map { "\($0.kind)" } ?? "returned")]
+            }
+            #expect(try outer.run("local outcome = spin() return outcome, 1 + 1", chunkName: "outer.lua") == ["timeout", 2])
+            #expect(try inner.run("return 'after'", chunkName: "after.lua") == ["after"])
+        }
+    }
+
     @Test func manyVMsOnOneThreadAreOneWatchThatGoesWithTheThread() async {
         await #expect(processExitsWith: .success) {
             guard LuaVM.watchedThreadCount == 0 else { exit(10) }
