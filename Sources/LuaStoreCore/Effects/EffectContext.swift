@@ -2,14 +2,15 @@ import Synchronization
 
 /// Whether an effect may still report back. Cancelled when its subscription is removed, when the store
 /// shuts down, or when its owner goes away; actions dispatched after that never reach the reducer.
+@usableFromInline
 final class EffectLease: Sendable {
     private let cancelled = Atomic<Bool>(false)
     /// The effect's kind and subscription key: where the actions it sends come from.
-    let source: ActionSource
+    @usableFromInline let source: ActionSource
 
     init(source: ActionSource) { self.source = source }
 
-    var isCancelled: Bool { cancelled.load(ordering: .acquiring) }
+    @usableFromInline var isCancelled: Bool { cancelled.load(ordering: .acquiring) }
 
     func cancel() { cancelled.store(true, ordering: .releasing) }
 }

@@ -1,5 +1,6 @@
 /// One observer subscribed to a store: its delivery, primed with the state current when the subscription reached
 /// the store's executor. Touched on that executor.
+@usableFromInline
 final class ObserverEntry<State: Sendable>: Sendable {
     private let delivery: ObserverDelivery<State>
     private let primed = ExecutorConfined(false)
@@ -9,7 +10,7 @@ final class ObserverEntry<State: Sendable>: Sendable {
         delivery = ObserverDelivery(observer, report: report)
     }
 
-    var isDead: Bool { delivery.isDead }
+    @usableFromInline var isDead: Bool { delivery.isDead }
 
     /// Delivers the state current when the subscription reaches the store's executor; until then the
     /// observer hears nothing, so its first delivery is never stale and never doubled.
@@ -20,7 +21,7 @@ final class ObserverEntry<State: Sendable>: Sendable {
     }
 
     /// Delivers `state` to a primed observer unless it equals the last one delivered. On the store's executor.
-    func notify(_ state: State) {
+    @usableFromInline func notify(_ state: State) {
         guard primed.value else { return }
         delivery.offer(state)
     }

@@ -10,6 +10,7 @@ public struct ChildState<Root: Sendable, Local: Sendable>: Sendable {
 extension ChildState: Equatable where Root: Equatable, Local: Equatable {}
 
 /// What a root engine knows of a child: it reduces the actions dispatched to it and hears root changes.
+@usableFromInline
 protocol ChildNode<RootState, Action, Effect>: AnyObject, Sendable {
     associatedtype RootState: Sendable
     associatedtype Action: Sendable
@@ -21,6 +22,7 @@ protocol ChildNode<RootState, Action, Effect>: AnyObject, Sendable {
 }
 
 /// A root's weak link to a child, so the child lives exactly as long as its owner keeps it.
+@usableFromInline
 final class WeakChild<RootState: Sendable, Action: Sendable, Effect: StoreEffect>: Sendable {
     private let reference: Protected<WeakBox>
 
@@ -31,7 +33,7 @@ final class WeakChild<RootState: Sendable, Action: Sendable, Effect: StoreEffect
 
     init(_ node: any ChildNode<RootState, Action, Effect>) { reference = Protected(WeakBox(node: node)) }
 
-    var node: (any ChildNode<RootState, Action, Effect>)? { reference.withLock { $0.node } }
+    @usableFromInline var node: (any ChildNode<RootState, Action, Effect>)? { reference.withLock { $0.node } }
 }
 
 /// A store with its own local state and reducer, attached to a root store for as long as it lives

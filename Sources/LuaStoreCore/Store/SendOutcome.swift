@@ -19,6 +19,7 @@ public enum SendOutcome<Effect: Sendable>: Sendable {
 /// Rides with an action `send` dispatched: hears, on the store's executor, the action's outcome right after it
 /// was reduced (`reduced`), then, once the store told its observers about that state, resolves (`resolve`) —
 /// exactly once: a ticket dropped unresolved (its action never reduced: the store stopped) resolves `.dropped`.
+@usableFromInline
 package final class ActionTicket<Effect: Sendable>: Sendable {
     /// The outcome once the action was reduced, and whether the ticket has resolved.
     private let progress = Protected<(outcome: SendOutcome<Effect>?, resolved: Bool)>((nil, false))

@@ -18,22 +18,31 @@ final class StoreEngine<R: Reducer>: Sendable {
 
     /// Where a queued action came from, when not from outside: a child store it was dispatched to, or the
     /// effect that sent it (whose cancellation drops it).
+    @usableFromInline
     struct Route: Sendable {
-        let origin: WeakChild<State, Action, Effect>?
-        let lease: EffectLease?
+        @usableFromInline let origin: WeakChild<State, Action, Effect>?
+        @usableFromInline let lease: EffectLease?
         /// Set for an action `send` dispatched.
-        var ticket: ActionTicket<Effect>? = nil
+        @usableFromInline var ticket: ActionTicket<Effect>? = nil
+
+        @inlinable init(origin: WeakChild<State, Action, Effect>?, lease: EffectLease?, ticket: ActionTicket<Effect>? = nil) {
+            self.origin = origin
+            self.lease = lease
+            self.ticket = ticket
+        }
     }
 
-    /// Queued actions, oldest first. The actions are an array of their own, not fields of envelopes: the
-    /// engine's code runs unspecialized in other modules, where reading one field of a generic struct in an
-    /// array copies the whole struct, and a run hands the reducer a slice of `actions` as it is. Dispatching
+    /// Queued actions, oldest first. The actions are an array of their own, not fields of envelopes: where the
+    /// engine's code runs unspecialized, reading one field of a generic struct in an array copies the whole
+    /// struct; and a run hands the reducer a slice of `actions` as it is. Dispatching
     /// from outside appends one action; the few that came from a child store or an effect also note their route.
     @usableFromInline
     struct Queue {
         @usableFromInline var actions: [Action] = []
         /// The actions that did not come from outside, by position in `actions`, in order.
-        var routed: [(position: Int, route: Route)] = []
+        @usableFromInline var routed: [(position: Int, route: Route)] = []
+
+        @inlinable init() {}
 
         mutating func append(_ action: Action, origin: WeakChild<State, Action, Effect>?, lease: EffectLease?,
                              ticket: ActionTicket<Effect>? = nil) {
@@ -43,7 +52,7 @@ final class StoreEngine<R: Reducer>: Sendable {
             actions.append(action)
         }
 
-        mutating func removeAll() {
+        @inlinable mutating func removeAll() {
             actions.removeAll(keepingCapacity: true)
             if !routed.isEmpty { routed.removeAll(keepingCapacity: true) }
         }
@@ -59,37 +68,37 @@ final class StoreEngine<R: Reducer>: Sendable {
 
         /// Takes every queued action, oldest first, by exchanging buffers (nothing is copied): `batch` must be
         /// empty, and its storage becomes the inbox's.
-        mutating func takeAll(into batch: inout Queue) {
+        @inlinable mutating func takeAll(into batch: inout Queue) {
             swap(&queue, &batch)
         }
     }
 
     /// What only the executor touches.
-    private struct Confined {
-        var state: State
-        var running: [String: RunningEffect<Effect>] = [:]
-        var changedSinceNotification = false
+    @usableFromInline struct Confined {
+        @usableFromInline var state: State
+        @usableFromInline var running: [String: RunningEffect<Effect>] = [:]
+        @usableFromInline var changedSinceNotification = false
         /// Actions dispatched from outside the store (not by effects, not routed from a child) reduced so far.
-        var outsideReduced: UInt64 = 0
+        @usableFromInline var outsideReduced: UInt64 = 0
         /// The observers and child links as of `listsVersion` `copiedVersion` (taken again when it moves).
-        var observersCopy: [ObserverEntry<State>] = []
-        var childrenCopy: [WeakChild<State, Action, Effect>] = []
-        var copiedVersion = -1
+        @usableFromInline var observersCopy: [ObserverEntry<State>] = []
+        @usableFromInline var childrenCopy: [WeakChild<State, Action, Effect>] = []
+        @usableFromInline var copiedVersion = -1
         /// Tickets of actions reduced since the last notification: resolved once the observers were told.
-        var reducedTickets: [ActionTicket<Effect>] = []
+        @usableFromInline var reducedTickets: [ActionTicket<Effect>] = []
     }
 
-    let reducer: R
+    @usableFromInline let reducer: R
     let effects: EffectInterpreter<Effect, State, Action>
     @usableFromInline let configuration: StoreConfiguration<State, Action>
-    private let confined: ExecutorConfined<Confined>
+    @usableFromInline let confined: ExecutorConfined<Confined>
     @usableFromInline let inbox = Protected(Inbox())
     private let observers = Protected<[ObserverEntry<State>]>([])
     private let children = Protected<[WeakChild<State, Action, Effect>]>([])
     /// Moves on whenever `observers` or `children` change: notifications keep copies of the lists and take them
     /// again only then (taking them under their locks on every notification looked up generic type metadata each
     /// time — a tenth of a scripted store's time under `.everyAction`).
-    private let listsVersion = Atomic<Int>(0)
+    @usableFromInline let listsVersion = Atomic<Int>(0)
     private let commandsInFlight = InFlightEffects()
     private let subscriptionsInFlight = InFlightEffects()
 
@@ -114,6 +123,7 @@ final class StoreEngine<R: Reducer>: Sendable {
         enqueue { $0.actions.append(action) }
     }
 
+    @usableFromInline
     func dispatch(_ action: Action, origin: WeakChild<State, Action, Effect>? = nil, lease: EffectLease? = nil) {
         enqueue { $0.append(action, origin: origin, lease: lease) }
     }
@@ -138,7 +148,14 @@ final class StoreEngine<R: Reducer>: Sendable {
         if scheduleDrain { configuration.executor.execute { [self] in drain() } }
     }
 
-    @usableFromInline
+    /// Reduces what the inbox holds, run by run, and notifies, until it is empty. Inlinable, as the rest of the
+    /// path an action takes (`processRun`, `process`, `notifyIfChanged`): the module whose reducer the store
+    /// runs (a scripted store's, or an app's own Swift reducer) compiles it specialized for its types. Compiled
+    /// here once for every reducer, each generic type it touched was a search of the runtime's metadata cache
+    /// (≈ 30–50 ns each, dozens per drain): a Swift store, dispatched to from another module, paid ≈ 400 ns per
+    /// action where it now pays ≈ 70 (docs/benchmarks.md). What runs rarely (failures, commands,
+    /// subscriptions, tickets, observers joining) stays compiled here.
+    @inlinable
     func drain() {
         var sinceNotification = 0
         let limit = configuration.notification.maximumActions
@@ -198,7 +215,8 @@ final class StoreEngine<R: Reducer>: Sendable {
     /// Reduces a run of plain actions with one call of the reducer; returns how many it applied (≥ 1).
     /// `sinceNotification`: for a reducer that notifies within runs, how many actions were reduced since the
     /// last notification point.
-    private func processRun(_ actions: ArraySlice<Action>, sinceNotification: Int = 0) -> Int {
+    @inlinable
+    func processRun(_ actions: ArraySlice<Action>, sinceNotification: Int = 0) -> Int {
         if actions.count == 1 {
             process(actions[actions.startIndex], route: Route(origin: nil, lease: nil))
             return 1
@@ -207,10 +225,9 @@ final class StoreEngine<R: Reducer>: Sendable {
     }
 
     /// `processRun` for two actions or more. (Apart, so that a run of one, the usual run when observers see every
-    /// action, does not look up the generic types only this part uses: each lookup is a search of the runtime's
-    /// cache, ≈ 30–50 ns.)
-    @inline(never)
-    private func processLongerRun(_ actions: ArraySlice<Action>, sinceNotification: Int) -> Int {
+    /// action, stays small where it is inlined.)
+    @inlinable @inline(never)
+    func processLongerRun(_ actions: ArraySlice<Action>, sinceNotification: Int) -> Int {
         let first = actions.startIndex
         let outcome = reducer.reduce(into: &confined.value.state, actions: actions, sinceNotification: sinceNotification)
         let applied = min(outcome.applied, actions.count)
@@ -229,8 +246,8 @@ final class StoreEngine<R: Reducer>: Sendable {
     }
 
     /// Reports a run's failures and launches its commands, in the order of their actions.
-    @inline(never)
-    private func reportAndLaunch(_ outcome: RunOutcome<Effect>, of actions: ArraySlice<Action>, outsideBefore before: UInt64) {
+    @usableFromInline @inline(never)
+    func reportAndLaunch(_ outcome: RunOutcome<Effect>, of actions: ArraySlice<Action>, outsideBefore before: UInt64) {
         let first = actions.startIndex
         var failures = outcome.failures[...]
         for (offset, commands) in outcome.commands {
@@ -245,7 +262,8 @@ final class StoreEngine<R: Reducer>: Sendable {
         }
     }
 
-    private func process(_ action: Action, route: Route) {
+    @inlinable
+    func process(_ action: Action, route: Route) {
         if let lease = route.lease, lease.isCancelled { return }
         if let interceptor = configuration.interceptor {
             interceptor(action, Dispatcher { [weak self] in self?.dispatch($0, origin: route.origin) })
@@ -280,7 +298,8 @@ final class StoreEngine<R: Reducer>: Sendable {
 
     // MARK: Effects
 
-    private func launch(_ commands: [Effect], action: Action?) {
+    @usableFromInline
+    func launch(_ commands: [Effect], action: Action?) {
         for command in commands {
             _ = start(command, key: nil, action: action)
         }
@@ -319,7 +338,8 @@ final class StoreEngine<R: Reducer>: Sendable {
     }
 
     /// Launches what the state asks for and is not running, cancels what runs and is no longer asked for.
-    private func diffSubscriptions(action: Action?) {
+    @usableFromInline
+    func diffSubscriptions(action: Action?) {
         let wanted: [String: Effect]
         do {
             wanted = try reducer.subscriptions(for: confined.value.state)
@@ -417,12 +437,14 @@ final class StoreEngine<R: Reducer>: Sendable {
     }
 
     /// Tells `ticket` its action's outcome now; it resolves after the next notification.
-    private func settle(_ ticket: ActionTicket<Effect>, _ outcome: SendOutcome<Effect>) {
+    @usableFromInline
+    func settle(_ ticket: ActionTicket<Effect>, _ outcome: SendOutcome<Effect>) {
         ticket.reduced(outcome)
         confined.value.reducedTickets.append(ticket)
     }
 
-    private func notifyIfChanged() {
+    @inlinable
+    func notifyIfChanged() {
         if !confined.value.reducedTickets.isEmpty { resolveTickets() }
         guard confined.value.changedSinceNotification else { return }
         confined.value.changedSinceNotification = false
@@ -445,8 +467,8 @@ final class StoreEngine<R: Reducer>: Sendable {
     }
 
     /// Notifies (if anything changed), then resolves the tickets of the actions reduced before it.
-    @inline(never)
-    private func resolveTickets() {
+    @usableFromInline @inline(never)
+    func resolveTickets() {
         let tickets = confined.value.reducedTickets
         confined.value.reducedTickets = []
         defer { for ticket in tickets { ticket.resolve() } }
@@ -456,7 +478,8 @@ final class StoreEngine<R: Reducer>: Sendable {
     /// Takes copies of the observers and child links, as of `version`. (Apart from `notifyIfChanged`, which runs
     /// after every action or run, so that it does not look up the lists' generic types each time.)
     @inline(never)
-    private func copyLists(_ version: Int) {
+    @usableFromInline
+    func copyLists(_ version: Int) {
         confined.value.observersCopy = observers.withLock { $0 }
         confined.value.childrenCopy = children.withLock { links in
             links.removeAll { $0.node == nil }
@@ -465,7 +488,8 @@ final class StoreEngine<R: Reducer>: Sendable {
         confined.value.copiedVersion = version
     }
 
-    private func removeDead() {
+    @usableFromInline
+    func removeDead() {
         observers.withLock { $0.removeAll(where: \.isDead) }
         listsVersion.add(1, ordering: .releasing)
     }
@@ -484,6 +508,7 @@ final class StoreEngine<R: Reducer>: Sendable {
 
     // MARK: Failures
 
+    @usableFromInline
     func report(_ stage: StoreFailure<State, Action>.Stage, _ error: any Error, action: Action?, dispatchIndex: UInt64? = nil) {
         configuration.errorReporter.report(StoreFailure(stage: stage, error: error, action: action, state: confined.value.state,
                                                         dispatchIndex: dispatchIndex))
@@ -509,6 +534,7 @@ final class ExecutorConfined<Value> {
 extension ExecutorConfined: @unchecked Sendable {}
 
 /// A running effect: its lease (cancel stops its results) and its task (cancel stops its work).
+@usableFromInline
 struct RunningEffect<Effect: StoreEffect>: Sendable {
     let effect: Effect
     let lease: EffectLease
