@@ -1,4 +1,5 @@
 import Foundation
+import LuaStoreCore
 import LuaKit
 import LuaStorePersistence
 import LuaStoreScripting
@@ -52,6 +53,7 @@ extension Scenarios {
         let start = clock.now
         for index in 0..<actions { store.dispatch(["type": "toggle", "id": .integer(Int64(index % 100 + 1))]) }
         await arrival.wait(for: Int64(actions))
+        Reclaimer.shared.settle()
         let elapsed = clock.now - start
         store.shutdown()
         await store.barrier()

@@ -46,6 +46,9 @@ public struct StoreConfiguration<State: Sendable, Action: Sendable>: Sendable {
     public var interceptor: (@Sendable (Action, Dispatcher<Action>) -> Void)?
     /// Receives every failure. Default: logs them.
     public var errorReporter: ErrorReporter<State, Action>
+    /// Where the executor sends big batches of the actions it reduced to be destroyed (`Reclaimer`); with none, it
+    /// destroys them itself. A scripted store sets it.
+    @usableFromInline package var reclaimer: Reclaimer?
 
     /// A configuration; every part has a default.
     public init(

@@ -52,8 +52,9 @@ final class StoreEngine<R: Reducer>: Sendable {
             actions.append(action)
         }
 
-        @inlinable mutating func removeAll() {
-            actions.removeAll(keepingCapacity: true)
+        /// Empties the queue (its actions go to `reclaimer`, if any, which may destroy them on a thread of its own).
+        @inlinable mutating func removeAll(reclaimer: Reclaimer?) {
+            if let reclaimer { reclaimer.removeAll(from: &actions) } else { actions.removeAll(keepingCapacity: true) }
             if !routed.isEmpty { routed.removeAll(keepingCapacity: true) }
         }
     }
@@ -163,12 +164,13 @@ final class StoreEngine<R: Reducer>: Sendable {
         // trade places, so nothing is copied); actions dispatched meanwhile join the inbox behind the batch, so
         // the order stays first in, first out.
         var batch = Queue()
+        let reclaimer = configuration.reclaimer
         let runs = reducer.reducesRuns && configuration.interceptor == nil
         // A reducer that tells its observers within runs, at the policy's points, gets whole runs; the store
         // notifies after one that ended at a point (where the reducer may have stopped before telling them).
         let notifiesWithinRuns = runs && reducer.notifiesWithinRuns
         while true {
-            batch.removeAll()
+            batch.removeAll(reclaimer: reclaimer)
             let more = inbox.withLock { inbox -> Bool in
                 inbox.takeAll(into: &batch)
                 if batch.actions.isEmpty { inbox.draining = false }

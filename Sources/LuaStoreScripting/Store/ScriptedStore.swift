@@ -144,12 +144,14 @@ public final class ScriptedStore: Sendable {
         self.engine = engine
         let mounted = thread.sync { engine.pluginManifests() }
         installed.withLock { $0.mounts = mounted }
-        let configuration = StoreConfiguration<ScriptState, LuaValue>(
+        var configuration = StoreConfiguration<ScriptState, LuaValue>(
             executor: LuaThreadExecutor(thread: thread),
             notification: options.notification,
             errorReporter: ErrorReporter { failure in
                 report(Self.scriptFailure(failure))
             })
+        // A burst of actions made anew is destroyed off the store's thread (`Reclaimer`).
+        configuration.reclaimer = .shared
         let effects = options.performsEffects
             ? ScriptEffectHandlers.interpreter(
                 runner: URLEffectRunner(policy: options.urlPolicy), storage: options.storageFolder,
