@@ -134,6 +134,8 @@ typedef struct Barrier {
     size_t stampMask;           /* the slots of `stamps`, less one (a power of two) */
     size_t stampLive;           /* slots holding a proxy of this call */
     size_t stampLast;           /* ... of the call before (for giving back the slots of a large one) */
+    const void *lastProxy;      /* the proxy whose real table `__newindex` found last, in the call `lastEpoch`; */
+    uint64_t lastEpoch;         /* the control's LAST_REAL holds that table (see `push_last_real`) */
     unsigned notedNext;         /* the slot of `noted` written next */
     NotedSlot noted[NOTED_SLOTS];
     ScalarWrite writes[SCALAR_WRITES];
@@ -285,8 +287,9 @@ static inline Barrier *barrier(lua_State *L) { return (Barrier *)lua_touserdata(
 /// (`readStamp`), and the record of the reads that record does not hold (made at the first). And always the key
 /// sets emptied by `recycle`, for the next records (a stack of `spareSets`, at most `SPARE_SETS_MAX`: a record's
 /// sets are reused rather than left to the collector).
-/// And the slots of `stamps` (`STAMPS`).
-enum { LAST_READS = 1, FRESH_READS, SPARE_SETS, STAMPS, USER_VALUES = STAMPS };
+/// And the slots of `stamps` (`STAMPS`); and the real table `__newindex` found last (`LAST_REAL`: see
+/// `push_last_real`).
+enum { LAST_READS = 1, FRESH_READS, SPARE_SETS, STAMPS, LAST_REAL, USER_VALUES = LAST_REAL };
 #define SPARE_SETS_MAX 256
 
 // MARK: Helpers every part uses
@@ -305,6 +308,33 @@ static inline int stamped(const Barrier *b, const void *proxy) {
         if (slot->epoch != b->epoch) return 0;
         if (slot->proxy == proxy) return 1;
     }
+}
+
+/// [-0, +(0|1), -] Pushes the real table of the proxy at `proxy` (the metamethod's first argument) when it is the
+/// one `__newindex` found last in the running call, and returns 1; otherwise returns 0 and pushes nothing. A
+/// reducer writes several fields of one table, and reads them, in a row: each such lookup is then a read of the
+/// control's `LAST_REAL`, not a search of `targets` and of the stamps. Sound as an address: a proxy maps to one
+/// real table for as long as `targets` holds it (`renew`, which replaces `targets`, forgets it), and a table
+/// that takes a collected proxy's address becomes a proxy only where proxies are made (`proxies_push`, `claim`),
+/// which forget it too.
+static inline int push_last_real(lua_State *L, const Barrier *b, const void *proxy) {
+    if (proxy != b->lastProxy || b->lastEpoch != b->epoch) return 0;
+    lua_getiuservalue(L, UPVALUE(CONTROL), LAST_REAL);
+    return 1;
+}
+
+/// [-0, +0, -] Remembers the proxy at `proxy` (stamped in the running call) and its real table, at `real`, for
+/// `push_last_real`.
+static inline void keep_last_real(lua_State *L, Barrier *b, const void *proxy, int real) {
+    lua_pushvalue(L, real);
+    lua_setiuservalue(L, UPVALUE(CONTROL), LAST_REAL);
+    b->lastProxy = proxy;
+    b->lastEpoch = b->epoch;
+}
+
+/// [-0, +0, -] Forgets the proxy at `proxy` if `push_last_real` remembers it (a table made a proxy now).
+static inline void forget_last_proxy(Barrier *b, const void *proxy) {
+    if (proxy == b->lastProxy) b->lastEpoch = 0; /* (no call has epoch 0) */
 }
 
 /// [-0, +0, -] A call starts: no proxy handed out before is good in it.

@@ -97,9 +97,13 @@ int journal_newindex(lua_State *L) {
     if (b->mode != MODE_WRITE || lua_gettop(L) != 3 || keyType == LUA_TTABLE || keyType == LUA_TNIL || !is_plain_data(L, 3)) {
         return fall_back(L, UPVALUE(WRITE_FALLBACK), 3, 0);
     }
-    lua_pushvalue(L, 1);
-    if (lua_rawget(L, UPVALUE(TARGETS)) != LUA_TTABLE || !stamped(b, lua_topointer(L, 1))) { /* 4: real */
-        return fall_back(L, UPVALUE(WRITE_FALLBACK), 3, 0);
+    const void *proxy = lua_topointer(L, 1);
+    if (!push_last_real(L, b, proxy)) { /* 4: real */
+        lua_pushvalue(L, 1);
+        if (lua_rawget(L, UPVALUE(TARGETS)) != LUA_TTABLE || !stamped(b, proxy)) {
+            return fall_back(L, UPVALUE(WRITE_FALLBACK), 3, 0);
+        }
+        keep_last_real(L, b, proxy, 4);
     }
     lua_pushvalue(L, 2);
     int oldType = lua_rawget(L, 4); /* 5: the old value (taken by the journal below) */

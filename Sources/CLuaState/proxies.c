@@ -98,6 +98,7 @@ void proxies_push(lua_State *L, Barrier *b, int parent, int key) {
     }
     lua_remove(L, -2);
     count_made(L, b);
+    forget_last_proxy(b, lua_topointer(L, -1));
     proxies_stamp(L, b, lua_topointer(L, -1));
 }
 
@@ -143,9 +144,12 @@ int proxies_index(lua_State *L) {
     if (b->mode == MODE_CLOSED || lua_gettop(L) != 2 || keyType == LUA_TTABLE) {
         return fall_back(L, UPVALUE(INDEX_FALLBACK), 2, 1);
     }
-    lua_pushvalue(L, 1);
-    if (lua_rawget(L, UPVALUE(TARGETS)) != LUA_TTABLE || !stamped(b, lua_topointer(L, 1))) { /* 3: real */
-        return fall_back(L, UPVALUE(INDEX_FALLBACK), 2, 1);
+    const void *proxy = lua_topointer(L, 1);
+    if (!push_last_real(L, b, proxy)) { /* 3: real */
+        lua_pushvalue(L, 1);
+        if (lua_rawget(L, UPVALUE(TARGETS)) != LUA_TTABLE || !stamped(b, proxy)) {
+            return fall_back(L, UPVALUE(INDEX_FALLBACK), 2, 1);
+        }
     }
     if (b->mode == MODE_READ) {
         reads_note_read(L, b, 3, 2);
@@ -214,6 +218,7 @@ int proxies_claim(lua_State *L) {
     lua_pushvalue(L, 1);
     lua_pushvalue(L, 2);
     lua_rawset(L, UPVALUE(TARGETS)); /* targets[t] = real */
+    forget_last_proxy(b, lua_topointer(L, 1));
     lua_pushvalue(L, 2);
     lua_pushvalue(L, 1);
     lua_rawset(L, UPVALUE(PROXIES)); /* proxies[real] = t */
@@ -258,6 +263,9 @@ int proxies_renew(lua_State *L) {
     }
     b->made = 0;
     b->pathGeneration++;
+    b->lastEpoch = 0; /* (no call has epoch 0) */
+    lua_pushnil(L);
+    lua_setiuservalue(L, UPVALUE(CONTROL), LAST_REAL); /* (a table that left the state goes with the caches) */
     return CACHE_COUNT;
 }
 

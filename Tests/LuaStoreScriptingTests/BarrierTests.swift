@@ -187,21 +187,24 @@ import Testing
 
     /// Every transaction and every reader's run is a call of its own: a proxy handed out in an earlier one — kept
     /// in an upvalue, say — is not used by the C paths (the Lua half refuses it), even though the caches still
-    /// hold it; reaching its table again in the new call makes it good again.
+    /// hold it, and even when it is the last one `__newindex` wrote through; reaching its table again in the new
+    /// call makes it good again.
     @Test func aProxyIsGoodOnlyInTheCallThatReceivedIt() async throws {
         let results = try await run("""
             B.begin()
             state = B.proxy(real)
             local items = state.items
             local first = B.fresh(items)
-            local _ = items[1]
-            local inFirst = handed.index
+            local item = items[1]
+            item.done = true                    -- (`__newindex` remembers the last proxy it wrote through)
+            local inFirst = handed.index + handed.newindex
             B.setmode(B.CLOSED)
             B.begin()
             local afterBegin = B.fresh(items)
-            _ = items[1]                        -- handed to the fallback
+            local _ = items[1]                  -- handed to the fallback
             local handedStale = handed.index
             items[1] = 2                        -- likewise
+            item.done = false                   -- likewise, though it was the last written through
             local writes = handed.newindex
             state = B.proxy(real)
             local again = rawequal(state.items, items) and B.fresh(items)
@@ -211,7 +214,24 @@ import Testing
             B.rollback()
             return first, inFirst, afterBegin, handedStale, writes, again, inReader
             """)
-        #expect(results == [true, 0, false, 1, 1, true, false])
+        #expect(results == [true, 0, false, 1, 2, true, false])
+    }
+
+    /// `renew` forgets the proxy `__newindex` wrote through last: in the same call, a write through it once the
+    /// caches were renewed (without it) is handed to the Lua half, as for any proxy they do not hold.
+    @Test func renewForgetsTheProxyWrittenThroughLast() async throws {
+        let results = try await run("""
+            B.begin()
+            state = B.proxy(real)
+            state.count = 2                     -- (through C, which remembers `state`)
+            local before = handed.newindex
+            targets, proxies = B.renew(B, 10)
+            pcall(function() state.count = 3 end) -- (the Lua half finds it in no cache either)
+            local after = handed.newindex
+            B.rollback()
+            return before, after, real.count
+            """)
+        #expect(results == [0, 1, 1])
     }
 
     /// `renew` starts the caches afresh in every function of the barrier at once: what is made after it (a

@@ -19,7 +19,7 @@ extension LuaVM {
         }
         let top = lua_gettop(state)
         do throws(ConversionFailure) {
-            try pushUnchecked(value, depth: 0)
+            try pushUnchecked(value, depth: 0, deepest: conversionDepth)
         } catch {
             lua_settop(state, top)
             throw error.error(root: root())
@@ -39,8 +39,8 @@ extension LuaVM {
         throw LuaError(.memory, "the value took the heap to \(used) bytes, over the memory cap of \(limit) bytes")
     }
 
-    /// [-0, +1, -]
-    private func pushUnchecked(_ value: borrowing LuaValue, depth: Int) throws(ConversionFailure) {
+    /// [-0, +1, -] `deepest`: `conversionDepth`.
+    private func pushUnchecked(_ value: borrowing LuaValue, depth: Int, deepest: Int) throws(ConversionFailure) {
         switch value {
         case .nil: lua_pushnil(state)
         case .boolean(let flag): lua_pushboolean(state, flag ? 1 : 0)
@@ -48,23 +48,22 @@ extension LuaVM {
         case .number(let number): lua_pushnumber(state, number)
         case .string(let text): pushString(text)
         case .table(let table):
-            try pushTable(table, depth: depth)
+            try pushTable(table, depth: depth, deepest: deepest)
         }
     }
 
     /// [-0, +1, -]
-    private func pushTable(_ table: borrowing LuaTable, depth: Int) throws(ConversionFailure) {
-        guard depth < limits.conversionDepth else {
-            throw ConversionFailure("nested deeper than \(limits.conversionDepth) tables")
+    private func pushTable(_ table: borrowing LuaTable, depth: Int, deepest: Int) throws(ConversionFailure) {
+        guard depth < deepest else {
+            throw ConversionFailure("nested deeper than \(deepest) tables")
         }
         guard lua_checkstack(state, 4) != 0 else { throw ConversionFailure("the Lua stack cannot grow") }
-        let array = table.array
-        lua_createtable(state, Int32(truncatingIfNeeded: array.count), Int32(truncatingIfNeeded: table.fieldCount))
-        if !array.isEmpty {
+        lua_createtable(state, Int32(truncatingIfNeeded: table.array.count), Int32(truncatingIfNeeded: table.fieldCount))
+        if !table.array.isEmpty {
             var position: lua_Integer = 1
-            for element in array {
+            for element in table.array {
                 do throws(ConversionFailure) {
-                    try pushUnchecked(element, depth: depth + 1)
+                    try pushUnchecked(element, depth: depth + 1, deepest: deepest)
                 } catch {
                     throw error.under(.integer(position))
                 }
@@ -72,6 +71,19 @@ extension LuaVM {
                 position += 1
             }
         }
+        // A few string-keyed fields (an action's, a literal's): read where they lie, no key made for each.
+        let pushedPairs: Void? = try table.withStringPairs { fields throws(ConversionFailure) in
+            for index in fields.indices {
+                pushString(fields[index].0)
+                do throws(ConversionFailure) {
+                    try pushUnchecked(fields[index].1, depth: depth + 1, deepest: deepest)
+                } catch {
+                    throw error.under(.string(fields[index].0))
+                }
+                lua_rawset(state, -3)
+            }
+        }
+        if pushedPairs != nil { return }
         try table.forEachField { (key, element) throws(ConversionFailure) in
             switch key {
             case .string(let name): pushString(name)
@@ -89,7 +101,7 @@ extension LuaVM {
             case .string(let text): pushString(text)
             case .table:
                 do throws(ConversionFailure) {
-                    try pushUnchecked(element, depth: depth + 1)
+                    try pushUnchecked(element, depth: depth + 1, deepest: deepest)
                 } catch {
                     throw error.under(key)
                 }

@@ -241,6 +241,16 @@ public struct LuaTable: Sendable, Hashable {
         return nil
     }
 
+    /// Calls `body` with the fields where they lie, when the table keeps them as a few string-keyed pairs
+    /// (distinct keys, no `nil` value; in no particular order); `nil` when it keeps a dictionary. (Unlike
+    /// `stringPairs`, nothing is copied or retained: a conversion of each action reads them so.)
+    func withStringPairs<Result, Failure: Error>(
+        _ body: (UnsafeBufferPointer<(String, LuaValue)>) throws(Failure) -> Result
+    ) throws(Failure) -> Result? {
+        guard case .pairs(let pairs) = storage else { return nil }
+        return try pairs.withUnsafeBufferPointer(body)
+    }
+
     /// Creates a table from a sequence part and other fields.
     public init(array: [LuaValue] = [], fields: [LuaKey: LuaValue] = [:]) {
         self.array = array
