@@ -66,8 +66,7 @@ final class Tracked: Sendable {
         let ends = Protected<[(id: Int, marked: String?)]>([])
         let queue = reclaimerQueue("blocked reclaimer")
         let reclaimer = Reclaimer(queue: queue, smallestBatch: 4, mostInFlight: 2)
-        let release = DispatchSemaphore(value: 0)
-        queue.async { _ = release.wait(timeout: .now() + 20) }
+        queue.suspend() // (it runs nothing until resumed: what is handed over waits)
         var first = trackedValues(4, ends: ends)
         var second = trackedValues(4, ends: ends)
         reclaimer.removeAll(from: &first)
@@ -80,7 +79,7 @@ final class Tracked: Sendable {
         #expect(reclaimer.batchesInFlight == 2, "no third batch waits")
         #expect(ends.value.map(\.id).sorted() == Array(10..<14), "the third ended in place")
         #expect(ends.value.allSatisfy { $0.marked == nil })
-        release.signal()
+        queue.resume()
         #expect(await eventually { ends.value.count == 12 && reclaimer.batchesInFlight == 0 })
     }
 
@@ -88,9 +87,8 @@ final class Tracked: Sendable {
         let ends = Protected<[(id: Int, marked: String?)]>([])
         let queue = reclaimerQueue("blocked reclaimer")
         let reclaimer = Reclaimer(queue: queue, smallestBatch: 4, mostInFlight: 8)
-        let release = DispatchSemaphore(value: 0)
-        queue.async { _ = release.wait(timeout: .now() + 20) }
-        defer { release.signal() }
+        queue.suspend() // (it runs nothing until resumed: what is handed over waits)
+        defer { queue.resume() }
         let again = Tracked(id: 0, ends: ends)
         var values = [again, again, again, Tracked(id: 1, ends: ends), again, again]
         reclaimer.removeAll(from: &values)
@@ -102,8 +100,7 @@ final class Tracked: Sendable {
         #expect(reclaimer.batchesInFlight == 1, "values made anew are handed over")
     }
 
-    /// A store's executor hands a big batch of the actions it reduced over to its reclaimer; a lone action it
-    /// destroys itself.
+    /// A store's executor hands a big batch of the actions it reduced over to its reclaimer, not a lone action.
     @Test func aStoreHandsABigBatchOfReducedActionsOver() async {
         struct Reduced: Sendable, Equatable { var ids: [Int] = [] }
         let ends = Protected<[(id: Int, marked: String?)]>([])
@@ -128,7 +125,8 @@ final class Tracked: Sendable {
         root.dispatch(Tracked(id: 500, ends: ends))
         #expect(await root.state().ids.count == 501)
         #expect(await eventually { ends.value.count == 501 })
-        #expect(ends.value.last?.marked == "executor", "a batch of one ends where it was reduced")
+        // (It ends on the executor, or on this thread if the executor let it go before this thread did.)
+        #expect(ends.value.last?.marked != "store's reclaimer", "a batch of one is not handed over")
         root.shutdown()
     }
 
