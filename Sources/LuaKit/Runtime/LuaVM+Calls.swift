@@ -213,7 +213,7 @@ extension LuaVM {
     public func reference(toList values: ArraySlice<LuaValue>) throws(LuaError) -> LuaReference {
         checkThread()
         // Room for the list, and for copying a table nested as deep as a conversion may go.
-        guard lua_checkstack(state, Int32(clamping: 4 * limits.conversionDepth + 8)) != 0 else {
+        guard lua_checkstack(state, Int32(clamping: 4 * conversionDepth + 8)) != 0 else {
             throw LuaError(.runtime, "the Lua stack cannot grow")
         }
         let top = lua_gettop(state)

@@ -1,4 +1,5 @@
 import Dispatch
+import Foundation
 import Synchronization
 
 /// Where a store's executor may send the actions it has reduced, a batch at a time, to be destroyed off its own
@@ -51,27 +52,11 @@ package final class Reclaimer: Sendable {
         return values.withUnsafeBytes { bytes in
             guard let base = bytes.baseAddress, size > 0 else { return false }
             var repeats = 0
-            for index in 1..<values.count where sameBytes(base + index * stride, base + (index - 1) * stride, size) {
+            for index in 1..<values.count where memcmp(base + index * stride, base + (index - 1) * stride, size) == 0 {
                 repeats += 1
             }
             return 2 * repeats < values.count
         }
-    }
-
-    @usableFromInline
-    static func sameBytes(_ a: UnsafeRawPointer, _ b: UnsafeRawPointer, _ count: Int) -> Bool {
-        var offset = 0
-        while offset + 8 <= count {
-            if a.loadUnaligned(fromByteOffset: offset, as: UInt64.self) != b.loadUnaligned(fromByteOffset: offset, as: UInt64.self) {
-                return false
-            }
-            offset += 8
-        }
-        while offset < count {
-            if a.load(fromByteOffset: offset, as: UInt8.self) != b.load(fromByteOffset: offset, as: UInt8.self) { return false }
-            offset += 1
-        }
-        return true
     }
 
     @usableFromInline
