@@ -183,6 +183,7 @@ static int clua_make_barrier(lua_State *L) {
         { "renew", proxies_renew, NULL, 0 },
         { "count", journal_count, NULL, 0 },
         { "setmoved", journal_setmoved, NULL, 0 },
+        { "istext", journal_istext, NULL, 0 },
         { "setjournaling", changes_setjournaling, NULL, 0 },
         { "collectedcount", changes_collectedcount, NULL, 0 },
         { "records", changes_records, recordsUpvalues, COUNT(recordsUpvalues) },

@@ -387,11 +387,16 @@ static inline void integral_key(lua_State *L) {
     lua_replace(L, 2);
 }
 
-/// [-0, +0, -] Whether the value at `index` is a string, a boolean or a finite number: data the fast path may
-/// store. (Everything else — a table, nil, a function, NaN — is the Lua half's to store or refuse.)
+/// [-0, +0, -] Whether the value at `index` is a UTF-8 string, a boolean or a finite number: data the fast path
+/// may store. (Everything else — a table, nil, a function, NaN, bytes that are not UTF-8 text — is the Lua half's
+/// to store or refuse.)
 static inline int is_plain_data(lua_State *L, int index) {
     switch (lua_type(L, index)) {
-    case LUA_TSTRING:
+    case LUA_TSTRING: {
+        size_t count;
+        const char *bytes = lua_tolstring(L, index, &count);
+        return clua_json_is_utf8((const unsigned char *)bytes, count);
+    }
     case LUA_TBOOLEAN:
         return 1;
     case LUA_TNUMBER:
@@ -438,6 +443,7 @@ BARRIER_INTERNAL int journal_begin(lua_State *L);
 BARRIER_INTERNAL int journal_record(lua_State *L);
 BARRIER_INTERNAL int journal_rollback(lua_State *L);
 BARRIER_INTERNAL int journal_setmoved(lua_State *L);
+BARRIER_INTERNAL int journal_istext(lua_State *L);
 
 // reads.c
 BARRIER_INTERNAL void reads_key_set(lua_State *L, Barrier *b, int record, int real);
@@ -457,7 +463,7 @@ BARRIER_INTERNAL int reads_observed(lua_State *L);
 BARRIER_INTERNAL int reads_flushdue(lua_State *L);
 
 // changes.c
-BARRIER_INTERNAL void changes_record(lua_State *L, Barrier *b, lua_Integer position);
+BARRIER_INTERNAL int changes_record(lua_State *L, Barrier *b, lua_Integer position);
 BARRIER_INTERNAL int changes_setjournaling(lua_State *L);
 BARRIER_INTERNAL int changes_collectedcount(lua_State *L);
 BARRIER_INTERNAL int changes_records(lua_State *L);

@@ -292,10 +292,11 @@ static void keep_history(lua_State *L, lua_Integer position) {
 /// run's buffer — three `uint32_t`s (the position, the number of changes, the length of the JSON or
 /// `NOT_WRITTEN`) and the JSON — when it changed anything. Short journals are read here (while history is kept,
 /// the Lua `collect` then keeps only the history entry); others by the Lua `collect`, whose list is then written
-/// out here too and emptied, unless it holds something JSON cannot (then the host reads that list:
-/// `state_journal.lua`, "The journal, read").
-void changes_record(lua_State *L, Barrier *b, lua_Integer position) {
-    if (b->count == 0 && !b->history) return;
+/// out here too and emptied. Returns 1; 0 when what it changed holds something a recording cannot hold exactly
+/// (the state's rules refuse all of that at the write, so this is a last line): then nothing is recorded for it,
+/// its history entry goes, and the run fails the action (`runs_run`), whose transaction is still at hand.
+int changes_record(lua_State *L, Barrier *b, lua_Integer position) {
+    if (b->count == 0 && !b->history) return 1;
     CLuaJSON o;
     if (b->count <= 3 * COLLECT_IN_C_WRITES) {
         clua_json_open(L, &o, UPVALUE(RUN_ENCODED), (size_t)b->encoded);
@@ -312,14 +313,14 @@ void changes_record(lua_State *L, Barrier *b, lua_Integer position) {
         }
         if (changes == 0) { /* b->encoded stays: no record */
             if (b->history) keep_history(L, position);
-            return;
+            return 1;
         }
         if (changes > 0 && o.length - header - 3 * sizeof(uint32_t) < NOT_WRITTEN) {
             uint32_t fields[3] = { (uint32_t)position, (uint32_t)changes, (uint32_t)(o.length - header - 3 * sizeof(uint32_t)) };
             memcpy(o.bytes + header, fields, sizeof fields);
             b->encoded = (lua_Integer)o.length;
             if (b->history) keep_history(L, position);
-            return;
+            return 1;
         }
     }
     b->pathGeneration++; /* (the Lua `collect` does not tell what moved) */
@@ -327,7 +328,7 @@ void changes_record(lua_State *L, Barrier *b, lua_Integer position) {
     lua_pushvalue(L, UPVALUE(RUN_COLLECT));
     lua_pushinteger(L, position);
     lua_call(L, 1, 0);
-    if (b->collected <= start) return; /* nothing changed */
+    if (b->collected <= start) return 1; /* nothing changed */
     clua_json_open(L, &o, UPVALUE(RUN_ENCODED), (size_t)b->encoded);
     size_t header = o.length;
     clua_json_reserve(&o, 3 * sizeof(uint32_t));
@@ -335,20 +336,27 @@ void changes_record(lua_State *L, Barrier *b, lua_Integer position) {
     lua_rawgeti(L, UPVALUE(RUN_COLLECTED), start + 2);
     lua_Integer changes = lua_tointeger(L, -1), cursor = start + 3;
     lua_pop(L, 1);
-    uint32_t length = NOT_WRITTEN;
-    if (clua_json_changes(&o, UPVALUE(RUN_COLLECTED), &cursor, changes) && o.length - header - 3 * sizeof(uint32_t) < NOT_WRITTEN) {
-        length = (uint32_t)(o.length - header - 3 * sizeof(uint32_t));
-        for (lua_Integer j = start + 1; j <= b->collected; j++) { /* written out: the list need not keep it */
-            lua_pushnil(L);
-            lua_rawseti(L, UPVALUE(RUN_COLLECTED), j);
-        }
-        b->collected = start;
-    } else {
-        o.length = header + 3 * sizeof(uint32_t);
+    int written = clua_json_changes(&o, UPVALUE(RUN_COLLECTED), &cursor, changes)
+        && o.length - header - 3 * sizeof(uint32_t) < NOT_WRITTEN;
+    for (lua_Integer j = start + 1; j <= b->collected; j++) { /* written out (or dropped): the list need not keep it */
+        lua_pushnil(L);
+        lua_rawseti(L, UPVALUE(RUN_COLLECTED), j);
     }
-    uint32_t fields[3] = { (uint32_t)position, (uint32_t)changes, length };
+    b->collected = start;
+    if (!written) { /* b->encoded stays: no record */
+        if (b->history) {
+            lua_pushvalue(L, UPVALUE(RUN_COLLECT));
+            lua_pushinteger(L, position);
+            lua_pushboolean(L, 0);
+            lua_pushboolean(L, 1);
+            lua_call(L, 3, 0);
+        }
+        return 0;
+    }
+    uint32_t fields[3] = { (uint32_t)position, (uint32_t)changes, (uint32_t)(o.length - header - 3 * sizeof(uint32_t)) };
     memcpy(o.bytes + header, fields, sizeof fields);
     b->encoded = (lua_Integer)o.length;
+    return 1;
 }
 
 // MARK: The functions

@@ -88,7 +88,7 @@ static void note_change(lua_State *L, Barrier *b, int byKey, int key, int struct
 
 
 /// `__newindex(proxy, key, value)` [-3, +0, e] while writing, for a key that stays (neither the old nor the new
-/// value is nil) and values that are plain data (strings, booleans, finite numbers): journaled, written,
+/// value is nil) and values that are plain data (UTF-8 strings, booleans, finite numbers): journaled, written,
 /// recorded for the readers of that table. (A key that stays was accepted as data when it appeared.)
 int journal_newindex(lua_State *L) {
     Barrier *b = barrier(L);
@@ -198,4 +198,13 @@ int journal_rollback(lua_State *L) {
 int journal_setmoved(lua_State *L) {
     barrier(L)->moved = 1;
     return 0;
+}
+
+/// `istext(string)` [-1, +1, -]: whether the string is UTF-8 text, as every string of the state must be
+/// (`is_plain_data`; the Lua half's rules, `state_data.lua`, ask here).
+int journal_istext(lua_State *L) {
+    size_t count;
+    const char *bytes = luaL_checklstring(L, 1, &count);
+    lua_pushboolean(L, clua_json_is_utf8((const unsigned char *)bytes, count));
+    return 1;
 }

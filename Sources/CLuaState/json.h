@@ -69,6 +69,9 @@ static inline int clua_json_is_plain(const unsigned char *bytes, size_t count) {
     }
     return 1;
 }
+/// Whether `count` bytes are UTF-8 as JSON text must be (RFC 3629: no overlong forms, no surrogates, at most
+/// U+10FFFF) — what the state's strings must be (`is_plain_data`, barrier.h), and what Swift's strings are.
+int clua_json_is_utf8(const unsigned char *bytes, size_t count);
 /// [-0, +0, -] Writes an integer in decimal to `text` (room for 21 bytes); returns the bytes written.
 size_t clua_json_integer_text(char *text, lua_Integer value);
 /// [-0, +0, m] Appends a scalar as `clua_json_value` would. Returns 0 when it cannot be written exactly.

@@ -170,7 +170,10 @@ int runs_run(lua_State *L) {
             lua_call(L, 0, 0);
         }
         b->mode = MODE_CLOSED;
-        if (b->journaling) changes_record(L, b, i);
+        if (b->journaling && !changes_record(L, b, i)) { /* (raised as the reducer's error is: the action is undone) */
+            return luaL_error(L, "what the action changed cannot be recorded exactly (the state holds only data: UTF-8 "
+                                 "strings, booleans, finite numbers and tables of those)");
+        }
         if (!lua_isnil(L, 9)) return run_results(L, b, (RunEnd){ i, 9, b->subscriptionsDirty, 0, 0, 0 }, flush);
         if (stopWhenDirty && b->subscriptionsDirty) return run_results(L, b, (RunEnd){ i, 0, 1, 0, 0, 0 }, flush);
         replacedSinceFlush |= replaced;

@@ -42,8 +42,9 @@ public enum AppBundle {
 
     /// Packs the app in `folder` (its manifest required) into a zip at `output` — written beside it and renamed
     /// over it — signed with `key` if given. Every regular file goes in but hidden ones (`.data`, `.git`); a link
-    /// is refused. Returns the manifest and the number of files.
-    public static func pack(folder: URL, to output: URL, key: Curve25519.Signing.PrivateKey?) throws(BundleFailure)
+    /// is refused. An output inside the app folder, or that is one of `inputs` (the signing key's file, say), is
+    /// refused before anything is read or written, by identity. Returns the manifest and the number of files.
+    public static func pack(folder: URL, to output: URL, key: Curve25519.Signing.PrivateKey?, inputs: [URL] = []) throws(BundleFailure)
         -> (manifest: AppManifest, files: Int) {
         let manifest: AppManifest
         do {
@@ -57,6 +58,12 @@ public enum AppBundle {
             throw failure
         } catch {
             throw BundleFailure("\(folder.path): \(error)")
+        }
+        if FileIdentity.path(output.path, isWithin: folder) {
+            throw BundleFailure("\(output.path) is inside the app folder \(folder.path): a bundle is written outside the app it packs (nothing was written)")
+        }
+        if let written = FileIdentity(path: output.path), let input = inputs.first(where: { FileIdentity(path: $0.path) == written }) {
+            throw BundleFailure("\(output.path) is the same file as \(input.path): refusing to write over it (nothing was written)")
         }
         let files = try appFiles(in: folder, leaving: output)
         var contents: [(path: String, data: Data)] = []
@@ -273,7 +280,12 @@ public enum AppBundle {
             throw BundleFailure("cannot make a folder to unpack the bundle in: \(OutputFailure.words(errno))")
         }
         let parent = URL(fileURLWithPath: String(cString: made))
-        let folder = parent.appendingPathComponent(verified.manifest.name)
+        // (The manifest's name was checked to be one plain component; checked again here, where it becomes a path.)
+        guard AppManifest.isPlainName(verified.manifest.name) else {
+            try? FileManager.default.removeItem(at: parent)
+            throw BundleFailure("the bundle's app name '\(verified.manifest.name)' is not a plain name: it is not unpacked")
+        }
+        let folder = parent.appendingPathComponent(verified.manifest.name, isDirectory: true)
         do {
             for (path, data) in verified.files {
                 let file = folder.appendingPathComponent(path)

@@ -38,7 +38,8 @@ struct Pack: ParsableCommand {
     func run() throws {
         try saidInWords {
             let signing = try key.map { path throws(BundleFailure) in try BundleKeys.privateKey(at: path) }
-            let (manifest, files) = try AppBundle.pack(folder: URL(fileURLWithPath: appDirectory), to: URL(fileURLWithPath: output), key: signing)
+            let (manifest, files) = try AppBundle.pack(folder: URL(fileURLWithPath: appDirectory), to: URL(fileURLWithPath: output), key: signing,
+                                                      inputs: key.map { [URL(fileURLWithPath: $0)] } ?? [])
             let signature = signing.map { "signed by \(BundleKeys.id(of: $0.publicKey))" } ?? "unsigned"
             print("\(manifest.name) \(manifest.version): \(files) files in \(output), \(signature)")
         }

@@ -79,7 +79,7 @@ import Testing
                 #expect(failure?.message.hasPrefix(message) == true, "\(type): \(failure?.message ?? "no failure")")
                 #expect(failure?.location == "app.lua:\(line)", "\(type)")
             }
-            #expect(try Self.refusal(engine, ["type": "fn"])?.message.hasSuffix("(the state holds only data: strings, booleans, finite numbers and tables of those)") == true)
+            #expect(try Self.refusal(engine, ["type": "fn"])?.message.hasSuffix("(the state holds only data: UTF-8 strings, booleans, finite numbers and tables of those)") == true)
             _ = try engine.reduce(["type": "ok"])
             let state = try engine.state()
             #expect(state["map"][.boolean(true)] == "yes")

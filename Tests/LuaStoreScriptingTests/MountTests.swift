@@ -59,6 +59,61 @@ import Testing
         ])
     }
 
+    /// What one reducer writes into its action reaches no other: the host and each plugin see the action as it
+    /// was dispatched (a forged `type`, a changed nested field, a default filled in), in a batch as alone.
+    @Test func eachPluginSeesTheActionAsDispatched() async throws {
+        let forger = """
+            local cart = {}
+            function cart.init() return { items = {} } end
+            function cart.reduce(slice, action)
+              if action.type == "note" then
+                slice.items[#slice.items + 1] = action.type .. ":" .. action.meta.tag
+                action.type = "say"; action.text = "INJECTED"; action.meta.tag = "forged"
+              end
+            end
+            return cart
+            """
+        let listener = """
+            local chat = {}
+            function chat.init() return { lines = {} } end
+            function chat.reduce(slice, action)
+              action.text = action.text or "default"
+              slice.lines[#slice.lines + 1] = action.type .. ":" .. action.text .. ":" .. action.meta.tag
+            end
+            return chat
+            """
+        let folder = try AppFolder([
+            "app.lua": """
+                local app = {}
+                function app.init() return {} end
+                function app.reduce(state, action) action.meta.tag = "host"; action.type = "host" end
+                function app.props(state) return { lines = #state.chat.lines } end
+                return app
+                """,
+            "luastore.json": """
+                { "name": "shop", "version": "1.0.0", "luastore": "^1.0",
+                  "mounts": { "cart": "plugins/cart", "chat": "plugins/chat" } }
+                """,
+            "plugins/cart/luastore.json": #"{"name": "cart", "version": "1.0.0", "luastore": "^1.0"}"#,
+            "plugins/cart/app.lua": forger,
+            "plugins/chat/luastore.json": #"{"name": "chat", "version": "1.0.0", "luastore": "^1.0"}"#,
+            "plugins/chat/app.lua": listener,
+        ])
+        defer { folder.remove() }
+        let store = try await ScriptedStore(app: folder.url)
+        defer { store.shutdown() }
+        #expect(await store.send(["type": "note", "meta": ["tag": "t1"]]).failure == nil)
+        for index in 2...40 { store.dispatch(["type": "note", "meta": ["tag": .string("t\(index)")]]) } // (runs of many)
+        await store.barrier()
+        let state = try await store.state()
+        let lines = try #require(state["chat"]["lines"].table?.array)
+        #expect(lines.count == 40)
+        #expect(lines.first == "note:default:t1", "\(lines)")
+        #expect(lines.last == "note:default:t40", "\(lines)")
+        #expect(!lines.contains { $0.string?.contains("INJECTED") == true || $0.string?.contains("forged") == true || $0.string?.contains("host") == true })
+        #expect(state["cart"]["items"].table?.array.last == "note:t40")
+    }
+
     /// Each plugin's slice is placed by its `init`, its modules are its own (two `util`s), it writes only its
     /// slice: a write to a slice it reads, or the host's write to a plugin's slice, fails naming the path and
     /// whose it is, and the whole action is undone — the other plugin's writes in it too.

@@ -247,7 +247,7 @@ import Testing
                 """, chunkName: "app.lua")
             let reduce = try #require(try vm.callForReferences(script, arguments: []).first ?? nil)
             let failure = luaError { try vm.call(function(vm, runtime, "reduce"), arguments: [.reference(reduce), .value(["type": "x"])]) }
-            #expect(failure?.message == "state.items[1]: a table with a metatable cannot be stored in the state (the state holds only data: strings, booleans, finite numbers and tables of those)")
+            #expect(failure?.message == "state.items[1]: a table with a metatable cannot be stored in the state (the state holds only data: UTF-8 strings, booleans, finite numbers and tables of those)")
             #expect(failure?.location == "app.lua:2")
             try vm.call(function(vm, runtime, "rollback"))
             #expect(try vm.call(function(vm, runtime, "state")) == before)

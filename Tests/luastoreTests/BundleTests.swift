@@ -41,6 +41,26 @@ import Testing
             if how == "bomb": zout.writestr("bomb.txt", bytes(20 << 20))
         """#
 
+    /// Rewrites the unsigned zip `argv[1]` into `argv[2]` with the manifest's name `argv[3]`, its digest made anew
+    /// (an unsigned bundle whose files all match their digests, as a forger would make it).
+    static let rename = #"""
+        import sys, zipfile, hashlib, json
+        source, target, name = sys.argv[1], sys.argv[2], sys.argv[3]
+        with zipfile.ZipFile(source) as zin:
+            files = {info.filename: zin.read(info.filename) for info in zin.infolist()}
+        manifest = json.loads(files["luastore.json"])
+        manifest["name"] = name
+        files["luastore.json"] = json.dumps(manifest).encode()
+        lines = []
+        for line in files[".luastore/digests"].decode().splitlines():
+            if len(line) > 66 and line[64:66] == "  " and line[66:] == "luastore.json":
+                line = hashlib.sha256(files["luastore.json"]).hexdigest() + "  luastore.json"
+            lines.append(line)
+        files[".luastore/digests"] = ("\n".join(lines) + "\n").encode()
+        with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zout:
+            for path, data in files.items(): zout.writestr(path, data)
+        """#
+
     struct Workspace {
         let root: URL
         var app: URL { root.appendingPathComponent("counter") }
@@ -162,6 +182,61 @@ import Testing
         let noManifest = try await CLI.run(["pack", work.root.path, "-o", work.path("x.lsb")])
         #expect(noManifest.status == 1)
         #expect(noManifest.errors.contains("has no luastore.json: a bundle needs a manifest"), "\(noManifest.errors)")
+    }
+
+    /// A bundle's name never becomes a path outside its private folder: `..`, `.`, a hidden or option-like name is
+    /// refused in words before anything is unpacked, and nothing appears in the temporary folder.
+    @Test func aBundleNamedLikeAPathIsRefusedBeforeItIsUnpacked() async throws {
+        let work = try Workspace()
+        defer { work.remove() }
+        try Data(Self.rename.utf8).write(to: work.root.appendingPathComponent("rename.py"))
+        #expect(try await CLI.run(["pack", work.app.path, "-o", work.path("unsigned.lsb")]).status == 0)
+        let temporary = work.root.appendingPathComponent("tmp")
+        try FileManager.default.createDirectory(at: temporary, withIntermediateDirectories: true)
+        for name in ["..", ".", ".hidden", "-rf", "a/b", "a..b", "x y"] {
+            let bundle = work.path("renamed.lsb")
+            let made = try await runChildProcess(URL(fileURLWithPath: "/usr/bin/env"),
+                                                 ["python3", work.path("rename.py"), work.path("unsigned.lsb"), bundle, name])
+            #expect(made.status == 0, "\(made.errors)")
+            let run = try await CLI.run(["run", bundle, "--allow-unsigned", "--format", "json"], input: "{\"type\":\"add\"}\n",
+                                        extraEnvironment: ["TMPDIR": temporary.path])
+            #expect(run.status == 2, "\(name): \(run.output)")
+            #expect(run.errors.contains("'name' must start with a letter or a digit"), "\(name): \(run.errors)")
+            #expect(!run.errors.contains("init ran") && run.output.isEmpty)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: temporary.path).isEmpty, "\(name): nothing unpacked")
+        }
+        let manifest = work.app.appendingPathComponent("luastore.json")
+        try Data(#"{"name": "..", "version": "1.0.0", "luastore": "^1.0"}"#.utf8).write(to: manifest)
+        let pack = try await CLI.run(["pack", work.app.path, "-o", work.path("dots.lsb")])
+        #expect(pack.status == 1)
+        #expect(pack.errors.contains("'name' must start with a letter or a digit"), "\(pack.errors)")
+    }
+
+    /// `pack` never writes over what it reads: the signing key, the app's own files, anything inside the app folder
+    /// (told by identity: through a link to the folder too). Each is refused before anything is written.
+    @Test func packRefusesAnOutputThatIsOneOfItsInputs() async throws {
+        let work = try Workspace()
+        defer { work.remove() }
+        #expect(try await CLI.run(["keygen", work.path("me")]).status == 0)
+        let key = try Data(contentsOf: URL(fileURLWithPath: work.path("me.key")))
+        let script = try Data(contentsOf: work.app.appendingPathComponent("app.lua"))
+        try FileManager.default.createSymbolicLink(at: work.root.appendingPathComponent("alias"), withDestinationURL: work.app)
+        for (output, said) in [
+            (work.path("me.key"), "is the same file as \(work.path("me.key"))"),
+            (work.app.appendingPathComponent("app.lua").path, "is inside the app folder"),
+            (work.app.appendingPathComponent("new.lsb").path, "is inside the app folder"),
+            (work.root.appendingPathComponent("alias/x.lsb").path, "is inside the app folder"),
+            (work.root.appendingPathComponent("counter/../counter/.data/y.lsb").path, "is inside the app folder"),
+        ] {
+            let pack = try await CLI.run(["pack", work.app.path, "-o", output, "--key", work.path("me.key")])
+            #expect(pack.status == 1, "\(output)")
+            #expect(pack.errors.contains(said), "\(output): \(pack.errors)")
+            #expect(pack.errors.contains("nothing was written"), "\(pack.errors)")
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: work.path("me.key"))) == key)
+        #expect(try Data(contentsOf: work.app.appendingPathComponent("app.lua")) == script)
+        #expect(!FileManager.default.fileExists(atPath: work.app.appendingPathComponent("new.lsb").path))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: work.app.appendingPathComponent(".data").path) == ["secret.json"])
     }
 
     /// `run BUNDLE --watch` installs each new version packed over the bundle into the running store, under a

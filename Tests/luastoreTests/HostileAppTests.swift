@@ -141,7 +141,7 @@ import Testing
         #expect(run.outputLines == [#"{"count":0}"#, #"{"count":6}"#, #"{"count":12}"#])
         let errors = run.errors.split(separator: "\n").map(String.init)
         #expect(errors.contains("luastore: reduce failed: app.lua:7: attempt to yield from outside a coroutine (line 2)"), "\(errors)")
-        #expect(errors.contains("luastore: reduce failed: app.lua:8: state.co: a thread cannot be stored in the state (the state holds only data: strings, booleans, finite numbers and tables of those) (line 3)"), "\(errors)")
+        #expect(errors.contains("luastore: reduce failed: app.lua:8: state.co: a thread cannot be stored in the state (the state holds only data: UTF-8 strings, booleans, finite numbers and tables of those) (line 3)"), "\(errors)")
         #expect(errors.contains("luastore: reduce failed: app.lua:9: time budget of 1000 ms exceeded (line 4)"), "\(errors)")
     }
 

@@ -39,6 +39,20 @@ public struct FileIdentity: Hashable, Sendable {
         return String(cString: real) + "/" + url.lastPathComponent
     }
 
+    /// Whether `path` (a file there or not) is `folder` or lies anywhere inside it, told by identity: the device and
+    /// inode of the folder against those of each folder above the path's real location (links resolved), so no
+    /// spelling (`app/../app/x`, a link to the folder, a bind mount) hides it.
+    public static func path(_ path: String, isWithin folder: URL) -> Bool {
+        guard let inside = FileIdentity(path: folder.path) else { return false }
+        var current = URL(fileURLWithPath: location(of: path))
+        if FileIdentity(path: current.path) == inside { return true }
+        while current.path != "/" && !current.path.isEmpty {
+            current = current.deletingLastPathComponent()
+            if FileIdentity(path: current.path) == inside { return true }
+        }
+        return false
+    }
+
     /// The Lua files of an app folder, and its manifest if any (what a run reads its app from).
     public static func scripts(in folder: URL) -> [(path: String, identity: FileIdentity)] {
         guard let walker = FileManager.default.enumerator(at: folder, includingPropertiesForKeys: nil, options: [.skipsHiddenFiles]) else {

@@ -87,6 +87,17 @@ public struct AppManifest: Sendable, Equatable {
     }
 
     /// The fields a manifest may have (`lua/luastore.schema.json` says the same, for editors).
+    /// Whether `name` is a plain app name: ASCII letters, digits, `-`, `_` and `.`, at most 64, starting with a letter
+    /// or a digit, no `..` — so it is one plain component of a path wherever it is used as one (never `.`, `..`, a
+    /// hidden file, an option, a separator).
+    public static func isPlainName(_ name: String) -> Bool {
+        guard let first = name.unicodeScalars.first, name.utf8.count <= 64, !name.contains("..") else { return false }
+        guard first.isASCII, first.properties.isAlphabetic || ("0"..."9").contains(first) else { return false }
+        return name.unicodeScalars.allSatisfy { scalar in
+            scalar.isASCII && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || "-_.".unicodeScalars.contains(scalar))
+        }
+    }
+
     public static let fields = ["name", "version", "luastore", "main", "capabilities", "budgets", "description", "mounts"]
     public static let mountFields = ["path", "reads"]
     public static let capabilityFields = ["http", "storage", "timers"]
@@ -122,8 +133,8 @@ public struct AppManifest: Sendable, Equatable {
             return string
         }
         let name = try text("name", required: true)!
-        guard name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == ".") }), name.count <= 64 else {
-            throw ManifestFailure("'name' must be letters, digits, '-', '_' or '.' (at most 64), not '\(name)'")
+        guard Self.isPlainName(name) else {
+            throw ManifestFailure("'name' must start with a letter or a digit and hold only letters, digits, '-', '_' and single '.' (at most 64), not '\(name)'")
         }
         let versionText = try text("version", required: true)!
         guard let version = SemanticVersion(versionText) else {

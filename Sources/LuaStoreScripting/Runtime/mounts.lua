@@ -3,6 +3,7 @@
 --
 -- Every plugin's slice is the state's value at its key. Each action reaches the host's `reduce` (if it has one),
 -- then each plugin's in the order of their keys, in one transaction: a failure anywhere undoes the whole action.
+-- Each gets its own copy of the action: what one writes into it, no other sees.
 -- A plugin's functions get its slice (writable), the slices it declares in `reads` (read-only views), and run
 -- `within` its own budgets (time and memory per call, inside the host's); its commands and subscriptions are
 -- tagged with its key (`mount`), which is how the host checks them against the plugin's own capabilities. The
@@ -239,11 +240,22 @@ function compose(host, plugins)
     return commands
   end
 
+  -- A copy of an action (data: the host converted it), so that what one reducer writes into its action reaches
+  -- no other: each sees the action as it was dispatched, as a lone app would.
+  local function copied(t)
+    local copy = {}
+    for k, v in next, t do
+      if istable(v) then v = copied(v) end
+      copy[k] = v
+    end
+    return copy
+  end
+
   local hostReduce = host.reduce
   local function reduce(state, action)
     local commands
     if hostReduce ~= nil then
-      local replaced, own = hostReduce(hostView(state), action)
+      local replaced, own = hostReduce(hostView(state), count > 0 and copied(action) or action)
       if replaced ~= nil then
         error(format("%s's reduce may not return a new state: it mounts plugins, whose slices are in it (change it in place)", host.name), 0)
       end
@@ -251,10 +263,11 @@ function compose(host, plugins)
     end
     for i = 1, count do
       local replaced, own
+      local given = i < count and copied(action) or action -- (the last one may keep the dispatched table)
       if reading[i] then
-        replaced, own = within(accounts[i], limits[i], growths[i], reduces[i], state[keys[i]], action, reads(state, plugins[i]))
+        replaced, own = within(accounts[i], limits[i], growths[i], reduces[i], state[keys[i]], given, reads(state, plugins[i]))
       else
-        replaced, own = within(accounts[i], limits[i], growths[i], reduces[i], state[keys[i]], action)
+        replaced, own = within(accounts[i], limits[i], growths[i], reduces[i], state[keys[i]], given)
       end
       if replaced ~= nil or own ~= nil then commands = returned(state, i, replaced, own, commands) end
     end

@@ -1,7 +1,7 @@
 -- State is data: the rules that keep a scripted app's state data and a tree, and the records of where its tables
 -- are. Part of the state runtime (`state_runtime.lua` says how the parts fit; StateRuntime.swift loads them).
 --
--- The state holds only strings, booleans, finite numbers and tables of those (no metatables), under keys that
+-- The state holds only UTF-8 strings, booleans, finite numbers and tables of those (no metatables), under keys that
 -- are strings, booleans or finite numbers; and it is a tree: a table is in one place of it. So every state
 -- converts exactly (to Swift, to a recording, to JSON), and every table has one path, which the journal names
 -- changes by. Anything else is refused at the write, with the script's line, and the transaction rolls back.
@@ -101,7 +101,14 @@ local function describe(t, key)
   return table.concat(parts)
 end
 
-local DATA = "the state holds only data: strings, booleans, finite numbers and tables of those"
+local DATA = "the state holds only data: UTF-8 strings, booleans, finite numbers and tables of those"
+
+
+-- The first bytes of a string that is not text, as a Lua literal would escape them (`"\255\254"`).
+local function quoteBytes(s)
+  local shown = s:sub(1, 24):gsub("[^\32-\126]", function(c) return "\\" .. c:byte() end)
+  return '"' .. shown .. (#s > 24 and '"…' or '"')
+end
 
 -- The functions below return a message for what they refuse (nil when all is well); the caller raises it
 -- where the script's line is known.
@@ -109,7 +116,11 @@ local DATA = "the state holds only data: strings, booleans, finite numbers and t
 -- A key that is not data, new in `t`.
 function S.badKey(key, t)
   local kind = type(key)
-  if kind == "string" or kind == "boolean" then return nil end
+  if kind == "string" then
+    if B.istext(key) then return nil end
+    return describe(t) .. ": a key that is not UTF-8 text (" .. quoteBytes(key) .. ") cannot be in the state (" .. DATA .. ")"
+  end
+  if kind == "boolean" then return nil end
   if kind == "number" then
     if key ~= huge and key ~= -huge then return nil end -- (a NaN key never gets here: Lua refuses it first)
     return describe(t) .. ": " .. tostring(key) .. " cannot be a key in the state (" .. DATA .. ")"
@@ -120,7 +131,12 @@ end
 -- A value that is not data (tables are `prepare`'s), about to be stored at `t[key]`.
 local function badValue(value, t, key)
   local kind = type(value)
-  if kind == "string" or kind == "boolean" or kind == "nil" then return nil end
+  if kind == "string" then
+    if B.istext(value) then return nil end
+    return describe(t, key) .. ": a string that is not UTF-8 text (" .. quoteBytes(value) .. ") cannot be stored in the state ("
+      .. DATA .. ")"
+  end
+  if kind == "boolean" or kind == "nil" then return nil end
   if kind == "number" then
     if value == value and value ~= huge and value ~= -huge then return nil end
     return describe(t, key) .. ": " .. (value == value and tostring(value) or "NaN") .. " cannot be stored in the state (" .. DATA .. ")"

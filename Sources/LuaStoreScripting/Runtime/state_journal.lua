@@ -116,8 +116,13 @@ local function restore(real, key, value)
 end
 
 -- Appends what the last transaction (the action at `position`) changed; `historyOnly`: the barrier read its
--- changes itself (a short journal), only the history entry is to be kept.
-function S.collect(position, historyOnly)
+-- changes itself (a short journal), only the history entry is to be kept; `forget`: the action fails after all
+-- (what it changed cannot be recorded): the history entry kept for it goes.
+function S.collect(position, historyOnly, forget)
+  if forget then
+    if historyLimit > 0 then M.dropNewestHistory() end
+    return
+  end
   local count = B.count()
   if historyOnly then
     if historyLimit > 0 then keepHistory(count, true) end

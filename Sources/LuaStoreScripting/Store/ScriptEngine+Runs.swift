@@ -151,7 +151,10 @@ extension ScriptEngine {
             try journalCommitted(actions[start..<max(start, min(committedEnd, actions.startIndex + Int(last)))], origin: .outside,
                                  from: first, records: records, commands: commands, duration: duration)
         } catch {
-            report(ScriptFailure(stage: .reduce, error: LuaError(.runtime, "the journal could not read a run's changes: \(error.message)"), action: nil))
+            // (Only the database can fail here — every record the barrier wrote is JSON, and what it cannot write
+            // fails its action in the run — and then the store accepts no more actions.)
+            report(ScriptFailure(stage: .reduce, error: persistenceFailure != nil ? error
+                                    : LuaError(.runtime, "the journal could not read a run's changes: \(error.message)"), action: nil))
         }
         if let (position, error) = failed, position <= last {
             let action = actions[actions.startIndex + Int(position - 1)]
