@@ -12,6 +12,7 @@
 #include "patterns.h"
 
 #include <ctype.h>
+#include <limits.h>
 #include <string.h>
 
 /// In format.c.
@@ -242,12 +243,48 @@ static int sandbox_gsub(lua_State *L) {
     return 2;
 }
 
+// MARK: rep
+
+/// `string.rep(s, n [, sep])` [-(2|3), +1, m]: Lua 5.4's, with its result and errors, but what it makes is copied in
+/// doubling blocks, and a result with nothing in it (an empty `s` and `sep`) is made at once: Lua's loop runs `n`
+/// times whatever is repeated, and `(""):rep(math.maxinteger)` never returned (no hook fires in C). A result that
+/// has bytes is bounded by the memory cap before anything is copied.
+static int sandbox_rep(lua_State *L) {
+    size_t length, separatorLength;
+    const char *s = luaL_checklstring(L, 1, &length);
+    lua_Integer n = luaL_checkinteger(L, 2);
+    const char *separator = luaL_optlstring(L, 3, "", &separatorLength);
+    const size_t largest = (size_t)INT_MAX; /* Lua 5.4's MAXSIZE where size_t is as wide as int or wider */
+    if (n <= 0 || length + separatorLength == 0) {
+        lua_pushliteral(L, "");
+        return 1;
+    }
+    if (length + separatorLength < length || length + separatorLength > largest / (size_t)n) {
+        return luaL_error(L, "resulting string too large");
+    }
+    size_t unit = length + separatorLength;
+    size_t total = (size_t)n * length + (size_t)(n - 1) * separatorLength;
+    luaL_Buffer b;
+    char *p = luaL_buffinitsize(L, &b, total);
+    memcpy(p, s, length);
+    if (total > length) memcpy(p + length, separator, separatorLength);
+    size_t filled = total < unit ? total : unit;
+    while (filled < total) { /* the result repeats every `unit` bytes: double what is there */
+        size_t more = total - filled < filled ? total - filled : filled;
+        memcpy(p + filled, p, more);
+        filled += more;
+    }
+    luaL_pushresultsize(&b, total);
+    return 1;
+}
+
 // MARK: Registration
 
 int clua_push_sandbox_strings(lua_State *L) {
     static const luaL_Reg functions[] = {
         { "find", sandbox_find }, { "match", sandbox_match }, { "gmatch", sandbox_gmatch },
-        { "gsub", sandbox_gsub }, { "format", clua_sandbox_format }, { "tostring", clua_sandbox_tostring },
+        { "gsub", sandbox_gsub }, { "rep", sandbox_rep }, { "format", clua_sandbox_format },
+        { "tostring", clua_sandbox_tostring },
         { NULL, NULL },
     };
     luaL_newlibtable(L, functions);

@@ -49,6 +49,37 @@ import Testing
         #expect(error?.location == "hostile.lua:2")
     }
 
+    /// Standard functions that loop in C over a range the script picks hold the budget too: moving a trillion
+    /// nothings stops at the budget (counted in the thread's CPU time, it ends within twice the budget), repeating
+    /// nothing a trillion times is `""` at once, and repeating something huge is refused before anything is copied.
+    @Test(arguments: enforcements)
+    func longLoopsInsideStandardFunctionsStopAtTheBudget(enforcement: BudgetEnforcement) async throws {
+        func threadCPU() -> Duration {
+            var now = timespec()
+            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now)
+            return .seconds(now.tv_sec) + .nanoseconds(now.tv_nsec)
+        }
+        try await withVM(limits: Self.quick(enforcement)) { vm throws in
+            for source in ["return table.move({}, 1, 1e12, 1, {})", "local t = {} return table.move(t, 1, math.maxinteger - 1, 2)",
+                           "return table.move({}, -1e15, 1e15, 1, {})"] {
+                let started = threadCPU()
+                let error = luaError { _ = try vm.run(source, chunkName: "loop.lua") }
+                #expect(error?.kind == .timeout, "\(source): \(String(describing: error))")
+                #expect(threadCPU() - started < .milliseconds(600), "\(source)")
+                #expect(try vm.run("return table.move({1, 2}, 1, 2, 2)[3]", chunkName: "after.lua") == [2])
+            }
+            for source in ["return #(''):rep(math.maxinteger)", "return #(''):rep(1e15, '')", "return #(''):rep(math.maxinteger, '')"] {
+                let started = threadCPU()
+                #expect(try vm.run(source, chunkName: "rep.lua") == [0], "\(source)")
+                #expect(threadCPU() - started < .milliseconds(100), "\(source)")
+            }
+            let huge = luaError { _ = try vm.run("return ('x'):rep(1e9)", chunkName: "rep.lua") }
+            #expect(huge?.kind == .memory, "\(String(describing: huge))")
+            let tooLarge = luaError { _ = try vm.run("return ('x'):rep(3e9)", chunkName: "rep.lua") }
+            #expect(tooLarge?.message.hasSuffix("resulting string too large") == true, "\(String(describing: tooLarge))")
+        }
+    }
+
     /// The budget holds inside coroutines — nested, behind `pcall` inside them, through `wrap` — and a spent budget
     /// stops the whole call, not just the coroutine (resume does not return it as the coroutine's error).
     @Test(arguments: enforcements)

@@ -278,9 +278,9 @@ import Testing
             }
             let all = streamed.withLock { $0 }
             #expect(all.contains { $0.changes.isEmpty } && all.contains { $0.changes.count > 3 })
-            // A string JSON cannot hold, written over a string: left to Swift, which refuses it (undone, in words).
+            // A string JSON cannot hold, written over a string: refused at the write (undone, in words).
             let failure = try Self.refusal(engine, ["type": "bytes"])
-            #expect(failure?.message.contains("not valid UTF-8") == true)
+            #expect(failure?.message.contains("a string that is not UTF-8 text") == true, "\(String(describing: failure))")
             #expect(streamed.withLock { $0.last?.failure } != nil)
         }
     }
@@ -358,10 +358,10 @@ import Testing
             }
             let floats = try #require(entries.withLock { $0[0] }.changes.first { $0.path == ["map", "neg0"] }?.value)
             #expect(floats.number?.sign == .minus, "-0.0 keeps its sign")
-            // JSON cannot hold it, so the barrier leaves it to Swift, which cannot hold it either: the action
-            // is undone and fails in words, and its entry says so.
+            // Neither JSON nor Swift could hold it: the state refuses it at the write, the action is undone and
+            // fails in words, and its entry says so.
             let failure = try Self.refusal(engine, ["type": "bytes"])
-            #expect(failure?.message.contains("not valid UTF-8") == true)
+            #expect(failure?.message.contains("a string that is not UTF-8 text") == true, "\(String(describing: failure))")
             #expect(entries.withLock { $0.last?.failure } != nil)
         }
     }

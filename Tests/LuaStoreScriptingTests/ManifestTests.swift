@@ -92,7 +92,9 @@ import Testing
             ("{\(base), \"capabilities\": {\"storage\": 1}}", "luastore.json 'capabilities.storage' must be true or false"),
             ("{\(base), \"budgets\": {\"memoryBytes\": 100}}", "luastore.json 'budgets.memoryBytes' must be a whole number of bytes, at least 1048576 (1 MiB)"),
             ("{\(base), \"budgets\": {\"timeMilliseconds\": 0}}", "luastore.json 'budgets.timeMilliseconds' must be a number of milliseconds above 0 (at most an hour)"),
-            (#"{"name": "a b", "version": "1.0.0", "luastore": "^1.0"}"#, "luastore.json 'name' must be letters, digits, '-', '_' or '.' (at most 64), not 'a b'"),
+            (#"{"name": "a b", "version": "1.0.0", "luastore": "^1.0"}"#, "luastore.json 'name' must start with a letter or a digit and hold only letters, digits, '-', '_' and single '.' (at most 64), not 'a b'"),
+            (#"{"name": "..", "version": "1.0.0", "luastore": "^1.0"}"#, "luastore.json 'name' must start with a letter or a digit and hold only letters, digits, '-', '_' and single '.' (at most 64), not '..'"),
+            (#"{"name": "-v", "version": "1.0.0", "luastore": "^1.0"}"#, "luastore.json 'name' must start with a letter or a digit and hold only letters, digits, '-', '_' and single '.' (at most 64), not '-v'"),
         ]
         for (text, said) in refusals {
             #expect(throws: ManifestFailure.self, "\(text)") { try AppManifest.parse(Data(text.utf8)) }

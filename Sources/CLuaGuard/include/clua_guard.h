@@ -125,6 +125,13 @@ static inline int clua_raise_budget_exceeded(lua_State *L, CLuaGuard *g) {
     return lua_error(L);
 }
 
+/// [-0, +0, e] For C loops, where no hook fires: raises the budget's `timeout` error once the call's deadline has
+/// passed. Reads the clock: a loop calls it every thousand steps or so.
+static inline void clua_check_deadline(lua_State *L) {
+    CLuaGuard *g = clua_guard(L);
+    if (g->timedOut || (g->deadlineNanos != 0 && clua_now_nanos() >= g->deadlineNanos)) clua_raise_budget_exceeded(L, g);
+}
+
 /// The count hook: checks the deadline every `hookInterval` instructions. Once it passes, the hook fires on
 /// every instruction and raises each time, so neither `pcall` nor a `__close` handler can keep the script alive.
 static inline void clua_budget_hook(lua_State *L, lua_Debug *ar) {
@@ -177,10 +184,14 @@ int clua_argument_error(lua_State *L, int arg, const char *message, const char *
 /// `clua_argument_error`. In guard.c.
 int clua_type_error(lua_State *L, int arg, const char *expected, const char *name);
 
-/// Pushes the sandbox's `find`, `match`, `gmatch`, `gsub` and `tostring` as a table: Lua 5.4's semantics and
+/// Pushes the sandbox's `find`, `match`, `gmatch`, `gsub`, `rep`, `format` and `tostring` as a table: Lua 5.4's semantics and
 /// messages, interruptible by the time budget, no addresses. In strings.c (the matcher in patterns.c, `format`
 /// and `tostring` in format.c).
 int clua_push_sandbox_strings(lua_State *L);
+
+/// Pushes the sandbox's `table.move` as a table (`move`): Lua 5.4's semantics and messages, interruptible by the
+/// time budget. In tables.c.
+int clua_push_sandbox_tables(lua_State *L);
 
 /// Arms the budget for a top-level call (a nested one keeps the outer call's deadline). In guard.c.
 void clua_begin_call(lua_State *L, CLuaGuard *g);

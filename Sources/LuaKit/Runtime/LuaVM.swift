@@ -216,6 +216,9 @@ public final class LuaVM {
         clua_pushcfunction(state, clua_push_sandbox_strings)
         try protectedCall(arguments: 0, results: 1)
         lua_setfield(state, -2, "strings")
+        clua_pushcfunction(state, clua_push_sandbox_tables)
+        try protectedCall(arguments: 0, results: 1)
+        lua_setfield(state, -2, "tables")
         setHostFunction("print", in: -1) { vm throws(HostFailure) in try vm.printPrimitive() }
         setHostFunction("write", in: -1) { vm throws(HostFailure) in try vm.writePrimitive() }
         setHostFunction("readmodule", in: -1) { vm throws(HostFailure) in try vm.readModulePrimitive() }

@@ -53,6 +53,8 @@ string.dump = nil
 string.find, string.match = host_strings.find, host_strings.match
 string.gmatch, string.gsub = host_strings.gmatch, host_strings.gsub
 string.format = host_strings.format
+-- `rep` and `table.move` loop in C over what a script asks: these are Lua's with the time budget (strings.c, tables.c).
+string.rep, table.move = host_strings.rep, host.tables.move
 
 -- Read-only library tables -----------------------------------------------------------------------------
 
