@@ -149,6 +149,7 @@ public enum AppBundle {
     public static func verify(_ url: URL, trusting: [BundleKeys.Trusted], allowUnsigned: Bool = false,
                               limits: Limits = Limits()) throws(BundleFailure) -> Verified {
         let name = url.path
+        if let problem = FileIdentity.notARegularFile(name) { throw BundleFailure("\(name) \(problem): a bundle is a file luastore pack wrote") }
         let archive: Archive
         do {
             archive = try Archive(url: url, accessMode: .read)

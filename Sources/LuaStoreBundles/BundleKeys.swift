@@ -63,6 +63,7 @@ public enum BundleKeys {
     }
 
     private static func read(_ path: String, label: String, what: String) throws(BundleFailure) -> Data {
+        if let problem = FileIdentity.notARegularFile(path) { throw BundleFailure("\(path) \(problem): \(what) is a file luastore keygen wrote") }
         guard let data = FileManager.default.contents(atPath: path) else { throw BundleFailure("\(path) cannot be read") }
         let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         let parts = text.split(separator: " ")

@@ -232,6 +232,18 @@ public struct LuaTable: Sendable, Hashable {
             }
         }
         set { storage = .dictionary(newValue) }
+        // (`table.fields[key] = value` changes the dictionary in place: the storage lets go of it while it is
+        // changed, so it is not copied whole for each field — which made reading an object of n members O(n²).)
+        _modify {
+            var fields: [LuaKey: LuaValue]
+            switch storage {
+            case .dictionary(let kept): fields = kept
+            case .pairs: fields = self.fields
+            }
+            storage = .dictionary([:])
+            defer { storage = .dictionary(fields) }
+            yield &fields
+        }
     }
 
     /// The fields, when the table keeps them as a few string-keyed pairs (distinct keys, no `nil` value; in no

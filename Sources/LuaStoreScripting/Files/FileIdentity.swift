@@ -39,6 +39,22 @@ public struct FileIdentity: Hashable, Sendable {
         return String(cString: real) + "/" + url.lastPathComponent
     }
 
+    /// What keeps `path` from being read as a file, in words ("is a folder", "is a FIFO", …), or nil for a regular
+    /// file (through links). A reader that wants a file asks first: a folder made ZIP reading spin, and a FIFO or a
+    /// device would keep a whole-file read waiting for ever.
+    public static func notARegularFile(_ path: String) -> String? {
+        var status = stat()
+        guard stat(path, &status) == 0 else { return errno == ENOENT ? "does not exist" : "cannot be read (\(OutputFailure.words(errno)))" }
+        switch status.st_mode & S_IFMT {
+        case S_IFREG: return nil
+        case S_IFDIR: return "is a folder, not a file"
+        case S_IFIFO: return "is a FIFO (a named pipe), not a file"
+        case S_IFCHR, S_IFBLK: return "is a device, not a file"
+        case S_IFSOCK: return "is a socket, not a file"
+        default: return "is not a regular file"
+        }
+    }
+
     /// Whether `path` (a file there or not) is `folder` or lies anywhere inside it, told by identity: the device and
     /// inode of the folder against those of each folder above the path's real location (links resolved), so no
     /// spelling (`app/../app/x`, a link to the folder, a bind mount) hides it.
