@@ -52,6 +52,12 @@
 /// How long the watchdog waits between looks at most, once quiet. A call that began at the very moment the
 /// watchdog published its next look (the two crossed, unseen by each other) is noticed this late at worst.
 #define WATCHDOG_REST_NANOS 2000000000LL
+/// A call's budget counts the thread's CPU time (`clua_budget_spent`), but never past this many budgets of the
+/// wall clock: a thread that gets no CPU at all (a stopped process, a starved machine) still stops.
+#define CLUA_WALL_BACKSTOP 5
+/// The first look at a call's budget comes after this share of it (1/4): a call that ends before then never
+/// reads the CPU clock (a system call), and the time before that look is counted on the wall clock.
+#define BUDGET_FIRST_LOOK_SHARE 4
 
 // Initial-exec: the signal handler reads it, and static TLS is never allocated lazily (no malloc in a handler,
 // even when this code ends up in a shared library).
@@ -64,6 +70,15 @@ typedef struct WatchedThread {
                                          written by the thread only (atomically: the watchdog reads it) */
     uint64_t callsBegun;              /* top-level calls begun on the thread; written by it (atomically) */
     uint64_t callsSeen;               /* `callsBegun` when the watchdog last looked (the watchdog's own) */
+    clockid_t cpuClock;               /* the thread's CPU clock (`pthread_getcpuclockid`) */
+    int hasCPUClock;
+    /* The thread's CPU time as the watchdog last read it, and when (monotonic), under a sequence that is odd
+       while they are written (the watchdog writes, the thread reads: `clua_budget_spent`'s baseline). */
+    uint64_t sampleSequence;
+    int64_t sampleWall;
+    int64_t sampleCPU;
+    int64_t sampledDeadline;          /* the deadline the last sample was taken for (the watchdog's own): one sample
+                                         per deadline, the first look after it was published — near its start */
     struct WatchedThread *next;       /* the registry's list (under its lock) */
     struct WatchedThread *previous;
 } WatchedThread;
@@ -148,6 +163,18 @@ static int calls_unseen(void) {
     return 0;
 }
 
+/// [registry lock held] Reads the CPU clock of a thread that runs a call, for the budget's baseline.
+static void sample_cpu(WatchedThread *w, int64_t now) {
+    struct timespec ts;
+    if (!w->hasCPUClock || clock_gettime(w->cpuClock, &ts) != 0) return;
+    uint64_t sequence = __atomic_load_n(&w->sampleSequence, __ATOMIC_RELAXED);
+    __atomic_store_n(&w->sampleSequence, sequence + 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    __atomic_store_n(&w->sampleWall, now, __ATOMIC_RELAXED);
+    __atomic_store_n(&w->sampleCPU, (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec, __ATOMIC_RELAXED);
+    __atomic_store_n(&w->sampleSequence, sequence + 2, __ATOMIC_RELEASE);
+}
+
 static void *watchdog_main(void *unused) {
     (void)unused;
     pthread_mutex_lock(&registry_lock);
@@ -163,6 +190,10 @@ static void *watchdog_main(void *unused) {
         for (WatchedThread *w = registry_head; w != NULL; w = w->next) {
             int64_t deadline = __atomic_load_n(&w->deadline, __ATOMIC_RELAXED);
             if (deadline == 0) continue;
+            if (deadline != w->sampledDeadline) {
+                w->sampledDeadline = deadline;
+                sample_cpu(w, now);
+            }
             if (now >= deadline) {
                 pthread_kill(w->thread, SIGURG);
                 if (now + WATCHDOG_RESIGNAL_NANOS < wake) wake = now + WATCHDOG_RESIGNAL_NANOS;
@@ -264,6 +295,7 @@ static WatchedThread *this_thread_watch(void) {
     sigaddset(&urgent, SIGURG);
     pthread_sigmask(SIG_UNBLOCK, &urgent, NULL);
     w->thread = pthread_self();
+    w->hasCPUClock = pthread_getcpuclockid(w->thread, &w->cpuClock) == 0;
     if (pthread_setspecific(watch_key, w) != 0) {
         free(w);
         return NULL;
@@ -343,6 +375,59 @@ static void set_deadline(CLuaGuard *g, int64_t deadline) {
     __atomic_store_n(&w->deadline, earliest, __ATOMIC_RELAXED);
 }
 
+/// The calling thread's CPU time in nanoseconds; 0 when it cannot be read.
+static int64_t thread_cpu_nanos(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/// [-0, +0, -] Starts the running call's budget at `now`: nothing counted, the first look after a quarter of it.
+/// Returns the deadline of that look. (Under the count hook, which slows every instruction anyway, the CPU clock
+/// is read now; under the watchdog, the first look finds a baseline in the watchdog's samples.)
+static int64_t start_budget(CLuaGuard *g, int64_t now) {
+    g->budgetStartNanos = now;
+    g->budgetCountedNanos = 0;
+    g->budgetCPUMarkNanos = g->enforcement == CLUA_ENFORCE_COUNT_HOOK ? thread_cpu_nanos() : 0;
+    return now + g->budgetNanos / BUDGET_FIRST_LOOK_SHARE;
+}
+
+/// What the running call (its budget started at `start`) has spent by `now`, when the thread's CPU clock reads
+/// `cpu` and nothing was counted yet: the CPU time since the watchdog's last sample of this thread (which may hold
+/// some of the time before the call), and the wall clock between the start and a sample taken after it — never
+/// less than the call ran, and never more than the wall clock since the start.
+static int64_t first_count(int64_t start, int64_t now, int64_t cpu) {
+    int64_t wall = now - start;
+    WatchedThread *w = watched_this_thread;
+    if (w == NULL) return wall;
+    uint64_t before = __atomic_load_n(&w->sampleSequence, __ATOMIC_ACQUIRE);
+    int64_t sampleWall = __atomic_load_n(&w->sampleWall, __ATOMIC_RELAXED);
+    int64_t sampleCPU = __atomic_load_n(&w->sampleCPU, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    uint64_t after = __atomic_load_n(&w->sampleSequence, __ATOMIC_RELAXED);
+    if (before != after || (before & 1) != 0 || sampleWall == 0 || sampleWall > now || sampleCPU > cpu) return wall;
+    int64_t used = cpu - sampleCPU + (sampleWall > start ? sampleWall - start : 0);
+    return used < wall ? used : wall;
+}
+
+int clua_budget_spent(lua_State *L, CLuaGuard *g, int64_t now) {
+    if (g->budgetNanos <= 0) return 1;
+    int64_t cpu = thread_cpu_nanos();
+    if (cpu <= 0) return now >= g->budgetStartNanos + g->budgetNanos; /* (no CPU clock: the wall clock's budget) */
+    if (g->budgetCPUMarkNanos == 0) g->budgetCountedNanos += first_count(g->budgetStartNanos, now, cpu);
+    else g->budgetCountedNanos += cpu - g->budgetCPUMarkNanos;
+    g->budgetCPUMarkNanos = cpu;
+    int64_t backstop = g->budgetStartNanos + CLUA_WALL_BACKSTOP * g->budgetNanos;
+    if (g->budgetCountedNanos >= g->budgetNanos || now >= backstop) return 1;
+    int64_t next = now + (g->budgetNanos - g->budgetCountedNanos);
+    set_deadline(g, next < backstop ? next : backstop);
+    // The hook the watchdog's signal set to fire on every instruction rests again (the handler checks the
+    // deadline, so it cannot set it again for the new one); the count hook keeps its rate.
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    if (g->enforcement == CLUA_ENFORCE_WATCHDOG && !g->countingInstructions && lua_gethookmask(L) != 0) lua_sethook(L, NULL, 0, 0);
+    return 0;
+}
+
 void clua_begin_call(lua_State *L, CLuaGuard *g) {
     (void)L;
     if (g->callDepth++ > 0) return;
@@ -361,7 +446,7 @@ void clua_begin_call(lua_State *L, CLuaGuard *g) {
             lua_sethook(g->state, clua_budget_hook, LUA_MASKCOUNT, g->hookInterval);
         }
     }
-    int64_t deadline = g->budgetNanos > 0 ? clua_now_nanos() + g->budgetNanos : 0;
+    int64_t deadline = g->budgetNanos > 0 ? start_budget(g, clua_now_nanos()) : 0;
     set_deadline(g, deadline);
     // (A watchdog that looks within a poll of the deadline anyway is not woken: as while it polls.)
     if (deadline != 0) {
@@ -405,7 +490,7 @@ static int64_t coarse_now_rounded_up(void) {
 void clua_restart_budget_now(lua_State *L) {
     CLuaGuard *g = clua_guard(L);
     if (g->callDepth == 0 || g->timedOut || g->budgetNanos <= 0) return;
-    set_deadline(g, coarse_now_rounded_up() + g->budgetNanos);
+    set_deadline(g, start_budget(g, coarse_now_rounded_up()));
     // A hook the handler set for the old deadline (which had just passed) would otherwise stay until the call
     // ends; the handler checks the deadline, so it cannot set it again for the new one.
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
@@ -420,7 +505,7 @@ void clua_recover_budget(lua_State *L) {
     g->timedOut = 0;
     g->failureLine = 0;
     g->failureSource[0] = '\0';
-    if (g->budgetNanos > 0) set_deadline(g, coarse_now_rounded_up() + g->budgetNanos);
+    if (g->budgetNanos > 0) set_deadline(g, start_budget(g, coarse_now_rounded_up()));
     // The spent budget set the hook to fire on every instruction; a running call's hook is none under the
     // watchdog, the count hook at its normal rate otherwise (when instructions are counted it fires on every
     // one anyway).
@@ -483,15 +568,17 @@ int clua_call_within(lua_State *L) {
     lua_Integer milliseconds = luaL_checkinteger(L, 2), bytes = luaL_checkinteger(L, 3);
     luaL_checktype(L, 4, LUA_TFUNCTION);
     int64_t outerDeadline = load_deadline(g), outerBudget = g->budgetNanos;
+    int64_t outerStart = g->budgetStartNanos, outerCounted = g->budgetCountedNanos, outerMark = g->budgetCPUMarkNanos;
     size_t outerLimit = g->bytesLimit;
     int shortened = 0, limited = 0;
     int timed = (++account->begun % WITHIN_SAMPLE) == 1;
     int64_t started = timed || milliseconds > 0 ? clua_now_nanos() : 0, allocations = g->allocationCount;
     if (milliseconds > 0 && g->callDepth > 0 && !g->timedOut) {
-        int64_t budget = (int64_t)milliseconds * 1000000, deadline = started + budget;
-        if (outerDeadline == 0 || deadline < outerDeadline) {
+        int64_t budget = (int64_t)milliseconds * 1000000;
+        if (outerDeadline == 0 || budget < outerBudget) {
             shortened = 1;
             g->budgetNanos = budget; // (what the timeout's message names)
+            int64_t deadline = start_budget(g, started);
             set_deadline(g, deadline);
             int64_t looksAt = __atomic_load_n(&watchdog_looks_at, __ATOMIC_RELAXED);
             if (looksAt != 0 && deadline + WATCHDOG_POLL_NANOS < looksAt) wake_watchdog(deadline);
@@ -508,6 +595,9 @@ int clua_call_within(lua_State *L) {
         g->bytesLimit = outerLimit;
         if (shortened) {
             g->budgetNanos = outerBudget;
+            g->budgetStartNanos = outerStart;
+            g->budgetCountedNanos = outerCounted;
+            g->budgetCPUMarkNanos = outerMark;
             if (!g->timedOut) set_deadline(g, outerDeadline);
         }
         if (status != LUA_OK) return lua_error(L); // (the same error, on: a spent budget stays spent)

@@ -19,10 +19,7 @@
 static void count_step(Matcher *m) {
     if (--m->stepsToClockRead != 0) return;
     m->stepsToClockRead = STEPS_BETWEEN_CLOCK_READS;
-    CLuaGuard *g = clua_guard(m->L);
-    if (g->timedOut || (g->deadlineNanos != 0 && clua_now_nanos() >= g->deadlineNanos)) {
-        clua_raise_budget_exceeded(m->L, g);
-    }
+    clua_check_deadline(m->L);
 }
 
 // MARK: Matching (Lua 5.4's semantics, step for step)

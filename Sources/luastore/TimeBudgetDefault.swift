@@ -3,8 +3,7 @@ import Foundation
 import LuaKit
 
 /// The time budget a script call gets when `--time-budget-ms` is not given: 200 ms, or `LUASTORE_TIME_BUDGET_MS`
-/// — for machines that run under load (a CI runner beside other jobs), where a budget counted on the wall clock
-/// would stop calls the scheduler merely paused.
+/// (a budget counts the thread's CPU time, with the wall clock as a backstop: `LuaLimits.timeBudget`).
 enum TimeBudgetDefault {
     /// The default, in milliseconds.
     static var milliseconds: Double {

@@ -62,6 +62,11 @@ typedef struct CLuaGuard {
     int64_t deadlineNanos;            /* CLOCK_MONOTONIC; 0 when no call is running. Written by the thread
                                          running the call only (atomically: its signal handler reads it) */
     int64_t budgetNanos;
+    /* what of the budget is spent, counted in the thread's CPU time (`clua_budget_spent`): when it (re)started
+       (monotonic), what was counted up to the last look, and the thread's CPU clock then (0: not read yet) */
+    int64_t budgetStartNanos;
+    int64_t budgetCountedNanos;
+    int64_t budgetCPUMarkNanos;
     int hookInterval;                 /* count hook: instructions between two budget checks */
     int timedOut;                     /* the budget is spent: every hook from now on raises */
     CLuaEnforcement enforcement;
@@ -125,11 +130,21 @@ static inline int clua_raise_budget_exceeded(lua_State *L, CLuaGuard *g) {
     return lua_error(L);
 }
 
-/// [-0, +0, e] For C loops, where no hook fires: raises the budget's `timeout` error once the call's deadline has
-/// passed. Reads the clock: a loop calls it every thousand steps or so.
+/// Whether the running call's budget is spent, once its deadline (on the monotonic clock) has passed: the budget
+/// counts the thread's CPU time — what the call ran, not what it waited for a CPU on a busy machine — with the wall
+/// clock as a backstop (`CLUA_WALL_BACKSTOP` budgets). When time is left, the deadline moves to when it would be
+/// spent and this answers 0. (The CPU clock costs a system call, so it is read only here: a call that ends before
+/// its deadline never reads it; the time before its first look is counted on the wall clock.) In guard.c.
+int clua_budget_spent(lua_State *L, CLuaGuard *g, int64_t now);
+
+/// [-0, +0, e] For C loops, where no hook fires: raises the budget's `timeout` error once the call's budget is
+/// spent. Reads the clock: a loop calls it every thousand steps or so.
 static inline void clua_check_deadline(lua_State *L) {
     CLuaGuard *g = clua_guard(L);
-    if (g->timedOut || (g->deadlineNanos != 0 && clua_now_nanos() >= g->deadlineNanos)) clua_raise_budget_exceeded(L, g);
+    if (g->timedOut) clua_raise_budget_exceeded(L, g);
+    if (g->deadlineNanos == 0) return;
+    int64_t now = clua_now_nanos();
+    if (now >= g->deadlineNanos && clua_budget_spent(L, g, now)) clua_raise_budget_exceeded(L, g);
 }
 
 /// The count hook: checks the deadline every `hookInterval` instructions. Once it passes, the hook fires on
@@ -140,8 +155,12 @@ static inline void clua_budget_hook(lua_State *L, lua_Debug *ar) {
         g->instructionCount += 1;
         if (!g->timedOut && g->instructionCount % 1024 != 0) return; /* the clock is read every 1,024 */
     }
-    if (!g->timedOut && (g->deadlineNanos == 0 || clua_now_nanos() < g->deadlineNanos)) return;
     (void)ar;
+    if (!g->timedOut) {
+        if (g->deadlineNanos == 0) return;
+        int64_t now = clua_now_nanos();
+        if (now < g->deadlineNanos || !clua_budget_spent(L, g, now)) return;
+    }
     clua_raise_budget_exceeded(L, g);
 }
 

@@ -13,8 +13,14 @@ public struct LuaLimits: Sendable, Equatable {
     /// also keeps up to 4,096 freed blocks of each small size, ≤ 128 bytes, for reuse — at most ≈ 2.3 MB, not
     /// live Lua memory and not counted here.)
     public var memoryBytes: Int = 64 << 20
-    /// Wall-clock budget of one top-level call. Exceeding it is a `.timeout` error that scripts cannot catch.
+    /// Budget of one top-level call, counted in the thread's CPU time (what the call ran, not what it waited for a
+    /// CPU on a busy machine), with five budgets of the wall clock as a backstop. Exceeding it is a `.timeout`
+    /// error that scripts cannot catch.
     public var timeBudget: Duration = .milliseconds(200)
+    /// Budget of the calls that build a whole state — a scripted store's loading of its scripts, `init` and
+    /// `migrate` (`LuaVM.withTimeBudget(atLeast:)`) — when larger than `timeBudget`: building 100,000 items takes
+    /// far longer than an action.
+    public var stateBuildingTimeBudget: Duration = .seconds(2)
     /// How an overrun of `timeBudget` is caught (default: the watchdog, which costs nothing while scripts run
     /// within budget).
     public var budgetEnforcement: BudgetEnforcement = .watchdog

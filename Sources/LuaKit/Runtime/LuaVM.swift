@@ -157,6 +157,19 @@ public final class LuaVM {
         guardState.pointee.budgetNanos = Int64(time.components.seconds) * 1_000_000_000 + time.components.attoseconds / 1_000_000_000
     }
 
+    /// Runs `body` with each top-level call's time budget at least `budget` (the calls that build a whole state:
+    /// `LuaLimits.stateBuildingTimeBudget`), then puts the budget back.
+    @discardableResult
+    public func withTimeBudget<Result>(atLeast budget: Duration, _ body: () throws(LuaError) -> Result) throws(LuaError) -> Result {
+        checkThread()
+        let saved = guardState.pointee.budgetNanos
+        let wanted = Int64(budget.components.seconds) * 1_000_000_000 + budget.components.attoseconds / 1_000_000_000
+        guard saved > 0, wanted > saved else { return try body() }
+        guardState.pointee.budgetNanos = wanted
+        defer { guardState.pointee.budgetNanos = saved }
+        return try body()
+    }
+
     /// Runs a full garbage collection.
     public func collectGarbage() {
         checkThread()

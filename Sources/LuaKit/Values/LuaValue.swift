@@ -235,15 +235,23 @@ public struct LuaTable: Sendable, Hashable {
         // (`table.fields[key] = value` changes the dictionary in place: the storage lets go of it while it is
         // changed, so it is not copied whole for each field — which made reading an object of n members O(n²).)
         _modify {
-            var fields: [LuaKey: LuaValue]
-            switch storage {
-            case .dictionary(let kept): fields = kept
-            case .pairs: fields = self.fields
-            }
-            storage = .dictionary([:])
+            var fields = takeFields()
             defer { storage = .dictionary(fields) }
             yield &fields
         }
+    }
+
+    /// The fields as a dictionary, moved out: the storage is left empty until the caller puts them back, so the
+    /// dictionary is held only by the caller, and changed in place.
+    private mutating func takeFields() -> [LuaKey: LuaValue] {
+        var fields: [LuaKey: LuaValue]
+        switch storage {
+        case .dictionary(let kept): fields = kept
+        case .pairs: fields = self.fields
+        }
+        // (After the switch, whose subject keeps a reference while it runs.)
+        storage = .dictionary([:])
+        return fields
     }
 
     /// The fields, when the table keeps them as a few string-keyed pairs (distinct keys, no `nil` value; in no
@@ -440,14 +448,7 @@ public struct LuaTable: Sendable, Hashable {
     }
 
     private mutating func set(_ key: LuaKey, _ value: LuaValue) {
-        var fields: [LuaKey: LuaValue]
-        switch storage {
-        case .dictionary(let kept): fields = kept
-        case .pairs: fields = self.fields
-        }
-        // (After the switch, whose subject keeps a reference while it runs: then the dictionary alone holds its
-        // storage while it changes, and is changed in place.)
-        storage = .dictionary([:])
+        var fields = takeFields()
         defer { storage = .dictionary(fields) }
         if case .integer(let index) = key, index >= 1, index <= array.count + 1 {
             let position = Int(index) - 1

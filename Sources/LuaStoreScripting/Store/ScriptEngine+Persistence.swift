@@ -70,7 +70,9 @@ extension ScriptEngine {
                     chunkName: main))
             }
             do {
-                try vm.call(runtime[.transform], arguments: [.reference(migrate), .value(.integer(resumed.schemaVersion))])
+                try vm.withTimeBudget(atLeast: vm.limits.stateBuildingTimeBudget) { () throws(LuaError) in
+                    try vm.call(runtime[.transform], arguments: [.reference(migrate), .value(.integer(resumed.schemaVersion))])
+                }
             } catch {
                 undoLastTransaction()
                 throw ScriptFailure(stage: .migrate, error: error)

@@ -27,9 +27,12 @@ extension ScriptEngine {
                     chunkName: main))
             }
             do {
-                try vm.call(runtime[.transform], arguments: [
+                let arguments: [LuaArgument] = [
                     .reference(migrate), .value(grew ? .integer(app.schemaVersion) : .nil), .value(fromVersion.map(LuaValue.string) ?? .nil),
-                ])
+                ]
+                try vm.withTimeBudget(atLeast: vm.limits.stateBuildingTimeBudget) { () throws(LuaError) in
+                    try vm.call(runtime[.transform], arguments: arguments)
+                }
                 migrated = true
             } catch {
                 undoLastTransaction()

@@ -119,6 +119,10 @@ final class ScriptEngine {
             throw ScriptFailure(stage: .load, error: error)
         }
         vm = machine
+        let building = limits.stateBuildingTimeBudget // (loading, init and migrate build whole states)
+        let saved = machine.limits.timeBudget
+        if building > saved { try? machine.setBudgets(time: building, memoryBytes: machine.limits.memoryBytes) }
+        defer { if building > saved { try? machine.setBudgets(time: saved, memoryBytes: machine.limits.memoryBytes) } }
         app = try Self.loadApp(vm: vm, folder: folder, main: main, mounted: !mounts.list.isEmpty)
         app = try composeMounts(app, running: nil)
         do {

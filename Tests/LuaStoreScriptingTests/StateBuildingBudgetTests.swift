@@ -1,0 +1,59 @@
+import Foundation
+import LuaKit
+import LuaStoreScripting
+import Synchronization
+import Testing
+
+/// Budgets count CPU time, and the calls that build a whole state have one of their own
+/// (`LuaLimits.stateBuildingTimeBudget`, 2 s): an app whose `init` builds 100,000 items loads with the default
+/// limits (200 ms per action) beside two busy loops, where it failed 5 times in 5 when the budget was 200 ms of
+/// the wall clock; its actions keep the action budget.
+@Suite struct StateBuildingBudgetTests {
+    static let app = """
+        local app = {}
+        function app.init()
+          local items = {}
+          for i = 1, 100000 do items[i] = { id = i, title = "item " .. i, done = false } end
+          return { items = items }
+        end
+        function app.reduce(state, action)
+          if action.type == "toggle" then state.items[action.id].done = not state.items[action.id].done end
+          if action.type == "spin" then while true do end end
+        end
+        function app.props(state) return { count = #state.items } end
+        return app
+        """
+
+    /// Runs `body` while two threads spin (as `suite-under-load` does beside the whole suite).
+    static func besideBusyLoops<T>(_ body: () async throws -> T) async rethrows -> T {
+        let stop = Atomic<Bool>(false)
+        let loops = (0..<2).map { _ in
+            Thread {
+                var n = 0
+                while !stop.load(ordering: .relaxed) { n &+= 1 }
+            }
+        }
+        for loop in loops { loop.start() }
+        defer { stop.store(true, ordering: .relaxed) }
+        return try await body()
+    }
+
+    @Test func aBigInitLoadsBesideBusyLoopsWithTheDefaultBudgets() async throws {
+        let folder = try AppFolder(["app.lua": Self.app])
+        defer { folder.remove() }
+        var options = ScriptedStoreOptions(log: { _ in }, failures: { _ in })
+        options.limits = LuaLimits()
+        #expect(options.limits.timeBudget == .milliseconds(200))
+        #expect(options.limits.stateBuildingTimeBudget == .seconds(2))
+        try await Self.besideBusyLoops {
+            for _ in 0..<3 {
+                let store = try await ScriptedStore(app: folder.url, options: options)
+                defer { store.shutdown() }
+                #expect(try await store.props() == ["count": 100_000])
+                #expect(await store.send(["type": "toggle", "id": 7]).failure == nil)
+                let spin = await store.send(["type": "spin"])
+                #expect(spin.failure?.error.message.contains("time budget of 200 ms exceeded") == true, "actions keep theirs")
+            }
+        }
+    }
+}
