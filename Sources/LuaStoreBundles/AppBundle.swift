@@ -96,7 +96,7 @@ public enum AppBundle {
             }
         } catch {
             try? FileManager.default.removeItem(at: temporary)
-            throw BundleFailure("\(output.path) cannot be written: \(error.localizedDescription)")
+            throw BundleFailure("\(output.path) cannot be written: \(OutputFailure.obstacle(to: output.path) ?? OutputFailure.words(for: error))")
         }
         guard rename(temporary.path, output.path) == 0 else {
             let reason = OutputFailure.words(errno)
@@ -150,6 +150,7 @@ public enum AppBundle {
                               limits: Limits = Limits()) throws(BundleFailure) -> Verified {
         let name = url.path
         if let problem = FileIdentity.notARegularFile(name) { throw BundleFailure("\(name) \(problem): a bundle is a file luastore pack wrote") }
+        if let problem = unsupportedEntry(in: url) { throw BundleFailure("\(name): \(problem)") }
         let archive: Archive
         do {
             archive = try Archive(url: url, accessMode: .read)
@@ -179,6 +180,13 @@ public enum AppBundle {
             guard total <= limits.totalBytes else { throw BundleFailure("\(name) holds more than \(limits.totalBytes >> 20) MiB") }
             entries[path] = entry
         }
+        for path in entries.keys { // (a file `lib` beside `lib/x.lua`: no folder could hold both)
+            var folder = Substring(path)
+            while let slash = folder.lastIndex(of: "/") {
+                folder = folder[..<slash]
+                if entries[String(folder)] != nil { throw BundleFailure("\(name) holds both the file \(folder) and \(path), which would be in a folder of that name") }
+            }
+        }
         func contents(_ path: String) throws(BundleFailure) -> Data {
             guard let entry = entries[path] else { throw BundleFailure("\(name) has no \(path)") }
             var data = Data()
@@ -190,7 +198,7 @@ public enum AppBundle {
             } catch let failure as BundleFailure {
                 throw failure
             } catch {
-                throw BundleFailure("\(name): \(path) cannot be read (\(error.localizedDescription)): the bundle is damaged")
+                throw BundleFailure("\(name): the packed data of \(path) is damaged (it cannot be inflated): get the bundle again")
             }
             return data
         }
@@ -271,6 +279,44 @@ public enum AppBundle {
         }
     }
 
+    /// The first entry of the zip at `url` that a bundle never holds and the zip reader would pass over in
+    /// silence — one encrypted, or packed with a method other than stored or deflate — read from the zip's central
+    /// directory; nil when there is none, or when the directory is not one this reads (the zip reader then says
+    /// what is wrong).
+    static func unsupportedEntry(in url: URL) -> String? {
+        guard let handle = try? FileHandle(forReadingFrom: url) else { return nil }
+        defer { try? handle.close() }
+        guard let size = try? handle.seekToEnd(), size >= 22 else { return nil }
+        let tailLength = min(size, 22 + 65_535)
+        guard (try? handle.seek(toOffset: size - tailLength)) != nil, let tail = try? handle.read(upToCount: Int(tailLength)) else { return nil }
+        let bytes = [UInt8](tail)
+        func u16(_ b: [UInt8], _ at: Int) -> Int { Int(b[at]) | Int(b[at + 1]) << 8 }
+        func u32(_ b: [UInt8], _ at: Int) -> Int { u16(b, at) | u16(b, at + 2) << 16 }
+        guard let end = stride(from: bytes.count - 22, through: 0, by: -1).first(where: { at in
+            bytes[at] == 0x50 && bytes[at + 1] == 0x4B && bytes[at + 2] == 0x05 && bytes[at + 3] == 0x06
+        }) else { return nil }
+        let directorySize = u32(bytes, end + 12), directoryOffset = u32(bytes, end + 16)
+        guard directoryOffset != 0xFFFF_FFFF, directorySize <= 64 << 20, UInt64(directoryOffset + directorySize) <= size,
+              (try? handle.seek(toOffset: UInt64(directoryOffset))) != nil,
+              let read = try? handle.read(upToCount: directorySize) else { return nil }
+        let directory = [UInt8](read)
+        var at = 0
+        while at + 46 <= directory.count, u32(directory, at) == 0x0201_4B50 {
+            let flags = u16(directory, at + 8), method = u16(directory, at + 10)
+            let nameLength = u16(directory, at + 28), extraLength = u16(directory, at + 30), commentLength = u16(directory, at + 32)
+            guard at + 46 + nameLength <= directory.count else { return nil }
+            let entry = String(decoding: directory[(at + 46)..<(at + 46 + nameLength)], as: UTF8.self)
+            if flags & 1 != 0 {
+                return "\(entry) is encrypted, and a bundle never is (luastore pack does not encrypt): pack the app again"
+            }
+            if method != 0 && method != 8 {
+                return "\(entry) is packed with compression method \(method), and a bundle uses only stored and deflate: pack the app again with luastore pack"
+            }
+            at += 46 + nameLength + extraLength + commentLength
+        }
+        return nil
+    }
+
     // MARK: Unpacking
 
     /// Writes a verified bundle's files into a new private folder (mode 0700) named after the app, under the
@@ -278,7 +324,7 @@ public enum AppBundle {
     public static func unpack(_ verified: Verified) throws(BundleFailure) -> (folder: URL, parent: URL) {
         var template = Array((FileManager.default.temporaryDirectory.path + "/luastore-bundle-XXXXXX").utf8CString)
         guard let made = mkdtemp(&template) else {
-            throw BundleFailure("cannot make a folder to unpack the bundle in: \(OutputFailure.words(errno))")
+            throw BundleFailure("cannot make a folder to unpack the bundle in, in \(FileManager.default.temporaryDirectory.path): \(OutputFailure.words(errno))")
         }
         let parent = URL(fileURLWithPath: String(cString: made))
         // (The manifest's name was checked to be one plain component; checked again here, where it becomes a path.)
@@ -295,7 +341,7 @@ public enum AppBundle {
             }
         } catch {
             try? FileManager.default.removeItem(at: parent)
-            throw BundleFailure("cannot unpack the bundle into \(parent.path): \(error.localizedDescription)")
+            throw BundleFailure("cannot unpack the bundle into \(parent.path): \(OutputFailure.words(for: error))")
         }
         return (folder, parent)
     }

@@ -203,7 +203,8 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
                 let tables = try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'")
                 guard tables.contains("luastore") else { return (tables, [:]) }
                 let rows = try Row.fetchAll(db, sql: "SELECT key, value FROM luastore")
-                return (tables, Dictionary(rows.map { ($0["key"] as String, $0["value"] as DatabaseValue) }, uniquingKeysWith: { $1 }))
+                return (tables, Dictionary(rows.compactMap { row in String.fromDatabaseValue(row["key"] as DatabaseValue).map { ($0, row["value"] as DatabaseValue) } },
+                                           uniquingKeysWith: { $1 }))
             }
             if !tables.isEmpty {
                 guard tables.contains("luastore"), String.fromDatabaseValue(meta["format"] ?? .null) == "luastore-store" else {
@@ -258,8 +259,10 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
             }
             return nil
         }
-        let snapshotSequence: Int64 = snapshot["seq"]
-        let header: Data = snapshot["header"]
+        guard let snapshotSequence = Int64.fromDatabaseValue(snapshot["seq"] as DatabaseValue),
+              let header = Data.fromDatabaseValue(snapshot["header"] as DatabaseValue) else {
+            throw PersistenceFailure(path: path, reason: "is damaged: its snapshot is not one LuaStore writes (--persist-reset starts it over)")
+        }
         var reader: RecordingReader
         do {
             reader = try RecordingReader(header: Array(header)[...])
@@ -272,7 +275,10 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
             try queue.read { db in
                 let cursor = try Row.fetchCursor(db, sql: "SELECT lines FROM entries WHERE seq > ? ORDER BY seq", arguments: [snapshotSequence])
                 while let row = try cursor.next() {
-                    let lines = Array(row["lines"] as Data)
+                    guard let data = Data.fromDatabaseValue(row["lines"] as DatabaseValue) else {
+                        throw PersistenceFailure(path: path, reason: "is damaged after entry \(sequence): a row of entries that holds no lines; it was left as it is")
+                    }
+                    let lines = Array(data)
                     var start = lines.startIndex
                     while start < lines.endIndex {
                         let end = lines.firstLineBreak(from: start) ?? lines.endIndex

@@ -145,12 +145,19 @@ struct Replay: AsyncParsableCommand {
                 seen = after.0
             }
         }
+        if let obstacle = OutputFailure.obstacle(to: path, makingFolders: true) {
+            Console.error("cannot write the spec \(path): \(obstacle)")
+            throw ExitCode.appFailure
+        }
         do {
             try FileManager.default.createDirectory(at: URL(fileURLWithPath: path).deletingLastPathComponent(),
                                                     withIntermediateDirectories: true)
             try OutputFile.write(Array(try writer.text().utf8), to: path)
+        } catch let failure as OutputFailure {
+            Console.error("cannot write the spec: \(failure)")
+            throw ExitCode.appFailure
         } catch {
-            Console.error("cannot write the spec \(path): \(error)")
+            Console.error("cannot write the spec \(path): \(OutputFailure.words(for: error))")
             throw ExitCode.appFailure
         }
         try report(replayed: replayed, divergence: nil)

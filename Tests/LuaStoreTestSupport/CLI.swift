@@ -26,8 +26,22 @@ public enum CLI {
     /// `extraEnvironment` over it).
     public static func run(_ arguments: [String], input: String? = nil, extraEnvironment: [String: String] = [:]) async throws
         -> ChildProcessResult {
-        try await runChildProcess(binary, arguments, input: input, directory: packageRoot,
-                                  environment: environment.merging(extraEnvironment) { $1 })
+        let result = try await runChildProcess(binary, arguments, input: input, directory: packageRoot,
+                                               environment: environment.merging(extraEnvironment) { $1 })
+        if let raw = rawErrorText(in: result.errors + result.output) {
+            Issue.record("luastore \(arguments.joined(separator: " ")) showed a library's raw error text (\(raw)): \(result.errors)")
+        }
+        return result
+    }
+
+    /// What would show that a library's error reached a user as it was (every run through `run` is checked):
+    /// users get words, never `Error Domain=…`, `NSCocoaErrorDomain error 512`, `ArchiveError error 3`.
+    public static let rawErrorMarks = ["Error Domain=", "NSCocoaErrorDomain", "NSPOSIXErrorDomain", "ArchiveError", "CompressionError",
+                                       "The operation could not be completed", "DatabaseError(", "Fatal error:"]
+
+    /// The first of `rawErrorMarks` in `text`, if any.
+    public static func rawErrorText(in text: String) -> String? {
+        rawErrorMarks.first { text.contains($0) }
     }
 
     /// A copy of a sample in a temporary folder (removed by the caller).

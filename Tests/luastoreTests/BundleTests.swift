@@ -39,6 +39,18 @@ import Testing
                 link.external_attr = 0o120777 << 16
                 zout.writestr(link, b"/etc/passwd")
             if how == "bomb": zout.writestr("bomb.txt", bytes(20 << 20))
+            if how == "clash":
+                zout.writestr("lib", b"return 1\n")
+                zout.writestr("lib/x.lua", b"return 2\n")
+        if how in ("encrypted", "method99"):
+            data = bytearray(open(target, "rb").read())
+            for signature, flags, method in ((b"PK\x03\x04", 6, 8), (b"PK\x01\x02", 8, 10)):
+                at = data.find(signature)
+                while at >= 0:
+                    if how == "encrypted": data[at + flags] |= 1
+                    else: data[at + method:at + method + 2] = (99).to_bytes(2, "little")
+                    at = data.find(signature, at + 4)
+            open(target, "wb").write(bytes(data))
         """#
 
     /// Rewrites the unsigned zip `argv[1]` into `argv[2]` with the manifest's name `argv[3]`, its digest made anew
@@ -142,6 +154,9 @@ import Testing
             ("duplicate", "holds app.lua twice"),
             ("symlink", "holds a symbolic link (link.lua): a bundle holds files only"),
             ("bomb", "bomb.txt expands"),
+            ("clash", "holds both the file lib and lib/x.lua"),
+            ("encrypted", "is encrypted, and a bundle never is (luastore pack does not encrypt): pack the app again"),
+            ("method99", "is packed with compression method 99, and a bundle uses only stored and deflate"),
         ]
         for (how, said) in cases {
             let bundle = try await work.damaged(how)

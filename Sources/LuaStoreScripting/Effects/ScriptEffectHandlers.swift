@@ -64,6 +64,7 @@ enum ScriptEffectHandlers {
                 let value = try StorageFailure.words(.load, key) { () throws -> LuaValue in
                     let file = try storageFile(storage, key: key, creatingFolder: false)
                     guard FileManager.default.fileExists(atPath: file.path) else { return .nil }
+                    if let problem = FileIdentity.notARegularFile(file.path) { throw StorageFailure.Reason("\(file.path) \(problem)") }
                     guard let data = FileManager.default.contents(atPath: file.path) else {
                         throw StorageFailure.System(code: access(file.path, R_OK) == 0 ? EIO : errno, path: file.path)
                     }
@@ -190,27 +191,9 @@ struct StorageFailure: Error, CustomStringConvertible {
         }
     }
 
-    /// A Foundation file error in words: the system's message for the error underneath, and the file.
+    /// A Foundation file error in words (`OutputFailure.words(for:)`).
     static func words(for error: any Error) -> String {
-        let error = error as NSError
-        let path = (error.userInfo[NSFilePathErrorKey] as? String) ?? (error.userInfo[NSURLErrorKey] as? URL)?.path
-        var code: Int32?
-        if error.domain == NSPOSIXErrorDomain {
-            code = Int32(error.code)
-        } else if let underlying = error.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain {
-            code = Int32(underlying.code)
-        } else if error.domain == NSCocoaErrorDomain {
-            switch CocoaError.Code(rawValue: error.code) {
-            case .fileWriteOutOfSpace: code = ENOSPC
-            case .fileWriteNoPermission, .fileReadNoPermission: code = EACCES
-            case .fileWriteVolumeReadOnly: code = EROFS
-            case .fileNoSuchFile, .fileReadNoSuchFile: code = ENOENT
-            case .fileWriteFileExists: code = EEXIST
-            default: code = nil
-            }
-        }
-        let reason = code.map(OutputFailure.words) ?? error.localizedDescription
-        return path.map { "\($0): \(reason)" } ?? reason
+        OutputFailure.words(for: error)
     }
 }
 

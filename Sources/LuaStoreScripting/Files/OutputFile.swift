@@ -252,5 +252,49 @@ public struct OutputFailure: Error, CustomStringConvertible {
         let text = String(cString: strerror(code))
         return text.prefix(1).lowercased() + text.dropFirst()
     }
+
+    /// A Foundation file error in words — the system's message for the error underneath, and the file — never the
+    /// error's own text (`NSCocoaErrorDomain error 512`): where no system error is underneath, what stands in the
+    /// way of the file's folders is looked at (`obstacle(to:)`).
+    public static func words(for error: any Error) -> String {
+        if let failure = error as? OutputFailure { return failure.description }
+        let error = error as NSError
+        let path = (error.userInfo[NSFilePathErrorKey] as? String) ?? (error.userInfo[NSURLErrorKey] as? URL)?.path
+        var code: Int32?
+        if error.domain == NSPOSIXErrorDomain {
+            code = Int32(error.code)
+        } else if let underlying = error.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain {
+            code = Int32(underlying.code)
+        } else if error.domain == NSCocoaErrorDomain {
+            switch CocoaError.Code(rawValue: error.code) {
+            case .fileWriteOutOfSpace: code = ENOSPC
+            case .fileWriteNoPermission, .fileReadNoPermission: code = EACCES
+            case .fileWriteVolumeReadOnly: code = EROFS
+            case .fileNoSuchFile, .fileReadNoSuchFile: code = ENOENT
+            default: code = nil
+            }
+        }
+        if let path, code == nil || code == ENOENT || code == ENOTDIR || code == EEXIST, let obstacle = obstacle(to: path) {
+            return obstacle
+        }
+        let reason = code.map(words) ?? "the file system refused it"
+        return path.map { "\($0): \(reason)" } ?? reason
+    }
+
+    /// What keeps `path` from being made: the first folder above it that does not exist (unless `makingFolders`:
+    /// those are made), or that is a file; nil when nothing stands in the way.
+    public static func obstacle(to path: String, makingFolders: Bool = false) -> String? {
+        var folder = ""
+        for part in URL(fileURLWithPath: path).standardizedFileURL.pathComponents.dropLast() {
+            folder = folder.isEmpty ? part : (folder == "/" ? "/" + part : folder + "/" + part)
+            var status = stat()
+            if stat(folder, &status) != 0 {
+                if errno == ENOENT { return makingFolders ? nil : "\(folder) does not exist" }
+                return "\(folder): \(words(errno))"
+            }
+            if (status.st_mode & S_IFMT) != S_IFDIR { return "\(folder) is a file, not a folder" }
+        }
+        return nil
+    }
 }
 

@@ -45,7 +45,14 @@ public struct RecordingReader: Sendable {
             throw Malformed(description: "not a recording (the header has no \"format\": \"\(RecordingLine.format)\")")
         }
         guard case .integer(let version)? = object["version"], RecordingLine.readableVersions.contains(version) else {
-            throw Malformed(description: "recording format version \(object["version"].map { "\($0)" } ?? "missing"); this luastore reads versions \(RecordingLine.readableVersions.lowerBound)–\(RecordingLine.readableVersions.upperBound)")
+            let readable = "this luastore reads versions \(RecordingLine.readableVersions.lowerBound)–\(RecordingLine.readableVersions.upperBound)"
+            guard case .integer(let version)? = object["version"] else {
+                throw Malformed(description: "the header's \"version\" must be a format version number (\(readable))")
+            }
+            if version > RecordingLine.readableVersions.upperBound {
+                throw Malformed(description: "a recording of format version \(version), written by a newer luastore (\(readable)): replay it with that luastore")
+            }
+            throw Malformed(description: "a recording of format version \(version), written by an older luastore, which this one no longer replays (\(readable)): record the session again with `luastore run --record`")
         }
         if version >= 3 { try RecordingLine.checkSum(line) }
         try Self.allow(object, ["format", "version", "app", "schemaVersion", "scripts", "state"] + (version >= 3 ? ["seq", "sum"] : []), in: "the header")

@@ -1,0 +1,96 @@
+import Foundation
+import LuaStoreTestSupport
+import Testing
+
+/// Failures a user meets are said in words naming the file and what to do — never a library's own error text
+/// (`CLI.run` checks every run of every test for that; these are the cases that showed it) — and a damaged file
+/// is refused in words instead of stopping the process (issue "Nothing lost, second sweep", item 9).
+@Suite struct ErrorWordsTests {
+    static let app = """
+        local luastore = require("luastore")
+        local app = {}
+        function app.init() return { count = 0 } end
+        function app.reduce(state, action)
+          if action.type == "add" then state.count = state.count + 1 end
+          if action.type == "load" then return nil, { luastore.load("notes", "loaded") } end
+        end
+        function app.props(state) return { count = state.count } end
+        return app
+        """
+
+    @Test func filesThatCannotBeWrittenAreNamedInWords() async throws {
+        let app = try CLI.makeApp(Self.app)
+        defer { try? FileManager.default.removeItem(at: app) }
+        let file = app.appendingPathComponent("file.txt")
+        try Data("x".utf8).write(to: file)
+        let recording = app.appendingPathComponent("session.jsonl").path
+        #expect(try await CLI.run(["run", app.path, "--record", recording], input: #"{"type":"add"}"# + "\n").status == 0)
+
+        let spec = try await CLI.run(["replay", app.path, recording, "--write-spec", file.path + "/x_spec.lua"])
+        #expect(spec.status != 0)
+        #expect(spec.errors.contains("cannot write the spec \(file.path)/x_spec.lua: \(file.path) is a file, not a folder"), "\(spec.errors)")
+
+        try Data(#"{"name": "words", "version": "1.0.0", "luastore": "^1.0", "capabilities": {"storage": true}}"#.utf8).write(to: app.appendingPathComponent("luastore.json"))
+        let outside = FileManager.default.temporaryDirectory.appendingPathComponent("luastore-missing-\(UUID().uuidString)")
+        let pack = try await CLI.run(["pack", app.path, "-o", outside.path + "/sub/x.lsb"])
+        #expect(pack.status == 1)
+        #expect(pack.errors.contains("\(outside.path) does not exist"), "\(pack.errors)")
+        let underFile = try await CLI.run(["pack", app.path, "-o", "/etc/hostname/x.lsb"])
+        #expect(underFile.status == 1)
+        #expect(underFile.errors.contains("/etc/hostname is a file, not a folder"), "\(underFile.errors)")
+
+        let data = app.appendingPathComponent("data")
+        try FileManager.default.createDirectory(at: data.appendingPathComponent("notes.json"), withIntermediateDirectories: true)
+        let load = try await CLI.run(["run", app.path, "--data", data.path, "--format", "json"], input: #"{"type":"load"}"# + "\n")
+        #expect(load.errors.contains("notes.json is a folder, not a file"), "\(load.errors)")
+    }
+
+    /// A recording of a format this luastore does not read says which luastore wrote it and what to do.
+    @Test func recordingsOfOtherVersionsSayWhatToDo() async throws {
+        let app = try CLI.makeApp(Self.app)
+        defer { try? FileManager.default.removeItem(at: app) }
+        for (version, said) in [
+            ("1", "a recording of format version 1, written by an older luastore, which this one no longer replays (this luastore reads versions 2–3): record the session again with `luastore run --record`"),
+            ("9", "a recording of format version 9, written by a newer luastore (this luastore reads versions 2–3): replay it with that luastore"),
+            (#""3""#, #"the header's "version" must be a format version number"#),
+        ] {
+            let recording = app.appendingPathComponent("v\(version.count).jsonl")
+            try Data(#"{"format":"luastore-recording","version":\#(version),"app":"app","schemaVersion":0,"scripts":"0000000000000000","state":{}}"#.utf8)
+                .write(to: recording)
+            let replay = try await CLI.run(["replay", app.path, recording.path])
+            #expect(replay.status == 2)
+            #expect(replay.errors.contains(said), "\(version): \(replay.errors)")
+        }
+    }
+
+    /// A store whose rows hold what LuaStore never writes (a NULL key, a snapshot header that is a number) is
+    /// refused in words, the file left as it is — it stopped the process before.
+    @Test func aStoreWithRowsLuaStoreNeverWritesIsRefusedInWords() async throws {
+        let app = try CLI.makeApp(Self.app)
+        defer { try? FileManager.default.removeItem(at: app) }
+        for (name, sql, said) in [
+            ("nullkey", "INSERT INTO luastore (key, value) VALUES (NULL, 'x')", nil as String?),
+            ("header", "UPDATE snapshots SET header = 42", "its snapshot is not one LuaStore writes"),
+        ] {
+            let store = app.appendingPathComponent("\(name).sqlite").path
+            #expect(try await CLI.run(["run", app.path, "--persist", store], input: #"{"type":"add"}"# + "\n").status == 0)
+            let changed = try await runChildProcess(URL(fileURLWithPath: "/usr/bin/env"), ["python3", "-c", """
+                import sqlite3, sys
+                db = sqlite3.connect(sys.argv[1])
+                try: db.execute("PRAGMA writable_schema = 0")
+                except Exception: pass
+                db.execute(sys.argv[2]); db.commit(); db.execute("PRAGMA wal_checkpoint(TRUNCATE)"); db.close()
+                """, store, sql])
+            #expect(changed.status == 0, "\(changed.errors)")
+            let before = try Data(contentsOf: URL(fileURLWithPath: store))
+            let resumed = try await CLI.run(["run", app.path, "--persist", store, "--format", "json"], input: #"{"type":"add"}"# + "\n")
+            if let said {
+                #expect(resumed.status == 2, "\(name): \(resumed.output)")
+                #expect(resumed.errors.contains(said), "\(name): \(resumed.errors)")
+                #expect(try Data(contentsOf: URL(fileURLWithPath: store)) == before, "\(name): left as it is")
+            } else {
+                #expect(resumed.status == 0 || resumed.status == 2, "\(name): words, not a crash: \(resumed.status) \(resumed.errors)")
+            }
+        }
+    }
+}
