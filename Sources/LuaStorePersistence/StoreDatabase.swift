@@ -37,18 +37,24 @@ public final class StoreDatabase: StatePersistence, Sendable {
     public let durability: Durability
     public let snapshotInterval: UInt64
     public let resumed: PersistedStart?
+    /// What opening it with `recover` dropped of a damaged log, in words (nil: nothing).
+    public let recovered: String?
     public let recorder: SessionRecorder
     public var waitsForEachAction: Bool { durability == .full }
     private let writer: StoreWriter
 
     /// Opens (or creates) the store database at `path` for `app` (its folder's name). `reset`: an existing store
-    /// of this or another app starts over, empty (a file that is not a store is still refused).
+    /// of this or another app starts over, empty (a file that is not a store is still refused). A log a crash left
+    /// damaged, with committed transactions past the damage, is refused unless `recover` (then what comes before
+    /// the damage is kept, and `recovered` says what was dropped).
     public init(path: String, app: String, durability: Durability = .batch,
-                snapshotInterval: UInt64 = StoreDatabase.defaultSnapshotInterval, reset: Bool = false) throws(PersistenceFailure) {
+                snapshotInterval: UInt64 = StoreDatabase.defaultSnapshotInterval, reset: Bool = false,
+                recover: Bool = false) throws(PersistenceFailure) {
         self.path = path
         self.durability = durability
         self.snapshotInterval = max(1, snapshotInterval)
-        let writer = try StoreWriter(path: path, app: app, durability: durability, reset: reset)
+        let writer = try StoreWriter(path: path, app: app, durability: durability, reset: reset, recover: recover)
+        recovered = writer.droppedLog
         self.writer = writer
         resumed = try writer.resume()
         recorder = SessionRecorder(output: writer)
@@ -94,6 +100,8 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
     private let app: String
     private let durability: Durability
     private let queue: DatabaseQueue
+    /// What opening the file dropped of a damaged log (`recover`), in words.
+    private(set) var droppedLog: String?
     /// The open file whose `flock` keeps other processes out.
     private let lockDescriptor: Int32
     private let writing = DispatchQueue(label: "luastore.persistence")
@@ -123,13 +131,19 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
     private let state = Protected(State())
     private let condition = NSCondition()
 
-    init(path: String, app: String, durability: Durability, reset: Bool) throws(PersistenceFailure) {
+    init(path: String, app: String, durability: Durability, reset: Bool, recover: Bool = false) throws(PersistenceFailure) {
         self.path = path
         self.app = app
         self.durability = durability
         lockDescriptor = try Self.lock(path)
+        let kind: StoreFile.Kind
         do {
-            try Self.checkHeader(path)
+            kind = try StoreFile.kind(of: path)
+            if let damage = StoreFile.logDamage(of: path) {
+                guard recover else { throw PersistenceFailure(path: path, reason: damage.reason(path)) }
+                droppedLog = "frame \(damage.frame) of its log was damaged: \(damage.framesAfter) frames after it (\(damage.commitsAfter) committed transactions) were dropped"
+            }
+            if kind != .new { try Self.probe(path, app: app, reset: reset) }
             var configuration = Configuration()
             configuration.label = "luastore.persistence"
             queue = try DatabaseQueue(path: path, configuration: configuration)
@@ -141,7 +155,7 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
             throw PersistenceFailure(path: path, reason: "cannot be opened as a database: \(Self.words(error))")
         }
         do {
-            try prepare(reset: reset)
+            try prepare(reset: reset, new: kind == .new, marked: kind == .marked)
         } catch {
             try? queue.close()
             Glibc.close(lockDescriptor)
@@ -182,49 +196,69 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
         return descriptor
     }
 
-    /// Refuses, before SQLite sees it, a file that is neither empty nor an SQLite database.
-    private static func checkHeader(_ path: String) throws(PersistenceFailure) {
-        guard let handle = FileHandle(forReadingAtPath: path) else {
-            throw PersistenceFailure(path: path, reason: "cannot be read")
-        }
-        defer { try? handle.close() }
-        let head = (try? handle.read(upToCount: 16)) ?? Data()
-        if head.isEmpty { return }
-        guard head == Data("SQLite format 3\0".utf8) else {
-            throw PersistenceFailure(path: path, reason: "is not a LuaStore store (not an SQLite database); it was left as it is: choose another file")
+    /// Reads an existing file's tables without writing anything (a read-only connection neither applies nor
+    /// checkpoints a log): refuses one that is not this app's store in a format this version reads, or that
+    /// SQLite's `quick_check` finds damaged.
+    private static func probe(_ path: String, app: String, reset: Bool) throws(PersistenceFailure) {
+        do {
+            var configuration = Configuration()
+            configuration.readonly = true
+            configuration.label = "luastore.persistence.probe"
+            // (SQLite makes the log and its index beside a WAL-mode file as it reads it; those it made for this
+            // look go with it: a refused file is left with nothing beside it that was not there.)
+            let sidecars = ["-wal", "-shm"].filter { !FileManager.default.fileExists(atPath: path + $0) }
+            let probe = try DatabaseQueue(path: path, configuration: configuration)
+            defer {
+                try? probe.close()
+                for suffix in sidecars {
+                    let size = (try? FileManager.default.attributesOfItem(atPath: path + suffix))?[.size] as? Int
+                    if suffix == "-shm" || size == 0 { try? FileManager.default.removeItem(atPath: path + suffix) }
+                }
+            }
+            let (tables, meta, check) = try probe.read { db -> ([String], [String: DatabaseValue], [String]) in
+                let tables = try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'")
+                guard tables.contains("luastore") else { return (tables, [:], []) }
+                let rows = try Row.fetchAll(db, sql: "SELECT key, value FROM luastore")
+                let meta = Dictionary(rows.compactMap { row in String.fromDatabaseValue(row["key"] as DatabaseValue).map { ($0, row["value"] as DatabaseValue) } },
+                                      uniquingKeysWith: { $1 })
+                return (tables, meta, try String.fetchAll(db, sql: "PRAGMA quick_check"))
+            }
+            guard tables.contains("luastore"), String.fromDatabaseValue(meta["format"] ?? .null) == "luastore-store" else {
+                throw PersistenceFailure(path: path, reason: "is an SQLite database but not a LuaStore store (it has no 'luastore' table of format 'luastore-store'); it was left as it is: choose another file")
+            }
+            let version = Int64.fromDatabaseValue(meta["version"] ?? .null) ?? 0
+            if version > StoreDatabase.formatVersion {
+                throw PersistenceFailure(path: path, reason: "was written by a newer LuaStore (store format \(version); this one reads \(StoreDatabase.formatVersion)); it was left as it is: run the newer luastore")
+            }
+            let owner = String.fromDatabaseValue(meta["app"] ?? .null) ?? ""
+            if owner != app && !reset {
+                throw PersistenceFailure(path: path, reason: "is the store of app '\(owner)', not of '\(app)'; it was left as it is (--persist-reset starts it over for '\(app)')")
+            }
+            if check != ["ok"] {
+                throw PersistenceFailure(path: path, reason: "is damaged (SQLite's check: \(check.prefix(3).joined(separator: "; "))); it was left as it is: restore it from a copy, or start over with --persist-reset")
+            }
+        } catch let failure as PersistenceFailure {
+            throw failure
+        } catch {
+            throw PersistenceFailure(path: path, reason: "cannot be read as a LuaStore store: \(Self.words(error)); it was left as it is")
         }
     }
 
-    /// Checks that the file is this app's store in a format this version reads (or makes it one, when it holds
-    /// nothing), then switches it to WAL mode and the durability's sync level. Nothing is written before the checks.
-    private func prepare(reset: Bool) throws(PersistenceFailure) {
+    /// Makes a new file a store (`new`), or starts an existing one over (`reset`), and marks it as a store's
+    /// (`marked`: it is already); then switches it to WAL mode and the durability's sync level. (`probe` checked an
+    /// existing file before: nothing is written to one that is not this app's store.)
+    private func prepare(reset: Bool, new: Bool, marked: Bool) throws(PersistenceFailure) {
         do {
-            let (tables, meta) = try queue.read { db -> ([String], [String: DatabaseValue]) in
-                let tables = try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'")
-                guard tables.contains("luastore") else { return (tables, [:]) }
-                let rows = try Row.fetchAll(db, sql: "SELECT key, value FROM luastore")
-                return (tables, Dictionary(rows.compactMap { row in String.fromDatabaseValue(row["key"] as DatabaseValue).map { ($0, row["value"] as DatabaseValue) } },
-                                           uniquingKeysWith: { $1 }))
-            }
-            if !tables.isEmpty {
-                guard tables.contains("luastore"), String.fromDatabaseValue(meta["format"] ?? .null) == "luastore-store" else {
-                    throw PersistenceFailure(path: path, reason: "is an SQLite database but not a LuaStore store (it has no 'luastore' table of format 'luastore-store'); it was left as it is: choose another file")
-                }
-                let version = Int64.fromDatabaseValue(meta["version"] ?? .null) ?? 0
-                if version > StoreDatabase.formatVersion {
-                    throw PersistenceFailure(path: path, reason: "was written by a newer LuaStore (store format \(version); this one reads \(StoreDatabase.formatVersion)); it was left as it is: run the newer luastore")
-                }
-                let owner = String.fromDatabaseValue(meta["app"] ?? .null) ?? ""
-                if owner != app && !reset {
-                    throw PersistenceFailure(path: path, reason: "is the store of app '\(owner)', not of '\(app)'; it was left as it is (--persist-reset starts it over for '\(app)')")
-                }
-            }
             try queue.writeWithoutTransaction { db in
                 try db.execute(sql: "PRAGMA journal_mode = WAL")
                 try db.execute(sql: durability == .full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL")
                 try db.execute(sql: "PRAGMA wal_autocheckpoint = \(Self.walLimitPages)")
                 try db.inTransaction {
-                    guard tables.isEmpty || reset else { return .commit }
+                    if !marked || new {
+                        try db.execute(sql: "PRAGMA application_id = \(Int32(bitPattern: StoreFile.applicationID))")
+                        try db.execute(sql: "PRAGMA user_version = \(StoreDatabase.formatVersion)")
+                    }
+                    guard new || reset else { return .commit }
                     try db.execute(sql: """
                         CREATE TABLE IF NOT EXISTS luastore (key TEXT PRIMARY KEY, value);
                         CREATE TABLE IF NOT EXISTS snapshots (seq INTEGER PRIMARY KEY, header BLOB NOT NULL);
@@ -236,10 +270,8 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
                     return .commit
                 }
             }
-        } catch let failure as PersistenceFailure {
-            throw failure
         } catch {
-            throw PersistenceFailure(path: path, reason: "cannot be read as a LuaStore store: \(Self.words(error)); it was left as it is")
+            throw PersistenceFailure(path: path, reason: "cannot be made a LuaStore store: \(Self.words(error))")
         }
     }
 

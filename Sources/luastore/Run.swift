@@ -84,13 +84,16 @@ struct Run: AsyncParsableCommand {
     @Flag(name: .customLong("persist-reset"), help: "Start the --persist file over, empty (init runs).")
     var persistReset = false
 
+    @Flag(name: .customLong("persist-recover"), help: "Open a --persist file whose log a crash left damaged, keeping what comes before the damage (it is refused otherwise, naming what would be dropped).")
+    var persistRecover = false
+
     @Option(name: .customLong("persist-snapshot-every"), help: ArgumentHelp("Write a snapshot of the whole state every this many actions (older log entries then go).", valueName: "actions"))
     var persistSnapshotEvery = Int(StoreDatabase.defaultSnapshotInterval)
 
     func validate() throws {
         try TimeBudgetDefault.validate()
-        if persist == nil, persistSync != .batch || persistReset || persistSnapshotEvery != Int(StoreDatabase.defaultSnapshotInterval) {
-            throw ValidationError("--persist-sync, --persist-reset and --persist-snapshot-every go with --persist FILE")
+        if persist == nil, persistSync != .batch || persistReset || persistRecover || persistSnapshotEvery != Int(StoreDatabase.defaultSnapshotInterval) {
+            throw ValidationError("--persist-sync, --persist-reset, --persist-recover and --persist-snapshot-every go with --persist FILE")
         }
         guard persistSnapshotEvery >= 1 else { throw ValidationError("--persist-snapshot-every must be at least 1") }
         guard settleTimeout >= 0, settleTimeout.isFinite else { throw ValidationError("--settle-timeout must be a number of seconds ≥ 0") }
@@ -164,7 +167,8 @@ struct Run: AsyncParsableCommand {
         if let persist {
             do {
                 database = try StoreDatabase(path: persist, app: folder.lastPathComponent, durability: persistSync,
-                                             snapshotInterval: UInt64(persistSnapshotEvery), reset: persistReset)
+                                             snapshotInterval: UInt64(persistSnapshotEvery), reset: persistReset, recover: persistRecover)
+                if let recovered = database?.recovered { Console.error("--persist \(persist): \(recovered)") }
             } catch {
                 Console.error("cannot keep the state in \(error)")
                 recorder?.file?.discard()

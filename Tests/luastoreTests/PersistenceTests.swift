@@ -163,6 +163,98 @@ import Testing
         #expect(holder.errors.contains("is in use by another process"), "\(holder.errors)")
     }
 
+    /// Another program's database is refused before SQLite opens it for writing, and left byte for byte with the
+    /// files beside it: one with only a view, only a `user_version`, an `application_id` of its own, a WAL-mode
+    /// one with tables of its own, and one with a hot rollback journal (which opening it would have rolled back).
+    /// A store whose index page is damaged is refused, naming SQLite's check.
+    @Test func foreignDatabasesAndDamagedStoresAreLeftByteForByte() async throws {
+        let app = try CLI.makeApp(Self.counter)
+        defer { try? FileManager.default.removeItem(at: app) }
+        let folder = try CLI.makeApp("return {}")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        func python(_ script: String, _ arguments: [String]) async throws {
+            let made = try await runChildProcess(URL(fileURLWithPath: "/usr/bin/env"), ["python3", "-c", script] + arguments)
+            #expect(made.status == 0, "\(made.errors)")
+        }
+        func files(_ path: String) -> [String: Data] {
+            var found: [String: Data] = [:]
+            for suffix in ["", "-journal", "-wal"] { found[suffix] = FileManager.default.contents(atPath: path + suffix) }
+            return found
+        }
+        let cases: [(String, String, String)] = [
+            ("view", "c.execute('create view v as select 1'); c.commit()", "not a LuaStore store"),
+            ("version", "c.execute('pragma user_version = 42'); c.commit()", "not a LuaStore store"),
+            ("application", "c.execute('pragma application_id = 1234'); c.execute('create table t (x)'); c.commit()",
+             "is the database of another program (its application id is 0x4d2)"),
+            ("wal", "c.execute('pragma journal_mode = wal'); c.execute('create table t (x)'); c.execute('insert into t values (1)'); c.commit()",
+             "is an SQLite database but not a LuaStore store"),
+            ("hot", """
+                c.execute('pragma cache_size = 10'); c.execute('create table t (x)'); c.commit()
+                c.execute('begin')
+                for i in range(800): c.execute('insert into t values (?)', (bytes(1000),))
+                import os; os._exit(0)
+                """, "has a rollback journal beside it"),
+        ]
+        for (name, statements, said) in cases {
+            let path = folder.appendingPathComponent("\(name).db").path
+            try await python("import sqlite3, sys\nc = sqlite3.connect(sys.argv[1])\n" + statements, [path])
+            let before = files(path)
+            if name == "hot" { #expect((before["-journal"]?.count ?? 0) > 0, "a hot journal was made") }
+            let run = try await CLI.run(["run", app.path, "--persist", path, "--format", "json"], input: "")
+            #expect(run.status == 2, "\(name)")
+            #expect(run.errors.contains(said), "\(name): \(run.errors)")
+            #expect(files(path) == before, "\(name): left byte for byte")
+        }
+
+        let store = folder.appendingPathComponent("store.db").path
+        #expect(try await CLI.run(["run", app.path, "--persist", store], input: String(repeating: "{\"type\":\"increment\"}\n", count: 50)).status == 0)
+        try await python("""
+            import sqlite3, sys
+            c = sqlite3.connect(sys.argv[1])
+            page = c.execute("select rootpage from sqlite_master where type = 'index'").fetchone()[0]
+            size = c.execute("pragma page_size").fetchone()[0]
+            c.close()
+            with open(sys.argv[1], "r+b") as f:
+                f.seek(page * size - 200); f.write(bytes([0xFF]) * 200)
+            """, [store])
+        let before = files(store)
+        let damaged = try await CLI.run(["run", app.path, "--persist", store, "--format", "json"], input: "")
+        #expect(damaged.status == 2)
+        #expect(damaged.errors.contains("is damaged (SQLite's check:"), "\(damaged.errors)")
+        #expect(files(store) == before, "left byte for byte")
+    }
+
+    /// After `kill -9`, a log whose frame was damaged while committed frames follow it is refused, naming how many
+    /// would be dropped, and left as it is; `--persist-recover` opens it, saying what it dropped.
+    @Test func aDamagedLogAfterACrashIsRefusedNamingWhatItWouldDrop() async throws {
+        let app = try CLI.makeApp(Self.counter)
+        defer { try? FileManager.default.removeItem(at: app) }
+        let database = temporaryFile("log.db")
+        let output = temporaryFile("log.out")
+        defer { remove(database); try? FileManager.default.removeItem(atPath: output) }
+        _ = try await killRun(app: app, database: database, output: output, sync: "full",
+                              feed: #"for i in $(seq 1 400); do echo '{"type":"increment"}'; done; sleep 30"#, after: "3")
+        let acknowledged = try #require(lastCount(try String(contentsOfFile: output, encoding: .utf8)))
+        let log = try #require(FileManager.default.contents(atPath: database + "-wal"))
+        let pageSize = Int(log[8]) << 24 | Int(log[9]) << 16 | Int(log[10]) << 8 | Int(log[11])
+        let frames = (log.count - 32) / (24 + pageSize)
+        try #require(frames >= 20, "the crash left a log of \(frames) frames (\(acknowledged) acknowledged)")
+        var damaged = log
+        damaged[32 + (frames / 2) * (24 + pageSize) + 24 + 100] ^= 0xFF
+        try damaged.write(to: URL(fileURLWithPath: database + "-wal"))
+        let main = try Data(contentsOf: URL(fileURLWithPath: database))
+        let refused = try await CLI.run(["run", app.path, "--persist", database, "--format", "json"], input: "")
+        #expect(refused.status == 2)
+        #expect(refused.errors.contains("has a damaged log (\(database)-wal): frame \(frames / 2 + 1) is damaged"), "\(refused.errors)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: database)) == main)
+        #expect(FileManager.default.contents(atPath: database + "-wal") == damaged)
+        let recovered = try await CLI.run(["run", app.path, "--persist", database, "--persist-recover", "--format", "json"], input: "")
+        #expect(recovered.status == 0, "\(recovered.errors)")
+        #expect(recovered.errors.contains("frame \(frames / 2 + 1) of its log was damaged"), "\(recovered.errors)")
+        let resumed = try #require(lastCount(recovered.output))
+        #expect(resumed < acknowledged, "what came before the damage: \(resumed) of \(acknowledged)")
+    }
+
     /// A disk that fills up (a 256 KiB tmpfs, where a user namespace may mount one) or a file at the size limit
     /// (`ulimit -f`, with SIGXFSZ ignored: the write fails as on a full disk), with `full` sync: the run stops at
     /// the action whose entry could not be written — said once, in words, with how many later actions were
