@@ -25,6 +25,11 @@ public struct DevtoolsOptions: Sendable {
     /// answered "busy" (503) — and the session with what was last heard, marked `busy`: the server keeps
     /// answering while the store works through a long queue of actions.
     public var storeWait: Duration = .seconds(2)
+    /// Connections open at once. One that has not shown the token yet (a stranger) must send each request's
+    /// head within `strangerSeconds`, and is closed to make room when every place is taken: strangers cannot keep
+    /// a client with the token out.
+    public var connectionLimit: Int = 256
+    public var strangerSeconds: Int = 5
 
     public init() {}
 }
@@ -60,7 +65,8 @@ public final class DevtoolsServer: Sendable {
         let backend = folder + "/http.sock"
         let front: FramingGuard
         do {
-            front = try FramingGuard(address: resolved, backend: backend)
+            front = try FramingGuard(address: resolved, backend: backend, token: token, connectionLimit: options.connectionLimit,
+                                     strangerTimeout: options.strangerSeconds)
         } catch {
             try? FileManager.default.removeItem(atPath: folder)
             throw DevtoolsFailure("cannot listen on \(resolved.numeric):\(options.port): \(error)")

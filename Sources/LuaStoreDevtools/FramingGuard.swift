@@ -15,21 +15,40 @@ import Glibc
 /// on; answers always are.
 ///
 /// Each connection is two threads (client to server, parsing; server to client, copying), at most
-/// `connectionLimit` connections at once; reads of a request's head or body give up after `timeout`.
+/// `connectionLimit` connections at once (256 by default); reads of a request's head or body give up after `timeout`.
+///
+/// Admission: a connection is a stranger until one of its requests carries the token (its `token` query item or
+/// `X-Devtools-Token` header, as the API checks it). A stranger must send each request's head within
+/// `strangerTimeout`, or is closed; and when every place is taken, the stranger that came first is closed to make
+/// room. So idle or slow connections that never show the token cannot keep the owner out: a request that carries
+/// it gets in while any stranger holds a place.
 final class FramingGuard: @unchecked Sendable { // (descriptors and threads; shared state behind `state`'s lock)
     static let headLimit = 64 << 10
-    static let connectionLimit = 256
+    private let connectionLimit: Int
 
     let port: UInt16
     private let listener: Int32
     private let backend: String
+    private let token: [UInt8]
     private let timeout: Int
-    private let state = Protected((stopped: false, open: [Int32: Int32]())) // client → server descriptors
+    private let strangerTimeout: Int
+    /// The open connections (client → server descriptors), and those not yet shown the token, by arrival.
+    private struct Connections {
+        var stopped = false
+        var open: [Int32: Int32] = [:]
+        var strangers: [Int32: UInt64] = [:]
+        var arrivals: UInt64 = 0
+    }
+    private let state = Protected(Connections())
 
-    /// Listens on `address` (port 0: a free one); fails in words.
-    init(address: ListeningAddress, backend: String, timeout: Int = 60) throws {
+    /// Listens on `address` (port 0: a free one), for requests that must carry `token`; fails in words.
+    init(address: ListeningAddress, backend: String, token: String, connectionLimit: Int = 256, timeout: Int = 60,
+         strangerTimeout: Int = 5) throws {
         self.backend = backend
+        self.connectionLimit = max(1, connectionLimit)
+        self.token = Array(token.utf8)
         self.timeout = timeout
+        self.strangerTimeout = strangerTimeout
         let family = if case .ip6 = address.address { AF_INET6 } else { AF_INET }
         let listener = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard listener >= 0 else { throw DevtoolsFailure("cannot make a socket: \(OutputFailure.words(errno))") }
@@ -97,8 +116,20 @@ final class FramingGuard: @unchecked Sendable { // (descriptors and threads; sha
                 continue
             }
             let admitted = state.withLock { state -> Bool in
-                guard !state.stopped, state.open.count < Self.connectionLimit else { return false }
+                guard !state.stopped else { return false }
+                if state.open.count >= connectionLimit {
+                    // Room is made by closing the stranger that came first (its threads end and close it).
+                    guard let (first, _) = state.strangers.min(by: { $0.value < $1.value }), let itsServer = state.open[first] else {
+                        return false
+                    }
+                    state.strangers.removeValue(forKey: first)
+                    state.open.removeValue(forKey: first)
+                    shutdown(first, Int32(SHUT_RDWR))
+                    shutdown(itsServer, Int32(SHUT_RDWR))
+                }
                 state.open[client] = server
+                state.arrivals += 1
+                state.strangers[client] = state.arrivals
                 return true
             }
             guard admitted else {
@@ -150,7 +181,8 @@ final class FramingGuard: @unchecked Sendable { // (descriptors and threads; sha
 
     private func serve(client: Int32, server: Int32) {
         var limit = timeval(tv_sec: timeout, tv_usec: 0)
-        setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+        var strangers = timeval(tv_sec: strangerTimeout, tv_usec: 0)
+        setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &strangers, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
         let upgrade = Upgrade()
         let copied = DispatchSemaphore(value: 0)
@@ -175,9 +207,50 @@ final class FramingGuard: @unchecked Sendable { // (descriptors and threads; sha
             // read and dropped first: closing over unread bytes resets the connection, and the answer with it.)
             Self.linger(client)
         }
-        state.withLock { _ = $0.open.removeValue(forKey: client) }
+        state.withLock { state in
+            if state.open[client] == server { state.open.removeValue(forKey: client) }
+            state.strangers.removeValue(forKey: client)
+        }
         close(client)
         close(server)
+    }
+
+    /// Whether the connection `client` has shown the token (sticky: a later request without it is the API's to
+    /// refuse); once it has, its reads get the full `timeout` and it is never closed to make room.
+    private func admit(_ client: Int32, head: [UInt8]) -> Bool {
+        let known = state.withLock { $0.strangers[client] == nil }
+        if known { return true }
+        guard Self.carries(token, in: head) else { return false }
+        state.withLock { _ = $0.strangers.removeValue(forKey: client) }
+        var limit = timeval(tv_sec: timeout, tv_usec: 0)
+        setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+        return true
+    }
+
+    /// Whether a request's head carries `token`: as its target's `token` query item or an `X-Devtools-Token`
+    /// header (compared in time that does not depend on where they differ).
+    static func carries(_ token: [UInt8], in head: [UInt8]) -> Bool {
+        func same(_ given: some Collection<UInt8>) -> Bool {
+            guard given.count == token.count else { return false }
+            return zip(given, token).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
+        }
+        let lines = head.split(separator: 10, omittingEmptySubsequences: false).map { $0.last == 13 ? $0.dropLast() : $0 }
+        guard let requestLine = lines.first else { return false }
+        let parts = requestLine.split(separator: 32)
+        if parts.count >= 2, let question = parts[1].firstIndex(of: UInt8(ascii: "?")) {
+            for item in parts[1][(question + 1)...].split(separator: UInt8(ascii: "&")) where item.starts(with: Array("token=".utf8)) {
+                if same(item.dropFirst(6)) { return true }
+            }
+        }
+        let header = Array("x-devtools-token:".utf8)
+        for line in lines.dropFirst() where line.count > header.count {
+            guard zip(line.prefix(header.count), header).allSatisfy({ ($0.0 | 0x20) == $0.1 || $0.0 == $0.1 }) else { continue }
+            var value = line.dropFirst(header.count)
+            while value.first == 32 || value.first == 9 { value = value.dropFirst() }
+            while value.last == 32 || value.last == 9 { value = value.dropLast() }
+            if same(value) { return true }
+        }
+        return false
     }
 
     /// Copies the server's answers to the client until either side ends; notes whether the first answer after
@@ -234,8 +307,9 @@ final class FramingGuard: @unchecked Sendable { // (descriptors and threads; sha
                 if pending.count > Self.headLimit {
                     return Self.refusal(431, "the request's header block is over \(Self.headLimit / 1024) KiB").answer
                 }
-                if ContinuousClock.now - started > .seconds(timeout) {
-                    return Self.refusal(408, "the request's header block did not arrive within \(timeout) s").answer
+                let allowed = state.withLock { $0.strangers[client] == nil } ? timeout : strangerTimeout
+                if ContinuousClock.now - started > .seconds(allowed) {
+                    return Self.refusal(408, "the request's header block did not arrive within \(allowed) s").answer
                 }
                 guard readMore() else { return pending.isEmpty ? nil : Self.refusal(400, "the connection ended inside a request's header block").answer }
             }
@@ -244,6 +318,7 @@ final class FramingGuard: @unchecked Sendable { // (descriptors and threads; sha
                 return Self.refusal(431, "the request's header block is over \(Self.headLimit / 1024) KiB").answer
             }
             let head = Array(pending[..<headEnd])
+            _ = admit(client, head: head)
             let framing: Framing
             switch Self.framing(of: head) {
             case .success(let found): framing = found

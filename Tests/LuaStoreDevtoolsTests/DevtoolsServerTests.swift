@@ -201,6 +201,64 @@ extension DevtoolsTests {
         #expect(same.hasPrefix("HTTP/1.1 200 "), "\(same.prefix(200))")
     }
 
+    /// Strangers — connections that never show the token — cannot keep the owner out: with every place held by
+    /// idle ones, a request with the token is answered (the stranger that came first makes room), and a silent
+    /// stranger is closed after its deadline (5 s) rather than the server's 60 s.
+    @Test func idleStrangersCannotKeepTheOwnerOut() async throws {
+        let session = try await Self.start(connectionLimit: 8)
+        defer { Task { await session.stop() } }
+        let (port, token) = (session.server.port, session.token)
+        let strangers = try await offPool { try (0..<20).map { _ in try RawSocket(port: port) } }
+        defer { for stranger in strangers { stranger.close() } }
+        for _ in 0..<3 {
+            let answer = try await offPool { () -> String in
+                let socket = try RawSocket(port: port)
+                defer { socket.close() }
+                try socket.write("GET /api/session HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nX-Devtools-Token: \(token)\r\nConnection: close\r\n\r\n")
+                var answer: [UInt8] = []
+                while let bytes = try? socket.readSome() { answer += bytes }
+                return String(decoding: answer, as: UTF8.self)
+            }
+            #expect(answer.hasPrefix("HTTP/1.1 200 "), "\(answer.prefix(200))")
+            #expect(answer.contains("\"app\":\"demo\""))
+        }
+        let closed = try await offPool { () -> (String, Duration) in
+            let silent = try RawSocket(port: port)
+            defer { silent.close() }
+            let started = ContinuousClock.now
+            var answer: [UInt8] = []
+            while let bytes = try? silent.readSome() { answer += bytes } // (a read waits at most 15 s)
+            return (String(decoding: answer, as: UTF8.self), ContinuousClock.now - started)
+        }
+        #expect(closed.1 < .seconds(14), "a silent stranger is closed at its deadline: \(closed.1)")
+        let wrong = try await offPool { () -> String in
+            let socket = try RawSocket(port: port)
+            defer { socket.close() }
+            try socket.write("GET /api/session?token=nope HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n\r\n")
+            var answer: [UInt8] = []
+            while let bytes = try? socket.readSome() { answer += bytes }
+            return String(decoding: answer, as: UTF8.self)
+        }
+        #expect(wrong.hasPrefix("HTTP/1.1 401 "), "\(wrong.prefix(200))")
+    }
+
+    /// The token is found where the API looks for it, and nowhere else.
+    @Test func theFrontDoorFindsTheTokenWhereTheAPILooks() {
+        let token = Array("abc123".utf8)
+        for (head, carries) in [
+            ("GET /?token=abc123 HTTP/1.1\r\nHost: x\r\n\r\n", true),
+            ("GET /api/entries?limit=5&token=abc123 HTTP/1.1\r\n\r\n", true),
+            ("GET /api HTTP/1.1\r\nX-Devtools-Token: abc123\r\n\r\n", true),
+            ("GET /api HTTP/1.1\r\nx-devtools-token:abc123 \r\n\r\n", true),
+            ("GET /api?token=abc12 HTTP/1.1\r\n\r\n", false),
+            ("GET /api?xtoken=abc123 HTTP/1.1\r\n\r\n", false),
+            ("GET /api HTTP/1.1\r\nX-Other: abc123\r\n\r\n", false),
+            ("GET /abc123 HTTP/1.1\r\n\r\n", false),
+        ] {
+            #expect(FramingGuard.carries(token, in: Array(head.utf8)) == carries, "\(head)")
+        }
+    }
+
     /// Listening where other machines may reach the page is said as a warning.
     @Test func aBindBeyondThisMachineIsWarnedAbout() async throws {
         let folder = try CLI.makeApp(Self.app)

@@ -50,7 +50,7 @@ import Testing
 
     static func start(keep: Int = 1000, clientQueue: Int = 64, folder: URL? = nil, host: String = "127.0.0.1",
                       storeWait: Duration = .seconds(120), timeBudget: Duration? = nil,
-                      persistence: (any StatePersistence)? = nil) async throws -> Session {
+                      persistence: (any StatePersistence)? = nil, connectionLimit: Int = 256) async throws -> Session {
         let folder = try folder ?? CLI.makeApp(app)
         let journal = DevtoolsJournal(capacity: keep)
         var options = ScriptedStoreOptions(log: { _ in }, failures: { _ in })
@@ -65,6 +65,7 @@ import Testing
         settings.bodyLimit = 4096
         settings.host = host
         settings.storeWait = storeWait // (a loaded machine may take a while to hop to the store's thread)
+        settings.connectionLimit = connectionLimit
         let server: DevtoolsServer
         do {
             server = try await DevtoolsServer.start(store: store, journal: journal, options: settings)

@@ -5,7 +5,7 @@ import Testing
 /// A run is a transaction in every mode: whatever makes an action fail, the action is undone, the actions before it
 /// in the same batch stay applied and acknowledged, those after it run — sent in one batch or one at a time, plain,
 /// recorded or durable (issue "Nothing lost, second sweep", item 1).
-@Suite struct TransactionMatrixTests {
+@Suite(.serialized) struct TransactionMatrixTests { // (one case at a time: each runs the CLI up to three times)
     /// Every failure first changes the state (`count + 1000`), so a failure left applied shows in the props.
     static let app = #"""
     local app = {}
@@ -55,7 +55,7 @@ import Testing
         try Data((Self.lines.joined(separator: "\n") + "\n").utf8).write(to: actions)
         let recording = folder.appendingPathComponent("session.jsonl").path
         let database = folder.appendingPathComponent("store.sqlite").path
-        var options = ["--format", "json", "--time-budget-ms", "300"]
+        var options = ["--format", "json", "--time-budget-ms", "100"]
         switch mode {
         case .plain: break
         case .record: options += ["--record", recording]
@@ -91,7 +91,7 @@ import Testing
                 #expect(entry.contains(#""seq":\#(index + 1),"#))
                 #expect(entry.contains(#""failure""#) == (index % 2 == 1), "entry \(index + 1): \(entry)")
             }
-            let replay = try await CLI.run(["replay", folder.path, recording, "--time-budget-ms", "300"])
+            let replay = try await CLI.run(["replay", folder.path, recording, "--time-budget-ms", "100"])
             #expect(replay.status == 0, "\(replay.errors)")
         case .persistFull, .persistBatch:
             let state = folder.appendingPathComponent("state.json").path

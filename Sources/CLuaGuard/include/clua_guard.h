@@ -208,8 +208,8 @@ int clua_type_error(lua_State *L, int arg, const char *expected, const char *nam
 /// and `tostring` in format.c).
 int clua_push_sandbox_strings(lua_State *L);
 
-/// Pushes the sandbox's `table.move` as a table (`move`): Lua 5.4's semantics and messages, interruptible by the
-/// time budget. In tables.c.
+/// Pushes the sandbox's `table.move`, `insert`, `remove` and `concat` as a table: Lua 5.4's semantics and messages,
+/// interruptible by the time budget. In tables.c.
 int clua_push_sandbox_tables(lua_State *L);
 
 /// Arms the budget for a top-level call (a nested one keeps the outer call's deadline). In guard.c.
