@@ -3,12 +3,12 @@ import LuaKit
 import LuaStoreScripting
 
 extension ScriptedStore {
-    /// What installing a bundle did: the reload's outcome, and the folder the new version was unpacked into (it
-    /// must stay while the store runs that version; the one it replaced may go).
+    /// What installing a bundle did: the reload's outcome, and the folder the new version was unpacked into.
     public struct BundleInstall: Sendable {
         public let outcome: ReloadOutcome
         public let folder: URL
-        /// The temporary folder holding `folder`: remove it once the store runs another version, or has stopped.
+        /// The temporary folder holding `folder`. The store owns it: it is removed once the store runs another
+        /// version, or shuts down (the folder of the version this one replaced is gone already).
         public let unpacked: URL
         public let manifest: AppManifest
     }
@@ -16,13 +16,14 @@ extension ScriptedStore {
     /// Installs a new version of the app from a bundle: verified whole (signed by a key of `trust`, or unsigned
     /// with `allowUnsigned`), unpacked privately, then `install(folder:allowDowngrade:)` — the same app, a
     /// scripting API this host has, a greater version, loaded, migrated and checked before it is swapped in. On any
-    /// failure the running version stays and nothing is left behind.
+    /// failure the running version stays and nothing is left behind. The unpacked folder is the store's: it goes
+    /// when another version replaces this one, or the store shuts down.
     public func install(bundle: URL, trust: [BundleKeys.Trusted], allowUnsigned: Bool = false, allowDowngrade: Bool = false)
         async throws -> BundleInstall {
         let verified = try AppBundle.verify(bundle, trusting: trust, allowUnsigned: allowUnsigned)
         let (folder, unpacked) = try AppBundle.unpack(verified)
         do {
-            let outcome = try await install(folder: folder, allowDowngrade: allowDowngrade)
+            let outcome = try await install(folder: folder, allowDowngrade: allowDowngrade, owning: unpacked)
             return BundleInstall(outcome: outcome, folder: folder, unpacked: unpacked, manifest: verified.manifest)
         } catch {
             try? FileManager.default.removeItem(at: unpacked)

@@ -186,6 +186,7 @@ struct Run: AsyncParsableCommand {
         let store: ScriptedStore
         do {
             store = try await ScriptedStore(app: folder, options: options)
+            if let unpacked = source.unpacked { store.ownUnpackedFolder(unpacked) } // (gone once a new version is in)
         } catch {
             Console.error("cannot load \(appDirectory): \(error.error) (\(error.stage.rawValue))")
             recorder?.file?.discard()

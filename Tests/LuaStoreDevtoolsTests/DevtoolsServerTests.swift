@@ -210,15 +210,19 @@ extension DevtoolsTests {
         let (port, token) = (session.server.port, session.token)
         let strangers = try await offPool { try (0..<20).map { _ in try RawSocket(port: port) } }
         defer { for stranger in strangers { stranger.close() } }
-        for _ in 0..<3 {
-            let answer = try await offPool { () -> String in
+        /// Writes `request` on a new connection and reads until the server ends it (a read waits at most 15 s).
+        func exchange(_ request: String) async throws -> String {
+            try await offPool {
                 let socket = try RawSocket(port: port)
                 defer { socket.close() }
-                try socket.write("GET /api/session HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nX-Devtools-Token: \(token)\r\nConnection: close\r\n\r\n")
+                try socket.write(request)
                 var answer: [UInt8] = []
                 while let bytes = try? socket.readSome() { answer += bytes }
                 return String(decoding: answer, as: UTF8.self)
             }
+        }
+        for _ in 0..<3 {
+            let answer = try await exchange("GET /api/session HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nX-Devtools-Token: \(token)\r\nConnection: close\r\n\r\n")
             #expect(answer.hasPrefix("HTTP/1.1 200 "), "\(answer.prefix(200))")
             #expect(answer.contains("\"app\":\"demo\""))
         }
@@ -231,14 +235,7 @@ extension DevtoolsTests {
             return (String(decoding: answer, as: UTF8.self), ContinuousClock.now - started)
         }
         #expect(closed.1 < .seconds(14), "a silent stranger is closed at its deadline: \(closed.1)")
-        let wrong = try await offPool { () -> String in
-            let socket = try RawSocket(port: port)
-            defer { socket.close() }
-            try socket.write("GET /api/session?token=nope HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n\r\n")
-            var answer: [UInt8] = []
-            while let bytes = try? socket.readSome() { answer += bytes }
-            return String(decoding: answer, as: UTF8.self)
-        }
+        let wrong = try await exchange("GET /api/session?token=nope HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n\r\n")
         #expect(wrong.hasPrefix("HTTP/1.1 401 "), "\(wrong.prefix(200))")
     }
 

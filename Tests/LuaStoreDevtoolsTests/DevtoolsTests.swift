@@ -483,6 +483,15 @@ import Testing
         let writing = try await session.get("/api/first?where=(function()%20state.count%20%3D%200%20end)()") // a write
         #expect(writing.status == 400)
         #expect(try await session.store.state()["count"] == 30) // nothing written, the state put back
+        // A condition that loops in C is stopped by the budget (the default 200 ms, counted in CPU time):
+        // the request is answered, and the store goes on.
+        let looping = try await session.get("/api/first?where=%23table.move(%7B%7D%2C1%2C1e12%2C1%2C%7B%7D)%20%3E%200") // #table.move({},1,1e12,1,{}) > 0
+        #expect(looping.status == 400, "\(looping.body)")
+        #expect(looping.body.contains("time budget"), "\(looping.body)")
+        let empty = try await session.get("/api/first?where=%23(%27%27)%3Arep(math.maxinteger)%20%3E%200") // #(''):rep(math.maxinteger) > 0
+        #expect(empty.status == 200, "\(empty.body)")
+        #expect(await session.store.send(["type": "add"]).failure == nil)
+        #expect(try await session.store.state()["count"] == 31)
     }
 
     @Test func replayingWithTheCurrentScriptsFindsTheFirstDivergence() async throws {

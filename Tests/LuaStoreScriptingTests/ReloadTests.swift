@@ -283,3 +283,39 @@ import LuaStoreCore
         store.shutdown()
     }
 }
+
+/// The folders bundles were unpacked into are the store's: the replaced version's goes once the new one is in,
+/// the running one's at shutdown; a refused install leaves the running version's folder where it is.
+@Suite struct UnpackedFolderTests {
+    static func version(_ version: String, in parent: URL) throws -> URL {
+        let folder = parent.appendingPathComponent("counter")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        try Data(#"{"name": "counter", "version": "\#(version)", "luastore": "^1.0"}"#.utf8).write(to: folder.appendingPathComponent("luastore.json"))
+        try Data("""
+            local app = {}
+            function app.init() return { n = 0 } end
+            function app.reduce(state, action) state.n = state.n + 1 end
+            function app.props(state) return { n = state.n } end
+            return app
+            """.utf8).write(to: folder.appendingPathComponent("app.lua"))
+        return folder
+    }
+
+    @Test func theStoreRemovesTheFoldersItWasGiven() async throws {
+        let temporary = FileManager.default.temporaryDirectory
+        let first = temporary.appendingPathComponent("luastore-unpacked-\(UUID().uuidString)")
+        let second = temporary.appendingPathComponent("luastore-unpacked-\(UUID().uuidString)")
+        let third = temporary.appendingPathComponent("luastore-unpacked-\(UUID().uuidString)")
+        defer { for folder in [first, second, third] { try? FileManager.default.removeItem(at: folder) } }
+        let store = try await ScriptedStore(app: try Self.version("1.0.0", in: first), options: Recorder().options)
+        store.ownUnpackedFolder(first)
+        _ = try await store.install(folder: try Self.version("2.0.0", in: second), owning: second)
+        #expect(!FileManager.default.fileExists(atPath: first.path), "the replaced version's folder is gone")
+        #expect(FileManager.default.fileExists(atPath: second.path))
+        await #expect(throws: ScriptFailure.self) { try await store.install(folder: try Self.version("1.5.0", in: third), owning: third) }
+        #expect(FileManager.default.fileExists(atPath: second.path), "a refused install leaves the running one's")
+        #expect(await store.send(["type": "tick"]).failure == nil)
+        store.shutdown()
+        #expect(!FileManager.default.fileExists(atPath: second.path), "the running version's folder goes at shutdown")
+    }
+}

@@ -21,8 +21,10 @@ extension ScriptedStore {
     /// the failure is a journal entry (`failedReload`) as well as thrown. Actions dispatched meanwhile wait and
     /// are reduced by the version in force when their turn comes: none is lost or applied twice. The folder must
     /// stay while the store runs (modules load from it). Its budgets are in force once it is swapped in (a version
-    /// whose memory budget is below what the store holds is refused).
-    public func install(folder: URL, allowDowngrade: Bool = false) async throws(ScriptFailure) -> ReloadOutcome {
+    /// whose memory budget is below what the store holds is refused). `owning`: a temporary folder holding `folder`
+    /// (where a bundle was unpacked), which the store removes once it runs another version or shuts down; the
+    /// folder the replaced version was given goes once the new one is in.
+    public func install(folder: URL, allowDowngrade: Bool = false, owning: URL? = nil) async throws(ScriptFailure) -> ReloadOutcome {
         let running = manifest
         let candidate: AppManifest
         do throws(ManifestFailure) {
@@ -53,7 +55,11 @@ extension ScriptedStore {
             let outcome = try engine.install(folder: folder, main: candidate.main, mounts: candidate.mounts, limits: limits, replacing: replacing)
             return (outcome, engine.pluginManifests())
         }
-        installed.withLock { $0 = InstalledManifests(app: candidate, mounts: mounted) }
+        let replaced = installed.withLock { state in
+            defer { state = InstalledManifests(app: candidate, mounts: mounted, owned: owning) }
+            return state.owned
+        }
+        if let replaced, replaced != owning { try? FileManager.default.removeItem(at: replaced) }
         return outcome
     }
 

@@ -110,6 +110,9 @@ public final class ScriptedStore: Sendable {
     struct InstalledManifests {
         var app: AppManifest?
         var mounts: [String: AppManifest] = [:]
+        /// The temporary folder the running version was unpacked into, which the store removes once it runs
+        /// another version or shuts down (`ownUnpackedFolder`, `install(folder:allowDowngrade:owning:)`).
+        var owned: URL?
 
         func governing(_ effect: ScriptEffect) -> AppManifest? {
             effect.payload["mount"].string.flatMap { mounts[$0] } ?? app
@@ -423,6 +426,15 @@ public final class ScriptedStore: Sendable {
     public func shutdown() {
         stopWatching()
         root.shutdown()
+        if let owned = installed.withLock({ state in defer { state.owned = nil }; return state.owned }) {
+            try? FileManager.default.removeItem(at: owned)
+        }
+    }
+
+    /// Gives the store `folder`, a temporary folder the running version's bundle was unpacked into: the store
+    /// removes it once it runs another version (`install`), or shuts down.
+    public func ownUnpackedFolder(_ folder: URL) {
+        installed.withLock { $0.owned = folder }
     }
 
     private func onThread<T: Sendable>(_ body: @escaping @Sendable (ScriptEngine) throws(LuaError) -> T) async throws(LuaError) -> T {
