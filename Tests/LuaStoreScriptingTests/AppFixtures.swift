@@ -124,7 +124,7 @@ end
 function app.subscriptions(state)
   local wanted = {}
   for id, url in pairs(state.requests) do
-    wanted["request " .. id] = luastore.http { url = url, success = "fetched", failure = "fetchFailed", id = id, timeout = 5 }
+    wanted["request " .. id] = luastore.http { url = url, success = "fetched", failure = "fetchFailed", id = id, timeout = 30 }
   end
   return wanted
 end

@@ -290,17 +290,18 @@ import LuaStoreCore
         let (store, _, folder) = try await makeStore()
         defer { folder.remove() }
         store.dispatch(["type": "fetch", "id": "hello", "url": .string(server.base + "/hello")])
-        #expect(await eventually { (try? await store.state()["log"]) == ["fetched hello hello"] })
+        #expect(await eventually(timeout: .seconds(60)) { (try? await store.state()["log"]) == ["fetched hello hello"] })
         store.dispatch(["type": "fetch", "id": "slow", "url": .string(server.base + "/slow")])
-        #expect(await eventually { server.slowStarted.value == 1 })
+        #expect(await eventually(timeout: .seconds(60)) { server.slowStarted.value == 1 })
         store.dispatch(["type": "cancel", "id": "slow"])
         store.dispatch(["type": "fetch", "id": "refused", "url": "http://127.0.0.1:1/"])
-        #expect(await eventually { (try? await store.state()["log"])?.table?.array.count == 2 })
-        // The server answers the slow request after 2 s, well inside the app's 5 s timeout: had it not been
+        #expect(await eventually(timeout: .seconds(60)) { (try? await store.state()["log"])?.table?.array.count == 2 })
+        // The server answers the slow request after 2 s, well inside the app's 30 s timeout (long: a test server kept
+        // waiting by a busy machine must not make a request time out): had it not been
         // cancelled, that answer would be logged before the one to a request made after the server sent it.
-        #expect(await eventually(timeout: .seconds(10)) { server.slowFinished.value == 1 })
+        #expect(await eventually(timeout: .seconds(60)) { server.slowFinished.value == 1 })
         store.dispatch(["type": "fetch", "id": "again", "url": .string(server.base + "/hello")])
-        #expect(await eventually { (try? await store.state()["log"])?.table?.array.count == 3 })
+        #expect(await eventually(timeout: .seconds(60)) { (try? await store.state()["log"])?.table?.array.count == 3 })
         #expect(try await store.state()["log"] == ["fetched hello hello", "fetchFailed refused connectionFailed", "fetched again hello"],
                 "the cancelled request never reports back")
         await server.stop()
