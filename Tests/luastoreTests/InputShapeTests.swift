@@ -57,7 +57,7 @@ import Testing
             let run = try await CLI.run(arguments, input: "")
             #expect(run.status != 0, "\(arguments)")
             #expect(run.errors.contains(said), "\(arguments): \(run.errors)")
-            #expect(ContinuousClock.now - started < .seconds(30), "\(arguments) did not answer at once")
+            #expect(ContinuousClock.now - started < .seconds(60), "\(arguments) did not answer at once (a folder spun for ever)")
         }
         #expect(!FileManager.default.fileExists(atPath: "/tmp/never.lsb"))
     }
