@@ -575,7 +575,9 @@ int clua_call_within(lua_State *L) {
     int64_t started = timed || milliseconds > 0 ? clua_now_nanos() : 0, allocations = g->allocationCount;
     if (milliseconds > 0 && g->callDepth > 0 && !g->timedOut) {
         int64_t budget = (int64_t)milliseconds * 1000000;
-        if (outerDeadline == 0 || budget < outerBudget) {
+        // (Only a budget that ends before the outer one could — it counts CPU time, never faster than the wall
+        // clock — is a shorter one; otherwise the outer budget, whose accounting goes on, governs.)
+        if (outerDeadline == 0 || started + budget < outerStart + outerBudget) {
             shortened = 1;
             g->budgetNanos = budget; // (what the timeout's message names)
             int64_t deadline = start_budget(g, started);

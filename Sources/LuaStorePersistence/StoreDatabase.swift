@@ -234,7 +234,7 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
             if owner != app && !reset {
                 throw PersistenceFailure(path: path, reason: "is the store of app '\(owner)', not of '\(app)'; it was left as it is (--persist-reset starts it over for '\(app)')")
             }
-            if check != ["ok"] {
+            if check != ["ok"] && !reset { // (a store started over keeps nothing of what it held)
                 throw PersistenceFailure(path: path, reason: "is damaged (SQLite's check: \(check.prefix(3).joined(separator: "; "))); it was left as it is: restore it from a copy, or start over with --persist-reset")
             }
         } catch let failure as PersistenceFailure {

@@ -159,21 +159,23 @@ extension DevtoolsTests {
     /// length that differs, in a second header or in a list; a Transfer-Encoding; a folded header line; a header
     /// block over 64 KiB. A sound request before one of them on the same connection is served; identical
     /// repeated lengths are not a conflict.
+    /// Writes `request` on a new connection to `port` and reads until the server ends it (a read waits at most 15 s).
+    static func exchange(_ request: String, port: UInt16) async throws -> String {
+        try await offPool {
+            let socket = try RawSocket(port: port)
+            defer { socket.close() }
+            try socket.write(request)
+            var answer: [UInt8] = []
+            while let bytes = try? socket.readSome() { answer += bytes }
+            return String(decoding: answer, as: UTF8.self)
+        }
+    }
+
     @Test func requestsWithAmbiguousFramingAreRefusedAtOnce() async throws {
         let session = try await Self.start()
         defer { Task { await session.stop() } }
         let (port, token) = (session.server.port, session.token)
-        /// Writes `request` on a new connection and reads until the server ends it (a read waits at most 15 s).
-        func exchange(_ request: String) async throws -> String {
-            try await offPool {
-                let socket = try RawSocket(port: port)
-                defer { socket.close() }
-                try socket.write(request)
-                var answer: [UInt8] = []
-                while let bytes = try? socket.readSome() { answer += bytes }
-                return String(decoding: answer, as: UTF8.self)
-            }
-        }
+        func exchange(_ request: String) async throws -> String { try await Self.exchange(request, port: port) }
         let head = "Host: 127.0.0.1:\(port)\r\nX-Devtools-Token: \(token)\r\n"
         let body = String(repeating: "x", count: 20)
         for (request, status, said) in [
@@ -210,17 +212,7 @@ extension DevtoolsTests {
         let (port, token) = (session.server.port, session.token)
         let strangers = try await offPool { try (0..<20).map { _ in try RawSocket(port: port) } }
         defer { for stranger in strangers { stranger.close() } }
-        /// Writes `request` on a new connection and reads until the server ends it (a read waits at most 15 s).
-        func exchange(_ request: String) async throws -> String {
-            try await offPool {
-                let socket = try RawSocket(port: port)
-                defer { socket.close() }
-                try socket.write(request)
-                var answer: [UInt8] = []
-                while let bytes = try? socket.readSome() { answer += bytes }
-                return String(decoding: answer, as: UTF8.self)
-            }
-        }
+        func exchange(_ request: String) async throws -> String { try await Self.exchange(request, port: port) }
         for _ in 0..<3 {
             let answer = try await exchange("GET /api/session HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nX-Devtools-Token: \(token)\r\nConnection: close\r\n\r\n")
             #expect(answer.hasPrefix("HTTP/1.1 200 "), "\(answer.prefix(200))")
