@@ -49,7 +49,7 @@ struct SpecTest: AsyncParsableCommand {
             throw ExitCode.unusable
         }
         let thread = LuaThread(name: "luastore-test")
-        let found = thread.sync { () -> Result<(BustedProject, [String]), BustedProject.Problem> in
+        let found = await thread.perform { () -> Result<(BustedProject, [String]), BustedProject.Problem> in
             do throws(BustedProject.Problem) {
                 let project = try BustedProject.load(folder: folder)
                 guard let vm = try? LuaVM() else { throw BustedProject.Problem(description: "cannot make a Lua VM") }
@@ -70,7 +70,7 @@ struct SpecTest: AsyncParsableCommand {
         let budget = Duration.microseconds(Int64(timeBudget * 1000))
         var results: [SpecResult] = []
         for file in files {
-            let outcome = thread.sync { Self.run(file: file, folder: folder, modulePath: modulePath, filter: filter, budget: budget) }
+            let outcome = await thread.perform { Self.run(file: file, folder: folder, modulePath: modulePath, filter: filter, budget: budget) }
             switch outcome {
             case .success(let fileResults): results += fileResults
             case .failure(let problem):

@@ -108,6 +108,19 @@ import LuaStoreConcurrency
         #expect(LuaThread.currentStackSize == 0)
     }
 
+    @Test func performRunsOnTheThreadAndResumesTheCaller() async throws {
+        let thread = LuaThread(name: "perform")
+        for index in 0..<100 { thread.async { _ = index } }
+        #expect(await thread.perform { thread.isCurrent }, "the body runs on the thread, after the jobs before it")
+        struct Failure: Error {}
+        await #expect(throws: Failure.self) { try await thread.perform { () throws(Failure) in throw Failure() } }
+        let nested = await thread.perform { thread.sync { 7 } }
+        #expect(nested == 7)
+        var touched = [Int]() // a body that is not Sendable, holding the caller's variables
+        await thread.perform { touched.append(LuaThread.currentStackSize) }
+        #expect(touched == [LuaThread.defaultStackSize])
+    }
+
     /// Out of jobs, a thread watches for the next one for `LuaThread.spinWindow`, then sleeps: jobs from many
     /// submitters all run, in each submitter's order, whether they find it working, watching or asleep; and
     /// after a burst of ten thousand jobs an idle thread uses next to no processor time.

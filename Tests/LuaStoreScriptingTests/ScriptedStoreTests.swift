@@ -53,6 +53,44 @@ import LuaStoreCore
         for store in [first, second, third] { store.shutdown() }
     }
 
+    /// Loading an app gives the caller's thread back while the store's thread works: stores loading at once
+    /// (one more than the threads all tasks share) do not stop the process's other tasks. Each `init` waits
+    /// until a task releases it; had the loads held the shared threads, that task could never run.
+    @Test func loadingStoresDoNotHoldTheThreadsTasksShare() async throws {
+        let folder = try AppFolder(["app.lua": """
+            local app = {}
+            function app.init() print("loading") return { n = 0 } end
+            function app.reduce(state, action) state.n = state.n + 1 end
+            function app.props(state) return { n = state.n } end
+            return app
+            """])
+        defer { folder.remove() }
+        let count = ProcessInfo.processInfo.activeProcessorCount + 1
+        let entered = Protected(0)
+        let gate = DispatchSemaphore(value: 0)
+        let options = ScriptedStoreOptions(log: { _ in
+            entered.withLock { $0 += 1 }
+            _ = gate.wait(timeout: .now() + 30) // (bounded: a held thread fails the test instead of hanging it)
+        }, failures: { _ in })
+        let releaser = Task.detached {
+            let released = await eventually(timeout: .seconds(30)) { entered.value == count }
+            for _ in 0..<count { gate.signal() }
+            return released
+        }
+        let clock = ContinuousClock()
+        let start = clock.now
+        let stores = try await withThrowingTaskGroup(of: ScriptedStore.self) { group in
+            for _ in 0..<count { group.addTask { try await ScriptedStore(app: folder.url, options: options) } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(await releaser.value, "every init began while the others waited")
+        #expect(clock.now - start < .seconds(25), "no init waited out its gate")
+        for store in stores {
+            #expect(await store.send(["type": "go"]).failure == nil)
+            store.shutdown()
+        }
+    }
+
     @Test func initialPropsThenChanges() async throws {
         let (store, recorder, folder) = try await makeStore()
         defer { folder.remove() }

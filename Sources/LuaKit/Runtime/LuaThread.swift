@@ -86,9 +86,30 @@ public final class LuaThread: Sendable {
         }
         return try result!.get()
     }
+
+    /// Runs `body` on this thread and resumes the caller with its result. What `sync` is for async code: the
+    /// caller's thread is given back while `body` runs, so a long job (loading an app, building its state)
+    /// does not hold one of the few threads every task of the process shares. Called on this thread, it runs
+    /// `body` in place.
+    public func perform<T, E: Error>(_ body: () throws(E) -> T) async throws(E) -> T {
+        if isCurrent { return try body() }
+        let outcome: Result<T, E> = await withoutActuallyEscaping(body) { escapable async -> Result<T, E> in
+            let slot = SyncSlot<T, E>(body: escapable)
+            await withCheckedContinuation { (resumed: CheckedContinuation<Void, Never>) in
+                queue.submit {
+                    let result = Result(catching: slot.body!)
+                    slot.body = nil // the body must be gone before the caller resumes
+                    slot.result = result
+                    resumed.resume()
+                }
+            }
+            return slot.result!
+        }
+        return try outcome.get()
+    }
 }
 
-/// What `sync` hands to the thread: the caller's body, and where its result goes.
+/// What `sync` and `perform` hand to the thread: the caller's body, and where its result goes.
 private final class SyncSlot<T, E: Error> {
     var body: (() throws(E) -> T)?
     var result: Result<T, E>?
@@ -96,7 +117,8 @@ private final class SyncSlot<T, E: Error> {
     init(body: @escaping () throws(E) -> T) { self.body = body }
 }
 
-// The submitting thread blocks in `sync` until the job has run, so the slot is never used concurrently.
+// The submitting thread blocks in `sync` (its task waits in `perform`) until the job has run, so the slot is never
+// used concurrently.
 extension SyncSlot: @unchecked Sendable {}
 
 /// Thread-specific slot holding a `LuaThread`'s stack size, on its own thread.

@@ -130,7 +130,7 @@ public final class ScriptedStore: Sendable {
         self.options = options
         let report = options.failures
         let limits = manifest?.capped(options.limits) ?? options.limits
-        let engine = try thread.sync { () throws(ScriptFailure) -> ScriptEngine in
+        let engine = try await thread.perform { () throws(ScriptFailure) -> ScriptEngine in
             let mounts = MountOptions(list: manifest?.mounts ?? [], openBundle: options.openBundle,
                                       hostName: manifest?.name ?? folder.lastPathComponent)
             let engine = try ScriptEngine(folder: folder, thread: thread, limits: limits, main: manifest?.main ?? "app.lua",
@@ -145,7 +145,7 @@ public final class ScriptedStore: Sendable {
             return engine
         }
         self.engine = engine
-        let mounted = thread.sync { engine.pluginManifests() }
+        let mounted = await thread.perform { engine.pluginManifests() }
         installed.withLock { $0.mounts = mounted }
         var configuration = StoreConfiguration<ScriptState, LuaValue>(
             executor: LuaThreadExecutor(thread: thread),
