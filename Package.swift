@@ -69,7 +69,7 @@ let package = Package(
             name: "luastore",
             dependencies: [
                 "LuaKit", "LuaStoreCore", "LuaStoreScripting", "LuaStoreDevtools", "LuaStorePersistence", "LuaStoreBundles",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "LuaStoreConcurrency", .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict,
             plugins: ["EmbedLua"]

@@ -515,6 +515,12 @@ void clua_recover_budget(lua_State *L) {
     else lua_sethook(L, clua_budget_hook, LUA_MASKCOUNT, g->hookInterval);
 }
 
+void clua_budget_exclude(lua_State *L, int64_t nanos) {
+    CLuaGuard *g = clua_guard(L);
+    if (g->callDepth == 0 || g->timedOut || g->budgetNanos <= 0 || nanos <= 0) return;
+    g->budgetStartNanos += nanos;
+}
+
 int clua_restart_budget(lua_State *L) {
     clua_restart_budget_now(L);
     return 0;

@@ -70,7 +70,7 @@ struct SpecTest: AsyncParsableCommand {
         let budget = Duration.microseconds(Int64(timeBudget * 1000))
         var results: [SpecResult] = []
         for file in files {
-            let outcome = await thread.perform { Self.run(file: file, folder: folder, modulePath: modulePath, filter: filter, budget: budget) }
+            let outcome = await thread.perform { Self.run(file: file, folder: folder, modulePath: modulePath, appModulePath: modules.templates, filter: filter, budget: budget) }
             switch outcome {
             case .success(let fileResults): results += fileResults
             case .failure(let problem):
@@ -88,13 +88,16 @@ struct SpecTest: AsyncParsableCommand {
     }
 
     /// Runs one spec file in a fresh VM (on its LuaThread): a result for each test, in order.
-    static func run(file: String, folder: URL, modulePath: [String], filter: String?, budget: Duration) -> Result<[SpecResult], UsageProblem> {
+    static func run(file: String, folder: URL, modulePath: [String], appModulePath: [String], filter: String?, budget: Duration)
+        -> Result<[SpecResult], UsageProblem> {
         var results: [SpecResult] = []
         let clock = ContinuousClock()
         do throws(LuaError) {
             var limits = LuaLimits()
             limits.timeBudget = budget
-            let vm = try LuaVM(limits: limits, moduleRoot: folder, modulePath: modulePath, print: { line in Console.out("  " + line) })
+            let print: @Sendable (String) -> Void = { line in Console.out("  " + line) }
+            let vm = try LuaVM(limits: limits, moduleRoot: folder, modulePath: modulePath, print: print)
+            let replays = SessionReplays(folder: folder, modulePath: appModulePath, budget: budget, print: print)
             try EffectsModule.define(in: vm)
             // A host chunk (`host:`): errors inside the library are located at the spec's line that called it.
             // (luassert first: the blocks take it as their chunk's argument.)
@@ -112,6 +115,9 @@ struct SpecTest: AsyncParsableCommand {
             }
             let sessionChunk = try vm.load(EmbeddedLua.luastoreSession.source, chunkName: "host:" + EmbeddedLua.luastoreSession.path)
             if let session = try vm.callForReferences(sessionChunk, arguments: []).first ?? nil {
+                if let connect = try vm.field("connect", of: session) {
+                    try vm.call(connect, arguments: [.reference(replays.open(in: vm)), .reference(replays.step(in: vm))])
+                }
                 try vm.call(try function("preload"), arguments: [.value("luastore.session"), .reference(session)])
             }
             let exported = try function("globals")

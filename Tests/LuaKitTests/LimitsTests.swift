@@ -75,6 +75,28 @@ import Testing
         }
     }
 
+    /// A host function that waits for another thread (`excludingFromBudget`) does not spend the call's budget,
+    /// however long it waits: past the wall clock's backstop here, and the call still completes; its work after the
+    /// wait is counted as ever.
+    @Test(arguments: enforcements)
+    func aHostsWaitIsNotTheCallsBudget(enforcement: BudgetEnforcement) async throws {
+        var limits = Self.quick(enforcement)
+        limits.timeBudget = .milliseconds(100)
+        try await withVM(limits: limits) { vm throws in
+            try vm.define(global: "wait") { [unowned vm] _ in
+                vm.excludingFromBudget {
+                    let end = ContinuousClock.now + .milliseconds(700) // (whole: the watchdog's signal cuts a usleep short)
+                    while ContinuousClock.now < end { usleep(10_000) }
+                }
+                return []
+            }
+            let waited = try vm.run("wait() local n = 0 for i = 1, 300000 do n = n + i end return n", chunkName: "waits.lua")
+            #expect(waited == [.integer(45_000_150_000)])
+            let error = luaError { _ = try vm.run("wait() while true do end", chunkName: "waits.lua") }
+            #expect(error?.kind == .timeout, "what the script does after the wait still has its budget")
+        }
+    }
+
     /// Standard functions that loop in C over a range the script picks hold the budget too: moving a trillion
     /// nothings stops at the budget (counted in the thread's CPU time, it ends within twice the budget), repeating
     /// nothing a trillion times is `""` at once, and repeating something huge is refused before anything is copied.

@@ -58,6 +58,91 @@ import Testing
         #expect(failing.output.hasSuffix("6 passed, 1 failed\n"), "each test starts from the recording: one action fails, not the rest")
     }
 
+    /// What only a store does to an action: a value the state cannot hold (a function, bytes that are not UTF-8
+    /// text), an error that is not a string, a command it refuses, an action out of time. Each step is the store's
+    /// in the spec too, so the spec passes where the replay does and fails where it fails.
+    static func storeApp(_ variant: [String: String] = [:]) -> String {
+        """
+        local luastore = require("luastore")
+        local app = {}
+        function app.init() return { count = 0 } end
+        function app.reduce(state, action)
+          local kind = action.type
+          if kind == "add" then state.count = state.count + \(variant["add"] ?? "1")
+          elseif kind == "function" then state.count = state.count + 1; state.f = \(variant["function"] ?? "function() end")
+          elseif kind == "bytes" then state.count = state.count + 1; state.s = \(variant["bytes"] ?? #""\255\254""#)
+          elseif kind == "table error" then state.count = 0; error(\(variant["table error"] ?? "{ code = 7 }"))
+          elseif kind == "command" then state.count = state.count + 1; return nil, { luastore.http({ url = \(variant["command"] ?? "5") }) }
+          elseif kind == "spin" then state.count = state.count + 1; \(variant["spin"] ?? "while true do end")
+          end
+        end
+        function app.props(state) return { count = \(variant["props"] ?? "state.count") } end
+        return app
+        """
+    }
+
+    static let storeActions = ["add", "function", "bytes", "table error", "command", "spin"]
+
+    @Test func whatOnlyAStoreDoesIsWhatTheSpecChecks() async throws {
+        let app = try CLI.makeApp(Self.storeApp())
+        defer { try? FileManager.default.removeItem(at: app) }
+        let recording = app.appendingPathComponent("session.jsonl").path
+        let budget = ["--time-budget-ms", "50"]
+        let actions = (Self.storeActions + ["add"]).map { #"{"type":"\#($0)"}"# }.joined(separator: "\n") + "\n"
+        let run = try await CLI.run(["run", app.path, "--record", recording] + budget, input: actions)
+        #expect(run.status == 1, "five actions fail: \(run.errors)")
+        let spec = app.appendingPathComponent("spec/session_spec.lua")
+        let replay = try await CLI.run(["replay", app.path, recording, "--write-spec", spec.path] + budget)
+        #expect(replay.status == 0, "\(replay.errors)")
+        let text = try String(contentsOf: spec, encoding: .utf8)
+        for words in ["a function cannot be stored in the state", "not UTF-8 text", "time budget of 50 ms exceeded", "'url' must be a string", "error object is a table value"] {
+            #expect(text.contains(words), "the recording's failures are the spec's: \(words)")
+        }
+        let passing = try await CLI.run(["test", app.path, "--output", "tap"] + budget)
+        #expect(passing.status == 0, "\(passing.output) \(passing.errors)")
+        #expect(passing.output.components(separatedBy: "\nok ").count - 1 == 7, "\(passing.output)")
+    }
+
+    /// Replay exits 0 exactly when the spec written from the same recording passes, whatever the scripts became (the
+    /// spec checks the props too, which a recording does not hold):
+    /// sessions of random actions, each replayed against the app changed in each of its behaviours in turn.
+    @Test(arguments: 0..<6) func theSpecPassesExactlyWhereTheReplayDoes(seed: Int) async throws {
+        var generator = SplitMix(state: UInt64(seed))
+        let app = try CLI.makeApp(Self.storeApp())
+        defer { try? FileManager.default.removeItem(at: app) }
+        let recording = app.appendingPathComponent("session.jsonl").path
+        let budget = ["--time-budget-ms", "50"]
+        let actions = (0..<10).map { _ in Self.storeActions.randomElement(using: &generator)! }
+        let input = actions.map { #"{"type":"\#($0)"}"# }.joined(separator: "\n") + "\n"
+        _ = try await CLI.run(["run", app.path, "--record", recording] + budget, input: input)
+        let spec = app.appendingPathComponent("spec/session_spec.lua")
+        let written = try await CLI.run(["replay", app.path, recording, "--write-spec", spec.path] + budget)
+        #expect(written.status == 0, "\(written.errors)")
+        let changes: [[String: String]] = [
+            [:], ["add": "2"], ["function": "'now text'"], ["bytes": #""text""#], ["table error": #""a string""#],
+            ["command": #""http://127.0.0.1:9/""#], ["spin": "local n = 0"], ["props": "state.count * 10"],
+        ]
+        var statuses: [Int32] = []
+        for change in changes {
+            try Self.storeApp(change).write(to: app.appendingPathComponent("app.lua"), atomically: true, encoding: .utf8)
+            let replayed = try await CLI.run(["replay", app.path, recording] + budget)
+            let tested = try await CLI.run(["test", app.path] + budget)
+            #expect([0, 1].contains(replayed.status) && [0, 1].contains(tested.status), "\(replayed.errors) \(tested.errors)")
+            if change["props"] != nil {
+                // (A recording holds no props: the replay cannot see them change. The spec holds the props the
+                // replay that wrote it saw, and checks them after each action that changed them — only "add" does.)
+                #expect(replayed.status == 0)
+                #expect(tested.status == (actions.contains("add") ? 1 : 0), "\(actions): \(tested.output)")
+                continue
+            }
+            #expect(replayed.status == tested.status,
+                    "\(actions) with \(change): replay \(replayed.status) \(replayed.errors), test \(tested.status) \(tested.output)")
+            statuses.append(replayed.status)
+        }
+        #expect(statuses.first == 0, "the scripts as recorded replay")
+        #expect(statuses.contains(1), "some change diverges: \(actions)")
+    }
+
     @Test func theSpecMayNotReplaceAnInput() async throws {
         let app = try CLI.makeApp(Self.app)
         defer { try? FileManager.default.removeItem(at: app) }

@@ -250,6 +250,11 @@ void clua_restart_budget_now(lua_State *L);
 /// Scripts cannot reach it: a spent budget stays uncatchable for them. In guard.c.
 void clua_recover_budget(lua_State *L);
 
+/// For a host function that waited `nanos` of the wall clock for another thread (a store's action that a spec
+/// checks): that time is not the running call's, so its wall-clock backstop moves by as much. (Its CPU time is
+/// counted as ever: waiting spends none.) In guard.c.
+void clua_budget_exclude(lua_State *L, int64_t nanos);
+
 
 /// What copying a table learned about it, for the next copy of the same table: its size (sequence part, other
 /// keys, entries), and whether it is flat (no table inside: its keys and values then wait in a list at the

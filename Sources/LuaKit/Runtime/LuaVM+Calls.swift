@@ -308,6 +308,21 @@ extension LuaVM {
         checkThread()
         lua_rawgeti(state, clua_registryindex(), lua_Integer(sandbox.define))
         pushString(name)
+        pushConvertingFunction(name, function)
+        try protectedCall(arguments: 2, results: 0)
+    }
+
+    /// A Swift function as a Lua value, to hand to a script (an argument of a call, a field of a module) rather
+    /// than to make global; arguments, results and errors as `define(global:function:)`'s. `name` is what
+    /// messages about its arguments call it.
+    public func function(named name: String, _ function: @escaping ([LuaValue]) throws -> [LuaValue]) -> LuaReference {
+        checkThread()
+        pushConvertingFunction(name, function)
+        return makeReference()
+    }
+
+    /// [-0, +1, -] A host function converting its arguments and results.
+    private func pushConvertingFunction(_ name: String, _ function: @escaping ([LuaValue]) throws -> [LuaValue]) {
         pushHostFunction(name) { vm throws(HostFailure) in
             let count = lua_gettop(vm.state)
             var arguments: [LuaValue] = []
@@ -324,7 +339,6 @@ extension LuaVM {
                 throw .message(String(describing: error))
             }
         }
-        try protectedCall(arguments: 2, results: 0)
     }
 
     /// Makes `value` the result of `require(name)` in every script; tables become read-only.

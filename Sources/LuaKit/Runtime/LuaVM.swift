@@ -170,6 +170,20 @@ public final class LuaVM {
         return try body()
     }
 
+    /// Runs `body` — what a host function does while it waits for another thread (a store's action that a spec
+    /// checks) — without counting the time it takes against the running call's budget: the budget counts CPU
+    /// time, which waiting does not spend, and its wall-clock backstop moves by as long as `body` took.
+    public func excludingFromBudget<Result, Failure: Error>(_ body: () throws(Failure) -> Result) throws(Failure) -> Result {
+        checkThread()
+        let clock = ContinuousClock()
+        let start = clock.now
+        defer {
+            let waited = clock.now - start
+            clua_budget_exclude(state, waited.components.seconds * 1_000_000_000 + waited.components.attoseconds / 1_000_000_000)
+        }
+        return try body()
+    }
+
     /// Runs a full garbage collection.
     public func collectGarbage() {
         checkThread()

@@ -2,8 +2,8 @@ import Foundation
 import LuaKit
 
 /// A recorded session as a busted spec (`luastore replay APP REC --write-spec FILE`, the devtools' "Export spec"):
-/// one test per recorded action, in order, each reducing its action from the state the recording had before it
-/// and checking what it changed, its failure, and the props where they changed — through
+/// one test per recorded action, in order, each sending its action to a store of the app's from the state the
+/// recording had before it and checking what it changed, its failure, and the props where they changed — through
 /// `require("luastore.session")`, which `luastore test` provides.
 public struct SessionSpec: Sendable {
     /// One recorded action and the props after it.
@@ -45,9 +45,9 @@ public struct SessionSpec: Sendable {
     public func text() throws(RecordingJSON.Malformed) -> String {
         var lines = [
             "-- Written by LuaStore from \(name) (\(steps.count) actions; scripts \(scripts)).",
-            "-- Each test reduces one recorded action from the state the recording had before it and checks what it changed",
-            "-- (and its failure, and the props where they changed). Run it with `luastore test`: when a script change alters",
-            "-- what an action does, the test of that action fails naming it and the path.",
+            "-- Each test sends one recorded action to a store of the app's, from the state the recording had before it, and",
+            "-- checks what it changed (and its failure, and the props where they changed). Run it with `luastore test`: when a",
+            "-- script change alters what an action does, the test of that action fails naming it and the path.",
             "local app = require(\"app\")",
             "local session = require(\"luastore.session\")",
             "",

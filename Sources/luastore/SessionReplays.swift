@@ -1,0 +1,142 @@
+import Foundation
+import LuaKit
+import LuaStoreConcurrency
+import LuaStoreScripting
+
+/// What `require("luastore.session")` reduces recorded actions with in `luastore test`: a store of the app's own
+/// (a `Replayer`, effects off), so that a spec `luastore replay --write-spec` wrote passes exactly where the replay
+/// does — the state's rules, refused commands, errors that are not strings and the time budget of an action are
+/// the store's, which a call of `app.reduce` inside the spec would not see.
+///
+/// A spec session opens a store from the recorded state (`open`), and sends it each recorded action in turn
+/// (`step`), which answers where the action now does something else than the recording says. After a
+/// divergence the session opens a new store from the recorded state: the next step checks its own action only.
+/// Used on the spec's thread only; the stores run on their own threads, and the spec's thread waits for them (the
+/// wait is not the test's: `LuaVM.excludingFromBudget`).
+final class SessionReplays {
+    private let folder: URL
+    private let options: ScriptedStoreOptions
+    private var replayers: [Int64: Replayer] = [:]
+    private var opened: Int64 = 0
+
+    /// For the app in `folder`, its modules found along `modulePath`, each action within `budget`; what the app
+    /// prints goes to `print`.
+    init(folder: URL, modulePath: [String], budget: Duration, print: @escaping @Sendable (String) -> Void) {
+        self.folder = folder
+        var options = ScriptedStoreOptions(log: print, failures: { _ in })
+        options.modulePath = modulePath
+        options.notification = .everyAction // (the props after each action are compared)
+        options.limits.timeBudget = budget
+        self.options = options
+    }
+
+    deinit {
+        for replayer in replayers.values { replayer.store.shutdown() }
+    }
+
+    /// `open(state)`: a new store from `state`; answers its handle.
+    func open(in vm: LuaVM) -> LuaReference {
+        vm.function(named: "open") { [unowned self] arguments throws(LuaError) in
+            guard let state = arguments.first, case .table = state else {
+                throw LuaError(.runtime, "bad argument #1 to 'open' (a state table expected)")
+            }
+            let folder = self.folder, options = self.options
+            let made = vm.excludingFromBudget { Self.waiting { () async -> Result<Replayer, ScriptFailure> in
+                do throws(ScriptFailure) {
+                    return .success(try await Replayer(app: folder, from: state, options: options))
+                } catch {
+                    return .failure(error)
+                }
+            } }
+            switch made {
+            case .success(let replayer):
+                self.opened += 1
+                self.replayers[self.opened] = replayer
+                return [.integer(self.opened)]
+            case .failure(let failure):
+                throw LuaError(.runtime, "cannot load the app to replay the session: \(failure.error.message) (\(failure.stage.rawValue))")
+            }
+        }
+    }
+
+    /// `step(handle, action, expected)`: reduces `action` in the store and compares it with `expected` (`failure`,
+    /// or `changes` as `{path, value}` pairs; `props` where they were kept). Answers nothing when they agree, else
+    /// where they differ: `{aspect = "outcome" | "failure" | "changes" | "props", path =, recorded =, now =}`.
+    /// The store is closed after a divergence (its state is no longer the recording's).
+    func step(in vm: LuaVM) -> LuaReference {
+        vm.function(named: "step") { [unowned self] arguments throws(LuaError) in
+            guard arguments.count >= 3, let handle = arguments[0].integer, let replayer = self.replayers[handle] else {
+                throw LuaError(.runtime, "bad argument #1 to 'step' (a store that open made and no divergence closed expected)")
+            }
+            let action = arguments[1], expected = arguments[2]
+            let recorded = Replayer.Recorded(failure: expected["failure"].string,
+                                             changes: expected["failure"] == .nil ? try Self.changes(expected["changes"]) : nil)
+            let wantsProps = expected["props"] != .nil
+            let (entry, props) = vm.excludingFromBudget { Self.waiting { () async -> (JournalEntry?, LuaValue?) in
+                let entry = await replayer.send(action)
+                return (entry, wantsProps ? try? await replayer.store.props() : nil)
+            } }
+            let divergence: Replayer.Divergence?
+            do {
+                divergence = try Replayer.divergence(recorded, now: entry, props: props.map { (then: expected["props"], now: $0) }, limit: 1)
+            } catch {
+                throw LuaError(.runtime, "the recorded changes of this step cannot be read: \(error)")
+            }
+            guard let divergence, let first = divergence.differences.first else { return [] }
+            replayer.store.shutdown()
+            self.replayers[handle] = nil
+            return [.table(LuaTable(fields: [
+                "aspect": .string(divergence.aspect.rawValue), "path": .string(first.path),
+                "recorded": first.then, "now": first.now,
+            ]))]
+        }
+    }
+
+    /// The recorded `changes` of a spec's step: a list of `{path, value}` (a removal has no value).
+    static func changes(_ list: LuaValue) throws(LuaError) -> [StateChange] {
+        if list == .nil { return [] }
+        guard case .table = list else {
+            throw LuaError(.runtime, "a step's changes must be a list of {path, value}, not a \(list.typeName)")
+        }
+        var changes: [StateChange] = []
+        for (index, change) in items(of: list).enumerated() {
+            guard case .table = change[1] else {
+                throw LuaError(.runtime, "change \(index + 1) of a step must be {path, value} with a list of keys as its path")
+            }
+            var path: [LuaKey] = []
+            for key in items(of: change[1]) {
+                switch key {
+                case .integer(let integer): path.append(.integer(integer))
+                case .number(let number): path.append(.number(number))
+                case .string(let text): path.append(.string(text))
+                case .boolean(let flag): path.append(.boolean(flag))
+                default: throw LuaError(.runtime, "change \(index + 1) of a step has a path key that is a \(key.typeName)")
+                }
+            }
+            let value = change[2]
+            changes.append(StateChange(path: path, value: value == .nil ? nil : value))
+        }
+        return changes
+    }
+
+    /// `list[1]`, `list[2]`, … up to the first nil.
+    static func items(of list: LuaValue) -> [LuaValue] {
+        var items: [LuaValue] = []
+        while case let item = list[.integer(Int64(items.count + 1))], item != .nil { items.append(item) }
+        return items
+    }
+
+    /// Runs `work` and waits for it on this thread (a `LuaThread`, never one of the threads tasks share: `luastore
+    /// test` runs specs through `LuaThread.perform`).
+    static func waiting<T: Sendable>(_ work: @escaping @Sendable () async -> T) -> T {
+        let result = Protected<T?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Task.detached {
+            let value = await work()
+            result.withLock { $0 = value }
+            done.signal()
+        }
+        done.wait()
+        return result.withLock { $0! }
+    }
+}
