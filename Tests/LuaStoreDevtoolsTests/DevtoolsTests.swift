@@ -81,15 +81,16 @@ import Testing
 
     /// Starts the built `luastore` with `arguments` (standard input empty) and returns it, serving, with what it
     /// wrote on standard error up to its `devtools:` line (or until it ended, or a minute passed).
-    static func startServing(_ arguments: [String]) async throws -> (process: Process, errors: String) {
+    static func startServing(_ arguments: [String], output: FileHandle = .nullDevice, input: Any = FileHandle.nullDevice) async throws
+        -> (process: Process, errors: String) {
         let process = Process()
         process.executableURL = CLI.binary
         process.environment = ProcessInfo.processInfo.environment.merging(CLI.environment) { $1 }
         process.arguments = arguments
         let errors = Pipe()
         process.standardError = errors
-        process.standardOutput = FileHandle.nullDevice
-        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = output
+        process.standardInput = input
         try process.run()
         let reader = errors.fileHandleForReading
         let text = try await offPool { () -> String in

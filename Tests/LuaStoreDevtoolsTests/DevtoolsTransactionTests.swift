@@ -1,0 +1,60 @@
+import Foundation
+import LuaStoreTestSupport
+import LuaStoreConcurrency
+import RawHTTPClient
+import Testing
+
+/// The transaction matrix's devtools column (the others: `TransactionMatrixTests`): with the devtools on, whatever
+/// makes an action fail, the action is undone and its neighbours keep theirs — in the props printed, in the
+/// session the page shows (one entry per action, each with its outcome) and in the state the run ends with.
+@Suite(.serialized) struct DevtoolsTransactionTests { // (one case at a time: each runs a serving CLI)
+    @Test(arguments: [false, true])
+    func aFailingActionIsUndoneInADevtoolsSession(paced: Bool) async throws {
+        let folder = try CLI.makeApp(TestApps.failingKinds)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let lines = TestApps.failureLines
+        let actions = folder.appendingPathComponent("actions.jsonl")
+        try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: actions)
+        let stateFile = folder.appendingPathComponent("state.json"), printed = folder.appendingPathComponent("props.jsonl")
+        try Data().write(to: printed)
+        let input = Pipe()
+        let (process, banner) = try await DevtoolsTests.startServing(
+            ["run", folder.path, "--actions", paced ? "-" : actions.path, "--format", "json", "--time-budget-ms", "100",
+             "--devtools", "0", "--state-out", stateFile.path],
+            output: try FileHandle(forWritingTo: printed), input: input)
+        defer { if process.isRunning { process.interrupt() } }
+        let line = try #require(banner.split(separator: "\n").first { $0.hasPrefix("devtools: ") }, "no devtools line: \(banner)")
+        let match = try #require(line.wholeMatch(of: /devtools: http:\/\/127\.0\.0\.1:(\d+)\/\?token=([0-9a-f]{32})/))
+        let port = try #require(UInt16(match.1)), token = String(match.2)
+        let writer = input.fileHandleForWriting
+        if paced { // one line at a time, each after the last was answered (a slow pipe)
+            for line in lines {
+                try writer.write(contentsOf: Data((line + "\n").utf8))
+                try await Task.sleep(for: .milliseconds(400))
+            }
+        }
+        try writer.close()
+
+        // Each entry's outcome: "failed" or "applied", in order.
+        let outcomes = Protected<[String]>([])
+        let heardAll = await eventually(timeout: .seconds(60)) {
+            guard let answer = try? await offPool({ try RawHTTP.request("GET", "/api/entries?limit=500", port: port, token: token) }),
+                  answer.status == 200,
+                  let object = try? JSONSerialization.jsonObject(with: Data(answer.body.utf8)) as? [String: Any],
+                  let list = object["entries"] as? [[String: Any]] else { return false }
+            outcomes.withLock { $0 = list.map { $0["failure"] == nil ? "applied" : "failed" } }
+            return list.count == lines.count
+        }
+        #expect(heardAll, "the session has one entry per action: \(outcomes.value)")
+        #expect(outcomes.value == lines.indices.map { $0 % 2 == 1 ? "failed" : "applied" }, "\(outcomes.value)")
+
+        process.interrupt()
+        #expect(await eventually(timeout: .seconds(30)) { !process.isRunning })
+        let adds = TestApps.failureKinds.count + 1
+        let props = try String(contentsOf: printed, encoding: .utf8).split(separator: "\n").map(String.init)
+        #expect(props.last == #"{"count":\#(adds),"keys":0}"#, "paced \(paced): \(props)")
+        #expect(!props.contains { $0.contains("100") }, "a failed action showed: \(props)")
+        let state = try String(contentsOf: stateFile, encoding: .utf8).trimmingCharacters(in: .newlines)
+        #expect(state == #"{"count":\#(adds),"list":{}}"#, "\(state)")
+    }
+}
