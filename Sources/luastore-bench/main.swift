@@ -49,7 +49,7 @@ let groups: [(String, () async throws -> [Scenario])] = [
     ("reload", scenarios.reload), ("memory", scenarios.memoryAndLatency), ("strings", scenarios.strings),
     ("strings_scripts", scenarios.stringScripts), ("record", scenarios.journal), ("persist", scenarios.persistence),
     ("plugins", scenarios.plugins), ("stores", scenarios.manyStores),
-    ("cli", scenarios.cli),
+    ("cli", scenarios.cli), ("inputs", scenarios.inputs),
     ("devtools", scenarios.devtools),
 ]
 for (name, run) in groups where only.map({ name.hasPrefix($0) || $0.hasPrefix(name) }) ?? true {

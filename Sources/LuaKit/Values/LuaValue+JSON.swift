@@ -78,12 +78,14 @@ public struct LuaJSON {
     private mutating func object(depth: Int) throws(Malformed) -> LuaValue {
         guard depth <= Self.maximumDepth else { throw fail("nested deeper than \(Self.maximumDepth)") }
         position += 1 // {
-        var table = LuaTable()
         skipSpace()
         if current == UInt8(ascii: "}") {
             position += 1
-            return .table(table)
+            return .table(LuaTable())
         }
+        // The members in a list first, then the table at once: a few kept as they are, many hashed into a
+        // dictionary made to their number (growing one member by member rehashed every key at each doubling).
+        var members: [(String, LuaValue)] = []
         while true {
             guard current == UInt8(ascii: "\"") else { throw fail("a member name (a string) was expected") }
             let name = try string()
@@ -91,9 +93,8 @@ public struct LuaJSON {
             guard current == UInt8(ascii: ":") else { throw fail("':' was expected after a member name") }
             position += 1
             skipSpace()
-            let member = try value(depth: depth)
-            table.fields[.string(name)] = member == .nil ? Optional.none : member
-            if try closes(with: UInt8(ascii: "}"), in: "an object") { return .table(table) }
+            members.append((name, try value(depth: depth)))
+            if try closes(with: UInt8(ascii: "}"), in: "an object") { return .table(LuaTable(stringFields: members)) }
         }
     }
 
