@@ -1,12 +1,13 @@
-// The sandbox's table functions that loop in C over a range a script chooses: `table.move`, `insert`, `remove` and
-// `concat`.
+// The sandbox's table functions that loop in C over a range a script chooses: `table.move`, `insert`, `remove`,
+// `concat` and `sort`.
 //
 // Lua's own run their loops in C, where no hook fires, over a range the script picks — or a length its `__len`
 // says: moving nothing into nothing costs no memory, so `table.move({}, 1, 1e12, 1, {})` ran for hours past any
 // budget, and so did `table.insert(t, 1, v)` on a table whose `__len` answers 1e12. These give Lua 5.4's results
 // (the same reads and writes in the same order, metamethods included) and messages, and read the clock every
-// 1,024 steps, raising the budget's `timeout` error past the call's deadline. (`table.sort` writes what it moves,
-// so the memory cap bounds it; `unpack` is bounded by the stack, `pack` by its arguments.)
+// 1,024 steps, raising the budget's `timeout` error past the call's deadline. `table.sort`'s comparisons of numbers,
+// strings or a proxy's C metamethods run no Lua instruction either: it counts its comparisons the same way.
+// (`unpack` is bounded by the stack, `pack` by its arguments.)
 //
 // Everything here runs inside a protected call the host made, so raising is allowed: each function is `[-n, +m, e]`.
 #include "clua_guard.h"
@@ -171,6 +172,140 @@ static int sandbox_concat(lua_State *L) {
     return 1;
 }
 
+// MARK: Sorting
+
+/// Intervals shorter than this take their middle element as the pivot; longer ones, once a partition came out too
+/// imbalanced, a pivot in their middle half chosen by `Sort.pivots`.
+#define PIVOT_CHOICE_LIMIT 100u
+
+/// What one `table.sort` call carries through its recursion: the clock's countdown, and the state of the
+/// sequence its pivots are drawn from once a partition came out too imbalanced — a fixed sequence, where Lua 5.4
+/// seeds from the clock, so that a sort's result (equal elements' order included) is the same in every run and
+/// in a replay.
+typedef struct Sort {
+    Steps steps;
+    unsigned int pivots;
+} Sort;
+
+/// The next number of `sort->pivots`' sequence (xorshift; never 0).
+static unsigned int next_pivot_seed(Sort *sort) {
+    unsigned int x = sort->pivots;
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    sort->pivots = x;
+    return x;
+}
+
+/// [-0, +0, e] Whether the value at `a` sorts before the one at `b` (negative indices): by the order function
+/// (argument 2), or by `<`.
+static int sorts_before(lua_State *L, Sort *sort, int a, int b) {
+    step(L, &sort->steps);
+    if (lua_isnil(L, 2)) return lua_compare(L, a, b, LUA_OPLT);
+    lua_pushvalue(L, 2);
+    lua_pushvalue(L, a - 1); /* (the function is above them now) */
+    lua_pushvalue(L, b - 2); /* (and the first value too) */
+    lua_call(L, 2, 1);
+    int result = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    return result;
+}
+
+/// [-2, +0, e] `t[i] = ` the top value, then `t[j] = ` the one below it (the table is argument 1).
+static void put_both(lua_State *L, lua_Unsigned i, lua_Unsigned j) {
+    lua_seti(L, 1, (lua_Integer)i);
+    lua_seti(L, 1, (lua_Integer)j);
+}
+
+/// [-1, +0, e] With the pivot on the stack (and at `up - 1`), moves the elements of `lo..up` below it before it
+/// and those above it after it; returns where the pivot ends (every element before it ≤, after it ≥).
+static lua_Unsigned partition(lua_State *L, Sort *sort, lua_Unsigned lo, lua_Unsigned up) {
+    lua_Unsigned i = lo, j = up - 1;
+    for (;;) {
+        /* up from `lo` while the element is below the pivot */
+        for (;;) {
+            lua_geti(L, 1, (lua_Integer)++i);
+            if (!sorts_before(L, sort, -1, -2)) break;
+            if (i == up - 1) luaL_error(L, "invalid order function for sorting"); /* (below itself) */
+            lua_pop(L, 1);
+        }
+        /* down from `up - 1` while the pivot is below the element */
+        for (;;) {
+            lua_geti(L, 1, (lua_Integer)--j);
+            if (!sorts_before(L, sort, -3, -1)) break;
+            if (j < i) luaL_error(L, "invalid order function for sorting"); /* (past what is below it) */
+            lua_pop(L, 1);
+        }
+        if (j < i) {
+            lua_pop(L, 1);
+            put_both(L, up - 1, i); /* the pivot to its place, what was there to `up - 1` */
+            return i;
+        }
+        put_both(L, i, j);
+    }
+}
+
+/// [-0, +0, e] Sorts `t[lo..up]` (the table is argument 1): quicksort on the median of the first, middle and last
+/// elements, recursing into the shorter side and looping on the longer, as Lua 5.4's `table.sort` does, in the
+/// same reads, comparisons and writes.
+static void sort_interval(lua_State *L, Sort *sort, lua_Unsigned lo, lua_Unsigned up, unsigned int seed) {
+    while (lo < up) {
+        lua_geti(L, 1, (lua_Integer)lo);
+        lua_geti(L, 1, (lua_Integer)up);
+        if (sorts_before(L, sort, -1, -2)) put_both(L, lo, up);
+        else lua_pop(L, 2);
+        if (up - lo == 1) return;
+        lua_Unsigned p;
+        if (up - lo < PIVOT_CHOICE_LIMIT || seed == 0) {
+            p = (lo + up) / 2;
+        } else {
+            lua_Unsigned quarter = (up - lo) / 4;
+            p = seed % (quarter * 2) + (lo + quarter);
+        }
+        lua_geti(L, 1, (lua_Integer)p);
+        lua_geti(L, 1, (lua_Integer)lo);
+        if (sorts_before(L, sort, -2, -1)) {
+            put_both(L, p, lo);
+        } else {
+            lua_pop(L, 1);
+            lua_geti(L, 1, (lua_Integer)up);
+            if (sorts_before(L, sort, -1, -2)) put_both(L, p, up);
+            else lua_pop(L, 2);
+        }
+        if (up - lo == 2) return;
+        lua_geti(L, 1, (lua_Integer)p); /* the pivot: kept on the stack, and moved to `up - 1` */
+        lua_pushvalue(L, -1);
+        lua_geti(L, 1, (lua_Integer)(up - 1));
+        put_both(L, p, up - 1);
+        p = partition(L, sort, lo, up);
+        lua_Unsigned shorter;
+        if (p - lo < up - p) {
+            sort_interval(L, sort, lo, p - 1, seed);
+            shorter = p - lo;
+            lo = p + 1;
+        } else {
+            sort_interval(L, sort, p + 1, up, seed);
+            shorter = up - p;
+            up = p - 1;
+        }
+        if ((up - lo) / 128 > shorter) seed = next_pivot_seed(sort); /* too imbalanced: pivots chosen from now on */
+    }
+}
+
+/// `table.sort(t [, comp])` [-(1|2), +0, e]: as Lua 5.4's, reading the clock as it goes (a sort whose comparisons
+/// run in C — numbers, strings, a proxy's metamethods — runs no Lua instruction for a hook to stop).
+static int sandbox_sort(lua_State *L) {
+    lua_Integer n = checked_length(L, TABLE_READ | TABLE_WRITE);
+    if (n > 1) {
+        luaL_argcheck(L, n < INT_MAX, 1, "array too big");
+        if (!lua_isnoneornil(L, 2)) luaL_checktype(L, 2, LUA_TFUNCTION);
+        lua_settop(L, 2);
+        Sort sort = { { STEPS_BETWEEN_CLOCK_READS }, 0x2545F491u };
+        sort_interval(L, &sort, 1, (lua_Unsigned)n, 0);
+    }
+    return 0;
+}
+
 // MARK: Registration
 
 int clua_push_sandbox_tables(lua_State *L) {
@@ -179,6 +314,7 @@ int clua_push_sandbox_tables(lua_State *L) {
         { "insert", sandbox_insert },
         { "remove", sandbox_remove },
         { "concat", sandbox_concat },
+        { "sort", sandbox_sort },
         { NULL, NULL },
     };
     luaL_newlib(L, functions);

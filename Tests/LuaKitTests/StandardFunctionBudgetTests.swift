@@ -45,7 +45,7 @@ import Testing
         "string.match": .checksBudget, "string.pack": .memory, "string.packsize": .memory, "string.rep": .checksBudget,
         "string.reverse": .memory, "string.sub": .memory, "string.unpack": .memory, "string.upper": .memory,
         "table.concat": .checksBudget, "table.insert": .checksBudget, "table.move": .checksBudget, "table.pack": .arguments,
-        "table.remove": .checksBudget, "table.sort": .memory, "table.unpack": .memory,
+        "table.remove": .checksBudget, "table.sort": .checksBudget, "table.unpack": .memory,
         "utf8.char": .arguments, "utf8.codepoint": .memory, "utf8.codes": .arguments, "utf8.len": .memory, "utf8.offset": .memory,
         "io.stdout:write": .memory, "io.stdout:flush": .arguments, "io.stdout:setvbuf": .arguments, "io.stdout:close": .arguments,
         "io.stdout:lines": .arguments, "io.stdout:read": .arguments, "io.stdout:seek": .arguments,

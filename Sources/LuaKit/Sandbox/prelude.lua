@@ -53,10 +53,11 @@ string.dump = nil
 string.find, string.match = host_strings.find, host_strings.match
 string.gmatch, string.gsub = host_strings.gmatch, host_strings.gsub
 string.format = host_strings.format
--- `rep` and `table`'s `move`, `insert`, `remove` and `concat` loop in C over what a script asks: these are Lua's
--- with the time budget (strings.c, tables.c).
+-- `rep` and `table`'s `move`, `insert`, `remove`, `concat` and `sort` loop in C over what a script asks: these are
+-- Lua's with the time budget (strings.c, tables.c).
 string.rep = host_strings.rep
 table.move, table.insert, table.remove, table.concat = host.tables.move, host.tables.insert, host.tables.remove, host.tables.concat
+table.sort = host.tables.sort
 
 -- Read-only library tables -----------------------------------------------------------------------------
 
