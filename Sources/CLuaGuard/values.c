@@ -1,5 +1,6 @@
 // Copying converted values inside the VM.
 #include "clua_guard.h"
+#include <string.h>
 
 static int clamp_size(lua_Unsigned size) { return size > INT32_MAX ? INT32_MAX : (int)size; }
 
@@ -63,6 +64,50 @@ void clua_copy_plain_table(lua_State *L, int index, int scratch, CLuaCopyShape *
         lua_rawgeti(L, scratch, position + 1);
         lua_rawset(L, -3);
     }
+}
+
+/// [-0, +1] A deep copy of the table at `index` (plain data), made in one pass: sized as the table copied before it at
+/// this depth was (`sizes`, updated to this one's), so that a run of actions of one shape are each copied into a
+/// table of the right size without counting their keys first.
+static void copy_data(lua_State *L, int index, int depth, int (*sizes)[2]) {
+    index = lua_absindex(L, index);
+    int sequence = sizes[depth][0], others = sizes[depth][1];
+    lua_createtable(L, sequence, others);
+    int seen = 0, counted = 0;
+    lua_pushnil(L);
+    while (lua_next(L, index) != 0) { /* copy, key, value */
+        if (lua_type(L, -2) == LUA_TNUMBER && lua_isinteger(L, -2) && lua_tointeger(L, -2) == counted + 1) counted++;
+        seen++;
+        if (lua_type(L, -1) == LUA_TTABLE) {
+            if (depth + 1 >= CLUA_COPY_DEPTH) luaL_error(L, "a table nested deeper than %d levels cannot be copied", CLUA_COPY_DEPTH);
+            copy_data(L, -1, depth + 1, sizes);
+            lua_remove(L, -2);
+        }
+        lua_pushvalue(L, -2); /* copy, key, value, key */
+        lua_insert(L, -2);    /* copy, key, key, value */
+        lua_rawset(L, -4);
+    }
+    sizes[depth][0] = counted;
+    sizes[depth][1] = seen - counted;
+}
+
+int clua_copy_data(lua_State *L) {
+    if (lua_type(L, 1) != LUA_TTABLE) {
+        lua_settop(L, 1);
+        return 1;
+    }
+    luaL_checkstack(L, 4 * CLUA_COPY_DEPTH + 8, "a table nested too deep to copy");
+    // The sizes of the tables copied last, per depth: the closure's upvalue (a full userdata).
+    int (*sizes)[2] = lua_touserdata(L, lua_upvalueindex(1));
+    copy_data(L, 1, 0, sizes);
+    return 1;
+}
+
+int clua_push_copy_data(lua_State *L) {
+    int (*sizes)[2] = lua_newuserdatauv(L, sizeof(int[CLUA_COPY_DEPTH][2]), 0);
+    memset(sizes, 0, sizeof(int[CLUA_COPY_DEPTH][2]));
+    lua_pushcclosure(L, clua_copy_data, 1);
+    return 1;
 }
 
 void clua_repeat_in_list(lua_State *L, int list, lua_Integer first, lua_Integer last, int scratch, CLuaCopyShape *shape) {

@@ -131,7 +131,8 @@ struct Replay: AsyncParsableCommand {
         await store.barrier()
         var seen = props.withLock { $0.count }
         var writer = SessionSpec(name: URL(fileURLWithPath: recording).lastPathComponent,
-                                 scripts: reader.header.scripts, start: reader.header.state)
+                                 scripts: reader.header.scripts, start: reader.header.state,
+                                 timeBudget: .microseconds(Int64(timeBudget * 1000)))
         var replayed = 0
         while true {
             let window = try Self.entries(from: lines, reader: &reader, name: recording, upTo: Self.window, until: until)

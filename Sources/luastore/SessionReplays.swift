@@ -19,14 +19,13 @@ final class SessionReplays {
     private var replayers: [Int64: Replayer] = [:]
     private var opened: Int64 = 0
 
-    /// For the app in `folder`, its modules found along `modulePath`, each action within `budget`; what the app
-    /// prints goes to `print`.
-    init(folder: URL, modulePath: [String], budget: Duration, print: @escaping @Sendable (String) -> Void) {
+    /// For the app in `folder`, its modules found along `modulePath`; what the app prints goes to `print`.
+    init(folder: URL, modulePath: [String], print: @escaping @Sendable (String) -> Void) {
         self.folder = folder
         var options = ScriptedStoreOptions(log: print, failures: { _ in })
         options.modulePath = modulePath
         options.notification = .everyAction // (the props after each action are compared)
-        options.limits.timeBudget = budget
+        options.limits.timeBudget = .microseconds(Int64(TimeBudgetDefault.milliseconds * 1000))
         self.options = options
     }
 
@@ -34,16 +33,26 @@ final class SessionReplays {
         for replayer in replayers.values { replayer.store.shutdown() }
     }
 
-    /// `open(state)`: a new store from `state`; answers its handle.
+    /// `open(state [, budget])`: a new store from `state`, each action within `budget` milliseconds (the one the
+    /// session was replayed with when its spec was written; else the action budget `run` has); answers its handle.
     func open(in vm: LuaVM) -> LuaReference {
         vm.function(named: "open") { [unowned self] arguments throws(LuaError) in
             guard let state = arguments.first, case .table = state else {
                 throw LuaError(.runtime, "bad argument #1 to 'open' (a state table expected)")
             }
-            let folder = self.folder, options = self.options
+            let folder = self.folder
+            var options = self.options
+            switch arguments.count > 1 ? arguments[1] : .nil {
+            case .nil: break
+            case .integer(let milliseconds) where milliseconds > 0: options.limits.timeBudget = .milliseconds(milliseconds)
+            case .number(let milliseconds) where milliseconds > 0 && milliseconds.isFinite:
+                options.limits.timeBudget = .microseconds(Int64(milliseconds * 1000))
+            default: throw LuaError(.runtime, "bad argument #2 to 'open' (a number of milliseconds above 0 expected)")
+            }
+            let chosen = options
             let made = vm.excludingFromBudget { Self.waiting { () async -> Result<Replayer, ScriptFailure> in
                 do throws(ScriptFailure) {
-                    return .success(try await Replayer(app: folder, from: state, options: options))
+                    return .success(try await Replayer(app: folder, from: state, options: chosen))
                 } catch {
                     return .failure(error)
                 }

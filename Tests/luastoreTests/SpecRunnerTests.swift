@@ -77,3 +77,37 @@ import FoundationXML
         #expect(failures.first?.stringValue?.hasPrefix("spec/failing_spec.lua:2: Expected objects to be the same.") == true)
     }
 }
+
+/// Tests are timed like tests: each (with its hooks) has 10 s unless `--time-budget-ms` says otherwise — a test
+/// that takes half a second passes (an action's 200 ms is not a test's); one past its budget fails alone.
+@Suite struct SpecBudgetTests {
+    static let spec = """
+        describe("timing", function()
+          it("works for a while", function()
+            local n = 0
+            for i = 1, 40000000 do n = n + i end
+            assert.is_true(n > 0)
+          end)
+          it("is quick", function() assert.are.equal(2, 1 + 1) end)
+        end)
+        """
+
+    @Test func aSlowTestPassesAndOnePastItsBudgetFailsAlone() async throws {
+        let app = try CLI.makeApp("""
+            local app = {}
+            function app.init() return {} end
+            function app.reduce(state, action) end
+            function app.props(state) return {} end
+            return app
+            """)
+        defer { try? FileManager.default.removeItem(at: app) }
+        try Data(Self.spec.utf8).write(to: app.appendingPathComponent("timing_spec.lua"))
+        let defaults = try await CLI.run(["test", app.path])
+        #expect(defaults.status == 0, "\(defaults.output)")
+        #expect(defaults.outputLines.last == "2 passed, 0 failed", "\(defaults.output)")
+        let short = try await CLI.run(["test", app.path, "--time-budget-ms", "20"])
+        #expect(short.status == 1)
+        #expect(short.output.contains("time budget of 20 ms exceeded"), "\(short.output)")
+        #expect(short.outputLines.last == "1 passed, 0 failed, 1 error", "\(short.output)")
+    }
+}

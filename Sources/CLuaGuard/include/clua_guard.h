@@ -294,6 +294,18 @@ typedef struct CLuaFlatField {
 /// call rather than a dozen calls of the Lua API per field. Raw access only. In values.c.
 int clua_read_flat_fields(lua_State *L, int index, CLuaFlatField *fields, int capacity);
 
+/// How deep a table `clua_copy_data` copies may nest: as deep as the host's conversion makes them
+/// (`LuaLimits.conversionDepth`'s default).
+#define CLUA_COPY_DEPTH 200
+
+/// `copydata(v)` [-1, +1, m], a Lua function for trusted host code: a deep copy of `v` when it is a table of plain
+/// data as the host converts it (no metatables, no cycles, nested at most `CLUA_COPY_DEPTH` deep), `v` itself
+/// otherwise — a mounted store's copy of an action for each plugin, made in C in one pass rather than by a Lua
+/// loop over `next`. `clua_push_copy_data` [-0, +1, m] pushes it (a closure remembering the sizes of the tables
+/// it copied last, so that tables of one shape are made at their size without counting). In values.c.
+int clua_copy_data(lua_State *L);
+int clua_push_copy_data(lua_State *L);
+
 /// [-0, +0] Stores in `list[first..last]` the value at `list[first - 1]` again: a table as a deep copy each
 /// (`clua_copy_plain_table`, with `scratch` and `shape` as it takes them), anything else as it is — what a value
 /// dispatched again and again becomes, in one call for the run of it. In values.c.

@@ -297,6 +297,9 @@ public final class LuaVM {
         lua_setglobal(state, "istable")
         clua_pushcfunction(state, clua_is_string)
         lua_setglobal(state, "isstring")
+        clua_pushcfunction(state, clua_push_copy_data)
+        try protectedCall(arguments: 0, results: 1)
+        lua_setglobal(state, "copydata")
     }
 
     /// [-0, +1, -] Loads `source` as a text chunk named `chunkName` (compiled with the real global table as `_ENV`;

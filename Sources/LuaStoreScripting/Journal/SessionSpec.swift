@@ -33,16 +33,24 @@ public struct SessionSpec: Sendable {
     public var scripts: String
     /// The state before the first step.
     public var start: LuaValue
+    /// Each action's time budget when the session was replayed (nil: the default of whoever runs the spec).
+    public var timeBudget: Duration?
     public var steps: [Step] = []
 
-    public init(name: String, scripts: String, start: LuaValue) {
+    public init(name: String, scripts: String, start: LuaValue, timeBudget: Duration? = nil) {
         self.name = name
         self.scripts = scripts
         self.start = start
+        self.timeBudget = timeBudget
     }
 
     /// The spec's Lua source.
     public func text() throws(RecordingJSON.Malformed) -> String {
+        let budgetOption = timeBudget.map { budget in
+            let milliseconds = Double(budget.components.seconds) * 1000 + Double(budget.components.attoseconds) / 1e15
+            let written = milliseconds == milliseconds.rounded() ? String(Int64(milliseconds)) : String(milliseconds)
+            return ", { time_budget_ms = \(written) }"
+        } ?? ""
         var lines = [
             "-- Written by LuaStore from \(name) (\(steps.count) actions; scripts \(scripts)).",
             "-- Each test sends one recorded action to a store of the app's, from the state the recording had before it, and",
@@ -52,7 +60,7 @@ public struct SessionSpec: Sendable {
             "local session = require(\"luastore.session\")",
             "",
             "describe(\(LuaValue.string(name).description), function()",
-            "  local state = session.state(\(start.description))",
+            "  local state = session.state(\(start.description)\(budgetOption))",
         ]
         for step in steps {
             let recorded = step.recorded

@@ -15,7 +15,7 @@
 
 local MARKER, step = ...
 local type, error, pairs, setmetatable, tostring, next = type, error, pairs, setmetatable, tostring, next
-local istable, within, newaccount, readaccount = istable, within, newaccount, readaccount
+local istable, within, newaccount, readaccount, copydata = istable, within, newaccount, readaccount, copydata
 local format = string.format
 
 -- MARK: Read-only views
@@ -242,14 +242,7 @@ function compose(host, plugins)
 
   -- A copy of an action (data: the host converted it), so that what one reducer writes into its action reaches
   -- no other: each sees the action as it was dispatched, as a lone app would.
-  local function copied(t)
-    local copy = {}
-    for k, v in next, t do
-      if istable(v) then v = copied(v) end
-      copy[k] = v
-    end
-    return copy
-  end
+  local copied = copydata -- (a deep copy of the action, plain data as the host converted it, made in C)
 
   local hostReduce = host.reduce
   local function reduce(state, action)
