@@ -10,6 +10,7 @@ let usage = "usage: luakit FILE [--time-budget-ms N] [--memory-mb N] [--lua-path
 
 var arguments = Array(CommandLine.arguments.dropFirst())
 var limits = LuaLimits()
+limits.system = .system // (a script run as `lua` runs it: the real clock and environment)
 // The default time budget, as `luastore`'s: `LUASTORE_TIME_BUDGET_MS` where set (a machine under load, where a
 // budget counted on the wall clock would stop a call the scheduler only paused); `--time-budget-ms` still wins.
 do {

@@ -42,7 +42,10 @@ struct BustedProject {
             if let patterns = try strings(settings[.string("pattern")], "\(task).pattern") { project.patterns = patterns }
             if let excludes = try strings(settings[.string("exclude-pattern")], "\(task).exclude-pattern") { project.excludes = excludes }
             if let lpath = try strings(settings[.string("lpath")], "\(task).lpath") {
+                // (Relative to the project's root, where busted runs: `src/?.lua` is `./src/?.lua`, never a path
+                // from wherever `luastore test` was started.)
                 project.lpath = lpath.flatMap { $0.split(separator: ";").map(String.init) }.filter { !$0.isEmpty }
+                    .map { $0.hasPrefix("/") || $0.hasPrefix("./") ? $0 : "./" + $0 }
             }
         }
         return project

@@ -99,6 +99,7 @@ struct SpecTest: AsyncParsableCommand {
         do throws(LuaError) {
             var limits = LuaLimits()
             limits.timeBudget = budget
+            limits.system = .system // (as busted's: the real clock and environment; the stores specs run have none)
             let print: @Sendable (String) -> Void = { line in Console.out("  " + line) }
             let vm = try LuaVM(limits: limits, moduleRoot: folder, modulePath: modulePath, print: print)
             let replays = SessionReplays(folder: folder, modulePath: appModulePath, print: print)

@@ -111,7 +111,7 @@ end
 
 local function extend(state, key)
   local tokens = { unpack(state.tokens) }
-  for token in key:gmatch("[^_%.]+") do tokens[#tokens + 1] = token end
+  for token in key:lower():gmatch("[^_%.]+") do tokens[#tokens + 1] = token end -- (any case: `assert.is.Nil`, as luassert)
   return { tokens = tokens, bound = state.bound, message = state.message, kind = state.kind }
 end
 
@@ -170,6 +170,7 @@ end
 local function registerAssertion(_, kind, name, fn, positive, negative)
   if kind ~= "assertion" and kind ~= "modifier" then error("assert:register: 'assertion' or 'modifier' expected", 2) end
   if type(name) ~= "string" or type(fn) ~= "function" then error("assert:register(kind, name, function, …) expected", 2) end
+  name = name:lower() -- (names are found in any case, as luassert finds them)
   if kind == "modifier" then
     modifiers[name] = function(state, arguments) fn(state, arguments, 2) end
     return
@@ -555,9 +556,10 @@ end
 
 local matchMeta = {}
 matchMeta.__index = function(self, key)
+  if type(key) ~= "string" then return nil end
   if key == "_" then return matcherFor("_") end
   local tokens = { unpack(rawget(self, "tokens") or {}) }
-  for token in key:gmatch("[^_%.]+") do tokens[#tokens + 1] = token end
+  for token in key:lower():gmatch("[^_%.]+") do tokens[#tokens + 1] = token end
   local name, negated = resolve(tokens)
   if name == "" or name == "not" then return setmetatable({ tokens = tokens }, matchMeta) end
   if assertions[name] or name == "none_of" or name == "any_of" or name == "all_of" or name == "ref" then

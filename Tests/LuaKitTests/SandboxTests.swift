@@ -58,6 +58,29 @@ import LuaStoreConcurrency
         }
     }
 
+    /// Where the host gives the system (`LuaLimits.system`, as `luakit` and `luastore test` do), `os` is Lua's clock,
+    /// dates and environment (the differential fixture `os` holds them to stock Lua); what would end or change the
+    /// process, or touch files, raises naming the function, and the VM goes on.
+    @Test func osWithTheSystemKeepsTheProcessWhole() async throws {
+        var limits = LuaLimits.unhurried
+        limits.system = .system
+        try await withVM(limits: limits) { vm throws in
+            #expect(try vm.run("return math.type(os.time()), os.date('!%Y', 0), require('os') == os", chunkName: "os.lua") == ["integer", "1970", true])
+            for name in ["exit", "execute", "remove", "rename", "tmpname", "setlocale"] {
+                let refused = luaError { _ = try vm.run("os.\(name)('x')", chunkName: "os.lua") }
+                #expect(refused?.message == "os.\(name) is not available in the sandbox (a script may not end or change the process, nor touch files)")
+                #expect(refused?.location == "os.lua:1")
+            }
+            let write = luaError { _ = try vm.run("os.time = function() return 0 end", chunkName: "w.lua") }
+            #expect(write?.message == "cannot modify read-only table 'os' (field 'time')")
+            #expect(try vm.run("return 40 + 2", chunkName: "next.lua") == [42])
+        }
+        try await withVM { vm throws in // (by default: none, as a store has)
+            let required = luaError { _ = try vm.run("return require('os')", chunkName: "os.lua") }
+            #expect(required?.message.contains("module 'os' is not available in the sandbox") == true, "\(String(describing: required))")
+        }
+    }
+
     /// `io.write` and `io.stdout:write` write to the output `print` writes to, lines as they end; `warn` is off
     /// until "@on", as in the stand-alone `lua`.
     @Test func ioWriteAndWarnWriteToTheOutput() async throws {

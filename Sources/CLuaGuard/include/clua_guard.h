@@ -396,6 +396,7 @@ static inline int clua_open_libraries(lua_State *L) {
     luaL_requiref(L, LUA_MATHLIBNAME, luaopen_math, 1);
     luaL_requiref(L, LUA_UTF8LIBNAME, luaopen_utf8, 1);
     luaL_requiref(L, LUA_COLIBNAME, luaopen_coroutine, 1);
+    luaL_requiref(L, LUA_OSLIBNAME, luaopen_os, 1); /* (the prelude gives scripts its clock and environment, or nothing) */
     luaL_requiref(L, LUA_DBLIBNAME, luaopen_debug, 1); /* (the prelude keeps `traceback` and removes the rest) */
     lua_getfield(L, -1, "traceback");
     clua_guard(L)->traceback = lua_tocfunction(L, -1);

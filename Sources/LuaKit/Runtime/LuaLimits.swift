@@ -40,6 +40,10 @@ public struct LuaLimits: Sendable, Equatable {
     /// collector ran.
     public var weakTables: WeakTables = .honoured
 
+    /// What `os` scripts have (default: `.none`, as a scripted store needs: no clock or environment a replay
+    /// would read differently). `luakit` and `luastore test` give `.system`.
+    public var system: SystemAccess = .none
+
     /// The default limits: 64 MiB, 200 ms per call.
     public init() {}
 }
@@ -83,6 +87,16 @@ public enum GarbageCollection: Sendable, Equatable {
     /// heap would not fit under `memoryBytes`, the cap triggers the major collection instead (the same full
     /// collection, run by the allocator; nothing fails while the live data fits).
     case generational(minorMultiplier: Int = 20, majorMultiplier: Int = 300)
+}
+
+/// What a `LuaVM`'s scripts read of the system through `os`.
+public enum SystemAccess: Sendable, Equatable {
+    /// No `os` (`require("os")` says why).
+    case none
+    /// `os.time`, `clock`, `date`, `difftime` and `getenv` as Lua has them: the real clock and the process's
+    /// environment. `os.exit`, `execute`, `remove`, `rename`, `tmpname` and `setlocale` raise, naming the function:
+    /// a script never ends or changes the process, nor touches files.
+    case system
 }
 
 /// What `__mode` in a metatable does in a `LuaVM`. Either way `__gc` (finalizers) stays refused, so weak

@@ -266,6 +266,8 @@ public final class LuaVM {
         lua_setfield(state, -2, "gcmode")
         lua_pushboolean(state, limits.weakTables == .honoured ? 1 : 0)
         lua_setfield(state, -2, "weaktables")
+        lua_pushboolean(state, limits.system == .system ? 1 : 0)
+        lua_setfield(state, -2, "system")
         pushString((["./?.lua", "./?/init.lua"] + modulePath.filter { !ModuleResolver.rootTemplates.contains($0) }).joined(separator: ";"))
         lua_setfield(state, -2, "path")
         clua_pushcfunction(state, clua_sandbox_pcall)

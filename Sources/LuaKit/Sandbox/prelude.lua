@@ -567,7 +567,25 @@ sandbox_io = {
 globals.io = freeze("io", sandbox_io)
 
 globals.debug = freeze("debug", { traceback = real_traceback, getmetatable = sandbox_debug_getmetatable })
-for _, name in ipairs({ "string", "table", "math", "utf8", "coroutine", "debug", "io" }) do builtins[name] = globals[name] end
+
+-- `os` where the host gives the system (`luakit`, `luastore test`: `LuaLimits.system`): Lua's clock, dates and
+-- environment; what would end or change the process, or touch files, raises naming the function. A scripted
+-- store has none: what a replay would read differently.
+local real_os = os
+if host.system then
+  local function refused(name)
+    return function()
+      error("os." .. name .. " is not available in the sandbox (a script may not end or change the process, nor touch files)", 2)
+    end
+  end
+  globals.os = freeze("os", {
+    time = real_os.time, clock = real_os.clock, date = real_os.date, difftime = real_os.difftime, getenv = real_os.getenv,
+    exit = refused("exit"), execute = refused("execute"), remove = refused("remove"), rename = refused("rename"),
+    tmpname = refused("tmpname"), setlocale = refused("setlocale"),
+  })
+  unavailable.os = nil
+end
+for _, name in ipairs({ "string", "table", "math", "utf8", "coroutine", "debug", "io", "os" }) do builtins[name] = globals[name] end
 default_require = namespace() -- (after the libraries: its package.loaded holds them)
 
 -- `getmetatable("")` gives a read-only table whose `__index` is the string library, as scripts expect of it.
