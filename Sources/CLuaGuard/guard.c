@@ -77,6 +77,8 @@ typedef struct WatchedThread {
     uint64_t sampleSequence;
     int64_t sampleWall;
     int64_t sampleCPU;
+    int64_t earlierWall;              /* the sample before it (0: none), which bounds the CPU time spent between */
+    int64_t earlierCPU;
     int64_t sampledDeadline;          /* the deadline the last sample was taken for (the watchdog's own): one sample
                                          per deadline, the first look after it was published — near its start */
     struct WatchedThread *next;       /* the registry's list (under its lock) */
@@ -170,6 +172,8 @@ static void sample_cpu(WatchedThread *w, int64_t now) {
     uint64_t sequence = __atomic_load_n(&w->sampleSequence, __ATOMIC_RELAXED);
     __atomic_store_n(&w->sampleSequence, sequence + 1, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_RELEASE);
+    __atomic_store_n(&w->earlierWall, __atomic_load_n(&w->sampleWall, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+    __atomic_store_n(&w->earlierCPU, __atomic_load_n(&w->sampleCPU, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
     __atomic_store_n(&w->sampleWall, now, __ATOMIC_RELAXED);
     __atomic_store_n(&w->sampleCPU, (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec, __ATOMIC_RELAXED);
     __atomic_store_n(&w->sampleSequence, sequence + 2, __ATOMIC_RELEASE);
@@ -394,8 +398,10 @@ static int64_t start_budget(CLuaGuard *g, int64_t now) {
 
 /// What the running call (its budget started at `start`) has spent by `now`, when the thread's CPU clock reads
 /// `cpu` and nothing was counted yet: the CPU time since the watchdog's last sample of this thread (which may hold
-/// some of the time before the call), and the wall clock between the start and a sample taken after it — never
-/// less than the call ran, and never more than the wall clock since the start.
+/// some of the time before the call), and for the time between the start and a sample taken after it, the wall
+/// clock — or, when the sample before that one was taken before the start, the CPU time between the two samples
+/// if that is less (a watchdog kept from running on a loaded machine samples late: the thread may have waited
+/// for a processor all that while). Never less than the call ran, and never more than the wall clock since the start.
 static int64_t first_count(int64_t start, int64_t now, int64_t cpu) {
     int64_t wall = now - start;
     WatchedThread *w = watched_this_thread;
@@ -403,10 +409,19 @@ static int64_t first_count(int64_t start, int64_t now, int64_t cpu) {
     uint64_t before = __atomic_load_n(&w->sampleSequence, __ATOMIC_ACQUIRE);
     int64_t sampleWall = __atomic_load_n(&w->sampleWall, __ATOMIC_RELAXED);
     int64_t sampleCPU = __atomic_load_n(&w->sampleCPU, __ATOMIC_RELAXED);
+    int64_t earlierWall = __atomic_load_n(&w->earlierWall, __ATOMIC_RELAXED);
+    int64_t earlierCPU = __atomic_load_n(&w->earlierCPU, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
     uint64_t after = __atomic_load_n(&w->sampleSequence, __ATOMIC_RELAXED);
     if (before != after || (before & 1) != 0 || sampleWall == 0 || sampleWall > now || sampleCPU > cpu) return wall;
-    int64_t used = cpu - sampleCPU + (sampleWall > start ? sampleWall - start : 0);
+    int64_t untilSample = 0;
+    if (sampleWall > start) {
+        untilSample = sampleWall - start;
+        if (earlierWall != 0 && earlierWall <= start && earlierCPU <= sampleCPU && sampleCPU - earlierCPU < untilSample) {
+            untilSample = sampleCPU - earlierCPU;
+        }
+    }
+    int64_t used = cpu - sampleCPU + untilSample;
     return used < wall ? used : wall;
 }
 
