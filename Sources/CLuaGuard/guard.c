@@ -538,6 +538,13 @@ void clua_budget_exclude(lua_State *L, int64_t nanos) {
 
 int clua_restart_budget(lua_State *L) {
     clua_restart_budget_now(L);
+    // A trusted loop's step (not a run's action, which restarts through the C above at a dispatch's pace): its
+    // baseline is the CPU clock read now, not the watchdog's last sample, which a loaded machine can leave behind
+    // the steps before it (whose CPU time would then count against this one).
+    CLuaGuard *g = clua_guard(L);
+    if (g->callDepth > 0 && !g->timedOut && g->budgetNanos > 0 && g->budgetCPUMarkNanos == 0) {
+        g->budgetCPUMarkNanos = thread_cpu_nanos();
+    }
     return 0;
 }
 
