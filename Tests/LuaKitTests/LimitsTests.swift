@@ -231,9 +231,10 @@ import Testing
         #expect(try await working == [.boolean(true)])
     }
 
-    /// `restartbudget()` gives each step of a trusted host loop a budget of its own: five steps that each spin
-    /// for a quarter of the budget (of the thread's CPU time, as the budget counts, so load on the machine cannot
-    /// shorten them, and a stall cannot fail them) pass with it and time out without it; scripts cannot see it.
+    /// `restartbudget()` gives each step of a trusted host loop a budget of its own: 25 steps that each spin for a
+    /// twentieth of the budget (of the thread's CPU time, as the budget counts, so load on the machine cannot
+    /// shorten them; each is a hundredth of the wall clock's backstop, so a thread given 1 % of a processor still
+    /// ends it in time) pass with it and time out without it; scripts cannot see it.
     @Test(arguments: enforcements)
     func trustedLoopsGiveEachStepItsOwnBudget(enforcement: BudgetEnforcement) async throws {
         var limits = Self.quick(enforcement)
@@ -244,9 +245,9 @@ import Testing
                 clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now)
                 return [.number(Double(now.tv_sec) + Double(now.tv_nsec) / 1e9)]
             }
-            let step = try vm.load("local start = elapsed() while elapsed() - start < 0.25 do end", chunkName: "step.lua")
+            let step = try vm.load("local start = elapsed() while elapsed() - start < 0.05 do end", chunkName: "step.lua")
             let loop = try vm.loadTrusted(
-                "local step, restart = ... for i = 1, 5 do if restart then restartbudget() end step() end return true",
+                "local step, restart = ... for i = 1, 25 do if restart then restartbudget() end step() end return true",
                 chunkName: "loop")
             #expect(try vm.call(loop, arguments: [.reference(step), .value(true)]) == [true])
             let error = luaError { try vm.call(loop, arguments: [.reference(step), .value(false)]) }

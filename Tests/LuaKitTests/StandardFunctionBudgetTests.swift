@@ -40,7 +40,7 @@ import Testing
         "math.rad": .arguments, "math.random": .arguments, "math.randomseed": .arguments, "math.sin": .arguments,
         "math.sinh": .arguments, "math.sqrt": .arguments, "math.tan": .arguments, "math.tanh": .arguments,
         "math.tointeger": .arguments, "math.type": .arguments, "math.ult": .arguments,
-        "string.byte": .memory, "string.char": .arguments, "string.find": .checksBudget, "string.format": .memory,
+        "string.byte": .memory, "string.char": .arguments, "string.dump": .memory, "string.find": .checksBudget, "string.format": .memory,
         "string.gmatch": .checksBudget, "string.gsub": .checksBudget, "string.len": .arguments, "string.lower": .memory,
         "string.match": .checksBudget, "string.pack": .memory, "string.packsize": .memory, "string.rep": .checksBudget,
         "string.reverse": .memory, "string.sub": .memory, "string.unpack": .memory, "string.upper": .memory,

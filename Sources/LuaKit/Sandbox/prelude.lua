@@ -49,7 +49,6 @@ local function sandbox_print(...)
   host_print(concat(parts, "\t"))
 end
 
-string.dump = nil
 string.find, string.match = host_strings.find, host_strings.match
 string.gmatch, string.gsub = host_strings.gmatch, host_strings.gsub
 string.format = host_strings.format
