@@ -91,8 +91,26 @@ static void copy_data(lua_State *L, int index, int depth, int (*sizes)[2]) {
     sizes[depth][1] = seen - counted;
 }
 
+/// Whether the table at `index` holds no tables (as keys or values) and has no metatable: nothing a function that
+/// only reads its fields could change.
+static int holds_no_tables(lua_State *L, int index) {
+    if (lua_getmetatable(L, index)) {
+        lua_pop(L, 1);
+        return 0;
+    }
+    lua_pushnil(L);
+    while (lua_next(L, index) != 0) {
+        if (lua_type(L, -1) == LUA_TTABLE || lua_type(L, -2) == LUA_TTABLE) {
+            lua_pop(L, 2);
+            return 0;
+        }
+        lua_pop(L, 1);
+    }
+    return 1;
+}
+
 int clua_copy_data(lua_State *L) {
-    if (lua_type(L, 1) != LUA_TTABLE) {
+    if (lua_type(L, 1) != LUA_TTABLE || (lua_toboolean(L, 2) && holds_no_tables(L, 1))) {
         lua_settop(L, 1);
         return 1;
     }

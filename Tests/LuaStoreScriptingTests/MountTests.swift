@@ -59,6 +59,20 @@ import Testing
         ])
     }
 
+    /// An app (`app`) mounting two plugins, `cart` and `chat` (reduced in that order), of the sources given.
+    static func twoPlugins(app: String, cart: String, chat: String) throws -> AppFolder {
+        try AppFolder([
+            "app.lua": app,
+            "luastore.json": """
+                { "name": "shop", "version": "1.0.0", "luastore": "^1.0", "mounts": { "cart": "plugins/cart", "chat": "plugins/chat" } }
+                """,
+            "plugins/cart/luastore.json": #"{"name": "cart", "version": "1.0.0", "luastore": "^1.0"}"#,
+            "plugins/cart/app.lua": cart,
+            "plugins/chat/luastore.json": #"{"name": "chat", "version": "1.0.0", "luastore": "^1.0"}"#,
+            "plugins/chat/app.lua": chat,
+        ])
+    }
+
     /// What one reducer writes into its action reaches no other: the host and each plugin see the action as it
     /// was dispatched (a forged `type`, a changed nested field, a default filled in), in a batch as alone.
     @Test func eachPluginSeesTheActionAsDispatched() async throws {
@@ -82,23 +96,13 @@ import Testing
             end
             return chat
             """
-        let folder = try AppFolder([
-            "app.lua": """
-                local app = {}
-                function app.init() return {} end
-                function app.reduce(state, action) action.meta.tag = "host"; action.type = "host" end
-                function app.props(state) return { lines = #state.chat.lines } end
-                return app
-                """,
-            "luastore.json": """
-                { "name": "shop", "version": "1.0.0", "luastore": "^1.0",
-                  "mounts": { "cart": "plugins/cart", "chat": "plugins/chat" } }
-                """,
-            "plugins/cart/luastore.json": #"{"name": "cart", "version": "1.0.0", "luastore": "^1.0"}"#,
-            "plugins/cart/app.lua": forger,
-            "plugins/chat/luastore.json": #"{"name": "chat", "version": "1.0.0", "luastore": "^1.0"}"#,
-            "plugins/chat/app.lua": listener,
-        ])
+        let folder = try Self.twoPlugins(app: """
+            local app = {}
+            function app.init() return {} end
+            function app.reduce(state, action) action.meta.tag = "host"; action.type = "host" end
+            function app.props(state) return { lines = #state.chat.lines } end
+            return app
+            """, cart: forger, chat: listener)
         defer { folder.remove() }
         let store = try await ScriptedStore(app: folder.url)
         defer { store.shutdown() }
@@ -112,6 +116,44 @@ import Testing
         #expect(lines.last == "note:default:t40", "\(lines)")
         #expect(!lines.contains { $0.string?.contains("INJECTED") == true || $0.string?.contains("forged") == true || $0.string?.contains("host") == true })
         #expect(state["cart"]["items"].table?.array.last == "note:t40")
+    }
+
+    /// A plugin whose code only reads its action's fields shares the dispatched table when that holds no tables;
+    /// a nested table it reaches through a field is not the action's to share: the plugin after it still sees the
+    /// action as dispatched, flat or nested, sent alone or in runs.
+    @Test func aReaderSharesOnlyWhatItCannotChange() async throws {
+        let reader = """
+            return {
+              init = function() return { seen = 0 } end,
+              reduce = function(slice, action) -- (only reads its action's fields: it may share a flat one)
+                slice.seen = slice.seen + 1
+                local meta = action.meta
+                if meta then meta.tag = "forged"; meta[1] = "forged" end
+              end,
+            }
+            """
+        let listener = """
+            return {
+              init = function() return { lines = {} } end,
+              reduce = function(slice, action) slice.lines[#slice.lines + 1] = action.type .. ":" .. (action.meta and action.meta.tag or "-") end,
+            }
+            """
+        let folder = try Self.twoPlugins(
+            app: "return { init = function() return {} end, props = function(state) return { seen = state.cart.seen } end }",
+            cart: reader, chat: listener)
+        defer { folder.remove() }
+        let store = try await ScriptedStore(app: folder.url)
+        defer { store.shutdown() }
+        #expect(await store.send(["type": "nested", "meta": ["tag": "t0"]]).failure == nil)
+        for index in 1...30 {
+            store.dispatch(index % 2 == 0 ? ["type": "flat", "by": .integer(Int64(index))] : ["type": "nested", "meta": ["tag": .string("t\(index)")]])
+        }
+        await store.barrier()
+        let state = try await store.state()
+        #expect(state["cart"]["seen"] == 31)
+        let lines = try #require(state["chat"]["lines"].table?.array)
+        let expected: [LuaValue] = ["nested:t0"] + (1...30).map { .string($0 % 2 == 0 ? "flat:-" : "nested:t\($0)") }
+        #expect(lines == expected)
     }
 
     /// Each plugin's slice is placed by its `init`, its modules are its own (two `util`s), it writes only its

@@ -91,6 +91,59 @@ import LuaStoreCore
         }
     }
 
+    /// `journalEntries` from async code waits for the store's thread without holding the caller's: while a run
+    /// holds the store's thread, more tasks than there are cores ask for a stream; every one gets it once the run
+    /// ends, and hears the actions after it — and no more than that (the entry of the run it waited for is before
+    /// "now").
+    @Test func askingForTheJournalDoesNotHoldTheThreadsTasksShare() async throws {
+        let folder = try AppFolder(["app.lua": """
+            local app = {}
+            function app.init() return { n = 0 } end
+            function app.reduce(state, action) if action.type == "hold" then print("held") end state.n = state.n + 1 end
+            function app.props(state) return { n = state.n } end
+            return app
+            """])
+        defer { folder.remove() }
+        let count = ProcessInfo.processInfo.activeProcessorCount + 1
+        let held = Protected(0), asked = Protected(0)
+        let gate = DispatchSemaphore(value: 0)
+        let options = ScriptedStoreOptions(log: { _ in
+            held.withLock { $0 += 1 }
+            _ = gate.wait(timeout: .now() + 30) // (bounded: a held thread fails the test instead of hanging it)
+        }, failures: { _ in })
+        let store = try await ScriptedStore(app: folder.url, options: options)
+        defer { store.shutdown() }
+        store.dispatch(["type": "hold"])
+        #expect(await eventually(timeout: .seconds(30)) { held.value == 1 })
+        let releaser = Task.detached {
+            let released = await eventually(timeout: .seconds(30)) { asked.value == count }
+            try? await Task.sleep(for: .milliseconds(50)) // (the last to ask is then waiting)
+            gate.signal()
+            return released
+        }
+        let clock = ContinuousClock()
+        let start = clock.now
+        let streams = await withTaskGroup(of: AsyncStream<JournalEntry>.self) { group in
+            for _ in 0..<count {
+                group.addTask {
+                    asked.withLock { $0 += 1 }
+                    return await store.journalEntries()
+                }
+            }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(await releaser.value, "every task asked while the run held the store's thread")
+        #expect(clock.now - start < .seconds(25), "the run did not wait out its gate")
+        #expect(await store.send(["type": "after"]).failure == nil)
+        for stream in streams {
+            let first = await withinDeadline { () -> JournalEntry? in
+                for await entry in stream { return entry }
+                return nil
+            }
+            #expect(first??.action?["type"] == "after", "\(String(describing: first))")
+        }
+    }
+
     @Test func initialPropsThenChanges() async throws {
         let (store, recorder, folder) = try await makeStore()
         defer { folder.remove() }

@@ -51,7 +51,7 @@ import Testing
     /// (nil). Each chunk's free names, as Lua's own compiler lists them (`luac5.4 -l`), are the few it means.
     @Test func trustedChunksReadOnlyTheGlobalsTheyMean() async throws {
         let allowed: Set<String> = ["error", "getmetatable", "istable", "makebarrier", "math", "next", "pcall", "rawget", "rawlen",
-                                    "rawset", "select", "setmetatable", "string", "table", "tostring", "type", "pairs", "within", "newaccount", "copydata",
+                                    "rawset", "select", "setmetatable", "string", "table", "tostring", "type", "pairs", "within", "newaccount", "copydata", "readsonly",
                                     "readaccount"]
         let folder = CLI.packageRoot.appendingPathComponent("Sources/LuaStoreScripting/Runtime")
         let chunks = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".lua") }.sorted()

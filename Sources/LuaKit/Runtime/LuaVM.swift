@@ -302,6 +302,8 @@ public final class LuaVM {
         clua_pushcfunction(state, clua_push_copy_data)
         try protectedCall(arguments: 0, results: 1)
         lua_setglobal(state, "copydata")
+        clua_pushcfunction(state, clua_reads_only)
+        lua_setglobal(state, "readsonly")
     }
 
     /// [-0, +1, -] Loads `source` as a text chunk named `chunkName` (compiled with the real global table as `_ENV`;

@@ -15,7 +15,7 @@
 
 local MARKER, step = ...
 local type, error, pairs, setmetatable, tostring, next = type, error, pairs, setmetatable, tostring, next
-local istable, within, newaccount, readaccount, copydata = istable, within, newaccount, readaccount, copydata
+local istable, within, newaccount, readaccount, copydata, readsonly = istable, within, newaccount, readaccount, copydata, readsonly
 local format = string.format
 
 -- MARK: Read-only views
@@ -241,14 +241,19 @@ function compose(host, plugins)
   end
 
   -- A copy of an action (data: the host converted it), so that what one reducer writes into its action reaches
-  -- no other: each sees the action as it was dispatched, as a lone app would.
+  -- no other: each sees the action as it was dispatched, as a lone app would. A reduce whose bytecode only reads
+  -- its action's fields (`readsonly`) is given the dispatched table itself when that holds no tables: it cannot
+  -- change it, so the copy would buy nothing.
   local copied = copydata -- (a deep copy of the action, plain data as the host converted it, made in C)
+  local readonly = {}
+  for i = 1, count do readonly[i] = readsonly(reduces[i], 2) end
 
   local hostReduce = host.reduce
+  local hostReadsOnly = hostReduce ~= nil and readsonly(hostReduce, 2)
   local function reduce(state, action)
     local commands
     if hostReduce ~= nil then
-      local replaced, own = hostReduce(hostView(state), count > 0 and copied(action) or action)
+      local replaced, own = hostReduce(hostView(state), count > 0 and copied(action, hostReadsOnly) or action)
       if replaced ~= nil then
         error(format("%s's reduce may not return a new state: it mounts plugins, whose slices are in it (change it in place)", host.name), 0)
       end
@@ -256,7 +261,7 @@ function compose(host, plugins)
     end
     for i = 1, count do
       local replaced, own
-      local given = i < count and copied(action) or action -- (the last one may keep the dispatched table)
+      local given = i < count and copied(action, readonly[i]) or action -- (the last one may keep the dispatched table)
       if reading[i] then
         replaced, own = within(accounts[i], limits[i], growths[i], reduces[i], state[keys[i]], given, reads(state, plugins[i]))
       else

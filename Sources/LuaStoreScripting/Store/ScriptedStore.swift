@@ -359,16 +359,29 @@ public final class ScriptedStore: Sendable {
     /// `JournalEntry`). Journaling starts with the first stream (or `ScriptedStoreOptions.journal`); while any
     /// is open, actions are reduced one at a time. Keeps the newest `bufferingNewest` entries a slow reader has
     /// not taken yet.
+    /// (Called from synchronous code, it waits for the store's thread, which may be in the middle of a run;
+    /// from async code, the `async` overload waits without holding the caller's thread.)
     public func journalEntries(bufferingNewest limit: Int = 100_000) -> AsyncStream<JournalEntry> {
         let (stream, continuation) = AsyncStream.makeStream(of: JournalEntry.self, bufferingPolicy: .bufferingNewest(limit))
-        thread.sync { [engine] in
-            let id = engine.listeners.addStream(continuation)
-            continuation.onTermination = { [weak engine] _ in
-                guard let engine else { return }
-                engine.thread.async { engine.listeners.removeStream(id) }
-            }
-        }
+        thread.sync { [engine] in Self.listen(engine, continuation) }
         return stream
+    }
+
+    /// The session journal from now on, as `journalEntries(bufferingNewest:)` gives it, for async code: the caller's
+    /// thread is given back while the store's thread finishes what it is running.
+    public func journalEntries(bufferingNewest limit: Int = 100_000) async -> AsyncStream<JournalEntry> {
+        let (stream, continuation) = AsyncStream.makeStream(of: JournalEntry.self, bufferingPolicy: .bufferingNewest(limit))
+        await thread.perform { [engine] in Self.listen(engine, continuation) }
+        return stream
+    }
+
+    /// Adds `continuation` to the engine's streams, removed when its stream ends. On the engine's thread.
+    private static func listen(_ engine: ScriptEngine, _ continuation: AsyncStream<JournalEntry>.Continuation) {
+        let id = engine.listeners.addStream(continuation)
+        continuation.onTermination = { [weak engine] _ in
+            guard let engine else { return }
+            engine.thread.async { engine.listeners.removeStream(id) }
+        }
     }
 
     /// Where the journal is — the scripts' digest and schema version now, and the last entry's sequence — without

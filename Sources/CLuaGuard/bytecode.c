@@ -1,0 +1,246 @@
+// What a Lua function's bytecode does with one of its arguments: whether it only reads that table's fields.
+//
+// A mounted store gives each plugin's `reduce` the dispatched action. A plugin that writes into its action (or hands
+// it to code that may) must get a copy, so that what it writes reaches no other plugin; one whose code provably only
+// reads the action's fields may share the dispatched table. "Provably" is read from the function's own bytecode, as
+// `lua_dump` writes it (Lua 5.4's format, ldump.c): every instruction that names the argument's register must be a
+// read of a field (`GETFIELD`, `GETI`, `GETTABLE` with it as the table), its length, its truth or a comparison with a
+// constant. Anything else — a store into it, a copy of it into another register, an upvalue or a table, a call or a
+// return that includes it, an operator whose metamethod could receive it, a nested function capturing it, an
+// instruction this file does not know — answers "no", and the plugin gets its copy. The answer is conservative by
+// construction: it may refuse a function that is harmless, never accept one that is not.
+#include "clua_guard.h"
+#include <stdlib.h>
+#include <string.h>
+
+/// Lua 5.4's opcodes, in lopcodes.h's order (the numbering is the dump format's, fixed within 5.4).
+enum {
+    OP_MOVE, OP_LOADI, OP_LOADF, OP_LOADK, OP_LOADKX, OP_LOADFALSE, OP_LFALSESKIP, OP_LOADTRUE, OP_LOADNIL,
+    OP_GETUPVAL, OP_SETUPVAL, OP_GETTABUP, OP_GETTABLE, OP_GETI, OP_GETFIELD, OP_SETTABUP, OP_SETTABLE, OP_SETI,
+    OP_SETFIELD, OP_NEWTABLE, OP_SELF, OP_ADDI, OP_ADDK, OP_SUBK, OP_MULK, OP_MODK, OP_POWK, OP_DIVK, OP_IDIVK,
+    OP_BANDK, OP_BORK, OP_BXORK, OP_SHRI, OP_SHLI, OP_ADD, OP_SUB, OP_MUL, OP_MOD, OP_POW, OP_DIV, OP_IDIV, OP_BAND,
+    OP_BOR, OP_BXOR, OP_SHL, OP_SHR, OP_MMBIN, OP_MMBINI, OP_MMBINK, OP_UNM, OP_BNOT, OP_NOT, OP_LEN, OP_CONCAT,
+    OP_CLOSE, OP_TBC, OP_JMP, OP_EQ, OP_LT, OP_LE, OP_EQK, OP_EQI, OP_LTI, OP_LEI, OP_GTI, OP_GEI, OP_TEST,
+    OP_TESTSET, OP_CALL, OP_TAILCALL, OP_RETURN, OP_RETURN0, OP_RETURN1, OP_FORLOOP, OP_FORPREP, OP_TFORPREP,
+    OP_TFORCALL, OP_TFORLOOP, OP_SETLIST, OP_CLOSURE, OP_VARARG, OP_VARARGPREP, OP_EXTRAARG
+};
+
+/// A dump being read: `at` moves towards `end`; `failed` once anything did not fit the format.
+typedef struct {
+    const unsigned char *at, *end;
+    int failed;
+} Reader;
+
+static const unsigned char *take(Reader *reader, size_t count) {
+    if (reader->failed || (size_t)(reader->end - reader->at) < count) {
+        reader->failed = 1;
+        return NULL;
+    }
+    const unsigned char *start = reader->at;
+    reader->at += count;
+    return start;
+}
+
+/// ldump.c's `dumpSize`: seven bits a byte, most significant first, the last byte marked by its high bit.
+static size_t size(Reader *reader) {
+    size_t value = 0;
+    for (int bytes = 0; bytes < 10; bytes++) {
+        const unsigned char *byte = take(reader, 1);
+        if (byte == NULL) return 0;
+        value = (value << 7) | (*byte & 0x7F);
+        if (*byte & 0x80) return value;
+    }
+    reader->failed = 1;
+    return 0;
+}
+
+static void skip_string(Reader *reader) {
+    size_t length = size(reader);
+    if (length > 0) take(reader, length - 1);
+}
+
+/// One function of the dump: what the analysis needs of it.
+typedef struct {
+    int parameters, vararg;
+    const unsigned char *code;
+    size_t instructions;
+    const unsigned char *upvalues; /* (instack, idx, kind) triples */
+    size_t upvalueCount;
+    /// Its nested functions' upvalue lists, in `CLOSURE`'s numbering (only for the function analysed).
+    const unsigned char **childUpvalues;
+    size_t *childUpvalueCounts;
+    size_t children;
+} Function;
+
+/// Reads one function (ldump.c's `dumpFunction`) into `function`; with `keepChildren`, also where each nested
+/// function's upvalue list is. Nested functions are read past, `depth` levels at most.
+static void read_function(Reader *reader, Function *function, int keepChildren, int depth) {
+    if (depth > 256) { reader->failed = 1; return; }
+    skip_string(reader);                                 /* source */
+    size(reader); size(reader);                          /* linedefined, lastlinedefined */
+    const unsigned char *header = take(reader, 3);       /* numparams, is_vararg, maxstacksize */
+    if (header == NULL) return;
+    function->parameters = header[0];
+    function->vararg = header[1];
+    function->instructions = size(reader);
+    if (function->instructions > (size_t)(reader->end - reader->at) / 4) { reader->failed = 1; return; }
+    function->code = take(reader, function->instructions * 4);
+    size_t constants = size(reader);
+    for (size_t i = 0; i < constants && !reader->failed; i++) {
+        const unsigned char *tag = take(reader, 1);
+        if (tag == NULL) return;
+        switch (*tag) {
+        case 0: case 1: case 17: break;                  /* nil, false, true */
+        case 3: case 19: take(reader, 8); break;         /* integer, float */
+        case 4: case 20: skip_string(reader); break;     /* short and long strings */
+        default: reader->failed = 1;
+        }
+    }
+    function->upvalueCount = size(reader);
+    if (function->upvalueCount > (size_t)(reader->end - reader->at) / 3) { reader->failed = 1; return; }
+    function->upvalues = take(reader, function->upvalueCount * 3);
+    size_t children = size(reader);
+    if (children > (size_t)(reader->end - reader->at)) { reader->failed = 1; return; }
+    if (keepChildren && children > 0) {
+        function->childUpvalues = calloc(children, sizeof(*function->childUpvalues));
+        function->childUpvalueCounts = calloc(children, sizeof(*function->childUpvalueCounts));
+        if (function->childUpvalues == NULL || function->childUpvalueCounts == NULL) { reader->failed = 1; return; }
+        function->children = children;
+    }
+    for (size_t i = 0; i < children && !reader->failed; i++) {
+        Function child = { 0 };
+        read_function(reader, &child, 0, depth + 1);
+        if (keepChildren) {
+            function->childUpvalues[i] = child.upvalues;
+            function->childUpvalueCounts[i] = child.upvalueCount;
+        }
+    }
+    take(reader, size(reader));                          /* line info */
+    size_t absolute = size(reader);
+    for (size_t i = 0; i < absolute && !reader->failed; i++) { size(reader); size(reader); }
+    size_t locals = size(reader);
+    for (size_t i = 0; i < locals && !reader->failed; i++) { skip_string(reader); size(reader); size(reader); }
+    size_t names = size(reader);
+    for (size_t i = 0; i < names && !reader->failed; i++) skip_string(reader);
+}
+
+/// Whether the register range [first, first + count) holds `reg`; `count` < 0 means "to the top of the stack".
+static int in_range(int reg, int first, int count) {
+    return reg >= first && (count < 0 || reg < first + count);
+}
+
+/// Whether `function`'s code only reads the fields of register `reg` (see the file's comment).
+static int reads_only(const Function *function, int reg) {
+    for (size_t pc = 0; pc < function->instructions; pc++) {
+        uint32_t instruction;
+        memcpy(&instruction, function->code + 4 * pc, 4);
+        int op = instruction & 0x7F, a = (instruction >> 7) & 0xFF, k = (instruction >> 15) & 1;
+        int b = (instruction >> 16) & 0xFF, c = (instruction >> 24) & 0xFF;
+        int valueC = !k && c == reg; /* RK(C) names the register */
+        int escapes;
+        switch (op) {
+        case OP_LOADI: case OP_LOADF: case OP_LOADK: case OP_LOADKX: case OP_LOADFALSE: case OP_LFALSESKIP:
+        case OP_LOADTRUE: case OP_LOADNIL: case OP_GETUPVAL: case OP_GETTABUP: case OP_NEWTABLE: case OP_CLOSE:
+        case OP_JMP: case OP_RETURN0: case OP_VARARG: case OP_VARARGPREP: case OP_EXTRAARG:
+        case OP_GETI: case OP_GETFIELD: case OP_NOT: case OP_LEN: case OP_EQK: case OP_EQI: case OP_LTI: case OP_LEI:
+        case OP_GTI: case OP_GEI: case OP_TEST:
+            escapes = 0; /* writes a register, or reads the table's fields, length, truth or a constant comparison */
+            break;
+        case OP_GETTABLE: escapes = c == reg; break; /* as a key, another table's __index could receive it */
+        case OP_MOVE: case OP_UNM: case OP_BNOT: case OP_TESTSET: escapes = b == reg; break;
+        case OP_SETUPVAL: case OP_TBC: case OP_RETURN1: case OP_MMBINI: case OP_MMBINK: escapes = a == reg; break;
+        case OP_SETTABUP: escapes = valueC; break;
+        case OP_SETTABLE: escapes = a == reg || b == reg || valueC; break;
+        case OP_SETI: case OP_SETFIELD: escapes = a == reg || valueC; break;
+        case OP_SELF: escapes = b == reg || valueC; break;
+        case OP_ADDI: case OP_ADDK: case OP_SUBK: case OP_MULK: case OP_MODK: case OP_POWK: case OP_DIVK: case OP_IDIVK:
+        case OP_BANDK: case OP_BORK: case OP_BXORK: case OP_SHRI: case OP_SHLI:
+            escapes = b == reg;
+            break;
+        case OP_ADD: case OP_SUB: case OP_MUL: case OP_MOD: case OP_POW: case OP_DIV: case OP_IDIV: case OP_BAND:
+        case OP_BOR: case OP_BXOR: case OP_SHL: case OP_SHR:
+            escapes = b == reg || c == reg; /* the other operand's metamethod would receive it */
+            break;
+        case OP_MMBIN: case OP_EQ: case OP_LT: case OP_LE: escapes = a == reg || b == reg; break;
+        case OP_CONCAT: escapes = in_range(reg, a, b); break;
+        case OP_CALL: case OP_TAILCALL: escapes = in_range(reg, a, b == 0 ? -1 : b); break;
+        case OP_RETURN: escapes = in_range(reg, a, b == 0 ? -1 : b - 1); break;
+        case OP_FORLOOP: case OP_FORPREP: escapes = in_range(reg, a, 4); break;
+        case OP_TFORPREP: case OP_TFORCALL: case OP_TFORLOOP: escapes = in_range(reg, a, 5); break;
+        case OP_SETLIST: escapes = in_range(reg, a, b == 0 ? -1 : b + 1); break;
+        case OP_CLOSURE: {
+            size_t child = (instruction >> 15) & 0x1FFFF;
+            if (child >= function->children) return 0;
+            escapes = 0;
+            for (size_t i = 0; i < function->childUpvalueCounts[child]; i++) {
+                const unsigned char *upvalue = function->childUpvalues[child] + 3 * i;
+                if (upvalue[0] && upvalue[1] == reg) escapes = 1; /* captured from this function's stack */
+            }
+            break;
+        }
+        default: escapes = 1; /* an instruction this file does not know */
+        }
+        if (escapes) return 0;
+    }
+    return 1;
+}
+
+typedef struct {
+    unsigned char *bytes;
+    size_t count, capacity;
+} Dump;
+
+static int write_dump(lua_State *L, const void *bytes, size_t count, void *context) {
+    (void)L;
+    Dump *dump = context;
+    if (dump->count + count > dump->capacity) {
+        size_t capacity = dump->capacity * 2 + count + 256;
+        unsigned char *grown = realloc(dump->bytes, capacity);
+        if (grown == NULL) return 1;
+        dump->bytes = grown;
+        dump->capacity = capacity;
+    }
+    memcpy(dump->bytes + dump->count, bytes, count);
+    dump->count += count;
+    return 0;
+}
+
+int clua_reads_only_argument(lua_State *L, int index, int argument) {
+    if (argument < 1 || lua_type(L, index) != LUA_TFUNCTION || lua_iscfunction(L, index)) return 0;
+    lua_pushvalue(L, index);
+    Dump dump = { NULL, 0, 0 };
+    int status = lua_dump(L, write_dump, &dump, 1);
+    lua_pop(L, 1);
+    int answer = 0;
+    static const unsigned char signature[] = { 0x1B, 'L', 'u', 'a', 0x54, 0, 0x19, 0x93, '\r', '\n', 0x1A, '\n',
+                                               4, sizeof(lua_Integer), sizeof(lua_Number) };
+    Reader reader = { dump.bytes, dump.bytes + dump.count, status != 0 };
+    const unsigned char *header = take(&reader, sizeof(signature));
+    if (header != NULL && memcmp(header, signature, sizeof(signature)) == 0) {
+        /* The format's check values (this machine's integer and float layout), then the main function's upvalue count. */
+        const unsigned char *checks = take(&reader, sizeof(lua_Integer) + sizeof(lua_Number) + 1);
+        lua_Integer integer = 0;
+        lua_Number number = 0;
+        if (checks != NULL) {
+            memcpy(&integer, checks, sizeof(integer));
+            memcpy(&number, checks + sizeof(integer), sizeof(number));
+        }
+        Function function = { 0 };
+        if (integer == 0x5678 && number == (lua_Number)370.5) read_function(&reader, &function, 1, 0);
+        else reader.failed = 1;
+        if (!reader.failed) {
+            int reg = argument - 1; /* the parameters are the first registers */
+            if (function.parameters <= reg) answer = !function.vararg; /* it never names it (unless through `...`) */
+            else answer = reads_only(&function, reg);
+        }
+        free(function.childUpvalues);
+        free(function.childUpvalueCounts);
+    }
+    free(dump.bytes);
+    return answer;
+}
+
+int clua_reads_only(lua_State *L) {
+    lua_pushboolean(L, clua_reads_only_argument(L, 1, (int)luaL_optinteger(L, 2, 1)));
+    return 1;
+}
