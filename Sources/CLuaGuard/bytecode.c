@@ -66,6 +66,11 @@ typedef struct {
     size_t instructions;
     const unsigned char *upvalues; /* (instack, idx, kind) triples */
     size_t upvalueCount;
+    /// Where each string constant's bytes are, and how many (`SIZE_MAX` for a constant that is not a string; only
+    /// for the function analysed).
+    const unsigned char **constantText;
+    size_t *constantLength;
+    size_t constants;
     /// Its nested functions' upvalue lists, in `CLOSURE`'s numbering (only for the function analysed).
     const unsigned char **childUpvalues;
     size_t *childUpvalueCounts;
@@ -86,14 +91,32 @@ static void read_function(Reader *reader, Function *function, int keepChildren, 
     if (function->instructions > (size_t)(reader->end - reader->at) / 4) { reader->failed = 1; return; }
     function->code = take(reader, function->instructions * 4);
     size_t constants = size(reader);
+    if (constants > (size_t)(reader->end - reader->at)) { reader->failed = 1; return; }
+    if (keepChildren && constants > 0) {
+        function->constantText = calloc(constants, sizeof(*function->constantText));
+        function->constantLength = calloc(constants, sizeof(*function->constantLength));
+        if (function->constantText == NULL || function->constantLength == NULL) { reader->failed = 1; return; }
+        function->constants = constants;
+    }
     for (size_t i = 0; i < constants && !reader->failed; i++) {
         const unsigned char *tag = take(reader, 1);
         if (tag == NULL) return;
+        const unsigned char *text = NULL;
+        size_t length = SIZE_MAX;
         switch (*tag) {
         case 0: case 1: case 17: break;                  /* nil, false, true */
         case 3: case 19: take(reader, 8); break;         /* integer, float */
-        case 4: case 20: skip_string(reader); break;     /* short and long strings */
+        case 4: case 20:                                 /* short and long strings */
+            length = size(reader);
+            if (length == 0) { reader->failed = 1; return; }
+            length -= 1;
+            text = take(reader, length);
+            break;
         default: reader->failed = 1;
+        }
+        if (keepChildren) {
+            function->constantText[i] = text;
+            function->constantLength[i] = length;
         }
     }
     function->upvalueCount = size(reader);
@@ -129,8 +152,23 @@ static int in_range(int reg, int first, int count) {
     return reg >= first && (count < 0 || reg < first + count);
 }
 
-/// Whether `function`'s code only reads the fields of register `reg` (see the file's comment).
-static int reads_only(const Function *function, int reg) {
+/// What reading a field of the argument adds to the keys read (the table at `keys`, used as a set): the field's
+/// name (`GETFIELD`'s string constant) or index (`GETI`'s); 0 when it cannot be named (then any field may be read).
+static int note_key(lua_State *L, int keys, const Function *function, int op, int c) {
+    if (op == OP_GETI) {
+        lua_pushinteger(L, c);
+    } else {
+        if ((size_t)c >= function->constants || function->constantLength[c] == SIZE_MAX) return 0;
+        lua_pushlstring(L, (const char *)function->constantText[c], function->constantLength[c]);
+    }
+    lua_pushboolean(L, 1);
+    lua_rawset(L, keys);
+    return 1;
+}
+
+/// Whether `function`'s code only reads the fields of register `reg` (see the file's comment); the keys it reads
+/// are added to the set at `keys` while `*named` holds (cleared at a read whose key is not a constant).
+static int reads_only(lua_State *L, const Function *function, int reg, int keys, int *named) {
     for (size_t pc = 0; pc < function->instructions; pc++) {
         uint32_t instruction;
         memcpy(&instruction, function->code + 4 * pc, 4);
@@ -142,11 +180,17 @@ static int reads_only(const Function *function, int reg) {
         case OP_LOADI: case OP_LOADF: case OP_LOADK: case OP_LOADKX: case OP_LOADFALSE: case OP_LFALSESKIP:
         case OP_LOADTRUE: case OP_LOADNIL: case OP_GETUPVAL: case OP_GETTABUP: case OP_NEWTABLE: case OP_CLOSE:
         case OP_JMP: case OP_RETURN0: case OP_VARARG: case OP_VARARGPREP: case OP_EXTRAARG:
-        case OP_GETI: case OP_GETFIELD: case OP_NOT: case OP_LEN: case OP_EQK: case OP_EQI: case OP_LTI: case OP_LEI:
-        case OP_GTI: case OP_GEI: case OP_TEST:
-            escapes = 0; /* writes a register, or reads the table's fields, length, truth or a constant comparison */
+        case OP_NOT: case OP_LEN: case OP_EQK: case OP_EQI: case OP_LTI: case OP_LEI: case OP_GTI: case OP_GEI: case OP_TEST:
+            escapes = 0; /* writes a register, or reads the table's length, truth or a constant comparison */
             break;
-        case OP_GETTABLE: escapes = c == reg; break; /* as a key, another table's __index could receive it */
+        case OP_GETI: case OP_GETFIELD: /* reads a field */
+            escapes = 0;
+            if (b == reg && *named && !note_key(L, keys, function, op, c)) *named = 0;
+            break;
+        case OP_GETTABLE: /* reads a field whose key is a value (as a key, another table's __index could receive it) */
+            escapes = c == reg;
+            if (b == reg) *named = 0;
+            break;
         case OP_MOVE: case OP_UNM: case OP_BNOT: case OP_TESTSET: escapes = b == reg; break;
         case OP_SETUPVAL: case OP_TBC: case OP_RETURN1: case OP_MMBINI: case OP_MMBINK: escapes = a == reg; break;
         case OP_SETTABUP: escapes = valueC; break;
@@ -206,7 +250,11 @@ static int write_dump(lua_State *L, const void *bytes, size_t count, void *conte
 }
 
 int clua_reads_only_argument(lua_State *L, int index, int argument) {
+    luaL_checkstack(L, 4, "reading a function's bytecode");
     if (argument < 1 || lua_type(L, index) != LUA_TFUNCTION || lua_iscfunction(L, index)) return 0;
+    index = lua_absindex(L, index);
+    lua_newtable(L); /* the keys read (made first: nothing below raises while buffers are held) */
+    int keys = lua_gettop(L), named = 1;
     lua_pushvalue(L, index);
     Dump dump = { NULL, 0, 0 };
     int status = lua_dump(L, write_dump, &dump, 1);
@@ -216,6 +264,7 @@ int clua_reads_only_argument(lua_State *L, int index, int argument) {
                                                4, sizeof(lua_Integer), sizeof(lua_Number) };
     Reader reader = { dump.bytes, dump.bytes + dump.count, status != 0 };
     const unsigned char *header = take(&reader, sizeof(signature));
+    Function function = { 0 };
     if (header != NULL && memcmp(header, signature, sizeof(signature)) == 0) {
         /* The format's check values (this machine's integer and float layout), then the main function's upvalue count. */
         const unsigned char *checks = take(&reader, sizeof(lua_Integer) + sizeof(lua_Number) + 1);
@@ -225,22 +274,40 @@ int clua_reads_only_argument(lua_State *L, int index, int argument) {
             memcpy(&integer, checks, sizeof(integer));
             memcpy(&number, checks + sizeof(integer), sizeof(number));
         }
-        Function function = { 0 };
         if (integer == 0x5678 && number == (lua_Number)370.5) read_function(&reader, &function, 1, 0);
         else reader.failed = 1;
-        if (!reader.failed) {
-            int reg = argument - 1; /* the parameters are the first registers */
-            if (function.parameters <= reg) answer = !function.vararg; /* it never names it (unless through `...`) */
-            else answer = reads_only(&function, reg);
-        }
-        free(function.childUpvalues);
-        free(function.childUpvalueCounts);
+    } else {
+        reader.failed = 1;
     }
+    if (!reader.failed) {
+        int reg = argument - 1; /* the parameters are the first registers */
+        if (function.parameters <= reg) answer = !function.vararg; /* it never names it (unless through `...`) */
+        else answer = reads_only(L, &function, reg, keys, &named);
+    }
+    free(function.childUpvalues);
+    free(function.childUpvalueCounts);
+    free(function.constantText);
+    free(function.constantLength);
     free(dump.bytes);
+    if (answer && named) { /* (no buffer is held now: making the list may raise) */
+        lua_newtable(L); /* the set as a list */
+        lua_Integer count = 0;
+        lua_pushnil(L);
+        while (lua_next(L, keys) != 0) {
+            lua_pop(L, 1);
+            lua_pushvalue(L, -1);
+            lua_rawseti(L, -3, ++count);
+        }
+        lua_remove(L, keys);
+        return 2;
+    }
+    lua_pop(L, 1);
     return answer;
 }
 
 int clua_reads_only(lua_State *L) {
-    lua_pushboolean(L, clua_reads_only_argument(L, 1, (int)luaL_optinteger(L, 2, 1)));
+    int answer = clua_reads_only_argument(L, 1, (int)luaL_optinteger(L, 2, 1));
+    if (answer == 2) return 1; /* the list of keys read */
+    lua_pushboolean(L, answer);
     return 1;
 }

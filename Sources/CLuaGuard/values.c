@@ -109,8 +109,26 @@ static int holds_no_tables(lua_State *L, int index) {
     return 1;
 }
 
+/// Whether none of the fields of the table at `index` named in the list at `keys` holds a table (and the table has
+/// no metatable): nothing a function that reads only those fields could change.
+static int holds_no_tables_at(lua_State *L, int index, int keys) {
+    if (lua_getmetatable(L, index)) {
+        lua_pop(L, 1);
+        return 0;
+    }
+    lua_Integer count = (lua_Integer)lua_rawlen(L, keys);
+    for (lua_Integer i = 1; i <= count; i++) {
+        lua_rawgeti(L, keys, i);
+        int type = lua_rawget(L, index);
+        lua_pop(L, 1);
+        if (type == LUA_TTABLE) return 0;
+    }
+    return 1;
+}
+
 int clua_copy_data(lua_State *L) {
-    if (lua_type(L, 1) != LUA_TTABLE || (lua_toboolean(L, 2) && holds_no_tables(L, 1))) {
+    int shared = lua_type(L, 2) == LUA_TTABLE ? holds_no_tables_at(L, 1, 2) : lua_toboolean(L, 2) && holds_no_tables(L, 1);
+    if (lua_type(L, 1) != LUA_TTABLE || shared) {
         lua_settop(L, 1);
         return 1;
     }

@@ -146,6 +146,6 @@ extension Scenarios {
         return [
             Scenario(name: "plugins.verify_mb_per_s", value: perSecond, unit: "MB/s", goal: "—", pass: nil),
             Scenario(name: "plugins.install_ms_100k", value: install, unit: "ms", goal: "≤ 100", pass: install <= 100),
-        ] + (try await mountedDispatch())
+        ]
     }
 }

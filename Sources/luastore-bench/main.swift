@@ -48,7 +48,7 @@ let groups: [(String, () async throws -> [Scenario])] = [
     ("counter", scenarios.counter), ("state_size", scenarios.stateSize), ("fanout", scenarios.fanout),
     ("reload", scenarios.reload), ("memory", scenarios.memoryAndLatency), ("strings", scenarios.strings),
     ("strings_scripts", scenarios.stringScripts), ("record", scenarios.journal), ("persist", scenarios.persistence),
-    ("plugins", scenarios.plugins), ("stores", scenarios.manyStores),
+    ("plugins", scenarios.plugins), ("mounted", scenarios.mountedDispatch), ("stores", scenarios.manyStores),
     ("cli", scenarios.cli), ("inputs", scenarios.inputs),
     ("devtools", scenarios.devtools),
 ]

@@ -5,7 +5,7 @@ import Testing
 
 /// `readsonly(f, n)` (bytecode.c): whether a function's bytecode provably only reads its `n`-th parameter's fields —
 /// what lets a mounted store give a plugin the dispatched action instead of a copy. Checked against what the
-/// functions do when they run: a function judged read-only never changes a flat table it is given.
+/// functions do when they run: an action `copydata` shares with a function (given its answer) never changes.
 struct ReadsOnlyTests {
     /// Statements that only read the action `a` (writing the slice `s` and locals freely).
     static let reads = [
@@ -58,25 +58,38 @@ struct ReadsOnlyTests {
         #"for k, v in pairs({ a }) do v.z = 22 end"#,
     ]
 
-    /// Runs `body` (the function's statements) as `function(s, a)` on a fresh flat action, in a trusted chunk:
-    /// the judgement, and whether the action changed.
-    static func judge(_ body: String, in vm: LuaVM) throws -> (readOnly: Bool, changed: Bool) {
+    /// Statements the bytecode cannot tell from reads — they change a table reached through a field — which the
+    /// list of fields read keeps from sharing a nested action.
+    static let nestedWrites = [
+        #"local m = a.meta if m then m.seen = true end"#,
+        #"local m = a.meta table.insert(m, "x")"#,
+        #"s.meta = a.meta s.meta.tag = "forged""#,
+    ]
+
+    /// Runs `body` (the function's statements) as `function(s, a)` on a fresh action holding a nested table, in a
+    /// trusted chunk: the judgement (`readsonly` ≠ false), whether `copydata` would share the action given that
+    /// answer, and whether the action or its nested table changed.
+    static func judge(_ body: String, in vm: LuaVM) throws -> (readOnly: Bool, shared: Bool, changed: Bool) {
         let chunk = try vm.loadTrusted("""
             local f = function(s, a) \(body) end
-            local judged = readsonly(f, 2)
-            local a = { type = "add", by = 4, flag = true, note = "n", "one", "two" }
-            local before = {}
+            local answer = readsonly(f, 2)
+            local meta = { tag = "t" }
+            local a = { type = "add", by = 4, flag = true, note = "n", meta = meta, "one", "two" }
+            local shared = copydata(a, answer) == a
+            local before, metaBefore = {}, { tag = "t" }
             for k, v in pairs(a) do before[k] = v end
             local s = { list = {} }
             pcall(f, s, a)
             if type(s.later) == "function" then pcall(s.later) end
-            local changed = getmetatable(a) ~= nil
+            local changed = getmetatable(a) ~= nil or getmetatable(meta) ~= nil
             for k, v in pairs(a) do if before[k] ~= v then changed = true end end
             for k, v in pairs(before) do if a[k] ~= v then changed = true end end
-            return judged, changed
+            for k, v in pairs(meta) do if metaBefore[k] ~= v then changed = true end end
+            for k, v in pairs(metaBefore) do if meta[k] ~= v then changed = true end end
+            return answer ~= false, shared, changed
             """, chunkName: "judge")
         let answer = try vm.call(chunk)
-        return (answer[0] == true, answer[1] == true)
+        return (answer[0] == true, answer[1] == true, answer[2] == true)
     }
 
     /// Each listed statement alone: the reads are judged read-only (else sharing would never happen), the writes
@@ -93,12 +106,17 @@ struct ReadsOnlyTests {
                 #expect(!judged.readOnly, "\(statement)")
                 #expect(judged.changed, "\(statement)")
             }
+            for statement in Self.nestedWrites {
+                let judged = try Self.judge(statement, in: vm)
+                #expect(judged.readOnly && !judged.shared, "\(statement)")
+                #expect(judged.changed, "\(statement)")
+            }
         }
     }
 
-    /// Generated functions (seeded): 1–6 statements drawn from both lists, in any order, some inside branches and
-    /// loops. A function judged read-only never changed its action; a function of reads alone is judged read-only;
-    /// one holding a write is not.
+    /// Generated functions (seeded): 1–6 statements drawn from the three lists, in any order, some inside branches
+    /// and loops. An action that `copydata` would share with a function never changed when it ran; a function
+    /// without a write to its argument is judged read-only; one holding a write is not.
     @Test func generatedFunctionsJudgedReadOnlyNeverChangeTheirAction() async throws {
         var generator = SplitMix(state: 0x5EED_0B7E)
         try await withVM { vm throws in
@@ -107,10 +125,13 @@ struct ReadsOnlyTests {
                 var writes = false
                 for _ in 0..<Int.random(in: 1...6, using: &generator) {
                     var statement: String
-                    if Int.random(in: 0..<4, using: &generator) == 0 {
+                    switch Int.random(in: 0..<8, using: &generator) {
+                    case 0, 1:
                         statement = Self.writes.randomElement(using: &generator)!
                         writes = true
-                    } else {
+                    case 2:
+                        statement = Self.nestedWrites.randomElement(using: &generator)!
+                    default:
                         statement = Self.reads.randomElement(using: &generator)!
                     }
                     switch Int.random(in: 0..<4, using: &generator) {
@@ -123,9 +144,35 @@ struct ReadsOnlyTests {
                 }
                 let body = statements.joined(separator: "\n")
                 let judged = try Self.judge(body, in: vm)
-                if judged.readOnly { #expect(!judged.changed, "\(body)") }
+                if judged.shared { #expect(!judged.changed, "\(body)") }
                 #expect(judged.readOnly == !writes, "\(body)")
             }
+        }
+    }
+
+    /// A function that reads its argument's fields by constant keys only is answered with the list of those keys
+    /// (the fields whose values decide whether it may share the table); one reading a field by a key that is a
+    /// value, with `true`. `copydata(v, answer)` shares `v` exactly when nothing the function can reach is a table.
+    @Test func theFieldsReadAreNamed() async throws {
+        try await withVM { vm throws in
+            let chunk = try vm.loadTrusted("""
+                local function sorted(list)
+                  if type(list) ~= "table" then return list end
+                  local names = {}
+                  for i, key in ipairs(list) do names[i] = tostring(key) end
+                  table.sort(names)
+                  return table.concat(names, ",")
+                end
+                local byName = readsonly(function(s, a) if a.type == "add" then s.n = a.by + a[2] end return #a end, 2)
+                local byValue = readsonly(function(s, a) local k = s.key return a[k] end, 2)
+                local nothing = readsonly(function(s) return s end, 2)
+                local nested, flat, withMeta = { type = "add", meta = { tag = "t" } }, { type = "add" }, setmetatable({}, {})
+                return sorted(byName), byValue, sorted(nothing),
+                       copydata(nested, { "type" }) == nested, copydata(nested, { "type", "meta" }) == nested,
+                       copydata(nested, true) == nested, copydata(flat, true) == flat,
+                       copydata(withMeta, { "type" }) == withMeta
+                """, chunkName: "named")
+            #expect(try vm.call(chunk) == ["2,by,type", true, "", true, false, false, true, false])
         }
     }
 
@@ -135,6 +182,7 @@ struct ReadsOnlyTests {
     @Test func whatCannotBeProvedIsNotReadOnly() async throws {
         try await withVM { vm throws in
             let chunk = try vm.loadTrusted("""
+                local function readsonly(f, n) return _G.readsonly(f, n) ~= false end
                 return readsonly(print, 1), readsonly(function(...) end, 1), readsonly(function(s, ...) local a = ... end, 2),
                        readsonly(function(s, a) end, 3), readsonly(function(s, a, ...) end, 3), readsonly({}, 1), readsonly(nil, 1),
                        readsonly(function(s, a) return a.type end, 2), readsonly(function(s, a) return a end, 2),

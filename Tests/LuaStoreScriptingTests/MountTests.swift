@@ -118,9 +118,9 @@ import Testing
         #expect(state["cart"]["items"].table?.array.last == "note:t40")
     }
 
-    /// A plugin whose code only reads its action's fields shares the dispatched table when that holds no tables;
-    /// a nested table it reaches through a field is not the action's to share: the plugin after it still sees the
-    /// action as dispatched, flat or nested, sent alone or in runs.
+    /// A plugin whose code only reads its action's fields shares the dispatched table when none of the fields it
+    /// reads holds a table; a nested table it reaches through a field is not the action's to share: the plugin
+    /// after it still sees the action as dispatched, flat or nested, sent alone or in runs.
     @Test func aReaderSharesOnlyWhatItCannotChange() async throws {
         let reader = """
             return {

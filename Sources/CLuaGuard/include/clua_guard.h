@@ -301,20 +301,23 @@ int clua_read_flat_fields(lua_State *L, int index, CLuaFlatField *fields, int ca
 /// `copydata(v [, readonly])` [-(1|2), +1, m], a Lua function for trusted host code: a deep copy of `v` when it is a
 /// table of plain data as the host converts it (no metatables, no cycles, nested at most `CLUA_COPY_DEPTH` deep), `v`
 /// itself otherwise — a mounted store's copy of an action for each plugin, made in C in one pass rather than by a Lua
-/// loop over `next`. With `readonly` true (its receiver only reads its fields: `clua_reads_only`), `v` itself too when
-/// it holds no tables and has no metatable: there is nothing such a receiver could change. `clua_push_copy_data` [-0, +1, m] pushes it (a closure remembering the sizes of the tables
+/// loop over `next`. With `readonly` (what `clua_reads_only` answered for its receiver), `v` itself too when its
+/// receiver could change nothing of it: `true` (reads any of its fields), when it holds no tables; a list of keys
+/// (reads those fields only), when none of those fields holds a table. Either way only without a metatable. `clua_push_copy_data` [-0, +1, m] pushes it (a closure remembering the sizes of the tables
 /// it copied last, so that tables of one shape are made at their size without counting). In values.c.
 int clua_copy_data(lua_State *L);
 int clua_push_copy_data(lua_State *L);
 
-/// [-0, +0, m] Whether the value at `index` is a Lua function whose bytecode provably only reads the fields of its
+/// [-0, +(0|1), m] Whether the value at `index` is a Lua function whose bytecode provably only reads the fields of its
 /// `argument`-th parameter (1-based): every instruction naming that parameter's register reads a field, its length or
 /// truth, or compares it with a constant — no store into it, no copy of it anywhere, no call, return, operator or
-/// nested function that could receive it. Conservative: 0 for anything it cannot prove (a C function, a vararg
-/// parameter, an unknown instruction). In bytecode.c.
+/// nested function that could receive it. 0: not proved (a C function, a vararg parameter, an unknown instruction:
+/// conservative); 1: proved, and the fields it reads cannot be named (a key that is a value); 2: proved, and the
+/// list of the keys it reads (each a constant: `a.name`, `a[3]`) is pushed. In bytecode.c.
 int clua_reads_only_argument(lua_State *L, int index, int argument);
 
-/// `readsonly(f [, n])` [-(1|2), +1, m], a Lua function for trusted host code: `clua_reads_only_argument(f, n or 1)`.
+/// `readsonly(f [, n])` [-(1|2), +1, m], a Lua function for trusted host code: what `clua_reads_only_argument(f, n or 1)`
+/// answers — `false`, `true`, or the list of keys read.
 int clua_reads_only(lua_State *L);
 
 /// [-0, +0] Stores in `list[first..last]` the value at `list[first - 1]` again: a table as a deep copy each
