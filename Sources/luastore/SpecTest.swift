@@ -140,7 +140,7 @@ struct SpecTest: AsyncParsableCommand {
             func nextItem(_ next: LuaReference) throws(LuaError) -> Int64? {
                 try vm.call(next).first?.integer
             }
-            let chunk = try vm.load(source, chunkName: file, globals: globals, strictGlobals: false)
+            let chunk = try vm.load(source, chunkName: file, globals: globals)
             try vm.call(chunk)
             let next = try function("next"), name = try function("name"), line = try function("line")
             let status = try function("status"), raise = try function("raise")

@@ -25,8 +25,7 @@ import Testing
         #expect(run.status == 0, "\(run.errors)")
         #expect(run.output == """
             hello from tour, inside the sandbox
-            {inventory = {"apples 5", "figs   0", "pears  3"}, tampering = "refused", \
-            undeclared = "tour.lua:18: assignment to undeclared global 'total' (declare it with 'local')", \
+            {globals = "as in Lua", inventory = {"apples 5", "figs   0", "pears  3"}, tampering = "refused", \
             words = "THE QUICK BROWN FOX"}
 
             """)

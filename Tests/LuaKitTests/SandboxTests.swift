@@ -6,15 +6,12 @@ import LuaStoreConcurrency
 
 /// What a script can and cannot reach.
 @Suite struct SandboxTests {
-    /// Missing libraries are undeclared globals: a function that reads one fails naming it; a chunk's top level
-    /// may probe for it and gets nil, as under Lua's `strict.lua`.
-    @Test(arguments: ["os", "utf8x", "arg"])
-    func missingLibrariesAreUndeclaredGlobals(name: String) async throws {
+    /// A missing library is a global nobody set, as in Lua: reading it gives nil, anywhere (a function probing for
+    /// an optional library, `if jit then`, works).
+    @Test(arguments: ["os", "utf8x", "arg", "jit"])
+    func missingLibrariesAreNil(name: String) async throws {
         try await withVM { vm throws in
-            let error = luaError { _ = try vm.run("local function probe()\n  return \(name)\nend\nreturn probe()", chunkName: "probe.lua") }
-            #expect(error?.kind == .runtime)
-            #expect(error?.message == "undeclared global '\(name)'")
-            #expect(error?.location == "probe.lua:2")
+            #expect(try vm.run("local function probe()\n  return \(name)\nend\nreturn probe() == nil", chunkName: "probe.lua") == [true])
             #expect(try vm.run("return \(name) == nil, rawget(_G, '\(name)') == nil", chunkName: "probe.lua") == [true, true])
         }
     }
@@ -115,14 +112,77 @@ import LuaStoreConcurrency
         }
     }
 
-    @Test func undeclaredGlobalsAreErrorsThatNameThem() async throws {
+    /// Globals are Lua's: assigning one sets it (`x = …`, `_G.x = …`, `rawset(_G, …)`, `function f() end`, and
+    /// `load`'s chunks too), the namespace's chunks see it, `pairs(_G)` and `next` list it, and reading one nobody
+    /// set is nil (an arithmetic on it fails with Lua's own words).
+    @Test func globalsAreLuas() async throws {
         try await withVM { vm throws in
-            let write = luaError { _ = try vm.run("local x = 1\ncounter = x", chunkName: "app.lua") }
-            #expect(write?.message == "assignment to undeclared global 'counter' (declare it with 'local')")
-            #expect(write?.location == "app.lua:2")
+            _ = try vm.run("local x = 1\ncounter = x\n_G.other = 2\nrawset(_G, 'third', 3)\nfunction helper() return 4 end\nload('fifth = 5')()",
+                           chunkName: "app.lua")
+            #expect(try vm.run("return counter, other, third, helper(), fifth, rawget(_G, 'counter'), _G == _ENV", chunkName: "next.lua")
+                    == [1, 2, 3, 4, 5, 1, true])
+            #expect(try vm.run("""
+                local seen = {}
+                for name, value in pairs(_G) do if name == "counter" or name == "print" then seen[name] = type(value) end end
+                local k, n = nil, 0
+                repeat k = next(_G, k); if k == "third" then n = n + 1 end until k == nil
+                counter = nil
+                return seen.counter, seen.print, n, counter, rawget(_G, "counter")
+                """, chunkName: "walk.lua") == ["number", "function", 1, .nil, .nil])
             let read = luaError { _ = try vm.run("local function f()\n  return missing + 1\nend\nreturn f()", chunkName: "app.lua") }
-            #expect(read?.message == "undeclared global 'missing'")
+            #expect(read?.message == "attempt to perform arithmetic on a nil value (global 'missing')")
             #expect(read?.location == "app.lua:2")
+        }
+    }
+
+    /// Once locked (as a store locks its VM when its app has loaded), a global is set only while a module loads —
+    /// a `require` inside a function too; anywhere else the assignment fails naming its line, whatever its form,
+    /// and changes nothing. Reading stays as it was.
+    @Test func lockedGlobalsAreSetOnlyAsModulesLoad() async throws {
+        let folder = try makeTemporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try Data("loadedAt = (loadedAt or 0) + 1\nfunction fromModule() return 'module' end\nreturn {}".utf8)
+            .write(to: folder.appendingPathComponent("setter.lua"))
+        try await withVM(moduleRoot: folder) { vm throws in
+            _ = try vm.run("before = 1", chunkName: "app.lua")
+            try vm.lockGlobals()
+            for (line, statement) in ["before = 2", "fresh = 1", "_G.fresh = 1", "rawset(_G, 'fresh', 1)", "function fresh() end",
+                                      "load('fresh = 1')()", "before = nil"].enumerated() {
+                let error = luaError { _ = try vm.run(String(repeating: "\n", count: line) + statement, chunkName: "reduce.lua") }
+                #expect(error?.message.hasPrefix("cannot set global '\(statement.contains("before") ? "before" : "fresh")' while the store runs") == true,
+                        "\(statement): \(String(describing: error))")
+                #expect(error?.location == (statement.hasPrefix("load") ? "[string \"fresh = 1\"]:1" : "reduce.lua:\(line + 1)"),
+                        "\(statement): \(String(describing: error))")
+            }
+            #expect(try vm.run("return before, fresh, (function() return require('setter') and fromModule() end)(), loadedAt",
+                               chunkName: "reduce.lua") == [1, .nil, "module", 1])
+        }
+    }
+
+    /// A namespace may ask for strict globals (`strict.lua`'s rule): a function that reads a global nobody set or
+    /// assigns a new one fails naming it; its chunks' top level may do both; another namespace is not strict.
+    @Test func aNamespaceMayAskForStrictGlobals() async throws {
+        let folder = try makeTemporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try Data("""
+            declared = 1
+            local probe = maybe -- (the top level may probe)
+            return {
+              read = function() return missing end,
+              write = function() brandNew = 1 end,
+              known = function() declared = declared + 1; return declared end,
+            }
+            """.utf8).write(to: folder.appendingPathComponent("strictmod.lua"))
+        try await withVM(moduleRoot: folder) { vm throws in
+            let strict = try vm.require("strictmod", in: try vm.makeNamespace(strictGlobals: true))
+            let read = luaError { _ = try vm.call(try #require(try vm.field("read", of: strict))) }
+            #expect(read?.message == "undeclared global 'missing'")
+            #expect(read?.location == "strictmod.lua:4")
+            let write = luaError { _ = try vm.call(try #require(try vm.field("write", of: strict))) }
+            #expect(write?.message == "assignment to undeclared global 'brandNew' (declare it with 'local')")
+            #expect(try vm.call(try #require(try vm.field("known", of: strict))) == [2])
+            let plain = try vm.require("strictmod", in: try vm.makeNamespace())
+            #expect(try vm.call(try #require(try vm.field("read", of: plain))) == [.nil])
         }
     }
 
@@ -164,22 +224,33 @@ import LuaStoreConcurrency
         }
     }
 
+    /// A namespace may replace its own globals (`string = …`, as in Lua), never the libraries themselves: method
+    /// calls on strings and every other namespace keep Lua's.
     @Test func oneScriptCannotDamageWhatTheNextSees() async throws {
-        try await withVM { vm throws in
+        let folder = try makeTemporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try Data("return string.upper('ok')".utf8).write(to: folder.appendingPathComponent("other.lua"))
+        try await withVM(moduleRoot: folder) { vm throws in
             _ = try vm.run("""
                 string = { upper = function() return 'pwned' end }
-                """.replacingOccurrences(of: "string =", with: "_ENV.string ="), chunkName: "evil.lua")
-            _ = try? vm.run("pcall(rawset, string, 'upper', print); pcall(function() string.upper = nil end)", chunkName: "evil2.lua")
-            #expect(try vm.run("return string.upper('ok'), ('ok'):upper()", chunkName: "next.lua") == ["OK", "OK"])
+                """, chunkName: "evil.lua")
+            _ = try? vm.run("pcall(rawset, getmetatable('').__index, 'upper', print); pcall(function() getmetatable('').__index.upper = nil end)",
+                            chunkName: "evil2.lua")
+            #expect(try vm.run("return string.upper('ok'), ('ok'):upper()", chunkName: "next.lua") == ["pwned", "OK"])
+            #expect(try vm.value(of: try vm.require("other", in: try vm.makeNamespace())) == "OK")
         }
     }
 
-    @Test func eachChunkHasItsOwnEnvironment() async throws {
-        try await withVM { vm throws in
+    /// The chunks of one namespace share its globals, as Lua's share `_G`; another namespace has its own.
+    @Test func chunksOfANamespaceShareItsGlobals() async throws {
+        let folder = try makeTemporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try Data("return { shared = shared, print = type(print) }".utf8).write(to: folder.appendingPathComponent("reader.lua"))
+        try await withVM(moduleRoot: folder) { vm throws in
             _ = try vm.run("rawset(_ENV, 'shared', 42); print = nil", chunkName: "a.lua")
-            let error = luaError { _ = try vm.run("return (function() return shared end)()", chunkName: "b.lua") }
-            #expect(error?.message == "undeclared global 'shared'")
-            #expect(try vm.run("return type(print), _G == _ENV", chunkName: "c.lua") == ["function", true])
+            #expect(try vm.run("return (function() return shared end)(), type(print), _G == _ENV", chunkName: "b.lua") == [42, "nil", true])
+            #expect(try vm.value(of: try vm.require("reader")) == ["shared": 42, "print": "nil"])
+            #expect(try vm.value(of: try vm.require("reader", in: try vm.makeNamespace())) == ["print": "function"])
         }
     }
 
@@ -250,8 +321,7 @@ import LuaStoreConcurrency
             #expect(try vm.run("return load('return 2', 'x', 'bt')()", chunkName: "load.lua") == [2])
             let read = "local p = {'return ', 40, ' + 2'}; local i = 0; return load(function() i = i + 1; return p[i] end)()"
             #expect(try vm.run(read, chunkName: "load.lua") == [42])
-            let strict = luaError { _ = try vm.run("return load('x = 1')()", chunkName: "load.lua") }
-            #expect(strict?.message == "assignment to undeclared global 'x' (declare it with 'local')")
+            #expect(try vm.run("load('x = 1')() return x", chunkName: "load.lua") == [1], "a loaded chunk sets the namespace's globals")
         }
     }
 

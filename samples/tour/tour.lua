@@ -14,8 +14,9 @@ end
 local words = {}
 for word in ("the quick brown fox"):gmatch("%a+") do words[#words + 1] = word:upper() end
 
--- Globals are not declared by assignment: this is an error that names the variable.
-local ok, problem = pcall(function() total = 8 end)
+-- Globals are Lua's: one table the app's modules share; reading one nobody set gives nil.
+total = 8
+local globals = (total == 8 and rawget(_G, "total") == 8 and nobodySetThis == nil) and "as in Lua" or "different"
 
 -- Library tables are read-only, for this script and every other.
 local tampered = pcall(function() string.upper = nil end)
@@ -24,6 +25,6 @@ print(greeting.hello("tour"))
 return {
   inventory = lines,
   words = table.concat(words, " "),
-  undeclared = ok and "allowed" or problem,
+  globals = globals,
   tampering = tampered and "allowed" or "refused",
 }

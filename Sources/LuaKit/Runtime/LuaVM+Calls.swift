@@ -11,40 +11,43 @@ public enum LuaArgument {
 }
 
 extension LuaVM {
-    /// Compiles `source` into a function with a fresh sandbox environment of its own.
+    /// Compiles `source` into a function whose globals are the default namespace's: the chunks `load` compiles
+    /// and the modules they `require` share one global table, as Lua's chunks share `_G`.
     ///
     /// `chunkName` is what tracebacks and errors show (`app.lua:12`). Binary chunks are refused.
     public func load(_ source: String, chunkName: String) throws(LuaError) -> LuaReference {
         checkThread()
         try loadChunk(source, chunkName: chunkName)
-        try setFreshEnvironment()
+        try setEnvironment()
         return makeReference()
     }
 
-    /// Compiles `source` like `load(_:chunkName:)`, with `globals` added to its environment (for harnesses that
-    /// give a chunk functions of their own, such as a spec runner's `describe` and `it`).
-    ///
-    /// With `strictGlobals: false` the chunk's globals are plain Lua's, as test runners give them: reading one
-    /// nobody set is `nil` anywhere and assigning one declares it (in this chunk's environment only). Modules
-    /// the chunk requires keep strict globals.
-    public func load(_ source: String, chunkName: String, globals: [String: LuaReference],
-                     strictGlobals: Bool = true) throws(LuaError) -> LuaReference {
+    /// Compiles `source` like `load(_:chunkName:)`, with `globals` set in the default namespace's globals first (for
+    /// harnesses that give scripts functions of their own, such as a spec runner's `describe` and `it`: the
+    /// chunk and what it requires see them, as busted's helpers are globals).
+    public func load(_ source: String, chunkName: String, globals: [String: LuaReference]) throws(LuaError) -> LuaReference {
         checkThread()
         try loadChunk(source, chunkName: chunkName)
-        try setFreshEnvironment()
+        try setEnvironment()
         if lua_getupvalue(state, -1, 1) != nil {
             for (name, value) in globals {
                 pushString(name)
                 pushReference(value)
-                lua_rawset(state, -3) // raw: the environment's __newindex refuses undeclared globals
-            }
-            if !strictGlobals {
-                lua_pushnil(state)
-                lua_setmetatable(state, -2)
+                lua_rawset(state, -3) // (raw: the harness's names stand beside the standard ones)
             }
             clua_pop(state, 1)
         }
         return makeReference()
+    }
+
+    /// From now on a script may set a global only while a module loads (in a `require`): what a store calls once
+    /// its app has loaded, so that no reducer, props function or migration keeps state outside the journal. An
+    /// assignment to a global anywhere else fails, naming its line. (Reassigning a standard name such as `print`
+    /// is not caught: see docs/lua.md.)
+    public func lockGlobals() throws(LuaError) {
+        checkThread()
+        lua_rawgeti(state, clua_registryindex(), lua_Integer(sandbox.lock))
+        try protectedCall(arguments: 0, results: 0)
     }
 
     /// Compiles and runs `source`, returning its results converted to Swift.
@@ -64,19 +67,26 @@ extension LuaVM {
     }
 
     /// A new module namespace: `require` in it has a cache of its own, so a new version of an app's modules
-    /// can be loaded beside the running one (and dropped if it fails). Built-in modules are shared.
-    public func makeNamespace() throws(LuaError) -> LuaNamespace {
+    /// can be loaded beside the running one (and dropped if it fails), and its modules share one global table of
+    /// their own, as Lua's chunks share `_G`. Built-in modules are shared.
+    ///
+    /// With `strictGlobals`, globals are strict as under Lua's `strict.lua`: a function that reads a global
+    /// nobody set, or assigns a new one, fails naming it; a chunk's top level may do both.
+    public func makeNamespace(strictGlobals: Bool = false) throws(LuaError) -> LuaNamespace {
         checkThread()
         lua_rawgeti(state, clua_registryindex(), lua_Integer(sandbox.namespace))
-        try protectedCall(arguments: 0, results: 1)
+        lua_pushnil(state)
+        lua_pushboolean(state, strictGlobals ? 1 : 0)
+        try protectedCall(arguments: 2, results: 1)
         return LuaNamespace(require: makeReference())
     }
 
     /// A new module namespace whose modules come from `root` rather than `moduleRoot`: its `require`,
     /// `loadfile` and `dofile` read files inside `root` only (and the module path), and its chunks are named
     /// `chunkPrefix` + their path in `root` (`plugins/cart/` + `cart.lua`), so errors say where a file lies. For
-    /// code of another origin sharing the VM, such as a plugin an app mounts.
-    public func makeNamespace(root: URL, chunkPrefix: String) throws(LuaError) -> LuaNamespace {
+    /// code of another origin sharing the VM, such as a plugin an app mounts. `strictGlobals` as for
+    /// `makeNamespace(strictGlobals:)`.
+    public func makeNamespace(root: URL, chunkPrefix: String, strictGlobals: Bool = false) throws(LuaError) -> LuaNamespace {
         checkThread()
         let folder = ModuleFolder(root: root.standardizedFileURL.resolvingSymlinksInPath(), chunkPrefix: chunkPrefix)
         let number = moduleFolders.firstIndex(of: folder).map { $0 + 1 } ?? {
@@ -85,7 +95,8 @@ extension LuaVM {
         }()
         lua_rawgeti(state, clua_registryindex(), lua_Integer(sandbox.namespace))
         lua_pushinteger(state, lua_Integer(number))
-        try protectedCall(arguments: 1, results: 1)
+        lua_pushboolean(state, strictGlobals ? 1 : 0)
+        try protectedCall(arguments: 2, results: 1)
         return LuaNamespace(require: makeReference())
     }
 
@@ -371,7 +382,7 @@ extension LuaVM {
             return
         }
         // (The process keeps no more compiled chunks: the module runs now.)
-        try setFreshEnvironment()
+        try setEnvironment(hostModule: true)
         lua_rawgeti(state, clua_registryindex(), lua_Integer(sandbox.defineModule))
         clua_insert(state, -2)
         pushString(name)
@@ -401,10 +412,12 @@ extension LuaVM {
         return makeReference()
     }
 
-    /// [-0, +0, -] Gives the function on top of the stack a fresh sandbox environment as its `_ENV`.
-    func setFreshEnvironment() throws(LuaError) {
+    /// [-0, +0, -] Gives the function on top of the stack the default namespace's globals as its `_ENV` (with
+    /// `hostModule`, a fresh strict environment of its own: a host module's).
+    func setEnvironment(hostModule: Bool = false) throws(LuaError) {
         lua_rawgeti(state, clua_registryindex(), lua_Integer(sandbox.environment))
-        try protectedCall(arguments: 0, results: 1)
+        lua_pushboolean(state, hostModule ? 1 : 0)
+        try protectedCall(arguments: 1, results: 1)
         if lua_setupvalue(state, -2, 1) == nil { clua_pop(state, 1) }
     }
 

@@ -62,6 +62,7 @@ public final class LuaVM {
         let namespace: Int32
         let referenceStrings: Int32
         let seal: Int32
+        let lock: Int32
     }
 
     /// Creates a VM and builds its sandbox.
@@ -283,7 +284,7 @@ public final class LuaVM {
                                    defineModule: field("definemodule"), defineDeferred: field("definedeferred"),
                                    require: field("require"),
                                    namespace: field("namespace"),
-                                   referenceStrings: field("reference_strings"), seal: field("seal"))
+                                   referenceStrings: field("reference_strings"), seal: field("seal"), lock: field("lock"))
         clua_pop(state, 1)
         // Trusted host code only (scripts never see the real global table).
         clua_pushcfunction(state, clua_restart_budget)

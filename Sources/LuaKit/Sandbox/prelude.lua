@@ -2,10 +2,11 @@
 -- (LuaVM.buildSandbox loads it; it is embedded into the binary at build time by the EmbedLua plugin).
 --
 -- It receives the host's primitives (`strings`, `print`, `readmodule`, `readfile`, `hostmodule`, `callerkind`, `gcmode`,
--- `pcall`, `xpcall`) and returns the sandbox's interface: `environment(require)` makes a fresh strict environment for one
--- chunk (with its namespace's `package`), `define` and
--- `definemodule` add host values, `require` loads app modules, `namespace()` makes a new `require` with a
--- module cache of its own, `seal(marker)` makes `rawset` refuse tables whose `__metatable` is `marker`, and
+-- `pcall`, `xpcall`) and returns the sandbox's interface: `environment()` gives the default namespace's globals (or,
+-- `environment(true)`, a fresh strict environment of its own), `define` and
+-- `definemodule` add host values, `require` loads app modules, `namespace(root, strict)` makes a new `require` with a
+-- module cache and globals of its own, `lock()` lets globals be set only as modules load (a store, once its app
+-- loaded), `seal(marker)` makes `rawset` refuse tables whose `__metatable` is `marker`, and
 -- `reference_strings` keeps Lua's own `find`, `match`, `gmatch`, `gsub`, `format` and `tostring` for
 -- differential tests and benchmarks (never given to scripts; trusted code sees it as `referencestrings`).
 -- Everything a script can reach is built here; the real library tables, the string metatable and the host
@@ -20,6 +21,9 @@ local string, table, math, utf8, coroutine = string, table, math, utf8, coroutin
 -- Of the debug library scripts get `traceback` (it reads the stack, changes nothing) and `getmetatable` (below);
 -- the rest reaches into the VM, past every guard. Not even trusted code keeps it.
 local real_traceback, raw_getmetatable = debug.traceback, debug.getmetatable
+-- (`getinfo` answers one question below — whether a module is loading, from the functions on the stack — and
+-- nothing else.)
+local real_getinfo = debug.getinfo
 debug = nil
 local reference_strings = {
   find = string.find, match = string.match, gmatch = string.gmatch, gsub = string.gsub, format = string.format,
@@ -61,6 +65,7 @@ table.sort = host.tables.sort
 -- Read-only library tables -----------------------------------------------------------------------------
 
 local frozen = {} -- read-only proxy -> the table it shows (which scripts never reach)
+local global_sets = real_setmetatable({}, { __mode = "k" }) -- a namespace's global table -> the globals its scripts set
 
 local function freeze(name, source)
   for key, value in next, source do
@@ -105,12 +110,55 @@ local function refuse(f, ...)
   error("the sandbox expected Lua to refuse these arguments", 0)
 end
 
+-- A namespace's globals (see "Globals" below) are two tables: the one scripts see as `_G`, holding what the
+-- namespace started with (raw, so reading `pairs` or `string` costs what a table read costs), and the set of
+-- globals its scripts assigned, which the first shows through `__index`. `next` walks the first, then the set.
+local function globals_next(g, key)
+  if key == nil or rawget(g, key) ~= nil then
+    local name, value = next(g, key)
+    if name ~= nil then return name, value end
+    return next(global_sets[g], nil)
+  end
+  return next(global_sets[g], key)
+end
+
+-- Once a store has loaded its app (`lock`), a script may set a global only while a module loads: a global set as
+-- a reducer or props runs would be state outside the journal, which replay and time travel cannot restore.
+-- Whether a module is loading is read from the stack (a namespace's `require` below the writer), so nothing is
+-- counted on the way in or out, and nothing is left behind by a load that failed.
+local globals_locked = false
+local module_loaders = real_setmetatable({}, { __mode = "k" }) -- each namespace's `require`
+
+local function module_loading()
+  local level = 3
+  while true do
+    local info = real_getinfo(level, "f")
+    if info == nil then return false end
+    if module_loaders[info.func] then return true end
+    level = level + 1
+  end
+end
+
+-- Sets global `name` of the namespace whose globals are `g` (called at `level` below the script that assigns).
+local function set_global(g, name, value, level)
+  if globals_locked and not module_loading() then
+    error("cannot set global '" .. safe_tostring(name) .. "' while the store runs: a global is state outside the journal, "
+      .. "which replay and time travel cannot restore (set it as a module loads, or keep it in the state)", level + 1)
+  end
+  if rawget(g, name) ~= nil then
+    real_rawset(g, name, value)
+  else
+    real_rawset(global_sets[g], name, value)
+  end
+end
+
 -- `next` and `rawget` read a read-only table as the table it shows, as Lua reads its libraries (`next(string)`,
--- `rawget(math, "pi")`); writing stays refused.
+-- `rawget(math, "pi")`); writing stays refused. A namespace's globals read as one table.
 local function sandbox_next(...)
   local t, key = ...
   local source = frozen[t]
   if source ~= nil then return next(source, key) end
+  if global_sets[t] ~= nil then return globals_next(t, key) end
   if type(t) ~= "table" then refuse(next, ...) end
   return next(t, key)
 end
@@ -120,6 +168,12 @@ local function sandbox_rawget(...)
   local source = frozen[t]
   if source ~= nil then return rawget(source, key) end
   if type(t) ~= "table" or select("#", ...) < 2 then refuse(rawget, ...) end
+  local set = global_sets[t]
+  if set ~= nil then
+    local value = rawget(t, key)
+    if value == nil then value = rawget(set, key) end
+    return value
+  end
   return rawget(t, key)
 end
 
@@ -144,6 +198,10 @@ local function sandbox_rawset(...)
   end
   if type(t) ~= "table" or key == nil or key ~= key or select("#", ...) < 3 then
     refuse(real_rawset, ...) -- Lua's own refusals, named at the script's line
+  end
+  if global_sets[t] ~= nil then
+    set_global(t, key, value, 2)
+    return t
   end
   return real_rawset(t, key, value)
 end
@@ -317,17 +375,20 @@ local sandbox_coroutine = {
 
 -- Environments, modules --------------------------------------------------------------------------------
 
-local globals = {}
+local globals = {} -- what every namespace's globals start as
 
--- Strict globals as Lua's own `strict.lua` has them: a function that reads a global nobody declared is an error
--- (a typo fails loudly), while a chunk's top level and C may probe and get nil (`local unpack = unpack or
--- table.unpack`, `if setfenv then`). `rawget(_G, name)` probes anywhere.
+-- Strict globals as Lua's own `strict.lua` has them, for a namespace that asks for them (`namespace(root, true)`)
+-- and for the host's own modules: a function that reads a global nobody set is an error (a typo fails loudly),
+-- while a chunk's top level and C may probe and get nil (`local unpack = unpack or table.unpack`, `if setfenv
+-- then`); `rawget(_G, name)` probes anywhere.
+local function undeclared(_, name)
+  local caller = host_callerkind(2)
+  if caller == "main" or caller == "C" then return nil end
+  error("undeclared global '" .. safe_tostring(name) .. "'", 2)
+end
+local strict_reads = { __index = undeclared }
 local environment_metatable = {
-  __index = function(_, name)
-    local caller = host_callerkind(2)
-    if caller == "main" or caller == "C" then return nil end
-    error("undeclared global '" .. safe_tostring(name) .. "'", 2)
-  end,
+  __index = undeclared,
   __newindex = function(_, name)
     error("assignment to undeclared global '" .. safe_tostring(name) .. "' (declare it with 'local')", 2)
   end,
@@ -337,24 +398,51 @@ local environment_metatable = {
 local default_require
 
 local packages = real_setmetatable({}, { __mode = "k" }) -- a namespace's `require` -> its `package` table
-local file_loaders = real_setmetatable({}, { __mode = "k" }) -- a namespace's `require` -> its `loadfile`, `dofile`
+local globals_of = real_setmetatable({}, { __mode = "k" }) -- a namespace's `require` -> its global table
 
-local function environment(require_function)
+-- A fresh strict environment of its own, for a module the host defined (never shared with scripts).
+local function private_environment()
   local env = {}
   for name, value in next, globals do env[name] = value end
   env._G = env
-  env.require = require_function or default_require
-  env.package = packages[env.require]
-  local loaders = file_loaders[env.require]
-  if loaders then env.loadfile, env.dofile = loaders[1], loaders[2] end
+  env.require = default_require
+  env.package = packages[default_require]
   return real_setmetatable(env, environment_metatable)
+end
+
+-- Globals, one table per namespace, as `_G` is one table in Lua: its chunks share it, reading a global nobody set
+-- gives nil, and assigning one sets it (`x = 1`, `_G.x = 1`, `rawset(_G, "x", 1)`, `function f() end`), until a
+-- store locks them (`set_global`). A strict namespace (`strict`) refuses, as `strict.lua` does, a function's
+-- read of a global nobody set and its assignment of a new one.
+local function new_globals(require_function, strict)
+  local g, set = {}, {}
+  for name, value in next, globals do g[name] = value end
+  g._G = g
+  g.require = require_function
+  g.package = packages[require_function]
+  global_sets[g] = set
+  if strict then real_setmetatable(set, strict_reads) end
+  return real_setmetatable(g, {
+    __index = set,
+    __newindex = function(t, name, value)
+      if strict and rawget(set, name) == nil then -- (a new one)
+        local caller = host_callerkind(2)
+        if caller ~= "main" and caller ~= "C" then
+          error("assignment to undeclared global '" .. safe_tostring(name) .. "' (declare it with 'local')", 2)
+        end
+      end
+      set_global(t, name, value, 2)
+    end,
+    __pairs = function(t) return globals_next, t, nil end,
+    __metatable = false,
+  })
 end
 
 -- `load` as Lua's: a string or a reader function (its pieces until nil or ""), a chunk name (the string itself by
 -- default), a mode ("bt" by default: a text chunk where it has no "t" is refused as Lua refuses it), an
 -- environment (a fresh sandbox environment unless one is given — `nil` too, as in Lua). A binary chunk is refused
 -- whatever the mode: scripts load source text only.
-local function sandbox_load(...)
+local function sandbox_load(default_env, ...)
   local chunk, chunkname, mode, env = ...
   local kind = type(chunk)
   if kind ~= "string" and kind ~= "function" then refuse(real_load, ...) end
@@ -388,7 +476,7 @@ local function sandbox_load(...)
     return nil, "attempt to load a binary chunk (scripts load source text only)"
   end
   if not mode:find("t", 1, true) then return nil, "attempt to load a text chunk (mode is '" .. mode .. "')" end
-  if select("#", ...) < 4 then env = environment() end
+  if select("#", ...) < 4 then env = default_env or private_environment() end
   return real_load(chunk, chunkname, "t", env)
 end
 
@@ -406,8 +494,9 @@ local unavailable = {
 -- `preload` (loaders `require` tries first), `path` and `config`; modules load from the app's folder only.
 local make_file_loaders -- (below, with the globals they replace)
 
-local function namespace(root)
+local function namespace(root, strict)
   local loading = {}
+  local g -- (its globals, made below)
   local package = { loaded = {}, preload = {}, path = host_path, config = "/\n;\n?\n!\n-\n" }
   for name, value in next, builtins do package.loaded[name] = value end
   package.loaded.package = package
@@ -432,7 +521,7 @@ local function namespace(root)
     else
       local source, chunkname = host_readmodule(name, root)
       local problem
-      chunk, problem = real_load(source, chunkname, "t", environment(require))
+      chunk, problem = real_load(source, chunkname, "t", g)
       if chunk == nil then error(problem, 0) end
       extra = "./" .. chunkname:sub(2) -- (where Lua's searcher found it, through package.path's "./?.lua")
     end
@@ -449,7 +538,11 @@ local function namespace(root)
     return loaded[name], extra
   end
   packages[require] = package
-  if root ~= nil then file_loaders[require] = make_file_loaders(root) end
+  g = new_globals(require, strict)
+  g.loadfile, g.dofile = table.unpack(make_file_loaders(root, g))
+  g.load = function(...) return sandbox_load(g, ...) end
+  globals_of[require] = g
+  module_loaders[require] = true
   return require
 end
 
@@ -459,7 +552,7 @@ globals.next, globals.pairs, globals.pcall, globals.xpcall = sandbox_next, pairs
 globals.print, globals.rawequal, globals.rawget, globals.rawlen = sandbox_print, rawequal, sandbox_rawget, rawlen
 globals.rawset, globals.select, globals.setmetatable = sandbox_rawset, select, sandbox_setmetatable
 globals.tonumber, globals.tostring, globals.type, globals._VERSION = tonumber, safe_tostring, type, _VERSION
-globals.load, globals.collectgarbage = sandbox_load, sandbox_collectgarbage
+globals.load, globals.collectgarbage = function(...) return sandbox_load(nil, ...) end, sandbox_collectgarbage
 
 -- `warn`, as the stand-alone `lua` has it: off until a script sends "@on" ("@off" turns it off again); while on,
 -- each warning goes to the output as a line "Lua warning: …" (the host's print handler; `lua` writes to stderr).
@@ -484,14 +577,15 @@ function globals.warn(...)
 end
 
 -- `loadfile` and `dofile` read text files of the app's folder only (paths relative to it); in a namespace with a
--- folder of its own (`root`, a plugin's), that folder's.
-function make_file_loaders(root)
+-- folder of its own (`root`, a plugin's), that folder's. What they load runs with the globals `g` (the
+-- namespace's) unless given others.
+function make_file_loaders(root, g)
   local function sandbox_loadfile(path, mode, env)
     if type(path) ~= "string" then error("loadfile: scripts load files of the app's folder, by path", 2) end
     if mode ~= nil and mode ~= "t" then error("loadfile: scripts can load text chunks only (mode \"t\")", 2) end
     local source, chunkname = host_readfile(path, "loadfile", root)
     if source == nil then return nil, chunkname end
-    return real_load(source, chunkname, "t", env or environment())
+    return real_load(source, chunkname, "t", env or g or private_environment())
   end
 
   local function sandbox_dofile(path)
@@ -593,6 +687,7 @@ string_metatable.__metatable = freeze("the string metatable", { __index = global
 local function define(name, value)
   if type(value) == "table" and not frozen[value] then value = freeze(name, value) end
   globals[name] = value
+  for g in next, global_sets do real_rawset(g, name, value) end -- (namespaces made before see it too)
 end
 
 local function definemodule(name, value)
@@ -605,7 +700,7 @@ end
 -- (A module that fails as it runs stays deferred: the next `require` runs it again, as Lua's does.)
 function load_deferred(name)
   local dump, chunkname = host_hostmodule(name)
-  local chunk, problem = real_load(dump, chunkname, "b", environment(default_require))
+  local chunk, problem = real_load(dump, chunkname, "b", private_environment())
   if chunk == nil then error(problem, 0) end
   definemodule(name, chunk())
   deferred[name] = nil
@@ -625,8 +720,19 @@ _G.dofile, _G.loadfile, _G.print, _G.warn = nil, nil, sandbox_print, nil
 _G.collectgarbage, _G.pcall, _G.xpcall = sandbox_collectgarbage, sandbox_pcall, sandbox_xpcall
 _G.referencestrings = reference_strings
 
+-- `environment(private)`: the default namespace's globals (what `LuaVM.load` chunks run with), or with `private`
+-- a fresh strict environment of its own. `lock()`: from now on globals are set only as modules load.
+local function environment(private)
+  if private then return private_environment() end
+  return globals_of[default_require]
+end
+
+local function lock()
+  globals_locked = true
+end
+
 return {
   environment = environment, define = define, definemodule = definemodule, definedeferred = definedeferred,
   require = default_require,
-  namespace = namespace, reference_strings = reference_strings, seal = seal,
+  namespace = namespace, reference_strings = reference_strings, seal = seal, lock = lock,
 }

@@ -126,6 +126,9 @@ final class ScriptEngine {
         app = try Self.loadApp(vm: vm, folder: folder, main: main, mounted: !mounts.list.isEmpty)
         app = try composeMounts(app, running: nil)
         do {
+            // (From here on a global is set only as a module loads: `init` is skipped when the state comes back
+            // from a snapshot, and every run is replayed from the journal, which holds no globals.)
+            try vm.lockGlobals()
             if let initialState {
                 try vm.call(runtime[.setState], arguments: [.value(initialState), .value(true)]) // (owned: no script holds it)
                 if !app.mounts.isEmpty, let migrate = app.migrate { // (a mount the state has no slice for gets its init)
