@@ -229,6 +229,22 @@ static int reads_only(lua_State *L, const Function *function, int reg, int keys,
     return 1;
 }
 
+/// Reads past a dump's header (ldump.c's `dumpHeader`) and the main function's upvalue count: Lua 5.4's format,
+/// with this machine's instruction, integer and float layout (its check values read back as written).
+static void read_header(Reader *reader) {
+    static const unsigned char signature[] = { 0x1B, 'L', 'u', 'a', 0x54, 0, 0x19, 0x93, '\r', '\n', 0x1A, '\n',
+                                               4, sizeof(lua_Integer), sizeof(lua_Number) };
+    const unsigned char *header = take(reader, sizeof(signature));
+    if (header == NULL || memcmp(header, signature, sizeof(signature)) != 0) { reader->failed = 1; return; }
+    const unsigned char *checks = take(reader, sizeof(lua_Integer) + sizeof(lua_Number) + 1);
+    if (checks == NULL) return;
+    lua_Integer integer;
+    lua_Number number;
+    memcpy(&integer, checks, sizeof(integer));
+    memcpy(&number, checks + sizeof(integer), sizeof(number));
+    if (integer != 0x5678 || number != (lua_Number)370.5) reader->failed = 1;
+}
+
 typedef struct {
     unsigned char *bytes;
     size_t count, capacity;
@@ -260,25 +276,10 @@ int clua_reads_only_argument(lua_State *L, int index, int argument) {
     int status = lua_dump(L, write_dump, &dump, 1);
     lua_pop(L, 1);
     int answer = 0;
-    static const unsigned char signature[] = { 0x1B, 'L', 'u', 'a', 0x54, 0, 0x19, 0x93, '\r', '\n', 0x1A, '\n',
-                                               4, sizeof(lua_Integer), sizeof(lua_Number) };
     Reader reader = { dump.bytes, dump.bytes + dump.count, status != 0 };
-    const unsigned char *header = take(&reader, sizeof(signature));
+    read_header(&reader);
     Function function = { 0 };
-    if (header != NULL && memcmp(header, signature, sizeof(signature)) == 0) {
-        /* The format's check values (this machine's integer and float layout), then the main function's upvalue count. */
-        const unsigned char *checks = take(&reader, sizeof(lua_Integer) + sizeof(lua_Number) + 1);
-        lua_Integer integer = 0;
-        lua_Number number = 0;
-        if (checks != NULL) {
-            memcpy(&integer, checks, sizeof(integer));
-            memcpy(&number, checks + sizeof(integer), sizeof(number));
-        }
-        if (integer == 0x5678 && number == (lua_Number)370.5) read_function(&reader, &function, 1, 0);
-        else reader.failed = 1;
-    } else {
-        reader.failed = 1;
-    }
+    if (!reader.failed) read_function(&reader, &function, 1, 0);
     if (!reader.failed) {
         int reg = argument - 1; /* the parameters are the first registers */
         if (function.parameters <= reg) answer = !function.vararg; /* it never names it (unless through `...`) */
@@ -309,5 +310,213 @@ int clua_reads_only(lua_State *L) {
     int answer = clua_reads_only_argument(L, 1, (int)luaL_optinteger(L, 2, 1));
     if (answer == 2) return 1; /* the list of keys read */
     lua_pushboolean(L, answer);
+    return 1;
+}
+
+// MARK: Globals a chunk reads and writes (`luastore check`'s listing)
+
+/// One function of a dump read whole, for the listing: its code, string constants, line information and the
+/// names of its upvalues (which tell `_ENV` from the rest).
+typedef struct {
+    int lineDefined, depth;
+    const unsigned char *code;
+    size_t instructions;
+    const unsigned char **constantText;
+    size_t *constantLength, constants;
+    const signed char *lineInfo;
+    size_t lineInfoCount;
+    size_t *absolutePC, *absoluteLine, absoluteCount;
+    const unsigned char **upvalueName;
+    size_t *upvalueNameLength, upvalueNames;
+} Listed;
+
+static void free_listed(Listed *f) {
+    free(f->constantText); free(f->constantLength);
+    free(f->absolutePC); free(f->absoluteLine);
+    free(f->upvalueName); free(f->upvalueNameLength);
+}
+
+static int is_env(const Listed *f, int upvalue) {
+    return (size_t)upvalue < f->upvalueNames && f->upvalueNameLength[upvalue] == 4 && memcmp(f->upvalueName[upvalue], "_ENV", 4) == 0;
+}
+
+static int constant_string(const Listed *f, int index) {
+    return (size_t)index < f->constants && f->constantLength[index] != SIZE_MAX;
+}
+
+/// Appends `{ name = K[key], line = line, write = write, nested = depth > 0 }` to the list at `out`.
+static void emit_access(lua_State *L, int out, const Listed *f, int key, int line, int write) {
+    lua_createtable(L, 0, 4);
+    lua_pushlstring(L, (const char *)f->constantText[key], f->constantLength[key]);
+    lua_setfield(L, -2, "name");
+    lua_pushinteger(L, line);
+    lua_setfield(L, -2, "line");
+    lua_pushboolean(L, write);
+    lua_setfield(L, -2, "write");
+    lua_pushboolean(L, f->depth > 0);
+    lua_setfield(L, -2, "nested");
+    lua_rawseti(L, out, (lua_Integer)lua_rawlen(L, out) + 1);
+}
+
+/// Lists the accesses of `f` to its globals by constant names: through its `_ENV` upvalue (`x`, `x = …`,
+/// `function x() end`), and through a register holding `_ENV` or just read from the global `_G` (`_G.x`,
+/// `_G.x = …`; and the form Lua compiles a global to when the function has more than 256 constants: `_ENV` and
+/// the name each in a register). Each with its line.
+static void list_accesses(lua_State *L, int out, const Listed *f) {
+    unsigned char globalsIn[256] = { 0 }; /* the register holds `_ENV` or `_G` */
+    int32_t constantIn[256];              /* the index of the string constant the register holds, or -1 */
+    memset(constantIn, 0xFF, sizeof(constantIn));
+    int line = f->lineDefined;
+    size_t absolute = 0;
+    for (size_t pc = 0; pc < f->instructions; pc++) {
+        if (pc < f->lineInfoCount) {
+            if (f->lineInfo[pc] == -0x80) {
+                if (absolute < f->absoluteCount) line = (int)f->absoluteLine[absolute++];
+            } else {
+                line += f->lineInfo[pc];
+            }
+        }
+        uint32_t instruction;
+        memcpy(&instruction, f->code + 4 * pc, 4);
+        int op = instruction & 0x7F, a = (instruction >> 7) & 0xFF, k = (instruction >> 15) & 1;
+        int b = (instruction >> 16) & 0xFF, c = (instruction >> 24) & 0xFF;
+        int holdsGlobals = 0, holdsConstant = -1;
+        switch (op) {
+        case OP_GETTABUP:
+            if (is_env(f, b) && constant_string(f, c)) {
+                emit_access(L, out, f, c, line, 0);
+                holdsGlobals = f->constantLength[c] == 2 && memcmp(f->constantText[c], "_G", 2) == 0;
+            }
+            break;
+        case OP_SETTABUP:
+            if (is_env(f, a) && constant_string(f, b)) emit_access(L, out, f, b, line, 1);
+            break;
+        case OP_GETUPVAL:
+            holdsGlobals = is_env(f, b);
+            break;
+        case OP_LOADK: {
+            int index = (int)((instruction >> 15) & 0x1FFFF);
+            if (constant_string(f, index)) holdsConstant = index;
+            break;
+        }
+        case OP_GETFIELD:
+            if (globalsIn[b] && constant_string(f, c)) emit_access(L, out, f, c, line, 0);
+            break;
+        case OP_GETTABLE:
+            if (globalsIn[b] && constantIn[c] >= 0) emit_access(L, out, f, constantIn[c], line, 0);
+            break;
+        case OP_SETFIELD:
+            if (globalsIn[a] && constant_string(f, b)) emit_access(L, out, f, b, line, 1);
+            break;
+        case OP_SETTABLE:
+            if (globalsIn[a] && constantIn[b] >= 0) emit_access(L, out, f, constantIn[b], line, 1);
+            break;
+        default: break;
+        }
+        (void)k;
+        switch (op) { /* what the instruction wrote no longer holds what it held */
+        case OP_SETTABUP: case OP_SETTABLE: case OP_SETI: case OP_SETFIELD: case OP_SETUPVAL: case OP_SETLIST:
+        case OP_MMBIN: case OP_MMBINI: case OP_MMBINK: case OP_CLOSE: case OP_TBC: case OP_JMP: case OP_EQ: case OP_LT:
+        case OP_LE: case OP_EQK: case OP_EQI: case OP_LTI: case OP_LEI: case OP_GTI: case OP_GEI: case OP_TEST:
+        case OP_RETURN: case OP_RETURN0: case OP_RETURN1: case OP_TFORPREP: case OP_EXTRAARG: case OP_VARARGPREP:
+            break;
+        case OP_CALL: case OP_TAILCALL: case OP_VARARG: case OP_TFORCALL: case OP_LOADNIL: case OP_FORLOOP:
+        case OP_FORPREP: case OP_TFORLOOP: case OP_SELF:
+            memset(globalsIn + a, 0, sizeof(globalsIn) - (size_t)a);
+            for (int r = a; r < 256; r++) constantIn[r] = -1;
+            break;
+        default:
+            globalsIn[a] = 0;
+            constantIn[a] = -1;
+        }
+        if (holdsGlobals) globalsIn[a] = 1;
+        if (holdsConstant >= 0) constantIn[a] = holdsConstant;
+    }
+}
+
+/// Reads one function of a dump and, after its nested ones, lists its accesses into `out`.
+static void list_function(Reader *reader, lua_State *L, int out, int depth) {
+    if (depth > 256) { reader->failed = 1; return; }
+    Listed f = { 0 };
+    f.depth = depth;
+    skip_string(reader);
+    f.lineDefined = (int)size(reader);
+    size(reader);
+    if (take(reader, 3) == NULL) return;
+    f.instructions = size(reader);
+    if (f.instructions > (size_t)(reader->end - reader->at) / 4) { reader->failed = 1; return; }
+    f.code = take(reader, f.instructions * 4);
+    f.constants = size(reader);
+    if (f.constants > (size_t)(reader->end - reader->at)) { reader->failed = 1; return; }
+    f.constantText = calloc(f.constants + 1, sizeof(*f.constantText));
+    f.constantLength = calloc(f.constants + 1, sizeof(*f.constantLength));
+    if (f.constantText == NULL || f.constantLength == NULL) { reader->failed = 1; free_listed(&f); return; }
+    for (size_t i = 0; i < f.constants && !reader->failed; i++) {
+        const unsigned char *tag = take(reader, 1);
+        f.constantLength[i] = SIZE_MAX;
+        if (tag == NULL) break;
+        switch (*tag) {
+        case 0: case 1: case 17: break;
+        case 3: case 19: take(reader, 8); break;
+        case 4: case 20: {
+            size_t length = size(reader);
+            if (length == 0) { reader->failed = 1; break; }
+            f.constantText[i] = take(reader, length - 1);
+            f.constantLength[i] = length - 1;
+            break;
+        }
+        default: reader->failed = 1;
+        }
+    }
+    size_t upvalues = reader->failed ? 0 : size(reader);
+    if (upvalues > (size_t)(reader->end - reader->at) / 3) reader->failed = 1;
+    else take(reader, upvalues * 3);
+    size_t children = reader->failed ? 0 : size(reader);
+    for (size_t i = 0; i < children && !reader->failed; i++) list_function(reader, L, out, depth + 1);
+    if (!reader->failed) {
+        f.lineInfoCount = size(reader);
+        f.lineInfo = (const signed char *)take(reader, f.lineInfoCount);
+        f.absoluteCount = size(reader);
+        if (f.absoluteCount > (size_t)(reader->end - reader->at) / 2) reader->failed = 1;
+        f.absolutePC = calloc(f.absoluteCount + 1, sizeof(size_t));
+        f.absoluteLine = calloc(f.absoluteCount + 1, sizeof(size_t));
+        if (f.absolutePC == NULL || f.absoluteLine == NULL) reader->failed = 1;
+        for (size_t i = 0; i < f.absoluteCount && !reader->failed; i++) {
+            f.absolutePC[i] = size(reader);
+            f.absoluteLine[i] = size(reader);
+        }
+        size_t locals = reader->failed ? 0 : size(reader);
+        for (size_t i = 0; i < locals && !reader->failed; i++) { skip_string(reader); size(reader); size(reader); }
+        f.upvalueNames = reader->failed ? 0 : size(reader);
+        if (f.upvalueNames > (size_t)(reader->end - reader->at)) reader->failed = 1;
+        f.upvalueName = calloc(f.upvalueNames + 1, sizeof(*f.upvalueName));
+        f.upvalueNameLength = calloc(f.upvalueNames + 1, sizeof(*f.upvalueNameLength));
+        if (f.upvalueName == NULL || f.upvalueNameLength == NULL) reader->failed = 1;
+        for (size_t i = 0; i < f.upvalueNames && !reader->failed; i++) {
+            size_t length = size(reader);
+            f.upvalueNameLength[i] = length > 0 ? length - 1 : 0;
+            f.upvalueName[i] = length > 0 ? take(reader, length - 1) : NULL;
+        }
+    }
+    // (A memory error while listing leaves this function's arrays and the dump behind: only `luastore check`
+    // lists, once per file of an app.)
+    if (!reader->failed && f.code != NULL) list_accesses(L, out, &f);
+    free_listed(&f);
+}
+
+int clua_global_accesses(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    lua_settop(L, 1);
+    lua_newtable(L); /* the list, 2 */
+    Dump dump = { NULL, 0, 0 };
+    lua_pushvalue(L, 1);
+    int status = lua_dump(L, write_dump, &dump, 0);
+    lua_pop(L, 1);
+    Reader reader = { dump.bytes, dump.bytes + dump.count, status != 0 };
+    read_header(&reader);
+    if (!reader.failed) list_function(&reader, L, 2, 0);
+    int failed = reader.failed;
+    free(dump.bytes);
+    if (failed) return luaL_error(L, "cannot read the function's bytecode");
     return 1;
 }

@@ -8,7 +8,11 @@ import LuaStoreScripting
 struct Check: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Load and validate an app (syntax, exports, init and a props call) without running it.",
-        discussion: "Errors name file and line. Exit status: 0 when the app is valid, 1 when it is not.")
+        discussion: """
+            Errors name file and line. A global read inside a function that nothing in the app sets is reported \
+            (a typo, which Lua reads as nil); --globals names the ones something else sets. Exit status: 0 when \
+            the app is valid, 1 when it is not.
+            """)
 
     @Argument(help: "The app: a folder (with app.lua), or a bundle (luastore pack).", completion: .file())
     var appDirectory: String
@@ -16,6 +20,11 @@ struct Check: AsyncParsableCommand {
     @OptionGroup var modules: ModulePathOptions
 
     @OptionGroup var trust: TrustOptions
+
+    @Option(name: .customLong("globals"), help: ArgumentHelp(
+        "Globals something outside the app's files sets (a library of the module path): not reported as unset.",
+        valueName: "NAME,…"))
+    var knownGlobals: String = ""
 
     func run() async throws {
         let source = try AppSource.open(appDirectory, trust: trust)
@@ -43,6 +52,12 @@ struct Check: AsyncParsableCommand {
         }
         if !failures.withLock({ $0 }).isEmpty {
             for failure in failures.withLock({ $0 }) { Console.error(failure) }
+            throw ExitCode.appFailure
+        }
+        let names = Set(knownGlobals.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) })
+        let findings = await GlobalsLint.findings(in: source.folder, known: names)
+        if !findings.isEmpty {
+            for finding in findings { Console.error("\(finding)") }
             throw ExitCode.appFailure
         }
         Console.out("ok: \(appDirectory)")

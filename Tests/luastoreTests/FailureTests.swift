@@ -129,6 +129,44 @@ import Testing
         #expect(run.errors.contains("app.lua:4: attempt to index a nil value (field 'missing')"))
     }
 
+    /// `check` lists the globals read inside functions that nothing in their namespace sets — each with its file and
+    /// line, in the app and in a plugin it mounts, each linted on its own — and exits 1; `--globals` names the ones
+    /// something else sets. Globals set at the top level, in a function, or through `_G` count as set.
+    @Test func checkListsGlobalsNothingSets() async throws {
+        let app = try CLI.makeApp("""
+            local app = {}
+            total = 0
+            function helper(n) return n + total end
+            local function setLater() _G.later = 1 end
+            function app.init() return { n = 0 } end
+            function app.reduce(state, action)
+              state.n = helper(state.n) + totl
+            end
+            function app.props(state) return { n = state.n, seen = later, printed = type(print), ext = externalThing } end
+            return app
+            """)
+        defer { try? FileManager.default.removeItem(at: app) }
+        let run = try await CLI.run(["check", app.path])
+        #expect(run.status == 1)
+        #expect(run.errors.contains("app.lua:7: global 'totl' is read but nothing sets it (a typo? Lua reads it as nil)"), "\(run.errors)")
+        #expect(run.errors.contains("app.lua:9: global 'externalThing' is read but nothing sets it"), "\(run.errors)")
+        #expect(!run.errors.contains("'later'") && !run.errors.contains("'total'") && !run.errors.contains("'print'"), "\(run.errors)")
+        let known = try await CLI.run(["check", app.path, "--globals", "totl, externalThing"])
+        #expect(known.status == 0, "\(known.errors)")
+
+        // A plugin is its own namespace: a name only the app sets is unset there.
+        let plugin = app.appendingPathComponent("plugins/p")
+        try FileManager.default.createDirectory(at: plugin, withIntermediateDirectories: true)
+        try Data(#"{"name": "p", "version": "1.0.0", "luastore": "^1.0"}"#.utf8).write(to: plugin.appendingPathComponent("luastore.json"))
+        try Data("return { init = function() return {} end, reduce = function(slice) slice.t = total end }".utf8)
+            .write(to: plugin.appendingPathComponent("app.lua"))
+        try Data(#"{"name": "app", "version": "1.0.0", "luastore": "^1.0", "mounts": {"p": "plugins/p"}}"#.utf8)
+            .write(to: app.appendingPathComponent("luastore.json"))
+        let mounted = try await CLI.run(["check", app.path, "--globals", "totl,externalThing"])
+        #expect(mounted.status == 1)
+        #expect(mounted.errors.contains("plugins/p/app.lua:1: global 'total' is read but nothing sets it"), "\(mounted.errors)")
+    }
+
     @Test func specsReportFailuresByFileAndLine() async throws {
         let app = try CLI.makeApp(Self.fragile)
         defer { try? FileManager.default.removeItem(at: app) }

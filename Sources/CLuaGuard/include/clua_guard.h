@@ -316,6 +316,12 @@ int clua_push_copy_data(lua_State *L);
 /// list of the keys it reads (each a constant: `a.name`, `a[3]`) is pushed. In bytecode.c.
 int clua_reads_only_argument(lua_State *L, int index, int argument);
 
+/// `clua_global_accesses(f)` [-1, +1, m], a Lua function: the globals the Lua function `f` (a compiled chunk, not run)
+/// reads and writes by name — `x`, `x = …`, `function x() end`, `_G.x`, `_G.x = …` — in it and every function nested
+/// in it, as a list of `{ name = …, line = …, write = bool, nested = bool }` (`nested`: inside a function rather
+/// than at the chunk's top level). What `luastore check` lists globals from. In bytecode.c.
+int clua_global_accesses(lua_State *L);
+
 /// `readsonly(f [, n])` [-(1|2), +1, m], a Lua function for trusted host code: what `clua_reads_only_argument(f, n or 1)`
 /// answers — `false`, `true`, or the list of keys read.
 int clua_reads_only(lua_State *L);

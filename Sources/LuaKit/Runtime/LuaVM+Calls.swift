@@ -455,3 +455,41 @@ extension LuaVM {
         LuaReference(id: luaL_ref(state, clua_registryindex()), ledger: ledger)
     }
 }
+
+/// A global a chunk reads or writes by its name (`LuaVM.globalAccesses(in:chunkName:)`).
+public struct LuaGlobalAccess: Sendable, Equatable {
+    /// The global's name.
+    public let name: String
+    /// The line of the access.
+    public let line: Int
+    /// An assignment (`x = …`, `function x() end`, `_G.x = …`) rather than a read.
+    public let writes: Bool
+    /// Inside a function rather than at the chunk's top level.
+    public let inFunction: Bool
+
+    public init(name: String, line: Int, writes: Bool, inFunction: Bool) {
+        self.name = name
+        self.line = line
+        self.writes = writes
+        self.inFunction = inFunction
+    }
+}
+
+extension LuaVM {
+    /// The globals `source` reads and writes by name — `x`, `x = …`, `function x() end`, `_G.x`, `_G.x = …` —
+    /// in its top level and in every function in it, read from its bytecode: the chunk is compiled, not run. (What
+    /// a linter sees: a global reached by a computed name, `_G[name]`, is not listed.) A syntax error is thrown.
+    public func globalAccesses(in source: String, chunkName: String) throws(LuaError) -> [LuaGlobalAccess] {
+        checkThread()
+        try loadChunk(source, chunkName: chunkName)
+        clua_pushcfunction(state, clua_global_accesses)
+        clua_insert(state, -2)
+        try protectedCall(arguments: 1, results: 1)
+        defer { clua_pop(state, 1) }
+        let listed = try value(at: -1, root: "accesses")
+        return (listed.table?.array ?? []).compactMap { access in
+            guard let name = access["name"].string, let line = access["line"].integer else { return nil }
+            return LuaGlobalAccess(name: name, line: Int(line), writes: access["write"] == true, inFunction: access["nested"] == true)
+        }
+    }
+}
