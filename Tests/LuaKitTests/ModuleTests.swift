@@ -172,6 +172,20 @@ import Testing
         }
     }
 
+    /// A module whose loading ran out of time (which no handler catches: the `require` under it never came back)
+    /// is required again next time, not taken for a cycle.
+    @Test func aModuleWhoseLoadTimedOutLoadsAgain() async throws {
+        let root = try makeApp(["slow.lua": "while not ready do end\nreturn { loaded = true }"])
+        defer { try? FileManager.default.removeItem(at: root) }
+        var limits = LimitsTests.quick(.watchdog)
+        limits.timeBudget = .milliseconds(50)
+        try await withVM(limits: limits, moduleRoot: root) { vm throws in
+            let timeout = luaError { _ = try vm.run("return (function() return require('slow') end)()", chunkName: "reduce.lua") }
+            #expect(timeout?.kind == .timeout, "\(String(describing: timeout))")
+            #expect(try vm.run("ready = true\nreturn (function() return require('slow').loaded end)()", chunkName: "reduce.lua") == [true])
+        }
+    }
+
     @Test func oversizedModulesAreRefused() async throws {
         let root = try makeApp(["big.lua": "return '" + String(repeating: "x", count: 2_000) + "'"])
         defer { try? FileManager.default.removeItem(at: root) }

@@ -21,9 +21,9 @@ local string, table, math, utf8, coroutine = string, table, math, utf8, coroutin
 -- Of the debug library scripts get `traceback` (it reads the stack, changes nothing) and `getmetatable` (below);
 -- the rest reaches into the VM, past every guard. Not even trusted code keeps it.
 local real_traceback, raw_getmetatable = debug.traceback, debug.getmetatable
--- (`getinfo` answers one question below — whether a module is loading, from the functions on the stack — and
--- nothing else.)
-local real_getinfo = debug.getinfo
+-- (`getinfo` and `getlocal` answer two questions below — whether a module is loading, and which, from the frames
+-- on the stack — and nothing else.)
+local real_getinfo, real_getlocal = debug.getinfo, debug.getlocal
 debug = nil
 local reference_strings = {
   find = string.find, match = string.match, gmatch = string.gmatch, gsub = string.gsub, format = string.format,
@@ -398,7 +398,7 @@ local environment_metatable = {
 local default_require
 
 local packages = real_setmetatable({}, { __mode = "k" }) -- a namespace's `require` -> its `package` table
-local globals_of = real_setmetatable({}, { __mode = "k" }) -- a namespace's `require` -> its global table
+local globals_of = real_setmetatable({}, { __mode = "k" }) -- a namespace's `require` -> what makes and gives its globals
 
 -- A fresh strict environment of its own, for a module the host defined (never shared with scripts).
 local function private_environment()
@@ -494,13 +494,34 @@ local unavailable = {
 -- `preload` (loaders `require` tries first), `path` and `config`; modules load from the app's folder only.
 local make_file_loaders -- (below, with the globals they replace)
 
+-- Whether `require_function` is loading module `name` further down the stack (a frame of it whose first local,
+-- its argument, is the name).
+local function requiring(require_function, name)
+  local level = 3
+  while true do
+    local info = real_getinfo(level, "f")
+    if info == nil then return false end
+    if info.func == require_function and select(2, real_getlocal(level, 1)) == name then return true end
+    level = level + 1
+  end
+end
+
 local function namespace(root, strict)
   local loading = {}
-  local g -- (its globals, made below)
+  local g -- (its globals, made when its first chunk loads: `own_globals()`)
+  local require
   local package = { loaded = {}, preload = {}, path = host_path, config = "/\n;\n?\n!\n-\n" }
   for name, value in next, builtins do package.loaded[name] = value end
   package.loaded.package = package
-  local function require(name)
+  local function own_globals()
+    if g == nil then
+      g = new_globals(require, strict)
+      g.loadfile, g.dofile = table.unpack(make_file_loaders(root, g))
+      g.load = function(...) return sandbox_load(g, ...) end
+    end
+    return g
+  end
+  function require(name)
     if type(name) ~= "string" then
       error("bad argument #1 to 'require' (string expected, got " .. (name == nil and "no value" or type(name)) .. ")", 2)
     end
@@ -513,7 +534,11 @@ local function namespace(root, strict)
     if unavailable[name] then
       error("require: module '" .. name .. "' is not available in the sandbox (" .. unavailable[name] .. ")", 2)
     end
-    if loading[name] then error("require: module '" .. name .. "' requires itself (a cycle)", 2) end
+    if loading[name] then
+      -- (A load that failed without coming back here — a spent budget unwinds past every handler — left its mark:
+      -- it is a cycle only while this `require` of the name is still on the stack.)
+      if requiring(require, name) then error("require: module '" .. name .. "' requires itself (a cycle)", 2) end
+    end
     local chunk, extra
     local preload = type(package.preload) == "table" and rawget(package.preload, name) or nil
     if preload ~= nil then
@@ -521,7 +546,7 @@ local function namespace(root, strict)
     else
       local source, chunkname = host_readmodule(name, root)
       local problem
-      chunk, problem = real_load(source, chunkname, "t", g)
+      chunk, problem = real_load(source, chunkname, "t", g or own_globals())
       if chunk == nil then error(problem, 0) end
       extra = "./" .. chunkname:sub(2) -- (where Lua's searcher found it, through package.path's "./?.lua")
     end
@@ -538,10 +563,7 @@ local function namespace(root, strict)
     return loaded[name], extra
   end
   packages[require] = package
-  g = new_globals(require, strict)
-  g.loadfile, g.dofile = table.unpack(make_file_loaders(root, g))
-  g.load = function(...) return sandbox_load(g, ...) end
-  globals_of[require] = g
+  globals_of[require] = own_globals
   module_loaders[require] = true
   return require
 end
@@ -724,7 +746,7 @@ _G.referencestrings = reference_strings
 -- a fresh strict environment of its own. `lock()`: from now on globals are set only as modules load.
 local function environment(private)
   if private then return private_environment() end
-  return globals_of[default_require]
+  return globals_of[default_require]()
 end
 
 local function lock()
