@@ -109,3 +109,34 @@ struct GlobalsTests {
         #expect(try await store.props() == ["a": "a", "b": "b", "host": "host"])
     }
 }
+
+extension GlobalsTests {
+    /// An app (or a plugin) may ask for strict globals in its manifest: a function reading a global nobody set fails
+    /// naming it and its line, and its action is undone; the top level still declares. A value that is not a
+    /// boolean is refused as the manifest is read.
+    @Test func aManifestMayAskForStrictGlobals() async throws {
+        let folder = try AppFolder([
+            "app.lua": """
+                local app = {}
+                step = 1 -- (the top level declares)
+                function app.init() return { n = 0 } end
+                function app.reduce(state, action) state.n = state.n + (action.type == "typo" and totl or step) end
+                function app.props(state) return { n = state.n } end
+                return app
+                """,
+            "luastore.json": #"{"name": "strict", "version": "1.0.0", "luastore": "^1.0", "strictGlobals": true}"#,
+        ])
+        defer { folder.remove() }
+        let store = try await ScriptedStore(app: folder.url)
+        defer { store.shutdown() }
+        #expect(await store.send(["type": "add"]).failure == nil)
+        let failure = await store.send(["type": "typo"]).failure
+        #expect(failure?.error.message == "undeclared global 'totl'", "\(String(describing: failure))")
+        #expect(failure?.error.location == "app.lua:4")
+        #expect(try await store.props() == ["n": 1])
+
+        try Data(#"{"name": "strict", "version": "1.0.0", "luastore": "^1.0", "strictGlobals": "yes"}"#.utf8)
+            .write(to: folder.url.appendingPathComponent("luastore.json"))
+        #expect(throws: ManifestFailure("'strictGlobals' must be true or false")) { try AppManifest.load(folder: folder.url) }
+    }
+}

@@ -82,7 +82,7 @@ import Testing
             ("[1]", "luastore.json must be a JSON object"),
             (#"{"version": "1.0.0", "luastore": "^1.0"}"#, "luastore.json has no 'name' (it needs name, version and luastore)"),
             ("{\(base), \"capabilites\": {}}",
-             "luastore.json has an unknown field 'capabilites' (the fields are: name, version, luastore, main, capabilities, budgets, description, mounts)"),
+             "luastore.json has an unknown field 'capabilites' (the fields are: name, version, luastore, main, capabilities, budgets, description, mounts, strictGlobals)"),
             ("{\(base), \"capabilities\": {\"network\": true}}",
              "luastore.json has an unknown field 'capabilities.network' (the fields are: capabilities.http, capabilities.storage, capabilities.timers)"),
             (#"{"name": "a", "version": "1.0", "luastore": "^1.0"}"#, "luastore.json 'version' must be a semantic version like 1.2.0, not '1.0'"),

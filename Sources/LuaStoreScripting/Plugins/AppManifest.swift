@@ -74,6 +74,9 @@ public struct AppManifest: Sendable, Equatable {
     public var description: String?
     /// The plugins the app mounts, in the order each action reaches them (by key).
     public var mounts: [Mount] = []
+    /// Whether the app's globals are strict, as under Lua's `strict.lua` (`"strictGlobals": true`): a function that
+    /// reads a global nobody set, or assigns a new one, fails naming it. Off by default: globals are Lua's.
+    public var strictGlobals = false
 
     public init(name: String, version: SemanticVersion, luastore: VersionRange, main: String = "app.lua",
                 capabilities: Capabilities = Capabilities(), budgets: Budgets = Budgets(), description: String? = nil) {
@@ -98,7 +101,7 @@ public struct AppManifest: Sendable, Equatable {
         }
     }
 
-    public static let fields = ["name", "version", "luastore", "main", "capabilities", "budgets", "description", "mounts"]
+    public static let fields = ["name", "version", "luastore", "main", "capabilities", "budgets", "description", "mounts", "strictGlobals"]
     public static let mountFields = ["path", "reads"]
     public static let capabilityFields = ["http", "storage", "timers"]
     public static let budgetFields = ["timeMilliseconds", "memoryBytes"]
@@ -151,6 +154,10 @@ public struct AppManifest: Sendable, Equatable {
         }
         var manifest = AppManifest(name: name, version: version, luastore: range, main: main,
                                    description: try text("description", required: false))
+        if let value = fields["strictGlobals"] {
+            guard case .bool(let strict) = value else { throw ManifestFailure("'strictGlobals' must be true or false") }
+            manifest.strictGlobals = strict
+        }
         if let value = fields["capabilities"] {
             guard case .object(let capabilities) = value else { throw ManifestFailure("'capabilities' must be an object") }
             try unknown(in: capabilities, known: capabilityFields, at: "capabilities.")

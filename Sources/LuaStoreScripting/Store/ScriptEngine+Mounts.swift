@@ -105,7 +105,7 @@ extension ScriptEngine {
         guard FileManager.default.fileExists(atPath: folder.appendingPathComponent(manifest.main).path) else {
             throw LuaError(.runtime, "\(where_): plugin '\(manifest.name)' has no \(manifest.main)", chunkName: prefix + manifest.main)
         }
-        let namespace = try vm.makeNamespace(root: folder, chunkPrefix: prefix)
+        let namespace = try vm.makeNamespace(root: folder, chunkPrefix: prefix, strictGlobals: manifest.strictGlobals)
         let loaded = try vm.require(String(manifest.main.dropLast(4)).replacingOccurrences(of: "/", with: "."), in: namespace)
         let milliseconds = manifest.budgets.time.map { Int64(($0 / .milliseconds(1)).rounded(.up)) } ?? 0
         let record = try vm.callForReferences(try vm.field("plugin", of: module)!, arguments: [

@@ -11,7 +11,7 @@ extension ScriptEngine {
         let fingerprint = Self.fingerprint(of: folder)
         if fingerprint == app.fingerprint { return .unchanged }
         migrated = false
-        let loaded = try Self.loadApp(vm: vm, folder: folder, main: main, mounted: !mountOptions.list.isEmpty)
+        let loaded = try Self.loadApp(vm: vm, folder: folder, main: main, strictGlobals: strictGlobals, mounted: !mountOptions.list.isEmpty)
         let candidate = try composeMounts(loaded, running: app)
         if candidate.schemaVersion < app.schemaVersion {
             throw ScriptFailure(stage: .reload, error: LuaError(
@@ -120,15 +120,16 @@ extension ScriptEngine {
     /// any failure the running version, its folder and its state stay.
     /// `limits`: the new version's (the host's, lowered to its budgets), in force once it is swapped in; refused
     /// before anything loads when the VM already holds more memory than they allow.
-    func install(folder newFolder: URL, main newMain: String, mounts: [AppManifest.Mount], limits: LuaLimits, replacing running: String?)
+    func install(folder newFolder: URL, main newMain: String, strictGlobals newStrict: Bool = false, mounts: [AppManifest.Mount],
+                 limits: LuaLimits, replacing running: String?)
         throws(ScriptFailure) -> ReloadOutcome {
         let holding = vm.memory.bytesInUse
         guard holding <= limits.memoryBytes else {
             throw ScriptFailure(stage: .reload, error: LuaError(
                 .memory, "its budgets allow \(limits.memoryBytes) bytes of memory, and the store holds \(holding) now"))
         }
-        let (oldFolder, oldMain, oldFingerprint, oldMounts) = (folder, main, app.fingerprint, mountOptions)
-        (folder, main) = (newFolder, newMain)
+        let (oldFolder, oldMain, oldStrict, oldFingerprint, oldMounts) = (folder, main, strictGlobals, app.fingerprint, mountOptions)
+        (folder, main, strictGlobals) = (newFolder, newMain, newStrict)
         mountOptions.list = mounts
         mountOptions.installed = [:] // (the new version's mounts come from its own folder)
         vm.moduleRoot = newFolder
@@ -138,7 +139,7 @@ extension ScriptEngine {
             try? vm.setBudgets(time: limits.timeBudget, memoryBytes: max(limits.memoryBytes, vm.memory.bytesInUse))
             return outcome
         } catch {
-            (folder, main) = (oldFolder, oldMain)
+            (folder, main, strictGlobals) = (oldFolder, oldMain, oldStrict)
             mountOptions = oldMounts
             vm.moduleRoot = oldFolder
             app.fingerprint = oldFingerprint

@@ -42,6 +42,8 @@ final class ScriptEngine {
     var app: App
     /// The app's module file (`app.lua`, or its manifest's `main`).
     var main: String
+    /// Whether the app's namespace has strict globals (its manifest's `strictGlobals`).
+    var strictGlobals: Bool
     /// The plugins the app mounts, and how to load them (`ScriptEngine+Mounts.swift`).
     var mountOptions: MountOptions
     let runtime: StateRuntime.Functions
@@ -98,12 +100,13 @@ final class ScriptEngine {
     var runSpan = RunSpan()
 
     /// Loads the app in `folder`, runs `init`, and sets up the runtime. On this VM's thread.
-    init(folder: URL, thread: LuaThread, limits: LuaLimits, main: String = "app.lua", modulePath: [String] = [],
+    init(folder: URL, thread: LuaThread, limits: LuaLimits, main: String = "app.lua", strictGlobals: Bool = false, modulePath: [String] = [],
          mounts: MountOptions = MountOptions(),
          log: @escaping @Sendable (String) -> Void, report: @escaping @Sendable (ScriptFailure) -> Void,
          initialState: LuaValue? = nil) throws(ScriptFailure) {
         self.folder = folder
         self.main = main
+        self.strictGlobals = strictGlobals
         self.mountOptions = mounts
         self.thread = thread
         self.report = report
@@ -123,7 +126,7 @@ final class ScriptEngine {
         let saved = machine.limits.timeBudget
         if building > saved { try? machine.setBudgets(time: building, memoryBytes: machine.limits.memoryBytes) }
         defer { if building > saved { try? machine.setBudgets(time: saved, memoryBytes: machine.limits.memoryBytes) } }
-        app = try Self.loadApp(vm: vm, folder: folder, main: main, mounted: !mounts.list.isEmpty)
+        app = try Self.loadApp(vm: vm, folder: folder, main: main, strictGlobals: strictGlobals, mounted: !mounts.list.isEmpty)
         app = try composeMounts(app, running: nil)
         do {
             // (From here on a global is set only as a module loads: `init` is skipped when the state comes back
@@ -161,13 +164,13 @@ final class ScriptEngine {
 
     /// Requires the app's module (`main`, `app.lua` unless its manifest says otherwise) in a fresh namespace and
     /// checks its exports.
-    static func loadApp(vm: LuaVM, folder: URL, main: String, mounted: Bool = false) throws(ScriptFailure) -> App {
+    static func loadApp(vm: LuaVM, folder: URL, main: String, strictGlobals: Bool = false, mounted: Bool = false) throws(ScriptFailure) -> App {
         let fingerprint = Self.fingerprint(of: folder)
         guard fingerprint[main] != nil else {
             throw ScriptFailure(stage: .load, error: LuaError(.runtime, "\(folder.path) has no \(main)"))
         }
         do throws(LuaError) {
-            let namespace = try vm.makeNamespace()
+            let namespace = try vm.makeNamespace(strictGlobals: strictGlobals)
             let module = try vm.require(String(main.dropLast(4)).replacingOccurrences(of: "/", with: "."), in: namespace)
             guard vm.typeName(of: module) == "table" else {
                 throw LuaError(.runtime, "\(main) must return a table of functions (init, reduce, props), not a \(vm.typeName(of: module))",

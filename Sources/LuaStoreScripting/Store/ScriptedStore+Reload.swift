@@ -52,7 +52,8 @@ extension ScriptedStore {
         let replacing = running?.version.description
         let limits = candidate.capped(options.limits)
         let (outcome, mounted) = try await reloading { engine throws(ScriptFailure) in
-            let outcome = try engine.install(folder: folder, main: candidate.main, mounts: candidate.mounts, limits: limits, replacing: replacing)
+            let outcome = try engine.install(folder: folder, main: candidate.main, strictGlobals: candidate.strictGlobals,
+                                             mounts: candidate.mounts, limits: limits, replacing: replacing)
             return (outcome, engine.pluginManifests())
         }
         let replaced = installed.withLock { state in

@@ -134,6 +134,7 @@ public final class ScriptedStore: Sendable {
             let mounts = MountOptions(list: manifest?.mounts ?? [], openBundle: options.openBundle,
                                       hostName: manifest?.name ?? folder.lastPathComponent)
             let engine = try ScriptEngine(folder: folder, thread: thread, limits: limits, main: manifest?.main ?? "app.lua",
+                                          strictGlobals: manifest?.strictGlobals ?? false,
                                           modulePath: options.modulePath, mounts: mounts, log: options.log, report: report,
                                           initialState: options.persistence?.resumed?.state ?? options.initialState)
             engine.listeners.journal = options.journal
