@@ -1,12 +1,13 @@
 import Foundation
 import LuaKit
 
-/// `luakit FILE [--time-budget-ms N] [--memory-mb N] [--lua-path PATH]`: runs one Lua file in LuaKit's sandbox and
-/// prints what it returns. Modules it `require`s are loaded from the file's folder, then from the module path as
+/// `luakit FILE [--time-budget-ms N] [--memory-mb N] [--lua-path PATH] [ARG …] [-- ARG …]`: runs one Lua file in
+/// LuaKit's sandbox and prints what it returns. As `lua` gives them, the script gets its arguments as `...` and in
+/// the global `arg` (`arg[0]` the file, `arg[-1]` the interpreter); after `--` every argument is the script's. Modules it `require`s are loaded from the file's folder, then from the module path as
 /// stock `lua5.4` takes it (`--lua-path`, else `LUA_PATH_5_4` or `LUA_PATH`, else Debian's default; source text
 /// only). Exit status: 0 on success, 1 when the script fails (the error, with file and line, goes to standard
 /// error), 2 for usage errors.
-let usage = "usage: luakit FILE [--time-budget-ms N] [--memory-mb N] [--lua-path PATH]"
+let usage = "usage: luakit FILE [--time-budget-ms N] [--memory-mb N] [--lua-path PATH] [ARG ...] [-- ARG ...]"
 
 var arguments = Array(CommandLine.arguments.dropFirst())
 var limits = LuaLimits()
@@ -23,9 +24,13 @@ do {
 }
 var file: String?
 var luaPath: String?
+var scriptArguments: [String] = []
 while !arguments.isEmpty {
     let argument = arguments.removeFirst()
     switch argument {
+    case "--" where file != nil:
+        scriptArguments += arguments
+        arguments = []
     case "--time-budget-ms", "--memory-mb":
         guard let value = arguments.first.flatMap(Int.init), value > 0 else {
             FileHandle.standardError.write(Data("luakit: \(argument) needs a positive number\n\(usage)\n".utf8))
@@ -44,11 +49,11 @@ while !arguments.isEmpty {
         print(usage)
         exit(0)
     default:
-        guard file == nil, !argument.hasPrefix("-") else {
+        guard !argument.hasPrefix("-") else {
             FileHandle.standardError.write(Data("luakit: unexpected argument '\(argument)'\n\(usage)\n".utf8))
             exit(2)
         }
-        file = argument
+        if file == nil { file = argument } else { scriptArguments.append(argument) }
     }
 }
 guard let file else {
@@ -62,11 +67,15 @@ guard let source = try? String(contentsOf: url, encoding: .utf8) else {
 }
 
 let modulePath = LuaModulePath.resolve(option: luaPath)
+let argumentTable = LuaTable(array: scriptArguments.map(LuaValue.string), fields: [.integer(0): .string(file), .integer(-1): "luakit"])
+let argumentValues = scriptArguments.map { LuaArgument.value(.string($0)) }
 let thread = LuaThread(name: "luakit")
 let status: Int32 = thread.sync {
     do {
         let vm = try LuaVM(limits: limits, moduleRoot: url.deletingLastPathComponent(), modulePath: modulePath, print: { print($0) })
-        for value in try vm.run(source, chunkName: url.lastPathComponent) { print(value) }
+        _ = try vm.call(try vm.load("arg = ...", chunkName: "=luakit"), .table(argumentTable))
+        let chunk = try vm.load(source, chunkName: url.lastPathComponent)
+        for value in try vm.call(chunk, arguments: argumentValues) { print(value) }
         return 0
     } catch {
         FileHandle.standardError.write(Data("luakit: \(error)\n".utf8))

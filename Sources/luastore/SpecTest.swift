@@ -140,6 +140,12 @@ struct SpecTest: AsyncParsableCommand {
             func nextItem(_ next: LuaReference) throws(LuaError) -> Int64? {
                 try vm.call(next).first?.integer
             }
+            // `arg`: the runner's command line, as busted's specs see busted's (`arg[0]` the program).
+            let commandLine = CommandLine.arguments
+            let arguments = LuaTable(array: commandLine.dropFirst().map(LuaValue.string),
+                                     fields: [.integer(0): .string(commandLine.first ?? "luastore")])
+            globals["arg"] = try vm.callForReferences(try vm.load("return ...", chunkName: "=luastore"),
+                                                      arguments: [.value(.table(arguments))]).first ?? nil
             let chunk = try vm.load(source, chunkName: file, globals: globals)
             try vm.call(chunk)
             let next = try function("next"), name = try function("name"), line = try function("line")

@@ -20,6 +20,18 @@ import Testing
                                   environment: CLI.environment.merging(environment) { $1 })
     }
 
+    /// The script gets its arguments as `lua` gives them: as `...` and in the global `arg` (`arg[0]` the file,
+    /// `arg[-1]` the interpreter); luakit's own options may come before them, and after `--` all are the script's.
+    @Test func theScriptGetsItsArguments() async throws {
+        let folder = try makeTemporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let script = folder.appendingPathComponent("args.lua")
+        try Data("local a, b = ...\nreturn #arg, arg[0] == '\(script.path)', arg[-1], a, b, arg[2], select('#', ...)".utf8).write(to: script)
+        let run = try await Self.run([script.path, "--time-budget-ms", "500", "one", "--", "--two", "three"])
+        #expect(run.status == 0, "\(run.errors)")
+        #expect(run.output == "3\ntrue\n\"luakit\"\n\"one\"\n\"--two\"\n\"--two\"\n3\n", "\(run.output)")
+    }
+
     @Test func runsTheTourSample() async throws {
         let run = try await Self.run(["samples/tour/tour.lua"])
         #expect(run.status == 0, "\(run.errors)")

@@ -167,6 +167,33 @@ import Testing
         #expect(mounted.errors.contains("plugins/p/app.lua:1: global 'total' is read but nothing sets it"), "\(mounted.errors)")
     }
 
+    /// A spec, its helpers and the modules they require share one global table, as under busted (a helper's
+    /// `_G.mock` is seen by the module that reads it); `arg` holds the runner's command line.
+    @Test func specsShareTheirGlobalsAsUnderBusted() async throws {
+        let app = try CLI.makeApp("return { init = function() return {} end, reduce = function() end, props = function() return {} end }")
+        defer { try? FileManager.default.removeItem(at: app) }
+        try Data("_G.mock = { answer = 42 }\nfunction helper() return 'helped' end\nreturn true".utf8)
+            .write(to: app.appendingPathComponent("spec_helper.lua"))
+        try Data("return { read = function() return mock and mock.answer end }".utf8).write(to: app.appendingPathComponent("reader.lua"))
+        try Data("""
+            require("spec_helper")
+            describe("globals", function()
+              it("are shared", function()
+                assert.are.equal(42, require("reader").read())
+                assert.are.equal("helped", helper())
+                assert.is_nil(nobodySetThis)
+              end)
+              it("has arg", function()
+                assert.are.equal("test", arg[1])
+                assert.is_string(arg[0])
+              end)
+            end)
+            """.utf8).write(to: app.appendingPathComponent("globals_spec.lua"))
+        let run = try await CLI.run(["test", app.path])
+        #expect(run.status == 0, "\(run.output)\n\(run.errors)")
+        #expect(run.outputLines.last == "2 passed, 0 failed", "\(run.output)")
+    }
+
     @Test func specsReportFailuresByFileAndLine() async throws {
         let app = try CLI.makeApp(Self.fragile)
         defer { try? FileManager.default.removeItem(at: app) }
