@@ -127,9 +127,13 @@ import Testing
     }
 
     @Test(arguments: [
-        ("../secret", "require: '../secret' is not a module name (use names like 'lib.util')"),
-        ("/etc/passwd", "require: '/etc/passwd' is not a module name (use names like 'lib.util')"),
-        ("lib..util", "require: 'lib..util' is not a module name (use names like 'lib.util')"),
+        // (Dots and slashes are separators and empty components are skipped, as for stock Lua's searcher: these
+        // are `secret`, `etc/passwd` and `lib/util` inside the app folder, never outside it.)
+        ("../secret", "require: module '../secret' not found (looked for secret.lua and secret/init.lua in the app folder)"),
+        ("/etc/passwd", "require: module '/etc/passwd' not found (looked for etc/passwd.lua and etc/passwd/init.lua in the app folder)"),
+        ("lib..util", "require: module 'lib..util' not found (looked for lib/util.lua and lib/util/init.lua in the app folder)"),
+        ("..", "require: '..' is not a module name (use names like 'lib.util')"),
+        ("lib.$x", "require: 'lib.$x' is not a module name (use names like 'lib.util')"),
         ("missing", "require: module 'missing' not found (looked for missing.lua and missing/init.lua in the app folder)"),
         ("escape", "require: module 'escape' leads outside the app folder"),
         ("binary", "require: module 'binary' is a binary chunk; only source text loads"),

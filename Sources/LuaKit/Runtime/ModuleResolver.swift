@@ -24,7 +24,9 @@ struct ModuleResolver {
 
     func resolve(_ name: String) throws(HostFailure) -> Module {
         guard let root else { throw .message("require: module '\(name)' not found (no module folder is set)") }
-        let parts = name.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "." || $0 == "/" })
+        // Dots are separators, as Lua's searcher reads them (`a.b` is `a/b`); an empty part is an empty path
+        // component, which the file system skips, as it does for stock Lua (`require("../src.lib")` is `./src/lib.lua`).
+        let parts = name.split(omittingEmptySubsequences: true, whereSeparator: { $0 == "." || $0 == "/" })
         guard !parts.isEmpty, parts.allSatisfy({ LuaPath.isIdentifier(String($0)) || Self.isPlainName($0) }) else {
             throw .message("require: '\(name)' is not a module name (use names like 'lib.util')")
         }

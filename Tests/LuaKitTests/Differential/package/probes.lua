@@ -34,3 +34,13 @@ local functions = 0
 for _, f in pairs(string) do if type(f) == "function" then functions = functions + 1 end end
 print(functions > 10, select("#", next(table)), pcall(next, {}, "nokey"))
 print(pcall(rawget, 1, 2))
+-- Names as Lua's searcher reads them: dots are separators, empty components are skipped (`..spec.helper` is
+-- `./spec/helper.lua`), and each name is its own entry of `package.loaded`.
+local again = require("../spec.helper")
+print(again.answer, again == helper, package.loaded["../spec.helper"] == again, require("spec..helper").answer)
+-- Globals are Lua's: set anywhere, read as nil when nobody set them, shared with the chunks `load` makes.
+counter = (counter or 0) + 1
+local function readsUnset() return nobodySetThis end
+function globalHelper() return "g" end
+load("loaded = counter + 1")()
+print(counter, readsUnset(), rawget(_G, "counter"), globalHelper(), _G.globalHelper == globalHelper, loaded)
