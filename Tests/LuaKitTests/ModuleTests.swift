@@ -190,6 +190,19 @@ import Testing
         }
     }
 
+    /// Source is bytes, as Lua reads it: a module (or a file `loadfile` reads) whose string literal holds bytes that
+    /// are not UTF-8 text loads, and the string holds those bytes.
+    @Test func sourceIsReadAsBytes() async throws {
+        let root = try makeApp([:])
+        defer { try? FileManager.default.removeItem(at: root) }
+        let bytes: [UInt8] = Array("return { raw = \"".utf8) + [0xFF, 0xFE, 0x41] + Array("\" }".utf8)
+        try Data(bytes).write(to: root.appendingPathComponent("latin.lua"))
+        try await withVM(moduleRoot: root) { vm throws in
+            #expect(try vm.run("local r = require('latin').raw return #r, r:byte(1), r:byte(3), loadfile('latin.lua')().raw == r",
+                               chunkName: "app.lua") == [3, 255, 65, true])
+        }
+    }
+
     @Test func oversizedModulesAreRefused() async throws {
         let root = try makeApp(["big.lua": "return '" + String(repeating: "x", count: 2_000) + "'"])
         defer { try? FileManager.default.removeItem(at: root) }

@@ -159,18 +159,25 @@ extension LuaVM {
             pushString(reason)
             return 2
         }
-        try ensureHeadroom(file.source.utf8.count * 2)
-        pushString(file.source)
+        try ensureHeadroom(file.source.count * 2)
+        pushBytes(file.source)
         pushString("=" + prefix + file.chunkName)
         return 2
+    }
+
+    /// [-0, +1, -] `bytes` as a Lua string, whatever they are (source text is read as bytes, as Lua reads it).
+    private func pushBytes(_ bytes: Data) {
+        bytes.withUnsafeBytes { raw in
+            _ = lua_pushlstring(state, raw.baseAddress?.assumingMemoryBound(to: CChar.self), raw.count)
+        }
     }
 
     func readModulePrimitive() throws(HostFailure) -> Int32 {
         let name = String(decoding: try stringArgument(1, "require"), as: UTF8.self)
         let (root, prefix) = moduleFolder(at: 2)
         let module = try ModuleResolver(root: root, path: modulePath, maximumBytes: limits.moduleBytes).resolve(name)
-        try ensureHeadroom(module.source.utf8.count * 2)
-        pushString(module.source)
+        try ensureHeadroom(module.source.count * 2)
+        pushBytes(module.source)
         pushString("=" + (module.chunkName.hasPrefix("/") ? "" : prefix) + module.chunkName)
         return 2
     }

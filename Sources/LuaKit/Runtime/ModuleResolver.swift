@@ -18,7 +18,8 @@ struct ModuleResolver {
     let maximumBytes: Int
 
     struct Module {
-        let source: String
+        /// The file's bytes, as Lua reads source: a string literal may hold bytes that are not UTF-8 text.
+        let source: Data
         let chunkName: String
     }
 
@@ -78,8 +79,7 @@ struct ModuleResolver {
         guard size <= maximumBytes else { throw .message("\(what) is \(size) bytes; the limit is \(maximumBytes)") }
         guard let data = FileManager.default.contents(atPath: url.path) else { throw .message("\(what) cannot be read") }
         guard data.first != 0x1B else { throw .message("\(what) is a binary chunk; only source text loads") }
-        guard let source = String(data: data, encoding: .utf8) else { throw .message("\(what) is not UTF-8 text") }
-        return Module(source: source, chunkName: chunkName)
+        return Module(source: data, chunkName: chunkName)
     }
 
     /// The templates the app folder itself answers first.
