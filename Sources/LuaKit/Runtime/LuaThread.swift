@@ -99,11 +99,13 @@ public final class LuaThread: Sendable {
                 queue.submit {
                     let result = Result(catching: slot.body!)
                     slot.body = nil // the body must be gone before the caller resumes
-                    slot.result = result
+                    // (Under the lock: what the body wrote is then seen to happen before the caller goes on, by
+                    // the thread sanitizer too, which cannot see the ordering a continuation's resumption gives.)
+                    slot.handOver.withLock { slot.result = result }
                     resumed.resume()
                 }
             }
-            return slot.result!
+            return slot.handOver.withLock { slot.result! }
         }
         return try outcome.get()
     }
@@ -113,6 +115,8 @@ public final class LuaThread: Sendable {
 private final class SyncSlot<T, E: Error> {
     var body: (() throws(E) -> T)?
     var result: Result<T, E>?
+    /// Taken to hand the result over in `perform` (a pthread mutex, which the thread sanitizer understands).
+    let handOver = NSLock()
 
     init(body: @escaping () throws(E) -> T) { self.body = body }
 }
