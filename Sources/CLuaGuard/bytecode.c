@@ -59,92 +59,123 @@ static void skip_string(Reader *reader) {
     if (length > 0) take(reader, length - 1);
 }
 
-/// One function of the dump: what the analysis needs of it.
+/// One function of a dump, read whole (ldump.c's `dumpFunction`): what the analyses need of it. Pointers point into
+/// the dump; the arrays are the reader's, valid while the visitor runs.
 typedef struct {
-    int parameters, vararg;
+    int parameters, vararg, lineDefined, depth;
     const unsigned char *code;
     size_t instructions;
-    const unsigned char *upvalues; /* (instack, idx, kind) triples */
-    size_t upvalueCount;
-    /// Where each string constant's bytes are, and how many (`SIZE_MAX` for a constant that is not a string; only
-    /// for the function analysed).
+    /// Where each string constant's bytes are, and how many (`SIZE_MAX` for a constant that is not a string).
     const unsigned char **constantText;
     size_t *constantLength;
     size_t constants;
-    /// Its nested functions' upvalue lists, in `CLOSURE`'s numbering (only for the function analysed).
+    const unsigned char *upvalues; /* (instack, idx, kind) triples */
+    size_t upvalueCount;
+    /// Its nested functions' upvalue lists, in `CLOSURE`'s numbering.
     const unsigned char **childUpvalues;
     size_t *childUpvalueCounts;
     size_t children;
+    /// Line information (empty in a stripped dump): a signed delta an instruction, -0x80 for "the next absolute line".
+    const signed char *lineInfo;
+    size_t lineInfoCount;
+    size_t *absoluteLine, absoluteCount;
+    /// Its upvalues' names (empty in a stripped dump).
+    const unsigned char **upvalueName;
+    size_t *upvalueNameLength, upvalueNames;
 } Function;
 
-/// Reads one function (ldump.c's `dumpFunction`) into `function`; with `keepChildren`, also where each nested
-/// function's upvalue list is. Nested functions are read past, `depth` levels at most.
-static void read_function(Reader *reader, Function *function, int keepChildren, int depth) {
+/// What is done with each function read, nested ones before the function holding them.
+typedef void (*Visit)(lua_State *L, const Function *function, void *context);
+
+/// Allocates `count` zeroed elements of `size` bytes (one at least), or marks the reader failed.
+static void *reader_array(Reader *reader, size_t count, size_t size) {
+    void *array = calloc(count + 1, size);
+    if (array == NULL) reader->failed = 1;
+    return array;
+}
+
+static void free_function(Function *f) {
+    free(f->constantText); free(f->constantLength);
+    free(f->childUpvalues); free(f->childUpvalueCounts);
+    free(f->absoluteLine);
+    free(f->upvalueName); free(f->upvalueNameLength);
+}
+
+/// Reads one function and those nested in it, `depth` levels at most, handing each to `visit` once read whole;
+/// tells the caller where the function's upvalue list is (its parent's `CLOSURE` reads it).
+static void read_function(Reader *reader, lua_State *L, int depth, Visit visit, void *context,
+                          const unsigned char **upvalues, size_t *upvalueCount) {
     if (depth > 256) { reader->failed = 1; return; }
+    Function f = { 0 };
+    f.depth = depth;
     skip_string(reader);                                 /* source */
-    size(reader); size(reader);                          /* linedefined, lastlinedefined */
+    f.lineDefined = (int)size(reader);
+    size(reader);                                        /* lastlinedefined */
     const unsigned char *header = take(reader, 3);       /* numparams, is_vararg, maxstacksize */
     if (header == NULL) return;
-    function->parameters = header[0];
-    function->vararg = header[1];
-    function->instructions = size(reader);
-    if (function->instructions > (size_t)(reader->end - reader->at) / 4) { reader->failed = 1; return; }
-    function->code = take(reader, function->instructions * 4);
-    size_t constants = size(reader);
-    if (constants > (size_t)(reader->end - reader->at)) { reader->failed = 1; return; }
-    if (keepChildren && constants > 0) {
-        function->constantText = calloc(constants, sizeof(*function->constantText));
-        function->constantLength = calloc(constants, sizeof(*function->constantLength));
-        if (function->constantText == NULL || function->constantLength == NULL) { reader->failed = 1; return; }
-        function->constants = constants;
-    }
-    for (size_t i = 0; i < constants && !reader->failed; i++) {
+    f.parameters = header[0];
+    f.vararg = header[1];
+    f.instructions = size(reader);
+    if (f.instructions > (size_t)(reader->end - reader->at) / 4) { reader->failed = 1; return; }
+    f.code = take(reader, f.instructions * 4);
+    f.constants = size(reader);
+    if (f.constants > (size_t)(reader->end - reader->at)) { reader->failed = 1; return; }
+    f.constantText = reader_array(reader, f.constants, sizeof(*f.constantText));
+    f.constantLength = reader_array(reader, f.constants, sizeof(*f.constantLength));
+    for (size_t i = 0; i < f.constants && !reader->failed; i++) {
         const unsigned char *tag = take(reader, 1);
-        if (tag == NULL) return;
-        const unsigned char *text = NULL;
-        size_t length = SIZE_MAX;
+        f.constantLength[i] = SIZE_MAX;
+        if (tag == NULL) break;
         switch (*tag) {
         case 0: case 1: case 17: break;                  /* nil, false, true */
         case 3: case 19: take(reader, 8); break;         /* integer, float */
-        case 4: case 20:                                 /* short and long strings */
-            length = size(reader);
-            if (length == 0) { reader->failed = 1; return; }
-            length -= 1;
-            text = take(reader, length);
+        case 4: case 20: {                               /* short and long strings */
+            size_t length = size(reader);
+            if (length == 0) { reader->failed = 1; break; }
+            f.constantText[i] = take(reader, length - 1);
+            f.constantLength[i] = length - 1;
             break;
+        }
         default: reader->failed = 1;
         }
-        if (keepChildren) {
-            function->constantText[i] = text;
-            function->constantLength[i] = length;
+    }
+    f.upvalueCount = reader->failed ? 0 : size(reader);
+    if (f.upvalueCount > (size_t)(reader->end - reader->at) / 3) reader->failed = 1;
+    else f.upvalues = take(reader, f.upvalueCount * 3);
+    f.children = reader->failed ? 0 : size(reader);
+    if (f.children > (size_t)(reader->end - reader->at)) { reader->failed = 1; f.children = 0; }
+    f.childUpvalues = reader_array(reader, f.children, sizeof(*f.childUpvalues));
+    f.childUpvalueCounts = reader_array(reader, f.children, sizeof(*f.childUpvalueCounts));
+    for (size_t i = 0; i < f.children && !reader->failed; i++)
+        read_function(reader, L, depth + 1, visit, context, &f.childUpvalues[i], &f.childUpvalueCounts[i]);
+    if (!reader->failed) {
+        f.lineInfoCount = size(reader);
+        f.lineInfo = (const signed char *)take(reader, f.lineInfoCount);
+        f.absoluteCount = size(reader);
+        if (f.absoluteCount > (size_t)(reader->end - reader->at) / 2) { reader->failed = 1; f.absoluteCount = 0; }
+        f.absoluteLine = reader_array(reader, f.absoluteCount, sizeof(*f.absoluteLine));
+        for (size_t i = 0; i < f.absoluteCount && !reader->failed; i++) {
+            size(reader);                                /* pc */
+            f.absoluteLine[i] = size(reader);
+        }
+        size_t locals = reader->failed ? 0 : size(reader);
+        for (size_t i = 0; i < locals && !reader->failed; i++) { skip_string(reader); size(reader); size(reader); }
+        f.upvalueNames = reader->failed ? 0 : size(reader);
+        if (f.upvalueNames > (size_t)(reader->end - reader->at)) { reader->failed = 1; f.upvalueNames = 0; }
+        f.upvalueName = reader_array(reader, f.upvalueNames, sizeof(*f.upvalueName));
+        f.upvalueNameLength = reader_array(reader, f.upvalueNames, sizeof(*f.upvalueNameLength));
+        for (size_t i = 0; i < f.upvalueNames && !reader->failed; i++) {
+            size_t length = size(reader);
+            f.upvalueNameLength[i] = length > 0 ? length - 1 : 0;
+            f.upvalueName[i] = length > 0 ? take(reader, length - 1) : NULL;
         }
     }
-    function->upvalueCount = size(reader);
-    if (function->upvalueCount > (size_t)(reader->end - reader->at) / 3) { reader->failed = 1; return; }
-    function->upvalues = take(reader, function->upvalueCount * 3);
-    size_t children = size(reader);
-    if (children > (size_t)(reader->end - reader->at)) { reader->failed = 1; return; }
-    if (keepChildren && children > 0) {
-        function->childUpvalues = calloc(children, sizeof(*function->childUpvalues));
-        function->childUpvalueCounts = calloc(children, sizeof(*function->childUpvalueCounts));
-        if (function->childUpvalues == NULL || function->childUpvalueCounts == NULL) { reader->failed = 1; return; }
-        function->children = children;
-    }
-    for (size_t i = 0; i < children && !reader->failed; i++) {
-        Function child = { 0 };
-        read_function(reader, &child, 0, depth + 1);
-        if (keepChildren) {
-            function->childUpvalues[i] = child.upvalues;
-            function->childUpvalueCounts[i] = child.upvalueCount;
-        }
-    }
-    take(reader, size(reader));                          /* line info */
-    size_t absolute = size(reader);
-    for (size_t i = 0; i < absolute && !reader->failed; i++) { size(reader); size(reader); }
-    size_t locals = size(reader);
-    for (size_t i = 0; i < locals && !reader->failed; i++) { skip_string(reader); size(reader); size(reader); }
-    size_t names = size(reader);
-    for (size_t i = 0; i < names && !reader->failed; i++) skip_string(reader);
+    // (A memory error raised by a visitor leaves this function's arrays and the dump behind: both analyses run once
+    // per function of an app, when it loads or is checked.)
+    if (!reader->failed && f.code != NULL) visit(L, &f, context);
+    *upvalues = f.upvalues;
+    *upvalueCount = f.upvalueCount;
+    free_function(&f);
 }
 
 /// Whether the register range [first, first + count) holds `reg`; `count` < 0 means "to the top of the stack".
@@ -265,41 +296,51 @@ static int write_dump(lua_State *L, const void *bytes, size_t count, void *conte
     return 0;
 }
 
+/// What `clua_reads_only_argument` asks of the function dumped (the outermost one; nested ones are read past).
+typedef struct {
+    int reg, keys, named, answer;
+} ReadsOnly;
+
+static void judge(lua_State *L, const Function *function, void *context) {
+    ReadsOnly *question = context;
+    if (function->depth > 0) return;
+    if (function->parameters <= question->reg) question->answer = !function->vararg; /* never named but by `...` */
+    else question->answer = reads_only(L, function, question->reg, question->keys, &question->named);
+}
+
+/// Reads the dump of the function on the top of the stack (popping it) and hands each function in it to `visit`;
+/// 0 when the dump could not be made or read.
+static int visit_dump(lua_State *L, int strip, Visit visit, void *context) {
+    Dump dump = { NULL, 0, 0 };
+    int status = lua_dump(L, write_dump, &dump, strip);
+    lua_pop(L, 1);
+    Reader reader = { dump.bytes, dump.bytes + dump.count, status != 0 };
+    read_header(&reader);
+    const unsigned char *upvalues;
+    size_t upvalueCount;
+    if (!reader.failed) read_function(&reader, L, 0, visit, context, &upvalues, &upvalueCount);
+    free(dump.bytes);
+    return !reader.failed;
+}
+
 int clua_reads_only_argument(lua_State *L, int index, int argument) {
     luaL_checkstack(L, 4, "reading a function's bytecode");
     if (argument < 1 || lua_type(L, index) != LUA_TFUNCTION || lua_iscfunction(L, index)) return 0;
     index = lua_absindex(L, index);
     lua_newtable(L); /* the keys read (made first: nothing below raises while buffers are held) */
-    int keys = lua_gettop(L), named = 1;
+    ReadsOnly question = { argument - 1 /* the parameters are the first registers */, lua_gettop(L), 1, 0 };
     lua_pushvalue(L, index);
-    Dump dump = { NULL, 0, 0 };
-    int status = lua_dump(L, write_dump, &dump, 1);
-    lua_pop(L, 1);
-    int answer = 0;
-    Reader reader = { dump.bytes, dump.bytes + dump.count, status != 0 };
-    read_header(&reader);
-    Function function = { 0 };
-    if (!reader.failed) read_function(&reader, &function, 1, 0);
-    if (!reader.failed) {
-        int reg = argument - 1; /* the parameters are the first registers */
-        if (function.parameters <= reg) answer = !function.vararg; /* it never names it (unless through `...`) */
-        else answer = reads_only(L, &function, reg, keys, &named);
-    }
-    free(function.childUpvalues);
-    free(function.childUpvalueCounts);
-    free(function.constantText);
-    free(function.constantLength);
-    free(dump.bytes);
-    if (answer && named) { /* (no buffer is held now: making the list may raise) */
+    int answer = visit_dump(L, 1, judge, &question) && question.answer;
+    if (answer && question.named) { /* (no buffer is held now: making the list may raise) */
         lua_newtable(L); /* the set as a list */
         lua_Integer count = 0;
         lua_pushnil(L);
-        while (lua_next(L, keys) != 0) {
+        while (lua_next(L, question.keys) != 0) {
             lua_pop(L, 1);
             lua_pushvalue(L, -1);
             lua_rawseti(L, -3, ++count);
         }
-        lua_remove(L, keys);
+        lua_remove(L, question.keys);
         return 2;
     }
     lua_pop(L, 1);
@@ -315,37 +356,16 @@ int clua_reads_only(lua_State *L) {
 
 // MARK: Globals a chunk reads and writes (`luastore check`'s listing)
 
-/// One function of a dump read whole, for the listing: its code, string constants, line information and the
-/// names of its upvalues (which tell `_ENV` from the rest).
-typedef struct {
-    int lineDefined, depth;
-    const unsigned char *code;
-    size_t instructions;
-    const unsigned char **constantText;
-    size_t *constantLength, constants;
-    const signed char *lineInfo;
-    size_t lineInfoCount;
-    size_t *absolutePC, *absoluteLine, absoluteCount;
-    const unsigned char **upvalueName;
-    size_t *upvalueNameLength, upvalueNames;
-} Listed;
-
-static void free_listed(Listed *f) {
-    free(f->constantText); free(f->constantLength);
-    free(f->absolutePC); free(f->absoluteLine);
-    free(f->upvalueName); free(f->upvalueNameLength);
-}
-
-static int is_env(const Listed *f, int upvalue) {
+static int is_env(const Function *f, int upvalue) {
     return (size_t)upvalue < f->upvalueNames && f->upvalueNameLength[upvalue] == 4 && memcmp(f->upvalueName[upvalue], "_ENV", 4) == 0;
 }
 
-static int constant_string(const Listed *f, int index) {
+static int constant_string(const Function *f, int index) {
     return (size_t)index < f->constants && f->constantLength[index] != SIZE_MAX;
 }
 
 /// Appends `{ name = K[key], line = line, write = write, nested = depth > 0 }` to the list at `out`.
-static void emit_access(lua_State *L, int out, const Listed *f, int key, int line, int write) {
+static void emit_access(lua_State *L, int out, const Function *f, int key, int line, int write) {
     lua_createtable(L, 0, 4);
     lua_pushlstring(L, (const char *)f->constantText[key], f->constantLength[key]);
     lua_setfield(L, -2, "name");
@@ -362,7 +382,7 @@ static void emit_access(lua_State *L, int out, const Listed *f, int key, int lin
 /// `function x() end`), and through a register holding `_ENV` or just read from the global `_G` (`_G.x`,
 /// `_G.x = …`; and the form Lua compiles a global to when the function has more than 256 constants: `_ENV` and
 /// the name each in a register). Each with its line.
-static void list_accesses(lua_State *L, int out, const Listed *f) {
+static void list_accesses(lua_State *L, int out, const Function *f) {
     unsigned char globalsIn[256] = { 0 }; /* the register holds `_ENV` or `_G` */
     int32_t constantIn[256];              /* the index of the string constant the register holds, or -1 */
     memset(constantIn, 0xFF, sizeof(constantIn));
@@ -434,89 +454,16 @@ static void list_accesses(lua_State *L, int out, const Listed *f) {
     }
 }
 
-/// Reads one function of a dump and, after its nested ones, lists its accesses into `out`.
-static void list_function(Reader *reader, lua_State *L, int out, int depth) {
-    if (depth > 256) { reader->failed = 1; return; }
-    Listed f = { 0 };
-    f.depth = depth;
-    skip_string(reader);
-    f.lineDefined = (int)size(reader);
-    size(reader);
-    if (take(reader, 3) == NULL) return;
-    f.instructions = size(reader);
-    if (f.instructions > (size_t)(reader->end - reader->at) / 4) { reader->failed = 1; return; }
-    f.code = take(reader, f.instructions * 4);
-    f.constants = size(reader);
-    if (f.constants > (size_t)(reader->end - reader->at)) { reader->failed = 1; return; }
-    f.constantText = calloc(f.constants + 1, sizeof(*f.constantText));
-    f.constantLength = calloc(f.constants + 1, sizeof(*f.constantLength));
-    if (f.constantText == NULL || f.constantLength == NULL) { reader->failed = 1; free_listed(&f); return; }
-    for (size_t i = 0; i < f.constants && !reader->failed; i++) {
-        const unsigned char *tag = take(reader, 1);
-        f.constantLength[i] = SIZE_MAX;
-        if (tag == NULL) break;
-        switch (*tag) {
-        case 0: case 1: case 17: break;
-        case 3: case 19: take(reader, 8); break;
-        case 4: case 20: {
-            size_t length = size(reader);
-            if (length == 0) { reader->failed = 1; break; }
-            f.constantText[i] = take(reader, length - 1);
-            f.constantLength[i] = length - 1;
-            break;
-        }
-        default: reader->failed = 1;
-        }
-    }
-    size_t upvalues = reader->failed ? 0 : size(reader);
-    if (upvalues > (size_t)(reader->end - reader->at) / 3) reader->failed = 1;
-    else take(reader, upvalues * 3);
-    size_t children = reader->failed ? 0 : size(reader);
-    for (size_t i = 0; i < children && !reader->failed; i++) list_function(reader, L, out, depth + 1);
-    if (!reader->failed) {
-        f.lineInfoCount = size(reader);
-        f.lineInfo = (const signed char *)take(reader, f.lineInfoCount);
-        f.absoluteCount = size(reader);
-        if (f.absoluteCount > (size_t)(reader->end - reader->at) / 2) reader->failed = 1;
-        f.absolutePC = calloc(f.absoluteCount + 1, sizeof(size_t));
-        f.absoluteLine = calloc(f.absoluteCount + 1, sizeof(size_t));
-        if (f.absolutePC == NULL || f.absoluteLine == NULL) reader->failed = 1;
-        for (size_t i = 0; i < f.absoluteCount && !reader->failed; i++) {
-            f.absolutePC[i] = size(reader);
-            f.absoluteLine[i] = size(reader);
-        }
-        size_t locals = reader->failed ? 0 : size(reader);
-        for (size_t i = 0; i < locals && !reader->failed; i++) { skip_string(reader); size(reader); size(reader); }
-        f.upvalueNames = reader->failed ? 0 : size(reader);
-        if (f.upvalueNames > (size_t)(reader->end - reader->at)) reader->failed = 1;
-        f.upvalueName = calloc(f.upvalueNames + 1, sizeof(*f.upvalueName));
-        f.upvalueNameLength = calloc(f.upvalueNames + 1, sizeof(*f.upvalueNameLength));
-        if (f.upvalueName == NULL || f.upvalueNameLength == NULL) reader->failed = 1;
-        for (size_t i = 0; i < f.upvalueNames && !reader->failed; i++) {
-            size_t length = size(reader);
-            f.upvalueNameLength[i] = length > 0 ? length - 1 : 0;
-            f.upvalueName[i] = length > 0 ? take(reader, length - 1) : NULL;
-        }
-    }
-    // (A memory error while listing leaves this function's arrays and the dump behind: only `luastore check`
-    // lists, once per file of an app.)
-    if (!reader->failed && f.code != NULL) list_accesses(L, out, &f);
-    free_listed(&f);
+static void list_into(lua_State *L, const Function *function, void *out) {
+    list_accesses(L, *(int *)out, function);
 }
 
 int clua_global_accesses(lua_State *L) {
     luaL_checktype(L, 1, LUA_TFUNCTION);
     lua_settop(L, 1);
     lua_newtable(L); /* the list, 2 */
-    Dump dump = { NULL, 0, 0 };
+    int out = 2;
     lua_pushvalue(L, 1);
-    int status = lua_dump(L, write_dump, &dump, 0);
-    lua_pop(L, 1);
-    Reader reader = { dump.bytes, dump.bytes + dump.count, status != 0 };
-    read_header(&reader);
-    if (!reader.failed) list_function(&reader, L, 2, 0);
-    int failed = reader.failed;
-    free(dump.bytes);
-    if (failed) return luaL_error(L, "cannot read the function's bytecode");
+    if (!visit_dump(L, 0, list_into, &out)) return luaL_error(L, "cannot read the function's bytecode");
     return 1;
 }
