@@ -61,8 +61,8 @@ guard let file else {
     exit(2)
 }
 let url = URL(fileURLWithPath: file)
-guard let source = try? String(contentsOf: url, encoding: .utf8) else {
-    FileHandle.standardError.write(Data("luakit: cannot read \(file) as UTF-8 text\n".utf8))
+guard let source = FileManager.default.contents(atPath: url.path) else { // (bytes, as Lua reads a source file)
+    FileHandle.standardError.write(Data("luakit: cannot open \(file)\n".utf8))
     exit(2)
 }
 
@@ -74,7 +74,7 @@ let status: Int32 = thread.sync {
     do {
         let vm = try LuaVM(limits: limits, moduleRoot: url.deletingLastPathComponent(), modulePath: modulePath, print: { print($0) })
         _ = try vm.call(try vm.load("arg = ...", chunkName: "=luakit"), .table(argumentTable))
-        let chunk = try vm.load(source, chunkName: url.lastPathComponent)
+        let chunk = try vm.load(bytes: source, chunkName: url.lastPathComponent)
         for value in try vm.call(chunk, arguments: argumentValues) { print(value) }
         return 0
     } catch {

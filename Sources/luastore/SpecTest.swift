@@ -134,7 +134,7 @@ struct SpecTest: AsyncParsableCommand {
                 }
                 globals[name] = value
             }
-            guard let source = try? String(contentsOf: folder.appendingPathComponent(file), encoding: .utf8) else {
+            guard let source = FileManager.default.contents(atPath: folder.appendingPathComponent(file).path) else {
                 return .success([SpecResult(file: file, name: file, status: .errored, message: "cannot read the file", location: file)])
             }
             func nextItem(_ next: LuaReference) throws(LuaError) -> Int64? {
@@ -146,7 +146,7 @@ struct SpecTest: AsyncParsableCommand {
                                      fields: [.integer(0): .string(commandLine.first ?? "luastore")])
             globals["arg"] = try vm.callForReferences(try vm.load("return ...", chunkName: "=luastore"),
                                                       arguments: [.value(.table(arguments))]).first ?? nil
-            let chunk = try vm.load(source, chunkName: file, globals: globals)
+            let chunk = try vm.load(bytes: source, chunkName: file, globals: globals)
             try vm.call(chunk)
             let next = try function("next"), name = try function("name"), line = try function("line")
             let status = try function("status"), raise = try function("raise")

@@ -32,6 +32,21 @@ import Testing
         #expect(run.output == "3\ntrue\n\"luakit\"\n\"one\"\n\"--two\"\n\"--two\"\n3\n", "\(run.output)")
     }
 
+    /// The script is read as bytes, as `lua` reads a source file: a string literal may hold bytes that are not
+    /// UTF-8 text (an invalid sequence, a lone continuation byte, Latin-1), and a file that is not there is named.
+    @Test func theScriptIsReadAsBytes() async throws {
+        let folder = try makeTemporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let script = folder.appendingPathComponent("bytes.lua")
+        try Data("local s = \"".utf8 + [0xFF, 0xFE, 0x80, 0xE9] + "\"\nreturn #s, s:byte(1, -1)".utf8).write(to: script)
+        let run = try await Self.run([script.path])
+        #expect(run.status == 0, "\(run.errors)")
+        #expect(run.output == "4\n255\n254\n128\n233\n", "\(run.output)")
+        let missing = try await Self.run([folder.appendingPathComponent("absent.lua").path])
+        #expect(missing.status == 2)
+        #expect(missing.errors == "luakit: cannot open \(folder.appendingPathComponent("absent.lua").path)\n")
+    }
+
     @Test func runsTheTourSample() async throws {
         let run = try await Self.run(["samples/tour/tour.lua"])
         #expect(run.status == 0, "\(run.errors)")

@@ -114,6 +114,19 @@ import FoundationXML
     }
 }
 
+/// A spec file is read as bytes, as busted (Lua) reads it: a string literal may hold bytes that are not UTF-8.
+@Suite struct SpecBytesTests {
+    @Test func aSpecIsReadAsBytes() async throws {
+        let app = try CLI.makeApp("return { init = function() return {} end, reduce = function() end, props = function() return {} end }")
+        defer { try? FileManager.default.removeItem(at: app) }
+        try Data(#"it("holds bytes", function() assert.are.same({ 255, 254, 128 }, { ("#.utf8 + [0x22, 0xFF, 0xFE, 0x80, 0x22]
+                 + #"):byte(1, -1) }) end)"#.utf8).write(to: app.appendingPathComponent("bytes_spec.lua"))
+        let run = try await CLI.run(["test", app.path])
+        #expect(run.status == 0, "\(run.output)")
+        #expect(run.outputLines.last == "1 passed, 0 failed", "\(run.output)")
+    }
+}
+
 /// A `.busted` `lpath` is the project's: `lib/?.lua` is `./lib/?.lua` under the project's root, whatever folder
 /// `luastore test` was started in (it read a file outside the project, one the working folder held).
 @Suite struct BustedPathTests {

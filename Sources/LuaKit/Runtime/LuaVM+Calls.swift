@@ -18,8 +18,16 @@ extension LuaVM {
     public func load(_ source: String, chunkName: String) throws(LuaError) -> LuaReference {
         checkThread()
         try loadChunk(source, chunkName: chunkName)
-        try setEnvironment()
-        return makeReference()
+        return try withDefaultGlobals([:])
+    }
+
+    /// Compiles `source`'s bytes like `load(_:chunkName:)`, as Lua reads a source file: a string literal may hold
+    /// bytes that are not UTF-8 text. For a file loaded once (a script, a spec); `load(_:chunkName:)` keeps what it
+    /// compiled for the next VM.
+    public func load(bytes source: some ContiguousBytes, chunkName: String) throws(LuaError) -> LuaReference {
+        checkThread()
+        try loadChunk(bytes: source, chunkName: chunkName)
+        return try withDefaultGlobals([:])
     }
 
     /// Compiles `source` like `load(_:chunkName:)`, with `globals` set in the default namespace's globals first (for
@@ -28,12 +36,25 @@ extension LuaVM {
     public func load(_ source: String, chunkName: String, globals: [String: LuaReference]) throws(LuaError) -> LuaReference {
         checkThread()
         try loadChunk(source, chunkName: chunkName)
+        return try withDefaultGlobals(globals)
+    }
+
+    /// `load(bytes:chunkName:)` with `globals` set first, as `load(_:chunkName:globals:)` sets them.
+    public func load(bytes source: some ContiguousBytes, chunkName: String, globals: [String: LuaReference]) throws(LuaError) -> LuaReference {
+        checkThread()
+        try loadChunk(bytes: source, chunkName: chunkName)
+        return try withDefaultGlobals(globals)
+    }
+
+    /// [-1, +0, -] Gives the chunk on top the default namespace's globals, with `globals` set in them (raw: a
+    /// harness's names stand beside the standard ones), and returns it.
+    private func withDefaultGlobals(_ globals: [String: LuaReference]) throws(LuaError) -> LuaReference {
         try setEnvironment()
-        if lua_getupvalue(state, -1, 1) != nil {
+        if !globals.isEmpty, lua_getupvalue(state, -1, 1) != nil {
             for (name, value) in globals {
                 pushString(name)
                 pushReference(value)
-                lua_rawset(state, -3) // (raw: the harness's names stand beside the standard ones)
+                lua_rawset(state, -3)
             }
             clua_pop(state, 1)
         }

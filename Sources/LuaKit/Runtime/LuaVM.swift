@@ -323,14 +323,7 @@ public final class LuaVM {
             return
         }
         var text = source
-        clua_begin_call(state, guardState)
-        let status = text.withUTF8 { bytes in
-            bytes.withMemoryRebound(to: CChar.self) { chars in
-                luaL_loadbufferx(state, chars.baseAddress, chars.count, "=" + chunkName, "t")
-            }
-        }
-        clua_end_call(state, guardState)
-        guard status == LUA_OK else { throw loadFailure(status, chunkName: chunkName) }
+        try text.withUTF8 { bytes in compile(UnsafeRawBufferPointer(bytes), chunkName: chunkName) }.get()
         let dump = CompiledChunks.dumpTop(state)
         guard !named, let unnamed = UnnamedChunk.from(dump) else {
             cache.keep(dump, of: source, chunkName: chunkName)
@@ -340,6 +333,23 @@ public final class LuaVM {
         let reloaded = loadBinary(unnamed, chunkName: chunkName)
         guard reloaded == LUA_OK else { throw loadFailure(reloaded, chunkName: chunkName) }
         cache.keep(unnamed, of: source, chunkName: chunkName, named: false)
+    }
+
+    /// [-0, +1, -] Loads `source`'s bytes as a text chunk, as Lua reads a source file: a string literal may hold
+    /// bytes that are not UTF-8 text. Not kept in `CompiledChunks` (for a file loaded once: a script, a spec).
+    func loadChunk(bytes source: some ContiguousBytes, chunkName: String) throws(LuaError) {
+        try source.withUnsafeBytes { bytes in
+            bytes.first == 0x1B ? .failure(LuaError(.binaryChunk, "binary chunks are refused; load Lua source text", chunkName: chunkName))
+                : compile(bytes, chunkName: chunkName)
+        }.get()
+    }
+
+    /// [-0, +1, -] Compiles `bytes` as a text chunk named `chunkName`.
+    private func compile(_ bytes: UnsafeRawBufferPointer, chunkName: String) -> Result<Void, LuaError> {
+        clua_begin_call(state, guardState)
+        let status = luaL_loadbufferx(state, bytes.baseAddress?.assumingMemoryBound(to: CChar.self), bytes.count, "=" + chunkName, "t")
+        clua_end_call(state, guardState)
+        return status == LUA_OK ? .success(()) : .failure(loadFailure(status, chunkName: chunkName))
     }
 
     /// [-0, +1, -] Loads a dump this process made (`CompiledChunks`).
