@@ -1,5 +1,6 @@
 import Foundation
 import LuaKit
+import Synchronization
 
 /// `luakit FILE [--time-budget-ms N] [--memory-mb N] [--lua-path PATH] [ARG …] [-- ARG …]`: runs one Lua file in
 /// LuaKit's sandbox and prints what it returns. As `lua` gives them, the script gets its arguments as `...` and in
@@ -66,20 +67,48 @@ guard let source = FileManager.default.contents(atPath: url.path) else { // (byt
     exit(2)
 }
 
+/// What goes to standard output: what the script prints, then what it returns, in order, as bytes; written out in
+/// blocks of 64 KiB, as a buffered stream writes to a pipe, and at the end (`flushOut`).
+let pendingOut = Mutex<[UInt8]>([])
+
+@Sendable func writeOut(_ bytes: [UInt8]) {
+    let full: [UInt8]? = pendingOut.withLock { pending in
+        pending += bytes
+        guard pending.count >= 1 << 16 else { return nil }
+        defer { pending.removeAll(keepingCapacity: true) }
+        return pending
+    }
+    if let full { FileHandle.standardOutput.write(Data(full)) }
+}
+
+func flushOut() {
+    let rest = pendingOut.withLock { pending in
+        defer { pending.removeAll() }
+        return pending
+    }
+    if !rest.isEmpty { FileHandle.standardOutput.write(Data(rest)) }
+}
+
 let modulePath = LuaModulePath.resolve(option: luaPath)
 let argumentTable = LuaTable(array: scriptArguments.map(LuaValue.string), fields: [.integer(0): .string(file), .integer(-1): "luakit"])
 let argumentValues = scriptArguments.map { LuaArgument.value(.string($0)) }
 let thread = LuaThread(name: "luakit")
 let status: Int32 = thread.sync {
     do {
-        let vm = try LuaVM(limits: limits, moduleRoot: url.deletingLastPathComponent(), modulePath: modulePath, print: { print($0) })
+        // (Lines go out as the bytes the script wrote, as `lua` writes them.)
+        let vm = try LuaVM(limits: limits, moduleRoot: url.deletingLastPathComponent(), modulePath: modulePath,
+                           printingBytes: { writeOut($0 + [10]) })
         _ = try vm.call(try vm.load("arg = ...", chunkName: "=luakit"), .table(argumentTable))
-        let chunk = try vm.load(bytes: source, chunkName: url.lastPathComponent)
-        for value in try vm.call(chunk, arguments: argumentValues) { print(value) }
+        // (Named as given, as `lua` names a file — a long path by its last 56 bytes after "...", as Lua's `chunkid` shows it.)
+        let bytes = Array(file.utf8)
+        let name = bytes.count <= 59 ? file : "..." + String(decoding: bytes.suffix(56), as: UTF8.self)
+        let chunk = try vm.load(bytes: source, chunkName: name)
+        for value in try vm.call(chunk, arguments: argumentValues) { writeOut(Array("\(value)\n".utf8)) }
         return 0
     } catch {
         FileHandle.standardError.write(Data("luakit: \(error)\n".utf8))
         return 1
     }
 }
+flushOut() // (what the script printed before its error too)
 exit(status)

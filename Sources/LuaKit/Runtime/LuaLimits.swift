@@ -95,7 +95,8 @@ public enum SystemAccess: Sendable, Equatable {
     case none
     /// `os.time`, `clock`, `date`, `difftime` and `getenv` as Lua has them: the real clock and the process's
     /// environment. `os.exit`, `execute`, `remove`, `rename`, `tmpname` and `setlocale` raise, naming the function:
-    /// a script never ends or changes the process, nor touches files.
+    /// a script never ends or changes the process, nor writes files. `io.open` and `io.lines` read the files of
+    /// `moduleRoot` and the module path's folders (fixtures), never others.
     case system
 }
 

@@ -118,9 +118,9 @@ extension LuaVM {
     func printPrimitive() throws(HostFailure) -> Int32 {
         let line = try stringArgument(1, "print")
         if partialLine.isEmpty {
-            printLine(String(decoding: line, as: UTF8.self))
+            printLine(Array(line))
         } else {
-            printLine(String(decoding: partialLine + line, as: UTF8.self))
+            printLine(partialLine + line)
             partialLine.removeAll()
         }
         return 0
@@ -133,7 +133,7 @@ extension LuaVM {
         let text = try stringArgument(1, "write")
         var start = text.startIndex
         while let newline = text[start...].firstIndex(of: UInt8(ascii: "\n")) {
-            printLine(String(decoding: partialLine + text[start..<newline], as: UTF8.self))
+            printLine(partialLine + text[start..<newline])
             partialLine.removeAll()
             start = newline + 1
         }
@@ -163,6 +163,26 @@ extension LuaVM {
         pushBytes(file.source)
         pushString("=" + prefix + file.chunkName)
         return 2
+    }
+
+    /// `readdata(path)`: the bytes of a file of the project's folder or the module path (`ModuleResolver.readData`),
+    /// or nil, why not and its error number, as Lua's `io.open` answers.
+    /// [-1, +(1|3), -] (a host function)
+    func readDataPrimitive() throws(HostFailure) -> Int32 {
+        let path = String(decoding: try stringArgument(1, "io.open"), as: UTF8.self)
+        let maximum = max(limits.moduleBytes, limits.memoryBytes / 4)
+        switch ModuleResolver(root: moduleRoot, path: modulePath, maximumBytes: maximum).readData(path) {
+        case .success(let data):
+            try ensureHeadroom(data.count * 2)
+            pushBytes(data)
+            return 1
+        case .failure(let unreadable):
+            try ensureHeadroom(unreadable.message.utf8.count * 2)
+            lua_pushnil(state)
+            pushString(unreadable.message)
+            lua_pushinteger(state, lua_Integer(unreadable.number))
+            return 3
+        }
     }
 
     /// [-0, +1, -] `bytes` as a Lua string, whatever they are (source text is read as bytes, as Lua reads it).

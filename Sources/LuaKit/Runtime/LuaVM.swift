@@ -39,7 +39,8 @@ public final class LuaVM {
     let state: OpaquePointer
     let guardState: UnsafeMutablePointer<CLuaGuard>
     let ledger = ReferenceLedger()
-    let printLine: @Sendable (String) -> Void
+    /// Receives each line a script prints, as its bytes (without the line break).
+    let printLine: @Sendable ([UInt8]) -> Void
     /// What `io.write` wrote after the last line it ended: the next `print` or line ends it (and `deinit`).
     var partialLine: [UInt8] = []
     private let owner: pthread_t
@@ -72,8 +73,9 @@ public final class LuaVM {
     ///   - moduleRoot: the folder `require` resolves modules in; `nil` disables `require` of files.
     ///   - modulePath: where else `require` looks, after `moduleRoot`: Lua path templates
     ///     (`/usr/share/lua/5.4/?.lua`), source text only (`LuaModulePath`).
-    ///   - print: receives each line a script prints (default: standard error).
-    public init(
+    ///   - print: receives each line a script prints (default: standard error); bytes that are not UTF-8 text
+    ///     become U+FFFD (`init(limits:moduleRoot:modulePath:printingBytes:)` hands them over as they are).
+    public convenience init(
         limits: LuaLimits = LuaLimits(),
         moduleRoot: URL? = nil,
         modulePath: [String] = [],
@@ -81,6 +83,14 @@ public final class LuaVM {
             FileHandle.standardError.write(Data((line + "\n").utf8))
         }
     ) throws(LuaError) {
+        try self.init(limits: limits, moduleRoot: moduleRoot, modulePath: modulePath,
+                      printingBytes: { print(String(decoding: $0, as: UTF8.self)) })
+    }
+
+    /// Creates a VM whose scripts' printed lines reach `printingBytes` as the bytes they wrote, as stock Lua writes
+    /// them (a string may hold bytes that are not UTF-8 text): for a host that writes them out, as `luakit` does.
+    public init(limits: LuaLimits, moduleRoot: URL?, modulePath: [String],
+                printingBytes print: @escaping @Sendable ([UInt8]) -> Void) throws(LuaError) {
         precondition(LuaThread.currentStackSize >= LuaThread.defaultStackSize,
                      "LuaVM needs a thread with an 8 MiB stack: create and use it on a LuaThread")
         self.limits = limits
@@ -123,7 +133,7 @@ public final class LuaVM {
     }
 
     deinit {
-        if !partialLine.isEmpty { printLine(String(decoding: partialLine, as: UTF8.self)) }
+        if !partialLine.isEmpty { printLine(partialLine) }
         clua_closestate(guardState)
         for function in hostFunctions { function.release() }
         guardState.deallocate()
@@ -251,6 +261,9 @@ public final class LuaVM {
         setHostFunction("write", in: -1) { vm throws(HostFailure) in try vm.writePrimitive() }
         setHostFunction("readmodule", in: -1) { vm throws(HostFailure) in try vm.readModulePrimitive() }
         setHostFunction("readfile", in: -1) { vm throws(HostFailure) in try vm.readFilePrimitive() }
+        if limits.system == .system {
+            setHostFunction("readdata", in: -1) { vm throws(HostFailure) in try vm.readDataPrimitive() }
+        }
         setHostFunction("hostmodule", in: -1) { vm throws(HostFailure) in try vm.hostModulePrimitive() }
         clua_pushcfunction(state, clua_caller_kind)
         lua_setfield(state, -2, "callerkind")

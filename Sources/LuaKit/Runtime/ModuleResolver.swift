@@ -72,6 +72,49 @@ struct ModuleResolver {
         return try read(url, root: root, chunkName: String(url.path.dropFirst(root.path.count + 1)), what: "\(caller): '\(path)'")
     }
 
+    /// Why a file `io.open` asked for cannot be read, in the words and number Lua's `io.open` gives (the path first).
+    struct Unreadable: Error {
+        let message: String
+        let number: Int32
+    }
+
+    /// The bytes of the file `path` names for `io.open` and `io.lines` (`luakit`, `luastore test`): relative to
+    /// `root`, or absolute; after symbolic links it must be a regular file inside `root` or a folder of the module
+    /// path (fixtures, the libraries' own data), and at most `maximumBytes` long.
+    func readData(_ path: String) -> Result<Data, Unreadable> {
+        guard let root else { return .failure(Unreadable(message: "\(path): No such file or directory", number: 2)) }
+        let named = path.hasPrefix("/") ? URL(fileURLWithPath: path) : root.appendingPathComponent(path)
+        let url = named.standardizedFileURL.resolvingSymlinksInPath()
+        let folders = [root.standardizedFileURL.resolvingSymlinksInPath().path] + self.path.compactMap(Self.folder(of:))
+        guard folders.contains(where: { url.path.hasPrefix($0.hasSuffix("/") ? $0 : $0 + "/") }) else {
+            return .failure(Unreadable(message: "\(path): Permission denied (the sandbox reads only the project's folder and the module path)", number: 13))
+        }
+        var isFolder: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isFolder) else {
+            return .failure(Unreadable(message: "\(path): No such file or directory", number: 2))
+        }
+        let attributes = try? FileManager.default.attributesOfItem(atPath: url.path)
+        guard !isFolder.boolValue, attributes?[.type] as? FileAttributeType == .typeRegular else {
+            return .failure(Unreadable(message: "\(path): Permission denied (not a regular file)", number: 13))
+        }
+        let size = attributes?[.size] as? Int ?? 0
+        guard size <= maximumBytes else {
+            return .failure(Unreadable(message: "\(path): File too large (\(size) bytes; the limit is \(maximumBytes))", number: 27))
+        }
+        guard let data = FileManager.default.contents(atPath: url.path) else {
+            return .failure(Unreadable(message: "\(path): Permission denied", number: 13))
+        }
+        return .success(data)
+    }
+
+    /// The folder an absolute template of the module path reads from (`/usr/share/lua/5.4/?.lua`: `/usr/share/lua/5.4/`).
+    private static func folder(of template: String) -> String? {
+        guard template.hasPrefix("/"), let mark = template.firstIndex(of: "?") else { return nil }
+        let prefix = template[..<mark]
+        guard let slash = prefix.lastIndex(of: "/") else { return nil }
+        return URL(fileURLWithPath: String(prefix[...slash])).standardizedFileURL.resolvingSymlinksInPath().path
+    }
+
     /// The text of the file at `url` (resolved), which must lie inside `root` when one is given.
     private func read(_ url: URL, root: URL?, chunkName: String, what: String) throws(HostFailure) -> Module {
         if let root, !url.path.hasPrefix(root.path + "/") { throw .message("\(what) leads outside the app folder") }

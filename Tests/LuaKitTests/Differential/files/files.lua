@@ -1,0 +1,55 @@
+-- Reading files as stock Lua does: `io.open`, `io.lines`, `file:read` with every format, `lines`, `seek`, `close`.
+local function show(...)
+  local parts = { select("#", ...) }
+  for index = 1, select("#", ...) do
+    local value = select(index, ...)
+    parts[#parts + 1] = type(value) == "string" and string.format("%q", value) or tostring(value)
+  end
+  print(table.concat(parts, " "))
+end
+
+local f = assert(io.open("fixtures/mixed.txt"))
+show(io.type(f), f:read("l"))
+show(f:read("n", "n", "n", "n", "n", "n"))
+show(f:read("n"))
+show(f:seek("cur"))
+show(f:read("L"))
+show(f:read(4), f:read(0), f:read("l"), f:read("l"))
+show(f:read("a"))
+show(f:read("a"), f:read("l"), f:read(0), f:read(1), f:read("n"))
+show(f:seek("set"), f:read(5), f:seek("cur", 3), f:read("*l"), f:seek("end", -4), f:read("*a"))
+show(f:seek("set", -1))
+show(f:seek("end", 10), f:read(1), f:read("a"))
+show(f:write("x"))
+show(f:flush(), f:setvbuf("full"))
+show(f:close(), io.type(f), tostring(f))
+show(pcall(f.read, f))
+show(pcall(f.lines, f))
+
+local count = 0
+for line in io.lines("fixtures/mixed.txt") do count = count + 1 end
+show("lines", count)
+for a, b in io.lines("fixtures/mixed.txt", 3, "L") do show(a, b) end
+for n in io.lines("fixtures/mixed.txt", "n") do show(n) end
+local g = io.open("fixtures/mixed.txt", "rb")
+for chunk in g:lines(16) do io.write(#chunk, " ") end
+print()
+show(io.type(g), g:read("a"))
+g:close()
+local iterate = io.open("fixtures/mixed.txt"):lines()
+show(iterate(), iterate())
+
+local empty = io.open("fixtures/empty.txt")
+show(empty:read("a"), empty:read("l"), empty:read(0), empty:read("n"), empty:seek("end"))
+empty:close()
+
+show(io.open("fixtures/absent.txt"))
+show(pcall(io.lines, "fixtures/absent.txt"))
+show(pcall(function() local h = io.open("fixtures/mixed.txt", "rw"); return h end))
+show(pcall(function() local h = io.open("fixtures/mixed.txt"); local x = h:read("x"); return x end))
+show(pcall(function() local h = io.open("fixtures/mixed.txt"); local x = h:seek("there"); return x end))
+show(pcall(function() local h = io.open("fixtures/mixed.txt"); local x = h:seek("set", 1.5); return x end))
+do
+  local closing <close> = io.open("fixtures/mixed.txt")
+  show(closing:read(5))
+end
