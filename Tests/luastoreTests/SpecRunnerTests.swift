@@ -114,8 +114,35 @@ import FoundationXML
     }
 }
 
-/// A spec file is read as bytes, as busted (Lua) reads it: a string literal may hold bytes that are not UTF-8.
-@Suite struct SpecBytesTests {
+/// A spec file is read as bytes, as busted (Lua) reads it: a string literal may hold bytes that are not UTF-8; and
+/// a spec reads its fixtures as under busted, whatever folder `luastore test` was started in.
+@Suite struct SpecFilesTests {
+    @Test func aSpecReadsItsFixtures() async throws {
+        let app = try CLI.makeApp("return { init = function() return {} end, reduce = function() end, props = function() return {} end }")
+        let elsewhere = try CLI.makeApp("return {}")
+        defer {
+            try? FileManager.default.removeItem(at: app)
+            try? FileManager.default.removeItem(at: elsewhere)
+        }
+        try FileManager.default.createDirectory(at: app.appendingPathComponent("spec/fixtures"), withIntermediateDirectories: true)
+        try Data("a\nb\n".utf8).write(to: app.appendingPathComponent("spec/fixtures/two.txt"))
+        try Data("""
+            it("reads its fixtures", function()
+              local lines = {}
+              for line in io.lines("spec/fixtures/two.txt") do lines[#lines + 1] = line end
+              assert.are.same({ "a", "b" }, lines)
+              local file = assert(io.open("spec/fixtures/two.txt", "rb"))
+              assert.are.equal("a\\nb\\n", file:read("a"))
+              assert.is_true(file:close())
+              assert.is_nil(io.open("spec/fixtures/new.txt", "w"))
+            end)
+            """.utf8).write(to: app.appendingPathComponent("spec/fixtures_spec.lua"))
+        let run = try await runChildProcess(CLI.binary, ["test", app.path], directory: elsewhere, environment: CLI.environment)
+        #expect(run.status == 0, "\(run.output) \(run.errors)")
+        #expect(run.output.hasSuffix("1 passed, 0 failed\n"), "\(run.output)")
+        #expect(!FileManager.default.fileExists(atPath: app.appendingPathComponent("spec/fixtures/new.txt").path))
+    }
+
     @Test func aSpecIsReadAsBytes() async throws {
         let app = try CLI.makeApp("return { init = function() return {} end, reduce = function() end, props = function() return {} end }")
         defer { try? FileManager.default.removeItem(at: app) }
