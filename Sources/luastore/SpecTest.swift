@@ -102,6 +102,7 @@ struct SpecTest: AsyncParsableCommand {
             limits.system = .system // (as busted's: the real clock and environment; the stores specs run have none)
             let print: @Sendable (String) -> Void = { line in Console.out("  " + line) }
             let vm = try LuaVM(limits: limits, moduleRoot: folder, modulePath: modulePath, print: print)
+            vm.moduleChunkPrefix = "./" // (modules named as stock Lua and busted name them: `./lib/util.lua:12:`)
             let replays = SessionReplays(folder: folder, modulePath: appModulePath, print: print)
             try EffectsModule.define(in: vm)
             // A host chunk (`host:`): errors inside the library are located at the spec's line that called it.

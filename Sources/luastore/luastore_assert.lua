@@ -67,6 +67,7 @@ end
 -- Matchers (match._, match.is_string(), …) compare inside `same` and the spies' `called_with`.
 local matcherMeta = {}
 local function isMatcher(value) return getmetatable(value) == matcherMeta end
+matcherMeta.__call = function(self, value) return self.test(value) end -- (a matcher is called as luassert's are)
 
 local function same(a, b, seen)
   if isMatcher(b) then return b.test(a) end

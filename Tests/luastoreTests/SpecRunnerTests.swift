@@ -143,6 +143,30 @@ import FoundationXML
         #expect(!FileManager.default.fileExists(atPath: app.appendingPathComponent("spec/fixtures/new.txt").path))
     }
 
+    /// An error raised in a module names it as stock Lua and busted do (`./lib/m.lua:3:`), and a matcher is called as
+    /// luassert's are (`match.is_string()("x")`).
+    @Test func modulesAreNamedAsUnderBustedAndMatchersCall() async throws {
+        let app = try CLI.makeApp("return { init = function() return {} end, reduce = function() end, props = function() return {} end }")
+        defer { try? FileManager.default.removeItem(at: app) }
+        try FileManager.default.createDirectory(at: app.appendingPathComponent("lib"), withIntermediateDirectories: true)
+        try Data("local M = {}\nfunction M.boom()\n  error('bad')\nend\nreturn M\n".utf8).write(to: app.appendingPathComponent("lib/m.lua"))
+        try Data("""
+            local match = require("luassert.match")
+            it("calls matchers", function()
+              assert.is_true(match.is_string()("x"))
+              assert.is_false(match.Is_Number()("x"))
+              assert.is_true(match.is_not.string()(1))
+            end)
+            it("names the module", function()
+              local ok, message = pcall(require("lib.m").boom)
+              assert.are.equal("./lib/m.lua:3: bad", message)
+            end)
+            """.utf8).write(to: app.appendingPathComponent("names_spec.lua"))
+        let run = try await CLI.run(["test", app.path])
+        #expect(run.status == 0, "\(run.output)")
+        #expect(run.outputLines.last == "2 passed, 0 failed", "\(run.output)")
+    }
+
     @Test func aSpecIsReadAsBytes() async throws {
         let app = try CLI.makeApp("return { init = function() return {} end, reduce = function() end, props = function() return {} end }")
         defer { try? FileManager.default.removeItem(at: app) }

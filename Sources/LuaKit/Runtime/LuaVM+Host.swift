@@ -194,10 +194,11 @@ extension LuaVM {
 
     func readModulePrimitive() throws(HostFailure) -> Int32 {
         let name = String(decoding: try stringArgument(1, "require"), as: UTF8.self)
-        let (root, prefix) = moduleFolder(at: 2)
+        let (root, folderPrefix) = moduleFolder(at: 2)
         let module = try ModuleResolver(root: root, path: modulePath, maximumBytes: limits.moduleBytes).resolve(name)
         try ensureHeadroom(module.source.count * 2)
         pushBytes(module.source)
+        let prefix = isNumberedFolder(at: 2) ? folderPrefix : moduleChunkPrefix
         pushString("=" + (module.chunkName.hasPrefix("/") ? "" : prefix) + module.chunkName)
         return 2
     }
@@ -214,6 +215,13 @@ extension LuaVM {
         }
         pushString("=" + module.chunkName)
         return 2
+    }
+
+    /// Whether the argument at `index` names a folder of `makeNamespace(root:chunkPrefix:)` (not `moduleRoot`).
+    private func isNumberedFolder(at index: Int32) -> Bool {
+        var isNumber: Int32 = 0
+        let number = lua_tointegerx(state, index, &isNumber)
+        return isNumber != 0 && number >= 1 && Int(number) <= moduleFolders.count
     }
 
     /// The folder a namespace's modules come from (the argument at `index`: a `ModuleFolder` number, or nil for

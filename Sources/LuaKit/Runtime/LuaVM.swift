@@ -35,6 +35,10 @@ public final class LuaVM {
     var moduleFolders: [ModuleFolder] = []
     /// Where `require` looks after `moduleRoot` (Lua path templates).
     public let modulePath: [String]
+    /// What the chunk names of `moduleRoot`'s modules start with, before their path in it (default: nothing —
+    /// `lib/util.lua:12:`). `luakit` and `luastore test` set `./`, the name stock Lua gives a module its
+    /// `./?.lua` template found (`./lib/util.lua:12:`), as busted's messages show it.
+    public var moduleChunkPrefix = ""
 
     let state: OpaquePointer
     let guardState: UnsafeMutablePointer<CLuaGuard>

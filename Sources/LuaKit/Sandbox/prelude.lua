@@ -548,7 +548,9 @@ local function namespace(root, strict)
       local problem
       chunk, problem = real_load(source, chunkname, "t", g or own_globals())
       if chunk == nil then error(problem, 0) end
-      extra = "./" .. chunkname:sub(2) -- (where Lua's searcher found it, through package.path's "./?.lua")
+      -- (Where Lua's searcher found it: through package.path's "./?.lua", or the module path's absolute template.)
+      extra = chunkname:sub(2)
+      if extra:sub(1, 1) ~= "/" and extra:sub(1, 2) ~= "./" then extra = "./" .. extra end
     end
     loading[name] = true
     local ok, result = sandbox_pcall(chunk, name, extra)
