@@ -52,7 +52,7 @@ import Testing
         #expect(run.status == 0, "\(run.errors)")
         #expect(run.output == """
             hello from tour, inside the sandbox
-            {globals = "as in Lua", inventory = {"apples 5", "figs   0", "pears  3"}, tampering = "refused", \
+            {globals = "as in Lua", inventory = {"apples 5", "figs   0", "pears  3"}, process = "kept whole", \
             words = "THE QUICK BROWN FOX"}
 
             """)

@@ -213,14 +213,14 @@ import Testing
         #expect(run.status == 1)
         #expect(run.outputLines == [
             "FAIL fragile_spec.lua:6: fragile counts: expected exactly 2, got 1",
-            "ERROR app.lua:5: fragile explodes: exploded",
+            "ERROR ./app.lua:5: fragile explodes: exploded", // (the module named as busted names it)
             "1 passed, 1 failed, 1 error",
         ])
         // In busted's JSON an error raised in a module names the module's file and its line together.
         let json = try await CLI.run(["test", app.path, "--output", "json"])
         let object = try #require(try JSONSerialization.jsonObject(with: Data(json.output.utf8)) as? [String: Any])
         let error = try #require((object["errors"] as? [[String: Any]])?.first)
-        #expect(error["file"] as? String == "app.lua")
+        #expect(error["file"] as? String == "./app.lua")
         #expect(error["line"] as? Int == 5)
         let failure = try #require((object["failures"] as? [[String: Any]])?.first)
         #expect(failure["file"] as? String == "fragile_spec.lua")

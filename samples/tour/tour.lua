@@ -18,13 +18,14 @@ for word in ("the quick brown fox"):gmatch("%a+") do words[#words + 1] = word:up
 total = 8
 local globals = (total == 8 and rawget(_G, "total") == 8 and nobodySetThis == nil) and "as in Lua" or "different"
 
--- Library tables are read-only, for this script and every other.
-local tampered = pcall(function() string.upper = nil end)
+-- Lua as Lua is, less what safety needs: no script ends the process or writes a file.
+local exited = pcall(os.exit, 1)
+local written = io.open("out.txt", "w") ~= nil
 
 print(greeting.hello("tour"))
 return {
   inventory = lines,
   words = table.concat(words, " "),
   globals = globals,
-  tampering = tampered and "allowed" or "refused",
+  process = (exited or written) and "changed" or "kept whole",
 }

@@ -21,9 +21,9 @@ local string, table, math, utf8, coroutine = string, table, math, utf8, coroutin
 -- Of the debug library scripts get `traceback` (it reads the stack, changes nothing) and `getmetatable` (below);
 -- the rest reaches into the VM, past every guard. Not even trusted code keeps it.
 local real_traceback, raw_getmetatable = debug.traceback, debug.getmetatable
--- (`getinfo` and `getlocal` answer two questions below — whether a module is loading, and which, from the frames
--- on the stack — and nothing else.)
-local real_getinfo, real_getlocal = debug.getinfo, debug.getlocal
+-- (`getinfo`, `getlocal` and `getupvalue` answer three questions below — whether a module is loading, and which,
+-- from the frames on the stack, and which namespace's code calls a method on a string — and nothing else.)
+local real_getinfo, real_getlocal, real_getupvalue = debug.getinfo, debug.getlocal, debug.getupvalue
 debug = nil
 local reference_strings = {
   find = string.find, match = string.match, gmatch = string.gmatch, gsub = string.gsub, format = string.format,
@@ -154,10 +154,14 @@ end
 
 -- `next` and `rawget` read a read-only table as the table it shows, as Lua reads its libraries (`next(string)`,
 -- `rawget(math, "pi")`); writing stays refused. A namespace's globals read as one table.
+-- (Views of the libraries in a store, and each namespace's additions: below, with the libraries.)
+local view_of, libraries_of, view_next, add_to_library, library_views
+
 local function sandbox_next(...)
   local t, key = ...
   local source = frozen[t]
   if source ~= nil then return next(source, key) end
+  if view_of[t] ~= nil then return view_next(t, key) end
   if global_sets[t] ~= nil then return globals_next(t, key) end
   if type(t) ~= "table" then refuse(next, ...) end
   return next(t, key)
@@ -167,6 +171,12 @@ local function sandbox_rawget(...)
   local t, key = ...
   local source = frozen[t]
   if source ~= nil then return rawget(source, key) end
+  local view = view_of[t]
+  if view ~= nil then
+    local value = rawget(view[2], key)
+    if value == nil then value = rawget(view[3], key) end
+    return value
+  end
   if type(t) ~= "table" or select("#", ...) < 2 then refuse(rawget, ...) end
   local set = global_sets[t]
   if set ~= nil then
@@ -189,6 +199,10 @@ local sealed = {}
 local function sandbox_rawset(...)
   local t, key, value = ...
   if frozen[t] then error("cannot modify a read-only table", 2) end
+  if view_of[t] ~= nil and select("#", ...) >= 3 then
+    add_to_library(t, key, value, 2)
+    return t
+  end
   local marker = real_getmetatable(t)
   if marker ~= nil and sealed[marker] then
     error("rawset: this table can be changed only by assignment (it is a " .. tostring(marker) .. ")", 2)
@@ -513,9 +527,17 @@ local function namespace(root, strict)
   local package = { loaded = {}, preload = {}, path = host_path, config = "/\n;\n?\n!\n-\n" }
   for name, value in next, builtins do package.loaded[name] = value end
   package.loaded.package = package
+  local views, additions = library_views()
+  if views ~= nil then
+    for name, view in next, views do package.loaded[name] = view end
+  end
   local function own_globals()
     if g == nil then
       g = new_globals(require, strict)
+      if views ~= nil then
+        for name, view in next, views do real_rawset(g, name, view) end
+        libraries_of[g] = { views, additions }
+      end
       g.loadfile, g.dofile = table.unpack(make_file_loaders(root, g))
       g.load = function(...) return sandbox_load(g, ...) end
     end
@@ -622,9 +644,16 @@ function make_file_loaders(root, g)
 end
 globals.loadfile, globals.dofile = table.unpack(make_file_loaders(nil))
 globals.sortedpairs = sortedpairs
-globals.string, globals.table = freeze("string", string), freeze("table", table)
-globals.math, globals.utf8 = freeze("math", math), freeze("utf8", utf8)
-globals.coroutine = freeze("coroutine", sandbox_coroutine)
+-- The library tables scripts see: where the host gives the system (`luakit`, `luastore test`), Lua's own, as
+-- writable as in Lua (a spec stubs `os.time`, a library adds `string.split` or a polyfill); in a store read-only,
+-- each namespace seeing them through views open to additions of its own ("Libraries in a store", below).
+local function library(name, t)
+  if host.system then return t end
+  return freeze(name, t)
+end
+globals.string, globals.table = library("string", string), library("table", table)
+globals.math, globals.utf8 = library("math", math), library("utf8", utf8)
+globals.coroutine = library("coroutine", sandbox_coroutine)
 -- `debug.getmetatable` returns, past `__metatable`, only a metatable a script set (with `setmetatable`); the
 -- host's (the libraries', the string metatable, environments, a store's state) stay as `getmetatable` shows them.
 local function sandbox_debug_getmetatable(value)
@@ -858,9 +887,9 @@ if host.readdata then
     return reading_methods.close(file)
   end
 end
-globals.io = freeze("io", sandbox_io)
+globals.io = library("io", sandbox_io)
 
-globals.debug = freeze("debug", { traceback = real_traceback, getmetatable = sandbox_debug_getmetatable })
+globals.debug = library("debug", { traceback = real_traceback, getmetatable = sandbox_debug_getmetatable })
 
 -- `os` where the host gives the system (`luakit`, `luastore test`: `LuaLimits.system`): Lua's clock, dates and
 -- environment; what would end or change the process, or touch files, raises naming the function. A scripted
@@ -872,7 +901,7 @@ if host.system then
       error("os." .. name .. " is not available in the sandbox (a script may not end or change the process, nor touch files)", 2)
     end
   end
-  globals.os = freeze("os", {
+  globals.os = library("os", {
     time = real_os.time, clock = real_os.clock, date = real_os.date, difftime = real_os.difftime, getenv = real_os.getenv,
     exit = refused("exit"), execute = refused("execute"), remove = refused("remove"), rename = refused("rename"),
     tmpname = refused("tmpname"), setlocale = refused("setlocale"),
@@ -880,10 +909,120 @@ if host.system then
   unavailable.os = nil
 end
 for _, name in ipairs({ "string", "table", "math", "utf8", "coroutine", "debug", "io", "os" }) do builtins[name] = globals[name] end
+
+-- Libraries in a store --------------------------------------------------------------------------------
+-- Each namespace sees `string`, `table`, `math`, `utf8`, `coroutine` (and `os`, where there is one) through a view
+-- of its own: an empty table whose reads fall through to the namespace's additions, then to Lua's library (a
+-- standard function costs two table hops, no call). A script may add a function (`function string.split(…)`) as a
+-- module loads — its namespace alone sees it, method syntax on strings included (`("a,b"):split(",")`) — and
+-- assign a standard field the value it has (a polyfill: `table.unpack = table.unpack or unpack`). Replacing or
+-- removing a standard function is refused, naming it: the host and every other namespace rely on it.
+view_of = real_setmetatable({}, { __mode = "k" })                  -- view -> { library name, additions, library }
+libraries_of = real_setmetatable({}, { __mode = "k" })             -- a namespace's globals -> { its views, additions }
+
+function view_next(view, key)
+  local v = view_of[view]
+  local additions, source = v[2], v[3]
+  if key == nil or rawget(additions, key) ~= nil then
+    local name, value = next(additions, key)
+    if name ~= nil then return name, value end
+    return next(source, nil)
+  end
+  return next(source, key)
+end
+
+-- `library.key = value` on a view (or `rawset`), from `level` below the script's line.
+function add_to_library(view, key, value, level)
+  local v = view_of[view]
+  local name, additions, source = v[1], v[2], v[3]
+  if key == nil then error("index is nil", level + 1) end
+  if key ~= key then error("index is NaN", level + 1) end
+  local standard = rawget(source, key)
+  if standard ~= nil then
+    if rawequal(standard, value) then return end
+    error("cannot " .. (value == nil and "remove " or "replace ") .. name .. "." .. safe_tostring(key)
+      .. ": Lua's standard functions stay as they are in a store (every plugin and the host rely on them); "
+      .. "add a function of another name", level + 1)
+  end
+  if globals_locked and not module_loading() then
+    error("cannot set " .. name .. "." .. safe_tostring(key) .. " while the store runs: it is state outside the journal, "
+      .. "which replay and time travel cannot restore (add it as a module loads)", level + 1)
+  end
+  real_rawset(additions, key, value)
+end
+
+local view_pairs = function(view) return view_next, view, nil end
+local view_newindex = function(view, key, value) add_to_library(view, key, value, 2) end
+local chains = {} -- library name -> the metatable of its additions tables (their reads fall through to it)
+
+local function new_view(name, source)
+  local chain = chains[name]
+  if chain == nil then
+    chain = { __index = source }
+    chains[name] = chain
+  end
+  local additions = real_setmetatable({}, chain)
+  local view = real_setmetatable({}, { __index = additions, __newindex = view_newindex, __pairs = view_pairs, __metatable = false })
+  view_of[view] = { name, additions, source }
+  return view, additions
+end
+
+-- The views of a new namespace (none where the libraries are Lua's own), and its additions by library.
+function library_views()
+  if host.system then return nil end
+  local views, additions = {}, {}
+  for _, name in ipairs({ "string", "table", "math", "utf8", "coroutine", "os" }) do
+    local source = frozen[globals[name]]
+    if source ~= nil then views[name], additions[name] = new_view(name, source) end
+  end
+  return views, additions
+end
+
+-- The views and additions of the namespace whose code runs at `level` (the first function from there up the stack
+-- whose `_ENV` is a namespace's globals), or nil.
+local function caller_libraries(level)
+  for at = level + 1, level + 16 do
+    local info = real_getinfo(at, "f")
+    if info == nil then return nil end
+    for index = 1, 255 do
+      local name, env = real_getupvalue(info.func, index)
+      if name == nil then break end
+      if name == "_ENV" then
+        local libraries = libraries_of[env]
+        if libraries ~= nil then return libraries end
+        break
+      end
+    end
+  end
+  return nil
+end
+
+-- Method syntax on a string finds Lua's functions in the string library itself; a name it lacks is looked up in
+-- the additions of the namespace whose code asked: only then is anything called.
+if not host.system then
+  real_setmetatable(string, { __index = function(_, key)
+    local libraries = caller_libraries(2)
+    return libraries ~= nil and rawget(libraries[2].string, key) or nil
+  end })
+end
+
 default_require = namespace() -- (after the libraries: its package.loaded holds them)
 
--- `getmetatable("")` gives a read-only table whose `__index` is the string library, as scripts expect of it.
-string_metatable.__metatable = freeze("the string metatable", { __index = globals.string })
+-- `getmetatable("")`: where the libraries are Lua's own, Lua's string metatable; in a store a read-only table whose
+-- `__index` is the asking namespace's `string`, as scripts expect of it.
+if not host.system then
+  string_metatable.__metatable = real_setmetatable({}, {
+    __index = function(_, key)
+      if key ~= "__index" then return nil end
+      local libraries = caller_libraries(2)
+      return libraries ~= nil and libraries[1].string or globals.string
+    end,
+    __newindex = function(_, key)
+      error("cannot modify read-only table 'the string metatable' (field '" .. safe_tostring(key) .. "')", 2)
+    end,
+    __metatable = false,
+  })
+end
 
 local function define(name, value)
   if type(value) == "table" and not frozen[value] then value = freeze(name, value) end
