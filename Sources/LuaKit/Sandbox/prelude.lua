@@ -157,13 +157,17 @@ end
 -- (Views of the libraries in a store, and each namespace's additions: below, with the libraries.)
 local view_of, libraries_of, view_next, add_to_library, library_views
 
+local sealed_next, sealed -- (below)
+
 local function sandbox_next(...)
   local t, key = ...
+  if type(t) == "table" and real_getmetatable(t) == nil then return next(t, key) end -- (a plain table)
   local source = frozen[t]
   if source ~= nil then return next(source, key) end
   if view_of[t] ~= nil then return view_next(t, key) end
   if global_sets[t] ~= nil then return globals_next(t, key) end
   if type(t) ~= "table" then refuse(next, ...) end
+  if sealed[real_getmetatable(t)] then return sealed_next(t, key) end
   return next(t, key)
 end
 
@@ -178,6 +182,8 @@ local function sandbox_rawget(...)
     return value
   end
   if type(t) ~= "table" or select("#", ...) < 2 then refuse(rawget, ...) end
+  local marker = real_getmetatable(t)
+  if marker ~= nil and sealed[marker] then return t[key] end -- (a state table, read as the host keeps it)
   local set = global_sets[t]
   if set ~= nil then
     local value = rawget(t, key)
@@ -193,8 +199,39 @@ string_metatable.__index = string
 -- Guarded base functions -------------------------------------------------------------------------------
 
 -- Markers (`__metatable` values) of host tables that may change only through their metamethods, such as a
--- store's state proxies: `rawset` on one would write past the host's bookkeeping (LuaVM.sealRawWrites).
-local sealed = {}
+-- store's state proxies: `rawset` on one would write past the host's bookkeeping (LuaVM.sealRawWrites). They
+-- read as tables: `next`, `rawget` and `rawlen` go through their metamethods (so the host sees every read), and
+-- `getmetatable` answers nil.
+sealed = {}
+
+-- `next` on a sealed table: its `__pairs` walk, kept between calls, so `next(t, k)` after `next(t, …)` gave `k`
+-- costs one step (a key out of turn walks again up to it).
+local walks = real_setmetatable({}, { __mode = "k" }) -- sealed table -> { iterator, its state, the last key }
+function sealed_next(t, key)
+  local walk = walks[t]
+  if key == nil or walk == nil or walk[3] ~= key then
+    local iterator, state, control = pairs(t)
+    walk = { iterator, state, control }
+    walks[t] = walk
+    while key ~= nil and walk[3] ~= key do
+      local found = iterator(state, walk[3])
+      if found == nil then walks[t] = nil; error("invalid key to 'next'", 3) end
+      walk[3] = found
+    end
+  end
+  local found, value = walk[1](walk[2], walk[3])
+  walk[3] = found
+  if found == nil then walks[t] = nil end
+  return found, value
+end
+
+local function sandbox_rawlen(t)
+  if type(t) == "table" then
+    local marker = real_getmetatable(t)
+    if marker ~= nil and sealed[marker] then return #t end
+  end
+  return rawlen(t)
+end
 
 local function sandbox_rawset(...)
   local t, key, value = ...
@@ -252,7 +289,7 @@ end
 
 local function unguarded(value)
   local metatable = real_getmetatable(value)
-  if metatable == mode_guard then return nil end
+  if metatable == nil or metatable == mode_guard or sealed[metatable] then return nil end
   return metatable
 end
 
@@ -593,9 +630,9 @@ local function namespace(root, strict)
 end
 
 globals.assert, globals.error, globals.ipairs = assert, error, ipairs
-globals.getmetatable = weak_tables_honoured and real_getmetatable or unguarded
+globals.getmetatable = unguarded
 globals.next, globals.pairs, globals.pcall, globals.xpcall = sandbox_next, pairs, sandbox_pcall, sandbox_xpcall
-globals.print, globals.rawequal, globals.rawget, globals.rawlen = sandbox_print, rawequal, sandbox_rawget, rawlen
+globals.print, globals.rawequal, globals.rawget, globals.rawlen = sandbox_print, rawequal, sandbox_rawget, sandbox_rawlen
 globals.rawset, globals.select, globals.setmetatable = sandbox_rawset, select, sandbox_setmetatable
 globals.tonumber, globals.tostring, globals.type, globals._VERSION = tonumber, safe_tostring, type, _VERSION
 globals.load, globals.collectgarbage = function(...) return sandbox_load(nil, ...) end, sandbox_collectgarbage

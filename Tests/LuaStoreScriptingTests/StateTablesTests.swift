@@ -1,0 +1,116 @@
+import Foundation
+import LuaKit
+import LuaStoreScripting
+import LuaStoreTestSupport
+import Testing
+
+/// State tables are tables to every standard function and to libraries that walk tables: the same calls on the
+/// state and on an equal plain table give the same answers — `next`, `pairs`, `rawget`, `rawlen`, `#`, `getmetatable`,
+/// `table.*`, `select("#", table.unpack(t))`, a deep copy and a deep compare written in plain Lua, and Penlight's
+/// `pretty.write`, `tablex.deepcopy` and `tablex.deepcompare` (Debian's, through the module path).
+struct StateTablesTests {
+    static let penlight = FileManager.default.fileExists(atPath: "/usr/share/lua/5.4/pl/pretty.lua")
+
+    static let app = """
+        local pretty = require("pl.pretty")
+        local tablex = require("pl.tablex")
+        local app = {}
+
+        -- (Plain Lua, as libraries write it: `next`, `rawget` and `getmetatable`.)
+        local function copy(t)
+          if type(t) ~= "table" then return t end
+          local out = {}
+          local key, value = next(t)
+          while key ~= nil do
+            out[key] = copy(rawget(t, key))
+            key, value = next(t, key)
+          end
+          return setmetatable(out, getmetatable(t))
+        end
+
+        local function probe(t)
+          local keys = {}
+          for key in pairs(t.habits) do keys[#keys + 1] = tostring(key) end
+          table.sort(keys)
+          local empty = {}
+          local answers = {
+            keys = table.concat(keys, ","),
+            first = next(t.list) ~= nil and "some" or "none",
+            emptyNext = next(t.none) == nil,
+            rawlen = rawlen(t.list), length = #t.list, rawget = pretty.write(rawget(t.habits, "read"), ""),
+            meta = tostring(getmetatable(t.habits)),
+            concat = table.concat(t.list, "+"), unpacked = select("#", table.unpack(t.list)),
+            pretty = pretty.write(t.habits, ""),
+            deepcopy = pretty.write(tablex.deepcopy(t.habits), ""),
+            copied = pretty.write(copy(t.habits), ""),
+            same = tablex.deepcompare(t.habits, { read = { days = 3, tags = { "a", "b" } }, walk = { days = 1, tags = {} } }),
+            walked = 0,
+          }
+          for _ in next, t.habits do answers.walked = answers.walked + 1 end
+          return answers
+        end
+
+        local function fresh()
+          return { habits = { read = { days = 3, tags = { "a", "b" } }, walk = { days = 1, tags = {} } },
+                   list = { 10, 20, 30 }, none = {} }
+        end
+
+        function app.init() return { habits = fresh().habits, list = fresh().list, none = {}, onState = {}, onPlain = {} } end
+        function app.reduce(state, action)
+          if action.type == "probe" then
+            local answers = probe(state)
+            local plain = probe(fresh())
+            for key, value in pairs(answers) do state.onState[key] = value end
+            for key, value in pairs(plain) do state.onPlain[key] = value end
+          end
+        end
+        function app.props(state)
+          return { onState = state.onState, onPlain = state.onPlain, pretty = pretty.write(state.habits, "") }
+        end
+        return app
+        """
+
+    @Test(.enabled(if: penlight, "needs Debian's lua-penlight (scripts/bootstrap installs it)"))
+    func libraryCallsOnTheStateAgreeWithAPlainTable() async throws {
+        let folder = try AppFolder(["app.lua": Self.app])
+        defer { folder.remove() }
+        var options = ScriptedStoreOptions(log: { _ in }, failures: { _ in })
+        options.modulePath = LuaModulePath.defaultTemplates
+        let store = try await ScriptedStore(app: folder.url, options: options)
+        defer { store.shutdown() }
+        let outcome = await store.send(["type": "probe"])
+        #expect(outcome.failure == nil, "\(String(describing: outcome.failure))")
+        let props = try await store.props()
+        #expect(props["onState"] == props["onPlain"], "\(props)")
+        #expect(props["onState"]["keys"] == "read,walk")
+        #expect(props["onState"]["rawlen"] == 3)
+        #expect(props["onState"]["meta"] == "nil")
+        #expect(props["onState"]["walked"] == 2)
+        #expect(props["onState"]["same"] == true)
+        #expect(props["pretty"] == props["onPlain"]["pretty"], "props read the state as a table too")
+        #expect(props["pretty"].string?.contains("days=3") == true, "\(props["pretty"])")
+    }
+
+    /// What stays refused on a state table is named: `rawset` (it would write past the journal), and a metatable.
+    @Test func rawsetAndSetmetatableOnTheStateAreRefusedNamed() async throws {
+        let folder = try AppFolder(["app.lua": """
+            local app = {}
+            function app.init() return { items = {} } end
+            function app.reduce(state, action)
+              if action.type == "raw" then rawset(state.items, "x", 1)
+              elseif action.type == "meta" then setmetatable(state.items, {}) end
+            end
+            function app.props(state) return { n = #state.items } end
+            return app
+            """])
+        defer { folder.remove() }
+        let store = try await ScriptedStore(app: folder.url)
+        defer { store.shutdown() }
+        let raw = await store.send(["type": "raw"]).failure
+        #expect(raw?.error.message.hasPrefix("rawset: this table can be changed only by assignment") == true, "\(String(describing: raw))")
+        #expect(raw?.error.location == "app.lua:4")
+        let meta = await store.send(["type": "meta"]).failure
+        #expect(meta?.error.message == "cannot change a protected metatable", "\(String(describing: meta))")
+        #expect(try await store.state() == ["items": [:]])
+    }
+}
