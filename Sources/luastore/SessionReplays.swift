@@ -41,15 +41,7 @@ final class SessionReplays {
                 throw LuaError(.runtime, "bad argument #1 to 'open' (a state table expected)")
             }
             let folder = self.folder
-            var options = self.options
-            switch arguments.count > 1 ? arguments[1] : .nil {
-            case .nil: break
-            case .integer(let milliseconds) where milliseconds > 0: options.limits.timeBudget = .milliseconds(milliseconds)
-            case .number(let milliseconds) where milliseconds > 0 && milliseconds.isFinite:
-                options.limits.timeBudget = .microseconds(Int64(milliseconds * 1000))
-            default: throw LuaError(.runtime, "bad argument #2 to 'open' (a number of milliseconds above 0 expected)")
-            }
-            let chosen = options
+            let chosen = try self.options(budget: arguments.count > 1 ? arguments[1] : .nil, function: "open")
             let made = vm.excludingFromBudget { Self.waiting { () async -> Result<Replayer, ScriptFailure> in
                 do throws(ScriptFailure) {
                     return .success(try await Replayer(app: folder, from: state, options: chosen))
@@ -66,6 +58,84 @@ final class SessionReplays {
                 throw LuaError(.runtime, "cannot load the app to replay the session: \(failure.error.message) (\(failure.stage.rawValue))")
             }
         }
+    }
+
+    /// The functions `require("luastore.store")` calls (`open`, `dispatch`, `state`, `props`, `close`): a store of
+    /// the app from its `init` (or a given state) that a spec drives as the app's users do.
+    func storeFunctions(in vm: LuaVM) -> [LuaReference] {
+        let open = vm.function(named: "open") { [unowned self] arguments throws(LuaError) in
+            let state = arguments.first ?? .nil
+            guard state == .nil || { if case .table = state { return true } else { return false } }() else {
+                throw LuaError(.runtime, "bad argument 'state' to 'open' (a state table expected, got \(state.typeName))")
+            }
+            let options = try self.options(budget: arguments.count > 1 ? arguments[1] : .nil, function: "open")
+            let folder = self.folder
+            let start: LuaValue? = state == .nil ? .none : .some(state) // (`.none`: from the app's `init`)
+            let made = vm.excludingFromBudget { Self.waiting { () async -> Result<Replayer, ScriptFailure> in
+                do throws(ScriptFailure) {
+                    return .success(try await Replayer(app: folder, from: start, options: options))
+                } catch {
+                    return .failure(error)
+                }
+            } }
+            switch made {
+            case .success(let replayer):
+                self.opened += 1
+                self.replayers[self.opened] = replayer
+                return [.integer(self.opened)]
+            case .failure(let failure):
+                throw LuaError(.runtime, "cannot open a store of the app: \(failure.error.message) (\(failure.stage.rawValue))")
+            }
+        }
+        let dispatch = vm.function(named: "dispatch") { [unowned self] arguments throws(LuaError) in
+            let replayer = try self.replayer(arguments, "dispatch")
+            let action = arguments.count > 1 ? arguments[1] : .nil
+            let entry = vm.excludingFromBudget { Self.waiting { await replayer.send(action) } }
+            guard let entry else { throw LuaError(.runtime, "dispatch: the store stopped") }
+            guard let failure = entry.failure else { return [true] }
+            var fields: [LuaKey: LuaValue] = ["stage": .string(failure.stage.rawValue), "message": .string(failure.error.message)]
+            if let location = failure.error.location { fields["location"] = .string(location) }
+            return [false, .table(LuaTable(fields: fields))]
+        }
+        let state = vm.function(named: "state") { [unowned self] arguments throws(LuaError) in
+            let replayer = try self.replayer(arguments, "state")
+            return [try vm.excludingFromBudget { Self.waiting { () async -> Result<LuaValue, LuaError> in
+                do throws(LuaError) { return .success(try await replayer.store.state()) } catch { return .failure(error) }
+            } }.get()]
+        }
+        let props = vm.function(named: "props") { [unowned self] arguments throws(LuaError) in
+            let replayer = try self.replayer(arguments, "props")
+            return [try vm.excludingFromBudget { Self.waiting { () async -> Result<LuaValue, LuaError> in
+                do throws(LuaError) { return .success(try await replayer.store.props()) } catch { return .failure(error) }
+            } }.get()]
+        }
+        let close = vm.function(named: "close") { [unowned self] arguments throws(LuaError) in
+            guard let handle = arguments.first?.integer, let replayer = self.replayers.removeValue(forKey: handle) else { return [] }
+            replayer.store.shutdown()
+            return []
+        }
+        return [open, dispatch, state, props, close]
+    }
+
+    /// The store `arguments[0]` names (a handle `open` gave and `close` did not end), for `function`.
+    private func replayer(_ arguments: [LuaValue], _ function: String) throws(LuaError) -> Replayer {
+        guard let handle = arguments.first?.integer, let replayer = replayers[handle] else {
+            throw LuaError(.runtime, "bad argument #1 to '\(function)' (a store that open made and close did not end expected)")
+        }
+        return replayer
+    }
+
+    /// The stores' options, each action within `budget` milliseconds (nil: the default).
+    private func options(budget: LuaValue, function: String) throws(LuaError) -> ScriptedStoreOptions {
+        var options = self.options
+        switch budget {
+        case .nil: break
+        case .integer(let milliseconds) where milliseconds > 0: options.limits.timeBudget = .milliseconds(milliseconds)
+        case .number(let milliseconds) where milliseconds > 0 && milliseconds.isFinite:
+            options.limits.timeBudget = .microseconds(Int64(milliseconds * 1000))
+        default: throw LuaError(.runtime, "bad argument #2 to '\(function)' (a number of milliseconds above 0 expected)")
+        }
+        return options
     }
 
     /// `step(handle, action, expected)`: reduces `action` in the store and compares it with `expected` (`failure`,

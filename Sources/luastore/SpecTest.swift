@@ -126,6 +126,13 @@ struct SpecTest: AsyncParsableCommand {
                 }
                 try vm.call(try function("preload"), arguments: [.value("luastore.session"), .reference(session)])
             }
+            let storeChunk = try vm.load(EmbeddedLua.luastoreStore.source, chunkName: "host:" + EmbeddedLua.luastoreStore.path)
+            if let store = try vm.callForReferences(storeChunk, arguments: []).first ?? nil {
+                if let connect = try vm.field("connect", of: store) {
+                    try vm.call(connect, arguments: replays.storeFunctions(in: vm).map(LuaArgument.reference))
+                }
+                try vm.call(try function("preload"), arguments: [.value("luastore.store"), .reference(store)])
+            }
             let exported = try function("globals")
             var globals: [String: LuaReference] = [:]
             let names = try vm.call(try function("globalnames")).first?.string ?? ""

@@ -201,3 +201,69 @@ import FoundationXML
         #expect(run.output.hasSuffix("1 passed, 0 failed\n"), "\(run.output)")
     }
 }
+
+/// `require("luastore.store")`: a spec runs the app in a real store — what only a store refuses (a table in two
+/// places, a metatable in the state, a proxy kept past its call, an action past its budget) fails there as it fails
+/// in the store, the state stays as it was, and the props are the store's.
+@Suite struct SpecStoreTests {
+    static let app = """
+        local app = {}
+        local kept
+        function app.init() return { count = 0, items = {} } end
+        function app.reduce(state, action)
+          if action.type == "add" then state.count = state.count + 1
+          elseif action.type == "twice" then local t = { 1 }; state.items.a = t; state.items.b = t
+          elseif action.type == "meta" then state.items.m = setmetatable({}, {})
+          elseif action.type == "keep" then kept = state.items
+          elseif action.type == "kept" then kept.x = 1
+          elseif action.type == "spin" then state.count = 50; while true do end
+          elseif action.type == "boom" then state.count = 99; error("boom") end
+        end
+        function app.props(state) return { label = "n=" .. state.count } end
+        return app
+        """
+
+    static let spec = """
+        local store = require("luastore.store")
+        describe("the app in a store", function()
+          it("refuses what the store refuses", function()
+            local s <close> = store.open({ time_budget_ms = 300 })
+            assert.is_true(s:dispatch({ type = "add" }))
+            local ok, failure = s:dispatch({ type = "twice" })
+            assert.is_false(ok)
+            assert.are.equal("reduce", failure.stage)
+            assert.matches("a table can be in one place of the state only", failure.message, 1, true)
+            assert.is_false((s:dispatch({ type = "meta" })))
+            assert.is_true(s:dispatch({ type = "keep" }))
+            ok, failure = s:dispatch({ type = "kept" })
+            assert.is_false(ok)
+            assert.are.equal("app.lua:9", failure.location)
+            ok, failure = s:dispatch({ type = "spin" })
+            assert.matches("time budget of 300 ms exceeded", failure.message, 1, true)
+            ok, failure = s:dispatch({ type = "boom" })
+            assert.are.same({ false, "app.lua:11" }, { ok, failure.location })
+            assert.are.same({ count = 1, items = {} }, s:state())
+            assert.are.same({ label = "n=1" }, s:props())
+          end)
+          it("starts from a given state", function()
+            local s <close> = store.open({ state = { count = 5, items = {} } })
+            assert.is_true(s:dispatch({ type = "add" }))
+            assert.are.equal(6, s:state().count)
+          end)
+          it("is gone once closed", function()
+            local s = store.open()
+            s:close()
+            assert.has_error(function() s:dispatch({ type = "add" }) end)
+          end)
+        end)
+        """
+
+    @Test func aSpecDrivesTheAppInARealStore() async throws {
+        let app = try CLI.makeApp(Self.app)
+        defer { try? FileManager.default.removeItem(at: app) }
+        try Data(Self.spec.utf8).write(to: app.appendingPathComponent("store_spec.lua"))
+        let run = try await CLI.run(["test", app.path])
+        #expect(run.status == 0, "\(run.output) \(run.errors)")
+        #expect(run.outputLines.last == "3 passed, 0 failed", "\(run.output)")
+    }
+}
