@@ -40,23 +40,29 @@ final class SessionReplays {
             guard let state = arguments.first, case .table = state else {
                 throw LuaError(.runtime, "bad argument #1 to 'open' (a state table expected)")
             }
-            let folder = self.folder
-            let chosen = try self.options(budget: arguments.count > 1 ? arguments[1] : .nil, function: "open")
-            let made = vm.excludingFromBudget { Self.waiting { () async -> Result<Replayer, ScriptFailure> in
-                do throws(ScriptFailure) {
-                    return .success(try await Replayer(app: folder, from: state, options: chosen))
-                } catch {
-                    return .failure(error)
-                }
-            } }
-            switch made {
-            case .success(let replayer):
-                self.opened += 1
-                self.replayers[self.opened] = replayer
-                return [.integer(self.opened)]
-            case .failure(let failure):
-                throw LuaError(.runtime, "cannot load the app to replay the session: \(failure.error.message) (\(failure.stage.rawValue))")
+            let options = try self.options(budget: arguments.count > 1 ? arguments[1] : .nil, function: "open")
+            return [.integer(try self.openStore(from: state, options: options, in: vm, failing: "cannot load the app to replay the session"))]
+        }
+    }
+
+    /// Opens a store of the app from `state` (nil: its `init`), waiting for it; answers its handle, or throws
+    /// `failing` and why.
+    private func openStore(from state: LuaValue?, options: ScriptedStoreOptions, in vm: LuaVM, failing: String) throws(LuaError) -> Int64 {
+        let folder = self.folder
+        let made = vm.excludingFromBudget { Self.waiting { () async -> Result<Replayer, ScriptFailure> in
+            do throws(ScriptFailure) {
+                return .success(try await Replayer(app: folder, from: state, options: options))
+            } catch {
+                return .failure(error)
             }
+        } }
+        switch made {
+        case .success(let replayer):
+            opened += 1
+            replayers[opened] = replayer
+            return opened
+        case .failure(let failure):
+            throw LuaError(.runtime, "\(failing): \(failure.error.message) (\(failure.stage.rawValue))")
         }
     }
 
@@ -69,23 +75,8 @@ final class SessionReplays {
                 throw LuaError(.runtime, "bad argument 'state' to 'open' (a state table expected, got \(state.typeName))")
             }
             let options = try self.options(budget: arguments.count > 1 ? arguments[1] : .nil, function: "open")
-            let folder = self.folder
             let start: LuaValue? = state == .nil ? .none : .some(state) // (`.none`: from the app's `init`)
-            let made = vm.excludingFromBudget { Self.waiting { () async -> Result<Replayer, ScriptFailure> in
-                do throws(ScriptFailure) {
-                    return .success(try await Replayer(app: folder, from: start, options: options))
-                } catch {
-                    return .failure(error)
-                }
-            } }
-            switch made {
-            case .success(let replayer):
-                self.opened += 1
-                self.replayers[self.opened] = replayer
-                return [.integer(self.opened)]
-            case .failure(let failure):
-                throw LuaError(.runtime, "cannot open a store of the app: \(failure.error.message) (\(failure.stage.rawValue))")
-            }
+            return [.integer(try self.openStore(from: start, options: options, in: vm, failing: "cannot open a store of the app"))]
         }
         let dispatch = vm.function(named: "dispatch") { [unowned self] arguments throws(LuaError) in
             let replayer = try self.replayer(arguments, "dispatch")
