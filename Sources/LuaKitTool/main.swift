@@ -107,7 +107,10 @@ let status: Int32 = thread.sync {
         for value in try vm.call(chunk, arguments: argumentValues) { writeOut(Array("\(value)\n".utf8)) }
         return 0
     } catch {
-        FileHandle.standardError.write(Data("luakit: \(error)\n".utf8))
+        // (With the script's traceback, as `lua` writes one: for a spent budget, where the loop was called from.)
+        var text = "luakit: \(error)"
+        if let traceback = (error as? LuaError)?.scriptTraceback { text += "\n" + traceback }
+        FileHandle.standardError.write(Data((text + "\n").utf8))
         return 1
     }
 }

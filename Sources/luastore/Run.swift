@@ -151,6 +151,8 @@ struct Run: AsyncParsableCommand {
                 } else if let action = failure.action {
                     text += " (action \((try? JSONText.encode(action, root: "action")) ?? "\(action)"))"
                 }
+                // (A spent budget names the line it stopped at; the traceback says how the script got there.)
+                if failure.error.kind == .timeout, let traceback = failure.error.scriptTraceback { text += "\n" + traceback }
                 failures.withLock { $0 += 1 }
                 Console.error(text)
             })

@@ -28,6 +28,7 @@ struct SpecReport {
             case .failed, .errored:
                 let message = (result.message ?? "").replacingOccurrences(of: "\n", with: "\n  ")
                 lines.append("\(result.status == .failed ? "FAIL" : "ERROR") \(result.location): \(result.name): \(message)")
+                if let traceback = result.traceback { lines.append("  " + traceback.replacingOccurrences(of: "\n", with: "\n  ")) }
             case .pending: lines.append("PENDING \(result.location): \(result.name)")
             case .passed: break
             }

@@ -192,7 +192,8 @@ struct SpecTest: AsyncParsableCommand {
                 } catch {
                     let failed = (try? vm.call(kind, .integer(index)).first?.string) == "failure" && error.kind == .runtime
                     results.append(SpecResult(file: file, name: title, status: failed ? .failed : .errored, message: error.message,
-                                              location: error.location ?? testLine, seconds: Self.seconds(clock.now - start)))
+                                              location: error.location ?? testLine, seconds: Self.seconds(clock.now - start),
+                                              traceback: error.kind == .timeout ? error.scriptTraceback : nil))
                 }
             }
             do {
@@ -229,4 +230,6 @@ struct SpecResult {
     /// `file:line` of the failure, or of the test.
     var location: String
     var seconds: Double = 0
+    /// Where the test's code was when its budget ran out (the script's frames), shown under its error.
+    var traceback: String?
 }

@@ -63,6 +63,9 @@ import Testing
         #expect(stopped.status == 1)
         // (On a loaded machine the stop may come a line earlier or later; the budget is what is named.)
         #expect(stopped.errors.contains("time budget of 300 ms exceeded"), "\(stopped.errors)")
+        // The script's traceback follows: where the loop ran, and how the reducer got there.
+        #expect(stopped.errors.contains("stack traceback:\n\tapp.lua:"), "\(stopped.errors)")
+        #expect(stopped.errors.contains("in function <app.lua:3>"), "\(stopped.errors)")
         let ran = try await CLI.run(["run", app.path, "--actions", "-", "--format", "json", "--time-budget-ms", "60000"], input: work)
         #expect(ran.status == 0, "\(ran.errors)")
         #expect(ran.outputLines.last?.hasPrefix(#"{"n":"#) == true && ran.outputLines.last != #"{"n":0}"#, "\(ran.output)")

@@ -110,6 +110,8 @@ import FoundationXML
         let short = try await CLI.run(["test", app.path, "--time-budget-ms", "150"])
         #expect(short.status == 1)
         #expect(short.output.contains("time budget of 150 ms exceeded"), "\(short.output)")
+        // (Under it, the spec's frames where the test was stopped: a `pcall` that re-raised it unwound them.)
+        #expect(short.output.contains("stack traceback:\n  \ttiming_spec.lua:"), "\(short.output)")
         #expect(short.outputLines.last == "1 passed, 0 failed, 1 error", "\(short.output)")
     }
 }

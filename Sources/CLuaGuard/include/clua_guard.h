@@ -113,6 +113,10 @@ void *clua_allocate(void *ud, void *ptr, size_t osize, size_t nsize);
 /// Frees the slabs the allocator cut small blocks from, after the VM is closed. In allocator.c.
 void clua_free_slabs(CLuaGuard *g);
 
+/// The registry field in which the message handler leaves the traceback. (A string, not the address of a
+/// static: each Swift file that includes this header gets its own copy of a static inline function's statics.)
+#define CLUA_TRACEBACK_FIELD "luakit.traceback"
+
 static inline void clua_budget_hook(lua_State *L, lua_Debug *ar);
 
 /// [-0, +1, e] Raises the `timeout` error of a spent budget: marks the budget spent and sets the hook to fire on
@@ -123,6 +127,12 @@ static inline int clua_raise_budget_exceeded(lua_State *L, CLuaGuard *g) {
         g->timedOut = 1;
         lua_sethook(L, clua_budget_hook, LUA_MASKCOUNT, 1);
         clua_note_location(L, g, 0);
+        /* The traceback where the script was stopped (the message handler keeps it: by the time the error reaches
+           it, a `pcall` that re-raised it may have unwound the script's frames). */
+        g->hostAllocations++;
+        luaL_traceback(L, L, NULL, 0);
+        lua_setfield(L, LUA_REGISTRYINDEX, CLUA_TRACEBACK_FIELD);
+        g->hostAllocations--;
     }
     g->hostAllocations++;
     lua_pushfstring(L, "time budget of %d ms exceeded", (int)(g->budgetNanos / 1000000));
@@ -378,9 +388,6 @@ static inline int clua_call_swift(lua_State *L) {
     return results;
 }
 
-/// The registry field in which the message handler leaves the traceback. (A string, not the address of a
-/// static: each Swift file that includes this header gets its own copy of a static inline function's statics.)
-#define CLUA_TRACEBACK_FIELD "luakit.traceback"
 static inline const char *clua_traceback_field(void) { return CLUA_TRACEBACK_FIELD; }
 
 /// Message handler for top-level calls: records the location and the traceback, returns the error value as is.
@@ -389,8 +396,11 @@ static inline int clua_message_handler(lua_State *L) {
     CLuaGuard *g = clua_guard(L);
     if (!g->timedOut) clua_note_location(L, g, 1);
     g->hostAllocations++;
-    luaL_traceback(L, L, NULL, 1);
-    lua_setfield(L, LUA_REGISTRYINDEX, CLUA_TRACEBACK_FIELD);
+    if (!g->timedOut || lua_getfield(L, LUA_REGISTRYINDEX, CLUA_TRACEBACK_FIELD) != LUA_TSTRING) {
+        /* (a spent budget's traceback was taken where the script stopped: `clua_raise_budget_exceeded`) */
+        luaL_traceback(L, L, NULL, 1);
+        lua_setfield(L, LUA_REGISTRYINDEX, CLUA_TRACEBACK_FIELD);
+    }
     g->hostAllocations--;
     lua_settop(L, 1);
     return 1;

@@ -66,6 +66,21 @@ public struct LuaError: Error, Sendable, Equatable, CustomStringConvertible {
         return line.map { "\(chunkName):\($0)" } ?? chunkName
     }
 
+    /// The traceback's frames in scripts (`app.lua:3: in upvalue 'spin'`, one a line, indented by a tab), without the
+    /// host's own (`host:` chunks, and the C functions the host called the script through, below its first frame);
+    /// nil when there are none.
+    public var scriptTraceback: String? {
+        guard let traceback else { return nil }
+        var frames = traceback.split(separator: "\n").dropFirst().filter { line in
+            !line.drop { $0 == "\t" || $0 == " " }.hasPrefix("host:")
+        }
+        while let last = frames.last, last.drop(while: { $0 == "\t" || $0 == " " }).hasPrefix("[C]:")
+                || last.contains("(...tail calls...)") {
+            frames.removeLast()
+        }
+        return frames.isEmpty ? nil : "stack traceback:\n" + frames.joined(separator: "\n")
+    }
+
     /// The message as a person reads it: `app.lua:12: attempt to index a nil value`.
     public var description: String {
         let text = path.map { "\($0): \(message)" } ?? message
