@@ -227,7 +227,7 @@ import LuaStoreConcurrency
             #expect(try vm.run("math.tau = 6.28; math.pi = math.pi; rawset(math, 'e', 2.72); return math.tau, rawget(math, 'e'), ('x'):upper()",
                                chunkName: "t.lua") == [6.28, 2.72, "X"])
             let meta = luaError { _ = try vm.run("setmetatable(table, {})", chunkName: "t.lua") }
-            #expect(meta?.message == "cannot change a protected metatable")
+            #expect(meta?.message == "cannot change the metatable of a read-only table")
             #expect(try vm.run("return getmetatable(string)", chunkName: "t.lua") == [false])
         }
     }

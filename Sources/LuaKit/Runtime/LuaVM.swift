@@ -267,6 +267,8 @@ public final class LuaVM {
         setHostFunction("readfile", in: -1) { vm throws(HostFailure) in try vm.readFilePrimitive() }
         if limits.system == .system {
             setHostFunction("readdata", in: -1) { vm throws(HostFailure) in try vm.readDataPrimitive() }
+            try loadChunk(SandboxFiles.source, chunkName: SandboxFiles.chunkName, named: false)
+            lua_setfield(state, -2, "files")
         }
         setHostFunction("hostmodule", in: -1) { vm throws(HostFailure) in try vm.hostModulePrimitive() }
         clua_pushcfunction(state, clua_caller_kind)

@@ -5,3 +5,10 @@ enum Prelude {
     static let chunkName = "host:" + EmbeddedLua.prelude.path
     static let source = EmbeddedLua.prelude.source
 }
+
+/// `files.lua` beside the prelude: `io.open` and `io.lines` reading the project's files, for a VM given the system
+/// (`LuaLimits.system`); the prelude runs it there only, so a store's VM holds none of it.
+enum SandboxFiles {
+    static let chunkName = "host:" + EmbeddedLua.files.path
+    static let source = EmbeddedLua.files.source
+}

@@ -154,8 +154,8 @@ end
 
 -- `next` and `rawget` read a read-only table as the table it shows, as Lua reads its libraries (`next(string)`,
 -- `rawget(math, "pi")`); writing stays refused. A namespace's globals read as one table.
--- (Views of the libraries in a store, and each namespace's additions: below, with the libraries.)
-local view_of, libraries_of, view_next, add_to_library, library_views
+-- (The libraries a store's scripts may add to, and what each namespace added: below, with the libraries.)
+local open_libraries, caller_own, library_next, add_to_library
 
 local sealed_next, sealed -- (below)
 
@@ -163,8 +163,11 @@ local function sandbox_next(...)
   local t, key = ...
   if type(t) == "table" and real_getmetatable(t) == nil then return next(t, key) end -- (a plain table)
   local source = frozen[t]
-  if source ~= nil then return next(source, key) end
-  if view_of[t] ~= nil then return view_next(t, key) end
+  if source ~= nil then
+    local library = open_libraries[t]
+    if library ~= nil then return library_next(source, caller_own(library, 2), key) end
+    return next(source, key)
+  end
   if global_sets[t] ~= nil then return globals_next(t, key) end
   if type(t) ~= "table" then refuse(next, ...) end
   if sealed[real_getmetatable(t)] then return sealed_next(t, key) end
@@ -174,11 +177,13 @@ end
 local function sandbox_rawget(...)
   local t, key = ...
   local source = frozen[t]
-  if source ~= nil then return rawget(source, key) end
-  local view = view_of[t]
-  if view ~= nil then
-    local value = rawget(view[2], key)
-    if value == nil then value = rawget(view[3], key) end
+  if source ~= nil then
+    local value = rawget(source, key)
+    local library = open_libraries[t]
+    if value == nil and library ~= nil then
+      local own = caller_own(library, 2)
+      if own ~= nil then value = rawget(own, key) end
+    end
     return value
   end
   if type(t) ~= "table" or select("#", ...) < 2 then refuse(rawget, ...) end
@@ -235,11 +240,11 @@ end
 
 local function sandbox_rawset(...)
   local t, key, value = ...
-  if frozen[t] then error("cannot modify a read-only table", 2) end
-  if view_of[t] ~= nil and select("#", ...) >= 3 then
-    add_to_library(t, key, value, 2)
+  if open_libraries[t] ~= nil and select("#", ...) >= 3 then
+    add_to_library(open_libraries[t], frozen[t], key, value, 2)
     return t
   end
+  if frozen[t] then error("cannot modify a read-only table", 2) end
   local marker = real_getmetatable(t)
   if marker ~= nil and sealed[marker] then
     error("rawset: this table can be changed only by assignment (it is a " .. tostring(marker) .. ")", 2)
@@ -564,17 +569,9 @@ local function namespace(root, strict)
   local package = { loaded = {}, preload = {}, path = host_path, config = "/\n;\n?\n!\n-\n" }
   for name, value in next, builtins do package.loaded[name] = value end
   package.loaded.package = package
-  local views, additions = library_views()
-  if views ~= nil then
-    for name, view in next, views do package.loaded[name] = view end
-  end
   local function own_globals()
     if g == nil then
       g = new_globals(require, strict)
-      if views ~= nil then
-        for name, view in next, views do real_rawset(g, name, view) end
-        libraries_of[g] = { views, additions }
-      end
       g.loadfile, g.dofile = table.unpack(make_file_loaders(root, g))
       g.load = function(...) return sandbox_load(g, ...) end
     end
@@ -683,7 +680,7 @@ globals.loadfile, globals.dofile = table.unpack(make_file_loaders(nil))
 globals.sortedpairs = sortedpairs
 -- The library tables scripts see: where the host gives the system (`luakit`, `luastore test`), Lua's own, as
 -- writable as in Lua (a spec stubs `os.time`, a library adds `string.split` or a polyfill); in a store read-only,
--- each namespace seeing them through views open to additions of its own ("Libraries in a store", below).
+-- and open to additions each namespace keeps to itself ("Libraries in a store", below).
 local function library(name, t)
   if host.system then return t end
   return freeze(name, t)
@@ -748,182 +745,9 @@ sandbox_io = {
   input = no_files("input"), output = no_files("output"), close = no_files("close"), tmpfile = no_files("tmpfile"),
 }
 
--- Reading files where the host gives the system (`luakit`, `luastore test`): `io.open(path, "r"|"rb")` and
--- `io.lines(path, …)` read a file of the project's folder or the module path (fixtures) — its bytes taken whole
--- when it opens (`host.readdata`), so no read waits on the system — with Lua's `read`, `lines`, `seek` and `close`;
--- opening to write answers as a read-only file system would. In a store `io` stays output only.
-if host.readdata then
-  local host_readdata = host.readdata
-  local open_files = real_setmetatable({}, { __mode = "k" }) -- file -> { bytes, position (0-based), name }
-  local reading_metatable = { __name = "FILE*", __metatable = false }
-  local function checked(file)
-    local open = open_files[file]
-    if open == nil then
-      if raw_getmetatable(file) == reading_metatable then error("attempt to use a closed file", 3) end
-      error("bad argument #1 (FILE* expected, got " .. typename(file) .. ")", 3)
-    end
-    return open
-  end
-  -- One format of `read` (liolib.c's `g_read`): the value, or nil at the end of the file. `level` is the script's
-  -- frame as `error` counts it from here.
-  local function read_format(open, format, index, level)
-    local bytes, at = open[1], open[2]
-    local size = #bytes
-    if math.type(format) == "integer" or (type(format) == "number" and math.tointeger(format)) then
-      local count = math.tointeger(format)
-      if at >= size then return nil end -- (`read(0)` tests for the end: "" before it)
-      open[2] = math.min(size, at + count)
-      return bytes:sub(at + 1, open[2])
-    end
-    if type(format) ~= "string" then
-      error("bad argument #" .. index .. " to 'read' (invalid format)", level)
-    end
-    local kind = format:sub(1, 1) == "*" and format:sub(2, 2) or format:sub(1, 1)
-    if kind == "l" or kind == "L" then
-      if at >= size then return nil end
-      local newline = bytes:find("\n", at + 1, true)
-      open[2] = newline or size
-      return bytes:sub(at + 1, (newline and kind == "l") and newline - 1 or open[2])
-    elseif kind == "a" then
-      open[2] = math.max(at, size)
-      return bytes:sub(at + 1)
-    elseif kind == "n" then -- liolib.c's `read_number`: the longest numeral it can read, at most 200 characters
-      local position = at + 1
-      while position <= size and bytes:find("^[ \t\n\v\f\r]", position) do position = position + 1 end
-      local start = position
-      local function accept(set)
-        local byte = bytes:sub(position, position)
-        if byte ~= "" and set:find(byte, 1, true) then position = position + 1; return true end
-        return false
-      end
-      local function digits(hex)
-        local first = position
-        while position <= size and bytes:find(hex and "^%x" or "^%d", position) do position = position + 1 end
-        return position - first
-      end
-      accept("-+")
-      local count, hex = 0, false
-      if accept("0") then
-        if accept("xX") then hex = true else count = 1 end
-      end
-      count = count + digits(hex)
-      if accept(".") then count = count + digits(hex) end
-      if count > 0 and accept(hex and "pP" or "eE") then
-        accept("-+")
-        digits(false)
-      end
-      open[2] = position - 1
-      if position - start > 200 then return nil end
-      return tonumber(bytes:sub(start, position - 1))
-    end
-    error("bad argument #" .. index .. " to 'read' (invalid format)", level)
-  end
-  -- `read`'s formats in turn, up to the first that finds nothing; `level` is the script's frame as `error` counts it
-  -- from here (2 when tail-called by the script's callee).
-  local function read_formats(open, level, ...)
-    local count = select("#", ...)
-    if count == 0 then return read_format(open, "l", 1, level) end -- (a tail call: in this frame's place)
-    local results = {}
-    for index = 1, count do
-      local value = read_format(open, (select(index, ...)), index, level + 1)
-      results[index] = value
-      if value == nil then return table.unpack(results, 1, index) end
-    end
-    return table.unpack(results, 1, count)
-  end
-  local reading_methods = {}
-  function reading_methods.read(file, ...)
-    local open = checked(file)
-    return read_formats(open, 2, ...)
-  end
-  local function lines_of(file, closes, ...)
-    if select("#", ...) > 250 then error("bad argument #252 to 'lines' (too many arguments)", 3) end
-    local formats = table.pack(...)
-    return function()
-      local open = open_files[file]
-      if open == nil then error("file is already closed", 2) end
-      local results = table.pack(read_formats(open, 3, table.unpack(formats, 1, formats.n)))
-      if results[1] == nil and closes then open_files[file] = nil end
-      return table.unpack(results, 1, results.n)
-    end
-  end
-  function reading_methods.lines(file, ...)
-    checked(file)
-    return lines_of(file, false, ...)
-  end
-  function reading_methods.seek(file, whence, offset)
-    local open = checked(file)
-    whence = whence == nil and "cur" or whence
-    if whence ~= "set" and whence ~= "cur" and whence ~= "end" then
-      error("bad argument #1 to 'seek' (invalid option '" .. tostring(whence) .. "')", 2)
-    end
-    if offset == nil then offset = 0 end
-    if math.tointeger(offset) == nil then
-      error("bad argument #2 to 'seek' (" .. (type(offset) == "number" and "number has no integer representation"
-        or "number expected, got " .. typename(offset)) .. ")", 2)
-    end
-    local base = whence == "set" and 0 or whence == "cur" and open[2] or #open[1]
-    local position = base + math.tointeger(offset)
-    if position < 0 then return nil, "Invalid argument", 22 end
-    open[2] = position
-    return position
-  end
-  function reading_methods.close(file)
-    checked(file)
-    open_files[file] = nil
-    return true
-  end
-  function reading_methods.write(file)
-    checked(file)
-    return nil, "Bad file descriptor", 9
-  end
-  function reading_methods.flush(file) checked(file); return true end
-  function reading_methods.setvbuf(file) checked(file); return true end
-  reading_metatable.__index = reading_methods
-  reading_metatable.__newindex = function() error("cannot modify a file of the sandbox's io", 2) end
-  reading_metatable.__tostring = function(file)
-    local open = open_files[file]
-    return open == nil and "file (closed)" or "file (" .. open[3] .. ")"
-  end
-  reading_metatable.__close = function(file) open_files[file] = nil end
-  local function open_file(path, mode)
-    if type(path) == "number" then path = tostring(path) end
-    if type(path) ~= "string" then
-      error("bad argument #1 to 'open' (string expected, got " .. typename(path) .. ")", 2)
-    end
-    mode = mode == nil and "r" or mode
-    if type(mode) ~= "string" or not mode:find("^[rwa]%+?b*$") then error("bad argument #2 to 'open' (invalid mode)", 2) end
-    if mode:find("^r") == nil or mode:find("+", 1, true) then
-      return nil, path .. ": Permission denied (the sandbox's files are read-only)", 13
-    end
-    local bytes, message, number = host_readdata(path)
-    if bytes == nil then return nil, message, number end
-    local file = real_setmetatable({}, reading_metatable)
-    open_files[file] = { bytes, 0, path }
-    return file
-  end
-  sandbox_io.open = open_file
-  sandbox_io.lines = function(path, ...)
-    if path == nil then no_files("lines")() end
-    if type(path) == "number" then path = tostring(path) end
-    if type(path) ~= "string" then
-      error("bad argument #1 to 'lines' (string expected, got " .. typename(path) .. ")", 2)
-    end
-    local file, message = open_file(path, "r")
-    if file == nil then error("cannot open file '" .. tostring(path) .. "' (" .. message:sub(#tostring(path) + 3) .. ")", 2) end
-    return lines_of(file, true, ...), nil, nil, file
-  end
-  local write_type = sandbox_io.type
-  sandbox_io.type = function(value)
-    if open_files[value] then return "file" end
-    if raw_getmetatable(value) == reading_metatable then return "closed file" end
-    return write_type(value)
-  end
-  sandbox_io.close = function(file)
-    if file == nil then return no_files("close")() end
-    return reading_methods.close(file)
-  end
-end
+-- Reading files where the host gives the system (`luakit`, `luastore test`): `files.lua`, loaded only there (a store's
+-- VM holds none of it).
+if host.files then host.files(host.readdata, sandbox_io, no_files, typename, raw_getmetatable) end
 globals.io = library("io", sandbox_io)
 
 globals.debug = library("debug", { traceback = real_traceback, getmetatable = sandbox_debug_getmetatable })
@@ -948,30 +772,51 @@ end
 for _, name in ipairs({ "string", "table", "math", "utf8", "coroutine", "debug", "io", "os" }) do builtins[name] = globals[name] end
 
 -- Libraries in a store --------------------------------------------------------------------------------
--- Each namespace sees `string`, `table`, `math`, `utf8`, `coroutine` (and `os`, where there is one) through a view
--- of its own: an empty table whose reads fall through to the namespace's additions, then to Lua's library (a
--- standard function costs two table hops, no call). A script may add a function (`function string.split(…)`) as a
--- module loads — its namespace alone sees it, method syntax on strings included (`("a,b"):split(",")`) — and
--- assign a standard field the value it has (a polyfill: `table.unpack = table.unpack or unpack`). Replacing or
--- removing a standard function is refused, naming it: the host and every other namespace rely on it.
-view_of = real_setmetatable({}, { __mode = "k" })                  -- view -> { library name, additions, library }
-libraries_of = real_setmetatable({}, { __mode = "k" })             -- a namespace's globals -> { its views, additions }
+-- `string`, `table`, `math`, `utf8` and `coroutine` (and `os`, where there is one) are one read-only table each,
+-- shared by every namespace: a standard function is read from Lua's library in one table hop, as before any
+-- script ran. A script may add a function (`function string.split(…)`) as a module loads: the addition is its
+-- namespace's — the app's, or a plugin's: the first function up the stack that has an `_ENV` says whose code it is
+-- (functions that name no global have none; the prelude's have no names) — and only that namespace's code finds
+-- it, method syntax on strings included (`("a,b"):split(",")`): a read the library lacks asks for it, so only then
+-- is anything called. Assigning a standard field the value it has is a no-op (a polyfill: `table.unpack =
+-- table.unpack or unpack`); replacing or removing a standard function is refused, naming it: the host and every
+-- other namespace rely on it. The host's own code (an `_ENV` that is no namespace's) finds no addition.
+open_libraries = {}                                                -- library table scripts see -> its name
+local additions_of = real_setmetatable({}, { __mode = "k" })       -- a namespace's globals -> name -> its additions
 
-function view_next(view, key)
-  local v = view_of[view]
-  local additions, source = v[2], v[3]
-  if key == nil or rawget(additions, key) ~= nil then
-    local name, value = next(additions, key)
+-- The globals of the namespace whose code runs at `level` (as `error` counts it from the caller), or nil.
+local function caller_namespace(level)
+  for at = level + 1, level + 16 do
+    local info = real_getinfo(at, "f")
+    if info == nil then return nil end
+    for index = 1, 255 do
+      local name, env = real_getupvalue(info.func, index)
+      if name == nil then break end
+      if name == "_ENV" then return global_sets[env] ~= nil and env or nil end
+    end
+  end
+  return nil
+end
+
+-- What the namespace whose code runs at `level` added to library `name`, or nil.
+function caller_own(name, level)
+  local g = caller_namespace(level + 1)
+  local all = g ~= nil and additions_of[g] or nil
+  return all ~= nil and all[name] or nil
+end
+
+-- `next` over a library and a namespace's additions to it (`own`, or nil): the additions first.
+function library_next(source, own, key)
+  if own ~= nil and (key == nil or rawget(own, key) ~= nil) then
+    local name, value = next(own, key)
     if name ~= nil then return name, value end
     return next(source, nil)
   end
   return next(source, key)
 end
 
--- `library.key = value` on a view (or `rawset`), from `level` below the script's line.
-function add_to_library(view, key, value, level)
-  local v = view_of[view]
-  local name, additions, source = v[1], v[2], v[3]
+-- `library.key = value` (or `rawset`) on library `name` (Lua's table: `source`), `level` below the script's line.
+function add_to_library(name, source, key, value, level)
   if key == nil then error("index is nil", level + 1) end
   if key ~= key then error("index is NaN", level + 1) end
   local standard = rawget(source, key)
@@ -981,84 +826,58 @@ function add_to_library(view, key, value, level)
       .. ": Lua's standard functions stay as they are in a store (every plugin and the host rely on them); "
       .. "add a function of another name", level + 1)
   end
+  local g = caller_namespace(level + 1)
+  if g == nil then
+    error("cannot modify read-only table '" .. name .. "' (field '" .. safe_tostring(key) .. "')", level + 1)
+  end
   if globals_locked and not module_loading() then
     error("cannot set " .. name .. "." .. safe_tostring(key) .. " while the store runs: it is state outside the journal, "
       .. "which replay and time travel cannot restore (add it as a module loads)", level + 1)
   end
-  real_rawset(additions, key, value)
-end
-
-local view_pairs = function(view) return view_next, view, nil end
-local view_newindex = function(view, key, value) add_to_library(view, key, value, 2) end
-local chains = {} -- library name -> the metatable of its additions tables (their reads fall through to it)
-
-local function new_view(name, source)
-  local chain = chains[name]
-  if chain == nil then
-    chain = { __index = source }
-    chains[name] = chain
+  local all = additions_of[g]
+  if all == nil then
+    all = {}
+    additions_of[g] = all
   end
-  local additions = real_setmetatable({}, chain)
-  local view = real_setmetatable({}, { __index = additions, __newindex = view_newindex, __pairs = view_pairs, __metatable = false })
-  view_of[view] = { name, additions, source }
-  return view, additions
+  local own = all[name]
+  if own == nil then
+    own = {}
+    all[name] = own
+  end
+  real_rawset(own, key, value)
 end
 
--- The views of a new namespace (none where the libraries are Lua's own), and its additions by library.
-function library_views()
-  if host.system then return nil end
-  local views, additions = {}, {}
+if not host.system then
   for _, name in ipairs({ "string", "table", "math", "utf8", "coroutine", "os" }) do
-    local source = frozen[globals[name]]
-    if source ~= nil then views[name], additions[name] = new_view(name, source) end
-  end
-  return views, additions
-end
-
--- The views and additions of the namespace whose code runs at `level` (the first function from there up the stack
--- whose `_ENV` is a namespace's globals), or nil.
-local function caller_libraries(level)
-  for at = level + 1, level + 16 do
-    local info = real_getinfo(at, "f")
-    if info == nil then return nil end
-    for index = 1, 255 do
-      local name, env = real_getupvalue(info.func, index)
-      if name == nil then break end
-      if name == "_ENV" then
-        local libraries = libraries_of[env]
-        if libraries ~= nil then return libraries end
-        break
+    local proxy = globals[name]
+    local source = frozen[proxy]
+    if source ~= nil then
+      open_libraries[proxy] = name
+      local metatable = raw_getmetatable(proxy)
+      metatable.__newindex = function(_, key, value) add_to_library(name, source, key, value, 2) end
+      metatable.__pairs = function()
+        local own, key = caller_own(name, 2), nil
+        return function()
+          local value
+          key, value = library_next(source, own, key)
+          return key, value
+        end
       end
+      -- (A read the library lacks: the asking namespace's addition. For `string` this is method syntax too.)
+      real_setmetatable(source, { __index = function(_, key)
+        local own = caller_own(name, 2)
+        return own ~= nil and own[key] or nil
+      end })
     end
   end
-  return nil
-end
-
--- Method syntax on a string finds Lua's functions in the string library itself; a name it lacks is looked up in
--- the additions of the namespace whose code asked: only then is anything called.
-if not host.system then
-  real_setmetatable(string, { __index = function(_, key)
-    local libraries = caller_libraries(2)
-    return libraries ~= nil and rawget(libraries[2].string, key) or nil
-  end })
 end
 
 default_require = namespace() -- (after the libraries: its package.loaded holds them)
 
 -- `getmetatable("")`: where the libraries are Lua's own, Lua's string metatable; in a store a read-only table whose
--- `__index` is the asking namespace's `string`, as scripts expect of it.
+-- `__index` is the string library, as scripts expect of it.
 if not host.system then
-  string_metatable.__metatable = real_setmetatable({}, {
-    __index = function(_, key)
-      if key ~= "__index" then return nil end
-      local libraries = caller_libraries(2)
-      return libraries ~= nil and libraries[1].string or globals.string
-    end,
-    __newindex = function(_, key)
-      error("cannot modify read-only table 'the string metatable' (field '" .. safe_tostring(key) .. "')", 2)
-    end,
-    __metatable = false,
-  })
+  string_metatable.__metatable = freeze("the string metatable", { __index = globals.string })
 end
 
 local function define(name, value)

@@ -1,0 +1,181 @@
+-- Reading files where the host gives the system (`luakit`, `luastore test`: LuaLimits.system): `io.open(path, "r"|"rb")`
+-- and `io.lines(path, …)` read a file of the project's folder or the module path (fixtures) — its bytes taken whole
+-- when it opens (`readdata`, LuaVM+Host.swift), so no read waits on the system — with Lua's `read`, `lines`, `seek`
+-- and `close`; opening to write answers as a read-only file system would. The prelude runs this chunk only there:
+-- in a store `io` stays output only, and its VM holds none of this.
+--
+-- Receives the host's `readdata`, the sandbox's `io` table (changed in place), its `no_files` refusal, `typename`
+-- and the real `getmetatable` (past `__metatable`).
+local host_readdata, sandbox_io, no_files, typename, raw_getmetatable = ...
+local real_setmetatable, error, type, select, tostring, tonumber = setmetatable, error, type, select, tostring, tonumber
+local math, table = math, table
+
+local open_files = real_setmetatable({}, { __mode = "k" }) -- file -> { bytes, position (0-based), name }
+local reading_metatable = { __name = "FILE*", __metatable = false }
+local function checked(file)
+  local open = open_files[file]
+  if open == nil then
+    if raw_getmetatable(file) == reading_metatable then error("attempt to use a closed file", 3) end
+    error("bad argument #1 (FILE* expected, got " .. typename(file) .. ")", 3)
+  end
+  return open
+end
+-- One format of `read` (liolib.c's `g_read`): the value, or nil at the end of the file. `level` is the script's
+-- frame as `error` counts it from here.
+local function read_format(open, format, index, level)
+  local bytes, at = open[1], open[2]
+  local size = #bytes
+  if math.type(format) == "integer" or (type(format) == "number" and math.tointeger(format)) then
+    local count = math.tointeger(format)
+    if at >= size then return nil end -- (`read(0)` tests for the end: "" before it)
+    open[2] = math.min(size, at + count)
+    return bytes:sub(at + 1, open[2])
+  end
+  if type(format) ~= "string" then
+    error("bad argument #" .. index .. " to 'read' (invalid format)", level)
+  end
+  local kind = format:sub(1, 1) == "*" and format:sub(2, 2) or format:sub(1, 1)
+  if kind == "l" or kind == "L" then
+    if at >= size then return nil end
+    local newline = bytes:find("\n", at + 1, true)
+    open[2] = newline or size
+    return bytes:sub(at + 1, (newline and kind == "l") and newline - 1 or open[2])
+  elseif kind == "a" then
+    open[2] = math.max(at, size)
+    return bytes:sub(at + 1)
+  elseif kind == "n" then -- liolib.c's `read_number`: the longest numeral it can read, at most 200 characters
+    local position = at + 1
+    while position <= size and bytes:find("^[ \t\n\v\f\r]", position) do position = position + 1 end
+    local start = position
+    local function accept(set)
+      local byte = bytes:sub(position, position)
+      if byte ~= "" and set:find(byte, 1, true) then position = position + 1; return true end
+      return false
+    end
+    local function digits(hex)
+      local first = position
+      while position <= size and bytes:find(hex and "^%x" or "^%d", position) do position = position + 1 end
+      return position - first
+    end
+    accept("-+")
+    local count, hex = 0, false
+    if accept("0") then
+      if accept("xX") then hex = true else count = 1 end
+    end
+    count = count + digits(hex)
+    if accept(".") then count = count + digits(hex) end
+    if count > 0 and accept(hex and "pP" or "eE") then
+      accept("-+")
+      digits(false)
+    end
+    open[2] = position - 1
+    if position - start > 200 then return nil end
+    return tonumber(bytes:sub(start, position - 1))
+  end
+  error("bad argument #" .. index .. " to 'read' (invalid format)", level)
+end
+-- `read`'s formats in turn, up to the first that finds nothing; `level` is the script's frame as `error` counts it
+-- from here (2 when tail-called by the script's callee).
+local function read_formats(open, level, ...)
+  local count = select("#", ...)
+  if count == 0 then return read_format(open, "l", 1, level) end -- (a tail call: in this frame's place)
+  local results = {}
+  for index = 1, count do
+    local value = read_format(open, (select(index, ...)), index, level + 1)
+    results[index] = value
+    if value == nil then return table.unpack(results, 1, index) end
+  end
+  return table.unpack(results, 1, count)
+end
+local reading_methods = {}
+function reading_methods.read(file, ...)
+  local open = checked(file)
+  return read_formats(open, 2, ...)
+end
+local function lines_of(file, closes, ...)
+  if select("#", ...) > 250 then error("bad argument #252 to 'lines' (too many arguments)", 3) end
+  local formats = table.pack(...)
+  return function()
+    local open = open_files[file]
+    if open == nil then error("file is already closed", 2) end
+    local results = table.pack(read_formats(open, 3, table.unpack(formats, 1, formats.n)))
+    if results[1] == nil and closes then open_files[file] = nil end
+    return table.unpack(results, 1, results.n)
+  end
+end
+function reading_methods.lines(file, ...)
+  checked(file)
+  return lines_of(file, false, ...)
+end
+function reading_methods.seek(file, whence, offset)
+  local open = checked(file)
+  whence = whence == nil and "cur" or whence
+  if whence ~= "set" and whence ~= "cur" and whence ~= "end" then
+    error("bad argument #1 to 'seek' (invalid option '" .. tostring(whence) .. "')", 2)
+  end
+  if offset == nil then offset = 0 end
+  if math.tointeger(offset) == nil then
+    error("bad argument #2 to 'seek' (" .. (type(offset) == "number" and "number has no integer representation"
+      or "number expected, got " .. typename(offset)) .. ")", 2)
+  end
+  local base = whence == "set" and 0 or whence == "cur" and open[2] or #open[1]
+  local position = base + math.tointeger(offset)
+  if position < 0 then return nil, "Invalid argument", 22 end
+  open[2] = position
+  return position
+end
+function reading_methods.close(file)
+  checked(file)
+  open_files[file] = nil
+  return true
+end
+function reading_methods.write(file)
+  checked(file)
+  return nil, "Bad file descriptor", 9
+end
+function reading_methods.flush(file) checked(file); return true end
+function reading_methods.setvbuf(file) checked(file); return true end
+reading_metatable.__index = reading_methods
+reading_metatable.__newindex = function() error("cannot modify a file of the sandbox's io", 2) end
+reading_metatable.__tostring = function(file)
+  local open = open_files[file]
+  return open == nil and "file (closed)" or "file (" .. open[3] .. ")"
+end
+reading_metatable.__close = function(file) open_files[file] = nil end
+local function open_file(path, mode)
+  if type(path) == "number" then path = tostring(path) end
+  if type(path) ~= "string" then
+    error("bad argument #1 to 'open' (string expected, got " .. typename(path) .. ")", 2)
+  end
+  mode = mode == nil and "r" or mode
+  if type(mode) ~= "string" or not mode:find("^[rwa]%+?b*$") then error("bad argument #2 to 'open' (invalid mode)", 2) end
+  if mode:find("^r") == nil or mode:find("+", 1, true) then
+    return nil, path .. ": Permission denied (the sandbox's files are read-only)", 13
+  end
+  local bytes, message, number = host_readdata(path)
+  if bytes == nil then return nil, message, number end
+  local file = real_setmetatable({}, reading_metatable)
+  open_files[file] = { bytes, 0, path }
+  return file
+end
+sandbox_io.open = open_file
+sandbox_io.lines = function(path, ...)
+  if path == nil then no_files("lines")() end
+  if type(path) == "number" then path = tostring(path) end
+  if type(path) ~= "string" then
+    error("bad argument #1 to 'lines' (string expected, got " .. typename(path) .. ")", 2)
+  end
+  local file, message = open_file(path, "r")
+  if file == nil then error("cannot open file '" .. tostring(path) .. "' (" .. message:sub(#tostring(path) + 3) .. ")", 2) end
+  return lines_of(file, true, ...), nil, nil, file
+end
+local write_type = sandbox_io.type
+sandbox_io.type = function(value)
+  if open_files[value] then return "file" end
+  if raw_getmetatable(value) == reading_metatable then return "closed file" end
+  return write_type(value)
+end
+sandbox_io.close = function(file)
+  if file == nil then return no_files("close")() end
+  return reading_methods.close(file)
+end
