@@ -51,12 +51,13 @@ local function render(value, depth, seen)
   return "{" .. concat(parts, ", ") .. "}"
 end
 
--- luassert's "(type) value" lines.
+-- luassert's "(type) value" lines (a string as its formatter writes one: in single quotes, as it is).
 local function typed(value)
+  if type(value) == "string" then return "(string) '" .. value .. "'" end
   return "(" .. type(value) .. ") " .. render(value)
 end
 
--- The arguments of a call (a `pack`ed list), each typed: "(number) 1, (string) \"x\"".
+-- The arguments of a call (a `pack`ed list), each typed: "(number) 1, (string) 'x'".
 local function typedList(list)
   if list.n == 0 then return "(no values)" end
   local parts = {}

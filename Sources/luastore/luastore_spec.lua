@@ -278,6 +278,9 @@ spec.globals = {
 local preloads = {
   luassert = assertions.assert, ["luassert.spy"] = assertions.spy, ["luassert.stub"] = assertions.stub,
   ["luassert.mock"] = assertions.mock, ["luassert.match"] = assertions.match, busted = spec.globals,
+  -- (`require("busted.runner")()` at a spec's top runs the file stand-alone under `lua`; under a runner it does
+  -- nothing, as busted's does.)
+  ["busted.runner"] = function() end,
 }
 for name, module in pairs(preloads) do
   package.preload[name] = function() return module end
