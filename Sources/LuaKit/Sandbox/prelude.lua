@@ -154,8 +154,10 @@ end
 
 -- `next` and `rawget` read a read-only table as the table it shows, as Lua reads its libraries (`next(string)`,
 -- `rawget(math, "pi")`); writing stays refused. A namespace's globals read as one table.
--- (The libraries a store's scripts may add to, and what each namespace added: below, with the libraries.)
+-- (The libraries a store's scripts may add to, and what each namespace added: below, with the libraries. Which
+-- namespace loaded each chunk, by its name: how code that names no global is told apart.)
 local open_libraries, caller_own, library_next, add_to_library
+local chunk_namespaces = real_setmetatable({}, { __mode = "v" }) -- chunk name -> the namespace that last loaded it
 
 local sealed_next, sealed -- (below)
 
@@ -603,6 +605,7 @@ local function namespace(root, strict)
       local source, chunkname = host_readmodule(name, root)
       local problem
       chunk, problem = real_load(source, chunkname, "t", g or own_globals())
+      chunk_namespaces[chunkname] = g
       if chunk == nil then error(problem, 0) end
       -- (Where Lua's searcher found it: through package.path's "./?.lua", or the module path's absolute template.)
       extra = chunkname:sub(2)
@@ -665,6 +668,7 @@ function make_file_loaders(root, g)
     if mode ~= nil and mode ~= "t" then error("loadfile: scripts can load text chunks only (mode \"t\")", 2) end
     local source, chunkname = host_readfile(path, "loadfile", root)
     if source == nil then return nil, chunkname end
+    if g ~= nil then chunk_namespaces[chunkname] = g end
     return real_load(source, chunkname, "t", env or g or private_environment())
   end
 
@@ -784,15 +788,27 @@ for _, name in ipairs({ "string", "table", "math", "utf8", "coroutine", "debug",
 open_libraries = {}                                                -- library table scripts see -> its name
 local additions_of = real_setmetatable({}, { __mode = "k" })       -- a namespace's globals -> name -> its additions
 
--- The globals of the namespace whose code runs at `level` (as `error` counts it from the caller), or nil.
+-- The globals of the namespace whose code runs at `level` (as `error` counts it from the caller), or nil: the first
+-- function from there up the stack whose `_ENV` is a namespace's globals, or, for a function that names no global
+-- (it has no `_ENV`), the namespace that loaded its chunk. The host's own functions (an `_ENV` that is no
+-- namespace's, or none and a chunk no namespace loaded) are passed over.
 local function caller_namespace(level)
   for at = level + 1, level + 16 do
-    local info = real_getinfo(at, "f")
+    local info = real_getinfo(at, "fS")
     if info == nil then return nil end
+    local named = false
     for index = 1, 255 do
       local name, env = real_getupvalue(info.func, index)
       if name == nil then break end
-      if name == "_ENV" then return global_sets[env] ~= nil and env or nil end
+      if name == "_ENV" then
+        if global_sets[env] ~= nil then return env end
+        named = true
+        break
+      end
+    end
+    if not named then
+      local g = chunk_namespaces[info.source]
+      if g ~= nil then return g end
     end
   end
   return nil
