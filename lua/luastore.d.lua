@@ -165,4 +165,21 @@ mock = {}
 ---@type table
 match = {}
 
+---(specs) A store of the app `require("luastore.store").open()` made: its barrier, rules and budget.
+---@class luastore.SpecStore
+---@field dispatch fun(self: luastore.SpecStore, action: table): boolean, luastore.SpecFailure? true once applied; else false and why (the state as it was)
+---@field state fun(self: luastore.SpecStore): table a copy of the state
+---@field props fun(self: luastore.SpecStore): table the props
+---@field close fun(self: luastore.SpecStore) stops it (also `local s <close> = …`)
+
+---(specs) Why a store refused an action.
+---@class luastore.SpecFailure
+---@field stage string
+---@field message string
+---@field location? string `app.lua:7`
+
+---(specs) `require("luastore.store")`: `open([{ state = …, time_budget_ms = … }])`, from the app's `init` unless a state is given.
+---@class luastore.SpecStores
+---@field open fun(options?: { state?: table, time_budget_ms?: number }): luastore.SpecStore
+
 return luastore

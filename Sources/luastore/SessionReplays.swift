@@ -70,12 +70,13 @@ final class SessionReplays {
     /// the app from its `init` (or a given state) that a spec drives as the app's users do.
     func storeFunctions(in vm: LuaVM) -> [LuaReference] {
         let open = vm.function(named: "open") { [unowned self] arguments throws(LuaError) in
-            let state = arguments.first ?? .nil
-            guard state == .nil || { if case .table = state { return true } else { return false } }() else {
-                throw LuaError(.runtime, "bad argument 'state' to 'open' (a state table expected, got \(state.typeName))")
+            let start: LuaValue? // (`.none`: from the app's `init`)
+            switch arguments.first ?? .nil {
+            case .nil: start = .none
+            case .table(let table): start = .table(table)
+            case let other: throw LuaError(.runtime, "bad argument 'state' to 'open' (a state table expected, got \(other.typeName))")
             }
             let options = try self.options(budget: arguments.count > 1 ? arguments[1] : .nil, function: "open")
-            let start: LuaValue? = state == .nil ? .none : .some(state) // (`.none`: from the app's `init`)
             return [.integer(try self.openStore(from: start, options: options, in: vm, failing: "cannot open a store of the app"))]
         }
         let dispatch = vm.function(named: "dispatch") { [unowned self] arguments throws(LuaError) in
@@ -88,18 +89,17 @@ final class SessionReplays {
             if let location = failure.error.location { fields["location"] = .string(location) }
             return [false, .table(LuaTable(fields: fields))]
         }
-        let state = vm.function(named: "state") { [unowned self] arguments throws(LuaError) in
-            let replayer = try self.replayer(arguments, "state")
-            return [try vm.excludingFromBudget { Self.waiting { () async -> Result<LuaValue, LuaError> in
-                do throws(LuaError) { return .success(try await replayer.store.state()) } catch { return .failure(error) }
-            } }.get()]
+        /// A function answering what `read` gives of the store its first argument names.
+        func reading(_ name: String, _ read: @escaping @Sendable (ScriptedStore) async throws(LuaError) -> LuaValue) -> LuaReference {
+            vm.function(named: name) { [unowned self] arguments throws(LuaError) in
+                let replayer = try self.replayer(arguments, name)
+                return [try vm.excludingFromBudget { Self.waiting { () async -> Result<LuaValue, LuaError> in
+                    do throws(LuaError) { return .success(try await read(replayer.store)) } catch { return .failure(error) }
+                } }.get()]
+            }
         }
-        let props = vm.function(named: "props") { [unowned self] arguments throws(LuaError) in
-            let replayer = try self.replayer(arguments, "props")
-            return [try vm.excludingFromBudget { Self.waiting { () async -> Result<LuaValue, LuaError> in
-                do throws(LuaError) { return .success(try await replayer.store.props()) } catch { return .failure(error) }
-            } }.get()]
-        }
+        let state = reading("state") { store throws(LuaError) in try await store.state() }
+        let props = reading("props") { store throws(LuaError) in try await store.props() }
         let close = vm.function(named: "close") { [unowned self] arguments throws(LuaError) in
             guard let handle = arguments.first?.integer, let replayer = self.replayers.removeValue(forKey: handle) else { return [] }
             replayer.store.shutdown()
