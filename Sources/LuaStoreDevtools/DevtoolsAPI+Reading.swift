@@ -30,6 +30,7 @@ extension DevtoolsAPI {
             body += #","imported":{"name":"#
             RecordingJSON.quote(imported.name, into: &body)
             body += #","entries":\#(imported.entries),"recordedFirst":\#(imported.recordedFirst),"skippedReloads":\#(imported.skippedReloads)"#
+            body += #","cutShort":\#(imported.cutShort.map(String.init) ?? "null")"#
             if let divergence = imported.divergence {
                 body += #","divergence":{"seq":\#(divergence.sequence),"path":"#
                 RecordingJSON.quote(divergence.path, into: &body)

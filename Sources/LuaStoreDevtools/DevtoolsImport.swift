@@ -8,7 +8,8 @@ import LuaStoreScripting
 /// a history of every entry, so the page shows it as it shows the running app — timeline, diffs, the state and
 /// props at any point, queries, time travel. What each action changed is compared with what the recording says:
 /// where the scripts now compute something else, the first such entry is named (from there on, the states shown
-/// are the current scripts'). Entries are numbered from 1; reloads in the recording are skipped, as `replay` does.
+/// are the current scripts'). Entries are numbered from 1; reloads in the recording are skipped and a last line cut
+/// short is left out, as `replay` does (the recording is read by `RecordingLines`, compared by `Replayer.replay`).
 enum DevtoolsImport {
     struct Summary: Sendable {
         var name: String
@@ -16,34 +17,20 @@ enum DevtoolsImport {
         /// The recorded sequence number of the first action.
         var recordedFirst: UInt64
         var skippedReloads: Int
+        /// The number of a last line cut short (a crash while it was written), left out.
+        var cutShort: Int?
         var divergence: (sequence: UInt64, path: String)?
     }
 
     static func load(_ bytes: [UInt8], name: String, folder: URL) async throws -> DevtoolsAPI.Source {
-        var lines = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
-        while let last = lines.last, last.isEmpty { lines.removeLast() }
-        guard let first = lines.first else { throw DevtoolsAPI.Refusal(400, "\(name):1: not a recording (it is empty)") }
-        var reader: RecordingReader
+        var recording: RecordingLines
+        let recorded: [RecordingLine.RecordedAction]
         do {
-            reader = try RecordingReader(header: first)
+            recording = try RecordingLines(LineReader(bytes: bytes))
+            recorded = try recording.rest()
         } catch {
-            throw DevtoolsAPI.Refusal(400, "\(name):1: \(error)")
+            throw DevtoolsAPI.Refusal(400, error.message(name: name))
         }
-        let initial = reader.header.state
-        var recorded: [RecordingLine.RecordedAction] = []
-        var skipped = 0
-        for (index, line) in lines.enumerated().dropFirst() where !line.isEmpty {
-            do {
-                guard let entry = try reader.entry(line) else {
-                    skipped += 1 // a reload
-                    continue
-                }
-                recorded.append(entry)
-            } catch {
-                throw DevtoolsAPI.Refusal(400, "\(name):\(index + 1): not a recorded entry: \(error)")
-            }
-        }
-        let recordedFirst = recorded.first?.sequence ?? 0
 
         let journal = DevtoolsJournal(capacity: max(1, recorded.count))
         var options = ScriptedStoreOptions(log: { _ in }, failures: { _ in })
@@ -53,24 +40,24 @@ enum DevtoolsImport {
         options.subscriptionsChanged = { journal.hear($0) }
         let replayer: Replayer
         do {
-            replayer = try await Replayer(app: folder, from: initial, options: options)
+            replayer = try await Replayer(app: folder, from: recording.header.state, options: options)
         } catch {
             throw DevtoolsAPI.Refusal(409, "the app's scripts do not load: \(error.error) (\(error.stage.rawValue))")
         }
-        let now = await replayer.reduce(recorded.map(\.action))
-
-        var summary = Summary(name: name, entries: recorded.count, recordedFirst: recordedFirst, skippedReloads: skipped)
-        for (offset, (entry, replayed)) in zip(recorded, now).enumerated() {
-            let divergence: Replayer.Divergence?
-            do {
-                divergence = try Replayer.divergence(entry.recorded, now: replayed, limit: 1)
-            } catch {
-                throw DevtoolsAPI.Refusal(400, "\(name): the entry of action \(entry.sequence) is not a recorded entry (\(error))")
-            }
-            if let first = divergence?.differences.first {
-                summary.divergence = (replayed?.sequence ?? UInt64(offset + 1), first.path)
-                break
-            }
+        var steps = recorded.map(Replayer.Step.init)
+        let report: Replayer.Report
+        do {
+            report = try await replayer.replay(.windowed, continuing: true, next: {
+                defer { steps = [] }
+                return steps
+            })
+        } catch {
+            throw DevtoolsAPI.Refusal(400, "\(name): \(error)")
+        }
+        var summary = Summary(name: name, entries: recorded.count, recordedFirst: recorded.first?.sequence ?? 0,
+                              skippedReloads: recording.reloads, cutShort: recording.cutShort)
+        if let found = report.divergence, let first = found.divergence.differences.first {
+            summary.divergence = (found.now?.sequence ?? UInt64(found.position), first.path)
         }
         return DevtoolsAPI.Source(store: replayer.store, journal: journal, imported: summary)
     }

@@ -60,22 +60,22 @@ enum DevtoolsReplay {
             throw DevtoolsAPI.Refusal(409, "the current scripts do not load: \(error.error) (\(error.stage.rawValue))")
         }
         defer { replayer.store.shutdown() }
-        var replayed = 0
-        for entry in recorded {
-            guard let action = entry.action else { continue }
-            let now = await replayer.reduce([action]).first ?? nil
-            replayed += 1
-            var props: (then: LuaValue, now: LuaValue)?
-            if case .success(let then)? = propsThen[entry.sequence], now?.failure == nil, let current = try? await replayer.store.props() {
-                props = (then, current)
-            }
-            if let divergence = try Replayer.divergence(Replayer.Recorded(entry), now: now, props: props) {
-                return Report(replayed: replayed, divergence: Divergence(sequence: entry.sequence, action: action, what: divergence.aspect.rawValue,
-                                                                         differences: divergence.differences,
-                                                                         scripts: (entry.scripts, now?.scripts ?? "?")),
-                              propsCompared: !propsThen.isEmpty)
+        var steps = recorded.compactMap { entry in
+            entry.action.map { action in
+                Replayer.Step(sequence: entry.sequence, action: action, recorded: Replayer.Recorded(entry),
+                              props: propsThen[entry.sequence].flatMap { try? $0.get() })
             }
         }
-        return Report(replayed: replayed, divergence: nil, propsCompared: !propsThen.isEmpty)
+        let report = try await replayer.replay(.oneByOne, next: {
+            defer { steps = [] }
+            return steps
+        })
+        guard let found = report.divergence else { return Report(replayed: report.replayed, divergence: nil, propsCompared: !propsThen.isEmpty) }
+        let entry = recorded.first { $0.sequence == found.step.sequence }
+        return Report(replayed: report.replayed,
+                      divergence: Divergence(sequence: found.step.sequence, action: found.step.action, what: found.divergence.aspect.rawValue,
+                                             differences: found.divergence.differences,
+                                             scripts: (entry?.scripts ?? "?", found.now?.scripts ?? "?")),
+                      propsCompared: !propsThen.isEmpty)
     }
 }

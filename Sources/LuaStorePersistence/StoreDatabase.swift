@@ -295,50 +295,69 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
               let header = Data.fromDatabaseValue(snapshot["header"] as DatabaseValue) else {
             throw PersistenceFailure(path: path, reason: "is damaged: its snapshot is not one LuaStore writes (--persist-reset starts it over)")
         }
-        var reader: RecordingReader
-        do {
-            reader = try RecordingReader(header: Array(header)[...])
-        } catch {
-            throw PersistenceFailure(path: path, reason: "is damaged: its snapshot at entry \(snapshotSequence): \(error)")
-        }
-        var state = reader.header.state
-        var sequence = reader.header.sequence ?? UInt64(snapshotSequence)
+        var sequence = UInt64(snapshotSequence)
+        var resumed: (header: RecordingReader.Header, state: LuaValue)?
+        var databaseError: (any Error)?
         do {
             try queue.read { db in
+                // The snapshot's header, then the rows of entries after it, read as one recording (a row holds
+                // lines, a line break between them and none after the last).
                 let cursor = try Row.fetchCursor(db, sql: "SELECT lines FROM entries WHERE seq > ? ORDER BY seq", arguments: [snapshotSequence])
-                while let row = try cursor.next() {
+                var first = true
+                let lines = LineReader(blocks: { () throws(LineReader.Unreadable) -> [UInt8]? in
+                    defer { first = false }
+                    if first { return Array(header) + [10] }
+                    let row: Row?
+                    do {
+                        row = try cursor.next()
+                    } catch {
+                        databaseError = error
+                        throw LineReader.Unreadable(reason: Self.words(error))
+                    }
+                    guard let row else { return nil }
                     guard let data = Data.fromDatabaseValue(row["lines"] as DatabaseValue) else {
-                        throw PersistenceFailure(path: path, reason: "is damaged after entry \(sequence): a row of entries that holds no lines; it was left as it is")
+                        throw LineReader.Unreadable(reason: "a row of entries holds no lines")
                     }
-                    let lines = Array(data)
-                    var start = lines.startIndex
-                    while start < lines.endIndex {
-                        let end = lines.firstLineBreak(from: start) ?? lines.endIndex
-                        let line = lines[start..<end]
-                        start = end + 1
-                        guard let seq = RecordingLine.entrySequence(line) else {
-                            throw PersistenceFailure(path: path, reason: "is damaged after entry \(sequence): a line that is not an entry; it was left as it is")
-                        }
-                        if seq <= sequence { continue } // (kept in the snapshot)
+                    return Array(data) + [10]
+                }, maximumLength: .max)
+                var recording = try RecordingLines(lines, passingOverKept: true)
+                sequence = recording.header.sequence ?? sequence
+                var state = recording.header.state
+                while case let entries = try recording.next(), !entries.isEmpty {
+                    for entry in entries {
                         do {
-                            if let recorded = try reader.entry(line), let changes = try recorded.readChanges() {
-                                for change in changes { state.apply(change) }
-                            }
+                            for change in try entry.readChanges() ?? [] { state.apply(change) }
                         } catch {
-                            throw PersistenceFailure(path: path, reason: "is damaged at entry \(seq): \(error); it was left as it is")
+                            throw PersistenceFailure(path: path, reason: "is damaged at entry \(entry.sequence): \(error); it was left as it is")
                         }
-                        sequence = seq
                     }
+                    sequence = recording.last ?? sequence
                 }
+                if let line = recording.cutShort { // (every line was written whole: a row is one transaction)
+                    throw PersistenceFailure(path: path, reason: "is damaged after entry \(sequence): line \(line) of its entries is cut short; it was left as it is")
+                }
+                sequence = recording.last ?? sequence
+                resumed = (recording.header, state)
+            }
+        } catch let problem as RecordingLines.Problem {
+            switch problem.kind {
+            case .header, .empty:
+                throw PersistenceFailure(path: path, reason: "is damaged: its snapshot at entry \(snapshotSequence): \(problem.reason)")
+            case .entry:
+                throw PersistenceFailure(path: path, reason: "is damaged at entry \(problem.sequence.map(String.init) ?? "after \(sequence)"): \(problem.reason); it was left as it is")
+            case .unreadable:
+                if let databaseError { throw PersistenceFailure(path: path, reason: "cannot be read: \(Self.words(databaseError))") }
+                throw PersistenceFailure(path: path, reason: "is damaged after entry \(sequence): \(problem.reason); it was left as it is")
             }
         } catch let failure as PersistenceFailure {
             throw failure
         } catch {
             throw PersistenceFailure(path: path, reason: "cannot be read: \(Self.words(error))")
         }
+        guard let resumed else { return nil }
         let resumedThrough = sequence
         self.state.withLock { $0.durable = resumedThrough }
-        return PersistedStart(state: state, schemaVersion: reader.header.schemaVersion, scripts: reader.header.scripts, sequence: sequence)
+        return PersistedStart(state: resumed.state, schemaVersion: resumed.header.schemaVersion, scripts: resumed.header.scripts, sequence: sequence)
     }
 
     // MARK: Writing
@@ -397,7 +416,7 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
                     if let sequence = RecordingLine.entrySequence(line) {
                         chunk = (chunk?.start ?? start, end, chunk?.first ?? sequence, sequence)
                         last = sequence
-                    } else if let sequence = Self.headerSequence(line) {
+                    } else if let sequence = RecordingLine.headerSequence(line) {
                         try flush()
                         snapshot = true
                         try db.cachedStatement(sql: "INSERT OR REPLACE INTO snapshots (seq, header) VALUES (?, ?)")
@@ -510,23 +529,6 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
         }
         let bytes = size(path) + size(path + "-wal")
         return state.withLock { (bytes, $0.durable ?? 0, $0.committed, $0.failure) }
-    }
-
-    // MARK: Lines
-
-    private static let headerSeq = Array(#","seq":"#.utf8)
-
-    /// The sequence number a header line (a snapshot) holds: its first `"seq"` field, which comes before the state.
-    static func headerSequence(_ line: ArraySlice<UInt8>) -> UInt64? {
-        guard line.starts(with: Array(#"{"format":"#.utf8)) else { return nil }
-        var index = line.startIndex
-        while index + headerSeq.count <= line.endIndex {
-            if line[index..<index + headerSeq.count].elementsEqual(headerSeq) {
-                return RecordingLine.leadingNumber(line[(index + headerSeq.count)...])
-            }
-            index += 1
-        }
-        return nil
     }
 
     static func words(_ error: any Error) -> String {

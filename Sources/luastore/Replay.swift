@@ -48,8 +48,6 @@ struct Replay: AsyncParsableCommand {
         guard timeBudget > 0, timeBudget.isFinite else { throw ValidationError("--time-budget-ms must be a number of milliseconds > 0") }
     }
 
-    typealias Recorded = RecordingLine.RecordedAction
-
     /// Actions dispatched before the replay waits for the store and compares what they did.
     static let window = 4_096
 
@@ -66,15 +64,16 @@ struct Replay: AsyncParsableCommand {
 
     func run() async throws {
         try refuseSpecOverInputs()
-        let lines: LineReader
+        var recorded: RecordingLines
         do {
-            lines = try LineReader(path: recording, maximumLength: maxLineBytes)
-        } catch {
-            Console.error("cannot read \(recording): \(error.reason)")
+            recorded = try RecordingLines(try LineReader(path: recording, maximumLength: maxLineBytes))
+        } catch let unreadable as LineReader.Unreadable {
+            Console.error("cannot read \(recording): \(unreadable.reason)")
             throw ExitCode.unusable
+        } catch {
+            throw unusable(error)
         }
-        var reader = try Self.header(lines, name: recording)
-        let initial = reader.header.state
+        let initial = recorded.header.state
         var options = ScriptedStoreOptions(log: { _ in }, failures: { _ in })
         options.modulePath = modules.templates
         // (Each action's journal entry is compared, whatever the observers see: they are told once per burst, as a
@@ -94,58 +93,49 @@ struct Replay: AsyncParsableCommand {
         if let difference = JournalComparison.differences(initial, start.state, path: "state", limit: 1).first {
             try report(replayed: 0, divergence: (0, nil, difference.path, difference.then, difference.now))
         }
-        if let writeSpec {
-            try await replayWritingSpec(replayer, lines: lines, reader: &reader, to: writeSpec)
-            return
+        // The recording is read a window of entries at a time (a long session is never held whole); with a spec
+        // to write, each action is sent on its own (the spec needs the props after each).
+        var writer = writeSpec.map { _ in
+            SessionSpec(name: URL(fileURLWithPath: recording).lastPathComponent, scripts: recorded.header.scripts,
+                        start: recorded.header.state, timeBudget: .microseconds(Int64(timeBudget * 1000)))
         }
-        // The recording is read a window of entries at a time (a long session is never held whole); each
-        // window's actions are dispatched without waiting for each (the store takes them in order, and each makes
-        // one journal entry), then each entry is compared with what was recorded, in order. The store reduces a
-        // window while the next is read and the one before compared, on this thread; a malformed line of the next
-        // window is reported after this one was compared, as if read after it.
-        var replayed = 0
-        var window = try Self.entries(from: lines, reader: &reader, name: recording, upTo: Self.window, until: until)
-        if !window.isEmpty { replayer.start(window.map(\.action)) }
-        while !window.isEmpty {
-            let next = Result { try Self.entries(from: lines, reader: &reader, name: recording, upTo: Self.window, until: until) }
-            let now = await replayer.finish(window.count)
-            if case .success(let next) = next, !next.isEmpty { replayer.start(next.map(\.action)) }
-            for (entry, now) in zip(window, now) {
-                replayed += 1
-                try compare(entry, with: now, replayed: replayed)
-            }
-            window = try next.get()
+        var props = try? await store.props()
+        let found: Replayer.Report
+        do {
+            found = try await replayer.replay(writer == nil ? .windowed : .oneByOne, next: {
+                let window = try recorded.next(upTo: Self.window, until: until)
+                if window.isEmpty, let line = recorded.cutShort {
+                    Console.error("\(recording):\(line): the last line is cut short (the recording stopped mid-write); replaying up to the line before")
+                }
+                return window.map(Replayer.Step.init)
+            }, each: { step, _, now in
+                guard writer != nil else { return }
+                writer?.steps.append(SessionSpec.Step(step, props: now != props ? now : nil))
+                props = now ?? props
+            })
+        } catch {
+            throw unusable(error)
         }
-        try report(replayed: replayed, divergence: nil)
+        if let found = found.divergence, let first = found.divergence.differences.first {
+            try report(replayed: found.position, divergence: (found.step.sequence, found.step.action, first.path, first.then, first.now))
+        }
+        if let writer, let writeSpec { try write(writer, to: writeSpec) }
+        try report(replayed: found.replayed, divergence: nil)
+        if let writer, !json { Console.out("wrote \(writeSpec ?? ""): \(writer.steps.count) tests (run them with `luastore test \(appDirectory)`)") }
     }
 
-    /// The replay for `--write-spec`: each action sent on its own (so that the props after it are known), compared
-    /// as the replay compares; the spec is written once every action matched.
-    func replayWritingSpec(_ replayer: Replayer, lines: LineReader, reader: inout RecordingReader, to path: String) async throws {
-        let store = replayer.store
-        let props = Protected<[LuaValue]>([])
-        store.observeProps { value in
-            props.withLock { $0.append(value) }
-            return .active
+    /// Says why the recording cannot be replayed further (exit status 2).
+    private func unusable(_ error: any Error) -> ExitCode {
+        switch error {
+        case let problem as RecordingLines.Problem: Console.error(problem.message(name: recording))
+        case let unreadable as Replayer.UnreadableEntry: Console.error("\(recording): \(unreadable)")
+        default: Console.error("\(recording): \(error)")
         }
-        await store.barrier()
-        var seen = props.withLock { $0.count }
-        var writer = SessionSpec(name: URL(fileURLWithPath: recording).lastPathComponent,
-                                 scripts: reader.header.scripts, start: reader.header.state,
-                                 timeBudget: .microseconds(Int64(timeBudget * 1000)))
-        var replayed = 0
-        while true {
-            let window = try Self.entries(from: lines, reader: &reader, name: recording, upTo: Self.window, until: until)
-            if window.isEmpty { break }
-            for entry in window {
-                let now = await replayer.send(entry.action)
-                replayed += 1
-                try compare(entry, with: now, replayed: replayed)
-                let after = props.withLock { list in (list.count, list.last) }
-                writer.steps.append(SessionSpec.Step(recorded: entry, props: after.0 > seen ? after.1 : nil))
-                seen = after.0
-            }
-        }
+        return ExitCode.unusable
+    }
+
+    /// Writes the spec of a replay that matched.
+    func write(_ writer: SessionSpec, to path: String) throws {
         if let obstacle = OutputFailure.obstacle(to: path, makingFolders: true) {
             Console.error("cannot write the spec \(path): \(obstacle)")
             throw ExitCode.appFailure
@@ -160,23 +150,6 @@ struct Replay: AsyncParsableCommand {
         } catch {
             Console.error("cannot write the spec \(path): \(OutputFailure.words(for: error))")
             throw ExitCode.appFailure
-        }
-        try report(replayed: replayed, divergence: nil)
-        if !json { Console.out("wrote \(path): \(writer.steps.count) tests (run them with `luastore test \(appDirectory)`)") }
-    }
-
-    /// Compares what a recorded action did then with what it did now (its journal entry); reports and exits 1 at a
-    /// divergence, 2 when the recorded entry cannot be read.
-    func compare(_ entry: Recorded, with now: JournalEntry?, replayed: Int) throws {
-        let divergence: Replayer.Divergence?
-        do {
-            divergence = try Replayer.divergence(entry.recorded, now: now, limit: 1)
-        } catch {
-            Console.error("\(recording): the entry of action \(entry.sequence) is not a recorded entry (\(error))")
-            throw ExitCode.unusable
-        }
-        if let first = divergence?.differences.first {
-            try report(replayed: replayed, divergence: (entry.sequence, entry.action, first.path, first.then, first.now))
         }
     }
 
@@ -214,98 +187,5 @@ struct Replay: AsyncParsableCommand {
         var end = text.utf8.index(text.utf8.startIndex, offsetBy: limit)
         while end > text.startIndex, text.utf8[end] & 0xC0 == 0x80 { end = text.utf8.index(before: end) } // (not mid-character)
         return String(decoding: text.utf8[..<end], as: UTF8.self) + "… (\(text.utf8.count) bytes in all)"
-    }
-
-    /// The recording's reader, from its header line.
-    static func header(_ lines: LineReader, name: String) throws -> RecordingReader {
-        guard let first = try read(lines, name: name) else {
-            Console.error("\(name):1: not a recording (the file is empty)")
-            throw ExitCode.unusable
-        }
-        do {
-            return try RecordingReader(header: first.line)
-        } catch {
-            Console.error("\(name):1: \(error)")
-            throw ExitCode.unusable
-        }
-    }
-
-    /// The next recorded actions, at most `limit` of them and none past `until`; empty at the end. Reloads are
-    /// skipped (the current scripts run throughout); a last line cut short (a crash while writing) ends the
-    /// recording with a note; any other line that is not what the format says is refused, naming it. The lines are
-    /// read a batch at a time and their sums checked four at a time (`RecordingLine.sumsMatch`), then each line is
-    /// read in order, as if alone: a line whose sum does not match is refused as `checkSum` says.
-    static func entries(from lines: LineReader, reader: inout RecordingReader, name: String, upTo limit: Int, until: UInt64?) throws -> [Recorded] {
-        var entries: [Recorded] = []
-        while entries.count < limit {
-            let batch = Batch(lines, upTo: limit - entries.count, until: until)
-            guard !batch.ranges.isEmpty || batch.failure != nil else { break }
-            let matching = reader.header.version >= 3 ? RecordingLine.sumsMatch(batch.ranges, in: batch.bytes) : []
-            for (index, range) in batch.ranges.enumerated() {
-                let entry: Recorded?
-                do {
-                    entry = try reader.entry(batch.bytes[range], sumChecked: !matching.isEmpty && matching[index])
-                } catch where !batch.complete[index] {
-                    Console.error("\(name):\(batch.numbers[index]): the last line is cut short (the recording stopped mid-write); replaying up to the line before")
-                    lines.finish()
-                    return entries
-                } catch {
-                    Console.error("\(name):\(batch.numbers[index]): not a recorded entry: \(error)")
-                    throw ExitCode.unusable
-                }
-                guard let entry else { continue } // a reload
-                if let until, entry.sequence > until {
-                    lines.finish()
-                    return entries
-                }
-                entries.append(entry)
-            }
-            if let failure = batch.failure { // (after the lines read before it, as if read one by one)
-                Console.error("cannot read \(name): \(failure.reason)")
-                throw ExitCode.unusable
-            }
-        }
-        return entries
-    }
-
-    /// Lines read ahead, copied into one buffer (a line read from a `LineReader` is good until the next is read):
-    /// at most `limit` of them, the last one the first whose `seq` is past `until`, if any; and why the input could
-    /// not be read further, if it could not (said once the lines before are read).
-    struct Batch {
-        var bytes: [UInt8] = []
-        var ranges: [Range<Int>] = []
-        var numbers: [Int] = []
-        var complete: [Bool] = []
-        var failure: LineReader.Unreadable?
-
-        init(_ lines: LineReader, upTo limit: Int, until: UInt64?) {
-            bytes.reserveCapacity(limit * 256)
-            while ranges.count < limit {
-                let next: (line: ArraySlice<UInt8>, complete: Bool)?
-                do {
-                    next = try lines.next()
-                } catch {
-                    failure = error
-                    break
-                }
-                guard let (line, whole) = next else { break }
-                if line.isEmpty { continue }
-                ranges.append(bytes.count..<(bytes.count + line.count))
-                bytes.append(contentsOf: line)
-                numbers.append(lines.number)
-                complete.append(whole)
-                if let until, let sequence = RecordingLine.entrySequence(line), sequence > until { break }
-            }
-        }
-    }
-
-    /// The next line, or nil at the end; a failure to read is said in words (exit status 2).
-    private static func read(_ lines: LineReader, name: String) throws -> (line: ArraySlice<UInt8>, complete: Bool)? {
-        do {
-            return try lines.next()
-        } catch {
-            Console.error("cannot read \(name): \(error.reason)")
-            throw ExitCode.unusable
-        }
     }
 }

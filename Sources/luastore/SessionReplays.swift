@@ -141,16 +141,15 @@ final class SessionReplays {
             let action = arguments[1], expected = arguments[2]
             let recorded = Replayer.Recorded(failure: expected["failure"].string,
                                              changes: expected["failure"] == .nil ? try Self.changes(expected["changes"]) : nil)
-            let wantsProps = expected["props"] != .nil
+            let step = Replayer.Step(sequence: 0, action: action, recorded: recorded, props: expected["props"] == .nil ? nil : expected["props"])
             let (entry, props) = vm.excludingFromBudget { Self.waiting { () async -> (JournalEntry?, LuaValue?) in
-                let entry = await replayer.send(action)
-                return (entry, wantsProps ? try? await replayer.store.props() : nil)
+                await replayer.send(step, props: false)
             } }
             let divergence: Replayer.Divergence?
-            do {
-                divergence = try Replayer.divergence(recorded, now: entry, props: props.map { (then: expected["props"], now: $0) }, limit: 1)
+            do throws(Replayer.UnreadableEntry) {
+                divergence = try Replayer.divergence(of: step, now: entry, props: props)
             } catch {
-                throw LuaError(.runtime, "the recorded changes of this step cannot be read: \(error)")
+                throw LuaError(.runtime, "the recorded changes of this step cannot be read: \(error.malformed)")
             }
             guard let divergence, let first = divergence.differences.first else { return [] }
             replayer.store.shutdown()

@@ -467,16 +467,16 @@ import Testing
         #expect(span.map { String(decoding: $0, as: UTF8.self) } == #"[[["a"], 1] , [["b"]]]"#)
         #expect(try RecordedJSON.parsing(bytes, spanOf: "missing").span == nil)
         #expect(try RecordedJSON.parsing(bytes[bytes.startIndex...], spanOf: "seq").span.map { Array($0) } == Array("3".utf8))
-        let recorded = try #require(try RecordingLine.recordedAction(line: bytes))
-        #expect(recorded.changesJSON.map { String(decoding: $0, as: UTF8.self) } == #"[[["a"], 1] , [["b"]]]"#)
-        #expect(recorded.changes == nil, "read only when asked")
+        let recorded = RecordingLine.RecordedAction(sequence: 3, action: [:], changesJSON: span)
         #expect(try recorded.readChanges() == [StateChange(path: ["a"], value: 1), StateChange(path: ["b"], value: nil)])
         // The text is bounded by its brackets, quotes and escapes, not read: an unclosed list is refused at once,
         // a list of the wrong shape when it is read.
         let unclosed = ArraySlice(Array(#"{"seq":1,"action":{"type":"x"},"changes":[["a\"]"],1]"#.utf8))
-        #expect(throws: RecordingJSON.Malformed.self) { try RecordingLine.recordedAction(line: unclosed) }
-        let wrongShape = try #require(try RecordingLine.recordedAction(line: ArraySlice(Array(#"{"seq":1,"action":{"type":"x"},"changes":{"a":[1,"]"]}}"#.utf8))))
-        #expect(wrongShape.changesJSON.map { String(decoding: $0, as: UTF8.self) } == #"{"a":[1,"]"]}"#)
+        #expect(throws: RecordingJSON.Malformed.self) { try RecordedJSON.parsing(unclosed, spanOf: "changes", readsIt: false) }
+        let wrongLine = ArraySlice(Array(#"{"seq":1,"action":{"type":"x"},"changes":{"a":[1,"]"]}}"#.utf8))
+        let wrongSpan = try #require(try RecordedJSON.parsing(wrongLine, spanOf: "changes", readsIt: false).span)
+        #expect(String(decoding: wrongSpan, as: UTF8.self) == #"{"a":[1,"]"]}"#)
+        let wrongShape = RecordingLine.RecordedAction(sequence: 1, action: [:], changesJSON: wrongSpan)
         #expect(throws: RecordingJSON.Malformed.self) { try wrongShape.readChanges() }
     }
 
@@ -644,10 +644,10 @@ extension JournalTests {
         #expect(failed.count == 6, "\(failed.prefix(2))")
         #expect(fromRuns == fromEntries)
         // Exact: the header's state with every line's changes applied is the store's final state.
-        var state = try #require(try RecordedJSON(parsing: lines[0])["state"].map(RecordingJSON.decode))
-        for line in lines.dropFirst() {
-            let recorded = try #require(try RecordingLine.recordedAction(try RecordedJSON(parsing: line)))
-            for change in recorded.changes ?? [] { Self.apply(change, to: &state) }
+        var recording = try RecordingLines(LineReader(bytes: fromRuns))
+        var state = recording.header.state
+        for recorded in try recording.rest() {
+            for change in try recorded.readChanges() ?? [] { Self.apply(change, to: &state) }
         }
         #expect(state == finalState.withLock { $0 })
     }

@@ -184,6 +184,19 @@ public enum RecordingLine {
         return leadingNumber(line.dropFirst(prefix.count))
     }
 
+    /// The sequence number a header line (a snapshot) holds — its first `"seq"` field, which comes before the
+    /// state — or nil for another line: found without parsing the line (a durable store's writer sorts every line).
+    public static func headerSequence(_ line: ArraySlice<UInt8>) -> UInt64? {
+        guard line.starts(with: #"{"format":"#.utf8) else { return nil }
+        let field = #","seq":"#.utf8
+        var index = line.startIndex
+        while index + field.count <= line.endIndex {
+            if line[index..<index + field.count].elementsEqual(field) { return leadingNumber(line[(index + field.count)...]) }
+            index += 1
+        }
+        return nil
+    }
+
     /// The decimal number `bytes` begin with (at most 19 digits, which an `UInt64` holds), or nil.
     public static func leadingNumber(_ bytes: ArraySlice<UInt8>) -> UInt64? {
         var value: UInt64 = 0
@@ -314,12 +327,13 @@ public enum RecordingLine {
     public struct RecordedAction: Sendable {
         public var sequence: UInt64
         public var action: LuaValue
-        /// What it changed (nil when it failed — and, for an action read with `recordedAction(line:)`, until
-        /// `readChanges()` reads them).
+        /// What it changed (nil when it failed — and, for an action read from a line, until `readChanges()`
+        /// reads them).
         public var changes: [StateChange]?
         /// The failure's message (nil when it was applied).
         public var failure: String?
-        /// The `changes` as the line wrote them (JSON), when read from a line with `recordedAction(line:)`.
+        /// The `changes` as the line wrote them (JSON), when read from a line (`RecordingReader`): compared
+        /// without reading by `JournalEntry.changesAreEncoded(as:)`, read by `readChanges()`.
         public var changesJSON: ArraySlice<UInt8>?
 
         /// What it changed: `changes`, or what `changesJSON` says (nil when it failed).
@@ -328,41 +342,6 @@ public enum RecordingLine {
             guard failure == nil, let changesJSON else { return nil }
             return try RecordingLine.changes(from: RecordedJSON(parsing: changesJSON))
         }
-    }
-
-    /// The recorded action of an entry line; nil for a line that is not an action (a reload). Its changes are
-    /// kept as the line wrote them (`changesJSON`), not read: `JournalEntry.changesAreEncoded(as:)` compares
-    /// them without reading, `readChanges()` reads them.
-    public static func recordedAction(line: ArraySlice<UInt8>) throws(RecordingJSON.Malformed) -> RecordedAction? {
-        let (fields, changesJSON) = try RecordedJSON.parsing(line, spanOf: "changes", readsIt: false)
-        guard var recorded = try recordedOutcome(fields) else { return nil }
-        if recorded.failure == nil {
-            guard let changesJSON else { throw RecordingJSON.Malformed(description: "no \"changes\"") }
-            recorded.changesJSON = changesJSON
-        }
-        return recorded
-    }
-
-    /// The recorded action of an entry line (its parsed fields); nil for a line that is not an action (a reload).
-    public static func recordedAction(_ fields: RecordedJSON) throws(RecordingJSON.Malformed) -> RecordedAction? {
-        guard var recorded = try recordedOutcome(fields) else { return nil }
-        if recorded.failure == nil {
-            guard let list = fields["changes"] else { throw RecordingJSON.Malformed(description: "no \"changes\"") }
-            recorded.changes = try changes(from: list)
-        }
-        return recorded
-    }
-
-    /// An entry line's sequence number, action and failure, from its fields (its changes are the caller's).
-    static func recordedOutcome(_ fields: RecordedJSON) throws(RecordingJSON.Malformed) -> RecordedAction? {
-        guard let actionJSON = fields["action"] else { return nil }
-        guard case .integer(let sequence)? = fields["seq"], sequence > 0 else { throw RecordingJSON.Malformed(description: "no \"seq\"") }
-        let action = try RecordingJSON.decode(actionJSON)
-        guard case .object(let failure)? = fields["failure"] else {
-            return RecordedAction(sequence: UInt64(sequence), action: action, changes: nil, failure: nil)
-        }
-        guard case .string(let message)? = failure["message"] else { throw RecordingJSON.Malformed(description: "a failure without a message") }
-        return RecordedAction(sequence: UInt64(sequence), action: action, changes: nil, failure: message)
     }
 
     /// The changes a line's `changes` list holds (`[[path…], value]`, or `[[path…]]` for a removal).

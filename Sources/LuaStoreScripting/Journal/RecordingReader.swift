@@ -3,8 +3,8 @@ import LuaKit
 /// Reads a recording line by line, checking every field the format defines: the header first, then each entry
 /// — its sum (format 3), its sequence number (one more than the line before: a line lost, repeated or moved is
 /// refused), its origin, its outcome, its digest, and no field the format does not have. A recording is either
-/// read with the meaning it was written with or refused; the caller names the line. (`luastore replay` and the
-/// devtools' import read through it.)
+/// read with the meaning it was written with or refused; the caller names the line. (`RecordingLines` reads
+/// every recording through it.)
 public struct RecordingReader: Sendable {
     /// What the header says.
     public struct Header: Sendable {
@@ -76,7 +76,7 @@ public struct RecordingReader: Sendable {
     }
 
     /// Reads the next entry line: the recorded action (its changes kept as written, see
-    /// `RecordingLine.recordedAction(line:)`), or nil for a reload. Each field is looked up once; a line with a
+    /// `RecordingLine.RecordedAction.changesJSON`), or nil for a reload. Each field is looked up once; a line with a
     /// field the format does not define has more fields than those found.
     /// `sumChecked`: the line's sum was found to match already (`RecordingLine.sumsMatch`).
     public mutating func entry(_ line: ArraySlice<UInt8>, sumChecked: Bool = false) throws(Malformed) -> RecordingLine.RecordedAction? {

@@ -3,7 +3,8 @@ import LuaKit
 import LuaStoreCore
 
 /// Replays recorded actions with the app's scripts as they are now, and says where what they do differs from what
-/// was recorded — the one replayer behind `luastore replay`, the devtools' import and the devtools' replay. A
+/// was recorded — the one replayer, and the one replay-and-compare loop (`replay`), behind `luastore replay`, the
+/// devtools' import and the devtools' replay. A
 /// store of its own (effects are data: none is performed) starts from the recorded state; each action is
 /// reduced as the session reduced it, and its journal entry is compared with the recorded one: its outcome
 /// (applied or failed, and the failure's message), what it changed, the commands it returned (where they were
@@ -57,6 +58,105 @@ public final class Replayer: Sendable {
         public var differences: [JournalComparison.Difference]
     }
 
+    /// One action to replay: its sequence number when recorded, what it was, what it did then, and the props
+    /// after it then (compared where given).
+    public struct Step: Sendable {
+        public var sequence: UInt64
+        public var action: LuaValue
+        public var recorded: Recorded
+        public var props: LuaValue?
+
+        public init(sequence: UInt64, action: LuaValue, recorded: Recorded, props: LuaValue? = nil) {
+            self.sequence = sequence
+            self.action = action
+            self.recorded = recorded
+            self.props = props
+        }
+
+        /// A recorded action of a recording.
+        public init(_ recorded: RecordingLine.RecordedAction) {
+            self.init(sequence: recorded.sequence, action: recorded.action, recorded: recorded.recorded)
+        }
+    }
+
+    /// How actions are sent.
+    public enum Pace: Sendable {
+        /// A window of actions is dispatched without waiting for each, and compared once the store reduced it,
+        /// while the next window is read; the props are not compared.
+        case windowed
+        /// Each action is sent on its own and waited for; the props after it are compared (where the step has
+        /// them) and handed to `each`.
+        case oneByOne
+    }
+
+    /// What a replay found.
+    public struct Report: Sendable {
+        /// Where the first divergence was found.
+        public struct Found: Sendable {
+            public var step: Step
+            /// The action's place among those replayed (1 for the first).
+            public var position: Int
+            /// Its journal entry now (nil: nothing was heard of it).
+            public var now: JournalEntry?
+            public var divergence: Divergence
+        }
+
+        /// The actions replayed (and compared).
+        public var replayed = 0
+        public var divergence: Found?
+    }
+
+    /// A recorded entry whose changes are not what the format says (found when compared).
+    public struct UnreadableEntry: Error, CustomStringConvertible {
+        public var sequence: UInt64
+        public var malformed: RecordingJSON.Malformed
+
+        public var description: String { "the entry of action \(sequence) is not a recorded entry (\(malformed))" }
+    }
+
+    /// The replay-and-compare loop: sends the steps `next` hands over (until it hands over none) and compares what
+    /// each does now with what it did, in order; stops at the first divergence, or goes on to the end when
+    /// `continuing` (the first one is reported). `each` hears every step compared, with its entry and (one by one)
+    /// the props after it. Errors of `next` and `each` are thrown as they are, after the steps before them were
+    /// compared; a recorded entry that cannot be read is an `UnreadableEntry`.
+    public func replay(_ pace: Pace, continuing: Bool = false, next: () throws -> [Step],
+                       each: (Step, JournalEntry?, LuaValue?) throws -> Void = { _, _, _ in }) async throws -> Report {
+        var report = Report()
+        func compare(_ step: Step, _ now: JournalEntry?, props: LuaValue?) throws -> Bool {
+            report.replayed += 1
+            let divergence = try Self.divergence(of: step, now: now, props: props)
+            if let divergence, report.divergence == nil {
+                report.divergence = Report.Found(step: step, position: report.replayed, now: now, divergence: divergence)
+            }
+            try each(step, now, props)
+            return report.divergence == nil || continuing
+        }
+        switch pace {
+        case .windowed:
+            // Each window is dispatched without waiting for each action (the store takes them in order, and each
+            // makes one journal entry); the store reduces a window while the next is read and the one before
+            // compared, on this thread; a failure to read the next window is thrown after this one was compared,
+            // as if read after it.
+            var window = try next()
+            if !window.isEmpty { start(window.map(\.action)) }
+            while !window.isEmpty {
+                let following = Result { try next() }
+                let now = await finish(window.count)
+                if case .success(let following) = following, !following.isEmpty { start(following.map(\.action)) }
+                for (step, now) in zip(window, now) where try !compare(step, now, props: nil) { return report }
+                window = try following.get()
+            }
+        case .oneByOne:
+            while case let steps = try next(), !steps.isEmpty {
+                for step in steps {
+                    let (now, props) = await send(step)
+                    if try !compare(step, now, props: props) { return report }
+                }
+            }
+        }
+        return report
+    }
+
     /// Starts a replay of the app in `folder` from `state` (nil: the app's `init`). `options` are the store's
     /// (effects are turned off; a `journal` given there hears every entry too).
     public init(app folder: URL, from state: LuaValue?, options: ScriptedStoreOptions) async throws(ScriptFailure) {
@@ -105,6 +205,23 @@ public final class Replayer: Sendable {
         return heard.withLock { heard in
             defer { heard = nil }
             return heard?.last
+        }
+    }
+
+    /// Sends one step's action and waits until its props are delivered: its entry, and the props after it (where
+    /// the step has props to compare with, or `props` asks).
+    public func send(_ step: Step, props: Bool = true) async -> (now: JournalEntry?, props: LuaValue?) {
+        let now = await send(step.action)
+        return (now, props || step.props != nil ? try? await store.props() : nil)
+    }
+
+    /// Where what a step did now differs from what it did then (at most one place named); a recorded entry that
+    /// cannot be read is an `UnreadableEntry`.
+    public static func divergence(of step: Step, now: JournalEntry?, props: LuaValue?) throws(UnreadableEntry) -> Divergence? {
+        do {
+            return try divergence(step.recorded, now: now, props: step.props.flatMap { then in props.map { (then, $0) } }, limit: 1)
+        } catch {
+            throw UnreadableEntry(sequence: step.sequence, malformed: error)
         }
     }
 

@@ -17,6 +17,13 @@ public struct SessionSpec: Sendable {
             self.props = props
         }
 
+        /// The step of an action replayed (`Replayer.replay`).
+        public init(_ step: Replayer.Step, props: LuaValue?) {
+            recorded = RecordingLine.RecordedAction(sequence: step.sequence, action: step.action, changes: step.recorded.changes,
+                                                    failure: step.recorded.failure, changesJSON: step.recorded.changesJSON)
+            self.props = props
+        }
+
         /// The step of a journal entry of an action (nil for a reload's entry).
         public init?(entry: JournalEntry, props: LuaValue?) {
             guard case .action(let action) = entry.event else { return nil }
