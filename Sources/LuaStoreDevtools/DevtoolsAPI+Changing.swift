@@ -72,6 +72,14 @@ extension DevtoolsAPI {
     func statusJSON() async -> String {
         let travel = await store.travelStatus()
         let history = await store.history()
-        return #"{"type":"status","traveling":\#(travel.traveling),"held":\#(travel.held),"at":\#(history.at ?? 0),"unlocked":\#(unlocked.withLock { $0 })}"#
+        var json = JSONWriter()
+        json.object { json in
+            json.field("type", "status")
+            json.field("traveling", travel.traveling)
+            json.field("held", travel.held)
+            json.field("at", history.at ?? 0)
+            json.field("unlocked", unlocked.withLock { $0 })
+        }
+        return json.text
     }
 }

@@ -21,58 +21,66 @@ extension DevtoolsAPI {
             status = lastStatus.withLock { $0 }
         }
         let (history, travel) = status
-        var body = #"{"app":"#
-        RecordingJSON.quote(options.app, into: &body)
-        body += #","first":\#(bounds.first),"last":\#(bounds.last),"count":\#(bounds.count),"capacity":\#(journal.capacity)"#
-        body += #","history":{"first":\#(history.kept.first ?? 0),"last":\#(history.kept.last ?? 0),"at":\#(history.at ?? 0)}"#
-        body += #","traveling":\#(travel.traveling),"held":\#(travel.held),"unlocked":\#(unlocked.withLock { $0 }),"busy":\#(busy)"#
-        if let imported = source.imported {
-            body += #","imported":{"name":"#
-            RecordingJSON.quote(imported.name, into: &body)
-            body += #","entries":\#(imported.entries),"recordedFirst":\#(imported.recordedFirst),"skippedReloads":\#(imported.skippedReloads)"#
-            body += #","cutShort":\#(imported.cutShort.map(String.init) ?? "null")"#
-            if let divergence = imported.divergence {
-                body += #","divergence":{"seq":\#(divergence.sequence),"path":"#
-                RecordingJSON.quote(divergence.path, into: &body)
-                body += "}"
+        var json = JSONWriter()
+        json.object { json in
+            json.field("app", options.app)
+            json.field("first", bounds.first)
+            json.field("last", bounds.last)
+            json.field("count", bounds.count)
+            json.field("capacity", journal.capacity)
+            json.object("history") { json in
+                json.field("first", history.kept.first ?? 0)
+                json.field("last", history.kept.last ?? 0)
+                json.field("at", history.at ?? 0)
             }
-            body += "}"
-        } else {
-            body += #","imported":null"#
+            json.field("traveling", travel.traveling)
+            json.field("held", travel.held)
+            json.field("unlocked", unlocked.withLock { $0 })
+            json.field("busy", busy)
+            if let imported = source.imported {
+                json.object("imported") { json in
+                    json.field("name", imported.name)
+                    json.field("entries", imported.entries)
+                    json.field("recordedFirst", imported.recordedFirst)
+                    json.field("skippedReloads", imported.skippedReloads)
+                    json.field("cutShort", imported.cutShort)
+                    if let divergence = imported.divergence {
+                        json.object("divergence") { json in
+                            json.field("seq", divergence.sequence)
+                            json.field("path", divergence.path)
+                        }
+                    }
+                }
+            } else {
+                json.field("imported", raw: "null")
+            }
+            json.field("persistence", raw: persistence())
+            json.array("plugins", store.mountedManifests.sorted { $0.key < $1.key }) { json, mount in
+                json.object { json in
+                    json.field("key", mount.key)
+                    json.field("name", mount.value.name)
+                    json.field("version", mount.value.version.description)
+                }
+            }
+            json.array("types", journal.types) { json, type in json.value(type) }
         }
-        body += #","persistence":"# + persistence()
-        body += #","plugins":["#
-        let mounted = store.mountedManifests.sorted { $0.key < $1.key }
-        Self.appendList(mounted, to: &body) { mount, body in
-            body += #"{"key":"#
-            RecordingJSON.quote(mount.key, into: &body)
-            body += #","name":"#
-            RecordingJSON.quote(mount.value.name, into: &body)
-            body += #","version":"#
-            RecordingJSON.quote(mount.value.version.description, into: &body)
-            body += "}"
-        }
-        body += #"],"types":["#
-        Self.appendList(journal.types, to: &body) { type, body in
-            RecordingJSON.quote(type, into: &body)
-        }
-        body += "]}"
-        return Self.json(body)
+        return Self.json(json)
     }
 
     /// The store's database (`null` without one): its file, durability, size on disk, last entry committed and
     /// when (milliseconds since 1970), and why writing failed, if it did.
     func persistence() -> String {
         guard let status = store.persistence?.status else { return "null" }
-        var body = #"{"path":"#
-        RecordingJSON.quote(status.path, into: &body)
-        body += #","durability":"#
-        RecordingJSON.quote(status.durability, into: &body)
-        body += #","bytes":\#(status.bytes),"sequence":\#(status.sequence),"committed":"#
-        body += status.committed.map { String(Int64(($0.timeIntervalSince1970 * 1000).rounded())) } ?? "null"
-        body += #","failure":"#
-        if let failure = status.failure { RecordingJSON.quote(failure, into: &body) } else { body += "null" }
-        return body + "}"
+        var json = JSONWriter()
+        json.object { json in
+            json.field("path", status.path)
+            json.field("durability", status.durability)
+            json.field("bytes", status.bytes)
+            json.field("sequence", status.sequence)
+            json.field("committed", status.committed.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) })
+            json.field("failure", status.failure)
+        }
+        return json.text
     }
 
     /// What each plugin the app mounts has cost so far: `{"plugins": [{key, name, version, calls, nanoseconds,
@@ -80,44 +88,43 @@ extension DevtoolsAPI {
     func plugins() async throws -> HTTPResponse {
         let store = self.store
         let costs = try await promptly { await store.pluginCosts() }
-        var body = #"{"plugins":["#
-        Self.appendList(costs, to: &body) { cost, body in
-            body += #"{"key":"#
-            RecordingJSON.quote(cost.key, into: &body)
-            body += #","name":"#
-            RecordingJSON.quote(cost.name, into: &body)
-            body += #","version":"#
-            RecordingJSON.quote(cost.version, into: &body)
-            body += #","calls":\#(cost.calls),"nanoseconds":\#(cost.nanoseconds),"allocations":\#(cost.allocations),"failures":\#(cost.failures)}"#
+        var json = JSONWriter()
+        json.object { json in
+            json.array("plugins", costs) { json, cost in
+                json.object { json in
+                    json.field("key", cost.key)
+                    json.field("name", cost.name)
+                    json.field("version", cost.version)
+                    json.field("calls", cost.calls)
+                    json.field("nanoseconds", cost.nanoseconds)
+                    json.field("allocations", cost.allocations)
+                    json.field("failures", cost.failures)
+                }
+            }
         }
-        return Self.json(body + "]}")
+        return Self.json(json)
     }
 
     func entries(_ request: HTTPRequest) throws -> HTTPResponse {
         let offset = Int(request.query["offset"] ?? "") ?? 0
         let limit = min(500, Int(request.query["limit"] ?? "") ?? 100)
         let filter = try EntryFilter(request.query)
-        var body = ""
-        if filter.isEmpty {
-            let bounds = journal.bounds
-            let kept = journal.entries(offset: offset, limit: limit)
-            body += #"{"total":\#(bounds.count),"offset":\#(offset),"entries":["#
-            Self.appendList(kept, to: &body) { item, body in
-                Summary.write(item, into: &body)
-            }
-        } else {
-            let matches = matching(filter)
-            body += #"{"total":\#(matches.count),"offset":\#(offset),"entries":["#
-            var written = 0
-            for sequence in matches.dropFirst(offset).prefix(limit) {
-                guard let item = journal.entry(sequence) else { continue }
-                if written > 0 { body += "," }
-                Summary.write(item, into: &body)
-                written += 1
+        var json = JSONWriter()
+        json.object { json in
+            if filter.isEmpty {
+                json.field("total", journal.bounds.count)
+                json.field("offset", offset)
+                json.array("entries", journal.entries(offset: offset, limit: limit)) { json, item in Summary.write(item, into: &json) }
+            } else {
+                let matches = matching(filter)
+                json.field("total", matches.count)
+                json.field("offset", offset)
+                json.array("entries", matches.dropFirst(offset).prefix(limit).compactMap(journal.entry)) { json, item in
+                    Summary.write(item, into: &json)
+                }
             }
         }
-        body += "]}"
-        return Self.json(body)
+        return Self.json(json)
     }
 
     /// The sequences of the kept entries `filter` admits, oldest first: scanned once, then extended as entries
@@ -148,63 +155,46 @@ extension DevtoolsAPI {
         guard let item = journal.entry(sequence) else {
             throw Refusal(404, "entry \(sequence) is not kept (entries \(journal.bounds.first)–\(journal.bounds.last) are)")
         }
-        var body = #"{"summary":"#
-        Summary.write(item, into: &body)
-        body += #","line":"#
-        body += (try? RecordingLine.entry(item.entry)) ?? "null"
-        body += #","commands":["#
-        Self.appendList(item.entry.commands, to: &body) { command, body in
-            body += Self.encoded(command.payload)
-        }
-        body += "]"
-        if let subscriptions = journal.subscriptions(after: sequence) {
-            body += #","subscriptions":{"launched":{"#
-            Self.appendList(subscriptions.launched.keys.sorted(), to: &body) { key, body in
-                RecordingJSON.quote(key, into: &body)
-                body += ":" + Self.encoded(subscriptions.launched[key]!.payload)
-            }
-            body += #"},"cancelled":["#
-            Self.appendList(subscriptions.cancelled, to: &body) { key, body in
-                RecordingJSON.quote(key, into: &body)
-            }
-            body += "]}"
-        }
         let changes = item.entry.changes
-        // (Each change's path as Lua names it, rendered here: the page shows these, never renders its own.)
-        body += #","paths":["#
-        Self.appendList(changes, to: &body) { change, body in
-            RecordingJSON.quote(LuaPath.render(root: "state", keys: change.path), into: &body)
-        }
-        body += "]"
+        let details: Result<(before: [LuaValue], props: Result<LuaValue, LuaError>), any Error>
         do {
             let store = self.store, paths = changes.map(\.path)
-            let details = try await promptly { try await store.details(of: sequence, paths: paths) }
-            if !changes.isEmpty {
-                body += #","before":["#
-                Self.appendList(details.before, to: &body) { value, body in
-                    body += Self.encoded(value)
-                }
-                body += "]"
-            }
-            switch details.props {
-            case .success(let props):
-                body += #","props":"#
-                body += Self.encoded(props)
-            case .failure(let error):
-                body += #","propsNote":"#
-                RecordingJSON.quote("the props failed: \(error)", into: &body)
-            }
+            details = .success(try await promptly { try await store.details(of: sequence, paths: paths) })
         } catch let refusal as Refusal {
             throw refusal // (the store is busy: say so, rather than that the state is not kept)
         } catch {
-            let message = (error as? ScriptFailure)?.error.message ?? "\(error)"
-            body += #","beforeNote":"#
-            RecordingJSON.quote("the state at this entry is not kept: \(message)", into: &body)
-            body += #","propsNote":"#
-            RecordingJSON.quote("the state at this entry is not kept", into: &body)
+            details = .failure(error)
         }
-        body += "}"
-        return Self.json(body)
+        var json = JSONWriter()
+        json.object { json in
+            json.key("summary")
+            Summary.write(item, into: &json)
+            json.field("line", raw: (try? RecordingLine.entry(item.entry)) ?? "null")
+            json.array("commands", item.entry.commands) { json, command in json.value(recorded: command.payload) }
+            if let subscriptions = journal.subscriptions(after: sequence) {
+                json.object("subscriptions") { json in
+                    json.object("launched") { json in
+                        for key in subscriptions.launched.keys.sorted() { json.field(key, recorded: subscriptions.launched[key]!.payload) }
+                    }
+                    json.array("cancelled", subscriptions.cancelled) { json, key in json.value(key) }
+                }
+            }
+            // (Each change's path as Lua names it, rendered here: the page shows these, never renders its own.)
+            json.array("paths", changes) { json, change in json.value(LuaPath.render(root: "state", keys: change.path)) }
+            switch details {
+            case .success(let details):
+                if !changes.isEmpty { json.array("before", details.before) { json, value in json.value(recorded: value) } }
+                switch details.props {
+                case .success(let props): json.field("props", recorded: props)
+                case .failure(let error): json.field("propsNote", "the props failed: \(error)")
+                }
+            case .failure(let error):
+                let message = (error as? ScriptFailure)?.error.message ?? "\(error)"
+                json.field("beforeNote", "the state at this entry is not kept: \(message)")
+                json.field("propsNote", "the state at this entry is not kept")
+            }
+        }
+        return Self.json(json)
     }
 
     /// `seq` (absent: now), `before` (1: just before the entry), `path` (a JSON list of keys), `offset`, `limit`.
@@ -222,20 +212,22 @@ extension DevtoolsAPI {
         guard let slice = try await promptly({ try await store.inspect(path, at: sequence, before: before, offset: offset, limit: limit) }) else {
             throw Refusal(404, "no table at \(LuaPath.render(root: "state", keys: path))")
         }
-        var body = #"{"count":\#(slice.count),"offset":\#(slice.offset),"items":["#
-        Self.appendList(slice.items, to: &body) { item, body in
-            body += #"{"key":"#
-            body += Self.encoded(item.key.value)
-            if let size = item.size {
-                body += #","size":\#(size)"#
-            } else if let value = item.value {
-                body += #","value":"#
-                body += Self.encoded(value)
+        var json = JSONWriter()
+        json.object { json in
+            json.field("count", slice.count)
+            json.field("offset", slice.offset)
+            json.array("items", slice.items) { json, item in
+                json.object { json in
+                    json.field("key", recorded: item.key.value)
+                    if let size = item.size {
+                        json.field("size", size)
+                    } else if let value = item.value {
+                        json.field("value", recorded: value)
+                    }
+                }
             }
-            body += "}"
         }
-        body += "]}"
-        return Self.json(body)
+        return Self.json(json)
     }
 
     func search(_ request: HTTPRequest) async throws -> HTTPResponse {
@@ -243,20 +235,17 @@ extension DevtoolsAPI {
         guard let text = request.query["q"], !text.isEmpty else { throw Refusal(400, "'q' must be the text to look for") }
         let store = self.store
         let matches = try await promptly { try await store.search(text, at: sequence, limit: 200) }
-        var body = #"{"matches":["#
-        Self.appendList(matches, to: &body) { match, body in
-            body += #"{"path":"#
-            body += Self.encoded(.table(LuaTable(array: match.path.map(\.value))))
-            body += #","text":"#
-            RecordingJSON.quote(LuaPath.render(root: "state", keys: match.path), into: &body)
-            if let value = match.value {
-                body += #","value":"#
-                body += Self.encoded(value)
+        var json = JSONWriter()
+        json.object { json in
+            json.array("matches", matches) { json, match in
+                json.object { json in
+                    json.field("path", recorded: .table(LuaTable(array: match.path.map(\.value))))
+                    json.field("text", LuaPath.render(root: "state", keys: match.path))
+                    if let value = match.value { json.field("value", recorded: value) }
+                }
             }
-            body += "}"
         }
-        body += "]}"
-        return Self.json(body)
+        return Self.json(json)
     }
 
     /// `where`: a Lua expression on `state`; the first kept entry after which it holds.
@@ -265,11 +254,21 @@ extension DevtoolsAPI {
             throw Refusal(400, "'where' must be a Lua expression on the state, such as state.count > 3")
         }
         do {
-            switch try await store.firstEntry(where: expression) {
-            case .start: return Self.json(#"{"result":"start"}"#)
-            case .entry(let sequence): return Self.json(#"{"result":"entry","seq":\#(sequence)}"#)
-            case .never(let checked): return Self.json(#"{"result":"never","checked":\#(checked)}"#)
+            let found = try await store.firstEntry(where: expression)
+            var json = JSONWriter()
+            json.object { json in
+                switch found {
+                case .start:
+                    json.field("result", "start")
+                case .entry(let sequence):
+                    json.field("result", "entry")
+                    json.field("seq", sequence)
+                case .never(let checked):
+                    json.field("result", "never")
+                    json.field("checked", checked)
+                }
             }
+            return Self.json(json)
         } catch {
             throw Refusal(400, "the condition failed: \(error.error)")
         }
@@ -277,22 +276,30 @@ extension DevtoolsAPI {
 
     func replay() async throws -> HTTPResponse {
         let report = try await DevtoolsReplay.run(store: store, journal: journal)
-        var body = #"{"replayed":\#(report.replayed),"propsCompared":\#(report.propsCompared),"matches":\#(report.divergence == nil)"#
-        if let divergence = report.divergence {
-            body += #","divergence":{"seq":\#(divergence.sequence),"what":"\#(divergence.what)","action":"#
-            body += Self.encoded(divergence.action)
-            body += #","scripts":{"then":"\#(divergence.scripts.then)","now":"\#(divergence.scripts.now)"},"differences":["#
-            Self.appendList(divergence.differences, to: &body) { difference, body in
-                body += #"{"path":"#
-                RecordingJSON.quote(difference.path, into: &body)
-                if difference.then != .nil { body += #","then":"# + Self.encoded(difference.then) }
-                if difference.now != .nil { body += #","now":"# + Self.encoded(difference.now) }
-                body += "}"
+        var json = JSONWriter()
+        json.object { json in
+            json.field("replayed", report.replayed)
+            json.field("propsCompared", report.propsCompared)
+            json.field("matches", report.divergence == nil)
+            guard let divergence = report.divergence else { return }
+            json.object("divergence") { json in
+                json.field("seq", divergence.sequence)
+                json.field("what", divergence.what)
+                json.field("action", recorded: divergence.action)
+                json.object("scripts") { json in
+                    json.field("then", divergence.scripts.then)
+                    json.field("now", divergence.scripts.now)
+                }
+                json.array("differences", divergence.differences) { json, difference in
+                    json.object { json in
+                        json.field("path", difference.path)
+                        if difference.then != .nil { json.field("then", recorded: difference.then) }
+                        if difference.now != .nil { json.field("now", recorded: difference.now) }
+                    }
+                }
             }
-            body += "]}"
         }
-        body += "}"
-        return Self.json(body)
+        return Self.json(json)
     }
 
     static func path(_ text: String) throws -> [LuaKey] {

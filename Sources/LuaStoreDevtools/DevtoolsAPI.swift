@@ -177,23 +177,21 @@ final class DevtoolsAPI: HTTPHandler, Sendable {
     }
 
     static func refusal(_ status: Int, _ message: String) -> HTTPResponse {
-        var body = #"{"error":"#
-        RecordingJSON.quote(message, into: &body)
-        body += "}"
-        return json(body, status: status)
+        json(errorJSON(message), status: status)
+    }
+
+    /// `{"error": message}`.
+    static func errorJSON(_ message: String) -> String {
+        var json = JSONWriter()
+        json.object { json in json.field("error", message) }
+        return json.text
     }
 
     /// `value` in a recording's lossless JSON (`null` for what it cannot hold: a number that is not finite).
     static func encoded(_ value: LuaValue) -> String { (try? RecordingJSON.encode(value)) ?? "null" }
 
-    /// Appends `items` separated by commas, each written by `write` (the brackets are the caller's).
-    static func appendList<S: Sequence>(_ items: S, to body: inout String, _ write: (S.Element, inout String) -> Void) {
-        var first = true
-        for item in items {
-            if !first { body += "," }
-            first = false
-            write(item, &body)
-        }
+    static func json(_ json: JSONWriter, status: Int = 200) -> HTTPResponse {
+        self.json(json.text, status: status)
     }
 
     static func json(_ body: String, status: Int = 200) -> HTTPResponse {
@@ -228,5 +226,17 @@ final class DevtoolsAPI: HTTPHandler, Sendable {
                                HTTPHeader("Content-Security-Policy"):
                                 "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src data:; frame-ancestors 'none'"],
                      body: Data(DevtoolsPage.html.utf8))
+    }
+}
+
+extension JSONWriter {
+    /// Writes a field whose value is a Lua value, in a recording's lossless JSON (`DevtoolsAPI.encoded`).
+    mutating func field(_ name: String, recorded value: LuaValue) {
+        field(name, raw: DevtoolsAPI.encoded(value))
+    }
+
+    /// Writes a Lua value, in a recording's lossless JSON.
+    mutating func value(recorded value: LuaValue) {
+        raw(DevtoolsAPI.encoded(value))
     }
 }

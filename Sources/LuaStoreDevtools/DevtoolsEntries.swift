@@ -53,43 +53,44 @@ struct FilterCache {
 
 /// A timeline row: sequence, kind, type, origin, time, cost, changes, commands, failure, scripts.
 enum Summary {
-    static func write(_ item: DevtoolsJournal.Kept, into body: inout String) {
+    static func write(_ item: DevtoolsJournal.Kept, into json: inout JSONWriter) {
         let entry = item.entry
-        body += #"{"seq":\#(entry.sequence),"kind":"#
-        switch entry.event {
-        case .action(let action):
-            body += #""action","type":"#
-            RecordingJSON.quote(action["type"].string ?? "?", into: &body)
-        case .reload(let from, let to):
-            body += #""reload","from":\#(from),"to":\#(to)"#
-        case .failedReload:
-            body += #""failedReload""#
-        }
-        body += #","origin":"#
-        switch entry.origin {
-        case .outside: body += #""outside""#
-        case .child: body += #""child""#
-        case .reload: body += #""reload""#
-        case .effect(let kind, let subscription):
-            body += #"{"effect":"#
-            RecordingJSON.quote(kind, into: &body)
-            if let subscription {
-                body += #","subscription":"#
-                RecordingJSON.quote(subscription, into: &body)
+        json.object { json in
+            json.field("seq", entry.sequence)
+            switch entry.event {
+            case .action(let action):
+                json.field("kind", "action")
+                json.field("type", action["type"].string ?? "?")
+            case .reload(let from, let to):
+                json.field("kind", "reload")
+                json.field("from", from)
+                json.field("to", to)
+            case .failedReload:
+                json.field("kind", "failedReload")
             }
-            body += "}"
-        }
-        let nanoseconds = entry.duration.components.seconds * 1_000_000_000 + entry.duration.components.attoseconds / 1_000_000_000
-        body += #","time":\#(Int64(item.time)),"ns":\#(nanoseconds),"changes":\#(entry.changeCount),"commands":\#(entry.commands.count)"#
-        if let failure = entry.failure {
-            body += #","failure":{"stage":"\#(failure.stage.rawValue)","message":"#
-            RecordingJSON.quote(failure.error.message, into: &body)
-            if let location = failure.error.location {
-                body += #","location":"#
-                RecordingJSON.quote(location, into: &body)
+            switch entry.origin {
+            case .outside: json.field("origin", "outside")
+            case .child: json.field("origin", "child")
+            case .reload: json.field("origin", "reload")
+            case .effect(let kind, let subscription):
+                json.object("origin") { json in
+                    json.field("effect", kind)
+                    if let subscription { json.field("subscription", subscription) }
+                }
             }
-            body += "}"
+            let nanoseconds = entry.duration.components.seconds * 1_000_000_000 + entry.duration.components.attoseconds / 1_000_000_000
+            json.field("time", Int64(item.time))
+            json.field("ns", nanoseconds)
+            json.field("changes", entry.changeCount)
+            json.field("commands", entry.commands.count)
+            if let failure = entry.failure {
+                json.object("failure") { json in
+                    json.field("stage", failure.stage.rawValue)
+                    json.field("message", failure.error.message)
+                    if let location = failure.error.location { json.field("location", location) }
+                }
+            }
+            json.field("scripts", entry.scripts)
         }
-        body += #","scripts":"\#(entry.scripts)"}"#
     }
 }

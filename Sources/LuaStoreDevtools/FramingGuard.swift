@@ -424,9 +424,7 @@ final class FramingGuard: @unchecked Sendable { // (descriptors and threads; sha
     }
 
     static func refusal(_ status: Int, _ message: String) -> Refusal {
-        var body = #"{"error":"#
-        RecordingJSON.quote(message, into: &body)
-        body += "}"
+        let body = DevtoolsAPI.errorJSON(message)
         let phrase = switch status {
         case 408: "Request Timeout"
         case 431: "Request Header Fields Too Large"

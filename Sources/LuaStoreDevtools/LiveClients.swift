@@ -1,5 +1,6 @@
 import FlyingFox
 import Foundation
+import LuaKit
 import LuaStoreConcurrency
 import LuaStoreScripting
 
@@ -90,23 +91,28 @@ final class LiveClients: Sendable {
         var dropped: [Int] = []
         let gone = clients.withLock { clients -> [Client] in
             for (id, var client) in clients where client.sent.map({ $0 < bounds.last }) ?? true {
-                var body = #"{"type":"entries","first":\#(bounds.first),"last":\#(bounds.last),"count":\#(bounds.count),"tail":["#
-                var written = 0
-                for item in tail where item.entry.sequence > client.sent ?? 0 {
-                    if written > 0 { body += "," }
-                    Summary.write(item, into: &body)
-                    written += 1
+                var json = JSONWriter()
+                json.object { json in
+                    json.field("type", "entries")
+                    json.field("first", bounds.first)
+                    json.field("last", bounds.last)
+                    json.field("count", bounds.count)
+                    json.array("tail", tail.filter { $0.entry.sequence > client.sent ?? 0 }) { json, item in Summary.write(item, into: &json) }
                 }
-                body += "]}"
                 client.sent = bounds.last
                 clients[id] = client
-                if case .dropped = client.continuation.yield(.text(body)) { dropped.append(id) }
+                if case .dropped = client.continuation.yield(.text(json.text)) { dropped.append(id) }
             }
             return dropped.compactMap { clients.removeValue(forKey: $0) }
         }
         // (Outside the lock: finishing a stream calls its termination handler, which takes the lock.)
         for client in gone {
-            client.continuation.yield(.text(#"{"type":"dropped","reason":"this page fell more than \#(queue) messages behind the store and was disconnected; reload it to catch up"}"#))
+            var json = JSONWriter()
+            json.object { json in
+                json.field("type", "dropped")
+                json.field("reason", "this page fell more than \(queue) messages behind the store and was disconnected; reload it to catch up")
+            }
+            client.continuation.yield(.text(json.text))
             client.continuation.yield(.close(.policyViolation))
             client.continuation.finish()
         }

@@ -5,6 +5,50 @@ import Testing
 
 /// `LuaJSON`: JSON text read straight into Lua values (what `luastore run` reads actions with).
 @Suite struct JSONTests {
+    /// `JSONWriter`: commas, quotes and escapes are its own — what it writes is JSON that reads back as what was
+    /// written, nested objects and arrays, empty ones, optionals as `null`, floats as floats, raw fragments as they are.
+    @Test func aWriterBuildsJSONThatReadsBack() throws {
+        var json = JSONWriter()
+        let name = "quote \" back \\ line \n tab \t bell \u{7} é"
+        json.object { json in
+            json.field("name", name)
+            json.field("count", 3)
+            json.field("big", UInt64.max)
+            json.field("negative", Int64.min)
+            json.field("ratio", 2.0)
+            json.field("missing", Int?.none)
+            json.field("flag", false)
+            json.object("empty") { _ in }
+            json.array("none", [Int]()) { json, item in json.value(item) }
+            json.array("rows", 1...3) { json, row in
+                json.object { json in
+                    json.field("row", row)
+                    json.array("cells", ["a", "b"]) { json, cell in json.value(cell) }
+                }
+            }
+            json.field("fragment", raw: #"{"$map":[[1,true]]}"#)
+            json.key("last")
+            json.value("end")
+        }
+        let read = try LuaJSON.parse(json.text)
+        #expect(read["name"] == .string(name))
+        #expect(read["count"] == 3)
+        #expect(read["big"] == .number(Double(UInt64.max)), "(past Int64: a float, as JSON readers take it)")
+        #expect(read["negative"] == .integer(Int64.min))
+        #expect(read["ratio"] == .number(2.0))
+        #expect(read["missing"] == .nil)
+        #expect(json.text.contains(#""missing":null"#))
+        #expect(read["flag"] == false)
+        #expect(json.text.contains(#""empty":{},"none":[]"#))
+        #expect(read["rows"][2]["row"] == 2)
+        #expect(read["rows"][3]["cells"][2] == "b")
+        #expect(read["fragment"]["$map"][1][2] == true)
+        #expect(read["last"] == "end")
+        var list = JSONWriter()
+        list.array(["x", "y"]) { json, item in json.value(item) }
+        #expect(list.text == #"["x","y"]"#)
+    }
+
     /// The one plain-JSON writer: what it writes reads back as the very value — integers as integers, floats as
     /// floats (`2.0`, `-0.0`), lists, tables with string and other keys, escapes — keys sorted; NaN refused with
     /// its path.

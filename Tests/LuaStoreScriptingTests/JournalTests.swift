@@ -347,7 +347,7 @@ import Testing
                 #expect(applied == now, "\(action): the changes give the state")
                 previous = now
                 let line = try RecordingLine.entry(entry)
-                let parsed = try RecordedJSON(parsing: line[...])
+                let parsed = try RecordingJSON.Value(parsing: line[...])
                 #expect(try RecordingLine.changes(from: #require(parsed["changes"])) == changes, "\(action): the line")
                 // The two encoders of the format write the same bytes: the barrier's (json.c) and Swift's
                 // (RecordingJSON) — replay compares a recording's text with the barrier's without reading either.
@@ -430,7 +430,7 @@ import Testing
         }
     }
 
-    /// `RecordedJSON.parsing(_:spanOf:)` parses as `init(parsing:)` does and finds the text of an outermost field,
+    /// `RecordingJSON.Value.parsing(_:spanOf:)` parses as `init(parsing:)` does and finds the text of an outermost field,
 
     /// Sums written four lines at a time (a run's entries) are each line's own: lines of many lengths (a
     /// byte or two, far longer than the others), after text that is not summed, in groups of four and the rest alone.
@@ -462,19 +462,19 @@ import Testing
     @Test func aFieldsTextIsFoundAsWritten() throws {
         let line = #"{"seq":3,"action":{"changes":"not this one"},"changes": [[["a"], 1] , [["b"]]] ,"scripts":"x"}"#
         let bytes = ArraySlice(Array(line.utf8))
-        let (value, span) = try RecordedJSON.parsing(bytes, spanOf: "changes")
-        #expect(value == (try RecordedJSON(parsing: line[...])))
+        let (value, span) = try RecordingJSON.Value.parsing(bytes, spanOf: "changes")
+        #expect(value == (try RecordingJSON.Value(parsing: line[...])))
         #expect(span.map { String(decoding: $0, as: UTF8.self) } == #"[[["a"], 1] , [["b"]]]"#)
-        #expect(try RecordedJSON.parsing(bytes, spanOf: "missing").span == nil)
-        #expect(try RecordedJSON.parsing(bytes[bytes.startIndex...], spanOf: "seq").span.map { Array($0) } == Array("3".utf8))
+        #expect(try RecordingJSON.Value.parsing(bytes, spanOf: "missing").span == nil)
+        #expect(try RecordingJSON.Value.parsing(bytes[bytes.startIndex...], spanOf: "seq").span.map { Array($0) } == Array("3".utf8))
         let recorded = RecordingLine.RecordedAction(sequence: 3, action: [:], changesJSON: span)
         #expect(try recorded.readChanges() == [StateChange(path: ["a"], value: 1), StateChange(path: ["b"], value: nil)])
         // The text is bounded by its brackets, quotes and escapes, not read: an unclosed list is refused at once,
         // a list of the wrong shape when it is read.
         let unclosed = ArraySlice(Array(#"{"seq":1,"action":{"type":"x"},"changes":[["a\"]"],1]"#.utf8))
-        #expect(throws: RecordingJSON.Malformed.self) { try RecordedJSON.parsing(unclosed, spanOf: "changes", readsIt: false) }
+        #expect(throws: RecordingJSON.Malformed.self) { try RecordingJSON.Value.parsing(unclosed, spanOf: "changes", readsIt: false) }
         let wrongLine = ArraySlice(Array(#"{"seq":1,"action":{"type":"x"},"changes":{"a":[1,"]"]}}"#.utf8))
-        let wrongSpan = try #require(try RecordedJSON.parsing(wrongLine, spanOf: "changes", readsIt: false).span)
+        let wrongSpan = try #require(try RecordingJSON.Value.parsing(wrongLine, spanOf: "changes", readsIt: false).span)
         #expect(String(decoding: wrongSpan, as: UTF8.self) == #"{"a":[1,"]"]}"#)
         let wrongShape = RecordingLine.RecordedAction(sequence: 1, action: [:], changesJSON: wrongSpan)
         #expect(throws: RecordingJSON.Malformed.self) { try wrongShape.readChanges() }

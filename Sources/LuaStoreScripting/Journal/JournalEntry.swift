@@ -75,7 +75,7 @@ public struct JournalEntry: Sendable {
             if let decoded { return decoded }
             guard let encodedChanges, changeCount > 0 else { return [] }
             do {
-                return try RecordingLine.changes(from: RecordedJSON(parsing: encodedChanges))
+                return try RecordingLine.changes(from: RecordingJSON.Value(parsing: encodedChanges))
             } catch {
                 preconditionFailure("the journal encoded changes it cannot read back: \(error)")
             }

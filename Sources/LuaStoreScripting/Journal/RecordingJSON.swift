@@ -154,7 +154,7 @@ public enum RecordingJSON {
     }
 
     /// The value `json` encodes.
-    public static func decode(_ json: RecordedJSON) throws(Malformed) -> LuaValue {
+    public static func decode(_ json: RecordingJSON.Value) throws(Malformed) -> LuaValue {
         switch json {
         case .null: return .nil
         case .boolean(let flag): return .boolean(flag)
@@ -185,6 +185,6 @@ public enum RecordingJSON {
 
     /// The value a JSON text encodes.
     public static func decode(text: Substring) throws(Malformed) -> LuaValue {
-        try decode(try RecordedJSON(parsing: text))
+        try decode(try RecordingJSON.Value(parsing: text))
     }
 }

@@ -340,12 +340,12 @@ public enum RecordingLine {
         public func readChanges() throws(RecordingJSON.Malformed) -> [StateChange]? {
             if let changes { return changes }
             guard failure == nil, let changesJSON else { return nil }
-            return try RecordingLine.changes(from: RecordedJSON(parsing: changesJSON))
+            return try RecordingLine.changes(from: RecordingJSON.Value(parsing: changesJSON))
         }
     }
 
     /// The changes a line's `changes` list holds (`[[path…], value]`, or `[[path…]]` for a removal).
-    public static func changes(from list: RecordedJSON) throws(RecordingJSON.Malformed) -> [StateChange] {
+    public static func changes(from list: RecordingJSON.Value) throws(RecordingJSON.Malformed) -> [StateChange] {
         guard case .array(let items) = list else { throw RecordingJSON.Malformed(description: "\"changes\" must be a list") }
         var changes: [StateChange] = []
         changes.reserveCapacity(items.count)

@@ -31,9 +31,9 @@ public struct RecordingReader: Sendable {
 
     /// Reads the header line.
     public init(header line: ArraySlice<UInt8>) throws(Malformed) {
-        let fields: RecordedJSON
+        let fields: RecordingJSON.Value
         do {
-            fields = try RecordedJSON(parsing: line)
+            fields = try RecordingJSON.Value(parsing: line)
         } catch {
             throw Malformed(description: "not a recording: the first line is not a header (\(error))")
         }
@@ -82,7 +82,7 @@ public struct RecordingReader: Sendable {
     public mutating func entry(_ line: ArraySlice<UInt8>, sumChecked: Bool = false) throws(Malformed) -> RecordingLine.RecordedAction? {
         let summed = header.version >= 3
         if summed && !sumChecked { try RecordingLine.checkSum(line) }
-        let fields = try RecordedJSON.entryFields(line)
+        let fields = try RecordingJSON.Value.entryFields(line)
         let seqJSON = fields.seq, origin = fields.origin, action = fields.action, reload = fields.reload
         let failure = fields.failure, changesJSON = fields.changes
         if let unknown = fields.unknown ?? (!summed && fields.hasSum ? "sum" : nil) {
@@ -97,7 +97,7 @@ public struct RecordingReader: Sendable {
         }
         if case .string("outside")? = origin {} else { try Self.checkOrigin(origin) }
         if let scripts = fields.scripts, scripts.elementsEqual(lastDigestText) {} else {
-            lastDigest = try Self.digest(try fields.scripts.map { text throws(Malformed) in try RecordedJSON(parsing: text) }, in: "an entry")
+            lastDigest = try Self.digest(try fields.scripts.map { text throws(Malformed) in try RecordingJSON.Value(parsing: text) }, in: "an entry")
             lastDigestText = fields.scripts.map(Array.init) ?? []
         }
         var message: String?
@@ -137,14 +137,14 @@ public struct RecordingReader: Sendable {
     }
 
     /// Refuses a field the format does not define (a damaged name reads as an unknown field).
-    private static func allow(_ object: [String: RecordedJSON], _ names: [String], in what: String) throws(Malformed) {
+    private static func allow(_ object: [String: RecordingJSON.Value], _ names: [String], in what: String) throws(Malformed) {
         for key in object.keys where !names.contains(key) {
             throw Malformed(description: "\(what) has a field the format does not define: \"\(key)\"")
         }
     }
 
     /// A digest: 16 lowercase hexadecimal digits.
-    private static func digest(_ value: RecordedJSON?, in what: String) throws(Malformed) -> String {
+    private static func digest(_ value: RecordingJSON.Value?, in what: String) throws(Malformed) -> String {
         guard case .string(let text)? = value, text.utf8.count == 16,
               text.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) }) else {
             throw Malformed(description: "\(what)'s \"scripts\" must be a digest of 16 hexadecimal digits")
@@ -152,7 +152,7 @@ public struct RecordingReader: Sendable {
         return text
     }
 
-    private static func checkOrigin(_ origin: RecordedJSON?) throws(Malformed) {
+    private static func checkOrigin(_ origin: RecordingJSON.Value?) throws(Malformed) {
         switch origin {
         case .string("outside")?, .string("child")?, .string("reload")?:
             return
@@ -172,7 +172,7 @@ public struct RecordingReader: Sendable {
     }
 
     /// The failure's message, once its fields are checked.
-    private static func checkFailure(_ failure: RecordedJSON) throws(Malformed) -> String {
+    private static func checkFailure(_ failure: RecordingJSON.Value) throws(Malformed) -> String {
         guard case .object(let fields) = failure else { throw Malformed(description: "\"failure\" must be an object") }
         try allow(fields, ["stage", "message", "location"], in: "a failure")
         guard case .string(let stage)? = fields["stage"], ScriptFailure.Stage(rawValue: stage) != nil else {

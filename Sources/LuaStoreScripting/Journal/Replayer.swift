@@ -248,7 +248,7 @@ public final class Replayer: Sendable {
             // (The same bytes: the same changes.)
         } else {
             var then = recorded.changes ?? []
-            if recorded.changes == nil, let json = recorded.changesJSON { then = try RecordingLine.changes(from: RecordedJSON(parsing: json)) }
+            if recorded.changes == nil, let json = recorded.changesJSON { then = try RecordingLine.changes(from: RecordingJSON.Value(parsing: json)) }
             let changes = JournalComparison.differences(then, now.changes, limit: limit)
             if !changes.isEmpty { return Divergence(aspect: .changes, differences: changes) }
         }
