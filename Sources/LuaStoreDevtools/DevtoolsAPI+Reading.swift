@@ -56,15 +56,18 @@ extension DevtoolsAPI {
             }
             json.field("persistence", raw: persistence())
             json.array("plugins", store.mountedManifests.sorted { $0.key < $1.key }) { json, mount in
-                json.object { json in
-                    json.field("key", mount.key)
-                    json.field("name", mount.value.name)
-                    json.field("version", mount.value.version.description)
-                }
+                json.object { json in Self.writePlugin(mount.key, mount.value.name, mount.value.version.description, into: &json) }
             }
             json.array("types", journal.types) { json, type in json.value(type) }
         }
         return Self.json(json)
+    }
+
+    /// A mounted plugin's fields: its mount key, name and version.
+    static func writePlugin(_ key: String, _ name: String, _ version: String, into json: inout JSONWriter) {
+        json.field("key", key)
+        json.field("name", name)
+        json.field("version", version)
     }
 
     /// The store's database (`null` without one): its file, durability, size on disk, last entry committed and
@@ -92,9 +95,7 @@ extension DevtoolsAPI {
         json.object { json in
             json.array("plugins", costs) { json, cost in
                 json.object { json in
-                    json.field("key", cost.key)
-                    json.field("name", cost.name)
-                    json.field("version", cost.version)
+                    Self.writePlugin(cost.key, cost.name, cost.version, into: &json)
                     json.field("calls", cost.calls)
                     json.field("nanoseconds", cost.nanoseconds)
                     json.field("allocations", cost.allocations)
