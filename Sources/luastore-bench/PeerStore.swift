@@ -1,4 +1,5 @@
 import Foundation
+import LuaStoreCore
 
 /// The peer a user would pick when every action must be observed: a store shaped like ReSwift's, written here
 /// (no vendored code) as the baseline of `counter.every_action_lua_vs_reswift_ratio`. `dispatch` runs the reducer
@@ -6,42 +7,46 @@ import Foundation
 /// skipping a subscriber's repeats (ReSwift's `skipRepeats` for an `Equatable` state) — one closure per action,
 /// no queue, no props machinery.
 final class PeerStore<State: Equatable, Action>: @unchecked Sendable {
-    // (@unchecked: `state`, `subscribers` and `isDispatching` are touched only under `lock`.)
+    // (@unchecked: a subscription's `last` is touched only by the dispatching thread, as ReSwift's are.)
     private final class Subscription {
         let newState: (State) -> Void
         var last: State?
         init(_ newState: @escaping (State) -> Void) { self.newState = newState }
     }
 
-    private let lock = NSLock()
-    private var state: State
+    /// What the lock guards.
+    private struct Guarded {
+        var state: State
+        var subscribers: [Subscription] = []
+        var isDispatching = false
+    }
+
+    private let guarded: Protected<Guarded>
     private let reducer: (Action, State) -> State
-    private var subscribers: [Subscription] = []
-    private var isDispatching = false
 
     init(state: State, reducer: @escaping (Action, State) -> State) {
-        self.state = state
+        guarded = Protected(Guarded(state: state))
         self.reducer = reducer
     }
 
     /// Subscribes `newState`; it gets the current state at once.
     func subscribe(_ newState: @escaping (State) -> Void) {
         let subscription = Subscription(newState)
-        lock.lock()
-        subscribers.append(subscription)
-        let current = state
-        lock.unlock()
+        let current = guarded.withLock { guarded in
+            guarded.subscribers.append(subscription)
+            return guarded.state
+        }
         deliver(current, to: subscription)
     }
 
     func dispatch(_ action: Action) {
-        lock.lock()
-        precondition(!isDispatching, "a reducer dispatched an action")
-        isDispatching = true
-        state = reducer(action, state)
-        isDispatching = false
-        let (current, subscribers) = (state, subscribers)
-        lock.unlock()
+        let (current, subscribers) = guarded.withLock { guarded in
+            precondition(!guarded.isDispatching, "a reducer dispatched an action")
+            guarded.isDispatching = true
+            guarded.state = reducer(action, guarded.state)
+            guarded.isDispatching = false
+            return (guarded.state, guarded.subscribers)
+        }
         for subscription in subscribers { deliver(current, to: subscription) }
     }
 

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import LuaStoreConcurrency
 import LuaStoreScripting
 
 /// `luastore`: run, test, check and replay LuaStore apps from the command line.
@@ -52,63 +53,59 @@ private func reportOutputFailure() {
 /// `buffered` (a run working through a file of actions) — in blocks of 64 KiB and whenever buffering stops;
 /// anything written to standard error first writes out what standard output holds, so the two stay in order.
 enum Console {
-    private static let lock = NSLock()
-    nonisolated(unsafe) private static var failure: String?
-    nonisolated(unsafe) private static var pending: [UInt8] = []
-    nonisolated(unsafe) private static var buffering = false
+    /// What standard output holds and how it is written.
+    private struct Output {
+        var failure: String?
+        var pending: [UInt8] = []
+        var buffering = false
+
+        mutating func writePending() {
+            guard !pending.isEmpty else { return }
+            if failure == nil, let reason = Console.write(pending, to: STDOUT_FILENO) { failure = reason }
+            pending.removeAll(keepingCapacity: pending.count <= Console.blockSize * 2)
+        }
+    }
+
+    private static let output = Protected(Output())
     private static let blockSize = 64 << 10
 
     static func out(_ text: String) {
-        lock.lock()
-        defer { lock.unlock() }
-        guard failure == nil else { return }
-        pending.append(contentsOf: text.utf8)
-        pending.append(10)
-        if !buffering || pending.count >= blockSize { writePending() }
+        output.withLock { output in
+            guard output.failure == nil else { return }
+            output.pending.append(contentsOf: text.utf8)
+            output.pending.append(10)
+            if !output.buffering || output.pending.count >= blockSize { output.writePending() }
+        }
     }
 
     /// A message on standard error: "luastore: " and `text` on a line of its own (or, not `prefixed`, `text` as it
     /// is: a prompt).
     static func error(_ text: String, prefixed: Bool = true) {
-        lock.lock()
-        defer { lock.unlock() }
-        writePending()
-        _ = write(Array((prefixed ? "luastore: " + text + "\n" : text).utf8), to: STDERR_FILENO) // (nowhere left to say it failed)
+        output.withLock { output in
+            output.writePending()
+            _ = write(Array((prefixed ? "luastore: " + text + "\n" : text).utf8), to: STDERR_FILENO) // (nowhere left to say it failed)
+        }
     }
 
     /// Whether standard output is kept in blocks (see above); turning it off writes out what is kept.
     static var buffered: Bool {
-        get {
-            lock.lock()
-            defer { lock.unlock() }
-            return buffering
-        }
+        get { output.withLock { $0.buffering } }
         set {
-            lock.lock()
-            defer { lock.unlock() }
-            buffering = newValue
-            if !newValue { writePending() }
+            output.withLock { output in
+                output.buffering = newValue
+                if !newValue { output.writePending() }
+            }
         }
     }
 
     /// Writes out what standard output holds.
     static func flush() {
-        lock.lock()
-        defer { lock.unlock() }
-        writePending()
-    }
-
-    private static func writePending() {
-        guard !pending.isEmpty else { return }
-        if failure == nil, let reason = write(pending, to: STDOUT_FILENO) { failure = reason }
-        pending.removeAll(keepingCapacity: pending.count <= blockSize * 2)
+        output.withLock { $0.writePending() }
     }
 
     /// Why standard output could not be written, in words, if it could not.
     static var outputFailure: String? {
-        lock.lock()
-        defer { lock.unlock() }
-        return failure
+        output.withLock { $0.failure }
     }
 
     /// Writes all of `bytes`; returns the reason it could not, in words.

@@ -3,8 +3,9 @@
 // A Lua error is a longjmp. It must never cross a Swift frame, so everything that can raise on behalf of
 // the host lives here, in C: the hook that enforces the time budget, the allocator that enforces the memory
 // cap, the trampoline that turns a Swift function's error code into a Lua error, the message handler, and the
-// sandbox's `pcall`/`xpcall`, which let nothing catch an exhausted time budget. `guard.c` adds the watchdog
-// that interrupts a call past its deadline (it needs one copy of its state per process, so it is not inline);
+// sandbox's `pcall`/`xpcall`, which let nothing catch an exhausted time budget. `watchdog.c` adds the
+// watchdog that interrupts a call past its deadline (it needs one copy of its state per process, so it is not
+// inline), `budget.c` each call's budget, `protected.c` the sandbox's protected calls and coroutines;
 // `allocator.c` the counting allocator and its free lists; `values.c` copying converted values in the VM;
 // `patterns.c`, `strings.c` and `format.c` the sandbox's pattern functions, `format` and `tostring`. (The
 // scripted store's state engine, which builds on the budget functions here, is a C target of its own: `CLuaState`.)
@@ -144,7 +145,7 @@ static inline int clua_raise_budget_exceeded(lua_State *L, CLuaGuard *g) {
 /// counts the thread's CPU time — what the call ran, not what it waited for a CPU on a busy machine — with the wall
 /// clock as a backstop (`CLUA_WALL_BACKSTOP` budgets). When time is left, the deadline moves to when it would be
 /// spent and this answers 0. (The CPU clock costs a system call, so it is read only here: a call that ends before
-/// its deadline never reads it; the time before its first look is counted on the wall clock.) In guard.c.
+/// its deadline never reads it; the time before its first look is counted on the wall clock.) In budget.c.
 int clua_budget_spent(lua_State *L, CLuaGuard *g, int64_t now);
 
 /// [-0, +0, e] For C loops, where no hook fires: raises the budget's `timeout` error once the call's budget is
@@ -176,12 +177,12 @@ static inline void clua_budget_hook(lua_State *L, lua_Debug *ar) {
 
 /// `coroutine.resume(co, ...)` for the sandbox: Lua 5.4's, with the time budget holding inside `co` (while it
 /// runs, the watchdog arms its hook there) and a spent budget the caller's failure too: it stops the whole call,
-/// as it does outside coroutines, rather than being an error `resume` returns. In guard.c.
+/// as it does outside coroutines, rather than being an error `resume` returns. In protected.c.
 int clua_sandbox_resume(lua_State *L);
 
 /// `coroutine.close(co)` for the sandbox: Lua's (upvalue 1), nested at most `CLUA_CLOSE_DEPTH` deep — Lua 5.4.4
 /// overflows the C stack on deep chains of `coroutine.close` (a crash, not an error: its bug list, "C-stack
-/// overflow with deep nesting of coroutine.close"). In guard.c.
+/// overflow with deep nesting of coroutine.close"). In protected.c.
 int clua_sandbox_close(lua_State *L);
 #define CLUA_CLOSE_DEPTH 64
 
@@ -193,7 +194,7 @@ static inline int clua_make_sandbox_close(lua_State *L) {
 }
 
 /// `coroutine.wrap(f)` for the sandbox: refuses what is not a function as Lua's `wrap` does (its message, named by
-/// the call site), then returns what the prelude's `wrap` (upvalue 1) makes of `f`. In guard.c.
+/// the call site), then returns what the prelude's `wrap` (upvalue 1) makes of `f`. In protected.c.
 int clua_sandbox_wrap(lua_State *L);
 
 /// `makewrap(wrap)` [-1, +1, m]: the sandbox's `coroutine.wrap` over the prelude's.
@@ -206,11 +207,11 @@ static inline int clua_make_sandbox_wrap(lua_State *L) {
 /// Raises Lua's "bad argument #arg to 'name' (message)" for a sandbox function written in C, as `luaL_argerror`
 /// words it — the name the call site gives the function, "calling 'name' on bad self" for a method — except that a
 /// function called with no name at hand (by `pcall`, say) is called `name` where Lua would look it up among the
-/// loaded libraries, which hold Lua's own functions, not the sandbox's. In guard.c.
+/// loaded libraries, which hold Lua's own functions, not the sandbox's. In protected.c.
 int clua_argument_error(lua_State *L, int arg, const char *message, const char *name);
 
 /// `luaL_typeerror`'s message ("<expected> expected, got <type>", the type a `__name` metafield names) through
-/// `clua_argument_error`. In guard.c.
+/// `clua_argument_error`. In protected.c.
 int clua_type_error(lua_State *L, int arg, const char *expected, const char *name);
 
 /// Pushes the sandbox's `find`, `match`, `gmatch`, `gsub`, `rep`, `format` and `tostring` as a table: Lua 5.4's semantics and
@@ -222,16 +223,16 @@ int clua_push_sandbox_strings(lua_State *L);
 /// interruptible by the time budget. In tables.c.
 int clua_push_sandbox_tables(lua_State *L);
 
-/// Arms the budget for a top-level call (a nested one keeps the outer call's deadline). In guard.c.
+/// Arms the budget for a top-level call (a nested one keeps the outer call's deadline). In budget.c.
 void clua_begin_call(lua_State *L, CLuaGuard *g);
 
 /// Disarms the budget after a top-level call: removes a hook the watchdog set, or restores the count hook's
-/// normal rate (unless instructions are being counted). In guard.c.
+/// normal rate (unless instructions are being counted). In budget.c.
 void clua_end_call(lua_State *L, CLuaGuard *g);
 
 /// `restartbudget()`, a Lua function for trusted host code: gives the running top-level call a fresh time
 /// budget, counted from now (nothing once the budget is spent). For host loops that run many script functions
-/// in one call, each within its own budget. In guard.c.
+/// in one call, each within its own budget. In budget.c.
 int clua_restart_budget(lua_State *L);
 
 /// `within(account, milliseconds, bytes, f, ...)`, a Lua function for trusted host code: calls `f(...)` with a
@@ -241,28 +242,28 @@ int clua_restart_budget(lua_State *L);
 /// `account` (`newaccount()`): the calls begun; for those that returned, how many and the blocks they allocated;
 /// and the time of one call in 16 (the clock costs about what a short call does). A call begun and not returned
 /// failed (`f` must not yield). For host code that runs code of several origins in one call, each within its
-/// own limits and with its own account (a store's mounted plugins). In guard.c.
+/// own limits and with its own account (a store's mounted plugins). In budget.c.
 int clua_call_within(lua_State *L);
 
 /// `newaccount()` and `readaccount(account)` (a table: `begun`, `returned`, `nanoseconds`, `timed`,
-/// `allocations`), for trusted host code; `clua_define_accounts` registers their metatable once per VM. In guard.c.
+/// `allocations`), for trusted host code; `clua_define_accounts` registers their metatable once per VM. In budget.c.
 int clua_new_account(lua_State *L);
 int clua_read_account(lua_State *L);
 void clua_define_accounts(lua_State *L);
 
 /// What `restartbudget()` does, for C. The new deadline is counted from the kernel's last clock tick, rounded
-/// up: never sooner than the budget from now, at most one tick (1–4 ms) later. In guard.c.
+/// up: never sooner than the budget from now, at most one tick (1–4 ms) later. In budget.c.
 void clua_restart_budget_now(lua_State *L);
 
 /// For trusted host C that caught, with `lua_pcall`, the `timeout` error of a budget spent by script code it ran
 /// within a call (the readers a run calls between its actions): the budget is no longer spent and restarts from
 /// now, and the hook is back to what a running call has — so the host can end its work and return normally.
-/// Scripts cannot reach it: a spent budget stays uncatchable for them. In guard.c.
+/// Scripts cannot reach it: a spent budget stays uncatchable for them. In budget.c.
 void clua_recover_budget(lua_State *L);
 
 /// For a host function that waited `nanos` of the wall clock for another thread (a store's action that a spec
 /// checks): that time is not the running call's, so its wall-clock backstop moves by as much. (Its CPU time is
-/// counted as ever: waiting spends none.) In guard.c.
+/// counted as ever: waiting spends none.) In budget.c.
 void clua_budget_exclude(lua_State *L, int64_t nanos);
 
 
@@ -370,14 +371,14 @@ static inline int clua_is_string(lua_State *L) {
 }
 
 /// Starts (`on` nonzero) or stops counting every instruction the VM executes into `instructionCount`, and sets
-/// the hook that enforcement and counting need. In guard.c.
+/// the hook that enforcement and counting need. In budget.c.
 void clua_count_instructions(lua_State *L, CLuaGuard *g, int on);
 
 /// Whether the watchdog can enforce budgets in this process (not under ThreadSanitizer, which holds back
-/// signals while uninstrumented code such as the Lua interpreter runs). In guard.c.
+/// signals while uninstrumented code such as the Lua interpreter runs). In watchdog.c.
 int clua_watchdog_available(void);
 
-/// How many threads the watchdog watches now: those on which a call under it has run, until they exit. In guard.c.
+/// How many threads the watchdog watches now: those on which a call under it has run, until they exit. In watchdog.c.
 int clua_watched_threads(void);
 
 /// Trampoline for Swift functions (upvalue 1 is the Swift function's box). Raises what Swift reports.
@@ -407,7 +408,7 @@ static inline int clua_message_handler(lua_State *L) {
 }
 
 /// The sandbox's `pcall`: as Lua's (a coroutine may yield inside it), except that an exhausted time budget is
-/// re-raised. In guard.c.
+/// re-raised. In protected.c.
 int clua_sandbox_pcall(lua_State *L);
 
 /// The sandbox's `xpcall`: as Lua's (a coroutine may yield inside it; a handler that fails makes the error "error in
@@ -415,7 +416,7 @@ int clua_sandbox_pcall(lua_State *L);
 /// mishandles scripts that run while an error is being handled (its bug list: "Lua-stack overflow when C stack
 /// overflows while handling an error"). Lua's own `debug.traceback`, C that runs no script, runs where the error was
 /// raised, as in Lua: `xpcall(f, debug.traceback)` shows the frames that failed. An exhausted time budget is never
-/// handed to a handler, and is re-raised. In guard.c.
+/// handed to a handler, and is re-raised. In protected.c.
 int clua_sandbox_xpcall(lua_State *L);
 
 /// Opens the libraries the sandbox is built from. Run it with `lua_pcall`: it may raise on memory exhaustion.
@@ -436,10 +437,10 @@ static inline int clua_open_libraries(lua_State *L) {
 
 /// Creates a VM whose allocator and hook report to `g`; NULL when even that fails. With `CLUA_ENFORCE_WATCHDOG`
 /// (if available: the watchdog runs and its `SIGURG` handler is in place) the watchdog watches the threads its
-/// calls run on; otherwise the count hook is set. In guard.c.
+/// calls run on; otherwise the count hook is set. In budget.c.
 lua_State *clua_newstate(CLuaGuard *g);
 
-/// Closes the VM. In guard.c.
+/// Closes the VM. In budget.c.
 void clua_closestate(CLuaGuard *g);
 
 #endif

@@ -101,11 +101,11 @@ public final class LuaThread: Sendable {
                     slot.body = nil // the body must be gone before the caller resumes
                     // (Under the lock: what the body wrote is then seen to happen before the caller goes on, by
                     // the thread sanitizer too, which cannot see the ordering a continuation's resumption gives.)
-                    slot.handOver.withLock { slot.result = result }
+                    slot.handOver.withLock { _ in slot.result = result }
                     resumed.resume()
                 }
             }
-            return slot.handOver.withLock { slot.result! }
+            return slot.handOver.withLock { _ in slot.result! }
         }
         return try outcome.get()
     }
@@ -116,7 +116,7 @@ private final class SyncSlot<T, E: Error> {
     var body: (() throws(E) -> T)?
     var result: Result<T, E>?
     /// Taken to hand the result over in `perform` (a pthread mutex, which the thread sanitizer understands).
-    let handOver = NSLock()
+    let handOver = Protected(())
 
     init(body: @escaping () throws(E) -> T) { self.body = body }
 }

@@ -214,15 +214,16 @@ final class SaveOrder: Sendable {
         var newest: [String: UInt64] = [:]
     }
     private let keys = Protected(Keys())
-    private let writing = NSLock()
+    /// Held while a save is written: one at a time.
+    private let writing = Protected(())
 
     func write(key: String, sequence: UInt64, _ body: () throws -> Void) throws {
         keys.withLock { keys in keys.newest[key] = max(keys.newest[key, default: 0], sequence) }
-        writing.lock()
-        defer { writing.unlock() }
-        let due = keys.withLock { keys in sequence > keys.written[key, default: 0] && sequence == keys.newest[key] }
-        guard due else { return }
-        try body()
-        keys.withLock { keys in keys.written[key] = sequence }
+        try writing.withLock { _ in
+            let due = keys.withLock { keys in sequence > keys.written[key, default: 0] && sequence == keys.newest[key] }
+            guard due else { return }
+            try body()
+            keys.withLock { keys in keys.written[key] = sequence }
+        }
     }
 }

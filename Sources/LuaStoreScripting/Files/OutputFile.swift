@@ -1,4 +1,5 @@
 import Foundation
+import LuaStoreCore
 
 /// An output file written as Unix tools write theirs — through symbolic links, to devices, FIFOs and
 /// `/dev/stdout` — except that a regular file is never truncated in place: what the file held stays whole until the
@@ -30,10 +31,14 @@ public final class OutputFile: JournalOutput, @unchecked Sendable {
     private var buffer: [UInt8] = []
     private var failure: String?
     private var closed = false
-    // Under `pendingLock`: lines not yet taken by the writer, and whether a drain is scheduled.
-    private var queued: [Pending] = []
-    private var draining = false
-    private let pendingLock = NSLock()
+    /// Lines not yet taken by the writer, whether a drain is scheduled, and whether a write failed.
+    private struct Queue {
+        var queued: [Pending] = []
+        var draining = false
+        var failed = false
+    }
+
+    private let pending = Protected(Queue())
 
     /// Opens `path` for writing (see `Mode`); nothing that exists there is changed before `close`.
     public init(path: String, mode: Mode = .stream) throws(OutputFailure) {
@@ -110,10 +115,10 @@ public final class OutputFile: JournalOutput, @unchecked Sendable {
     }
 
     private func enqueue(_ pending: Pending) {
-        let schedule = pendingLock.withLock { () -> Bool in
-            queued.append(pending)
-            guard !draining else { return false }
-            draining = true
+        let schedule = self.pending.withLock { queue -> Bool in
+            queue.queued.append(pending)
+            guard !queue.draining else { return false }
+            queue.draining = true
             return true
         }
         // The writer starts a moment later: lines arriving meanwhile join the same batch (one wake-up of the
@@ -126,9 +131,9 @@ public final class OutputFile: JournalOutput, @unchecked Sendable {
     private func drain() {
         var batch: [Pending] = []
         while true {
-            pendingLock.withLock {
-                swap(&batch, &queued)
-                if batch.isEmpty { draining = false }
+            pending.withLock { queue in
+                swap(&batch, &queue.queued)
+                if batch.isEmpty { queue.draining = false }
             }
             if batch.isEmpty { break }
             for pending in batch {
@@ -156,13 +161,12 @@ public final class OutputFile: JournalOutput, @unchecked Sendable {
     }
 
     /// Whether a write failed (nothing more will be written).
-    public var failed: Bool { pendingLock.withLock { hasFailed } }
-    private var hasFailed = false // under `pendingLock`
+    public var failed: Bool { pending.withLock { $0.failed } }
 
     /// On `queue`: keeps the first failure.
     private func fail(_ reason: String) {
         failure = reason
-        pendingLock.withLock { hasFailed = true }
+        pending.withLock { $0.failed = true }
     }
 
     private func flush() {

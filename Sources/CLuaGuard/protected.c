@@ -1,0 +1,149 @@
+// The sandbox's protected calls: `pcall` and `xpcall` that let the time budget's error through, coroutines'
+// resume, wrap and close that do the same, and argument errors named as Lua names them.
+#include "clua_guard.h"
+#include <string.h>
+
+// MARK: Argument errors
+
+int clua_argument_error(lua_State *L, int arg, const char *message, const char *name) {
+    lua_Debug ar;
+    if (!lua_getstack(L, 0, &ar)) return luaL_error(L, "bad argument #%d (%s)", arg, message); /* (no stack frame) */
+    lua_getinfo(L, "n", &ar);
+    if (ar.namewhat != NULL && strcmp(ar.namewhat, "method") == 0) {
+        arg--; /* (do not count 'self') */
+        if (arg == 0) return luaL_error(L, "calling '%s' on bad self (%s)", ar.name, message);
+    }
+    return luaL_error(L, "bad argument #%d to '%s' (%s)", arg, ar.name != NULL ? ar.name : name, message);
+}
+
+int clua_type_error(lua_State *L, int arg, const char *expected, const char *name) {
+    const char *actual;
+    if (luaL_getmetafield(L, arg, "__name") == LUA_TSTRING) actual = lua_tostring(L, -1);
+    else if (lua_type(L, arg) == LUA_TLIGHTUSERDATA) actual = "light userdata";
+    else actual = luaL_typename(L, arg);
+    return clua_argument_error(L, arg, lua_pushfstring(L, "%s expected, got %s", expected, actual), name);
+}
+
+// MARK: pcall, xpcall
+
+/// What `pcall` returns once its call ended (at once, or in the continuation after a yield inside it): `true` and
+/// the results, or `false` and the error — unless the time budget ran out, which goes on.
+static int finish_pcall(lua_State *L, int status, lua_KContext extra) {
+    (void)extra;
+    CLuaGuard *g = clua_guard(L);
+    if (g->timedOut) return clua_raise_budget_exceeded(L, g);
+    if (status != LUA_OK && status != LUA_YIELD) {
+        lua_pushboolean(L, 0);
+        lua_pushvalue(L, -2);
+        return 2;
+    }
+    return lua_gettop(L);
+}
+
+int clua_sandbox_pcall(lua_State *L) {
+    luaL_checkany(L, 1);
+    lua_pushboolean(L, 1);
+    lua_insert(L, 1); /* [true, f, args...] */
+    int status = lua_pcallk(L, lua_gettop(L) - 2, LUA_MULTRET, 0, 0, finish_pcall);
+    return finish_pcall(L, status, 0);
+}
+
+/// What `xpcall` returns once its call ended (as `finish_pcall`; the stack holds `[f, handler, true, ...]`). A script's
+/// handler (`extra` 0) is called here, once the stack has unwound, protected: if it fails, the error is Lua's "error
+/// in error handling". Lua's traceback (`extra` 1) ran where the error was raised.
+static int finish_xpcall(lua_State *L, int status, lua_KContext extra) {
+    CLuaGuard *g = clua_guard(L);
+    if (g->timedOut) return clua_raise_budget_exceeded(L, g); /* (not what a handler made of it) */
+    if (status == LUA_OK || status == LUA_YIELD) return lua_gettop(L) - 2;
+    if (extra == 0) {
+        lua_pushvalue(L, 2);
+        lua_insert(L, -2); /* [..., handler, error] */
+        if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+            if (g->timedOut) return clua_raise_budget_exceeded(L, g);
+            lua_pop(L, 1);
+            lua_pushliteral(L, "error in error handling");
+        }
+    }
+    lua_pushboolean(L, 0);
+    lua_insert(L, -2);
+    return 2;
+}
+
+int clua_sandbox_xpcall(lua_State *L) {
+    int n = lua_gettop(L);
+    luaL_checktype(L, 2, LUA_TFUNCTION);
+    int traceback = lua_tocfunction(L, 2) == clua_guard(L)->traceback;
+    lua_pushboolean(L, 1);
+    lua_pushvalue(L, 1);
+    lua_rotate(L, 3, 2); /* [f, handler, true, f, args...] */
+    int status = lua_pcallk(L, n - 2, LUA_MULTRET, traceback ? 2 : 0, traceback, finish_xpcall);
+    return finish_xpcall(L, status, traceback);
+}
+
+int clua_sandbox_wrap(lua_State *L) {
+    if (lua_type(L, 1) != LUA_TFUNCTION) return clua_type_error(L, 1, "function", "coroutine.wrap");
+    lua_settop(L, 1);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, 1, 1);
+    return 1;
+}
+
+int clua_sandbox_resume(lua_State *L) {
+    lua_State *co = lua_tothread(L, 1);
+    if (co == NULL) return clua_type_error(L, 1, "thread", "coroutine.resume");
+    CLuaGuard *g = clua_guard(L);
+    int arguments = lua_gettop(L) - 1;
+    // (What lcorolib.c's auxresume checks, in its words.)
+    if (!lua_checkstack(co, arguments + 1)) {
+        lua_pushboolean(L, 0);
+        lua_pushliteral(L, "too many arguments to resume");
+        return 2;
+    }
+    lua_xmove(L, co, arguments); /* (lua_resume refuses a coroutine that is running, normal or dead, in Lua's words) */
+    lua_State *outer = g->running;
+    g->running = co;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    // A coroutine made before the count hook was set, or a budget spent already, gets the hook a running call has.
+    if (g->timedOut) lua_sethook(co, clua_budget_hook, LUA_MASKCOUNT, 1);
+    else if (lua_gethookmask(L) != 0 && lua_gethookmask(co) == 0) lua_sethook(co, lua_gethook(L), lua_gethookmask(L), lua_gethookcount(L));
+    int results = 0;
+    int status = lua_resume(co, L, arguments, &results);
+    g->running = outer;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    if (g->timedOut) {
+        // The budget ran out inside: the caller stops too (every instruction of it raises from now on).
+        lua_sethook(L, clua_budget_hook, LUA_MASKCOUNT, 1);
+        lua_xmove(co, L, 1);
+        return lua_error(L);
+    }
+    if (status == LUA_OK || status == LUA_YIELD) {
+        if (!lua_checkstack(L, results + 1)) {
+            lua_pop(co, results);
+            lua_pushboolean(L, 0);
+            lua_pushliteral(L, "too many results to resume");
+            return 2;
+        }
+        lua_pushboolean(L, 1);
+        lua_xmove(co, L, results);
+        return results + 1;
+    }
+    lua_pushboolean(L, 0);
+    lua_xmove(co, L, 1); /* the error */
+    return 2;
+}
+
+int clua_sandbox_close(lua_State *L) {
+    CLuaGuard *g = clua_guard(L);
+    if (g->closeDepth >= CLUA_CLOSE_DEPTH) {
+        return luaL_error(L, "coroutine.close: nested more than %d deep (deeper chains overflow Lua 5.4.4's C stack)",
+                          CLUA_CLOSE_DEPTH);
+    }
+    g->closeDepth++;
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    int status = lua_pcall(L, lua_gettop(L) - 1, LUA_MULTRET, 0);
+    g->closeDepth--;
+    if (status != LUA_OK) return lua_error(L); /* (a spent budget too: it stays spent) */
+    return lua_gettop(L);
+}
