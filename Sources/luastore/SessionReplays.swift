@@ -141,7 +141,7 @@ final class SessionReplays {
             let action = arguments[1], expected = arguments[2]
             let recorded = Replayer.Recorded(failure: expected["failure"].string,
                                              changes: expected["failure"] == .nil ? try Self.changes(expected["changes"]) : nil)
-            let step = Replayer.Step(sequence: 0, action: action, recorded: recorded, props: expected["props"] == .nil ? nil : expected["props"])
+            let step = Replayer.Step(sequence: 0, action: action, recorded: recorded, props: expected["props"] == .nil ? LuaValue?.none : expected["props"])
             let (entry, props) = vm.excludingFromBudget { Self.waiting { () async -> (JournalEntry?, LuaValue?) in
                 await replayer.send(step, props: false)
             } }

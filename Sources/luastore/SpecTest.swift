@@ -107,12 +107,19 @@ struct SpecTest: AsyncParsableCommand {
             try EffectsModule.define(in: vm)
             // A host chunk (`host:`): errors inside the library are located at the spec's line that called it.
             // (luassert first: the blocks take it as their chunk's argument.)
-            let assertChunk = try vm.load(EmbeddedLua.luastoreAssert.source, chunkName: "host:" + EmbeddedLua.luastoreAssert.path)
-            let library = try vm.load(EmbeddedLua.luastoreSpec.source, chunkName: "host:" + EmbeddedLua.luastoreSpec.path)
-            guard let assertions = try vm.callForReferences(assertChunk, arguments: []).first ?? nil,
-                  let spec = try vm.callForReferences(library, arguments: [.reference(assertions)]).first ?? nil else {
-                throw LuaError(.runtime, "the spec library did not load")
+            func chunk(_ embedded: EmbeddedLuaFile) throws(LuaError) -> LuaReference {
+                try vm.load(embedded.source, chunkName: "host:" + embedded.path)
             }
+            func run(_ chunk: LuaReference, _ arguments: [LuaReference]) throws(LuaError) -> LuaReference {
+                guard let result = try vm.callForReferences(chunk, arguments: arguments.map(LuaArgument.reference)).first ?? nil else {
+                    throw LuaError(.runtime, "the spec library did not load")
+                }
+                return result
+            }
+            let values = try run(try chunk(EmbeddedLua.luastoreValues), [])
+            let spies = try run(try chunk(EmbeddedLua.luastoreSpies), [values])
+            let assertions = try run(try chunk(EmbeddedLua.luastoreAssert), [values, spies])
+            let spec = try run(try chunk(EmbeddedLua.luastoreSpec), [assertions])
             func function(_ name: String) throws(LuaError) -> LuaReference {
                 guard let value = try vm.field(.string(name), of: spec) else {
                     throw LuaError(.runtime, "the spec library has no '\(name)'")

@@ -1,0 +1,462 @@
+import Foundation
+import GRDB
+import LuaKit
+import LuaStoreConcurrency
+import LuaStoreScripting
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The database's connection and its writer thread (`JournalOutput`): what the recorder hands over is made into
+/// lines there, and each batch of lines is one transaction.
+final class StoreWriter: JournalOutput, @unchecked Sendable {
+    let path: String
+    private let app: String
+    private let durability: Durability
+    private let queue: DatabaseQueue
+    /// What opening the file dropped of a damaged log (`recover`), in words.
+    private(set) var droppedLog: String?
+    /// The open file whose `flock` keeps other processes out.
+    private let lockDescriptor: Int32
+    private let writing = DispatchQueue(label: "luastore.persistence")
+
+    /// The write-ahead log's bound, in pages (16 MiB at the 4 KiB pages of a new store): only a burst that
+    /// writes this much without a pause checkpoints in the middle of it (SQLite's own automatic checkpoint).
+    static let walLimitPages = 4_096
+    /// What makes a checkpoint worth a pause in the work: at least this many bytes committed since the last.
+    static let checkpointBytes = 1 << 20
+    /// How long the writer must have had nothing to do before it checkpoints.
+    static let checkpointPause: DispatchTimeInterval = .milliseconds(20)
+
+    /// Shared with the writer thread, under `state`'s lock.
+    private struct State {
+        var pending: [@Sendable (inout [UInt8]) throws -> Void] = []
+        var scheduled = false
+        /// Bytes committed since the last checkpoint (about: the lines, not SQLite's pages).
+        var uncheckpointed = 0
+        /// Whether a checkpoint waits for the pause to last (`checkpointIfIdle`).
+        var checkpointWaiting = false
+        var failure: PersistenceFailure?
+        /// The last sequence number committed (nil until something is).
+        var durable: UInt64?
+        var committed: Date?
+        var closed = false
+    }
+    private let state = Protected(State())
+    private let condition = NSCondition()
+
+    init(path: String, app: String, durability: Durability, reset: Bool, recover: Bool = false) throws(PersistenceFailure) {
+        self.path = path
+        self.app = app
+        self.durability = durability
+        lockDescriptor = try Self.lock(path)
+        let kind: StoreFile.Kind
+        do {
+            kind = try StoreFile.kind(of: path)
+            if let damage = StoreFile.logDamage(of: path) {
+                guard recover else { throw PersistenceFailure(path: path, reason: damage.reason(path)) }
+                droppedLog = "frame \(damage.frame) of its log was damaged: \(damage.framesAfter) frames after it (\(damage.commitsAfter) committed transactions) were dropped"
+            }
+            if kind != .new { try Self.probe(path, app: app, reset: reset) }
+            var configuration = Configuration()
+            configuration.label = "luastore.persistence"
+            queue = try DatabaseQueue(path: path, configuration: configuration)
+        } catch let failure as PersistenceFailure {
+            Glibc.close(lockDescriptor)
+            throw failure
+        } catch {
+            Glibc.close(lockDescriptor)
+            throw PersistenceFailure(path: path, reason: "cannot be opened as a database: \(Self.words(error))")
+        }
+        do {
+            try prepare(reset: reset, new: kind == .new, marked: kind == .marked)
+        } catch {
+            try? queue.close()
+            Glibc.close(lockDescriptor)
+            throw error
+        }
+    }
+
+    // MARK: Opening
+
+    /// Takes the file's lock (created empty if it does not exist), or says who holds it.
+    private static func lock(_ path: String) throws(PersistenceFailure) -> Int32 {
+        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else {
+            let code = errno
+            let reason = code == EACCES || code == EROFS
+                ? "cannot be written (\(String(cString: strerror(code)))): a durable store needs a file it may write"
+                : "cannot be opened (\(String(cString: strerror(code))))"
+            throw PersistenceFailure(path: path, reason: reason)
+        }
+        var information = stat()
+        if fstat(descriptor, &information) == 0, (information.st_mode & S_IFMT) != S_IFREG {
+            Glibc.close(descriptor)
+            throw PersistenceFailure(path: path, reason: "is not a regular file: a durable store is kept in a file of its own")
+        }
+        // A child process another thread is starting holds a copy of a descriptor until it runs its program (then
+        // the copy closes: O_CLOEXEC), and with it a lock just let go; so a held lock is tried again for a while
+        // before the file is called busy.
+        var attempts = 0
+        while flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
+            attempts += 1
+            if errno == EWOULDBLOCK && attempts < 100 {
+                usleep(10_000)
+                continue
+            }
+            Glibc.close(descriptor)
+            throw PersistenceFailure(path: path, reason: "is in use by another process (one store per file: stop the other run, or choose another file)")
+        }
+        return descriptor
+    }
+
+    /// Reads an existing file's tables without writing anything (a read-only connection neither applies nor
+    /// checkpoints a log): refuses one that is not this app's store in a format this version reads, or that
+    /// SQLite's `quick_check` finds damaged.
+    private static func probe(_ path: String, app: String, reset: Bool) throws(PersistenceFailure) {
+        do {
+            var configuration = Configuration()
+            configuration.readonly = true
+            configuration.label = "luastore.persistence.probe"
+            // (SQLite makes the log and its index beside a WAL-mode file as it reads it; those it made for this
+            // look go with it: a refused file is left with nothing beside it that was not there.)
+            let sidecars = ["-wal", "-shm"].filter { !FileManager.default.fileExists(atPath: path + $0) }
+            let probe = try DatabaseQueue(path: path, configuration: configuration)
+            defer {
+                try? probe.close()
+                for suffix in sidecars {
+                    let size = (try? FileManager.default.attributesOfItem(atPath: path + suffix))?[.size] as? Int
+                    if suffix == "-shm" || size == 0 { try? FileManager.default.removeItem(atPath: path + suffix) }
+                }
+            }
+            let (tables, meta, check) = try probe.read { db -> ([String], [String: DatabaseValue], [String]) in
+                let tables = try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'")
+                guard tables.contains("luastore") else { return (tables, [:], []) }
+                let rows = try Row.fetchAll(db, sql: "SELECT key, value FROM luastore")
+                let meta = Dictionary(rows.compactMap { row in String.fromDatabaseValue(row["key"] as DatabaseValue).map { ($0, row["value"] as DatabaseValue) } },
+                                      uniquingKeysWith: { $1 })
+                return (tables, meta, try String.fetchAll(db, sql: "PRAGMA quick_check"))
+            }
+            guard tables.contains("luastore"), String.fromDatabaseValue(meta["format"] ?? .null) == "luastore-store" else {
+                throw PersistenceFailure(path: path, reason: "is an SQLite database but not a LuaStore store (it has no 'luastore' table of format 'luastore-store'); it was left as it is: choose another file")
+            }
+            let version = Int64.fromDatabaseValue(meta["version"] ?? .null) ?? 0
+            if version > StoreDatabase.formatVersion {
+                throw PersistenceFailure(path: path, reason: "was written by a newer LuaStore (store format \(version); this one reads \(StoreDatabase.formatVersion)); it was left as it is: run the newer luastore")
+            }
+            let owner = String.fromDatabaseValue(meta["app"] ?? .null) ?? ""
+            if owner != app && !reset {
+                throw PersistenceFailure(path: path, reason: "is the store of app '\(owner)', not of '\(app)'; it was left as it is (--persist-reset starts it over for '\(app)')")
+            }
+            if check != ["ok"] && !reset { // (a store started over keeps nothing of what it held)
+                throw PersistenceFailure(path: path, reason: "is damaged (SQLite's check: \(check.prefix(3).joined(separator: "; "))); it was left as it is: restore it from a copy, or start over with --persist-reset")
+            }
+        } catch let failure as PersistenceFailure {
+            throw failure
+        } catch {
+            throw PersistenceFailure(path: path, reason: "cannot be read as a LuaStore store: \(Self.words(error)); it was left as it is")
+        }
+    }
+
+    /// Makes a new file a store (`new`), or starts an existing one over (`reset`), and marks it as a store's
+    /// (`marked`: it is already); then switches it to WAL mode and the durability's sync level. (`probe` checked an
+    /// existing file before: nothing is written to one that is not this app's store.)
+    private func prepare(reset: Bool, new: Bool, marked: Bool) throws(PersistenceFailure) {
+        do {
+            try queue.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA journal_mode = WAL")
+                try db.execute(sql: durability == .full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL")
+                try db.execute(sql: "PRAGMA wal_autocheckpoint = \(Self.walLimitPages)")
+                try db.inTransaction {
+                    if !marked || new {
+                        try db.execute(sql: "PRAGMA application_id = \(Int32(bitPattern: StoreFile.applicationID))")
+                        try db.execute(sql: "PRAGMA user_version = \(StoreDatabase.formatVersion)")
+                    }
+                    guard new || reset else { return .commit }
+                    try db.execute(sql: """
+                        CREATE TABLE IF NOT EXISTS luastore (key TEXT PRIMARY KEY, value);
+                        CREATE TABLE IF NOT EXISTS snapshots (seq INTEGER PRIMARY KEY, header BLOB NOT NULL);
+                        CREATE TABLE IF NOT EXISTS entries (seq INTEGER PRIMARY KEY, first INTEGER NOT NULL, lines BLOB NOT NULL);
+                        """)
+                    try db.execute(sql: "DELETE FROM snapshots; DELETE FROM entries")
+                    try db.execute(sql: "INSERT OR REPLACE INTO luastore (key, value) VALUES ('format', 'luastore-store'), ('version', ?), ('app', ?)",
+                                   arguments: [StoreDatabase.formatVersion, app])
+                    return .commit
+                }
+            }
+        } catch {
+            throw PersistenceFailure(path: path, reason: "cannot be made a LuaStore store: \(Self.words(error))")
+        }
+    }
+
+    /// The state the store resumes from: the latest snapshot with every later entry's changes applied (no
+    /// reducer runs); nil when the store holds nothing yet. A damaged snapshot or entry is refused, naming it.
+    func resume() throws(PersistenceFailure) -> PersistedStart? {
+        let snapshot: Row?
+        do {
+            snapshot = try queue.read { db in try Row.fetchOne(db, sql: "SELECT seq, header FROM snapshots ORDER BY seq DESC LIMIT 1") }
+        } catch {
+            throw PersistenceFailure(path: path, reason: "cannot be read: \(Self.words(error))")
+        }
+        guard let snapshot else {
+            let entries = (try? queue.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM entries") ?? 0 }) ?? 0
+            if entries > 0 {
+                throw PersistenceFailure(path: path, reason: "is damaged: it holds entries but no snapshot to apply them to (--persist-reset starts it over)")
+            }
+            return nil
+        }
+        guard let snapshotSequence = Int64.fromDatabaseValue(snapshot["seq"] as DatabaseValue),
+              let header = Data.fromDatabaseValue(snapshot["header"] as DatabaseValue) else {
+            throw PersistenceFailure(path: path, reason: "is damaged: its snapshot is not one LuaStore writes (--persist-reset starts it over)")
+        }
+        var sequence = UInt64(snapshotSequence)
+        var resumed: (header: RecordingReader.Header, state: LuaValue)?
+        var databaseError: (any Error)?
+        do {
+            try queue.read { db in
+                // The snapshot's header, then the rows of entries after it, read as one recording (a row holds
+                // lines, a line break between them and none after the last).
+                let cursor = try Row.fetchCursor(db, sql: "SELECT lines FROM entries WHERE seq > ? ORDER BY seq", arguments: [snapshotSequence])
+                var first = true
+                let lines = LineReader(blocks: { () throws(LineReader.Unreadable) -> [UInt8]? in
+                    defer { first = false }
+                    if first { return Array(header) + [10] }
+                    let row: Row?
+                    do {
+                        row = try cursor.next()
+                    } catch {
+                        databaseError = error
+                        throw LineReader.Unreadable(reason: Self.words(error))
+                    }
+                    guard let row else { return nil }
+                    guard let data = Data.fromDatabaseValue(row["lines"] as DatabaseValue) else {
+                        throw LineReader.Unreadable(reason: "a row of entries holds no lines")
+                    }
+                    return Array(data) + [10]
+                }, maximumLength: .max)
+                var recording = try RecordingLines(lines, passingOverKept: true)
+                sequence = recording.header.sequence ?? sequence
+                var state = recording.header.state
+                while case let entries = try recording.next(), !entries.isEmpty {
+                    for entry in entries {
+                        do {
+                            for change in try entry.readChanges() ?? [] { state.apply(change) }
+                        } catch {
+                            throw PersistenceFailure(path: path, reason: "is damaged at entry \(entry.sequence): \(error); it was left as it is")
+                        }
+                    }
+                    sequence = recording.last ?? sequence
+                }
+                if let line = recording.cutShort { // (every line was written whole: a row is one transaction)
+                    throw PersistenceFailure(path: path, reason: "is damaged after entry \(sequence): line \(line) of its entries is cut short; it was left as it is")
+                }
+                sequence = recording.last ?? sequence
+                resumed = (recording.header, state)
+            }
+        } catch let problem as RecordingLines.Problem {
+            switch problem.kind {
+            case .header, .empty:
+                throw PersistenceFailure(path: path, reason: "is damaged: its snapshot at entry \(snapshotSequence): \(problem.reason)")
+            case .entry:
+                throw PersistenceFailure(path: path, reason: "is damaged at entry \(problem.sequence.map(String.init) ?? "after \(sequence)"): \(problem.reason); it was left as it is")
+            case .unreadable:
+                if let databaseError { throw PersistenceFailure(path: path, reason: "cannot be read: \(Self.words(databaseError))") }
+                throw PersistenceFailure(path: path, reason: "is damaged after entry \(sequence): \(problem.reason); it was left as it is")
+            }
+        } catch let failure as PersistenceFailure {
+            throw failure
+        } catch {
+            throw PersistenceFailure(path: path, reason: "cannot be read: \(Self.words(error))")
+        }
+        guard let resumed else { return nil }
+        let resumedThrough = sequence
+        self.state.withLock { $0.durable = resumedThrough }
+        return PersistedStart(state: resumed.state, schemaVersion: resumed.header.schemaVersion, scripts: resumed.header.scripts, sequence: sequence)
+    }
+
+    // MARK: Writing
+
+    var failure: PersistenceFailure? { state.withLock { $0.failure } }
+    var failed: Bool { failure != nil }
+
+    func append(lines write: @escaping @Sendable (inout [UInt8]) throws -> Void) {
+        let schedule = state.withLock { state -> Bool in
+            guard state.failure == nil, !state.closed else { return false }
+            state.pending.append(write)
+            defer { state.scheduled = true }
+            return !state.scheduled
+        }
+        if schedule { writing.async { [self] in drain() } }
+    }
+
+    /// On the writer's thread: makes the lines of everything queued, and commits them as one transaction.
+    private func drain() {
+        let writes = state.withLock { state in
+            state.scheduled = false
+            defer { state.pending = [] }
+            return state.pending
+        }
+        guard !writes.isEmpty else { return }
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(writes.count * 256)
+        do {
+            for write in writes { try write(&buffer) }
+        } catch {
+            fail("a journal entry could not be encoded: \(error)")
+            return
+        }
+        var last: UInt64?
+        var snapshot = false
+        do {
+            try queue.inTransaction { db in
+                // Consecutive entry lines go in as one row (a chunk: `seq` is its last entry's, `first` its
+                // first's); a snapshot ends the chunk before it and removes every row it supersedes.
+                var chunk: (start: Int, end: Int, first: UInt64, last: UInt64)?
+                func flush() throws {
+                    guard let pending = chunk else { return }
+                    let statement = try db.cachedStatement(sql: "INSERT OR REPLACE INTO entries (seq, first, lines) VALUES (?, ?, ?)")
+                    try buffer[pending.start..<pending.end].withUnsafeBytes { lines in // (SQLite copies it: no copy before)
+                        let bytes = Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: lines.baseAddress!), count: lines.count, deallocator: .none)
+                        try statement.execute(arguments: [Int64(pending.last), Int64(pending.first), bytes])
+                    }
+                    chunk = nil
+                }
+                var start = buffer.startIndex
+                while start < buffer.endIndex {
+                    let end = buffer.firstLineBreak(from: start) ?? buffer.endIndex
+                    let line = buffer[start..<end]
+                    defer { start = end + 1 }
+                    guard !line.isEmpty else { continue }
+                    if let sequence = RecordingLine.entrySequence(line) {
+                        chunk = (chunk?.start ?? start, end, chunk?.first ?? sequence, sequence)
+                        last = sequence
+                    } else if let sequence = RecordingLine.headerSequence(line) {
+                        try flush()
+                        snapshot = true
+                        try db.cachedStatement(sql: "INSERT OR REPLACE INTO snapshots (seq, header) VALUES (?, ?)")
+                            .execute(arguments: [Int64(sequence), Data(line)])
+                        try db.cachedStatement(sql: "DELETE FROM entries WHERE seq <= ?").execute(arguments: [Int64(sequence)])
+                        try db.cachedStatement(sql: "DELETE FROM snapshots WHERE seq < ?").execute(arguments: [Int64(sequence)])
+                        last = sequence
+                    } else {
+                        throw PersistenceFailure(path: path, reason: "a journal line has no sequence number (a bug: please report it)")
+                    }
+                }
+                try flush()
+                return .commit
+            }
+        } catch let failure as PersistenceFailure {
+            fail(failure.reason)
+            return
+        } catch {
+            fail("cannot be written: \(Self.words(error))")
+            return
+        }
+        // A snapshot supersedes every entry before it: checkpointed with its commit, the state is in the database
+        // file and the log starts over small (what resuming reads first). (A checkpoint that fails loses nothing:
+        // the log holds the commit, and the next one tries again.)
+        let copied = snapshot ? (try? queue.writeWithoutTransaction { db in try db.checkpoint(.passive) }) : nil
+        let checkpoint = state.withLock { state -> Bool in
+            if let last { state.durable = max(state.durable ?? 0, last) }
+            state.committed = Date()
+            if let copied, copied.checkpointedFrameCount >= copied.walFrameCount {
+                state.uncheckpointed = 0
+            } else {
+                state.uncheckpointed += buffer.count
+            }
+            guard state.uncheckpointed >= Self.checkpointBytes, !state.checkpointWaiting else { return false }
+            state.checkpointWaiting = true
+            return true
+        }
+        condition.lock()
+        condition.broadcast()
+        condition.unlock()
+        if checkpoint { writing.asyncAfter(deadline: .now() + Self.checkpointPause) { [self] in checkpointIfIdle() } }
+    }
+
+    /// On the writer's thread: copies what the write-ahead log holds into the database file when nothing came to
+    /// be written during the pause. Checkpointing costs about what writing the log did; done in a pause, a burst
+    /// of actions does not wait for it (nor for SQLite's automatic one, until the log reaches `walLimitPages`).
+    /// A checkpoint that cannot finish (a reader holds an old page) is tried again at the next pause; nothing is
+    /// lost meanwhile: the log holds every commit.
+    private func checkpointIfIdle() {
+        let idle = state.withLock { state -> Bool in
+            state.checkpointWaiting = false
+            return state.pending.isEmpty && !state.closed && state.failure == nil
+        }
+        guard idle else { return }
+        if let (logged, copied) = try? queue.writeWithoutTransaction({ db in try db.checkpoint(.passive) }), copied >= logged {
+            state.withLock { $0.uncheckpointed = 0 }
+        }
+    }
+
+    private func fail(_ reason: String) {
+        state.withLock { state in
+            if state.failure == nil { state.failure = PersistenceFailure(path: path, reason: reason) }
+            state.pending = []
+        }
+        condition.lock()
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Waits until the entries through `sequence` are committed (nil: does not wait); throws if writing failed.
+    func wait(through sequence: UInt64?) throws(PersistenceFailure) {
+        if let sequence {
+            condition.lock()
+            while true {
+                let (durable, failure) = state.withLock { ($0.durable, $0.failure) }
+                if let durable, durable >= sequence { break }
+                if failure != nil { break }
+                condition.wait()
+            }
+            condition.unlock()
+        }
+        if let failure = state.withLock({ $0.failure }) { throw failure }
+    }
+
+    /// Writes what is queued, then closes the connection and lets the lock go.
+    func close() -> PersistenceFailure? {
+        let alreadyClosed = state.withLock { state -> Bool in
+            defer { state.closed = true }
+            return state.closed
+        }
+        if alreadyClosed { return state.withLock { $0.failure } }
+        writing.sync { drain() }
+        try? queue.close()
+        Glibc.close(lockDescriptor)
+        return state.withLock { $0.failure }
+    }
+
+    func storedBytes() -> Int64 {
+        (try? queue.read { db in
+            let pages = try Int64.fetchOne(db, sql: "PRAGMA page_count") ?? 0
+            let free = try Int64.fetchOne(db, sql: "PRAGMA freelist_count") ?? 0
+            let size = try Int64.fetchOne(db, sql: "PRAGMA page_size") ?? 0
+            return (pages - free) * size
+        }) ?? 0
+    }
+
+    var status: (bytes: Int64, sequence: UInt64, committed: Date?, failure: PersistenceFailure?) {
+        let size = { (path: String) -> Int64 in
+            ((try? FileManager.default.attributesOfItem(atPath: path)[.size]) as? NSNumber)?.int64Value ?? 0
+        }
+        let bytes = size(path) + size(path + "-wal")
+        return state.withLock { (bytes, $0.durable ?? 0, $0.committed, $0.failure) }
+    }
+
+    static func words(_ error: any Error) -> String {
+        if let error = error as? DatabaseError {
+            switch error.resultCode {
+            case .SQLITE_FULL: return "the disk is full"
+            case .SQLITE_READONLY: return "the file is read-only"
+            case .SQLITE_NOTADB: return "not a database"
+            case .SQLITE_CORRUPT: return "the database is damaged"
+            case .SQLITE_IOERR: return "an input/output error (\(error.message ?? "no detail"): the disk may be full, or the file at a size limit)"
+            default: return error.message ?? "\(error)"
+            }
+        }
+        return "\(error)"
+    }
+}

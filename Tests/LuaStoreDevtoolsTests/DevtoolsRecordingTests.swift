@@ -1,0 +1,150 @@
+import Foundation
+import Glibc
+import LuaKit
+@testable import LuaStoreDevtools
+import LuaStorePersistence
+import LuaStoreScripting
+import LuaStoreTestSupport
+import RawHTTPClient
+import Testing
+
+/// The devtools and recordings: the kept session exported as a recording and as a spec, a recording imported and
+/// browsed, the session replayed with the current scripts.
+@Suite struct DevtoolsRecordingTests {
+    @Test func theExportIsARecordingOfTheKeptSession() async throws {
+        let session = try await DevtoolsTests.start(keep: 50)
+        defer { Task { await session.stop() } }
+        for _ in 0..<80 { session.store.dispatch(["type": "add"]) }
+        await session.store.barrier()
+        let export = try await session.get("/api/export")
+        #expect(export.status == 200)
+        let lines = export.body.split(separator: "\n")
+        #expect(lines.count == 51) // a header, then the 50 entries kept
+        let header = try #require(JSONSerialization.jsonObject(with: Data(lines[0].utf8)) as? [String: Any])
+        #expect(header["format"] as? String == "luastore-recording")
+        #expect((header["state"] as? [String: Any])?["count"] as? Int == 30) // the state before entry 31
+        #expect(lines[1].hasPrefix(#"{"seq":31,"#))
+    }
+
+    /// "Export spec": the kept session as a busted spec, from the state before the oldest kept entry; `luastore
+    /// test` runs it and it passes, then fails naming the action once the reducer does something else.
+    @Test func theKeptSessionExportsAsASpecThatLuastoreTestRuns() async throws {
+        let folder = try CLI.makeApp(DevtoolsTests.app)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let session = try await DevtoolsTests.start(keep: 5, folder: folder)
+        defer { Task { await session.stop() } }
+        for _ in 0..<6 { session.store.dispatch(["type": "add"]) }
+        session.store.dispatch(["type": "boom"])
+        session.store.dispatch(["type": "rename", "name": "Spec"])
+        await session.store.barrier()
+        let export = try await session.get("/api/export-spec")
+        #expect(export.status == 200)
+        #expect(export.body.contains(#"describe("demo session", function()"#))
+        #expect(export.body.contains(#"session.state({count = 3, items = {{n = 1}, {n = 2}, {n = 3}}, name = "start"})"#), "\(export.body)")
+        #expect(export.body.components(separatedBy: "session.step(").count - 1 == 5)
+        #expect(export.body.contains(#"failure = "boom at 6","#))
+        #expect(export.body.contains(#"props = {count = 6, name = "start"},"#))
+        let spec = folder.appendingPathComponent("spec/kept_spec.lua")
+        try FileManager.default.createDirectory(at: spec.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try export.body.write(to: spec, atomically: true, encoding: .utf8)
+        let passing = try await CLI.run(["test", folder.path])
+        #expect(passing.status == 0, "\(passing.output)")
+        #expect(passing.output.hasSuffix("5 passed, 0 failed\n"), "\(passing.output)")
+        try DevtoolsTests.app.replacingOccurrences(of: "state.name = action.name", with: "state.name = action.name .. \"!\"")
+            .write(to: folder.appendingPathComponent("app.lua"), atomically: true, encoding: .utf8)
+        let failing = try await CLI.run(["test", folder.path])
+        #expect(failing.output.contains(#"action 8 {name = "Spec", type = "rename"}: state.name is "Spec!"; the recording says "Spec""#),
+                "\(failing.output)")
+    }
+
+    @Test func anImportedRecordingIsBrowsedLikeTheRunningApp() async throws {
+        let folder = try CLI.makeApp(DevtoolsTests.app)
+        let session = try await DevtoolsTests.start(folder: folder)
+        defer { Task { await session.stop() } }
+        for _ in 0..<6 { session.store.dispatch(["type": "add"]) }
+        session.store.dispatch(["type": "boom"])
+        session.store.dispatch(["type": "rename", "name": "Imported"])
+        await session.store.barrier()
+        let recording = try await session.get("/api/export").body
+
+        let imported = try DevtoolsTests.json(try await session.post("/api/import?name=s.jsonl", body: recording))
+        let summary = try #require(imported["imported"] as? [String: Any])
+        #expect(summary["entries"] as? Int == 8)
+        #expect(summary["divergence"] == nil)
+        #expect(imported["count"] as? Int == 8)
+        let failed = try DevtoolsTests.json(try await session.get("/api/entries?failed=1"))
+        #expect((failed["entries"] as? [[String: Any]])?.first?["seq"] as? Int == 7)
+        let third = try DevtoolsTests.json(try await session.get("/api/state?seq=3"))
+        #expect((third["items"] as? [[String: Any]])?.first { $0["key"] as? String == "count" }?["value"] as? Int == 3)
+        let entry = try DevtoolsTests.json(try await session.get("/api/entry?seq=8"))
+        #expect((entry["props"] as? [String: Any])?["name"] as? String == "Imported")
+        #expect(try await session.store.state()["count"] == 6) // the running app is as it was
+
+        #expect(try DevtoolsTests.json(try await session.post("/api/back"))["imported"] is NSNull)
+        #expect(try DevtoolsTests.json(try await session.get("/api/session"))["count"] as? Int == 8)
+
+        // The scripts changed since: the first action they compute otherwise is named.
+        let changed = DevtoolsTests.app.replacingOccurrences(of: "state.count = state.count + 1", with: "state.count = state.count + 2")
+        try Data(changed.utf8).write(to: folder.appendingPathComponent("app.lua"))
+        let diverged = try DevtoolsTests.json(try await session.post("/api/import?name=s.jsonl", body: recording))
+        let divergence = try #require((diverged["imported"] as? [String: Any])?["divergence"] as? [String: Any])
+        #expect(divergence["seq"] as? Int == 1)
+        #expect(divergence["path"] as? String == "state.count")
+
+        let bad = try await session.post("/api/import?name=notes.txt", body: "hello\n")
+        #expect(bad.status == 400)
+        #expect(bad.body.contains("notes.txt:1: not a recording"))
+        // A last line cut short (a crash while it was written) is left out, as `luastore replay` leaves it, and named.
+        let cut = try await session.post("/api/import?name=cut.jsonl", body: recording + "{\"seq\":9,\"act")
+        #expect(cut.status == 200)
+        let cutSummary = try #require(try DevtoolsTests.json(cut)["imported"] as? [String: Any])
+        #expect(cutSummary["cutShort"] as? Int == 10)
+        #expect(cutSummary["entries"] as? Int == 8)
+        let damaged = try await session.post("/api/import?name=damaged.jsonl", body: recording + "{\"seq\":9,\"act\n")
+        #expect(damaged.status == 400)
+        #expect(damaged.body.contains("damaged.jsonl:10: not a recorded entry"), "\(damaged.body)")
+        // Changes that are JSON but not a list of changes are named when they are read.
+        let lines = recording.split(separator: "\n").map(String.init)
+        var malformed = lines
+        malformed[1] = RecordingLine.withSum(lines[1].replacing(#/"changes":\[.*\],"scripts"/#, with: #""changes":"none","scripts""#))
+        #expect(malformed[1] != lines[1])
+        let refused = try await session.post("/api/import?name=m.jsonl", body: malformed.joined(separator: "\n") + "\n")
+        #expect(refused.status == 400)
+        #expect(refused.body.contains("m.jsonl: the entry of action 1 is not a recorded entry"), "\(refused.body)")
+    }
+
+    @Test func replayingWithTheCurrentScriptsFindsTheFirstDivergence() async throws {
+        let folder = try CLI.makeApp(DevtoolsTests.app)
+        let session = try await DevtoolsTests.start(folder: folder)
+        defer { Task { await session.stop() } }
+        for _ in 0..<4 { session.store.dispatch(["type": "add"]) }
+        session.store.dispatch(["type": "rename", "name": "Ada"])
+        for _ in 0..<3 { session.store.dispatch(["type": "add"]) }
+        await session.store.barrier()
+        let same = try DevtoolsTests.json(try await session.post("/api/replay"))
+        #expect(same["matches"] as? Bool == true)
+        #expect(same["replayed"] as? Int == 8)
+
+        // The scripts change how `rename` works (and nothing else): the sixth action, not the first, diverges.
+        let changed = DevtoolsTests.app.replacingOccurrences(of: "state.name = action.name", with: "state.name = string.upper(action.name)")
+        try Data(changed.utf8).write(to: folder.appendingPathComponent("app.lua"))
+        let report = try DevtoolsTests.json(try await session.post("/api/replay"))
+        #expect(report["matches"] as? Bool == false)
+        let divergence = try #require(report["divergence"] as? [String: Any])
+        #expect(divergence["seq"] as? Int == 5)
+        #expect(divergence["what"] as? String == "changes")
+        let difference = try #require((divergence["differences"] as? [[String: Any]])?.first)
+        #expect(difference["path"] as? String == "state.name")
+        #expect(difference["then"] as? String == "Ada")
+        #expect(difference["now"] as? String == "ADA")
+
+        // Props alone: the same changes, other props.
+        let props = DevtoolsTests.app.replacingOccurrences(of: "name = state.name }", with: "name = state.name, shout = state.count > 6 }")
+        try Data(props.utf8).write(to: folder.appendingPathComponent("app.lua"))
+        let byProps = try DevtoolsTests.json(try await session.post("/api/replay"))
+        let propsDivergence = try #require(byProps["divergence"] as? [String: Any])
+        #expect(propsDivergence["what"] as? String == "props")
+        #expect(propsDivergence["seq"] as? Int == 1)
+        #expect((propsDivergence["differences"] as? [[String: Any]])?.first?["path"] as? String == "props.shout")
+    }
+}
