@@ -135,6 +135,14 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(
+            name: "LuaStoreBundlesTests",
+            dependencies: [
+                "LuaKit", "LuaStoreBundles", "LuaStoreScripting", "LuaStoreTestSupport",
+                .product(name: "Crypto", package: "swift-crypto"), .product(name: "ZIPFoundation", package: "ZIPFoundation"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
             name: "LuaStorePersistenceTests",
             dependencies: ["LuaKit", "LuaStoreScripting", "LuaStorePersistence", "LuaStoreTestSupport"],
             swiftSettings: strict
@@ -169,14 +177,20 @@ let package = Package(
         .testTarget(
             name: "luastoreTests",
             dependencies: [
-                "LuaStoreDemoAPI", "LuaStoreTestSupport", "LuaStoreDevtools", "RawHTTPClient", .target(name: "luastore"), .target(name: "luastore-bench"), .target(name: "swift-host"),
+                "LuaStoreDemoAPI", "LuaStoreTestSupport", "LuaStoreDevtools", "RawHTTPClient", .target(name: "luastore"),
             ],
             exclude: ["golden", "specs", "busted", "busted-project"],
             swiftSettings: strict
         ),
+        // What README, docs/ and the samples promise: links, shell sessions, the design's map, the Swift host.
+        .testTarget(
+            name: "DocsTests",
+            dependencies: ["LuaStoreTestSupport", .target(name: "luastore"), .target(name: "swift-host")],
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "LuaStoreScriptingTests",
-            dependencies: ["CLuaState", "LuaStoreScripting", "LuaStoreTestSupport", "LuaStoreDemoAPI"],
+            dependencies: ["CLuaState", "LuaStoreScripting", "LuaStoreTestSupport"],
             swiftSettings: strict
         ),
     ]

@@ -4,25 +4,6 @@ import LuaStoreScripting
 import LuaStoreTestSupport
 import LuaStoreCore
 
-/// An app folder written for one test, removed when it ends (callers `defer` `remove()`).
-struct AppFolder {
-    let url: URL
-
-    init(_ files: [String: String]) throws {
-        url = FileManager.default.temporaryDirectory.appendingPathComponent("luastore-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-        for (path, contents) in files { try write(path, contents) }
-    }
-
-    func write(_ path: String, _ contents: String) throws {
-        let file = url.appendingPathComponent(path)
-        try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
-        try Data(contents.utf8).write(to: file)
-    }
-
-    func remove() { try? FileManager.default.removeItem(at: url) }
-}
-
 /// What a store under test reported.
 final class Recorder: Sendable {
     let props = Protected<[LuaValue]>([])

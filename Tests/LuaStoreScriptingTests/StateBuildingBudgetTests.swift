@@ -1,6 +1,7 @@
 import Foundation
 import LuaKit
 import LuaStoreScripting
+import LuaStoreTestSupport
 import Testing
 
 /// Budgets count CPU time, and the calls that build a whole state have one of their own
