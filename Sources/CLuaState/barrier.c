@@ -1,70 +1,7 @@
-// A journaling write barrier over proxy tables, and the loop that reduces a run of actions through it, in C.
-//
-// This comment is the barrier's contract; `state_runtime.lua` (the Lua half), `StateRuntime.swift`,
-// `ScriptEngine+Runs.swift` and `LuaVM.loadTrusted` point here.
-//
-// ## Why a write barrier with an undo journal (and not persistent structures)
-//
-// An app's state is ordinary Lua tables, mutated in place. Scripts never touch those tables directly: `reduce`,
-// `props` and selectors receive *proxies* — empty tables whose metamethods forward to the real table. That one
-// indirection buys the three properties LuaStore is built on:
-//
-// 1. Cost per action does not grow with state size. A write costs a `rawset` plus three journal slots; nothing
-//    is copied (a copy-on-write draft would shallow-copy a 100,000-entry array to change one entry). Proxies are
-//    made lazily, only for the tables a function actually reaches, and cached.
-// 2. Every dispatch is a transaction. Each write appends (table, key, old value) to the journal. If the reducer
-//    raises, runs out of time or memory, the host calls `rollback`, which replays the journal backwards;
-//    otherwise the next transaction drops it. Untouched tables keep their identity across dispatches.
-// 3. Changes are known without comparing. Each write to a table some reader (props, a selector, subscriptions)
-//    read marks due, there and then, the readers of what it changed (the index of readers, `dependents`: real
-//    table -> key -> readers); a flush runs them again.
-//
-// Persistent structures (HAMTs) would give the same guarantees, but every read and write in a script would go
-// through tree operations written in Lua, and tables would stop being tables.
-//
-// ## Who does what
-//
-// `makebarrier{…}` (trusted host code only) returns the barrier's functions (below, "The functions"). The
-// common cases run here: `__index` while writing; `__newindex` while writing, for a key that stays and a value
-// that is plain data; making proxies; the loop over a run of actions; writing what each committed action changed, as a recording's JSON,
-// for the session journal (`record_changes`, with `json.c`; paths cached while nothing moves, learned as the
-// reducer reads its way down, and the writes `__newindex` made itself kept as it made them, so that the usual
-// action's changes are written without reading the journal back); the barrier's state. A float key with an
-// integer's value is taken as that integer, as a table keeps it. Everything else —
-// read tracking, a key or value that is a table, a key that appears or goes away, an error to raise — is handed,
-// unchanged, to the Lua functions the barrier was made with (`index`, `newindex`, `note`, `adopt`), which are what
-// the metamethods were before this file existed (docs/benchmarks.md has what that saved).
-//
-// The barrier's state (mode, journal length, whether the declared subscriptions are stale, the position in a
-// run, proxies made) is a C struct every function of one barrier shares, so the hot paths read it for free; the
-// Lua side reads and sets it through `mode`/`setmode`, `dirty`/`setdirty`, `position`, `made`.
-//
-// Modes (`B.CLOSED`, `B.WRITE`, `B.READ`, the only definition of their numbers): no function of the app runs;
-// `reduce` or `migrate` runs (writes are journaled); `props`, a selector or `subscriptions` runs (writes are
-// errors, reads are recorded by the Lua half).
-//
-// The state is data, a tree (docs/scripted-apps.md, "State is data"): the fast path stores only strings, booleans and finite
-// numbers; the Lua half refuses anything else that is not data, a table placed in a second place or inside
-// itself, and keys that are not data. That is what makes a change's path (where the changed table is, from the
-// records `to_proxy` keeps) well defined, and every state convertible.
-//
-// Limits, by design: state tables are data (no metatables of their own); `next` and `rawget`/`rawset` do not
-// see through proxies (`pairs`, indexing and `table.*` do; the sandbox's `rawset` refuses proxies); a proxy may
-// not be kept after the function that received it returns.
-//
-// ## The files
-//
-// The barrier is one object in five parts, each a file with its own prefix: `proxies.c` (proxies, their stamps,
-// `__index`, where tables are), `journal.c` (transactions, `__newindex`), `reads.c` (readers' records, the change
-// set), `changes.c` (what an action changed, as JSON), `runs.c` (the loop over a run). `barrier.h` holds what they
-// share — the state, the upvalue layouts, small helpers — and this file the contract and `makebarrier`.
-//
-// ## Stack effects
-//
-// Every function here states its stack effect as Lua's manual does, `[-o, +p, x]`: it pops `o` values, pushes
-// `p`, and `x` says whether it may raise: `-` never, `m` only a memory error, `e` any error (it calls Lua). The
-// functions Lua calls (`lua_CFunction`s) are entered with their arguments and may raise (`e`): they run only
-// inside a protected call the host made, never in a Swift frame.
+// A journaling write barrier over proxy tables, and the loop that reduces a run of actions through it, in C: this
+// file makes the barrier (`makebarrier`); its parts are `proxies.c`, `journal.c`, `reads.c`, `changes.c` and
+// `runs.c`, and `barrier.h` holds what they share. Why a barrier, who does what (C or the Lua half), the modes, the
+// limits and the stack effects every function states: docs/design.md, "The write barrier".
 #include "barrier.h"
 #include "clua_state.h"
 

@@ -1,5 +1,5 @@
-// The barrier's shared parts, for the files that make it up (`barrier.c` holds its contract, `makebarrier` and
-// the library): its state (`Barrier`), the upvalue layouts of its functions, the helpers every part uses, and each
+// The barrier's shared parts, for the files that make it up (`barrier.c` makes it, `makebarrier` and the
+// library; its contract is docs/design.md, "The write barrier"): its state (`Barrier`), the upvalue layouts of its functions, the helpers every part uses, and each
 // part's functions. Internal to CLuaState (not in `include/`). The parts, each with its own prefix:
 //
 //   proxies.c   `proxies_`  the proxies scripts receive: made and cached, stamped with the call they were handed

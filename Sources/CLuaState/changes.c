@@ -2,7 +2,7 @@
 // journal wrote whose value now differs, named by its path from the root, written as a recording's `changes`
 // array (`json.c`) into the run's buffer of records — from the writes `__newindex` kept when it made them all, with
 // cached paths when nothing moved, by reading the journal back otherwise; long journals are read by the Lua
-// `collect` and written out here. The barrier as a whole, and its contract: `barrier.c`.
+// `collect` and written out here. The barrier as a whole, and its contract: docs/design.md, "The write barrier".
 #include "barrier.h"
 
 // MARK: Reading what an action changed

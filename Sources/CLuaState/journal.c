@@ -1,7 +1,7 @@
 // The journal (`journal_`): each transaction's writes as (table, key, old value) triples, which a rollback undoes
 // newest first; `__newindex`'s fast path (a key that stays, a value that is plain data), which journals the write,
 // makes it, keeps it for `changes.c`, and marks due the readers that read what it changed. The
-// barrier as a whole, and its contract: `barrier.c`.
+// barrier as a whole, and its contract: docs/design.md, "The write barrier".
 #include "barrier.h"
 
 /// [-0, +0, m] Appends (table, key, old value) at the given stack indices to the journal. May raise (memory)

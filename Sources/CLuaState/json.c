@@ -1,8 +1,8 @@
 // The session journal's changes, written as a recording's JSON, in C (`json.h` is the interface).
 //
-// The barrier's run loop (`barrier.c`) reads what each committed action changed while its journal is at hand and
-// writes it here, straight into a byte buffer, as the JSON a recording holds for it (docs/recordings.md, "Recordings";
-// `Recording.swift`): `[[path…], value]` per change, `[[path…]]` for a removal. The host takes the buffer once
+// The run loop (`runs.c`, through `changes_record` in `changes.c`) reads what each committed action changed while
+// its journal is at hand and writes it here, straight into a byte buffer, as the JSON a recording holds for it
+// (docs/recordings.md, "Recordings"; `RecordingLine.swift`): `[[path…], value]` per change, `[[path…]]` for a removal. The host takes the buffer once
 // per run, so recording a session costs the store's thread what the action changed, encoded once, and nothing
 // is converted into Swift values unless someone asks (`JournalEntry.changes`).
 //

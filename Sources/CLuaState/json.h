@@ -1,5 +1,5 @@
-// Writing Lua values as a recording's JSON into a byte buffer: `json.c`, used by the barrier's run loop
-// (`barrier.c`). Internal to CLuaState (not in `include/`: Swift never sees it).
+// Writing Lua values as a recording's JSON into a byte buffer: `json.c`, used by the changes of each committed
+// action (`changes.c`, called from the run loop in `runs.c`). Internal to CLuaState (not in `include/`: Swift never sees it).
 #ifndef CLUA_JSON_H
 #define CLUA_JSON_H
 

@@ -2,7 +2,7 @@
 // reaches a table and cached (one proxy per table while anyone holds it); each stamped with the call it was handed
 // out in, and good only in that call; `__index` through them; and where each table of the state is, recorded as
 // its proxy is made (the paths of changes are read from those records, and cached as the reducer reads its way
-// down). The barrier as a whole, and its contract: `barrier.c`.
+// down). The barrier as a whole, and its contract: docs/design.md, "The write barrier".
 #include "barrier.h"
 
 // MARK: Proxies live for one call

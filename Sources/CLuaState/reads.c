@@ -1,7 +1,7 @@
 // Readers (`reads_`): while props, a selector or `subscriptions` runs (READ mode), what it reads, marked in the
 // record of what it read last time (a reader that reads what it read before allocates nothing) or noted as fresh;
 // the readers a write marked due (once each), handed over at a flush; the emptied key sets kept for the next
-// records. The barrier as a whole, and its contract: `barrier.c`.
+// records. The barrier as a whole, and its contract: docs/design.md, "The write barrier".
 #include "barrier.h"
 
 /// [-0, +1, m] The set of keys of the table at `real` in the record of reads at `record`,

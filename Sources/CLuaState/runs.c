@@ -1,6 +1,6 @@
 // Runs of actions (`runs_`): the loop that reduces a list of actions, each its own transaction with its own time
 // budget, stopping where the host must look before the next (commands, stale subscriptions, what the readers gave
-// within the run). The barrier as a whole, and its contract: `barrier.c`.
+// within the run). The barrier as a whole, and its contract: docs/design.md, "The write barrier".
 #include "barrier.h"
 #include "clua_state_layouts.h"
 

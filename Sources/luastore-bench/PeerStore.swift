@@ -1,5 +1,4 @@
 import Foundation
-import LuaStoreCore
 
 /// The peer a user would pick when every action must be observed: a store shaped like ReSwift's, written here
 /// (no vendored code) as the baseline of `counter.every_action_lua_vs_reswift_ratio`. `dispatch` runs the reducer
@@ -7,46 +6,44 @@ import LuaStoreCore
 /// skipping a subscriber's repeats (ReSwift's `skipRepeats` for an `Equatable` state) — one closure per action,
 /// no queue, no props machinery.
 final class PeerStore<State: Equatable, Action>: @unchecked Sendable {
-    // (@unchecked: a subscription's `last` is touched only by the dispatching thread, as ReSwift's are.)
+    // (@unchecked: `state`, `subscribers` and `isDispatching` are touched only under `lock`. The peer takes its
+    // lock as ReSwift does, directly — the one `NSLock` outside `Protected`, so that the baseline pays no
+    // closure the peer does not.)
     private final class Subscription {
         let newState: (State) -> Void
         var last: State?
         init(_ newState: @escaping (State) -> Void) { self.newState = newState }
     }
 
-    /// What the lock guards.
-    private struct Guarded {
-        var state: State
-        var subscribers: [Subscription] = []
-        var isDispatching = false
-    }
-
-    private let guarded: Protected<Guarded>
+    private let lock = NSLock()
+    private var state: State
     private let reducer: (Action, State) -> State
+    private var subscribers: [Subscription] = []
+    private var isDispatching = false
 
     init(state: State, reducer: @escaping (Action, State) -> State) {
-        guarded = Protected(Guarded(state: state))
+        self.state = state
         self.reducer = reducer
     }
 
     /// Subscribes `newState`; it gets the current state at once.
     func subscribe(_ newState: @escaping (State) -> Void) {
         let subscription = Subscription(newState)
-        let current = guarded.withLock { guarded in
-            guarded.subscribers.append(subscription)
-            return guarded.state
-        }
+        lock.lock()
+        subscribers.append(subscription)
+        let current = state
+        lock.unlock()
         deliver(current, to: subscription)
     }
 
     func dispatch(_ action: Action) {
-        let (current, subscribers) = guarded.withLock { guarded in
-            precondition(!guarded.isDispatching, "a reducer dispatched an action")
-            guarded.isDispatching = true
-            guarded.state = reducer(action, guarded.state)
-            guarded.isDispatching = false
-            return (guarded.state, guarded.subscribers)
-        }
+        lock.lock()
+        precondition(!isDispatching, "a reducer dispatched an action")
+        isDispatching = true
+        state = reducer(action, state)
+        isDispatching = false
+        let (current, subscribers) = (state, subscribers)
+        lock.unlock()
         for subscription in subscribers { deliver(current, to: subscription) }
     }
 

@@ -2,8 +2,8 @@ import CLuaState
 import LuaKit
 
 /// The trusted Lua chunks that keep a scripted app's state in the VM: `state_runtime.lua` and its parts beside
-/// this file, embedded at build time. The write barrier they build on is explained once, at the top of
-/// `Sources/CLuaState/barrier.c`; `state_runtime.lua`'s header says what the Lua half adds, part by part.
+/// this file, embedded at build time. The write barrier they build on is explained once, in docs/design.md
+/// ("The write barrier"); `state_runtime.lua`'s header says what the Lua half adds, part by part.
 enum StateRuntime {
     /// The chunks, in the order they load: the first makes the table they share, each other adds its part.
     static let parts = [EmbeddedLua.stateRuntime, EmbeddedLua.stateData, EmbeddedLua.stateRuns, EmbeddedLua.stateJournal,

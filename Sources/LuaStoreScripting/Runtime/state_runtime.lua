@@ -2,7 +2,7 @@
 -- app VM; embedded into the binary at build time by the EmbedLua plugin).
 --
 -- The write barrier this builds on — proxies, the undo journal, the readers due, the modes and what runs in C —
--- is explained once, at the top of `Sources/CLuaState/barrier.c`. The Lua half is six chunks, one concern each,
+-- is explained once, in docs/design.md ("The write barrier"). The Lua half is six chunks, one concern each,
 -- loaded in this order into the same VM, sharing one table (`S`, below: the state they share, and what each
 -- offers the others):
 --
