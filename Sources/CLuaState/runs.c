@@ -42,6 +42,27 @@ typedef struct RunEnd {
     int timedOut;
 } RunEnd;
 
+/// What `run`'s stack holds, slot by slot, while it loops: its arguments first (the flush moved down to where
+/// `stopWhenDirty` was read), then what each action's call leaves.
+enum {
+    RUN_SLOT_REDUCE = 1,   /* the app's reduce */
+    RUN_SLOT_LIST = 2,     /* the actions */
+    RUN_SLOT_FLUSH = 5,    /* the readers' flush (nil: none) */
+    RUN_SLOT_PROXY = 6,    /* the state's proxy */
+    RUN_SLOT_ACTION = 7,   /* the action being reduced; after a flush that failed, its error */
+    RUN_SLOT_RESULT = 8,   /* what reduce returned (a new state, or nil) */
+    RUN_SLOT_COMMANDS = 9, /* the commands it returned */
+};
+
+/// `run`'s arguments after the list, read once.
+typedef struct RunOptions {
+    lua_Integer first, last;
+    int stopWhenDirty; /* stop after an action that made the subscriptions stale */
+    int flush;         /* a flush was given: the readers run within the run */
+    int alwaysDirty;   /* say at every end whether subscriptions are stale (a run of one action) */
+    lua_Integer every, untilFlush; /* the host's notification points */
+} RunOptions;
+
 /// [-0, +n, e] Pushes a run's results in their layout (`CLUA_RUN_RESULTS`): `flush`, whether the readers ran
 /// within it (then all of them; otherwise up to the records). Returns how many.
 static int run_results(lua_State *L, Barrier *b, RunEnd end, int flush) {
@@ -117,17 +138,20 @@ static void know_root(lua_State *L, Barrier *b, int index) {
 /// was, and its writes are in the journal.
 int runs_run(lua_State *L) {
     Barrier *b = barrier(L);
-    luaL_checktype(L, 1, LUA_TFUNCTION);
-    luaL_checktype(L, 2, LUA_TTABLE);
-    lua_Integer first = luaL_checkinteger(L, 3), last = luaL_checkinteger(L, 4);
-    int stopWhenDirty = lua_toboolean(L, 5);
-    int flush = lua_type(L, 6) == LUA_TFUNCTION;
-    int alwaysDirty = lua_toboolean(L, 7);
-    lua_Integer every = luaL_optinteger(L, 8, 1), untilFlush = luaL_optinteger(L, 9, 1);
-    luaL_argcheck(L, every >= 1 && untilFlush >= 1 && untilFlush <= every, 8, "notification points out of range");
+    luaL_checktype(L, RUN_SLOT_REDUCE, LUA_TFUNCTION);
+    luaL_checktype(L, RUN_SLOT_LIST, LUA_TTABLE);
+    RunOptions options = {
+        .first = luaL_checkinteger(L, 3), .last = luaL_checkinteger(L, 4), .stopWhenDirty = lua_toboolean(L, 5),
+        .flush = lua_type(L, 6) == LUA_TFUNCTION, .alwaysDirty = lua_toboolean(L, 7),
+        .every = luaL_optinteger(L, 8, 1), .untilFlush = luaL_optinteger(L, 9, 1),
+    };
+    luaL_argcheck(L, options.every >= 1 && options.untilFlush >= 1 && options.untilFlush <= options.every, 8,
+                  "notification points out of range");
+    const int flush = options.flush;
+    lua_Integer untilFlush = options.untilFlush;
     int replacedSinceFlush = 0;
-    lua_settop(L, 6);
-    lua_replace(L, 5); /* 5: the flush (6 is the state's proxy, below) */
+    lua_settop(L, 6); /* the flush on top */
+    lua_replace(L, RUN_SLOT_FLUSH); /* (6, where the flush was, takes the state's proxy, below) */
     b->encoded = 0; /* the host has read the last run's records */
     // 6: the state's proxy, found once per run: nothing trims the caches during a run, and only `adopt`
     // replaces the state.
@@ -135,7 +159,7 @@ int runs_run(lua_State *L) {
     lua_rawget(L, UPVALUE(RUN_HOLDER));
     know_root(L, b, -1);
     proxies_push(L, b, 0, 0);
-    for (lua_Integer i = first; i <= last; i++) {
+    for (lua_Integer i = options.first; i <= options.last; i++) {
         b->position = i;
         if (b->rootGeneration != b->pathGeneration) { /* (the last action moved tables, or replaced the state) */
             lua_pushvalue(L, UPVALUE(RUN_STATE));
@@ -143,26 +167,25 @@ int runs_run(lua_State *L) {
             know_root(L, b, -1);
             lua_pop(L, 1);
         }
-        if (lua_rawgeti(L, 2, i) != LUA_TTABLE || (lua_pushvalue(L, UPVALUE(RUN_TYPE)), lua_rawget(L, 7)) != LUA_TSTRING) {
-            /* 7: the action */
-            return run_results(L, b, (RunEnd){ i, 0, alwaysDirty ? b->subscriptionsDirty : -1, 1, 0, 0 }, flush);
+        if (lua_rawgeti(L, RUN_SLOT_LIST, i) != LUA_TTABLE || (lua_pushvalue(L, UPVALUE(RUN_TYPE)), lua_rawget(L, RUN_SLOT_ACTION)) != LUA_TSTRING) {
+            return run_results(L, b, (RunEnd){ .position = i, .dirty = options.alwaysDirty ? b->subscriptionsDirty : -1, .refused = 1 }, flush);
         }
-        if (i > first) clua_restart_budget_now(L);
+        if (i > options.first) clua_restart_budget_now(L);
         begin_transaction(b);
-        proxies_stamp(L, b, lua_topointer(L, 6)); /* the state's proxy, handed to this action's call */
-        lua_copy(L, 1, 8); /* reduce, over the action's type */
-        lua_pushvalue(L, 6);
-        lua_pushvalue(L, 7);
-        lua_call(L, 2, 2); /* 8: result, 9: commands */
-        int replaced = !lua_isnil(L, 8) && !lua_rawequal(L, 8, 6);
+        proxies_stamp(L, b, lua_topointer(L, RUN_SLOT_PROXY)); /* the state's proxy, handed to this action's call */
+        lua_copy(L, RUN_SLOT_REDUCE, RUN_SLOT_RESULT); /* reduce, over the action's type */
+        lua_pushvalue(L, RUN_SLOT_PROXY);
+        lua_pushvalue(L, RUN_SLOT_ACTION);
+        lua_call(L, 2, 2); /* the result and the commands */
+        int replaced = !lua_isnil(L, RUN_SLOT_RESULT) && !lua_rawequal(L, RUN_SLOT_RESULT, RUN_SLOT_PROXY);
         if (replaced) {
             lua_pushvalue(L, UPVALUE(RUN_ADOPT));
-            lua_pushvalue(L, 8);
+            lua_pushvalue(L, RUN_SLOT_RESULT);
             lua_call(L, 1, 0);
             lua_pushvalue(L, UPVALUE(RUN_STATE)); /* the new state's proxy */
             lua_rawget(L, UPVALUE(RUN_HOLDER));
             proxies_push(L, b, 0, 0);
-            lua_replace(L, 6);
+            lua_replace(L, RUN_SLOT_PROXY);
         }
         if (b->moved) {
             b->moved = 0;
@@ -174,37 +197,37 @@ int runs_run(lua_State *L) {
             return luaL_error(L, "what the action changed cannot be recorded exactly (the state holds only data: UTF-8 "
                                  "strings, booleans, finite numbers and tables of those)");
         }
-        if (!lua_isnil(L, 9)) return run_results(L, b, (RunEnd){ i, 9, b->subscriptionsDirty, 0, 0, 0 }, flush);
-        if (stopWhenDirty && b->subscriptionsDirty) return run_results(L, b, (RunEnd){ i, 0, 1, 0, 0, 0 }, flush);
+        if (!lua_isnil(L, RUN_SLOT_COMMANDS)) return run_results(L, b, (RunEnd){ .position = i, .commands = RUN_SLOT_COMMANDS, .dirty = b->subscriptionsDirty }, flush);
+        if (options.stopWhenDirty && b->subscriptionsDirty) return run_results(L, b, (RunEnd){ .position = i, .dirty = 1 }, flush);
         replacedSinceFlush |= replaced;
         int atPoint = flush && --untilFlush == 0; /* a notification point of the host's */
-        if (atPoint) untilFlush = every;
+        if (atPoint) untilFlush = options.every;
         if (atPoint && (replacedSinceFlush || b->observed)) {
             replacedSinceFlush = 0;
-            lua_settop(L, 6);
+            lua_settop(L, RUN_SLOT_PROXY);
             clua_restart_budget_now(L); /* (the readers' own budget, as in a call of their own) */
-            lua_pushvalue(L, 5);
-            if (lua_pcall(L, 0, 1, 0) != LUA_OK) { /* 7: its error */
+            lua_pushvalue(L, RUN_SLOT_FLUSH);
+            if (lua_pcall(L, 0, 1, 0) != LUA_OK) { /* its error, where the action was */
                 // A spent budget: its message gets the script's place, and the budget recovers so that the
                 // run can return (a spent budget raises again at every instruction, the runtime's too).
                 CLuaGuard *g = clua_guard(L);
                 int timedOut = g->timedOut;
                 if (timedOut) {
-                    if (g->failureLine > 0 && lua_type(L, 7) == LUA_TSTRING) {
-                        lua_pushfstring(L, "%s:%d: %s", g->failureSource, g->failureLine, lua_tostring(L, 7));
-                        lua_replace(L, 7);
+                    if (g->failureLine > 0 && lua_type(L, RUN_SLOT_ACTION) == LUA_TSTRING) {
+                        lua_pushfstring(L, "%s:%d: %s", g->failureSource, g->failureLine, lua_tostring(L, RUN_SLOT_ACTION));
+                        lua_replace(L, RUN_SLOT_ACTION);
                     }
                     clua_recover_budget(L);
                 }
-                return run_results(L, b, (RunEnd){ i, 0, b->subscriptionsDirty, 0, 7, timedOut }, flush);
+                return run_results(L, b, (RunEnd){ .position = i, .dirty = b->subscriptionsDirty, .failure = RUN_SLOT_ACTION, .timedOut = timedOut }, flush);
             }
-            if (lua_toboolean(L, 7) && i < last) { /* what it gave must be read before the next action */
-                return run_results(L, b, (RunEnd){ i, 0, b->subscriptionsDirty, 0, 0, 0 }, flush);
+            if (lua_toboolean(L, RUN_SLOT_ACTION) && i < options.last) { /* what it gave must be read before the next action */
+                return run_results(L, b, (RunEnd){ .position = i, .dirty = b->subscriptionsDirty }, flush);
             }
         }
-        lua_settop(L, 6);
+        lua_settop(L, RUN_SLOT_PROXY);
     }
-    return run_results(L, b, (RunEnd){ last, 0, alwaysDirty ? b->subscriptionsDirty : -1, 0, 0, 0 }, flush);
+    return run_results(L, b, (RunEnd){ .position = options.last, .dirty = options.alwaysDirty ? b->subscriptionsDirty : -1 }, flush);
 }
 
 // MARK: The functions
@@ -237,7 +260,7 @@ int runs_refusal(lua_State *L) {
     lua_Integer position = luaL_checkinteger(L, 1);
     int flush = lua_toboolean(L, 2);
     lua_settop(L, 0);
-    return run_results(L, b, (RunEnd){ position, 0, 0, 1, 0, 0 }, flush);
+    return run_results(L, b, (RunEnd){ .position = position, .dirty = 0, .refused = 1 }, flush);
 }
 
 /// `positionresults()` [-0, +5, e]: which action of the last run was being reduced (a run that raised), and what
