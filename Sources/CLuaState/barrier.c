@@ -91,6 +91,13 @@ static int clua_make_barrier(lua_State *L) {
     lua_setfield(L, 3, "READER_" #name);
     READER_SLOTS(READER_SLOT_FIELD)
 #undef READER_SLOT_FIELD
+#define COLLECTED_FIELD(name, number)        \
+    lua_pushinteger(L, CLUA_COLLECTED_##name); \
+    lua_setfield(L, 3, "COLLECTED_" #name);
+    CLUA_COLLECTED_ENTRY(COLLECTED_FIELD)
+#undef COLLECTED_FIELD
+    lua_pushinteger(L, CLUA_COLLECTED_ENTRY_LENGTH);
+    lua_setfield(L, 3, "COLLECTED_ENTRY_LENGTH");
 
     static const struct {
         const char *name;

@@ -11,6 +11,7 @@
 #ifndef CLUA_BARRIER_H
 #define CLUA_BARRIER_H
 
+#include "clua_state_layouts.h"
 #include "json.h"
 
 #include <math.h>
@@ -32,15 +33,8 @@ enum {
 #undef BARRIER_MODE_ENUM
 };
 
-/// A reader's record (`readers[id]`, made by the Lua side) is a list, read by position here and in the Lua side
-/// (`state_readers.lua`, whose positions the Lua side checks against these, exported as `B.READER_FN`, … when
-/// it installs the barrier): its function; the child store it belongs to (nil for the app's own); its last
-/// record of reads (real table -> set of keys); how many reads that holds.
-#define READER_SLOTS(X) \
-    X(FN, 1)            \
-    X(CHILD, 2)         \
-    X(READS, 3)         \
-    X(COUNT, 4)
+/// A reader's record: its positions are declared once, as `CLUA_READER_SLOTS` (clua_state_layouts.h).
+#define READER_SLOTS(X) CLUA_READER_SLOTS(X)
 
 enum {
 #define READER_SLOT_ENUM(name, number) READER_##name = number,

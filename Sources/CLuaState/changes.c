@@ -333,8 +333,8 @@ int changes_record(lua_State *L, Barrier *b, lua_Integer position) {
     size_t header = o.length;
     clua_json_reserve(&o, 3 * sizeof(uint32_t));
     o.length += 3 * sizeof(uint32_t);
-    lua_rawgeti(L, UPVALUE(RUN_COLLECTED), start + 2);
-    lua_Integer changes = lua_tointeger(L, -1), cursor = start + 3;
+    lua_rawgeti(L, UPVALUE(RUN_COLLECTED), start + CLUA_COLLECTED_COUNT);
+    lua_Integer changes = lua_tointeger(L, -1), cursor = start + CLUA_COLLECTED_ENTRY_LENGTH + 1;
     lua_pop(L, 1);
     int written = clua_json_changes(&o, UPVALUE(RUN_COLLECTED), &cursor, changes)
         && o.length - header - 3 * sizeof(uint32_t) < NOT_WRITTEN;

@@ -37,6 +37,24 @@
     X(POSITION, 1)                   \
     X(FLUSHED, 2)
 
+/// A reader's record (`readers[id]`: `state_readers.lua` makes it, `reads.c` reads it): its function, the child
+/// store it belongs to (nil for the app's own), its last record of reads (real table -> set of keys), and how many
+/// reads that holds. The barrier gives the positions to the Lua side as `B.READER_FN`, ….
+#define CLUA_READER_SLOTS(X) \
+    X(FN, 1)                 \
+    X(CHILD, 2)              \
+    X(READS, 3)              \
+    X(COUNT, 4)
+
+/// The changes a run collects (`collected`: `state_journal.lua` writes them, `changes.c` and `json.c` write them
+/// out as a recording's JSON, `StateRuntime.changes(fromCollected:)` reads them): for each action that changed
+/// something an entry — its position and how many changes, at these offsets from the slot before it — then each
+/// change in turn: its depth (negative for a removal), that many keys of its path, and its new value (none for a
+/// removal). The barrier gives the offsets to the Lua side as `B.COLLECTED_POSITION`, ….
+#define CLUA_COLLECTED_ENTRY(X) \
+    X(POSITION, 1)              \
+    X(COUNT, 2)
+
 #define CLUA_FLUSH_RESULT_ENUM(name, position) CLUA_FLUSH_##name = position,
 #define CLUA_RUN_RESULT_ENUM(name, position) CLUA_RUN_##name = position,
 #define CLUA_RUN_POSITION_RESULT_ENUM(name, position) CLUA_RUN_POSITION_##name = position,
@@ -45,6 +63,12 @@ enum { CLUA_RUN_RESULTS(CLUA_RUN_RESULT_ENUM) CLUA_RUN_RESULT_COUNT = 13 };
 /// A run without readers within it ends its results at the records.
 enum { CLUA_RUN_RESULT_COUNT_WITHOUT_FLUSH = 6 };
 enum { CLUA_RUN_POSITION_RESULTS(CLUA_RUN_POSITION_RESULT_ENUM) CLUA_RUN_POSITION_RESULT_COUNT = 5 };
+#define CLUA_READER_SLOT_ENUM(name, position) CLUA_READER_##name = position,
+#define CLUA_COLLECTED_ENUM(name, position) CLUA_COLLECTED_##name = position,
+enum { CLUA_READER_SLOTS(CLUA_READER_SLOT_ENUM) CLUA_READER_SLOT_COUNT = 4 };
+enum { CLUA_COLLECTED_ENTRY(CLUA_COLLECTED_ENUM) CLUA_COLLECTED_ENTRY_LENGTH = 2 };
+#undef CLUA_READER_SLOT_ENUM
+#undef CLUA_COLLECTED_ENUM
 #undef CLUA_FLUSH_RESULT_ENUM
 #undef CLUA_RUN_RESULT_ENUM
 #undef CLUA_RUN_POSITION_RESULT_ENUM

@@ -101,4 +101,36 @@ enum StateRuntime {
         }
         return Functions(references: references)
     }
+
+    /// What each action changed, by position, from the runtime's `collected` list — laid out as
+    /// `CLUA_COLLECTED_ENTRY` says (clua_state_layouts.h): an entry (the action's position and its number of
+    /// changes), then each change's depth (negative: removed), the keys of its path, and its new value.
+    static func changes(fromCollected value: LuaValue) -> [Int64: [StateChange]] {
+        guard let items = value.table?.array else { return [:] }
+        var result: [Int64: [StateChange]] = [:]
+        var index = 0
+        let positionOffset = Int(CLUA_COLLECTED_POSITION) - 1, countOffset = Int(CLUA_COLLECTED_COUNT) - 1
+        let entryLength = Int(CLUA_COLLECTED_ENTRY_LENGTH)
+        while index + entryLength - 1 < items.count, let position = items[index + positionOffset].integer,
+              let count = items[index + countOffset].integer {
+            index += entryLength
+            var changes: [StateChange] = []
+            changes.reserveCapacity(Int(count))
+            for _ in 0..<count {
+                guard index < items.count, let signed = items[index].integer else { return result }
+                let depth = Int(signed.magnitude)
+                guard index + depth + (signed >= 0 ? 1 : 0) < items.count else { return result }
+                let path = items[(index + 1)..<(index + 1 + depth)].compactMap(LuaKey.init(exactly:))
+                index += depth + 1
+                if signed >= 0 {
+                    changes.append(StateChange(path: path, value: items[index]))
+                    index += 1
+                } else {
+                    changes.append(StateChange(path: path, value: nil))
+                }
+            }
+            result[position] = changes
+        }
+        return result
+    }
 }

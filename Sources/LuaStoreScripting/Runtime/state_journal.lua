@@ -16,6 +16,13 @@ local B, M, holder, children, journal, collected, dependents = S.B, S.M, S.holde
 local same, MAX_DEPTH, noteChange = S.same, S.MAX_DEPTH, S.noteChange
 
 local collectedCount = 0          -- the length of `collected` while `collect` appends (the barrier's, copied)
+-- Where an entry of `collected` keeps its position and its number of changes, and its length: declared once in C
+-- (`CLUA_COLLECTED_ENTRY`, clua_state_layouts.h), which the barrier gives as `B.COLLECTED_POSITION`, ….
+local ENTRY_POSITION, ENTRY_COUNT, ENTRY_LENGTH
+function S.takeCollectedLayout(barrier)
+  ENTRY_POSITION, ENTRY_COUNT = barrier.COLLECTED_POSITION, barrier.COLLECTED_COUNT
+  ENTRY_LENGTH = barrier.COLLECTED_ENTRY_LENGTH
+end
 local written = {}                -- while collecting: real -> key -> the journal position of the key's first write
 local spareWritten, spareWrittenCount = {}, 0
 local scratch = {}                -- a path's keys, leaf first
@@ -150,8 +157,8 @@ function S.collect(position, historyOnly, forget)
   if historyLimit > 0 then keepHistory(count) end
   collectedCount = B.collectedcount()
   local start = collectedCount
-  collected[start + 1], collected[start + 2] = position, 0
-  collectedCount = start + 2
+  collected[start + ENTRY_POSITION], collected[start + ENTRY_COUNT] = position, 0
+  collectedCount = start + ENTRY_LENGTH
   local changes = 0
   for i = 1, count, 3 do
     local t, key = journal[i], journal[i + 1]
@@ -162,10 +169,10 @@ function S.collect(position, historyOnly, forget)
   end
   spareWrittenCount = B.emptysets(written, spareWritten, spareWrittenCount, 64)
   if changes == 0 then
-    collected[start + 1], collected[start + 2] = nil, nil
+    collected[start + ENTRY_POSITION], collected[start + ENTRY_COUNT] = nil, nil
     collectedCount = start
   else
-    collected[start + 2] = changes
+    collected[start + ENTRY_COUNT] = changes
   end
   B.collectedcount(collectedCount)
 end

@@ -9,10 +9,12 @@ local ALL, HOLDER_STATE, STATE_DEPTH, STALE = S.ALL, S.HOLDER_STATE, S.STATE_DEP
 local note, proxy, unwrap, flushed = S.note, S.proxy, S.unwrap, S.flushed
 
 -- A reader's record is a list: its function, its child store (nil for the app's own), its last record of reads,
--- and how many reads that holds — at the positions the barrier reads them at (its `READER_SLOTS`, which
--- `installBarrier` checks against these).
-local FN, CHILD, READS, COUNT = 1, 2, 3, 4
-S.READER_SLOTS = { FN = FN, CHILD = CHILD, READS = READS, COUNT = COUNT }
+-- and how many reads that holds — at the positions declared once in C (`CLUA_READER_SLOTS`,
+-- clua_state_layouts.h), which the barrier gives as `B.READER_FN`, …, taken when it is installed.
+local FN, CHILD, READS, COUNT
+function S.takeReaderSlots(barrier)
+  FN, CHILD, READS, COUNT = barrier.READER_FN, barrier.READER_CHILD, barrier.READER_READS, barrier.READER_COUNT
+end
 
 -- Makes `recorded` (`count` reads) the record of what reader `id` read, in place of its last one: the index of
 -- readers (`dependents`) follows.
@@ -110,7 +112,9 @@ end
 
 function M.register(id, fn, child)
   local old = readers[id]
-  readers[id] = { fn, child, old and old[READS], old and old[COUNT] }
+  local reader = { false, false, false, false } -- (its four slots, made at once)
+  reader[FN], reader[CHILD], reader[READS], reader[COUNT] = fn, child, old and old[READS], old and old[COUNT]
+  readers[id] = reader
 end
 
 function M.unregister(id)

@@ -317,9 +317,8 @@ function installBarrier()
   for name, value in next, made do B[name] = value end
   meta.__index, meta.__newindex = B.index, B.newindex
   CLOSED, WRITE, READ = B.CLOSED, B.WRITE, B.READ
-  for name, position in next, S.READER_SLOTS do -- (a build of mismatched parts)
-    if B["READER_" .. name] ~= position then error("the barrier reads a reader's " .. name .. " elsewhere") end
-  end
+  S.takeReaderSlots(B) -- (the layouts the C declares: clua_state_layouts.h)
+  S.takeCollectedLayout(B)
 end
 
 -- Puts the runtime back to rest after a failed call.

@@ -69,35 +69,6 @@ extension ScriptEngine {
         let list = try vm.call(runtime[function], arguments: []) { results throws(LuaError) -> LuaValue in
             (results.integer(1) ?? 0) == 0 ? .nil : try results.value(2, root: "state")
         }
-        return Self.changes(fromCollected: list)
-    }
-
-    /// Reads the runtime's `collected` layout (`state_journal.lua`, "The journal, read"): for each action that
-    /// changed something, its position, the number of changes, then each change's depth (negative: removed),
-    /// the keys of its path, and its new value.
-    static func changes(fromCollected value: LuaValue) -> [Int64: [StateChange]] {
-        guard let items = value.table?.array else { return [:] }
-        var result: [Int64: [StateChange]] = [:]
-        var index = 0
-        while index + 1 < items.count, let position = items[index].integer, let count = items[index + 1].integer {
-            index += 2
-            var changes: [StateChange] = []
-            changes.reserveCapacity(Int(count))
-            for _ in 0..<count {
-                guard index < items.count, let signed = items[index].integer else { return result }
-                let depth = Int(signed.magnitude)
-                guard index + depth + (signed >= 0 ? 1 : 0) < items.count else { return result }
-                let path = items[(index + 1)..<(index + 1 + depth)].compactMap(LuaKey.init(exactly:))
-                index += depth + 1
-                if signed >= 0 {
-                    changes.append(StateChange(path: path, value: items[index]))
-                    index += 1
-                } else {
-                    changes.append(StateChange(path: path, value: nil))
-                }
-            }
-            result[position] = changes
-        }
-        return result
+        return StateRuntime.changes(fromCollected: list)
     }
 }
