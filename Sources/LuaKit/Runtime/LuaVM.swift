@@ -270,6 +270,10 @@ public final class LuaVM {
             try loadChunk(SandboxFiles.source, chunkName: SandboxFiles.chunkName, named: false)
             lua_setfield(state, -2, "files")
         }
+        try loadChunk(PreludeParts.base.source, chunkName: PreludeParts.base.chunkName, named: false)
+        lua_setfield(state, -2, "base")
+        try loadChunk(PreludeParts.namespaces.source, chunkName: PreludeParts.namespaces.chunkName, named: false)
+        lua_setfield(state, -2, "namespaces")
         setHostFunction("hostmodule", in: -1) { vm throws(HostFailure) in try vm.hostModulePrimitive() }
         clua_pushcfunction(state, clua_caller_kind)
         lua_setfield(state, -2, "callerkind")

@@ -6,6 +6,13 @@ enum Prelude {
     static let source = EmbeddedLua.prelude.source
 }
 
+/// The prelude's parts, chunks of their own that it runs with what it shares: `base.lua` (the guarded base
+/// functions) and `namespaces.lua` (environments and modules).
+enum PreludeParts {
+    static let base = (chunkName: "host:" + EmbeddedLua.base.path, source: EmbeddedLua.base.source)
+    static let namespaces = (chunkName: "host:" + EmbeddedLua.namespaces.path, source: EmbeddedLua.namespaces.source)
+}
+
 /// `files.lua` beside the prelude: `io.open` and `io.lines` reading the project's files, for a VM given the system
 /// (`LuaLimits.system`); the prelude runs it there only, so a store's VM holds none of it.
 enum SandboxFiles {

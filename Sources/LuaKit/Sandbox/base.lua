@@ -1,0 +1,244 @@
+-- The sandbox's guarded base functions (part of the prelude, which runs this chunk with what it shares, `P`):
+-- `next`, `rawget`, `rawlen`, `rawset` and `getmetatable` on sealed tables, `setmetatable` without finalizers or
+-- weak modes the host keeps strong, the collector as scripts may drive it, `sortedpairs`, and coroutines with the
+-- time budget. Adds to `P` what the rest of the prelude uses.
+local P = ...
+local add_to_library, coroutine, error, frozen = P.add_to_library, P.coroutine, P.error, P.frozen
+local global_sets, host_gcmode, host_makeclose = P.global_sets, P.host_gcmode, P.host_makeclose
+local host_makewrap, host_resume, math, open_libraries = P.host_makewrap, P.host_resume, P.math, P.open_libraries
+local pairs, raw_getmetatable, rawget, rawlen = P.pairs, P.raw_getmetatable, P.rawget, P.rawlen
+local real_collectgarbage, real_getmetatable, real_pcall = P.real_collectgarbage, P.real_getmetatable, P.real_pcall
+local real_rawset, real_setmetatable, refuse = P.real_rawset, P.real_setmetatable, P.refuse
+local safe_tostring, select, set_global, sort, string = P.safe_tostring, P.select, P.set_global, P.sort, P.string
+local tonumber, type, typename, weak_tables_honoured = P.tonumber, P.type, P.typename, P.weak_tables_honoured
+
+-- Markers (`__metatable` values) of host tables that may change only through their metamethods, such as a
+-- store's state proxies: `rawset` on one would write past the host's bookkeeping (LuaVM.sealRawWrites). They
+-- read as tables: `next`, `rawget` and `rawlen` go through their metamethods (so the host sees every read), and
+-- `getmetatable` answers nil.
+local sealed = {}
+
+-- `next` on a sealed table: its `__pairs` walk, kept between calls, so `next(t, k)` after `next(t, …)` gave `k`
+-- costs one step (a key out of turn walks again up to it).
+local walks = real_setmetatable({}, { __mode = "k" }) -- sealed table -> { iterator, its state, the last key }
+local function sealed_next(t, key)
+  local walk = walks[t]
+  if key == nil or walk == nil or walk[3] ~= key then
+    local iterator, state, control = pairs(t)
+    walk = { iterator, state, control }
+    walks[t] = walk
+    while key ~= nil and walk[3] ~= key do
+      local found = iterator(state, walk[3])
+      if found == nil then walks[t] = nil; error("invalid key to 'next'", 3) end
+      walk[3] = found
+    end
+  end
+  local found, value = walk[1](walk[2], walk[3])
+  walk[3] = found
+  if found == nil then walks[t] = nil end
+  return found, value
+end
+
+local function sandbox_rawlen(t)
+  if type(t) == "table" then
+    local marker = real_getmetatable(t)
+    if marker ~= nil and sealed[marker] then return #t end
+  end
+  return rawlen(t)
+end
+
+local function sandbox_rawset(...)
+  local t, key, value = ...
+  if open_libraries[t] ~= nil and select("#", ...) >= 3 then
+    add_to_library(open_libraries[t], frozen[t], key, value, 2)
+    return t
+  end
+  if frozen[t] then error("cannot modify a read-only table", 2) end
+  local marker = real_getmetatable(t)
+  if marker ~= nil and sealed[marker] then
+    error("rawset: this table can be changed only by assignment (it is a " .. tostring(marker) .. ")", 2)
+  end
+  if key == "__mode" and not weak_tables_honoured then
+    error("rawset: '__mode' fields are not available here (weak tables are kept strong: LuaLimits.weakTables)", 2)
+  end
+  if type(t) ~= "table" or key == nil or key ~= key or select("#", ...) < 3 then
+    refuse(real_rawset, ...) -- Lua's own refusals, named at the script's line
+  end
+  if global_sets[t] ~= nil then
+    set_global(t, key, value, 2)
+    return t
+  end
+  return real_rawset(t, key, value)
+end
+
+-- `__gc`: the metatable keeps it, but no object is ever marked for finalization (Lua marks an object only if its
+-- metatable has `__gc` when `setmetatable` is called, so it is taken out for that call): a finalizer would run
+-- with hooks off, where no time budget can stop it, and at a moment only the collector decides.
+-- `__mode`: see LuaLimits.weakTables.
+local script_metatables = real_setmetatable({}, { __mode = "k" }) -- the metatables scripts set (debug.getmetatable)
+
+
+-- Where weak tables are kept strong, a metatable in use must not gain a `__mode` later either (`mt.__mode = "k"`
+-- after `setmetatable(t, mt)` would make `t` weak: Lua reads the mode when it collects). A plain assignment
+-- writes a key a table lacks raw unless the table's metatable has `__newindex`; so a metatable in use that has
+-- no metatable of its own gets a hidden one, `mode_guard`, whose `__newindex` refuses `__mode` and writes every
+-- other key as Lua would (`getmetatable` answers nil for it, `setmetatable` replaces it). `rawset` refuses
+-- `__mode` itself. (A metatable whose own metatable a script set without `__newindex` is written raw: see
+-- docs/lua.md.)
+local mode_guard = {}
+mode_guard.__newindex = function(t, key, value)
+  if key == "__mode" then
+    error("'__mode' cannot be assigned into a metatable here (weak tables are kept strong: LuaLimits.weakTables)", 2)
+  end
+  if key == nil or key ~= key then
+    local ok, result = real_pcall(real_rawset, t, key, value) -- Lua's own refusals, at the script's line
+    if not ok then error(result, 2) end
+  end
+  real_rawset(t, key, value)
+end
+
+local function guard_modes(metatable)
+  if real_getmetatable(metatable) == nil then real_setmetatable(metatable, mode_guard) end
+end
+
+local function unguarded(value)
+  local metatable = real_getmetatable(value)
+  if metatable == nil or metatable == mode_guard or sealed[metatable] then return nil end
+  return metatable
+end
+
+local function sandbox_setmetatable(...)
+  local t, metatable = ...
+  if select("#", ...) < 2 or type(t) ~= "table" or (metatable ~= nil and type(metatable) ~= "table") then
+    refuse(real_setmetatable, ...) -- Lua's own refusals (a missing argument too), named at the script's line
+  end
+  if frozen[t] then error("cannot change the metatable of a read-only table", 2) end
+  local finalizer
+  if not weak_tables_honoured and metatable == nil and raw_getmetatable(t) == mode_guard then
+    return t -- (a metatable in use keeps its guard: it has no metatable as far as scripts can see)
+  end
+  if type(metatable) == "table" and not frozen[metatable] then
+    if not weak_tables_honoured then
+      if rawget(metatable, "__mode") ~= nil then
+        real_rawset(metatable, "__mode", nil) -- kept strong: no reducer may depend on when the collector runs
+      end
+      guard_modes(metatable)
+    end
+    finalizer = rawget(metatable, "__gc")
+    if finalizer ~= nil then real_rawset(metatable, "__gc", nil) end
+  end
+  local ok, result
+  if real_getmetatable(t) ~= nil then
+    -- Lua's own refusal (a protected metatable), named at the script's line rather than this file's
+    ok, result = real_pcall(real_setmetatable, t, metatable)
+  else
+    ok, result = true, real_setmetatable(t, metatable)
+  end
+  if finalizer ~= nil then real_rawset(metatable, "__gc", finalizer) end
+  if not ok then error(result, 2) end
+  if metatable ~= nil then script_metatables[metatable] = true end
+  return result
+end
+
+-- The collector as scripts may drive it: collect, step, count, isrunning, and stop/restart where weak tables
+-- are weak (scripts stop it to hold weak entries while they look at them); where they are kept strong nothing
+-- can see the collector, so stop/restart only change what "isrunning" says. Its mode is the host's
+-- (LuaLimits.garbageCollection): "incremental" and "generational" say which it is and leave it; tuning it is
+-- the host's alone.
+local stopped = false
+local function sandbox_collectgarbage(option, argument)
+  local kind = type(option)
+  if kind ~= "string" and kind ~= "number" and option ~= nil then
+    -- (Lua's words; `real_collectgarbage` would be named '?': the sandbox's replaced it in the global table)
+    error("bad argument #1 to 'collectgarbage' (string expected, got " .. typename(option) .. ")", 2)
+  end
+  if option == nil or option == "collect" then
+    real_collectgarbage("collect")
+    return 0
+  elseif option == "count" then
+    return real_collectgarbage(option)
+  elseif option == "isrunning" then
+    if weak_tables_honoured then return real_collectgarbage(option) end
+    return not stopped
+  elseif option == "stop" or option == "restart" then
+    if weak_tables_honoured then
+      real_collectgarbage(option)
+    else
+      stopped = option == "stop"
+    end
+    return 0
+  elseif option == "step" then
+    if argument ~= nil and tonumber(argument) == nil then
+      error("bad argument #2 to 'collectgarbage' (number expected, got " .. type(argument) .. ")", 2)
+    end
+    return real_collectgarbage("step", argument or 0)
+  elseif option == "incremental" or option == "generational" then
+    return host_gcmode
+  elseif option == "setpause" or option == "setstepmul" then
+    error("collectgarbage: '" .. option .. "' is the host's to decide (scripts may collect, step, count, stop, restart and ask isrunning)", 2)
+  end
+  error("bad argument #1 to 'collectgarbage' (invalid option '" .. safe_tostring(option) .. "')", 2)
+end
+
+local real_randomseed = math.randomseed
+math.randomseed = function(seed, more)
+  if type(seed) ~= "number" then error("bad argument #1 to 'randomseed' (scripts must give a seed)", 2) end
+  return real_randomseed(seed, more)
+end
+real_randomseed(0x4C7561)
+
+local order = { boolean = 1, number = 2, string = 3 }
+
+local function before(a, b)
+  local ta, tb = type(a), type(b)
+  if ta ~= tb then return order[ta] < order[tb] end
+  if ta == "boolean" then return not a and b end
+  return a < b
+end
+
+local function sortedpairs(t)
+  if type(t) ~= "table" then
+    error("bad argument #1 to 'sortedpairs' (table expected, got " .. (t == nil and "no value" or type(t)) .. ")", 2)
+  end
+  local keys, count = {}, 0
+  for key in pairs(t) do
+    if order[type(key)] == nil then error("sortedpairs: keys of type " .. type(key) .. " have no order", 2) end
+    count = count + 1
+    keys[count] = key
+  end
+  sort(keys, before)
+  local index = 0
+  return function()
+    index = index + 1
+    local key = keys[index]
+    if key ~= nil then return key, t[key] end
+  end
+end
+
+-- Coroutines: Lua's, with the time budget holding inside them (the host's `resume` lets the watchdog stop the
+-- coroutine that runs, and a spent budget stops the caller too) and `close` nested at most 64 deep (deeper
+-- chains overflow Lua 5.4.4's C stack). `wrap` is `resume`'s, as Lua's is.
+local sandbox_close = host_makeclose(coroutine.close)
+local real_status = coroutine.status
+
+local function sandbox_wrap(fn)
+  local co = coroutine.create(fn)
+  local function finish(ok, ...)
+    if ok then return ... end
+    local problem = ...
+    if real_status(co) == "dead" then sandbox_close(co) end -- (its to-be-closed variables, as Lua's wrap closes them)
+    if type(problem) == "string" then error(problem, 2) end
+    error(problem, 0)
+  end
+  return function(...) return finish(host_resume(co, ...)) end
+end
+
+local sandbox_coroutine = {
+  create = coroutine.create, resume = host_resume, yield = coroutine.yield, status = coroutine.status,
+  wrap = host_makewrap(sandbox_wrap), isyieldable = coroutine.isyieldable, running = coroutine.running, close = sandbox_close,
+}
+
+P.mode_guard, P.sandbox_collectgarbage, P.sandbox_coroutine = mode_guard, sandbox_collectgarbage, sandbox_coroutine
+P.sandbox_rawlen, P.sandbox_rawset, P.sandbox_setmetatable = sandbox_rawlen, sandbox_rawset, sandbox_setmetatable
+P.script_metatables, P.sortedpairs, P.unguarded = script_metatables, sortedpairs, unguarded
+P.sealed, P.sealed_next = sealed, sealed_next

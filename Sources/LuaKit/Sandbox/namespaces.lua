@@ -1,0 +1,399 @@
+-- Environments and modules (part of the prelude, which runs this chunk with what it shares, `P`): strict and
+-- plain globals, one table per namespace; `load`, `require`, `package`, `dofile` and `loadfile` over the app's
+-- folder; the standard libraries as scripts see them; and what the host defines. Adds to `P` what the rest of the
+-- prelude uses; the default namespace is made there, after the libraries (`set_default_require`).
+local P = ...
+local real_rawset, host_hostmodule = P.real_rawset, P.host_hostmodule
+local assert, chunk_namespaces, concat, error, freeze = P.assert, P.chunk_namespaces, P.concat, P.error, P.freeze
+local frozen, global_sets, globals_next, host = P.frozen, P.global_sets, P.globals_next, P.host
+local host_callerkind, host_path, host_print = P.host_callerkind, P.host_path, P.host_print
+local host_readfile, host_readmodule, host_write, ipairs = P.host_readfile, P.host_readmodule, P.host_write, P.ipairs
+local math, mode_guard, module_loaders, next, pairs = P.math, P.mode_guard, P.module_loaders, P.next, P.pairs
+local raw_getmetatable, rawequal, rawget, real_getinfo = P.raw_getmetatable, P.rawequal, P.rawget, P.real_getinfo
+local real_getlocal, real_load, real_pcall = P.real_getlocal, P.real_load, P.real_pcall
+local real_setmetatable, real_traceback, refuse = P.real_setmetatable, P.real_traceback, P.refuse
+local safe_tostring, sandbox_collectgarbage = P.safe_tostring, P.sandbox_collectgarbage
+local sandbox_coroutine, sandbox_next, sandbox_pcall = P.sandbox_coroutine, P.sandbox_next, P.sandbox_pcall
+local sandbox_print, sandbox_rawget, sandbox_rawlen = P.sandbox_print, P.sandbox_rawget, P.sandbox_rawlen
+local sandbox_rawset, sandbox_setmetatable = P.sandbox_rawset, P.sandbox_setmetatable
+local sandbox_xpcall, script_metatables, select = P.sandbox_xpcall, P.script_metatables, P.select
+local set_global, sortedpairs, string, table, tonumber = P.set_global, P.sortedpairs, P.string, P.table, P.tonumber
+local type, typename, unguarded, utf8 = P.type, P.typename, P.unguarded, P.utf8
+
+local globals = {} -- what every namespace's globals start as
+
+-- Strict globals as Lua's own `strict.lua` has them, for a namespace that asks for them (`namespace(root, true)`)
+-- and for the host's own modules: a function that reads a global nobody set is an error (a typo fails loudly),
+-- while a chunk's top level and C may probe and get nil (`local unpack = unpack or table.unpack`, `if setfenv
+-- then`); `rawget(_G, name)` probes anywhere.
+local function undeclared(_, name)
+  local caller = host_callerkind(2)
+  if caller == "main" or caller == "C" then return nil end
+  error("undeclared global '" .. safe_tostring(name) .. "'", 2)
+end
+local strict_reads = { __index = undeclared }
+local environment_metatable = {
+  __index = undeclared,
+  __newindex = function(_, name)
+    error("assignment to undeclared global '" .. safe_tostring(name) .. "' (declare it with 'local')", 2)
+  end,
+  __metatable = false,
+}
+
+local default_require
+
+local packages = real_setmetatable({}, { __mode = "k" }) -- a namespace's `require` -> its `package` table
+local globals_of = real_setmetatable({}, { __mode = "k" }) -- a namespace's `require` -> what makes and gives its globals
+
+-- A fresh strict environment of its own, for a module the host defined (never shared with scripts).
+local function private_environment()
+  local env = {}
+  for name, value in next, globals do env[name] = value end
+  env._G = env
+  env.require = default_require
+  env.package = packages[default_require]
+  return real_setmetatable(env, environment_metatable)
+end
+
+-- Globals, one table per namespace, as `_G` is one table in Lua: its chunks share it, reading a global nobody set
+-- gives nil, and assigning one sets it (`x = 1`, `_G.x = 1`, `rawset(_G, "x", 1)`, `function f() end`), until a
+-- store locks them (`set_global`). A strict namespace (`strict`) refuses, as `strict.lua` does, a function's
+-- read of a global nobody set and its assignment of a new one.
+local function new_globals(require_function, strict)
+  local g, set = {}, {}
+  for name, value in next, globals do g[name] = value end
+  g._G = g
+  g.require = require_function
+  g.package = packages[require_function]
+  global_sets[g] = set
+  if strict then real_setmetatable(set, strict_reads) end
+  return real_setmetatable(g, {
+    __index = set,
+    __newindex = function(t, name, value)
+      if strict and rawget(set, name) == nil then -- (a new one)
+        local caller = host_callerkind(2)
+        if caller ~= "main" and caller ~= "C" then
+          error("assignment to undeclared global '" .. safe_tostring(name) .. "' (declare it with 'local')", 2)
+        end
+      end
+      set_global(t, name, value, 2)
+    end,
+    __pairs = function(t) return globals_next, t, nil end,
+    __metatable = false,
+  })
+end
+
+-- `load` as Lua's: a string or a reader function (its pieces until nil or ""), a chunk name (the string itself by
+-- default), a mode ("bt" by default: a text chunk where it has no "t" is refused as Lua refuses it), an
+-- environment (a fresh sandbox environment unless one is given — `nil` too, as in Lua). A binary chunk is refused
+-- whatever the mode: scripts load source text only.
+local function sandbox_load(default_env, ...)
+  local chunk, chunkname, mode, env = ...
+  local kind = type(chunk)
+  if kind ~= "string" and kind ~= "function" then refuse(real_load, ...) end
+  local nameKind, modeKind = type(chunkname), type(mode)
+  if (chunkname ~= nil and nameKind ~= "string" and nameKind ~= "number")
+      or (mode ~= nil and modeKind ~= "string" and modeKind ~= "number") then
+    refuse(real_load, ...)
+  end
+  if kind == "function" then
+    local reader, pieces, count = chunk, {}, 0
+    while true do
+      local ok, piece = sandbox_pcall(reader)
+      if not ok then return nil, piece end
+      if piece == nil or piece == "" then break end
+      local pieceKind = type(piece)
+      if pieceKind ~= "string" and pieceKind ~= "number" then
+        -- (Lua's message, at the line that called `load`)
+        return nil, select(2, real_pcall(error, "reader function must return a string", 3))
+      end
+      count = count + 1
+      pieces[count] = piece
+    end
+    chunk = concat(pieces)
+    if chunkname == nil then chunkname = "=(load)" end
+  elseif chunkname == nil then
+    chunkname = chunk
+  end
+  mode = mode == nil and "bt" or tostring(mode)
+  if chunk:byte(1) == 27 then
+    if not mode:find("b", 1, true) then return nil, "attempt to load a binary chunk (mode is '" .. mode .. "')" end
+    return nil, "attempt to load a binary chunk (scripts load source text only)"
+  end
+  if not mode:find("t", 1, true) then return nil, "attempt to load a text chunk (mode is '" .. mode .. "')" end
+  if select("#", ...) < 4 then env = default_env or private_environment() end
+  return real_load(chunk, chunkname, "t", env)
+end
+
+local builtins = {}     -- modules `require` returns by name: the standard libraries, and what the host defines
+local deferred = {}     -- host modules defined by their chunk, not run yet (`load_deferred`, below)
+local load_deferred
+
+-- Standard libraries the sandbox leaves out: `require` says so, rather than looking for a file of that name.
+local unavailable = {
+  os = "no clocks, processes or environment",
+}
+
+-- A module namespace: its own cache, so a new version of an app's modules can load beside the old one. Its
+-- `package` table is Lua's, as data: `loaded` (what `require` returned, and what a script puts there),
+-- `preload` (loaders `require` tries first), `path` and `config`; modules load from the app's folder only.
+local make_file_loaders -- (below, with the globals they replace)
+
+-- Whether `require_function` is loading module `name` further down the stack (a frame of it whose first local,
+-- its argument, is the name).
+local function requiring(require_function, name)
+  local level = 3
+  while true do
+    local info = real_getinfo(level, "f")
+    if info == nil then return false end
+    if info.func == require_function and select(2, real_getlocal(level, 1)) == name then return true end
+    level = level + 1
+  end
+end
+
+local function namespace(root, strict)
+  local loading = {}
+  local g -- (its globals, made when its first chunk loads: `own_globals()`)
+  local require
+  local package = { loaded = {}, preload = {}, path = host_path, config = "/\n;\n?\n!\n-\n" }
+  for name, value in next, builtins do package.loaded[name] = value end
+  package.loaded.package = package
+  local function own_globals()
+    if g == nil then
+      g = new_globals(require, strict)
+      g.loadfile, g.dofile = table.unpack(make_file_loaders(root, g))
+      g.load = function(...) return sandbox_load(g, ...) end
+    end
+    return g
+  end
+  function require(name)
+    if type(name) ~= "string" then
+      error("bad argument #1 to 'require' (string expected, got " .. (name == nil and "no value" or type(name)) .. ")", 2)
+    end
+    local loaded = package.loaded
+    local value = type(loaded) == "table" and rawget(loaded, name) or nil
+    if value ~= nil then return value end
+    value = builtins[name]
+    if value ~= nil then return value end
+    if deferred[name] then return load_deferred(name) end
+    if unavailable[name] then
+      error("require: module '" .. name .. "' is not available in the sandbox (" .. unavailable[name] .. ")", 2)
+    end
+    if loading[name] then
+      -- (A load that failed without coming back here — a spent budget unwinds past every handler — left its mark:
+      -- it is a cycle only while this `require` of the name is still on the stack.)
+      if requiring(require, name) then error("require: module '" .. name .. "' requires itself (a cycle)", 2) end
+    end
+    local chunk, extra
+    local preload = type(package.preload) == "table" and rawget(package.preload, name) or nil
+    if preload ~= nil then
+      chunk, extra = preload, ":preload:"
+    else
+      local source, chunkname = host_readmodule(name, root)
+      local problem
+      chunk, problem = real_load(source, chunkname, "t", g or own_globals())
+      chunk_namespaces[chunkname] = g
+      if chunk == nil then error(problem, 0) end
+      -- (Where Lua's searcher found it: through package.path's "./?.lua", or the module path's absolute template.)
+      extra = chunkname:sub(2)
+      if extra:sub(1, 1) ~= "/" and extra:sub(1, 2) ~= "./" then extra = "./" .. extra end
+    end
+    loading[name] = true
+    local ok, result = sandbox_pcall(chunk, name, extra)
+    loading[name] = nil
+    if not ok then error(result, 0) end
+    loaded = package.loaded
+    if result ~= nil then
+      loaded[name] = result
+    elseif rawget(loaded, name) == nil then
+      loaded[name] = true
+    end
+    return loaded[name], extra
+  end
+  packages[require] = package
+  globals_of[require] = own_globals
+  module_loaders[require] = true
+  return require
+end
+
+globals.assert, globals.error, globals.ipairs = assert, error, ipairs
+globals.getmetatable = unguarded
+globals.next, globals.pairs, globals.pcall, globals.xpcall = sandbox_next, pairs, sandbox_pcall, sandbox_xpcall
+globals.print, globals.rawequal, globals.rawget, globals.rawlen = sandbox_print, rawequal, sandbox_rawget, sandbox_rawlen
+globals.rawset, globals.select, globals.setmetatable = sandbox_rawset, select, sandbox_setmetatable
+globals.tonumber, globals.tostring, globals.type, globals._VERSION = tonumber, safe_tostring, type, _VERSION
+globals.load, globals.collectgarbage = function(...) return sandbox_load(nil, ...) end, sandbox_collectgarbage
+
+-- `warn`, as the stand-alone `lua` has it: off until a script sends "@on" ("@off" turns it off again); while on,
+-- each warning goes to the output as a line "Lua warning: …" (the host's print handler; `lua` writes to stderr).
+local warnings_on = false
+function globals.warn(...)
+  local count = select("#", ...)
+  if count == 0 then error("bad argument #1 to 'warn' (string expected, got no value)", 2) end
+  local parts = {}
+  for index = 1, count do
+    local part = select(index, ...)
+    if type(part) ~= "string" and type(part) ~= "number" then
+      error("bad argument #" .. index .. " to 'warn' (string expected, got " .. type(part) .. ")", 2)
+    end
+    parts[index] = tostring(part)
+  end
+  local message = concat(parts)
+  if count == 1 and message:sub(1, 1) == "@" then
+    if message == "@on" then warnings_on = true elseif message == "@off" then warnings_on = false end
+    return
+  end
+  if warnings_on then host_print("Lua warning: " .. message) end
+end
+
+-- `loadfile` and `dofile` read text files of the app's folder only (paths relative to it); in a namespace with a
+-- folder of its own (`root`, a plugin's), that folder's. What they load runs with the globals `g` (the
+-- namespace's) unless given others.
+function make_file_loaders(root, g)
+  local function sandbox_loadfile(path, mode, env)
+    if type(path) ~= "string" then error("loadfile: scripts load files of the app's folder, by path", 2) end
+    if mode ~= nil and mode ~= "t" then error("loadfile: scripts can load text chunks only (mode \"t\")", 2) end
+    local source, chunkname = host_readfile(path, "loadfile", root)
+    if source == nil then return nil, chunkname end
+    if g ~= nil then chunk_namespaces[chunkname] = g end
+    return real_load(source, chunkname, "t", env or g or private_environment())
+  end
+
+  local function sandbox_dofile(path)
+    if type(path) ~= "string" then error("dofile: scripts run files of the app's folder, by path", 2) end
+    local chunk, problem = sandbox_loadfile(path)
+    if chunk == nil then error(problem, 0) end -- (as Lua's dofile raises it: the message alone)
+    return chunk()
+  end
+  return { sandbox_loadfile, sandbox_dofile }
+end
+globals.loadfile, globals.dofile = table.unpack(make_file_loaders(nil))
+globals.sortedpairs = sortedpairs
+-- The library tables scripts see: where the host gives the system (`luakit`, `luastore test`), Lua's own, as
+-- writable as in Lua (a spec stubs `os.time`, a library adds `string.split` or a polyfill); in a store read-only,
+-- and open to additions each namespace keeps to itself ("Libraries in a store", below).
+local function library(name, t)
+  if host.system then return t end
+  return freeze(name, t)
+end
+globals.string, globals.table = library("string", string), library("table", table)
+globals.math, globals.utf8 = library("math", math), library("utf8", utf8)
+globals.coroutine = library("coroutine", sandbox_coroutine)
+-- `debug.getmetatable` returns, past `__metatable`, only a metatable a script set (with `setmetatable`); the
+-- host's (the libraries', the string metatable, environments, a store's state) stay as `getmetatable` shows them.
+local function sandbox_debug_getmetatable(value)
+  local metatable = raw_getmetatable(value)
+  if metatable ~= nil and script_metatables[metatable] then return metatable end
+  if metatable == mode_guard then return nil end
+  return globals.getmetatable(value)
+end
+-- `io`: writing to the output the host receives (`print`'s) and nothing else — no files, no input, no processes.
+-- `io.write`, `io.stdout:write` and `io.stderr:write` write there (numbers as Lua's `io.write` writes them); every
+-- other function says files are not available. Libraries that keep `io.stdout` at load then load.
+local function no_files(name)
+  return function() error("io." .. name .. ": not available in the sandbox (no files; io.write and print write to the output)", 2) end
+end
+local sandbox_io
+-- (Called by the script, or in tail position: an error at level 2 is at the line of the script that wrote.)
+local function write_values(file, ...)
+  for index = 1, select("#", ...) do
+    local value = select(index, ...)
+    local kind = math.type(value)
+    if kind == "integer" then
+      value = string.format("%d", value)
+    elseif kind == "float" then
+      value = string.format("%.14g", value)
+    elseif type(value) ~= "string" then
+      error("bad argument #" .. index .. " to 'write' (string expected, got " .. typename(value) .. ")", 2)
+    end
+    host_write(value)
+  end
+  return file
+end
+local file_methods = {
+  write = write_values,
+  flush = function(file) return file end,
+  setvbuf = function() return true end,
+  close = no_files("close"), read = no_files("read"), lines = no_files("lines"), seek = no_files("seek"),
+}
+local file_metatable = {
+  __index = file_methods, __name = "FILE*", __metatable = false,
+  __newindex = function() error("cannot modify a file of the sandbox's io", 2) end,
+}
+local function new_file(name)
+  local file = real_setmetatable({}, file_metatable)
+  file_metatable[file] = name
+  frozen[file] = file -- (read-only as it is; `freeze` leaves it whole)
+  return file
+end
+local stdout, stderr = new_file("stdout"), new_file("stderr")
+file_metatable.__tostring = function(file) return "file (" .. file_metatable[file] .. ")" end
+sandbox_io = {
+  write = function(...) return write_values(stdout, ...) end,
+  stdout = stdout, stderr = stderr,
+  type = function(value) return (value == stdout or value == stderr) and "file" or nil end,
+  open = no_files("open"), popen = no_files("popen"), read = no_files("read"), lines = no_files("lines"),
+  input = no_files("input"), output = no_files("output"), close = no_files("close"), tmpfile = no_files("tmpfile"),
+}
+
+-- Reading files where the host gives the system (`luakit`, `luastore test`): `files.lua`, loaded only there (a store's
+-- VM holds none of it).
+if host.files then host.files(host.readdata, sandbox_io, no_files, typename, raw_getmetatable) end
+globals.io = library("io", sandbox_io)
+
+globals.debug = library("debug", { traceback = real_traceback, getmetatable = sandbox_debug_getmetatable })
+
+-- `os` where the host gives the system (`luakit`, `luastore test`: `LuaLimits.system`): Lua's clock, dates and
+-- environment; what would end or change the process, or touch files, raises naming the function. A scripted
+-- store has none: what a replay would read differently.
+local real_os = os
+if host.system then
+  local function refused(name)
+    return function()
+      error("os." .. name .. " is not available in the sandbox (a script may not end or change the process, nor touch files)", 2)
+    end
+  end
+  globals.os = library("os", {
+    time = real_os.time, clock = real_os.clock, date = real_os.date, difftime = real_os.difftime, getenv = real_os.getenv,
+    exit = refused("exit"), execute = refused("execute"), remove = refused("remove"), rename = refused("rename"),
+    tmpname = refused("tmpname"), setlocale = refused("setlocale"),
+  })
+  unavailable.os = nil
+end
+for _, name in ipairs({ "string", "table", "math", "utf8", "coroutine", "debug", "io", "os" }) do builtins[name] = globals[name] end
+
+local function define(name, value)
+  if type(value) == "table" and not frozen[value] then value = freeze(name, value) end
+  globals[name] = value
+  for g in next, global_sets do real_rawset(g, name, value) end -- (namespaces made before see it too)
+end
+
+local function definemodule(name, value)
+  if type(value) == "table" and not frozen[value] then value = freeze(name, value) end
+  builtins[name] = value
+end
+
+-- A host module given by its compiled chunk (LuaVM.define(module:source:)) runs at its first `require`, in a fresh
+-- environment, as a module the host defined by value: a VM whose scripts never require it holds none of it.
+-- (A module that fails as it runs stays deferred: the next `require` runs it again, as Lua's does.)
+function load_deferred(name)
+  local dump, chunkname = host_hostmodule(name)
+  local chunk, problem = real_load(dump, chunkname, "b", private_environment())
+  if chunk == nil then error(problem, 0) end
+  definemodule(name, chunk())
+  deferred[name] = nil
+  return builtins[name]
+end
+
+local function definedeferred(name)
+  deferred[name] = true
+end
+
+-- The default namespace, once the prelude has made it (after the libraries: its package.loaded holds them).
+function P.set_default_require(require_function)
+  default_require = require_function
+end
+
+P.builtins, P.default_require, P.deferred, P.globals = builtins, default_require, deferred, globals
+P.globals_of, P.namespace, P.private_environment, P.define = globals_of, namespace, private_environment, define
+P.definemodule, P.definedeferred = definemodule, definedeferred
