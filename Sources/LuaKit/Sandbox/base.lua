@@ -1,16 +1,12 @@
--- The sandbox's guarded base functions (part of the prelude, which runs this chunk with what it shares, `P`):
+-- The sandbox's guarded base functions (part of the prelude, which runs this chunk with what it shares, in order, as
+-- its arguments):
 -- `next`, `rawget`, `rawlen`, `rawset` and `getmetatable` on sealed tables, `setmetatable` without finalizers or
 -- weak modes the host keeps strong, the collector as scripts may drive it, `sortedpairs`, and coroutines with the
--- time budget. Adds to `P` what the rest of the prelude uses.
-local P = ...
-local add_to_library, coroutine, error, frozen = P.add_to_library, P.coroutine, P.error, P.frozen
-local global_sets, host_gcmode, host_makeclose = P.global_sets, P.host_gcmode, P.host_makeclose
-local host_makewrap, host_resume, math, open_libraries = P.host_makewrap, P.host_resume, P.math, P.open_libraries
-local pairs, raw_getmetatable, rawget, rawlen = P.pairs, P.raw_getmetatable, P.rawget, P.rawlen
-local real_collectgarbage, real_getmetatable, real_pcall = P.real_collectgarbage, P.real_getmetatable, P.real_pcall
-local real_rawset, real_setmetatable, refuse = P.real_rawset, P.real_setmetatable, P.refuse
-local safe_tostring, select, set_global, sort, string = P.safe_tostring, P.select, P.set_global, P.sort, P.string
-local tonumber, type, typename, weak_tables_honoured = P.tonumber, P.type, P.typename, P.weak_tables_honoured
+-- time budget. Returns what the rest of the prelude uses.
+local add_to_library, coroutine, error, frozen, global_sets, host_gcmode, host_makeclose, host_makewrap, host_resume,
+  math, open_libraries, pairs, raw_getmetatable, rawget, rawlen, real_collectgarbage, real_getmetatable, real_pcall,
+  real_rawset, real_setmetatable, refuse, safe_tostring, select, set_global, sort, string, tonumber, type, typename,
+  weak_tables_honoured = ...
 
 -- Markers (`__metatable` values) of host tables that may change only through their metamethods, such as a
 -- store's state proxies: `rawset` on one would write past the host's bookkeeping (LuaVM.sealRawWrites). They
@@ -238,7 +234,5 @@ local sandbox_coroutine = {
   wrap = host_makewrap(sandbox_wrap), isyieldable = coroutine.isyieldable, running = coroutine.running, close = sandbox_close,
 }
 
-P.mode_guard, P.sandbox_collectgarbage, P.sandbox_coroutine = mode_guard, sandbox_collectgarbage, sandbox_coroutine
-P.sandbox_rawlen, P.sandbox_rawset, P.sandbox_setmetatable = sandbox_rawlen, sandbox_rawset, sandbox_setmetatable
-P.script_metatables, P.sortedpairs, P.unguarded = script_metatables, sortedpairs, unguarded
-P.sealed, P.sealed_next = sealed, sealed_next
+return mode_guard, sandbox_collectgarbage, sandbox_coroutine, sandbox_rawlen, sandbox_rawset, sandbox_setmetatable,
+  script_metatables, sortedpairs, unguarded, sealed, sealed_next

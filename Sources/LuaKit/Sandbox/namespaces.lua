@@ -1,24 +1,15 @@
--- Environments and modules (part of the prelude, which runs this chunk with what it shares, `P`): strict and
+-- Environments and modules (part of the prelude, which runs this chunk with what it shares, in order, as
+-- its arguments): strict and
 -- plain globals, one table per namespace; `load`, `require`, `package`, `dofile` and `loadfile` over the app's
--- folder; the standard libraries as scripts see them; and what the host defines. Adds to `P` what the rest of the
+-- folder; the standard libraries as scripts see them; and what the host defines. Returns what the rest of the
 -- prelude uses; the default namespace is made there, after the libraries (`set_default_require`).
-local P = ...
-local real_rawset, host_hostmodule = P.real_rawset, P.host_hostmodule
-local assert, chunk_namespaces, concat, error, freeze = P.assert, P.chunk_namespaces, P.concat, P.error, P.freeze
-local frozen, global_sets, globals_next, host = P.frozen, P.global_sets, P.globals_next, P.host
-local host_callerkind, host_path, host_print = P.host_callerkind, P.host_path, P.host_print
-local host_readfile, host_readmodule, host_write, ipairs = P.host_readfile, P.host_readmodule, P.host_write, P.ipairs
-local math, mode_guard, module_loaders, next, pairs = P.math, P.mode_guard, P.module_loaders, P.next, P.pairs
-local raw_getmetatable, rawequal, rawget, real_getinfo = P.raw_getmetatable, P.rawequal, P.rawget, P.real_getinfo
-local real_getlocal, real_load, real_pcall = P.real_getlocal, P.real_load, P.real_pcall
-local real_setmetatable, real_traceback, refuse = P.real_setmetatable, P.real_traceback, P.refuse
-local safe_tostring, sandbox_collectgarbage = P.safe_tostring, P.sandbox_collectgarbage
-local sandbox_coroutine, sandbox_next, sandbox_pcall = P.sandbox_coroutine, P.sandbox_next, P.sandbox_pcall
-local sandbox_print, sandbox_rawget, sandbox_rawlen = P.sandbox_print, P.sandbox_rawget, P.sandbox_rawlen
-local sandbox_rawset, sandbox_setmetatable = P.sandbox_rawset, P.sandbox_setmetatable
-local sandbox_xpcall, script_metatables, select = P.sandbox_xpcall, P.script_metatables, P.select
-local set_global, sortedpairs, string, table, tonumber = P.set_global, P.sortedpairs, P.string, P.table, P.tonumber
-local type, typename, unguarded, utf8 = P.type, P.typename, P.unguarded, P.utf8
+local real_rawset, host_hostmodule, assert, chunk_namespaces, concat, error, freeze, frozen, global_sets,
+  globals_next, host, host_callerkind, host_path, host_print, host_readfile, host_readmodule, host_write, ipairs,
+  math, mode_guard, module_loaders, next, pairs, raw_getmetatable, rawequal, rawget, real_getinfo, real_getlocal,
+  real_load, real_pcall, real_setmetatable, real_traceback, refuse, safe_tostring, sandbox_collectgarbage,
+  sandbox_coroutine, sandbox_next, sandbox_pcall, sandbox_print, sandbox_rawget, sandbox_rawlen, sandbox_rawset,
+  sandbox_setmetatable, sandbox_xpcall, script_metatables, select, set_global, sortedpairs, string, table, tonumber,
+  type, typename, unguarded, utf8 = ...
 
 local globals = {} -- what every namespace's globals start as
 
@@ -390,10 +381,9 @@ local function definedeferred(name)
 end
 
 -- The default namespace, once the prelude has made it (after the libraries: its package.loaded holds them).
-function P.set_default_require(require_function)
+local function set_default_require(require_function)
   default_require = require_function
 end
 
-P.builtins, P.default_require, P.deferred, P.globals = builtins, default_require, deferred, globals
-P.globals_of, P.namespace, P.private_environment, P.define = globals_of, namespace, private_environment, define
-P.definemodule, P.definedeferred = definemodule, definedeferred
+return builtins, default_require, deferred, globals, globals_of, namespace, private_environment, define, definemodule,
+  definedeferred, set_default_require

@@ -2,7 +2,7 @@
 -- (LuaVM.buildSandbox loads it; it is embedded into the binary at build time by the EmbedLua plugin).
 --
 -- Its guarded base functions and its environments and modules are chunks of their own (`base.lua`,
--- `namespaces.lua`), which it runs with what they share (`P`, below).
+-- `namespaces.lua`), which it runs with what they share as their arguments (below).
 --
 -- It receives the host's primitives (`strings`, `print`, `readmodule`, `readfile`, `hostmodule`, `callerkind`, `gcmode`,
 -- `pcall`, `xpcall`) and returns the sandbox's interface: `environment()` gives the default namespace's globals (or,
@@ -295,32 +295,24 @@ function add_to_library(name, source, key, value, level)
 end
 
 -- The guarded base functions (base.lua) and environments and modules (namespaces.lua): chunks of their own, run
--- here with what they share, each adding to it what comes after uses.
-local P = {
-  host_hostmodule = host_hostmodule, add_to_library = add_to_library, assert = assert,
-  chunk_namespaces = chunk_namespaces, concat = concat,
-  coroutine = coroutine, error = error, freeze = freeze, frozen = frozen, global_sets = global_sets,
-  globals_next = globals_next, host = host, host_callerkind = host_callerkind, host_gcmode = host_gcmode,
-  host_makeclose = host_makeclose, host_makewrap = host_makewrap, host_path = host_path, host_print = host_print,
-  host_readfile = host_readfile, host_readmodule = host_readmodule, host_resume = host_resume,
-  host_write = host_write, ipairs = ipairs, math = math, module_loaders = module_loaders, next = next,
-  open_libraries = open_libraries, pairs = pairs, raw_getmetatable = raw_getmetatable, rawequal = rawequal,
-  rawget = rawget, rawlen = rawlen, real_collectgarbage = real_collectgarbage, real_getinfo = real_getinfo,
-  real_getlocal = real_getlocal, real_getmetatable = real_getmetatable, real_load = real_load,
-  real_pcall = real_pcall, real_rawset = real_rawset, real_setmetatable = real_setmetatable,
-  real_traceback = real_traceback, refuse = refuse, safe_tostring = safe_tostring, sandbox_next = sandbox_next,
-  sandbox_pcall = sandbox_pcall, sandbox_print = sandbox_print, sandbox_rawget = sandbox_rawget,
-  sandbox_xpcall = sandbox_xpcall, select = select, set_global = set_global, sort = sort, string = string,
-  table = table, tonumber = tonumber, type = type, typename = typename, utf8 = utf8,
-  weak_tables_honoured = weak_tables_honoured,
-}
-host.base(P)
-sealed, sealed_next = P.sealed, P.sealed_next
-host.namespaces(P)
-local sandbox_collectgarbage, globals, default_require = P.sandbox_collectgarbage, P.globals, P.default_require
-local globals_of, private_environment, builtins = P.globals_of, P.private_environment, P.builtins
-local deferred, namespace, define, definemodule = P.deferred, P.namespace, P.define, P.definemodule
-local definedeferred, set_default_require = P.definedeferred, P.set_default_require
+-- here with what they share as their arguments, each returning what comes after uses (no table is made for it).
+local mode_guard, sandbox_collectgarbage, sandbox_coroutine, sandbox_rawlen, sandbox_rawset, sandbox_setmetatable,
+  script_metatables, sortedpairs, unguarded, base_sealed, base_sealed_next =
+  host.base(add_to_library, coroutine, error, frozen, global_sets, host_gcmode, host_makeclose, host_makewrap,
+    host_resume, math, open_libraries, pairs, raw_getmetatable, rawget, rawlen, real_collectgarbage,
+    real_getmetatable, real_pcall, real_rawset, real_setmetatable, refuse, safe_tostring, select, set_global, sort,
+    string, tonumber, type, typename, weak_tables_honoured)
+sealed, sealed_next = base_sealed, base_sealed_next
+local builtins, default_require, deferred, globals, globals_of, namespace, private_environment, define, definemodule,
+  definedeferred, set_default_require =
+  host.namespaces(real_rawset, host_hostmodule, assert, chunk_namespaces, concat, error, freeze, frozen, global_sets,
+    globals_next, host, host_callerkind, host_path, host_print, host_readfile, host_readmodule, host_write, ipairs,
+    math, mode_guard, module_loaders, next, pairs, raw_getmetatable, rawequal, rawget, real_getinfo, real_getlocal,
+    real_load, real_pcall, real_setmetatable, real_traceback, refuse, safe_tostring, sandbox_collectgarbage,
+    sandbox_coroutine, sandbox_next, sandbox_pcall, sandbox_print, sandbox_rawget, sandbox_rawlen, sandbox_rawset,
+    sandbox_setmetatable, sandbox_xpcall, script_metatables, select, set_global, sortedpairs, string, table, tonumber,
+    type, typename, unguarded, utf8)
+host.base, host.namespaces = nil, nil -- (run once: their chunks need not stay)
 
 -- (The libraries a store's scripts may add to, their tables made now that the namespaces' globals are: see above.)
 if not host.system then
