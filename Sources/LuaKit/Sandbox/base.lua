@@ -3,10 +3,9 @@
 -- `next`, `rawget`, `rawlen`, `rawset` and `getmetatable` on sealed tables, `setmetatable` without finalizers or
 -- weak modes the host keeps strong, the collector as scripts may drive it, `sortedpairs`, and coroutines with the
 -- time budget. Returns what the rest of the prelude uses.
-local add_to_library, coroutine, error, frozen, global_sets, host_gcmode, host_makeclose, host_makewrap, host_resume,
-  math, open_libraries, pairs, raw_getmetatable, rawget, rawlen, real_collectgarbage, real_getmetatable, real_pcall,
-  real_rawset, real_setmetatable, refuse, safe_tostring, select, set_global, sort, string, tonumber, type, typename,
-  weak_tables_honoured = ...
+local add_to_library, frozen, global_sets, host_gcmode, host_makeclose, host_makewrap, host_resume, open_libraries,
+  raw_getmetatable, real_collectgarbage, real_getmetatable, real_pcall, real_rawset, real_setmetatable, refuse,
+  safe_tostring, set_global, sort, typename, weak_tables_honoured = ...
 
 -- Markers (`__metatable` values) of host tables that may change only through their metamethods, such as a
 -- store's state proxies: `rawset` on one would write past the host's bookkeeping (LuaVM.sealRawWrites). They

@@ -3,13 +3,12 @@
 -- plain globals, one table per namespace; `load`, `require`, `package`, `dofile` and `loadfile` over the app's
 -- folder; the standard libraries as scripts see them; and what the host defines. Returns what the rest of the
 -- prelude uses; the default namespace is made there, after the libraries (`set_default_require`).
-local real_rawset, host_hostmodule, assert, chunk_namespaces, concat, error, freeze, frozen, global_sets,
-  globals_next, host, host_callerkind, host_path, host_print, host_readfile, host_readmodule, host_write, ipairs,
-  math, mode_guard, module_loaders, next, pairs, raw_getmetatable, rawequal, rawget, real_getinfo, real_getlocal,
-  real_load, real_pcall, real_setmetatable, real_traceback, refuse, safe_tostring, sandbox_collectgarbage,
-  sandbox_coroutine, sandbox_next, sandbox_pcall, sandbox_print, sandbox_rawget, sandbox_rawlen, sandbox_rawset,
-  sandbox_setmetatable, sandbox_xpcall, script_metatables, select, set_global, sortedpairs, string, table, tonumber,
-  type, typename, unguarded, utf8 = ...
+local real_rawset, host_hostmodule, chunk_namespaces, concat, freeze, frozen, global_sets, globals_next, host,
+  host_callerkind, host_path, host_print, host_readfile, host_readmodule, host_write, mode_guard, module_loaders,
+  raw_getmetatable, real_getinfo, real_getlocal, real_load, real_pcall, real_setmetatable, real_traceback, refuse,
+  safe_tostring, sandbox_collectgarbage, sandbox_coroutine, sandbox_next, sandbox_pcall, sandbox_print,
+  sandbox_rawget, sandbox_rawlen, sandbox_rawset, sandbox_setmetatable, sandbox_xpcall, script_metatables, set_global,
+  sortedpairs, typename, unguarded = ...
 
 local globals = {} -- what every namespace's globals start as
 

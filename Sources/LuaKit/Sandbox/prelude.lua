@@ -298,20 +298,18 @@ end
 -- here with what they share as their arguments, each returning what comes after uses (no table is made for it).
 local mode_guard, sandbox_collectgarbage, sandbox_coroutine, sandbox_rawlen, sandbox_rawset, sandbox_setmetatable,
   script_metatables, sortedpairs, unguarded, base_sealed, base_sealed_next =
-  host.base(add_to_library, coroutine, error, frozen, global_sets, host_gcmode, host_makeclose, host_makewrap,
-    host_resume, math, open_libraries, pairs, raw_getmetatable, rawget, rawlen, real_collectgarbage,
-    real_getmetatable, real_pcall, real_rawset, real_setmetatable, refuse, safe_tostring, select, set_global, sort,
-    string, tonumber, type, typename, weak_tables_honoured)
+  host.base(add_to_library, frozen, global_sets, host_gcmode, host_makeclose, host_makewrap, host_resume,
+    open_libraries, raw_getmetatable, real_collectgarbage, real_getmetatable, real_pcall, real_rawset,
+    real_setmetatable, refuse, safe_tostring, set_global, sort, typename, weak_tables_honoured)
 sealed, sealed_next = base_sealed, base_sealed_next
 local builtins, default_require, deferred, globals, globals_of, namespace, private_environment, define, definemodule,
   definedeferred, set_default_require =
-  host.namespaces(real_rawset, host_hostmodule, assert, chunk_namespaces, concat, error, freeze, frozen, global_sets,
-    globals_next, host, host_callerkind, host_path, host_print, host_readfile, host_readmodule, host_write, ipairs,
-    math, mode_guard, module_loaders, next, pairs, raw_getmetatable, rawequal, rawget, real_getinfo, real_getlocal,
-    real_load, real_pcall, real_setmetatable, real_traceback, refuse, safe_tostring, sandbox_collectgarbage,
-    sandbox_coroutine, sandbox_next, sandbox_pcall, sandbox_print, sandbox_rawget, sandbox_rawlen, sandbox_rawset,
-    sandbox_setmetatable, sandbox_xpcall, script_metatables, select, set_global, sortedpairs, string, table, tonumber,
-    type, typename, unguarded, utf8)
+  host.namespaces(real_rawset, host_hostmodule, chunk_namespaces, concat, freeze, frozen, global_sets, globals_next,
+    host, host_callerkind, host_path, host_print, host_readfile, host_readmodule, host_write, mode_guard,
+    module_loaders, raw_getmetatable, real_getinfo, real_getlocal, real_load, real_pcall, real_setmetatable,
+    real_traceback, refuse, safe_tostring, sandbox_collectgarbage, sandbox_coroutine, sandbox_next, sandbox_pcall,
+    sandbox_print, sandbox_rawget, sandbox_rawlen, sandbox_rawset, sandbox_setmetatable, sandbox_xpcall,
+    script_metatables, set_global, sortedpairs, typename, unguarded)
 host.base, host.namespaces = nil, nil -- (run once: their chunks need not stay)
 
 -- (The libraries a store's scripts may add to, their tables made now that the namespaces' globals are: see above.)
