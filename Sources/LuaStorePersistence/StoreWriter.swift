@@ -221,7 +221,7 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
                 var first = true
                 let lines = LineReader(blocks: { () throws(LineReader.Unreadable) -> [UInt8]? in
                     defer { first = false }
-                    if first { return Array(header) + [10] }
+                    if first { return Self.line(header) }
                     let row: Row?
                     do {
                         row = try cursor.next()
@@ -233,7 +233,7 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
                     guard let data = Data.fromDatabaseValue(row["lines"] as DatabaseValue) else {
                         throw LineReader.Unreadable(reason: "a row of entries holds no lines")
                     }
-                    return Array(data) + [10]
+                    return Self.line(data)
                 }, maximumLength: .max)
                 var recording = try RecordingLines(lines, passingOverKept: true)
                 sequence = recording.header.sequence ?? sequence
@@ -444,6 +444,15 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
         }
         let bytes = size(path) + size(path + "-wal")
         return state.withLock { (bytes, $0.durable ?? 0, $0.committed, $0.failure) }
+    }
+
+    /// `data`'s bytes and a line break after them, copied once (a row of entries, read as lines).
+    static func line(_ data: Data) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(data.count + 1)
+        bytes.append(contentsOf: data)
+        bytes.append(10)
+        return bytes
     }
 
     static func words(_ error: any Error) -> String {

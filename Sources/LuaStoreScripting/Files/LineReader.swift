@@ -133,7 +133,11 @@ public final class LineReader: @unchecked Sendable { // (read by one thread at a
                 if count == 0 { ended = true }
                 buffer.append(contentsOf: block[0..<count])
             case .blocks(let next):
-                if let more = try next() { buffer.append(contentsOf: more) } else { ended = true }
+                if let more = try next() {
+                    if buffer.isEmpty { buffer = more } else { buffer.append(contentsOf: more) } // (a whole block: taken, not copied)
+                } else {
+                    ended = true
+                }
             case .none:
                 ended = true
             }
