@@ -149,7 +149,7 @@ public struct RecordingLines {
         var failure: LineReader.Unreadable?
 
         init(_ lines: LineReader, upTo limit: Int, until: UInt64?) {
-            bytes.reserveCapacity(min(limit, 4_096) * 256)
+            bytes.reserveCapacity(min(limit * 256, 64 << 10)) // (grown as lines come: a resume of a few lines stays small)
             while ranges.count < limit {
                 let next: (line: ArraySlice<UInt8>, complete: Bool)?
                 do {
