@@ -122,7 +122,7 @@ struct RunRecordingReducer: Reducer {
         #expect(log.failures.value.map(\.action) == [.fail, .fail])
         #expect(log.stages == [.reducer, .reducer])
         #expect(await eventually { logged.value == ["seven"] })
-        #expect(await root.waitUntilIdle(timeout: .seconds(2)))
+        #expect(await root.waitUntilIdle(timeout: .seconds(30)))
     }
 
     @Test func runsRespectTheNotificationPolicy() async {

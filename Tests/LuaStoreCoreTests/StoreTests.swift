@@ -95,7 +95,7 @@ import Testing
         for _ in 0..<10 { root.dispatch(.increment) }
         #expect(await eventually { await root.state().count == 110 })
         #expect(logged.value == ["reached 10"])
-        #expect(await root.waitUntilIdle(timeout: .seconds(2)))
+        #expect(await root.waitUntilIdle(timeout: .seconds(30)))
     }
 
     /// `waitUntilIdle` returns once every action is reduced, those effects dispatched included: an effect that

@@ -98,13 +98,13 @@ import Testing
         let store = try await ScriptedStore(app: folder.url, options: options)
         defer { store.shutdown() }
         for _ in 0..<4 { store.dispatch(["type": "increment"]) }
-        #expect(await store.waitUntilIdle(timeout: .seconds(10)))
+        #expect(await store.waitUntilIdle(timeout: .seconds(30)))
         try await store.jump(to: 2)
         store.dispatch(["type": "boom"])
         await store.barrier()
         await store.resume()
         store.dispatch(["type": "boom"])
-        #expect(await store.waitUntilIdle(timeout: .seconds(10)))
+        #expect(await store.waitUntilIdle(timeout: .seconds(30)))
         #expect(await eventually { recorder.failures.value.count == 2 })
         #expect(recorder.failures.value.map(\.dispatchIndex) == [5, 6])
         #expect(try await store.props() == ["count": 4, "done": false])
@@ -119,7 +119,7 @@ import Testing
         let store = try await ScriptedStore(app: folder.url, options: options)
         defer { store.shutdown() }
         store.dispatch(["type": "increment"])
-        #expect(await store.waitUntilIdle(timeout: .seconds(10)))
+        #expect(await store.waitUntilIdle(timeout: .seconds(30)))
         var expected: Int64 = 1
         for _ in 0..<40 {
             try await store.jump(to: 1)
@@ -127,7 +127,7 @@ import Testing
             await store.resume()
             store.dispatch(["type": "increment"])
             expected += 2
-            #expect(await store.waitUntilIdle(timeout: .seconds(10)))
+            #expect(await store.waitUntilIdle(timeout: .seconds(30)))
             let count = try await store.state()["count"].integer
             #expect(count == expected)
             if count != expected { break }

@@ -54,7 +54,7 @@ import Testing
             }
         }
         await store.barrier()
-        #expect(await store.waitUntilIdle(timeout: .seconds(5)))
+        #expect(await store.waitUntilIdle(timeout: .seconds(30)))
         let failures = recorder.failures.value.map { failure in
             "\(failure.stage) \(failure.error.kind) \(failure.error.location ?? "-") \(failure.error.message) \(failure.action.map { "\($0)" } ?? "-")"
         }

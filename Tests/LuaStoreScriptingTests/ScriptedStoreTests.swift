@@ -373,7 +373,7 @@ import LuaStoreCore
         #expect(await eventually { recorder.logs.value.contains("count is 1") })
         store.dispatch(["type": "later"])
         #expect(await eventually { recorder.props.value.last?["count"] == 2 })
-        #expect(await store.waitUntilIdle(timeout: .seconds(2)))
+        #expect(await store.waitUntilIdle(timeout: .seconds(30)))
     }
 
     @Test func httpRequestsRunAndAreCancelledByState() async throws {

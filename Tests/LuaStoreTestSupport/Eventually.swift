@@ -2,16 +2,25 @@ import Foundation
 import Testing
 
 /// Polls `condition` until it holds or `timeout` passes (or the calling task is cancelled).
+///
+/// The bound is counted in polls of 5 ms, not read off the wall clock: the tests share the cooperative pool (two
+/// threads on a two-core machine), and a moment when other tests hold both threads passes for this wait and for
+/// the work it waits on alike. Read off the clock, such a moment spent the bound while nothing could run, and the
+/// first look after it failed a condition whose work was queued behind it (an effect's task, under load).
 public func eventually(timeout: Duration = .seconds(15), _ condition: @Sendable () async -> Bool) async -> Bool {
-    let clock = ContinuousClock()
-    let deadline = clock.now.advanced(by: timeout)
-    while clock.now < deadline {
+    for _ in 0..<polls(in: timeout) {
         if await condition() { return true }
-        do { try await Task.sleep(for: .milliseconds(5)) } catch { break }
+        do { try await Task.sleep(for: pollInterval) } catch { break }
     }
     return await condition()
 }
 
+private let pollInterval = Duration.milliseconds(5)
+
+/// How many polls of `pollInterval` make `timeout` (at least one).
+private func polls(in timeout: Duration) -> Int {
+    max(1, Int(timeout / pollInterval))
+}
 
 extension Tag {
     /// Suites about threads and concurrency: `scripts/test` runs every suite with this tag a second time, under
@@ -34,12 +43,15 @@ public struct SplitMix: RandomNumberGenerator, Sendable {
 }
 
 /// Runs `body` until it returns or `timeout` passes; then it is cancelled (an `AsyncStream` it iterates ends) and
-/// the result is `nil`. For a test that waits on something that may never come: the wait has a bound.
+/// the result is `nil`. For a test that waits on something that may never come: the wait has a bound, counted as
+/// `eventually`'s is (in slices of sleep, so that a moment when the pool runs nothing does not spend it).
 public func withinDeadline<T: Sendable>(_ timeout: Duration = .seconds(15), _ body: @escaping @Sendable () async -> T) async -> T? {
     await withTaskGroup(of: T?.self) { group in
         group.addTask { await body() }
         group.addTask {
-            try? await Task.sleep(for: timeout)
+            for _ in 0..<polls(in: timeout) {
+                do { try await Task.sleep(for: pollInterval) } catch { return nil }
+            }
             return nil
         }
         let first = await group.next() ?? nil
