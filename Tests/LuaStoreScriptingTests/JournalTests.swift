@@ -184,10 +184,10 @@ import Testing
               end
             end
             """#) { engine in
-            engine.listeners.journal = { _ in }
+            engine.changeListeners { $0.journal = { _ in } }
             var heard: [JournalEntry] = []
             let streamed = Protected<[JournalEntry]>([])
-            engine.listeners.journal = { entry in streamed.withLock { $0.append(entry) } }
+            engine.changeListeners { $0.journal = { entry in streamed.withLock { $0.append(entry) } } }
             var generator = SplitMix(state: seed)
             var previous = try engine.state()
             for round in 0..<60 {
@@ -250,7 +250,7 @@ import Testing
             end)()
             """) { engine in
             let streamed = Protected<[JournalEntry]>([])
-            engine.listeners.journal = { entry in streamed.withLock { $0.append(entry) } }
+            engine.changeListeners { $0.journal = { entry in streamed.withLock { $0.append(entry) } } }
             var generator = SplitMix(state: seed)
             var previous = try engine.state()
             func action() -> LuaValue {
@@ -294,7 +294,7 @@ import Testing
             cases.whole = function(state) return { count = 0, list = state.list, map = {} } end
             """, initial: "(function() local list = {} for i = 1, 20000 do list[i] = { done = false } end return { list = list, count = 0, map = {} } end)()") { engine in
             let entries = Protected<[JournalEntry]>([])
-            engine.listeners.journal = { entry in entries.withLock { $0.append(entry) } }
+            engine.changeListeners { $0.journal = { entry in entries.withLock { $0.append(entry) } } }
             _ = try engine.reduce(["type": "toggle", "id": 17_000])
             _ = try engine.reduce(["type": "replace"])
             _ = try engine.reduce(["type": "whole"])
@@ -330,7 +330,7 @@ import Testing
             cases.bytes = function(state) state.map.raw = "\255\254 not utf-8" end
             """#) { engine in
             let entries = Protected<[JournalEntry]>([])
-            engine.listeners.journal = { entry in entries.withLock { $0.append(entry) } }
+            engine.changeListeners { $0.journal = { entry in entries.withLock { $0.append(entry) } } }
             var previous = try engine.state()
             let actions: [LuaValue] = [
                 ["type": "set", "n": 1], ["type": "set", "n": 2], ["type": "nest", "n": 3], ["type": "deep"],
@@ -415,7 +415,7 @@ import Testing
         }
         #expect(state == (try await store.state()))
         let crossings = await withCheckedContinuation { continuation in
-            store.thread.async { continuation.resume(returning: store.engine.reduceCrossings) }
+            store.thread.async { continuation.resume(returning: store.engine.runs.crossings) }
         }
         #expect(crossings < 200, "runs crossed into the VM once for many actions: \(crossings) crossings")
     }

@@ -58,7 +58,7 @@ import Testing
         let failures = recorder.failures.value.map { failure in
             "\(failure.stage) \(failure.error.kind) \(failure.error.location ?? "-") \(failure.error.message) \(failure.action.map { "\($0)" } ?? "-")"
         }
-        let crossings = store.thread.sync { store.engine.reduceCrossings }
+        let crossings = store.thread.sync { store.engine.runs.crossings }
         let outcome = Outcome(state: try await store.state(), props: recorder.props.value.last, failures: failures,
                               logs: recorder.logs.value.filter { !$0.hasPrefix("props ran") })
         return (outcome, crossings)
@@ -116,7 +116,7 @@ import Testing
             await store.barrier()
             #expect(recorder.props.value == [["shown": 0], ["shown": 1], ["shown": 2], ["shown": 3]])
             #expect(try await store.state() == ["seen": .integer(Int64(actions.count)), "shown": 3])
-            let crossings = store.thread.sync { store.engine.reduceCrossings }
+            let crossings = store.thread.sync { store.engine.runs.crossings }
             #expect(crossings < 40, "\(crossings) crossings for \(actions.count) actions")
             #expect(recorder.failures.value.isEmpty)
         }
@@ -133,7 +133,7 @@ import Testing
             await store.barrier()
             #expect(try await store.state() == ["seen": 2_400, "shown": 400])
             #expect(recorder.props.value.count == 401)
-            let (converted, crossings) = store.thread.sync { (store.engine.convertedActions, store.engine.reduceCrossings) }
+            let (converted, crossings) = store.thread.sync { (store.engine.runs.convertedActions, store.engine.runs.crossings) }
             #expect(converted < 2_400 + 40, "\(converted) actions converted for 2,400")
             #expect(crossings < 400 + 100, "\(crossings) crossings: the quiet stretch still goes in runs")
         }
@@ -205,7 +205,7 @@ import Testing
         let (store, timeline) = try await Self.readersTimeline(folder, notification)
         let mixed = Self.mixedActions
         let increments = Array(repeating: ["type": "increment"] as LuaValue, count: 200)
-        let before = store.thread.sync { store.engine.reduceCrossings }
+        let before = store.thread.sync { store.engine.runs.crossings }
         store.thread.sync { for action in mixed + increments { store.dispatch(action) } }
         await store.barrier()
         let expected = ["props 1", "props 2", "item 1 true", "props failed: app.lua:14 props refuse 3", "props 4",
@@ -213,7 +213,7 @@ import Testing
             + (6...205).map { "props \($0)" }
         #expect(timeline.value == expected)
         #expect(try await store.state()["count"] == 205)
-        let crossings = store.thread.sync { store.engine.reduceCrossings } - before
+        let crossings = store.thread.sync { store.engine.runs.crossings } - before
         // Runs end after a failure and after each change of the path observer's table (converted before the
         // next action), and the 200 increments go in a handful of runs.
         #expect(crossings < 30, "\(crossings) crossings for \(mixed.count + increments.count) actions")
@@ -231,7 +231,7 @@ import Testing
         // Counts after each action: 1 2 2 3 | 4 4 4 (8 fails) | 5 5 6 7 | then 8… — points after actions 4, 8, 12, …
         let mixed = Self.mixedActions + [["type": "increment"], ["type": "increment"]]
         let increments = Array(repeating: ["type": "increment"] as LuaValue, count: 198)
-        let before = store.thread.sync { store.engine.reduceCrossings }
+        let before = store.thread.sync { store.engine.runs.crossings }
         store.thread.sync { for action in mixed + increments { store.dispatch(action) } }
         await store.barrier()
         let expected = ["props failed: app.lua:14 props refuse 3", "item 1 true",
@@ -240,7 +240,7 @@ import Testing
             + stride(from: 11, through: 203, by: 4).map { "props \($0)" } + ["props 205"]
         #expect(timeline.value == expected)
         #expect(try await store.state()["count"] == 205)
-        let crossings = store.thread.sync { store.engine.reduceCrossings } - before
+        let crossings = store.thread.sync { store.engine.runs.crossings } - before
         // Split at every point, the 210 actions would cross at least 53 times.
         #expect(crossings < 30, "\(crossings) crossings for \(mixed.count + increments.count) actions")
     }
@@ -249,8 +249,8 @@ import Testing
     /// since the last), within the run; a run stops at commands only when a point lies at or after them.
     @Test func aRunRunsTheReadersAtTheStoresPointsAndStopsForCommandsBeforeOne() throws {
         try withEngine(["app.lua": testApp, "lib/util.lua": testUtil], budget: .seconds(1)) { engine, _ in
-            _ = try engine.subscriptions() // evaluated once: clean
-            engine.notificationInterval = 4
+            _ = try engine.currentSubscriptions() // evaluated once: clean
+            engine.runs.notificationInterval = 4
             let seen = Protected<[Int64]>([])
             engine.addReader(.path(["count"]), Observer { count in
                 seen.withLock { $0.append(count.integer ?? -1) }
@@ -264,13 +264,13 @@ import Testing
             engine.flush()
             #expect(seen.value == [0, 2, 6, 10, 14, 15])
 
-            engine.notificationInterval = 8
+            engine.runs.notificationInterval = 8
             var outcome = engine.reduce(run: [increment, increment, say, increment, increment])
             #expect(outcome.applied == 5, "no point at or after the commands: the run goes on")
             #expect(outcome.commands.map(\.offset) == [2] && outcome.commands.first?.commands.map(\.kind) == ["log"])
             #expect(seen.value == [0, 2, 6, 10, 14, 15], "no point in the run")
             engine.flush()
-            engine.notificationInterval = 4
+            engine.runs.notificationInterval = 4
             outcome = engine.reduce(run: ([increment, increment, increment, say] + Array(repeating: increment, count: 4))[...], sinceNotification: 1)
             #expect(outcome.applied == 4, "a point after the 3rd and the 7th: the store launches the commands first")
             #expect(outcome.commands.map(\.offset) == [3])
@@ -357,7 +357,7 @@ import Testing
             return app
             """
         try withEngine(["app.lua": app], budget: .seconds(1)) { engine, _ in
-            engine.notificationInterval = 1
+            engine.runs.notificationInterval = 1
             let seen = Protected<[Int64]>([])
             engine.addReader(.props, Observer { props in
                 seen.withLock { $0.append(props["count"].integer ?? -1) }
@@ -380,7 +380,7 @@ import Testing
     /// next action (subscriptions that changed), and each action has its own time budget.
     @Test func theEngineStopsARunOnlyWhereSubscriptionsChanged() throws {
         try withEngine(["app.lua": testApp, "lib/util.lua": testUtil], budget: .milliseconds(200)) { engine, _ in
-            _ = try engine.subscriptions() // evaluated once: clean
+            _ = try engine.currentSubscriptions() // evaluated once: clean
             let increments = Array(repeating: ["type": "increment"] as LuaValue, count: 5)
             var outcome = engine.reduce(run: (increments + [["type": "say"]] + increments)[...])
             #expect(outcome.applied == 11, "commands do not end a run")
@@ -388,7 +388,7 @@ import Testing
             #expect(outcome.failures.isEmpty)
             outcome = engine.reduce(run: [["type": "increment"], ["type": "fetch", "id": 1, "url": "http://127.0.0.1:1/"], ["type": "increment"]])
             #expect(outcome.applied == 2, "the store must diff subscriptions before the next action")
-            #expect(try engine.subscriptions().keys.sorted() == ["request 1"])
+            #expect(try engine.currentSubscriptions().keys.sorted() == ["request 1"])
             #expect(engine.reduce(run: [["type": "increment"], ["type": "increment"]]).applied == 2)
             #expect(try engine.state()["count"] == 13)
         }
@@ -419,10 +419,10 @@ import Testing
                 var rest = actions[...]
                 while !rest.isEmpty { rest = rest.dropFirst(max(1, engine.reduce(run: rest).applied)) }
             }
-            #expect(try engine.subscriptions().isEmpty)
+            #expect(try engine.currentSubscriptions().isEmpty)
             for mode in ["a", "b", "a", "c"] {
                 apply([["type": "mode", "mode": .string(mode)], ["type": "increment"], ["type": "increment"]])
-                #expect(try engine.subscriptions().keys.sorted() == [mode])
+                #expect(try engine.currentSubscriptions().keys.sorted() == [mode])
             }
             #expect(try engine.state()["count"] == 8)
         }

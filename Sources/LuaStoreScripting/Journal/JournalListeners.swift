@@ -2,7 +2,7 @@ import LuaKit
 
 /// Who hears a scripted store's journal: the `journal` closure, the session recorder, a durable store's recorder,
 /// the journal streams, and the sends waiting for their actions' entries. (The history, which keeps entries of its
-/// own, is `HistoryState`.) While any of them listens, runs collect each action's changes. On the engine's thread.
+/// own, is `History`.) While any of them listens, runs collect each action's changes. On the engine's thread.
 struct JournalListeners {
     /// Hears every entry (`ScriptedStoreOptions.journal`).
     var journal: (@Sendable (JournalEntry) -> Void)?

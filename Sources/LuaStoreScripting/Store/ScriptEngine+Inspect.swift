@@ -35,10 +35,7 @@ public struct StateMatch: Sendable, Equatable {
 extension ScriptEngine {
     /// Where the runtime's cursor goes for "just before entry `sequence`": the state its reducer saw.
     func historyIndex(before sequence: UInt64) throws(ScriptFailure) -> Int64 {
-        if let position = history.sequences.binarySearch(sequence) {
-            return history.firstIndex + Int64(position) - 1
-        }
-        return try historyIndex(for: sequence) // (a failed entry changed nothing)
+        try journal.history.index(before: sequence, newest: journal.sequence)
     }
 
     /// Runs `body` with the state as it was just after entry `sequence` (or just before, `before`), then
@@ -48,7 +45,7 @@ extension ScriptEngine {
             do { return try body() } catch { throw ScriptFailure(stage: .reduce, error: error) }
         }
         let index = before ? try historyIndex(before: sequence) : try historyIndex(for: sequence)
-        let here = history.traveling ? try historyIndex(for: history.travelPosition) : newestIndex
+        let here = try journal.history.currentIndex(newest: journal.sequence)
         try travel(to: index)
         defer { try? travel(to: here) }
         do {
@@ -110,7 +107,7 @@ extension ScriptEngine {
     /// For one entry, in one trip through the history: the values at `paths` just before it (what its changes
     /// replaced), and the props just after it.
     func details(of sequence: UInt64, paths: [[LuaKey]]) throws(ScriptFailure) -> (before: [LuaValue], props: Result<LuaValue, LuaError>) {
-        let here = history.traveling ? try historyIndex(for: history.travelPosition) : newestIndex
+        let here = try journal.history.currentIndex(newest: journal.sequence)
         defer { try? travel(to: here) }
         var before: [LuaValue] = []
         if !paths.isEmpty {
@@ -148,7 +145,7 @@ extension ScriptEngine {
     /// The props after each of `sequences` (ascending), or why they could not be computed there.
     func props(along sequences: [UInt64]) throws(ScriptFailure) -> [Result<LuaValue, LuaError>] {
         guard !sequences.isEmpty else { return [] }
-        let here = history.traveling ? try historyIndex(for: history.travelPosition) : newestIndex
+        let here = try journal.history.currentIndex(newest: journal.sequence)
         defer { try? travel(to: here) }
         var props: [Result<LuaValue, LuaError>] = []
         props.reserveCapacity(sequences.count)
@@ -170,7 +167,7 @@ extension ScriptEngine {
             throw ScriptFailure(stage: .selector, error: error)
         }
         let id: Int64 = -2
-        let here = history.traveling ? try historyIndex(for: history.travelPosition) : newestIndex
+        let here = try journal.history.currentIndex(newest: journal.sequence)
         do {
             try vm.call(runtime[.register], arguments: [.value(.integer(id)), .reference(condition)])
         } catch {
@@ -190,14 +187,14 @@ extension ScriptEngine {
                 throw ScriptFailure(stage: .selector, error: error)
             }
         }
-        guard !history.sequences.isEmpty else { return .never(checked: 0) }
-        try travel(to: history.firstIndex - 1)
+        guard !journal.history.sequences.isEmpty else { return .never(checked: 0) }
+        try travel(to: journal.history.firstIndex - 1)
         if try holds() { return .start }
-        for (position, sequence) in history.sequences.enumerated() {
-            try travel(to: history.firstIndex + Int64(position))
+        for (position, sequence) in journal.history.sequences.enumerated() {
+            try travel(to: journal.history.firstIndex + Int64(position))
             if try holds() { return .entry(sequence) }
         }
-        return .never(checked: history.sequences.count + 1)
+        return .never(checked: journal.history.sequences.count + 1)
     }
 }
 

@@ -17,14 +17,13 @@ extension ScriptEngine {
                           duration: Duration = .zero) throws(LuaError) {
         let encoded = if let records { records } else { try encodedJournal() }
         let converted = encoded.isWritten ? nil : try collectedChanges()
-        let run = JournalRun(firstSequence: journalSequence + 1, actions: actions, origin: origin, firstPosition: first,
+        let run = JournalRun(firstSequence: journal.advance(by: actions.count), actions: actions, origin: origin, firstPosition: first,
                              encoded: encoded, converted: converted, commands: commands, duration: duration, scripts: app.digest)
-        journalSequence += UInt64(actions.count)
-        listeners.recorder?.append(run: run)
-        listeners.persistence?.recorder.append(run: run)
+        journal.listeners.recorder?.append(run: run)
+        journal.listeners.persistence?.recorder.append(run: run)
         defer { snapshotIfDue() }
         try persisted()
-        guard listeners.wantsEntries || history.limit > 0 else { return }
+        guard journal.wantsEntries else { return }
         run.forEachEntry { entry in deliver(entry, kept: true, recorded: true) }
     }
 
@@ -32,8 +31,7 @@ extension ScriptEngine {
     /// (a committed action, a migration); by default, whether it did not fail.
     func record(_ event: JournalEntry.Event, origin: JournalEntry.Origin, changes: [StateChange], failure: ScriptFailure?,
                 kept: Bool? = nil, duration: Duration = .zero) {
-        journalSequence += 1
-        var entry = JournalEntry(sequence: journalSequence, event: event, origin: origin, changes: changes, failure: failure,
+        var entry = JournalEntry(sequence: journal.advance(), event: event, origin: origin, changes: changes, failure: failure,
                                  scripts: app.digest)
         entry.duration = duration
         deliver(entry, kept: kept ?? (failure == nil))
@@ -42,8 +40,8 @@ extension ScriptEngine {
     /// Hands `entry` (the next in sequence) to whoever hears the journal; `kept`: as for `record`; `recorded`: the
     /// recorder has it already (in its run).
     func deliver(_ entry: JournalEntry, kept: Bool, recorded: Bool = false) {
-        if history.limit > 0, kept { keepInHistory(entry.sequence, changeCount: entry.changeCount) }
-        listeners.hear(entry, recorded: recorded)
+        if journal.history.limit > 0, kept { keepInHistory(entry.sequence, changeCount: entry.changeCount) }
+        journal.hear(entry, recorded: recorded)
         if case .reload = entry.event { snapshotForPersistence() } // (a migration's changes are not in its entry)
     }
 

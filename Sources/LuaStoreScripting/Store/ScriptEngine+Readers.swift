@@ -17,7 +17,7 @@ extension ScriptEngine {
             // (A body on the engine's thread has its reader removed by `offer` at once.)
             self?.thread.async { [weak self] in self?.removeReader(id) }
         })
-        readers[id] = ReaderTable.Reader(kind: kind, delivery: delivery)
+        readers[id] = Readers.Reader(kind: kind, delivery: delivery)
         do {
             var arguments: [LuaArgument] = [.value(.integer(id)), .reference(try readerFunction(kind))]
             if case .childProps(let child) = kind { arguments.append(.value(.integer(child))) }
@@ -49,9 +49,9 @@ extension ScriptEngine {
 
     /// Re-evaluates the readers whose inputs changed (all of them when `everything`) and delivers new values.
     /// Values are converted straight off the Lua stack; one reader's bad value is reported for that reader alone.
-    /// Nothing to do, and no call into the VM, when the last run left nothing for a flush (`settledCalls`).
+    /// Nothing to do, and no call into the VM, when the last run left nothing for a flush (`Readers.areSettled`).
     func flush(everything: Bool = false) {
-        if !everything, settledCalls == vm.calls { return }
+        if !everything, readers.areSettled(atCalls: vm.calls) { return }
         let flushed: Flushed
         do {
             flushed = try vm.call(runtime[.flush], arguments: [.value(.boolean(everything))]) { results throws(LuaError) in
@@ -139,7 +139,7 @@ extension ScriptEngine {
             _ = try? vm.call(runtime[.reset], arguments: [])
             report(ScriptFailure(stage: .props, error: failure, action: nil))
         }
-        settledCalls = run.settled ? vm.calls : nil
+        readers.settled(atCalls: run.settled ? vm.calls : nil)
     }
 
     /// Hands `value` to the reader's delivery (which skips it when it equals the last one, by the observer's

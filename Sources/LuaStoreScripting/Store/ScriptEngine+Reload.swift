@@ -7,24 +7,26 @@ extension ScriptEngine {
     /// Loads the app's files again. Keeps the old version (and the state as it was) on any failure. `fromVersion`:
     /// the version of the app it replaces (its manifest's), when a new version is installed — `migrate`'s third
     /// argument.
-    func reload(fromVersion: String? = nil) throws(ScriptFailure) -> ReloadOutcome {
-        let fingerprint = Self.fingerprint(of: folder)
-        if fingerprint == app.fingerprint { return .unchanged }
-        migrated = false
-        let loaded = try Self.loadApp(vm: vm, folder: folder, main: main, strictGlobals: strictGlobals, mounted: !mountOptions.list.isEmpty)
-        let candidate = try composeMounts(loaded, running: app)
+    /// `source`: where the scripts are (another folder when a new version is installed); `always`: reloaded even
+    /// when the app's files are the ones running (an install).
+    func reload(from source: Source? = nil, fromVersion: String? = nil, always: Bool = false) throws(ScriptFailure) -> ReloadOutcome {
+        let source = source ?? app.source
+        if !always, Self.fingerprint(of: source.folder) == app.fingerprint { return .unchanged }
+        journal.migrated = false
+        let loaded = try Self.loadApp(vm: vm, from: source, mounted: !mounts.list.isEmpty)
+        let candidate = try mounts.compose(loaded, running: app, vm: vm, renderKey: runtime[.renderKey])
         if candidate.schemaVersion < app.schemaVersion {
             throw ScriptFailure(stage: .reload, error: LuaError(
                 .runtime, "schemaVersion went down from \(app.schemaVersion) to \(candidate.schemaVersion); the new version is refused",
-                chunkName: main))
+                chunkName: source.main))
         }
         var migrated = false
         let grew = candidate.schemaVersion > app.schemaVersion
         if grew || candidate.mounts.contains(where: \.migrates) {
             guard !grew || candidate.ownMigrate != nil, let migrate = candidate.migrate else {
                 throw ScriptFailure(stage: .migrate, error: LuaError(
-                    .runtime, "schemaVersion grew from \(app.schemaVersion) to \(candidate.schemaVersion) but \(main) has no 'migrate'",
-                    chunkName: main))
+                    .runtime, "schemaVersion grew from \(app.schemaVersion) to \(candidate.schemaVersion) but \(source.main) has no 'migrate'",
+                    chunkName: source.main))
             }
             do {
                 let arguments: [LuaArgument] = [
@@ -59,7 +61,7 @@ extension ScriptEngine {
             }
         }
         let previous = app.schemaVersion
-        self.migrated = migrated
+        journal.migrated = migrated
         app = candidate
         children.replace(with: reloadedChildren)
         for (id, kind) in readers.all {
@@ -103,15 +105,12 @@ extension ScriptEngine {
         guard allowDowngrade || manifest.version > running.manifest.version else {
             throw refuse("\(AppManifest.fileName) says '\(manifest.name)' \(manifest.version), which is not newer than the running \(running.manifest.version) (a downgrade must be asked for)")
         }
-        let previous = mountOptions.installed[key]
-        mountOptions.installed[key] = newFolder
-        let fingerprint = app.fingerprint
-        app.fingerprint = [:] // (reloaded whatever the app's files are)
+        let previous = mounts.installed[key]
+        mounts.installed[key] = newFolder
         do {
-            return (try reload(fromVersion: nil), running.manifest, manifest)
+            return (try reload(fromVersion: nil, always: true), running.manifest, manifest)
         } catch {
-            mountOptions.installed[key] = previous
-            app.fingerprint = fingerprint
+            mounts.installed[key] = previous
             throw error
         }
     }
@@ -128,21 +127,18 @@ extension ScriptEngine {
             throw ScriptFailure(stage: .reload, error: LuaError(
                 .memory, "its budgets allow \(limits.memoryBytes) bytes of memory, and the store holds \(holding) now"))
         }
-        let (oldFolder, oldMain, oldStrict, oldFingerprint, oldMounts) = (folder, main, strictGlobals, app.fingerprint, mountOptions)
-        (folder, main, strictGlobals) = (newFolder, newMain, newStrict)
-        mountOptions.list = mounts
-        mountOptions.installed = [:] // (the new version's mounts come from its own folder)
+        let oldMounts = self.mounts
+        self.mounts.list = mounts
+        self.mounts.installed = [:] // (the new version's mounts come from its own folder)
         vm.moduleRoot = newFolder
-        app.fingerprint = [:] // (a new version with the same files is installed all the same: its folder is new)
         do {
-            let outcome = try reload(fromVersion: running)
+            // (A new version with the same files is installed all the same: its folder is new.)
+            let outcome = try reload(from: Source(folder: newFolder, main: newMain, strictGlobals: newStrict), fromVersion: running, always: true)
             try? vm.setBudgets(time: limits.timeBudget, memoryBytes: max(limits.memoryBytes, vm.memory.bytesInUse))
             return outcome
         } catch {
-            (folder, main, strictGlobals) = (oldFolder, oldMain, oldStrict)
-            mountOptions = oldMounts
-            vm.moduleRoot = oldFolder
-            app.fingerprint = oldFingerprint
+            self.mounts = oldMounts
+            vm.moduleRoot = app.folder
             throw error
         }
     }

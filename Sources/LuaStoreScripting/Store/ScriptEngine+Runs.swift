@@ -16,8 +16,8 @@ extension ScriptEngine {
     func reduce(run actions: ArraySlice<LuaValue>, sinceNotification: Int = 0) -> RunOutcome<ScriptEffect> {
         var outcome = RunOutcome<ScriptEffect>()
         guard let firstAction = actions.first else { return outcome }
-        if history.traveling { // held until the store resumes (`ScriptEngine+History.swift`)
-            history.held.append(contentsOf: actions.map { ($0, .outside) })
+        if journal.history.traveling { // held until the store resumes (`ScriptEngine+History.swift`)
+            journal.history.hold(run: actions)
             outcome.applied = actions.count
             return outcome
         }
@@ -35,9 +35,10 @@ extension ScriptEngine {
         // refused by `reduce(_:)`, one at a time (the store hands the rest of the run again). (Looked at where
         // the actions lie: copying one out would retain its storage, which the dispatching thread is busy
         // retaining too when one action is dispatched again and again.)
-        if listeners.persistence?.waitsForEachAction == true || persistenceFailure != nil { return single() }
-        let interval = notificationInterval
-        let span = actions.prefix(interval > 0 ? min(runSpan.length, max(RunSpan.observedLength, interval)) : runSpan.length)
+        if journal.listeners.persistence?.waitsForEachAction == true || journal.persistenceFailure != nil { return single() }
+        let interval = runs.notificationInterval
+        let length = runs.span.length
+        let span = actions.prefix(interval > 0 ? min(length, max(RunSpan.observedLength, interval)) : length)
         let allTables = span.withUnsafeBufferPointer { buffer in
             for index in buffer.indices {
                 guard case .table = buffer[index] else { return false }
@@ -45,18 +46,18 @@ extension ScriptEngine {
             return true
         }
         guard span.count > 1, allTables else {
-            if span.count < actions.count { runSpan.tookOneOfMany() }
+            if span.count < actions.count { runs.tookOneOfMany() }
             return single()
         }
         let list: LuaReference
         do {
             list = try vm.reference(toList: span)
-            convertedActions += span.count
+            runs.converted(span.count)
         } catch {
             return single() // an action that cannot be converted fails on its own, one at a time
         }
         let last = Int64(span.count)
-        defer { runSpan.ran(outcome.applied, of: span.count) }
+        defer { runs.ran(outcome.applied, of: span.count) }
         /// The actions from `position` (run positions) to the next notification point, that one included.
         func untilPoint(from position: Int64) -> Int64 {
             Int64(interval - (sinceNotification + Int(position) - 1) % interval)
@@ -70,7 +71,8 @@ extension ScriptEngine {
         while first <= last {
             let stop: (position: Int64, commands: LuaValue?, refused: Bool, dirty: Bool, records: EncodedJournal?)
             var runFlush: RunFlush?
-            reduceCrossings += 1
+            runs.crossed()
+            let journaling = journal.collecting
             let started = journaling ? ContinuousClock.now : nil
             /// Each action's share of the crossing's time, through `position`.
             func share(through position: Int64) -> Duration {
@@ -126,7 +128,7 @@ extension ScriptEngine {
                            records: stop.records, commands: (stop.position, returned), duration: share(through: stop.position))
             }
             if stop.dirty && app.subscriptions != nil {
-                subscriptionsDirty = true
+                subscriptions.markDirty()
                 break // the store diffs subscriptions before the next action
             }
             if stop.position < last && reachesPoint(from: stop.position) {
@@ -153,51 +155,13 @@ extension ScriptEngine {
         } catch {
             // (Only the database can fail here — every record the barrier wrote is JSON, and what it cannot write
             // fails its action in the run — and then the store accepts no more actions.)
-            report(ScriptFailure(stage: .reduce, error: persistenceFailure != nil ? error
+            report(ScriptFailure(stage: .reduce, error: journal.persistenceFailure != nil ? error
                                     : LuaError(.runtime, "the journal could not read a run's changes: \(error.message)"), action: nil))
         }
         if let (position, error) = failed, position <= last {
             let action = actions[actions.startIndex + Int(position - 1)]
             record(.action(action), origin: .outside, changes: [], failure: ScriptFailure(stage: .reduce, error: error, action: action),
                    duration: duration)
-        }
-    }
-}
-
-/// How many of a run's actions go into the VM at once: a run that ends early (a change observers must see,
-/// subscriptions to diff) sets it to the length it had, a run taken whole doubles it, so the actions handed again
-/// after an early end are not converted again and again (that was quadratic in the length of the queue). At 1 the
-/// actions go one at a time, and two are tried again after `singlesBeforeTrying` of them: after 1 at first, twice
-/// as many each time two end after one (at most 64), so a store whose every action ends its run (a reader sees
-/// each one) does not convert an action it does not run every other time.
-struct RunSpan {
-    static let lengths = 1...65_536
-    /// The most actions a run takes when the readers run within it, unless the store's notification points lie
-    /// further apart: what they gave stays in the VM until the run returns and is delivered then, so a long run
-    /// would hold a value per point there and in one large list here (65,536 of them under `.everyAction`:
-    /// megabytes, new pages touched per run), and observers would hear of the first point late.
-    static let observedLength = 256
-    private(set) var length = 16
-    private var singlesBeforeTrying = 1
-    private var singlesLeft = 1
-
-    /// A run of one was taken while more actions waited: after enough of them, two are tried again.
-    mutating func tookOneOfMany() {
-        singlesLeft -= 1
-        if singlesLeft <= 0 { length = 2 }
-    }
-
-    /// A run of `offered` actions applied `applied` of them.
-    mutating func ran(_ applied: Int, of offered: Int) {
-        if applied < offered {
-            length = max(Self.lengths.lowerBound, applied)
-            if length == 1 {
-                singlesBeforeTrying = offered == 2 ? min(64, 2 * singlesBeforeTrying) : 1
-                singlesLeft = singlesBeforeTrying
-            }
-        } else {
-            length = min(Self.lengths.upperBound, 2 * length)
-            singlesBeforeTrying = 1
         }
     }
 }

@@ -3,14 +3,25 @@ import Foundation
 import LuaKit
 import LuaStoreCore
 
-/// A scripted app inside its VM: the app's functions, the state runtime, and the readers (props and
-/// selectors) observers are attached to. Lives on the app's `LuaThread`; every method runs there.
+/// A scripted app inside its VM: the app's functions, the state runtime, and the parts that keep what the engine
+/// does between calls — runs, readers, the journal (with the history), subscriptions, mounts and child stores —
+/// each owning its state beside its code. The engine coordinates them: a part never reaches into another's state.
+/// Lives on the app's `LuaThread`; every method runs there.
 final class ScriptEngine {
+    /// Where an app's scripts are: its folder, its module file (`app.lua`, or its manifest's `main`), and whether
+    /// its namespace has strict globals (its manifest's `strictGlobals`).
+    struct Source {
+        var folder: URL
+        var main: String = "app.lua"
+        var strictGlobals = false
+    }
+
     /// The app's module and the functions it exports.
     struct App {
+        let source: Source
         let namespace: LuaNamespace
         let module: LuaReference
-        /// With mounts, these four are the composed ones (`ScriptEngine+Mounts.swift`); `props` is the app's own.
+        /// With mounts, these four are the composed ones (`Mounts.swift`); `props` is the app's own.
         var initialize: LuaReference
         var reduce: LuaReference
         /// The module's own `reduce` (nil when an app that mounts plugins leaves every action to them).
@@ -26,6 +37,9 @@ final class ScriptEngine {
         let digest: String
         /// The plugins mounted under keys of the state, in the order actions reach them.
         var mounts: [MountedPlugin] = []
+
+        var folder: URL { source.folder }
+        var main: String { source.main }
     }
 
     /// A child store's module: its own `init`, `reduce` and `props`.
@@ -37,77 +51,45 @@ final class ScriptEngine {
 
     let vm: LuaVM
     let thread: LuaThread
-    /// The app's folder (another one after `install`).
-    var folder: URL
-    var app: App
-    /// The app's module file (`app.lua`, or its manifest's `main`).
-    var main: String
-    /// Whether the app's namespace has strict globals (its manifest's `strictGlobals`).
-    var strictGlobals: Bool
-    /// The plugins the app mounts, and how to load them (`ScriptEngine+Mounts.swift`).
-    var mountOptions: MountOptions
     let runtime: StateRuntime.Functions
     let report: @Sendable (ScriptFailure) -> Void
-    /// The observers attached to props, selectors and child props (`ScriptEngine+Readers.swift`). (Used only on
-    /// the engine's thread, as all of the engine is: its accesses, several per value delivered, are not checked
-    /// at run time for exclusivity.)
-    @exclusivity(unchecked) var readers = ReaderTable()
-    private var cachedSubscriptions: [String: ScriptEffect] = [:]
-    /// Hears which subscriptions each new set launches and cancels (`ScriptedStoreOptions.subscriptionsChanged`).
-    var subscriptionsChanged: (@Sendable (SubscriptionChange) -> Void)?
+    /// The running version of the app (another one after a reload or an install).
+    var app: App
+    /// The plugins the app mounts, and how to load them (`Mounts.swift`).
+    var mounts: Mounts
+    // (The parts below are used only on the engine's thread, as all of the engine is: their accesses, several per
+    // action or per value delivered, are not checked at run time for exclusivity.)
+    /// The store's notification points and what runs keep between calls (`Runs.swift`, `ScriptEngine+Runs.swift`).
+    @exclusivity(unchecked) var runs = Runs()
+    /// The observers attached to props, selectors and child props (`Readers.swift`, `ScriptEngine+Readers.swift`).
+    @exclusivity(unchecked) var readers = Readers()
+    /// Who hears the journal, its sequence numbers and the history (`Journaling.swift`, `ScriptEngine+Journal.swift`).
+    @exclusivity(unchecked) var journal = Journaling()
+    /// The subscriptions the state declares (`SubscriptionSet.swift`).
+    var subscriptions = SubscriptionSet()
     /// The child stores' modules (`ScriptEngine+Children.swift`).
     var children = ChildTable()
-    /// Who hears the journal; runs collect each action's changes while anyone does.
-    var listeners = JournalListeners() { didSet { updateJournaling() } }
-    /// Why the persistence could not write: every later action is refused.
-    var persistenceFailure: PersistenceFailure?
-    /// The sequence number the last snapshot was taken at.
-    var snapshotSequence: UInt64 = 0
-    var journalSequence: UInt64 = 0
-    /// Whether the last successful reload ran a migration (its transaction is the last one).
-    var migrated = false
-    /// Whether anyone hears the journal.
-    private(set) var journaling = false
 
-    /// Time travel's state (`ScriptEngine+History.swift`).
-    var history = HistoryState()
+    /// Changes who hears the journal, and tells the runtime whether runs collect each action's changes.
+    func changeListeners<T>(_ body: (inout JournalListeners) -> T) -> T {
+        let result = journal.changeListeners(body)
+        updateCollecting()
+        return result
+    }
 
-    /// Tells the runtime whether runs collect each action's changes.
-    func updateJournaling() {
-        let wanted = listeners.listening || history.limit > 0
-        guard wanted != journaling else { return }
-        journaling = wanted
+    /// Tells the runtime whether runs collect each action's changes (anyone hears the journal, or the history
+    /// keeps entries), when that changed.
+    func updateCollecting() {
+        guard let wanted = journal.collectingChanged() else { return }
         _ = try? vm.call(runtime[.setJournaling], arguments: [.value(.boolean(wanted))])
     }
-    private var commandSequence: UInt64 = 0
-    /// Whether `subscriptions` must run again before its cached result is used.
-    var subscriptionsDirty = true
-    /// How many times a reducer call crossed into the VM (a run of actions is one), for tests of batching.
-    var reduceCrossings = 0
-    /// How many actions were converted into the VM to be reduced (a run's whole span, whether it ran all of it
-    /// or not), for tests of batching.
-    var convertedActions = 0
-    /// The store's notification points, in actions: 1 when it notifies after every action, n under
-    /// `.batched(maximumActions: n)`; the readers run within runs at those points (`reduce(run:sinceNotification:)`).
-    /// 0 (an engine without a store): they run when `flush` is called.
-    var notificationInterval = 0
-    /// The store notifies after every action (`.everyAction`): the readers run within each reduction.
-    var notifiesEveryAction: Bool { notificationInterval == 1 }
-    /// The VM's call count (`LuaVM.calls`) right after a run that ran the readers within it and left nothing for
-    /// a flush: while nothing else has called into the VM since, the store's flush has nothing to do.
-    var settledCalls: UInt64?
-    /// How many of a run's actions go into the VM at once (`ScriptEngine+Runs.swift`).
-    var runSpan = RunSpan()
 
     /// Loads the app in `folder`, runs `init`, and sets up the runtime. On this VM's thread.
     init(folder: URL, thread: LuaThread, limits: LuaLimits, main: String = "app.lua", strictGlobals: Bool = false, modulePath: [String] = [],
-         mounts: MountOptions = MountOptions(),
+         mounts: Mounts = Mounts(),
          log: @escaping @Sendable (String) -> Void, report: @escaping @Sendable (ScriptFailure) -> Void,
          initialState: LuaValue? = nil) throws(ScriptFailure) {
-        self.folder = folder
-        self.main = main
-        self.strictGlobals = strictGlobals
-        self.mountOptions = mounts
+        self.mounts = mounts
         self.thread = thread
         self.report = report
         let machine: LuaVM
@@ -126,8 +108,8 @@ final class ScriptEngine {
         let saved = machine.limits.timeBudget
         if building > saved { try? machine.setBudgets(time: building, memoryBytes: machine.limits.memoryBytes) }
         defer { if building > saved { try? machine.setBudgets(time: saved, memoryBytes: machine.limits.memoryBytes) } }
-        app = try Self.loadApp(vm: vm, folder: folder, main: main, strictGlobals: strictGlobals, mounted: !mounts.list.isEmpty)
-        app = try composeMounts(app, running: nil)
+        let loaded = try Self.loadApp(vm: vm, from: Source(folder: folder, main: main, strictGlobals: strictGlobals), mounted: !mounts.list.isEmpty)
+        app = try self.mounts.compose(loaded, running: nil, vm: vm, renderKey: runtime[.renderKey])
         do {
             // (From here on a global is set only as a module loads: `init` is skipped when the state comes back
             // from a snapshot, and every run is replayed from the journal, which holds no globals.)
@@ -136,7 +118,7 @@ final class ScriptEngine {
                 try vm.call(runtime[.setState], arguments: [.value(initialState), .value(true)]) // (owned: no script holds it)
                 if !app.mounts.isEmpty, let migrate = app.migrate { // (a mount the state has no slice for gets its init)
                     try vm.call(runtime[.transform], arguments: [.reference(migrate), .value(.nil), .value(.nil)])
-                    mountOptions.placedSlices = try placedSlices()
+                    try self.mounts.notePlacedSlices(vm: vm)
                 }
             } else {
                 let initial = try vm.callForReferences(app.initialize, arguments: [])
@@ -164,13 +146,14 @@ final class ScriptEngine {
 
     /// Requires the app's module (`main`, `app.lua` unless its manifest says otherwise) in a fresh namespace and
     /// checks its exports.
-    static func loadApp(vm: LuaVM, folder: URL, main: String, strictGlobals: Bool = false, mounted: Bool = false) throws(ScriptFailure) -> App {
+    static func loadApp(vm: LuaVM, from source: Source, mounted: Bool = false) throws(ScriptFailure) -> App {
+        let (folder, main) = (source.folder, source.main)
         let fingerprint = Self.fingerprint(of: folder)
         guard fingerprint[main] != nil else {
             throw ScriptFailure(stage: .load, error: LuaError(.runtime, "\(folder.path) has no \(main)"))
         }
         do throws(LuaError) {
-            let namespace = try vm.makeNamespace(strictGlobals: strictGlobals)
+            let namespace = try vm.makeNamespace(strictGlobals: source.strictGlobals)
             let module = try vm.require(String(main.dropLast(4)).replacingOccurrences(of: "/", with: "."), in: namespace)
             guard vm.typeName(of: module) == "table" else {
                 throw LuaError(.runtime, "\(main) must return a table of functions (init, reduce, props), not a \(vm.typeName(of: module))",
@@ -202,7 +185,7 @@ final class ScriptEngine {
             if let ownReduce { reduce = ownReduce } else { reduce = try vm.loadTrusted("", chunkName: "host:reduceNothing") }
             let ownMigrate = try optionalExport("migrate")
             return App(
-                namespace: namespace, module: module, initialize: try export("init"), reduce: reduce, ownReduce: ownReduce,
+                source: source, namespace: namespace, module: module, initialize: try export("init"), reduce: reduce, ownReduce: ownReduce,
                 props: try export("props"), subscriptions: try optionalExport("subscriptions"),
                 migrate: ownMigrate, ownMigrate: ownMigrate, schemaVersion: schemaVersion, fingerprint: fingerprint,
                 digest: ScriptsDigest.of(fingerprint.mapValues { [UInt8]($0) }))
@@ -219,7 +202,7 @@ final class ScriptEngine {
                 try vm.call(runtime[.unregister], arguments: [.value("subscriptions")])
             }
             try vm.call(runtime[.markAllDirty], arguments: [])
-            subscriptionsDirty = true
+            subscriptions.markDirty()
         } catch {
             throw ScriptFailure(stage: .load, error: error)
         }
@@ -230,12 +213,12 @@ final class ScriptEngine {
     /// Applies `action` as one transaction; returns the commands. On failure the state is as it was. When
     /// journaling, the outcome (its changes, or its failure) becomes a journal entry.
     func reduce(_ action: LuaValue, source: ActionSource = .outside) throws(LuaError) -> [ScriptEffect] {
-        if history.traveling {
-            history.held.append((action, source))
+        if journal.history.traveling {
+            journal.history.hold(action, source: source)
             return []
         }
         try refuseWithoutPersistence()
-        guard journaling else {
+        guard journal.collecting else {
             let reduced = try reduceAction(action, source: source)
             if let flush = reduced.flush { deliverRunFlush(flush) }
             return reduced.effects
@@ -274,9 +257,9 @@ final class ScriptEngine {
     private func reduceAction(_ action: LuaValue, source: ActionSource) throws(LuaError)
         -> (effects: [ScriptEffect], records: EncodedJournal?, flush: RunFlush?) {
         let reduced: (commands: LuaValue, records: EncodedJournal?)?
-        reduceCrossings += 1
-        convertedActions += 1
-        let flushWhenObserved = notifiesEveryAction && source != .child
+        runs.crossed()
+        runs.converted(1)
+        let flushWhenObserved = runs.notifiesEveryAction && source != .child
         var runFlush: RunFlush?
         do {
             reduced = try vm.call(runtime[.reduce], arguments: [
@@ -284,10 +267,10 @@ final class ScriptEngine {
             ]) { results throws(LuaError) in
                 typealias Result = StateRuntime.RunResult
                 if results.boolean(Result.refused) == true { return nil } // refused before anything ran
-                if results.boolean(Result.dirty) == true { subscriptionsDirty = true }
+                if results.boolean(Result.dirty) == true { subscriptions.markDirty() }
                 if flushWhenObserved { runFlush = try readRunFlush(results) }
                 let commands = results.isNil(Result.commands) ? .nil : try results.value(Result.commands, root: "commands")
-                return (commands, journaling ? Self.records(in: results) : nil)
+                return (commands, journal.collecting ? Self.records(in: results) : nil)
             }
         } catch {
             undoLastTransaction()
@@ -314,22 +297,19 @@ final class ScriptEngine {
     func effects(from commands: LuaValue) throws(LuaError) -> [ScriptEffect] {
         do {
             var effects = commands == .nil ? [] : try Self.commands(from: commands)
-            for index in effects.indices {
-                commandSequence += 1
-                effects[index].sequence = commandSequence
-            }
+            runs.number(&effects)
             return effects
         } catch {
             undoLastTransaction(committed: true)
             var located = error
-            if located.chunkName == nil { located.chunkName = main }
+            if located.chunkName == nil { located.chunkName = app.main }
             throw located
         }
     }
 
     /// Undoes the open or last transaction; `committed`: it had committed (and the history kept it).
     func undoLastTransaction(committed: Bool = false) {
-        if committed, history.limit > 0 { _ = try? vm.call(runtime[.dropNewestHistory], arguments: []) }
+        if committed, journal.history.limit > 0 { _ = try? vm.call(runtime[.dropNewestHistory], arguments: []) }
         do {
             try vm.call(runtime[.rollback], arguments: [])
         } catch {
@@ -353,15 +333,15 @@ final class ScriptEngine {
     }
 
     /// Whether the running app has a `subscriptions` function, or had one with subscriptions still running.
-    var declaresSubscriptions: Bool { app.subscriptions != nil || !cachedSubscriptions.isEmpty }
+    var declaresSubscriptions: Bool { app.subscriptions != nil || !subscriptions.current.isEmpty }
 
     /// The subscriptions the state declares; re-evaluated only when their inputs changed.
-    func subscriptions() throws(LuaError) -> [String: ScriptEffect] {
+    func currentSubscriptions() throws(LuaError) -> [String: ScriptEffect] {
         guard app.subscriptions != nil else {
-            cachedSubscriptions = [:]
+            subscriptions.clear()
             return [:]
         }
-        guard subscriptionsDirty, !history.traveling else { return cachedSubscriptions }
+        guard subscriptions.dirty, !journal.history.traveling else { return subscriptions.current }
         let value: LuaValue
         do {
             value = try vm.call(runtime[.subscriptions], arguments: [.value(true)]).first ?? .nil
@@ -370,7 +350,7 @@ final class ScriptEngine {
             throw error
         }
         guard let table = value.table else {
-            throw LuaError(.runtime, "subscriptions must return a table of effects by key (got a \(value.typeName))", chunkName: main)
+            throw LuaError(.runtime, "subscriptions must return a table of effects by key (got a \(value.typeName))", chunkName: app.main)
         }
         var effects: [String: ScriptEffect] = [:]
         for (index, item) in table.array.enumerated() {
@@ -379,15 +359,7 @@ final class ScriptEngine {
         for (key, item) in table.fields {
             effects[key.text] = try ScriptEffect(validating: item, name: "subscription \"\(key.text)\"")
         }
-        if let subscriptionsChanged {
-            var change = SubscriptionChange(after: journalSequence, launched: [:], cancelled: [])
-            for (key, effect) in effects where cachedSubscriptions[key] != effect { change.launched[key] = effect }
-            for (key, effect) in cachedSubscriptions where effects[key] != effect { change.cancelled.append(key) }
-            change.cancelled.sort()
-            if !change.launched.isEmpty || !change.cancelled.isEmpty { subscriptionsChanged(change) }
-        }
-        cachedSubscriptions = effects
-        subscriptionsDirty = false
+        subscriptions.replace(with: effects, after: journal.sequence)
         return effects
     }
 

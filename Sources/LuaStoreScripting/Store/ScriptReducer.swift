@@ -40,7 +40,7 @@ struct ScriptReducer: Reducer {
     }
 
     func subscriptions(for state: ScriptState) throws -> [String: ScriptEffect] {
-        try engine.subscriptions()
+        try engine.currentSubscriptions()
     }
 
     /// Whether the running app declares subscriptions (it may change with a reload).

@@ -10,7 +10,7 @@ extension ScriptedStore {
     /// oldest first, and the one the state is at.
     public func history() async -> (kept: [UInt64], at: UInt64?) {
         await withCheckedContinuation { continuation in
-            thread.async { [engine] in continuation.resume(returning: (engine.history.sequences, engine.historyPosition)) }
+            thread.async { [engine] in continuation.resume(returning: (engine.journal.history.sequences, engine.historyPosition)) }
         }
     }
 
@@ -114,13 +114,13 @@ extension ScriptedStore {
     }
 
     /// The app's folder.
-    public var folder: URL { engine.folder }
+    public var folder: URL { engine.app.folder }
 
     /// Whether the store is showing a past point (after `jump(to:)`, until `resume()` or `rewind(to:)`), and
     /// how many actions are held meanwhile.
     public func travelStatus() async -> (traveling: Bool, held: Int) {
         await withCheckedContinuation { continuation in
-            thread.async { [engine] in continuation.resume(returning: (engine.history.traveling, engine.history.held.count)) }
+            thread.async { [engine] in continuation.resume(returning: (engine.journal.history.traveling, engine.journal.history.heldCount)) }
         }
     }
 

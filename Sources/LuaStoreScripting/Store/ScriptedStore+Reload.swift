@@ -44,7 +44,7 @@ extension ScriptedStore {
         } catch {
             let failure = ScriptFailure(stage: .reload, error: LuaError(.runtime, error.description))
             _ = try? await onThread { engine throws(ScriptFailure) -> Bool in
-                if engine.journaling { engine.record(.failedReload, origin: .reload, changes: [], failure: failure) }
+                if engine.journal.collecting { engine.record(.failedReload, origin: .reload, changes: [], failure: failure) }
                 return true
             }
             throw failure
@@ -102,12 +102,12 @@ extension ScriptedStore {
         let result: Result<(ReloadOutcome, Extra), ScriptFailure> = await withCheckedContinuation { continuation in
             thread.async { [engine, root] in
                 let outcome = Result { () throws(ScriptFailure) -> (ReloadOutcome, Extra) in try body(engine) }
-                if engine.journaling {
+                if engine.journal.collecting {
                     switch outcome.map(\.0) {
                     case .success(.reloaded(let from, let to)):
-                        let changes = engine.migrated ? ((try? engine.lastChanges()) ?? []) : []
+                        let changes = engine.journal.migrated ? ((try? engine.lastChanges()) ?? []) : []
                         engine.record(.reload(fromSchema: from, toSchema: to), origin: .reload, changes: changes, failure: nil,
-                                      kept: engine.migrated)
+                                      kept: engine.journal.migrated)
                     case .failure(let failure):
                         engine.record(.failedReload, origin: .reload, changes: [], failure: failure)
                     case .success(.unchanged):
@@ -147,7 +147,7 @@ extension ScriptedStore {
                 }
             }
         }
-        let files = FolderWatcher(folder: engine.folder, debounce: debounce, polls: polls, interval: interval) { saved.yield() }
+        let files = FolderWatcher(folder: engine.app.folder, debounce: debounce, polls: polls, interval: interval) { saved.yield() }
         let watching = Watching(reloads: reloads, saves: saved, files: files)
         watcher.withLock { previous in
             previous?.end()

@@ -131,17 +131,19 @@ public final class ScriptedStore: Sendable {
         let report = options.failures
         let limits = manifest?.capped(options.limits) ?? options.limits
         let engine = try await thread.perform { () throws(ScriptFailure) -> ScriptEngine in
-            let mounts = MountOptions(list: manifest?.mounts ?? [], openBundle: options.openBundle,
-                                      hostName: manifest?.name ?? folder.lastPathComponent)
+            let mounts = Mounts(list: manifest?.mounts ?? [], openBundle: options.openBundle,
+                                hostName: manifest?.name ?? folder.lastPathComponent)
             let engine = try ScriptEngine(folder: folder, thread: thread, limits: limits, main: manifest?.main ?? "app.lua",
                                           strictGlobals: manifest?.strictGlobals ?? false,
                                           modulePath: options.modulePath, mounts: mounts, log: options.log, report: report,
                                           initialState: options.persistence?.resumed?.state ?? options.initialState)
-            engine.listeners.journal = options.journal
-            engine.listeners.recorder = options.recorder
+            engine.changeListeners { listeners in
+                listeners.journal = options.journal
+                listeners.recorder = options.recorder
+            }
             if let persistence = options.persistence { try engine.startPersisting(persistence) }
-            engine.subscriptionsChanged = options.subscriptionsChanged
-            engine.notificationInterval = options.notification.maximumActions
+            engine.subscriptions.changed = options.subscriptionsChanged
+            engine.runs.notificationInterval = options.notification.maximumActions
             engine.setHistory(entries: options.historyEntries, bytes: options.historyBytes)
             return engine
         }
@@ -233,15 +235,15 @@ public final class ScriptedStore: Sendable {
     public func send(_ action: LuaValue) async -> SendResult {
         await withCheckedContinuation { continuation in
             thread.async { [engine, root, thread] in
-                engine.listeners.sendsWaiting += 1
+                engine.changeListeners { $0.sendsWaiting += 1 }
                 let result = Protected<SendResult?>(nil)
                 let ticket = ActionTicket<ScriptEffect>(onReduced: { outcome in
                     // (On the store's thread, right after the reducer: the entry just made is this action's.)
                     switch outcome {
-                    case .applied where engine.history.traveling:
+                    case .applied where engine.journal.history.traveling:
                         result.withLock { $0 = .held }
                     case .applied:
-                        result.withLock { $0 = engine.listeners.lastEntry.map(SendResult.applied) }
+                        result.withLock { $0 = engine.journal.listeners.lastEntry.map(SendResult.applied) }
                     case .failed(let error, let index):
                         let failure = (error as? ScriptFailure) ?? ScriptFailure(
                             stage: .reduce, error: (error as? LuaError) ?? LuaError(.runtime, "\(error)"), action: action)
@@ -251,7 +253,7 @@ public final class ScriptedStore: Sendable {
                         break
                     }
                 }, onResolved: { _ in
-                    thread.async { engine.listeners.sendsWaiting -= 1 }
+                    thread.async { engine.changeListeners { $0.sendsWaiting -= 1 } }
                     continuation.resume(returning: result.withLock { $0 } ?? .dropped)
                 })
                 root.dispatch(action, ticket: ticket)
@@ -378,10 +380,10 @@ public final class ScriptedStore: Sendable {
 
     /// Adds `continuation` to the engine's streams, removed when its stream ends. On the engine's thread.
     private static func listen(_ engine: ScriptEngine, _ continuation: AsyncStream<JournalEntry>.Continuation) {
-        let id = engine.listeners.addStream(continuation)
+        let id = engine.changeListeners { $0.addStream(continuation) }
         continuation.onTermination = { [weak engine] _ in
             guard let engine else { return }
-            engine.thread.async { engine.listeners.removeStream(id) }
+            engine.thread.async { engine.changeListeners { $0.removeStream(id) } }
         }
     }
 
@@ -389,14 +391,14 @@ public final class ScriptedStore: Sendable {
     /// converting the state.
     public func journalPosition() async -> (scripts: String, schemaVersion: Int64, sequence: UInt64) {
         await withCheckedContinuation { continuation in
-            thread.async { [engine] in continuation.resume(returning: (engine.app.digest, engine.app.schemaVersion, engine.journalSequence)) }
+            thread.async { [engine] in continuation.resume(returning: (engine.app.digest, engine.app.schemaVersion, engine.journal.sequence)) }
         }
     }
 
     /// The initial state as the journal starts from it, and the scripts' digest: what a recording's header holds.
     public func journalStart() async throws(LuaError) -> (state: LuaValue, scripts: String, schemaVersion: Int64, sequence: UInt64) {
         try await onThread { engine throws(LuaError) in
-            (try engine.state(), engine.app.digest, engine.app.schemaVersion, engine.journalSequence)
+            (try engine.state(), engine.app.digest, engine.app.schemaVersion, engine.journal.sequence)
         }
     }
 

@@ -1,9 +1,11 @@
 import Foundation
 import LuaKit
 
-/// What an app that mounts plugins needs beyond its folder: the mounts its manifest lists, and how to open one
-/// that is a bundle (LuaStoreBundles gives `ScriptedStoreOptions.openBundle`).
-struct MountOptions {
+/// The plugins an app mounts, a part of the engine (`ScriptEngine.mounts`): the mounts its manifest lists, how to
+/// open one that is a bundle (LuaStoreBundles gives `ScriptedStoreOptions.openBundle`), the ones installed on
+/// their own, and `mounts.lua` once loaded — and the composing of the app's functions with theirs. (The plugins
+/// loaded are the app's: `ScriptEngine.App.mounts`.)
+struct Mounts {
     var list: [AppManifest.Mount] = []
     var openBundle: (@Sendable (URL) throws -> URL)?
     /// Plugins installed on their own (`ScriptedStore.install(mount:folder:)`): the folder each key's comes from
@@ -12,10 +14,16 @@ struct MountOptions {
     /// How messages name the app that mounts them (its manifest's name).
     var hostName = "the app"
     /// `mounts.lua`'s module, once loaded into the engine's VM.
-    var module: LuaReference?
+    private var module: LuaReference?
     /// Whether the state the store started from lacked a slice a mount's `init` then placed (a durable store
     /// takes a snapshot).
-    var placedSlices = false
+    private(set) var placedSlices = false
+
+    init(list: [AppManifest.Mount] = [], openBundle: (@Sendable (URL) throws -> URL)? = nil, hostName: String = "the app") {
+        self.list = list
+        self.openBundle = openBundle
+        self.hostName = hostName
+    }
 }
 
 /// A plugin mounted under a key of the app's state (docs/plugins.md, "Mounts"): its own namespace, manifest,
@@ -46,24 +54,27 @@ public struct PluginCost: Sendable, Equatable, Codable {
     public let failures: Int64
 }
 
-extension ScriptEngine {
+extension Mounts {
+    typealias App = ScriptEngine.App
+
     /// `app` with its mounts: each plugin loaded in its own namespace, and the store's `init`, `reduce`,
     /// `subscriptions` and `migrate` composed of the app's and theirs (`mounts.lua`). `running`: the app it
     /// replaces (a reload, an install), whose plugins' versions and schemas the new ones migrate from.
-    func composeMounts(_ app: App, running: App?) throws(ScriptFailure) -> App {
-        guard !mountOptions.list.isEmpty else { return app }
+    /// `renderKey`: the state runtime's, which `mounts.lua` renders paths with.
+    mutating func compose(_ app: App, running: App?, vm: LuaVM, renderKey: LuaReference) throws(ScriptFailure) -> App {
+        guard !list.isEmpty else { return app }
         var composed = app
         do {
-            let module = try mountsModule()
+            let module = try mountsModule(vm: vm, renderKey: renderKey)
             var records: [LuaArgument] = []
-            for mount in mountOptions.list {
-                let plugin = try loadPlugin(mount, module: module, running: running?.mounts.first { $0.key == mount.key },
-                                            replacing: running != nil)
+            for mount in list {
+                let plugin = try loadPlugin(mount, of: app.source.folder, vm: vm, module: module,
+                                            running: running?.mounts.first { $0.key == mount.key }, replacing: running != nil)
                 composed.mounts.append(plugin)
                 records.append(.reference(plugin.record))
             }
             let functions = try vm.callForReferences(try vm.field("compose", of: module)!, arguments: [
-                .value(.string(mountOptions.hostName)), .reference(app.initialize),
+                .value(.string(hostName)), .reference(app.initialize),
                 app.ownReduce.map(LuaArgument.reference) ?? .value(.nil),
                 app.subscriptions.map(LuaArgument.reference) ?? .value(.nil),
                 app.ownMigrate.map(LuaArgument.reference) ?? .value(.nil),
@@ -85,9 +96,10 @@ extension ScriptEngine {
 
     /// The plugin `mount` names, loaded: its manifest (required, checked against this host, without mounts of
     /// its own), its module in a namespace reading its own folder only, and its record.
-    private func loadPlugin(_ mount: AppManifest.Mount, module: LuaReference, running: MountedPlugin?, replacing: Bool) throws -> MountedPlugin {
+    private func loadPlugin(_ mount: AppManifest.Mount, of appFolder: URL, vm: LuaVM, module: LuaReference, running: MountedPlugin?,
+                            replacing: Bool) throws -> MountedPlugin {
         let where_ = "mounts.\(mount.key)"
-        let folder = try pluginFolder(mount)
+        let folder = try pluginFolder(mount, of: appFolder)
         let manifest: AppManifest
         do {
             guard let found = try AppManifest.load(folder: folder) else {
@@ -124,15 +136,15 @@ extension ScriptEngine {
     }
 
     /// Where the plugin at `mount` lies: its folder, or its bundle opened (verified and unpacked).
-    private func pluginFolder(_ mount: AppManifest.Mount) throws -> URL {
-        if let installed = mountOptions.installed[mount.key] { return installed }
+    private func pluginFolder(_ mount: AppManifest.Mount, of folder: URL) throws -> URL {
+        if let installed = installed[mount.key] { return installed }
         let url = folder.appendingPathComponent(mount.path).standardizedFileURL
         var isFolder: ObjCBool = false
         guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isFolder) else {
             throw LuaError(.runtime, "mounts.\(mount.key): \(mount.path) does not exist in \(folder.path)")
         }
         if isFolder.boolValue { return url }
-        guard let openBundle = mountOptions.openBundle else {
+        guard let openBundle else {
             throw LuaError(.runtime, "mounts.\(mount.key): \(mount.path) is a file; a plugin is a folder, or a bundle where the host opens bundles (LuaStoreBundles: ScriptedStoreOptions.openBundle)")
         }
         do {
@@ -143,27 +155,27 @@ extension ScriptEngine {
     }
 
     /// `mounts.lua`, loaded once per VM.
-    private func mountsModule() throws(LuaError) -> LuaReference {
-        if let loaded = mountOptions.module { return loaded }
+    private mutating func mountsModule(vm: LuaVM, renderKey: LuaReference) throws(LuaError) -> LuaReference {
+        if let loaded = module { return loaded }
         let chunk = try vm.loadTrusted(EmbeddedLua.mounts.source, chunkName: "host:" + EmbeddedLua.mounts.path, keepingNames: false)
         guard let module = try vm.callForReferences(chunk, arguments: [
-            .value(.string(StateRuntime.metatableMarker)), .reference(runtime[.renderKey]),
+            .value(.string(StateRuntime.metatableMarker)), .reference(renderKey),
         ]).first ?? nil else {
             throw LuaError(.runtime, "mounts.lua did not load")
         }
-        mountOptions.module = module
+        self.module = module
         return module
     }
 
-    /// Whether the last composed `migrate` placed a new mount's slice.
-    func placedSlices() throws(LuaError) -> Bool {
-        guard let module = mountOptions.module, let placed = try vm.field("placed", of: module) else { return false }
-        return (try vm.call(placed, arguments: []).first?.integer ?? 0) > 0
+    /// Notes whether the last composed `migrate` placed a new mount's slice (`placedSlices`).
+    mutating func notePlacedSlices(vm: LuaVM) throws(LuaError) {
+        guard let module, let placed = try vm.field("placed", of: module) else { return }
+        placedSlices = (try vm.call(placed, arguments: []).first?.integer ?? 0) > 0
     }
 
-    /// What each mounted plugin cost so far, in the order actions reach them.
-    func pluginCosts() -> [PluginCost] {
-        guard let module = mountOptions.module, let cost = try? vm.field("cost", of: module) else { return [] }
+    /// What each plugin `app` mounts cost so far, in the order actions reach them.
+    func costs(of app: App, vm: LuaVM) -> [PluginCost] {
+        guard let module, let cost = try? vm.field("cost", of: module) else { return [] }
         return app.mounts.map { plugin in
             let account = (try? vm.call(cost, arguments: [.reference(plugin.record)]).first) ?? .nil
             func number(_ field: String) -> Int64 { account[.string(field)].integer ?? 0 }
@@ -173,6 +185,12 @@ extension ScriptEngine {
                               allocations: number("allocations"), failures: number("begun") - returned)
         }
     }
+
+}
+
+extension ScriptEngine {
+    /// What each mounted plugin cost so far, in the order actions reach them.
+    func pluginCosts() -> [PluginCost] { mounts.costs(of: app, vm: vm) }
 
     /// The manifest of the plugin whose key an effect carries (`mount`), to check the effect against.
     func pluginManifests() -> [String: AppManifest] {

@@ -24,10 +24,10 @@ enum ReaderKind {
     }
 }
 
-/// The engine's readers: for each, what it shows and the `ObserverDelivery` (LuaStoreCore's, the one every
-/// observer is told through) that its values go to. The runtime knows a reader by its ID; the engine's thread
-/// owns this table.
-struct ReaderTable {
+/// The engine's readers, a part of the engine (`ScriptEngine.readers`): for each, what it shows and the
+/// `ObserverDelivery` (LuaStoreCore's, the one every observer is told through) that its values go to; and whether
+/// the last run left the readers settled. The runtime knows a reader by its ID; the engine's thread owns this.
+struct Readers {
     /// An observer attached to a reader.
     struct Reader {
         let kind: ReaderKind
@@ -36,6 +36,9 @@ struct ReaderTable {
 
     private var readers: [Int64: Reader] = [:]
     private var lastID: Int64 = 0
+    /// The VM's call count (`LuaVM.calls`) right after a run that ran the readers within it and left nothing for
+    /// a flush: while nothing else has called into the VM since, a flush has nothing to do.
+    private var settledCalls: UInt64?
 
     /// A fresh reader ID (positive: the runtime's one-off evaluations use negative ones).
     mutating func makeID() -> Int64 {
@@ -53,4 +56,10 @@ struct ReaderTable {
 
     /// The IDs and kinds of every reader.
     var all: [(id: Int64, kind: ReaderKind)] { readers.map { ($0.key, $0.value.kind) } }
+
+    /// A run left the readers settled (nothing for a flush) when the VM's call count was `calls`, or not (`nil`).
+    mutating func settled(atCalls calls: UInt64?) { settledCalls = calls }
+
+    /// Whether the readers are settled while the VM's call count is `calls` (nothing called into it since).
+    func areSettled(atCalls calls: UInt64) -> Bool { settledCalls == calls }
 }
