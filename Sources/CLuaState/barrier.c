@@ -98,6 +98,11 @@ static int clua_make_barrier(lua_State *L) {
 #undef COLLECTED_FIELD
     lua_pushinteger(L, CLUA_COLLECTED_ENTRY_LENGTH);
     lua_setfield(L, 3, "COLLECTED_ENTRY_LENGTH");
+#define RUN_FLAG_FIELD(name, bit)          \
+    lua_pushinteger(L, CLUA_RUN_##name);   \
+    lua_setfield(L, 3, "RUN_" #name);
+    CLUA_RUN_FLAGS(RUN_FLAG_FIELD)
+#undef RUN_FLAG_FIELD
 
     static const struct {
         const char *name;

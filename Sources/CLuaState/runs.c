@@ -118,12 +118,13 @@ static void know_root(lua_State *L, Barrier *b, int index) {
     b->rootGeneration = b->pathGeneration;
 }
 
-/// `run(reduce, list, first, last, stopWhenDirty [, flush [, alwaysDirty [, every [, untilFlush]]]])` [-(5…9), +(6|13), e]:
+/// `run(reduce, list, first, last, flags [, flush [, every [, untilFlush]]])` [-(5…8), +(6|13), e]:
 /// reduces `list[first..last]`
 /// in order, each action its own transaction with its own time budget (restarted for every action after the
-/// first). Stops after an action the host must look at before the next: one without a string `type` (returns
+/// first). `flags` are `CLUA_RUN_FLAGS` or'd (`B.RUN_STOP_WHEN_DIRTY`, `B.RUN_ALWAYS_DIRTY`). Stops after an
+/// action the host must look at before the next: one without a string `type` (returns
 /// its position, nil, nil, true), one that returned commands (its position, the commands, whether subscriptions
-/// are stale), one that made the subscriptions stale when `stopWhenDirty` (its position, nil, true). With a
+/// are stale), one that made the subscriptions stale with `STOP_WHEN_DIRTY` (its position, nil, true). With a
 /// `flush` function, it is called (protected, with a time budget of its own) at the host's notification points —
 /// after the `untilFlush`-th action of the run (default 1), then after every `every`-th (default 1: every
 /// action) — when a key some reader read has changed since the last flush (`observed`), or an action since
@@ -133,19 +134,20 @@ static void know_root(lua_State *L, Barrier *b, int index) {
 /// (what it gave must be read before the next action changes it), too (its position, nil, whether subscriptions
 /// are stale). Otherwise returns
 /// `last`. The results are laid out as `CLUA_RUN_RESULTS` says (`StateRuntime.RunResult` reads them): with a
-/// `flush`, all of them; otherwise up to the records. With `alwaysDirty` (a run of one action, `reduce`), whether
+/// `flush`, all of them; otherwise up to the records. With `ALWAYS_DIRTY` (a run of one action, `reduce`), whether
 /// subscriptions are stale is given at every end. A failing action raises; `position()` then says which one it
 /// was, and its writes are in the journal.
 int runs_run(lua_State *L) {
     Barrier *b = barrier(L);
     luaL_checktype(L, RUN_SLOT_REDUCE, LUA_TFUNCTION);
     luaL_checktype(L, RUN_SLOT_LIST, LUA_TTABLE);
+    const lua_Integer flags = luaL_checkinteger(L, 5);
     RunOptions options = {
-        .first = luaL_checkinteger(L, 3), .last = luaL_checkinteger(L, 4), .stopWhenDirty = lua_toboolean(L, 5),
-        .flush = lua_type(L, 6) == LUA_TFUNCTION, .alwaysDirty = lua_toboolean(L, 7),
-        .every = luaL_optinteger(L, 8, 1), .untilFlush = luaL_optinteger(L, 9, 1),
+        .first = luaL_checkinteger(L, 3), .last = luaL_checkinteger(L, 4),
+        .stopWhenDirty = (flags & CLUA_RUN_STOP_WHEN_DIRTY) != 0, .alwaysDirty = (flags & CLUA_RUN_ALWAYS_DIRTY) != 0,
+        .flush = lua_type(L, 6) == LUA_TFUNCTION, .every = luaL_optinteger(L, 7, 1), .untilFlush = luaL_optinteger(L, 8, 1),
     };
-    luaL_argcheck(L, options.every >= 1 && options.untilFlush >= 1 && options.untilFlush <= options.every, 8,
+    luaL_argcheck(L, options.every >= 1 && options.untilFlush >= 1 && options.untilFlush <= options.every, 7,
                   "notification points out of range");
     const int flush = options.flush;
     lua_Integer untilFlush = options.untilFlush;

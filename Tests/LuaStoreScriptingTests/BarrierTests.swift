@@ -109,10 +109,11 @@ import Testing
     @Test func theLayoutsAreDeclaredOnceAndGivenToLua() async throws {
         let givenToLua = try await run("""
             return B.READER_FN, B.READER_CHILD, B.READER_READS, B.READER_COUNT,
-              B.COLLECTED_POSITION, B.COLLECTED_COUNT, B.COLLECTED_ENTRY_LENGTH
+              B.COLLECTED_POSITION, B.COLLECTED_COUNT, B.COLLECTED_ENTRY_LENGTH, B.RUN_STOP_WHEN_DIRTY, B.RUN_ALWAYS_DIRTY
             """)
         let swiftReads = [CLUA_READER_FN, CLUA_READER_CHILD, CLUA_READER_READS, CLUA_READER_COUNT,
-                          CLUA_COLLECTED_POSITION, CLUA_COLLECTED_COUNT, CLUA_COLLECTED_ENTRY_LENGTH]
+                          CLUA_COLLECTED_POSITION, CLUA_COLLECTED_COUNT, CLUA_COLLECTED_ENTRY_LENGTH,
+                          CLUA_RUN_STOP_WHEN_DIRTY, CLUA_RUN_ALWAYS_DIRTY]
         #expect(givenToLua == swiftReads.map { LuaValue.integer(Int64($0)) })
         let layouts: [String: Int] = [
             "READER_FN": Int(CLUA_READER_FN), "READER_CHILD": Int(CLUA_READER_CHILD), "READER_READS": Int(CLUA_READER_READS),
@@ -127,6 +128,7 @@ import Testing
             "FLUSH_COUNT": Int(CLUA_FLUSH_COUNT), "FLUSH_READERS": Int(CLUA_FLUSH_READERS), "FLUSH_VALUES": Int(CLUA_FLUSH_VALUES),
             "FLUSH_FAILED": Int(CLUA_FLUSH_FAILED), "RUN_POSITION_POSITION": Int(CLUA_RUN_POSITION_POSITION),
             "RUN_POSITION_FLUSHED": Int(CLUA_RUN_POSITION_FLUSHED),
+            "RUN_STOP_WHEN_DIRTY": Int(CLUA_RUN_STOP_WHEN_DIRTY), "RUN_ALWAYS_DIRTY": Int(CLUA_RUN_ALWAYS_DIRTY),
         ]
         #expect(layouts == [
             "READER_FN": 1, "READER_CHILD": 2, "READER_READS": 3, "READER_COUNT": 4, "READER_SLOT_COUNT": 4,
@@ -134,7 +136,7 @@ import Testing
             "RUN_POSITION": 1, "RUN_COMMANDS": 2, "RUN_DIRTY": 3, "RUN_REFUSED": 4, "RUN_RECORDS": 5, "RUN_RECORDS_LENGTH": 6,
             "RUN_SETTLED": 7, "RUN_FLUSHED": 8, "RUN_FLUSH_FAILURE": 12, "RUN_FLUSH_TIMED_OUT": 13, "RUN_RESULT_COUNT": 13,
             "FLUSH_COUNT": 0, "FLUSH_READERS": 1, "FLUSH_VALUES": 2, "FLUSH_FAILED": 3,
-            "RUN_POSITION_POSITION": 1, "RUN_POSITION_FLUSHED": 2,
+            "RUN_POSITION_POSITION": 1, "RUN_POSITION_FLUSHED": 2, "RUN_STOP_WHEN_DIRTY": 1, "RUN_ALWAYS_DIRTY": 2,
         ])
     }
 
@@ -330,9 +332,9 @@ import Testing
               s.count = s.count + 1
               if action.type == "withCommand" then return nil, { "command" } end
             end
-            local stop1, commands, dirty = B.run(reduce, { { type = "a" }, { type = "withCommand" }, { type = "b" } }, 1, 3, false)
-            local stop2, _, _, refused = B.run(reduce, { { type = "a" }, { notype = true } }, 1, 2, false)
-            local finished = B.run(reduce, { { type = "a" }, { type = "b" } }, 1, 2, false)
+            local stop1, commands, dirty = B.run(reduce, { { type = "a" }, { type = "withCommand" }, { type = "b" } }, 1, 3, 0)
+            local stop2, _, _, refused = B.run(reduce, { { type = "a" }, { notype = true } }, 1, 2, 0)
+            local finished = B.run(reduce, { { type = "a" }, { type = "b" } }, 1, 2, 0)
             return stop1, commands[1], stop2, refused, finished, real.count, B.position()
             """)
         // 2 actions, then 1, then 2 applied: count 1 + 5.
@@ -354,9 +356,9 @@ import Testing
               return real.count == 5
             end
             local list = { { type = "a" }, { type = "seen" }, { type = "a" }, { type = "seen" }, { type = "seen" } }
-            local stop = B.run(reduce, list, 1, 5, false, flush)
-            local finished = B.run(reduce, list, 5, 5, false, flush)
-            local results = table.pack(B.run(reduce, { { type = "seen" }, { type = "a" } }, 1, 2, false,
+            local stop = B.run(reduce, list, 1, 5, 0, flush)
+            local finished = B.run(reduce, list, 5, 5, 0, flush)
+            local results = table.pack(B.run(reduce, { { type = "seen" }, { type = "a" } }, 1, 2, 0,
               function() error("the readers failed", 0) end))
             local position, commands, refused = results[\(CLUA_RUN_POSITION)], results[\(CLUA_RUN_COMMANDS)], results[\(CLUA_RUN_REFUSED)]
             local failure = results[\(CLUA_RUN_FLUSH_FAILURE)] -- (where `clua_state_layouts.h` puts it)
@@ -394,11 +396,11 @@ import Testing
               table.sort(seen)
               return table.concat(seen, " ")
             end
-            local stop = B.run(reduce, { { type = "a" }, { type = "a" } }, 1, 2, false, B.flushdue)
+            local stop = B.run(reduce, { { type = "a" }, { type = "a" } }, 1, 2, 0, B.flushdue)
             local first = outcome()
             local handedFirst = handed.runreader .. handed.finishread .. handed.indexreads .. handed.failedread
             readers.table, dependents[real].count.table = nil, nil
-            local again = B.run(reduce, { { type = "a" } }, 1, 1, false, B.flushdue)
+            local again = B.run(reduce, { { type = "a" } }, 1, 1, 0, B.flushdue)
             local second = outcome()
             local handedSecond = handed.runreader .. handed.finishread .. handed.indexreads .. handed.failedread
             return stop, first, handedFirst, again, second, handedSecond, B.mode() == B.CLOSED, B.duecount() == 0
@@ -422,7 +424,7 @@ import Testing
                 s.items[1].done = not s.items[1].done
               end
             end
-            B.run(reduce, { { type = "count" }, { type = "items" }, { type = "count" } }, 1, 3, false, function()
+            B.run(reduce, { { type = "count" }, { type = "items" }, { type = "count" } }, 1, 3, 0, function()
               local list, count = B.takedue()
               local ids = {}
               for i = 1, count do ids[i] = list[i] end
@@ -431,9 +433,9 @@ import Testing
                 .. B.duecount() .. " " .. tostring(next(isDue) == nil)
               return false
             end)
-            B.run(reduce, { { type = "items" } }, 1, 1, false)
+            B.run(reduce, { { type = "items" } }, 1, 1, 0)
             local afterItems = B.duecount()
-            B.run(reduce, { { type = "count" } }, 1, 1, false)
+            B.run(reduce, { { type = "count" } }, 1, 1, 0)
             local afterCount = B.duecount()
             B.markdue({ props = true, other = true })
             return table.concat(flushes, "; "), afterItems, afterCount, B.duecount()
@@ -447,7 +449,7 @@ import Testing
               s.count = s.count + 10
               if action.type == "fail" then error("boom", 0) end
             end
-            local ok, message = pcall(B.run, reduce, { { type = "a" }, { type = "fail" } }, 1, 2, false)
+            local ok, message = pcall(B.run, reduce, { { type = "a" }, { type = "fail" } }, 1, 2, 0)
             local failedAt, before = B.position(), real.count
             B.rollback()
             return ok, message, failedAt, before, real.count

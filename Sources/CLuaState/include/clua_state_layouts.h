@@ -55,6 +55,13 @@
     X(POSITION, 1)              \
     X(COUNT, 2)
 
+/// What a run is told to do beside reducing (`run`'s fifth argument, these bits or'd): stop after an action that
+/// made the subscriptions stale, and say whether they are stale at every end (a run of one, `reduce`). The
+/// barrier gives them to the Lua side as `B.RUN_STOP_WHEN_DIRTY`, ….
+#define CLUA_RUN_FLAGS(X) \
+    X(STOP_WHEN_DIRTY, 1) \
+    X(ALWAYS_DIRTY, 2)
+
 #define CLUA_FLUSH_RESULT_ENUM(name, position) CLUA_FLUSH_##name = position,
 #define CLUA_RUN_RESULT_ENUM(name, position) CLUA_RUN_##name = position,
 #define CLUA_RUN_POSITION_RESULT_ENUM(name, position) CLUA_RUN_POSITION_##name = position,
@@ -67,6 +74,9 @@ enum { CLUA_RUN_POSITION_RESULTS(CLUA_RUN_POSITION_RESULT_ENUM) CLUA_RUN_POSITIO
 #define CLUA_COLLECTED_ENUM(name, position) CLUA_COLLECTED_##name = position,
 enum { CLUA_READER_SLOTS(CLUA_READER_SLOT_ENUM) CLUA_READER_SLOT_COUNT = 4 };
 enum { CLUA_COLLECTED_ENTRY(CLUA_COLLECTED_ENUM) CLUA_COLLECTED_ENTRY_LENGTH = 2 };
+#define CLUA_RUN_FLAG_ENUM(name, bit) CLUA_RUN_##name = bit,
+enum { CLUA_RUN_FLAGS(CLUA_RUN_FLAG_ENUM) };
+#undef CLUA_RUN_FLAG_ENUM
 #undef CLUA_READER_SLOT_ENUM
 #undef CLUA_COLLECTED_ENUM
 #undef CLUA_FLUSH_RESULT_ENUM

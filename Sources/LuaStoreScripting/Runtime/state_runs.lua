@@ -50,11 +50,22 @@ local function beginRun()
   if B.flushedcount() > 0 then S.emptyFlushed() end
 end
 
+-- What a run is told beside reducing, as bits declared once in C (`CLUA_RUN_FLAGS`, clua_state_layouts.h), which
+-- the barrier gives as `B.RUN_STOP_WHEN_DIRTY`, …, taken when it is installed: stop where the subscriptions went
+-- stale, when any are declared.
+local STOP_WHEN_DIRTY, ALWAYS_DIRTY
+function S.takeRunFlags(barrier)
+  STOP_WHEN_DIRTY, ALWAYS_DIRTY = barrier.RUN_STOP_WHEN_DIRTY, barrier.RUN_ALWAYS_DIRTY
+end
+local function runFlags()
+  return readers.subscriptions ~= nil and STOP_WHEN_DIRTY or 0
+end
+
 -- (The results are the barrier's, laid out as `clua_state_layouts.h` declares: this side never orders them.)
 function M.reduceRun(reduce, list, first, last, every, untilFlush)
   beginRun()
-  if every == 0 then return B.run(reduce, list, first, last, readers.subscriptions ~= nil) end
-  return B.run(reduce, list, first, last, readers.subscriptions ~= nil, B.flushdue, false, every, untilFlush)
+  if every == 0 then return B.run(reduce, list, first, last, runFlags()) end
+  return B.run(reduce, list, first, last, runFlags(), B.flushdue, every, untilFlush)
 end
 
 -- Which action of the last run was being reduced, and what the readers gave before it (a run that raised).
@@ -68,7 +79,7 @@ function M.reduce(reduce, action, flushWhenObserved)
   if not istable(action) then return B.refusal(1, flushWhenObserved) end
   beginRun()
   single[1] = action
-  return B.run(reduce, single, 1, 1, readers.subscriptions ~= nil, flushWhenObserved and B.flushdue or false, true)
+  return B.run(reduce, single, 1, 1, runFlags() | ALWAYS_DIRTY, flushWhenObserved and B.flushdue or false)
 end
 
 -- Undoes the open or last transaction, newest write first.
