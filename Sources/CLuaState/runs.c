@@ -133,7 +133,7 @@ static void know_root(lua_State *L, Barrier *b, int index) {
 /// time budget — which then recovers: see `clua_recover_budget`); if it returns true
 /// (what it gave must be read before the next action changes it), too (its position, nil, whether subscriptions
 /// are stale). Otherwise returns
-/// `last`. The results are laid out as `CLUA_RUN_RESULTS` says (`StateRuntime.RunResult` reads them): with a
+/// `last`. The results are laid out as `CLUA_RUN_RESULTS` says (`RunResult`, in `StateRuntime+Calls.swift`, reads them): with a
 /// `flush`, all of them; otherwise up to the records. With `ALWAYS_DIRTY` (a run of one action, `reduce`), whether
 /// subscriptions are stale is given at every end. A failing action raises; `position()` then says which one it
 /// was, and its writes are in the journal.

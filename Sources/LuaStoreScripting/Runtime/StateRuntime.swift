@@ -2,9 +2,11 @@ import CLuaState
 import LuaKit
 
 /// The trusted Lua chunks that keep a scripted app's state in the VM: `state_runtime.lua` and its parts beside
-/// this file, embedded at build time. The write barrier they build on is explained once, in docs/design.md
-/// ("The write barrier"); `state_runtime.lua`'s header says what the Lua half adds, part by part.
-enum StateRuntime {
+/// this file, embedded at build time, loaded into one VM. The write barrier they build on is explained once, in
+/// docs/design.md ("The write barrier"); `state_runtime.lua`'s header says what the Lua half adds, part by part.
+/// The engine calls the runtime only through its typed face (`StateRuntime+Calls.swift`), the one place in Swift
+/// that knows where a result lies.
+struct StateRuntime {
     /// The chunks, in the order they load: the first makes the table they share, each other adds its part.
     static let parts = [EmbeddedLua.stateRuntime, EmbeddedLua.stateData, EmbeddedLua.stateRuns, EmbeddedLua.stateJournal,
                         EmbeddedLua.stateInspection, EmbeddedLua.stateReaders]
@@ -24,51 +26,16 @@ enum StateRuntime {
             renderKey
     }
 
-    /// Where `reduce` and `reduceRun` put their results (one layout for both), as `clua_state_layouts.h`
-    /// declares them — the one declaration: the barrier's C lays them out, and this reads them. The position of
-    /// the action the run stopped after, its commands (or nil), whether `subscriptions` must run again, whether
-    /// the action was refused (no string `type`); while journaling, the run's journal records
-    /// (`changes_record`, `CLuaState/changes.c`) and their length; when the readers ran within the run
-    /// (`flushWhenObserved`), whether nothing is left for a flush, what they gave (at `flushed`, a `FlushResult`
-    /// layout), the message of a flush that failed, and whether it ran out of time.
-    enum RunResult {
-        static let position = Int32(CLUA_RUN_POSITION)
-        static let commands = Int32(CLUA_RUN_COMMANDS)
-        static let dirty = Int32(CLUA_RUN_DIRTY)
-        static let refused = Int32(CLUA_RUN_REFUSED)
-        static let records = Int32(CLUA_RUN_RECORDS)
-        static let recordsLength = Int32(CLUA_RUN_RECORDS_LENGTH)
-        static let settled = Int32(CLUA_RUN_SETTLED)
-        static let flushed = Int32(CLUA_RUN_FLUSHED)
-        static let flushFailure = Int32(CLUA_RUN_FLUSH_FAILURE)
-        static let flushTimedOut = Int32(CLUA_RUN_FLUSH_TIMED_OUT)
+    /// The VM the runtime is loaded into.
+    let vm: LuaVM
+    private let references: [LuaReference]
+
+    subscript(function: Function) -> LuaReference {
+        references[function.rawValue]
     }
 
-    /// Where `flush` puts its results (and `reduceRun`, `runPosition`, from a position on): how many readers ran,
-    /// their ids, their values (or error messages), and which of them failed (lists of that length).
-    enum FlushResult {
-        static let count = Int32(CLUA_FLUSH_COUNT)
-        static let readers = Int32(CLUA_FLUSH_READERS)
-        static let values = Int32(CLUA_FLUSH_VALUES)
-        static let failed = Int32(CLUA_FLUSH_FAILED)
-    }
-
-    /// Where `runPosition` puts its results: the action being reduced, and what the readers gave before it.
-    enum RunPositionResult {
-        static let position = Int32(CLUA_RUN_POSITION_POSITION)
-        static let flushed = Int32(CLUA_RUN_POSITION_FLUSHED)
-    }
-
-    /// The runtime loaded into one VM: its functions, by name.
-    struct Functions {
-        private let references: [LuaReference]
-
-        fileprivate init(references: [LuaReference]) { self.references = references }
-
-        subscript(function: Function) -> LuaReference {
-            references[function.rawValue]
-        }
-    }
+    /// What other trusted chunks (`mounts.lua`) render a path's steps with.
+    var renderKey: LuaReference { self[.renderKey] }
 
     /// [-0, +0] Runs the chunks in `vm` (trusted) and returns the module table.
     static func loadModule(into vm: LuaVM) throws(LuaError) -> LuaReference {
@@ -89,8 +56,8 @@ enum StateRuntime {
     }
 
     /// [-0, +0] Runs the chunk in `vm` (trusted) and looks up every function the engine calls.
-    static func load(into vm: LuaVM) throws(LuaError) -> Functions {
-        let module = try loadModule(into: vm)
+    init(loadingInto vm: LuaVM) throws(LuaError) {
+        let module = try Self.loadModule(into: vm)
         var references: [LuaReference] = []
         for function in Function.allCases {
             let name = String(describing: function)
@@ -99,7 +66,8 @@ enum StateRuntime {
             }
             references.append(reference)
         }
-        return Functions(references: references)
+        self.vm = vm
+        self.references = references
     }
 
     /// What each action changed, by position, from the runtime's `collected` list — laid out as

@@ -12,7 +12,7 @@ local proxy, unwrap, begin, commit, placeRoot = S.proxy, S.unwrap, S.begin, S.co
 -- barrier's C loop. Stops after an action the host must look at before the next one: one that returned
 -- commands (the host validates them and may undo it), one that made the declared subscriptions stale (the
 -- store diffs them), or one refused for having no string `type` (the host words the error). Returns (the
--- layout `StateRuntime.RunResult` names) its position, its commands (proxies stripped), whether
+-- layout `RunResult` in `StateRuntime+Calls.swift` names) its position, its commands (proxies stripped), whether
 -- `subscriptions` must run again, whether it was refused; while journaling, the run's journal records
 -- (`B.records()`: the buffer and its length, read in the same crossing); then what the readers gave
 -- (`every`, below). A failing action raises; `runPosition` then says which one it was (the ones

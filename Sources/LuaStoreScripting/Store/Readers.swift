@@ -54,6 +54,9 @@ struct Readers {
     /// Forgets the reader `id`; whether it was there.
     mutating func remove(_ id: Int64) -> Bool { readers.removeValue(forKey: id) != nil }
 
+    /// What reader `id` shows (nil: no such reader).
+    func kind(of id: Int64) -> ReaderKind? { readers[id]?.kind }
+
     /// The IDs and kinds of every reader.
     var all: [(id: Int64, kind: ReaderKind)] { readers.map { ($0.key, $0.value.kind) } }
 

@@ -24,7 +24,7 @@ extension ScriptEngine {
             let initial = try vm.callForReferences(initialize, arguments: [])
             let id = children.add(child)
             do throws(LuaError) {
-                try vm.call(runtime[.setChild], arguments: [.value(.integer(id)), initial.first.flatMap { $0 }.map(LuaArgument.reference) ?? .value(.nil)])
+                try runtime.setChild(id, state: initial.first ?? nil)
             } catch {
                 children.remove(id)
                 throw error
@@ -41,21 +41,21 @@ extension ScriptEngine {
         for (readerID, kind) in readers.all {
             if case .childProps(id) = kind { removeReader(readerID) }
         }
-        _ = try? vm.call(runtime[.removeChild], arguments: [.value(.integer(id))])
+        runtime.removeChild(id)
     }
 
     /// Applies an action dispatched to the child to its local state, as one transaction.
     func reduceChild(_ id: Int64, _ action: LuaValue) throws(LuaError) -> [ScriptEffect] {
         guard let child = children[id] else { return [] }
-        let results: [LuaValue]
+        let commands: LuaValue
         do {
-            results = try vm.call(runtime[.reduceChild], arguments: [.value(.integer(id)), .reference(child.reduce), .value(action)])
+            commands = try runtime.reduceChild(id, with: child.reduce, action: action)
         } catch {
             undoLastTransaction()
             throw error
         }
         do {
-            return try Self.commands(from: results.first ?? .nil)
+            return try Self.commands(from: commands)
         } catch {
             undoLastTransaction()
             throw error
@@ -64,6 +64,6 @@ extension ScriptEngine {
 
     /// The child's local state, converted.
     func childState(_ id: Int64) throws(LuaError) -> LuaValue {
-        try vm.call(runtime[.childState], arguments: [.value(.integer(id))]).first ?? .nil
+        try runtime.childState(id)
     }
 }

@@ -9,7 +9,7 @@ extension ScriptEngine {
     func setHistory(entries: Int, bytes: Int = .max) {
         let dropped = journal.history.setLimits(entries: entries, bytes: bytes)
         updateCollecting()
-        _ = try? vm.call(runtime[.setHistory], arguments: [.value(.integer(Int64(journal.history.limit)))])
+        runtime.setHistory(limit: journal.history.limit)
         dropOldestInRuntime(dropped)
     }
 
@@ -20,8 +20,7 @@ extension ScriptEngine {
 
     /// Drops the runtime's `count` oldest entries (beyond the number it keeps by itself: for the bytes).
     private func dropOldestInRuntime(_ count: Int) {
-        guard count > 0 else { return }
-        _ = try? vm.call(runtime[.dropOldestHistory], arguments: [.value(.integer(Int64(count)))])
+        if count > 0 { runtime.dropOldestHistory(count) }
     }
 
     /// The sequence of the entry the state is at (the newest kept, unless traveling).
@@ -34,7 +33,7 @@ extension ScriptEngine {
 
     func travel(to index: Int64) throws(ScriptFailure) {
         do {
-            try vm.call(runtime[.travel], arguments: [.value(.integer(index))])
+            try runtime.travel(to: index)
         } catch {
             throw ScriptFailure(stage: .reduce, error: error)
         }
@@ -63,9 +62,9 @@ extension ScriptEngine {
     func rewind(to sequence: UInt64) throws(ScriptFailure) -> [(action: LuaValue, source: ActionSource)] {
         let index = try historyIndex(for: sequence)
         try travel(to: index)
-        _ = try? vm.call(runtime[.truncateHistory], arguments: [])
+        runtime.truncateHistory()
         journal.history.truncate(after: index)
-        _ = try? vm.call(runtime[.markAllDirty], arguments: [])
+        try? runtime.markAllDirty()
         snapshotForPersistence() // (the journal's later entries no longer lead to this state)
         flush()
         return journal.history.takeHeld()

@@ -56,52 +56,15 @@ extension ScriptEngine {
     }
 
     func slice(_ path: [LuaKey], offset: Int, limit: Int) throws(LuaError) -> StateSlice? {
-        try vm.call(runtime[.peek], arguments: [
-            .value(Self.list(path)), .value(.integer(Int64(max(0, offset)))), .value(.integer(Int64(max(0, limit)))),
-        ]) { results throws(LuaError) -> StateSlice? in
-            guard let count = results.integer(1) else { return nil }
-            let keys = try results.value(2, root: "keys")
-            let values = try results.value(3, root: "values")
-            let tables = try results.value(4, root: "tables")
-            var items: [StateSlice.Item] = []
-            var position: Int64 = 1
-            while let key = LuaKey(exactly: keys[.integer(position)]) {
-                let value = values[.integer(position)]
-                if tables[.integer(position)] == .boolean(true) {
-                    items.append(StateSlice.Item(key: key, value: nil, size: value.integer.map(Int.init)))
-                } else {
-                    items.append(StateSlice.Item(key: key, value: value, size: nil))
-                }
-                position += 1
-            }
-            return StateSlice(path: path, count: Int(count), items: items, offset: max(0, offset))
-        }
+        try runtime.slice(path, offset: offset, limit: limit)
     }
 
     func value(at path: [LuaKey]) throws(LuaError) -> LuaValue {
-        try vm.call(runtime[.valueAt], arguments: [.value(Self.list(path))]) { results throws(LuaError) in
-            try results.value(1, root: LuaPath.render(root: "state", keys: path))
-        }
+        try runtime.value(at: path)
     }
 
     func search(_ text: String, limit: Int) throws(LuaError) -> [StateMatch] {
-        try vm.call(runtime[.search], arguments: [.value(.string(text)), .value(.integer(Int64(limit)))]) { results throws(LuaError) in
-            let count = results.integer(1) ?? 0
-            let paths = try results.value(2, root: "paths")
-            let values = try results.value(3, root: "values")
-            var matches: [StateMatch] = []
-            for position in stride(from: Int64(1), through: count, by: 1) {
-                var path: [LuaKey] = []
-                var depth: Int64 = 1
-                while let key = LuaKey(exactly: paths[.integer(position)][.integer(depth)]) {
-                    path.append(key)
-                    depth += 1
-                }
-                let value = values[.integer(position)]
-                matches.append(StateMatch(path: path, value: value == .nil ? nil : value))
-            }
-            return matches
-        }
+        try runtime.search(text, limit: limit)
     }
 
     /// For one entry, in one trip through the history: the values at `paths` just before it (what its changes
@@ -122,9 +85,6 @@ extension ScriptEngine {
         return (before, Result { () throws(LuaError) in try currentProps() })
     }
 
-    static func list(_ path: [LuaKey]) -> LuaValue {
-        .table(LuaTable(array: path.map(\.value)))
-    }
 }
 
 extension Array where Element == UInt64 {
@@ -169,21 +129,19 @@ extension ScriptEngine {
         let id: Int64 = -2
         let here = try journal.history.currentIndex(newest: journal.sequence)
         do {
-            try vm.call(runtime[.register], arguments: [.value(.integer(id)), .reference(condition)])
+            try runtime.register(reader: id, condition)
         } catch {
             throw ScriptFailure(stage: .selector, error: error)
         }
         defer {
-            _ = try? vm.call(runtime[.unregister], arguments: [.value(.integer(id))])
+            runtime.unregister(reader: id)
             try? travel(to: here)
         }
         func holds() throws(ScriptFailure) -> Bool {
             do {
-                return try vm.call(runtime[.evaluate], arguments: [.value(.integer(id))]) { results throws(LuaError) in
-                    !(results.isNil(1) || results.boolean(1) == false)
-                }
+                return try runtime.holds(reader: id)
             } catch {
-                _ = try? vm.call(runtime[.reset], arguments: [])
+                runtime.reset()
                 throw ScriptFailure(stage: .selector, error: error)
             }
         }

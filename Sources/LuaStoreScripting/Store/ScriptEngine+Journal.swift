@@ -15,8 +15,8 @@ extension ScriptEngine {
     func journalCommitted(_ actions: ArraySlice<LuaValue>, origin: JournalEntry.Origin, from first: Int64,
                           records: EncodedJournal? = nil, commands: (position: Int64, [ScriptEffect])? = nil,
                           duration: Duration = .zero) throws(LuaError) {
-        let encoded = if let records { records } else { try encodedJournal() }
-        let converted = encoded.isWritten ? nil : try collectedChanges()
+        let encoded = if let records { records } else { try runtime.encoded() }
+        let converted = encoded.isWritten ? nil : try runtime.collected()
         let run = JournalRun(firstSequence: journal.advance(by: actions.count), actions: actions, origin: origin, firstPosition: first,
                              encoded: encoded, converted: converted, commands: commands, duration: duration, scripts: app.digest)
         journal.listeners.recorder?.append(run: run)
@@ -45,28 +45,6 @@ extension ScriptEngine {
         if case .reload = entry.event { snapshotForPersistence() } // (a migration's changes are not in its entry)
     }
 
-    /// What the last run's actions changed, as the barrier wrote it (`changes_record`, `CLuaState/changes.c`), read once.
-    func encodedJournal() throws(LuaError) -> EncodedJournal {
-        let bytes = try vm.call(runtime[.encoded], arguments: []) { results throws(LuaError) in
-            results.bytes(1, count: Int(results.integer(2) ?? 0)) ?? []
-        }
-        return EncodedJournal(bytes)
-    }
-
     /// What the last transaction changed, read from its journal by the runtime (O(changed)).
-    func lastChanges() throws(LuaError) -> [StateChange] {
-        try changes(from: .changes)[1] ?? []
-    }
-
-    /// What each action of the last run (or the single action last reduced) changed, by position.
-    func collectedChanges() throws(LuaError) -> [Int64: [StateChange]] {
-        try changes(from: .collected)
-    }
-
-    func changes(from function: StateRuntime.Function) throws(LuaError) -> [Int64: [StateChange]] {
-        let list = try vm.call(runtime[function], arguments: []) { results throws(LuaError) -> LuaValue in
-            (results.integer(1) ?? 0) == 0 ? .nil : try results.value(2, root: "state")
-        }
-        return StateRuntime.changes(fromCollected: list)
-    }
+    func lastChanges() throws(LuaError) -> [StateChange] { try runtime.lastChanges() }
 }

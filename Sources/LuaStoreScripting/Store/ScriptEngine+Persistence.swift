@@ -69,7 +69,7 @@ extension ScriptEngine {
             }
             do {
                 try vm.withTimeBudget(atLeast: vm.limits.stateBuildingTimeBudget) { () throws(LuaError) in
-                    try vm.call(runtime[.transform], arguments: [.reference(migrate), .value(.integer(resumed.schemaVersion))])
+                    try runtime.transform(with: migrate, fromSchema: resumed.schemaVersion)
                 }
             } catch {
                 undoLastTransaction()

@@ -14,7 +14,7 @@ extension ScriptEngine {
         if !always, Self.fingerprint(of: source.folder) == app.fingerprint { return .unchanged }
         journal.migrated = false
         let loaded = try Self.loadApp(vm: vm, from: source, mounted: !mounts.list.isEmpty)
-        let candidate = try mounts.compose(loaded, running: app, vm: vm, renderKey: runtime[.renderKey])
+        let candidate = try mounts.compose(loaded, running: app, vm: vm, renderKey: runtime.renderKey)
         if candidate.schemaVersion < app.schemaVersion {
             throw ScriptFailure(stage: .reload, error: LuaError(
                 .runtime, "schemaVersion went down from \(app.schemaVersion) to \(candidate.schemaVersion); the new version is refused",
@@ -29,11 +29,9 @@ extension ScriptEngine {
                     chunkName: source.main))
             }
             do {
-                let arguments: [LuaArgument] = [
-                    .reference(migrate), .value(grew ? .integer(app.schemaVersion) : .nil), .value(fromVersion.map(LuaValue.string) ?? .nil),
-                ]
+                let fromSchema = grew ? app.schemaVersion : nil
                 try vm.withTimeBudget(atLeast: vm.limits.stateBuildingTimeBudget) { () throws(LuaError) in
-                    try vm.call(runtime[.transform], arguments: arguments)
+                    try runtime.transform(with: migrate, fromSchema: fromSchema, fromVersion: fromVersion)
                 }
                 migrated = true
             } catch {
@@ -43,11 +41,11 @@ extension ScriptEngine {
         }
         let check: Int64 = -2
         do {
-            try vm.call(runtime[.register], arguments: [.value(.integer(check)), .reference(candidate.props)])
-            defer { _ = try? vm.call(runtime[.unregister], arguments: [.value(.integer(check))]) }
-            _ = try vm.call(runtime[.evaluate], arguments: [.value(.integer(check))])
+            try runtime.register(reader: check, candidate.props)
+            defer { runtime.unregister(reader: check) }
+            _ = try runtime.evaluate(reader: check, root: "props")
         } catch {
-            _ = try? vm.call(runtime[.reset], arguments: [])
+            runtime.reset()
             if migrated { undoLastTransaction() }
             throw ScriptFailure(stage: .props, error: error)
         }
@@ -67,11 +65,9 @@ extension ScriptEngine {
         for (id, kind) in readers.all {
             switch kind {
             case .props:
-                _ = try? vm.call(runtime[.register], arguments: [.value(.integer(id)), .reference(candidate.props)])
+                try? runtime.register(reader: id, candidate.props)
             case .childProps(let child):
-                if let module = reloadedChildren[child] {
-                    _ = try? vm.call(runtime[.register], arguments: [.value(.integer(id)), .reference(module.props), .value(.integer(child))])
-                }
+                if let module = reloadedChildren[child] { try? runtime.register(reader: id, module.props, child: child) }
             case .path:
                 break
             }

@@ -69,8 +69,7 @@ extension ScriptEngine {
         }
         var first: Int64 = 1 // list position p holds the action at offset p - 1
         while first <= last {
-            let stop: (position: Int64, commands: LuaValue?, refused: Bool, dirty: Bool, records: EncodedJournal?)
-            var runFlush: RunFlush?
+            let stop: StateRuntime.RunStop
             runs.crossed()
             let journaling = journal.collecting
             let started = journaling ? ContinuousClock.now : nil
@@ -80,25 +79,14 @@ extension ScriptEngine {
                 return (ContinuousClock.now - started) / Int(max(1, position - first + 1))
             }
             do {
-                stop = try vm.call(runtime[.reduceRun], arguments: [
-                    .reference(app.reduce), .reference(list), .value(.integer(first)), .value(.integer(last)),
-                    .value(.integer(Int64(interval))), .value(.integer(interval > 0 ? untilPoint(from: first) : 0)),
-                ]) { results throws(LuaError) in
-                    typealias Result = StateRuntime.RunResult
-                    let position = results.integer(Result.position) ?? last
-                    let records = journaling ? Self.records(in: results) : nil
-                    if interval > 0 { runFlush = try readRunFlush(results) }
-                    if results.boolean(Result.refused) == true { return (position, nil, true, false, records) }
-                    let commands = results.isNil(Result.commands) ? nil : try results.value(Result.commands, root: "commands")
-                    return (position, commands, false, results.boolean(Result.dirty) == true, records)
-                }
+                stop = try runtime.reduceRun(with: app.reduce, list: list, first: first, last: last, every: Int64(interval),
+                                             untilFlush: interval > 0 ? untilPoint(from: first) : 0, records: journaling,
+                                             readers: { self.readers.kind(of: $0) })
             } catch {
                 // (What the readers gave before the failing action is delivered before it is reported.)
-                let (failed, flushed) = (try? vm.call(runtime[.runPosition], arguments: []) { results throws(LuaError) in
-                    typealias Result = StateRuntime.RunPositionResult
-                    return (results.integer(Result.position) ?? first, try readFlushed(results, at: Result.flushed))
-                }) ?? (first, Flushed())
-                deliver(flushed)
+                let found = try? runtime.runPosition(readers: { self.readers.kind(of: $0) })
+                let failed = found?.position ?? first
+                if let flushed = found?.flushed { deliver(flushed) }
                 if journaling { journalRun(actions, first: first, through: failed, failed: (failed, error), duration: share(through: failed)) }
                 undoLastTransaction()
                 outcome.failures.append((Int(failed - 1), error))
@@ -107,7 +95,7 @@ extension ScriptEngine {
                 first = failed + 1
                 continue
             }
-            if let runFlush { deliverRunFlush(runFlush) }
+            if let flush = stop.flush { deliverRunFlush(flush) }
             let offset = Int(stop.position - 1)
             outcome.applied = offset + 1
             var failure: LuaError?

@@ -49,9 +49,9 @@ final class ScriptEngine {
         let props: LuaReference
     }
 
-    let vm: LuaVM
+    /// The state runtime in the app's VM, called through its typed face.
+    let runtime: StateRuntime
     let thread: LuaThread
-    let runtime: StateRuntime.Functions
     let report: @Sendable (ScriptFailure) -> Void
     /// The running version of the app (another one after a reload or an install).
     var app: App
@@ -70,6 +70,9 @@ final class ScriptEngine {
     /// The child stores' modules (`ScriptEngine+Children.swift`).
     var children = ChildTable()
 
+    /// The app's VM (the runtime's).
+    var vm: LuaVM { runtime.vm }
+
     /// Changes who hears the journal, and tells the runtime whether runs collect each action's changes.
     func changeListeners<T>(_ body: (inout JournalListeners) -> T) -> T {
         let result = journal.changeListeners(body)
@@ -81,7 +84,7 @@ final class ScriptEngine {
     /// keeps entries), when that changed.
     func updateCollecting() {
         guard let wanted = journal.collectingChanged() else { return }
-        _ = try? vm.call(runtime[.setJournaling], arguments: [.value(.boolean(wanted))])
+        runtime.setJournaling(wanted)
     }
 
     /// Loads the app in `folder`, runs `init`, and sets up the runtime. On this VM's thread.
@@ -99,30 +102,29 @@ final class ScriptEngine {
             machine = try LuaVM(limits: limits, moduleRoot: folder, modulePath: modulePath, print: log)
             try EffectsModule.define(in: machine)
             try machine.sealRawWrites(metatableMarker: StateRuntime.metatableMarker)
-            runtime = try StateRuntime.load(into: machine)
+            runtime = try StateRuntime(loadingInto: machine)
         } catch {
             throw ScriptFailure(stage: .load, error: error)
         }
-        vm = machine
         let building = limits.stateBuildingTimeBudget // (loading, init and migrate build whole states)
         let saved = machine.limits.timeBudget
         if building > saved { try? machine.setBudgets(time: building, memoryBytes: machine.limits.memoryBytes) }
         defer { if building > saved { try? machine.setBudgets(time: saved, memoryBytes: machine.limits.memoryBytes) } }
-        let loaded = try Self.loadApp(vm: vm, from: Source(folder: folder, main: main, strictGlobals: strictGlobals), mounted: !mounts.list.isEmpty)
-        app = try self.mounts.compose(loaded, running: nil, vm: vm, renderKey: runtime[.renderKey])
+        let loaded = try Self.loadApp(vm: machine, from: Source(folder: folder, main: main, strictGlobals: strictGlobals), mounted: !mounts.list.isEmpty)
+        app = try self.mounts.compose(loaded, running: nil, vm: machine, renderKey: runtime.renderKey)
         do {
             // (From here on a global is set only as a module loads: `init` is skipped when the state comes back
             // from a snapshot, and every run is replayed from the journal, which holds no globals.)
             try vm.lockGlobals()
             if let initialState {
-                try vm.call(runtime[.setState], arguments: [.value(initialState), .value(true)]) // (owned: no script holds it)
+                try runtime.setState(initialState, owned: true) // (no script holds it)
                 if !app.mounts.isEmpty, let migrate = app.migrate { // (a mount the state has no slice for gets its init)
-                    try vm.call(runtime[.transform], arguments: [.reference(migrate), .value(.nil), .value(.nil)])
+                    try runtime.transform(with: migrate, fromSchema: nil)
                     try self.mounts.notePlacedSlices(vm: vm)
                 }
             } else {
                 let initial = try vm.callForReferences(app.initialize, arguments: [])
-                try vm.call(runtime[.setState], arguments: [initial.first.flatMap { $0 }.map(LuaArgument.reference) ?? .value(.nil)])
+                try runtime.setState(initial.first ?? nil)
             }
         } catch {
             throw ScriptFailure(stage: .initialize, error: error)
@@ -196,12 +198,8 @@ final class ScriptEngine {
 
     func registerSubscriptions() throws(ScriptFailure) {
         do {
-            if let subscriptions = app.subscriptions {
-                try vm.call(runtime[.register], arguments: [.value("subscriptions"), .reference(subscriptions)])
-            } else {
-                try vm.call(runtime[.unregister], arguments: [.value("subscriptions")])
-            }
-            try vm.call(runtime[.markAllDirty], arguments: [])
+            try runtime.setSubscriptions(app.subscriptions)
+            try runtime.markAllDirty()
             subscriptions.markDirty()
         } catch {
             throw ScriptFailure(stage: .load, error: error)
@@ -225,7 +223,7 @@ final class ScriptEngine {
         }
         let commands: [ScriptEffect]
         let records: EncodedJournal?
-        let flush: RunFlush?
+        let flush: StateRuntime.RunFlush?
         let started = ContinuousClock.now
         do {
             (commands, records, flush) = try reduceAction(action, source: source)
@@ -255,37 +253,21 @@ final class ScriptEngine {
     /// read, and what they gave is returned (`flush`, for the caller to deliver) — except for an action routed
     /// from a child store, whose own reducer runs after this one (the readers must see both).
     private func reduceAction(_ action: LuaValue, source: ActionSource) throws(LuaError)
-        -> (effects: [ScriptEffect], records: EncodedJournal?, flush: RunFlush?) {
-        let reduced: (commands: LuaValue, records: EncodedJournal?)?
+        -> (effects: [ScriptEffect], records: EncodedJournal?, flush: StateRuntime.RunFlush?) {
         runs.crossed()
         runs.converted(1)
         let flushWhenObserved = runs.notifiesEveryAction && source != .child
-        var runFlush: RunFlush?
+        let stop: StateRuntime.RunStop
         do {
-            reduced = try vm.call(runtime[.reduce], arguments: [
-                .reference(app.reduce), .value(action), .value(.boolean(flushWhenObserved)),
-            ]) { results throws(LuaError) in
-                typealias Result = StateRuntime.RunResult
-                if results.boolean(Result.refused) == true { return nil } // refused before anything ran
-                if results.boolean(Result.dirty) == true { subscriptions.markDirty() }
-                if flushWhenObserved { runFlush = try readRunFlush(results) }
-                let commands = results.isNil(Result.commands) ? .nil : try results.value(Result.commands, root: "commands")
-                return (commands, journal.collecting ? Self.records(in: results) : nil)
-            }
+            stop = try runtime.reduce(with: app.reduce, action: action, flushWhenObserved: flushWhenObserved,
+                                      records: journal.collecting, readers: { self.readers.kind(of: $0) })
         } catch {
             undoLastTransaction()
             throw error
         }
-        guard let reduced else {
-            throw Self.refused(action)
-        }
-        return (try effects(from: reduced.commands), reduced.records, runFlush)
-    }
-
-    /// The journal records a run returned (`StateRuntime.RunResult.records`).
-    static func records(in results: LuaResults) -> EncodedJournal {
-        typealias Result = StateRuntime.RunResult
-        return EncodedJournal(results.bytes(Result.records, count: Int(results.integer(Result.recordsLength) ?? 0)) ?? [])
+        guard !stop.refused else { throw Self.refused(action) }
+        if stop.dirty { subscriptions.markDirty() }
+        return (try effects(from: stop.commands ?? .nil), stop.records, stop.flush)
     }
 
     /// The error for an action the runtime refused before any reducer ran.
@@ -309,12 +291,12 @@ final class ScriptEngine {
 
     /// Undoes the open or last transaction; `committed`: it had committed (and the history kept it).
     func undoLastTransaction(committed: Bool = false) {
-        if committed, journal.history.limit > 0 { _ = try? vm.call(runtime[.dropNewestHistory], arguments: []) }
+        if committed, journal.history.limit > 0 { runtime.dropNewestHistory() }
         do {
-            try vm.call(runtime[.rollback], arguments: [])
+            try runtime.rollback()
         } catch {
             report(ScriptFailure(stage: .reduce, error: LuaError(.runtime, "rolling back failed: \(error.message)"), action: nil))
-            _ = try? vm.call(runtime[.reset], arguments: [])
+            runtime.reset()
         }
     }
 
@@ -344,9 +326,9 @@ final class ScriptEngine {
         guard subscriptions.dirty, !journal.history.traveling else { return subscriptions.current }
         let value: LuaValue
         do {
-            value = try vm.call(runtime[.subscriptions], arguments: [.value(true)]).first ?? .nil
+            value = try runtime.subscriptions()
         } catch {
-            _ = try? vm.call(runtime[.reset], arguments: [])
+            runtime.reset()
             throw error
         }
         guard let table = value.table else {
@@ -367,20 +349,18 @@ final class ScriptEngine {
 
     /// The whole state, converted.
     func state() throws(LuaError) -> LuaValue {
-        try vm.call(runtime[.state], arguments: []).first ?? .nil
+        try runtime.state()
     }
 
     /// The current props, converted.
     func currentProps() throws(LuaError) -> LuaValue {
         let id: Int64 = -1
-        try vm.call(runtime[.register], arguments: [.value(.integer(id)), .reference(app.props)])
-        defer { _ = try? vm.call(runtime[.unregister], arguments: [.value(.integer(id))]) }
+        try runtime.register(reader: id, app.props)
+        defer { runtime.unregister(reader: id) }
         do {
-            return try vm.call(runtime[.evaluate], arguments: [.value(.integer(id))]) { results throws(LuaError) in
-                try results.value(1, root: "props")
-            }
+            return try runtime.evaluate(reader: id, root: "props")
         } catch {
-            _ = try? vm.call(runtime[.reset], arguments: [])
+            runtime.reset()
             throw error
         }
     }
