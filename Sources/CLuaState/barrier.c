@@ -98,6 +98,13 @@ static int clua_make_barrier(lua_State *L) {
 #undef COLLECTED_FIELD
     lua_pushinteger(L, CLUA_COLLECTED_ENTRY_LENGTH);
     lua_setfield(L, 3, "COLLECTED_ENTRY_LENGTH");
+#define JOURNAL_FIELD(name, offset)            \
+    lua_pushinteger(L, CLUA_JOURNAL_##name);   \
+    lua_setfield(L, 3, "JOURNAL_" #name);
+    CLUA_JOURNAL_ENTRY(JOURNAL_FIELD)
+#undef JOURNAL_FIELD
+    lua_pushinteger(L, CLUA_JOURNAL_ENTRY_LENGTH);
+    lua_setfield(L, 3, "JOURNAL_ENTRY_LENGTH");
 #define RUN_FLAG_FIELD(name, bit)          \
     lua_pushinteger(L, CLUA_RUN_##name);   \
     lua_setfield(L, 3, "RUN_" #name);

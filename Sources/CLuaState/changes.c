@@ -11,26 +11,26 @@
 /// scanning (no allocation).
 #define COLLECT_IN_C_WRITES 16
 
-/// [-0, +0, -] The journal position (1, 4, 7, …) of the first write to (table at `t`, key at `k`) among the
-/// first `count` slots, or 0. Uses one stack slot.
+/// [-0, +0, -] Where the first write to (table at `t`, key at `k`) among the first `count` slots is (the slot
+/// before its entry: 0, 3, 6, …), or -1. Uses one stack slot.
 static lua_Integer first_write(lua_State *L, lua_Integer count, int t, int k) {
-    for (lua_Integer j = 1; j <= count; j += 3) {
+    for (lua_Integer j = 0; j < count; j += CLUA_JOURNAL_ENTRY_LENGTH) {
         int same = 0;
-        if (lua_rawgeti(L, UPVALUE(RUN_JOURNAL), j) == LUA_TTABLE && lua_rawequal(L, -1, t)) {
+        if (lua_rawgeti(L, UPVALUE(RUN_JOURNAL), j + CLUA_JOURNAL_TABLE) == LUA_TTABLE && lua_rawequal(L, -1, t)) {
             lua_pop(L, 1);
-            lua_rawgeti(L, UPVALUE(RUN_JOURNAL), j + 1);
+            lua_rawgeti(L, UPVALUE(RUN_JOURNAL), j + CLUA_JOURNAL_KEY);
             same = lua_rawequal(L, -1, k);
         }
         lua_pop(L, 1);
         if (same) return j;
     }
-    return 0;
+    return -1;
 }
 
-/// [-0, +0, -] Whether the journaled write at `position` stored something else than what it found: its table
-/// holds the value at `now`.
+/// [-0, +0, -] Whether the journaled write whose entry follows slot `position` stored something else than what it
+/// found: its table holds the value at `now`.
 static int changed_at(lua_State *L, lua_Integer position, int now) {
-    lua_rawgeti(L, UPVALUE(RUN_JOURNAL), position + 2);
+    lua_rawgeti(L, UPVALUE(RUN_JOURNAL), position + CLUA_JOURNAL_OLD);
     int changed = !is_same(L, -1, now);
     lua_pop(L, 1);
     return changed;
@@ -66,14 +66,14 @@ static lua_Integer write_changes(lua_State *L, Barrier *b, CLuaJSON *o) {
     int base = lua_gettop(L);
     lua_Integer changes = 0;
     clua_json_byte(o, '[');
-    for (lua_Integer i = 1; i <= count; i += 3) {
+    for (lua_Integer i = 0; i < count; i += CLUA_JOURNAL_ENTRY_LENGTH) {
         lua_settop(L, base);
-        lua_rawgeti(L, UPVALUE(RUN_JOURNAL), i);     /* base+1: the table */
-        lua_rawgeti(L, UPVALUE(RUN_JOURNAL), i + 1); /* base+2: the key */
-        if (first_write(L, i - 1, base + 1, base + 2) != 0) continue;
+        lua_rawgeti(L, UPVALUE(RUN_JOURNAL), i + CLUA_JOURNAL_TABLE); /* base+1: the table */
+        lua_rawgeti(L, UPVALUE(RUN_JOURNAL), i + CLUA_JOURNAL_KEY);   /* base+2: the key */
+        if (first_write(L, i, base + 1, base + 2) >= 0) continue;
         lua_pushvalue(L, base + 2);
-        lua_rawget(L, base + 1);                     /* base+3: the value now */
-        lua_rawgeti(L, UPVALUE(RUN_JOURNAL), i + 2); /* base+4: the value before */
+        lua_rawget(L, base + 1);                                      /* base+3: the value now */
+        lua_rawgeti(L, UPVALUE(RUN_JOURNAL), i + CLUA_JOURNAL_OLD);   /* base+4: the value before */
         if (is_same(L, base + 3, base + 4)) continue;
         // The path, leaf first: the key, then each parent's key up to the root (base+5 on: the keys).
         lua_pushvalue(L, base + 2);
@@ -94,7 +94,7 @@ static lua_Integer write_changes(lua_State *L, Barrier *b, CLuaJSON *o) {
                 luaL_checkstack(L, 8, "a state this deep");
                 if (!push_place(L, current)) { reportable = 0; break; } /* parent, key */
                 lua_Integer written = first_write(L, count, lua_gettop(L) - 1, lua_gettop(L));
-                if (written != 0 && changed_at(L, written, current)) { reportable = 0; break; } /* a change further up carries it */
+                if (written >= 0 && changed_at(L, written, current)) { reportable = 0; break; } /* a change further up carries it */
                 // Keep the key among the path's keys (before `root`), and walk on from the parent.
                 lua_insert(L, root);   /* parent, key -> key before root */
                 root++;
@@ -107,7 +107,7 @@ static lua_Integer write_changes(lua_State *L, Barrier *b, CLuaJSON *o) {
                 lua_pushvalue(L, UPVALUE(RUN_HOLDER));
                 lua_Integer written = first_write(L, count, lua_gettop(L), lua_gettop(L) - 1);
                 lua_pop(L, 2);
-                if (written != 0 && changed_at(L, written, current)) reportable = 0;
+                if (written >= 0 && changed_at(L, written, current)) reportable = 0;
             }
         }
         if (!reportable) continue;
@@ -197,16 +197,16 @@ static lua_Integer write_changes_unmoved(lua_State *L, Barrier *b, CLuaJSON *o) 
     lua_Integer changes = 0;
     unsigned char prefix[PATH_BYTES];
     clua_json_byte(o, '[');
-    for (lua_Integer i = 1; i <= count; i += 3) {
+    for (lua_Integer i = 0; i < count; i += CLUA_JOURNAL_ENTRY_LENGTH) {
         lua_settop(L, root);
-        lua_rawgeti(L, UPVALUE(RUN_JOURNAL), i);     /* root+1: the table */
+        lua_rawgeti(L, UPVALUE(RUN_JOURNAL), i + CLUA_JOURNAL_TABLE); /* root+1: the table */
         if (lua_rawequal(L, root + 1, UPVALUE(RUN_HOLDER))) return lua_settop(L, base), -2; /* the state replaced */
-        lua_rawgeti(L, UPVALUE(RUN_JOURNAL), i + 1); /* root+2: the key */
+        lua_rawgeti(L, UPVALUE(RUN_JOURNAL), i + CLUA_JOURNAL_KEY);   /* root+2: the key */
         lua_pushvalue(L, root + 2);
-        lua_rawget(L, root + 1);                     /* root+3: the value now */
-        lua_rawgeti(L, UPVALUE(RUN_JOURNAL), i + 2); /* root+4: the value before */
+        lua_rawget(L, root + 1);                                      /* root+3: the value now */
+        lua_rawgeti(L, UPVALUE(RUN_JOURNAL), i + CLUA_JOURNAL_OLD);   /* root+4: the value before */
         if (lua_type(L, root + 3) == LUA_TTABLE || lua_type(L, root + 4) == LUA_TTABLE) return lua_settop(L, base), -2;
-        if (first_write(L, i - 1, root + 1, root + 2) != 0 || is_same(L, root + 3, root + 4)) continue;
+        if (first_write(L, i, root + 1, root + 2) >= 0 || is_same(L, root + 3, root + 4)) continue;
         size_t length = 0;
         int found = path_prefix(L, b, o, root + 1, root, prefix, &length);
         if (found < 0) return lua_settop(L, base), -1;
@@ -255,7 +255,7 @@ static lua_Integer write_scalar_changes(lua_State *L, Barrier *b, CLuaJSON *o) {
                 lua_rawget(L, UPVALUE(RUN_HOLDER));
                 root = lua_gettop(L);
             }
-            lua_rawgeti(L, UPVALUE(RUN_JOURNAL), 3 * i + 1); /* the table */
+            lua_rawgeti(L, UPVALUE(RUN_JOURNAL), CLUA_JOURNAL_ENTRY_LENGTH * i + CLUA_JOURNAL_TABLE); /* the table */
             int found = path_prefix(L, b, o, lua_gettop(L), root, walked, &length);
             lua_pop(L, 1);
             if (found < 0) return lua_settop(L, base), -1;
@@ -298,13 +298,13 @@ static void keep_history(lua_State *L, lua_Integer position) {
 int changes_record(lua_State *L, Barrier *b, lua_Integer position) {
     if (b->count == 0 && !b->history) return 1;
     CLuaJSON o;
-    if (b->count <= 3 * COLLECT_IN_C_WRITES) {
+    if (b->count <= CLUA_JOURNAL_ENTRY_LENGTH * COLLECT_IN_C_WRITES) {
         clua_json_open(L, &o, UPVALUE(RUN_ENCODED), (size_t)b->encoded);
         size_t header = o.length;
         clua_json_reserve(&o, 3 * sizeof(uint32_t));
         o.length += 3 * sizeof(uint32_t);
         size_t body = o.length;
-        lua_Integer changes = 3 * b->scalarWrites == b->count ? write_scalar_changes(L, b, &o)
+        lua_Integer changes = CLUA_JOURNAL_ENTRY_LENGTH * b->scalarWrites == b->count ? write_scalar_changes(L, b, &o)
                                                                : write_changes_unmoved(L, b, &o);
         if (changes == -2) { /* something moved: the full rules, and no cached path is to be trusted */
             b->pathGeneration++;

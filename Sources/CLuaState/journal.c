@@ -4,17 +4,18 @@
 // barrier as a whole, and its contract: docs/design.md, "The write barrier".
 #include "barrier.h"
 
-/// [-0, +0, m] Appends (table, key, old value) at the given stack indices to the journal. May raise (memory)
-/// before anything is recorded.
+/// [-0, +0, m] Appends (table, key, old value) at the given stack indices to the journal, as `CLUA_JOURNAL_ENTRY`
+/// lays an entry out. May raise (memory) before anything is recorded.
 static void journal_append(lua_State *L, Barrier *b, int journal, int table, int key, int old) {
-    if (b->count + 3 > b->filled) b->filled = b->count + 3; /* first: a slot filled before a raise is emptied too */
+    /* first: a slot filled before a raise is emptied too */
+    if (b->count + CLUA_JOURNAL_ENTRY_LENGTH > b->filled) b->filled = b->count + CLUA_JOURNAL_ENTRY_LENGTH;
     lua_pushvalue(L, table);
-    lua_rawseti(L, journal, b->count + 1);
+    lua_rawseti(L, journal, b->count + CLUA_JOURNAL_TABLE);
     lua_pushvalue(L, key);
-    lua_rawseti(L, journal, b->count + 2);
+    lua_rawseti(L, journal, b->count + CLUA_JOURNAL_KEY);
     lua_pushvalue(L, old);
-    lua_rawseti(L, journal, b->count + 3);
-    b->count += 3;
+    lua_rawseti(L, journal, b->count + CLUA_JOURNAL_OLD);
+    b->count += CLUA_JOURNAL_ENTRY_LENGTH;
 }
 
 /// [-0, +0, -] Empties the journal's slots past the open transaction's, so what earlier transactions replaced
@@ -113,7 +114,7 @@ int journal_newindex(lua_State *L) {
     // While journaling, the write is kept as it is on the stack too, when every write of the transaction so far
     // was (`ScalarWrite`).
     ScalarWrite write;
-    int keep = b->journaling && b->scalarWrites < SCALAR_WRITES && 3 * b->scalarWrites == b->count;
+    int keep = b->journaling && b->scalarWrites < SCALAR_WRITES && CLUA_JOURNAL_ENTRY_LENGTH * b->scalarWrites == b->count;
     if (keep) {
         write.table = lua_topointer(L, 4);
         clua_scalar_read(L, 2, 1, &write.key);
@@ -122,13 +123,13 @@ int journal_newindex(lua_State *L) {
     }
     // Journaled first: growing the journal may raise, and then nothing has changed yet. (The old value is on
     // top, where the journal takes it from; its slots are filled last to first.)
-    if (b->count + 3 > b->filled) b->filled = b->count + 3;
-    lua_rawseti(L, UPVALUE(WRITE_JOURNAL), b->count + 3);
+    if (b->count + CLUA_JOURNAL_ENTRY_LENGTH > b->filled) b->filled = b->count + CLUA_JOURNAL_ENTRY_LENGTH;
+    lua_rawseti(L, UPVALUE(WRITE_JOURNAL), b->count + CLUA_JOURNAL_OLD);
     lua_pushvalue(L, 2);
-    lua_rawseti(L, UPVALUE(WRITE_JOURNAL), b->count + 2);
+    lua_rawseti(L, UPVALUE(WRITE_JOURNAL), b->count + CLUA_JOURNAL_KEY);
     lua_pushvalue(L, 4);
-    lua_rawseti(L, UPVALUE(WRITE_JOURNAL), b->count + 1);
-    b->count += 3;
+    lua_rawseti(L, UPVALUE(WRITE_JOURNAL), b->count + CLUA_JOURNAL_TABLE);
+    b->count += CLUA_JOURNAL_ENTRY_LENGTH;
     if (keep) b->writes[b->scalarWrites++] = write;
     lua_pushvalue(L, 2);
     lua_pushvalue(L, 3);
@@ -179,10 +180,10 @@ int journal_record(lua_State *L) {
 /// write restores a key that existed when it was journaled: no allocation.)
 int journal_rollback(lua_State *L) {
     Barrier *b = barrier(L);
-    for (lua_Integer i = b->count - 2; i >= 1; i -= 3) {
-        lua_rawgeti(L, UPVALUE(JOURNAL), i);
-        lua_rawgeti(L, UPVALUE(JOURNAL), i + 1);
-        lua_rawgeti(L, UPVALUE(JOURNAL), i + 2);
+    for (lua_Integer i = b->count - CLUA_JOURNAL_ENTRY_LENGTH; i >= 0; i -= CLUA_JOURNAL_ENTRY_LENGTH) {
+        lua_rawgeti(L, UPVALUE(JOURNAL), i + CLUA_JOURNAL_TABLE);
+        lua_rawgeti(L, UPVALUE(JOURNAL), i + CLUA_JOURNAL_KEY);
+        lua_rawgeti(L, UPVALUE(JOURNAL), i + CLUA_JOURNAL_OLD);
         if (lua_type(L, -3) == LUA_TTABLE && !lua_isnil(L, -2)) lua_rawset(L, -3);
         lua_settop(L, 0);
     }

@@ -109,11 +109,13 @@ import Testing
     @Test func theLayoutsAreDeclaredOnceAndGivenToLua() async throws {
         let givenToLua = try await run("""
             return B.READER_FN, B.READER_CHILD, B.READER_READS, B.READER_COUNT,
-              B.COLLECTED_POSITION, B.COLLECTED_COUNT, B.COLLECTED_ENTRY_LENGTH, B.RUN_STOP_WHEN_DIRTY, B.RUN_ALWAYS_DIRTY
+              B.COLLECTED_POSITION, B.COLLECTED_COUNT, B.COLLECTED_ENTRY_LENGTH, B.RUN_STOP_WHEN_DIRTY, B.RUN_ALWAYS_DIRTY,
+              B.JOURNAL_TABLE, B.JOURNAL_KEY, B.JOURNAL_OLD, B.JOURNAL_ENTRY_LENGTH
             """)
         let swiftReads = [CLUA_READER_FN, CLUA_READER_CHILD, CLUA_READER_READS, CLUA_READER_COUNT,
                           CLUA_COLLECTED_POSITION, CLUA_COLLECTED_COUNT, CLUA_COLLECTED_ENTRY_LENGTH,
-                          CLUA_RUN_STOP_WHEN_DIRTY, CLUA_RUN_ALWAYS_DIRTY]
+                          CLUA_RUN_STOP_WHEN_DIRTY, CLUA_RUN_ALWAYS_DIRTY,
+                          CLUA_JOURNAL_TABLE, CLUA_JOURNAL_KEY, CLUA_JOURNAL_OLD, CLUA_JOURNAL_ENTRY_LENGTH]
         #expect(givenToLua == swiftReads.map { LuaValue.integer(Int64($0)) })
         let layouts: [String: Int] = [
             "READER_FN": Int(CLUA_READER_FN), "READER_CHILD": Int(CLUA_READER_CHILD), "READER_READS": Int(CLUA_READER_READS),
@@ -129,6 +131,8 @@ import Testing
             "FLUSH_FAILED": Int(CLUA_FLUSH_FAILED), "RUN_POSITION_POSITION": Int(CLUA_RUN_POSITION_POSITION),
             "RUN_POSITION_FLUSHED": Int(CLUA_RUN_POSITION_FLUSHED),
             "RUN_STOP_WHEN_DIRTY": Int(CLUA_RUN_STOP_WHEN_DIRTY), "RUN_ALWAYS_DIRTY": Int(CLUA_RUN_ALWAYS_DIRTY),
+            "JOURNAL_TABLE": Int(CLUA_JOURNAL_TABLE), "JOURNAL_KEY": Int(CLUA_JOURNAL_KEY), "JOURNAL_OLD": Int(CLUA_JOURNAL_OLD),
+            "JOURNAL_ENTRY_LENGTH": Int(CLUA_JOURNAL_ENTRY_LENGTH),
         ]
         #expect(layouts == [
             "READER_FN": 1, "READER_CHILD": 2, "READER_READS": 3, "READER_COUNT": 4, "READER_SLOT_COUNT": 4,
@@ -137,6 +141,7 @@ import Testing
             "RUN_SETTLED": 7, "RUN_FLUSHED": 8, "RUN_FLUSH_FAILURE": 12, "RUN_FLUSH_TIMED_OUT": 13, "RUN_RESULT_COUNT": 13,
             "FLUSH_COUNT": 0, "FLUSH_READERS": 1, "FLUSH_VALUES": 2, "FLUSH_FAILED": 3,
             "RUN_POSITION_POSITION": 1, "RUN_POSITION_FLUSHED": 2, "RUN_STOP_WHEN_DIRTY": 1, "RUN_ALWAYS_DIRTY": 2,
+            "JOURNAL_TABLE": 1, "JOURNAL_KEY": 2, "JOURNAL_OLD": 3, "JOURNAL_ENTRY_LENGTH": 3,
         ])
     }
 
@@ -145,13 +150,14 @@ import Testing
             B.begin()
             state = B.proxy(real) -- (a proxy is good in the call it was handed out in)
             state.count = 5
-            local written, slots, t, k, old = real.count, #journal, journal[1], journal[2], journal[3]
+            local written, slots = real.count, #journal
+            local t, k, old = journal[B.JOURNAL_TABLE], journal[B.JOURNAL_KEY], journal[B.JOURNAL_OLD]
             B.rollback()
             return written, slots, t == real, k, old, real.count, B.mode() == B.CLOSED, handed.newindex, #journal
             """)
-        // 5 written, three slots (table, key, old value), undone to 1, the Lua fallback never called, and the
-        // journal emptied by the rollback.
-        #expect(results == [5, 3, true, "count", 1, 1, true, 0, 0])
+        // 5 written, one entry (table, key, old value, where `CLUA_JOURNAL_ENTRY` puts them), undone to 1, the Lua
+        // fallback never called, and the journal emptied by the rollback.
+        #expect(results == [5, .integer(Int64(CLUA_JOURNAL_ENTRY_LENGTH)), true, "count", 1, 1, true, 0, 0])
     }
 
     @Test func newKeysAndTableValuesGoToTheFallback() async throws {
@@ -318,7 +324,8 @@ import Testing
             local empty = next(mine) == nil
             local title = mine.title
             mine.title = "eggs"                 -- through the barrier: journaled
-            local journaled = journal[1] == kept and journal[2] == "title" and journal[3] == "milk"
+            local journaled = journal[B.JOURNAL_TABLE] == kept and journal[B.JOURNAL_KEY] == "title"
+              and journal[B.JOURNAL_OLD] == "milk"
             B.rollback()
             return empty, fields, title, kept.title, targets[mine] == kept, proxies[kept] == mine, journaled,
               getmetatable(mine), B.fresh(mine)

@@ -55,6 +55,15 @@
     X(POSITION, 1)              \
     X(COUNT, 2)
 
+/// A transaction's journal (`journal`: `journal.c` writes it and rolls it back, `changes.c` and
+/// `state_journal.lua` read it back): each write an entry of these slots, at these offsets from the slot before it —
+/// the table written, the key, and the value the key held. The barrier gives the offsets to the Lua side as
+/// `B.JOURNAL_TABLE`, ….
+#define CLUA_JOURNAL_ENTRY(X) \
+    X(TABLE, 1)               \
+    X(KEY, 2)                 \
+    X(OLD, 3)
+
 /// What a run is told to do beside reducing (`run`'s fifth argument, these bits or'd): stop after an action that
 /// made the subscriptions stale, and say whether they are stale at every end (a run of one, `reduce`). The
 /// barrier gives them to the Lua side as `B.RUN_STOP_WHEN_DIRTY`, ….
@@ -74,6 +83,9 @@ enum { CLUA_RUN_POSITION_RESULTS(CLUA_RUN_POSITION_RESULT_ENUM) CLUA_RUN_POSITIO
 #define CLUA_COLLECTED_ENUM(name, position) CLUA_COLLECTED_##name = position,
 enum { CLUA_READER_SLOTS(CLUA_READER_SLOT_ENUM) CLUA_READER_SLOT_COUNT = 4 };
 enum { CLUA_COLLECTED_ENTRY(CLUA_COLLECTED_ENUM) CLUA_COLLECTED_ENTRY_LENGTH = 2 };
+#define CLUA_JOURNAL_ENUM(name, offset) CLUA_JOURNAL_##name = offset,
+enum { CLUA_JOURNAL_ENTRY(CLUA_JOURNAL_ENUM) CLUA_JOURNAL_ENTRY_LENGTH = 3 };
+#undef CLUA_JOURNAL_ENUM
 #define CLUA_RUN_FLAG_ENUM(name, bit) CLUA_RUN_##name = bit,
 enum { CLUA_RUN_FLAGS(CLUA_RUN_FLAG_ENUM) };
 #undef CLUA_RUN_FLAG_ENUM

@@ -23,13 +23,20 @@ function S.takeCollectedLayout(barrier)
   ENTRY_POSITION, ENTRY_COUNT = barrier.COLLECTED_POSITION, barrier.COLLECTED_COUNT
   ENTRY_LENGTH = barrier.COLLECTED_ENTRY_LENGTH
 end
-local written = {}                -- while collecting: real -> key -> the journal position of the key's first write
+-- Where a journal entry keeps the table written, the key and the value it held, and its length: declared once in C
+-- (`CLUA_JOURNAL_ENTRY`), which the barrier gives as `B.JOURNAL_TABLE`, …. (Entry i follows slot i.)
+local TABLE, KEY, OLD, WRITE_LENGTH
+function S.takeJournalLayout(barrier)
+  TABLE, KEY, OLD = barrier.JOURNAL_TABLE, barrier.JOURNAL_KEY, barrier.JOURNAL_OLD
+  WRITE_LENGTH = barrier.JOURNAL_ENTRY_LENGTH
+end
+local written = {}                -- while collecting: real -> key -> where in the journal the key's first write is
 local spareWritten, spareWrittenCount = {}, 0
 local scratch = {}                -- a path's keys, leaf first
 
 -- Whether the journaled write at `position` put a different value where it wrote (its table holds `value`).
 local function changedAt(position, value)
-  return position ~= nil and not same(value, journal[position + 2])
+  return position ~= nil and not same(value, journal[position + OLD])
 end
 
 -- Appends the change of `t[key]` (now `value`), unless it is not the root state's to report.
@@ -84,21 +91,21 @@ local history, historyFirst, historyLast, historyLimit, cursor = {}, 1, 0, 0, 0
 -- through.
 local function keepHistory(count, short)
   local entry, n = {}, 0
-  for i = 1, count, 3 do
-    local t, key = journal[i], journal[i + 1]
+  for i = 0, count - 1, WRITE_LENGTH do
+    local t, key = journal[i + TABLE], journal[i + KEY]
     local first
     if short then
       first = true
-      for j = 1, i - 3, 3 do
-        if journal[j] == t and journal[j + 1] == key then first = false break end
+      for j = 0, i - 1, WRITE_LENGTH do
+        if journal[j + TABLE] == t and journal[j + KEY] == key then first = false break end
       end
     else
       first = written[t][key] == i
     end
     if first then
-      local after = t[key]
-      if not same(after, journal[i + 2]) then
-        entry[n + 1], entry[n + 2], entry[n + 3], entry[n + 4] = t, key, journal[i + 2], after
+      local after, before = t[key], journal[i + OLD]
+      if not same(after, before) then
+        entry[n + 1], entry[n + 2], entry[n + 3], entry[n + 4] = t, key, before, after
         n = n + 4
       end
     end
@@ -139,8 +146,8 @@ function S.collect(position, historyOnly, forget)
     if historyLimit > 0 then keepHistory(0) end -- every committed action has an entry, empty or not
     return
   end
-  for i = 1, count, 3 do
-    local t, key = journal[i], journal[i + 1]
+  for i = 0, count - 1, WRITE_LENGTH do
+    local t, key = journal[i + TABLE], journal[i + KEY]
     local positions = written[t]
     if positions == nil then
       if spareWrittenCount > 0 then
@@ -160,11 +167,11 @@ function S.collect(position, historyOnly, forget)
   collected[start + ENTRY_POSITION], collected[start + ENTRY_COUNT] = position, 0
   collectedCount = start + ENTRY_LENGTH
   local changes = 0
-  for i = 1, count, 3 do
-    local t, key = journal[i], journal[i + 1]
+  for i = 0, count - 1, WRITE_LENGTH do
+    local t, key = journal[i + TABLE], journal[i + KEY]
     if written[t][key] == i then
       local value = t[key]
-      if not same(value, journal[i + 2]) and appendChange(t, key, value) then changes = changes + 1 end
+      if not same(value, journal[i + OLD]) and appendChange(t, key, value) then changes = changes + 1 end
     end
   end
   spareWrittenCount = B.emptysets(written, spareWritten, spareWrittenCount, 64)

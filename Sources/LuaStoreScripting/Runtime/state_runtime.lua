@@ -319,6 +319,7 @@ function installBarrier()
   CLOSED, WRITE, READ = B.CLOSED, B.WRITE, B.READ
   S.takeReaderSlots(B) -- (the layouts the C declares: clua_state_layouts.h)
   S.takeCollectedLayout(B)
+  S.takeJournalLayout(B)
   S.takeRunFlags(B)
 end
 
