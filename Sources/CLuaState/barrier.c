@@ -81,35 +81,29 @@ static int clua_make_barrier(lua_State *L) {
     lua_createtable(L, 0, 20); /* 3: the functions */
     lua_pushvalue(L, control);
     lua_setfield(L, 3, "control");
-#define BARRIER_MODE_FIELD(name, number) \
-    lua_pushinteger(L, MODE_##name);     \
-    lua_setfield(L, 3, #name);
-    BARRIER_MODES(BARRIER_MODE_FIELD)
-#undef BARRIER_MODE_FIELD
-#define READER_SLOT_FIELD(name, number)  \
-    lua_pushinteger(L, READER_##name);   \
-    lua_setfield(L, 3, "READER_" #name);
+    // The modes and the layouts `clua_state_layouts.h` declares, as fields (`B.WRITE`, `B.READER_FN`, …): the Lua
+    // side takes its positions from here, never from numbers of its own.
+#define GIVE(field, value)         \
+    lua_pushinteger(L, value);     \
+    lua_setfield(L, 3, field);
+#define MODE_FIELD(name, number) GIVE(#name, MODE_##name)
+#define READER_SLOT_FIELD(name, number) GIVE("READER_" #name, READER_##name)
+#define COLLECTED_FIELD(name, number) GIVE("COLLECTED_" #name, CLUA_COLLECTED_##name)
+#define JOURNAL_FIELD(name, offset) GIVE("JOURNAL_" #name, CLUA_JOURNAL_##name)
+#define RUN_FLAG_FIELD(name, bit) GIVE("RUN_" #name, CLUA_RUN_##name)
+    BARRIER_MODES(MODE_FIELD)
     READER_SLOTS(READER_SLOT_FIELD)
-#undef READER_SLOT_FIELD
-#define COLLECTED_FIELD(name, number)        \
-    lua_pushinteger(L, CLUA_COLLECTED_##name); \
-    lua_setfield(L, 3, "COLLECTED_" #name);
     CLUA_COLLECTED_ENTRY(COLLECTED_FIELD)
-#undef COLLECTED_FIELD
-    lua_pushinteger(L, CLUA_COLLECTED_ENTRY_LENGTH);
-    lua_setfield(L, 3, "COLLECTED_ENTRY_LENGTH");
-#define JOURNAL_FIELD(name, offset)            \
-    lua_pushinteger(L, CLUA_JOURNAL_##name);   \
-    lua_setfield(L, 3, "JOURNAL_" #name);
+    GIVE("COLLECTED_ENTRY_LENGTH", CLUA_COLLECTED_ENTRY_LENGTH)
     CLUA_JOURNAL_ENTRY(JOURNAL_FIELD)
-#undef JOURNAL_FIELD
-    lua_pushinteger(L, CLUA_JOURNAL_ENTRY_LENGTH);
-    lua_setfield(L, 3, "JOURNAL_ENTRY_LENGTH");
-#define RUN_FLAG_FIELD(name, bit)          \
-    lua_pushinteger(L, CLUA_RUN_##name);   \
-    lua_setfield(L, 3, "RUN_" #name);
+    GIVE("JOURNAL_ENTRY_LENGTH", CLUA_JOURNAL_ENTRY_LENGTH)
     CLUA_RUN_FLAGS(RUN_FLAG_FIELD)
+#undef MODE_FIELD
+#undef READER_SLOT_FIELD
+#undef COLLECTED_FIELD
+#undef JOURNAL_FIELD
 #undef RUN_FLAG_FIELD
+#undef GIVE
 
     static const struct {
         const char *name;
