@@ -6,20 +6,18 @@ import Testing
 
 /// A reducer that takes runs of actions: it records each run it is handed and applies at most `stopAfter`
 /// actions of one (the store must hand the rest over again). `.fail` fails alone; the others still apply.
-struct RunRecordingReducer: Reducer {
+struct RunRecordingReducer: RunReducer {
     let runs = Protected<[[CounterAction]]>([])
     let singles = Protected<[CounterAction]>([])
     let diffs = Protected<[Int]>([])
     let stopAfter: Int
-
-    var reducesRuns: Bool { true }
 
     func reduce(into state: inout CounterState, action: CounterAction) throws -> [CounterEffect] {
         singles.withLock { $0.append(action) }
         return try apply(action, to: &state)
     }
 
-    func reduce(into state: inout CounterState, actions: ArraySlice<CounterAction>) -> RunOutcome<CounterEffect> {
+    func reduce(into state: inout CounterState, actions: ArraySlice<CounterAction>, sinceNotification: Int) -> RunOutcome<CounterEffect> {
         runs.withLock { $0.append(Array(actions)) }
         var outcome = RunOutcome<CounterEffect>()
         for (offset, action) in actions.prefix(stopAfter).enumerated() {
@@ -50,7 +48,7 @@ struct RunRecordingReducer: Reducer {
     }
 }
 
-/// How the store hands queued actions to a reducer that takes runs (`Reducer.reducesRuns`).
+/// How the store hands queued actions to a reducer that takes runs (`RunReducer`).
 @Suite struct RunTests {
     /// Queues `actions` while the store's executor is busy, so the drain finds them all at once.
     func queued(_ actions: [CounterAction], reducer: RunRecordingReducer, notification: NotificationPolicy = .batched,
@@ -60,7 +58,7 @@ struct RunRecordingReducer: Reducer {
         async -> (RootStore<RunRecordingReducer>, CounterState) {
         let queue = DispatchQueue(label: "run-tests")
         let root = RootStore(
-            initialState: CounterState(), reducer: reducer, effects: effects,
+            initialState: CounterState(), runReducer: reducer, effects: effects,
             configuration: StoreConfiguration(executor: queue, notification: notification, interceptor: interceptor,
                                               errorReporter: log.reporter))
         queue.sync { for action in actions { root.dispatch(action) } }
@@ -82,7 +80,7 @@ struct RunRecordingReducer: Reducer {
     @Test func actionsFromAChildStoreSplitRuns() async throws {
         let reducer = RunRecordingReducer(stopAfter: .max)
         let queue = DispatchQueue(label: "run-tests")
-        let root = RootStore(initialState: CounterState(), reducer: reducer,
+        let root = RootStore(initialState: CounterState(), runReducer: reducer,
                              configuration: StoreConfiguration(executor: queue))
         let child = root.child(initialState: [CounterAction](), reducer: StoreTests.Draft())
         let seen = Protected<[ChildState<CounterState, [CounterAction]>]>([])

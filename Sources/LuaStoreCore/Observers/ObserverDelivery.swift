@@ -1,14 +1,14 @@
 import Dispatch
 import Synchronization
 
-/// How an observer is told — the one answer for every observer in LuaStore: a Swift store's observers, a
-/// presenter's props, and a scripted store's props and selectors (`LuaStoreScripting`) are each delivered by one.
+/// How an observer is told — the one answer for every observer: a store's observers, a presenter's props, and
+/// any other value a store derives for its observers are each delivered by one.
 ///
 /// It skips a value equal to the last one it was offered (by the observer's `Equating`; every value when it has
 /// none), runs the observer's body on the observer's queue (or right where the value was offered), and stops for
 /// good once the body answers `.dead`. A body that throws stays subscribed; its error goes to `report`.
 ///
-/// Offer values from one serial context at a time (a store's executor, a presentation queue, a VM's thread): the
+/// Offer values from one serial context at a time (a store's executor, a presentation queue): the
 /// deduplication memory belongs to that context.
 ///
 /// ```swift
@@ -37,8 +37,8 @@ public final class ObserverDelivery<Value: Sendable>: Sendable {
     public var isDead: Bool { dead.load(ordering: .acquiring) }
 
     /// Delivers `value` unless it equals the last one offered (by the observer's equating), on the observer's
-    /// queue or right here. (Inlinable, so that a module offering values of one type — a scripted store's
-    /// `LuaValue`s — compares and keeps them in code specialized for it: generic code across the module boundary
+    /// queue or right here. (Inlinable, so that a module offering values of one type compares and keeps them in
+    /// code specialized for it: generic code across the module boundary
     /// cost a metadata lookup and a value-witness call per value.)
     @inlinable
     public func offer(_ value: Value) {

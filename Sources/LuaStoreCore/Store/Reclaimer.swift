@@ -3,10 +3,11 @@ import Foundation
 import Synchronization
 
 /// Where a store's executor may send the actions it has reduced, a batch at a time, to be destroyed off its own
-/// thread (`StoreConfiguration.reclaimer`; a scripted store uses `shared`, a Swift store none).
+/// thread (`StoreConfiguration.reclaimer`; a store whose actions are mostly made anew per dispatch uses
+/// `shared`).
 ///
-/// Destroying an action made anew costs the thread that does it a good part of what reducing it did: a scripted
-/// store's fresh four-field action spent ≈ 9 % of its executor's time in its release (the generic destruction of
+/// Destroying an action made anew costs the thread that does it a good part of what reducing it did: a store of
+/// fresh four-field dictionary actions spent ≈ 9 % of its executor's time in its release (the generic destruction of
 /// its fields, and a `free` into the dispatching thread's heap). A busy store's executor is what bounds its
 /// throughput, and the threads that dispatch to it usually have time to spare. So a batch of at least
 /// `smallestBatch` actions made anew goes to a serial queue of utility priority, one for the process. What is

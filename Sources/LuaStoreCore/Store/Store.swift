@@ -54,6 +54,17 @@ public final class RootStore<R: Reducer>: Sendable {
         engine = StoreEngine(initialState: initialState, reducer: reducer, effects: effects, configuration: configuration)
     }
 
+    /// Creates a store whose reducer takes runs of queued actions (`RunReducer`).
+    package init(
+        initialState: R.State,
+        runReducer reducer: R,
+        effects: EffectInterpreter<R.Effect, R.State, R.Action> = EffectInterpreter(),
+        configuration: StoreConfiguration<R.State, R.Action> = StoreConfiguration()
+    ) where R: RunReducer {
+        engine = StoreEngine(initialState: initialState, reducer: reducer, runHooks: RunHooks(reducer), effects: effects,
+                             configuration: configuration)
+    }
+
     deinit {
         engine.shutdown()
     }
@@ -113,10 +124,10 @@ public final class RootStore<R: Reducer>: Sendable {
     public func shutdown() { engine.shutdown() }
 
     /// Diffs the subscriptions again (launching and cancelling) against the state as it is now: for a state
-    /// that changed without an action (a scripted store going on from a past point of its history).
+    /// that changed without an action (a store going on from a past point of its history).
     public func refreshSubscriptions() { engine.refreshSubscriptions() }
 
-    /// Reduces actions the reducer set aside (a scripted store's, while it stood at a past point of its
+    /// Reduces actions the reducer set aside (while the state stood at a past point of its
     /// history), in order, each from its source, before anything still queued: those from outside keep the
     /// dispatch numbers they were given when they arrived (`StoreFailure.dispatchIndex`). Call it on the store's
     /// executor, in the job that ends the setting aside, so that nothing comes in between. With

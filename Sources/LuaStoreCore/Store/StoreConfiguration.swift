@@ -47,7 +47,7 @@ public struct StoreConfiguration<State: Sendable, Action: Sendable>: Sendable {
     /// Receives every failure. Default: logs them.
     public var errorReporter: ErrorReporter<State, Action>
     /// Where the executor sends big batches of the actions it reduced to be destroyed (`Reclaimer`); with none, it
-    /// destroys them itself. A scripted store sets it.
+    /// destroys them itself.
     @usableFromInline package var reclaimer: Reclaimer?
 
     /// A configuration; every part has a default.

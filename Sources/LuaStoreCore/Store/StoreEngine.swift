@@ -7,7 +7,7 @@ import Synchronization
 ///
 /// `dispatch` may be called from any thread: it appends to the inbox (FIFO) and, if no drain is scheduled,
 /// schedules one on the executor. The drain reduces queued actions one at a time (or hands runs of them to a
-/// reducer that takes runs, `Reducer.reducesRuns`); an action dispatched while another is reduced or while
+/// reducer that takes runs, `RunReducer`); an action dispatched while another is reduced or while
 /// observers are notified joins the inbox and is reduced after, never recursively.
 @usableFromInline
 final class StoreEngine<R: Reducer>: Sendable {
@@ -90,6 +90,8 @@ final class StoreEngine<R: Reducer>: Sendable {
     }
 
     @usableFromInline let reducer: R
+    /// What a `RunReducer` adds (nil for any other reducer).
+    @usableFromInline let runHooks: RunHooks<State, Action, Effect>?
     let effects: EffectInterpreter<Effect, State, Action>
     @usableFromInline let configuration: StoreConfiguration<State, Action>
     @usableFromInline let confined: ExecutorConfined<Confined>
@@ -98,14 +100,15 @@ final class StoreEngine<R: Reducer>: Sendable {
     private let children = Protected<[WeakChild<State, Action, Effect>]>([])
     /// Moves on whenever `observers` or `children` change: notifications keep copies of the lists and take them
     /// again only then (taking them under their locks on every notification looked up generic type metadata each
-    /// time — a tenth of a scripted store's time under `.everyAction`).
+    /// time — a tenth of a busy store's time under `.everyAction`).
     @usableFromInline let listsVersion = Atomic<Int>(0)
     let commandsInFlight = InFlightEffects()
     let subscriptionsInFlight = InFlightEffects()
 
-    init(initialState: State, reducer: R, effects: EffectInterpreter<Effect, State, Action>,
-         configuration: StoreConfiguration<State, Action>) {
+    init(initialState: State, reducer: R, runHooks: RunHooks<State, Action, Effect>? = nil,
+         effects: EffectInterpreter<Effect, State, Action>, configuration: StoreConfiguration<State, Action>) {
         self.reducer = reducer
+        self.runHooks = runHooks
         self.effects = effects
         self.configuration = configuration
         self.confined = ExecutorConfined(Confined(state: initialState))
@@ -151,7 +154,7 @@ final class StoreEngine<R: Reducer>: Sendable {
 
     /// Reduces what the inbox holds, run by run, and notifies, until it is empty. Inlinable, as the rest of the
     /// path an action takes (`processRun`, `process`, `notifyIfChanged`): the module whose reducer the store
-    /// runs (a scripted store's, or an app's own Swift reducer) compiles it specialized for its types. Compiled
+    /// runs compiles it specialized for its types. Compiled
     /// here once for every reducer, each generic type it touched was a search of the runtime's metadata cache
     /// (≈ 30–50 ns each, dozens per drain): a Swift store, dispatched to from another module, paid ≈ 400 ns per
     /// action where it now pays ≈ 70 (docs/benchmarks.md). What runs rarely (failures, commands,
@@ -165,10 +168,10 @@ final class StoreEngine<R: Reducer>: Sendable {
         // the order stays first in, first out.
         var batch = Queue()
         let reclaimer = configuration.reclaimer
-        let runs = reducer.reducesRuns && configuration.interceptor == nil
+        let runs = runHooks != nil && configuration.interceptor == nil
         // A reducer that tells its observers within runs, at the policy's points, gets whole runs; the store
         // notifies after one that ended at a point (where the reducer may have stopped before telling them).
-        let notifiesWithinRuns = runs && reducer.notifiesWithinRuns
+        let notifiesWithinRuns = runs && runHooks?.notifiesWithinRuns == true
         while true {
             batch.removeAll(reclaimer: reclaimer)
             let more = inbox.withLock { inbox -> Bool in
@@ -231,7 +234,7 @@ final class StoreEngine<R: Reducer>: Sendable {
     @inlinable @inline(never)
     func processLongerRun(_ actions: ArraySlice<Action>, sinceNotification: Int) -> Int {
         let first = actions.startIndex
-        let outcome = reducer.reduce(into: &confined.value.state, actions: actions, sinceNotification: sinceNotification)
+        let outcome = runHooks!.reduceRun(&confined.value.state, actions, sinceNotification)
         let applied = min(outcome.applied, actions.count)
         guard applied > 0 else {
             process(actions[first], route: Route(origin: nil, lease: nil))
@@ -277,8 +280,12 @@ final class StoreEngine<R: Reducer>: Sendable {
             dispatchIndex = confined.value.outsideReduced
         }
         do {
-            let source: ActionSource = route.origin != nil ? .child : route.lease?.source ?? .outside
-            commands = try reducer.reduce(into: &confined.value.state, action: action, source: source)
+            if let runHooks {
+                let source: ActionSource = route.origin != nil ? .child : route.lease?.source ?? .outside
+                commands = try runHooks.reduce(&confined.value.state, action, source)
+            } else {
+                commands = try reducer.reduce(into: &confined.value.state, action: action)
+            }
         } catch {
             if let ticket = route.ticket { settle(ticket, .failed(error, dispatchIndex: dispatchIndex)) }
             report(.reducer, error, action: action, dispatchIndex: dispatchIndex)

@@ -36,7 +36,7 @@ public struct StoreFailure<State: Sendable, Action: Sendable>: Error, Sendable, 
     public var state: State?
     /// For a reducer failure of an action dispatched from outside the store (`dispatch`, not an effect's nor one
     /// routed from a child store): which of those actions it was, counting from 1 in the order they were
-    /// dispatched — it tells equal actions apart (`luastore run` names the input line with it).
+    /// dispatched — it tells equal actions apart (a runner reading actions from input can name the line with it).
     public var dispatchIndex: UInt64?
 
     public init(stage: Stage, error: any Error, action: Action?, state: State?, dispatchIndex: UInt64? = nil) {

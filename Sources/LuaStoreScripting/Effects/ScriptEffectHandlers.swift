@@ -5,7 +5,7 @@ import LuaStoreCore
 /// Performs the effects scripts ask for: `http` through a `URLEffectRunner`, `delay`, `timer`, `log`.
 enum ScriptEffectHandlers {
     /// Handlers that perform nothing (for replays, where effect results come from the recording).
-    static var inert: EffectInterpreter<ScriptEffect, ScriptState, LuaValue> {
+    static var inert: EffectInterpreter<ScriptEffect, Void, LuaValue> {
         ScriptEffect.kinds.reduce(EffectInterpreter()) { interpreter, kind in
             interpreter.handling(EffectKind(kind)) { _, _ in }
         }
@@ -13,9 +13,9 @@ enum ScriptEffectHandlers {
 
     static func interpreter(runner: URLEffectRunner, storage: URL?, protecting inputs: [FileIdentity: String] = [:],
                             log: @escaping @Sendable (String) -> Void)
-        -> EffectInterpreter<ScriptEffect, ScriptState, LuaValue> {
+        -> EffectInterpreter<ScriptEffect, Void, LuaValue> {
         let saves = SaveOrder()
-        return EffectInterpreter<ScriptEffect, ScriptState, LuaValue>()
+        return EffectInterpreter<ScriptEffect, Void, LuaValue>()
             .handling("http") { effect, context in
                 let request = effect.payload
                 let result = await runner.perform(urlRequest(request))

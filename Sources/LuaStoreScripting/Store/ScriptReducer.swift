@@ -1,45 +1,29 @@
 import LuaKit
 import LuaStoreCore
 
-/// What the Swift store holds for a scripted app: the state itself lives in the VM, so this is only a version
-/// number that grows with every applied action.
-struct ScriptState: Sendable, Equatable {
-    /// Actions applied so far.
-    var version: UInt64 = 0
-}
-
-/// The app's Lua `reduce` and `subscriptions` as a `Reducer` of the Swift store.
-struct ScriptReducer: Reducer {
+/// The app's Lua `reduce` and `subscriptions` as the reducer of the Swift store, which takes runs of actions
+/// (`RunReducer`). The state lives in the VM, so the Swift store holds none (`Void`).
+struct ScriptReducer: RunReducer {
     let engine: ScriptEngine
 
-    func reduce(into state: inout ScriptState, action: LuaValue) throws -> [ScriptEffect] {
-        try reduce(into: &state, action: action, source: .outside)
+    func reduce(into state: inout Void, action: LuaValue) throws -> [ScriptEffect] {
+        try engine.reduce(action, source: .outside)
     }
 
-    func reduce(into state: inout ScriptState, action: LuaValue, source: ActionSource) throws -> [ScriptEffect] {
-        let commands = try engine.reduce(action, source: source)
-        state.version += 1
-        return commands
+    func reduce(into state: inout Void, action: LuaValue, source: ActionSource) throws -> [ScriptEffect] {
+        try engine.reduce(action, source: source)
     }
-
-    /// Queued actions cross into the VM a run at a time (see `ScriptEngine.reduce(run:)`).
-    var reducesRuns: Bool { true }
 
     /// The props, selectors and child stores' props run within the VM's run, at the store's notification
     /// points, when an action since the last changed what they read (the barrier knows).
     var notifiesWithinRuns: Bool { true }
 
-    func reduce(into state: inout ScriptState, actions: ArraySlice<LuaValue>) -> RunOutcome<ScriptEffect> {
-        reduce(into: &state, actions: actions, sinceNotification: 0)
+    /// Queued actions cross into the VM a run at a time (see `ScriptEngine.reduce(run:)`).
+    func reduce(into state: inout Void, actions: ArraySlice<LuaValue>, sinceNotification: Int) -> RunOutcome<ScriptEffect> {
+        engine.reduce(run: actions, sinceNotification: sinceNotification)
     }
 
-    func reduce(into state: inout ScriptState, actions: ArraySlice<LuaValue>, sinceNotification: Int) -> RunOutcome<ScriptEffect> {
-        let outcome = engine.reduce(run: actions, sinceNotification: sinceNotification)
-        state.version += UInt64(outcome.applied - outcome.failures.count)
-        return outcome
-    }
-
-    func subscriptions(for state: ScriptState) throws -> [String: ScriptEffect] {
+    func subscriptions(for state: Void) throws -> [String: ScriptEffect] {
         try engine.currentSubscriptions()
     }
 
@@ -47,15 +31,13 @@ struct ScriptReducer: Reducer {
     var declaresSubscriptions: Bool { engine.declaresSubscriptions }
 }
 
-/// A child store's Lua `reduce`, applied to its local state after the root's reducer.
+/// A child store's Lua `reduce`, applied to its local state (in the VM) after the root's reducer.
 struct ChildScriptReducer: Reducer {
     let engine: ScriptEngine
     let id: Int64
 
-    func reduce(into state: inout ScriptState, action: LuaValue) throws -> [ScriptEffect] {
-        let commands = try engine.reduceChild(id, action)
-        state.version += 1
-        return commands
+    func reduce(into state: inout Void, action: LuaValue) throws -> [ScriptEffect] {
+        try engine.reduceChild(id, action)
     }
 
     var declaresSubscriptions: Bool { false }

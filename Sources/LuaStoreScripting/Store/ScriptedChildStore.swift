@@ -17,9 +17,9 @@ import LuaStoreCore
 public final class ScriptedChildStore: Sendable {
     private let id: Int64
     private let engine: ScriptEngine
-    private let core: ChildStore<ScriptState, ScriptState, LuaValue>
+    private let core: ChildStore<Void, Void, LuaValue>
 
-    init(id: Int64, engine: ScriptEngine, core: ChildStore<ScriptState, ScriptState, LuaValue>) {
+    init(id: Int64, engine: ScriptEngine, core: ChildStore<Void, Void, LuaValue>) {
         self.id = id
         self.engine = engine
         self.core = core

@@ -150,7 +150,7 @@ public final class ScriptedStore: Sendable {
         self.engine = engine
         let mounted = await thread.perform { engine.pluginManifests() }
         installed.withLock { $0.mounts = mounted }
-        var configuration = StoreConfiguration<ScriptState, LuaValue>(
+        var configuration = StoreConfiguration<Void, LuaValue>(
             executor: LuaThreadExecutor(thread: thread),
             notification: options.notification,
             errorReporter: ErrorReporter { failure in
@@ -177,7 +177,7 @@ public final class ScriptedStore: Sendable {
             return false
         }
         root = RootStore(
-            initialState: ScriptState(), reducer: ScriptReducer(engine: engine), effects: gated,
+            initialState: (), runReducer: ScriptReducer(engine: engine), effects: gated,
             configuration: configuration)
         root.subscribe(Observer { [engine] _ in
             engine.flush()
@@ -209,7 +209,7 @@ public final class ScriptedStore: Sendable {
         }
     }
 
-    private static func scriptFailure(_ failure: StoreFailure<ScriptState, LuaValue>) -> ScriptFailure {
+    private static func scriptFailure(_ failure: StoreFailure<Void, LuaValue>) -> ScriptFailure {
         let stage: ScriptFailure.Stage = switch failure.stage {
         case .reducer: .reduce
         case .subscriptions: .subscriptions
@@ -336,7 +336,7 @@ public final class ScriptedStore: Sendable {
             thread.async { continuation.resume(returning: Result { () throws(ScriptFailure) -> Int64 in try engine.addChild(module: module) }) }
         }
         let id = try result.get()
-        let core = root.child(initialState: ScriptState(), reducer: ChildScriptReducer(engine: engine, id: id))
+        let core = root.child(initialState: (), reducer: ChildScriptReducer(engine: engine, id: id))
         return ScriptedChildStore(id: id, engine: engine, core: core)
     }
 
