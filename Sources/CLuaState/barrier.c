@@ -5,6 +5,30 @@
 #include "barrier.h"
 #include "clua_state.h"
 
+// MARK: Layouts
+
+/// `barrierlayouts()` [-0, +11, -]: every position `clua_state_layouts.h` declares for the Lua side, in the order it
+/// declares them — `CLUA_READER_SLOTS`, `CLUA_COLLECTED_ENTRY` and its length, `CLUA_JOURNAL_ENTRY` and its
+/// length — which `state_runtime.lua` hands to the parts that use them. (Values, not fields named
+/// after them: a dozen more strings in every store's VM doubled its string table, 4 KiB a store.)
+static int barrier_layouts(lua_State *L) {
+    int count = 0;
+#define PUSH(name, value) (lua_pushinteger(L, value), count++);
+#define READER_SLOT(name, number) PUSH(name, READER_##name)
+#define COLLECTED(name, number) PUSH(name, CLUA_COLLECTED_##name)
+#define JOURNAL(name, offset) PUSH(name, CLUA_JOURNAL_##name)
+    READER_SLOTS(READER_SLOT)
+    CLUA_COLLECTED_ENTRY(COLLECTED)
+    PUSH(LENGTH, CLUA_COLLECTED_ENTRY_LENGTH)
+    CLUA_JOURNAL_ENTRY(JOURNAL)
+    PUSH(LENGTH, CLUA_JOURNAL_ENTRY_LENGTH)
+#undef READER_SLOT
+#undef COLLECTED
+#undef JOURNAL
+#undef PUSH
+    return count;
+}
+
 // MARK: makebarrier
 
 /// What `makebarrier` puts in one upvalue slot (an entry of the lists above).
@@ -81,29 +105,11 @@ static int clua_make_barrier(lua_State *L) {
     lua_createtable(L, 0, 20); /* 3: the functions */
     lua_pushvalue(L, control);
     lua_setfield(L, 3, "control");
-    // The modes and the layouts `clua_state_layouts.h` declares, as fields (`B.WRITE`, `B.READER_FN`, …): the Lua
-    // side takes its positions from here, never from numbers of its own.
-#define GIVE(field, value)         \
-    lua_pushinteger(L, value);     \
-    lua_setfield(L, 3, field);
-#define MODE_FIELD(name, number) GIVE(#name, MODE_##name)
-#define READER_SLOT_FIELD(name, number) GIVE("READER_" #name, READER_##name)
-#define COLLECTED_FIELD(name, number) GIVE("COLLECTED_" #name, CLUA_COLLECTED_##name)
-#define JOURNAL_FIELD(name, offset) GIVE("JOURNAL_" #name, CLUA_JOURNAL_##name)
-#define RUN_FLAG_FIELD(name, bit) GIVE("RUN_" #name, CLUA_RUN_##name)
+#define MODE_FIELD(name, number)   \
+    lua_pushinteger(L, MODE_##name); \
+    lua_setfield(L, 3, #name);
     BARRIER_MODES(MODE_FIELD)
-    READER_SLOTS(READER_SLOT_FIELD)
-    CLUA_COLLECTED_ENTRY(COLLECTED_FIELD)
-    GIVE("COLLECTED_ENTRY_LENGTH", CLUA_COLLECTED_ENTRY_LENGTH)
-    CLUA_JOURNAL_ENTRY(JOURNAL_FIELD)
-    GIVE("JOURNAL_ENTRY_LENGTH", CLUA_JOURNAL_ENTRY_LENGTH)
-    CLUA_RUN_FLAGS(RUN_FLAG_FIELD)
 #undef MODE_FIELD
-#undef READER_SLOT_FIELD
-#undef COLLECTED_FIELD
-#undef JOURNAL_FIELD
-#undef RUN_FLAG_FIELD
-#undef GIVE
 
     static const struct {
         const char *name;
@@ -160,6 +166,7 @@ static int clua_make_barrier(lua_State *L) {
 
 static const luaL_Reg state_library[] = {
     { "makebarrier", clua_make_barrier },
+    { "barrierlayouts", barrier_layouts },
     { NULL, NULL },
 };
 

@@ -121,7 +121,7 @@ static void know_root(lua_State *L, Barrier *b, int index) {
 /// `run(reduce, list, first, last, flags [, flush [, every [, untilFlush]]])` [-(5…8), +(6|13), e]:
 /// reduces `list[first..last]`
 /// in order, each action its own transaction with its own time budget (restarted for every action after the
-/// first). `flags` are `CLUA_RUN_FLAGS` or'd (`B.RUN_STOP_WHEN_DIRTY`, `B.RUN_ALWAYS_DIRTY`). Stops after an
+/// first). `flags` are `CLUA_RUN_FLAGS` or'd (`STOP_WHEN_DIRTY`, `ALWAYS_DIRTY`). Stops after an
 /// action the host must look at before the next: one without a string `type` (returns
 /// its position, nil, nil, true), one that returned commands (its position, the commands, whether subscriptions
 /// are stale), one that made the subscriptions stale with `STOP_WHEN_DIRTY` (its position, nil, true). With a

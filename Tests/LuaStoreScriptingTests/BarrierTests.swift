@@ -76,7 +76,7 @@ import Testing
                   end,
                   indexreads = function(id, record, count)
                     handed.indexreads = handed.indexreads + 1
-                    readers[id][B.READER_READS], readers[id][B.READER_COUNT] = record, count
+                    readers[id][\(CLUA_READER_READS)], readers[id][\(CLUA_READER_COUNT)] = record, count
                   end,
                   failedread = function(id)
                     handed.failedread = handed.failedread + 1
@@ -108,13 +108,11 @@ import Testing
     /// that moving a slot is a change of the contract made on purpose, in one place, with this list.
     @Test func theLayoutsAreDeclaredOnceAndGivenToLua() async throws {
         let givenToLua = try await run("""
-            return B.READER_FN, B.READER_CHILD, B.READER_READS, B.READER_COUNT,
-              B.COLLECTED_POSITION, B.COLLECTED_COUNT, B.COLLECTED_ENTRY_LENGTH, B.RUN_STOP_WHEN_DIRTY, B.RUN_ALWAYS_DIRTY,
-              B.JOURNAL_TABLE, B.JOURNAL_KEY, B.JOURNAL_OLD, B.JOURNAL_ENTRY_LENGTH
+            return barrierlayouts()
             """)
+        // (In the order the header declares them, which `state_runtime.lua` takes them in.)
         let swiftReads = [CLUA_READER_FN, CLUA_READER_CHILD, CLUA_READER_READS, CLUA_READER_COUNT,
                           CLUA_COLLECTED_POSITION, CLUA_COLLECTED_COUNT, CLUA_COLLECTED_ENTRY_LENGTH,
-                          CLUA_RUN_STOP_WHEN_DIRTY, CLUA_RUN_ALWAYS_DIRTY,
                           CLUA_JOURNAL_TABLE, CLUA_JOURNAL_KEY, CLUA_JOURNAL_OLD, CLUA_JOURNAL_ENTRY_LENGTH]
         #expect(givenToLua == swiftReads.map { LuaValue.integer(Int64($0)) })
         let layouts: [String: Int] = [
@@ -151,7 +149,7 @@ import Testing
             state = B.proxy(real) -- (a proxy is good in the call it was handed out in)
             state.count = 5
             local written, slots = real.count, #journal
-            local t, k, old = journal[B.JOURNAL_TABLE], journal[B.JOURNAL_KEY], journal[B.JOURNAL_OLD]
+            local t, k, old = journal[\(CLUA_JOURNAL_TABLE)], journal[\(CLUA_JOURNAL_KEY)], journal[\(CLUA_JOURNAL_OLD)]
             B.rollback()
             return written, slots, t == real, k, old, real.count, B.mode() == B.CLOSED, handed.newindex, #journal
             """)
@@ -324,8 +322,8 @@ import Testing
             local empty = next(mine) == nil
             local title = mine.title
             mine.title = "eggs"                 -- through the barrier: journaled
-            local journaled = journal[B.JOURNAL_TABLE] == kept and journal[B.JOURNAL_KEY] == "title"
-              and journal[B.JOURNAL_OLD] == "milk"
+            local journaled = journal[\(CLUA_JOURNAL_TABLE)] == kept and journal[\(CLUA_JOURNAL_KEY)] == "title"
+              and journal[\(CLUA_JOURNAL_OLD)] == "milk"
             B.rollback()
             return empty, fields, title, kept.title, targets[mine] == kept, proxies[kept] == mine, journaled,
               getmetatable(mine), B.fresh(mine)
@@ -384,7 +382,7 @@ import Testing
     @Test func aRunsFlushInCRunsTheReadersDueAndHandsTheRestToLua() async throws {
         let results = try await run("""
             dependents[real] = { count = { props = true, table = true, boom = true, child = true, subscriptions = true } }
-            local FN, CHILD = B.READER_FN, B.READER_CHILD
+            local FN, CHILD = \(CLUA_READER_FN), \(CLUA_READER_CHILD)
             readers.props = { [FN] = function(s) return { count = s.count } end }
             readers.table = { [FN] = function(s) return s.items end }
             readers.boom = { [FN] = function(s) local _ = s.count; error("props failed", 0) end }

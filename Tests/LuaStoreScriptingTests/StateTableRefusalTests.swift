@@ -12,7 +12,7 @@ import Testing
             try vm.call(function(vm, runtime, "setState"), arguments: [.value(["count": 1])])
             let keep = try vm.load("local kept\nreturn function(state) kept = state end, function() return kept.count end", chunkName: "app.lua")
             let functions = try vm.callForReferences(keep, arguments: [])
-            try vm.call(function(vm, runtime, "reduce"), arguments: [.reference(functions[0]!), .value(["type": "x"])])
+            try reduceOne(vm, runtime, .reference(functions[0]!), .value(["type": "x"]))
             let late = luaError { try vm.call(functions[1]!) }
             #expect(late?.message == "state tables can be used only while reduce, props, a selector or subscriptions runs")
             let writer = try vm.load("return function(state) state.count = 2 end", chunkName: "props.lua")
@@ -37,10 +37,10 @@ import Testing
                        function(state) state.seen = kept.n end
                 """, chunkName: "app.lua"), arguments: [])
             for index in 0...1 {
-                try vm.call(function(vm, runtime, "reduce"), arguments: [.reference(try #require(functions[index])), .value(["type": "x"])])
+                try reduceOne(vm, runtime, .reference(try #require(functions[index])), .value(["type": "x"]))
             }
             let error = luaError {
-                try vm.call(function(vm, runtime, "reduce"), arguments: [.reference(try #require(functions[2])), .value(["type": "x"])])
+                try reduceOne(vm, runtime, .reference(try #require(functions[2])), .value(["type": "x"]))
             }
             #expect(error?.message == "a state table kept from an earlier call was used: state tables (those a function received, and those it stored) can be used only during that call")
             #expect(error?.location == "app.lua:4")
@@ -59,9 +59,9 @@ import Testing
                        function(state) kept.n = 5 end,
                        function(state) return { n = kept.n } end
                 """, chunkName: "app.lua"), arguments: [])
-            try vm.call(function(vm, runtime, "reduce"), arguments: [.reference(try #require(functions[0])), .value(["type": "x"])])
+            try reduceOne(vm, runtime, .reference(try #require(functions[0])), .value(["type": "x"]))
             let write = luaError {
-                try vm.call(function(vm, runtime, "reduce"), arguments: [.reference(try #require(functions[1])), .value(["type": "x"])])
+                try reduceOne(vm, runtime, .reference(try #require(functions[1])), .value(["type": "x"]))
             }
             #expect(write?.location == "app.lua:3")
             #expect(write?.message.hasPrefix("a state table kept from an earlier call was used") == true)
@@ -84,7 +84,7 @@ import Testing
                 end
                 """, chunkName: "app.lua")
             let reduce = try #require(try vm.callForReferences(script, arguments: []).first ?? nil)
-            let failure = luaError { try vm.call(function(vm, runtime, "reduce"), arguments: [.reference(reduce), .value(["type": "x"])]) }
+            let failure = luaError { try reduceOne(vm, runtime, .reference(reduce), .value(["type": "x"])) }
             #expect(failure?.message == "state.items[1]: a table with a metatable cannot be stored in the state (the state holds only data: UTF-8 strings, booleans, finite numbers and tables of those)")
             #expect(failure?.location == "app.lua:2")
             try vm.call(function(vm, runtime, "rollback"))

@@ -39,7 +39,7 @@
 
 /// A reader's record (`readers[id]`: `state_readers.lua` makes it, `reads.c` reads it): its function, the child
 /// store it belongs to (nil for the app's own), its last record of reads (real table -> set of keys), and how many
-/// reads that holds. The barrier gives the positions to the Lua side as `B.READER_FN`, ….
+/// reads that holds. The barrier gives them to the Lua side (`barrierlayouts()`).
 #define CLUA_READER_SLOTS(X) \
     X(FN, 1)                 \
     X(CHILD, 2)              \
@@ -50,15 +50,15 @@
 /// out as a recording's JSON, `StateRuntime.changes(fromCollected:)` reads them): for each action that changed
 /// something an entry — its position and how many changes, at these offsets from the slot before it — then each
 /// change in turn: its depth (negative for a removal), that many keys of its path, and its new value (none for a
-/// removal). The barrier gives the offsets to the Lua side as `B.COLLECTED_POSITION`, ….
+/// removal). The barrier gives them to the Lua side (`barrierlayouts()`).
 #define CLUA_COLLECTED_ENTRY(X) \
     X(POSITION, 1)              \
     X(COUNT, 2)
 
 /// A transaction's journal (`journal`: `journal.c` writes it and rolls it back, `changes.c` and
 /// `state_journal.lua` read it back): each write an entry of these slots, at these offsets from the slot before it —
-/// the table written, the key, and the value the key held. The barrier gives the offsets to the Lua side as
-/// `B.JOURNAL_TABLE`, ….
+/// the table written, the key, and the value the key held. The barrier gives them to the Lua side
+/// (`barrierlayouts()`).
 #define CLUA_JOURNAL_ENTRY(X) \
     X(TABLE, 1)               \
     X(KEY, 2)                 \
@@ -66,7 +66,7 @@
 
 /// What a run is told to do beside reducing (`run`'s fifth argument, these bits or'd): stop after an action that
 /// made the subscriptions stale, and say whether they are stale at every end (a run of one, `reduce`). The
-/// barrier gives them to the Lua side as `B.RUN_STOP_WHEN_DIRTY`, ….
+/// host passes them (`StateRuntime.RunFlags`), through the runtime's `reduce` and `reduceRun`.
 #define CLUA_RUN_FLAGS(X) \
     X(STOP_WHEN_DIRTY, 1) \
     X(ALWAYS_DIRTY, 2)

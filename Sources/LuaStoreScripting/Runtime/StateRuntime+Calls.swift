@@ -39,6 +39,14 @@ private enum RunPositionResult {
 }
 
 extension StateRuntime {
+    /// What a run is told beside reducing (`CLUA_RUN_FLAGS`): stop after an action that made the subscriptions
+    /// stale (when any are declared), and say whether they are stale at every end (a run of one).
+    struct RunFlags: OptionSet {
+        let rawValue: Int64
+        static let stopWhenDirty = RunFlags(rawValue: Int64(CLUA_RUN_STOP_WHEN_DIRTY))
+        static let alwaysDirty = RunFlags(rawValue: Int64(CLUA_RUN_ALWAYS_DIRTY))
+    }
+
     /// What readers gave, in the order they ran: each one's value, or its failure. (An enum of this module's own,
     /// not a tuple holding a `Result`: copying and destroying those went through the generic types' witnesses,
     /// per value delivered.)
@@ -76,11 +84,15 @@ extension StateRuntime {
     // MARK: Reducing
 
     /// Reduces one action with `reduce` as a transaction (a run of one). Refused before anything ran: `refused`,
-    /// nothing else read. `flushWhenObserved`: the readers run after it, if it changed what they read.
-    /// `records`: the journal records are read.
-    func reduce(with reduce: LuaReference, action: LuaValue, flushWhenObserved: Bool, records: Bool,
+    /// nothing else read. `subscribed`: the app declares subscriptions (whether they went stale is read).
+    /// `flushWhenObserved`: the readers run after it, if it changed what they read. `records`: the journal records
+    /// are read.
+    func reduce(with reduce: LuaReference, action: LuaValue, subscribed: Bool, flushWhenObserved: Bool, records: Bool,
                 readers: ReaderKinds) throws(LuaError) -> RunStop {
-        try vm.call(self[.reduce], arguments: [.reference(reduce), .value(action), .value(.boolean(flushWhenObserved))]) {
+        let flags: RunFlags = subscribed ? [.stopWhenDirty, .alwaysDirty] : .alwaysDirty
+        return try vm.call(self[.reduce], arguments: [
+            .reference(reduce), .value(action), .value(.integer(flags.rawValue)), .value(.boolean(flushWhenObserved)),
+        ]) {
             results throws(LuaError) -> RunStop in
             if results.boolean(RunResult.refused) == true { return RunStop(position: 1, refused: true) } // refused before anything ran
             var stop = RunStop(position: 1, dirty: results.boolean(RunResult.dirty) == true)
@@ -92,12 +104,14 @@ extension StateRuntime {
     }
 
     /// Reduces `list[first...last]` (a reference to a list of actions) with `reduce`, each action its own
-    /// transaction; stops where the host must look (`RunStop`). `every` (0: no readers run within the run) and
+    /// transaction; stops where the host must look (`RunStop`) — after an action that made the subscriptions stale
+    /// too, when `subscribed` (the app declares some). `every` (0: no readers run within the run) and
     /// `untilFlush`: the store's notification points, from the run's first action.
-    func reduceRun(with reduce: LuaReference, list: LuaReference, first: Int64, last: Int64, every: Int64, untilFlush: Int64,
-                   records: Bool, readers: ReaderKinds) throws(LuaError) -> RunStop {
-        try vm.call(self[.reduceRun], arguments: [
-            .reference(reduce), .reference(list), .value(.integer(first)), .value(.integer(last)),
+    func reduceRun(with reduce: LuaReference, list: LuaReference, first: Int64, last: Int64, subscribed: Bool, every: Int64,
+                   untilFlush: Int64, records: Bool, readers: ReaderKinds) throws(LuaError) -> RunStop {
+        let flags: RunFlags = subscribed ? .stopWhenDirty : []
+        return try vm.call(self[.reduceRun], arguments: [
+            .reference(reduce), .reference(list), .value(.integer(first)), .value(.integer(last)), .value(.integer(flags.rawValue)),
             .value(.integer(every)), .value(.integer(untilFlush)),
         ]) { results throws(LuaError) -> RunStop in
             var stop = RunStop(position: results.integer(RunResult.position) ?? last)

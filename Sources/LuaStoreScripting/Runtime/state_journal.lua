@@ -16,19 +16,15 @@ local B, M, holder, children, journal, collected, dependents = S.B, S.M, S.holde
 local same, MAX_DEPTH, noteChange = S.same, S.MAX_DEPTH, S.noteChange
 
 local collectedCount = 0          -- the length of `collected` while `collect` appends (the barrier's, copied)
--- Where an entry of `collected` keeps its position and its number of changes, and its length: declared once in C
--- (`CLUA_COLLECTED_ENTRY`, clua_state_layouts.h), which the barrier gives as `B.COLLECTED_POSITION`, ….
+-- Where an entry of `collected` keeps its position and its number of changes, and its length; where an entry of
+-- the journal keeps the table written, the key and the value it held, and its length (entry i follows slot i):
+-- declared once in C (`CLUA_COLLECTED_ENTRY`, `CLUA_JOURNAL_ENTRY`, clua_state_layouts.h), which the barrier
+-- gives (`barrierlayouts()`), taken when it is installed.
 local ENTRY_POSITION, ENTRY_COUNT, ENTRY_LENGTH
-function S.takeCollectedLayout(barrier)
-  ENTRY_POSITION, ENTRY_COUNT = barrier.COLLECTED_POSITION, barrier.COLLECTED_COUNT
-  ENTRY_LENGTH = barrier.COLLECTED_ENTRY_LENGTH
-end
--- Where a journal entry keeps the table written, the key and the value it held, and its length: declared once in C
--- (`CLUA_JOURNAL_ENTRY`), which the barrier gives as `B.JOURNAL_TABLE`, …. (Entry i follows slot i.)
 local TABLE, KEY, OLD, WRITE_LENGTH
-function S.takeJournalLayout(barrier)
-  TABLE, KEY, OLD = barrier.JOURNAL_TABLE, barrier.JOURNAL_KEY, barrier.JOURNAL_OLD
-  WRITE_LENGTH = barrier.JOURNAL_ENTRY_LENGTH
+function S.takeJournalLayouts(position, count, length, t, key, old, writeLength)
+  ENTRY_POSITION, ENTRY_COUNT, ENTRY_LENGTH = position, count, length
+  TABLE, KEY, OLD, WRITE_LENGTH = t, key, old, writeLength
 end
 local written = {}                -- while collecting: real -> key -> where in the journal the key's first write is
 local spareWritten, spareWrittenCount = {}, 0

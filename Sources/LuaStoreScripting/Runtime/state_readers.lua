@@ -10,10 +10,10 @@ local note, proxy, unwrap, flushed = S.note, S.proxy, S.unwrap, S.flushed
 
 -- A reader's record is a list: its function, its child store (nil for the app's own), its last record of reads,
 -- and how many reads that holds — at the positions declared once in C (`CLUA_READER_SLOTS`,
--- clua_state_layouts.h), which the barrier gives as `B.READER_FN`, …, taken when it is installed.
+-- clua_state_layouts.h), which the barrier gives (`barrierlayouts()`), taken when it is installed.
 local FN, CHILD, READS, COUNT
-function S.takeReaderSlots(barrier)
-  FN, CHILD, READS, COUNT = barrier.READER_FN, barrier.READER_CHILD, barrier.READER_READS, barrier.READER_COUNT
+function S.takeReaderSlots(fn, child, reads, count)
+  FN, CHILD, READS, COUNT = fn, child, reads, count
 end
 
 -- Makes `recorded` (`count` reads) the record of what reader `id` read, in place of its last one: the index of

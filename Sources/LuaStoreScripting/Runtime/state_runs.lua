@@ -50,22 +50,12 @@ local function beginRun()
   if B.flushedcount() > 0 then S.emptyFlushed() end
 end
 
--- What a run is told beside reducing, as bits declared once in C (`CLUA_RUN_FLAGS`, clua_state_layouts.h), which
--- the barrier gives as `B.RUN_STOP_WHEN_DIRTY`, …, taken when it is installed: stop where the subscriptions went
--- stale, when any are declared.
-local STOP_WHEN_DIRTY, ALWAYS_DIRTY
-function S.takeRunFlags(barrier)
-  STOP_WHEN_DIRTY, ALWAYS_DIRTY = barrier.RUN_STOP_WHEN_DIRTY, barrier.RUN_ALWAYS_DIRTY
-end
-local function runFlags()
-  return readers.subscriptions ~= nil and STOP_WHEN_DIRTY or 0
-end
-
--- (The results are the barrier's, laid out as `clua_state_layouts.h` declares: this side never orders them.)
-function M.reduceRun(reduce, list, first, last, every, untilFlush)
+-- (The results are the barrier's, laid out as `clua_state_layouts.h` declares: this side never orders them. So
+-- are the run's `flags`, which the host sets: `CLUA_RUN_FLAGS`.)
+function M.reduceRun(reduce, list, first, last, flags, every, untilFlush)
   beginRun()
-  if every == 0 then return B.run(reduce, list, first, last, runFlags()) end
-  return B.run(reduce, list, first, last, runFlags(), B.flushdue, every, untilFlush)
+  if every == 0 then return B.run(reduce, list, first, last, flags) end
+  return B.run(reduce, list, first, last, flags, B.flushdue, every, untilFlush)
 end
 
 -- Which action of the last run was being reduced, and what the readers gave before it (a run that raised).
@@ -75,11 +65,11 @@ end
 
 -- One action (a run of one), with reduceRun's results (whether subscriptions are stale at every end).
 local single = {}
-function M.reduce(reduce, action, flushWhenObserved)
+function M.reduce(reduce, action, flags, flushWhenObserved)
   if not istable(action) then return B.refusal(1, flushWhenObserved) end
   beginRun()
   single[1] = action
-  return B.run(reduce, single, 1, 1, runFlags() | ALWAYS_DIRTY, flushWhenObserved and B.flushdue or false)
+  return B.run(reduce, single, 1, 1, flags, flushWhenObserved and B.flushdue or false)
 end
 
 -- Undoes the open or last transaction, newest write first.

@@ -317,10 +317,11 @@ function installBarrier()
   for name, value in next, made do B[name] = value end
   meta.__index, meta.__newindex = B.index, B.newindex
   CLOSED, WRITE, READ = B.CLOSED, B.WRITE, B.READ
-  S.takeReaderSlots(B) -- (the layouts the C declares: clua_state_layouts.h)
-  S.takeCollectedLayout(B)
-  S.takeJournalLayout(B)
-  S.takeRunFlags(B)
+  -- The positions the C declares (clua_state_layouts.h), in its order: a reader's slots; an entry of `collected`
+  -- and its length; an entry of the journal and its length.
+  local fn, child, reads, count, position, changes, entryLength, tableAt, keyAt, oldAt, writeLength = barrierlayouts()
+  S.takeReaderSlots(fn, child, reads, count)
+  S.takeJournalLayouts(position, changes, entryLength, tableAt, keyAt, oldAt, writeLength)
 end
 
 -- Puts the runtime back to rest after a failed call.

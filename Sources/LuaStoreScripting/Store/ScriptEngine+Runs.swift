@@ -79,7 +79,8 @@ extension ScriptEngine {
                 return (ContinuousClock.now - started) / Int(max(1, position - first + 1))
             }
             do {
-                stop = try runtime.reduceRun(with: app.reduce, list: list, first: first, last: last, every: Int64(interval),
+                stop = try runtime.reduceRun(with: app.reduce, list: list, first: first, last: last,
+                                             subscribed: app.subscriptions != nil, every: Int64(interval),
                                              untilFlush: interval > 0 ? untilPoint(from: first) : 0, records: journaling,
                                              readers: { self.readers.kind(of: $0) })
             } catch {

@@ -259,7 +259,8 @@ final class ScriptEngine {
         let flushWhenObserved = runs.notifiesEveryAction && source != .child
         let stop: StateRuntime.RunStop
         do {
-            stop = try runtime.reduce(with: app.reduce, action: action, flushWhenObserved: flushWhenObserved,
+            stop = try runtime.reduce(with: app.reduce, action: action, subscribed: app.subscriptions != nil,
+                                      flushWhenObserved: flushWhenObserved,
                                       records: journal.collecting, readers: { self.readers.kind(of: $0) })
         } catch {
             undoLastTransaction()
