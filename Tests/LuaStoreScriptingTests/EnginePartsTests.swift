@@ -1,0 +1,83 @@
+import LuaKit
+import LuaStoreCore
+@testable import LuaStoreScripting
+import Testing
+
+/// The engine's parts on their own (docs/design.md, LuaStoreScripting): what each keeps, decided without a VM.
+@Suite struct EnginePartsTests {
+    /// The history keeps the newest entries within its count and its bytes (the newest always), says how many of
+    /// the oldest the runtime must drop for the bytes, and finds the runtime's index for any entry kept.
+    @Test func theHistoryKeepsTheNewestWithinItsBoundsAndFindsEntries() throws {
+        var history = History()
+        #expect(history.setLimits(entries: 3, bytes: .max) == 0)
+        for sequence: UInt64 in [1, 2, 4, 5] { #expect(history.keep(sequence, changeCount: 1) == 0) }
+        #expect(history.sequences == [2, 4, 5], "three kept: the oldest went")
+        #expect(history.firstIndex == 2)
+        #expect(history.newestIndex == 4)
+        #expect(try history.index(for: 4, newest: 5) == 3)
+        #expect(try history.index(for: 3, newest: 5) == 2, "a failed entry (3) is where the entry before it left the state")
+        #expect(try history.index(before: 4, newest: 5) == 2)
+        #expect(throws: ScriptFailure.self) { try history.index(for: 1, newest: 5) }
+        #expect(throws: ScriptFailure.self) { try history.index(for: 9, newest: 5) }
+
+        let entrySize = History.size(changes: 1)
+        #expect(history.setLimits(entries: 3, bytes: 2 * entrySize) == 1, "over the bytes: the runtime drops the oldest")
+        #expect(history.sequences == [4, 5])
+        #expect(history.keep(6, changeCount: 100) == 2, "a large entry pushes the others out")
+        #expect(history.sequences == [6], "the newest always stays")
+    }
+
+    /// Traveling holds actions; going back to the newest gives them up in order; a rewind drops what came after.
+    @Test func travelingHoldsActionsAndARewindTruncates() throws {
+        var history = History()
+        _ = history.setLimits(entries: 10, bytes: .max)
+        for sequence: UInt64 in 1...4 { _ = history.keep(sequence, changeCount: 1) }
+        history.traveled(to: try history.index(for: 2, newest: 4), sequence: 2)
+        #expect(history.traveling && history.position == 2)
+        history.hold(["type": "a"], source: .outside)
+        history.hold(run: [["type": "b"], ["type": "c"]])
+        #expect(history.heldCount == 3)
+        #expect(history.takeHeld().map(\.action) == [["type": "a"], ["type": "b"], ["type": "c"]])
+        #expect(history.heldCount == 0)
+        history.truncate(after: try history.index(for: 2, newest: 4))
+        #expect(history.sequences == [1, 2] && !history.traveling && history.position == 2)
+    }
+
+    /// A new set of subscriptions tells who listens what it launches and cancels, and nothing when it is the same.
+    @Test func aNewSetOfSubscriptionsSaysWhatChanged() throws {
+        let heard = Protected<[SubscriptionChange]>([])
+        var set = SubscriptionSet()
+        set.changed = { change in heard.withLock { $0.append(change) } }
+        let tick = try ScriptEffect(validating: ["kind": "timer", "every": 1, "action": ["type": "tick"]], name: "tick")
+        let poll = try ScriptEffect(validating: ["kind": "timer", "every": 5, "action": ["type": "poll"]], name: "poll")
+        #expect(set.dirty)
+        set.replace(with: ["tick": tick, "poll": poll], after: 3)
+        #expect(!set.dirty)
+        set.replace(with: ["tick": tick, "poll": poll], after: 4)
+        set.markDirty()
+        set.replace(with: ["tick": tick], after: 5)
+        let changes = heard.value
+        #expect(changes.count == 2, "the same set twice is heard once")
+        #expect(changes.first?.after == 3 && changes.first?.launched.keys.sorted() == ["poll", "tick"])
+        #expect(changes.last?.after == 5 && changes.last?.launched.isEmpty == true && changes.last?.cancelled == ["poll"])
+    }
+
+    /// Commands are numbered in the order reducers return them, across calls; a run that ends early shortens the
+    /// next, one taken whole doubles it.
+    @Test func runsNumberCommandsAndSizeTheirSpans() throws {
+        var runs = Runs()
+        let log = try ScriptEffect(validating: ["kind": "log", "message": "x"], name: "command #1")
+        var first = [log, log]
+        var second = [log]
+        runs.number(&first)
+        runs.number(&second)
+        #expect(first.map(\.sequence) == [1, 2] && second.map(\.sequence) == [3])
+        let start = runs.span.length
+        runs.ran(start, of: start)
+        #expect(runs.span.length == 2 * start)
+        runs.ran(3, of: 2 * start)
+        #expect(runs.span.length == 3)
+        runs.notificationInterval = 1
+        #expect(runs.notifiesEveryAction)
+    }
+}
