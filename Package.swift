@@ -177,7 +177,7 @@ let package = Package(
         .testTarget(
             name: "luastoreTests",
             dependencies: [
-                "LuaStoreDemoAPI", "LuaStoreTestSupport", "LuaStoreDevtools", "RawHTTPClient", .target(name: "luastore"),
+                "LuaStoreDemoAPI", "LuaStoreTestSupport", "LuaStoreDevtools", "LuaStoreScripting", "RawHTTPClient", .target(name: "luastore"),
             ],
             exclude: ["golden", "specs", "busted", "busted-project"],
             swiftSettings: strict

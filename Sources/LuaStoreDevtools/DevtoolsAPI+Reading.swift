@@ -170,7 +170,9 @@ extension DevtoolsAPI {
         json.object { json in
             json.key("summary")
             Summary.write(item, into: &json)
-            json.field("line", raw: (try? RecordingLine.entry(item.entry)) ?? "null")
+            // (Its line as a recording holds it after the entry before: its time as what it adds to that one's.)
+            let previousTime = journal.entry(sequence - 1)?.time ?? item.time
+            json.field("line", raw: (try? RecordingLine.entry(item.entry, after: previousTime)) ?? "null")
             json.array("commands", item.entry.commands) { json, command in json.value(recorded: command.payload) }
             if let subscriptions = journal.subscriptions(after: sequence) {
                 json.object("subscriptions") { json in
@@ -325,16 +327,19 @@ extension DevtoolsAPI {
     func export() async throws -> HTTPResponse {
         let bounds = journal.bounds
         let position = await store.journalPosition()
-        let header: (state: LuaValue, scripts: String, schemaVersion: Int64, sequence: UInt64)
+        let header: JournalStart
         if bounds.count > 0, let first = journal.entry(bounds.first) {
-            header = (try await DevtoolsReplay.stateBefore(bounds.first, of: store), first.entry.scripts, position.schemaVersion, bounds.first - 1)
+            header = JournalStart(state: try await DevtoolsReplay.stateBefore(bounds.first, of: store), scripts: first.entry.scripts,
+                                  schemaVersion: position.schemaVersion, sequence: bounds.first - 1, time: first.time, clock: store.recordedClock)
         } else {
             header = try await store.journalStart()
         }
         var text = try RecordingLine.header(app: options.app, start: header) + "\n"
+        var time = header.time
         try journal.forEachKept { item in
-            text += try RecordingLine.entry(item.entry)
+            text += try RecordingLine.entry(item.entry, after: time)
             text += "\n"
+            time = item.time
         }
         return HTTPResponse(statusCode: .ok,
                             headers: [.contentType: "application/x-ndjson", .cacheControl: "no-store",

@@ -79,7 +79,7 @@ enum Summary {
                 }
             }
             let nanoseconds = entry.duration.components.seconds * 1_000_000_000 + entry.duration.components.attoseconds / 1_000_000_000
-            json.field("time", Int64(item.time))
+            json.field("time", item.time)
             json.field("ns", nanoseconds)
             json.field("changes", entry.changeCount)
             json.field("commands", entry.commands.count)

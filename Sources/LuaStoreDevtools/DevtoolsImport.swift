@@ -40,7 +40,8 @@ enum DevtoolsImport {
         options.subscriptionsChanged = { journal.hear($0) }
         let replayer: Replayer
         do {
-            replayer = try await Replayer(app: folder, from: recording.header.state, options: options)
+            replayer = try await Replayer(app: folder, from: recording.header.state, clock: recording.header.recordedClock,
+                                             time: recording.header.recordedTime, options: options)
         } catch {
             throw DevtoolsAPI.Refusal(409, "the app's scripts do not load: \(error.error) (\(error.stage.rawValue))")
         }

@@ -3,14 +3,14 @@ import LuaKit
 import LuaStoreConcurrency
 import LuaStoreScripting
 
-/// What the devtools keep of the session: the newest journal entries (a bounded ring), each with the time it
-/// arrived, and the open pages to tell of new ones. The store's thread only appends (`hear`); pages are told at
+/// What the devtools keep of the session: the newest journal entries (a bounded ring), and the open pages to tell of new ones. The store's thread only appends (`hear`); pages are told at
 /// most every `interval`, a batch at a time, and only while a page is open.
 public final class DevtoolsJournal: Sendable {
-    /// One kept entry and when it arrived (milliseconds since 1970).
+    /// One kept entry.
     struct Kept: Sendable {
         let entry: JournalEntry
-        let time: Double
+        /// When it ran: the store's recorded clock (milliseconds since 1970), which its scripts read as `os.time()`.
+        var time: Int64 { entry.time }
         /// What the entry holds, about (`JournalEntry.estimatedBytes`).
         let bytes: Int
     }
@@ -49,11 +49,10 @@ public final class DevtoolsJournal: Sendable {
 
     /// Keeps `entry` (the journal's hook: `ScriptedStoreOptions.journal`). Quick: an append under a lock.
     public func hear(_ entry: JournalEntry) {
-        let time = Date().timeIntervalSince1970 * 1000
         let (capacity, byteCapacity) = (self.capacity, self.byteCapacity)
         let bytes = entry.estimatedBytes
         ring.withLock { ring in
-            ring.items.append(Kept(entry: entry, time: time, bytes: bytes))
+            ring.items.append(Kept(entry: entry, bytes: bytes))
             ring.bytes += bytes
             if case .action(let action) = entry.event, let type = action["type"].string, ring.types.count < 1000 {
                 ring.types.insert(type)

@@ -55,7 +55,8 @@ enum DevtoolsReplay {
 
         let replayer: Replayer
         do {
-            replayer = try await Replayer(app: store.folder, from: initial, options: ScriptedStoreOptions(log: { _ in }, failures: { _ in }))
+            replayer = try await Replayer(app: store.folder, from: initial, clock: store.recordedClock, time: recorded.first?.time,
+                                          options: ScriptedStoreOptions(log: { _ in }, failures: { _ in }))
         } catch {
             throw DevtoolsAPI.Refusal(409, "the current scripts do not load: \(error.error) (\(error.stage.rawValue))")
         }
@@ -63,7 +64,7 @@ enum DevtoolsReplay {
         var steps = recorded.compactMap { entry in
             entry.action.map { action in
                 Replayer.Step(sequence: entry.sequence, action: action, recorded: Replayer.Recorded(entry),
-                              props: propsThen[entry.sequence].flatMap { try? $0.get() })
+                              props: propsThen[entry.sequence].flatMap { try? $0.get() }, time: entry.time)
             }
         }
         let report = try await replayer.replay(.oneByOne, next: {

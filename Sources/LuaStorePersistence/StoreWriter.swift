@@ -211,7 +211,7 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
             throw PersistenceFailure(path: path, reason: "is damaged: its snapshot is not one LuaStore writes (--persist-reset starts it over)")
         }
         var sequence = UInt64(snapshotSequence)
-        var resumed: (header: RecordingReader.Header, state: LuaValue)?
+        var resumed: (header: RecordingReader.Header, state: LuaValue, time: Int64)?
         var databaseError: (any Error)?
         do {
             try queue.read { db in
@@ -252,7 +252,7 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
                     throw PersistenceFailure(path: path, reason: "is damaged after entry \(sequence): line \(line) of its entries is cut short; it was left as it is")
                 }
                 sequence = recording.last ?? sequence
-                resumed = (recording.header, state)
+                resumed = (recording.header, state, recording.time)
             }
         } catch let problem as RecordingLines.Problem {
             switch problem.kind {
@@ -272,7 +272,8 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
         guard let resumed else { return nil }
         let resumedThrough = sequence
         self.state.withLock { $0.durable = resumedThrough }
-        return PersistedStart(state: resumed.state, schemaVersion: resumed.header.schemaVersion, scripts: resumed.header.scripts, sequence: sequence)
+        return PersistedStart(state: resumed.state, schemaVersion: resumed.header.schemaVersion, scripts: resumed.header.scripts, sequence: sequence,
+                              time: resumed.time, clock: resumed.header.clock)
     }
 
     // MARK: Writing

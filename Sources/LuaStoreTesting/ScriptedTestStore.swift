@@ -36,13 +36,22 @@ public final class ScriptedTestStore: Sendable {
     private let unreceived: Protected<[JournalEntry]>
     /// Failures the store reported that no `send` returned (effects, props, subscriptions).
     private let reported: Protected<[ScriptFailure]>
+    /// What the store's clock reads.
+    private let clock: Protected<Date>
+
+    /// The time a test store's clock starts at unless the test says otherwise: 2000-01-01 00:00:00 UTC.
+    public static let defaultNow = Date(timeIntervalSince1970: 946_684_800)
 
     /// Loads the app in `app` (as `ScriptedStore(app:options:)`). `effects` are the stand-ins, by kind (see
-    /// `ScriptedStoreOptions.effectDoubles`); effects of other kinds are not performed. `configure` adjusts
-    /// the remaining options (limits, initial state, …).
-    public init(app: URL, exhaustivity: Exhaustivity = .on,
+    /// `ScriptedStoreOptions.effectDoubles`); effects of other kinds are not performed. `now`: the time the store's
+    /// clock reads (`os.time()`, `os.date()`, `os.clock()` in its scripts), standing still until the test moves it
+    /// (`now`, `advance(by:)`). `configure` adjusts the remaining options (limits, initial state, the clock's
+    /// offset from UTC and environment, …).
+    public init(app: URL, exhaustivity: Exhaustivity = .on, now: Date = ScriptedTestStore.defaultNow,
                 effects: [String: @Sendable (ScriptEffect) async throws -> [LuaValue]] = [:],
                 configure: (inout ScriptedStoreOptions) -> Void = { _ in }) async throws {
+        let clock = Protected(now)
+        self.clock = clock
         let unreceived = Protected<[JournalEntry]>([])
         let reported = Protected<[ScriptFailure]>([])
         // (A reducer's failures come back to the test through `send` and `receive`; the rest are kept here.)
@@ -50,6 +59,7 @@ public final class ScriptedTestStore: Sendable {
             if failure.stage != .reduce { reported.withLock { $0.append(failure) } }
         })
         configure(&options)
+        options.clock.now = { clock.value }
         var doubles = options.effectDoubles
         for kind in ScriptEffect.kinds where doubles[kind] == nil { doubles[kind] = { _ in [] } } // (not performed)
         for (kind, standIn) in effects { doubles[kind] = standIn }
@@ -68,6 +78,17 @@ public final class ScriptedTestStore: Sendable {
     }
 
     deinit { store.shutdown() }
+
+    /// The time the store's clock reads: the actions sent after setting it run at it (their scripts' `os.time()`).
+    public var now: Date {
+        get { clock.value }
+        set { clock.withLock { $0 = newValue } }
+    }
+
+    /// Moves the store's clock on by `seconds`.
+    public func advance(by seconds: TimeInterval) {
+        clock.withLock { $0 = $0.addingTimeInterval(seconds) }
+    }
 
     /// The state as the test has stated it so far (with what non-exhaustive steps took as it came).
     public var state: LuaValue { mirror.withLock { $0 } }

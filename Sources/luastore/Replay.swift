@@ -82,7 +82,7 @@ struct Replay: AsyncParsableCommand {
         options.limits.timeBudget = .microseconds(Int64(timeBudget * 1000))
         let replayer: Replayer
         do {
-            replayer = try await Replayer(app: URL(fileURLWithPath: appDirectory), from: nil, options: options) // (init runs: its state is compared with the recording's)
+            replayer = try await Replayer(app: URL(fileURLWithPath: appDirectory), from: nil, clock: recorded.header.recordedClock, time: recorded.header.recordedTime, options: options) // (init runs: its state is compared with the recording's)
         } catch {
             Console.error("cannot load \(appDirectory): \(error.error) (\(error.stage.rawValue))")
             throw ExitCode.unusable

@@ -30,6 +30,8 @@ struct Run: AsyncParsableCommand {
 
     @OptionGroup var trust: TrustOptions
 
+    @OptionGroup var clock: ClockOptions
+
     @Option(name: .long, help: "JSON Lines actions: a file, or - for standard input.")
     var actions: String?
 
@@ -42,7 +44,7 @@ struct Run: AsyncParsableCommand {
     @Option(name: .customLong("settle-timeout"), help: "Seconds to wait for commands in flight after the last action.")
     var settleTimeout: Double = 3
 
-    @Option(name: .long, help: "Record the session (each action with what it changed; format 3, JSON Lines) for `luastore replay`.")
+    @Option(name: .long, help: "Record the session (each action with what it changed and when; format 4, JSON Lines) for `luastore replay`.")
     var record: String?
 
     @Flag(name: .long, help: "Reload the app's scripts when they change (reported on standard error).")
@@ -161,6 +163,7 @@ struct Run: AsyncParsableCommand {
         // (A bundle's data goes beside it: what it unpacks into is removed when the run ends.)
         options.storageFolder = URL(fileURLWithPath: data ?? (source.bundle.map { $0 + ".data" } ?? appDirectory + "/.data"))
         options.modulePath = modules.templates
+        options.clock = try clock.storeClock()
         source.configure(&options)
         options.protectedFiles = [actions, stateOut, record].compactMap { $0 }.filter { $0 != "-" }
         let devtoolsJournal = devtools.map { _ in DevtoolsJournal(capacity: devtoolsKeep, bytes: devtoolsKeepBytes.bytes) }

@@ -10,7 +10,7 @@ import Testing
     @Test func theHistoryKeepsTheNewestWithinItsBoundsAndFindsEntries() throws {
         var history = History()
         #expect(history.setLimits(entries: 3, bytes: .max) == 0)
-        for sequence: UInt64 in [1, 2, 4, 5] { #expect(history.keep(sequence, changeCount: 1) == 0) }
+        for sequence: UInt64 in [1, 2, 4, 5] { #expect(history.keep(sequence, changeCount: 1, time: Int64(sequence) * 1000) == 0) }
         #expect(history.sequences == [2, 4, 5], "three kept: the oldest went")
         #expect(history.firstIndex == 2)
         #expect(history.newestIndex == 4)
@@ -23,7 +23,7 @@ import Testing
         let entrySize = History.size(changes: 1)
         #expect(history.setLimits(entries: 3, bytes: 2 * entrySize) == 1, "over the bytes: the runtime drops the oldest")
         #expect(history.sequences == [4, 5])
-        #expect(history.keep(6, changeCount: 100) == 2, "a large entry pushes the others out")
+        #expect(history.keep(6, changeCount: 100, time: 6000) == 2, "a large entry pushes the others out")
         #expect(history.sequences == [6], "the newest always stays")
     }
 
@@ -31,7 +31,7 @@ import Testing
     @Test func travelingHoldsActionsAndARewindTruncates() throws {
         var history = History()
         _ = history.setLimits(entries: 10, bytes: .max)
-        for sequence: UInt64 in 1...4 { _ = history.keep(sequence, changeCount: 1) }
+        for sequence: UInt64 in 1...4 { _ = history.keep(sequence, changeCount: 1, time: Int64(sequence) * 1000) }
         history.traveled(to: try history.index(for: 2, newest: 4), sequence: 2)
         #expect(history.traveling && history.position == 2)
         history.hold(["type": "a"], source: .outside)

@@ -96,6 +96,7 @@ extension JournalTests {
             let recorder = SessionRecorder(file: try OutputFile(path: path))
             var options = Recorder().options
             options.limits.timeBudget = .seconds(5)
+            options.clock = .fixed(Date(timeIntervalSince1970: 1_700_000_000)) // (two stores, one clock: the same bytes)
             if throughRecorder { options.recorder = recorder } else { options.journal = { recorder.append($0) } }
             let store = try await ScriptedStore(app: folder.url, options: options)
             recorder.start(app: "test", try await store.journalStart())

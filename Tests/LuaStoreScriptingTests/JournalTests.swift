@@ -346,7 +346,7 @@ import Testing
                 let now = try engine.state()
                 #expect(applied == now, "\(action): the changes give the state")
                 previous = now
-                let line = try RecordingLine.entry(entry)
+                let line = try RecordingLine.entry(entry, after: entry.time)
                 let parsed = try RecordingJSON.Value(parsing: line[...])
                 #expect(try RecordingLine.changes(from: #require(parsed["changes"])) == changes, "\(action): the line")
                 // The two encoders of the format write the same bytes: the barrier's (json.c) and Swift's

@@ -82,6 +82,10 @@ typedef struct CLuaGuard {
     char failureSource[LUA_IDSIZE];
     /* the slabs small blocks are cut from, and the freed ones (allocator.c) */
     CLuaSmallBlocks smallBlocks;
+    /* the recorded clock a scripted store's `os` reads (clock.c), set by the host before each crossing */
+    int64_t clockMillis;              /* now, in milliseconds since 1970-01-01 UTC */
+    int64_t clockStartMillis;         /* when the store started: `os.clock()` counts from it */
+    int32_t utcOffsetSeconds;         /* the time zone `os.date` and `os.time(t)` read local time in, east of UTC */
 } CLuaGuard;
 
 /// The guard of a VM, stored in the extra space of its main thread.
@@ -434,6 +438,16 @@ static inline int clua_open_libraries(lua_State *L) {
     lua_settop(L, 0);
     return 0;
 }
+
+/// The registry field holding the environment `os.getenv` reads where the clock is recorded (a table of strings,
+/// or absent: nothing set).
+#define CLUA_ENVIRONMENT_FIELD "luakit.environment"
+
+/// [-0, +0, e] Replaces the global `os` (and `package.loaded`'s) with the sandbox's: with `recorded` (argument 1, a
+/// boolean), `time`, `clock`, `date` and `getenv` read the guard's recorded clock and the environment the host set;
+/// without, Lua's own (the real clock and the process's environment). Either way `difftime` is Lua's, and `exit`,
+/// `execute`, `remove`, `rename`, `tmpname` and `setlocale` raise, naming themselves. In clock.c.
+int clua_open_os(lua_State *L);
 
 /// Creates a VM whose allocator and hook report to `g`; NULL when even that fails. With `CLUA_ENFORCE_WATCHDOG`
 /// (if available: the watchdog runs and its `SIGURG` handler is in place) the watchdog watches the threads its

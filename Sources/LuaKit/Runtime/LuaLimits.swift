@@ -40,8 +40,8 @@ public struct LuaLimits: Sendable, Equatable {
     /// collector ran.
     public var weakTables: WeakTables = .honoured
 
-    /// What `os` scripts have (default: `.none`, as a scripted store needs: no clock or environment a replay
-    /// would read differently). `luakit` and `luastore test` give `.system`.
+    /// What `os` scripts have (default: `.none`). `luakit` and `luastore test` give `.system`; a scripted store
+    /// `.recorded`.
     public var system: SystemAccess = .none
 
     /// The default limits: 64 MiB, 200 ms per call.
@@ -93,6 +93,12 @@ public enum GarbageCollection: Sendable, Equatable {
 public enum SystemAccess: Sendable, Equatable {
     /// No `os` (`require("os")` says why).
     case none
+    /// `os.time`, `clock`, `date`, `difftime` and `getenv` read a clock and an environment the host sets
+    /// (`LuaVM.setClock(millis:)`, `LuaVM.setEnvironment(_:)`), as a scripted store records them: the time is
+    /// the host's, `os.clock()` counts the seconds since the clock's start, dates are in UTC or at the fixed
+    /// offset from it the host set, and `os.getenv` finds only what the host passed. `exit`, `execute`, `remove`,
+    /// `rename`, `tmpname` and `setlocale` raise, naming the function.
+    case recorded
     /// `os.time`, `clock`, `date`, `difftime` and `getenv` as Lua has them: the real clock and the process's
     /// environment. `os.exit`, `execute`, `remove`, `rename`, `tmpname` and `setlocale` raise, naming the function:
     /// a script never ends or changes the process, nor writes files. `io.open` and `io.lines` read the files of

@@ -253,6 +253,11 @@ public final class LuaVM {
     private func buildSandbox() throws(LuaError) {
         clua_pushcfunction(state, clua_open_libraries)
         try protectedCall(arguments: 0, results: 0)
+        if limits.system != .none {
+            clua_pushcfunction(state, clua_open_os)
+            lua_pushboolean(state, limits.system == .recorded ? 1 : 0)
+            try protectedCall(arguments: 1, results: 0)
+        }
         try loadChunk(Prelude.source, chunkName: Prelude.chunkName, named: false)
         lua_createtable(state, 0, 6)
         clua_pushcfunction(state, clua_push_sandbox_strings)
@@ -292,6 +297,8 @@ public final class LuaVM {
         lua_setfield(state, -2, "weaktables")
         lua_pushboolean(state, limits.system == .system ? 1 : 0)
         lua_setfield(state, -2, "system")
+        lua_pushboolean(state, limits.system != .none ? 1 : 0)
+        lua_setfield(state, -2, "os")
         pushString((["./?.lua", "./?/init.lua"] + modulePath.filter { !ModuleResolver.rootTemplates.contains($0) }).joined(separator: ";"))
         lua_setfield(state, -2, "path")
         clua_pushcfunction(state, clua_sandbox_pcall)

@@ -333,21 +333,11 @@ globals.io = library("io", sandbox_io)
 
 globals.debug = library("debug", { traceback = real_traceback, getmetatable = sandbox_debug_getmetatable })
 
--- `os` where the host gives the system (`luakit`, `luastore test`: `LuaLimits.system`): Lua's clock, dates and
--- environment; what would end or change the process, or touch files, raises naming the function. A scripted
--- store has none: what a replay would read differently.
-local real_os = os
-if host.system then
-  local function refused(name)
-    return function()
-      error("os." .. name .. " is not available in the sandbox (a script may not end or change the process, nor touch files)", 2)
-    end
-  end
-  globals.os = library("os", {
-    time = real_os.time, clock = real_os.clock, date = real_os.date, difftime = real_os.difftime, getenv = real_os.getenv,
-    exit = refused("exit"), execute = refused("execute"), remove = refused("remove"), rename = refused("rename"),
-    tmpname = refused("tmpname"), setlocale = refused("setlocale"),
-  })
+-- `os`: where the host gives the system (`luakit`, `luastore test`: `LuaLimits.system`), Lua's clock, dates and
+-- environment; in a scripted store the clock and environment it records (`.recorded`: clock.c). Either way what
+-- would end or change the process, or touch files, raises naming the function (clock.c made the table).
+if host.os then
+  globals.os = library("os", os)
   unavailable.os = nil
 end
 for _, name in ipairs({ "string", "table", "math", "utf8", "coroutine", "debug", "io", "os" }) do builtins[name] = globals[name] end

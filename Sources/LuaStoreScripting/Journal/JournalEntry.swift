@@ -63,6 +63,9 @@ public struct JournalEntry: Sendable {
     public private(set) var changeCount: Int
     /// The commands the reducer returned (in order; subscriptions are not commands).
     public var commands: [ScriptEffect] = []
+    /// When the action ran, in milliseconds since 1970-01-01 UTC: the store's clock for its run, which its
+    /// reducers, props and subscriptions read (`os.time()`); recorded, and given again by a replay.
+    public var time: Int64 = 0
     /// How long the VM took to reduce the action; actions reduced in one run (see docs/scripted-apps.md, "Runs") share the
     /// run's time equally.
     public var duration: Duration = .zero
@@ -211,6 +214,8 @@ struct JournalRun: Sendable {
     /// Each action's share of the run's time.
     let duration: Duration
     let scripts: String
+    /// The store's clock for the run (every action of it ran at this time).
+    let time: Int64
 
     /// Each action in order, with its sequence number, its position in the run, and the barrier's record of
     /// what it changed when that record holds the changes' JSON (otherwise they are `changes(at:)`).
@@ -241,6 +246,7 @@ struct JournalRun: Sendable {
             }
             if let commands, commands.position == position { entry.commands = commands.effects }
             entry.duration = duration
+            entry.time = time
             try body(entry)
         }
     }

@@ -40,7 +40,7 @@ extension RecordingJSON {
         /// format defines, the text of its `changes` (as written, not read: checked only for what bounds it), and how
         /// many fields it has.
         struct EntryFields {
-            var seq: Value?, origin: Value?, action: Value?, reload: Value?
+            var seq: Value?, dt: Value?, origin: Value?, action: Value?, reload: Value?
             var failure: Value?
             /// The text of `scripts` (a digest, quoted: entries mostly repeat the one before, compared as written).
             var scripts: ArraySlice<UInt8>?
@@ -94,6 +94,7 @@ extension RecordingJSON {
                         let start = parser.position
                         func span() -> ArraySlice<UInt8> { bytes[(bytes.startIndex + start)..<(bytes.startIndex + parser.position)] }
                         if named("seq") { fields.seq = try parser.value(depth: 1) }
+                        else if named("dt") { fields.dt = try parser.value(depth: 1) }
                         else if named("origin") { fields.origin = try parser.value(depth: 1) }
                         else if named("action") { fields.action = try parser.value(depth: 1) }
                         else if named("changes") { try parser.skipValue(depth: 1); fields.changes = span() }

@@ -6,17 +6,31 @@ import LuaStoreCore
 public enum RecordingLine {
     /// The header's `format`.
     public static let format = "luastore-recording"
-    /// The format version this build writes (3: every line ends with its `sum`, the header has its `seq`).
-    public static let version: Int64 = 3
-    /// The format versions this build reads (2: no sums, no `seq` in the header).
-    public static let readableVersions: ClosedRange<Int64> = 2...3
+    /// The format version this build writes (4: the header has the store's clock and each entry its time; 3: every
+    /// line ends with its `sum`, the header has its `seq`).
+    public static let version: Int64 = 4
+    /// The format versions this build reads (2: no sums, no `seq` in the header; before 4, no times).
+    public static let readableVersions: ClosedRange<Int64> = 2...4
 
     /// The header line.
-    public static func header(app: String, start: (state: LuaValue, scripts: String, schemaVersion: Int64, sequence: UInt64)) throws -> String {
+    public static func header(app: String, start: JournalStart) throws -> String {
         var line: [UInt8] = []
         line.append(contentsOf: #"{"format":"\#(format)","version":\#(version),"app":"#.utf8)
         RecordingJSON.quote(app, into: &line)
-        line.append(contentsOf: #","schemaVersion":\#(start.schemaVersion),"scripts":"\#(start.scripts)","seq":\#(start.sequence),"state":"#.utf8)
+        line.append(contentsOf: #","schemaVersion":\#(start.schemaVersion),"scripts":"\#(start.scripts)","seq":\#(start.sequence)"#.utf8)
+        line.append(contentsOf: #","time":\#(start.time),"started":\#(start.clock.started)"#.utf8)
+        if start.clock.utcOffsetSeconds != 0 { line.append(contentsOf: #","utcOffset":\#(start.clock.utcOffsetSeconds)"#.utf8) }
+        if !start.clock.environment.isEmpty {
+            line.append(contentsOf: #","environment":{"#.utf8)
+            for (index, name) in start.clock.environment.keys.sorted().enumerated() {
+                if index > 0 { line.append(UInt8(ascii: ",")) }
+                RecordingJSON.quote(name, into: &line)
+                line.append(UInt8(ascii: ":"))
+                RecordingJSON.quote(start.clock.environment[name] ?? "", into: &line)
+            }
+            line.append(UInt8(ascii: "}"))
+        }
+        line.append(contentsOf: #","state":"#.utf8)
         try RecordingJSON.encode(start.state, into: &line)
         appendSum(to: &line, from: 0)
         return String(decoding: line, as: UTF8.self)
@@ -24,7 +38,7 @@ public enum RecordingLine {
 
     // MARK: Sums
 
-    /// What every line of format 3 ends with: `,"sum":"` 16 hex digits `"}`.
+    /// What every line of format 3 or later ends with: `,"sum":"` 16 hex digits `"}`.
     static let sumSuffixLength = 26
 
     /// Ends the line begun at `start` in `line` (its last field written, its closing brace not): appends its sum —
@@ -116,7 +130,7 @@ public enum RecordingLine {
         }
     }
 
-    /// `line` (one line of a recording, format 3, without its line break) with its sum made anew for what it holds
+    /// `line` (one line of a recording, format 3 or later, without its line break) with its sum made anew for what it holds
     /// now: for tools that edit recordings on purpose (a damaged line is what the sum is there to refuse).
     public static func withSum(_ line: String) -> String {
         var bytes = Array(line.utf8)
@@ -130,14 +144,14 @@ public enum RecordingLine {
         return String(decoding: bytes, as: UTF8.self)
     }
 
-    /// Whether a line of format 3 ends with the sum of what comes before its `sum` field (and says why not).
+    /// Whether a line of format 3 or later ends with the sum of what comes before its `sum` field (and says why not).
     static func checkSum(_ line: ArraySlice<UInt8>) throws(RecordingJSON.Malformed) {
         guard try writtenSum(line) == sum(of: line[..<(line.endIndex - sumSuffixLength)]) else {
             throw RecordingJSON.Malformed(description: "the line's \"sum\" does not match its contents (the line was changed or damaged)")
         }
     }
 
-    /// The sum a line of format 3 ends with (and why it does not end with one).
+    /// The sum a line of format 3 or later ends with (and why it does not end with one).
     private static func writtenSum(_ line: ArraySlice<UInt8>) throws(RecordingJSON.Malformed) -> UInt64 {
         let suffix = #","sum":""#.utf8
         let sumStart = line.endIndex - sumSuffixLength
@@ -209,18 +223,20 @@ public enum RecordingLine {
         return digits > 0 ? value : nil
     }
 
-    /// The line of one journal entry.
-    public static func entry(_ entry: JournalEntry) throws -> String {
+    /// The line of one journal entry, following an entry (or header) of time `previousTime`.
+    public static func entry(_ entry: JournalEntry, after previousTime: Int64) throws -> String {
         var line: [UInt8] = []
-        try append(entry, to: &line)
+        try append(entry, after: previousTime, to: &line)
         return String(decoding: line, as: UTF8.self)
     }
 
-    /// Appends the line of one journal entry (without its newline), as UTF-8.
-    public static func append(_ entry: JournalEntry, to line: inout [UInt8]) throws {
+    /// Appends the line of one journal entry (without its newline), as UTF-8: its time is written as what it adds
+    /// to `previousTime`, the time of the line before (the header's `time` for the first), when it adds anything.
+    public static func append(_ entry: JournalEntry, after previousTime: Int64, to line: inout [UInt8]) throws {
         let start = line.count
         line.append(contentsOf: #"{"seq":"#.utf8)
         RecordingJSON.appendInteger(Int64(clamping: entry.sequence), into: &line)
+        appendTime(entry.time, after: previousTime, to: &line)
         line.append(contentsOf: #","origin":"#.utf8)
         append(entry.origin, to: &line)
         switch entry.event {
@@ -256,9 +272,17 @@ public enum RecordingLine {
     private static let entryStart = Array(#"{"seq":"#.utf8)
     private static let changesKey = Array(#","changes":"#.utf8)
 
-    /// Appends the lines of a run's entries (each with its newline) as `append(_:to:)` writes them, straight
-    /// from the run: no `JournalEntry` is made.
-    static func append(_ run: JournalRun, to output: inout [UInt8]) throws {
+    /// Appends an entry's `dt`: the milliseconds from `previous` to `time`, when there are any.
+    private static func appendTime(_ time: Int64, after previous: Int64, to line: inout [UInt8]) {
+        let (delta, overflow) = time.subtractingReportingOverflow(previous)
+        guard delta != 0 || overflow else { return }
+        line.append(contentsOf: #","dt":"#.utf8)
+        RecordingJSON.appendInteger(overflow ? 0 : delta, into: &line)
+    }
+
+    /// Appends the lines of a run's entries (each with its newline) as `append(_:after:to:)` writes them, straight
+    /// from the run: no `JournalEntry` is made. (All of them ran at the run's time.)
+    static func append(_ run: JournalRun, after previousTime: Int64, to output: inout [UInt8]) throws {
         // What every line of the run has alike, made once: between the sequence number and the action, and after
         // the changes.
         var middle = Array(#","origin":"#.utf8)
@@ -267,10 +291,13 @@ public enum RecordingLine {
         let end = Array(#","scripts":""#.utf8) + Array(run.scripts.utf8) + [UInt8(ascii: "\"")]
         var sums = SumsToWrite()
         defer { sums.write(into: &output) }
+        var previous = previousTime
         try run.forEachAction { sequence, position, action, written in
             let start = output.count
             output.append(contentsOf: entryStart)
             RecordingJSON.appendInteger(Int64(clamping: sequence), into: &output)
+            appendTime(run.time, after: previous, to: &output)
+            previous = run.time
             output.append(contentsOf: middle)
             try RecordingJSON.encode(action, into: &output)
             output.append(contentsOf: changesKey)
@@ -332,6 +359,8 @@ public enum RecordingLine {
         public var changes: [StateChange]?
         /// The failure's message (nil when it was applied).
         public var failure: String?
+        /// When it ran, in milliseconds since 1970-01-01 UTC (nil in recordings older than format 4).
+        public var time: Int64?
         /// The `changes` as the line wrote them (JSON), when read from a line (`RecordingReader`): compared
         /// without reading by `JournalEntry.changesAreEncoded(as:)`, read by `readChanges()`.
         public var changesJSON: ArraySlice<UInt8>?

@@ -56,6 +56,8 @@ public struct RecordingLines {
     public private(set) var reloads = 0
     /// The sequence number of the last entry read (an action or a reload; the header's for none).
     public private(set) var last: UInt64?
+    /// The time of the last entry read (the header's `time` for none), in milliseconds since 1970-01-01 UTC.
+    public var time: Int64 { reader.time }
 
     /// Reads the header from `lines`. `passingOverKept`: entries the header's state already holds (their sequence
     /// number is at most the header's) are passed over rather than refused.

@@ -1,7 +1,7 @@
 import LuaKit
 
 /// Reads a recording line by line, checking every field the format defines: the header first, then each entry
-/// — its sum (format 3), its sequence number (one more than the line before: a line lost, repeated or moved is
+/// — its sum (format 3 on), its time (`dt`, format 4 on), its sequence number (one more than the line before: a line lost, repeated or moved is
 /// refused), its origin, its outcome, its digest, and no field the format does not have. A recording is either
 /// read with the meaning it was written with or refused; the caller names the line. (`RecordingLines` reads
 /// every recording through it.)
@@ -15,6 +15,21 @@ public struct RecordingReader: Sendable {
         /// The entry the state follows (0: none); nil for format 2, which does not say.
         public var sequence: UInt64?
         public var state: LuaValue
+        /// The time the first entry's `dt` counts from, in milliseconds since 1970-01-01 UTC (0 before format 4).
+        public var time: Int64 = 0
+        /// The store's clock: when it started, its offset from UTC and the environment `os.getenv` read (all 0 and
+        /// empty before format 4).
+        public var clock = RecordedClock(started: 0)
+
+        /// The clock, where the recording has one (format 4 on).
+        public var recordedClock: RecordedClock? { version >= 4 ? clock : nil }
+        /// The time, where the recording has one (format 4 on).
+        public var recordedTime: Int64? { version >= 4 ? time : nil }
+
+        /// What a recorder writes for this header.
+        public var start: JournalStart {
+            JournalStart(state: state, scripts: scripts, schemaVersion: schemaVersion, sequence: sequence ?? 0, time: time, clock: clock)
+        }
     }
 
     /// Why a line is not what the format says, in words.
@@ -28,6 +43,8 @@ public struct RecordingReader: Sendable {
     private var lastDigest: String?
     /// The last digest as its entry wrote it (quoted), to compare the next entry's with.
     private var lastDigestText: [UInt8] = []
+    /// The time of the last entry read (the header's `time` before the first), in milliseconds since 1970-01-01 UTC.
+    public private(set) var time: Int64
 
     /// Reads the header line.
     public init(header line: ArraySlice<UInt8>) throws(Malformed) {
@@ -55,7 +72,8 @@ public struct RecordingReader: Sendable {
             throw Malformed(description: "a recording of format version \(version), written by an older luastore, which this one no longer replays (\(readable)): record the session again with `luastore run --record`")
         }
         if version >= 3 { try RecordingLine.checkSum(line) }
-        try Self.allow(object, ["format", "version", "app", "schemaVersion", "scripts", "state"] + (version >= 3 ? ["seq", "sum"] : []), in: "the header")
+        try Self.allow(object, ["format", "version", "app", "schemaVersion", "scripts", "state"] + (version >= 3 ? ["seq", "sum"] : [])
+                       + (version >= 4 ? ["time", "started", "utcOffset", "environment"] : []), in: "the header")
         guard case .string(let app)? = object["app"] else { throw Malformed(description: "the header's \"app\" must be a string") }
         guard case .integer(let schemaVersion)? = object["schemaVersion"] else { throw Malformed(description: "the header's \"schemaVersion\" must be an integer") }
         let scripts = try Self.digest(object["scripts"], in: "the header")
@@ -71,7 +89,34 @@ public struct RecordingReader: Sendable {
         } catch {
             throw Malformed(description: "the initial state: \(error)")
         }
-        header = Header(version: version, app: app, schemaVersion: schemaVersion, scripts: scripts, sequence: sequence, state: state)
+        var header = Header(version: version, app: app, schemaVersion: schemaVersion, scripts: scripts, sequence: sequence, state: state)
+        if version >= 4 {
+            guard case .integer(let time)? = object["time"] else { throw Malformed(description: "the header's \"time\" must be an integer (milliseconds since 1970)") }
+            guard case .integer(let started)? = object["started"] else {
+                throw Malformed(description: "the header's \"started\" must be an integer (milliseconds since 1970)")
+            }
+            header.time = time
+            header.clock.started = started
+            if let offset = object["utcOffset"] {
+                guard case .integer(let seconds) = offset, abs(seconds) <= Int64(StoreClock.utcOffsetLimit) else {
+                    throw Malformed(description: "the header's \"utcOffset\" must be an integer of seconds within ±18 hours")
+                }
+                header.clock.utcOffsetSeconds = Int(seconds)
+            }
+            if let environment = object["environment"] {
+                guard case .object(let variables) = environment else {
+                    throw Malformed(description: "the header's \"environment\" must be an object of strings")
+                }
+                for (name, value) in variables {
+                    guard case .string(let text) = value else {
+                        throw Malformed(description: "the header's \"environment\" must be an object of strings (\"\(name)\" is not a string)")
+                    }
+                    header.clock.environment[name] = text
+                }
+            }
+        }
+        self.header = header
+        time = header.time
         expected = sequence.map { $0 + 1 }
     }
 
@@ -85,7 +130,7 @@ public struct RecordingReader: Sendable {
         let fields = try RecordingJSON.Value.entryFields(line)
         let seqJSON = fields.seq, origin = fields.origin, action = fields.action, reload = fields.reload
         let failure = fields.failure, changesJSON = fields.changes
-        if let unknown = fields.unknown ?? (!summed && fields.hasSum ? "sum" : nil) {
+        if let unknown = fields.unknown ?? (!summed && fields.hasSum ? "sum" : nil) ?? (header.version < 4 && fields.dt != nil ? "dt" : nil) {
             throw Malformed(description: "an entry has a field the format does not define: \"\(unknown)\"")
         }
         guard case .integer(let seq)? = seqJSON, seq > 0 else { throw Malformed(description: "no \"seq\" (a positive integer)") }
@@ -94,6 +139,12 @@ public struct RecordingReader: Sendable {
             throw Malformed(description: sequence < expected
                 ? "entry \(sequence) comes after entry \(expected - 1): entries are numbered one after another (a line repeated or out of order)"
                 : "entry \(sequence) follows entry \(expected - 1): \(sequence - expected) \(sequence - expected == 1 ? "entry is" : "entries are") missing")
+        }
+        if let dt = fields.dt {
+            guard case .integer(let delta) = dt, delta != 0, case (let sum, false) = time.addingReportingOverflow(delta) else {
+                throw Malformed(description: "\"dt\" must be a non-zero integer (the milliseconds since the line before)")
+            }
+            time = sum
         }
         if case .string("outside")? = origin {} else { try Self.checkOrigin(origin) }
         if let scripts = fields.scripts, scripts.elementsEqual(lastDigestText) {} else {
@@ -126,7 +177,8 @@ public struct RecordingReader: Sendable {
             expected = sequence + 1
             return nil
         case (let action?, nil):
-            var recorded = RecordingLine.RecordedAction(sequence: sequence, action: try RecordingJSON.decode(action), changes: nil, failure: message)
+            var recorded = RecordingLine.RecordedAction(sequence: sequence, action: try RecordingJSON.decode(action), changes: nil, failure: message,
+                                                        time: header.version >= 4 ? time : nil)
             if message == nil {
                 guard let changesJSON else { throw Malformed(description: "no \"changes\"") }
                 recorded.changesJSON = changesJSON

@@ -65,17 +65,20 @@ public final class Replayer: Sendable {
         public var action: LuaValue
         public var recorded: Recorded
         public var props: LuaValue?
+        /// When it ran (milliseconds since 1970-01-01 UTC): the time the replay gives it (nil: the clock's now).
+        public var time: Int64?
 
-        public init(sequence: UInt64, action: LuaValue, recorded: Recorded, props: LuaValue? = nil) {
+        public init(sequence: UInt64, action: LuaValue, recorded: Recorded, props: LuaValue? = nil, time: Int64? = nil) {
             self.sequence = sequence
             self.action = action
             self.recorded = recorded
             self.props = props
+            self.time = time
         }
 
         /// A recorded action of a recording.
         public init(_ recorded: RecordingLine.RecordedAction) {
-            self.init(sequence: recorded.sequence, action: recorded.action, recorded: recorded.recorded)
+            self.init(sequence: recorded.sequence, action: recorded.action, recorded: recorded.recorded, time: recorded.time)
         }
     }
 
@@ -138,11 +141,11 @@ public final class Replayer: Sendable {
             // compared, on this thread; a failure to read the next window is thrown after this one was compared,
             // as if read after it.
             var window = try next()
-            if !window.isEmpty { start(window.map(\.action)) }
+            if !window.isEmpty { start(steps: window) }
             while !window.isEmpty {
                 let following = Result { try next() }
                 let now = await finish(window.count)
-                if case .success(let following) = following, !following.isEmpty { start(following.map(\.action)) }
+                if case .success(let following) = following, !following.isEmpty { start(steps: following) }
                 for (step, now) in zip(window, now) where try !compare(step, now, props: nil) { return report }
                 window = try following.get()
             }
@@ -158,11 +161,15 @@ public final class Replayer: Sendable {
     }
 
     /// Starts a replay of the app in `folder` from `state` (nil: the app's `init`). `options` are the store's
-    /// (effects are turned off; a `journal` given there hears every entry too).
-    public init(app folder: URL, from state: LuaValue?, options: ScriptedStoreOptions) async throws(ScriptFailure) {
+    /// (effects are turned off; a `journal` given there hears every entry too). `clock`: the recorded store's, which
+    /// the store goes on with, loading and `init` reading `time` (each step then runs at its own).
+    public init(app folder: URL, from state: LuaValue?, clock: RecordedClock? = nil, time: Int64? = nil,
+                options: ScriptedStoreOptions) async throws(ScriptFailure) {
         var options = options
         options.performsEffects = false
         options.initialState = state
+        if let clock { options.recordedClock = clock }
+        if let time { options.initialTime = time }
         let heard = self.heard
         let also = options.journal
         options.journal = { entry in
@@ -187,6 +194,14 @@ public final class Replayer: Sendable {
         for action in actions { store.dispatch(action) }
     }
 
+    /// `start` for steps: each runs at its recorded time, where it has one.
+    public func start(steps: [Step]) {
+        heard.withLock { $0 = [] }
+        for step in steps {
+            if let time = step.time { store.dispatch(step.action, at: time) } else { store.dispatch(step.action) }
+        }
+    }
+
     /// The journal entries of the `count` actions the last `start` dispatched, once the store reduced them (nil
     /// where none was heard: a store that stopped).
     public func finish(_ count: Int) async -> [JournalEntry?] {
@@ -199,9 +214,10 @@ public final class Replayer: Sendable {
     }
 
     /// Reduces one action and waits until its props are delivered (`ScriptedStore.send`); returns its entry.
-    public func send(_ action: LuaValue) async -> JournalEntry? {
+    /// `time`: when it runs (nil: the clock's now).
+    public func send(_ action: LuaValue, at time: Int64? = nil) async -> JournalEntry? {
         heard.withLock { $0 = [] }
-        _ = await store.send(action)
+        _ = await store.send(action, at: time)
         return heard.withLock { heard in
             defer { heard = nil }
             return heard?.last
@@ -211,7 +227,7 @@ public final class Replayer: Sendable {
     /// Sends one step's action and waits until its props are delivered: its entry, and the props after it (where
     /// the step has props to compare with, or `props` asks).
     public func send(_ step: Step, props: Bool = true) async -> (now: JournalEntry?, props: LuaValue?) {
-        let now = await send(step.action)
+        let now = await send(step.action, at: step.time)
         return (now, props || step.props != nil ? try? await store.props() : nil)
     }
 

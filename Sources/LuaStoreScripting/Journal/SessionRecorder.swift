@@ -2,12 +2,15 @@ import Foundation
 import LuaKit
 import LuaStoreCore
 
-/// Records a session (`run --record`) in format 3 (`RecordingLine`): the header first — the state the journal
+/// Records a session (`run --record`) in format 4 (`RecordingLine`): the header first — the state the journal
 /// starts from — then each journal entry, encoded and written off the store's thread (a `JournalOutput`: a file,
 /// or a durable store's database), in batches: the store's thread only hands entries over.
 public final class SessionRecorder: Sendable {
     /// Where it writes.
     public let output: any JournalOutput
+    /// The time of the last line written (the header's `time`, then each entry's): the next entry's `dt` counts
+    /// from it. Used by the writer only.
+    private let writtenTime = Protected<Int64>(0)
     /// The file it writes, when it writes one (`init(file:)`).
     public let file: OutputFile?
     /// An entry, or the entries of a run of actions (`ScriptedStoreOptions.recorder`), made by the writer.
@@ -26,9 +29,7 @@ public final class SessionRecorder: Sendable {
         }
     }
 
-    /// What a header holds: the state the journal starts from, the scripts' digest and schema version, and the
-    /// sequence number of the last entry the state includes.
-    public typealias JournalStart = (state: LuaValue, scripts: String, schemaVersion: Int64, sequence: UInt64)
+    public typealias JournalStart = LuaStoreScripting.JournalStart
 
     /// What waits for the writer, under a lock.
     private struct Pending {
@@ -61,18 +62,22 @@ public final class SessionRecorder: Sendable {
     /// Writes the header; entries the header's state already includes are dropped, later ones follow it.
     public func start(app: String, _ start: JournalStart) {
         pending.withLock { pending in
-            output.append(lines: { line in
+            output.append(lines: { [writtenTime] line in
                 line.append(contentsOf: try RecordingLine.header(app: app, start: start).utf8)
                 line.append(10)
+                writtenTime.withLock { $0 = start.time }
             })
             startWriting(after: start.sequence, &pending)
         }
     }
 
     /// Starts without a header: what was written before (a durable store's database) holds the entries up to
-    /// `sequence`; later ones follow.
-    public func resume(after sequence: UInt64) {
-        pending.withLock { pending in startWriting(after: sequence, &pending) }
+    /// `sequence`, the last of them at `time`; later ones follow.
+    public func resume(after sequence: UInt64, time: Int64) {
+        pending.withLock { pending in
+            output.append(lines: { [writtenTime] _ in writtenTime.withLock { $0 = time } })
+            startWriting(after: sequence, &pending)
+        }
     }
 
     private func startWriting(after sequence: UInt64, _ pending: inout Pending) {
@@ -124,18 +129,45 @@ public final class SessionRecorder: Sendable {
                 self.pending.withLock { pending in pending.spare = items }
             }
             guard !output.failed else { return }
+            var time = writtenTime.value
+            defer { writtenTime.withLock { $0 = time } }
             for item in items {
                 switch item {
                 case .entry(let entry):
-                    try RecordingLine.append(entry, to: &line)
+                    try RecordingLine.append(entry, after: time, to: &line)
                     line.append(10)
+                    time = entry.time
                 case .run(let run):
-                    try RecordingLine.append(run, to: &line)
+                    try RecordingLine.append(run, after: time, to: &line)
+                    time = run.time
                 case .header(let app, let start):
                     line.append(contentsOf: try RecordingLine.header(app: app, start: start).utf8)
                     line.append(10)
+                    time = start.time
                 }
             }
         })
+    }
+}
+
+/// What a recording's header holds: the state the journal starts from, the scripts' digest and schema version, the
+/// sequence number of the last entry the state includes, the time the next entry's `dt` counts from, and the
+/// store's clock (when it started, its offset from UTC, its environment).
+public struct JournalStart: Sendable {
+    public var state: LuaValue
+    public var scripts: String
+    public var schemaVersion: Int64
+    public var sequence: UInt64
+    /// In milliseconds since 1970-01-01 UTC.
+    public var time: Int64
+    public var clock: RecordedClock
+
+    public init(state: LuaValue, scripts: String, schemaVersion: Int64, sequence: UInt64, time: Int64, clock: RecordedClock) {
+        self.state = state
+        self.scripts = scripts
+        self.schemaVersion = schemaVersion
+        self.sequence = sequence
+        self.time = time
+        self.clock = clock
     }
 }

@@ -16,11 +16,15 @@ struct History {
     private var bytesLimit = Int.max
     /// The estimated size of each kept entry, parallel to `sequences`, and their sum.
     private var sizes: [Int] = []
+    /// When each kept entry ran (the store's clock), parallel to `sequences`.
+    private var times: [Int64] = []
     private var bytes = 0
     /// Whether the state is at a past entry (actions are held).
     private(set) var traveling = false
     /// The entry a jump went to.
     private(set) var travelPosition: UInt64 = 0
+    /// The store's clock when the first jump left the newest state (it is the clock again on return).
+    var timeBeforeTravel: Int64 = 0
     /// Actions that arrived while traveling, in order.
     private var held: [(action: LuaValue, source: ActionSource)] = []
 
@@ -42,8 +46,9 @@ struct History {
     }
 
     /// Notes the entry the runtime kept for journal entry `sequence`; how many of the oldest the runtime must drop.
-    mutating func keep(_ sequence: UInt64, changeCount: Int) -> Int {
+    mutating func keep(_ sequence: UInt64, changeCount: Int, time: Int64) -> Int {
         sequences.append(sequence)
+        times.append(time)
         let size = Self.size(changes: changeCount)
         sizes.append(size)
         bytes += size
@@ -66,6 +71,7 @@ struct History {
     private mutating func forgetOldest(_ count: Int) {
         guard count > 0 else { return }
         sequences.removeFirst(count)
+        times.removeFirst(count)
         bytes -= sizes.prefix(count).reduce(0, +)
         sizes.removeFirst(count)
         firstIndex += Int64(count)
@@ -73,6 +79,16 @@ struct History {
 
     /// The sequence of the entry the state is at (the newest kept, unless traveling).
     var position: UInt64? { traveling ? travelPosition : sequences.last }
+
+    /// When the last kept entry at or before `sequence` ran: the time the state just after `sequence` was seen at.
+    func time(at sequence: UInt64) -> Int64? {
+        var low = 0, high = sequences.count
+        while low < high {
+            let middle = (low + high) / 2
+            if sequences[middle] <= sequence { low = middle + 1 } else { high = middle }
+        }
+        return low > 0 ? times[low - 1] : nil
+    }
 
     /// The runtime's index of the newest kept entry.
     var newestIndex: Int64 { firstIndex + Int64(sequences.count) - 1 }
@@ -121,6 +137,7 @@ struct History {
     mutating func truncate(after index: Int64) {
         let dropped = Int(newestIndex - index)
         sequences.removeLast(dropped)
+        times.removeLast(dropped)
         bytes -= sizes.suffix(dropped).reduce(0, +)
         sizes.removeLast(dropped)
         traveling = false

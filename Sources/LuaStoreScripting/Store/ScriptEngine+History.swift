@@ -14,8 +14,8 @@ extension ScriptEngine {
     }
 
     /// Notes the entry the runtime kept for journal entry `sequence`, then keeps the history within its bounds.
-    func keepInHistory(_ sequence: UInt64, changeCount: Int) {
-        dropOldestInRuntime(journal.history.keep(sequence, changeCount: changeCount))
+    func keepInHistory(_ sequence: UInt64, changeCount: Int, time: Int64) {
+        dropOldestInRuntime(journal.history.keep(sequence, changeCount: changeCount, time: time))
     }
 
     /// Drops the runtime's `count` oldest entries (beyond the number it keeps by itself: for the bytes).
@@ -42,8 +42,11 @@ extension ScriptEngine {
 
     func jump(to sequence: UInt64) throws(ScriptFailure) {
         let index = try historyIndex(for: sequence)
+        if !journal.history.traveling { journal.history.timeBeforeTravel = vm.clockMillis }
         try travel(to: index)
         journal.history.traveled(to: index, sequence: sequence)
+        // (The props show what the user saw then: the state, and the time it was seen at.)
+        if let time = journal.history.time(at: sequence) { vm.clockMillis = time }
         flush()
     }
 
@@ -53,6 +56,7 @@ extension ScriptEngine {
         if journal.history.traveling {
             try? travel(to: journal.history.newestIndex) // (the newest entry is always kept)
             journal.history.returned()
+            vm.clockMillis = journal.history.timeBeforeTravel
             flush()
         }
         return journal.history.takeHeld()
@@ -62,6 +66,7 @@ extension ScriptEngine {
     func rewind(to sequence: UInt64) throws(ScriptFailure) -> [(action: LuaValue, source: ActionSource)] {
         let index = try historyIndex(for: sequence)
         try travel(to: index)
+        if let time = journal.history.time(at: sequence) { vm.clockMillis = time }
         runtime.truncateHistory()
         journal.history.truncate(after: index)
         try? runtime.markAllDirty()

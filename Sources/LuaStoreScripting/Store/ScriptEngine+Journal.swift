@@ -18,7 +18,8 @@ extension ScriptEngine {
         let encoded = if let records { records } else { try runtime.encoded() }
         let converted = encoded.isWritten ? nil : try runtime.collected()
         let run = JournalRun(firstSequence: journal.advance(by: actions.count), actions: actions, origin: origin, firstPosition: first,
-                             encoded: encoded, converted: converted, commands: commands, duration: duration, scripts: app.digest)
+                             encoded: encoded, converted: converted, commands: commands, duration: duration, scripts: app.digest,
+                             time: vm.clockMillis)
         journal.listeners.recorder?.append(run: run)
         journal.listeners.persistence?.recorder.append(run: run)
         defer { snapshotIfDue() }
@@ -34,13 +35,20 @@ extension ScriptEngine {
         var entry = JournalEntry(sequence: journal.advance(), event: event, origin: origin, changes: changes, failure: failure,
                                  scripts: app.digest)
         entry.duration = duration
+        entry.time = vm.clockMillis
         deliver(entry, kept: kept ?? (failure == nil))
+    }
+
+    /// What a recording's header holds for `state`, the state as of the last entry.
+    func journalStart(state: LuaValue) -> JournalStart {
+        JournalStart(state: state, scripts: app.digest, schemaVersion: app.schemaVersion, sequence: journal.sequence,
+                     time: vm.clockMillis, clock: clock.recorded)
     }
 
     /// Hands `entry` (the next in sequence) to whoever hears the journal; `kept`: as for `record`; `recorded`: the
     /// recorder has it already (in its run).
     func deliver(_ entry: JournalEntry, kept: Bool, recorded: Bool = false) {
-        if journal.history.limit > 0, kept { keepInHistory(entry.sequence, changeCount: entry.changeCount) }
+        if journal.history.limit > 0, kept { keepInHistory(entry.sequence, changeCount: entry.changeCount, time: entry.time) }
         journal.hear(entry, recorded: recorded)
         if case .reload = entry.event { snapshotForPersistence() } // (a migration's changes are not in its entry)
     }

@@ -32,7 +32,7 @@ extension ScriptEngine {
     func snapshotForPersistence() {
         guard let persistence = journal.listeners.persistence, journal.persistenceFailure == nil else { return }
         do {
-            persistence.recorder.snapshot(app: app.folder.lastPathComponent, (try state(), app.digest, app.schemaVersion, journal.sequence))
+            persistence.recorder.snapshot(app: app.folder.lastPathComponent, journalStart(state: try state()))
             journal.snapshotted()
         } catch {
             report(ScriptFailure(stage: .reduce, error: LuaError(.runtime, "the state could not be snapshotted for the database: \(error.message)")))
@@ -45,7 +45,7 @@ extension ScriptEngine {
     func startPersisting(_ persistence: any StatePersistence) throws(ScriptFailure) {
         changeListeners { $0.persistence = persistence }
         guard let resumed = persistence.resumed else {
-            persistence.recorder.start(app: app.folder.lastPathComponent, (try convertedState(), app.digest, app.schemaVersion, journal.sequence))
+            persistence.recorder.start(app: app.folder.lastPathComponent, journalStart(state: try convertedState()))
             return
         }
         journal.resume(at: resumed.sequence)
@@ -58,7 +58,7 @@ extension ScriptEngine {
         // a snapshot with it, as after a migration.)
         let grew = resumed.schemaVersion < app.schemaVersion
         guard grew || mounts.placedSlices else {
-            persistence.recorder.resume(after: resumed.sequence)
+            persistence.recorder.resume(after: resumed.sequence, time: resumed.time)
             return
         }
         if grew {
@@ -76,7 +76,7 @@ extension ScriptEngine {
                 throw ScriptFailure(stage: .migrate, error: error)
             }
         }
-        persistence.recorder.start(app: app.folder.lastPathComponent, (try convertedState(), app.digest, app.schemaVersion, journal.sequence))
+        persistence.recorder.start(app: app.folder.lastPathComponent, journalStart(state: try convertedState()))
         journal.snapshotted()
     }
 

@@ -13,18 +13,23 @@ extension ScriptEngine {
     /// after an action with commands or a failure, the run stops when a point lies at or after it, for the
     /// store to launch or report them before observers hear of what came after. For a single action it is
     /// `reduce(_:)`.
-    func reduce(run actions: ArraySlice<LuaValue>, sinceNotification: Int = 0) -> RunOutcome<ScriptEffect> {
+    func reduce(run queued: ArraySlice<LuaValue>, sinceNotification: Int = 0) -> RunOutcome<ScriptEffect> {
         var outcome = RunOutcome<ScriptEffect>()
-        guard let firstAction = actions.first else { return outcome }
+        guard let firstAction = queued.first else { return outcome }
         if journal.history.traveling { // held until the store resumes (`ScriptEngine+History.swift`)
-            journal.history.hold(run: actions)
-            outcome.applied = actions.count
+            journal.history.hold(run: queued)
+            outcome.applied = queued.count
             return outcome
         }
+        // The run's time, read once (a replay's schedule may end the run where the recorded time changes).
+        let (time, sharing) = clock.next(upTo: queued.count)
+        vm.clockMillis = time
+        defer { clock.took(outcome.applied) }
+        let actions = queued.prefix(sharing)
         func single() -> RunOutcome<ScriptEffect> {
             outcome.applied = 1
             do {
-                let commands = try reduce(firstAction)
+                let commands = try reduce(firstAction, timed: true)
                 if !commands.isEmpty { outcome.commands.append((0, commands)) }
             } catch {
                 outcome.failures.append((0, error))

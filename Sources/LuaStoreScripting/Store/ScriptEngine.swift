@@ -55,6 +55,8 @@ final class ScriptEngine {
     let report: @Sendable (ScriptFailure) -> Void
     /// The running version of the app (another one after a reload or an install).
     var app: App
+    /// The clock the app's `os` reads (`StoreClock.swift`), set in the VM once per run.
+    let clock: EngineClock
     /// The plugins the app mounts, and how to load them (`Mounts.swift`).
     var mounts: Mounts
     // (The parts below are used only on the engine's thread, as all of the engine is: their accesses, several per
@@ -91,15 +93,22 @@ final class ScriptEngine {
     init(folder: URL, thread: LuaThread, limits: LuaLimits, main: String = "app.lua", strictGlobals: Bool = false, modulePath: [String] = [],
          mounts: Mounts = Mounts(),
          log: @escaping @Sendable (String) -> Void, report: @escaping @Sendable (ScriptFailure) -> Void,
+         clock: EngineClock = EngineClock(source: .system, recorded: RecordedClock(started: 0), schedule: nil), startTime: Int64 = 0,
          initialState: LuaValue? = nil) throws(ScriptFailure) {
         self.mounts = mounts
+        self.clock = clock
         self.thread = thread
         self.report = report
         let machine: LuaVM
         do {
             var limits = limits
             limits.weakTables = .keptStrong // (a reducer's outcome must not depend on when the collector ran)
+            limits.system = .recorded // (`os` reads the store's clock: recorded, given again by a replay)
             machine = try LuaVM(limits: limits, moduleRoot: folder, modulePath: modulePath, print: log)
+            machine.clockStartMillis = clock.recorded.started
+            machine.clockMillis = startTime
+            machine.utcOffsetSeconds = Int32(clock.recorded.utcOffsetSeconds)
+            machine.setEnvironment(clock.recorded.environment)
             try EffectsModule.define(in: machine)
             try machine.sealRawWrites(metatableMarker: StateRuntime.metatableMarker)
             runtime = try StateRuntime(loadingInto: machine)
@@ -210,11 +219,14 @@ final class ScriptEngine {
 
     /// Applies `action` as one transaction; returns the commands. On failure the state is as it was. When
     /// journaling, the outcome (its changes, or its failure) becomes a journal entry.
-    func reduce(_ action: LuaValue, source: ActionSource = .outside) throws(LuaError) -> [ScriptEffect] {
+    /// `timed`: the caller set the clock for it (a run's first action, reduced alone).
+    func reduce(_ action: LuaValue, source: ActionSource = .outside, timed: Bool = false) throws(LuaError) -> [ScriptEffect] {
         if journal.history.traveling {
             journal.history.hold(action, source: source)
             return []
         }
+        if !timed { vm.clockMillis = clock.next(upTo: 1).time }
+        defer { if !timed { clock.took(1) } }
         try refuseWithoutPersistence()
         guard journal.collecting else {
             let reduced = try reduceAction(action, source: source)

@@ -56,6 +56,16 @@ public struct ScriptedStoreOptions: Sendable {
     /// Opens a plugin the app mounts that is a bundle (a file) rather than a folder: verifies it and returns the
     /// folder it was unpacked into (`LuaStoreBundles`: `AppBundle.Opener`). Without it, mounting a bundle is refused.
     public var openBundle: (@Sendable (URL) throws -> URL)?
+    /// The clock and environment the app's `os` reads (`os.time`, `os.date`, `os.clock`, `os.getenv`): read once
+    /// per run of actions and recorded with each journal entry (see `StoreClock`). Default: the system's wall
+    /// clock, UTC, no environment.
+    public var clock: StoreClock = .system
+    /// A replay's clock: when the recorded store started, its offset from UTC and its environment (its recording's
+    /// header), in place of `clock`'s; loading and `init` read `initialTime`. (`Replayer` and `luastore replay`
+    /// set them; the actions get their recorded times as they are dispatched.)
+    public var recordedClock: RecordedClock?
+    /// The time loading the app and its `init` read, in milliseconds since 1970-01-01 UTC (default: `clock`'s now).
+    public var initialTime: Int64?
     /// Threads the store shares with other stores: its VM lives on one of them (`LuaThreadPool.thread()`), so many
     /// stores need not start as many OS threads; their actions take turns on the threads they share. `nil` (the
     /// default): the store starts a thread of its own.
@@ -95,6 +105,10 @@ public final class ScriptedStore: Sendable {
     let options: ScriptedStoreOptions
     let watcher = Protected<Watching?>(nil)
 
+    /// The clock the store's `os` reads as a recording's header holds it: when the store started, its offset from
+    /// UTC and its environment.
+    public var recordedClock: RecordedClock { engine.clock.recorded }
+
     /// The database the store keeps its state in (`ScriptedStoreOptions.persistence`), if any.
     public var persistence: (any StatePersistence)? { options.persistence }
 
@@ -130,12 +144,14 @@ public final class ScriptedStore: Sendable {
         self.options = options
         let report = options.failures
         let limits = manifest?.capped(options.limits) ?? options.limits
+        let clock = try Self.clock(options)
         let engine = try await thread.perform { () throws(ScriptFailure) -> ScriptEngine in
             let mounts = Mounts(list: manifest?.mounts ?? [], openBundle: options.openBundle,
                                 hostName: manifest?.name ?? folder.lastPathComponent)
             let engine = try ScriptEngine(folder: folder, thread: thread, limits: limits, main: manifest?.main ?? "app.lua",
                                           strictGlobals: manifest?.strictGlobals ?? false,
                                           modulePath: options.modulePath, mounts: mounts, log: options.log, report: report,
+                                          clock: clock.engine, startTime: clock.start,
                                           initialState: options.persistence?.resumed?.state ?? options.initialState)
             engine.changeListeners { listeners in
                 listeners.journal = options.journal
@@ -190,6 +206,21 @@ public final class ScriptedStore: Sendable {
         root.shutdown()
     }
 
+    /// The engine's clock the options give, and the time loading and `init` read.
+    private static func clock(_ options: ScriptedStoreOptions) throws(ScriptFailure) -> (engine: EngineClock, start: Int64) {
+        let source = options.clock
+        guard abs(source.utcOffsetSeconds) <= StoreClock.utcOffsetLimit, options.recordedClock.map({ abs($0.utcOffsetSeconds) <= StoreClock.utcOffsetLimit }) ?? true else {
+            throw ScriptFailure(stage: .load, error: LuaError(.runtime, "the clock's utcOffsetSeconds must be within ±\(StoreClock.utcOffsetLimit) (18 hours)"))
+        }
+        let now = options.initialTime ?? source.nowMillis()
+        // (A durable store goes on with the clock it started with; what it records of the environment is the host's now.)
+        let resumedStart = options.persistence?.resumed?.clock.started
+        let recorded = options.recordedClock
+            ?? RecordedClock(started: resumedStart.flatMap { $0 != 0 ? $0 : nil } ?? now, utcOffsetSeconds: source.utcOffsetSeconds,
+                             environment: source.environment)
+        return (EngineClock(source: source, recorded: recorded, schedule: TimeSchedule()), now)
+    }
+
     /// The files saves must not replace, by identity, with the names to say.
     private static func protectedFiles(app folder: URL, _ paths: [String]) -> [FileIdentity: String] {
         var files: [FileIdentity: String] = [:]
@@ -225,6 +256,14 @@ public final class ScriptedStore: Sendable {
     /// Dispatches `action`, a table with a string `type`. Safe from any thread.
     public func dispatch(_ action: LuaValue) { root.dispatch(action) }
 
+    /// Dispatches `action` to run at `time` (milliseconds since 1970-01-01 UTC) rather than at the clock's now: a
+    /// replay's recorded time. Times are matched to actions in the order they are dispatched: dispatch timed
+    /// actions from one thread, and no untimed ones meanwhile.
+    package func dispatch(_ action: LuaValue, at time: Int64) {
+        engine.clock.schedule?.add(time)
+        root.dispatch(action)
+    }
+
     /// Dispatches `action` and waits for what became of it: `.applied` with its journal entry (what it changed,
     /// the commands it returned, its sequence number and how long it took), `.failed` with the failure (the state
     /// is as it was; `dispatchIndex` numbers it among the dispatches), `.held` when the store stood at a past
@@ -232,9 +271,13 @@ public final class ScriptedStore: Sendable {
     /// the state after it were handed to the observers (delivered, for observers on the store's thread). In
     /// order with every other dispatch. While a send waits, actions are journaled (as with `journal`). Cancelling
     /// the waiting task does not take the action back.
-    public func send(_ action: LuaValue) async -> SendResult {
+    public func send(_ action: LuaValue) async -> SendResult { await send(action, at: nil) }
+
+    /// `send`, the action to run at `time` when given (`dispatch(_:at:)`).
+    package func send(_ action: LuaValue, at time: Int64?) async -> SendResult {
         await withCheckedContinuation { continuation in
             thread.async { [engine, root, thread] in
+                if let time { engine.clock.schedule?.add(time) }
                 engine.changeListeners { $0.sendsWaiting += 1 }
                 let result = Protected<SendResult?>(nil)
                 let ticket = ActionTicket<ScriptEffect>(onReduced: { outcome in
@@ -396,10 +439,8 @@ public final class ScriptedStore: Sendable {
     }
 
     /// The initial state as the journal starts from it, and the scripts' digest: what a recording's header holds.
-    public func journalStart() async throws(LuaError) -> (state: LuaValue, scripts: String, schemaVersion: Int64, sequence: UInt64) {
-        try await onThread { engine throws(LuaError) in
-            (try engine.state(), engine.app.digest, engine.app.schemaVersion, engine.journal.sequence)
-        }
+    public func journalStart() async throws(LuaError) -> JournalStart {
+        try await onThread { engine throws(LuaError) in engine.journalStart(state: try engine.state()) }
     }
 
     // MARK: Reading

@@ -58,12 +58,19 @@ public struct PersistedStart: Sendable {
     public var scripts: String
     /// The sequence number of the last journal entry it includes.
     public var sequence: UInt64
+    /// The time of that entry, in milliseconds since 1970-01-01 UTC (the clock goes on from it).
+    public var time: Int64
+    /// The store's clock as it was recorded: when the store first started (`os.clock()` counts from it).
+    public var clock: RecordedClock
 
-    public init(state: LuaValue, schemaVersion: Int64, scripts: String, sequence: UInt64) {
+    public init(state: LuaValue, schemaVersion: Int64, scripts: String, sequence: UInt64, time: Int64 = 0,
+                clock: RecordedClock = RecordedClock(started: 0)) {
         self.state = state
         self.schemaVersion = schemaVersion
         self.scripts = scripts
         self.sequence = sequence
+        self.time = time
+        self.clock = clock
     }
 }
 

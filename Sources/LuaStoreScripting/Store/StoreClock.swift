@@ -1,0 +1,120 @@
+import Foundation
+import LuaKit
+import LuaStoreConcurrency
+
+/// The clock and environment a scripted store's `os` reads (`os.time`, `os.date`, `os.clock`, `os.getenv`). The
+/// store reads `now` once per run of actions, before its reducers run: every action of the run, and the props
+/// and subscriptions it leads to, read that time, and the journal records it with each entry — so a replay, given
+/// the recorded times, reads what the session read, and time travel shows the time the user saw. `init` reads the
+/// time the store started.
+///
+/// ```swift
+/// var options = ScriptedStoreOptions()
+/// options.clock = StoreClock(now: { Date(timeIntervalSince1970: 1_700_000_000) }, utcOffsetSeconds: 3600,
+///                            environment: ["REGION": "eu"])
+/// ```
+public struct StoreClock: Sendable {
+    /// What time it is (read once per run of actions).
+    public var now: @Sendable () -> Date
+    /// The time zone `os.date` (without `!`) and `os.time(t)` read local time in: a fixed offset east of UTC, in
+    /// seconds, at most 18 hours either way (0, the default: UTC). Recorded with the session. (Not a named zone:
+    /// its rules change with the system's time zone database, which a replay elsewhere would read differently.)
+    public var utcOffsetSeconds: Int
+    /// What `os.getenv` finds: only these (recorded with the session), never the process's environment.
+    public var environment: [String: String]
+
+    /// A clock; by default the system's wall clock, in UTC, with no environment.
+    public init(now: @escaping @Sendable () -> Date = { Date() }, utcOffsetSeconds: Int = 0, environment: [String: String] = [:]) {
+        self.now = now
+        self.utcOffsetSeconds = utcOffsetSeconds
+        self.environment = environment
+    }
+
+    /// The system's wall clock, in UTC, with no environment.
+    public static var system: StoreClock { StoreClock() }
+
+    /// A clock stopped at `date`.
+    public static func fixed(_ date: Date, utcOffsetSeconds: Int = 0, environment: [String: String] = [:]) -> StoreClock {
+        StoreClock(now: { date }, utcOffsetSeconds: utcOffsetSeconds, environment: environment)
+    }
+
+    /// The largest offset from UTC a clock may have (18 hours, as ISO 8601 allows).
+    public static let utcOffsetLimit = 18 * 3600
+
+    /// `now`, in milliseconds since 1970-01-01 UTC.
+    func nowMillis() -> Int64 { Self.millis(now()) }
+
+    static func millis(_ date: Date) -> Int64 {
+        let value = (date.timeIntervalSince1970 * 1000).rounded(.down)
+        guard value.isFinite else { return 0 }
+        return Int64(Swift.max(Swift.min(value, 9.2e18), -9.2e18))
+    }
+
+    /// The date of `millis` since 1970-01-01 UTC.
+    public static func date(millis: Int64) -> Date { Date(timeIntervalSince1970: Double(millis) / 1000) }
+}
+
+/// What a session's clock was set to, recorded in the recording's header (and a durable store's): when the store
+/// started (`os.clock()` counts from it), its offset from UTC and the environment `os.getenv` read.
+public struct RecordedClock: Sendable, Equatable {
+    /// When the store started, in milliseconds since 1970-01-01 UTC.
+    public var started: Int64
+    public var utcOffsetSeconds: Int
+    public var environment: [String: String]
+
+    public init(started: Int64, utcOffsetSeconds: Int = 0, environment: [String: String] = [:]) {
+        self.started = started
+        self.utcOffsetSeconds = utcOffsetSeconds
+        self.environment = environment
+    }
+}
+
+/// The times a replay gives its actions, in dispatch order (`ScriptedStore.dispatch(_:at:)`): runs of actions that
+/// share a time. The store's thread takes them as it reduces the actions; the dispatching thread adds them. An
+/// action dispatched without a time while none are waiting reads the clock.
+final class TimeSchedule: Sendable {
+    private let waiting = Protected<[(time: Int64, count: Int)]>([])
+
+    /// The next action is to run at `time`.
+    func add(_ time: Int64) {
+        waiting.withLock { list in
+            if let last = list.last, last.time == time {
+                list[list.count - 1].count += 1
+            } else {
+                list.append((time, 1))
+            }
+        }
+    }
+
+    /// The time of the next action and how many after it share it (at most `limit`); nil when none wait.
+    func next(upTo limit: Int) -> (time: Int64, count: Int)? {
+        waiting.withLock { list in list.first.map { ($0.time, min($0.count, limit)) } }
+    }
+
+    /// `count` actions were reduced at the first waiting time.
+    func took(_ count: Int) {
+        guard count > 0 else { return }
+        waiting.withLock { list in
+            guard !list.isEmpty else { return }
+            list[0].count -= count
+            if list[0].count <= 0 { list.removeFirst() }
+        }
+    }
+}
+
+/// The engine's clock, a part of the engine (`ScriptEngine.clock`): the host's `StoreClock`, what it was set to
+/// (recorded), and a replay's schedule of times, which goes first while it holds any.
+struct EngineClock {
+    let source: StoreClock
+    let recorded: RecordedClock
+    let schedule: TimeSchedule?
+
+    /// The time of the next run of up to `limit` actions, and how many of them may run at it.
+    func next(upTo limit: Int) -> (time: Int64, count: Int) {
+        if let schedule, let next = schedule.next(upTo: limit) { return next }
+        return (source.nowMillis(), limit)
+    }
+
+    /// `count` actions ran at the time `next` gave.
+    func took(_ count: Int) { schedule?.took(count) }
+}
