@@ -129,7 +129,7 @@ let package = Package(
         .testTarget(
             name: "LuaStoreDevtoolsTests",
             dependencies: [
-                "LuaKit", "LuaStoreScripting", "LuaStoreDevtools", "LuaStorePersistence", "LuaStoreTestSupport", "RawHTTPClient",
+                "LuaKit", "LuaStoreCore", "LuaStoreScripting", "LuaStoreDevtools", "LuaStorePersistence", "LuaStoreTestSupport", "RawHTTPClient",
                 .target(name: "luastore"),
             ],
             swiftSettings: strict
@@ -144,7 +144,7 @@ let package = Package(
         ),
         .testTarget(
             name: "LuaStorePersistenceTests",
-            dependencies: ["LuaKit", "LuaStoreScripting", "LuaStorePersistence", "LuaStoreTestSupport"],
+            dependencies: ["LuaKit", "LuaStoreCore", "LuaStoreScripting", "LuaStorePersistence", "LuaStoreTestSupport"],
             swiftSettings: strict
         ),
         .testTarget(

@@ -369,7 +369,7 @@ extension DevtoolsAPI {
         if let along = try? await store.props(along: applied) {
             for (sequence, result) in zip(applied, along) { if case .success(let value) = result { props[sequence] = value } }
         }
-        var spec = SessionSpec(name: "\(options.app) session", scripts: scripts, start: start)
+        var spec = SessionSpec(name: "\(options.app) session", scripts: scripts, start: start, clock: store.recordedClock)
         var last: LuaValue?
         for entry in entries {
             let after = props[entry.sequence]

@@ -97,7 +97,7 @@ struct Replay: AsyncParsableCommand {
         // to write, each action is sent on its own (the spec needs the props after each).
         var writer = writeSpec.map { _ in
             SessionSpec(name: URL(fileURLWithPath: recording).lastPathComponent, scripts: recorded.header.scripts,
-                        start: recorded.header.state, timeBudget: .microseconds(Int64(timeBudget * 1000)))
+                        start: recorded.header.state, timeBudget: .microseconds(Int64(timeBudget * 1000)), clock: recorded.header.recordedClock)
         }
         var props = writer == nil ? nil : try? await store.props() // (the spec writes the props where they changed)
         let found: Replayer.Report

@@ -17,7 +17,12 @@ final class SessionReplays {
     private let folder: URL
     private let options: ScriptedStoreOptions
     private var replayers: [Int64: Replayer] = [:]
+    /// The clock of each store `luastore.store` opened (milliseconds since 1970), which the spec sets.
+    private var clocks: [Int64: Protected<Int64>] = [:]
     private var opened: Int64 = 0
+
+    /// Where a spec store's clock stands until the spec sets it: 2000-01-01 00:00:00 UTC, as `ScriptedTestStore`'s.
+    static let defaultMillis: Int64 = 946_684_800_000
 
     /// For the app in `folder`, its modules found along `modulePath`; what the app prints goes to `print`.
     init(folder: URL, modulePath: [String], print: @escaping @Sendable (String) -> Void) {
@@ -33,16 +38,48 @@ final class SessionReplays {
         for replayer in replayers.values { replayer.store.shutdown() }
     }
 
-    /// `open(state [, budget])`: a new store from `state`, each action within `budget` milliseconds (the one the
-    /// session was replayed with when its spec was written; else the action budget `run` has); answers its handle.
+    /// `open(state [, budget [, clock]])`: a new store from `state`, each action within `budget` milliseconds (the one
+    /// the session was replayed with when its spec was written; else the action budget `run` has), going on with the
+    /// recorded `clock` (`{started =, utc_offset =, env =}`, the recording's); answers its handle.
     func open(in vm: LuaVM) -> LuaReference {
         vm.function(named: "open") { [unowned self] arguments throws(LuaError) in
             guard let state = arguments.first, case .table = state else {
                 throw LuaError(.runtime, "bad argument #1 to 'open' (a state table expected)")
             }
-            let options = try self.options(budget: arguments.count > 1 ? arguments[1] : .nil, function: "open")
+            var options = try self.options(budget: arguments.count > 1 ? arguments[1] : .nil, function: "open")
+            let clock = arguments.count > 2 ? arguments[2] : .nil
+            if clock != .nil {
+                guard case .integer(let started) = clock["started"] else {
+                    throw LuaError(.runtime, "bad argument #3 to 'open' (a recorded clock {started = milliseconds, …} expected)")
+                }
+                let (offset, environment) = try Self.zone(clock, function: "open")
+                options.recordedClock = RecordedClock(started: started, utcOffsetSeconds: offset, environment: environment)
+            }
             return [.integer(try self.openStore(from: state, options: options, in: vm, failing: "cannot load the app to replay the session"))]
         }
+    }
+
+    /// A clock table's `utc_offset` (seconds east of UTC, within ±18 hours) and `env` (names to strings).
+    private static func zone(_ clock: LuaValue, function: String) throws(LuaError) -> (Int, [String: String]) {
+        var offset = 0
+        switch clock["utc_offset"] {
+        case .nil: break
+        case .integer(let seconds) where abs(seconds) <= Int64(StoreClock.utcOffsetLimit): offset = Int(seconds)
+        default: throw LuaError(.runtime, "bad option 'utc_offset' to '\(function)' (seconds east of UTC, within 18 hours, expected)")
+        }
+        var environment: [String: String] = [:]
+        switch clock["env"] {
+        case .nil: break
+        case .table(let table) where table.array.isEmpty:
+            for (name, value) in table.fields {
+                guard case .string(let key) = name, case .string(let text) = value else {
+                    throw LuaError(.runtime, "bad option 'env' to '\(function)' (a table of strings by name expected)")
+                }
+                environment[key] = text
+            }
+        default: throw LuaError(.runtime, "bad option 'env' to '\(function)' (a table of strings by name expected)")
+        }
+        return (offset, environment)
     }
 
     /// Opens a store of the app from `state` (nil: its `init`), waiting for it; answers its handle, or throws
@@ -76,8 +113,32 @@ final class SessionReplays {
             case .table(let table): start = .table(table)
             case let other: throw LuaError(.runtime, "bad argument 'state' to 'open' (a state table expected, got \(other.typeName))")
             }
-            let options = try self.options(budget: arguments.count > 1 ? arguments[1] : .nil, function: "open")
-            return [.integer(try self.openStore(from: start, options: options, in: vm, failing: "cannot open a store of the app"))]
+            var options = try self.options(budget: arguments.count > 1 ? arguments[1] : .nil, function: "open")
+            // (The clock stands where the spec says — `time`, in seconds as `os.time` counts — until it sets it.)
+            let clock = arguments.count > 2 ? arguments[2] : .nil
+            let millis = Protected(Self.defaultMillis)
+            switch clock["time"] {
+            case .nil: break
+            case .integer(let seconds): millis.withLock { $0 = seconds.multipliedReportingOverflow(by: 1000).partialValue }
+            case .number(let seconds) where seconds.isFinite && abs(seconds) < 9e15: millis.withLock { $0 = Int64((seconds * 1000).rounded(.down)) }
+            default: throw LuaError(.runtime, "bad option 'time' to 'open' (seconds since 1970 expected, as os.time gives them)")
+            }
+            let (offset, environment) = try Self.zone(clock, function: "open")
+            options.clock = StoreClock(now: { StoreClock.date(millis: millis.value) }, utcOffsetSeconds: offset, environment: environment)
+            let handle = try self.openStore(from: start, options: options, in: vm, failing: "cannot open a store of the app")
+            self.clocks[handle] = millis
+            return [.integer(handle)]
+        }
+        let setTime = vm.function(named: "settime") { [unowned self] arguments throws(LuaError) in
+            guard let handle = arguments.first?.integer, let millis = self.clocks[handle], self.replayers[handle] != nil else {
+                throw LuaError(.runtime, "bad argument #1 to 'set_time' (a store that open made and close did not end expected)")
+            }
+            switch arguments.count > 1 ? arguments[1] : .nil {
+            case .integer(let seconds): millis.withLock { $0 = seconds.multipliedReportingOverflow(by: 1000).partialValue }
+            case .number(let seconds) where seconds.isFinite && abs(seconds) < 9e15: millis.withLock { $0 = Int64((seconds * 1000).rounded(.down)) }
+            case let other: throw LuaError(.runtime, "bad argument #2 to 'set_time' (seconds since 1970 expected, got \(other.typeName))")
+            }
+            return []
         }
         let dispatch = vm.function(named: "dispatch") { [unowned self] arguments throws(LuaError) in
             let replayer = try self.replayer(arguments, "dispatch")
@@ -102,10 +163,11 @@ final class SessionReplays {
         let props = reading("props") { store throws(LuaError) in try await store.props() }
         let close = vm.function(named: "close") { [unowned self] arguments throws(LuaError) in
             guard let handle = arguments.first?.integer, let replayer = self.replayers.removeValue(forKey: handle) else { return [] }
+            self.clocks[handle] = nil
             replayer.store.shutdown()
             return []
         }
-        return [open, dispatch, state, props, close]
+        return [open, dispatch, state, props, close, setTime]
     }
 
     /// The store `arguments[0]` names (a handle `open` gave and `close` did not end), for `function`.
@@ -141,7 +203,8 @@ final class SessionReplays {
             let action = arguments[1], expected = arguments[2]
             let recorded = Replayer.Recorded(failure: expected["failure"].string,
                                              changes: expected["failure"] == .nil ? try Self.changes(expected["changes"]) : nil)
-            let step = Replayer.Step(sequence: 0, action: action, recorded: recorded, props: expected["props"] == .nil ? LuaValue?.none : expected["props"])
+            let step = Replayer.Step(sequence: 0, action: action, recorded: recorded, props: expected["props"] == .nil ? LuaValue?.none : expected["props"],
+                                     time: expected["time"].integer)
             let (entry, props) = vm.excludingFromBudget { Self.waiting { () async -> (JournalEntry?, LuaValue?) in
                 await replayer.send(step, props: false)
             } }

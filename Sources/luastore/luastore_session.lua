@@ -50,9 +50,10 @@ end
 
 -- A session from the recorded start state: the state as the recording has it (kept by applying the recorded
 -- changes), and the store replaying it (opened at the first step, and again after a divergence). `options`:
--- `time_budget_ms`, each action's budget (the replay's that wrote the spec; else `run`'s default).
+-- `time_budget_ms`, each action's budget (the replay's that wrote the spec; else `run`'s default); `clock`, the
+-- recording's (`{started = milliseconds, utc_offset =, env =}`): each step's action then runs at its `time`.
 function session.state(start, options)
-  return { recorded = copy(start), budget = options and options.time_budget_ms }
+  return { recorded = copy(start), budget = options and options.time_budget_ms, clock = options and options.clock }
 end
 
 -- Puts the recorded changes of an entry the spec does not reduce (a reload's migration, a child store's action):
@@ -68,7 +69,7 @@ end
 -- where they changed). After the step the session's state is what the recording says.
 function session.step(app, run, number, action, expected)
   local label = "action " .. number .. " " .. render(action)
-  if run.store == nil then run.store = open(run.recorded, run.budget) end
+  if run.store == nil then run.store = open(run.recorded, run.budget, run.clock) end
   local found = reduce(run.store, action, expected)
   apply(run.recorded, expected.changes)
   if found == nil then return end

@@ -8,25 +8,36 @@
 --   assert.is_true(s:dispatch({ type = "add" }))
 --   local ok, failure = s:dispatch({ type = "bad" }) -- false, { stage = "reduce", message = …, location = "app.lua:7" }
 --   assert.are.same({ count = 1 }, s:state())
+--   s:set_time(os.time({ year = 2026, month = 3, day = 1 })) -- what the app's os.time() reads from now on
 local store = {}
 
 -- The host's functions (`connect`, called when `luastore test` preloads this module).
 local host
-function store.connect(open, dispatch, state, props, close)
-  host = { open = open, dispatch = dispatch, state = state, props = props, close = close }
+function store.connect(open, dispatch, state, props, close, settime)
+  host = { open = open, dispatch = dispatch, state = state, props = props, close = close, settime = settime }
 end
 
 local Store = {}
 Store.__index = Store
 
 -- `store.open([options])`: a new store of the project's app, from its `init`, or from `options.state`; each action
--- within `options.time_budget_ms` milliseconds (else `run`'s default).
+-- within `options.time_budget_ms` milliseconds (else `run`'s default). The store's clock — what the app's `os.time()`,
+-- `os.date()` and `os.clock()` read — stands at `options.time` (seconds since 1970, as `os.time` counts; by default
+-- 2000-01-01 00:00:00 UTC) until `s:set_time` moves it; `options.utc_offset` (seconds east of UTC) is the time zone
+-- `os.date` reads, `options.env` (a table of strings) what `os.getenv` finds.
 function store.open(options)
   if options ~= nil and type(options) ~= "table" then
     error("bad argument #1 to 'open' (a table of options expected, got " .. type(options) .. ")", 2)
   end
   options = options or {}
-  return setmetatable({ handle = host.open(options.state, options.time_budget_ms) }, Store)
+  local clock = { time = options.time, utc_offset = options.utc_offset, env = options.env }
+  return setmetatable({ handle = host.open(options.state, options.time_budget_ms, clock) }, Store)
+end
+
+-- `s:set_time(seconds)`: the store's clock stands at `seconds` since 1970 (a float for milliseconds) from the next
+-- action on.
+function Store:set_time(seconds)
+  host.settime(self.handle, seconds)
 end
 
 -- `s:dispatch(action)`: true once the store applied it; else false and its failure (`stage`, `message`,

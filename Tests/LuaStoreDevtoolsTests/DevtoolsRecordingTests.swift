@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import LuaKit
+import LuaStoreCore
 @testable import LuaStoreDevtools
 import LuaStorePersistence
 import LuaStoreScripting
@@ -40,7 +41,7 @@ import Testing
         let export = try await session.get("/api/export-spec")
         #expect(export.status == 200)
         #expect(export.body.contains(#"describe("demo session", function()"#))
-        #expect(export.body.contains(#"session.state({count = 3, items = {{n = 1}, {n = 2}, {n = 3}}, name = "start"})"#), "\(export.body)")
+        #expect(export.body.contains(#"session.state({count = 3, items = {{n = 1}, {n = 2}, {n = 3}}, name = "start"}, { clock = { started = "#), "\(export.body)")
         #expect(export.body.components(separatedBy: "session.step(").count - 1 == 5)
         #expect(export.body.contains(#"failure = "boom at 6","#))
         #expect(export.body.contains(#"props = {count = 6, name = "start"},"#))
@@ -55,6 +56,37 @@ import Testing
         let failing = try await CLI.run(["test", folder.path])
         #expect(failing.output.contains(#"action 8 {name = "Spec", type = "rename"}: state.name is "Spec!"; the recording says "Spec""#),
                 "\(failing.output)")
+    }
+
+    /// The devtools show when each entry ran — the store's recorded clock, what its scripts read — and carry it
+    /// through: the export writes each entry's time, and its import replays each action at it, without a divergence,
+    /// for an app whose reducer reads the clock.
+    @Test func entriesShowTheRecordedTimeAndTheExportKeepsIt() async throws {
+        let folder = try CLI.makeApp("""
+            local app = {}
+            function app.init() return { at = {} } end
+            function app.reduce(state, action) state.at[#state.at + 1] = os.date("!%H:%M:%S", os.time()) end
+            function app.props(state) return { n = #state.at } end
+            return app
+            """)
+        let millis = Protected<Int64>(1_772_357_400_000)
+        let session = try await DevtoolsTests.start(folder: folder, clock: StoreClock(now: { StoreClock.date(millis: millis.value) }))
+        defer { Task { await session.stop() } }
+        for step in 1...4 {
+            millis.withLock { $0 += Int64(step) * 60_000 }
+            _ = await session.store.send(["type": "tick"])
+        }
+        let listed = try DevtoolsTests.json(try await session.get("/api/entries"))
+        let times = (listed["entries"] as? [[String: Any]])?.compactMap { $0["time"] as? Int }
+        #expect(times == [1_772_357_460_000, 1_772_357_580_000, 1_772_357_760_000, 1_772_358_000_000], "\(listed)")
+        let entry = try DevtoolsTests.json(try await session.get("/api/entry?seq=2"))
+        #expect((entry["line"] as? [String: Any])?["dt"] as? Int == 120_000, "its line as the recording holds it: \(entry)")
+        let recording = try await session.get("/api/export").body
+        #expect(recording.contains(#""dt":180000,"#))
+        let imported = try DevtoolsTests.json(try await session.post("/api/import?name=s.jsonl", body: recording))
+        let summary = try #require(imported["imported"] as? [String: Any])
+        #expect(summary["entries"] as? Int == 4)
+        #expect(summary["divergence"] == nil, "each action replayed at its recorded time: \(summary)")
     }
 
     @Test func anImportedRecordingIsBrowsedLikeTheRunningApp() async throws {

@@ -50,7 +50,7 @@ import Testing
 
     static func start(keep: Int = 1000, clientQueue: Int = 64, folder: URL? = nil, host: String = "127.0.0.1",
                       storeWait: Duration = .seconds(120), timeBudget: Duration? = nil,
-                      persistence: (any StatePersistence)? = nil, connectionLimit: Int = 256) async throws -> Session {
+                      persistence: (any StatePersistence)? = nil, connectionLimit: Int = 256, clock: StoreClock? = nil) async throws -> Session {
         let folder = try folder ?? CLI.makeApp(app)
         let journal = DevtoolsJournal(capacity: keep)
         var options = ScriptedStoreOptions(log: { _ in }, failures: { _ in })
@@ -58,6 +58,7 @@ import Testing
         options.journal = { journal.hear($0) }
         options.historyEntries = keep
         options.persistence = persistence
+        if let clock { options.clock = clock }
         let store = try await ScriptedStore(app: folder, options: options)
         var settings = DevtoolsOptions()
         settings.app = "demo"

@@ -1,5 +1,6 @@
 import Foundation
 import LuaKit
+import LuaStoreCore
 import LuaStorePersistence
 import LuaStoreScripting
 import LuaStoreTestSupport
@@ -256,5 +257,48 @@ import Testing
         #expect(state["name"] == .nil)
         state.apply(StateChange(path: [], value: ["fresh": 1]))
         #expect(state == ["fresh": 1])
+    }
+    /// A durable store goes on with its clock: each entry's time is in the database (as what it adds to the line
+    /// before, counted from its snapshot), the store resumes knowing its last entry's time and when it first
+    /// started, and `os.clock()` goes on counting from that start.
+    @Test func aStoreResumesItsClock() async throws {
+        let folder = try CLI.makeApp("""
+            local app = {}
+            function app.init() return { at = {}, clocks = {} } end
+            function app.reduce(state, action) state.at[#state.at + 1] = os.time(); state.clocks[#state.clocks + 1] = os.clock() end
+            function app.props(state) return { n = #state.at } end
+            return app
+            """)
+        let path = databasePath()
+        defer { try? FileManager.default.removeItem(at: folder); remove(path) }
+        let millis = Protected<Int64>(1_800_000_000_000)
+        var options = Self.options
+        options.clock = StoreClock(now: { StoreClock.date(millis: millis.value) })
+        let database = try StoreDatabase(path: path, app: "app", snapshotInterval: 4)
+        options.persistence = database
+        let first = try await ScriptedStore(app: folder, options: options)
+        var last: JournalEntry?
+        for step in 1...10 {
+            millis.withLock { $0 += Int64(step) * 1000 } // (a snapshot every 4 entries: some lines count from one)
+            last = await first.send(["type": "tick"]).entry
+        }
+        let expected = try await first.state()
+        first.shutdown()
+        await first.barrier()
+        #expect(database.close() == nil)
+
+        let reopened = try StoreDatabase(path: path, app: "app")
+        #expect(reopened.resumed?.time == last?.time)
+        #expect(reopened.resumed?.clock.started == 1_800_000_000_000)
+        #expect(reopened.resumed?.state == expected)
+        millis.withLock { $0 = 1_900_000_000_000 }
+        options.persistence = reopened
+        let second = try await ScriptedStore(app: folder, options: options)
+        #expect(second.recordedClock.started == 1_800_000_000_000, "the clock it started with")
+        _ = await second.send(["type": "tick"])
+        #expect(try await second.state()["clocks"][11] == .number(100_000_000), "os.clock() counts from the first start")
+        second.shutdown()
+        await second.barrier()
+        #expect(reopened.close() == nil)
     }
 }

@@ -134,4 +134,27 @@ import Testing
             """)
         try await store.finish(timeout: .seconds(60))
     }
+    /// The test store's clock stands still at a known time (2000-01-01 UTC by default, or the one given) until the
+    /// test moves it: a reducer that reads `os.time()` is tested as any other.
+    @Test func theClockStandsStillUntilTheTestMovesIt() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("test-store-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try """
+            local app = {}
+            function app.init() return { created = os.time() } end
+            function app.reduce(state, action) state.seen = os.date("!%Y-%m-%d %H:%M", os.time()) end
+            function app.props(state) return {} end
+            return app
+            """.write(to: folder.appendingPathComponent("app.lua"), atomically: true, encoding: .utf8)
+        let standing = try await ScriptedTestStore(app: folder)
+        #expect(standing.state["created"] == 946_684_800)
+        try await standing.send(["type": "look"]) { $0["seen"] = "2000-01-01 00:00" }
+        standing.advance(by: 90 * 60)
+        try await standing.send(["type": "look"]) { $0["seen"] = "2000-01-01 01:30" }
+        standing.now = Date(timeIntervalSince1970: 1_772_357_400)
+        try await standing.send(["type": "look"]) { $0["seen"] = "2026-03-01 09:30" }
+        let given = try await ScriptedTestStore(app: folder, now: Date(timeIntervalSince1970: 86_400))
+        #expect(given.state["created"] == 86_400)
+    }
 }

@@ -214,6 +214,7 @@ import FoundationXML
         function app.init() return { count = 0, items = {} } end
         function app.reduce(state, action)
           if action.type == "add" then state.count = state.count + 1
+          elseif action.type == "stamp" then state.at = os.date("%Y-%m-%d %H:%M", os.time()) .. " " .. (os.getenv("REGION") or "-")
           elseif action.type == "twice" then local t = { 1 }; state.items.a = t; state.items.b = t
           elseif action.type == "meta" then state.items.m = setmetatable({}, {})
           elseif action.type == "keep" then kept = state.items
@@ -239,11 +240,11 @@ import FoundationXML
             assert.is_true(s:dispatch({ type = "keep" }))
             ok, failure = s:dispatch({ type = "kept" })
             assert.is_false(ok)
-            assert.are.equal("app.lua:9", failure.location)
+            assert.are.equal("app.lua:10", failure.location)
             ok, failure = s:dispatch({ type = "spin" })
             assert.matches("time budget of 300 ms exceeded", failure.message, 1, true)
             ok, failure = s:dispatch({ type = "boom" })
-            assert.are.same({ false, "app.lua:11" }, { ok, failure.location })
+            assert.are.same({ false, "app.lua:12" }, { ok, failure.location })
             assert.are.same({ count = 1, items = {} }, s:state())
             assert.are.same({ label = "n=1" }, s:props())
           end)
@@ -251,6 +252,18 @@ import FoundationXML
             local s <close> = store.open({ state = { count = 5, items = {} } })
             assert.is_true(s:dispatch({ type = "add" }))
             assert.are.equal(6, s:state().count)
+          end)
+          it("runs on a clock the spec sets", function()
+            local s <close> = store.open()
+            assert.is_true(s:dispatch({ type = "stamp" }))
+            assert.are.equal("2000-01-01 00:00 -", s:state().at)
+            local t <close> = store.open({ time = 1772357400, utc_offset = 3600, env = { REGION = "eu" } })
+            assert.is_true(t:dispatch({ type = "stamp" }))
+            assert.are.equal("2026-03-01 10:30 eu", t:state().at)
+            t:set_time(0)
+            assert.is_true(t:dispatch({ type = "stamp" }))
+            assert.are.equal("1970-01-01 01:00 eu", t:state().at)
+            assert.has_error(function() store.open({ utc_offset = 90000 }) end)
           end)
           it("is gone once closed", function()
             local s = store.open()
@@ -266,6 +279,6 @@ import FoundationXML
         try Data(Self.spec.utf8).write(to: app.appendingPathComponent("store_spec.lua"))
         let run = try await CLI.run(["test", app.path])
         #expect(run.status == 0, "\(run.output) \(run.errors)")
-        #expect(run.outputLines.last == "3 passed, 0 failed", "\(run.output)")
+        #expect(run.outputLines.last == "4 passed, 0 failed", "\(run.output)")
     }
 }

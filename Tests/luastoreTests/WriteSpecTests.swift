@@ -58,6 +58,42 @@ import Testing
         #expect(failing.output.hasSuffix("6 passed, 1 failed\n"), "each test starts from the recording: one action fails, not the rest")
     }
 
+    /// A session whose reducers read the clock and the environment becomes a spec whose steps run at their recorded
+    /// times, in the recorded zone and environment: it passes run after run, and fails where a script reads the
+    /// clock differently.
+    @Test func aSessionThatReadsTheClockBecomesASpecThatRunsAtItsTimes() async throws {
+        let clockApp = """
+            local app = {}
+            function app.init() return { seen = {} } end
+            function app.reduce(state, action)
+              state.seen[#state.seen + 1] = os.date("%H:%M:%S", os.time()) .. " " .. os.getenv("REGION") .. " " .. os.clock()
+            end
+            function app.props(state) return { n = #state.seen } end
+            return app
+            """
+        let app = try CLI.makeApp(clockApp)
+        defer { try? FileManager.default.removeItem(at: app) }
+        let recording = app.appendingPathComponent("session.jsonl").path
+        let run = try await CLI.run(["run", app.path, "--record", recording, "--format", "json", "--utc-offset", "+01:00", "--env", "REGION=eu"],
+                                    input: #"{"type":"look"}"# + "\n" + #"{"type":"look"}"# + "\n")
+        #expect(run.status == 0, "\(run.errors)")
+        let spec = app.appendingPathComponent("spec/session_spec.lua")
+        let replay = try await CLI.run(["replay", app.path, recording, "--write-spec", spec.path])
+        #expect(replay.status == 0, "\(replay.errors)")
+        let text = try String(contentsOf: spec, encoding: .utf8)
+        #expect(text.contains("clock = { started = ") && text.contains(#"utc_offset = 3600, env = {REGION = "eu"} }"#), "\(text)")
+        #expect(text.contains("      time = "), "\(text)")
+        for _ in 1...2 {
+            let passing = try await CLI.run(["test", app.path])
+            #expect(passing.status == 0, "\(passing.output)")
+        }
+        try clockApp.replacingOccurrences(of: #"os.getenv("REGION")"#, with: #"(os.getenv("ZONE") or "?")"#)
+            .write(to: app.appendingPathComponent("app.lua"), atomically: true, encoding: .utf8)
+        let failing = try await CLI.run(["test", app.path])
+        #expect(failing.status == 1)
+        #expect(failing.output.contains("state.seen[1] is "), "\(failing.output)")
+    }
+
     /// What only a store does to an action: a value the state cannot hold (a function, bytes that are not UTF-8
     /// text), an error that is not a string, a command it refuses, an action out of time. Each step is the store's
     /// in the spec too, so the spec passes where the replay does and fails where it fails.
@@ -98,7 +134,7 @@ import Testing
         for words in ["a function cannot be stored in the state", "not UTF-8 text", "time budget of 50 ms exceeded", "'url' must be a string", "error object is a table value"] {
             #expect(text.contains(words), "the recording's failures are the spec's: \(words)")
         }
-        #expect(text.contains("session.state({count = 0}, { time_budget_ms = 50 })"), "the replay's budget is the spec's")
+        #expect(text.contains("session.state({count = 0}, { time_budget_ms = 50, clock = { started = "), "the replay's budget and the session's clock are the spec's")
         let passing = try await CLI.run(["test", app.path, "--output", "tap"])
         #expect(passing.status == 0, "\(passing.output) \(passing.errors)")
         #expect(passing.output.components(separatedBy: "\nok ").count - 1 == 7, "\(passing.output)")

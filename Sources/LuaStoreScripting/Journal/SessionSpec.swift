@@ -20,7 +20,7 @@ public struct SessionSpec: Sendable {
         /// The step of an action replayed (`Replayer.replay`).
         public init(_ step: Replayer.Step, props: LuaValue?) {
             recorded = RecordingLine.RecordedAction(sequence: step.sequence, action: step.action, changes: step.recorded.changes,
-                                                    failure: step.recorded.failure, changesJSON: step.recorded.changesJSON)
+                                                    failure: step.recorded.failure, time: step.time, changesJSON: step.recorded.changesJSON)
             self.props = props
         }
 
@@ -29,7 +29,7 @@ public struct SessionSpec: Sendable {
             guard case .action(let action) = entry.event else { return nil }
             recorded = RecordingLine.RecordedAction(sequence: entry.sequence, action: action,
                                                     changes: entry.failure == nil ? entry.changes : nil,
-                                                    failure: entry.failure?.error.message)
+                                                    failure: entry.failure?.error.message, time: entry.time)
             self.props = props
         }
     }
@@ -42,22 +42,34 @@ public struct SessionSpec: Sendable {
     public var start: LuaValue
     /// Each action's time budget when the session was replayed (nil: the default of whoever runs the spec).
     public var timeBudget: Duration?
+    /// The session's clock (nil: a recording older than format 4): each step's action runs at its recorded time.
+    public var clock: RecordedClock?
     public var steps: [Step] = []
 
-    public init(name: String, scripts: String, start: LuaValue, timeBudget: Duration? = nil) {
+    public init(name: String, scripts: String, start: LuaValue, timeBudget: Duration? = nil, clock: RecordedClock? = nil) {
         self.name = name
         self.scripts = scripts
         self.start = start
         self.timeBudget = timeBudget
+        self.clock = clock
     }
 
     /// The spec's Lua source.
     public func text() throws(RecordingJSON.Malformed) -> String {
-        let budgetOption = timeBudget.map { budget in
+        var options: [String] = []
+        if let budget = timeBudget {
             let milliseconds = Double(budget.components.seconds) * 1000 + Double(budget.components.attoseconds) / 1e15
-            let written = milliseconds == milliseconds.rounded() ? String(Int64(milliseconds)) : String(milliseconds)
-            return ", { time_budget_ms = \(written) }"
-        } ?? ""
+            options.append("time_budget_ms = " + (milliseconds == milliseconds.rounded() ? String(Int64(milliseconds)) : String(milliseconds)))
+        }
+        if let clock {
+            var fields = ["started = \(clock.started)"]
+            if clock.utcOffsetSeconds != 0 { fields.append("utc_offset = \(clock.utcOffsetSeconds)") }
+            if !clock.environment.isEmpty {
+                fields.append("env = " + LuaValue.table(LuaTable(fields: Dictionary(uniqueKeysWithValues: clock.environment.map { (LuaKey.string($0.key), LuaValue.string($0.value)) }))).description)
+            }
+            options.append("clock = { " + fields.joined(separator: ", ") + " }")
+        }
+        let budgetOption = options.isEmpty ? "" : ", { " + options.joined(separator: ", ") + " }"
         var lines = [
             "-- Written by LuaStore from \(name) (\(steps.count) actions; scripts \(scripts)).",
             "-- Each test sends one recorded action to a store of the app's, from the state the recording had before it, and",
@@ -84,6 +96,7 @@ public struct SessionSpec: Sendable {
                 expected.append("changes = { " + items.joined(separator: ", ") + (items.isEmpty ? "}" : " }"))
             }
             if let props = step.props { expected.append("props = \(props.description)") }
+            if let time = recorded.time { expected.append("time = \(time)") }
             lines += [
                 "",
                 "  it(\(LuaValue.string(name).description), function()",

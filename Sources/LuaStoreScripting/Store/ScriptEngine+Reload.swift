@@ -13,6 +13,9 @@ extension ScriptEngine {
         let source = source ?? app.source
         if !always, Self.fingerprint(of: source.folder) == app.fingerprint { return .unchanged }
         journal.migrated = false
+        // (A reload is a run of its own: its scripts load and its migration runs at the time it happened, recorded
+        // with its entry.)
+        if !journal.history.traveling { vm.clockMillis = clock.source.nowMillis() }
         let loaded = try Self.loadApp(vm: vm, from: source, mounted: !mounts.list.isEmpty)
         let candidate = try mounts.compose(loaded, running: app, vm: vm, renderKey: runtime.renderKey)
         if candidate.schemaVersion < app.schemaVersion {

@@ -22,9 +22,9 @@ extension ScriptEngine {
             return outcome
         }
         // The run's time, read once (a replay's schedule may end the run where the recorded time changes).
-        let (time, sharing) = clock.next(upTo: queued.count)
+        let (time, sharing, scheduled) = clock.next(upTo: queued.count)
         vm.clockMillis = time
-        defer { clock.took(outcome.applied) }
+        defer { clock.took(outcome.applied, scheduled: scheduled) }
         let actions = queued.prefix(sharing)
         func single() -> RunOutcome<ScriptEffect> {
             outcome.applied = 1

@@ -225,8 +225,15 @@ final class ScriptEngine {
             journal.history.hold(action, source: source)
             return []
         }
-        if !timed { vm.clockMillis = clock.next(upTo: 1).time }
-        defer { if !timed { clock.took(1) } }
+        let scheduled: Bool
+        if timed {
+            scheduled = false
+        } else {
+            let next = clock.next(upTo: 1)
+            vm.clockMillis = next.time
+            scheduled = next.scheduled
+        }
+        defer { clock.took(1, scheduled: scheduled) }
         try refuseWithoutPersistence()
         guard journal.collecting else {
             let reduced = try reduceAction(action, source: source)

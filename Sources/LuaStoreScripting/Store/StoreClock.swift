@@ -1,6 +1,8 @@
 import Foundation
+import Glibc
 import LuaKit
 import LuaStoreConcurrency
+import Synchronization
 
 /// The clock and environment a scripted store's `os` reads (`os.time`, `os.date`, `os.clock`, `os.getenv`). The
 /// store reads `now` once per run of actions, before its reducers run: every action of the run, and the props
@@ -14,8 +16,13 @@ import LuaStoreConcurrency
 ///                            environment: ["REGION": "eu"])
 /// ```
 public struct StoreClock: Sendable {
-    /// What time it is (read once per run of actions).
-    public var now: @Sendable () -> Date
+    /// What time it is (read once per run of actions). By default the system's wall clock.
+    public var now: @Sendable () -> Date {
+        get { custom ?? { Date() } }
+        set { custom = newValue }
+    }
+    /// `now` when the host gave one (nil: the system's wall clock, read without making a `Date`).
+    private var custom: (@Sendable () -> Date)?
     /// The time zone `os.date` (without `!`) and `os.time(t)` read local time in: a fixed offset east of UTC, in
     /// seconds, at most 18 hours either way (0, the default: UTC). Recorded with the session. (Not a named zone:
     /// its rules change with the system's time zone database, which a replay elsewhere would read differently.)
@@ -23,9 +30,9 @@ public struct StoreClock: Sendable {
     /// What `os.getenv` finds: only these (recorded with the session), never the process's environment.
     public var environment: [String: String]
 
-    /// A clock; by default the system's wall clock, in UTC, with no environment.
-    public init(now: @escaping @Sendable () -> Date = { Date() }, utcOffsetSeconds: Int = 0, environment: [String: String] = [:]) {
-        self.now = now
+    /// A clock; by default (`now` nil) the system's wall clock, in UTC, with no environment.
+    public init(now: (@Sendable () -> Date)? = nil, utcOffsetSeconds: Int = 0, environment: [String: String] = [:]) {
+        self.custom = now
         self.utcOffsetSeconds = utcOffsetSeconds
         self.environment = environment
     }
@@ -42,7 +49,12 @@ public struct StoreClock: Sendable {
     public static let utcOffsetLimit = 18 * 3600
 
     /// `now`, in milliseconds since 1970-01-01 UTC.
-    func nowMillis() -> Int64 { Self.millis(now()) }
+    func nowMillis() -> Int64 {
+        if let custom { return Self.millis(custom()) }
+        var time = timespec()
+        clock_gettime(CLOCK_REALTIME, &time)
+        return Int64(time.tv_sec) * 1000 + Int64(time.tv_nsec) / 1_000_000
+    }
 
     static func millis(_ date: Date) -> Int64 {
         let value = (date.timeIntervalSince1970 * 1000).rounded(.down)
@@ -74,6 +86,8 @@ public struct RecordedClock: Sendable, Equatable {
 /// action dispatched without a time while none are waiting reads the clock.
 final class TimeSchedule: Sendable {
     private let waiting = Protected<[(time: Int64, count: Int)]>([])
+    /// How many actions wait with a time: none (most stores, always) costs one load per run, no lock.
+    private let count = Atomic<Int>(0)
 
     /// The next action is to run at `time`.
     func add(_ time: Int64) {
@@ -83,21 +97,25 @@ final class TimeSchedule: Sendable {
             } else {
                 list.append((time, 1))
             }
+            count.add(1, ordering: .releasing)
         }
     }
 
     /// The time of the next action and how many after it share it (at most `limit`); nil when none wait.
     func next(upTo limit: Int) -> (time: Int64, count: Int)? {
-        waiting.withLock { list in list.first.map { ($0.time, min($0.count, limit)) } }
+        guard count.load(ordering: .acquiring) > 0 else { return nil }
+        return waiting.withLock { list in list.first.map { ($0.time, min($0.count, limit)) } }
     }
 
-    /// `count` actions were reduced at the first waiting time.
-    func took(_ count: Int) {
-        guard count > 0 else { return }
+    /// `taken` actions were reduced at the first waiting time.
+    func took(_ taken: Int) {
+        guard taken > 0, count.load(ordering: .acquiring) > 0 else { return }
         waiting.withLock { list in
             guard !list.isEmpty else { return }
-            list[0].count -= count
-            if list[0].count <= 0 { list.removeFirst() }
+            let used = min(taken, list[0].count)
+            list[0].count -= used
+            if list[0].count == 0 { list.removeFirst() }
+            count.subtract(used, ordering: .releasing)
         }
     }
 }
@@ -109,12 +127,15 @@ struct EngineClock {
     let recorded: RecordedClock
     let schedule: TimeSchedule?
 
-    /// The time of the next run of up to `limit` actions, and how many of them may run at it.
-    func next(upTo limit: Int) -> (time: Int64, count: Int) {
-        if let schedule, let next = schedule.next(upTo: limit) { return next }
-        return (source.nowMillis(), limit)
+    /// The time of the next run of up to `limit` actions, how many of them may run at it, and whether it is a
+    /// replay's (then `took` must be told how many did).
+    func next(upTo limit: Int) -> (time: Int64, count: Int, scheduled: Bool) {
+        if let schedule, let next = schedule.next(upTo: limit) { return (next.time, next.count, true) }
+        return (source.nowMillis(), limit, false)
     }
 
-    /// `count` actions ran at the time `next` gave.
-    func took(_ count: Int) { schedule?.took(count) }
+    /// `count` actions ran at the time `next` gave, a replay's when `scheduled`.
+    func took(_ count: Int, scheduled: Bool) {
+        if scheduled { schedule?.took(count) }
+    }
 }
