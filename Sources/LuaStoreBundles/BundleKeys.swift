@@ -15,9 +15,22 @@ public enum BundleKeys {
         /// The key's 32 bytes.
         let bytes: Data
 
-        init(_ key: Curve25519.Signing.PublicKey) {
+        /// A public key to trust.
+        public init(_ key: Curve25519.Signing.PublicKey) {
             bytes = key.rawRepresentation
             id = BundleKeys.id(of: key)
+        }
+
+        /// The public key a `.pub` file holds, from its text (`luastore-ed25519-public <base64>`, as `luastore keygen`
+        /// writes it; surrounding white space ignored) — a key a host keeps in its configuration rather than in a
+        /// file. Refused in words when it is not one.
+        public init(publicKeyText text: String) throws(BundleFailure) {
+            let bytes = try BundleKeys.bytes(of: text, label: BundleKeys.publicLabel, what: "a public key", name: "the text")
+            do {
+                self.init(try Curve25519.Signing.PublicKey(rawRepresentation: bytes))
+            } catch {
+                throw BundleFailure("the text is not a public key of luastore keygen")
+            }
         }
 
         /// Whether `signature` is this key's over `data`.
@@ -65,14 +78,18 @@ public enum BundleKeys {
     private static func read(_ path: String, label: String, what: String) throws(BundleFailure) -> Data {
         if let problem = FileIdentity.notARegularFile(path) { throw BundleFailure("\(path) \(problem): \(what) is a file luastore keygen wrote") }
         guard let data = FileManager.default.contents(atPath: path) else { throw BundleFailure("\(path) cannot be read") }
-        let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        let parts = text.split(separator: " ")
+        return try bytes(of: String(decoding: data, as: UTF8.self), label: label, what: what, name: path)
+    }
+
+    /// The 32 bytes of a key file's text (`label base64`); `name` says where the text came from.
+    fileprivate static func bytes(of text: String, label: String, what: String, name: String) throws(BundleFailure) -> Data {
+        let parts = text.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: " ")
         guard parts.count == 2, parts[0] == label, let bytes = Data(base64Encoded: String(parts[1])), bytes.count == 32 else {
             let other = label == privateLabel ? publicLabel : privateLabel
             if parts.first.map(String.init) == other {
-                throw BundleFailure("\(path) is \(label == privateLabel ? "a public key" : "a private key"), not \(what)")
+                throw BundleFailure("\(name) is \(label == privateLabel ? "a public key" : "a private key"), not \(what)")
             }
-            throw BundleFailure("\(path) is not \(what) of luastore keygen")
+            throw BundleFailure("\(name) is not \(what) of luastore keygen")
         }
         return bytes
     }

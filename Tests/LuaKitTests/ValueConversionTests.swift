@@ -15,6 +15,10 @@ import Testing
         #expect(LuaValue([LuaValue(1), "two"]) == [1, "two"])
         #expect(LuaValue(["a": 1, "gone": nil]) == ["a": 1])
         #expect("\(count) items" as LuaValue == .string("3 items"))
+        // (Keys interpolate too: a subscript reads a computed key as a literal one.)
+        let state: LuaValue = ["items": ["c3": "third"]]
+        #expect(state["items"]["c\(count)"] == "third")
+        #expect("c\(count)" as LuaKey == .string("c3"))
     }
 
     /// Lua's strings are bytes: two spellings of "é" (one code point, or "e" and a combining accent), which

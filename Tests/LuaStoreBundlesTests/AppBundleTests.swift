@@ -74,6 +74,25 @@ import ZIPFoundation
         }
     }
 
+    /// A host that keeps a public key in its configuration trusts it from its text (`Trusted(publicKeyText:)`), as
+    /// from the `.pub` file; a private key's text, or anything else, is refused in words.
+    @Test func aPublicKeyIsTrustedFromItsText() throws {
+        let keys = try Keys()
+        defer { keys.folder.remove() }
+        let text = try String(contentsOf: keys.bundle("signer.pub"), encoding: .utf8)
+        let trusted = try BundleKeys.Trusted(publicKeyText: "  " + text + "\n")
+        #expect(trusted.id == keys.id)
+        let output = keys.bundle("counter.lsb")
+        let folder = try Self.pack(Self.app(version: "1.0.0", step: 1), signedBy: keys, to: output)
+        defer { folder.remove() }
+        #expect(try AppBundle.verify(output, trusting: [trusted]).signer == keys.id)
+        let privateText = try String(contentsOf: keys.bundle("signer.key"), encoding: .utf8)
+        let refused = #expect(throws: BundleFailure.self) { try BundleKeys.Trusted(publicKeyText: privateText) }
+        #expect(refused?.description == "the text is a private key, not a public key")
+        let garbage = #expect(throws: BundleFailure.self) { try BundleKeys.Trusted(publicKeyText: "luastore-ed25519-public abc") }
+        #expect(garbage?.description == "the text is not a public key of luastore keygen")
+    }
+
     @Test func aSignedBundleIsVerifiedWholeAndUnpacked() throws {
         let keys = try Keys()
         defer { keys.folder.remove() }

@@ -88,6 +88,35 @@ import Testing
     /// An action held while the store is at a past entry keeps the number of its dispatch when `resume()`
     /// applies it: a failure reports it as the n-th dispatch, as the journal numbers it, not once per time it
     /// went through the store.
+    /// The app in a store keeping `historyEntries`.
+    static func open(historyEntries: Int) async throws -> (AppFolder, ScriptedStore) {
+        let folder = try AppFolder(["app.lua": Self.app])
+        var options = Recorder().options
+        options.historyEntries = historyEntries
+        do {
+            return (folder, try await ScriptedStore(app: folder.url, options: options))
+        } catch {
+            folder.remove()
+            throw error
+        }
+    }
+
+    /// `waitUntilIdle` waits for held actions too: while time travel holds an action the store is not idle (the
+    /// wait runs out and answers false); once `resume()` reduced it, it is.
+    @Test func waitingUntilIdleWaitsForHeldActions() async throws {
+        let (folder, store) = try await Self.open(historyEntries: 10)
+        defer { folder.remove(); store.shutdown() }
+        let first = try #require(await store.send(["type": "increment"]).entry?.sequence)
+        _ = await store.send(["type": "increment"])
+        try await store.jump(to: first)
+        store.dispatch(["type": "increment"])
+        #expect(await store.waitUntilIdle(timeout: .milliseconds(50)) == false, "an action is held")
+        #expect(await store.travelStatus().held == 1)
+        await store.resume()
+        #expect(await store.waitUntilIdle(timeout: .seconds(30)))
+        #expect(try await store.state()["count"] == 3)
+    }
+
     @Test func heldActionsKeepTheirDispatchIndex() async throws {
         let folder = try AppFolder(["app.lua": Self.app.replacingOccurrences(
             of: "elseif action.type == \"done\"", with: "elseif action.type == \"boom\" then error(\"boom\")\n  elseif action.type == \"done\"")])
@@ -173,12 +202,8 @@ import Testing
     /// The history keeps its bounds: the newest entries, at most `historyEntries`, within about `historyBytes`
     /// (the newest always stays); a jump to a dropped entry says which are kept.
     @Test func theHistoryKeepsItsBounds() async throws {
-        let folder = try AppFolder(["app.lua": Self.app])
-        defer { folder.remove() }
-        var options = Recorder().options
-        options.historyEntries = 5
-        let store = try await ScriptedStore(app: folder.url, options: options)
-        defer { store.shutdown() }
+        let (folder, store) = try await Self.open(historyEntries: 5)
+        defer { folder.remove(); store.shutdown() }
         for _ in 1...8 { store.dispatch(["type": "increment"]) }
         await store.barrier()
         #expect((await store.history()).kept == [4, 5, 6, 7, 8])
@@ -193,6 +218,7 @@ import Testing
         }
 
         // Each increment is one change: an entry of 128 estimated bytes; 300 bytes hold two.
+        var options = Recorder().options
         options.historyEntries = 100
         options.historyBytes = 300
         let small = try await ScriptedStore(app: folder.url, options: options)

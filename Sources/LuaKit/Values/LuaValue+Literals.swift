@@ -67,6 +67,9 @@ extension LuaValue: CustomStringConvertible {
 /// A string with interpolations is a string value: `["type": "add", "title": "\(title)"]`.
 extension LuaValue: ExpressibleByStringInterpolation {}
 
+/// A string with interpolations is a string key: `state["items"]["c\(i)"]`.
+extension LuaKey: ExpressibleByStringInterpolation {}
+
 extension LuaValue {
     /// A string value (`["title": LuaValue(title)]` for a `String` variable).
     public init(_ value: String) { self = .string(value) }

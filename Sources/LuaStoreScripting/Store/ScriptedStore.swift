@@ -472,11 +472,25 @@ public final class ScriptedStore: Sendable {
         }
     }
 
-    /// Waits until no action is queued, no command is in flight and no request or delay declared as a
-    /// subscription is still running (timers never finish, so they do not count), or `timeout` (or the calling
-    /// task is cancelled); returns whether idle.
+    /// Waits until no action is queued, none is held, no command is in flight and no request or delay declared
+    /// as a subscription is still running (timers never finish, so they do not count), or `timeout` (or the calling
+    /// task is cancelled); returns whether idle. Actions that arrived while time travel stood at a past entry
+    /// (`jump(to:)`) are held, not reduced: the store is not idle until `resume()` (or `rewind(to:)`) reduced them —
+    /// while the store travels with held actions, this waits out `timeout` and answers false.
     public func waitUntilIdle(timeout: Duration) async -> Bool {
-        await root.waitUntilIdle(timeout: timeout, finishing: ["http", "delay", "load", "save"])
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: timeout)
+        while true {
+            // (Held actions first: a resume puts them in the queue, which the wait after this one then waits for;
+            // held again after it — a jump and a dispatch meanwhile — the loop goes on.)
+            if await travelStatus().held == 0,
+               await root.waitUntilIdle(timeout: max(.zero, deadline - clock.now), finishing: ["http", "delay", "load", "save"]),
+               await travelStatus().held == 0 {
+                return true
+            }
+            guard clock.now < deadline else { return false }
+            do { try await Task.sleep(for: .milliseconds(2)) } catch { return false }
+        }
     }
 
     /// Stops the store: no more actions; subscriptions and commands are cancelled.
