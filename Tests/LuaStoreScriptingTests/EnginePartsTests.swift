@@ -1,3 +1,4 @@
+import Foundation
 import LuaKit
 import LuaStoreCore
 @testable import LuaStoreScripting
@@ -79,5 +80,34 @@ import Testing
         #expect(runs.span.length == 3)
         runs.notificationInterval = 1
         #expect(runs.notifiesEveryAction)
+    }
+    /// A replay's schedule hands out its times in order, a run of equal times at a time (at most what the run
+    /// holds), and goes on past thousands of runs; a clock whose run it did not time leaves it alone.
+    @Test func aReplaysScheduleHandsOutTimesInOrder() {
+        let schedule = TimeSchedule()
+        #expect(schedule.next(upTo: 10) == nil, "none wait")
+        schedule.add([5, 5, 5, 7, 9, 9])
+        #expect(schedule.next(upTo: 10)! == (5, 3))
+        #expect(schedule.next(upTo: 2)! == (5, 2), "no more than the run holds")
+        schedule.took(2)
+        #expect(schedule.next(upTo: 10)! == (5, 1))
+        schedule.took(1)
+        #expect(schedule.next(upTo: 10)! == (7, 1))
+        let clock = EngineClock(source: .fixed(Date(timeIntervalSince1970: 1)), recorded: RecordedClock(started: 0), schedule: schedule)
+        #expect(clock.next(upTo: 4) == (7, 1, true))
+        clock.took(1, scheduled: false)
+        #expect(schedule.next(upTo: 10)! == (7, 1), "a run the schedule did not time takes nothing from it")
+        clock.took(1, scheduled: true)
+        schedule.took(2)
+        #expect(schedule.next(upTo: 10) == nil)
+        #expect(clock.next(upTo: 4) == (1000, 4, false), "then the host's clock")
+        schedule.add((1...10_000).map { Int64($0) })
+        var outOfOrder = 0
+        for time in Int64(1)...10_000 {
+            if let next = schedule.next(upTo: 8), next == (time, 1) {} else { outOfOrder += 1 }
+            schedule.took(1)
+        }
+        #expect(outOfOrder == 0)
+        #expect(schedule.next(upTo: 8) == nil)
     }
 }

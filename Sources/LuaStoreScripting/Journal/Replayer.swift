@@ -197,6 +197,10 @@ public final class Replayer: Sendable {
     /// `start` for steps: each runs at its recorded time, where it has one.
     public func start(steps: [Step]) {
         heard.withLock { $0 = [] }
+        if steps.allSatisfy({ $0.time != nil }) {
+            store.dispatch(timed: steps.map { ($0.action, $0.time ?? 0) })
+            return
+        }
         for step in steps {
             if let time = step.time { store.dispatch(step.action, at: time) } else { store.dispatch(step.action) }
         }

@@ -260,8 +260,14 @@ public final class ScriptedStore: Sendable {
     /// replay's recorded time. Times are matched to actions in the order they are dispatched: dispatch timed
     /// actions from one thread, and no untimed ones meanwhile.
     package func dispatch(_ action: LuaValue, at time: Int64) {
-        engine.clock.schedule?.add(time)
+        engine.clock.schedule?.add(CollectionOfOne(time))
         root.dispatch(action)
+    }
+
+    /// `dispatch(_:at:)` for a window of actions, their times handed over at once.
+    package func dispatch(timed actions: [(action: LuaValue, time: Int64)]) {
+        engine.clock.schedule?.add(actions.lazy.map(\.time))
+        for (action, _) in actions { root.dispatch(action) }
     }
 
     /// Dispatches `action` and waits for what became of it: `.applied` with its journal entry (what it changed,
@@ -277,7 +283,7 @@ public final class ScriptedStore: Sendable {
     package func send(_ action: LuaValue, at time: Int64?) async -> SendResult {
         await withCheckedContinuation { continuation in
             thread.async { [engine, root, thread] in
-                if let time { engine.clock.schedule?.add(time) }
+                if let time { engine.clock.schedule?.add(CollectionOfOne(time)) }
                 engine.changeListeners { $0.sendsWaiting += 1 }
                 let result = Protected<SendResult?>(nil)
                 let ticket = ActionTicket<ScriptEffect>(onReduced: { outcome in

@@ -85,36 +85,59 @@ public struct RecordedClock: Sendable, Equatable {
 /// share a time. The store's thread takes them as it reduces the actions; the dispatching thread adds them. An
 /// action dispatched without a time while none are waiting reads the clock.
 final class TimeSchedule: Sendable {
-    private let waiting = Protected<[(time: Int64, count: Int)]>([])
+    /// Runs of actions that share a time, oldest first from `head` (those before it are spent; dropped in blocks,
+    /// not one by one: a window of a replay may hold thousands).
+    private struct Waiting {
+        var runs: [(time: Int64, count: Int)] = []
+        var head = 0
+    }
+    private let waiting = Protected(Waiting())
     /// How many actions wait with a time: none (most stores, always) costs one load per run, no lock.
     private let count = Atomic<Int>(0)
 
-    /// The next action is to run at `time`.
-    func add(_ time: Int64) {
-        waiting.withLock { list in
-            if let last = list.last, last.time == time {
-                list[list.count - 1].count += 1
-            } else {
-                list.append((time, 1))
+    /// The next actions are to run at `times`, in order.
+    func add(_ times: some Sequence<Int64>) {
+        waiting.withLock { waiting in
+            var added = 0
+            for time in times {
+                if waiting.runs.count > waiting.head, waiting.runs[waiting.runs.count - 1].time == time {
+                    waiting.runs[waiting.runs.count - 1].count += 1
+                } else {
+                    waiting.runs.append((time, 1))
+                }
+                added += 1
             }
-            count.add(1, ordering: .releasing)
+            count.add(added, ordering: .releasing)
         }
     }
 
     /// The time of the next action and how many after it share it (at most `limit`); nil when none wait.
     func next(upTo limit: Int) -> (time: Int64, count: Int)? {
         guard count.load(ordering: .acquiring) > 0 else { return nil }
-        return waiting.withLock { list in list.first.map { ($0.time, min($0.count, limit)) } }
+        return waiting.withLock { waiting in
+            guard waiting.head < waiting.runs.count else { return nil }
+            let run = waiting.runs[waiting.head]
+            return (run.time, min(run.count, limit))
+        }
     }
 
     /// `taken` actions were reduced at the first waiting time.
     func took(_ taken: Int) {
         guard taken > 0, count.load(ordering: .acquiring) > 0 else { return }
-        waiting.withLock { list in
-            guard !list.isEmpty else { return }
-            let used = min(taken, list[0].count)
-            list[0].count -= used
-            if list[0].count == 0 { list.removeFirst() }
+        waiting.withLock { waiting in
+            guard waiting.head < waiting.runs.count else { return }
+            let used = min(taken, waiting.runs[waiting.head].count)
+            waiting.runs[waiting.head].count -= used
+            if waiting.runs[waiting.head].count == 0 {
+                waiting.head += 1
+                if waiting.head == waiting.runs.count {
+                    waiting.runs.removeAll(keepingCapacity: waiting.runs.count <= 65_536)
+                    waiting.head = 0
+                } else if waiting.head >= 4_096 {
+                    waiting.runs.removeFirst(waiting.head)
+                    waiting.head = 0
+                }
+            }
             count.subtract(used, ordering: .releasing)
         }
     }
