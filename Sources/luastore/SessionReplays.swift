@@ -59,6 +59,15 @@ final class SessionReplays {
         }
     }
 
+    /// Seconds since 1970, as `os.time` counts them (a float for milliseconds), in milliseconds; nil for anything else.
+    private static func millis(seconds: LuaValue) -> Int64? {
+        switch seconds {
+        case .integer(let whole): return whole.multipliedReportingOverflow(by: 1000).partialValue
+        case .number(let value) where value.isFinite && abs(value) < 9e15: return Int64((value * 1000).rounded(.down))
+        default: return nil
+        }
+    }
+
     /// A clock table's `utc_offset` (seconds east of UTC, within ±18 hours) and `env` (names to strings).
     private static func zone(_ clock: LuaValue, function: String) throws(LuaError) -> (Int, [String: String]) {
         var offset = 0
@@ -117,11 +126,11 @@ final class SessionReplays {
             // (The clock stands where the spec says — `time`, in seconds as `os.time` counts — until it sets it.)
             let clock = arguments.count > 2 ? arguments[2] : .nil
             let millis = Protected(Self.defaultMillis)
-            switch clock["time"] {
-            case .nil: break
-            case .integer(let seconds): millis.withLock { $0 = seconds.multipliedReportingOverflow(by: 1000).partialValue }
-            case .number(let seconds) where seconds.isFinite && abs(seconds) < 9e15: millis.withLock { $0 = Int64((seconds * 1000).rounded(.down)) }
-            default: throw LuaError(.runtime, "bad option 'time' to 'open' (seconds since 1970 expected, as os.time gives them)")
+            if clock["time"] != .nil {
+                guard let given = Self.millis(seconds: clock["time"]) else {
+                    throw LuaError(.runtime, "bad option 'time' to 'open' (seconds since 1970 expected, as os.time gives them)")
+                }
+                millis.withLock { $0 = given }
             }
             let (offset, environment) = try Self.zone(clock, function: "open")
             options.clock = StoreClock(now: { StoreClock.date(millis: millis.value) }, utcOffsetSeconds: offset, environment: environment)
@@ -133,11 +142,11 @@ final class SessionReplays {
             guard let handle = arguments.first?.integer, let millis = self.clocks[handle], self.replayers[handle] != nil else {
                 throw LuaError(.runtime, "bad argument #1 to 'set_time' (a store that open made and close did not end expected)")
             }
-            switch arguments.count > 1 ? arguments[1] : .nil {
-            case .integer(let seconds): millis.withLock { $0 = seconds.multipliedReportingOverflow(by: 1000).partialValue }
-            case .number(let seconds) where seconds.isFinite && abs(seconds) < 9e15: millis.withLock { $0 = Int64((seconds * 1000).rounded(.down)) }
-            case let other: throw LuaError(.runtime, "bad argument #2 to 'set_time' (seconds since 1970 expected, got \(other.typeName))")
+            let seconds = arguments.count > 1 ? arguments[1] : .nil
+            guard let given = Self.millis(seconds: seconds) else {
+                throw LuaError(.runtime, "bad argument #2 to 'set_time' (seconds since 1970 expected, got \(seconds.typeName))")
             }
+            millis.withLock { $0 = given }
             return []
         }
         let dispatch = vm.function(named: "dispatch") { [unowned self] arguments throws(LuaError) in
