@@ -33,7 +33,7 @@ import LuaStoreConcurrency
     }
 
     /// Runs `soakWorker` alone in a child process, so that its memory readings see no other test.
-    @Test func soakOfMixedCallsLeavesNoGrowth() async throws {
+    @Test(.startsChildProcesses) func soakOfMixedCallsLeavesNoGrowth() async throws {
         let run = try await runChildProcess(
             URL(fileURLWithPath: CommandLine.arguments[0]), ["--testing-library", "swift-testing", "--filter", "soakWorker"],
             environment: ["LUAKIT_SOAK_WORKER": "1"], timeout: .seconds(300))

@@ -63,7 +63,7 @@ extension StateRuntimeHarness {
 
     /// The host's trusted chunks run with the real global table: a misspelt local would read a global silently
     /// (nil). Each chunk's free names, as Lua's own compiler lists them (`luac5.4 -l`), are the few it means.
-    @Test func trustedChunksReadOnlyTheGlobalsTheyMean() async throws {
+    @Test(.startsChildProcesses) func trustedChunksReadOnlyTheGlobalsTheyMean() async throws {
         let allowed: Set<String> = ["barrierlayouts", "error", "getmetatable", "istable", "makebarrier", "math", "next", "pcall", "rawget", "rawlen",
                                     "rawset", "select", "setmetatable", "string", "table", "tostring", "type", "pairs", "within", "newaccount", "copydata", "readsonly",
                                     "readaccount"]

@@ -1,6 +1,7 @@
 import Foundation
 import Subprocess
 import SystemPackage
+import Testing
 
 /// What a finished child process left behind.
 public struct ChildProcessResult: Sendable {
@@ -24,6 +25,30 @@ public struct ChildProcessTimedOut: Error, CustomStringConvertible {
     public var description: String { "\(command) did not finish within \(timeout)" }
 }
 
+/// Whether this test process runs under the Thread Sanitizer (`scripts/test`'s second run).
+///
+/// Under it no child process is started: Subprocess forks with a raw `clone3` (for a process descriptor), which the
+/// sanitizer's fork handlers never see, so the child may inherit a sanitizer lock another thread held and spin on
+/// it before `exec` — a hung child that burns a core and starves every other test of the run (it did, in CI).
+public let runsUnderThreadSanitizer: Bool = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "__tsan_init") != nil
+
+/// A child process asked for under the Thread Sanitizer, where none is started (see `runsUnderThreadSanitizer`).
+public struct ChildProcessUnderThreadSanitizer: Error, CustomStringConvertible {
+    public let command: String
+    public var description: String {
+        "\(command): no child process is started under the Thread Sanitizer (a fork it does not see can hang the child); "
+            + "mark the test `.startsChildProcesses`"
+    }
+}
+
+extension Trait where Self == ConditionTrait {
+    /// For a test that starts child processes: it does not run under the Thread Sanitizer (see
+    /// `runsUnderThreadSanitizer`); its suite's other tests still do.
+    public static var startsChildProcesses: Self {
+        .disabled(if: runsUnderThreadSanitizer, "starts child processes, which are not started under the Thread Sanitizer")
+    }
+}
+
 /// Runs a program to completion and collects what it writes.
 ///
 /// Standard input is `input`, or empty when `input` is `nil` (never the test runner's own standard input, which
@@ -39,6 +64,7 @@ public func runChildProcess(
     signal(SIGPIPE, SIG_IGN)
     let overrides = Dictionary(uniqueKeysWithValues: environment.map { (Environment.Key(stringLiteral: $0.key), Optional($0.value)) })
     let command = ([executable.lastPathComponent] + arguments).joined(separator: " ")
+    if runsUnderThreadSanitizer { throw ChildProcessUnderThreadSanitizer(command: command) }
     // Standard input comes from a file, not a pipe this process writes: a child that ends before reading all of
     // it (one that refuses its arguments, say) must not leave a write half done — Subprocess traps on the pipe's
     // descriptor then (swiftlang/swift-subprocess#367).
