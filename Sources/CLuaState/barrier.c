@@ -135,6 +135,7 @@ static int clua_make_barrier(lua_State *L) {
         { "proxy", proxies_proxy, NULL, 0 },
         { "fresh", proxies_fresh, NULL, 0 },
         { "claim", proxies_claim, NULL, 0 },
+        { "placefresh", proxies_placefresh, NULL, 0 },
         { "made", proxies_made, NULL, 0 },
         { "renew", proxies_renew, NULL, 0 },
         { "count", journal_count, NULL, 0 },

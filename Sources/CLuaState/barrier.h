@@ -423,6 +423,7 @@ BARRIER_INTERNAL int proxies_index(lua_State *L);
 BARRIER_INTERNAL int proxies_proxy(lua_State *L);
 BARRIER_INTERNAL int proxies_fresh(lua_State *L);
 BARRIER_INTERNAL int proxies_claim(lua_State *L);
+BARRIER_INTERNAL int proxies_placefresh(lua_State *L);
 BARRIER_INTERNAL int proxies_made(lua_State *L);
 BARRIER_INTERNAL int proxies_renew(lua_State *L);
 BARRIER_INTERNAL int proxies_flat(lua_State *L, int index);

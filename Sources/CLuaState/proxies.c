@@ -227,6 +227,164 @@ int proxies_claim(lua_State *L) {
     return 1;
 }
 
+// MARK: A whole new state, placed at once
+//
+// A state a function returned — `init`'s, a reducer's new state, a child's — is placed when its maker has
+// returned: nothing of that call can use a proxy any more. `claim` would place it table by table, recording where
+// each one is and caching each proxy, and the Lua walk before it keeps its own sets: for a state of 100,000 items,
+// most of the start. `placefresh` does the same work in one C pass when the value is all new — plain data,
+// a tree, no table of the state inside it, no table deeper than allowed — and nothing else: no records (a table's
+// place is recorded when a script reaches it, as for any table the caches forgot), no proxies cached (each
+// claimed table is a proxy no call was handed, refused wherever it is used, as a kept proxy is once the caches
+// are renewed). Anything else is left to the Lua walk, which names what is wrong; nothing is changed before the
+// whole value was checked.
+
+/// The tables of a value met so far, by address, each with how many entries it holds (open addressing, at most
+/// half full; the memory is a userdata at a fixed stack index, replaced as the set grows).
+typedef struct FreshSlot {
+    const void *table;
+    size_t entries;
+} FreshSlot;
+
+typedef struct FreshSet {
+    FreshSlot *slots;
+    size_t mask, live;
+    int index; /* the stack index of the userdata holding `slots` */
+} FreshSet;
+
+#define FRESH_MIN 256
+#define FRESH_MAX_NESTING 256 /* deeper values go the Lua way (the C stack is not spent on them) */
+
+static size_t fresh_slot(const FreshSet *set, const void *table) {
+    size_t i = stamp_slot(table, set->mask);
+    while (set->slots[i].table != NULL && set->slots[i].table != table) i = (i + 1) & set->mask;
+    return i;
+}
+
+/// [-0, +0, m] Adds the table at `table` with its `entries`; 0 when it is in the set already (a value that is not
+/// a tree).
+static int fresh_add(lua_State *L, FreshSet *set, const void *table, size_t entries) {
+    if (2 * (set->live + 1) > set->mask + 1) {
+        size_t capacity = 2 * (set->mask + 1);
+        FreshSlot *old = set->slots;
+        size_t oldCapacity = set->mask + 1;
+        set->slots = (FreshSlot *)lua_newuserdatauv(L, capacity * sizeof(FreshSlot), 0);
+        memset(set->slots, 0, capacity * sizeof(FreshSlot));
+        set->mask = capacity - 1;
+        for (size_t i = 0; i < oldCapacity; i++) {
+            if (old[i].table != NULL) set->slots[fresh_slot(set, old[i].table)] = old[i];
+        }
+        lua_replace(L, set->index); /* (the old slots are garbage from here: nothing reads them again) */
+    }
+    size_t i = fresh_slot(set, table);
+    if (set->slots[i].table != NULL) return 0;
+    set->slots[i].table = table;
+    set->slots[i].entries = entries;
+    set->live++;
+    return 1;
+}
+
+/// [-0, +0, m] Whether the table at `t`, and every table in it, is new data that may be placed `levels` more
+/// levels deep: 0 at the first thing that is not (the Lua walk says what). `root` is the state's root table;
+/// `parents` says whether the records of where tables are hold any.
+static int fresh_check(lua_State *L, Barrier *b, FreshSet *set, int t, int levels, const void *root, int parents) {
+    (void)b;
+    if (lua_getmetatable(L, t)) return 0; /* (a proxy, a table of the state, or a table that cannot be data) */
+    const void *table = lua_topointer(L, t);
+    if (table == root) return 0;
+    if (parents) {
+        lua_pushvalue(L, t);
+        int recorded = lua_rawget(L, UPVALUE(PARENTS)) != LUA_TNIL;
+        lua_pop(L, 1);
+        if (recorded) return 0;
+    }
+    if (!lua_checkstack(L, 4)) return 0;
+    size_t entries = 0;
+    lua_pushnil(L);
+    while (lua_next(L, t) != 0) { /* key, value */
+        entries++;
+        switch (lua_type(L, -2)) {
+        case LUA_TSTRING:
+        case LUA_TBOOLEAN:
+            if (!is_plain_data(L, -2)) return 0;
+            break;
+        case LUA_TNUMBER:
+            if (!lua_isinteger(L, -2) && isinf(lua_tonumber(L, -2))) return 0;
+            break;
+        default:
+            return 0;
+        }
+        if (lua_type(L, -1) == LUA_TTABLE) {
+            if (levels == 0 || !fresh_check(L, b, set, lua_gettop(L), levels - 1, root, parents)) return 0;
+        } else if (!is_plain_data(L, -1)) {
+            return 0;
+        }
+        lua_pop(L, 1);
+    }
+    return fresh_add(L, set, table, entries);
+}
+
+/// [-0, +1, m] Pushes the real table of the new table at `t` (checked by `fresh_check`): its entries, the tables
+/// among them placed the same way, move to a table made with room for them, and `t`, emptied, becomes a proxy.
+static void fresh_place(lua_State *L, Barrier *b, FreshSet *set, int t) {
+    luaL_checkstack(L, 6, "the state placed");
+    const void *table = lua_topointer(L, t);
+    size_t entries = set->slots[fresh_slot(set, table)].entries;
+    size_t length = lua_rawlen(L, t);
+    if (length > entries) length = entries;
+    lua_createtable(L, (int)length, (int)(entries - length));
+    int real = lua_gettop(L);
+    lua_pushnil(L);
+    while (lua_next(L, t) != 0) { /* key, value */
+        if (lua_type(L, -1) == LUA_TTABLE) {
+            fresh_place(L, b, set, lua_gettop(L));
+            lua_replace(L, -2);
+        }
+        lua_pushvalue(L, -2);
+        lua_insert(L, -2);
+        lua_rawset(L, real); /* key */
+        lua_pushvalue(L, -1);
+        lua_pushnil(L);
+        lua_rawset(L, t); /* (clearing the current key is allowed while traversing) */
+    }
+    lua_pushvalue(L, UPVALUE(META));
+    lua_setmetatable(L, t);
+    forget_last_proxy(b, table);
+}
+
+/// `placefresh(value, levels, owned, root)` [-4, +1, m]: the real table of a whole new state about to be placed
+/// (see "A whole new state, placed at once"): `value` itself when `owned` (the host made it: nothing to claim),
+/// or its claimed copy; nil when it is not all new data, `levels` more levels deep at most below it (then
+/// nothing was changed). `root`: the state's root table.
+int proxies_placefresh(lua_State *L) {
+    Barrier *b = barrier(L);
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_Integer levels = luaL_checkinteger(L, 2);
+    int owned = lua_toboolean(L, 3);
+    const void *root = lua_type(L, 4) == LUA_TTABLE ? lua_topointer(L, 4) : NULL;
+    lua_settop(L, 1);
+    if (levels < 0 || levels > FRESH_MAX_NESTING) {
+        lua_pushnil(L);
+        return 1;
+    }
+    lua_pushnil(L);
+    int parents = lua_next(L, UPVALUE(PARENTS)) != 0;
+    lua_settop(L, 1);
+    FreshSet set = { .slots = (FreshSlot *)lua_newuserdatauv(L, FRESH_MIN * sizeof(FreshSlot), 0), .mask = FRESH_MIN - 1, .live = 0, .index = 2 };
+    memset(set.slots, 0, FRESH_MIN * sizeof(FreshSlot));
+    if (!fresh_check(L, b, &set, 1, (int)levels, root, parents)) {
+        lua_pushnil(L);
+        return 1;
+    }
+    lua_settop(L, 2);
+    if (owned) {
+        lua_pushvalue(L, 1);
+        return 1;
+    }
+    fresh_place(L, b, &set, 1);
+    return 1;
+}
+
 /// `made()` [-0, +1, -]: proxies made since the caches were last renewed (`renew`).
 int proxies_made(lua_State *L) {
     lua_pushinteger(L, barrier(L)->made);

@@ -56,6 +56,8 @@ extension Scenarios {
             Scenario(name: "replay.vs_record_ratio_100k", value: replay.perAction / recorded, unit: "×", goal: "≤ 3.0",
                      pass: replay.perAction / recorded <= 3),
             Scenario(name: "replay.startup_ms_100k", value: replay.startup, unit: "ms", goal: "—", pass: nil),
+            Scenario(name: "replay.startup_vs_init_ratio", value: replay.startup / replay.initialized, unit: "×", goal: "≤ 2.0",
+                     pass: replay.startup / replay.initialized <= 2),
         ]
     }
 
@@ -79,22 +81,25 @@ extension Scenarios {
     /// What `luastore replay` (the built binary beside this one) costs on an `items`-item state: ns per action
     /// replayed (recordings of `actions` and `2 × actions` toggles, each replayed; the difference per action, so
     /// that start-up is not spread over the actions) and ms to start (a recording of no action replayed: reading the
-    /// recorded state, building it, the initial check). Each side's time is the fastest of `rounds` runs: a difference of two timings is as noisy as
-    /// the noisier, and on a busy machine a median of differences can even come out below zero.
-    func replayCost(items: Int, actions: Int) async throws -> (perAction: Double, startup: Double) {
-        guard let luastore = luastoreBinary else { return (.nan, .nan) }
+    /// recorded state, building it, the initial check), beside ms to start the same app in this process
+    /// (`startMilliseconds`, in the same rounds: `replay.startup_vs_init_ratio`). Each side's time is the fastest
+    /// of `rounds` runs: a difference of two timings is as noisy as the noisier, and on a busy machine a median of
+    /// differences can even come out below zero.
+    func replayCost(items: Int, actions: Int) async throws -> (perAction: Double, startup: Double, initialized: Double) {
+        guard let luastore = luastoreBinary else { return (.nan, .nan, .nan) }
         let folder = try app("list\(items)", Self.listApp(items: items))
         let short = try await recording(items: items, actions: actions, folder: folder)
         let long = try await recording(items: items, actions: 2 * actions, folder: folder)
         let arguments = { (path: String) in ["replay", folder.path, path, "--time-budget-ms", "60000"] }
         let none = try await recording(items: items, actions: 0, folder: folder)
-        var noneTime = Double.infinity, shortTime = Double.infinity, longTime = Double.infinity
+        var noneTime = Double.infinity, shortTime = Double.infinity, longTime = Double.infinity, initTime = Double.infinity
         for _ in 0..<max(1, rounds) {
             noneTime = min(noneTime, Harness.milliseconds(try timeLuastore(luastore, arguments(none))))
             shortTime = min(shortTime, Harness.milliseconds(try timeLuastore(luastore, arguments(short))))
             longTime = min(longTime, Harness.milliseconds(try timeLuastore(luastore, arguments(long))))
+            initTime = min(initTime, try await startMilliseconds(items: items, resume: false))
         }
-        return ((longTime - shortTime) * 1_000_000 / Double(actions), noneTime)
+        return ((longTime - shortTime) * 1_000_000 / Double(actions), noneTime, initTime)
     }
 
     /// A recording of `actions` toggles on an `items`-item state; its path.

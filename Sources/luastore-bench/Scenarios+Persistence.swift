@@ -108,6 +108,14 @@ extension Scenarios {
             rounds: rounds, sides: sides,
             { try await startMilliseconds(items: items, resume: true) },
             { try await startMilliseconds(items: items, resume: false) })
+        var floorRows: [Scenario] = []
+        if let floor = try initFloor(items: items) {
+            let (_, _, floorRatio) = try await Harness.alternate(
+                rounds: rounds, { try await startMilliseconds(items: items, resume: true) }, floor)
+            floorRows = [
+                Scenario(name: "persist.resume_vs_floor_ratio", value: floorRatio, unit: "×", goal: "≤ 3.0", pass: floorRatio <= 3),
+            ]
+        }
         return [
             Scenario(name: "persist.overhead_ratio_100k", value: ratio, unit: "×", goal: "≤ 1.3", pass: ratio <= 1.3),
             Scenario(name: "persist.ns_per_toggle_100k", value: persisted, unit: "ns", goal: "—", pass: nil),
@@ -117,6 +125,45 @@ extension Scenarios {
             Scenario(name: "persist.resume_ms_100k", value: resumed, unit: "ms", goal: "—", pass: nil),
             Scenario(name: "persist.init_ms_100k", value: built, unit: "ms", goal: "—", pass: nil),
             Scenario(name: "persist.resume_vs_init_ratio_100k", value: resumeRatio, unit: "×", goal: "≤ 1.0", pass: resumeRatio <= 1.0),
+        ] + floorRows
+    }
+
+    /// A function timing stock `lua5.4` starting the list app of `items` items as the store's start-up rows do
+    /// (`Workloads/init_floor.lua`: load the app's file, run `init`, answer the first props; the whole process,
+    /// as the store's rows count from nothing to its first props), in milliseconds; nil where `lua5.4` is not
+    /// installed or one side runs.
+    func initFloor(items: Int) throws -> (() async throws -> Double)? {
+        guard let (stock, script) = try floorScript(EmbeddedLua.initFloor, rows: "init.vs_floor_ratio, persist.resume_vs_floor_ratio") else {
+            return nil
+        }
+        let app = try app("list\(items)", Self.listApp(items: items)).appendingPathComponent("app.lua").path
+        return {
+            let clock = ContinuousClock()
+            let start = clock.now
+            let output = try Self.output(of: stock, [script.path, app])
+            let elapsed = clock.now - start
+            guard output.hasPrefix("items=\(items)") else {
+                throw BenchFailure("init_floor.lua printed \(output.debugDescription), not items=\(items)")
+            }
+            return Harness.milliseconds(elapsed)
+        }
+    }
+
+    /// Starting a big state: the list app of 100,000 items (10,000 in a quick run) loaded and its first props
+    /// answered (`init.ms_100k`), against stock Lua doing the same (`initFloor`), alternated.
+    func startUp() async throws -> [Scenario] {
+        let items = quick ? 10_000 : 100_000
+        guard let floor = try initFloor(items: items) else {
+            return [Scenario(name: "init.ms_100k", value: try await Harness.median(rounds: rounds) {
+                try await startMilliseconds(items: items, resume: false)
+            }, unit: "ms", goal: "—", pass: nil)]
+        }
+        let (built, floorMilliseconds, ratio) = try await Harness.alternate(
+            rounds: rounds, { try await startMilliseconds(items: items, resume: false) }, floor)
+        return [
+            Scenario(name: "init.ms_100k", value: built, unit: "ms", goal: "—", pass: nil),
+            Scenario(name: "init.floor_ms_100k", value: floorMilliseconds, unit: "ms", goal: "—", pass: nil),
+            Scenario(name: "init.vs_floor_ratio", value: ratio, unit: "×", goal: "≤ 2.0", pass: ratio <= 2),
         ]
     }
 }

@@ -45,7 +45,7 @@ scenarios.sides = sides
 scenarios.collector = collector
 var rows: [Scenario] = []
 let groups: [(String, () async throws -> [Scenario])] = [
-    ("counter", scenarios.counter), ("state_size", scenarios.stateSize), ("fanout", scenarios.fanout),
+    ("counter", scenarios.counter), ("init", scenarios.startUp), ("state_size", scenarios.stateSize), ("fanout", scenarios.fanout),
     ("reload", scenarios.reload), ("memory", scenarios.memoryAndLatency), ("strings", scenarios.strings),
     ("strings_scripts", scenarios.stringScripts), ("record", scenarios.journal), ("persist", scenarios.persistence),
     ("plugins", scenarios.plugins), ("mounted", scenarios.mountedDispatch), ("stores", scenarios.manyStores),

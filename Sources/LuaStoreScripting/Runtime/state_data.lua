@@ -241,6 +241,17 @@ function S.prepare(value, real, key, owned, returned)
   return value, moves, nil
 end
 
+-- Places a whole new state a function returned (`S.placeRoot`) in one pass of C when it is all new data
+-- (`B.placefresh`, proxies.c: "A whole new state, placed at once"), and returns its real table; nil when it is
+-- not, for `prepare` to place it or name what is wrong (nothing was changed then).
+function S.placeFresh(value, real, key, owned)
+  local level = levelOf(real) + 1
+  if level > STATE_DEPTH or not istable(value) then return nil end
+  local placed = B.placefresh(value, STATE_DEPTH - level, owned, holder.state)
+  if placed ~= nil then S.parents[placed], S.parentKeys[placed] = real, key end
+  return placed
+end
+
 -- A transaction's moves: each table a write placed somewhere new although it was in the state, with the
 -- place it left ((table, old parent, old key) triples). Checked once, when the transaction commits: in the
 -- middle of one a table may well be in two places (`table.remove`, `table.sort` and `table.insert` shift

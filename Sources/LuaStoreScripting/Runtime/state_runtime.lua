@@ -283,7 +283,10 @@ end
 -- Stores a whole state (`holder.state`, a child's in `children`) that `what` (init, reduce, migrate) gave,
 -- checked as any stored table is.
 function S.placeRoot(tbl, key, value, what, owned)
-  local real, moves, failure = S.prepare(value, tbl, key, owned, true) -- (a root is placed once its maker returned)
+  local real, moves, failure = S.placeFresh(value, tbl, key, owned), nil, nil
+  if real == nil then -- (not all new: the walk, which places it as any stored table, or says why not)
+    real, moves, failure = S.prepare(value, tbl, key, owned, true) -- (a root is placed once its maker returned)
+  end
   if failure then error(what .. ": " .. failure, 0) end
   replace(tbl, key, real)
   S.recordMoves(moves)
