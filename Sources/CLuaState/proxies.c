@@ -252,7 +252,7 @@ typedef struct FreshSet {
     int index; /* the stack index of the userdata holding `slots` */
 } FreshSet;
 
-#define FRESH_MIN 256
+#define FRESH_MIN 16
 #define FRESH_MAX_NESTING 256 /* deeper values go the Lua way (the C stack is not spent on them) */
 
 static size_t fresh_slot(const FreshSet *set, const void *table) {

@@ -34,7 +34,7 @@ import Testing
         let names = Set(decoded.scenarios.map(\.name))
         for name in ["counter.lua_vs_swift_ratio", "counter.lua_ns_per_dispatch", "state_size.ratio_100k_vs_10",
                      "fanout.ratio_1000_vs_1", "reload.p50_ms", "reload.ratio_100k_vs_10", "memory.bytes_per_item",
-                     "latency.p999_us", "persist.overhead_ratio_100k", "persist.bytes_per_toggle", "persist.resume_vs_init_ratio_100k",
+                     "latency.p999_us", "persist.overhead_ratio_100k", "persist.bytes_per_toggle", "persist.resume_vs_init_ratio_100k", "init.ms_100k", "replay.startup_vs_init_ratio",
                      "plugins.verify_mb_per_s", "plugins.install_ms_100k", "stores.create_ms", "stores.kib_per_store",
                      "input.keys_10x_cost_ratio", "input.depth_10x_cost_ratio", "input.recording_10x_cost_ratio"] {
             #expect(names.contains(name), "\(name) is reported")
@@ -43,6 +43,9 @@ import Testing
         if FileManager.default.isExecutableFile(atPath: "/usr/bin/lua5.4") {
             #expect(names.contains("counter.fresh_actions_floor_vs_swift_ratio"), "the floor of a fresh dispatch is reported")
             #expect(names.contains("counter.every_action_floor_vs_reswift_ratio"), "the floor of an observed dispatch is reported")
+            for name in ["init.vs_floor_ratio", "init.floor_ms_100k", "persist.resume_vs_floor_ratio"] {
+                #expect(names.contains(name), "\(name), against stock Lua starting the same app, is reported")
+            }
         }
         // Rows that are differences of two readings (what a large state adds; replay's cost per action; what the
         // process's resident memory grew by with the stores held — memory earlier scenarios freed can go back to

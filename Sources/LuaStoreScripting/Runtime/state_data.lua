@@ -197,6 +197,7 @@ function S.prepare(value, real, key, owned, returned)
   if level > STATE_DEPTH then return value, nil, tooDeep(real, key, level) end
   parents[value], parentKeys[value] = real, key
   local placed = S.placed + 1
+  local swaps -- (table, key, real table) triples: the proxies in the value, swapped for their tables once it passed
   local function walk(t, level)
     for k, item in next, t do
       failure = badKey(k, t)
@@ -205,7 +206,8 @@ function S.prepare(value, real, key, owned, returned)
         local target = targets[item]
         if target ~= nil then
           if not B.fresh(item) then failure = STALE return end
-          rawset(t, k, target)
+          swaps = swaps or {}
+          swaps[#swaps + 1], swaps[#swaps + 2], swaps[#swaps + 3] = t, k, target
           item = target
         end
         if seen[item] then
@@ -232,7 +234,18 @@ function S.prepare(value, real, key, owned, returned)
   end
   walk(value, level)
   S.placed = placed
-  if failure or owned then return value, moves, failure end
+  if failure then
+    -- Nothing of a refused value is left changed or recorded: its tables are still the script's (a record would
+    -- let one be stored later as if it were in the state already, unclaimed), and hold no real table of the state.
+    for t, mark in next, seen do
+      if mark == FRESH then parents[t], parentKeys[t] = nil, nil end
+    end
+    return value, nil, failure
+  end
+  if swaps ~= nil then
+    for i = 1, #swaps, 3 do rawset(swaps[i], swaps[i + 1], swaps[i + 2]) end
+  end
+  if owned then return value, moves, nil end
   local claimed = moves ~= nil and {} or nil
   value = claim(value, real, key, seen, claimed, returned)
   if moves ~= nil then -- a moved table's new parent is a claimed table's real one

@@ -159,8 +159,11 @@ local function current(p, level)
   return real
 end
 
--- Strips proxies out of a value about to be returned (props, commands): the host converts real tables. `what`
--- names the value in the error for one nested deeper than anything converts.
+-- Strips proxies out of a value about to be returned (props, subscriptions, commands): the host converts real
+-- tables. A table of the script's that holds a proxy, at any depth, is copied with the real table in the proxy's
+-- place — never changed in place: the script may have kept it (a props table in an upvalue), and a real table in
+-- its hands could be written past the journal, read past the reads recorded, and stored in the state again as if
+-- it were new. `what` names the value in the error for one nested deeper than anything converts.
 function S.unwrap(value, what)
   if not istable(value) then return value end
   local real = targets[value]
@@ -174,21 +177,31 @@ function S.unwrap(value, what)
     if istable(item) or istable(key) then flat = false break end
   end
   if flat then return value end
-  local seen = {}
+  local stripped = {} -- each table met -> what stands for it (itself, or its copy once one was needed)
   local function strip(t, depth)
-    if seen[t] then return end
+    local done = stripped[t]
+    if done ~= nil then return done end
     if depth >= STATE_DEPTH then error(what .. ": tables nested deeper than " .. STATE_DEPTH .. " levels", 0) end
-    seen[t] = true
+    stripped[t] = t -- (a table met again inside itself stands for itself)
+    local copy
     for key, item in next, t do
       if istable(item) then
         local inner = targets[item]
         if inner ~= nil and not B.fresh(item) then error(what .. ": " .. STALE, 0) end
-        if inner ~= nil then rawset(t, key, inner) else strip(item, depth + 1) end
+        local replacement = inner or strip(item, depth + 1)
+        if replacement ~= item then
+          if copy == nil then
+            copy = {}
+            for k, v in next, t do copy[k] = v end
+            stripped[t] = copy
+          end
+          copy[key] = replacement
+        end
       end
     end
+    return copy or t
   end
-  strip(value, 1)
-  return value
+  return strip(value, 1)
 end
 
 -- The barrier's `__index` and `__newindex` (`makebarrier`, trusted host code) do the common cases in C —
