@@ -168,6 +168,7 @@ static int clua_make_barrier(lua_State *L) {
 static const luaL_Reg state_library[] = {
     { "makebarrier", clua_make_barrier },
     { "barrierlayouts", barrier_layouts },
+    { "matchesjson", clua_state_matches_json },
     { NULL, NULL },
 };
 

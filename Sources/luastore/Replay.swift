@@ -66,14 +66,13 @@ struct Replay: AsyncParsableCommand {
         try refuseSpecOverInputs()
         var recorded: RecordingLines
         do {
-            recorded = try RecordingLines(try LineReader(path: recording, maximumLength: maxLineBytes))
+            recorded = try RecordingLines(try LineReader(path: recording, maximumLength: maxLineBytes), decodingState: false)
         } catch let unreadable as LineReader.Unreadable {
             Console.error("cannot read \(recording): \(unreadable.reason)")
             throw ExitCode.unusable
         } catch {
             throw unusable(error)
         }
-        let initial = recorded.header.state
         var options = ScriptedStoreOptions(log: { _ in }, failures: { _ in })
         options.modulePath = modules.templates
         // (Each action's journal entry is compared, whatever the observers see: they are told once per burst, as a
@@ -89,15 +88,32 @@ struct Replay: AsyncParsableCommand {
         }
         let store = replayer.store
         defer { store.shutdown() }
-        let start = try await store.journalStart()
-        if let difference = JournalComparison.differences(initial, start.state, path: "state", limit: 1).first {
-            try report(replayed: 0, divergence: (0, nil, difference.path, difference.then, difference.now))
+        // The state `init` made is compared with the recorded one where it lies, in the recording's text; only where
+        // the two may differ are both read whole, to say where.
+        var initial: LuaValue?
+        do {
+            var matches = false
+            if let text = String(validating: recorded.header.stateText, as: UTF8.self) {
+                matches = try await store.stateMatches(json: text)
+            }
+            if !matches {
+                let decoded = try recorded.decodedHeaderState()
+                initial = decoded
+                if let difference = JournalComparison.differences(decoded, try await store.state(), path: "state", limit: 1).first {
+                    try report(replayed: 0, divergence: (0, nil, difference.path, difference.then, difference.now))
+                }
+            }
+            if writeSpec != nil, initial == nil { initial = try recorded.decodedHeaderState() } // (the spec starts from it)
+        } catch let exit as ExitCode {
+            throw exit
+        } catch {
+            throw unusable(error)
         }
         // The recording is read a window of entries at a time (a long session is never held whole); with a spec
         // to write, each action is sent on its own (the spec needs the props after each).
         var writer = writeSpec.map { _ in
             SessionSpec(name: URL(fileURLWithPath: recording).lastPathComponent, scripts: recorded.header.scripts,
-                        start: recorded.header.state, timeBudget: .microseconds(Int64(timeBudget * 1000)), clock: recorded.header.recordedClock)
+                        start: initial ?? .nil, timeBudget: .microseconds(Int64(timeBudget * 1000)), clock: recorded.header.recordedClock)
         }
         var props = writer == nil ? nil : try? await store.props() // (the spec writes the props where they changed)
         let found: Replayer.Report

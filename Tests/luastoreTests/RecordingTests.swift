@@ -88,6 +88,44 @@ import Testing
         return (folder, recording)
     }
 
+    /// `replay` checks the state `init` makes against the recorded one where it lies in the recording's text: the
+    /// same state, however it is spaced, replays; one value changed anywhere in it diverges before the first action,
+    /// at that place; a state that is not JSON is refused, naming the header.
+    @Test func theInitialStateIsComparedWithTheRecordedOne() async throws {
+        let folder = try CLI.makeApp("""
+            local app = {}
+            function app.init()
+              local items = {}
+              for i = 1, 2000 do items[i] = { id = i, title = "item " .. i, tags = { [i % 3 == 0] = 1.5 } } end
+              return { items = items, note = "ünï" }
+            end
+            function app.reduce(state, action) state.items[action.id].title = action.title end
+            function app.props(state) return { count = #state.items } end
+            return app
+            """)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let recording = folder.appendingPathComponent("session.jsonl")
+        let run = try await CLI.run(["run", folder.path, "--record", recording.path], input: #"{"type":"x","id":7,"title":"seven"}"# + "\n")
+        #expect(run.status == 0, "\(run.errors)")
+        let lines = String(decoding: try Data(contentsOf: recording), as: UTF8.self).split(separator: "\n").map(String.init)
+        func replay(header: String) async throws -> ChildProcessResult {
+            let edited = folder.appendingPathComponent("edited.jsonl")
+            try Data(([RecordingLine.withSum(header)] + lines.dropFirst()).joined(separator: "\n").utf8 + [10]).write(to: edited)
+            return try await CLI.run(["replay", folder.path, edited.path])
+        }
+        let same = try await replay(header: lines[0].replacingOccurrences(of: #"{"id":"#, with: #"{ "id" :"#))
+        #expect(same.status == 0 && same.output.contains("replayed 1 actions: every change matches"), "\(same.output)\(same.errors)")
+        let changed = try await replay(header: lines[0].replacingOccurrences(of: #""item 1234""#, with: #""item 1234!""#))
+        #expect(changed.status == 1, "\(changed.output)\(changed.errors)")
+        #expect(changed.errors.contains("diverges before the first action (init)"), "\(changed.errors)")
+        #expect(changed.errors.contains(#"state.items[1234].title: recorded "item 1234!", now "item 1234""#), "\(changed.errors)")
+        let float = try await replay(header: lines[0].replacingOccurrences(of: #"[true,1.5]"#, with: #"[true,1.50000001]"#))
+        #expect(float.status == 1 && float.errors.contains("state.items[3].tags[true]"), "\(float.errors)")
+        let broken = try await replay(header: lines[0].replacingOccurrences(of: #""item 1234""#, with: #""item \u12""#))
+        #expect(broken.status == 2, "\(broken.output)\(broken.errors)")
+        #expect(broken.errors.contains("the initial state"), "\(broken.errors)")
+    }
+
     @Test func aLongSessionReplaysAndDivergesAtTheRightAction() async throws {
         let (folder, recording) = try await recordedCountingSession(6_000)
         defer { try? FileManager.default.removeItem(at: folder) }

@@ -62,6 +62,21 @@ public struct RecordingLines {
     /// Reads the header from `lines`. `passingOverKept`: entries the header's state already holds (their sequence
     /// number is at most the header's) are passed over rather than refused.
     public init(_ lines: LineReader, passingOverKept: Bool = false) throws(Problem) {
+        try self.init(lines, passingOverKept: passingOverKept, decodingState: true)
+    }
+
+    /// The header's state, decoded now (for lines read without decoding it); a problem of the header otherwise.
+    package func decodedHeaderState() throws(Problem) -> LuaValue {
+        do {
+            return try reader.header.decodedState()
+        } catch {
+            throw Problem(kind: .header, line: 1, reason: error.description)
+        }
+    }
+
+    /// Reads the header from `lines`; with `decodingState` false its state is left as text (`Header.stateText`,
+    /// `decodedState()`), for a reader that compares it where it lies (`ScriptedStore.stateMatches`).
+    package init(_ lines: LineReader, passingOverKept: Bool = false, decodingState: Bool) throws(Problem) {
         self.lines = lines
         let first: (line: ArraySlice<UInt8>, complete: Bool)?
         do {
@@ -71,7 +86,7 @@ public struct RecordingLines {
         }
         guard let first else { throw Problem(kind: .empty, line: 1, reason: "it is empty") }
         do {
-            reader = try RecordingReader(header: first.line)
+            reader = try RecordingReader(header: first.line, decodingState: decodingState)
         } catch {
             throw Problem(kind: .header, line: 1, reason: error.description)
         }

@@ -14,7 +14,19 @@ public struct RecordingReader: Sendable {
         public var scripts: String
         /// The entry the state follows (0: none); nil for format 2, which does not say.
         public var sequence: UInt64?
+        /// The state (`.nil` when the header was read without decoding it: see `stateText`).
         public var state: LuaValue
+        /// The state as the header writes it (JSON).
+        public var stateText: ArraySlice<UInt8> = []
+        /// The state, decoded from `stateText` (for a header read without decoding it).
+        package func decodedState() throws(Malformed) -> LuaValue {
+            do {
+                return try RecordingJSON.decode(RecordingJSON.Value(parsing: stateText))
+            } catch {
+                throw Malformed(description: "the initial state: \(error)")
+            }
+        }
+
         /// The time the first entry's `dt` counts from, in milliseconds since 1970-01-01 UTC (0 before format 4).
         public var time: Int64 = 0
         /// The store's clock: when it started, its offset from UTC and the environment `os.getenv` read (all 0 and
@@ -48,15 +60,22 @@ public struct RecordingReader: Sendable {
 
     /// Reads the header line.
     public init(header line: ArraySlice<UInt8>) throws(Malformed) {
+        try self.init(header: line, decodingState: true)
+    }
+
+    /// Reads the header line; with `decodingState` false its state is only checked for the brackets, quotes and
+    /// escapes that bound it, and kept as text (`Header.stateText`).
+    package init(header line: ArraySlice<UInt8>, decodingState: Bool) throws(Malformed) {
         let fields: RecordingJSON.Value
+        let stateText: ArraySlice<UInt8>?
         do {
-            fields = try RecordingJSON.Value(parsing: line)
+            (fields, stateText) = try RecordingJSON.Value.parsing(line, spanOf: "state", readsIt: decodingState)
         } catch {
             throw Malformed(description: "not a recording: the first line is not a header (\(error))")
         }
         guard case .object(let object) = fields else { throw Malformed(description: "not a recording: the first line is not a header object") }
         guard case .string(RecordingLine.format)? = object["format"] else {
-            if object["action"] != nil, object["state"] != nil || object["error"] != nil {
+            if object["action"] != nil, stateText != nil || object["error"] != nil {
                 throw Malformed(description: "a version 1 recording (the whole state after each action), which this luastore no longer replays: record the session again with `luastore run --record`")
             }
             throw Malformed(description: "not a recording (the header has no \"format\": \"\(RecordingLine.format)\")")
@@ -82,14 +101,17 @@ public struct RecordingReader: Sendable {
             guard case .integer(let seq)? = object["seq"], seq >= 0 else { throw Malformed(description: "the header's \"seq\" must be an integer ≥ 0") }
             sequence = UInt64(seq)
         }
-        guard let stateJSON = object["state"] else { throw Malformed(description: "the header has no \"state\"") }
-        let state: LuaValue
-        do {
-            state = try RecordingJSON.decode(stateJSON)
-        } catch {
-            throw Malformed(description: "the initial state: \(error)")
+        guard let stateText else { throw Malformed(description: "the header has no \"state\"") }
+        var state = LuaValue.nil
+        if decodingState, let stateJSON = object["state"] {
+            do {
+                state = try RecordingJSON.decode(stateJSON)
+            } catch {
+                throw Malformed(description: "the initial state: \(error)")
+            }
         }
         var header = Header(version: version, app: app, schemaVersion: schemaVersion, scripts: scripts, sequence: sequence, state: state)
+        header.stateText = stateText
         if version >= 4 {
             guard case .integer(let time)? = object["time"] else { throw Malformed(description: "the header's \"time\" must be an integer (milliseconds since 1970)") }
             guard case .integer(let started)? = object["started"] else {

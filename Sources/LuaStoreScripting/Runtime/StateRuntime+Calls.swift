@@ -175,6 +175,12 @@ extension StateRuntime {
         try vm.call(self[.state], arguments: []).first ?? .nil
     }
 
+    /// Whether the state is exactly the value a recording's JSON `text` holds, read in C off the text (nothing is
+    /// converted); false also where that reader is unsure (text it does not take): then convert and compare.
+    func stateMatches(json text: String) throws(LuaError) -> Bool {
+        try vm.call(self[.stateMatches], arguments: [.value(.string(text))]).first == .boolean(true)
+    }
+
     /// The value at `path` in the state, converted.
     func value(at path: [LuaKey]) throws(LuaError) -> LuaValue {
         try vm.call(self[.valueAt], arguments: [.value(Self.list(path))]) { results throws(LuaError) in

@@ -3,7 +3,7 @@
 
 local S = ...
 local type, error = type, error
-local istable = istable
+local istable, matchesjson = istable, matchesjson
 local B, M, holder, children, readers = S.B, S.M, S.holder, S.children, S.readers
 local proxy, unwrap, begin, commit, placeRoot = S.proxy, S.unwrap, S.begin, S.commit, S.placeRoot
 
@@ -100,6 +100,10 @@ function M.setState(state, owned)
 end
 
 function M.state() return holder.state end
+
+-- Whether the state is exactly the value a recording's JSON `text` holds (false also where the C reader is unsure:
+-- the host then reads the text itself).
+function M.stateMatches(text) return matchesjson(holder.state, text) end
 
 -- Child stores: local state of their own, reduced by their own module, never writing the root's.
 

@@ -461,6 +461,13 @@ public final class ScriptedStore: Sendable {
         try await onThread { engine throws(LuaError) in try engine.state() }
     }
 
+    /// Whether the state now is exactly the value a recording's JSON `text` holds (a header's `stateText`), read
+    /// off the text with nothing converted; false also where that reader is unsure — then compare `state()` with
+    /// the decoded value, which says where the two differ.
+    package func stateMatches(json text: String) async throws(LuaError) -> Bool {
+        try await onThread { engine throws(LuaError) in try engine.runtime.stateMatches(json: text) }
+    }
+
     /// The app VM's memory: in use now (after a full collection), at most so far, and the cap.
     public func memory() async -> LuaVM.MemoryUsage {
         await withCheckedContinuation { continuation in

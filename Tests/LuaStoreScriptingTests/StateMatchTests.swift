@@ -1,0 +1,102 @@
+import Foundation
+import LuaKit
+@testable import LuaStoreScripting
+import LuaStoreTestSupport
+import Testing
+
+/// `stateMatches(json:)`: the C reader that tells whether the state is the value a recording's JSON holds, read off
+/// the text (a replay checks `init` so). It says "the same" only when it is — the host's own reader and comparison
+/// agree on every text below — and "not the same" where it is unsure, leaving the host to decide.
+@Suite struct StateMatchTests {
+    static let app = #"""
+        local app = {}
+        function app.init()
+          local holes = { 1, 2 }
+          holes[4] = 4
+          return {
+            list = { "a", "b", { nested = { true, false } } },
+            object = { name = "ünïcödé \u{1F600}", quote = "say \"hi\"\\/", controls = "tab\tline\nnul\0end\1", empty = {} },
+            numbers = { int = 9007199254740993, min = math.mininteger, max = math.maxinteger, float = 0.1, big = 1e300,
+                        tiny = 5e-324, negzero = -0.0, whole = 2.0, negative = -17 },
+            map = { [true] = "yes", [false] = 0, [1.5] = "half", [7] = "seven", ["7"] = "string seven" },
+            holes = holes,
+            dollar = { ["$map"] = "a field named $map" },
+            deep = { a = { b = { c = { d = { e = "bottom" } } } } },
+          }
+        end
+        function app.reduce(state, action) end
+        function app.props(state) return {} end
+        return app
+        """#
+
+    /// A store of the app above, its state and that state's text as the recorder writes it.
+    func makeStore(in folder: AppFolder) async throws -> (store: ScriptedStore, text: String, state: LuaValue) {
+        let store = try await ScriptedStore(app: folder.url, options: Recorder().options)
+        let state = try await store.state()
+        var bytes: [UInt8] = []
+        try RecordingJSON.encode(state, into: &bytes)
+        return (store, String(decoding: bytes, as: UTF8.self), state)
+    }
+
+    /// What the host's reader makes of `text`, compared with the state: equal, different, or not a value at all.
+    static func hostSays(_ text: String, _ state: LuaValue) -> Bool? {
+        guard let decoded = try? RecordingJSON.decode(RecordingJSON.Value(parsing: ArraySlice(Array(text.utf8)))) else { return nil }
+        return JournalComparison.differences(decoded, state, path: "state", limit: 1).isEmpty
+    }
+
+    /// The state's own text is the same, written as the recorder writes it or spaced and ordered otherwise.
+    @Test func theStatesOwnTextMatches() async throws {
+        let folder = try AppFolder(["app.lua": Self.app])
+        defer { folder.remove() }
+        let (store, text, state) = try await makeStore(in: folder)
+        defer { store.shutdown() }
+        #expect(try await store.stateMatches(json: text), "\(text)")
+        #expect(Self.hostSays(text, state) == true)
+        let spaced = text.replacingOccurrences(of: ",", with: " ,\n\t").replacingOccurrences(of: ":", with: " : ")
+        #expect(try await store.stateMatches(json: " \(spaced)\r\n"))
+        #expect(Self.hostSays(spaced, state) == true)
+        // (Escapes the recorder does not write read as the same characters.)
+        let escaped = text.replacingOccurrences(of: #""a""#, with: #""\u0061""#).replacingOccurrences(of: "bottom", with: #"b\u006Fttom"#)
+        #expect(escaped != text)
+        #expect(try await store.stateMatches(json: escaped))
+        #expect(Self.hostSays(escaped, state) == true)
+    }
+
+    /// Every change of one value, key or kind of number is not the same — and the host's reader agrees it differs.
+    @Test func anyDifferenceIsNotTheSame() async throws {
+        let folder = try AppFolder(["app.lua": Self.app])
+        defer { folder.remove() }
+        let (store, text, state) = try await makeStore(in: folder)
+        defer { store.shutdown() }
+        let edits: [(String, String)] = [
+            (#""a""#, #""A""#), ("9007199254740993", "9007199254740992"), ("-17", "-17.0"), ("2.0", "2"),
+            ("0.1", "0.10000000000000002"), (#""yes""#, "true"), (#"[7,"seven"]"#, #"["7","seven"]"#),
+            (#""name":"#, #""Name":"#), (#""empty":{}"#, #""empty":{"x":1}"#), (#""empty":{}"#, #""empty":[1]"#),
+            (#"[true,false]"#, #"[true,false,true]"#), (#"[true,false]"#, #"[true]"#), ("bottom", "bottom "),
+            (#""e":"bottom""#, #""e":"bottom","f":1"#),
+        ]
+        for (old, new) in edits {
+            #expect(text.contains(old), "\(old) is in \(text)")
+            let edited = text.replacingOccurrences(of: old, with: new)
+            #expect(try await store.stateMatches(json: edited) == false, "\(old) → \(new)")
+            #expect(Self.hostSays(edited, state) != true, "the host's reader sees \(old) → \(new) too")
+        }
+    }
+
+    /// Text that is not JSON, or not JSON this reader takes, is never the same: the host's reader decides.
+    @Test func malformedTextIsNeverTheSame() async throws {
+        let folder = try AppFolder(["app.lua": Self.app])
+        defer { folder.remove() }
+        let (store, text, _) = try await makeStore(in: folder)
+        defer { store.shutdown() }
+        let broken = [
+            String(text.dropLast()), text + "x", text + ",", text.replacingOccurrences(of: "-17", with: "-017"),
+            text.replacingOccurrences(of: "-17", with: "+17"), text.replacingOccurrences(of: #""a""#, with: #""\ud800""#),
+            text.replacingOccurrences(of: #""a""#, with: #""\x61""#), text.replacingOccurrences(of: #""a""#, with: "\"\u{1}\""),
+            text.replacingOccurrences(of: "true", with: "tru"), "", "null", String(repeating: "[", count: 300),
+        ]
+        for text in broken {
+            #expect(try await store.stateMatches(json: text) == false, "\(text.prefix(80))")
+        }
+    }
+}
