@@ -169,6 +169,8 @@ static const luaL_Reg state_library[] = {
     { "makebarrier", clua_make_barrier },
     { "barrierlayouts", barrier_layouts },
     { "matchesjson", clua_state_matches_json },
+    { "decodejson", clua_state_decode_json },
+    { "applyjson", clua_state_apply_json },
     { NULL, NULL },
 };
 

@@ -425,6 +425,8 @@ BARRIER_INTERNAL int proxies_fresh(lua_State *L);
 BARRIER_INTERNAL int proxies_claim(lua_State *L);
 BARRIER_INTERNAL int proxies_placefresh(lua_State *L);
 BARRIER_INTERNAL int clua_state_matches_json(lua_State *L);
+BARRIER_INTERNAL int clua_state_decode_json(lua_State *L);
+BARRIER_INTERNAL int clua_state_apply_json(lua_State *L);
 BARRIER_INTERNAL int proxies_made(lua_State *L);
 BARRIER_INTERNAL int proxies_renew(lua_State *L);
 BARRIER_INTERNAL int proxies_flat(lua_State *L, int index);

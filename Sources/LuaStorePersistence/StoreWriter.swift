@@ -211,7 +211,7 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
             throw PersistenceFailure(path: path, reason: "is damaged: its snapshot is not one LuaStore writes (--persist-reset starts it over)")
         }
         var sequence = UInt64(snapshotSequence)
-        var resumed: (header: RecordingReader.Header, state: LuaValue, time: Int64)?
+        var resumed: (header: RecordingReader.Header, text: PersistedText, time: Int64)?
         var databaseError: (any Error)?
         do {
             try queue.read { db in
@@ -235,16 +235,20 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
                     }
                     return Self.line(data)
                 }, maximumLength: .max)
-                var recording = try RecordingLines(lines, passingOverKept: true)
+                // (The state and each entry's changes are kept as written: the store reads them in its VM.)
+                var recording = try RecordingLines(lines, passingOverKept: true, decodingState: false)
                 sequence = recording.header.sequence ?? sequence
-                var state = recording.header.state
+                guard let state = String(validating: recording.header.stateText, as: UTF8.self) else {
+                    throw PersistenceFailure(path: path, reason: "is damaged: its snapshot's state is not UTF-8 text; it was left as it is")
+                }
+                var changes: [PersistedText.Changes] = []
                 while case let entries = try recording.next(), !entries.isEmpty {
-                    for entry in entries {
-                        do {
-                            for change in try entry.readChanges() ?? [] { state.apply(change) }
-                        } catch {
-                            throw PersistenceFailure(path: path, reason: "is damaged at entry \(entry.sequence): \(error); it was left as it is")
+                    for entry in entries where entry.failure == nil {
+                        guard let written = entry.changesJSON else { continue }
+                        guard let text = String(validating: written, as: UTF8.self) else {
+                            throw PersistenceFailure(path: path, reason: "is damaged at entry \(entry.sequence): its changes are not UTF-8 text; it was left as it is")
                         }
+                        changes.append(PersistedText.Changes(sequence: entry.sequence, text: text))
                     }
                     sequence = recording.last ?? sequence
                 }
@@ -252,7 +256,7 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
                     throw PersistenceFailure(path: path, reason: "is damaged after entry \(sequence): line \(line) of its entries is cut short; it was left as it is")
                 }
                 sequence = recording.last ?? sequence
-                resumed = (recording.header, state, recording.time)
+                resumed = (recording.header, PersistedText(path: path, state: state, changes: changes), recording.time)
             }
         } catch let problem as RecordingLines.Problem {
             switch problem.kind {
@@ -272,7 +276,7 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
         guard let resumed else { return nil }
         let resumedThrough = sequence
         self.state.withLock { $0.durable = resumedThrough }
-        return PersistedStart(state: resumed.state, schemaVersion: resumed.header.schemaVersion, scripts: resumed.header.scripts, sequence: sequence,
+        return PersistedStart(state: .nil, text: resumed.text, schemaVersion: resumed.header.schemaVersion, scripts: resumed.header.scripts, sequence: sequence,
                               time: resumed.time, clock: resumed.header.clock)
     }
 

@@ -100,3 +100,67 @@ import Testing
         }
     }
 }
+
+/// A durable store's state is read and built in its VM (`decodejson`, `applyjson`): the snapshot's text with each
+/// later entry's changes applied is the state Swift's own reading makes of them; where the C reader does not take
+/// them, the store reads them the Swift way, and a damaged snapshot is an error that says so.
+extension StateMatchTests {
+    static let changeLists = [
+        #"[[["numbers","int"],5],[["list",2]],[["deep","a","b"],{"x":[1,2.5,"z"],"y":{}}]]"#,
+        #"[[["map"],{"$map":[[true,1],[2.5,{"k":false}],["$map","v"]]}],[["object","name"],"new \u00e9\ud83d\ude00"]]"#,
+        "[]",
+        #"[[["holes",3],3],[["holes",9]],[["object","empty","n"],-0.0]]"#,
+    ]
+
+    /// The state an engine resumed from `text` and `changes` has, and whether the C reader took them.
+    func resume(_ text: String, _ changes: [String], folder: AppFolder) async throws -> (read: Bool, state: LuaValue) {
+        let thread = LuaThread(name: "resume-test")
+        let persisted = PersistedText(path: "/tmp/store.db", state: text,
+                                      changes: changes.enumerated().map { .init(sequence: UInt64($0.offset + 1), text: $0.element) })
+        return try await thread.perform { () throws -> (read: Bool, state: LuaValue) in
+            let engine = try ScriptEngine(folder: folder.url, thread: thread, limits: LuaLimits(), log: { _ in }, report: { _ in },
+                                          resumedText: persisted)
+            let state = try engine.state()
+            let read = try engine.runtime.setState(text: text, changes: changes)
+            #expect(try engine.state() == state, "both ways of placing it give the same state")
+            return (read, state)
+        }
+    }
+
+    @Test func aResumedStateIsBuiltInTheVMAsSwiftReadsIt() async throws {
+        let folder = try AppFolder(["app.lua": Self.app])
+        defer { folder.remove() }
+        let (store, text, _) = try await makeStore(in: folder)
+        store.shutdown()
+        for changes in [[], Self.changeLists, Self.changeLists + [#"[[[],{"whole":[1,2]}],[["whole",3],true]]"#]] {
+            let expected = try PersistedText(path: "", state: text, changes: changes.map { .init(sequence: 1, text: $0) }).decoded()
+            let (read, state) = try await resume(text, changes, folder: folder)
+            #expect(read, "the C reader took \(changes)")
+            #expect(state == expected)
+        }
+        // Changes the C reader does not take (a key that is a float with an integer's value) are read the Swift
+        // way, to the same state.
+        for odd in [#"[[["map",2.0],"two"]]"#] {
+            let expected = try PersistedText(path: "", state: text, changes: [.init(sequence: 1, text: odd)]).decoded()
+            let (read, state) = try await resume(text, [odd], folder: folder)
+            #expect(!read, "\(odd)")
+            #expect(state == expected, "\(odd)")
+        }
+    }
+
+    @Test func aDamagedResumedStateIsAnErrorThatSaysSo() async throws {
+        let folder = try AppFolder(["app.lua": Self.app])
+        defer { folder.remove() }
+        for (text, changes, words) in [(#"{"a":"#, [String](), "is damaged: its snapshot's state"),
+                                       (#"{"a":1}"#, [#"[[["a"],1],"#], "is damaged at entry 1"),
+                                       (#"{"a":1}"#, ["[]", #"[[["a","b","c"],1]]"#],
+                                        "is damaged at entry 2: its change of state.a.b.c goes through state.a, which is not a table")] {
+            do {
+                _ = try await resume(text, changes, folder: folder)
+                Issue.record("\(text) \(changes) resumed")
+            } catch let failure as ScriptFailure {
+                #expect(failure.error.message.contains("/tmp/store.db: " + words), "\(failure.error.message)")
+            }
+        }
+    }
+}

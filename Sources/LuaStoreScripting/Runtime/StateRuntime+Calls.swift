@@ -165,6 +165,13 @@ extension StateRuntime {
         try vm.call(self[.setState], arguments: [.value(value), .value(.boolean(owned))])
     }
 
+    /// Makes the state the one a recording's JSON `text` holds with each of `changes` (entries' `changes` lists,
+    /// as text) applied, read and built in C; false, nothing done, where that reader does not take them.
+    func setState(text: String, changes: [String]) throws(LuaError) -> Bool {
+        try vm.call(self[.setStateFromText], arguments: [.value(.string(text)), .value(.table(LuaTable(array: changes.map(LuaValue.string))))])
+            .first == .boolean(true)
+    }
+
     /// Makes the table `reference` points at (what `init` returned; nil: none) the state.
     func setState(_ reference: LuaReference?) throws(LuaError) {
         try vm.call(self[.setState], arguments: [reference.map(LuaArgument.reference) ?? .value(.nil)])

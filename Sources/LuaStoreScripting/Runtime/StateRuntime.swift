@@ -20,7 +20,7 @@ struct StateRuntime {
     enum Function: Int, CaseIterable {
         case reduce, reduceRun, runPosition, rollback, transform, setState, state, register, unregister, path, evaluate,
             subscriptions, flush, reset, markAllDirty, setChild, removeChild, childState, reduceChild, changes, collected, encoded,
-            setJournaling, setHistory, dropNewestHistory, dropOldestHistory, travel, truncateHistory, valueAt, peek, search, stateMatches,
+            setJournaling, setHistory, dropNewestHistory, dropOldestHistory, travel, truncateHistory, valueAt, peek, search, stateMatches, setStateFromText,
             /// One step of a path, as messages name it (`.title`, `[3]`, `["first name"]`): what other trusted chunks
             /// (`mounts.lua`) render paths with.
             renderKey

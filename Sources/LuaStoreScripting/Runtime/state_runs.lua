@@ -3,7 +3,7 @@
 
 local S = ...
 local type, error = type, error
-local istable, matchesjson = istable, matchesjson
+local istable, matchesjson, decodejson, applyjson = istable, matchesjson, decodejson, applyjson
 local B, M, holder, children, readers = S.B, S.M, S.holder, S.children, S.readers
 local proxy, unwrap, begin, commit, placeRoot = S.proxy, S.unwrap, S.begin, S.commit, S.placeRoot
 
@@ -97,6 +97,21 @@ function M.setState(state, owned)
   placeRoot(holder, "state", state, "init's state", owned)
   commit()
   S.trimCaches(false, true) -- the records of a whole new state are not needed past its transaction
+end
+
+-- Makes the state the one a recording's JSON `text` holds with the changes `changes` lists (texts of entries'
+-- `changes`, in order) applied — a durable store's snapshot and the entries after it — read and built in C
+-- (`decodejson`, `applyjson`: jsonread.c) and placed as a host-made state. False, nothing placed, where the C
+-- reader does not take them: the host then reads them itself, and names what is wrong.
+function M.setStateFromText(text, changes)
+  local state = decodejson(text)
+  for i = 1, #changes do
+    if state == nil then break end
+    state = applyjson(state, changes[i])
+  end
+  if not istable(state) then return false end
+  M.setState(state, true)
+  return true
 end
 
 function M.state() return holder.state end

@@ -94,7 +94,7 @@ final class ScriptEngine {
          mounts: Mounts = Mounts(),
          log: @escaping @Sendable (String) -> Void, report: @escaping @Sendable (ScriptFailure) -> Void,
          clock: EngineClock = EngineClock(source: .system, recorded: RecordedClock(started: 0), schedule: nil), startTime: Int64 = 0,
-         initialState: LuaValue? = nil) throws(ScriptFailure) {
+         initialState: LuaValue? = nil, resumedText: PersistedText? = nil) throws(ScriptFailure) {
         self.mounts = mounts
         self.clock = clock
         self.thread = thread
@@ -125,8 +125,16 @@ final class ScriptEngine {
             // (From here on a global is set only as a module loads: `init` is skipped when the state comes back
             // from a snapshot, and every run is replayed from the journal, which holds no globals.)
             try vm.lockGlobals()
-            if let initialState {
-                try runtime.setState(initialState, owned: true) // (no script holds it)
+            if initialState != nil || resumedText != nil {
+                if let resumedText {
+                    // (Read and built in the VM; where its C reader does not take the text, decoded here, which
+                    // names what is wrong.)
+                    if try !runtime.setState(text: resumedText.state, changes: resumedText.changes.map(\.text)) {
+                        try runtime.setState(try Self.decoded(resumedText), owned: true)
+                    }
+                } else if let initialState {
+                    try runtime.setState(initialState, owned: true) // (no script holds it)
+                }
                 if !app.mounts.isEmpty, let migrate = app.migrate { // (a mount the state has no slice for gets its init)
                     try runtime.transform(with: migrate, fromSchema: nil)
                     try self.mounts.notePlacedSlices(vm: vm)
@@ -139,6 +147,15 @@ final class ScriptEngine {
             throw ScriptFailure(stage: .initialize, error: error)
         }
         try registerSubscriptions()
+    }
+
+    /// A resumed state decoded in Swift; what is wrong with it as the error of loading it.
+    private static func decoded(_ text: PersistedText) throws(LuaError) -> LuaValue {
+        do {
+            return try text.decoded()
+        } catch {
+            throw LuaError(.runtime, error.description)
+        }
     }
 
     // MARK: Loading

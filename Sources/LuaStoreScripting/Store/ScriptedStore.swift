@@ -152,7 +152,8 @@ public final class ScriptedStore: Sendable {
                                           strictGlobals: manifest?.strictGlobals ?? false,
                                           modulePath: options.modulePath, mounts: mounts, log: options.log, report: report,
                                           clock: clock.engine, startTime: clock.start,
-                                          initialState: options.persistence?.resumed?.state ?? options.initialState)
+                                          initialState: options.persistence?.resumed.map { $0.text == nil ? $0.state : nil } ?? options.initialState,
+                                          resumedText: options.persistence?.resumed?.text)
             engine.changeListeners { listeners in
                 listeners.journal = options.journal
                 listeners.recorder = options.recorder

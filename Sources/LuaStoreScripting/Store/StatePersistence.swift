@@ -51,7 +51,11 @@ public struct PersistenceStatus: Sendable, Equatable {
 
 /// The state a durable store resumes from (`StatePersistence.resumed`).
 public struct PersistedStart: Sendable {
+    /// The state (`.nil` when `text` holds it).
     public var state: LuaValue
+    /// The state as the database holds it — its snapshot's text and the changes of the entries after it — for
+    /// the store to read in its VM (nil when `state` holds it).
+    public var text: PersistedText?
     /// The app's `schemaVersion` when it was written: `migrate` runs if the app's is now greater.
     public var schemaVersion: Int64
     /// The digest of the scripts that wrote it.
@@ -63,14 +67,76 @@ public struct PersistedStart: Sendable {
     /// The store's clock as it was recorded: when the store first started (`os.clock()` counts from it).
     public var clock: RecordedClock
 
-    public init(state: LuaValue, schemaVersion: Int64, scripts: String, sequence: UInt64, time: Int64 = 0,
+    /// The state, decoded from `text` where that holds it; why not, in words.
+    public func decodedState() throws(PersistenceFailure) -> LuaValue {
+        guard let text else { return state }
+        return try text.decoded()
+    }
+
+    public init(state: LuaValue, text: PersistedText? = nil, schemaVersion: Int64, scripts: String, sequence: UInt64, time: Int64 = 0,
                 clock: RecordedClock = RecordedClock(started: 0)) {
         self.state = state
+        self.text = text
         self.schemaVersion = schemaVersion
         self.scripts = scripts
         self.sequence = sequence
         self.time = time
         self.clock = clock
+    }
+}
+
+/// A durable store's state as its database holds it: the text of its last snapshot's state and the `changes` of
+/// each entry after it (`PersistedStart.text`). The store reads it in its VM, in C, without converting anything
+/// (jsonread.c); where that reader does not take it, the store decodes it here (`decoded()`), which names what is
+/// wrong.
+public struct PersistedText: Sendable {
+    /// The `changes` list of one journal entry, as written.
+    public struct Changes: Sendable {
+        public var sequence: UInt64
+        public var text: String
+
+        public init(sequence: UInt64, text: String) {
+            self.sequence = sequence
+            self.text = text
+        }
+    }
+
+    /// The database, for messages.
+    public var path: String
+    /// The snapshot's state (JSON, docs/recordings.md).
+    public var state: String
+    /// The changes of the entries after the snapshot, in order.
+    public var changes: [Changes]
+
+    public init(path: String, state: String, changes: [Changes]) {
+        self.path = path
+        self.state = state
+        self.changes = changes
+    }
+
+    /// The state with every change applied, decoded in Swift; why not, in words, naming the entry.
+    public func decoded() throws(PersistenceFailure) -> LuaValue {
+        var value: LuaValue
+        do {
+            value = try RecordingJSON.decode(text: state[...])
+        } catch {
+            throw PersistenceFailure(path: path, reason: "is damaged: its snapshot's state: \(error); it was left as it is")
+        }
+        for entry in changes {
+            let read: [StateChange]
+            do {
+                read = try RecordingLine.changes(from: RecordingJSON.Value(parsing: entry.text[...]))
+            } catch {
+                throw PersistenceFailure(path: path, reason: "is damaged at entry \(entry.sequence): \(error); it was left as it is")
+            }
+            for change in read {
+                if let blocked = value.firstNonTable(along: change.path) {
+                    throw PersistenceFailure(path: path, reason: "is damaged at entry \(entry.sequence): its change of \(LuaPath.render(root: "state", keys: change.path)) goes through \(LuaPath.render(root: "state", keys: blocked)), which is not a table; it was left as it is")
+                }
+                value.apply(change)
+            }
+        }
+        return value
     }
 }
 
@@ -87,6 +153,18 @@ public struct PersistenceFailure: Error, CustomStringConvertible, Sendable {
 }
 
 extension LuaValue {
+    /// The first place along `path` — short of its last key — that does not hold a table (nil when every one does,
+    /// so that a change at `path` can be applied).
+    func firstNonTable(along path: [LuaKey]) -> [LuaKey]? {
+        var here = self
+        for depth in 0..<max(0, path.count - 1) {
+            guard case .table = here else { return Array(path[..<depth]) }
+            here = here[path[depth]]
+        }
+        guard path.isEmpty || here.table != nil else { return Array(path.dropLast()) }
+        return nil
+    }
+
     /// Applies a journal change: the value at its path becomes its value (removed when nil; the whole state for
     /// an empty path).
     public mutating func apply(_ change: StateChange) {
