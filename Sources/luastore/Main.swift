@@ -123,6 +123,17 @@ enum Console {
     }
 }
 
+/// What a one-shot command keeps until the process exits: a store whose state is large is not taken apart item by
+/// item only for the process to end (100,000 items: ≈ 40 ms of freeing, a tenth of a replay's start). Whatever must
+/// be written — a recording, a database, standard output — is closed or flushed by the command itself first.
+enum UntilExit {
+    private static let kept = Protected<[any Sendable]>([])
+
+    static func keep(_ value: any Sendable) {
+        kept.withLock { $0.append(value) }
+    }
+}
+
 extension ExitCode {
     /// A failure of the app (a malformed action, a reducer error).
     static let appFailure = ExitCode(1)

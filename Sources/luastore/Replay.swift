@@ -88,6 +88,7 @@ struct Replay: AsyncParsableCommand {
         }
         let store = replayer.store
         defer { store.shutdown() }
+        UntilExit.keep(store) // (its state is not taken apart only for the process to end)
         // The state `init` made is compared with the recorded one where it lies, in the recording's text; only where
         // the two may differ are both read whole, to say where.
         var initial: LuaValue?
