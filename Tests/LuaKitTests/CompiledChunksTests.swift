@@ -52,11 +52,13 @@ import Testing
         function M.where() error("here") end
         return M
         """
-        func exercise(keepingNames: Bool) async throws -> (results: [LuaValue], fail: String?, here: String?, bytes: Int) {
+        func exercise(keepingNames: Bool, keepingLines: Bool = true) async throws
+            -> (results: [LuaValue], fail: String?, here: String?, bytes: Int) {
             try await withVM { vm throws in
                 vm.collectGarbage()
                 let before = vm.memory.bytesInUse
-                let module = try vm.callForReferences(try vm.loadTrusted(source, chunkName: name, keepingNames: keepingNames), arguments: [])[0]!
+                let module = try vm.callForReferences(try vm.loadTrusted(source, chunkName: name, keepingNames: keepingNames,
+                                                                         keepingLines: keepingLines), arguments: [])[0]!
                 vm.collectGarbage()
                 let bytes = vm.memory.bytesInUse - before
                 let bump = try vm.field("bump", of: module)!
@@ -68,7 +70,7 @@ import Testing
         }
         let named = try await exercise(keepingNames: true)
         let first = try await exercise(keepingNames: false)
-        #expect(CompiledChunks.shared.holds(source, chunkName: "host:" + name, named: false))
+        #expect(CompiledChunks.shared.holds(source, chunkName: "host:" + name, debug: .lines))
         let later = try await exercise(keepingNames: false)
         #expect(named.results == [2, 5] && first.results == [2, 5] && later.results == [2, 5])
         #expect(named.fail == "attempt to index a nil value (local 'item')")
@@ -79,6 +81,16 @@ import Testing
         #expect(named.here?.hasPrefix("host:\(name):5: here\n") == true, "\(named.here ?? "nil")")
         #expect(named.here?.contains("host:\(name):5: in function <host:\(name):5>") == true)
         #expect(first.bytes < named.bytes && later.bytes == first.bytes, "\(named.bytes) → \(first.bytes), \(later.bytes)")
+        // Without its lines too: the same behaviour, less memory; its own message names no place, its traceback
+        // names the chunk and where each function starts, but no line.
+        let bare = try await exercise(keepingNames: false, keepingLines: false)
+        #expect(CompiledChunks.shared.holds(source, chunkName: "host:" + name, debug: DebugInfo.none))
+        let bareLater = try await exercise(keepingNames: false, keepingLines: false)
+        #expect(bare.results == [2, 5] && bareLater.results == [2, 5])
+        #expect(bare.fail?.hasSuffix(first.fail ?? "-") == true && bareLater.fail == bare.fail, "\(bare.fail ?? "nil")")
+        #expect(bare.here?.hasPrefix("here\n") == true, "\(bare.here ?? "nil")")
+        #expect(bare.here?.contains("host:\(name): in function <host:\(name):5>") == true, "\(bare.here ?? "nil")")
+        #expect(bare.bytes < first.bytes && bareLater.bytes == bare.bytes, "\(first.bytes) → \(bare.bytes), \(bareLater.bytes)")
     }
 
     @Test func aDumpThatIsNotLuas54IsLeftAsItIs() {

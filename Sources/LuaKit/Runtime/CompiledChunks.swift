@@ -15,12 +15,12 @@ final class CompiledChunks: Sendable {
 
     private struct Compiled {
         let source: String
-        let named: Bool
+        let debug: DebugInfo
         let dump: [UInt8]
 
-        /// Whether this is `source` compiled with or without names (`named`).
-        func holds(_ source: String, named: Bool) -> Bool {
-            self.named == named && String.sameBytes(self.source, source)
+        /// Whether this is `source` compiled keeping `debug`.
+        func holds(_ source: String, debug: DebugInfo) -> Bool {
+            self.debug == debug && String.sameBytes(self.source, source)
         }
     }
 
@@ -36,11 +36,11 @@ final class CompiledChunks: Sendable {
 
     init(byteLimit: Int) { self.byteLimit = byteLimit }
 
-    /// The dump of `source` compiled as `chunkName` (with the names of its variables, or without: `named`), if a
-    /// VM compiled it before.
-    func dump(of source: String, chunkName: String, named: Bool = true) -> [UInt8]? {
+    /// The dump of `source` compiled as `chunkName` (keeping `debug` of its debug information), if a VM compiled it
+    /// before.
+    func dump(of source: String, chunkName: String, debug: DebugInfo = .all) -> [UInt8]? {
         entries.withLock { entries in
-            let dump = entries.byName[chunkName]?.first(where: { $0.holds(source, named: named) })?.dump
+            let dump = entries.byName[chunkName]?.first(where: { $0.holds(source, debug: debug) })?.dump
             if dump != nil { entries.hits += 1 }
             return dump
         }
@@ -50,17 +50,17 @@ final class CompiledChunks: Sendable {
     var hits: Int { entries.withLock { $0.hits } }
 
     /// Whether the dump of `source` compiled as `chunkName` is kept (for tests).
-    func holds(_ source: String, chunkName: String, named: Bool = true) -> Bool {
-        entries.withLock { $0.byName[chunkName]?.contains(where: { $0.holds(source, named: named) }) ?? false }
+    func holds(_ source: String, chunkName: String, debug: DebugInfo = .all) -> Bool {
+        entries.withLock { $0.byName[chunkName]?.contains(where: { $0.holds(source, debug: debug) }) ?? false }
     }
 
     /// Keeps `dump` for `source` compiled as `chunkName`, unless the cache is full.
-    func keep(_ dump: [UInt8], of source: String, chunkName: String, named: Bool = true) {
+    func keep(_ dump: [UInt8], of source: String, chunkName: String, debug: DebugInfo = .all) {
         entries.withLock { entries in
             guard entries.bytes + dump.count + source.utf8.count <= byteLimit else { return }
             var list = entries.byName[chunkName] ?? []
-            guard !list.contains(where: { $0.holds(source, named: named) }) else { return }
-            list.append(Compiled(source: source, named: named, dump: dump))
+            guard !list.contains(where: { $0.holds(source, debug: debug) }) else { return }
+            list.append(Compiled(source: source, debug: debug, dump: dump))
             entries.byName[chunkName] = list
             entries.bytes += dump.count + source.utf8.count
         }
@@ -82,10 +82,18 @@ final class CompiledChunks: Sendable {
     }
 }
 
+/// What a compiled chunk keeps of its debug information: all of it; its lines (its functions' local variables and
+/// upvalues go unnamed); or neither.
+enum DebugInfo: Sendable, Equatable {
+    case all, lines, none
+}
+
 /// A Lua 5.4 binary chunk without the names of its functions' local variables and upvalues: what a trusted chunk
 /// loaded into every VM keeps of its debug information (its source name, its lines and where each function starts
 /// stay, so messages and tracebacks name the same places). The names are about a third of a compiled function's
-/// memory; without them a message about one of its variables says `?` for the name.
+/// memory; without them a message about one of its variables says `?` for the name. Without its lines too (for the
+/// host's own runtime, loaded into every store: ≈ 6 KiB of each), a message raised in it names no place, and a
+/// traceback names its chunk without a line; where each function starts stays.
 ///
 /// The layout is the one `ldump.c` writes and `lundump.c` reads (format 0 of Lua 5.4, every 5.4 release): a header,
 /// then the main function, each function being its source, its lines, its code, constants, upvalues, nested
@@ -93,19 +101,22 @@ final class CompiledChunks: Sendable {
 /// Sizes are written most significant 7 bits first, the last byte flagged with 0x80; a string is its length + 1
 /// (0: none) then its bytes.
 enum UnnamedChunk {
-    /// `dump` without the names, or nil when it is not a chunk this reader knows (a VM then keeps the full dump).
-    static func from(_ dump: [UInt8]) -> [UInt8]? {
-        var reader = Reader(bytes: dump)
+    /// `dump` without the names (and, not `keepingLines`, without its lines), or nil when it is not a chunk this
+    /// reader knows (a VM then keeps the full dump).
+    static func from(_ dump: [UInt8], keepingLines: Bool = true) -> [UInt8]? {
+        var reader = Reader(bytes: dump, keepingLines: keepingLines)
         return reader.rewrite()
     }
 
     private struct Reader {
         let bytes: [UInt8]
+        let keepingLines: Bool
         var position = 0
         var output: [UInt8] = []
 
-        init(bytes: [UInt8]) {
+        init(bytes: [UInt8], keepingLines: Bool) {
             self.bytes = bytes
+            self.keepingLines = keepingLines
             output.reserveCapacity(bytes.count)
         }
 
@@ -193,10 +204,23 @@ enum UnnamedChunk {
             for _ in 0..<functions {
                 guard function() else { return false }
             }
-            // Debug information: the lines stay, the names go.
-            guard let lines = copySize(), copy(lines), let absolute = copySize() else { return false }
+            // Debug information: the lines stay (unless not `keepingLines`), the names go.
+            guard let lines = size(), lines <= bytes.count - position else { return false }
+            if keepingLines {
+                write(size: lines)
+                guard copy(lines) else { return false }
+            } else {
+                position += lines
+                write(size: 0)
+            }
+            guard let absolute = size() else { return false }
+            if keepingLines { write(size: absolute) } else { write(size: 0) }
             for _ in 0..<absolute {
-                guard copySize() != nil, copySize() != nil else { return false } // instruction, line
+                guard let instruction = size(), let line = size() else { return false }
+                if keepingLines {
+                    write(size: instruction)
+                    write(size: line)
+                }
             }
             guard let locals = size() else { return false }
             for _ in 0..<locals {

@@ -136,10 +136,14 @@ extension LuaVM {
     ///
     /// With `keepingNames: false` the compiled functions keep no names of their local variables and upvalues
     /// (their lines stay): a library loaded into every VM of a process then costs about a third less memory, and
-    /// a message about one of its own variables says `?` for the name.
-    public func loadTrusted(_ source: String, chunkName: String, keepingNames: Bool = true) throws(LuaError) -> LuaReference {
+    /// a message about one of its own variables says `?` for the name. With `keepingLines: false` as well they keep
+    /// no lines either (≈ a tenth less again): a message raised in the library itself names no place (messages it
+    /// raises at its caller's level name the caller's), and a traceback names the chunk without a line.
+    public func loadTrusted(_ source: String, chunkName: String, keepingNames: Bool = true, keepingLines: Bool = true)
+        throws(LuaError) -> LuaReference {
         checkThread()
-        try loadChunk(source, chunkName: chunkName.hasPrefix("host:") ? chunkName : "host:" + chunkName, named: keepingNames)
+        let debug: DebugInfo = keepingNames ? .all : keepingLines ? .lines : .none
+        try loadChunk(source, chunkName: chunkName.hasPrefix("host:") ? chunkName : "host:" + chunkName, debug: debug)
         return makeReference()
     }
 

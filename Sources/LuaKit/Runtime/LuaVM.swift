@@ -258,7 +258,7 @@ public final class LuaVM {
             lua_pushboolean(state, limits.system == .recorded ? 1 : 0)
             try protectedCall(arguments: 1, results: 0)
         }
-        try loadChunk(Prelude.source, chunkName: Prelude.chunkName, named: false)
+        try loadChunk(Prelude.source, chunkName: Prelude.chunkName, debug: .lines)
         lua_createtable(state, 0, 6)
         clua_pushcfunction(state, clua_push_sandbox_strings)
         try protectedCall(arguments: 0, results: 1)
@@ -272,12 +272,12 @@ public final class LuaVM {
         setHostFunction("readfile", in: -1) { vm throws(HostFailure) in try vm.readFilePrimitive() }
         if limits.system == .system {
             setHostFunction("readdata", in: -1) { vm throws(HostFailure) in try vm.readDataPrimitive() }
-            try loadChunk(SandboxFiles.source, chunkName: SandboxFiles.chunkName, named: false)
+            try loadChunk(SandboxFiles.source, chunkName: SandboxFiles.chunkName, debug: .lines)
             lua_setfield(state, -2, "files")
         }
-        try loadChunk(PreludeParts.base.source, chunkName: PreludeParts.base.chunkName, named: false)
+        try loadChunk(PreludeParts.base.source, chunkName: PreludeParts.base.chunkName, debug: .lines)
         lua_setfield(state, -2, "base")
-        try loadChunk(PreludeParts.namespaces.source, chunkName: PreludeParts.namespaces.chunkName, named: false)
+        try loadChunk(PreludeParts.namespaces.source, chunkName: PreludeParts.namespaces.chunkName, debug: .lines)
         lua_setfield(state, -2, "namespaces")
         setHostFunction("hostmodule", in: -1) { vm throws(HostFailure) in try vm.hostModulePrimitive() }
         clua_pushcfunction(state, clua_caller_kind)
@@ -338,15 +338,16 @@ public final class LuaVM {
     }
 
     /// [-0, +1, -] Loads `source` as a text chunk named `chunkName` (compiled with the real global table as `_ENV`;
-    /// callers replace it). A chunk starting with Lua's binary signature is refused before parsing. Without `named`,
-    /// the function loaded keeps no names of its variables (`UnnamedChunk`): the first VM to compile it loads it
-    /// back from its dump without them too, so that every VM runs the same function.
-    func loadChunk(_ source: String, chunkName: String, named: Bool = true) throws(LuaError) {
+    /// callers replace it). A chunk starting with Lua's binary signature is refused before parsing. Keeping less than
+    /// all its `debug` information, the function loaded keeps no names of its variables, and maybe no lines
+    /// (`UnnamedChunk`): the first VM to compile it loads it back from its dump without them too, so that every VM
+    /// runs the same function.
+    func loadChunk(_ source: String, chunkName: String, debug: DebugInfo = .all) throws(LuaError) {
         if source.utf8.first == 0x1B {
             throw LuaError(.binaryChunk, "binary chunks are refused; load Lua source text", chunkName: chunkName)
         }
         let cache = CompiledChunks.shared
-        if let dump = cache.dump(of: source, chunkName: chunkName, named: named) {
+        if let dump = cache.dump(of: source, chunkName: chunkName, debug: debug) {
             // (Compiled by a VM of this process before: its own dump, read back as binary — never a script's bytes.)
             let status = loadBinary(dump, chunkName: chunkName)
             guard status == LUA_OK else { throw loadFailure(status, chunkName: chunkName) }
@@ -355,14 +356,14 @@ public final class LuaVM {
         var text = source
         try text.withUTF8 { bytes in compile(UnsafeRawBufferPointer(bytes), chunkName: chunkName) }.get()
         let dump = CompiledChunks.dumpTop(state)
-        guard !named, let unnamed = UnnamedChunk.from(dump) else {
+        guard debug != .all, let unnamed = UnnamedChunk.from(dump, keepingLines: debug == .lines) else {
             cache.keep(dump, of: source, chunkName: chunkName)
             return
         }
         lua_settop(state, -2)
         let reloaded = loadBinary(unnamed, chunkName: chunkName)
         guard reloaded == LUA_OK else { throw loadFailure(reloaded, chunkName: chunkName) }
-        cache.keep(unnamed, of: source, chunkName: chunkName, named: false)
+        cache.keep(unnamed, of: source, chunkName: chunkName, debug: debug)
     }
 
     /// [-0, +1, -] Loads `source`'s bytes as a text chunk, as Lua reads a source file: a string literal may hold

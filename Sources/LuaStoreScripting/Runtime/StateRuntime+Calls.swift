@@ -168,8 +168,8 @@ extension StateRuntime {
     /// Makes the state the one a recording's JSON `text` holds with each of `changes` (entries' `changes` lists,
     /// as text) applied, read and built in C; false, nothing done, where that reader does not take them.
     func setState(text: String, changes: [String]) throws(LuaError) -> Bool {
-        try vm.call(self[.setStateFromText], arguments: [.value(.string(text)), .value(.table(LuaTable(array: changes.map(LuaValue.string))))])
-            .first == .boolean(true)
+        try vm.call(self[.setState], arguments: [.value(.string(text)), .value(.boolean(true)),
+                                                 .value(.table(LuaTable(array: changes.map(LuaValue.string))))]).first == .boolean(true)
     }
 
     /// Makes the table `reference` points at (what `init` returned; nil: none) the state.
@@ -185,7 +185,7 @@ extension StateRuntime {
     /// Whether the state is exactly the value a recording's JSON `text` holds, read in C off the text (nothing is
     /// converted); false also where that reader is unsure (text it does not take): then convert and compare.
     func stateMatches(json text: String) throws(LuaError) -> Bool {
-        try vm.call(self[.stateMatches], arguments: [.value(.string(text))]).first == .boolean(true)
+        try vm.call(self[.state], arguments: [.value(.string(text))]).first == .boolean(true)
     }
 
     /// The value at `path` in the state, converted.

@@ -20,7 +20,7 @@ struct StateRuntime {
     enum Function: Int, CaseIterable {
         case reduce, reduceRun, runPosition, rollback, transform, setState, state, register, unregister, path, evaluate,
             subscriptions, flush, reset, markAllDirty, setChild, removeChild, childState, reduceChild, changes, collected, encoded,
-            setJournaling, setHistory, dropNewestHistory, dropOldestHistory, travel, truncateHistory, valueAt, peek, search, stateMatches, setStateFromText,
+            setJournaling, setHistory, dropNewestHistory, dropOldestHistory, travel, truncateHistory, valueAt, peek, search,
             /// One step of a path, as messages name it (`.title`, `[3]`, `["first name"]`): what other trusted chunks
             /// (`mounts.lua`) render paths with.
             renderKey
@@ -40,14 +40,14 @@ struct StateRuntime {
     /// [-0, +0] Runs the chunks in `vm` (trusted) and returns the module table.
     static func loadModule(into vm: LuaVM) throws(LuaError) -> LuaReference {
         try vm.defineTrusted(library: clua_state_library()) // (`makebarrier`, the engine's C)
-        let first = try vm.loadTrusted(EmbeddedLua.stateRuntime.source, chunkName: chunkName, keepingNames: false)
+        let first = try vm.loadTrusted(EmbeddedLua.stateRuntime.source, chunkName: chunkName, keepingNames: false, keepingLines: false)
         guard let shared = try vm.callForReferences(first, arguments: [
             .value(.string(metatableMarker)), .value(.integer(Int64(vm.limits.conversionDepth))),
         ]).first ?? nil else {
             throw LuaError(.runtime, "the state runtime did not load")
         }
         for part in parts.dropFirst() {
-            try vm.call(try vm.loadTrusted(part.source, chunkName: "host:" + part.path, keepingNames: false), arguments: [.reference(shared)])
+            try vm.call(try vm.loadTrusted(part.source, chunkName: "host:" + part.path, keepingNames: false, keepingLines: false), arguments: [.reference(shared)])
         }
         guard let start = try vm.field("start", of: shared), let module = try vm.callForReferences(start, arguments: []).first ?? nil else {
             throw LuaError(.runtime, "the state runtime did not start")

@@ -91,34 +91,35 @@ function M.transform(fn, ...)
   commit()
 end
 
-function M.setState(state, owned)
+-- Makes `state` the state (`owned`: the host made it, no script holds it). Or, `state` being a recording's JSON
+-- text (a durable store's snapshot) and `changes` the texts of the `changes` of the entries after it, makes the
+-- state the one they hold, read and built in C (`decodejson`, `applyjson`: jsonread.c) and placed as a host-made
+-- state; and says whether it did: where the C reader does not take them, nothing is placed and the host reads them
+-- itself, naming what is wrong.
+function M.setState(state, owned, changes)
+  if changes ~= nil then
+    state = decodejson(state)
+    for i = 1, #changes do
+      if state == nil then break end
+      state = applyjson(state, changes[i])
+    end
+    if not istable(state) then return false end
+    owned = true
+  end
   if not istable(state) then error("init must return a table (it returned a " .. type(state) .. ")", 0) end
   begin()
   placeRoot(holder, "state", state, "init's state", owned)
   commit()
   S.trimCaches(false, true) -- the records of a whole new state are not needed past its transaction
-end
-
--- Makes the state the one a recording's JSON `text` holds with the changes `changes` lists (texts of entries'
--- `changes`, in order) applied — a durable store's snapshot and the entries after it — read and built in C
--- (`decodejson`, `applyjson`: jsonread.c) and placed as a host-made state. False, nothing placed, where the C
--- reader does not take them: the host then reads them itself, and names what is wrong.
-function M.setStateFromText(text, changes)
-  local state = decodejson(text)
-  for i = 1, #changes do
-    if state == nil then break end
-    state = applyjson(state, changes[i])
-  end
-  if not istable(state) then return false end
-  M.setState(state, true)
   return true
 end
 
-function M.state() return holder.state end
-
--- Whether the state is exactly the value a recording's JSON `text` holds (false also where the C reader is unsure:
--- the host then reads the text itself).
-function M.stateMatches(text) return matchesjson(holder.state, text) end
+-- The state; or, given a recording's JSON `text`, whether the state is exactly the value it holds (false also where
+-- the C reader is unsure: the host then reads the text itself).
+function M.state(text)
+  if text ~= nil then return matchesjson(holder.state, text) end
+  return holder.state
+end
 
 -- Child stores: local state of their own, reduced by their own module, never writing the root's.
 

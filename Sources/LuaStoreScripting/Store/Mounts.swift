@@ -157,7 +157,7 @@ extension Mounts {
     /// `mounts.lua`, loaded once per VM.
     private mutating func mountsModule(vm: LuaVM, renderKey: LuaReference) throws(LuaError) -> LuaReference {
         if let loaded = module { return loaded }
-        let chunk = try vm.loadTrusted(EmbeddedLua.mounts.source, chunkName: "host:" + EmbeddedLua.mounts.path, keepingNames: false)
+        let chunk = try vm.loadTrusted(EmbeddedLua.mounts.source, chunkName: "host:" + EmbeddedLua.mounts.path, keepingNames: false, keepingLines: false)
         guard let module = try vm.callForReferences(chunk, arguments: [
             .value(.string(StateRuntime.metatableMarker)), .reference(renderKey),
         ]).first ?? nil else {
