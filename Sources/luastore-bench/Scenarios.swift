@@ -219,7 +219,7 @@ struct Scenarios {
             { await peerCounter(actions: everyActions) })
         let caller = Harness.median(Array(callerNanoseconds.value.dropFirst()))
         let floor = try await freshActionFloor(actions: actions)
-        let everyFloor = try await everyActionFloor(actions: everyActions)
+        let everyFloor = try await everyActionFloor(actions: everyActions, luaActions: everyActions)
         return [
             Scenario(name: "counter.lua_vs_swift_ratio", value: ratio, unit: "×", goal: "≤ 1.3", pass: ratio <= 1.3),
             Scenario(name: "counter.lua_ns_per_dispatch", value: lua, unit: "ns", goal: "—", pass: nil),
@@ -271,12 +271,17 @@ struct Scenarios {
     /// journaling barrier, run `props`, skip a repeat, tell one observer; no store, no second thread, no
     /// conversion) ÷ `PeerStore`'s whole dispatch, the two alternated — the least that
     /// `counter.every_action_lua_vs_reswift_ratio` can come to while the reducer and `props` are Lua run by Lua's
-    /// own interpreter.
-    func everyActionFloor(actions: Int) async throws -> [Scenario] {
+    /// own interpreter; and `counter.every_action_lua_vs_floor_ratio`, the scripted store's observed dispatch (over
+    /// `luaActions`) ÷ that floor, alternated with it.
+    func everyActionFloor(actions: Int, luaActions: Int) async throws -> [Scenario] {
         guard let measureFloor = try dispatchFloor("every", field: "every", actions: quick ? 20_000 : 500_000,
                                                    rows: "counter.every_action_floor_…") else { return [] }
         let (floor, _, ratio) = try await Harness.alternate(rounds: rounds, measureFloor, { await peerCounter(actions: actions) })
+        // The scripted store's observed dispatch against the floor, alternated with it: what is ours above it.
+        let (_, _, luaRatio) = try await Harness.alternate(
+            rounds: rounds, { try await luaCounter(.reused, notification: .everyAction, actions: luaActions).total }, measureFloor)
         return [
+            Scenario(name: "counter.every_action_lua_vs_floor_ratio", value: luaRatio, unit: "×", goal: "≤ 3.0", pass: luaRatio <= 3),
             Scenario(name: "counter.every_action_floor_vs_reswift_ratio", value: ratio, unit: "×", goal: "—", pass: nil),
             Scenario(name: "counter.every_action_floor_ns", value: floor, unit: "ns", goal: "—", pass: nil),
         ]

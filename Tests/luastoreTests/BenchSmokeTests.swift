@@ -43,7 +43,7 @@ import Testing
         if FileManager.default.isExecutableFile(atPath: "/usr/bin/lua5.4") {
             #expect(names.contains("counter.fresh_actions_floor_vs_swift_ratio"), "the floor of a fresh dispatch is reported")
             #expect(names.contains("counter.every_action_floor_vs_reswift_ratio"), "the floor of an observed dispatch is reported")
-            for name in ["init.vs_floor_ratio", "init.floor_ms_100k", "persist.resume_vs_floor_ratio"] {
+            for name in ["init.vs_floor_ratio", "init.floor_ms_100k", "persist.resume_vs_floor_ratio", "counter.every_action_lua_vs_floor_ratio"] {
                 #expect(names.contains(name), "\(name), against stock Lua starting the same app, is reported")
             }
         }
