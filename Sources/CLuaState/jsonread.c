@@ -60,6 +60,13 @@ static void open_reader(Reader *r, lua_State *L, const char *text, size_t length
     r->namesIndex = lua_gettop(L);
 }
 
+/// Whether a value was `read` and nothing but space follows it.
+static int read_whole(Reader *r, int read) {
+    if (!read) return 0;
+    skip_space(r);
+    return r->at == r->end;
+}
+
 /// [-0, +0, m] Room for `needed` bytes in the scratch buffer, what it holds kept.
 static unsigned char *scratch_reserve(Reader *r, size_t needed) {
     if (needed <= r->capacity) return r->scratch;
@@ -454,12 +461,7 @@ int clua_state_matches_json(lua_State *L) {
     lua_settop(L, 2);
     Reader r;
     open_reader(&r, L, text, length);
-    int same = match_value(&r, 1, 1);
-    if (same) {
-        skip_space(&r);
-        same = r.at == r.end;
-    }
-    lua_pushboolean(L, same);
+    lua_pushboolean(L, read_whole(&r, match_value(&r, 1, 1)));
     return 1;
 }
 
@@ -582,12 +584,7 @@ int clua_state_decode_json(lua_State *L) {
     lua_settop(L, 1);
     Reader r;
     open_reader(&r, L, text, length);
-    int read = read_value(&r, 1);
-    if (read) {
-        skip_space(&r);
-        read = r.at == r.end;
-    }
-    if (!read) lua_pushnil(L);
+    if (!read_whole(&r, read_value(&r, 1))) lua_pushnil(L);
     return 1;
 }
 
@@ -650,9 +647,7 @@ int clua_state_apply_json(lua_State *L) {
         if (!literal(&r, "]", 1)) goto refused;
         more = next_item(&r, ']');
     }
-    if (more != 0) goto refused;
-    skip_space(&r);
-    if (r.at != r.end) goto refused;
+    if (!read_whole(&r, more == 0)) goto refused;
     lua_pushvalue(L, 3);
     return 1;
 refused:
