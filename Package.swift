@@ -40,6 +40,10 @@ let package = Package(
         // Plugin bundles (LuaStoreBundles): Ed25519 signatures and SHA-256 digests, and the zip they come in.
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
         .package(url: "https://github.com/weichsel/ZIPFoundation", from: "0.9.20"),
+        // `luastore serve`: stores by key behind HTTP and WebSockets (LuaStoreServer), shut down gracefully
+        // (swift-service-lifecycle, which Hummingbird runs on).
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
     ],
     targets: [
         // Debian's Lua 5.4, linked statically (`liblua5.4.a`, named in `Sources/CLua/module.modulemap`; headers from
@@ -69,7 +73,7 @@ let package = Package(
             name: "luastore",
             dependencies: [
                 "LuaKit", "LuaStoreCore", "LuaStoreScripting", "LuaStoreDevtools", "LuaStorePersistence", "LuaStoreBundles",
-                "LuaStoreConcurrency", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "LuaStoreServer", "LuaStoreConcurrency", .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict,
             plugins: ["EmbedLua"]
@@ -88,6 +92,18 @@ let package = Package(
             dependencies: [
                 "LuaStoreScripting", "LuaStoreConcurrency", .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ZIPFoundation", package: "ZIPFoundation"),
+            ],
+            swiftSettings: strict
+        ),
+        // `luastore serve`: one store per key, created from the app on first use, durable (LuaStorePersistence),
+        // hibernated when idle; HTTP and a WebSocket per client (Hummingbird), bearer tokens, action ids.
+        .target(
+            name: "LuaStoreServer",
+            dependencies: [
+                "LuaKit", "LuaStoreConcurrency", "LuaStoreScripting", "LuaStorePersistence", "LuaStoreBundles",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "Crypto", package: "swift-crypto"), .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
         ),
@@ -145,6 +161,11 @@ let package = Package(
         .testTarget(
             name: "LuaStorePersistenceTests",
             dependencies: ["LuaKit", "LuaStoreCore", "LuaStoreScripting", "LuaStorePersistence", "LuaStoreTestSupport"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "LuaStoreServerTests",
+            dependencies: ["LuaStoreServer", "LuaStoreTestSupport", "RawHTTPClient", .target(name: "luastore")],
             swiftSettings: strict
         ),
         .testTarget(

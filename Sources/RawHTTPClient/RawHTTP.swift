@@ -57,10 +57,11 @@ public final class RawWebSocket: @unchecked Sendable { // (used by one thread at
     private let socket: RawSocket
     private var pending: [UInt8] = []
 
-    public init(port: UInt16, target: String) throws {
+    public init(port: UInt16, target: String, headers: [String: String] = [:]) throws {
         socket = try RawSocket(port: port)
+        let fields = headers.map { "\($0.key): \($0.value)\r\n" }.joined()
         try socket.write("GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                         + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+                         + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\(fields)\r\n")
         while true {
             pending += try socket.readSome()
             if let end = pending.firstRange(of: Array("\r\n\r\n".utf8)) {
@@ -89,12 +90,33 @@ public final class RawWebSocket: @unchecked Sendable { // (used by one thread at
                     let payload = Array(pending[start..<(start + length)])
                     pending.removeSubrange(..<(start + length))
                     if opcode == 1 { return String(decoding: payload, as: UTF8.self) }
-                    if opcode == 8 { throw RawSocket.Failure("closed") }
+                    if opcode == 8 {
+                        let code = payload.count >= 2 ? Int(payload[0]) << 8 | Int(payload[1]) : 0
+                        throw RawSocket.Failure("closed \(code): \(String(decoding: payload.dropFirst(2), as: UTF8.self))")
+                    }
                     continue
                 }
             }
             pending += try socket.readSome()
         }
+    }
+
+    /// Sends `text` as one masked text frame, as a client does.
+    public func sendText(_ text: String) throws {
+        let payload = Array(text.utf8)
+        var frame: [UInt8] = [0x81]
+        if payload.count < 126 {
+            frame.append(0x80 | UInt8(payload.count))
+        } else if payload.count <= 0xffff {
+            frame += [0x80 | 126, UInt8(payload.count >> 8), UInt8(payload.count & 0xff)]
+        } else {
+            frame.append(0x80 | 127)
+            frame += (0..<8).reversed().map { UInt8((payload.count >> ($0 * 8)) & 0xff) }
+        }
+        let mask: [UInt8] = (0..<4).map { _ in UInt8.random(in: 0...255) }
+        frame += mask
+        frame += payload.enumerated().map { $0.element ^ mask[$0.offset & 3] }
+        try socket.write(frame)
     }
 
     public func close() { socket.close() }
@@ -127,8 +149,9 @@ public final class RawSocket: Sendable { // (a descriptor; reads and writes are 
         }
     }
 
-    public func write(_ text: String) throws {
-        let bytes = Array(text.utf8)
+    public func write(_ text: String) throws { try write(Array(text.utf8)) }
+
+    public func write(_ bytes: [UInt8]) throws {
         var offset = 0
         while offset < bytes.count {
             let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress! + offset, $0.count - offset) }

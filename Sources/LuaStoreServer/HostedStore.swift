@@ -1,0 +1,364 @@
+import Foundation
+import LuaKit
+import LuaStoreConcurrency
+import LuaStorePersistence
+import LuaStoreScripting
+
+/// What became of one action sent to a key, as the server answers it (`outcome` of the live protocol).
+public struct ActionOutcome: Sendable, Equatable {
+    public enum Kind: String, Sendable {
+        /// Reduced: the state is the one after it (`seq` is its journal entry).
+        case applied
+        /// The reducer (or its commands) failed: the state is as it was; `error` says why, with the script's line.
+        case failed
+        /// Never given to the store: not an action, over a limit, or the store stopped; `error` says which.
+        case refused
+    }
+
+    public var kind: Kind
+    public var seq: UInt64?
+    public var error: String?
+    /// Whether this is the remembered answer to an id sent before (the action was not applied again).
+    public var repeated = false
+
+    public static func refused(_ why: String) -> ActionOutcome { ActionOutcome(kind: .refused, seq: nil, error: why) }
+
+    /// The outcome as the live protocol's JSON object: `{"id":…,"seq":N,"outcome":"applied"}`.
+    public func json(id: String?) -> String {
+        var fields: [String] = []
+        if let id { fields.append("\"id\":\(Wire.quote(id))") }
+        if let seq { fields.append("\"seq\":\(seq)") }
+        fields.append("\"outcome\":\"\(kind.rawValue)\"")
+        if let error { fields.append("\"error\":\(Wire.quote(error))") }
+        if repeated { fields.append("\"repeated\":true") }
+        return "{" + fields.joined(separator: ",") + "}"
+    }
+}
+
+/// One key's store while it is live: the scripted store on its durable file, the props changes kept for
+/// clients that reconnect, the ids of the actions it answered, and its live clients.
+///
+/// Every action a client sends goes through `send(_:id:)`; the props the store's observer is handed are numbered
+/// (`seq`: the key's journal sequence of the last entry they show, never less than one more than the last
+/// number given) and handed to every live client in order.
+actor HostedStore {
+    let key: String
+    private let store: ScriptedStore
+    private let database: StoreDatabase
+    private let limits: ServerLimits
+    /// The last journal entry's sequence (the store's thread writes it).
+    private let journaled: Protected<UInt64>
+    /// Props the observer was handed, as JSON text, not yet numbered (the store's thread appends).
+    private let pending: Protected<[String]>
+    private var current: (seq: UInt64, props: String)?
+    private var changes: [(seq: UInt64, message: String)] = []
+    private var clients: [Int: AsyncStream<LiveEvent>.Continuation] = [:]
+    private var nextClient = 0
+    private var answered: [String: ActionOutcome] = [:]
+    private var answeredOrder: [String] = []
+    private var answeredStart = 0
+    private var waitingForId: [String: [CheckedContinuation<ActionOutcome, Never>]] = [:]
+    private var inFlight = 0
+    private var rate: TokenBucket
+    private(set) var lastUsed = ContinuousClock.now
+    private var closed = false
+
+    /// Where the answered ids wait while the store hibernates (`KEY.ids`).
+    private let idsFile: URL
+
+    private init(key: String, store: ScriptedStore, database: StoreDatabase, limits: ServerLimits,
+                 journaled: Protected<UInt64>, pending: Protected<[String]>, idsFile: URL) {
+        self.key = key
+        self.idsFile = idsFile
+        self.store = store
+        self.database = database
+        self.limits = limits
+        self.journaled = journaled
+        self.pending = pending
+        rate = TokenBucket(perSecond: limits.actionsPerKeyPerSecond)
+    }
+
+    /// Opens `key`'s store: resumed from `KEY.db` in the data folder, or made by the app's `init` when new.
+    static func open(key: String, options: ServerOptions, log: @escaping @Sendable (String) -> Void) async throws(ServeFailure) -> HostedStore {
+        let path = options.dataFolder.appendingPathComponent(key + ".db").path
+        let database: StoreDatabase
+        do {
+            database = try StoreDatabase(path: path, app: options.app.lastPathComponent, durability: options.durability,
+                                         snapshotInterval: options.snapshotInterval)
+        } catch {
+            throw ServeFailure("the store of key \(key) cannot be opened: \(error)")
+        }
+        let journaled = Protected(database.resumed?.sequence ?? 0)
+        let pending = Protected<[String]>([])
+        var storeOptions = options.store
+        storeOptions.persistence = database
+        storeOptions.threads = options.threads
+        storeOptions.notification = .everyAction
+        let heard = storeOptions.journal
+        storeOptions.journal = { entry in
+            journaled.withLock { $0 = max($0, entry.sequence) }
+            heard?(entry)
+        }
+        let reported = storeOptions.failures
+        storeOptions.failures = { failure in
+            // (An action's failure is its sender's answer; the rest are the server's log.)
+            if failure.stage != .reduce { log("key \(key): \(failure.stage.rawValue) failed: \(failure.error)") }
+            reported(failure)
+        }
+        let store: ScriptedStore
+        do {
+            store = try await ScriptedStore(app: options.app, options: storeOptions)
+        } catch {
+            _ = database.close()
+            throw ServeFailure("the store of key \(key) cannot start: \(error.error) (\(error.stage.rawValue))")
+        }
+        let hosted = HostedStore(key: key, store: store, database: database, limits: options.limits,
+                                 journaled: journaled, pending: pending,
+                                 idsFile: options.dataFolder.appendingPathComponent(key + ".ids"))
+        await hosted.readAnswered()
+        store.observeProps { [weak hosted] props in
+            let text = (try? LuaJSON.encode(props, root: "props")) ?? "null"
+            pending.withLock { $0.append(text) }
+            if let hosted { Task { await hosted.numberPending() } }
+            return .active
+        }
+        await store.barrier()
+        await hosted.numberPending()
+        return hosted
+    }
+
+    // MARK: Actions
+
+    /// Sends `action` (its id, when given, remembered: a resent id is answered with its first outcome).
+    func send(_ action: LuaValue, id: String?) async -> ActionOutcome {
+        lastUsed = .now
+        if let id {
+            if var known = answered[id] {
+                known.repeated = true
+                return known
+            }
+            if waitingForId[id] != nil { // (the same id, sent again while the first is in flight)
+                var outcome = await withCheckedContinuation { waitingForId[id, default: []].append($0) }
+                outcome.repeated = true
+                return outcome
+            }
+        }
+        guard !closed else { return .refused("the store of key \(key) is closing; send it again") }
+        guard case .table = action, action["type"].string != nil else {
+            return .refused("an action is a JSON object with a string \"type\"")
+        }
+        guard rate.take() else { return .refused("rate limit: key \(key) takes \(limits.actionsPerKeyPerSecond) actions a second") }
+        if let id { waitingForId[id] = [] }
+        inFlight += 1
+        let result = await store.send(action)
+        inFlight -= 1
+        lastUsed = .now
+        numberPending()
+        let outcome: ActionOutcome
+        switch result {
+        case .applied(let entry):
+            outcome = ActionOutcome(kind: .applied, seq: entry.sequence, error: nil)
+        case .failed(let failure):
+            outcome = ActionOutcome(kind: .failed, seq: journaled.withLock { $0 }, error: "\(failure.error)")
+        case .held:
+            outcome = .refused("the store of key \(key) stands at a past entry; the action is held")
+        case .dropped:
+            outcome = .refused("the store of key \(key) stopped before the action was reduced; send it again")
+        }
+        if let id {
+            remember(outcome, for: id)
+            for waiter in waitingForId.removeValue(forKey: id) ?? [] { waiter.resume(returning: outcome) }
+        }
+        return outcome
+    }
+
+    private func remember(_ outcome: ActionOutcome, for id: String) {
+        guard outcome.kind != .refused else { return } // (refused: nothing happened; sending it again may work)
+        answered[id] = outcome
+        answeredOrder.append(id)
+        if answeredOrder.count - answeredStart > limits.rememberedIds {
+            answered[answeredOrder[answeredStart]] = nil
+            answeredStart += 1
+            if answeredStart > 4_096 {
+                answeredOrder.removeFirst(answeredStart)
+                answeredStart = 0
+            }
+        }
+    }
+
+    /// One remembered answer, as `KEY.ids` keeps it.
+    private struct Answer: Codable {
+        var id: String
+        var outcome: String
+        var seq: UInt64?
+        var error: String?
+    }
+
+    /// The ids answered before the store last hibernated or the server stopped.
+    private func readAnswered() {
+        guard let data = try? Data(contentsOf: idsFile),
+              let answers = try? JSONDecoder().decode([Answer].self, from: data) else { return }
+        for answer in answers {
+            guard let kind = ActionOutcome.Kind(rawValue: answer.outcome) else { continue }
+            remember(ActionOutcome(kind: kind, seq: answer.seq, error: answer.error), for: answer.id)
+        }
+    }
+
+    /// Keeps the answered ids beside the store's file while it is closed.
+    private func writeAnswered() {
+        let answers = answeredOrder[answeredStart...].compactMap { id in
+            answered[id].map { Answer(id: id, outcome: $0.kind.rawValue, seq: $0.seq, error: $0.error) }
+        }
+        guard !answers.isEmpty, let data = try? JSONEncoder().encode(answers) else { return }
+        try? data.write(to: idsFile, options: .atomic)
+    }
+
+    // MARK: Props
+
+    /// Numbers the props the observer was handed and tells every live client, in order.
+    func numberPending() {
+        let texts = pending.withLock { texts in
+            defer { texts.removeAll(keepingCapacity: true) }
+            return texts
+        }
+        guard !texts.isEmpty else { return }
+        let last = journaled.withLock { $0 }
+        for text in texts {
+            if let current, current.props == text { continue }
+            let seq = max(last, (current?.seq ?? 0) + (current == nil ? 0 : 1))
+            current = (seq, text)
+            let message = "{\"seq\":\(seq),\"props\":\(text)}"
+            changes.append((seq, message))
+            if changes.count > limits.keptChanges { changes.removeFirst(changes.count - limits.keptChanges) }
+            for (id, client) in clients {
+                if case .dropped = client.yield(.message(message)) { // (fell behind: it reconnects with ?since=)
+                    client.yield(.end(.fellBehind))
+                    client.finish()
+                    clients[id] = nil
+                }
+            }
+        }
+    }
+
+    /// The props now, as the live protocol's snapshot message.
+    func snapshotMessage() -> String {
+        guard let current else { return "{\"seq\":0,\"props\":null,\"snapshot\":true}" }
+        return "{\"seq\":\(current.seq),\"props\":\(current.props),\"snapshot\":true}"
+    }
+
+    func propsText() -> String? { current?.props }
+
+    func stateText() async throws(ServeFailure) -> String {
+        lastUsed = .now
+        do {
+            return try LuaJSON.encode(try await store.state(), root: "state")
+        } catch {
+            throw ServeFailure("the state of key \(key) cannot be read: \(error)")
+        }
+    }
+
+    /// A live client: what it missed since `since` (every change after it, or a snapshot when those are gone or
+    /// it gave none), then each change as it comes. Ends when the client ends (`leave`) or falls behind.
+    func join(since: UInt64?) -> (id: Int, first: [String], changes: AsyncStream<LiveEvent>) {
+        lastUsed = .now
+        // (One slot more than the changes kept: the last is the end's.)
+        let (stream, continuation) = AsyncStream.makeStream(of: LiveEvent.self, bufferingPolicy: .bufferingOldest(limits.keptChanges + 1))
+        let id = nextClient
+        nextClient += 1
+        clients[id] = continuation
+        var first: [String]
+        if let since, let current, since <= current.seq,
+           since == current.seq || changes.first.map({ $0.seq <= since + 1 }) == true {
+            first = changes.filter { $0.seq > since }.map(\.message)
+        } else {
+            first = [snapshotMessage()]
+        }
+        if closed {
+            continuation.yield(.end(.goingAway))
+            continuation.finish()
+        }
+        return (id, first, stream)
+    }
+
+    /// Ends every live client, telling it why.
+    func endClients(_ reason: LiveEvent.End) {
+        for client in clients.values {
+            client.yield(.end(reason))
+            client.finish()
+        }
+        clients.removeAll()
+    }
+
+    func leave(_ id: Int) {
+        clients.removeValue(forKey: id)?.finish()
+        lastUsed = .now
+    }
+
+    // MARK: Life
+
+    /// Whether nothing uses the store and nothing has for `idle`.
+    func isIdle(_ idle: Duration) -> Bool {
+        inFlight == 0 && clients.isEmpty && waitingForId.isEmpty && ContinuousClock.now - lastUsed >= idle
+    }
+
+    var clientCount: Int { clients.count }
+
+    /// Stops the store, writes what is queued and lets its file go; live clients are ended.
+    func close() async -> PersistenceFailure? {
+        closed = true
+        endClients(.goingAway)
+        _ = await store.waitUntilIdle(timeout: .seconds(5))
+        store.shutdown()
+        await store.barrier()
+        writeAnswered()
+        return database.close()
+    }
+}
+
+/// What a live client's writer is handed: a message, or the end of the connection and why.
+enum LiveEvent: Sendable {
+    enum End: Sendable {
+        /// The server is shutting down, or the store closing: reconnect (with `?since=`).
+        case goingAway
+        /// More changes came than the client read: reconnect with `?since=` to catch up.
+        case fellBehind
+    }
+
+    case message(String)
+    case end(End)
+}
+
+/// A failure of the server's own (a store that cannot open, a bad request), in words for the client.
+public struct ServeFailure: Error, Sendable, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// A token bucket: `perSecond` tokens a second, at most `perSecond` saved.
+struct TokenBucket: Sendable {
+    let perSecond: Double
+    private var tokens: Double
+    private var refilled = ContinuousClock.now
+
+    init(perSecond: Int) {
+        self.perSecond = Double(max(1, perSecond))
+        tokens = self.perSecond
+    }
+
+    mutating func take() -> Bool {
+        let now = ContinuousClock.now
+        let elapsed = now - refilled
+        refilled = now
+        tokens = min(perSecond, tokens + perSecond * (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18))
+        guard tokens >= 1 else { return false }
+        tokens -= 1
+        return true
+    }
+}
+
+/// JSON text pieces of the live protocol.
+enum Wire {
+    static func quote(_ text: String) -> String {
+        (try? LuaJSON.encode(.string(text), root: "text")) ?? "\"\""
+    }
+}

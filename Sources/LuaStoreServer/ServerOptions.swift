@@ -1,0 +1,65 @@
+import Foundation
+import LuaKit
+import LuaStorePersistence
+import LuaStoreScripting
+
+/// How `luastore serve` (``StoreServer``) runs its stores.
+public struct ServerOptions: Sendable {
+    /// The app every key's store runs (a folder with `app.lua`).
+    public var app: URL
+    /// Where each key's durable store lives: `FOLDER/KEY.db` (a `StoreDatabase`).
+    public var dataFolder: URL
+    /// How each key's store commits (`full`: an action's outcome is answered only once its entry is on disk).
+    public var durability: Durability = .batch
+    public var snapshotInterval: UInt64 = StoreDatabase.defaultSnapshotInterval
+    /// A store left without actions, readers and live clients this long is saved and its VM closed; the next
+    /// request resumes it from its file.
+    public var idle: Duration = .seconds(300)
+    /// Bearer tokens: nil serves without authentication (only on a loopback address).
+    public var tokens: TokenAuthority?
+    public var limits = ServerLimits()
+    /// The options each key's store starts from (its persistence and journal are set by the server).
+    public var store: ScriptedStoreOptions
+    /// Where each store's VM runs: a pool shared by all keys (so 10,000 stores are not 10,000 threads).
+    public var threads: LuaThreadPool?
+
+    public init(app: URL, dataFolder: URL, store: ScriptedStoreOptions = ScriptedStoreOptions()) {
+        self.app = app
+        self.dataFolder = dataFolder
+        self.store = store
+    }
+}
+
+/// What one client may ask of the server.
+public struct ServerLimits: Sendable {
+    /// The largest request body or WebSocket message taken, in bytes (a larger one: 413, or the socket closed
+    /// with 1009).
+    public var messageBytes = 64 * 1024
+    /// Actions one connection may send per second (a token bucket of this size, refilled at this rate); more are
+    /// answered `refused` with "rate limit".
+    public var actionsPerConnectionPerSecond = 1_000
+    /// Actions all clients together may send to one key per second.
+    public var actionsPerKeyPerSecond = 5_000
+    /// Live connections one token's subject may hold at once (more are closed with 1008).
+    public var connectionsPerSubject = 64
+    /// Action ids remembered per key: a resent id is answered with its first outcome, never applied again.
+    public var rememberedIds = 10_000
+    /// Props changes kept per key for clients reconnecting with `?since=SEQ` (older: they get a snapshot).
+    public var keptChanges = 1_024
+
+    public init() {}
+}
+
+/// A store's key: 1–128 of `A–Z a–z 0–9 . _ -`, not starting with `.` — so that `KEY.db` is always a file in
+/// the data folder, never a path out of it.
+public enum StoreKey {
+    public static func check(_ key: String) -> String? {
+        guard !key.isEmpty, key.utf8.count <= 128 else { return "a store key has 1 to 128 characters" }
+        guard !key.hasPrefix(".") else { return "a store key does not start with '.'" }
+        let allowed = key.utf8.allSatisfy { byte in
+            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                || byte == 0x2E || byte == 0x5F || byte == 0x2D
+        }
+        return allowed ? nil : "a store key holds only letters, digits, '.', '_' and '-'"
+    }
+}

@@ -1,0 +1,112 @@
+import Foundation
+import LuaStorePersistence
+
+/// The keys' stores of one server: opened on first use, hibernated when idle (saved, VM closed), resumed from
+/// their files on the next request, and all closed on shutdown.
+actor StoreHost {
+    private enum Slot {
+        case opening(Task<HostedStore, any Error>)
+        case live(HostedStore)
+        case closing(Task<Void, Never>)
+    }
+
+    let options: ServerOptions
+    private let log: @Sendable (String) -> Void
+    private var slots: [String: Slot] = [:]
+    private var stopping = false
+    private(set) var hibernations = 0
+    private(set) var resumes = 0
+
+    init(options: ServerOptions, log: @escaping @Sendable (String) -> Void) {
+        self.options = options
+        self.log = log
+    }
+
+    /// `key`'s live store, opened (or resumed) if it is not live.
+    func store(_ key: String) async throws -> HostedStore {
+        while true {
+            guard !stopping else { throw ServeFailure("the server is shutting down") }
+            switch slots[key] {
+            case .live(let store):
+                return store
+            case .opening(let task):
+                return try await task.value
+            case .closing(let task):
+                await task.value
+                closed(key, task) // (so that the next turn opens it, whether or not the closer's own turn came)
+            case nil:
+                let options = self.options, log = self.log
+                let resumed = FileManager.default.fileExists(atPath: options.dataFolder.appendingPathComponent(key + ".db").path)
+                let task = Task { () throws -> HostedStore in try await HostedStore.open(key: key, options: options, log: log) }
+                slots[key] = .opening(task)
+                do {
+                    let store = try await task.value
+                    slots[key] = .live(store)
+                    if resumed { resumes += 1 }
+                    return store
+                } catch {
+                    slots[key] = nil
+                    throw error
+                }
+            }
+        }
+    }
+
+    var liveCount: Int {
+        slots.values.reduce(0) { count, slot in
+            if case .live = slot { return count + 1 }
+            return count
+        }
+    }
+
+    /// Hibernates every live store idle for `options.idle`.
+    func sweep() async {
+        for (key, slot) in slots {
+            guard case .live(let store) = slot, await store.isIdle(options.idle) else { continue }
+            guard case .live = slots[key] else { continue } // (changed while asking)
+            hibernate(key, store)
+        }
+    }
+
+    private func hibernate(_ key: String, _ store: HostedStore) {
+        let log = self.log
+        let task = Task {
+            if let failure = await store.close() { log("key \(key): closing its store: \(failure)") }
+        }
+        slots[key] = .closing(task)
+        hibernations += 1
+        Task {
+            await task.value
+            self.closed(key, task)
+        }
+    }
+
+    private func closed(_ key: String, _ task: Task<Void, Never>) {
+        if case .closing(let current) = slots[key], current == task { slots[key] = nil }
+    }
+
+    /// Ends every live client (the server is shutting down: they are told so and may reconnect elsewhere).
+    func endLiveClients() async {
+        for slot in slots.values {
+            if case .live(let store) = slot { await store.endClients(.goingAway) }
+        }
+    }
+
+    /// Closes every store (writing what is queued); no store opens after it.
+    func stop() async {
+        stopping = true
+        for (key, slot) in slots {
+            switch slot {
+            case .live(let store):
+                if let failure = await store.close() { log("key \(key): closing its store: \(failure)") }
+            case .opening(let task):
+                if let store = try? await task.value, let failure = await store.close() {
+                    log("key \(key): closing its store: \(failure)")
+                }
+            case .closing(let task):
+                await task.value
+            }
+        }
+        slots.removeAll()
+    }
+}

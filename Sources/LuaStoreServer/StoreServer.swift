@@ -1,0 +1,284 @@
+import Foundation
+import Hummingbird
+import HummingbirdWebSocket
+import LuaKit
+import LuaStoreConcurrency
+import Logging
+import NIOCore
+import ServiceLifecycle
+
+/// `luastore serve`: one scripted store per key behind HTTP and a WebSocket per client (docs/serve.md).
+///
+/// ```swift
+/// let server = StoreServer(options: ServerOptions(app: appFolder, dataFolder: dataFolder))
+/// try await server.run(host: "127.0.0.1", port: 8080) { address in print("listening on \(address)") }
+/// ```
+public final class StoreServer: Sendable {
+    let options: ServerOptions
+    let host: StoreHost
+    private let log: @Sendable (String) -> Void
+    private let connections = Protected<[String: Int]>([:])
+
+    public init(options: ServerOptions, log: @escaping @Sendable (String) -> Void = { _ in }) {
+        self.options = options
+        self.log = log
+        host = StoreHost(options: options, log: log)
+    }
+
+    /// Serves until SIGTERM or SIGINT (or the task is cancelled): then it stops taking connections, lets the
+    /// requests in flight finish, closes every store (writing what is queued) and returns. `started` hears the
+    /// address it listens on (port 0 picks a free one).
+    public func run(host address: String, port: Int, started: @escaping @Sendable (String) -> Void = { _ in }) async throws {
+        var logger = Logger(label: "luastore.serve")
+        logger.logLevel = .error
+        let router = Router(context: BasicWebSocketRequestContext.self)
+        routes(router)
+        let sweeper = Sweeper(host: host, every: Self.sweepInterval(options.idle))
+        let app = Application(
+            router: router,
+            server: .http1WebSocketUpgrade(
+                webSocketRouter: router,
+                configuration: .init(ws: .init(maxFrameSize: max(options.limits.messageBytes, 1 << 14), closeTimeout: .seconds(2)))),
+            configuration: .init(address: .hostname(address, port: port), serverName: "luastore"),
+            services: [sweeper],
+            onServerRunning: { channel in
+                let port = channel.localAddress?.port ?? port
+                let shown = address.contains(":") ? "[\(address)]" : address
+                started("http://\(shown):\(port)")
+            },
+            logger: logger)
+        do {
+            try await app.runService()
+        } catch {
+            await host.stop()
+            throw error
+        }
+        await host.stop()
+    }
+
+    static func sweepInterval(_ idle: Duration) -> Duration {
+        min(.seconds(5), max(.milliseconds(50), idle / 4))
+    }
+
+    // MARK: Routes
+
+    private func routes(_ router: Router<BasicWebSocketRequestContext>) {
+        router.get("/health") { _, _ in Self.json(.ok, "{\"ok\":true}") }
+        router.post("/stores/{key}/actions") { [self] request, context in
+            let key = try self.key(context)
+            try self.authorize(request.headers[.authorization], .dispatch, key)
+            let body: ByteBuffer
+            do {
+                body = try await request.body.collect(upTo: self.options.limits.messageBytes)
+            } catch {
+                throw HTTPError(.contentTooLarge, message: "an action has at most \(self.options.limits.messageBytes) bytes")
+            }
+            let (id, action) = try Self.parseAction(String(buffer: body))
+            let store = try await self.store(key)
+            let outcome = await store.send(action, id: id)
+            return Self.json(Self.status(of: outcome), outcome.json(id: id))
+        }
+        router.get("/stores/{key}/props") { [self] request, context in
+            let key = try self.key(context)
+            try self.authorize(request.headers[.authorization], .read, key)
+            let store = try await self.store(key)
+            return Self.json(.ok, await store.propsText() ?? "null")
+        }
+        router.get("/stores/{key}/state") { [self] request, context in
+            let key = try self.key(context)
+            try self.authorize(request.headers[.authorization], .read, key)
+            let store = try await self.store(key)
+            do throws(ServeFailure) {
+                return Self.json(.ok, try await store.stateText())
+            } catch {
+                throw HTTPError(.internalServerError, message: error.description)
+            }
+        }
+        router.ws("/stores/{key}/live") { _, _ in .upgrade([:]) } onUpgrade: { [self] inbound, outbound, context in
+            try await self.live(inbound, outbound, context)
+        }
+    }
+
+    private func key(_ context: BasicWebSocketRequestContext) throws -> String {
+        let key = context.parameters.get("key") ?? ""
+        if let problem = StoreKey.check(key) { throw HTTPError(.badRequest, message: "\(problem): \(key.debugDescription)") }
+        return key
+    }
+
+    private func store(_ key: String) async throws -> HostedStore {
+        do {
+            return try await host.store(key)
+        } catch let failure as ServeFailure {
+            throw HTTPError(.serviceUnavailable, message: failure.description)
+        }
+    }
+
+    /// The grant of the bearer token in `header` (every right on every key when the server has no tokens).
+    private func grant(_ header: String?) throws(HTTPError) -> AccessGrant {
+        guard let tokens = options.tokens else {
+            return AccessGrant(subject: "", keys: ["*"], rights: Set(AccessGrant.Right.allCases))
+        }
+        guard let header, header.hasPrefix("Bearer ") else {
+            throw HTTPError(.unauthorized, headers: [.wwwAuthenticate: "Bearer"], message: "a bearer token is needed (Authorization: Bearer TOKEN)")
+        }
+        do {
+            return try tokens.verify(String(header.dropFirst("Bearer ".count)).trimmingCharacters(in: .whitespaces))
+        } catch {
+            throw HTTPError(.unauthorized, headers: [.wwwAuthenticate: "Bearer error=\"invalid_token\""], message: error.description)
+        }
+    }
+
+    @discardableResult
+    private func authorize(_ header: String?, _ right: AccessGrant.Right, _ key: String) throws(HTTPError) -> AccessGrant {
+        let grant = try grant(header)
+        guard grant.allows(right, on: key) else {
+            throw HTTPError(.forbidden, message: "the token does not grant \(right.rawValue) on key \(key)")
+        }
+        return grant
+    }
+
+    // MARK: The live protocol
+
+    /// One client's WebSocket: props changes out (after what it missed since `?since=`), actions in, each
+    /// answered with its outcome. A refused token closes it with 4401 (none or not valid) or 4403 (not for this
+    /// key), the reason in words.
+    private func live(_ inbound: WebSocketInboundStream, _ outbound: WebSocketOutboundWriter,
+                      _ context: WebSocketRouterContext<BasicWebSocketRequestContext>) async throws {
+        let request = context.request
+        let key = context.requestContext.parameters.get("key") ?? ""
+        if let problem = StoreKey.check(key) {
+            try await outbound.close(.unknown(4400), reason: problem)
+            return
+        }
+        let header = request.headers[.authorization] ?? request.uri.queryParameters["access_token"].map { "Bearer \($0)" }
+        let grant: AccessGrant
+        do {
+            grant = try authorize(header, .read, key)
+        } catch {
+            try await outbound.close(.unknown(error.status == .forbidden ? 4403 : 4401), reason: error.body ?? "unauthorized")
+            return
+        }
+        let limit = options.limits.connectionsPerSubject
+        let admitted = connections.withLock { counts in
+            guard counts[grant.subject, default: 0] < limit else { return false }
+            counts[grant.subject, default: 0] += 1
+            return true
+        }
+        guard admitted else {
+            try await outbound.close(.policyViolation, reason: "at most \(limit) live connections per token")
+            return
+        }
+        defer { connections.withLock { $0[grant.subject, default: 1] -= 1 } }
+        let since = request.uri.queryParameters["since"].flatMap { UInt64($0) }
+        let store: HostedStore
+        do {
+            store = try await host.store(key)
+        } catch {
+            try await outbound.close(.unexpectedServerError, reason: "\(error)")
+            return
+        }
+        let (client, first, changes) = await store.join(since: since)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for message in first { try await outbound.writeTextMessage(message) }
+                for await event in changes {
+                    switch event {
+                    case .message(let message):
+                        try await outbound.writeTextMessage(message)
+                    case .end(.goingAway):
+                        try await outbound.close(.goingAway, reason: "the server is shutting down; reconnect with ?since=SEQ")
+                    case .end(.fellBehind):
+                        try await outbound.close(.policyViolation, reason: "the client fell behind; reconnect with ?since=SEQ")
+                    }
+                }
+            }
+            defer { group.cancelAll() }
+            var bucket = TokenBucket(perSecond: options.limits.actionsPerConnectionPerSecond)
+            let mayDispatch = grant.allows(.dispatch, on: key)
+            for try await message in inbound.messages(maxSize: options.limits.messageBytes) {
+                guard case .text(let text) = message else {
+                    try await outbound.close(.unacceptableData, reason: "the live protocol speaks JSON text")
+                    break
+                }
+                let reply: String
+                do throws(HTTPError) {
+                    let (id, action) = try Self.parseAction(text)
+                    if !mayDispatch {
+                        reply = ActionOutcome.refused("the token does not grant dispatch on key \(key)").json(id: id)
+                    } else if !bucket.take() {
+                        reply = ActionOutcome.refused("rate limit: a connection sends at most \(options.limits.actionsPerConnectionPerSecond) actions a second").json(id: id)
+                    } else {
+                        reply = await store.send(action, id: id).json(id: id)
+                    }
+                } catch {
+                    reply = ActionOutcome.refused(error.body ?? "not an action").json(id: nil)
+                }
+                try await outbound.writeTextMessage(reply)
+            }
+        }
+        await store.leave(client)
+    }
+
+    // MARK: Messages
+
+    /// An action message: `{"id": "…", "action": {…}}`, or the action itself (`{"type": …}`).
+    static func parseAction(_ text: String) throws(HTTPError) -> (id: String?, action: LuaValue) {
+        let value: LuaValue
+        do {
+            value = try LuaJSON.parse(text)
+        } catch {
+            throw HTTPError(.badRequest, message: "the message is not JSON: \(error)")
+        }
+        guard case .table = value else {
+            throw HTTPError(.badRequest, message: "an action message is a JSON object: {\"id\": \"…\", \"action\": {\"type\": …}}")
+        }
+        if value["type"] != .nil { return (nil, value) }
+        if value["action"] == .nil {
+            throw HTTPError(.badRequest, message: "an action message is a JSON object: {\"id\": \"…\", \"action\": {\"type\": …}}, or the action itself")
+        }
+        var id: String?
+        switch value["id"] {
+        case .nil: id = nil
+        case .string(let text) where !text.isEmpty && text.utf8.count <= 200: id = text
+        default: throw HTTPError(.badRequest, message: "an action's id is a string of 1 to 200 bytes")
+        }
+        let action = value["action"]
+        guard case .table = action, action["type"].string != nil else {
+            throw HTTPError(.badRequest, message: "an action message holds an action: {\"id\": \"…\", \"action\": {\"type\": \"…\", …}}")
+        }
+        return (id, action)
+    }
+
+    static func status(of outcome: ActionOutcome) -> HTTPResponse.Status {
+        switch outcome.kind {
+        case .applied: .ok
+        case .failed: .unprocessableContent
+        case .refused:
+            if outcome.error?.hasPrefix("rate limit") == true { .tooManyRequests }
+            else if outcome.error?.hasPrefix("an action") == true { .badRequest }
+            else { .serviceUnavailable }
+        }
+    }
+
+    static func json(_ status: HTTPResponse.Status, _ text: String) -> Response {
+        Response(status: status, headers: [.contentType: "application/json; charset=utf-8"],
+                 body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
+    }
+}
+
+/// Hibernates idle stores now and then, until the server shuts down.
+struct Sweeper: Service {
+    let host: StoreHost
+    let every: Duration
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                do { try await Task.sleep(for: every) } catch { return }
+                await host.sweep()
+            }
+        }
+        // Shutting down: live clients are told to go (the server waits for their connections to end).
+        await host.endLiveClients()
+    }
+}

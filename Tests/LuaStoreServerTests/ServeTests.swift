@@ -1,0 +1,233 @@
+import Foundation
+import LuaStoreServer
+import LuaStoreTestSupport
+import RawHTTPClient
+import Testing
+
+/// `luastore serve` through the built binary: stores by key over HTTP and WebSockets, action ids answered once,
+/// hibernation, tokens, limits, graceful shutdown and `kill -9`.
+@Suite struct ServeTests {
+    let counter = CLI.packageRoot.appendingPathComponent("samples/counter")
+
+    @Test func actionsOverHTTPAreAnsweredOnceByTheirIdAndKeysAreApart() async throws {
+        let folder = try ServedApp.temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let served = try await ServedApp(app: counter, data: folder.appendingPathComponent("data"), ["--no-auth"])
+
+        let first = try await served.request("POST", "/stores/room-1/actions", body: #"{"id":"a1","action":{"type":"increment"}}"#)
+        #expect(first.status == 200)
+        let answer = try ServedApp.json(first.body)
+        #expect(answer["outcome"] as? String == "applied")
+        #expect(answer["id"] as? String == "a1")
+        #expect(answer["seq"] as? Int == 1)
+        // Sent again (a client that did not hear the answer): answered, not applied again.
+        let again = try ServedApp.json(try await served.request("POST", "/stores/room-1/actions",
+                                                                body: #"{"id":"a1","action":{"type":"increment"}}"#).body)
+        #expect(again["outcome"] as? String == "applied")
+        #expect(again["repeated"] as? Bool == true)
+        // A bare action (no envelope) is an action without an id.
+        #expect(try await served.request("POST", "/stores/room-1/actions", body: #"{"type":"increment","by":5}"#).status == 200)
+        #expect(try ServedApp.json(try await served.request("GET", "/stores/room-1/props").body)["count"] as? Int == 6)
+        #expect(try ServedApp.json(try await served.request("GET", "/stores/room-1/state").body)["count"] as? Int == 6)
+        // Another key is another store, from init.
+        #expect(try ServedApp.json(try await served.request("GET", "/stores/room-2/props").body)["count"] as? Int == 0)
+
+        let ended = try await served.stop()
+        #expect(ended.status == 0, "\(ended.errors)")
+        #expect(FileManager.default.fileExists(atPath: served.data.appendingPathComponent("room-1.db").path))
+    }
+
+    @Test func badRequestsAreRefusedInWordsAndChangeNothing() async throws {
+        let folder = try ServedApp.temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let served = try await ServedApp(app: counter, data: folder.appendingPathComponent("data"),
+                                         ["--no-auth", "--max-message-bytes", "256"])
+        let cases: [(target: String, body: String, status: Int, words: String)] = [
+            ("/stores/..%2F..%2Fetc/actions", #"{"type":"increment"}"#, 400, "a store key does not start with '.'"),
+            ("/stores/a%20b/actions", #"{"type":"increment"}"#, 400, "only letters, digits"),
+            ("/stores/k/actions", #"{"type":"increment""#, 400, "not JSON"),
+            ("/stores/k/actions", #"[1,2]"#, 400, "an action message is a JSON object"),
+            ("/stores/k/actions", #"{"kind":"increment"}"#, 400, "or the action itself"),
+            ("/stores/k/actions", #"{"id":"x","action":{"by":2}}"#, 400, "holds an action"),
+            ("/stores/k/actions", #"{"id":7,"action":{"type":"increment"}}"#, 400, "id is a string"),
+            ("/stores/k/actions", #"{"type":"increment","pad":""# + String(repeating: "x", count: 400) + #""}"#, 413, "at most 256 bytes"),
+        ]
+        for item in cases {
+            let response = try await served.request("POST", item.target, body: item.body)
+            #expect(response.status == item.status, "\(item.target) \(item.body.prefix(60)): \(response.body)")
+            #expect(response.body.contains(item.words), "\(response.body)")
+        }
+        // A reducer that fails: 422 with the script's words; the state is as it was.
+        let app = try CLI.makeApp("""
+            local app = {}
+            function app.init() return { n = 0 } end
+            function app.reduce(state, action)
+              state.n = state.n + 1
+              if action.type == "boom" then error("boom at " .. state.n) end
+            end
+            function app.props(state) return { n = state.n } end
+            return app
+            """)
+        let strict = try await ServedApp(app: app, data: folder.appendingPathComponent("strict"), ["--no-auth"])
+        #expect(try await strict.request("POST", "/stores/k/actions", body: #"{"type":"ok"}"#).status == 200)
+        let failed = try await strict.request("POST", "/stores/k/actions", body: #"{"id":"b","action":{"type":"boom"}}"#)
+        #expect(failed.status == 422)
+        let outcome = try ServedApp.json(failed.body)
+        #expect(outcome["outcome"] as? String == "failed")
+        #expect((outcome["error"] as? String)?.contains("app.lua:5: boom at 2") == true, "\(outcome)")
+        #expect(try ServedApp.json(try await strict.request("GET", "/stores/k/props").body)["n"] as? Int == 1)
+        #expect(try await served.request("GET", "/nowhere").status == 404)
+        #expect(try await served.stop().status == 0)
+        #expect(try await strict.stop().status == 0)
+        #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent("etc.db").path))
+    }
+
+    @Test func liveClientsHearEveryChangeAndCatchUpSinceASequence() async throws {
+        let folder = try ServedApp.temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let served = try await ServedApp(app: counter, data: folder.appendingPathComponent("data"), ["--no-auth"])
+        let live = try await served.live("/stores/doc/live")
+        let snapshot = try #require(try await live.read(1).first)
+        #expect(snapshot["snapshot"] as? Bool == true)
+        #expect((snapshot["props"] as? [String: Any])?["count"] as? Int == 0)
+
+        try await live.send(#"{"id":"w1","action":{"type":"increment"}}"#)
+        let two = try await live.read(2) // the props change and the outcome, in either order
+        let change = try #require(two.first { $0["props"] != nil })
+        let answer = try #require(two.first { $0["outcome"] != nil })
+        #expect((change["props"] as? [String: Any])?["count"] as? Int == 1)
+        #expect(answer["id"] as? String == "w1")
+        #expect(answer["outcome"] as? String == "applied")
+        let seen = try #require(change["seq"] as? Int)
+
+        // Changes made over HTTP reach the live client; a client reconnecting since what it saw gets each one.
+        for _ in 0..<3 { _ = try await served.request("POST", "/stores/doc/actions", body: #"{"type":"increment"}"#) }
+        let pushed = try await live.read(3)
+        #expect(pushed.compactMap { ($0["props"] as? [String: Any])?["count"] as? Int } == [2, 3, 4])
+        let again = try await served.live("/stores/doc/live?since=\(seen)")
+        let missed = try await again.read(3)
+        #expect(missed.compactMap { ($0["props"] as? [String: Any])?["count"] as? Int } == [2, 3, 4])
+        #expect(missed.allSatisfy { $0["snapshot"] == nil })
+
+        // A refused message is answered and the connection stays.
+        try await live.send(#"{"id":"w2","action":{"kind":"increment"}}"#)
+        let refused = try #require(try await live.read(1).first)
+        #expect(refused["outcome"] as? String == "refused")
+        #expect((refused["error"] as? String)?.contains("holds an action") == true)
+        live.close()
+        // Shutting down, the server closes the connections still open (1000, or 1001 "going away").
+        async let ended = served.stop()
+        do {
+            _ = try await again.read(1)
+            Issue.record("a live client was not told the server went away")
+        } catch {
+            #expect("\(error)".contains("closed 1000") || "\(error)".contains("closed 1001"), "\(error)")
+        }
+        again.close()
+        #expect(try await ended.status == 0)
+    }
+
+    @Test func idleStoresHibernateAndResumeWithTheirStateAndAnsweredIds() async throws {
+        let folder = try ServedApp.temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let data = folder.appendingPathComponent("data")
+        let served = try await ServedApp(app: counter, data: data, ["--no-auth", "--idle-seconds", "0.2"])
+        let body = #"{"id":"h1","action":{"type":"increment","by":3}}"#
+        #expect(try await served.request("POST", "/stores/sleepy/actions", body: body).status == 200)
+        // Hibernated: the store's file let go (SQLite removes its log when the last connection closes).
+        let wal = data.appendingPathComponent("sleepy.db-wal").path
+        #expect(await eventually(timeout: .seconds(30)) { !FileManager.default.fileExists(atPath: wal) })
+        let resent = try ServedApp.json(try await served.request("POST", "/stores/sleepy/actions", body: body).body)
+        #expect(resent["repeated"] as? Bool == true)
+        #expect(try ServedApp.json(try await served.request("GET", "/stores/sleepy/props").body)["count"] as? Int == 3)
+        #expect(try await served.stop().status == 0)
+    }
+
+    @Test func tokensGrantKeysAndRightsAndNothingElse() async throws {
+        let folder = try ServedApp.temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let secret = folder.appendingPathComponent("secret").path
+        #expect(try await CLI.run(["token", "secret", secret]).status == 0)
+        let again = try await CLI.run(["token", "secret", secret])
+        #expect(again.status == 2 && again.errors.contains("never overwritten"))
+        let reader = try await CLI.run(["token", "issue", "--secret", secret, "--subject", "ann", "--key", "doc-*", "--rights", "read"])
+        let writer = try await CLI.run(["token", "issue", "--secret", secret, "--subject", "bo", "--key", "doc-1", "--rights", "read,dispatch"])
+        let readToken = reader.output.trimmingCharacters(in: .whitespacesAndNewlines)
+        let writeToken = writer.output.trimmingCharacters(in: .whitespacesAndNewlines)
+        let authority = try TokenAuthority(secretFile: secret)
+        let expired = authority.issue(AccessGrant(subject: "old", keys: ["*"], rights: [.read, .dispatch], expires: 1))
+        let foreign = try TokenAuthority(secret: Data(repeating: 7, count: 32))
+            .issue(AccessGrant(subject: "x", keys: ["*"], rights: [.read, .dispatch]))
+
+        let served = try await ServedApp(app: counter, data: folder.appendingPathComponent("data"), ["--token-secret", secret])
+        let action = #"{"type":"increment"}"#
+        #expect(try await served.request("POST", "/stores/doc-1/actions", body: action).status == 401)
+        #expect(try await served.request("POST", "/stores/doc-1/actions", body: action, token: writeToken).status == 200)
+        #expect(try await served.request("POST", "/stores/doc-1/actions", body: action, token: readToken).status == 403)
+        #expect(try await served.request("POST", "/stores/doc-2/actions", body: action, token: writeToken).status == 403)
+        #expect(try await served.request("GET", "/stores/doc-2/props", token: readToken).status == 200)
+        #expect(try await served.request("GET", "/stores/other/props", token: readToken).status == 403)
+        let old = try await served.request("GET", "/stores/doc-1/props", token: expired)
+        #expect(old.status == 401 && old.body.contains("expired"))
+        let forged = try await served.request("GET", "/stores/doc-1/props", token: foreign)
+        #expect(forged.status == 401 && forged.body.contains("signature"))
+        // Widening a token's keys breaks its signature.
+        let parts = writeToken.split(separator: ".")
+        let widened = "\(parts[0]).\(parts[1].dropLast(2))xx.\(parts[2])"
+        #expect(try await served.request("GET", "/stores/doc-1/props", token: widened).status == 401)
+        #expect(try ServedApp.json(try await served.request("GET", "/stores/doc-1/props", token: readToken).body)["count"] as? Int == 1)
+
+        // A WebSocket without a token is closed with 4401, with one that may not dispatch answered "refused".
+        let anonymous = try await served.live("/stores/doc-1/live")
+        do {
+            _ = try await anonymous.read(1)
+            Issue.record("a live connection without a token was served")
+        } catch {
+            #expect("\(error)".contains("closed 4401"), "\(error)")
+        }
+        anonymous.close()
+        let watcher = try await served.live("/stores/doc-1/live", token: readToken)
+        _ = try await watcher.read(1)
+        try await watcher.send(#"{"id":"r","action":{"type":"increment"}}"#)
+        let refused = try #require(try await watcher.read(1).first)
+        #expect(refused["outcome"] as? String == "refused")
+        #expect((refused["error"] as? String)?.contains("does not grant dispatch") == true)
+        watcher.close()
+        #expect(try await served.stop().status == 0)
+    }
+
+    @Test func serveSaysHowClientsAreLetIn() async throws {
+        let missing = try await CLI.run(["serve", counter.path, "--data", "/tmp/unused"])
+        #expect(missing.status == 2 && missing.errors.contains("--token-secret FILE (bearer tokens), or --no-auth"))
+        let open = try await CLI.run(["serve", counter.path, "--data", "/tmp/unused", "--no-auth", "--listen", "0.0.0.0:0"])
+        #expect(open.status == 2 && open.errors.contains("loopback"))
+        let port = try await CLI.run(["serve", counter.path, "--data", "/tmp/unused", "--no-auth", "--listen", "127.0.0.1:99999"])
+        #expect(port.status == 2 && port.errors.contains("HOST:PORT"))
+    }
+
+    @Test func sigtermClosesEveryStoreAndKill9LosesNothingAcknowledgedWithFullSync() async throws {
+        let folder = try ServedApp.temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let data = folder.appendingPathComponent("data")
+        let served = try await ServedApp(app: counter, data: data, ["--no-auth", "--persist-sync", "full"])
+        var acknowledged = 0
+        for index in 0..<20 {
+            let response = try await served.request("POST", "/stores/k\(index % 3)/actions", body: #"{"id":"i\#(index)","action":{"type":"increment"}}"#)
+            if response.status == 200 { acknowledged += 1 }
+        }
+        #expect(acknowledged == 20)
+        #expect(try await served.stop(SIGKILL).status == SIGKILL)
+        let restarted = try await ServedApp(app: counter, data: data, ["--no-auth", "--persist-sync", "full"])
+        var total = 0
+        for key in 0..<3 {
+            total += try ServedApp.json(try await restarted.request("GET", "/stores/k\(key)/props").body)["count"] as? Int ?? -100
+        }
+        #expect(total == 20)
+        _ = try await restarted.request("POST", "/stores/k0/actions", body: #"{"type":"increment"}"#)
+        let ended = try await restarted.stop(SIGTERM)
+        #expect(ended.status == 0, "\(ended.errors)")
+        // Closed: the file is a durable store `luastore run` resumes.
+        let resumed = try await CLI.run(["run", counter.path, "--persist", data.appendingPathComponent("k0.db").path, "--format", "json"], input: "")
+        #expect(resumed.output.contains(#""count":8"#), "\(resumed.output) \(resumed.errors)")
+    }
+}

@@ -1,0 +1,99 @@
+import Foundation
+import LuaStoreTestSupport
+import RawHTTPClient
+import Testing
+
+/// The built `luastore serve`, running on 127.0.0.1 with a port of its own choosing, for one test.
+final class ServedApp: @unchecked Sendable { // (its fields are set once, before it is shared)
+    let process: Process
+    let port: UInt16
+    let data: URL
+    private let errors: Pipe
+
+    /// Starts `luastore serve APP --listen 127.0.0.1:0 --data DATA` with `arguments`, and waits (at most a minute)
+    /// for the address it prints.
+    init(app: URL, data: URL, _ arguments: [String]) async throws {
+        process = Process()
+        process.executableURL = CLI.binary
+        process.environment = ProcessInfo.processInfo.environment.merging(CLI.environment) { $1 }
+        process.arguments = ["serve", app.path, "--listen", "127.0.0.1:0", "--data", data.path] + arguments
+        let output = Pipe()
+        errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        process.standardInput = FileHandle.nullDevice
+        self.data = data
+        try process.run()
+        let reader = output.fileHandleForReading
+        let line = try await offPool { () -> String in
+            var text = ""
+            let deadline = Date().addingTimeInterval(60)
+            while Date() < deadline, !text.contains("\n") {
+                let chunk = reader.availableData
+                if chunk.isEmpty { break }
+                text += String(decoding: chunk, as: UTF8.self)
+            }
+            return text
+        }
+        guard let found = line.split(separator: ":").last.flatMap({ UInt16($0.trimmingCharacters(in: .whitespacesAndNewlines)) }) else {
+            process.terminate()
+            throw RawSocket.Failure("luastore serve printed \(line.debugDescription), not its address")
+        }
+        port = found
+    }
+
+    func request(_ method: String, _ target: String, body: String = "", token: String? = nil) async throws -> RawHTTP.Response {
+        let port = self.port
+        let headers = token.map { ["Authorization": "Bearer \($0)"] } ?? [:]
+        return try await offPool { try RawHTTP.request(method, target, port: port, headers: headers, body: body, token: "") }
+    }
+
+    func live(_ target: String, token: String? = nil) async throws -> RawWebSocket {
+        let port = self.port
+        let headers = token.map { ["Authorization": "Bearer \($0)"] } ?? [:]
+        return try await offPool { try RawWebSocket(port: port, target: target, headers: headers) }
+    }
+
+    /// Sends a signal and waits (at most a minute) for the process to end; its exit status and standard error.
+    func stop(_ signal: Int32 = SIGTERM) async throws -> (status: Int32, errors: String) {
+        kill(process.processIdentifier, signal)
+        let process = self.process, errors = self.errors
+        return try await offPool {
+            let deadline = Date().addingTimeInterval(60)
+            while process.isRunning && Date() < deadline { usleep(10_000) }
+            if process.isRunning {
+                process.interrupt()
+                kill(process.processIdentifier, SIGKILL)
+                throw RawSocket.Failure("luastore serve did not end within 60 s of signal \(signal)")
+            }
+            let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            return (process.terminationStatus, text)
+        }
+    }
+
+    deinit {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
+
+    static func json(_ text: String) throws -> [String: Any] {
+        try #require(JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any], "\(text)")
+    }
+
+    static func temporaryFolder() throws -> URL {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("luastore-serve-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        return folder
+    }
+}
+
+extension RawWebSocket {
+    /// Reads messages off the pool until `count` were read.
+    func read(_ count: Int) async throws -> [[String: Any]] {
+        let texts = try await offPool { [self] in try (0..<count).map { _ in try self.readText() } }
+        return try texts.map(ServedApp.json)
+    }
+
+    func send(_ text: String) async throws {
+        try await offPool { [self] in try self.sendText(text) }
+    }
+}
