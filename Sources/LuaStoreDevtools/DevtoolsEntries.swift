@@ -70,6 +70,7 @@ enum Summary {
             }
             switch entry.origin {
             case .outside: json.field("origin", "outside")
+            case .client(let id): json.object("origin") { json in json.field("client", id) }
             case .child: json.field("origin", "child")
             case .reload: json.field("origin", "reload")
             case .effect(let kind, let subscription):

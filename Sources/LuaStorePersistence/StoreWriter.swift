@@ -212,6 +212,7 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
         }
         var sequence = UInt64(snapshotSequence)
         var resumed: (header: RecordingReader.Header, text: PersistedText, time: Int64)?
+        var resumedClientActions: [ClientAction] = []
         var databaseError: (any Error)?
         do {
             try queue.read { db in
@@ -242,7 +243,11 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
                     throw PersistenceFailure(path: path, reason: "is damaged: its snapshot's state is not UTF-8 text; it was left as it is")
                 }
                 var changes: [PersistedText.Changes] = []
+                var clientActions = recording.header.clientActions
                 while case let entries = try recording.next(), !entries.isEmpty {
+                    for entry in entries {
+                        if let id = entry.clientId { clientActions.append(ClientAction(id: id, sequence: entry.sequence, failure: entry.failureText)) }
+                    }
                     for entry in entries where entry.failure == nil {
                         guard let written = entry.changesJSON else { continue }
                         guard let text = String(validating: written, as: UTF8.self) else {
@@ -257,6 +262,7 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
                 }
                 sequence = recording.last ?? sequence
                 resumed = (recording.header, PersistedText(path: path, state: state, changes: changes), recording.time)
+                resumedClientActions = clientActions
             }
         } catch let problem as RecordingLines.Problem {
             switch problem.kind {
@@ -276,8 +282,10 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
         guard let resumed else { return nil }
         let resumedThrough = sequence
         self.state.withLock { $0.durable = resumedThrough }
-        return PersistedStart(state: .nil, text: resumed.text, schemaVersion: resumed.header.schemaVersion, scripts: resumed.header.scripts, sequence: sequence,
-                              time: resumed.time, clock: resumed.header.clock)
+        var start = PersistedStart(state: .nil, text: resumed.text, schemaVersion: resumed.header.schemaVersion, scripts: resumed.header.scripts,
+                                   sequence: sequence, time: resumed.time, clock: resumed.header.clock)
+        start.clientActions = resumedClientActions
+        return start
     }
 
     // MARK: Writing

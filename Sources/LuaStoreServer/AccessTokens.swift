@@ -27,6 +27,25 @@ public struct AccessGrant: Sendable, Equatable, Codable {
         self.expires = expires
     }
 
+    private enum CodingKeys: String, CodingKey { case subject, keys, rights, expires }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        subject = try container.decode(String.self, forKey: .subject)
+        keys = try container.decode([String].self, forKey: .keys)
+        rights = try container.decode(Set<Right>.self, forKey: .rights)
+        expires = try container.decodeIfPresent(Int64.self, forKey: .expires)
+    }
+
+    /// (The rights in their order: a grant is always written the same way.)
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(subject, forKey: .subject)
+        try container.encode(keys, forKey: .keys)
+        try container.encode(Right.allCases.filter(rights.contains), forKey: .rights)
+        try container.encodeIfPresent(expires, forKey: .expires)
+    }
+
     /// Whether the grant reaches `key` with `right`.
     public func allows(_ right: Right, on key: String) -> Bool {
         rights.contains(right) && keys.contains { pattern in

@@ -63,13 +63,9 @@ actor HostedStore {
     private(set) var lastUsed = ContinuousClock.now
     private var closed = false
 
-    /// Where the answered ids wait while the store hibernates (`KEY.ids`).
-    private let idsFile: URL
-
     private init(key: String, store: ScriptedStore, database: StoreDatabase, limits: ServerLimits,
-                 journaled: Protected<UInt64>, pending: Protected<[String]>, idsFile: URL) {
+                 journaled: Protected<UInt64>, pending: Protected<[String]>) {
         self.key = key
-        self.idsFile = idsFile
         self.store = store
         self.database = database
         self.limits = limits
@@ -94,6 +90,7 @@ actor HostedStore {
         storeOptions.persistence = database
         storeOptions.threads = options.threads
         storeOptions.notification = .everyAction
+        storeOptions.rememberedClientActions = options.limits.rememberedIds
         let heard = storeOptions.journal
         storeOptions.journal = { entry in
             journaled.withLock { $0 = max($0, entry.sequence) }
@@ -113,8 +110,7 @@ actor HostedStore {
             throw ServeFailure("the store of key \(key) cannot start: \(error.error) (\(error.stage.rawValue))")
         }
         let hosted = HostedStore(key: key, store: store, database: database, limits: options.limits,
-                                 journaled: journaled, pending: pending,
-                                 idsFile: options.dataFolder.appendingPathComponent(key + ".ids"))
+                                 journaled: journaled, pending: pending)
         await hosted.readAnswered()
         store.observeProps { [weak hosted] props in
             let text = (try? LuaJSON.encode(props, root: "props")) ?? "null"
@@ -150,7 +146,8 @@ actor HostedStore {
         guard rate.take() else { return .refused("rate limit: key \(key) takes \(limits.actionsPerKeyPerSecond) actions a second") }
         if let id { waitingForId[id] = [] }
         inFlight += 1
-        let result = await store.send(action)
+        let result: SendResult
+        if let id { result = await store.send(action, id: id) } else { result = await store.send(action) }
         inFlight -= 1
         lastUsed = .now
         numberPending()
@@ -159,7 +156,7 @@ actor HostedStore {
         case .applied(let entry):
             outcome = ActionOutcome(kind: .applied, seq: entry.sequence, error: nil)
         case .failed(let failure):
-            outcome = ActionOutcome(kind: .failed, seq: journaled.withLock { $0 }, error: "\(failure.error)")
+            outcome = ActionOutcome(kind: .failed, seq: journaled.withLock { $0 }, error: ClientAction.failureText(failure.error))
         case .held:
             outcome = .refused("the store of key \(key) stands at a past entry; the action is held")
         case .dropped:
@@ -186,31 +183,11 @@ actor HostedStore {
         }
     }
 
-    /// One remembered answer, as `KEY.ids` keeps it.
-    private struct Answer: Codable {
-        var id: String
-        var outcome: String
-        var seq: UInt64?
-        var error: String?
-    }
-
-    /// The ids answered before the store last hibernated or the server stopped.
-    private func readAnswered() {
-        guard let data = try? Data(contentsOf: idsFile),
-              let answers = try? JSONDecoder().decode([Answer].self, from: data) else { return }
-        for answer in answers {
-            guard let kind = ActionOutcome.Kind(rawValue: answer.outcome) else { continue }
-            remember(ActionOutcome(kind: kind, seq: answer.seq, error: answer.error), for: answer.id)
+    /// The ids the journal remembers (a durable store's, across hibernation, restarts and crashes).
+    private func readAnswered() async {
+        for action in await store.recentClientActions() {
+            remember(ActionOutcome(kind: action.failure == nil ? .applied : .failed, seq: action.sequence, error: action.failure), for: action.id)
         }
-    }
-
-    /// Keeps the answered ids beside the store's file while it is closed.
-    private func writeAnswered() {
-        let answers = answeredOrder[answeredStart...].compactMap { id in
-            answered[id].map { Answer(id: id, outcome: $0.kind.rawValue, seq: $0.seq, error: $0.error) }
-        }
-        guard !answers.isEmpty, let data = try? JSONEncoder().encode(answers) else { return }
-        try? data.write(to: idsFile, options: .atomic)
     }
 
     // MARK: Props
@@ -310,7 +287,6 @@ actor HostedStore {
         _ = await store.waitUntilIdle(timeout: .seconds(5))
         store.shutdown()
         await store.barrier()
-        writeAnswered()
         return database.close()
     }
 }

@@ -44,7 +44,7 @@ struct Run: AsyncParsableCommand {
     @Option(name: .customLong("settle-timeout"), help: "Seconds to wait for commands in flight after the last action.")
     var settleTimeout: Double = 3
 
-    @Option(name: .long, help: "Record the session (each action with what it changed and when; format 4, JSON Lines) for `luastore replay`.")
+    @Option(name: .long, help: "Record the session (each action with what it changed and when; format 5, JSON Lines) for `luastore replay`.")
     var record: String?
 
     @Flag(name: .long, help: "Reload the app's scripts when they change (reported on standard error).")

@@ -39,6 +39,9 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("persist-sync"), help: "full: an action's outcome is answered once its entry is on disk; batch (default): commits grouped.")
     var persistSync: Durability = .batch
 
+    @Option(name: .customLong("persist-snapshot-every"), help: ArgumentHelp("Write a snapshot of a store's whole state every this many actions (older entries then go; the ids of the latest actions stay in the snapshot).", valueName: "actions"))
+    var persistSnapshotEvery = Int(StoreDatabase.defaultSnapshotInterval)
+
     @Option(name: .customLong("time-budget-ms"), help: ArgumentHelp("Milliseconds a script may run per call (200 by default, or $LUASTORE_TIME_BUDGET_MS).", valueName: "ms"))
     var timeBudget: Double = TimeBudgetDefault.milliseconds
 
@@ -58,6 +61,7 @@ struct Serve: AsyncParsableCommand {
         try TimeBudgetDefault.validate()
         guard idleSeconds > 0, idleSeconds.isFinite else { throw ValidationError("--idle-seconds must be a number of seconds > 0") }
         guard timeBudget > 0, timeBudget.isFinite else { throw ValidationError("--time-budget-ms must be a number of milliseconds > 0") }
+        guard persistSnapshotEvery >= 1 else { throw ValidationError("--persist-snapshot-every must be at least 1") }
         guard maxMessageBytes >= 64 else { throw ValidationError("--max-message-bytes must be at least 64") }
         guard connectionRate >= 1, keyRate >= 1, connectionsPerToken >= 1 else {
             throw ValidationError("--connection-rate, --key-rate and --connections-per-token must be at least 1")
@@ -103,6 +107,7 @@ struct Serve: AsyncParsableCommand {
         source.configure(&storeOptions)
         var options = ServerOptions(app: source.folder, dataFolder: dataFolder, store: storeOptions)
         options.durability = persistSync
+        options.snapshotInterval = UInt64(persistSnapshotEvery)
         options.idle = .milliseconds(Int64(idleSeconds * 1000))
         options.threads = LuaThreadPool(name: "luastore.serve")
         options.limits.messageBytes = maxMessageBytes

@@ -209,7 +209,8 @@ import Testing
         let folder = try ServedApp.temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
         let data = folder.appendingPathComponent("data")
-        let served = try await ServedApp(app: counter, data: data, ["--no-auth", "--persist-sync", "full"])
+        let options = ["--no-auth", "--persist-sync", "full", "--persist-snapshot-every", "4"]
+        let served = try await ServedApp(app: counter, data: data, options)
         var acknowledged = 0
         for index in 0..<20 {
             let response = try await served.request("POST", "/stores/k\(index % 3)/actions", body: #"{"id":"i\#(index)","action":{"type":"increment"}}"#)
@@ -217,8 +218,21 @@ import Testing
         }
         #expect(acknowledged == 20)
         #expect(try await served.stop(SIGKILL).status == SIGKILL)
-        let restarted = try await ServedApp(app: counter, data: data, ["--no-auth", "--persist-sync", "full"])
+        let restarted = try await ServedApp(app: counter, data: data, options)
         var total = 0
+        for key in 0..<3 {
+            total += try ServedApp.json(try await restarted.request("GET", "/stores/k\(key)/props").body)["count"] as? Int ?? -100
+        }
+        #expect(total == 20)
+        // Every id is still known from the journal — those in entries after the last snapshot, and those the
+        // snapshots carry — so resending any of them applies nothing.
+        for index in 0..<20 {
+            let resent = try ServedApp.json(try await restarted.request("POST", "/stores/k\(index % 3)/actions",
+                                                                        body: #"{"id":"i\#(index)","action":{"type":"increment"}}"#).body)
+            #expect(resent["repeated"] as? Bool == true, "i\(index): \(resent)")
+            #expect(resent["seq"] as? Int != nil)
+        }
+        total = 0
         for key in 0..<3 {
             total += try ServedApp.json(try await restarted.request("GET", "/stores/k\(key)/props").body)["count"] as? Int ?? -100
         }

@@ -41,10 +41,21 @@ extension RunReducer {
 package enum ActionSource: Sendable, Hashable {
     /// `dispatch` on the store (or a scoped handle of it).
     case outside
+    /// Sent from outside with the sender's id for it (`ScriptedStore.send(_:id:)`): the journal keeps the id, so
+    /// that a resent action is known.
+    case client(id: String)
     /// A child store it was dispatched to.
     case child
     /// An effect that sent it: its kind, and its key when it runs as a subscription.
     case effect(EffectKind, subscription: String?)
+
+    /// Whether it came from outside the store (counted among the dispatches from outside).
+    @inlinable package var isOutside: Bool {
+        switch self {
+        case .outside, .client: true
+        case .child, .effect: false
+        }
+    }
 }
 
 /// What came of a run of actions (`RunReducer.reduce(into:actions:sinceNotification:)`): only what needs the

@@ -25,11 +25,14 @@ package final class ActionTicket<Effect: Sendable>: Sendable {
     private let progress = Protected<(outcome: SendOutcome<Effect>?, resolved: Bool)>((nil, false))
     private let onReduced: @Sendable (SendOutcome<Effect>) -> Void
     private let onResolved: @Sendable (SendOutcome<Effect>) -> Void
+    /// Where the reducer is told the action came from (nil: outside).
+    @usableFromInline package let source: ActionSource?
 
     /// `onReduced` runs on the executor right after the reducer (what else the reducer's side knows of the
     /// action can be read there); `onResolved` once the observers were told, or when the action is dropped.
-    package init(onReduced: @escaping @Sendable (SendOutcome<Effect>) -> Void = { _ in },
+    package init(source: ActionSource? = nil, onReduced: @escaping @Sendable (SendOutcome<Effect>) -> Void = { _ in },
                  onResolved: @escaping @Sendable (SendOutcome<Effect>) -> Void) {
+        self.source = source
         self.onReduced = onReduced
         self.onResolved = onResolved
     }

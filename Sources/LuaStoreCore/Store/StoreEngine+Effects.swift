@@ -106,11 +106,15 @@ extension StoreEngine {
     /// the count and counting them again gives each its number back.
     func reinstate(_ held: [(action: Action, source: ActionSource)], diffingSubscriptions: Bool) {
         if diffingSubscriptions, reducer.declaresSubscriptions { diffSubscriptions(action: nil) }
-        let counted = UInt64(held.count { $0.source == .outside })
+        let counted = UInt64(held.count { $0.source.isOutside })
         confined.value.outsideReduced -= min(counted, confined.value.outsideReduced)
         for (action, source) in held {
             // (An action from a child store goes to the root only: which child sent it is not kept.)
-            process(action, route: Route(origin: nil, lease: source == .outside ? nil : EffectLease(source: source)))
+            switch source {
+            case .outside: process(action, route: Route(origin: nil, lease: nil))
+            case .client: process(action, route: Route(origin: nil, lease: nil, ticket: ActionTicket(source: source, onResolved: { _ in })))
+            case .child, .effect: process(action, route: Route(origin: nil, lease: EffectLease(source: source)))
+            }
         }
         notifyIfChanged()
     }

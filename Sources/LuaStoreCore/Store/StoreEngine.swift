@@ -281,7 +281,7 @@ final class StoreEngine<R: Reducer>: Sendable {
         }
         do {
             if let runHooks {
-                let source: ActionSource = route.origin != nil ? .child : route.lease?.source ?? .outside
+                let source: ActionSource = route.origin != nil ? .child : route.lease?.source ?? route.ticket?.source ?? .outside
                 commands = try runHooks.reduce(&confined.value.state, action, source)
             } else {
                 commands = try reducer.reduce(into: &confined.value.state, action: action)

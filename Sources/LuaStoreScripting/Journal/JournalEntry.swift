@@ -15,6 +15,61 @@ public struct StateChange: Sendable, Hashable {
     }
 }
 
+/// An action sent with its sender's id (`ScriptedStore.send(_:id:)`), as the journal keeps it: what a server
+/// answers when the same id comes again.
+public struct ClientAction: Sendable, Equatable {
+    public var id: String
+    /// Its journal entry.
+    public var sequence: UInt64
+    /// Why it failed (the state is as it was); nil when it was applied.
+    public var failure: String?
+
+    public init(id: String, sequence: UInt64, failure: String? = nil) {
+        self.id = id
+        self.sequence = sequence
+        self.failure = failure
+    }
+
+    /// How a failure is kept: where, then what (`app.lua:5: boom`), as a recording's entry has it.
+    public static func failureText(_ error: LuaError) -> String {
+        error.location.map { "\($0): \(error.message)" } ?? error.message
+    }
+}
+
+/// The latest `ClientAction`s, at most `capacity` (oldest dropped first).
+struct RecentClientActions: Sendable {
+    var capacity: Int
+    private var kept: [ClientAction] = []
+    private var start = 0
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    mutating func append(_ action: ClientAction) {
+        guard capacity > 0 else { return }
+        kept.append(action)
+        if kept.count - start > capacity { start += 1 }
+        if start >= 1_024, start * 2 >= kept.count {
+            kept.removeFirst(start)
+            start = 0
+        }
+    }
+
+    /// Replaces the newest (an action kept as applied whose entry could not be made).
+    mutating func replaceLast(_ action: ClientAction) {
+        guard kept.count > start else { return append(action) }
+        kept[kept.count - 1] = action
+    }
+
+    /// Oldest first.
+    var all: [ClientAction] { Array(kept[start...]) }
+
+    /// Forgets those after `sequence` (time travel went on from an earlier entry).
+    mutating func drop(after sequence: UInt64) {
+        kept = all.filter { $0.sequence <= sequence }
+        start = 0
+    }
+}
+
 /// What the session journal says about one thing the store did: an action reduced (or refused), or a reload.
 /// Entries are taken from the write barrier's own bookkeeping, so one costs what the action changed, never the
 /// size of the state (see docs/scripted-apps.md, "The session journal").
@@ -23,6 +78,9 @@ public struct JournalEntry: Sendable {
     public enum Origin: Sendable, Hashable {
         /// `dispatch` from outside the store.
         case outside
+        /// Sent from outside with the sender's id for it (`ScriptedStore.send(_:id:)`, `luastore serve`): a resent
+        /// action is known by it.
+        case client(id: String)
         /// An effect: its kind (`http`, `delay`, …) and its key when it runs as a subscription.
         case effect(kind: String, subscription: String?)
         /// A child store it was dispatched to.
@@ -256,6 +314,7 @@ extension JournalEntry.Origin {
     init(_ source: ActionSource) {
         switch source {
         case .outside: self = .outside
+        case .client(let id): self = .client(id: id)
         case .child: self = .child
         case .effect(let kind, let subscription): self = .effect(kind: kind.name, subscription: subscription)
         }

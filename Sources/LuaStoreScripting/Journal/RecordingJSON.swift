@@ -2,7 +2,7 @@ import Foundation
 import LuaKit
 import LuaStoreCore
 
-/// Recordings, format 4 (docs/recordings.md, "Recordings"): JSON Lines — a header (format, version, app, schema version, seq,
+/// Recordings, format 5 (docs/recordings.md, "Recordings"): JSON Lines — a header (format, version, app, schema version, seq,
 /// the scripts' digest, the store's clock, the initial state), then one line per journal entry (an action with its time,
 /// its changes or its failure, a reload). Values are written losslessly in plain JSON: integers without a fraction or exponent,
 /// floats always with one; a list `1..n` as an array, a table whose keys are all strings as an object, any other

@@ -8,9 +8,9 @@ public enum RecordingLine {
     public static let format = "luastore-recording"
     /// The format version this build writes (4: the header has the store's clock and each entry its time; 3: every
     /// line ends with its `sum`, the header has its `seq`).
-    public static let version: Int64 = 4
+    public static let version: Int64 = 5
     /// The format versions this build reads (2: no sums, no `seq` in the header; before 4, no times).
-    public static let readableVersions: ClosedRange<Int64> = 2...4
+    public static let readableVersions: ClosedRange<Int64> = 2...5
 
     /// The header line.
     public static func header(app: String, start: JournalStart) throws -> String {
@@ -29,6 +29,22 @@ public enum RecordingLine {
                 RecordingJSON.quote(start.clock.environment[name] ?? "", into: &line)
             }
             line.append(UInt8(ascii: "}"))
+        }
+        if !start.clientActions.isEmpty {
+            line.append(contentsOf: #","clients":["#.utf8)
+            for (index, action) in start.clientActions.enumerated() {
+                if index > 0 { line.append(UInt8(ascii: ",")) }
+                line.append(UInt8(ascii: "["))
+                RecordingJSON.quote(action.id, into: &line)
+                line.append(UInt8(ascii: ","))
+                RecordingJSON.appendInteger(Int64(clamping: action.sequence), into: &line)
+                if let failure = action.failure {
+                    line.append(UInt8(ascii: ","))
+                    RecordingJSON.quote(failure, into: &line)
+                }
+                line.append(UInt8(ascii: "]"))
+            }
+            line.append(UInt8(ascii: "]"))
         }
         line.append(contentsOf: #","state":"#.utf8)
         try RecordingJSON.encode(start.state, into: &line)
@@ -316,6 +332,10 @@ public enum RecordingLine {
     private static func append(_ origin: JournalEntry.Origin, to line: inout [UInt8]) {
         switch origin {
         case .outside: line.append(contentsOf: #""outside""#.utf8)
+        case .client(let id):
+            line.append(contentsOf: #"{"client":"#.utf8)
+            RecordingJSON.quote(id, into: &line)
+            line.append(UInt8(ascii: "}"))
         case .child: line.append(contentsOf: #""child""#.utf8)
         case .reload: line.append(contentsOf: #""reload""#.utf8)
         case .effect(let kind, let subscription):
@@ -361,6 +381,12 @@ public enum RecordingLine {
         public var failure: String?
         /// When it ran, in milliseconds since 1970-01-01 UTC (nil in recordings older than format 4).
         public var time: Int64?
+        /// The id its sender gave it (origin `{"client": id}`, format 5 on).
+        public var clientId: String?
+        /// Where the failure happened (`file:line`), when the line says.
+        public var failureLocation: String?
+        /// The failure as a person reads it: `app.lua:5: boom`.
+        public var failureText: String? { failure.map { message in failureLocation.map { "\($0): \(message)" } ?? message } }
         /// The `changes` as the line wrote them (JSON), when read from a line (`RecordingReader`): compared
         /// without reading by `JournalEntry.changesAreEncoded(as:)`, read by `readChanges()`.
         public var changesJSON: ArraySlice<UInt8>?

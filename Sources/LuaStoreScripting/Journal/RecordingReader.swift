@@ -27,6 +27,9 @@ public struct RecordingReader: Sendable {
             }
         }
 
+        /// The latest actions sent with an id before the header's entry (format 5 on: a durable store's snapshot).
+        public var clientActions: [ClientAction] = []
+
         /// The time the first entry's `dt` counts from, in milliseconds since 1970-01-01 UTC (0 before format 4).
         public var time: Int64 = 0
         /// The store's clock: when it started, its offset from UTC and the environment `os.getenv` read (all 0 and
@@ -92,7 +95,8 @@ public struct RecordingReader: Sendable {
         }
         if version >= 3 { try RecordingLine.checkSum(line) }
         try Self.allow(object, ["format", "version", "app", "schemaVersion", "scripts", "state"] + (version >= 3 ? ["seq", "sum"] : [])
-                       + (version >= 4 ? ["time", "started", "utcOffset", "environment"] : []), in: "the header")
+                       + (version >= 4 ? ["time", "started", "utcOffset", "environment"] : []) + (version >= 5 ? ["clients"] : []),
+                       in: "the header")
         guard case .string(let app)? = object["app"] else { throw Malformed(description: "the header's \"app\" must be a string") }
         guard case .integer(let schemaVersion)? = object["schemaVersion"] else { throw Malformed(description: "the header's \"schemaVersion\" must be an integer") }
         let scripts = try Self.digest(object["scripts"], in: "the header")
@@ -112,6 +116,7 @@ public struct RecordingReader: Sendable {
         }
         var header = Header(version: version, app: app, schemaVersion: schemaVersion, scripts: scripts, sequence: sequence, state: state)
         header.stateText = stateText
+        if let clients = object["clients"] { header.clientActions = try Self.clientActions(clients, before: sequence ?? 0) }
         if version >= 4 {
             guard case .integer(let time)? = object["time"] else { throw Malformed(description: "the header's \"time\" must be an integer (milliseconds since 1970)") }
             guard case .integer(let started)? = object["started"] else {
@@ -168,14 +173,23 @@ public struct RecordingReader: Sendable {
             }
             time = sum
         }
-        if case .string("outside")? = origin {} else { try Self.checkOrigin(origin) }
+        var clientId: String?
+        if case .string("outside")? = origin {
+        } else if header.version >= 5, case .object(let fields)? = origin, let client = fields["client"] {
+            try Self.allow(fields, ["client"], in: "an origin")
+            guard case .string(let id) = client, !id.isEmpty else { throw Malformed(description: "a client's origin needs its id: {\"client\": \"…\"}") }
+            clientId = id
+        } else {
+            try Self.checkOrigin(origin)
+        }
         if let scripts = fields.scripts, scripts.elementsEqual(lastDigestText) {} else {
             lastDigest = try Self.digest(try fields.scripts.map { text throws(Malformed) in try RecordingJSON.Value(parsing: text) }, in: "an entry")
             lastDigestText = fields.scripts.map(Array.init) ?? []
         }
         var message: String?
+        var failureLocation: String?
         if let failure {
-            message = try Self.checkFailure(failure)
+            (message, failureLocation) = try Self.checkFailure(failure)
             if changesJSON != nil { throw Malformed(description: "an entry has both \"changes\" and a \"failure\"") }
         }
         switch (action, reload) {
@@ -200,7 +214,8 @@ public struct RecordingReader: Sendable {
             return nil
         case (let action?, nil):
             var recorded = RecordingLine.RecordedAction(sequence: sequence, action: try RecordingJSON.decode(action), changes: nil, failure: message,
-                                                        time: header.version >= 4 ? time : nil)
+                                                        time: header.version >= 4 ? time : nil, clientId: clientId)
+            recorded.failureLocation = failureLocation
             if message == nil {
                 guard let changesJSON else { throw Malformed(description: "no \"changes\"") }
                 recorded.changesJSON = changesJSON
@@ -226,6 +241,25 @@ public struct RecordingReader: Sendable {
         return text
     }
 
+    /// A header's `clients`: `[[id, seq], [id, seq, failure], …]`, each before the header's entry, in order.
+    private static func clientActions(_ value: RecordingJSON.Value, before sequence: UInt64) throws(Malformed) -> [ClientAction] {
+        let shape = "the header's \"clients\" must be a list of [id, seq] or [id, seq, failure]"
+        guard case .array(let items) = value else { throw Malformed(description: shape) }
+        var actions: [ClientAction] = []
+        actions.reserveCapacity(items.count)
+        for item in items {
+            guard case .array(let fields) = item, fields.count == 2 || fields.count == 3, case .string(let id) = fields[0], !id.isEmpty,
+                  case .integer(let seq) = fields[1], seq > 0, UInt64(seq) <= sequence else { throw Malformed(description: shape) }
+            var action = ClientAction(id: id, sequence: UInt64(seq))
+            if fields.count == 3 {
+                guard case .string(let failure) = fields[2] else { throw Malformed(description: shape) }
+                action.failure = failure
+            }
+            actions.append(action)
+        }
+        return actions
+    }
+
     private static func checkOrigin(_ origin: RecordingJSON.Value?) throws(Malformed) {
         switch origin {
         case .string("outside")?, .string("child")?, .string("reload")?:
@@ -246,16 +280,17 @@ public struct RecordingReader: Sendable {
     }
 
     /// The failure's message, once its fields are checked.
-    private static func checkFailure(_ failure: RecordingJSON.Value) throws(Malformed) -> String {
+    private static func checkFailure(_ failure: RecordingJSON.Value) throws(Malformed) -> (message: String, location: String?) {
         guard case .object(let fields) = failure else { throw Malformed(description: "\"failure\" must be an object") }
         try allow(fields, ["stage", "message", "location"], in: "a failure")
         guard case .string(let stage)? = fields["stage"], ScriptFailure.Stage(rawValue: stage) != nil else {
             throw Malformed(description: "a failure's \"stage\" must be one the format defines (\"reduce\", \"load\", …)")
         }
         guard case .string(let message)? = fields["message"] else { throw Malformed(description: "a failure without a message") }
-        if let location = fields["location"], case .string = location {} else if fields["location"] != nil {
+        var location: String?
+        if case .string(let text)? = fields["location"] { location = text } else if fields["location"] != nil {
             throw Malformed(description: "a failure's \"location\" must be a string")
         }
-        return message
+        return (message, location)
     }
 }

@@ -2,7 +2,7 @@ import Foundation
 import LuaKit
 import LuaStoreCore
 
-/// Records a session (`run --record`) in format 4 (`RecordingLine`): the header first — the state the journal
+/// Records a session (`run --record`) in format 5 (`RecordingLine`): the header first — the state the journal
 /// starts from — then each journal entry, encoded and written off the store's thread (a `JournalOutput`: a file,
 /// or a durable store's database), in batches: the store's thread only hands entries over.
 public final class SessionRecorder: Sendable {
@@ -161,6 +161,10 @@ public struct JournalStart: Sendable {
     /// In milliseconds since 1970-01-01 UTC.
     public var time: Int64
     public var clock: RecordedClock
+    /// The latest actions sent with an id before `sequence` (`ScriptedStore.send(_:id:)`), oldest first: a snapshot
+    /// of a durable store keeps them (the header's `clients`), so that a resent action is still known after the
+    /// entries before it are gone.
+    public var clientActions: [ClientAction] = []
 
     public init(state: LuaValue, scripts: String, schemaVersion: Int64, sequence: UInt64, time: Int64, clock: RecordedClock) {
         self.state = state

@@ -19,6 +19,8 @@ struct Journaling {
     var migrated = false
     /// Time travel's entries.
     var history = History()
+    /// The latest actions sent with an id.
+    var clientActions = RecentClientActions(capacity: 10_000)
 
     /// Changes who hears the journal; `body`'s result.
     mutating func changeListeners<T>(_ body: (inout JournalListeners) -> T) -> T {

@@ -69,6 +69,7 @@ extension ScriptEngine {
         if let time = journal.history.time(at: sequence) { vm.clockMillis = time }
         runtime.truncateHistory()
         journal.history.truncate(after: index)
+        journal.clientActions.drop(after: sequence) // (their actions no longer lead to this state)
         try? runtime.markAllDirty()
         snapshotForPersistence() // (the journal's later entries no longer lead to this state)
         flush()

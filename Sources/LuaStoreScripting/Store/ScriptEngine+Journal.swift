@@ -41,8 +41,10 @@ extension ScriptEngine {
 
     /// What a recording's header holds for `state`, the state as of the last entry.
     func journalStart(state: LuaValue) -> JournalStart {
-        JournalStart(state: state, scripts: app.digest, schemaVersion: app.schemaVersion, sequence: journal.sequence,
-                     time: vm.clockMillis, clock: clock.recorded)
+        var start = JournalStart(state: state, scripts: app.digest, schemaVersion: app.schemaVersion, sequence: journal.sequence,
+                                 time: vm.clockMillis, clock: clock.recorded)
+        start.clientActions = journal.clientActions.all
+        return start
     }
 
     /// Hands `entry` (the next in sequence) to whoever hears the journal; `kept`: as for `record`; `recorded`: the

@@ -49,6 +49,7 @@ extension ScriptEngine {
             return
         }
         journal.resume(at: resumed.sequence)
+        for action in resumed.clientActions { journal.clientActions.append(action) }
         if resumed.schemaVersion > app.schemaVersion {
             throw ScriptFailure(stage: .migrate, error: LuaError(
                 .runtime, "the store's database was written by schemaVersion \(resumed.schemaVersion), newer than this app's \(app.schemaVersion): run the newer app (the database is left as it is)",

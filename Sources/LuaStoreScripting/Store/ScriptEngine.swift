@@ -264,16 +264,24 @@ final class ScriptEngine {
         do {
             (commands, records, flush) = try reduceAction(action, source: source)
         } catch {
+            // (A client's id is kept before its entry is journaled: a snapshot the entry makes due holds it.)
+            if case .client(let id) = source {
+                journal.clientActions.append(ClientAction(id: id, sequence: journal.sequence + 1, failure: ClientAction.failureText(error)))
+            }
             record(.action(action), origin: JournalEntry.Origin(source), changes: [],
                    failure: ScriptFailure(stage: .reduce, error: error, action: action), duration: .now - started)
             throw error
         }
+        if case .client(let id) = source { journal.clientActions.append(ClientAction(id: id, sequence: journal.sequence + 1)) }
         do {
             try journalCommitted([action][...], origin: JournalEntry.Origin(source), from: 1, records: records, commands: (1, commands),
                                  duration: .now - started)
         } catch {
             // A change that cannot be converted (the state is data: this is a bug of the runtime's, reported).
             undoLastTransaction(committed: true)
+            if case .client(let id) = source {
+                journal.clientActions.replaceLast(ClientAction(id: id, sequence: journal.sequence + 1, failure: ClientAction.failureText(error)))
+            }
             record(.action(action), origin: JournalEntry.Origin(source), changes: [],
                    failure: ScriptFailure(stage: .reduce, error: error, action: action))
             throw error

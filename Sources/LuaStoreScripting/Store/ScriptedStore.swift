@@ -30,6 +30,9 @@ public struct ScriptedStoreOptions: Sendable {
     /// are dispatched back as the effect's results (`ScriptEffect.httpResult(_:)` makes the action a real
     /// request would). For tests (`ScriptedTestStore` uses them). A stand-in that throws is an effect failure.
     public var effectDoubles: [String: @Sendable (ScriptEffect) async throws -> [LuaValue]] = [:]
+    /// How many of the latest actions sent with an id (`send(_:id:)`) the store keeps, for `recentClientActions()`
+    /// and in a durable store's snapshots (10,000 by default).
+    public var rememberedClientActions = 10_000
     /// How many committed journal entries the history keeps for time travel (`ScriptedStore.jump(to:)`); 0 (the
     /// default) keeps none. Keeping a history journals every action (as `journal` does).
     public var historyEntries: Int = 0
@@ -158,6 +161,7 @@ public final class ScriptedStore: Sendable {
                 listeners.journal = options.journal
                 listeners.recorder = options.recorder
             }
+            engine.journal.clientActions.capacity = options.rememberedClientActions
             if let persistence = options.persistence { try engine.startPersisting(persistence) }
             engine.subscriptions.changed = options.subscriptionsChanged
             engine.runs.notificationInterval = options.notification.maximumActions
@@ -280,14 +284,20 @@ public final class ScriptedStore: Sendable {
     /// the waiting task does not take the action back.
     public func send(_ action: LuaValue) async -> SendResult { await send(action, at: nil) }
 
+    /// `send`, with the sender's id for the action: its journal entry keeps it (origin `{"client": id}` in a
+    /// recording and a durable store), so that whoever resends an action it did not hear the answer to can be
+    /// told, from the journal, that it was reduced (`recentClientActions`). The id is the sender's business: the
+    /// store does not look at it, nor refuse one seen before.
+    public func send(_ action: LuaValue, id: String) async -> SendResult { await send(action, at: nil, id: id) }
+
     /// `send`, the action to run at `time` when given (`dispatch(_:at:)`).
-    package func send(_ action: LuaValue, at time: Int64?) async -> SendResult {
+    package func send(_ action: LuaValue, at time: Int64?, id: String? = nil) async -> SendResult {
         await withCheckedContinuation { continuation in
             thread.async { [engine, root, thread] in
                 if let time { engine.clock.schedule?.add(CollectionOfOne(time)) }
                 engine.changeListeners { $0.sendsWaiting += 1 }
                 let result = Protected<SendResult?>(nil)
-                let ticket = ActionTicket<ScriptEffect>(onReduced: { outcome in
+                let ticket = ActionTicket<ScriptEffect>(source: id.map { .client(id: $0) }, onReduced: { outcome in
                     // (On the store's thread, right after the reducer: the entry just made is this action's.)
                     switch outcome {
                     case .applied where engine.journal.history.traveling:
@@ -309,6 +319,12 @@ public final class ScriptedStore: Sendable {
                 root.dispatch(action, ticket: ticket)
             }
         }
+    }
+
+    /// The latest actions sent with an id (`send(_:id:)`), oldest first, at most `rememberedClientActions`: what
+    /// the journal says of each (its entry, and why it failed if it did) — for a durable store, across restarts.
+    public func recentClientActions() async -> [ClientAction] {
+        await thread.perform { [engine] in engine.journal.clientActions.all }
     }
 
     /// The app as LuaStoreCore's `Store`: its state is the app's props — what a view shows — and its actions go to

@@ -66,6 +66,8 @@ public struct PersistedStart: Sendable {
     public var time: Int64
     /// The store's clock as it was recorded: when the store first started (`os.clock()` counts from it).
     public var clock: RecordedClock
+    /// The latest actions sent with an id that it includes, oldest first (its snapshot's and its entries').
+    public var clientActions: [ClientAction] = []
 
     /// The state, decoded from `text` where that holds it; why not, in words.
     public func decodedState() throws(PersistenceFailure) -> LuaValue {
