@@ -44,6 +44,8 @@ let package = Package(
         // (swift-service-lifecycle, which Hummingbird runs on).
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
+        // `serve --cluster`: the keys' journals, leases and nodes in PostgreSQL (LuaStoreCluster).
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: [
         // Debian's Lua 5.4, linked statically (`liblua5.4.a`, named in `Sources/CLua/module.modulemap`; headers from
@@ -73,7 +75,7 @@ let package = Package(
             name: "luastore",
             dependencies: [
                 "LuaKit", "LuaStoreCore", "LuaStoreScripting", "LuaStoreDevtools", "LuaStorePersistence", "LuaStoreBundles",
-                "LuaStoreServer", "LuaStoreConcurrency", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "LuaStoreServer", "LuaStoreCluster", "LuaStoreConcurrency", .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict,
             plugins: ["EmbedLua"]
@@ -95,12 +97,21 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // Many `serve` nodes on one PostgreSQL: each key's journal and snapshots, its lease with a fencing epoch.
+        .target(
+            name: "LuaStoreCluster",
+            dependencies: [
+                "LuaKit", "LuaStoreConcurrency", "LuaStoreScripting", "LuaStorePersistence",
+                .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
         // `luastore serve`: one store per key, created from the app on first use, durable (LuaStorePersistence),
         // hibernated when idle; HTTP and a WebSocket per client (Hummingbird), bearer tokens, action ids.
         .target(
             name: "LuaStoreServer",
             dependencies: [
-                "LuaKit", "LuaStoreConcurrency", "LuaStoreScripting", "LuaStorePersistence", "LuaStoreBundles",
+                "LuaKit", "LuaStoreConcurrency", "LuaStoreScripting", "LuaStorePersistence", "LuaStoreBundles", "LuaStoreCluster",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "Crypto", package: "swift-crypto"), .product(name: "Logging", package: "swift-log"),
@@ -161,6 +172,11 @@ let package = Package(
         .testTarget(
             name: "LuaStorePersistenceTests",
             dependencies: ["LuaKit", "LuaStoreCore", "LuaStoreScripting", "LuaStorePersistence", "LuaStoreTestSupport"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "LuaStoreClusterTests",
+            dependencies: ["LuaKit", "LuaStoreCluster", "LuaStorePersistence", "LuaStoreScripting", "LuaStoreTestSupport"],
             swiftSettings: strict
         ),
         .testTarget(

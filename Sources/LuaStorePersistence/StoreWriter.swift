@@ -29,27 +29,22 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
     /// How long the writer must have had nothing to do before it checkpoints.
     static let checkpointPause: DispatchTimeInterval = .milliseconds(20)
 
-    /// Shared with the writer thread, under `state`'s lock.
-    private struct State {
-        var pending: [@Sendable (inout [UInt8]) throws -> Void] = []
-        var scheduled = false
+    /// What the store's thread hands over, what was committed, why writing failed.
+    private let journal: JournalQueue
+    /// Checkpointing, on the writer's thread.
+    private struct Checkpoints {
         /// Bytes committed since the last checkpoint (about: the lines, not SQLite's pages).
         var uncheckpointed = 0
         /// Whether a checkpoint waits for the pause to last (`checkpointIfIdle`).
-        var checkpointWaiting = false
-        var failure: PersistenceFailure?
-        /// The last sequence number committed (nil until something is).
-        var durable: UInt64?
-        var committed: Date?
-        var closed = false
+        var waiting = false
     }
-    private let state = Protected(State())
-    private let condition = NSCondition()
+    private let checkpoints = Protected(Checkpoints())
 
     init(path: String, app: String, durability: Durability, reset: Bool, recover: Bool = false) throws(PersistenceFailure) {
         self.path = path
         self.app = app
         self.durability = durability
+        journal = JournalQueue(path: path)
         lockDescriptor = try Self.lock(path)
         let kind: StoreFile.Kind
         do {
@@ -210,19 +205,14 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
               let header = Data.fromDatabaseValue(snapshot["header"] as DatabaseValue) else {
             throw PersistenceFailure(path: path, reason: "is damaged: its snapshot is not one LuaStore writes (--persist-reset starts it over)")
         }
-        var sequence = UInt64(snapshotSequence)
-        var resumed: (header: RecordingReader.Header, text: PersistedText, time: Int64)?
-        var resumedClientActions: [ClientAction] = []
         var databaseError: (any Error)?
+        let start: PersistedStart
         do {
-            try queue.read { db in
-                // The snapshot's header, then the rows of entries after it, read as one recording (a row holds
-                // lines, a line break between them and none after the last).
+            start = try queue.read { db in
+                // The rows of entries after the snapshot, in order (a row holds lines, a line break between them).
                 let cursor = try Row.fetchCursor(db, sql: "SELECT lines FROM entries WHERE seq > ? ORDER BY seq", arguments: [snapshotSequence])
-                var first = true
-                let lines = LineReader(blocks: { () throws(LineReader.Unreadable) -> [UInt8]? in
-                    defer { first = false }
-                    if first { return Self.line(header) }
+                return try JournalResume.read(path: path, snapshotSequence: UInt64(snapshotSequence), header: header) {
+                    () throws(LineReader.Unreadable) -> Data? in
                     let row: Row?
                     do {
                         row = try cursor.next()
@@ -234,157 +224,74 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
                     guard let data = Data.fromDatabaseValue(row["lines"] as DatabaseValue) else {
                         throw LineReader.Unreadable(reason: "a row of entries holds no lines")
                     }
-                    return Self.line(data)
-                }, maximumLength: .max)
-                // (The state and each entry's changes are kept as written: the store reads them in its VM.)
-                var recording = try RecordingLines(lines, passingOverKept: true, decodingState: false)
-                sequence = recording.header.sequence ?? sequence
-                guard let state = String(validating: recording.header.stateText, as: UTF8.self) else {
-                    throw PersistenceFailure(path: path, reason: "is damaged: its snapshot's state is not UTF-8 text; it was left as it is")
+                    return data
+                } unreadable: {
+                    databaseError.map { "cannot be read: \(Self.words($0))" }
                 }
-                var changes: [PersistedText.Changes] = []
-                var clientActions = recording.header.clientActions
-                while case let entries = try recording.next(), !entries.isEmpty {
-                    for entry in entries {
-                        if let id = entry.clientId { clientActions.append(ClientAction(id: id, sequence: entry.sequence, failure: entry.failureText)) }
-                    }
-                    for entry in entries where entry.failure == nil {
-                        guard let written = entry.changesJSON else { continue }
-                        guard let text = String(validating: written, as: UTF8.self) else {
-                            throw PersistenceFailure(path: path, reason: "is damaged at entry \(entry.sequence): its changes are not UTF-8 text; it was left as it is")
-                        }
-                        changes.append(PersistedText.Changes(sequence: entry.sequence, text: text))
-                    }
-                    sequence = recording.last ?? sequence
-                }
-                if let line = recording.cutShort { // (every line was written whole: a row is one transaction)
-                    throw PersistenceFailure(path: path, reason: "is damaged after entry \(sequence): line \(line) of its entries is cut short; it was left as it is")
-                }
-                sequence = recording.last ?? sequence
-                resumed = (recording.header, PersistedText(path: path, state: state, changes: changes), recording.time)
-                resumedClientActions = clientActions
-            }
-        } catch let problem as RecordingLines.Problem {
-            switch problem.kind {
-            case .header, .empty:
-                throw PersistenceFailure(path: path, reason: "is damaged: its snapshot at entry \(snapshotSequence): \(problem.reason)")
-            case .entry:
-                throw PersistenceFailure(path: path, reason: "is damaged at entry \(problem.sequence.map(String.init) ?? "after \(sequence)"): \(problem.reason); it was left as it is")
-            case .unreadable:
-                if let databaseError { throw PersistenceFailure(path: path, reason: "cannot be read: \(Self.words(databaseError))") }
-                throw PersistenceFailure(path: path, reason: "is damaged after entry \(sequence): \(problem.reason); it was left as it is")
             }
         } catch let failure as PersistenceFailure {
             throw failure
         } catch {
             throw PersistenceFailure(path: path, reason: "cannot be read: \(Self.words(error))")
         }
-        guard let resumed else { return nil }
-        let resumedThrough = sequence
-        self.state.withLock { $0.durable = resumedThrough }
-        var start = PersistedStart(state: .nil, text: resumed.text, schemaVersion: resumed.header.schemaVersion, scripts: resumed.header.scripts,
-                                   sequence: sequence, time: resumed.time, clock: resumed.header.clock)
-        start.clientActions = resumedClientActions
+        journal.resumed(through: start.sequence)
         return start
     }
 
     // MARK: Writing
 
-    var failure: PersistenceFailure? { state.withLock { $0.failure } }
+    var failure: PersistenceFailure? { journal.failure }
     var failed: Bool { failure != nil }
 
     func append(lines write: @escaping @Sendable (inout [UInt8]) throws -> Void) {
-        let schedule = state.withLock { state -> Bool in
-            guard state.failure == nil, !state.closed else { return false }
-            state.pending.append(write)
-            defer { state.scheduled = true }
-            return !state.scheduled
-        }
-        if schedule { writing.async { [self] in drain() } }
+        if journal.add(write) { writing.async { [self] in drain() } }
     }
 
     /// On the writer's thread: makes the lines of everything queued, and commits them as one transaction.
     private func drain() {
-        let writes = state.withLock { state in
-            state.scheduled = false
-            defer { state.pending = [] }
-            return state.pending
-        }
-        guard !writes.isEmpty else { return }
-        var buffer: [UInt8] = []
-        buffer.reserveCapacity(writes.count * 256)
-        do {
-            for write in writes { try write(&buffer) }
-        } catch {
-            fail("a journal entry could not be encoded: \(error)")
-            return
-        }
-        var last: UInt64?
+        guard let (buffer, rows) = journal.takeRows() else { return }
         var snapshot = false
         do {
             try queue.inTransaction { db in
                 // Consecutive entry lines go in as one row (a chunk: `seq` is its last entry's, `first` its
-                // first's); a snapshot ends the chunk before it and removes every row it supersedes.
-                var chunk: (start: Int, end: Int, first: UInt64, last: UInt64)?
-                func flush() throws {
-                    guard let pending = chunk else { return }
-                    let statement = try db.cachedStatement(sql: "INSERT OR REPLACE INTO entries (seq, first, lines) VALUES (?, ?, ?)")
-                    try buffer[pending.start..<pending.end].withUnsafeBytes { lines in // (SQLite copies it: no copy before)
-                        let bytes = Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: lines.baseAddress!), count: lines.count, deallocator: .none)
-                        try statement.execute(arguments: [Int64(pending.last), Int64(pending.first), bytes])
-                    }
-                    chunk = nil
-                }
-                var start = buffer.startIndex
-                while start < buffer.endIndex {
-                    let end = buffer.firstLineBreak(from: start) ?? buffer.endIndex
-                    let line = buffer[start..<end]
-                    defer { start = end + 1 }
-                    guard !line.isEmpty else { continue }
-                    if let sequence = RecordingLine.entrySequence(line) {
-                        chunk = (chunk?.start ?? start, end, chunk?.first ?? sequence, sequence)
-                        last = sequence
-                    } else if let sequence = RecordingLine.headerSequence(line) {
-                        try flush()
+                // first's); a snapshot removes every row it supersedes.
+                for row in rows {
+                    switch row {
+                    case .entries(let first, let last, let lines):
+                        let statement = try db.cachedStatement(sql: "INSERT OR REPLACE INTO entries (seq, first, lines) VALUES (?, ?, ?)")
+                        try buffer[lines].withUnsafeBytes { lines in // (SQLite copies it: no copy before)
+                            let bytes = Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: lines.baseAddress!), count: lines.count, deallocator: .none)
+                            try statement.execute(arguments: [Int64(last), Int64(first), bytes])
+                        }
+                    case .snapshot(let sequence, let line):
                         snapshot = true
                         try db.cachedStatement(sql: "INSERT OR REPLACE INTO snapshots (seq, header) VALUES (?, ?)")
-                            .execute(arguments: [Int64(sequence), Data(line)])
+                            .execute(arguments: [Int64(sequence), Data(buffer[line])])
                         try db.cachedStatement(sql: "DELETE FROM entries WHERE seq <= ?").execute(arguments: [Int64(sequence)])
                         try db.cachedStatement(sql: "DELETE FROM snapshots WHERE seq < ?").execute(arguments: [Int64(sequence)])
-                        last = sequence
-                    } else {
-                        throw PersistenceFailure(path: path, reason: "a journal line has no sequence number (a bug: please report it)")
                     }
                 }
-                try flush()
                 return .commit
             }
-        } catch let failure as PersistenceFailure {
-            fail(failure.reason)
-            return
         } catch {
-            fail("cannot be written: \(Self.words(error))")
+            journal.fail("cannot be written: \(Self.words(error))")
             return
         }
         // A snapshot supersedes every entry before it: checkpointed with its commit, the state is in the database
         // file and the log starts over small (what resuming reads first). (A checkpoint that fails loses nothing:
         // the log holds the commit, and the next one tries again.)
         let copied = snapshot ? (try? queue.writeWithoutTransaction { db in try db.checkpoint(.passive) }) : nil
-        let checkpoint = state.withLock { state -> Bool in
-            if let last { state.durable = max(state.durable ?? 0, last) }
-            state.committed = Date()
+        journal.committed(through: JournalRow.last(of: rows))
+        let checkpoint = checkpoints.withLock { state -> Bool in
             if let copied, copied.checkpointedFrameCount >= copied.walFrameCount {
                 state.uncheckpointed = 0
             } else {
                 state.uncheckpointed += buffer.count
             }
-            guard state.uncheckpointed >= Self.checkpointBytes, !state.checkpointWaiting else { return false }
-            state.checkpointWaiting = true
+            guard state.uncheckpointed >= Self.checkpointBytes, !state.waiting else { return false }
+            state.waiting = true
             return true
         }
-        condition.lock()
-        condition.broadcast()
-        condition.unlock()
         if checkpoint { writing.asyncAfter(deadline: .now() + Self.checkpointPause) { [self] in checkpointIfIdle() } }
     }
 
@@ -394,52 +301,25 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
     /// A checkpoint that cannot finish (a reader holds an old page) is tried again at the next pause; nothing is
     /// lost meanwhile: the log holds every commit.
     private func checkpointIfIdle() {
-        let idle = state.withLock { state -> Bool in
-            state.checkpointWaiting = false
-            return state.pending.isEmpty && !state.closed && state.failure == nil
-        }
-        guard idle else { return }
+        checkpoints.withLock { $0.waiting = false }
+        guard journal.isIdle else { return }
         if let (logged, copied) = try? queue.writeWithoutTransaction({ db in try db.checkpoint(.passive) }), copied >= logged {
-            state.withLock { $0.uncheckpointed = 0 }
+            checkpoints.withLock { $0.uncheckpointed = 0 }
         }
-    }
-
-    private func fail(_ reason: String) {
-        state.withLock { state in
-            if state.failure == nil { state.failure = PersistenceFailure(path: path, reason: reason) }
-            state.pending = []
-        }
-        condition.lock()
-        condition.broadcast()
-        condition.unlock()
     }
 
     /// Waits until the entries through `sequence` are committed (nil: does not wait); throws if writing failed.
     func wait(through sequence: UInt64?) throws(PersistenceFailure) {
-        if let sequence {
-            condition.lock()
-            while true {
-                let (durable, failure) = state.withLock { ($0.durable, $0.failure) }
-                if let durable, durable >= sequence { break }
-                if failure != nil { break }
-                condition.wait()
-            }
-            condition.unlock()
-        }
-        if let failure = state.withLock({ $0.failure }) { throw failure }
+        try journal.wait(through: sequence)
     }
 
     /// Writes what is queued, then closes the connection and lets the lock go.
     func close() -> PersistenceFailure? {
-        let alreadyClosed = state.withLock { state -> Bool in
-            defer { state.closed = true }
-            return state.closed
-        }
-        if alreadyClosed { return state.withLock { $0.failure } }
+        if journal.close() { return journal.failure }
         writing.sync { drain() }
         try? queue.close()
         Glibc.close(lockDescriptor)
-        return state.withLock { $0.failure }
+        return journal.failure
     }
 
     func storedBytes() -> Int64 {
@@ -456,16 +336,8 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
             ((try? FileManager.default.attributesOfItem(atPath: path)[.size]) as? NSNumber)?.int64Value ?? 0
         }
         let bytes = size(path) + size(path + "-wal")
-        return state.withLock { (bytes, $0.durable ?? 0, $0.committed, $0.failure) }
-    }
-
-    /// `data`'s bytes and a line break after them, copied once (a row of entries, read as lines).
-    static func line(_ data: Data) -> [UInt8] {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(data.count + 1)
-        bytes.append(contentsOf: data)
-        bytes.append(10)
-        return bytes
+        let (durable, committed) = journal.progress
+        return (bytes, durable ?? 0, committed, journal.failure)
     }
 
     static func words(_ error: any Error) -> String {

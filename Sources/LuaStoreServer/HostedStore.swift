@@ -1,5 +1,6 @@
 import Foundation
 import LuaKit
+import LuaStoreCluster
 import LuaStoreConcurrency
 import LuaStorePersistence
 import LuaStoreScripting
@@ -44,7 +45,7 @@ public struct ActionOutcome: Sendable, Equatable {
 actor HostedStore {
     let key: String
     private let store: ScriptedStore
-    private let database: StoreDatabase
+    private let database: KeyJournal
     private let limits: ServerLimits
     /// The last journal entry's sequence (the store's thread writes it).
     private let journaled: Protected<UInt64>
@@ -61,9 +62,11 @@ actor HostedStore {
     private var inFlight = 0
     private var rate: TokenBucket
     private(set) var lastUsed = ContinuousClock.now
+    /// When it was opened (a lease renewed before that did not know it).
+    let opened = ContinuousClock.now
     private var closed = false
 
-    private init(key: String, store: ScriptedStore, database: StoreDatabase, limits: ServerLimits,
+    private init(key: String, store: ScriptedStore, database: KeyJournal, limits: ServerLimits,
                  journaled: Protected<UInt64>, pending: Protected<[String]>) {
         self.key = key
         self.store = store
@@ -76,18 +79,11 @@ actor HostedStore {
 
     /// Opens `key`'s store: resumed from `KEY.db` in the data folder, or made by the app's `init` when new.
     static func open(key: String, options: ServerOptions, log: @escaping @Sendable (String) -> Void) async throws(ServeFailure) -> HostedStore {
-        let path = options.dataFolder.appendingPathComponent(key + ".db").path
-        let database: StoreDatabase
-        do {
-            database = try StoreDatabase(path: path, app: options.app.lastPathComponent, durability: options.durability,
-                                         snapshotInterval: options.snapshotInterval)
-        } catch {
-            throw ServeFailure("the store of key \(key) cannot be opened: \(error)")
-        }
-        let journaled = Protected(database.resumed?.sequence ?? 0)
+        let database = try await KeyJournal.open(key: key, options: options)
+        let journaled = Protected(database.persistence.resumed?.sequence ?? 0)
         let pending = Protected<[String]>([])
         var storeOptions = options.store
-        storeOptions.persistence = database
+        storeOptions.persistence = database.persistence
         storeOptions.threads = options.threads
         storeOptions.notification = .everyAction
         storeOptions.rememberedClientActions = options.limits.rememberedIds
@@ -106,7 +102,7 @@ actor HostedStore {
         do {
             store = try await ScriptedStore(app: options.app, options: storeOptions)
         } catch {
-            _ = database.close()
+            _ = await database.close()
             throw ServeFailure("the store of key \(key) cannot start: \(error.error) (\(error.stage.rawValue))")
         }
         let hosted = HostedStore(key: key, store: store, database: database, limits: options.limits,
@@ -287,7 +283,75 @@ actor HostedStore {
         _ = await store.waitUntilIdle(timeout: .seconds(5))
         store.shutdown()
         await store.barrier()
-        return database.close()
+        return await database.close()
+    }
+}
+
+/// Where one key's journal is kept: its SQLite file (`DATA/KEY.db`), or — with a cluster — PostgreSQL, under the
+/// key's lease, which closing lets go.
+enum KeyJournal: Sendable {
+    case file(StoreDatabase)
+    case cluster(PostgresJournal, ClusterDatabase)
+
+    var persistence: any StatePersistence {
+        switch self {
+        case .file(let database): database
+        case .cluster(let journal, _): journal
+        }
+    }
+
+    static func open(key: String, options: ServerOptions) async throws(ServeFailure) -> KeyJournal {
+        guard let cluster = options.cluster else {
+            let path = options.dataFolder.appendingPathComponent(key + ".db").path
+            do {
+                return .file(try StoreDatabase(path: path, app: options.app.lastPathComponent, durability: options.durability,
+                                               snapshotInterval: options.snapshotInterval))
+            } catch {
+                throw ServeFailure("the store of key \(key) cannot be opened: \(error)")
+            }
+        }
+        let opened = await Blocking.run { () -> Result<KeyJournal, ServeFailure> in
+            let epoch: Int64
+            do {
+                switch try cluster.acquire(key) {
+                case .taken(let taken): epoch = taken
+                case .heldBy(let holder): return .failure(ServeFailure(heldBy: holder, key: key))
+                }
+            } catch {
+                return .failure(ServeFailure("the lease of key \(key) cannot be taken: \(error)"))
+            }
+            do {
+                return .success(.cluster(try PostgresJournal(database: cluster, key: key, epoch: epoch, durability: options.durability,
+                                                             snapshotInterval: options.snapshotInterval), cluster))
+            } catch {
+                cluster.release(key, epoch: epoch)
+                return .failure(ServeFailure("the store of key \(key) cannot be opened: \(error)"))
+            }
+        }
+        return try opened.get()
+    }
+
+    /// Writes what is queued and lets the file (or the lease) go.
+    func close() async -> PersistenceFailure? {
+        switch self {
+        case .file(let database):
+            return database.close()
+        case .cluster(let journal, let cluster):
+            return await Blocking.run {
+                let failure = journal.close()
+                if failure == nil { cluster.release(journal.key, epoch: journal.epoch) }
+                return failure
+            }
+        }
+    }
+}
+
+/// Runs blocking work (the cluster's database calls) on a thread of its own, off Swift's cooperative pool.
+enum Blocking {
+    static func run<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(returning: body()) }
+        }
     }
 }
 
@@ -307,7 +371,14 @@ enum LiveEvent: Sendable {
 /// A failure of the server's own (a store that cannot open, a bad request), in words for the client.
 public struct ServeFailure: Error, Sendable, CustomStringConvertible {
     public let description: String
+    /// The node that holds the key, when that is why (a cluster): its clients go there.
+    public var holder: ClusterDatabase.Holder?
     public init(_ description: String) { self.description = description }
+
+    init(heldBy holder: ClusterDatabase.Holder, key: String) {
+        description = "key \(key) is served by node \(holder.node)" + (holder.address.map { " at \($0)" } ?? "")
+        self.holder = holder
+    }
 }
 
 /// A token bucket: `perSecond` tokens a second, at most `perSecond` saved.

@@ -1,5 +1,6 @@
 import Foundation
 import LuaKit
+import LuaStoreCluster
 import LuaStorePersistence
 import LuaStoreScripting
 
@@ -20,6 +21,9 @@ public struct ServerOptions: Sendable {
     public var limits = ServerLimits()
     /// The options each key's store starts from (its persistence and journal are set by the server).
     public var store: ScriptedStoreOptions
+    /// The cluster this node is one of (`--cluster`): each key's journal lives there, under a lease only one node
+    /// holds at a time; nil keeps each key's journal in `DATA/KEY.db`.
+    public var cluster: ClusterDatabase?
     /// Where each store's VM runs: a pool shared by all keys (so 10,000 stores are not 10,000 threads).
     public var threads: LuaThreadPool?
 

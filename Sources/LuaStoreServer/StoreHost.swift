@@ -85,6 +85,16 @@ actor StoreHost {
         if case .closing(let current) = slots[key], current == task { slots[key] = nil }
     }
 
+    /// Closes the live stores opened before `since` whose keys are not in `held` (a cluster's node that could not
+    /// renew their leases: another node may take them over, and their journals no longer take writes).
+    func keep(only held: Set<String>, openedBefore since: ContinuousClock.Instant) async {
+        for (key, slot) in slots {
+            guard case .live(let store) = slot, !held.contains(key), store.opened < since else { continue }
+            log("key \(key): this node no longer holds its lease; its store is closed here")
+            hibernate(key, store)
+        }
+    }
+
     /// Ends every live client (the server is shutting down: they are told so and may reconnect elsewhere).
     func endLiveClients() async {
         for slot in slots.values {

@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import HummingbirdWebSocket
 import LuaKit
+import LuaStoreCluster
 import LuaStoreConcurrency
 import Logging
 import NIOCore
@@ -33,7 +34,7 @@ public final class StoreServer: Sendable {
         logger.logLevel = .error
         let router = Router(context: BasicWebSocketRequestContext.self)
         routes(router)
-        let sweeper = Sweeper(host: host, every: Self.sweepInterval(options.idle))
+        let sweeper = Sweeper(host: host, every: Self.sweepInterval(options.idle), cluster: options.cluster, log: log)
         let app = Application(
             router: router,
             server: .http1WebSocketUpgrade(
@@ -74,20 +75,20 @@ public final class StoreServer: Sendable {
                 throw HTTPError(.contentTooLarge, message: "an action has at most \(self.options.limits.messageBytes) bytes")
             }
             let (id, action) = try Self.parseAction(String(buffer: body))
-            let store = try await self.store(key)
+            let store = try await self.store(key, "actions")
             let outcome = await store.send(action, id: id)
             return Self.json(Self.status(of: outcome), outcome.json(id: id))
         }
         router.get("/stores/{key}/props") { [self] request, context in
             let key = try self.key(context)
             try self.authorize(request.headers[.authorization], .read, key)
-            let store = try await self.store(key)
+            let store = try await self.store(key, "props")
             return Self.json(.ok, await store.propsText() ?? "null")
         }
         router.get("/stores/{key}/state") { [self] request, context in
             let key = try self.key(context)
             try self.authorize(request.headers[.authorization], .read, key)
-            let store = try await self.store(key)
+            let store = try await self.store(key, "state")
             do throws(ServeFailure) {
                 return Self.json(.ok, try await store.stateText())
             } catch {
@@ -105,10 +106,15 @@ public final class StoreServer: Sendable {
         return key
     }
 
-    private func store(_ key: String) async throws -> HostedStore {
+    private func store(_ key: String, _ tail: String) async throws -> HostedStore {
         do {
             return try await host.store(key)
         } catch let failure as ServeFailure {
+            // Held by another node of the cluster: the client is sent there (307 keeps the method and the body).
+            if let address = failure.holder?.address {
+                throw HTTPError(.temporaryRedirect, headers: [.location: address + "/stores/\(key)/" + tail],
+                                message: failure.description)
+            }
             throw HTTPError(.serviceUnavailable, message: failure.description)
         }
     }
@@ -173,6 +179,10 @@ public final class StoreServer: Sendable {
         let store: HostedStore
         do {
             store = try await host.store(key)
+        } catch let failure as ServeFailure where failure.holder != nil {
+            // (Forwarding a live connection to the node that holds the key is issue 61's next step.)
+            try await outbound.close(.unknown(4409), reason: failure.description)
+            return
         } catch {
             try await outbound.close(.unexpectedServerError, reason: "\(error)")
             return
@@ -266,16 +276,44 @@ public final class StoreServer: Sendable {
     }
 }
 
-/// Hibernates idle stores now and then, until the server shuts down.
+/// Hibernates idle stores now and then, until the server shuts down; in a cluster, also says the node is alive
+/// and renews its leases (a third of a lease's time apart), closing the stores whose leases it lost.
 struct Sweeper: Service {
     let host: StoreHost
     let every: Duration
+    let cluster: ClusterDatabase?
+    let log: @Sendable (String) -> Void
 
     func run() async throws {
         await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                do { try await Task.sleep(for: every) } catch { return }
-                await host.sweep()
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    while !Task.isCancelled {
+                        do { try await Task.sleep(for: every) } catch { return }
+                        await host.sweep()
+                    }
+                }
+                if let cluster {
+                    group.addTask {
+                        let interval = Duration.milliseconds(Int64(cluster.leaseSeconds * 1000 / 3))
+                        while !Task.isCancelled {
+                            let since = ContinuousClock.now
+                            let held = await Blocking.run { () -> Result<[String: Int64], ClusterFailure> in
+                                do throws(ClusterFailure) {
+                                    try cluster.heartbeat()
+                                    return .success(try cluster.renew())
+                                } catch {
+                                    return .failure(error)
+                                }
+                            }
+                            switch held {
+                            case .success(let leases): await host.keep(only: Set(leases.keys), openedBefore: since)
+                            case .failure(let failure): log("the cluster's database: \(failure)")
+                            }
+                            do { try await Task.sleep(for: interval) } catch { return }
+                        }
+                    }
+                }
             }
         }
         // Shutting down: live clients are told to go (the server waits for their connections to end).

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LuaKit
+import LuaStoreCluster
 import LuaStorePersistence
 import LuaStoreScripting
 import LuaStoreServer
@@ -42,6 +43,18 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("persist-snapshot-every"), help: ArgumentHelp("Write a snapshot of a store's whole state every this many actions (older entries then go; the ids of the latest actions stay in the snapshot).", valueName: "actions"))
     var persistSnapshotEvery = Int(StoreDatabase.defaultSnapshotInterval)
 
+    @Option(name: .long, help: ArgumentHelp("Run as one node of a cluster on this PostgreSQL database: each key's journal lives there, held by one node at a time.", valueName: "postgres://user@host/db"))
+    var cluster: String?
+
+    @Option(name: .long, help: ArgumentHelp("This node's name in the cluster (unique; default: the host name and port).", valueName: "name"))
+    var node: String?
+
+    @Option(name: .long, help: ArgumentHelp("The address other nodes send this node's clients to (default: http://LISTEN).", valueName: "url"))
+    var advertise: String?
+
+    @Option(name: .customLong("lease-seconds"), help: "How long a node's hold on a key lasts without renewal (renewed every third of it).")
+    var leaseSeconds: Double = 10
+
     @Option(name: .customLong("time-budget-ms"), help: ArgumentHelp("Milliseconds a script may run per call (200 by default, or $LUASTORE_TIME_BUDGET_MS).", valueName: "ms"))
     var timeBudget: Double = TimeBudgetDefault.milliseconds
 
@@ -70,6 +83,10 @@ struct Serve: AsyncParsableCommand {
         if tokenSecret == nil && !noAuth {
             throw ValidationError("say how clients are let in: --token-secret FILE (bearer tokens), or --no-auth (loopback only)")
         }
+        if cluster == nil, node != nil || advertise != nil || leaseSeconds != 10 {
+            throw ValidationError("--node, --advertise and --lease-seconds go with --cluster URL")
+        }
+        guard leaseSeconds >= 1, leaseSeconds.isFinite else { throw ValidationError("--lease-seconds must be at least 1") }
         if tokenSecret != nil && noAuth { throw ValidationError("--token-secret and --no-auth exclude each other") }
         if noAuth && !Self.isLoopback(host) {
             throw ValidationError("--no-auth serves only on a loopback address (127.0.0.1, ::1, localhost), not \(host): use --token-secret")
@@ -132,9 +149,25 @@ struct Serve: AsyncParsableCommand {
             Console.error("cannot load \(app): \(error.error) (\(error.stage.rawValue))")
             throw ExitCode.unusable
         }
+        if let cluster {
+            let name = node ?? "\(ProcessInfo.processInfo.hostName):\(port)"
+            let app = source.folder.lastPathComponent, address = advertise ?? "http://\(host):\(port)", leaseSeconds = self.leaseSeconds
+            do throws(ClusterFailure) {
+                options.cluster = try await Blocking.cluster { () throws(ClusterFailure) in
+                    try ClusterDatabase(url: cluster, app: app, node: name, address: address, leaseSeconds: leaseSeconds)
+                }
+            } catch {
+                Console.error("--cluster: \(error)")
+                throw ExitCode.unusable
+            }
+        }
+        let clusterDatabase = options.cluster
+        defer { clusterDatabase?.close() }
         let server = StoreServer(options: options, log: { line in Console.error(line) })
         do {
-            try await server.run(host: host, port: port) { address in
+            try await server.run(host: host, port: port) { [advertise] address in
+                if advertise == nil { clusterDatabase?.advertise(address) }
+                try? clusterDatabase?.heartbeat()
                 Console.out("luastore serve: listening on \(address)")
             }
         } catch {
@@ -207,5 +240,15 @@ struct Token: ParsableCommand {
             let expires = expiresIn.map { Int64(Date().timeIntervalSince1970) + $0 }
             Console.out(authority.issue(AccessGrant(subject: subject, keys: key, rights: granted, expires: expires)))
         }
+    }
+}
+
+/// Runs the cluster's blocking calls off Swift's cooperative pool.
+enum Blocking {
+    static func cluster<T: Sendable>(_ body: @escaping @Sendable () throws(ClusterFailure) -> T) async throws(ClusterFailure) -> T {
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, ClusterFailure>, Never>) in
+            DispatchQueue.global().async { continuation.resume(returning: Result { () throws(ClusterFailure) in try body() }) }
+        }
+        return try result.get()
     }
 }

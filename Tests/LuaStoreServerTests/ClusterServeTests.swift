@@ -1,0 +1,63 @@
+import Foundation
+import LuaStoreTestSupport
+import RawHTTPClient
+import Testing
+
+/// Two `luastore serve --cluster` nodes on one real PostgreSQL: a key is served by the node that holds its lease
+/// (the other sends its clients there), and when that node is killed (`kill -9`) the other takes the key over
+/// once the lease expires — with every acknowledged action, and every id answered rather than applied again.
+@Suite(.enabled(if: PostgresServer.unavailable == nil, "PostgreSQL's server is not installed"))
+struct ClusterServeTests {
+    let counter = CLI.packageRoot.appendingPathComponent("samples/counter")
+
+    @Test func aKilledNodesKeysResumeOnAnotherWithNothingAcknowledgedLostOrAppliedTwice() async throws {
+        let server = try PostgresServer.running()
+        let url = server.url(try server.database())
+        let folder = try ServedApp.temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        func node(_ name: String) async throws -> ServedApp {
+            try await ServedApp(app: counter, data: folder.appendingPathComponent(name),
+                                ["--no-auth", "--cluster", url, "--node", name, "--lease-seconds", "6", "--persist-sync", "full"])
+        }
+        let one = try await node("one")
+        let two = try await node("two")
+
+        var acknowledged: Set<String> = []
+        for index in 0..<10 {
+            let response = try await one.request("POST", "/stores/room/actions", body: #"{"id":"x\#(index)","action":{"type":"increment"}}"#)
+            if response.status == 200 { acknowledged.insert("x\(index)") }
+        }
+        #expect(acknowledged.count == 10)
+        // The other node sends the key's clients to the one that holds it.
+        let redirected = try await two.request("GET", "/stores/room/props")
+        #expect(redirected.status == 307, "\(redirected.body)")
+        #expect(redirected.headers["location"] == "http://127.0.0.1:\(one.port)/stores/room/props")
+        #expect(redirected.body.contains("served by node one"))
+
+        #expect(try await one.stop(SIGKILL).status == SIGKILL)
+        // Clients resend what they sent and go on: once the lease expires, the second node takes the key over.
+        var answers: [String: [String: Any]] = [:]
+        let deadline = ContinuousClock.now + .seconds(60)
+        for index in 0..<15 {
+            while ContinuousClock.now < deadline {
+                let response = try await two.request("POST", "/stores/room/actions", body: #"{"id":"x\#(index)","action":{"type":"increment"}}"#)
+                if response.status == 200 {
+                    answers["x\(index)"] = try ServedApp.json(response.body)
+                    break
+                }
+                #expect([307, 503].contains(response.status), "\(response.status) \(response.body)")
+                try await Task.sleep(for: .milliseconds(200))
+            }
+        }
+        #expect(answers.count == 15)
+        for index in 0..<10 { #expect(answers["x\(index)"]?["repeated"] as? Bool == true, "x\(index): \(answers["x\(index)"] ?? [:])") }
+        for index in 10..<15 { #expect(answers["x\(index)"]?["repeated"] == nil) }
+        #expect(try ServedApp.json(try await two.request("GET", "/stores/room/props").body)["count"] as? Int == 15)
+        let ended = try await two.stop()
+        #expect(ended.status == 0, "\(ended.errors)")
+        // Closed, the second node let the key go: its lease has expired in the database.
+        let database = String(url.split(separator: "/").last!)
+        #expect(try server.psql(database, "SELECT node, expires <= now() FROM luastore_leases WHERE key = 'room'")
+            .trimmingCharacters(in: .whitespacesAndNewlines) == "two|t")
+    }
+}
