@@ -46,6 +46,9 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
         // `serve --cluster`: the keys' journals, leases and nodes in PostgreSQL (LuaStoreCluster).
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        // `serve`'s metrics: swift-metrics, shown in Prometheus' format.
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         // Debian's Lua 5.4, linked statically (`liblua5.4.a`, named in `Sources/CLua/module.modulemap`; headers from
@@ -115,6 +118,7 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "Crypto", package: "swift-crypto"), .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"), .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             swiftSettings: strict
         ),

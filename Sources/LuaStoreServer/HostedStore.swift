@@ -64,6 +64,8 @@ actor HostedStore {
     private(set) var lastUsed = ContinuousClock.now
     /// When it was opened (a lease renewed before that did not know it).
     let opened = ContinuousClock.now
+    /// Whether it resumed what its journal held (rather than starting from `init`).
+    nonisolated var resumed: Bool { database.persistence.resumed != nil }
     private var closed = false
 
     private init(key: String, store: ScriptedStore, database: KeyJournal, limits: ServerLimits,

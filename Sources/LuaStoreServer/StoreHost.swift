@@ -14,12 +14,13 @@ actor StoreHost {
     private let log: @Sendable (String) -> Void
     private var slots: [String: Slot] = [:]
     private var stopping = false
-    private(set) var hibernations = 0
-    private(set) var resumes = 0
 
-    init(options: ServerOptions, log: @escaping @Sendable (String) -> Void) {
+    private let metrics: ServerMetrics
+
+    init(options: ServerOptions, log: @escaping @Sendable (String) -> Void, metrics: ServerMetrics) {
         self.options = options
         self.log = log
+        self.metrics = metrics
     }
 
     /// `key`'s live store, opened (or resumed) if it is not live.
@@ -36,13 +37,13 @@ actor StoreHost {
                 closed(key, task) // (so that the next turn opens it, whether or not the closer's own turn came)
             case nil:
                 let options = self.options, log = self.log
-                let resumed = FileManager.default.fileExists(atPath: options.dataFolder.appendingPathComponent(key + ".db").path)
                 let task = Task { () throws -> HostedStore in try await HostedStore.open(key: key, options: options, log: log) }
                 slots[key] = .opening(task)
                 do {
                     let store = try await task.value
                     slots[key] = .live(store)
-                    if resumed { resumes += 1 }
+                    if store.resumed { metrics.resumed() }
+                    metrics.stores(live: liveCount)
                     return store
                 } catch {
                     slots[key] = nil
@@ -74,7 +75,8 @@ actor StoreHost {
             if let failure = await store.close() { log("key \(key): closing its store: \(failure)") }
         }
         slots[key] = .closing(task)
-        hibernations += 1
+        metrics.hibernated()
+        metrics.stores(live: liveCount)
         Task {
             await task.value
             self.closed(key, task)

@@ -19,11 +19,13 @@ public final class StoreServer: Sendable {
     let host: StoreHost
     private let log: @Sendable (String) -> Void
     private let connections = Protected<[String: Int]>([:])
+    let metrics = ServerMetrics()
 
     public init(options: ServerOptions, log: @escaping @Sendable (String) -> Void = { _ in }) {
         self.options = options
         self.log = log
-        host = StoreHost(options: options, log: log)
+        let metrics = self.metrics
+        host = StoreHost(options: options, log: log, metrics: metrics)
     }
 
     /// Serves until SIGTERM or SIGINT (or the task is cancelled): then it stops taking connections, lets the
@@ -65,6 +67,12 @@ public final class StoreServer: Sendable {
 
     private func routes(_ router: Router<BasicWebSocketRequestContext>) {
         router.get("/health") { _, _ in Self.json(.ok, "{\"ok\":true}") }
+        // (Counts of the whole server: with tokens, only a token granting read on every key sees them.)
+        router.get("/metrics") { [self] request, _ in
+            try self.authorize(request.headers[.authorization], .read, "*")
+            return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                            body: ResponseBody(byteBuffer: ByteBuffer(string: self.metrics.text())))
+        }
         router.post("/stores/{key}/actions") { [self] request, context in
             let key = try self.key(context)
             try self.authorize(request.headers[.authorization], .dispatch, key)
@@ -76,7 +84,9 @@ public final class StoreServer: Sendable {
             }
             let (id, action) = try Self.parseAction(String(buffer: body))
             let store = try await self.store(key, "actions")
+            let started = ContinuousClock.now
             let outcome = await store.send(action, id: id)
+            self.metrics.action(outcome, since: started)
             return Self.json(Self.status(of: outcome), outcome.json(id: id))
         }
         router.get("/stores/{key}/props") { [self] request, context in
@@ -174,7 +184,11 @@ public final class StoreServer: Sendable {
             try await outbound.close(.policyViolation, reason: "at most \(limit) live connections per token")
             return
         }
-        defer { connections.withLock { $0[grant.subject, default: 1] -= 1 } }
+        metrics.connected()
+        defer {
+            connections.withLock { $0[grant.subject, default: 1] -= 1 }
+            metrics.disconnected()
+        }
         let since = request.uri.queryParameters["since"].flatMap { UInt64($0) }
         let store: HostedStore
         do {
@@ -218,7 +232,10 @@ public final class StoreServer: Sendable {
                     } else if !bucket.take() {
                         reply = ActionOutcome.refused("rate limit: a connection sends at most \(options.limits.actionsPerConnectionPerSecond) actions a second").json(id: id)
                     } else {
-                        reply = await store.send(action, id: id).json(id: id)
+                        let started = ContinuousClock.now
+                        let outcome = await store.send(action, id: id)
+                        metrics.action(outcome, since: started)
+                        reply = outcome.json(id: id)
                     }
                 } catch {
                     reply = ActionOutcome.refused(error.body ?? "not an action").json(id: nil)

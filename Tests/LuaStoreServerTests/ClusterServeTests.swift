@@ -60,4 +60,42 @@ struct ClusterServeTests {
         #expect(try server.psql(database, "SELECT node, expires <= now() FROM luastore_leases WHERE key = 'room'")
             .trimmingCharacters(in: .whitespacesAndNewlines) == "two|t")
     }
+
+    /// A node paused past its lease (`SIGSTOP`) while another took its key over never writes the key again when it
+    /// wakes: an action it is sent then is not acknowledged, and the key's state is the other node's.
+    @Test func aPausedNodeThatWakesAfterATakeoverWritesNothing() async throws {
+        let server = try PostgresServer.running()
+        let url = server.url(try server.database())
+        let folder = try ServedApp.temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        func node(_ name: String) async throws -> ServedApp {
+            try await ServedApp(app: counter, data: folder.appendingPathComponent(name),
+                                ["--no-auth", "--cluster", url, "--node", name, "--lease-seconds", "3", "--persist-sync", "full"])
+        }
+        let one = try await node("one")
+        let two = try await node("two")
+        for index in 0..<3 {
+            #expect(try await one.request("POST", "/stores/k/actions", body: #"{"id":"a\#(index)","action":{"type":"increment"}}"#).status == 200)
+        }
+        kill(one.process.processIdentifier, SIGSTOP)
+        var took = false
+        let deadline = ContinuousClock.now + .seconds(60)
+        while !took, ContinuousClock.now < deadline {
+            let response = try await two.request("POST", "/stores/k/actions", body: #"{"id":"b0","action":{"type":"increment","by":10}}"#)
+            took = response.status == 200
+            if !took { try await Task.sleep(for: .milliseconds(200)) }
+        }
+        #expect(took)
+        kill(one.process.processIdentifier, SIGCONT)
+        // The woken node still runs the key's store until it finds its lease gone: whatever it is sent is refused
+        // by the database (fenced), or sent on to the node that holds the key — never acknowledged by it.
+        let late = try await one.request("POST", "/stores/k/actions", body: #"{"id":"late","action":{"type":"increment","by":100}}"#)
+        #expect(late.status != 200, "\(late.status) \(late.body)")
+        #expect(try ServedApp.json(try await two.request("GET", "/stores/k/props").body)["count"] as? Int == 13)
+        #expect(try await one.stop().status == 0)
+        #expect(try await two.stop().status == 0)
+        let database = String(url.split(separator: "/").last!)
+        #expect(try server.psql(database, "SELECT count(*) FROM luastore_entries WHERE key = 'k' AND convert_from(lines, 'UTF8') LIKE '%late%'")
+            .trimmingCharacters(in: .whitespacesAndNewlines) == "0")
+    }
 }

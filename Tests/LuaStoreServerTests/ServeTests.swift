@@ -31,6 +31,13 @@ import Testing
         #expect(try ServedApp.json(try await served.request("GET", "/stores/room-1/state").body)["count"] as? Int == 6)
         // Another key is another store, from init.
         #expect(try ServedApp.json(try await served.request("GET", "/stores/room-2/props").body)["count"] as? Int == 0)
+        // The server's counts, in Prometheus' format: the repeated id is not an action applied again.
+        let metrics = try await served.request("GET", "/metrics")
+        #expect(metrics.status == 200)
+        #expect(metrics.headers["content-type"]?.hasPrefix("text/plain; version=0.0.4") == true)
+        for line in [#"luastore_actions_total{outcome="applied"} 2"#, "luastore_live_stores 2", #"luastore_action_seconds_count 2"#] {
+            #expect(metrics.body.contains(line), "\(line) in \(metrics.body)")
+        }
 
         let ended = try await served.stop()
         #expect(ended.status == 0, "\(ended.errors)")
@@ -176,6 +183,9 @@ import Testing
         let widened = "\(parts[0]).\(parts[1].dropLast(2))xx.\(parts[2])"
         #expect(try await served.request("GET", "/stores/doc-1/props", token: widened).status == 401)
         #expect(try ServedApp.json(try await served.request("GET", "/stores/doc-1/props", token: readToken).body)["count"] as? Int == 1)
+        // The whole server's counts need a token that reads every key.
+        #expect(try await served.request("GET", "/metrics").status == 401)
+        #expect(try await served.request("GET", "/metrics", token: readToken).status == 403)
 
         // A WebSocket without a token is closed with 4401, with one that may not dispatch answered "refused".
         let anonymous = try await served.live("/stores/doc-1/live")
