@@ -11,14 +11,9 @@ struct ClusterServeTests {
     let counter = CLI.packageRoot.appendingPathComponent("samples/counter")
 
     @Test func aKilledNodesKeysResumeOnAnotherWithNothingAcknowledgedLostOrAppliedTwice() async throws {
-        let server = try PostgresServer.running()
-        let url = server.url(try server.database())
-        let folder = try ServedApp.temporaryFolder()
-        defer { try? FileManager.default.removeItem(at: folder) }
-        func node(_ name: String) async throws -> ServedApp {
-            try await ServedApp(app: counter, data: folder.appendingPathComponent(name),
-                                ["--no-auth", "--cluster", url, "--node", name, "--lease-seconds", "6", "--persist-sync", "full"])
-        }
+        let cluster = try Cluster(app: counter, leaseSeconds: 6)
+        defer { cluster.remove() }
+        let (server, url, node) = (cluster.server, cluster.url, cluster.node)
         let one = try await node("one")
         let two = try await node("two")
 
@@ -64,14 +59,9 @@ struct ClusterServeTests {
     /// A node paused past its lease (`SIGSTOP`) while another took its key over never writes the key again when it
     /// wakes: an action it is sent then is not acknowledged, and the key's state is the other node's.
     @Test func aPausedNodeThatWakesAfterATakeoverWritesNothing() async throws {
-        let server = try PostgresServer.running()
-        let url = server.url(try server.database())
-        let folder = try ServedApp.temporaryFolder()
-        defer { try? FileManager.default.removeItem(at: folder) }
-        func node(_ name: String) async throws -> ServedApp {
-            try await ServedApp(app: counter, data: folder.appendingPathComponent(name),
-                                ["--no-auth", "--cluster", url, "--node", name, "--lease-seconds", "3", "--persist-sync", "full"])
-        }
+        let cluster = try Cluster(app: counter, leaseSeconds: 3)
+        defer { cluster.remove() }
+        let (server, url, node) = (cluster.server, cluster.url, cluster.node)
         let one = try await node("one")
         let two = try await node("two")
         for index in 0..<3 {
@@ -98,4 +88,29 @@ struct ClusterServeTests {
         #expect(try server.psql(database, "SELECT count(*) FROM luastore_entries WHERE key = 'k' AND convert_from(lines, 'UTF8') LIKE '%late%'")
             .trimmingCharacters(in: .whitespacesAndNewlines) == "0")
     }
+}
+
+/// A database of the test's own on the process's PostgreSQL, and `serve --cluster` nodes on it (full sync).
+struct Cluster {
+    let server: PostgresServer
+    let url: String
+    let folder: URL
+    let app: URL
+    let leaseSeconds: Int
+
+    init(app: URL, leaseSeconds: Int) throws {
+        server = try PostgresServer.running()
+        url = server.url(try server.database())
+        folder = try ServedApp.temporaryFolder()
+        self.app = app
+        self.leaseSeconds = leaseSeconds
+    }
+
+    /// Starts node `name`.
+    func node(_ name: String) async throws -> ServedApp {
+        try await ServedApp(app: app, data: folder.appendingPathComponent(name),
+                            ["--no-auth", "--cluster", url, "--node", name, "--lease-seconds", String(leaseSeconds), "--persist-sync", "full"])
+    }
+
+    func remove() { try? FileManager.default.removeItem(at: folder) }
 }
