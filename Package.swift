@@ -117,6 +117,7 @@ let package = Package(
                 "LuaKit", "LuaStoreConcurrency", "LuaStoreScripting", "LuaStorePersistence", "LuaStoreBundles", "LuaStoreCluster",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "Crypto", package: "swift-crypto"), .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"), .product(name: "Prometheus", package: "swift-prometheus"),
             ],

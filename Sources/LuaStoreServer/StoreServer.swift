@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import HummingbirdWebSocket
+import HummingbirdWSClient
 import LuaKit
 import LuaStoreCluster
 import LuaStoreConcurrency
@@ -194,8 +195,11 @@ public final class StoreServer: Sendable {
         do {
             store = try await host.store(key)
         } catch let failure as ServeFailure where failure.holder != nil {
-            // (Forwarding a live connection to the node that holds the key is issue 61's next step.)
-            try await outbound.close(.unknown(4409), reason: failure.description)
+            guard let address = failure.holder?.address else {
+                try await outbound.close(.unknown(4409), reason: failure.description)
+                return
+            }
+            try await forward(inbound, outbound, to: address, key: key, since: since, authorization: header)
             return
         } catch {
             try await outbound.close(.unexpectedServerError, reason: "\(error)")
@@ -244,6 +248,46 @@ public final class StoreServer: Sendable {
             }
         }
         await store.leave(client)
+    }
+
+    /// Relays a live connection to the node that holds its key (a browser does not follow a redirect on a
+    /// WebSocket's upgrade): every message both ways, as they come; when either side ends, so does the other —
+    /// the holder going away closes the client's connection with 1001, so that it reconnects (with `?since=`) and
+    /// lands on whichever node holds the key then.
+    private func forward(_ inbound: WebSocketInboundStream, _ outbound: WebSocketOutboundWriter, to address: String, key: String,
+                         since: UInt64?, authorization: String?) async throws {
+        var target = address.replacingOccurrences(of: "http://", with: "ws://") + "/stores/\(key)/live"
+        if let since { target += "?since=\(since)" }
+        var headers = HTTPFields()
+        if let authorization { headers[.authorization] = authorization }
+        let limit = options.limits.messageBytes
+        var logger = Logger(label: "luastore.serve.forward")
+        logger.logLevel = .error
+        do {
+            try await WebSocketClient.connect(
+                url: target,
+                configuration: .init(maxFrameSize: max(limit, 1 << 14), additionalHeaders: headers, closeTimeout: .seconds(2)),
+                logger: logger
+            ) { upstreamInbound, upstreamOutbound, _ in
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask {
+                        for try await message in upstreamInbound.messages(maxSize: limit) {
+                            if case .text(let text) = message { try await outbound.writeTextMessage(text) }
+                        }
+                        try await outbound.close(.goingAway, reason: "the node serving key \(key) closed the connection; reconnect with ?since=SEQ")
+                    }
+                    group.addTask {
+                        for try await message in inbound.messages(maxSize: limit) {
+                            if case .text(let text) = message { try await upstreamOutbound.writeTextMessage(text) }
+                        }
+                    }
+                    _ = try await group.next()
+                    group.cancelAll()
+                }
+            }
+        } catch {
+            try? await outbound.close(.goingAway, reason: "the node serving key \(key) at \(address) cannot be reached; reconnect")
+        }
     }
 
     // MARK: Messages

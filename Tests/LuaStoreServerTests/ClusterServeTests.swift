@@ -56,6 +56,31 @@ struct ClusterServeTests {
             .trimmingCharacters(in: .whitespacesAndNewlines) == "two|t")
     }
 
+    /// A live connection to a node that does not hold its key is relayed to the node that does (a browser does not
+    /// follow a redirect on a WebSocket's upgrade): the snapshot, the actions and their outcomes go through it.
+    @Test func aLiveClientOfAnotherNodeIsForwardedToTheHolder() async throws {
+        let cluster = try Cluster(app: counter, leaseSeconds: 6)
+        defer { cluster.remove() }
+        let one = try await cluster.node("one")
+        let two = try await cluster.node("two")
+        #expect(try await one.request("POST", "/stores/doc/actions", body: #"{"type":"increment","by":5}"#).status == 200)
+        let live = try await two.live("/stores/doc/live")
+        let snapshot = try #require(try await live.read(1).first)
+        #expect((snapshot["props"] as? [String: Any])?["count"] as? Int == 5)
+        try await live.send(#"{"id":"via-two","action":{"type":"increment"}}"#)
+        let two_ = try await live.read(2)
+        #expect(two_.contains { ($0["props"] as? [String: Any])?["count"] as? Int == 6 })
+        #expect(two_.contains { $0["id"] as? String == "via-two" && $0["outcome"] as? String == "applied" })
+        // The action was applied where the key lives.
+        #expect(try ServedApp.json(try await one.request("GET", "/stores/doc/props").body)["count"] as? Int == 6)
+        // Changes made on the holder reach the forwarded client.
+        _ = try await one.request("POST", "/stores/doc/actions", body: #"{"type":"increment"}"#)
+        #expect((try #require(try await live.read(1).first)["props"] as? [String: Any])?["count"] as? Int == 7)
+        live.close()
+        #expect(try await two.stop().status == 0)
+        #expect(try await one.stop().status == 0)
+    }
+
     /// A node paused past its lease (`SIGSTOP`) while another took its key over never writes the key again when it
     /// wakes: an action it is sent then is not acknowledged, and the key's state is the other node's.
     @Test func aPausedNodeThatWakesAfterATakeoverWritesNothing() async throws {
