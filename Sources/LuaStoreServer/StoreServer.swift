@@ -42,7 +42,7 @@ public final class StoreServer: Sendable {
             router: router,
             server: .http1WebSocketUpgrade(
                 webSocketRouter: router,
-                configuration: .init(ws: .init(maxFrameSize: max(options.limits.messageBytes, 1 << 14), closeTimeout: .seconds(2)))),
+                configuration: .init(ws: .init(maxFrameSize: options.limits.messageBytes, closeTimeout: .seconds(2)))),
             configuration: .init(address: .hostname(address, port: port), serverName: "luastore"),
             services: [sweeper],
             onServerRunning: { channel in
@@ -190,7 +190,12 @@ public final class StoreServer: Sendable {
             connections.withLock { $0[grant.subject, default: 1] -= 1 }
             metrics.disconnected()
         }
-        let since = request.uri.queryParameters["since"].flatMap { UInt64($0) }
+        let sinceText = request.uri.queryParameters["since"]
+        let since = sinceText.flatMap { UInt64($0) }
+        if let sinceText, since == nil {
+            try await outbound.close(.unknown(4400), reason: "since is a sequence number (an integer ≥ 0), not \(String(sinceText).debugDescription)")
+            return
+        }
         let store: HostedStore
         do {
             store = try await host.store(key)
@@ -226,6 +231,10 @@ public final class StoreServer: Sendable {
             for try await message in inbound.messages(maxSize: options.limits.messageBytes) {
                 guard case .text(let text) = message else {
                     try await outbound.close(.unacceptableData, reason: "the live protocol speaks JSON text")
+                    break
+                }
+                guard text.utf8.count <= options.limits.messageBytes else { // (a message of several frames)
+                    try await outbound.close(.messageTooLarge, reason: "a message has at most \(options.limits.messageBytes) bytes")
                     break
                 }
                 let reply: String

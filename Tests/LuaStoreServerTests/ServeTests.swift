@@ -84,6 +84,27 @@ import Testing
         #expect((outcome["error"] as? String)?.contains("app.lua:5: boom at 2") == true, "\(outcome)")
         #expect(try ServedApp.json(try await strict.request("GET", "/stores/k/props").body)["n"] as? Int == 1)
         #expect(try await served.request("GET", "/nowhere").status == 404)
+        // Over a live connection: a message over the limit ends it (1009) and applies nothing; a `since` that is
+        // not a number is refused (4400).
+        let live = try await served.live("/stores/k/live")
+        _ = try await live.read(1)
+        try await live.send(#"{"id":"big","action":{"type":"increment","pad":""# + String(repeating: "x", count: 400) + #""}}"#)
+        do {
+            _ = try await live.read(1)
+            Issue.record("a message over the limit was answered")
+        } catch {
+            #expect("\(error)".contains("closed 1009"), "\(error)")
+        }
+        live.close()
+        let badSince = try await served.live("/stores/k/live?since=abc")
+        do {
+            _ = try await badSince.read(1)
+            Issue.record("a since that is not a number was taken")
+        } catch {
+            #expect("\(error)".contains("closed 4400") && "\(error)".contains("since is a sequence number"), "\(error)")
+        }
+        badSince.close()
+        #expect(try ServedApp.json(try await served.request("GET", "/stores/k/props").body)["count"] as? Int == 0)
         #expect(try await served.stop().status == 0)
         #expect(try await strict.stop().status == 0)
         #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent("etc.db").path))
