@@ -299,7 +299,9 @@ import Testing
             let errors = try String(contentsOfFile: folder + "/err", encoding: .utf8)
             #expect(status == "1\n", "\(way.name): \(errors)")
             let acknowledged = try #require(lastCount(output), "\(way.name): \(output)")
-            #expect(acknowledged > 0 && acknowledged < 3000, "\(way.name): \(acknowledged)")
+            // (With batch sync the store may show every action before the writer finds the disk full: it does not
+            // wait for commits. The file then holds what it says, below.)
+            #expect(acknowledged > 0 && (acknowledged < 3000 || sync == "batch"), "\(way.name): \(acknowledged)")
             let said = errors.split(separator: "\n")
             #expect(said.last?.contains("the store stopped: it cannot keep its state in ") == true, "\(way.name): \(errors)")
             #expect(said.last?.contains(way.words) == true, "\(way.name): \(errors)")
