@@ -125,6 +125,14 @@ public final class PostgresServer: Sendable {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        // Nothing else of this process's goes along: `pg_ctl start` leaves the server running, which would hold
+        // every descriptor it inherited — among them the socket by which Foundation's `Process` learns that another
+        // test's child ended (it would wait for the server to end).
+        // (Every descriptor open now, found in /proc; glibc passes over one closed since.)
+        let open = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        for descriptor in open.compactMap({ Int32($0) }) where descriptor > 2 {
+            posix_spawn_file_actions_addclose(&actions, descriptor)
+        }
         let all = argv + arguments
         var pointers: [UnsafeMutablePointer<CChar>?] = all.map { strdup($0) } + [nil]
         defer { for pointer in pointers { free(pointer) } }
