@@ -167,7 +167,7 @@ struct Serve: AsyncParsableCommand {
         do {
             try await server.run(host: host, port: port) { [advertise] address in
                 if advertise == nil { clusterDatabase?.advertise(address) }
-                try? clusterDatabase?.heartbeat()
+                if let clusterDatabase { DispatchQueue.global().async { try? clusterDatabase.heartbeat() } } // (it blocks)
                 Console.out("luastore serve: listening on \(address)")
             }
         } catch {

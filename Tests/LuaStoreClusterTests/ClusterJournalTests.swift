@@ -21,8 +21,13 @@ struct ClusterJournalTests {
         return app
         """
 
-    func node(_ name: String, _ url: String, lease: Double) throws -> ClusterDatabase {
-        try ClusterDatabase(url: url, app: "app", node: name, address: "http://127.0.0.1:1/\(name)", leaseSeconds: lease, lanes: 2)
+    /// (Every call into the cluster's database blocks its thread: made off Swift's cooperative pool.)
+    func blocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await PostgresServer.detached(body)
+    }
+
+    func node(_ name: String, _ url: String, lease: Double) async throws -> ClusterDatabase {
+        try await blocking { try ClusterDatabase(url: url, app: "app", node: name, address: "http://127.0.0.1:1/\(name)", leaseSeconds: lease, lanes: 2) }
     }
 
     func store(_ folder: URL, _ journal: PostgresJournal) async throws -> ScriptedStore {
@@ -38,34 +43,33 @@ struct ClusterJournalTests {
     }
 
     @Test func oneNodeAtATimeAndAFencedNodeNeverWritesAgain() async throws {
-        let server = try PostgresServer.running()
-        let url = server.url(try server.database())
+        let server = try await PostgresServer.running()
+        let url = server.url(try await server.database())
         let folder = try CLI.makeApp(Self.app)
         defer { try? FileManager.default.removeItem(at: folder) }
-        let a = try node("a", url, lease: 120), b = try node("b", url, lease: 120)
+        let a = try await node("a", url, lease: 120), b = try await node("b", url, lease: 120)
         defer { a.close(); b.close() }
-        try a.heartbeat()
-        try b.heartbeat()
+        try await blocking { try a.heartbeat(); try b.heartbeat() }
 
         // a takes the key and applies three actions (full: each committed before its answer).
-        let epochA = try epoch(a.acquire("doc"))
-        let journalA = try PostgresJournal(database: a, key: "doc", epoch: epochA, durability: .full)
+        let epochA = try epoch(try await blocking { try a.acquire("doc") })
+        let journalA = try await blocking { try PostgresJournal(database: a, key: "doc", epoch: epochA, durability: .full) }
         #expect(journalA.resumed == nil)
         let storeA = try await store(folder, journalA)
         for index in 1...3 { #expect(await storeA.send(["type": "add"], id: "a\(index)").entry != nil) }
 
         // While a holds it (renewed just now), b cannot take it, and is told who has it.
-        #expect(try a.renew()["doc"] == epochA)
-        guard case .heldBy(let holder) = try b.acquire("doc") else { Issue.record("b took a key a holds"); return }
+        #expect(try await blocking { try a.renew() }["doc"] == epochA)
+        guard case .heldBy(let holder) = try await blocking({ try b.acquire("doc") }) else { Issue.record("b took a key a holds"); return }
         #expect(holder.node == "a" && holder.address == "http://127.0.0.1:1/a")
 
         // a stops renewing (paused) and its lease runs out (made to, here: the test does not wait out a lease);
         // b takes the key over, at a greater epoch.
         let name = String(url.split(separator: "/").last!)
-        _ = try server.psql(name, "UPDATE luastore_leases SET expires = now() WHERE key = 'doc'")
-        guard case .taken(let epochB) = try b.acquire("doc") else { Issue.record("b could not take an expired lease"); return }
+        _ = try await server.psql(name, "UPDATE luastore_leases SET expires = now() WHERE key = 'doc'")
+        guard case .taken(let epochB) = try await blocking({ try b.acquire("doc") }) else { Issue.record("b could not take an expired lease"); return }
         #expect(epochB > epochA)
-        let journalB = try PostgresJournal(database: b, key: "doc", epoch: epochB, durability: .full)
+        let journalB = try await blocking { try PostgresJournal(database: b, key: "doc", epoch: epochB, durability: .full) }
         let storeB = try await store(folder, journalB)
         // b resumed a's state and knows a's client ids.
         #expect(try await storeB.props()["count"] == 3)
@@ -80,30 +84,31 @@ struct ClusterJournalTests {
         storeA.shutdown()
         storeB.shutdown()
         await storeB.barrier()
-        #expect(journalB.close() == nil)
-        let rows = try server.psql(name, "SELECT seq FROM luastore_entries WHERE key = 'doc' ORDER BY seq")
+        #expect(try await blocking { journalB.close() } == nil)
+        let rows = try await server.psql(name, "SELECT seq FROM luastore_entries WHERE key = 'doc' ORDER BY seq")
         #expect(rows.split(separator: "\n") == ["1", "2", "3", "4"], "\(rows)")
-        let snapshot = try server.psql(name, "SELECT seq FROM luastore_snapshots WHERE key = 'doc'")
+        let snapshot = try await server.psql(name, "SELECT seq FROM luastore_snapshots WHERE key = 'doc'")
         #expect(snapshot.trimmingCharacters(in: .whitespacesAndNewlines) == "0")
     }
 
     @Test func snapshotsReplaceEntriesAndCarryTheIds() async throws {
-        let server = try PostgresServer.running()
-        let url = server.url(try server.database())
+        let server = try await PostgresServer.running()
+        let url = server.url(try await server.database())
         let folder = try CLI.makeApp(Self.app)
         defer { try? FileManager.default.removeItem(at: folder) }
-        let a = try node("a", url, lease: 30)
+        let a = try await node("a", url, lease: 30)
         defer { a.close() }
-        let first = try epoch(a.acquire("k"))
-        let journal = try PostgresJournal(database: a, key: "k", epoch: first, durability: .batch, snapshotInterval: 3)
+        let first = try epoch(try await blocking { try a.acquire("k") })
+        let journal = try await blocking { try PostgresJournal(database: a, key: "k", epoch: first, durability: .batch, snapshotInterval: 3) }
         let opened = try await store(folder, journal)
         for index in 1...7 { _ = await opened.send(index == 5 ? ["type": "boom"] : ["type": "add"], id: "c\(index)") }
         opened.shutdown()
         await opened.barrier()
-        #expect(journal.close() == nil)
-        a.release("k", epoch: first)
+        #expect(try await blocking { journal.close() } == nil)
+        try await blocking { a.release("k", epoch: first) }
 
-        let again = try PostgresJournal(database: a, key: "k", epoch: try epoch(a.acquire("k")), durability: .batch, snapshotInterval: 3)
+        let second = try epoch(try await blocking { try a.acquire("k") })
+        let again = try await blocking { try PostgresJournal(database: a, key: "k", epoch: second, durability: .batch, snapshotInterval: 3) }
         let resumed = try #require(again.resumed)
         #expect(resumed.sequence == 7)
         #expect(resumed.clientActions.map(\.id) == (1...7).map { "c\($0)" })
@@ -112,26 +117,26 @@ struct ClusterJournalTests {
         #expect(try await reopened.props()["count"] == 6)
         reopened.shutdown()
         await reopened.barrier()
-        #expect(again.close() == nil)
+        #expect(try await blocking { again.close() } == nil)
     }
 
-    @Test func aDatabaseOfAnotherAppIsRefusedInWords() throws {
-        let server = try PostgresServer.running()
-        let url = server.url(try server.database())
-        let a = try node("a", url, lease: 5)
+    @Test func aDatabaseOfAnotherAppIsRefusedInWords() async throws {
+        let server = try await PostgresServer.running()
+        let url = server.url(try await server.database())
+        let a = try await node("a", url, lease: 5)
         a.close()
         do {
-            _ = try ClusterDatabase(url: url, app: "other", node: "b", address: "http://127.0.0.1:2")
+            _ = try await blocking { try ClusterDatabase(url: url, app: "other", node: "b", address: "http://127.0.0.1:2") }
             Issue.record("a cluster of app 'app' was opened for app 'other'")
         } catch {
-            #expect(error.description.contains("is the cluster of app app, not other"), "\(error)")
+            #expect("\(error)".contains("is the cluster of app app, not other"), "\(error)")
         }
         do {
-            _ = try ClusterDatabase(url: "postgres://luastore@127.0.0.1:1/nowhere", app: "app", node: "c", address: "x")
+            _ = try await blocking { try ClusterDatabase(url: "postgres://luastore@127.0.0.1:1/nowhere", app: "app", node: "c", address: "x") }
             Issue.record("a database nobody listens for was opened")
         } catch {
-            #expect(error.description.contains("cannot connect"), "\(error)")
-            #expect(!error.description.contains("PSQLError"), "\(error)")
+            #expect("\(error)".contains("cannot connect"), "\(error)")
+            #expect(!"\(error)".contains("PSQLError"), "\(error)")
         }
         #expect(throws: ClusterFailure.self) { try ClusterDatabase(url: "mysql://x@y/z", app: "app", node: "d", address: "x") }
     }

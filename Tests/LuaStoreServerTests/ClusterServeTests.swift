@@ -11,7 +11,7 @@ struct ClusterServeTests {
     let counter = CLI.packageRoot.appendingPathComponent("samples/counter")
 
     @Test func aKilledNodesKeysResumeOnAnotherWithNothingAcknowledgedLostOrAppliedTwice() async throws {
-        let cluster = try Cluster(app: counter, leaseSeconds: 6)
+        let cluster = try await Cluster(app: counter, leaseSeconds: 6)
         defer { cluster.remove() }
         let (server, url, node) = (cluster.server, cluster.url, cluster.node)
         let one = try await node("one")
@@ -52,14 +52,14 @@ struct ClusterServeTests {
         #expect(ended.status == 0, "\(ended.errors)")
         // Closed, the second node let the key go: its lease has expired in the database.
         let database = String(url.split(separator: "/").last!)
-        #expect(try server.psql(database, "SELECT node, expires <= now() FROM luastore_leases WHERE key = 'room'")
+        #expect(try await server.psql(database, "SELECT node, expires <= now() FROM luastore_leases WHERE key = 'room'")
             .trimmingCharacters(in: .whitespacesAndNewlines) == "two|t")
     }
 
     /// A live connection to a node that does not hold its key is relayed to the node that does (a browser does not
     /// follow a redirect on a WebSocket's upgrade): the snapshot, the actions and their outcomes go through it.
     @Test func aLiveClientOfAnotherNodeIsForwardedToTheHolder() async throws {
-        let cluster = try Cluster(app: counter, leaseSeconds: 6)
+        let cluster = try await Cluster(app: counter, leaseSeconds: 6)
         defer { cluster.remove() }
         let one = try await cluster.node("one")
         let two = try await cluster.node("two")
@@ -84,7 +84,7 @@ struct ClusterServeTests {
     /// A node paused past its lease (`SIGSTOP`) while another took its key over never writes the key again when it
     /// wakes: an action it is sent then is not acknowledged, and the key's state is the other node's.
     @Test func aPausedNodeThatWakesAfterATakeoverWritesNothing() async throws {
-        let cluster = try Cluster(app: counter, leaseSeconds: 3)
+        let cluster = try await Cluster(app: counter, leaseSeconds: 3)
         defer { cluster.remove() }
         let (server, url, node) = (cluster.server, cluster.url, cluster.node)
         let one = try await node("one")
@@ -110,7 +110,7 @@ struct ClusterServeTests {
         #expect(try await one.stop().status == 0)
         #expect(try await two.stop().status == 0)
         let database = String(url.split(separator: "/").last!)
-        #expect(try server.psql(database, "SELECT count(*) FROM luastore_entries WHERE key = 'k' AND convert_from(lines, 'UTF8') LIKE '%late%'")
+        #expect(try await server.psql(database, "SELECT count(*) FROM luastore_entries WHERE key = 'k' AND convert_from(lines, 'UTF8') LIKE '%late%'")
             .trimmingCharacters(in: .whitespacesAndNewlines) == "0")
     }
 }
@@ -123,9 +123,9 @@ struct Cluster {
     let app: URL
     let leaseSeconds: Int
 
-    init(app: URL, leaseSeconds: Int) throws {
-        server = try PostgresServer.running()
-        url = server.url(try server.database())
+    init(app: URL, leaseSeconds: Int) async throws {
+        server = try await PostgresServer.running()
+        url = server.url(try await server.database())
         folder = try ServedApp.temporaryFolder()
         self.app = app
         self.leaseSeconds = leaseSeconds

@@ -19,8 +19,13 @@ public final class PostgresServer: Sendable {
 
     private static let shared = Protected<Result<PostgresServer, PostgresServerFailure>?>(nil)
 
-    /// The process's server, started on first use (at most once: a failure to start is the answer from then on).
-    public static func running() throws -> PostgresServer {
+    /// The process's server, started on first use (at most once: a failure to start is the answer from then on),
+    /// waited for off Swift's cooperative pool (starting it blocks for seconds).
+    public static func running() async throws -> PostgresServer {
+        try await detached { () throws -> PostgresServer in try runningNow() }
+    }
+
+    private static func runningNow() throws -> PostgresServer {
         try shared.withLock { shared in
             if let shared { return try shared.get() }
             let result = Result { () throws(PostgresServerFailure) in try PostgresServer() }
@@ -61,7 +66,11 @@ public final class PostgresServer: Sendable {
     }
 
     /// A new, empty database for one test; its name.
-    public func database() throws -> String {
+    public func database() async throws -> String {
+        try await Self.detached { [self] () throws -> String in try databaseNow() }
+    }
+
+    private func databaseNow() throws -> String {
         let name = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16)
         _ = try Self.run(binaries.appendingPathComponent("createdb").path,
                          ["-h", "127.0.0.1", "-p", String(port), "-U", "luastore", String(name)], as: nil)
@@ -72,7 +81,11 @@ public final class PostgresServer: Sendable {
     public func url(_ database: String) -> String { "postgres://luastore@127.0.0.1:\(port)/\(database)" }
 
     /// Runs SQL with `psql` (for tests that look at what the server holds); its output, unaligned.
-    public func psql(_ database: String, _ sql: String) throws -> String {
+    public func psql(_ database: String, _ sql: String) async throws -> String {
+        try await Self.detached { [self] () throws -> String in try psqlNow(database, sql) }
+    }
+
+    private func psqlNow(_ database: String, _ sql: String) throws -> String {
         try Self.run(binaries.appendingPathComponent("psql").path,
                      ["-h", "127.0.0.1", "-p", String(port), "-U", "luastore", "-d", database, "-At", "-v", "ON_ERROR_STOP=1", "-c", sql], as: nil)
     }
@@ -155,6 +168,16 @@ public final class PostgresServer: Sendable {
             throw PostgresServerFailure("\(URL(fileURLWithPath: program).lastPathComponent) \(arguments.joined(separator: " ")) failed (status \(status)): \(text)")
         }
         return text
+    }
+}
+
+extension PostgresServer {
+    /// Runs blocking work on a thread of its own, off Swift's cooperative pool (two threads on a two-core machine:
+    /// a test blocking one starves the servers other tests run in the process).
+    public static func detached<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
+        }
     }
 }
 
