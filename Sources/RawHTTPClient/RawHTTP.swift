@@ -133,7 +133,7 @@ public final class RawSocket: Sendable { // (a descriptor; reads and writes are 
     public init(port: UInt16) throws {
         descriptor = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw Failure("socket: \(errno)") }
-        var timeout = timeval(tv_sec: 15, tv_usec: 0)
+        var timeout = timeval(tv_sec: 60, tv_usec: 0) // (a loaded machine's server can be slow; a hang still ends)
         setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         var address = sockaddr_in()
@@ -160,7 +160,7 @@ public final class RawSocket: Sendable { // (a descriptor; reads and writes are 
         }
     }
 
-    /// What arrives next (at least a byte); an error at the end of the stream or after 15 s of silence.
+    /// What arrives next (at least a byte); an error at the end of the stream or after 60 s of silence.
     public func readSome() throws -> [UInt8] {
         var buffer = [UInt8](repeating: 0, count: 65536)
         let count = buffer.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }

@@ -6,7 +6,7 @@ import Testing
 /// Two `luastore serve --cluster` nodes on one real PostgreSQL: a key is served by the node that holds its lease
 /// (the other sends its clients there), and when that node is killed (`kill -9`) the other takes the key over
 /// once the lease expires — with every acknowledged action, and every id answered rather than applied again.
-@Suite(.enabled(if: PostgresServer.unavailable == nil, "PostgreSQL's server is not installed"))
+@Suite(.serialized, .enabled(if: PostgresServer.unavailable == nil, "PostgreSQL's server is not installed"))
 struct ClusterServeTests {
     let counter = CLI.packageRoot.appendingPathComponent("samples/counter")
 

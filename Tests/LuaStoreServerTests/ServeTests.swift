@@ -6,7 +6,7 @@ import Testing
 
 /// `luastore serve` through the built binary: stores by key over HTTP and WebSockets, action ids answered once,
 /// hibernation, tokens, limits, graceful shutdown and `kill -9`.
-@Suite struct ServeTests {
+@Suite(.serialized) struct ServeTests { // (one server at a time: each is a process of its own)
     let counter = CLI.packageRoot.appendingPathComponent("samples/counter")
 
     @Test func actionsOverHTTPAreAnsweredOnceByTheirIdAndKeysAreApart() async throws {
