@@ -349,8 +349,8 @@ enum KeyJournal: Sendable {
 }
 
 /// Runs blocking work (the cluster's database calls) on a thread of its own, off Swift's cooperative pool.
-enum Blocking {
-    static func run<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+public enum Blocking {
+    public static func run<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
         await withCheckedContinuation { continuation in
             DispatchQueue.global().async { continuation.resume(returning: body()) }
         }

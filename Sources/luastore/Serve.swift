@@ -153,9 +153,11 @@ struct Serve: AsyncParsableCommand {
             let name = node ?? "\(ProcessInfo.processInfo.hostName):\(port)"
             let app = source.folder.lastPathComponent, address = advertise ?? "http://\(host):\(port)", leaseSeconds = self.leaseSeconds
             do throws(ClusterFailure) {
-                options.cluster = try await Blocking.cluster { () throws(ClusterFailure) in
-                    try ClusterDatabase(url: cluster, app: app, node: name, address: address, leaseSeconds: leaseSeconds)
-                }
+                options.cluster = try await Blocking.run { () -> Result<ClusterDatabase, ClusterFailure> in
+                    Result { () throws(ClusterFailure) in
+                        try ClusterDatabase(url: cluster, app: app, node: name, address: address, leaseSeconds: leaseSeconds)
+                    }
+                }.get()
             } catch {
                 Console.error("--cluster: \(error)")
                 throw ExitCode.unusable
@@ -243,12 +245,3 @@ struct Token: ParsableCommand {
     }
 }
 
-/// Runs the cluster's blocking calls off Swift's cooperative pool.
-enum Blocking {
-    static func cluster<T: Sendable>(_ body: @escaping @Sendable () throws(ClusterFailure) -> T) async throws(ClusterFailure) -> T {
-        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, ClusterFailure>, Never>) in
-            DispatchQueue.global().async { continuation.resume(returning: Result { () throws(ClusterFailure) in try body() }) }
-        }
-        return try result.get()
-    }
-}
