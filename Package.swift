@@ -8,6 +8,8 @@ import PackageDescription
 /// `LuaStoreCore` (the pure-Swift store: effects, subscription diffing, URL effects, deduplicating observers) →
 /// `LuaStoreScripting` (Lua reducers and props on the store; state kept in the VM; hot reload), with `CLuaState` (its
 /// state engine's C: the write barrier, the recording's JSON), which it alone depends on.
+/// The server — `luastore serve`, many nodes on PostgreSQL — is a package of its own, `serve/`, on this one by path: its
+/// dependencies (Hummingbird, SwiftNIO, postgres-nio) are never part of a build of the core or of its sanitizer runs.
 let strict: [SwiftSetting] = [
     .swiftLanguageMode(.v6),
     .treatAllWarnings(as: .error),
@@ -23,6 +25,11 @@ let package = Package(
         .library(name: "LuaStoreTesting", targets: ["LuaStoreTesting"]),
         .library(name: "LuaStorePersistence", targets: ["LuaStorePersistence"]),
         .library(name: "LuaStoreBundles", targets: ["LuaStoreBundles"]),
+        .library(name: "LuaStoreConcurrency", targets: ["LuaStoreConcurrency"]),
+        .library(name: "LuaStoreCommandLine", targets: ["LuaStoreCommandLine"]),
+        // The repository's own test helpers, for the tests of the `serve/` package (not API).
+        .library(name: "LuaStoreTestSupport", targets: ["LuaStoreTestSupport"]),
+        .library(name: "RawHTTPClient", targets: ["RawHTTPClient"]),
         .executable(name: "luakit", targets: ["luakit"]),
         .executable(name: "luastore", targets: ["luastore"]),
         .executable(name: "luastore-demo-api", targets: ["luastore-demo-api"]),
@@ -40,15 +47,6 @@ let package = Package(
         // Plugin bundles (LuaStoreBundles): Ed25519 signatures and SHA-256 digests, and the zip they come in.
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
         .package(url: "https://github.com/weichsel/ZIPFoundation", from: "0.9.20"),
-        // `luastore serve`: stores by key behind HTTP and WebSockets (LuaStoreServer), shut down gracefully
-        // (swift-service-lifecycle, which Hummingbird runs on).
-        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
-        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
-        // `serve --cluster`: the keys' journals, leases and nodes in PostgreSQL (LuaStoreCluster).
-        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
-        // `serve`'s metrics: swift-metrics, shown in Prometheus' format.
-        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
-        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         // Debian's Lua 5.4, linked statically (`liblua5.4.a`, named in `Sources/CLua/module.modulemap`; headers from
@@ -78,10 +76,20 @@ let package = Package(
             name: "luastore",
             dependencies: [
                 "LuaKit", "LuaStoreCore", "LuaStoreScripting", "LuaStoreDevtools", "LuaStorePersistence", "LuaStoreBundles",
-                "LuaStoreServer", "LuaStoreCluster", "LuaStoreConcurrency", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "LuaStoreCommandLine", "LuaStoreConcurrency", .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict,
             plugins: ["EmbedLua"]
+        ),
+        // What `luastore` and `luastore-serve` (the `serve/` package) share: the console, exit statuses, apps from a
+        // folder or a verified bundle, the default time budget.
+        .target(
+            name: "LuaStoreCommandLine",
+            dependencies: [
+                "LuaKit", "LuaStoreConcurrency", "LuaStoreScripting", "LuaStoreBundles", "LuaStorePersistence",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
         ),
         // The devtools: a web page for a running app, served over HTTP and a WebSocket (FlyingFox).
         .target(
@@ -97,29 +105,6 @@ let package = Package(
             dependencies: [
                 "LuaStoreScripting", "LuaStoreConcurrency", .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ZIPFoundation", package: "ZIPFoundation"),
-            ],
-            swiftSettings: strict
-        ),
-        // Many `serve` nodes on one PostgreSQL: each key's journal and snapshots, its lease with a fencing epoch.
-        .target(
-            name: "LuaStoreCluster",
-            dependencies: [
-                "LuaKit", "LuaStoreConcurrency", "LuaStoreScripting", "LuaStorePersistence",
-                .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log"),
-            ],
-            swiftSettings: strict
-        ),
-        // `luastore serve`: one store per key, created from the app on first use, durable (LuaStorePersistence),
-        // hibernated when idle; HTTP and a WebSocket per client (Hummingbird), bearer tokens, action ids.
-        .target(
-            name: "LuaStoreServer",
-            dependencies: [
-                "LuaKit", "LuaStoreConcurrency", "LuaStoreScripting", "LuaStorePersistence", "LuaStoreBundles", "LuaStoreCluster",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
-                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
-                .product(name: "Crypto", package: "swift-crypto"), .product(name: "Logging", package: "swift-log"),
-                .product(name: "Metrics", package: "swift-metrics"), .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             swiftSettings: strict
         ),
@@ -177,16 +162,6 @@ let package = Package(
         .testTarget(
             name: "LuaStorePersistenceTests",
             dependencies: ["LuaKit", "LuaStoreCore", "LuaStoreScripting", "LuaStorePersistence", "LuaStoreTestSupport"],
-            swiftSettings: strict
-        ),
-        .testTarget(
-            name: "LuaStoreClusterTests",
-            dependencies: ["LuaKit", "LuaStoreCluster", "LuaStorePersistence", "LuaStoreScripting", "LuaStoreTestSupport"],
-            swiftSettings: strict
-        ),
-        .testTarget(
-            name: "LuaStoreServerTests",
-            dependencies: ["LuaStoreServer", "LuaStoreTestSupport", "RawHTTPClient", .target(name: "luastore")],
             swiftSettings: strict
         ),
         .testTarget(

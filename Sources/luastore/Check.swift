@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LuaKit
+import LuaStoreCommandLine
 import LuaStoreCore
 import LuaStoreScripting
 

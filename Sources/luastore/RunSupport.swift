@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import LuaStoreCommandLine
 import LuaStoreCore
 import LuaStorePersistence
 import LuaStoreScripting
@@ -91,5 +92,3 @@ struct ByteSize: ExpressibleByArgument {
 
     var defaultValueDescription: String { bytes % (1 << 20) == 0 ? "\(bytes >> 20)M" : "\(bytes)" }
 }
-
-extension Durability: ExpressibleByArgument {}

@@ -1,5 +1,6 @@
 import Foundation
 import LuaKit
+import LuaStoreCommandLine
 import LuaStoreConcurrency
 import LuaStoreScripting
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LuaKit
+import LuaStoreCommandLine
 import LuaStoreScripting
 
 /// `luastore test APP_DIR [--filter PATTERN] [--output text|json|tap|junit]`: runs the app's Lua specs.

@@ -4,7 +4,7 @@ import Testing
 
 /// docs/design.md is the map of the house, so it must match the code: every file it names exists, every type it
 /// names (and the member it names of one) is declared in the sources, every C function it names is defined, and
-/// every target it gives a section to is in Package.swift.
+/// every target it gives a section to is in Package.swift (or the server's, serve/Package.swift).
 @Suite struct DesignMapTests {
     static let root = CLI.packageRoot
     static var page: String { (try? String(contentsOf: root.appendingPathComponent("docs/design.md"), encoding: .utf8)) ?? "" }
@@ -12,7 +12,7 @@ import Testing
     /// Every source and test file of the package, by path from its root.
     static let files: [String] = {
         var found: [String] = []
-        for folder in ["Sources", "Tests", "Plugins", "samples", "scripts", "lua", "docs"] {
+        for folder in ["Sources", "Tests", "Plugins", "samples", "scripts", "lua", "docs", "serve/Sources", "serve/Tests"] {
             let base = root.appendingPathComponent(folder)
             guard let walker = FileManager.default.enumerator(at: base, includingPropertiesForKeys: nil) else { continue }
             for case let url as URL in walker {
@@ -23,7 +23,7 @@ import Testing
     }()
 
     /// The text of every Swift, C and Lua source.
-    static let sources: String = files.filter { $0.hasPrefix("Sources/") || $0.hasPrefix("Tests/") }
+    static let sources: String = files.filter { $0.hasPrefix("Sources/") || $0.hasPrefix("Tests/") || $0.hasPrefix("serve/") }
         .filter { [".swift", ".c", ".h", ".lua"].contains(where: $0.hasSuffix) }
         .compactMap { try? String(contentsOf: root.appendingPathComponent($0), encoding: .utf8) }
         .joined(separator: "\n")
@@ -59,9 +59,10 @@ import Testing
         return (types, members)
     }()
 
-    /// The targets of Package.swift.
+    /// The targets of Package.swift and of the server's package, serve/Package.swift.
     static let targets: [String] = {
-        let manifest = (try? String(contentsOf: root.appendingPathComponent("Package.swift"), encoding: .utf8)) ?? ""
+        let manifest = ["Package.swift", "serve/Package.swift"]
+            .map { (try? String(contentsOf: root.appendingPathComponent($0), encoding: .utf8)) ?? "" }.joined(separator: "\n")
         return manifest.matches(of: #/\.(?:target|executableTarget|systemLibrary|testTarget)\(\s*name: "([^"]+)"/#).map { String($0.output.1) }
     }()
 
@@ -101,7 +102,7 @@ import Testing
         let end = page.range(of: "\n## ", range: start.upperBound..<page.endIndex)?.lowerBound ?? page.endIndex
         let sections = page[start.upperBound..<end].matches(of: #/\n### ([^\n]+)/#).map { String($0.output.1) }
         let mentioned = sections.joined(separator: " ")
-        let helpers = ["embed-lua", "luastore-demo-api", "LuaStoreDemoAPI", "RawHTTPClient", "swift-host", "LuaStoreTestSupport"]
+        let helpers = ["embed-lua", "luastore-demo-api", "LuaStoreDemoAPI", "RawHTTPClient", "swift-host", "LuaStoreTestSupport", "ServeTestSupport"]
         for target in targets where !target.hasSuffix("Tests") && !helpers.contains(target) {
             #expect(mentioned.contains(target), "Package.swift has \(target); docs/design.md has no section for it")
         }

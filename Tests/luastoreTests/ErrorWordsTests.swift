@@ -18,6 +18,18 @@ import Testing
         return app
         """
 
+    /// `luastore serve` and `luastore token` run `luastore-serve` (the `serve/` package); a `luastore` built without
+    /// it says so, and how to build it, instead of failing to start something.
+    @Test(arguments: ["serve", "token"]) func aMissingServerProgramIsNamedWithHowToBuildIt(command: String) async throws {
+        #expect(!FileManager.default.fileExists(atPath: CLI.buildFolder.appendingPathComponent("luastore-serve").path),
+                "the root package's build has no luastore-serve beside luastore")
+        let result = try await CLI.run([command, "--help"], extraEnvironment: ["PATH": "/usr/bin:/bin"])
+        #expect(result.status == 2)
+        #expect(result.errors.contains("luastore \(command) is the program luastore-serve"), "\(result.errors)")
+        #expect(result.errors.contains("swift build --package-path serve"), "\(result.errors)")
+        #expect(result.output.isEmpty)
+    }
+
     @Test func filesThatCannotBeWrittenAreNamedInWords() async throws {
         let app = try CLI.makeApp(Self.app)
         defer { try? FileManager.default.removeItem(at: app) }

@@ -4,14 +4,14 @@ import LuaKit
 
 /// The time budget a script call gets when `--time-budget-ms` is not given: 200 ms, or `LUASTORE_TIME_BUDGET_MS`
 /// (a budget counts the thread's CPU time, with the wall clock as a backstop: `LuaLimits.timeBudget`).
-enum TimeBudgetDefault {
+public enum TimeBudgetDefault {
     /// The default, in milliseconds.
-    static var milliseconds: Double {
+    public static var milliseconds: Double {
         ((try? LuaLimits.environmentTimeBudget()) ?? nil) ?? 200
     }
 
     /// Refuses a variable that is set but is not a number of milliseconds above 0.
-    static func validate() throws {
+    public static func validate() throws {
         do {
             _ = try LuaLimits.environmentTimeBudget()
         } catch {

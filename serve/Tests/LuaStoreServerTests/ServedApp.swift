@@ -8,7 +8,8 @@ final class ServedApp: @unchecked Sendable { // (its fields are set once, before
     let process: Process
     let port: UInt16
     let data: URL
-    private let errors: Pipe
+    /// Standard error, in a file: a pipe nobody reads while the server runs would stop it once full.
+    private let errors: URL
 
     /// Starts `luastore serve APP --listen 127.0.0.1:0 --data DATA` with `arguments`, and waits (at most a minute)
     /// for the address it prints.
@@ -18,9 +19,10 @@ final class ServedApp: @unchecked Sendable { // (its fields are set once, before
         process.environment = ProcessInfo.processInfo.environment.merging(CLI.environment) { $1 }
         process.arguments = ["serve", app.path, "--listen", "127.0.0.1:0", "--data", data.path] + arguments
         let output = Pipe()
-        errors = Pipe()
+        errors = FileManager.default.temporaryDirectory.appendingPathComponent("luastore-serve-errors-\(UUID().uuidString)")
+        _ = FileManager.default.createFile(atPath: errors.path, contents: nil)
         process.standardOutput = output
-        process.standardError = errors
+        process.standardError = try FileHandle(forWritingTo: errors)
         process.standardInput = FileHandle.nullDevice
         self.data = data
         try process.run()
@@ -66,13 +68,15 @@ final class ServedApp: @unchecked Sendable { // (its fields are set once, before
                 kill(process.processIdentifier, SIGKILL)
                 throw RawSocket.Failure("luastore serve did not end within 60 s of signal \(signal)")
             }
-            let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            let text = (try? String(contentsOf: errors, encoding: .utf8)) ?? ""
+            try? FileManager.default.removeItem(at: errors)
             return (process.terminationStatus, text)
         }
     }
 
     deinit {
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        try? FileManager.default.removeItem(at: errors)
     }
 
     static func json(_ text: String) throws -> [String: Any] {

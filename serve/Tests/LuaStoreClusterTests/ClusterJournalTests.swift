@@ -4,6 +4,7 @@ import LuaStoreCluster
 import LuaStorePersistence
 import LuaStoreScripting
 import LuaStoreTestSupport
+import ServeTestSupport
 import Testing
 
 /// Keys' journals in a real PostgreSQL (`initdb` and `pg_ctl` into a temporary folder): leases taken by one node at

@@ -236,6 +236,22 @@ import Testing
         #expect(port.status == 2 && port.errors.contains("HOST:PORT"))
     }
 
+    /// `luastore serve|token` run the `luastore-serve` beside `luastore` (every test here goes through it): its help
+    /// reads as `luastore`'s, and a usage error keeps its words and its status.
+    @Test func luastoreRunsTheServerProgramBesideIt() async throws {
+        #expect(FileManager.default.isExecutableFile(atPath: CLI.buildFolder.appendingPathComponent("luastore-serve").path))
+        let help = try await CLI.run(["serve", "--help"], extraEnvironment: ["PATH": "/usr/bin:/bin"])
+        #expect(help.status == 0)
+        #expect(help.output.contains("USAGE: luastore serve [<options>] <app> --data <folder>") && help.output.contains("--token-secret"), "\(help.output)")
+        let tokenHelp = try await CLI.run(["token", "issue", "--help"])
+        #expect(tokenHelp.status == 0 && tokenHelp.output.contains("USAGE: luastore token issue"), "\(tokenHelp.output)")
+        let unknown = try await CLI.run(["serve", counter.path, "--data", "/tmp/unused", "--no-auth", "--bogus"])
+        #expect(unknown.status == 2 && unknown.errors.contains("--bogus"), "\(unknown.errors)")
+        // The root's own commands are not luastore-serve's.
+        let run = try await CLI.run(["run", counter.path], input: #"{"type":"increment"}"# + "\n")
+        #expect(run.status == 0 && run.output.contains("count: 1"), "\(run.output) \(run.errors)")
+    }
+
     @Test func sigtermClosesEveryStoreAndKill9LosesNothingAcknowledgedWithFullSync() async throws {
         let folder = try ServedApp.temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }

@@ -1,5 +1,6 @@
 import Foundation
 import LuaStoreTestSupport
+import ServeTestSupport
 import RawHTTPClient
 import Testing
 

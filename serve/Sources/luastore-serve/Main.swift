@@ -1,0 +1,16 @@
+import ArgumentParser
+import LuaStoreCommandLine
+
+/// `luastore-serve`: the `serve` and `token` commands of `luastore`, which runs this program for them (its
+/// usage reads `luastore serve …`, as users call it).
+@main
+struct LuaStoreServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "luastore",
+        abstract: "Serve an app's stores over HTTP and WebSockets (luastore serve), and make the tokens clients present (luastore token).",
+        subcommands: [Serve.self, Token.self])
+
+    static func main() async {
+        await CommandMain.run(Self.self)
+    }
+}
