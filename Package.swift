@@ -33,6 +33,8 @@ let package = Package(
         .executable(name: "luakit", targets: ["luakit"]),
         .executable(name: "luastore", targets: ["luastore"]),
         .executable(name: "luastore-demo-api", targets: ["luastore-demo-api"]),
+        // (For the `serve/` package's test of the bench's serve rows.)
+        .executable(name: "luastore-bench", targets: ["luastore-bench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),

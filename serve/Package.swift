@@ -94,7 +94,7 @@ let package = Package(
             name: "LuaStoreServerTests",
             dependencies: [
                 "LuaStoreServer", "ServeTestSupport", .target(name: "luastore-serve"),
-                .product(name: "luastore", package: "LuaStore"),
+                .product(name: "luastore", package: "LuaStore"), .product(name: "luastore-bench", package: "LuaStore"),
                 .product(name: "LuaStoreTestSupport", package: "LuaStore"), .product(name: "RawHTTPClient", package: "LuaStore"),
             ],
             swiftSettings: strict

@@ -53,9 +53,11 @@ public enum RawHTTP {
 }
 
 /// A WebSocket client for tests: the upgrade, then unmasked text frames from the server, read with a timeout.
-public final class RawWebSocket: @unchecked Sendable { // (used by one thread at a time)
+public final class RawWebSocket: @unchecked Sendable { // (read by one thread at a time; `sendText` may run beside a read)
     private let socket: RawSocket
     private var pending: [UInt8] = []
+    /// How much of `pending` was read already.
+    private var consumed = 0
 
     public init(port: UInt16, target: String, headers: [String: String] = [:]) throws {
         socket = try RawSocket(port: port)
@@ -73,29 +75,37 @@ public final class RawWebSocket: @unchecked Sendable { // (used by one thread at
         }
     }
 
+    /// The next text message (control frames skipped; a close frame is an error naming its code).
     public func readText() throws -> String {
         while true {
-            if pending.count >= 2 {
-                var length = Int(pending[1] & 0x7f)
+            let available = pending.count - consumed
+            if available >= 2 {
+                let base = consumed
+                var length = Int(pending[base + 1] & 0x7f)
                 var start = 2
-                if length == 126, pending.count >= 4 {
-                    length = Int(pending[2]) << 8 | Int(pending[3])
+                if length == 126, available >= 4 {
+                    length = Int(pending[base + 2]) << 8 | Int(pending[base + 3])
                     start = 4
-                } else if length == 127, pending.count >= 10 {
-                    length = (2..<10).reduce(0) { $0 << 8 | Int(pending[$1]) }
+                } else if length == 127, available >= 10 {
+                    length = (2..<10).reduce(0) { $0 << 8 | Int(pending[base + $1]) }
                     start = 10
                 }
-                if length < 126 || start > 2, pending.count >= start + length {
-                    let opcode = pending[0] & 0x0f
-                    let payload = Array(pending[start..<(start + length)])
-                    pending.removeSubrange(..<(start + length))
+                if length < 126 || start > 2, available >= start + length {
+                    let opcode = pending[base] & 0x0f
+                    let payload = pending[(base + start)..<(base + start + length)]
+                    consumed += start + length
                     if opcode == 1 { return String(decoding: payload, as: UTF8.self) }
                     if opcode == 8 {
-                        let code = payload.count >= 2 ? Int(payload[0]) << 8 | Int(payload[1]) : 0
+                        let code = payload.count >= 2 ? Int(payload[payload.startIndex]) << 8 | Int(payload[payload.startIndex + 1]) : 0
                         throw RawSocket.Failure("closed \(code): \(String(decoding: payload.dropFirst(2), as: UTF8.self))")
                     }
                     continue
                 }
+            }
+            // (What was read is dropped only now and then: dropping each message moved the rest every time.)
+            if consumed > 0 {
+                pending.removeSubrange(..<consumed)
+                consumed = 0
             }
             pending += try socket.readSome()
         }

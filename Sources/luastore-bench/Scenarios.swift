@@ -12,6 +12,8 @@ struct Scenarios {
     var sides: Harness.Sides = .both
     /// How the apps' VMs collect garbage (`--collector`; default: `LuaLimits`'s).
     var collector = LuaLimits().garbageCollection
+    /// The built `luastore-serve` the `serve.*` rows run (`--serve-binary`).
+    var serveBinary: URL?
 
     /// The options every benchmarked app runs with.
     var options: ScriptedStoreOptions {

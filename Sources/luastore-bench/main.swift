@@ -2,15 +2,17 @@ import Foundation
 import LuaKit
 
 /// `luastore-bench [--quick] [--json FILE] [--only PREFIX] [--side both|first|second]
-/// [--collector generational|incremental]`: runs the benchmark scenarios and prints a table. Ratios are measured
+/// [--collector generational|incremental] [--serve-binary PATH]`: runs the benchmark scenarios and prints a table. Ratios are measured
 /// within one run, alternating the two sides over several rounds (medians). `--side first` (the Lua or larger
 /// side) or `second` runs one side only, for a profiler. `--collector` picks the apps' garbage collector.
+/// `--serve-binary` names the built `luastore-serve` the `serve.*` rows run (without it they are left out).
 var arguments = Array(CommandLine.arguments.dropFirst())
 var quick = false
 var jsonPath: String?
 var only: String?
 var sides = Harness.Sides.both
 var collector = LuaLimits().garbageCollection
+var serveBinary: URL?
 while !arguments.isEmpty {
     switch arguments.removeFirst() {
     case "--quick": quick = true
@@ -30,8 +32,10 @@ while !arguments.isEmpty {
             FileHandle.standardError.write(Data("luastore-bench: --collector takes generational or incremental\n".utf8))
             exit(2)
         }
+    case "--serve-binary":
+        serveBinary = arguments.isEmpty ? nil : URL(fileURLWithPath: arguments.removeFirst())
     case let other:
-        FileHandle.standardError.write(Data("usage: luastore-bench [--quick] [--json FILE] [--only PREFIX] [--side both|first|second] [--collector generational|incremental] (unknown: \(other))\n".utf8))
+        FileHandle.standardError.write(Data("usage: luastore-bench [--quick] [--json FILE] [--only PREFIX] [--side both|first|second] [--collector generational|incremental] [--serve-binary PATH] (unknown: \(other))\n".utf8))
         exit(2)
     }
 }
@@ -43,6 +47,7 @@ defer { try? FileManager.default.removeItem(at: workspace) }
 var scenarios = Scenarios(quick: quick, workspace: workspace)
 scenarios.sides = sides
 scenarios.collector = collector
+scenarios.serveBinary = serveBinary
 var rows: [Scenario] = []
 let groups: [(String, () async throws -> [Scenario])] = [
     ("counter", scenarios.counter), ("init", scenarios.startUp), ("state_size", scenarios.stateSize), ("fanout", scenarios.fanout),
@@ -50,7 +55,7 @@ let groups: [(String, () async throws -> [Scenario])] = [
     ("strings_scripts", scenarios.stringScripts), ("record", scenarios.journal), ("persist", scenarios.persistence),
     ("plugins", scenarios.plugins), ("mounted", scenarios.mountedDispatch), ("stores", scenarios.manyStores),
     ("cli", scenarios.cli), ("inputs", scenarios.inputs),
-    ("devtools", scenarios.devtools),
+    ("devtools", scenarios.devtools), ("serve", scenarios.serve),
 ]
 for (name, run) in groups where only.map({ name.hasPrefix($0) || $0.hasPrefix(name) }) ?? true {
     FileHandle.standardError.write(Data("bench: \(name)…\n".utf8))

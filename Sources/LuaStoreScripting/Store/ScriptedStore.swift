@@ -293,31 +293,43 @@ public final class ScriptedStore: Sendable {
     /// `send`, the action to run at `time` when given (`dispatch(_:at:)`).
     package func send(_ action: LuaValue, at time: Int64?, id: String? = nil) async -> SendResult {
         await withCheckedContinuation { continuation in
-            thread.async { [engine, root, thread] in
-                if let time { engine.clock.schedule?.add(CollectionOfOne(time)) }
-                engine.changeListeners { $0.sendsWaiting += 1 }
-                let result = Protected<SendResult?>(nil)
-                let ticket = ActionTicket<ScriptEffect>(source: id.map { .client(id: $0) }, onReduced: { outcome in
-                    // (On the store's thread, right after the reducer: the entry just made is this action's.)
-                    switch outcome {
-                    case .applied where engine.journal.history.traveling:
-                        result.withLock { $0 = .held }
-                    case .applied:
-                        result.withLock { $0 = engine.journal.listeners.lastEntry.map(SendResult.applied) }
-                    case .failed(let error, let index):
-                        let failure = (error as? ScriptFailure) ?? ScriptFailure(
-                            stage: .reduce, error: (error as? LuaError) ?? LuaError(.runtime, "\(error)"), action: action)
-                        result.withLock { $0 = .failed(ScriptFailure(stage: failure.stage, error: failure.error, action: action,
-                                                                     dispatchIndex: index)) }
-                    case .dropped:
-                        break
-                    }
-                }, onResolved: { _ in
-                    thread.async { engine.changeListeners { $0.sendsWaiting -= 1 } }
-                    continuation.resume(returning: result.withLock { $0 } ?? .dropped)
-                })
-                root.dispatch(action, ticket: ticket)
-            }
+            submit(action, at: time, id: id) { continuation.resume(returning: $0) }
+        }
+    }
+
+    /// `send` without waiting: once this returns, `action` is in line — after every action dispatched or submitted
+    /// before, before every one after — and `completion` is told what became of it when `send` would return (on
+    /// the store's thread: it must not block). A server keeps several of one client's actions in flight this way
+    /// and answers each in turn, in the order they came. `id` as for `send(_:id:)`.
+    public func submit(_ action: LuaValue, id: String? = nil, completion: @escaping @Sendable (SendResult) -> Void) {
+        submit(action, at: nil, id: id, completion: completion)
+    }
+
+    package func submit(_ action: LuaValue, at time: Int64?, id: String?, completion: @escaping @Sendable (SendResult) -> Void) {
+        thread.async { [engine, root, thread] in
+            if let time { engine.clock.schedule?.add(CollectionOfOne(time)) }
+            engine.changeListeners { $0.sendsWaiting += 1 }
+            let result = Protected<SendResult?>(nil)
+            let ticket = ActionTicket<ScriptEffect>(source: id.map { .client(id: $0) }, onReduced: { outcome in
+                // (On the store's thread, right after the reducer: the entry just made is this action's.)
+                switch outcome {
+                case .applied where engine.journal.history.traveling:
+                    result.withLock { $0 = .held }
+                case .applied:
+                    result.withLock { $0 = engine.journal.listeners.lastEntry.map(SendResult.applied) }
+                case .failed(let error, let index):
+                    let failure = (error as? ScriptFailure) ?? ScriptFailure(
+                        stage: .reduce, error: (error as? LuaError) ?? LuaError(.runtime, "\(error)"), action: action)
+                    result.withLock { $0 = .failed(ScriptFailure(stage: failure.stage, error: failure.error, action: action,
+                                                                 dispatchIndex: index)) }
+                case .dropped:
+                    break
+                }
+            }, onResolved: { _ in
+                thread.async { engine.changeListeners { $0.sendsWaiting -= 1 } }
+                completion(result.withLock { $0 } ?? .dropped)
+            })
+            root.dispatch(action, ticket: ticket)
         }
     }
 

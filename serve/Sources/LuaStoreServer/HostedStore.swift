@@ -58,7 +58,7 @@ actor HostedStore {
     private var answered: [String: ActionOutcome] = [:]
     private var answeredOrder: [String] = []
     private var answeredStart = 0
-    private var waitingForId: [String: [CheckedContinuation<ActionOutcome, Never>]] = [:]
+    private var waitingForId: [String: [PendingOutcome]] = [:]
     private var inFlight = 0
     private var rate: TokenBucket
     private(set) var lastUsed = ContinuousClock.now
@@ -123,29 +123,48 @@ actor HostedStore {
 
     // MARK: Actions
 
-    /// Sends `action` (its id, when given, remembered: a resent id is answered with its first outcome).
+    /// Sends `action` and waits for its outcome (`begin`).
     func send(_ action: LuaValue, id: String?) async -> ActionOutcome {
+        await begin(action, id: id).outcome
+    }
+
+    /// Puts `action` in line now — in the order of the calls, so a connection's actions are reduced in the order
+    /// they came however many it keeps in flight — and returns its outcome to come. An id, when given, is
+    /// remembered: a resent id is answered with its first outcome (marked `repeated`), never applied twice, even
+    /// while the first is still in flight.
+    func begin(_ action: LuaValue, id: String?) -> PendingOutcome {
         lastUsed = .now
         if let id {
             if var known = answered[id] {
                 known.repeated = true
-                return known
+                return PendingOutcome(known)
             }
             if waitingForId[id] != nil { // (the same id, sent again while the first is in flight)
-                var outcome = await withCheckedContinuation { waitingForId[id, default: []].append($0) }
-                outcome.repeated = true
-                return outcome
+                let repeated = PendingOutcome()
+                waitingForId[id, default: []].append(repeated)
+                return repeated
             }
         }
-        guard !closed else { return .refused("the store of key \(key) is closing; send it again") }
+        guard !closed else { return PendingOutcome(.refused("the store of key \(key) is closing; send it again")) }
         guard case .table = action, action["type"].string != nil else {
-            return .refused("an action is a JSON object with a string \"type\"")
+            return PendingOutcome(.refused("an action is a JSON object with a string \"type\""))
         }
-        guard rate.take() else { return .refused("rate limit: key \(key) takes \(limits.actionsPerKeyPerSecond) actions a second") }
+        guard rate.take() else {
+            return PendingOutcome(.refused("rate limit: key \(key) takes \(limits.actionsPerKeyPerSecond) actions a second"))
+        }
         if let id { waitingForId[id] = [] }
         inFlight += 1
-        let result: SendResult
-        if let id { result = await store.send(action, id: id) } else { result = await store.send(action) }
+        let pending = PendingOutcome()
+        let journaled = self.journaled
+        store.submit(action, id: id) { result in
+            // (On the store's thread: a failed action's sequence is the last entry journaled when it failed.)
+            let seq = journaled.withLock { $0 }
+            Task { await self.finish(result, failedAt: seq, id: id, pending: pending) }
+        }
+        return pending
+    }
+
+    private func finish(_ result: SendResult, failedAt seq: UInt64, id: String?, pending: PendingOutcome) {
         inFlight -= 1
         lastUsed = .now
         numberPending()
@@ -154,7 +173,7 @@ actor HostedStore {
         case .applied(let entry):
             outcome = ActionOutcome(kind: .applied, seq: entry.sequence, error: nil)
         case .failed(let failure):
-            outcome = ActionOutcome(kind: .failed, seq: journaled.withLock { $0 }, error: ClientAction.failureText(failure.error))
+            outcome = ActionOutcome(kind: .failed, seq: seq, error: ClientAction.failureText(failure.error))
         case .held:
             outcome = .refused("the store of key \(key) stands at a past entry; the action is held")
         case .dropped:
@@ -162,9 +181,11 @@ actor HostedStore {
         }
         if let id {
             remember(outcome, for: id)
-            for waiter in waitingForId.removeValue(forKey: id) ?? [] { waiter.resume(returning: outcome) }
+            var repeated = outcome
+            repeated.repeated = true
+            for waiter in waitingForId.removeValue(forKey: id) ?? [] { waiter.resolve(repeated) }
         }
-        return outcome
+        pending.resolve(outcome)
     }
 
     private func remember(_ outcome: ActionOutcome, for id: String) {
@@ -286,6 +307,38 @@ actor HostedStore {
         store.shutdown()
         await store.barrier()
         return await database.close()
+    }
+}
+
+/// An action's outcome to come (`HostedStore.begin`): resolved once, awaited by one waiter.
+final class PendingOutcome: Sendable {
+    private let state: Protected<(outcome: ActionOutcome?, waiter: CheckedContinuation<ActionOutcome, Never>?)>
+
+    init(_ outcome: ActionOutcome? = nil) {
+        state = Protected((outcome, nil))
+    }
+
+    func resolve(_ outcome: ActionOutcome) {
+        let waiter = state.withLock { state in
+            defer { state = (outcome, nil) }
+            return state.waiter
+        }
+        waiter?.resume(returning: outcome)
+    }
+
+    /// Whether it is known already.
+    var isResolved: Bool { state.withLock { $0.outcome != nil } }
+
+    var outcome: ActionOutcome {
+        get async {
+            await withCheckedContinuation { continuation in
+                let known = state.withLock { state -> ActionOutcome? in
+                    if state.outcome == nil { state.waiter = continuation }
+                    return state.outcome
+                }
+                if let known { continuation.resume(returning: known) }
+            }
+        }
     }
 }
 

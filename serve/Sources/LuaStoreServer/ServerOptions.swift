@@ -44,6 +44,9 @@ public struct ServerLimits: Sendable {
     public var actionsPerConnectionPerSecond = 1_000
     /// Actions all clients together may send to one key per second.
     public var actionsPerKeyPerSecond = 5_000
+    /// Actions one live connection may have in flight: sent, not yet answered. They are reduced in the order they
+    /// came and answered in that order; the next message is read once one of them is answered.
+    public var actionsInFlightPerConnection = 16
     /// Live connections one token's subject may hold at once (more are closed with 1008).
     public var connectionsPerSubject = 64
     /// Action ids remembered per key: a resent id is answered with its first outcome, never applied again.

@@ -225,7 +225,25 @@ public final class StoreServer: Sendable {
                     }
                 }
             }
-            defer { group.cancelAll() }
+            // Replies, in the order the messages came: up to `actionsInFlightPerConnection` actions are in flight.
+            let window = InFlightWindow(options.limits.actionsInFlightPerConnection)
+            let (replies, replying) = AsyncStream<PendingReply>.makeStream()
+            let metrics = self.metrics
+            group.addTask {
+                var writing = true
+                for await reply in replies {
+                    let outcome = await reply.outcome.outcome
+                    if let started = reply.started { metrics.action(outcome, since: started) }
+                    if writing {
+                        do { try await outbound.writeTextMessage(outcome.json(id: reply.id)) } catch { writing = false }
+                    }
+                    await window.release()
+                }
+            }
+            defer {
+                replying.finish()
+                group.cancelAll()
+            }
             var bucket = TokenBucket(perSecond: options.limits.actionsPerConnectionPerSecond)
             let mayDispatch = grant.allows(.dispatch, on: key)
             for try await message in inbound.messages(maxSize: options.limits.messageBytes) {
@@ -237,23 +255,21 @@ public final class StoreServer: Sendable {
                     try await outbound.close(.messageTooLarge, reason: "a message has at most \(options.limits.messageBytes) bytes")
                     break
                 }
-                let reply: String
+                await window.acquire()
                 do throws(HTTPError) {
                     let (id, action) = try Self.parseAction(text)
                     if !mayDispatch {
-                        reply = ActionOutcome.refused("the token does not grant dispatch on key \(key)").json(id: id)
+                        replying.yield(PendingReply(id: id, .refused("the token does not grant dispatch on key \(key)")))
                     } else if !bucket.take() {
-                        reply = ActionOutcome.refused("rate limit: a connection sends at most \(options.limits.actionsPerConnectionPerSecond) actions a second").json(id: id)
+                        replying.yield(PendingReply(id: id, .refused(
+                            "rate limit: a connection sends at most \(options.limits.actionsPerConnectionPerSecond) actions a second")))
                     } else {
                         let started = ContinuousClock.now
-                        let outcome = await store.send(action, id: id)
-                        metrics.action(outcome, since: started)
-                        reply = outcome.json(id: id)
+                        replying.yield(PendingReply(id: id, outcome: await store.begin(action, id: id), started: started))
                     }
                 } catch {
-                    reply = ActionOutcome.refused(error.body ?? "not an action").json(id: nil)
+                    replying.yield(PendingReply(id: Self.readableId(text), .refused(error.body ?? "not an action")))
                 }
-                try await outbound.writeTextMessage(reply)
             }
         }
         await store.leave(client)
@@ -302,6 +318,13 @@ public final class StoreServer: Sendable {
     // MARK: Messages
 
     /// An action message: `{"id": "…", "action": {…}}`, or the action itself (`{"type": …}`).
+    /// The id of a message that is not an action, when it has a readable one (its refusal then names it).
+    static func readableId(_ text: String) -> String? {
+        guard let value = try? LuaJSON.parse(text), case .table = value, let id = value["id"].string,
+              !id.isEmpty, id.utf8.count <= 200 else { return nil }
+        return id
+    }
+
     static func parseAction(_ text: String) throws(HTTPError) -> (id: String?, action: LuaValue) {
         let value: LuaValue
         do {
@@ -388,5 +411,42 @@ struct Sweeper: Service {
         }
         // Shutting down: live clients are told to go (the server waits for their connections to end).
         await host.endLiveClients()
+    }
+}
+
+/// A reply to come on a live connection: the action's id and its outcome (with when it was sent, when it was).
+struct PendingReply: Sendable {
+    let id: String?
+    let outcome: PendingOutcome
+    var started: ContinuousClock.Instant?
+
+    init(id: String?, outcome: PendingOutcome, started: ContinuousClock.Instant?) {
+        self.id = id
+        self.outcome = outcome
+        self.started = started
+    }
+
+    init(id: String?, _ answer: ActionOutcome) {
+        self.init(id: id, outcome: PendingOutcome(answer), started: nil)
+    }
+}
+
+/// How many of a connection's actions may be in flight: `acquire` waits while all are taken.
+actor InFlightWindow {
+    private var free: Int
+    private var waiting: [CheckedContinuation<Void, Never>] = []
+
+    init(_ size: Int) { free = max(1, size) }
+
+    func acquire() async {
+        if free > 0 {
+            free -= 1
+            return
+        }
+        await withCheckedContinuation { waiting.append($0) }
+    }
+
+    func release() {
+        if waiting.isEmpty { free += 1 } else { waiting.removeFirst().resume() }
     }
 }

@@ -155,6 +155,59 @@ import Testing
         #expect(try await ended.status == 0)
     }
 
+    /// A live client need not wait for one answer before sending the next: up to 16 of its actions are in flight,
+    /// reduced in the order they came and answered in that order — refusals, failures and repeated ids among them.
+    @Test func actionsInFlightOnOneConnectionKeepTheirOrder() async throws {
+        let app = try CLI.makeApp("""
+            local app = {}
+            function app.init() return { seen = {} } end
+            function app.reduce(state, action)
+              if action.type == "note" then state.seen[#state.seen + 1] = action.n end
+              if action.type == "boom" then error("boom " .. action.n) end
+            end
+            function app.props(state) return { count = #state.seen, last = state.seen[#state.seen] } end
+            return app
+            """)
+        let folder = try ServedApp.temporaryFolder()
+        defer {
+            try? FileManager.default.removeItem(at: folder)
+            try? FileManager.default.removeItem(at: app)
+        }
+        let served = try await ServedApp(app: app, data: folder.appendingPathComponent("data"), ["--no-auth"])
+        let live = try await served.live("/stores/list/live")
+        _ = try await live.read(1) // (the snapshot)
+        var sent: [String] = []
+        for n in 1...60 {
+            let message: String
+            switch n {
+            case 20: message = #"{"id":"m20","action":{"type":"boom","n":20}}"#
+            case 30: message = #"{"id":"m30","action":{"kind":"note"}}"#
+            case 40: message = #"{"id":"m5","action":{"type":"note","n":40}}"# // (an id already used: answered, not applied)
+            default: message = #"{"id":"m\#(n)","action":{"type":"note","n":\#(n)}}"#
+            }
+            sent.append(n == 40 ? "m5" : "m\(n)")
+            try await live.send(message)
+        }
+        var answers: [[String: Any]] = []
+        let deadline = ContinuousClock.now + .seconds(60)
+        while answers.count < sent.count, ContinuousClock.now < deadline {
+            for message in try await live.read(1) where message["outcome"] != nil { answers.append(message) }
+        }
+        #expect(answers.compactMap { $0["id"] as? String } == sent)
+        #expect(answers[19]["outcome"] as? String == "failed" && (answers[19]["error"] as? String)?.contains("boom 20") == true)
+        #expect(answers[29]["outcome"] as? String == "refused")
+        #expect(answers[39]["repeated"] as? Bool == true)
+        let applied = answers.filter { $0["outcome"] as? String == "applied" && $0["repeated"] == nil }
+        #expect(applied.count == 57)
+        // Reduced in the order sent: the journal's sequence grows from each answer to the next.
+        let sequences = applied.compactMap { $0["seq"] as? Int }
+        #expect(sequences.count == 57 && zip(sequences, sequences.dropFirst()).allSatisfy { $0 < $1 }, "\(sequences)")
+        let props = try ServedApp.json(try await served.request("GET", "/stores/list/props").body)
+        #expect(props["count"] as? Int == 57 && props["last"] as? Int == 60, "\(props)")
+        live.close()
+        #expect(try await served.stop().status == 0)
+    }
+
     @Test func idleStoresHibernateAndResumeWithTheirStateAndAnsweredIds() async throws {
         let folder = try ServedApp.temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }

@@ -1,0 +1,291 @@
+import Foundation
+import LuaStoreCore
+import RawHTTPClient
+
+/// `serve.*`: the built `luastore-serve` (`--serve-binary`; `scripts/bench` builds the `serve/` package) as a
+/// process of its own on 127.0.0.1, driven by clients in this process — the load generator on the same machine,
+/// as the goals say. Each client is a thread with a WebSocket of its own (a second thread reads it in the
+/// open-loop row).
+extension Scenarios {
+    /// The store the throughput and latency rows drive: one counter per key.
+    static let serveCounterApp = """
+        local app = {}
+        function app.init() return { count = 0 } end
+        function app.reduce(state, action)
+          if action.type == "increment" then state.count = state.count + 1 end
+        end
+        function app.props(state) return { count = state.count } end
+        return app
+        """
+
+    /// A store of 10,000 items from its `init`, for the resume row.
+    static let serveItemsApp = """
+        local app = {}
+        function app.init()
+          local items = {}
+          for i = 1, 10000 do items["i" .. i] = { title = "item " .. i, done = false } end
+          return { items = items, touched = 0 }
+        end
+        function app.reduce(state, action)
+          if action.type == "touch" then state.touched = state.touched + 1 end
+        end
+        function app.props(state) return { touched = state.touched } end
+        return app
+        """
+
+    func serve() async throws -> [Scenario] {
+        guard let binary = serveBinary else {
+            FileHandle.standardError.write(Data("bench: serve rows need --serve-binary PATH (luastore-serve; scripts/bench builds it)\n".utf8))
+            return []
+        }
+        var rows: [Scenario] = []
+        let counter = try app("serve-counter", Self.serveCounterApp)
+        let options = ["--no-auth", "--persist-sync", "batch", "--connection-rate", "10000000", "--key-rate", "10000000",
+                       "--connections-per-token", "100000", "--idle-seconds", "600"]
+
+        // Throughput: 100 clients, each on its own key among 1,000 live ones, each keeping 16 actions in flight.
+        do {
+            let server = try ServeProcess(binary: binary, app: counter, data: workspace.appendingPathComponent("serve-throughput"), options)
+            defer { server.stop() }
+            let keys = quick ? 100 : 1_000, clients = quick ? 20 : 100
+            try Self.touchKeys((0..<keys).map { "k\($0)" }, port: server.port)
+            let seconds = quick ? 1.0 : 5.0
+            let answered = try Self.closedLoop(port: server.port, keys: (0..<clients).map { "k\($0 * (keys / clients))" },
+                                               inFlight: 16, seconds: seconds)
+            let perSecond = Double(answered) / seconds
+            rows.append(Scenario(name: "serve.ws_actions_per_second", value: perSecond, unit: "/s", goal: "≥ 50000", pass: perSecond >= 50_000))
+        }
+
+        // Latency at an offered 20,000 actions a second (open loop: each client sends on its schedule, whatever
+        // the answers do; a late answer counts from when its action was due).
+        do {
+            let server = try ServeProcess(binary: binary, app: counter, data: workspace.appendingPathComponent("serve-latency"), options)
+            defer { server.stop() }
+            let clients = quick ? 20 : 100, offered = quick ? 2_000.0 : 20_000.0
+            try Self.touchKeys((0..<clients).map { "k\($0)" }, port: server.port)
+            let latencies = try Self.openLoop(port: server.port, keys: (0..<clients).map { "k\($0)" }, perSecond: offered / Double(clients),
+                                              seconds: quick ? 1.0 : 5.0)
+            let p99 = Harness.percentile(latencies, 0.99) * 1_000
+            rows.append(Scenario(name: "serve.p99_ms", value: p99, unit: "ms", goal: "≤ 5", pass: p99 <= 5))
+            rows.append(Scenario(name: "serve.p50_ms", value: Harness.percentile(latencies, 0.5) * 1_000, unit: "ms", goal: "—", pass: nil))
+        }
+
+        // A hibernated 10,000-item store resumed by a request, against the same store made fresh by `init`; and
+        // what a hibernated key holds of the server's memory.
+        do {
+            let items = try app("serve-items", Self.serveItemsApp)
+            var quickIdle = options
+            quickIdle[quickIdle.firstIndex(of: "--idle-seconds")! + 1] = "1"
+            let server = try ServeProcess(binary: binary, app: items, data: workspace.appendingPathComponent("serve-resume"), quickIdle)
+            defer { server.stop() }
+            var fresh: [Double] = [], resumed: [Double] = []
+            for round in 0..<(quick ? 2 : 5) {
+                fresh.append(try Self.timedRequest("POST", "/stores/r\(round)/actions", #"{"type":"touch"}"#, port: server.port))
+            }
+            try Self.waitForHibernation(port: server.port)
+            for round in 0..<(quick ? 2 : 5) {
+                resumed.append(try Self.timedRequest("POST", "/stores/r\(round)/actions", #"{"type":"touch"}"#, port: server.port))
+            }
+            let resume = Harness.median(resumed), start = Harness.median(fresh)
+            rows.append(Scenario(name: "serve.resume_ms", value: resume, unit: "ms", goal: "—", pass: nil))
+            rows.append(Scenario(name: "serve.resume_vs_fresh_ratio", value: resume / start, unit: "×", goal: "≤ 2", pass: resume / start <= 2))
+        }
+        do {
+            var quickIdle = options
+            quickIdle[quickIdle.firstIndex(of: "--idle-seconds")! + 1] = "1"
+            let server = try ServeProcess(binary: binary, app: counter, data: workspace.appendingPathComponent("serve-hibernated"), quickIdle)
+            defer { server.stop() }
+            let count = quick ? 500 : 10_000
+            try Self.touchKeys(["warm"], port: server.port)
+            try Self.waitForHibernation(port: server.port)
+            let before = server.residentBytes()
+            try Self.touchKeys((0..<count).map { "h\($0)" }, port: server.port)
+            try Self.waitForHibernation(port: server.port)
+            let kibibytes = Double(server.residentBytes() - before) / 1024 / Double(count)
+            rows.append(Scenario(name: "serve.kib_per_hibernated_key", value: max(kibibytes, 0), unit: "KiB", goal: "≤ 4", pass: kibibytes <= 4))
+        }
+        return rows
+    }
+
+    /// One action on each key (four clients at once), so that every key's store is live.
+    static func touchKeys(_ keys: [String], port: UInt16) throws {
+        let failures = Protected<[String]>([])
+        DispatchQueue.concurrentPerform(iterations: 4) { lane in
+            for key in keys[...].enumerated().filter({ $0.offset % 4 == lane }).map(\.element) {
+                do {
+                    let response = try RawHTTP.request("POST", "/stores/\(key)/actions", port: port, headers: [:], body: #"{"type":"touch"}"#, token: "")
+                    if response.status != 200 { failures.withLock { $0.append("\(key): \(response.status) \(response.body)") } }
+                } catch {
+                    failures.withLock { $0.append("\(key): \(error)") }
+                }
+            }
+        }
+        if let first = failures.withLock({ $0.first }) { throw RawSocket.Failure("a key's first action failed: \(first)") }
+    }
+
+    /// Milliseconds one request takes.
+    static func timedRequest(_ method: String, _ target: String, _ body: String, port: UInt16) throws -> Double {
+        let clock = ContinuousClock()
+        let start = clock.now
+        let response = try RawHTTP.request(method, target, port: port, headers: [:], body: body, token: "")
+        guard response.status == 200 else { throw RawSocket.Failure("\(target): \(response.status) \(response.body)") }
+        return Harness.milliseconds(clock.now - start)
+    }
+
+    /// Waits until the server has no live store (its metrics say so), at most two minutes.
+    static func waitForHibernation(port: UInt16) throws {
+        let deadline = Date().addingTimeInterval(120)
+        while Date() < deadline {
+            let metrics = try RawHTTP.request("GET", "/metrics", port: port, headers: [:], body: "", token: "").body
+            let live = metrics.split(separator: "\n").first { $0.hasPrefix("luastore_live_stores ") }
+            if let live, Double(live.split(separator: " ").last ?? "") == 0 { return }
+            usleep(100_000)
+        }
+        Harness.stalled("the serve bench's stores to hibernate")
+    }
+
+    /// Clients (a thread each, one WebSocket to its key) keeping `inFlight` actions unanswered until `seconds`
+    /// passed; the number of answers heard in that time.
+    static func closedLoop(port: UInt16, keys: [String], inFlight: Int, seconds: Double) throws -> Int {
+        let sockets = try keys.map { key in
+            let socket = try RawWebSocket(port: port, target: "/stores/\(key)/live")
+            _ = try socket.readText() // (the snapshot)
+            return socket
+        }
+        let answered = Protected(0), failures = Protected<[String]>([])
+        let group = DispatchGroup()
+        let deadline = DispatchTime.now() + seconds
+        for (client, socket) in sockets.enumerated() {
+            group.enter()
+            Thread {
+                defer { group.leave() }
+                var sent = 0, heard = 0, late = 0
+                do {
+                    func send() throws {
+                        try socket.sendText(#"{"id":"c\#(client)-\#(sent)","action":{"type":"increment"}}"#)
+                        sent += 1
+                    }
+                    for _ in 0..<inFlight { try send() }
+                    while heard + late < sent {
+                        let text = try socket.readText()
+                        guard text.contains("\"outcome\"") else { continue }
+                        if DispatchTime.now() < deadline {
+                            heard += 1
+                            try send()
+                        } else {
+                            late += 1
+                        }
+                    }
+                } catch {
+                    failures.withLock { $0.append("client \(client): \(error)") }
+                }
+                answered.withLock { $0 += heard }
+                socket.close()
+            }.start()
+        }
+        group.wait()
+        if let first = failures.withLock({ $0.first }) { throw RawSocket.Failure(first) }
+        return answered.withLock { $0 }
+    }
+
+    /// Clients sending `perSecond` actions each on a fixed schedule for `seconds` (a sender thread and a reader
+    /// thread per socket); each answer's latency in seconds, from when its action was due.
+    static func openLoop(port: UInt16, keys: [String], perSecond: Double, seconds: Double) throws -> [Double] {
+        let sockets = try keys.map { key in
+            let socket = try RawWebSocket(port: port, target: "/stores/\(key)/live")
+            _ = try socket.readText() // (the snapshot)
+            return socket
+        }
+        let latencies = Protected<[Double]>([]), failures = Protected<[String]>([])
+        let group = DispatchGroup()
+        let start = DispatchTime.now().uptimeNanoseconds + 20_000_000
+        let count = Int(perSecond * seconds), interval = 1e9 / perSecond
+        for (client, socket) in sockets.enumerated() {
+            // (Clients start spread over one interval, not all at once.)
+            let offset = UInt64(interval * Double(client) / Double(sockets.count))
+            @Sendable func due(_ index: Int) -> UInt64 { start + offset + UInt64(interval * Double(index)) }
+            group.enter()
+            Thread {
+                defer { group.leave() }
+                do {
+                    for index in 0..<count {
+                        let now = DispatchTime.now().uptimeNanoseconds
+                        if due(index) > now { usleep(UInt32((due(index) - now) / 1_000)) }
+                        try socket.sendText(#"{"id":"\#(index)","action":{"type":"increment"}}"#)
+                    }
+                } catch {
+                    failures.withLock { $0.append("client \(client) sending: \(error)") }
+                }
+            }.start()
+            group.enter()
+            Thread {
+                defer { group.leave() }
+                var heard: [Double] = []
+                heard.reserveCapacity(count)
+                do {
+                    while heard.count < count {
+                        let text = try socket.readText()
+                        guard text.hasPrefix("{\"id\":\""), let end = text.dropFirst(7).firstIndex(of: "\""),
+                              let index = Int(text[text.index(text.startIndex, offsetBy: 7)..<end]) else { continue }
+                        heard.append(Double(DispatchTime.now().uptimeNanoseconds - min(due(index), DispatchTime.now().uptimeNanoseconds)) / 1e9)
+                    }
+                } catch {
+                    failures.withLock { $0.append("client \(client) reading: \(error)") }
+                }
+                latencies.withLock { $0 += heard }
+                socket.close()
+            }.start()
+        }
+        group.wait()
+        if let first = failures.withLock({ $0.first }) { throw RawSocket.Failure(first) }
+        return latencies.withLock { $0 }
+    }
+}
+
+/// `luastore-serve serve APP` on 127.0.0.1 and a port it chose, its data in a folder of the bench's workspace.
+final class ServeProcess: @unchecked Sendable { // (its process is set once, before it is shared)
+    let port: UInt16
+    private let process: Process
+
+    init(binary: URL, app: URL, data: URL, _ options: [String]) throws {
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = ["serve", app.path, "--listen", "127.0.0.1:0", "--data", data.path] + options
+        process.environment = ProcessInfo.processInfo.environment.merging(["LUASTORE_TIME_BUDGET_MS": "30000"]) { $1 }
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.standardError
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        var text = ""
+        let deadline = Date().addingTimeInterval(60)
+        while Date() < deadline, !text.contains("\n") {
+            let chunk = output.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            text += String(decoding: chunk, as: UTF8.self)
+        }
+        guard let port = text.split(separator: ":").last.flatMap({ UInt16($0.trimmingCharacters(in: .whitespacesAndNewlines)) }) else {
+            process.terminate()
+            throw RawSocket.Failure("luastore-serve printed \(text.debugDescription), not its address")
+        }
+        self.port = port
+        self.process = process
+    }
+
+    /// The server's resident memory, in bytes.
+    func residentBytes() -> Int {
+        guard let status = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+              let kilobytes = Int(line.split(separator: " ", omittingEmptySubsequences: true)[1])
+        else { return 0 }
+        return kilobytes * 1024
+    }
+
+    /// SIGTERM, and waits (at most a minute) for it to end.
+    func stop() {
+        process.terminate()
+        let deadline = Date().addingTimeInterval(60)
+        while process.isRunning && Date() < deadline { usleep(10_000) }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
+}
