@@ -7,17 +7,6 @@ import RawHTTPClient
 /// as the goals say. Each client is a thread with a WebSocket of its own (a second thread reads it in the
 /// open-loop row).
 extension Scenarios {
-    /// The store the throughput and latency rows drive: one counter per key.
-    static let serveCounterApp = """
-        local app = {}
-        function app.init() return { count = 0 } end
-        function app.reduce(state, action)
-          if action.type == "increment" then state.count = state.count + 1 end
-        end
-        function app.props(state) return { count = state.count } end
-        return app
-        """
-
     /// A store of 10,000 items from its `init`, for the resume row.
     static let serveItemsApp = """
         local app = {}
@@ -39,7 +28,7 @@ extension Scenarios {
             return []
         }
         var rows: [Scenario] = []
-        let counter = try app("serve-counter", Self.serveCounterApp)
+        let counter = try app("serve-counter", Self.countingApp) // (one counter per key)
         let options = ["--no-auth", "--persist-sync", "batch", "--connection-rate", "10000000", "--key-rate", "10000000",
                        "--connections-per-token", "100000", "--idle-seconds", "600"]
 

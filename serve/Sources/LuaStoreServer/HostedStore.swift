@@ -50,7 +50,9 @@ actor HostedStore {
     /// The last journal entry's sequence (the store's thread writes it).
     private let journaled: Protected<UInt64>
     /// Props the observer was handed, as JSON text, not yet numbered (the store's thread appends).
-    private let pending: Protected<[String]>
+    private let pending: Protected<Handed<String>>
+    /// Outcomes the store's thread resolved, not yet answered (the store's thread appends).
+    private let resolved = Protected(Handed<Resolved>())
     private var current: (seq: UInt64, props: String)?
     private var changes: [(seq: UInt64, message: String)] = []
     private var clients: [Int: AsyncStream<LiveEvent>.Continuation] = [:]
@@ -69,7 +71,7 @@ actor HostedStore {
     private var closed = false
 
     private init(key: String, store: ScriptedStore, database: KeyJournal, limits: ServerLimits,
-                 journaled: Protected<UInt64>, pending: Protected<[String]>) {
+                 journaled: Protected<UInt64>, pending: Protected<Handed<String>>) {
         self.key = key
         self.store = store
         self.database = database
@@ -83,7 +85,7 @@ actor HostedStore {
     static func open(key: String, options: ServerOptions, log: @escaping @Sendable (String) -> Void) async throws(ServeFailure) -> HostedStore {
         let database = try await KeyJournal.open(key: key, options: options)
         let journaled = Protected(database.persistence.resumed?.sequence ?? 0)
-        let pending = Protected<[String]>([])
+        let pending = Protected(Handed<String>())
         var storeOptions = options.store
         storeOptions.persistence = database.persistence
         storeOptions.threads = options.threads
@@ -112,8 +114,7 @@ actor HostedStore {
         await hosted.readAnswered()
         store.observeProps { [weak hosted] props in
             let text = (try? LuaJSON.encode(props, root: "props")) ?? "null"
-            pending.withLock { $0.append(text) }
-            if let hosted { Task { await hosted.numberPending() } }
+            if pending.withLock({ $0.append(text) }), let hosted { Task { await hosted.numberPending() } }
             return .active
         }
         await store.barrier()
@@ -155,13 +156,22 @@ actor HostedStore {
         if let id { waitingForId[id] = [] }
         inFlight += 1
         let pending = PendingOutcome()
-        let journaled = self.journaled
+        let journaled = self.journaled, resolved = self.resolved
         store.submit(action, id: id) { result in
             // (On the store's thread: a failed action's sequence is the last entry journaled when it failed.)
             let seq = journaled.withLock { $0 }
-            Task { await self.finish(result, failedAt: seq, id: id, pending: pending) }
+            if resolved.withLock({ $0.append(Resolved(result: result, failedAt: seq, id: id, pending: pending)) }) {
+                Task { await self.answerResolved() }
+            }
         }
         return pending
+    }
+
+    /// Answers the outcomes the store resolved, in order (one task for however many came meanwhile).
+    private func answerResolved() {
+        for done in resolved.withLock({ $0.take() }) {
+            finish(done.result, failedAt: done.failedAt, id: done.id, pending: done.pending)
+        }
     }
 
     private func finish(_ result: SendResult, failedAt seq: UInt64, id: String?, pending: PendingOutcome) {
@@ -213,10 +223,7 @@ actor HostedStore {
 
     /// Numbers the props the observer was handed and tells every live client, in order.
     func numberPending() {
-        let texts = pending.withLock { texts in
-            defer { texts.removeAll(keepingCapacity: true) }
-            return texts
-        }
+        let texts = pending.withLock { $0.take() }
         guard !texts.isEmpty else { return }
         let last = journaled.withLock { $0 }
         for text in texts {
@@ -308,6 +315,34 @@ actor HostedStore {
         await store.barrier()
         return await database.close()
     }
+}
+
+/// What the store's thread hands a hosted store, kept until the store's task takes it: `append` says whether a
+/// task must be started to take it (none is on its way), so a burst costs one task, not one per item.
+struct Handed<Item: Sendable>: Sendable {
+    private var items: [Item] = []
+    private var scheduled = false
+
+    /// Keeps `item`; true when no task is on its way to take it.
+    mutating func append(_ item: Item) -> Bool {
+        items.append(item)
+        defer { scheduled = true }
+        return !scheduled
+    }
+
+    mutating func take() -> [Item] {
+        scheduled = false
+        defer { items.removeAll(keepingCapacity: true) }
+        return items
+    }
+}
+
+/// An action the store resolved: what became of it, for `HostedStore.finish`.
+struct Resolved: Sendable {
+    let result: SendResult
+    let failedAt: UInt64
+    let id: String?
+    let pending: PendingOutcome
 }
 
 /// An action's outcome to come (`HostedStore.begin`): resolved once, awaited by one waiter.

@@ -14,6 +14,8 @@ actor StoreHost {
     private let log: @Sendable (String) -> Void
     private var slots: [String: Slot] = [:]
     private var stopping = false
+    /// Stores hibernating now; when the last of a sweep's is closed, the allocator gives back what they held.
+    private var closing = 0
 
     private let metrics: ServerMetrics
 
@@ -75,16 +77,26 @@ actor StoreHost {
             if let failure = await store.close() { log("key \(key): closing its store: \(failure)") }
         }
         slots[key] = .closing(task)
+        closing += 1
         metrics.hibernated()
         metrics.stores(live: liveCount)
         Task {
             await task.value
             self.closed(key, task)
+            self.hibernated()
         }
     }
 
     private func closed(_ key: String, _ task: Task<Void, Never>) {
         if case .closing(let current) = slots[key], current == task { slots[key] = nil }
+    }
+
+    /// One hibernation done. When none is left, the memory the closed VMs freed goes back to the system: a
+    /// hibernated key holds nothing, and a server whose live stores come and go should not keep their peak.
+    private func hibernated() {
+        closing -= 1
+        guard closing == 0 else { return }
+        Task { await Blocking.run { Allocator.giveBack() } }
     }
 
     /// Closes the live stores opened before `since` whose keys are not in `held` (a cluster's node that could not
@@ -120,5 +132,16 @@ actor StoreHost {
             }
         }
         slots.removeAll()
+    }
+}
+
+/// The C allocator's free memory, given back to the system (glibc's `malloc_trim`, looked up at run time: Swift's
+/// Glibc module does not declare it; elsewhere nothing happens).
+enum Allocator {
+    private typealias Trim = @convention(c) (Int) -> Int32
+
+    static func giveBack() {
+        guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "malloc_trim") else { return }
+        _ = unsafeBitCast(symbol, to: Trim.self)(0)
     }
 }

@@ -237,7 +237,7 @@ public final class StoreServer: Sendable {
                     if writing {
                         do { try await outbound.writeTextMessage(outcome.json(id: reply.id)) } catch { writing = false }
                     }
-                    await window.release()
+                    window.release()
                 }
             }
             defer {
@@ -431,22 +431,46 @@ struct PendingReply: Sendable {
     }
 }
 
-/// How many of a connection's actions may be in flight: `acquire` waits while all are taken.
-actor InFlightWindow {
-    private var free: Int
-    private var waiting: [CheckedContinuation<Void, Never>] = []
+/// How many of a connection's actions may be in flight: `acquire` waits while all are taken (a lock, not an
+/// actor: taking a free place costs no hop).
+final class InFlightWindow: Sendable {
+    private struct Places {
+        var free: Int
+        var waiting: [CheckedContinuation<Void, Never>] = []
+    }
 
-    init(_ size: Int) { free = max(1, size) }
+    private let places: Protected<Places>
+
+    init(_ size: Int) { places = Protected(Places(free: max(1, size))) }
 
     func acquire() async {
-        if free > 0 {
-            free -= 1
-            return
+        let taken = places.withLock { places in
+            guard places.free > 0 else { return false }
+            places.free -= 1
+            return true
         }
-        await withCheckedContinuation { waiting.append($0) }
+        if taken { return }
+        await withCheckedContinuation { continuation in
+            let now = places.withLock { places in
+                guard places.free > 0 else {
+                    places.waiting.append(continuation)
+                    return false
+                }
+                places.free -= 1
+                return true
+            }
+            if now { continuation.resume() }
+        }
     }
 
     func release() {
-        if waiting.isEmpty { free += 1 } else { waiting.removeFirst().resume() }
+        let waiter = places.withLock { places -> CheckedContinuation<Void, Never>? in
+            guard !places.waiting.isEmpty else {
+                places.free += 1
+                return nil
+            }
+            return places.waiting.removeFirst()
+        }
+        waiter?.resume()
     }
 }
