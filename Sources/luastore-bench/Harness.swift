@@ -20,8 +20,12 @@ enum Harness {
     /// Says which wait stalled and what it had seen, on standard error, and ends the run (exit status 3).
     static func stalled(_ what: String) -> Never {
         FileHandle.standardError.write(Data("luastore-bench: stalled: \(what)\n".utf8))
+        for child in children.withLock({ $0 }) { kill(child, SIGKILL) } // (no server of the bench outlives it)
         exit(3)
     }
+
+    /// The processes the bench started and has not stopped yet (`serve.*` rows' servers).
+    static let children = Protected<Set<pid_t>>([])
 
     static func median(_ values: [Double]) -> Double {
         let sorted = values.sorted()

@@ -38,6 +38,7 @@ extension Scenarios {
             defer { server.stop() }
             let keys = quick ? 100 : 1_000, clients = quick ? 20 : 100
             try Self.touchKeys((0..<keys).map { "k\($0)" }, port: server.port)
+            FileHandle.standardError.write(Data("bench: serve: \(keys) keys live; \(clients) clients sending\n".utf8))
             let seconds = quick ? 1.0 : 5.0
             let answered = try Self.closedLoop(port: server.port, keys: (0..<clients).map { "k\($0 * (keys / clients))" },
                                                inFlight: 16, seconds: seconds)
@@ -52,6 +53,10 @@ extension Scenarios {
             defer { server.stop() }
             let clients = quick ? 20 : 100, offered = quick ? 2_000.0 : 20_000.0
             try Self.touchKeys((0..<clients).map { "k\($0)" }, port: server.port)
+            // (First a quarter of that load, which the server is far from saturated by: what a client waits then.)
+            let light = try Self.openLoop(port: server.port, keys: (0..<clients).map { "k\($0)" }, perSecond: offered / 4 / Double(clients),
+                                          seconds: quick ? 1.0 : 3.0)
+            rows.append(Scenario(name: "serve.p99_ms_quarter_load", value: Harness.percentile(light, 0.99) * 1_000, unit: "ms", goal: "—", pass: nil))
             let latencies = try Self.openLoop(port: server.port, keys: (0..<clients).map { "k\($0)" }, perSecond: offered / Double(clients),
                                               seconds: quick ? 1.0 : 5.0)
             let p99 = Harness.percentile(latencies, 0.99) * 1_000
@@ -84,7 +89,7 @@ extension Scenarios {
             quickIdle[quickIdle.firstIndex(of: "--idle-seconds")! + 1] = "1"
             let server = try ServeProcess(binary: binary, app: counter, data: workspace.appendingPathComponent("serve-hibernated"), quickIdle)
             defer { server.stop() }
-            let count = quick ? 500 : 10_000
+            let count = quick ? 500 : 10_000 // (a key's first action makes its database: ≈ 6 ms, most of it the disk's)
             try Self.touchKeys(["warm"], port: server.port)
             try Self.waitForHibernation(port: server.port)
             let before = server.residentBytes()
@@ -189,6 +194,7 @@ extension Scenarios {
         let group = DispatchGroup()
         let start = DispatchTime.now().uptimeNanoseconds + 20_000_000
         let count = Int(perSecond * seconds), interval = 1e9 / perSecond
+        let run = String(UInt32.random(in: 0...UInt32.max), radix: 36) // (ids of their own: a later run's are never "repeated")
         for (client, socket) in sockets.enumerated() {
             // (Clients start spread over one interval, not all at once.)
             let offset = UInt64(interval * Double(client) / Double(sockets.count))
@@ -200,7 +206,7 @@ extension Scenarios {
                     for index in 0..<count {
                         let now = DispatchTime.now().uptimeNanoseconds
                         if due(index) > now { usleep(UInt32((due(index) - now) / 1_000)) }
-                        try socket.sendText(#"{"id":"\#(index)","action":{"type":"increment"}}"#)
+                        try socket.sendText(#"{"id":"\#(run)-\#(index)","action":{"type":"increment"}}"#)
                     }
                 } catch {
                     failures.withLock { $0.append("client \(client) sending: \(error)") }
@@ -214,8 +220,8 @@ extension Scenarios {
                 do {
                     while heard.count < count {
                         let text = try socket.readText()
-                        guard text.hasPrefix("{\"id\":\""), let end = text.dropFirst(7).firstIndex(of: "\""),
-                              let index = Int(text[text.index(text.startIndex, offsetBy: 7)..<end]) else { continue }
+                        guard text.hasPrefix("{\"id\":\"\(run)-"), let end = text.dropFirst(8 + run.utf8.count).firstIndex(of: "\""),
+                              let index = Int(text[text.index(text.startIndex, offsetBy: 8 + run.utf8.count)..<end]) else { continue }
                         heard.append(Double(DispatchTime.now().uptimeNanoseconds - min(due(index), DispatchTime.now().uptimeNanoseconds)) / 1e9)
                     }
                 } catch {
@@ -254,11 +260,12 @@ final class ServeProcess: @unchecked Sendable { // (its process is set once, bef
             text += String(decoding: chunk, as: UTF8.self)
         }
         guard let port = text.split(separator: ":").last.flatMap({ UInt16($0.trimmingCharacters(in: .whitespacesAndNewlines)) }) else {
-            process.terminate()
+            kill(process.processIdentifier, SIGKILL)
             throw RawSocket.Failure("luastore-serve printed \(text.debugDescription), not its address")
         }
         self.port = port
         self.process = process
+        Harness.children.withLock { _ = $0.insert(process.processIdentifier) }
     }
 
     /// The server's resident memory, in bytes.
@@ -276,5 +283,6 @@ final class ServeProcess: @unchecked Sendable { // (its process is set once, bef
         let deadline = Date().addingTimeInterval(60)
         while process.isRunning && Date() < deadline { usleep(10_000) }
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        Harness.children.withLock { _ = $0.remove(process.processIdentifier) }
     }
 }
