@@ -31,6 +31,8 @@ extension Scenarios {
         let counter = try app("serve-counter", Self.countingApp) // (one counter per key)
         let options = ["--no-auth", "--persist-sync", "batch", "--connection-rate", "10000000", "--key-rate", "10000000",
                        "--connections-per-token", "100000", "--idle-seconds", "600"]
+        var quickIdle = options // (the rows of hibernated stores: idle after a second)
+        quickIdle[quickIdle.firstIndex(of: "--idle-seconds")! + 1] = "1"
 
         // Throughput: 100 clients, each on its own key among 1,000 live ones, each keeping 16 actions in flight.
         do {
@@ -68,8 +70,6 @@ extension Scenarios {
         // what a hibernated key holds of the server's memory.
         do {
             let items = try app("serve-items", Self.serveItemsApp)
-            var quickIdle = options
-            quickIdle[quickIdle.firstIndex(of: "--idle-seconds")! + 1] = "1"
             let server = try ServeProcess(binary: binary, app: items, data: workspace.appendingPathComponent("serve-resume"), quickIdle)
             defer { server.stop() }
             var fresh: [Double] = [], resumed: [Double] = []
@@ -85,8 +85,6 @@ extension Scenarios {
             rows.append(Scenario(name: "serve.resume_vs_fresh_ratio", value: resume / start, unit: "×", goal: "≤ 2", pass: resume / start <= 2))
         }
         do {
-            var quickIdle = options
-            quickIdle[quickIdle.firstIndex(of: "--idle-seconds")! + 1] = "1"
             let server = try ServeProcess(binary: binary, app: counter, data: workspace.appendingPathComponent("serve-hibernated"), quickIdle)
             defer { server.stop() }
             let count = quick ? 500 : 10_000 // (a key's first action makes its database: ≈ 6 ms, most of it the disk's)
@@ -138,14 +136,19 @@ extension Scenarios {
         Harness.stalled("the serve bench's stores to hibernate")
     }
 
-    /// Clients (a thread each, one WebSocket to its key) keeping `inFlight` actions unanswered until `seconds`
-    /// passed; the number of answers heard in that time.
-    static func closedLoop(port: UInt16, keys: [String], inFlight: Int, seconds: Double) throws -> Int {
-        let sockets = try keys.map { key in
+    /// A live WebSocket to each key, its snapshot read.
+    static func liveSockets(port: UInt16, keys: [String]) throws -> [RawWebSocket] {
+        try keys.map { key in
             let socket = try RawWebSocket(port: port, target: "/stores/\(key)/live")
             _ = try socket.readText() // (the snapshot)
             return socket
         }
+    }
+
+    /// Clients (a thread each, one WebSocket to its key) keeping `inFlight` actions unanswered until `seconds`
+    /// passed; the number of answers heard in that time.
+    static func closedLoop(port: UInt16, keys: [String], inFlight: Int, seconds: Double) throws -> Int {
+        let sockets = try liveSockets(port: port, keys: keys)
         let answered = Protected(0), failures = Protected<[String]>([])
         let group = DispatchGroup()
         let deadline = DispatchTime.now() + seconds
@@ -185,11 +188,7 @@ extension Scenarios {
     /// Clients sending `perSecond` actions each on a fixed schedule for `seconds` (a sender thread and a reader
     /// thread per socket); each answer's latency in seconds, from when its action was due.
     static func openLoop(port: UInt16, keys: [String], perSecond: Double, seconds: Double) throws -> [Double] {
-        let sockets = try keys.map { key in
-            let socket = try RawWebSocket(port: port, target: "/stores/\(key)/live")
-            _ = try socket.readText() // (the snapshot)
-            return socket
-        }
+        let sockets = try liveSockets(port: port, keys: keys)
         let latencies = Protected<[Double]>([]), failures = Protected<[String]>([])
         let group = DispatchGroup()
         let start = DispatchTime.now().uptimeNanoseconds + 20_000_000
@@ -270,11 +269,7 @@ final class ServeProcess: @unchecked Sendable { // (its process is set once, bef
 
     /// The server's resident memory, in bytes.
     func residentBytes() -> Int {
-        guard let status = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8),
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
-              let kilobytes = Int(line.split(separator: " ", omittingEmptySubsequences: true)[1])
-        else { return 0 }
-        return kilobytes * 1024
+        Scenarios.residentBytes(of: String(process.processIdentifier))
     }
 
     /// SIGTERM, and waits (at most a minute) for it to end.

@@ -8,8 +8,8 @@ import LuaStoreScripting
 /// action to each of them.
 extension Scenarios {
     /// The process's resident memory in bytes (`VmRSS` in `/proc/self/status`).
-    static func residentBytes() -> Int {
-        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+    static func residentBytes(of process: String = "self") -> Int {
+        guard let status = try? String(contentsOfFile: "/proc/\(process)/status", encoding: .utf8),
               let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
               let kilobytes = Int(line.split(separator: " ", omittingEmptySubsequences: true)[1])
         else { return 0 }
