@@ -7,7 +7,9 @@ import Testing
 @Suite struct InteractiveTests {
     @discardableResult
     func tmux(_ arguments: [String]) async throws -> String {
-        try await runChildProcess(URL(fileURLWithPath: "/usr/bin/tmux"), arguments, environment: CLI.environment, timeout: .seconds(20)).output
+        // (60 s: the first command starts tmux's server, which took more than 20 s once beside busy loops and the
+        // rest of the suite.)
+        try await runChildProcess(URL(fileURLWithPath: "/usr/bin/tmux"), arguments, environment: CLI.environment, timeout: .seconds(60)).output
     }
 
     func screen(_ session: String) async throws -> String {
