@@ -26,6 +26,9 @@ public struct ServerOptions: Sendable {
     public var cluster: ClusterDatabase?
     /// Where each store's VM runs: a pool shared by all keys (so 10,000 stores are not 10,000 threads).
     public var threads: LuaThreadPool?
+    /// A folder whose files are served at `/` (`index.html` for a folder's path), without a token: the app's
+    /// page for its clients. Nil serves no files.
+    public var web: URL?
 
     public init(app: URL, dataFolder: URL, store: ScriptedStoreOptions = ScriptedStoreOptions()) {
         self.app = app

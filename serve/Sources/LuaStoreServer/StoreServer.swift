@@ -36,6 +36,10 @@ public final class StoreServer: Sendable {
         var logger = Logger(label: "luastore.serve")
         logger.logLevel = .error
         let router = Router(context: BasicWebSocketRequestContext.self)
+        if let web = options.web {
+            // (Only what no route answers: a file under `web`, never a path out of it — `..` is refused.)
+            router.middlewares.add(FileMiddleware(web.path, searchForIndexHtml: true, logger: logger))
+        }
         routes(router)
         let sweeper = Sweeper(host: host, every: Self.sweepInterval(options.idle), cluster: options.cluster, log: log)
         let app = Application(

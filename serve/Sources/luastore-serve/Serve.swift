@@ -35,6 +35,9 @@ struct Serve: AsyncParsableCommand {
     @Flag(name: .customLong("no-auth"), help: "Serve without tokens: every client may read and dispatch on every key (loopback addresses only).")
     var noAuth = false
 
+    @Option(name: .long, help: ArgumentHelp("Serve this folder's files at / (index.html for /), without a token: a page for the app's clients. Default: the app's own web folder, when it has one.", valueName: "folder"), completion: .directory)
+    var web: String?
+
     @Option(name: .customLong("idle-seconds"), help: "Hibernate a store left idle this long (no request, no live client).")
     var idleSeconds: Double = 300
 
@@ -104,6 +107,20 @@ struct Serve: AsyncParsableCommand {
         return (host, port)
     }
 
+    /// The folder `--web` names (which must be one), else the app's `web` folder when it has one.
+    func webFolder(app: URL) throws -> URL? {
+        var isFolder: ObjCBool = false
+        guard let web else {
+            let own = app.appendingPathComponent("web")
+            return FileManager.default.fileExists(atPath: own.path, isDirectory: &isFolder) && isFolder.boolValue ? own : nil
+        }
+        guard FileManager.default.fileExists(atPath: web, isDirectory: &isFolder), isFolder.boolValue else {
+            Console.error("--web: \(web) is not a folder")
+            throw ExitCode.unusable
+        }
+        return URL(fileURLWithPath: web)
+    }
+
     static func isLoopback(_ host: String) -> Bool {
         host == "localhost" || host == "::1" || host.hasPrefix("127.")
     }
@@ -128,6 +145,7 @@ struct Serve: AsyncParsableCommand {
         options.snapshotInterval = UInt64(persistSnapshotEvery)
         options.idle = .milliseconds(Int64(idleSeconds * 1000))
         options.threads = LuaThreadPool(name: "luastore.serve")
+        options.web = try webFolder(app: source.folder)
         options.limits.messageBytes = maxMessageBytes
         options.limits.actionsPerConnectionPerSecond = connectionRate
         options.limits.actionsPerKeyPerSecond = keyRate

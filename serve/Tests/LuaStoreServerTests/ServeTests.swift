@@ -76,6 +76,7 @@ import Testing
             return app
             """)
         let strict = try await ServedApp(app: app, data: folder.appendingPathComponent("strict"), ["--no-auth"])
+        #expect(try await strict.request("GET", "/").status == 404) // (an app without a web folder serves no files)
         #expect(try await strict.request("POST", "/stores/k/actions", body: #"{"type":"ok"}"#).status == 200)
         let failed = try await strict.request("POST", "/stores/k/actions", body: #"{"id":"b","action":{"type":"boom"}}"#)
         #expect(failed.status == 422)
@@ -287,6 +288,39 @@ import Testing
         #expect(open.status == 2 && open.errors.contains("loopback"))
         let port = try await CLI.run(["serve", counter.path, "--data", "/tmp/unused", "--no-auth", "--listen", "127.0.0.1:99999"])
         #expect(port.status == 2 && port.errors.contains("HOST:PORT"))
+    }
+
+    /// An app's `web` folder is its clients' page: served at `/` without a token, and nothing outside it — not the
+    /// app's scripts beside it, whatever the path's spelling; `--web` names another folder, and must name one.
+    @Test func theAppsWebFolderIsServedAndNothingOutsideIt() async throws {
+        let folder = try ServedApp.temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let secret = folder.appendingPathComponent("secret").path
+        #expect(try await CLI.run(["token", "secret", secret]).status == 0)
+        let served = try await ServedApp(app: counter, data: folder.appendingPathComponent("data"), ["--token-secret", secret])
+        let page = try await served.request("GET", "/")
+        #expect(page.status == 200)
+        #expect(page.headers["content-type"]?.hasPrefix("text/html") == true, "\(page.headers)")
+        #expect(page.body == (try String(contentsOf: counter.appendingPathComponent("web/index.html"), encoding: .utf8)))
+        #expect(try await served.request("GET", "/index.html").body == page.body)
+        for escape in ["/../app.lua", "/%2e%2e/app.lua", "/..%2fapp.lua", "/web/../app.lua", "/app.lua", "/nothing.js"] {
+            let response = try await served.request("GET", escape)
+            #expect([400, 404].contains(response.status), "\(escape): \(response.status)")
+            #expect(!response.body.contains("app.reduce"), "\(escape) showed the app's script")
+        }
+        // The stores are still behind their tokens.
+        #expect(try await served.request("GET", "/stores/room-1/props").status == 401)
+        #expect(try await served.stop().status == 0)
+
+        let pages = folder.appendingPathComponent("pages")
+        try FileManager.default.createDirectory(at: pages, withIntermediateDirectories: true)
+        try "<p>elsewhere</p>".write(to: pages.appendingPathComponent("index.html"), atomically: true, encoding: .utf8)
+        let other = try await ServedApp(app: counter, data: folder.appendingPathComponent("data"), ["--no-auth", "--web", pages.path])
+        #expect(try await other.request("GET", "/").body == "<p>elsewhere</p>")
+        #expect(try await other.stop().status == 0)
+        let none = try await CLI.run(["serve", counter.path, "--data", folder.appendingPathComponent("data").path, "--no-auth",
+                                      "--web", folder.appendingPathComponent("absent").path])
+        #expect(none.status == 2 && none.errors.contains("--web: ") && none.errors.contains("is not a folder"), "\(none.errors)")
     }
 
     /// `luastore serve|token` run the `luastore-serve` beside `luastore` (every test here goes through it): its help
