@@ -30,6 +30,8 @@ let package = Package(
         // The repository's own test helpers, for the tests of the `serve/` package (not API).
         .library(name: "LuaStoreTestSupport", targets: ["LuaStoreTestSupport"]),
         .library(name: "RawHTTPClient", targets: ["RawHTTPClient"]),
+        // A PostgreSQL server in a temporary folder, for the `serve/` package's tests and the cluster's benchmarks (not API).
+        .library(name: "LocalPostgres", targets: ["LocalPostgres"]),
         .executable(name: "luakit", targets: ["luakit"]),
         .executable(name: "luastore", targets: ["luastore"]),
         .executable(name: "luastore-demo-api", targets: ["luastore-demo-api"]),
@@ -123,7 +125,7 @@ let package = Package(
             name: "luastore-bench",
             dependencies: [
                 "LuaKit", "LuaStoreCore", "LuaStoreScripting", "LuaStoreDevtools", "LuaStorePersistence", "LuaStoreBundles",
-                "RawHTTPClient",
+                "RawHTTPClient", "LocalPostgres",
             ],
             swiftSettings: strict,
             plugins: ["EmbedLua"]
@@ -173,6 +175,8 @@ let package = Package(
         ),
         // A bounded HTTP and WebSocket client on a plain socket, for the devtools' tests and benchmarks.
         .target(name: "RawHTTPClient", swiftSettings: strict),
+        // Debian's PostgreSQL server started with initdb and pg_ctl in a temporary folder (the cluster's tests, benchmarks).
+        .target(name: "LocalPostgres", dependencies: ["LuaStoreConcurrency"], path: "Tests/LocalPostgres", swiftSettings: strict),
         .target(
             name: "LuaStoreTestSupport",
             dependencies: [

@@ -73,17 +73,10 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        // The tests' own PostgreSQL server (initdb and pg_ctl in a temporary folder).
-        .target(
-            name: "ServeTestSupport",
-            dependencies: [.product(name: "LuaStoreConcurrency", package: "LuaStore")],
-            path: "Tests/ServeTestSupport",
-            swiftSettings: strict
-        ),
         .testTarget(
             name: "LuaStoreClusterTests",
             dependencies: [
-                "LuaStoreCluster", "ServeTestSupport",
+                "LuaStoreCluster", .product(name: "LocalPostgres", package: "LuaStore"),
                 .product(name: "LuaKit", package: "LuaStore"), .product(name: "LuaStorePersistence", package: "LuaStore"),
                 .product(name: "LuaStoreScripting", package: "LuaStore"), .product(name: "LuaStoreTestSupport", package: "LuaStore"),
             ],
@@ -93,7 +86,7 @@ let package = Package(
         .testTarget(
             name: "LuaStoreServerTests",
             dependencies: [
-                "LuaStoreServer", "ServeTestSupport", .target(name: "luastore-serve"),
+                "LuaStoreServer", .target(name: "luastore-serve"), .product(name: "LocalPostgres", package: "LuaStore"),
                 .product(name: "luastore", package: "LuaStore"), .product(name: "luastore-bench", package: "LuaStore"),
                 .product(name: "LuaStoreTestSupport", package: "LuaStore"), .product(name: "RawHTTPClient", package: "LuaStore"),
             ],

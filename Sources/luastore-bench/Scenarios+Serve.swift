@@ -259,7 +259,7 @@ final class ServeProcess: @unchecked Sendable { // (its process is set once, bef
             text += String(decoding: chunk, as: UTF8.self)
         }
         guard let port = text.split(separator: ":").last.flatMap({ UInt16($0.trimmingCharacters(in: .whitespacesAndNewlines)) }) else {
-            kill(process.processIdentifier, SIGKILL)
+            Glibc.kill(process.processIdentifier, SIGKILL)
             throw RawSocket.Failure("luastore-serve printed \(text.debugDescription), not its address")
         }
         self.port = port
@@ -267,17 +267,29 @@ final class ServeProcess: @unchecked Sendable { // (its process is set once, bef
         Harness.children.withLock { _ = $0.insert(process.processIdentifier) }
     }
 
+    /// `kill -9`, and waits (at most a minute) for it to end.
+    func kill() {
+        Glibc.kill(process.processIdentifier, SIGKILL)
+        let deadline = Date().addingTimeInterval(60)
+        while process.isRunning && Date() < deadline { usleep(10_000) }
+        Harness.children.withLock { _ = $0.remove(process.processIdentifier) }
+    }
+
     /// The server's resident memory, in bytes.
     func residentBytes() -> Int {
         Scenarios.residentBytes(of: String(process.processIdentifier))
     }
 
-    /// SIGTERM, and waits (at most a minute) for it to end.
+    /// SIGTERM, and waits (at most a minute) for it to end (a process already ended: nothing).
     func stop() {
+        guard process.isRunning else {
+            Harness.children.withLock { _ = $0.remove(process.processIdentifier) }
+            return
+        }
         process.terminate()
         let deadline = Date().addingTimeInterval(60)
         while process.isRunning && Date() < deadline { usleep(10_000) }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
         Harness.children.withLock { _ = $0.remove(process.processIdentifier) }
     }
 }

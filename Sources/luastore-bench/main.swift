@@ -55,7 +55,7 @@ let groups: [(String, () async throws -> [Scenario])] = [
     ("strings_scripts", scenarios.stringScripts), ("record", scenarios.journal), ("persist", scenarios.persistence),
     ("plugins", scenarios.plugins), ("mounted", scenarios.mountedDispatch), ("stores", scenarios.manyStores),
     ("cli", scenarios.cli), ("inputs", scenarios.inputs),
-    ("devtools", scenarios.devtools), ("serve", scenarios.serve),
+    ("devtools", scenarios.devtools), ("serve", scenarios.serve), ("cluster", scenarios.cluster),
 ]
 for (name, run) in groups where only.map({ name.hasPrefix($0) || $0.hasPrefix(name) }) ?? true {
     FileHandle.standardError.write(Data("bench: \(name)…\n".utf8))

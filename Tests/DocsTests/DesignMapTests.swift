@@ -102,7 +102,7 @@ import Testing
         let end = page.range(of: "\n## ", range: start.upperBound..<page.endIndex)?.lowerBound ?? page.endIndex
         let sections = page[start.upperBound..<end].matches(of: #/\n### ([^\n]+)/#).map { String($0.output.1) }
         let mentioned = sections.joined(separator: " ")
-        let helpers = ["embed-lua", "luastore-demo-api", "LuaStoreDemoAPI", "RawHTTPClient", "swift-host", "LuaStoreTestSupport", "ServeTestSupport"]
+        let helpers = ["embed-lua", "luastore-demo-api", "LuaStoreDemoAPI", "RawHTTPClient", "swift-host", "LuaStoreTestSupport", "LocalPostgres"]
         for target in targets where !target.hasSuffix("Tests") && !helpers.contains(target) {
             #expect(mentioned.contains(target), "Package.swift has \(target); docs/design.md has no section for it")
         }

@@ -71,6 +71,7 @@ public final class ClusterDatabase: Sendable {
                 "CREATE TABLE IF NOT EXISTS luastore_leases (key text PRIMARY KEY, node text NOT NULL, epoch bigint NOT NULL, expires timestamptz NOT NULL)",
                 "CREATE TABLE IF NOT EXISTS luastore_snapshots (key text PRIMARY KEY, seq bigint NOT NULL, header bytea NOT NULL)",
                 "CREATE TABLE IF NOT EXISTS luastore_entries (key text NOT NULL, seq bigint NOT NULL, first bigint NOT NULL, lines bytea NOT NULL, PRIMARY KEY (key, seq))",
+                PostgresQuery(unsafeSQL: Self.appendFunction),
             ] as [PostgresQuery] {
                 _ = try connection.query(statement, logger: logger).wait()
             }
@@ -95,6 +96,42 @@ public final class ClusterDatabase: Sendable {
             }
         }
     }
+
+    /// The SQLSTATE of a journal write refused because another node holds the key now (`luastore_append`).
+    static let fencedState = "LS409"
+
+    /// A journal's commit in one statement, so in one round trip (`PostgresJournal`): it locks the key's lease row,
+    /// refuses to write unless this node holds it at its epoch (**fencing**), then writes the rows in their order —
+    /// an entry replaces the one of its `seq`; a snapshot replaces the key's and
+    /// drops the entries it holds. (A function of its own name: nodes of format 1 without it never call it.)
+    static let appendFunction = """
+        CREATE OR REPLACE FUNCTION luastore_append(p_key text, p_node text, p_epoch bigint, p_seq bigint[], p_first bigint[], p_snapshot boolean[], p_bytes bytea[])
+        RETURNS void LANGUAGE plpgsql AS $$
+        DECLARE
+          holder text;
+          held bigint;
+        BEGIN
+          SELECT node, epoch INTO holder, held FROM luastore_leases WHERE key = p_key FOR UPDATE;
+          IF NOT FOUND THEN
+            RAISE EXCEPTION USING ERRCODE = '\(fencedState)', MESSAGE = 'its lease is gone';
+          END IF;
+          IF holder <> p_node OR held <> p_epoch THEN
+            RAISE EXCEPTION USING ERRCODE = '\(fencedState)', MESSAGE = format(
+              'node %s took the key over (epoch %s; this node opened it at %s): this node no longer writes it', holder, held, p_epoch);
+          END IF;
+          FOR i IN 1 .. coalesce(array_length(p_seq, 1), 0) LOOP
+            IF p_snapshot[i] THEN
+              INSERT INTO luastore_snapshots (key, seq, header) VALUES (p_key, p_seq[i], p_bytes[i])
+                ON CONFLICT (key) DO UPDATE SET seq = EXCLUDED.seq, header = EXCLUDED.header;
+              DELETE FROM luastore_entries WHERE key = p_key AND seq <= p_seq[i];
+            ELSE
+              INSERT INTO luastore_entries (key, seq, first, lines) VALUES (p_key, p_seq[i], p_first[i], p_bytes[i])
+                ON CONFLICT (key, seq) DO UPDATE SET first = EXCLUDED.first, lines = EXCLUDED.lines;
+            END IF;
+          END LOOP;
+        END
+        $$
+        """
 
     // MARK: Nodes and leases
 
@@ -234,7 +271,8 @@ public struct ClusterFailure: Error, Sendable, CustomStringConvertible {
         if let failure = error as? ClusterFailure { return failure.description }
         if let error = error as? PSQLError {
             if let message = error.serverInfo?[.message] {
-                return message + (error.serverInfo?[.sqlState].map { " (SQLSTATE \($0))" } ?? "")
+                let state = error.serverInfo?[.sqlState]
+                return message + (state.map { $0 == ClusterDatabase.fencedState ? "" : " (SQLSTATE \($0))" } ?? "")
             }
             switch error.code {
             case .connectionError: return "cannot connect" + (error.underlying.map { ": \($0)" } ?? "")

@@ -84,45 +84,31 @@ public final class PostgresJournal: StatePersistence, JournalOutput, @unchecked 
         if journal.add(write) { writing.async { [self] in drain() } }
     }
 
-    /// On the writer's queue: makes the lines of everything queued and commits them as one transaction — after
-    /// checking, in it, that this node still holds the key at its epoch.
+    /// On the writer's queue: makes the lines of everything queued and commits them in one statement, so one
+    /// transaction and one round trip (`luastore_append`) — which writes only if this node still holds the key at its
+    /// epoch.
     private func drain() {
         guard let (buffer, rows) = journal.takeRows() else { return }
+        var sequences: [Int64] = [], firsts: [Int64] = [], snapshots: [Bool] = [], bytes: [ByteBuffer] = []
+        for row in rows {
+            switch row {
+            case .entries(let first, let last, let lines):
+                sequences.append(Int64(last))
+                firsts.append(Int64(first))
+                snapshots.append(false)
+                bytes.append(ByteBuffer(bytes: buffer[lines]))
+            case .snapshot(let sequence, let line):
+                sequences.append(Int64(sequence))
+                firsts.append(0)
+                snapshots.append(true)
+                bytes.append(ByteBuffer(bytes: buffer[line]))
+            }
+        }
         let key = self.key, epoch = self.epoch, node = database.node
-        do {
+        do throws(ClusterFailure) {
             try database.lanes[database.lane(of: key)].perform { connection, logger in
-                _ = try connection.query("BEGIN", logger: logger).wait()
-                do {
-                    let lease = try connection.query("SELECT node, epoch FROM luastore_leases WHERE key = \(key) FOR UPDATE", logger: logger).wait()
-                    guard let row = lease.first else { throw ClusterFailure("its lease is gone") }
-                    let (holder, held) = try row.decode((String, Int64).self)
-                    guard holder == node, held == epoch else {
-                        throw ClusterFailure("node \(holder) took the key over (epoch \(held); this node opened it at \(epoch)): this node no longer writes it")
-                    }
-                    for row in rows {
-                        switch row {
-                        case .entries(let first, let last, let lines):
-                            let bytes = ByteBuffer(bytes: buffer[lines])
-                            _ = try connection.query("""
-                                INSERT INTO luastore_entries (key, seq, first, lines) VALUES (\(key), \(Int64(last)), \(Int64(first)), \(bytes))
-                                ON CONFLICT (key, seq) DO UPDATE SET first = EXCLUDED.first, lines = EXCLUDED.lines
-                                """, logger: logger).wait()
-                        case .snapshot(let sequence, let line):
-                            let bytes = ByteBuffer(bytes: buffer[line])
-                            _ = try connection.query("""
-                                INSERT INTO luastore_snapshots (key, seq, header) VALUES (\(key), \(Int64(sequence)), \(bytes))
-                                ON CONFLICT (key) DO UPDATE SET seq = EXCLUDED.seq, header = EXCLUDED.header
-                                """, logger: logger).wait()
-                            _ = try connection.query("DELETE FROM luastore_entries WHERE key = \(key) AND seq <= \(Int64(sequence))",
-                                                 logger: logger).wait()
-                        }
-                    }
-                    let done = try connection.query("COMMIT", logger: logger).wait()
-                    guard done.metadata.command != "ROLLBACK" else { throw ClusterFailure("the commit was rolled back") }
-                } catch {
-                    _ = try? connection.query("ROLLBACK", logger: logger).wait()
-                    throw error
-                }
+                _ = try connection.query("SELECT luastore_append(\(key), \(node), \(epoch), \(sequences), \(firsts), \(snapshots), \(bytes))",
+                                         logger: logger).wait()
             }
         } catch {
             journal.fail("cannot be written: \(error.description)")

@@ -1,7 +1,7 @@
 import Foundation
+import LocalPostgres
 import LuaStoreTestSupport
 import RawHTTPClient
-import ServeTestSupport
 import Testing
 
 /// Three `serve --cluster` nodes on one PostgreSQL, clients sending actions over several keys, and nodes killed

@@ -1,6 +1,6 @@
 import Foundation
+import LocalPostgres
 import LuaStoreTestSupport
-import ServeTestSupport
 import RawHTTPClient
 import Testing
 

@@ -5,7 +5,8 @@ import LuaStoreConcurrency
 /// folder and started with `pg_ctl`, listening on 127.0.0.1 at a free port, with `trust` authentication for the
 /// user `luastore`. One per test process, started by the first test that asks and stopped when the process exits;
 /// each test takes a database of its own (`database()`). Run as root (CI), the server runs as the `postgres` user,
-/// since PostgreSQL refuses root.
+/// since PostgreSQL refuses root. The benchmarks start one of their own that syncs its writes to disk
+/// (`PostgresServer(durable: true)`, stopped by `stop()`).
 public final class PostgresServer: Sendable {
     public let port: Int
     public let folder: URL
@@ -28,21 +29,27 @@ public final class PostgresServer: Sendable {
     private static func runningNow() throws -> PostgresServer {
         try shared.withLock { shared in
             if let shared { return try shared.get() }
-            let result = Result { () throws(PostgresServerFailure) in try PostgresServer() }
+            let result = Result { () throws(PostgresServerFailure) in try PostgresServer(durable: false) }
             shared = result
-            if case .success(let server) = result {
-                atexit { PostgresServer.stopShared() }
-                _ = server
-            }
+            if case .success(let server) = result { server.stopsAtExit() }
             return try result.get()
         }
     }
 
-    private static func stopShared() {
-        if case .success(let server)? = shared.withLock({ $0 }) { server.stop() }
+    private static let stoppedAtExit = Protected<[PostgresServer]?>(nil)
+
+    /// Stops the server when the process exits (`exit`, or returning from `main`), if `stop()` has not before.
+    public func stopsAtExit() {
+        let first = Self.stoppedAtExit.withLock { servers in
+            defer { servers = (servers ?? []) + [self] }
+            return servers == nil
+        }
+        if first { atexit { for server in PostgresServer.stoppedAtExit.withLock({ $0 ?? [] }) { server.stop() } } }
     }
 
-    private init() throws(PostgresServerFailure) {
+    /// Makes and starts a server (for seconds: off the cooperative pool). `durable`: it syncs its writes to disk as a
+    /// production server does (fsync and synchronous commits on); else not, for tests that need no crash safety.
+    public init(durable: Bool) throws(PostgresServerFailure) {
         guard let binaries = Self.binariesFolder() else { throw PostgresServerFailure(Self.unavailable ?? "no PostgreSQL") }
         self.binaries = binaries
         runAs = getuid() == 0 ? "postgres" : nil
@@ -61,7 +68,7 @@ public final class PostgresServer: Sendable {
                          ["-D", data, "-U", "luastore", "--auth=trust", "-E", "UTF8", "--no-sync"], as: runAs)
         _ = try Self.run(binaries.appendingPathComponent("pg_ctl").path,
                          ["-D", data, "-l", folder.appendingPathComponent("log").path, "-w", "-t", "60", "-o",
-                          "-p \(port) -k \(folder.path) -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200", "start"],
+                          "-p \(port) -k \(folder.path) -c listen_addresses=127.0.0.1 -c fsync=\(durable ? "on" : "off") -c max_connections=200", "start"],
                          as: runAs)
     }
 
@@ -70,7 +77,8 @@ public final class PostgresServer: Sendable {
         try await Self.detached { [self] () throws -> String in try databaseNow() }
     }
 
-    private func databaseNow() throws -> String {
+    /// A new, empty database, made now (it blocks); its name.
+    public func databaseNow() throws -> String {
         let name = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16)
         _ = try Self.run(binaries.appendingPathComponent("createdb").path,
                          ["-h", "127.0.0.1", "-p", String(port), "-U", "luastore", String(name)], as: nil)
@@ -90,7 +98,9 @@ public final class PostgresServer: Sendable {
                      ["-h", "127.0.0.1", "-p", String(port), "-U", "luastore", "-d", database, "-At", "-v", "ON_ERROR_STOP=1", "-c", sql], as: nil)
     }
 
-    func stop() {
+    /// Stops the server at once and removes its folder (a second time does nothing).
+    public func stop() {
+        guard FileManager.default.fileExists(atPath: folder.path) else { return }
         _ = try? Self.run(binaries.appendingPathComponent("pg_ctl").path,
                           ["-D", folder.appendingPathComponent("data").path, "-m", "immediate", "-w", "-t", "30", "stop"], as: runAs)
         try? FileManager.default.removeItem(at: folder)
