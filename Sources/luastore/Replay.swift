@@ -80,11 +80,19 @@ struct Replay: AsyncParsableCommand {
         // session's were — except when a spec is written, which needs the props after each action.)
         options.notification = writeSpec == nil ? .batched : .everyAction
         options.limits.timeBudget = .microseconds(Int64(timeBudget * 1000))
+        // A recording that starts later than its session (a snapshot's journal, an export of kept history: its
+        // header follows entry N > 0) replays from the state it holds; one from the start runs `init`, compared below.
+        let startsLater = (recorded.header.sequence ?? 0) > 0
+        var initial: LuaValue?
         let replayer: Replayer
         do {
-            replayer = try await Replayer(app: URL(fileURLWithPath: appDirectory), from: nil, clock: recorded.header.recordedClock, time: recorded.header.recordedTime, options: options) // (init runs: its state is compared with the recording's)
-        } catch {
-            Console.error("cannot load \(appDirectory): \(error.error) (\(error.stage.rawValue))")
+            if startsLater {
+                do { initial = try recorded.decodedHeaderState() } catch { throw unusable(error) }
+            }
+            replayer = try await Replayer(app: URL(fileURLWithPath: appDirectory), from: initial, clock: recorded.header.recordedClock,
+                                          time: recorded.header.recordedTime, options: options)
+        } catch let failure as ScriptFailure {
+            Console.error("cannot load \(appDirectory): \(failure.error) (\(failure.stage.rawValue))")
             throw ExitCode.unusable
         }
         let store = replayer.store
@@ -92,10 +100,9 @@ struct Replay: AsyncParsableCommand {
         UntilExit.keep(store) // (its state is not taken apart only for the process to end)
         // The state `init` made is compared with the recorded one where it lies, in the recording's text; only where
         // the two may differ are both read whole, to say where.
-        var initial: LuaValue?
         do {
-            var matches = false
-            if let text = String(validating: recorded.header.stateText, as: UTF8.self) {
+            var matches = startsLater
+            if !matches, let text = String(validating: recorded.header.stateText, as: UTF8.self) {
                 matches = try await store.stateMatches(json: text)
             }
             if !matches {

@@ -46,30 +46,48 @@ enum ServeProgram {
     }
 }
 
+/// A command of `luastore-serve`, run through it with every argument as given.
+protocol ServeCommand: ParsableCommand {
+    /// The command's name in `luastore-serve`.
+    static var name: String { get }
+    var arguments: [String] { get }
+}
+
+extension ServeCommand {
+    func run() throws {
+        try ServeProgram.exec(Self.name, arguments)
+    }
+}
+
 /// `luastore serve …`: `luastore-serve serve …` (docs/serve.md).
-struct Serve: ParsableCommand {
+struct Serve: ServeCommand {
+    static let name = "serve"
     static let configuration = CommandConfiguration(
         abstract: "Serve an app's stores over HTTP and WebSockets: one durable store per key (runs luastore-serve serve).",
         helpNames: [])
 
     @Argument(parsing: .captureForPassthrough, help: "What luastore-serve serve takes (luastore serve --help lists it).")
     var arguments: [String] = []
-
-    func run() throws {
-        try ServeProgram.exec("serve", arguments)
-    }
 }
 
 /// `luastore token …`: `luastore-serve token …` — the secret `serve --token-secret` takes, and tokens signed with it.
-struct Token: ParsableCommand {
+struct Token: ServeCommand {
+    static let name = "token"
     static let configuration = CommandConfiguration(
         abstract: "Make the secret `luastore serve --token-secret` takes, and bearer tokens signed with it (runs luastore-serve token).",
         helpNames: [])
 
     @Argument(parsing: .captureForPassthrough, help: "What luastore-serve token takes (luastore token --help lists it).")
     var arguments: [String] = []
+}
 
-    func run() throws {
-        try ServeProgram.exec("token", arguments)
-    }
+/// `luastore export …`: `luastore-serve export …` — a cluster's journal of a key, as a recording.
+struct Export: ServeCommand {
+    static let name = "export"
+    static let configuration = CommandConfiguration(
+        abstract: "Write a key's journal in a cluster's database as a recording, for replay (runs luastore-serve export).",
+        helpNames: [])
+
+    @Argument(parsing: .captureForPassthrough, help: "What luastore-serve export takes (luastore export --help lists it).")
+    var arguments: [String] = []
 }

@@ -126,6 +126,33 @@ import Testing
         #expect(broken.errors.contains("the initial state"), "\(broken.errors)")
     }
 
+    /// A recording that starts later than its session (its header follows entry N > 0: a journal from a snapshot,
+    /// `luastore export`, an export of the devtools' kept history) replays from the state its header holds — `init`
+    /// is neither run against it nor compared — and diverges where that state makes an action do something else.
+    @Test func aRecordingThatStartsLaterReplaysFromItsHeadersState() async throws {
+        let counter = try CLI.copySample("counter")
+        defer { try? FileManager.default.removeItem(at: counter) }
+        let folder = counter
+        let recording = folder.appendingPathComponent("session.jsonl")
+        let run = try await CLI.run(["run", counter.path, "--record", recording.path],
+                                    input: String(repeating: #"{"type":"increment"}"# + "\n", count: 4))
+        #expect(run.status == 0, "\(run.errors)")
+        let lines = String(decoding: try Data(contentsOf: recording), as: UTF8.self).split(separator: "\n").map(String.init)
+        #expect(lines.count == 5 && lines[0].contains(#""seq":0"#) && lines[0].contains(#""state":{"count":0}"#), "\(lines)")
+        func replay(fromCount count: Int) async throws -> ChildProcessResult {
+            let header = lines[0].replacingOccurrences(of: #""seq":0"#, with: #""seq":2"#)
+                .replacingOccurrences(of: #""state":{"count":0}"#, with: #""state":{"count":\#(count)}"#)
+            let later = folder.appendingPathComponent("later.jsonl")
+            try Data(([RecordingLine.withSum(header)] + lines.dropFirst(3)).joined(separator: "\n").utf8 + [10]).write(to: later)
+            return try await CLI.run(["replay", counter.path, later.path])
+        }
+        let fromTwo = try await replay(fromCount: 2)
+        #expect(fromTwo.status == 0 && fromTwo.output.contains("replayed 2 actions: every change matches"), "\(fromTwo.output)\(fromTwo.errors)")
+        let fromFive = try await replay(fromCount: 5)
+        #expect(fromFive.status == 1, "\(fromFive.output)\(fromFive.errors)")
+        #expect(fromFive.errors.contains("diverges at action 3") && fromFive.errors.contains("state.count: recorded 3, now 6"), "\(fromFive.errors)")
+    }
+
     @Test func aLongSessionReplaysAndDivergesAtTheRightAction() async throws {
         let (folder, recording) = try await recordedCountingSession(6_000)
         defer { try? FileManager.default.removeItem(at: folder) }

@@ -26,8 +26,9 @@ public final class ClusterDatabase: Sendable {
     let display: String
 
     /// Connects (`lanes` connections), makes the tables if they are missing, and checks that the database is a
-    /// cluster of `app` (another app's, or a newer format, is refused in words).
-    public init(url: String, app: String, node: String, address: String, leaseSeconds: Double = 10, lanes count: Int = 4)
+    /// cluster of `app` (another app's, or a newer format, is refused in words). A nil `app` only reads: the
+    /// database must be a cluster already, of any app (`luastore export`); nothing is made.
+    public init(url: String, app: String?, node: String, address: String, leaseSeconds: Double = 10, lanes count: Int = 4)
         throws(ClusterFailure) {
         let configuration = try Self.configuration(url)
         self.url = url
@@ -60,7 +61,16 @@ public final class ClusterDatabase: Sendable {
 
     // MARK: Schema
 
-    private func prepare(app: String) throws(ClusterFailure) {
+    private func prepare(app: String?) throws(ClusterFailure) {
+        guard let app else {
+            let meta = try lanes[0].perform { connection, logger in
+                let tables = try connection.query("SELECT to_regclass('luastore_meta') IS NOT NULL", logger: logger).wait()
+                guard let row = tables.first, try row.decode(Bool.self) else { return [String: String]() }
+                return try Self.meta(connection, logger)
+            }
+            try check(meta)
+            return
+        }
         try lanes[0].perform { connection, logger in
             // (Nodes starting together: one makes the tables, the others wait for it.)
             _ = try connection.query("SELECT pg_advisory_lock(7761320113)", logger: logger).wait()
@@ -80,20 +90,56 @@ public final class ClusterDatabase: Sendable {
                 INSERT INTO luastore_meta (name, value) VALUES ('format', 'luastore-cluster'), ('version', \(version)), ('app', \(app))
                 ON CONFLICT (name) DO NOTHING
                 """, logger: logger).wait()
-            var meta: [String: String] = [:]
-            for row in try connection.query("SELECT name, value FROM luastore_meta", logger: logger).wait() {
-                let (name, value) = try row.decode((String, String).self)
-                meta[name] = value
-            }
-            guard meta["format"] == "luastore-cluster" else {
-                throw ClusterFailure("\(display) holds a luastore_meta table that is not a LuaStore cluster's: it was left as it is")
-            }
-            guard let held = meta["version"].flatMap(Int.init), held <= Self.formatVersion else {
-                throw ClusterFailure("\(display) was written by a newer LuaStore (cluster format \(meta["version"] ?? "?"), this one writes \(Self.formatVersion)): run that LuaStore")
-            }
+            let meta = try Self.meta(connection, logger)
+            try check(meta)
             guard meta["app"] == app else {
                 throw ClusterFailure("\(display) is the cluster of app \(meta["app"] ?? "?"), not \(app): use another database")
             }
+        }
+    }
+
+    private static func meta(_ connection: PostgresConnection, _ logger: Logger) throws -> [String: String] {
+        var meta: [String: String] = [:]
+        for row in try connection.query("SELECT name, value FROM luastore_meta", logger: logger).wait() {
+            let (name, value) = try row.decode((String, String).self)
+            meta[name] = value
+        }
+        return meta
+    }
+
+    private func check(_ meta: [String: String]) throws(ClusterFailure) {
+        guard !meta.isEmpty else {
+            throw ClusterFailure("\(display) is not a LuaStore cluster (it has no luastore_meta table): no node has served from it")
+        }
+        guard meta["format"] == "luastore-cluster" else {
+            throw ClusterFailure("\(display) holds a luastore_meta table that is not a LuaStore cluster's: it was left as it is")
+        }
+        guard let held = meta["version"].flatMap(Int.init), held <= Self.formatVersion else {
+            throw ClusterFailure("\(display) was written by a newer LuaStore (cluster format \(meta["version"] ?? "?"), this one writes \(Self.formatVersion)): run that LuaStore")
+        }
+    }
+
+    // MARK: Journals as recordings
+
+    /// `key`'s journal as a recording `luastore replay` reads (docs/recordings.md): its latest snapshot's line — a
+    /// recording's header, at the snapshot's entry — then the lines of every entry after it, read in one statement
+    /// (so as one moment of the database, while nodes write). Nil when the database holds nothing of `key`.
+    public func recording(of key: String) throws(ClusterFailure) -> Data? {
+        try lanes[lane(of: key)].perform { connection, logger in
+            let rows = try connection.query("""
+                SELECT 0, seq, header FROM luastore_snapshots WHERE key = \(key)
+                UNION ALL
+                SELECT 1, e.seq, e.lines FROM luastore_entries e JOIN luastore_snapshots s ON s.key = e.key
+                WHERE e.key = \(key) AND e.seq > s.seq
+                ORDER BY 1, 2
+                """, logger: logger).wait()
+            var recording = Data()
+            for row in rows {
+                let (_, _, bytes) = try row.decode((Int32, Int64, ByteBuffer).self)
+                recording.append(contentsOf: bytes.readableBytesView)
+                recording.append(10)
+            }
+            return recording.isEmpty ? nil : recording
         }
     }
 

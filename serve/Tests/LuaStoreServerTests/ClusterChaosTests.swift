@@ -8,7 +8,8 @@ import Testing
 /// (`kill -9`, then started again) or paused past their lease (`SIGSTOP` … `SIGCONT`) at random while they do. Each
 /// client resends an action under its own id until some node answers it, as docs/serve.md tells clients to. At the
 /// end every key's count is exactly the number of ids acknowledged for it — nothing acknowledged lost, nothing
-/// applied twice — and a node started afresh resumes every key from PostgreSQL to the same count.
+/// applied twice — a node started afresh resumes every key from PostgreSQL to the same count, and every key's
+/// journal, exported as a recording, replays with exit status 0.
 @Suite(.serialized, .enabled(if: PostgresServer.unavailable == nil, "PostgreSQL's server is not installed"))
 struct ClusterChaosTests {
     let counter = CLI.packageRoot.appendingPathComponent("samples/counter")
@@ -110,6 +111,11 @@ struct ClusterChaosTests {
             #expect(count == expected["k\(key)", default: 0], "k\(key) resumed: \(count), acknowledged \(expected["k\(key)", default: 0])")
         }
         #expect(try await fresh.stop().status == 0)
+        // Every key's journal, exported from PostgreSQL, replays to its end without a divergence.
+        for key in 0..<Self.keys {
+            let (status, report) = try await cluster.replayJournal(of: "k\(key)")
+            #expect(status == 0 && report.contains(#""matches":true"#), "k\(key): \(report)")
+        }
     }
 
     struct Answer: Sendable {

@@ -14,9 +14,9 @@ struct ClusterServeTests {
     @Test func aKilledNodesKeysResumeOnAnotherWithNothingAcknowledgedLostOrAppliedTwice() async throws {
         let cluster = try await Cluster(app: counter, leaseSeconds: 6)
         defer { cluster.remove() }
-        let (server, url, node) = (cluster.server, cluster.url, cluster.node)
-        let one = try await node("one")
-        let two = try await node("two")
+        let (server, url) = (cluster.server, cluster.url)
+        let one = try await cluster.node("one")
+        let two = try await cluster.node("two")
 
         var acknowledged: Set<String> = []
         for index in 0..<10 {
@@ -57,6 +57,39 @@ struct ClusterServeTests {
             .trimmingCharacters(in: .whitespacesAndNewlines) == "two|t")
     }
 
+    /// A key's journal, written while the node runs (snapshots every 3 actions: older entries are gone), exports as a
+    /// recording that `luastore replay` replays to the end without a divergence; what is not there is said in words.
+    @Test func aKeysJournalExportsAsARecordingThatReplays() async throws {
+        let cluster = try await Cluster(app: counter, leaseSeconds: 6)
+        defer { cluster.remove() }
+        let one = try await cluster.node("one", ["--persist-snapshot-every", "3"])
+        for index in 0..<8 {
+            let body = index == 5 ? #"{"id":"r5","action":{"type":"increment","by":10}}"# : #"{"id":"r\#(index)","action":{"type":"increment"}}"#
+            #expect(try await one.request("POST", "/stores/doc/actions", body: body).status == 200)
+        }
+        let (status, report) = try await cluster.replayJournal(of: "doc")
+        #expect(status == 0, "\(report)")
+        let answer = try ServedApp.json(report)
+        #expect(answer["matches"] as? Bool == true, "\(report)")
+        // (From the latest snapshot, at entry 6: entries 7 and 8 follow it.)
+        #expect(answer["replayed"] as? Int == 2, "\(report)")
+        let file = cluster.folder.appendingPathComponent("doc.jsonl")
+        #expect(try await CLI.run(["export", "doc", "--cluster", cluster.url, "-o", file.path]).status == 0)
+        let lines = try String(contentsOf: file, encoding: .utf8).split(separator: "\n")
+        #expect(lines.count == 3 && lines[0].contains(#""seq":6"#) && lines[0].contains(#""count":15"#), "\(lines)")
+
+        let missing = try await CLI.run(["export", "nobody", "--cluster", cluster.url])
+        #expect(missing.status == 1 && missing.errors.contains(#"the cluster holds no journal of key "nobody""#), "\(missing.errors)")
+        let again = try await CLI.run(["export", "doc", "--cluster", cluster.url, "-o", file.path])
+        #expect(again.status == 2 && again.errors.contains("exists"), "\(again.errors)")
+        let badKey = try await CLI.run(["export", "../doc", "--cluster", cluster.url])
+        #expect(badKey.status == 2 && badKey.errors.contains("a store key"), "\(badKey.errors)")
+        let empty = cluster.server.url(try await cluster.server.database())
+        let notCluster = try await CLI.run(["export", "doc", "--cluster", empty])
+        #expect(notCluster.status == 2 && notCluster.errors.contains("is not a LuaStore cluster"), "\(notCluster.errors)")
+        #expect(try await one.stop().status == 0)
+    }
+
     /// A live connection to a node that does not hold its key is relayed to the node that does (a browser does not
     /// follow a redirect on a WebSocket's upgrade): the snapshot, the actions and their outcomes go through it.
     @Test func aLiveClientOfAnotherNodeIsForwardedToTheHolder() async throws {
@@ -87,9 +120,9 @@ struct ClusterServeTests {
     @Test func aPausedNodeThatWakesAfterATakeoverWritesNothing() async throws {
         let cluster = try await Cluster(app: counter, leaseSeconds: 3)
         defer { cluster.remove() }
-        let (server, url, node) = (cluster.server, cluster.url, cluster.node)
-        let one = try await node("one")
-        let two = try await node("two")
+        let (server, url) = (cluster.server, cluster.url)
+        let one = try await cluster.node("one")
+        let two = try await cluster.node("two")
         for index in 0..<3 {
             #expect(try await one.request("POST", "/stores/k/actions", body: #"{"id":"a\#(index)","action":{"type":"increment"}}"#).status == 200)
         }
@@ -132,10 +165,20 @@ struct Cluster {
         self.leaseSeconds = leaseSeconds
     }
 
-    /// Starts node `name`.
-    func node(_ name: String) async throws -> ServedApp {
+    /// Starts node `name` (with `extra` arguments).
+    func node(_ name: String, _ extra: [String] = []) async throws -> ServedApp {
         try await ServedApp(app: app, data: folder.appendingPathComponent(name),
-                            ["--no-auth", "--cluster", url, "--node", name, "--lease-seconds", String(leaseSeconds), "--persist-sync", "full"])
+                            ["--no-auth", "--cluster", url, "--node", name, "--lease-seconds", String(leaseSeconds), "--persist-sync", "full"] + extra)
+    }
+
+    /// `luastore export KEY --cluster URL` into a file of the cluster's folder, then `luastore replay APP FILE --json`:
+    /// the replay's status and report (what it printed).
+    func replayJournal(of key: String) async throws -> (status: Int32, report: String) {
+        let file = folder.appendingPathComponent("\(key)-\(UUID().uuidString).jsonl")
+        let export = try await CLI.run(["export", key, "--cluster", url, "--output", file.path])
+        guard export.status == 0 else { return (export.status, "export: \(export.errors)") }
+        let replay = try await CLI.run(["replay", app.path, file.path, "--json"])
+        return (replay.status, replay.output + replay.errors)
     }
 
     func remove() { try? FileManager.default.removeItem(at: folder) }
