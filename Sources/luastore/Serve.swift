@@ -81,6 +81,17 @@ struct Token: ServeCommand {
     var arguments: [String] = []
 }
 
+/// `luastore publish …`: `luastore-serve publish …` — a new version of a cluster's app, for every node.
+struct Publish: ServeCommand {
+    static let name = "publish"
+    static let configuration = CommandConfiguration(
+        abstract: "Publish a new version of a cluster's app for every node to install (runs luastore-serve publish).",
+        helpNames: [])
+
+    @Argument(parsing: .captureForPassthrough, help: "What luastore-serve publish takes (luastore publish --help lists it).")
+    var arguments: [String] = []
+}
+
 /// `luastore export …`: `luastore-serve export …` — a cluster's journal of a key, as a recording.
 struct Export: ServeCommand {
     static let name = "export"

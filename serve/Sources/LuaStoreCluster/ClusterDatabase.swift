@@ -82,6 +82,7 @@ public final class ClusterDatabase: Sendable {
                 "CREATE TABLE IF NOT EXISTS luastore_snapshots (key text PRIMARY KEY, seq bigint NOT NULL, header bytea NOT NULL)",
                 "CREATE TABLE IF NOT EXISTS luastore_entries (key text NOT NULL, seq bigint NOT NULL, first bigint NOT NULL, lines bytea NOT NULL, PRIMARY KEY (key, seq))",
                 PostgresQuery(unsafeSQL: Self.appendFunction),
+                PostgresQuery(unsafeSQL: Self.bundlesTable),
             ] as [PostgresQuery] {
                 _ = try connection.query(statement, logger: logger).wait()
             }
@@ -116,6 +117,65 @@ public final class ClusterDatabase: Sendable {
         }
         guard let held = meta["version"].flatMap(Int.init), held <= Self.formatVersion else {
             throw ClusterFailure("\(display) was written by a newer LuaStore (cluster format \(meta["version"] ?? "?"), this one writes \(Self.formatVersion)): run that LuaStore")
+        }
+    }
+
+    // MARK: Published bundles
+
+    /// Every bundle `luastore publish` stored, numbered in the order they came (a table of its own name: nodes of
+    /// format 1 without it never read it).
+    static let bundlesTable = """
+        CREATE TABLE IF NOT EXISTS luastore_bundles (number bigserial PRIMARY KEY, name text NOT NULL, version text NOT NULL,
+          bundle bytea NOT NULL, published timestamptz NOT NULL DEFAULT now())
+        """
+
+    /// A bundle published to the cluster: its number (greater for a later one), the app and version its manifest
+    /// names, and its bytes (verified by each node with its own trusted keys before anything of it runs).
+    public struct Publication: Sendable {
+        public let number: Int64
+        public let name: String
+        public let version: String
+        public let bundle: Data
+    }
+
+    /// Stores a bundle for every node (`luastore publish`); its number. Refused when the latest publication is not
+    /// older, by `newer` (which sees that one's version): versions only go up, as an install does.
+    public func publish(_ bundle: Data, name: String, version: String,
+                        newer: (_ latestName: String, _ latestVersion: String) -> String?) throws(ClusterFailure) -> Int64 {
+        try lanes[0].perform { connection, logger in
+            _ = try connection.query(PostgresQuery(unsafeSQL: Self.bundlesTable), logger: logger).wait()
+            _ = try connection.query("BEGIN", logger: logger).wait()
+            do {
+                _ = try connection.query("LOCK TABLE luastore_bundles IN EXCLUSIVE MODE", logger: logger).wait()
+                let latest = try connection.query("SELECT name, version FROM luastore_bundles ORDER BY number DESC LIMIT 1", logger: logger).wait()
+                if let row = latest.first {
+                    let (latestName, latestVersion) = try row.decode((String, String).self)
+                    if let refusal = newer(latestName, latestVersion) { throw ClusterFailure(refusal) }
+                }
+                let rows = try connection.query("""
+                    INSERT INTO luastore_bundles (name, version, bundle) VALUES (\(name), \(version), \(ByteBuffer(bytes: bundle)))
+                    RETURNING number
+                    """, logger: logger).wait()
+                _ = try connection.query("COMMIT", logger: logger).wait()
+                guard let row = rows.first else { throw ClusterFailure("the database did not number the bundle") }
+                return try row.decode(Int64.self)
+            } catch {
+                _ = try? connection.query("ROLLBACK", logger: logger).wait()
+                throw error
+            }
+        }
+    }
+
+    /// The publications later than `number`, the latest first (at most `limit`).
+    public func publications(after number: Int64, limit: Int = 16) throws(ClusterFailure) -> [Publication] {
+        try lanes[0].perform { connection, logger in
+            let rows = try connection.query("""
+                SELECT number, name, version, bundle FROM luastore_bundles WHERE number > \(number) ORDER BY number DESC LIMIT \(limit)
+                """, logger: logger).wait()
+            return try rows.map { row in
+                let (number, name, version, bytes) = try row.decode((Int64, String, String, ByteBuffer).self)
+                return Publication(number: number, name: name, version: version, bundle: Data(bytes.readableBytesView))
+            }
         }
     }
 

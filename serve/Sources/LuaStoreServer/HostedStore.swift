@@ -122,6 +122,17 @@ actor HostedStore {
         return hosted
     }
 
+    /// Installs the app's version in `folder` (`ScriptedStore.install(folder:)`: checked, loaded, migrated, swapped
+    /// in whole); nil, or why the store keeps the version it runs.
+    func install(folder: URL) async -> ScriptFailure? {
+        do {
+            _ = try await store.install(folder: folder)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
     // MARK: Actions
 
     /// Sends `action` and waits for its outcome (`begin`).

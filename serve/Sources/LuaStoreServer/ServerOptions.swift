@@ -1,5 +1,6 @@
 import Foundation
 import LuaKit
+import LuaStoreBundles
 import LuaStoreCluster
 import LuaStorePersistence
 import LuaStoreScripting
@@ -26,6 +27,10 @@ public struct ServerOptions: Sendable {
     public var cluster: ClusterDatabase?
     /// Where each store's VM runs: a pool shared by all keys (so 10,000 stores are not 10,000 threads).
     public var threads: LuaThreadPool?
+    /// The keys whose signatures make a bundle published to the cluster (`luastore publish`) one this node
+    /// installs, and whether an unsigned one is taken (never one whose files differ from its digests).
+    public var trust: [BundleKeys.Trusted] = []
+    public var allowUnsigned = false
     /// A folder whose files are served at `/` (`index.html` for a folder's path), without a token: the app's
     /// page for its clients. Nil serves no files.
     public var web: URL?

@@ -11,6 +11,8 @@ actor StoreHost {
     }
 
     let options: ServerOptions
+    /// The app version new and resumed stores start from (a cluster's publications change it).
+    let versions: AppVersions
     private let log: @Sendable (String) -> Void
     private var slots: [String: Slot] = [:]
     private var stopping = false
@@ -19,8 +21,9 @@ actor StoreHost {
 
     private let metrics: ServerMetrics
 
-    init(options: ServerOptions, log: @escaping @Sendable (String) -> Void, metrics: ServerMetrics) {
+    init(options: ServerOptions, versions: AppVersions, log: @escaping @Sendable (String) -> Void, metrics: ServerMetrics) {
         self.options = options
+        self.versions = versions
         self.log = log
         self.metrics = metrics
     }
@@ -38,7 +41,9 @@ actor StoreHost {
                 await task.value
                 closed(key, task) // (so that the next turn opens it, whether or not the closer's own turn came)
             case nil:
-                let options = self.options, log = self.log
+                var options = self.options
+                options.app = versions.folder
+                let log = self.log
                 let task = Task { () throws -> HostedStore in try await HostedStore.open(key: key, options: options, log: log) }
                 slots[key] = .opening(task)
                 do {
@@ -107,6 +112,22 @@ actor StoreHost {
             log("key \(key): this node no longer holds its lease; its store is closed here")
             hibernate(key, store)
         }
+    }
+
+    /// Installs the version in `folder` into every live store; a store whose install fails keeps its version (said
+    /// in the log). Stores opened from now on start from it (`versions`).
+    func install(_ folder: URL) async {
+        var installed = 0, kept = 0
+        for (key, slot) in slots {
+            guard case .live(let store) = slot else { continue }
+            if let failure = await store.install(folder: folder) {
+                kept += 1
+                log("key \(key): install failed, it keeps the version it ran: \(failure.error) (\(failure.stage.rawValue))")
+            } else {
+                installed += 1
+            }
+        }
+        log("the new version runs in \(installed) live store\(installed == 1 ? "" : "s")\(kept > 0 ? "; \(kept) kept theirs" : "")")
     }
 
     /// Ends every live client (the server is shutting down: they are told so and may reconnect elsewhere).

@@ -18,6 +18,7 @@ import ServiceLifecycle
 public final class StoreServer: Sendable {
     let options: ServerOptions
     let host: StoreHost
+    let versions: AppVersions
     private let log: @Sendable (String) -> Void
     private let connections = Protected<[String: Int]>([:])
     let metrics = ServerMetrics()
@@ -26,7 +27,8 @@ public final class StoreServer: Sendable {
         self.options = options
         self.log = log
         let metrics = self.metrics
-        host = StoreHost(options: options, log: log, metrics: metrics)
+        versions = AppVersions(options: options, log: log)
+        host = StoreHost(options: options, versions: versions, log: log, metrics: metrics)
     }
 
     /// Serves until SIGTERM or SIGINT (or the task is cancelled): then it stops taking connections, lets the
@@ -41,7 +43,10 @@ public final class StoreServer: Sendable {
             router.middlewares.add(FileMiddleware(web.path, searchForIndexHtml: true, logger: logger))
         }
         routes(router)
-        let sweeper = Sweeper(host: host, every: Self.sweepInterval(options.idle), cluster: options.cluster, log: log)
+        // (A node runs the cluster's latest published version from its start.)
+        if let cluster = options.cluster { _ = await versions.adoptLatest(from: cluster) }
+        defer { versions.removeUnpacked() }
+        let sweeper = Sweeper(host: host, versions: versions, every: Self.sweepInterval(options.idle), cluster: options.cluster, log: log)
         let app = Application(
             router: router,
             server: .http1WebSocketUpgrade(
@@ -374,9 +379,11 @@ public final class StoreServer: Sendable {
 }
 
 /// Hibernates idle stores now and then, until the server shuts down; in a cluster, also says the node is alive
-/// and renews its leases (a third of a lease's time apart), closing the stores whose leases it lost.
+/// and renews its leases (a third of a lease's time apart), closing the stores whose leases it lost, and installs a
+/// newer published version of the app.
 struct Sweeper: Service {
     let host: StoreHost
+    let versions: AppVersions
     let every: Duration
     let cluster: ClusterDatabase?
     let log: @Sendable (String) -> Void
@@ -407,6 +414,7 @@ struct Sweeper: Service {
                             case .success(let leases): await host.keep(only: Set(leases.keys), openedBefore: since)
                             case .failure(let failure): log("the cluster's database: \(failure)")
                             }
+                            if let folder = await versions.adoptLatest(from: cluster) { await host.install(folder) }
                             do { try await Task.sleep(for: interval) } catch { return }
                         }
                     }

@@ -15,7 +15,9 @@ struct Serve: AsyncParsableCommand {
             Each key (/stores/KEY/…) has its own store, kept in DATA/KEY.db; an idle store is saved and its VM \
             closed, and the next request resumes it. Clients send actions with POST /stores/KEY/actions or over \
             the WebSocket /stores/KEY/live, which also streams every props change (docs/serve.md). SIGTERM or \
-            SIGINT: stop taking connections, finish what is in flight, close every store, exit 0.
+            SIGINT: stop taking connections, finish what is in flight, close every store, exit 0. With --cluster, a \
+            newer version of the app published to the cluster (luastore publish) is installed into every live store, \
+            if a key of --trust signed it (or --allow-unsigned).
             """)
 
     @Argument(help: "The app: a folder (with app.lua), or a bundle (luastore pack).", completion: .file())
@@ -146,6 +148,13 @@ struct Serve: AsyncParsableCommand {
         options.idle = .milliseconds(Int64(idleSeconds * 1000))
         options.threads = LuaThreadPool(name: "luastore.serve")
         options.web = try webFolder(app: source.folder)
+        do {
+            options.trust = try trust.keys()
+        } catch {
+            Console.error("\(error)")
+            throw ExitCode.unusable
+        }
+        options.allowUnsigned = trust.allowUnsigned
         options.limits.messageBytes = maxMessageBytes
         options.limits.actionsPerConnectionPerSecond = connectionRate
         options.limits.actionsPerKeyPerSecond = keyRate

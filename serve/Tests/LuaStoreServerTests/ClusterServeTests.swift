@@ -90,6 +90,89 @@ struct ClusterServeTests {
         #expect(try await one.stop().status == 0)
     }
 
+    /// `luastore publish` reaches every node: a signed newer version is installed into the live stores of each (their
+    /// counts kept) and runs the keys opened after; a version that does not load, or that no trusted key signed, is
+    /// refused by each node, which keeps the version it runs and says why; `publish` refuses a version that is not
+    /// newer; a node started later runs the latest version that passes — not a refused one, not its own older one.
+    @Test func aPublishedVersionReachesEveryNodeAndABadOneChangesNothing() async throws {
+        let folder = try ServedApp.temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let source = try String(contentsOf: counter.appendingPathComponent("app.lua"), encoding: .utf8)
+        let manifest = try String(contentsOf: counter.appendingPathComponent("luastore.json"), encoding: .utf8)
+        let key = folder.appendingPathComponent("release").path
+        #expect(try await CLI.run(["keygen", key]).status == 0)
+        /// A version of the counter: its manifest's version, its app.lua changed by `edit`; packed (signed unless not).
+        func version(_ number: String, signed: Bool = true, _ edit: (String) -> String) async throws -> String {
+            let app = folder.appendingPathComponent("v\(number)/counter")
+            try FileManager.default.createDirectory(at: app, withIntermediateDirectories: true)
+            try edit(source).write(to: app.appendingPathComponent("app.lua"), atomically: true, encoding: .utf8)
+            try manifest.replacingOccurrences(of: #""version": "1.0.0""#, with: #""version": "\#(number)""#)
+                .write(to: app.appendingPathComponent("luastore.json"), atomically: true, encoding: .utf8)
+            let bundle = folder.appendingPathComponent("counter-\(number).zip").path
+            let packed = try await CLI.run(["pack", app.path, "-o", bundle] + (signed ? ["--key", key + ".key"] : []))
+            #expect(packed.status == 0, "\(packed.errors)")
+            return bundle
+        }
+        let relabeled = try await version("1.1.0") { $0.replacingOccurrences(of: #"" clicks")"#, with: #"" clicks in 1.1")"#) }
+        let broken = try await version("1.2.0") { $0 + "\nthis is not Lua\n" }
+        let unsigned = try await version("1.3.0", signed: false) { $0.replacingOccurrences(of: #"" clicks")"#, with: #"" clicks in 1.3")"#) }
+
+        let cluster = try await Cluster(app: counter, leaseSeconds: 3)
+        defer { cluster.remove() }
+        let trust = ["--trust", key + ".pub"]
+        let one = try await cluster.node("one", trust), two = try await cluster.node("two", trust)
+        for (node, key) in [(one, "a"), (two, "b")] {
+            for _ in 0..<2 { #expect(try await node.request("POST", "/stores/\(key)/actions", body: #"{"type":"increment"}"#).status == 200) }
+        }
+        func label(_ node: ServedApp, _ key: String) async throws -> String? {
+            try ServedApp.json(try await node.request("GET", "/stores/\(key)/props").body)["label"] as? String
+        }
+        func eventually(_ what: String, _ check: () async throws -> Bool) async throws {
+            let deadline = ContinuousClock.now + .seconds(30)
+            while ContinuousClock.now < deadline {
+                if try await check() { return }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            Issue.record("not within 30 s: \(what)")
+        }
+
+        let published = try await CLI.run(["publish", relabeled, "--cluster", cluster.url] + trust)
+        #expect(published.status == 0 && published.output.contains("published counter 1.1.0 to the cluster (publication 1)"), "\(published.output)\(published.errors)")
+        try await eventually("both nodes' live stores run 1.1.0") {
+            let (a, b) = (try await label(one, "a"), try await label(two, "b"))
+            return a == "2 clicks in 1.1" && b == "2 clicks in 1.1"
+        }
+        #expect(try await one.request("POST", "/stores/c/actions", body: #"{"type":"increment","by":3}"#).status == 200)
+        #expect(try await label(one, "c") == "3 clicks in 1.1")
+        for node in [one, two] { #expect(node.errorsSoFar().contains("installed counter 1.1.0 (publication 1) in place of counter 1.0.0"), "\(node.errorsSoFar())") }
+
+        // A version that does not load: published (it is signed), refused by every node, which keeps 1.1.0.
+        #expect(try await CLI.run(["publish", broken, "--cluster", cluster.url] + trust).status == 0)
+        try await eventually("both nodes refuse 1.2.0") {
+            [one, two].allSatisfy { $0.errorsSoFar().contains("install of publication 2 (counter 1.2.0) failed, still running counter 1.1.0: app.lua:") }
+        }
+        #expect(try await label(two, "b") == "2 clicks in 1.1")
+        // Versions only go up.
+        let again = try await CLI.run(["publish", broken, "--cluster", cluster.url] + trust)
+        #expect(again.status == 2 && again.errors.contains("counter 1.2.0 is published already: publish a newer version"), "\(again.errors)")
+        // Unsigned: `publish --allow-unsigned` stores it, and the nodes, which trust only signed versions, refuse it.
+        #expect(try await CLI.run(["publish", unsigned, "--cluster", cluster.url]).status == 2)
+        #expect(try await CLI.run(["publish", unsigned, "--cluster", cluster.url, "--allow-unsigned"]).status == 0)
+        try await eventually("both nodes refuse the unsigned 1.3.0") {
+            [one, two].allSatisfy { $0.errorsSoFar().contains("install of publication 3 (counter 1.3.0) failed, still running counter 1.1.0") && $0.errorsSoFar().contains("is not signed") }
+        }
+
+        // A node started now runs 1.1.0, the latest that passes: key a, let go by node one as it stops, resumes there.
+        #expect(try await one.stop().status == 0)
+        let three = try await cluster.node("three", trust)
+        #expect(try await label(three, "a") == "2 clicks in 1.1")
+        #expect(try await two.stop().status == 0)
+        #expect(try await three.stop().status == 0)
+        // The install is in each key's journal (a reload entry), which replays (reloads are passed over).
+        let (status, report) = try await cluster.replayJournal(of: "b")
+        #expect(status == 0 && report.contains(#""matches":true"#), "\(report)")
+    }
+
     /// A live connection to a node that does not hold its key is relayed to the node that does (a browser does not
     /// follow a redirect on a WebSocket's upgrade): the snapshot, the actions and their outcomes go through it.
     @Test func aLiveClientOfAnotherNodeIsForwardedToTheHolder() async throws {

@@ -74,6 +74,11 @@ final class ServedApp: @unchecked Sendable { // (its fields are set once, before
         }
     }
 
+    /// What the server wrote to standard error so far.
+    func errorsSoFar() -> String {
+        (try? String(contentsOf: errors, encoding: .utf8)) ?? ""
+    }
+
     deinit {
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
         try? FileManager.default.removeItem(at: errors)
