@@ -53,7 +53,7 @@ let package = Package(
                 "LuaStoreCluster",
                 .product(name: "LuaKit", package: "LuaStore"), .product(name: "LuaStoreConcurrency", package: "LuaStore"),
                 .product(name: "LuaStoreScripting", package: "LuaStore"), .product(name: "LuaStorePersistence", package: "LuaStore"),
-                .product(name: "LuaStoreBundles", package: "LuaStore"),
+                .product(name: "LuaStoreBundles", package: "LuaStore"), .product(name: "LuaStoreDevtools", package: "LuaStore"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),

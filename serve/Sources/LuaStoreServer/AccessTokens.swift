@@ -11,6 +11,9 @@ public struct AccessGrant: Sendable, Equatable, Codable {
         case read
         /// Send actions.
         case dispatch
+        /// Open the store's devtools (`GET /stores/KEY/devtools`, with `serve --devtools`): its journal, its state at
+        /// any kept point, time travel, dispatch.
+        case devtools
     }
 
     /// Who the token was issued to: connections are counted per subject (`ServerLimits.connectionsPerSubject`).

@@ -2,6 +2,7 @@ import Foundation
 import LuaKit
 import LuaStoreCluster
 import LuaStoreConcurrency
+import LuaStoreDevtools
 import LuaStorePersistence
 import LuaStoreScripting
 
@@ -69,10 +70,14 @@ actor HostedStore {
     /// Whether it resumed what its journal held (rather than starting from `init`).
     nonisolated var resumed: Bool { database.persistence.resumed != nil }
     private var closed = false
+    /// What the devtools keep of the store's journal (`serve --devtools`), and their server once asked for.
+    private let devtoolsJournal: DevtoolsJournal?
+    private var devtools: DevtoolsServer?
 
     private init(key: String, store: ScriptedStore, database: KeyJournal, limits: ServerLimits,
-                 journaled: Protected<UInt64>, pending: Protected<Handed<String>>) {
+                 journaled: Protected<UInt64>, pending: Protected<Handed<String>>, devtoolsJournal: DevtoolsJournal?) {
         self.key = key
+        self.devtoolsJournal = devtoolsJournal
         self.store = store
         self.database = database
         self.limits = limits
@@ -91,9 +96,15 @@ actor HostedStore {
         storeOptions.threads = options.threads
         storeOptions.notification = .everyAction
         storeOptions.rememberedClientActions = options.limits.rememberedIds
+        let devtoolsJournal = options.devtools.map { DevtoolsJournal(capacity: $0.keep, bytes: $0.keepBytes) }
+        if let devtoolsJournal, let settings = options.devtools {
+            storeOptions.historyEntries = settings.keep
+            storeOptions.subscriptionsChanged = { change in devtoolsJournal.hear(change) }
+        }
         let heard = storeOptions.journal
         storeOptions.journal = { entry in
             journaled.withLock { $0 = max($0, entry.sequence) }
+            devtoolsJournal?.hear(entry)
             heard?(entry)
         }
         let reported = storeOptions.failures
@@ -110,7 +121,7 @@ actor HostedStore {
             throw ServeFailure("the store of key \(key) cannot start: \(error.error) (\(error.stage.rawValue))")
         }
         let hosted = HostedStore(key: key, store: store, database: database, limits: options.limits,
-                                 journaled: journaled, pending: pending)
+                                 journaled: journaled, pending: pending, devtoolsJournal: devtoolsJournal)
         await hosted.readAnswered()
         store.observeProps { [weak hosted] props in
             let text = (try? LuaJSON.encode(props, root: "props")) ?? "null"
@@ -120,6 +131,27 @@ actor HostedStore {
         await store.barrier()
         await hosted.numberPending()
         return hosted
+    }
+
+    /// The address of the store's devtools page (with its token), started the first time it is asked for.
+    func devtools(_ settings: DevtoolsSettings) async throws(ServeFailure) -> String {
+        if let devtools { return devtools.url }
+        guard let devtoolsJournal, !closed else { throw ServeFailure("the devtools of key \(key) are not kept") }
+        var options = DevtoolsOptions()
+        options.host = settings.host
+        options.port = 0
+        options.app = key
+        do {
+            let started = try await DevtoolsServer.start(store: store, journal: devtoolsJournal, options: options)
+            if let devtools { // (asked for twice at once: the first one stays)
+                await started.stop()
+                return devtools.url
+            }
+            devtools = started
+            return started.url
+        } catch {
+            throw ServeFailure("the devtools of key \(key) cannot start: \(error)")
+        }
     }
 
     /// Installs the app's version in `folder` (`ScriptedStore.install(folder:)`: checked, loaded, migrated, swapped
@@ -321,6 +353,10 @@ actor HostedStore {
     func close() async -> PersistenceFailure? {
         closed = true
         endClients(.goingAway)
+        if let devtools {
+            self.devtools = nil
+            await devtools.stop()
+        }
         _ = await store.waitUntilIdle(timeout: .seconds(5))
         store.shutdown()
         await store.barrier()

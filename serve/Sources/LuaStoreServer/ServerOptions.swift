@@ -31,6 +31,8 @@ public struct ServerOptions: Sendable {
     /// installs, and whether an unsigned one is taken (never one whose files differ from its digests).
     public var trust: [BundleKeys.Trusted] = []
     public var allowUnsigned = false
+    /// Each key's devtools, opened by `GET /stores/KEY/devtools` with a token granting `devtools` (nil: off).
+    public var devtools: DevtoolsSettings?
     /// A folder whose files are served at `/` (`index.html` for a folder's path), without a token: the app's
     /// page for its clients. Nil serves no files.
     public var web: URL?
@@ -40,6 +42,18 @@ public struct ServerOptions: Sendable {
         self.dataFolder = dataFolder
         self.store = store
     }
+}
+
+/// The devtools of a served key's store (`serve --devtools`): started when first asked for, on `host` and a port of
+/// their own with a token of their own (docs/devtools.md), stopped when the store hibernates.
+public struct DevtoolsSettings: Sendable {
+    /// The address they listen on (loopback unless said otherwise: the page's address, its token, is the guard).
+    public var host = "127.0.0.1"
+    /// Journal entries each store's devtools keep (and its history for time travel), and about how much memory.
+    public var keep = 10_000
+    public var keepBytes = 16 << 20
+
+    public init() {}
 }
 
 /// What one client may ask of the server.

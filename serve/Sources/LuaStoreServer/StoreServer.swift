@@ -115,6 +115,23 @@ public final class StoreServer: Sendable {
                 throw HTTPError(.internalServerError, message: error.description)
             }
         }
+        // The key's devtools (`--devtools`): a redirect to their page, on an address of their own with a token of their
+        // own — given only to a token granting `devtools` on the key (in a cluster, on the node holding it).
+        router.get("/stores/{key}/devtools") { [self] request, context in
+            let key = try self.key(context)
+            try self.authorize(request.headers[.authorization], .devtools, key)
+            guard let settings = self.options.devtools else {
+                throw HTTPError(.notFound, message: "the devtools are off on this server: serve with --devtools")
+            }
+            let store = try await self.store(key, "devtools")
+            do throws(ServeFailure) {
+                let address = try await store.devtools(settings)
+                return Response(status: .seeOther, headers: [.location: address, .contentType: "application/json; charset=utf-8"],
+                                body: ResponseBody(byteBuffer: ByteBuffer(string: #"{"devtools":"\#(address)"}"#)))
+            } catch {
+                throw HTTPError(.serviceUnavailable, message: error.description)
+            }
+        }
         router.ws("/stores/{key}/live") { _, _ in .upgrade([:]) } onUpgrade: { [self] inbound, outbound, context in
             try await self.live(inbound, outbound, context)
         }

@@ -40,6 +40,15 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Serve this folder's files at / (index.html for /), without a token: a page for the app's clients. Default: the app's own web folder, when it has one.", valueName: "folder"), completion: .directory)
     var web: String?
 
+    @Flag(name: .long, help: "Keep each store's journal for its devtools, opened by GET /stores/KEY/devtools with a token granting devtools on the key.")
+    var devtools = false
+
+    @Option(name: .customLong("devtools-host"), help: "The address the devtools listen on (default 127.0.0.1, loopback only).")
+    var devtoolsHost = "127.0.0.1"
+
+    @Option(name: .customLong("devtools-keep"), help: "Journal entries each store's devtools keep (and the history time travel reaches).")
+    var devtoolsKeep = DevtoolsSettings().keep
+
     @Option(name: .customLong("idle-seconds"), help: "Hibernate a store left idle this long (no request, no live client).")
     var idleSeconds: Double = 300
 
@@ -93,6 +102,10 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("--node, --advertise and --lease-seconds go with --cluster URL")
         }
         guard leaseSeconds >= 1, leaseSeconds.isFinite else { throw ValidationError("--lease-seconds must be at least 1") }
+        guard devtoolsKeep >= 1 else { throw ValidationError("--devtools-keep must be at least 1") }
+        if !devtools, devtoolsHost != "127.0.0.1" || devtoolsKeep != DevtoolsSettings().keep {
+            throw ValidationError("--devtools-host and --devtools-keep go with --devtools")
+        }
         if tokenSecret != nil && noAuth { throw ValidationError("--token-secret and --no-auth exclude each other") }
         if noAuth && !Self.isLoopback(host) {
             throw ValidationError("--no-auth serves only on a loopback address (127.0.0.1, ::1, localhost), not \(host): use --token-secret")
@@ -155,6 +168,12 @@ struct Serve: AsyncParsableCommand {
             throw ExitCode.unusable
         }
         options.allowUnsigned = trust.allowUnsigned
+        if devtools {
+            var settings = DevtoolsSettings()
+            settings.host = devtoolsHost
+            settings.keep = devtoolsKeep
+            options.devtools = settings
+        }
         options.limits.messageBytes = maxMessageBytes
         options.limits.actionsPerConnectionPerSecond = connectionRate
         options.limits.actionsPerKeyPerSecond = keyRate
@@ -245,7 +264,7 @@ struct Token: ParsableCommand {
         @Option(name: .long, help: ArgumentHelp("A key, or a prefix ending in * (repeatable).", valueName: "pattern"))
         var key: [String]
 
-        @Option(name: .long, help: ArgumentHelp("read, dispatch, or read,dispatch.", valueName: "rights"))
+        @Option(name: .long, help: ArgumentHelp("read, dispatch, devtools, separated by commas.", valueName: "rights"))
         var rights: String = "read,dispatch"
 
         @Option(name: .customLong("expires-in"), help: "Seconds until the token expires (default: never).")
@@ -255,7 +274,7 @@ struct Token: ParsableCommand {
             var granted = Set<AccessGrant.Right>()
             for name in rights.split(separator: ",") {
                 guard let right = AccessGrant.Right(rawValue: String(name)) else {
-                    throw ValidationError("--rights takes read and dispatch, not \(String(name).debugDescription)")
+                    throw ValidationError("--rights takes read, dispatch and devtools, not \(String(name).debugDescription)")
                 }
                 granted.insert(right)
             }

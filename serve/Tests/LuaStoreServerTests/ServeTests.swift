@@ -281,6 +281,59 @@ import Testing
         #expect(try await served.stop().status == 0)
     }
 
+    /// `serve --devtools`: a key's devtools open for a token granting `devtools` on that key — and for no other: the
+    /// answer is a redirect to their page, whose own token the devtools check as they always do; the page shows the
+    /// key's actions and dispatches to its store; when the store hibernates its devtools stop.
+    @Test func aKeysDevtoolsOpenOnlyForATokenGrantingThem() async throws {
+        let folder = try ServedApp.temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let secret = folder.appendingPathComponent("secret").path
+        #expect(try await CLI.run(["token", "secret", secret]).status == 0)
+        func token(_ key: String, _ rights: String) async throws -> String {
+            try await CLI.run(["token", "issue", "--secret", secret, "--subject", "dev", "--key", key, "--rights", rights])
+                .output.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        let writer = try await token("room-*", "read,dispatch"), developer = try await token("room-1", "devtools")
+        let off = try await ServedApp(app: counter, data: folder.appendingPathComponent("off"), ["--token-secret", secret])
+        let notServed = try await off.request("GET", "/stores/room-1/devtools", token: developer)
+        #expect(notServed.status == 404 && notServed.body.contains("serve with --devtools"), "\(notServed.body)")
+        #expect(try await off.stop().status == 0)
+
+        let served = try await ServedApp(app: counter, data: folder.appendingPathComponent("data"),
+                                         ["--token-secret", secret, "--devtools", "--idle-seconds", "1"])
+        for _ in 0..<3 { #expect(try await served.request("POST", "/stores/room-1/actions", body: #"{"type":"increment"}"#, token: writer).status == 200) }
+        #expect(try await served.request("GET", "/stores/room-1/devtools").status == 401)
+        let withoutRight = try await served.request("GET", "/stores/room-1/devtools", token: writer)
+        #expect(withoutRight.status == 403 && withoutRight.body.contains("does not grant devtools"), "\(withoutRight.body)")
+        #expect(try await served.request("GET", "/stores/room-2/devtools", token: developer).status == 403)
+        let opened = try await served.request("GET", "/stores/room-1/devtools", token: developer)
+        #expect(opened.status == 303, "\(opened.body)")
+        let location = try #require(opened.headers["location"])
+        #expect(try ServedApp.json(opened.body)["devtools"] as? String == location)
+        let match = try #require(location.firstMatch(of: #/^http://127\.0\.0\.1:(\d+)/\?token=([0-9a-f]+)$/#), "\(location)")
+        let (port, pageToken) = (try #require(UInt16(match.output.1)), String(match.output.2))
+        // The devtools' own admission: without their token, nothing; with it, the key's session.
+        #expect(try await offPool { try RawHTTP.request("GET", "/api/session", port: port, token: "") }.status == 401)
+        let session = try ServedApp.json(try await offPool { try RawHTTP.request("GET", "/api/session", port: port, token: pageToken) }.body)
+        #expect(session["app"] as? String == "room-1" && session["count"] as? Int == 3, "\(session)")
+        // Asked for again: the same page.
+        #expect(try await served.request("GET", "/stores/room-1/devtools", token: developer).headers["location"] == location)
+        // Dispatch from the devtools (once unlocked) reaches the key's store and its journal.
+        #expect(try await offPool { try RawHTTP.request("POST", "/api/unlock", port: port, token: pageToken) }.status == 200)
+        let dispatched = try await offPool {
+            try RawHTTP.request("POST", "/api/dispatch", port: port, body: #"{"type":"increment","by":10}"#, token: pageToken)
+        }
+        #expect(dispatched.status == 200, "\(dispatched.body)")
+        #expect(await eventually(timeout: .seconds(30)) {
+            (try? ServedApp.json(try await served.request("GET", "/stores/room-1/props", token: writer).body)["count"] as? Int) == 13
+        })
+        // Idle, the store hibernates and its devtools stop.
+        #expect(await eventually(timeout: .seconds(30)) {
+            (try? await offPool { try RawHTTP.request("GET", "/api/session", port: port, token: pageToken) }) == nil
+        })
+        #expect(try await served.stop().status == 0)
+    }
+
     @Test func serveSaysHowClientsAreLetIn() async throws {
         let missing = try await CLI.run(["serve", counter.path, "--data", "/tmp/unused"])
         #expect(missing.status == 2 && missing.errors.contains("--token-secret FILE (bearer tokens), or --no-auth"))
