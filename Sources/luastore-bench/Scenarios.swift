@@ -63,6 +63,24 @@ struct Scenarios {
     return app
     """
 
+    /// The same counter with its contract declared (docs/contracts.md): every action is checked before its reducer.
+    static let declaredCounterApp = """
+    ---@class Increment
+    ---@field type "increment"
+
+    ---@class Add
+    ---@field type "add"
+    ---@field by integer
+    ---@field note string
+    ---@field flag boolean
+
+    ---@alias Action Increment|Add
+
+    ---@class Props
+    ---@field count integer
+
+    """ + counterApp.replacingOccurrences(of: "function app.reduce(state, action)", with: "---@param action Action\nfunction app.reduce(state, action)")
+
     struct Counter: Sendable, Equatable {
         var count = 0
         var note = ""
@@ -92,11 +110,12 @@ struct Scenarios {
 
     /// ns per dispatch of the Lua counter (until the observer has the last props), and ns the dispatching
     /// thread itself spent per dispatch.
-    func luaCounter(_ dispatching: Dispatching, notification: NotificationPolicy = .batched, actions: Int) async throws
+    func luaCounter(_ dispatching: Dispatching, notification: NotificationPolicy = .batched, actions: Int, declared: Bool = false) async throws
         -> (total: Double, caller: Double) {
         var options = self.options
         options.notification = notification
-        let store = try await ScriptedStore(app: try app("counter", Self.counterApp), options: options)
+        let folder = declared ? try app("declared-counter", Self.declaredCounterApp) : try app("counter", Self.counterApp)
+        let store = try await ScriptedStore(app: folder, options: options)
         let arrival = await Self.arrival(of: store, counting: "count")
         let action: LuaValue = ["type": "increment"]
         let caller = Box(0.0)
@@ -219,6 +238,11 @@ struct Scenarios {
             rounds: rounds, sides: sides,
             { try await luaCounter(.reused, notification: .everyAction, actions: everyActions).total },
             { await peerCounter(actions: everyActions) })
+        // An app with its contract declared against the same app without: each fresh action checked before its reducer.
+        let (declared, _, declaredRatio) = try await Harness.alternate(
+            rounds: rounds, sides: sides,
+            { try await luaCounter(.fresh, actions: actions, declared: true).total },
+            { try await luaCounter(.fresh, actions: actions).total })
         let caller = Harness.median(Array(callerNanoseconds.value.dropFirst()))
         let floor = try await freshActionFloor(actions: actions)
         let everyFloor = try await everyActionFloor(actions: everyActions, luaActions: everyActions)
@@ -230,6 +254,8 @@ struct Scenarios {
             Scenario(name: "counter.fresh_actions_lua_ns_per_dispatch", value: freshLua, unit: "ns", goal: "—", pass: nil),
             Scenario(name: "counter.fresh_actions_swift_ns_per_dispatch", value: freshSwift, unit: "ns", goal: "—", pass: nil),
             Scenario(name: "counter.caller_ns_per_fresh_dispatch", value: caller, unit: "ns", goal: "≤ 250", pass: caller <= 250),
+            Scenario(name: "counter.declared_vs_undeclared_ratio", value: declaredRatio, unit: "×", goal: "≤ 1.1", pass: declaredRatio <= 1.1),
+            Scenario(name: "counter.declared_fresh_ns_per_dispatch", value: declared, unit: "ns", goal: "—", pass: nil),
         ] + floor + [
             Scenario(name: "counter.every_action_lua_vs_swift_ratio", value: everyRatio, unit: "×", goal: "≤ 1.5", pass: everyRatio <= 1.5),
             Scenario(name: "counter.every_action_lua_ns_per_dispatch", value: everyLua, unit: "ns", goal: "—", pass: nil),

@@ -10,7 +10,9 @@ struct Check: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Load and validate an app (syntax, exports, init and a props call) without running it.",
         discussion: """
-            Errors name file and line. A global read inside a function that nothing in the app sets is reported \
+            Errors name file and line. An app that declares its actions, props and state in LuaLS annotations \
+            (docs/contracts.md) has them checked: the notation, the initial state and props against their \
+            declarations, declared actions no reducer handles and handled ones not declared. A global read inside a function that nothing in the app sets is reported \
             (a typo, which Lua reads as nil); --globals names the ones something else sets. Exit status: 0 when \
             the app is valid, 1 when it is not.
             """)
@@ -36,10 +38,20 @@ struct Check: AsyncParsableCommand {
         })
         options.modulePath = modules.templates
         source.configure(&options)
+        let (contract, problems) = AppContract.read(app: source.folder)
+        if !problems.isEmpty {
+            for problem in problems { Console.error("\(problem)") }
+            throw ExitCode.appFailure
+        }
+        var contractFindings: [String] = []
         do {
             let store = try await ScriptedStore(app: source.folder, options: options)
             let props = try await store.props()
             _ = try JSONText.encode(props)
+            if contract.declares {
+                contractFindings = ContractLint.findings(in: source.folder, main: "app.lua", contract: contract,
+                                                         state: try await store.state(), props: props)
+            }
             store.shutdown()
         } catch let error as ScriptFailure {
             Console.error("\(error.error) (\(error.stage.rawValue))")
@@ -53,6 +65,10 @@ struct Check: AsyncParsableCommand {
         }
         if !failures.withLock({ $0 }).isEmpty {
             for failure in failures.withLock({ $0 }) { Console.error(failure) }
+            throw ExitCode.appFailure
+        }
+        if !contractFindings.isEmpty {
+            for finding in contractFindings { Console.error(finding) }
             throw ExitCode.appFailure
         }
         let names = Set(knownGlobals.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) })

@@ -1,5 +1,6 @@
 import Foundation
 import LuaKit
+import LuaStoreScripting
 
 /// What `luastore check` says of an app's globals, as luacheck would: a global read inside a function that nothing
 /// in its namespace sets (the standard ones, an assignment anywhere in the namespace's files, a name given with
@@ -24,7 +25,7 @@ struct GlobalsLint {
                                            chunkName: "globals"),
                   let standard = listed.first?.table?.array.compactMap(\.string) else { return [] }
             var findings: [Finding] = []
-            for namespace in namespaces(in: folder) {
+            for namespace in AppFiles.namespaces(in: folder) {
                 var reads: [(file: String, access: LuaGlobalAccess)] = []
                 var set = known.union(standard)
                 for file in namespace {
@@ -40,24 +41,5 @@ struct GlobalsLint {
             }
             return findings
         }
-    }
-
-    /// The app's Lua files by namespace, paths relative to `folder`: first the app's own (specs left out), then
-    /// each folder below it that has a manifest (`luastore.json`) of its own — a plugin, linted apart.
-    static func namespaces(in folder: URL) -> [[String]] {
-        let root = folder.standardizedFileURL.resolvingSymlinksInPath()
-        var byRoot: [String: [String]] = ["": []]
-        let enumerator = FileManager.default.enumerator(atPath: root.path)
-        var pluginRoots: [String] = []
-        var files: [String] = []
-        while let relative = enumerator?.nextObject() as? String {
-            if relative.hasSuffix("/luastore.json") { pluginRoots.append(String(relative.dropLast("luastore.json".count))) }
-            if relative.hasSuffix(".lua"), !relative.hasSuffix("_spec.lua"), !relative.hasPrefix("spec/") { files.append(relative) }
-        }
-        for file in files.sorted() {
-            let owner = pluginRoots.filter { file.hasPrefix($0) }.max { $0.count < $1.count } ?? ""
-            byRoot[owner, default: []].append(file)
-        }
-        return byRoot.keys.sorted().compactMap { byRoot[$0] }.filter { !$0.isEmpty }
     }
 }

@@ -44,7 +44,7 @@ import Testing
         do {
             _ = try engine.reduce(action)
         } catch {
-            failure = error
+            failure = error as? LuaError ?? (error as? ScriptFailure)?.error
         }
         #expect(try engine.state() == before, "rolled back: \(action)")
         return failure

@@ -410,7 +410,11 @@ extension StateRuntimeTests {
                 engine.addReader(.props, Observer { _ in .active })
                 func toggle(_ id: Int) throws -> (instructions: Int, allocations: Int) {
                     let counted = try engine.vm.countingInstructions { () throws(LuaError) in
-                        _ = try engine.reduce(["type": "toggle", "id": .integer(Int64(id))])
+                        do {
+                            _ = try engine.reduce(["type": "toggle", "id": .integer(Int64(id))])
+                        } catch {
+                            throw error as? LuaError ?? LuaError(.runtime, "\(error)")
+                        }
                         engine.flush()
                     }
                     return (counted.instructions, counted.allocations)

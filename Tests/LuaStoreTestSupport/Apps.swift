@@ -30,6 +30,10 @@ public enum TestApps {
       nan = function(state) state.n = 0 / 0 end,
       budget = function(state) while true do end end,
     }
+    ---@class Act
+    ---@field type "add"|"error"|"notText"|"notTextKey"|"notTextInside"|"notTextInList"|"func"|"cycle"|"deep"|"nan"|"budget"
+
+    ---@param action Act
     function app.reduce(state, action)
       if action.type == "add" then
         state.count = state.count + 1
@@ -42,7 +46,9 @@ public enum TestApps {
     return app
     """#
 
-    public static let failureKinds = ["error", "notText", "notTextKey", "notTextInside", "notTextInList", "func", "cycle", "deep", "nan", "budget"]
+    /// (`undeclared`: a type its contract does not declare, refused before its reducer runs.)
+    public static let failureKinds = ["error", "notText", "notTextKey", "notTextInside", "notTextInList", "func", "cycle", "deep", "nan", "budget",
+                                      "undeclared"]
 
     /// `add`, then each failure between two `add`s (`failingKinds`' actions): the count ends at the number of `add`s.
     public static var failureLines: [String] {

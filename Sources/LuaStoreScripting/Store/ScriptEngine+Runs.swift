@@ -43,7 +43,12 @@ extension ScriptEngine {
         if journal.listeners.persistence?.waitsForEachAction == true || journal.persistenceFailure != nil { return single() }
         let interval = runs.notificationInterval
         let length = runs.span.length
-        let span = actions.prefix(interval > 0 ? min(length, max(RunSpan.observedLength, interval)) : length)
+        var span = actions.prefix(interval > 0 ? min(length, max(RunSpan.observedLength, interval)) : length)
+        // (With a declared contract, the run ends before an action it does not declare: `reduce(_:)` refuses that one.)
+        if let contract = app.contract, contract.action != nil,
+           let undeclared = span.firstIndex(where: { contract.mismatch(ofAction: $0) != nil }) {
+            span = span[..<undeclared]
+        }
         let allTables = span.withUnsafeBufferPointer { buffer in
             for index in buffer.indices {
                 guard case .table = buffer[index] else { return false }

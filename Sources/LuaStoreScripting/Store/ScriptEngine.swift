@@ -37,6 +37,8 @@ final class ScriptEngine {
         let digest: String
         /// The plugins mounted under keys of the state, in the order actions reach them.
         var mounts: [MountedPlugin] = []
+        /// What the app declares of its actions, props and state (nil: nothing).
+        var contract: AppContract?
 
         var folder: URL { source.folder }
         var main: String { source.main }
@@ -212,14 +214,37 @@ final class ScriptEngine {
             let reduce: LuaReference
             if let ownReduce { reduce = ownReduce } else { reduce = try vm.loadTrusted("", chunkName: "host:reduceNothing") }
             let ownMigrate = try optionalExport("migrate")
-            return App(
+            var app = App(
                 source: source, namespace: namespace, module: module, initialize: try export("init"), reduce: reduce, ownReduce: ownReduce,
                 props: try export("props"), subscriptions: try optionalExport("subscriptions"),
                 migrate: ownMigrate, ownMigrate: ownMigrate, schemaVersion: schemaVersion, fingerprint: fingerprint,
                 digest: ScriptsDigest.of(fingerprint.mapValues { [UInt8]($0) }))
+            // (Annotations no entry point uses are the editor's: only a declared contract is read, and must be whole.)
+            let (contract, problems) = AppContract.read(app: folder, main: main)
+            if contract.declares {
+                if let problem = problems.first {
+                    throw LuaError(.runtime, "the app's contract: \(problem.message)", chunkName: problem.file, line: problem.line)
+                }
+                app.contract = contract
+            }
+            return app
         } catch {
             throw ScriptFailure(stage: .load, error: error)
         }
+    }
+
+    /// Refuses an action the app's contract does not declare, before any reducer runs: a failed journal entry of its
+    /// own stage (`undeclared`), naming what is wrong. Nil when it is declared, or the app declares no actions.
+    func undeclared(_ action: LuaValue, source: ActionSource) -> ScriptFailure? {
+        guard let contract = app.contract, contract.action != nil, let problem = contract.mismatch(ofAction: action) else { return nil }
+        let failure = ScriptFailure(stage: .undeclared, error: LuaError(.runtime, problem), action: action)
+        if journal.collecting {
+            if case .client(let id) = source {
+                journal.clientActions.append(ClientAction(id: id, sequence: journal.sequence + 1, failure: ClientAction.failureText(failure.error)))
+            }
+            record(.action(action), origin: JournalEntry.Origin(source), changes: [], failure: failure)
+        }
+        return failure
     }
 
     func registerSubscriptions() throws(ScriptFailure) {
@@ -237,7 +262,7 @@ final class ScriptEngine {
     /// Applies `action` as one transaction; returns the commands. On failure the state is as it was. When
     /// journaling, the outcome (its changes, or its failure) becomes a journal entry.
     /// `timed`: the caller set the clock for it (a run's first action, reduced alone).
-    func reduce(_ action: LuaValue, source: ActionSource = .outside, timed: Bool = false) throws(LuaError) -> [ScriptEffect] {
+    func reduce(_ action: LuaValue, source: ActionSource = .outside, timed: Bool = false) throws -> [ScriptEffect] {
         if journal.history.traveling {
             journal.history.hold(action, source: source)
             return []
@@ -252,6 +277,7 @@ final class ScriptEngine {
         }
         defer { clock.took(1, scheduled: scheduled) }
         try refuseWithoutPersistence()
+        if let failure = undeclared(action, source: source) { throw failure }
         guard journal.collecting else {
             let reduced = try reduceAction(action, source: source)
             if let flush = reduced.flush { deliverRunFlush(flush) }

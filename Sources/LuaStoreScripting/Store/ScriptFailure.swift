@@ -13,6 +13,8 @@ public struct ScriptFailure: Error, Sendable, CustomStringConvertible {
         case initialize = "init"
         /// Running `reduce` (the action was not applied).
         case reduce
+        /// Refused before any reducer ran: the action is not one the app's contract declares (docs/contracts.md).
+        case undeclared
         /// Running `props`.
         case props
         /// Running a selector.

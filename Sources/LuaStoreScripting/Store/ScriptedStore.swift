@@ -246,6 +246,9 @@ public final class ScriptedStore: Sendable {
     }
 
     private static func scriptFailure(_ failure: StoreFailure<Void, LuaValue>) -> ScriptFailure {
+        if let refused = failure.error as? ScriptFailure { // (a stage of its own: an action the contract does not declare)
+            return ScriptFailure(stage: refused.stage, error: refused.error, action: failure.action, dispatchIndex: failure.dispatchIndex)
+        }
         let stage: ScriptFailure.Stage = switch failure.stage {
         case .reducer: .reduce
         case .subscriptions: .subscriptions

@@ -1,0 +1,24 @@
+import Foundation
+
+/// An app's Lua files, as `luastore check` reads them: specs left out, and the folders of plugins it holds (a
+/// folder below it with a manifest, `luastore.json`, of its own) apart.
+public enum AppFiles {
+    /// The files by namespace, paths relative to `folder`: first the app's own (empty when it has none), then each
+    /// plugin's.
+    public static func namespaces(in folder: URL) -> [[String]] {
+        let root = folder.standardizedFileURL.resolvingSymlinksInPath()
+        var byRoot: [String: [String]] = ["": []]
+        let enumerator = FileManager.default.enumerator(atPath: root.path)
+        var pluginRoots: [String] = []
+        var files: [String] = []
+        while let relative = enumerator?.nextObject() as? String {
+            if relative.hasSuffix("/luastore.json") { pluginRoots.append(String(relative.dropLast("luastore.json".count))) }
+            if relative.hasSuffix(".lua"), !relative.hasSuffix("_spec.lua"), !relative.hasPrefix("spec/") { files.append(relative) }
+        }
+        for file in files.sorted() {
+            let owner = pluginRoots.filter { file.hasPrefix($0) }.max { $0.count < $1.count } ?? ""
+            byRoot[owner, default: []].append(file)
+        }
+        return [byRoot[""] ?? []] + byRoot.keys.filter { !$0.isEmpty }.sorted().compactMap { byRoot[$0] }
+    }
+}

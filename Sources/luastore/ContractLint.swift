@@ -1,0 +1,54 @@
+import Foundation
+import LuaKit
+import LuaStoreScripting
+
+/// What `luastore check` says of an app's declared contract (docs/contracts.md): annotations outside the notation
+/// it checks, an initial state or props that do not match their declaration, declared actions no reducer handles
+/// and actions handled that are not declared. Handled means compared: `action.type == "add"` (or the other way
+/// round) in the app's own files, with the name the reducer gives its action; an app whose reducers compare none
+/// (a table of handlers, say) is not told which it handles.
+enum ContractLint {
+    static func findings(in folder: URL, main: String, contract: AppContract, state: LuaValue, props: LuaValue) -> [String] {
+        var findings: [String] = []
+        if let type = contract.state, let problem = contract.mismatch(of: state, as: type, at: "state") {
+            findings.append("\(main): the state init makes does not match its declaration: \(problem)")
+        }
+        if let type = contract.props, let problem = contract.mismatch(of: props, as: type, at: "props") {
+            findings.append("\(main): the props do not match their declaration: \(problem)")
+        }
+        let cases = contract.actionCases
+        guard !cases.isEmpty else { return findings }
+        let handled = comparedActionTypes(in: folder, parameter: contract.actionParameter ?? "action")
+        guard !handled.isEmpty else { return findings }
+        for (name, declared) in cases.sorted(by: { $0.key < $1.key }) where handled[name] == nil {
+            findings.append("\(declared.file):\(declared.line): action \"\(name)\" is declared (\(declared.name)) but no reducer handles it")
+        }
+        for (name, place) in handled.sorted(by: { $0.key < $1.key }) where cases[name] == nil {
+            findings.append("\(place.file):\(place.line): the reducer handles action \"\(name)\", which the contract does not declare")
+        }
+        return findings
+    }
+
+    /// Each action type the app's own files compare `PARAMETER.type` with, and the first place it does.
+    static func comparedActionTypes(in folder: URL, parameter: String) -> [String: (file: String, line: Int)] {
+        var found: [String: (file: String, line: Int)] = [:]
+        let name = NSRegularExpression.escapedPattern(for: parameter)
+        guard let pattern = try? NSRegularExpression(pattern: #"\b\#(name)\.type\s*==\s*(["'])([^"'\n]*)\1|(["'])([^"'\n]*)\3\s*==\s*\b\#(name)\.type\b"#) else {
+            return found
+        }
+        for file in AppFiles.namespaces(in: folder).first ?? [] {
+            guard let data = FileManager.default.contents(atPath: folder.appendingPathComponent(file).path) else { continue }
+            for (offset, line) in String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+                let text = String(line)
+                for match in pattern.matches(in: text, range: NSRange(text.startIndex..., in: text)) {
+                    for group in [2, 4] {
+                        if let range = Range(match.range(at: group), in: text), found[String(text[range])] == nil {
+                            found[String(text[range])] = (file, offset + 1)
+                        }
+                    }
+                }
+            }
+        }
+        return found
+    }
+}

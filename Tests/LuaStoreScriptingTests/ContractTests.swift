@@ -1,0 +1,190 @@
+import Foundation
+import LuaKit
+import LuaStoreConcurrency
+import LuaStoreCore
+import LuaStoreScripting
+import LuaStoreTestSupport
+import Testing
+
+/// An app's contract in LuaLS annotations (docs/contracts.md): read from its files, refused in words where it leaves
+/// the notation LuaStore checks, and enforced — an action it does not declare is refused before any reducer runs,
+/// journaled as a failure of its own stage, in a run of queued actions as alone.
+@Suite struct ContractTests {
+    static let declared = """
+        local app = {}
+
+        ---@class Todo
+        ---@field title string The todo's words.
+        ---@field done boolean
+        ---@field tags? table<string, integer>
+
+        ---@class State
+        ---@field todos Todo[]
+        ---@field filter "all"|"open"|"done"
+
+        ---@class AddAction
+        ---@field type "add"
+        ---@field title string
+        ---@field note? string
+
+        ---@class ToggleAction
+        ---@field type "toggle"
+        ---@field index integer
+
+        ---@class FilterAction
+        ---@field type 'filter'
+        ---@field filter "all"|"open"|"done"
+
+        ---@alias Action AddAction|ToggleAction|FilterAction
+
+        ---@class Props
+        ---@field count integer
+        ---@field titles string[]
+
+        ---@return State
+        function app.init() return { todos = {}, filter = "all" } end
+
+        ---@param state State
+        ---@param action Action
+        function app.reduce(state, action)
+          if action.type == "add" then
+            state.todos[#state.todos + 1] = { title = action.title, done = false }
+          elseif action.type == "toggle" then
+            state.todos[action.index].done = not state.todos[action.index].done
+          elseif action.type == "filter" then
+            state.filter = action.filter
+          end
+        end
+
+        ---@param state State
+        ---@return Props
+        function app.props(state)
+          local titles = {}
+          for i, todo in ipairs(state.todos) do titles[i] = todo.title end
+          return { count = #state.todos, titles = titles }
+        end
+
+        return app
+        """
+
+    @Test func theAnnotationsAreRead() throws {
+        let folder = try AppFolder(["app.lua": Self.declared])
+        defer { folder.remove() }
+        let (contract, problems) = AppContract.read(app: folder.url)
+        #expect(problems.isEmpty, "\(problems)")
+        #expect(contract.declares)
+        #expect(contract.action == .named("Action") && contract.props == .named("Props") && contract.state == .named("State"))
+        #expect(contract.actionParameter == "action")
+        #expect(contract.actionCases.keys.sorted() == ["add", "filter", "toggle"])
+        let todo = try #require(contract.classes["Todo"])
+        #expect(todo.fields.map(\.name) == ["title", "done", "tags"])
+        #expect(todo.fields.map(\.type) == [.string, .boolean, .map(.integer)])
+        #expect(todo.fields.map(\.optional) == [false, false, true])
+        #expect(contract.classes["State"]?.fields.last?.type == .union([.literal("all"), .literal("open"), .literal("done")]))
+    }
+
+    static let actions: [(LuaValue, String?)] = [
+        (["type": "add", "title": "milk"], nil),
+        (["type": "add", "title": "milk", "note": "2 l"], nil),
+        (["type": "toggle", "index": 2], nil),
+        (["type": "filter", "filter": "open"], nil),
+        (["type": "ad", "title": "milk"], #"action type "ad" is not declared (the contract declares "add", "filter", "toggle")"#),
+        (["type": "add"], "action.title is missing (AddAction declares it string)"),
+        (["type": "add", "title": 5], "action.title is 5, not string"),
+        (["type": "add", "title": "milk", "titel": "x"], "action.titel is not a field of AddAction (it declares type, title, note)"),
+        (["type": "toggle", "index": 1.5], "action.index is 1.5, not integer"),
+        (["type": "filter", "filter": "some"], #"action.filter is "some", not "all"|"open"|"done""#),
+        (.table(LuaTable(array: [1], fields: [.string("type"): "add", .string("title"): "x"])), "action[1] is a list item, which AddAction does not declare"),
+        (["kind": "add"], "action is a table, not Action"),
+    ]
+
+    /// Values are checked against a type, each difference named by its path.
+    @Test(arguments: actions)
+    func actionsAreCheckedNamingWhatDiffers(action: LuaValue, problem: String?) throws {
+        let folder = try AppFolder(["app.lua": Self.declared])
+        defer { folder.remove() }
+        let contract = AppContract.read(app: folder.url).contract
+        #expect(contract.mismatch(ofAction: action) == problem)
+    }
+
+    @Test func nestedValuesNameTheirPath() throws {
+        let folder = try AppFolder(["app.lua": Self.declared])
+        defer { folder.remove() }
+        let contract = AppContract.read(app: folder.url).contract
+        let state: LuaValue = ["todos": [["title": "a", "done": false], ["title": "b", "done": "no"]], "filter": "all"]
+        #expect(contract.mismatch(of: state, as: .named("State"), at: "state") == #"state.todos[2].done is "no", not boolean"#)
+        let tagged: LuaValue = ["todos": [["title": "a", "done": false, "tags": ["x y": 1.5]]], "filter": "all"]
+        #expect(contract.mismatch(of: tagged, as: .named("State"), at: "state") == #"state.todos[1].tags["x y"] is 1.5, not integer"#)
+        let keyed: LuaValue = ["todos": ["first": ["title": "a", "done": false]], "filter": "all"]
+        #expect(contract.mismatch(of: keyed, as: .named("State"), at: "state") == "state.todos.first is not an item of a list (Todo[] is declared at state.todos)")
+        #expect(contract.mismatch(of: ["count": 1, "titles": ["a"]], as: .named("Props"), at: "props") == nil)
+    }
+
+    /// What leaves the notation is refused, at its file and line — when the app declares a contract; annotations no
+    /// entry point uses are the editor's, and an app with only those runs as before.
+    @Test(arguments: [
+        ("---@class A\n---@field x any", "app.lua:2: field x: 'any' is outside the contract's types"),
+        ("---@class A\n---@field x table", "app.lua:2: field x: 'table' says nothing of what it holds"),
+        ("---@class A\n---@field x table<integer, string>", "app.lua:2: field x: table<integer, …> is outside the contract's types"),
+        ("---@class A: B\n---@field x string", "app.lua:1: class A inherits"),
+        ("---@enum Colors", "app.lua:1: ---@enum is outside the contract's notation"),
+        ("---@alias Kind\n---| \"a\"\n---| \"b\"", "app.lua:2: an alias written over several lines"),
+        ("---@class A\n---@field x Missing", "app.lua:1: field x of A is a Missing, which no ---@class or ---@alias declares"),
+        ("---@field x string", "app.lua:1: ---@field outside a ---@class"),
+        ("---@class A\n---@field x string\n---@field x integer", "app.lua:3: field x of A is declared twice"),
+        ("---@class A\n---@field x fun(a: string)", "app.lua:2: field x: 'fun' is outside the contract's types"),
+    ])
+    func annotationsOutsideTheNotationAreProblems(annotations: String, problem: String) async throws {
+        let entry = "\n---@param action A\nfunction app.reduce(state, action) end\n"
+        let source = annotations + "\nlocal app = {}\nfunction app.init() return {} end" + entry + "function app.props() return {} end\nreturn app\n"
+        let folder = try AppFolder(["app.lua": source])
+        defer { folder.remove() }
+        let found = AppContract.read(app: folder.url).problems.map(\.description)
+        #expect(found.contains { $0.hasPrefix(problem) }, "\(found)")
+        // A store will not run a declared contract it cannot check: the load fails, naming the place.
+        await #expect(throws: ScriptFailure.self) { _ = try await ScriptedStore(app: folder.url, options: Recorder().options) }
+        do {
+            _ = try await ScriptedStore(app: folder.url, options: Recorder().options)
+        } catch {
+            #expect(error.stage == .load && "\(error.error)".contains("the app's contract"), "\(error)")
+        }
+        // Without the entry point's declaration, the same annotations are the editor's: the app loads.
+        let editorOnly = try AppFolder(["app.lua": source.replacingOccurrences(of: "---@param action A\n", with: "")])
+        defer { editorOnly.remove() }
+        let store = try await ScriptedStore(app: editorOnly.url, options: Recorder().options)
+        store.shutdown()
+    }
+
+    /// An action the contract does not declare is refused before any reducer runs — the state as it was — as a
+    /// failure of its own stage, journaled as a failed entry; in a run of queued actions the ones around it keep
+    /// theirs.
+    @Test func undeclaredActionsAreRefusedAndJournaled() async throws {
+        let folder = try AppFolder(["app.lua": Self.declared])
+        defer { folder.remove() }
+        let recorder = Recorder()
+        let journal = Protected<[JournalEntry]>([])
+        var options = recorder.options
+        options.journal = { entry in journal.withLock { $0.append(entry) } }
+        let store = try await ScriptedStore(app: folder.url, options: options)
+        defer { store.shutdown() }
+        let applied = await store.send(["type": "add", "title": "milk"])
+        #expect(applied.entry != nil, "\(applied)")
+        let refused = await store.send(["type": "add", "title": 5])
+        let failure = try #require(refused.failure, "\(refused)")
+        #expect(failure.stage == .undeclared && failure.error.message == "action.title is 5, not string")
+        #expect(try await store.state()["todos"] == [["title": "milk", "done": false]])
+        // A run: 60 actions dispatched at once, every fifth undeclared (12).
+        for index in 0..<60 {
+            store.dispatch(index % 5 == 4 ? ["type": "remove", "index": .integer(Int64(index))] : ["type": "add", "title": .string("t\(index)")])
+        }
+        await store.barrier()
+        #expect(try await store.props()["count"] == 49)
+        let entries = journal.withLock { $0 }
+        #expect(entries.count == 62)
+        let undeclared = entries.filter { $0.failure?.stage == .undeclared }
+        #expect(undeclared.count == 13)
+        #expect(undeclared.last?.failure?.error.message == #"action type "remove" is not declared (the contract declares "add", "filter", "toggle")"#)
+        #expect(entries.map(\.sequence) == Array(1...62).map(UInt64.init))
+        #expect(recorder.failures.withLock { $0 }.filter { $0.stage == .undeclared }.count == 13)
+    }
+}

@@ -1,0 +1,90 @@
+import Foundation
+import LuaStoreTestSupport
+import Testing
+
+/// A declared contract through the built binary: `check` reports what leaves the notation, an initial state or
+/// props that do not match, declared actions no reducer handles and handled ones not declared; `run` refuses an
+/// undeclared action naming what is wrong, and its recording replays with the refusals in their places.
+@Suite struct ContractCLITests {
+    static func app(reduce: String = """
+        if action.type == "add" then
+          state.items[#state.items + 1] = action.title
+        elseif action.type == "clear" then
+          state.items = {}
+        end
+        """, initial: String = "{ items = {} }", props: String = "{ count = #state.items }", extra: String = "") -> String {
+        """
+        local app = {}
+
+        ---@class State
+        ---@field items string[]
+
+        ---@class Add
+        ---@field type "add"
+        ---@field title string
+
+        ---@class Clear
+        ---@field type "clear"
+
+        ---@alias Action Add|Clear
+
+        ---@class Props
+        ---@field count integer
+        \(extra)
+        ---@return State
+        function app.init() return \(initial) end
+
+        ---@param state State
+        ---@param action Action
+        function app.reduce(state, action)
+          \(reduce)
+        end
+
+        ---@return Props
+        function app.props(state) return \(props) end
+
+        return app
+        """
+    }
+
+    @Test func checkReportsWhatTheContractSaysAgainstWhatTheAppDoes() async throws {
+        let valid = try CLI.makeApp(Self.app())
+        defer { try? FileManager.default.removeItem(at: valid) }
+        let ok = try await CLI.run(["check", valid.path])
+        #expect(ok.status == 0 && ok.output.contains("ok:"), "\(ok.output)\(ok.errors)")
+
+        let cases: [(source: String, words: String)] = [
+            (Self.app(reduce: #"if action.type == "add" then state.items[1] = action.title elseif "remove" == action.type then state.items = {} end"#),
+             #"app.lua:10: action "clear" is declared (Clear) but no reducer handles it"#),
+            (Self.app(reduce: #"if action.type == "add" then state.items[1] = action.title elseif "remove" == action.type then state.items = {} end"#),
+             #"the reducer handles action "remove", which the contract does not declare"#),
+            (Self.app(initial: "{ items = { 1, 2 } }"), "app.lua: the state init makes does not match its declaration: state.items[1] is 1, not string"),
+            (Self.app(props: #"{ count = "many" }"#), #"app.lua: the props do not match their declaration: props.count is "many", not integer"#),
+            (Self.app(extra: "---@class Odd: Props"), "app.lua:17: class Odd inherits"),
+            (Self.app(extra: "---@class Odd\n---@field when any"), "app.lua:18: field when: 'any' is outside the contract's types"),
+        ]
+        for item in cases {
+            let app = try CLI.makeApp(item.source)
+            defer { try? FileManager.default.removeItem(at: app) }
+            let checked = try await CLI.run(["check", app.path])
+            #expect(checked.status == 1 && checked.errors.contains(item.words), "\(item.words)\n\(checked.errors)")
+        }
+    }
+
+    @Test func runRefusesUndeclaredActionsAndTheRecordingReplays() async throws {
+        let app = try CLI.makeApp(Self.app())
+        defer { try? FileManager.default.removeItem(at: app) }
+        let recording = app.appendingPathComponent("session.jsonl")
+        let input = [#"{"type":"add","title":"milk"}"#, #"{"type":"remove"}"#, #"{"type":"add","title":["x"]}"#,
+                     #"{"type":"add","title":"eggs"}"#].joined(separator: "\n") + "\n"
+        let run = try await CLI.run(["run", app.path, "--format", "json", "--record", recording.path], input: input)
+        #expect(run.status == 1, "\(run.output)\(run.errors)")
+        #expect(run.errors.contains(#"undeclared failed: action type "remove" is not declared (the contract declares "add", "clear") (line 2)"#), "\(run.errors)")
+        #expect(run.errors.contains("undeclared failed: action.title is a table, not string (line 3)"), "\(run.errors)")
+        #expect(run.output.split(separator: "\n").last == #"{"count":2}"#, "\(run.output)")
+        let lines = try String(contentsOf: recording, encoding: .utf8).split(separator: "\n")
+        #expect(lines.filter { $0.contains(#""stage":"undeclared""#) }.count == 2)
+        let replay = try await CLI.run(["replay", app.path, recording.path])
+        #expect(replay.status == 0 && replay.output.contains("replayed 4 actions: every change matches"), "\(replay.output)\(replay.errors)")
+    }
+}
