@@ -155,6 +155,34 @@ import Testing
         store.shutdown()
     }
 
+    /// Props that do not match their declaration are the props' failure, at the declaration's line: observers are
+    /// not handed them, `props()` throws, and the action that made them stays applied; the next good props reach
+    /// observers again.
+    @Test func propsThatDoNotMatchAreThePropsFailure() async throws {
+        let source = Self.declared.replacingOccurrences(of: "return { count = #state.todos, titles = titles }",
+                                                        with: #"return { count = state.filter == "done" and "none" or #state.todos, titles = titles }"#)
+        let folder = try AppFolder(["app.lua": source])
+        defer { folder.remove() }
+        let recorder = Recorder()
+        let store = try await ScriptedStore(app: folder.url, options: recorder.options)
+        defer { store.shutdown() }
+        recorder.observe(store)
+        let line = try #require(source.split(separator: "\n", omittingEmptySubsequences: false).firstIndex { $0 == "---@return Props" }) + 1
+        _ = await store.send(["type": "add", "title": "milk"])
+        let bad = await store.send(["type": "filter", "filter": "done"])
+        #expect(bad.entry != nil, "the action stays applied: \(bad)")
+        #expect(try await store.state()["filter"] == "done")
+        await store.barrier()
+        let failure = try #require(recorder.failures.withLock { $0 }.first { $0.stage == .props })
+        #expect(failure.error.message == #"the props do not match their declaration: props.count is "none", not integer"#)
+        #expect(failure.error.location == "app.lua:\(line)")
+        await #expect(throws: (any Error).self) { _ = try await store.props() }
+        #expect(recorder.props.withLock { $0 }.allSatisfy { $0["count"] != "none" })
+        _ = await store.send(["type": "filter", "filter": "all"])
+        await store.barrier()
+        #expect(recorder.props.withLock { $0 }.last == ["count": 1, "titles": ["milk"]])
+    }
+
     /// An action the contract does not declare is refused before any reducer runs — the state as it was — as a
     /// failure of its own stage, journaled as a failed entry; in a run of queued actions the ones around it keep
     /// theirs.

@@ -55,6 +55,9 @@ public struct AppContract: Sendable {
     /// The name the reducer gives its action (its second parameter), and where `reduce` is.
     public private(set) var actionParameter: String?
 
+    /// Where the props' type is declared (`---@return T` of `props`): the place a props failure names.
+    public var propsDeclaration: (file: String, line: Int)? { places["props"] }
+
     /// Whether the app declares anything of its actions, props or state.
     public var declares: Bool { action != nil || props != nil || state != nil }
 

@@ -84,6 +84,12 @@ extension ScriptEngine {
     /// equating).
     func offer(_ value: LuaValue, to id: Int64) {
         guard let reader = readers[id] else { return }
+        // Props that do not match their declaration are the props' failure: reported, not delivered (the action
+        // that made them stays applied, as with any props failure).
+        if case .props = reader.kind, let failure = propsMismatch(value) {
+            report(ScriptFailure(stage: .props, error: failure, action: nil))
+            return
+        }
         reader.delivery.offer(value)
         if reader.delivery.isDead { removeReader(id) }
     }

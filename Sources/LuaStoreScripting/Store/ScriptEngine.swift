@@ -428,12 +428,24 @@ final class ScriptEngine {
         let id: Int64 = -1
         try runtime.register(reader: id, app.props)
         defer { runtime.unregister(reader: id) }
+        let props: LuaValue
         do {
-            return try runtime.evaluate(reader: id, root: "props")
+            props = try runtime.evaluate(reader: id, root: "props")
         } catch {
             runtime.reset()
             throw error
         }
+        if let failure = propsMismatch(props) { throw failure }
+        return props
+    }
+
+    /// Why `props` are not what the app's contract declares (nil: they are, or it declares none): the error names
+    /// the difference and the declaration's place.
+    func propsMismatch(_ props: LuaValue) -> LuaError? {
+        guard let contract = app.contract, let type = contract.props,
+              let problem = contract.mismatch(of: props, as: type, at: "props") else { return nil }
+        let place = contract.propsDeclaration
+        return LuaError(.runtime, "the props do not match their declaration: \(problem)", chunkName: place?.file, line: place?.line)
     }
 
 }
