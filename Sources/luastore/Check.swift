@@ -49,8 +49,7 @@ struct Check: AsyncParsableCommand {
             let props = try await store.props()
             _ = try JSONText.encode(props)
             if contract.declares {
-                contractFindings = ContractLint.findings(in: source.folder, main: "app.lua", contract: contract,
-                                                         state: try await store.state(), props: props)
+                contractFindings = ContractLint.findings(in: source.folder, main: "app.lua", contract: contract, state: try await store.state())
             }
             store.shutdown()
         } catch let error as ScriptFailure {

@@ -2,19 +2,17 @@ import Foundation
 import LuaKit
 import LuaStoreScripting
 
-/// What `luastore check` says of an app's declared contract (docs/contracts.md): annotations outside the notation
-/// it checks, an initial state or props that do not match their declaration, declared actions no reducer handles
-/// and actions handled that are not declared. Handled means compared: `action.type == "add"` (or the other way
-/// round) in the app's own files, with the name the reducer gives its action; an app whose reducers compare none
-/// (a table of handlers, say) is not told which it handles.
+/// What `luastore check` says of an app's declared contract (docs/contracts.md), besides what loading it says (the
+/// notation; the props against their declaration): an initial state that does not match its declaration, declared
+/// actions no reducer handles and actions handled that are not declared. Handled means compared:
+/// `action.type == "add"` (or the other way round, or through a local that copies it: `local kind = action.type`) in
+/// the app's own files, with the name the reducer gives its action; an app whose reducers compare none (a table of
+/// handlers, say) is not told which it handles.
 enum ContractLint {
-    static func findings(in folder: URL, main: String, contract: AppContract, state: LuaValue, props: LuaValue) -> [String] {
+    static func findings(in folder: URL, main: String, contract: AppContract, state: LuaValue) -> [String] {
         var findings: [String] = []
         if let type = contract.state, let problem = contract.mismatch(of: state, as: type, at: "state") {
             findings.append("\(main): the state init makes does not match its declaration: \(problem)")
-        }
-        if let type = contract.props, let problem = contract.mismatch(of: props, as: type, at: "props") {
-            findings.append("\(main): the props do not match their declaration: \(problem)")
         }
         let cases = contract.actionCases
         guard !cases.isEmpty else { return findings }
@@ -33,14 +31,25 @@ enum ContractLint {
     static func comparedActionTypes(in folder: URL, parameter: String) -> [String: (file: String, line: Int)] {
         var found: [String: (file: String, line: Int)] = [:]
         let name = NSRegularExpression.escapedPattern(for: parameter)
-        guard let pattern = try? NSRegularExpression(pattern: #"\b\#(name)\.type\s*==\s*(["'])([^"'\n]*)\1|(["'])([^"'\n]*)\3\s*==\s*\b\#(name)\.type\b"#) else {
+        guard let pattern = try? NSRegularExpression(pattern: #"\b\#(name)\.type\s*==\s*(["'])([^"'\n]*)\1|(["'])([^"'\n]*)\3\s*==\s*\b\#(name)\.type\b"#),
+              let copies = try? NSRegularExpression(pattern: #"local\s+([A-Za-z_][A-Za-z0-9_]*)\s*=\s*\#(name)\.type\b"#) else {
             return found
         }
         for file in AppFiles.namespaces(in: folder).first ?? [] {
             guard let data = FileManager.default.contents(atPath: folder.appendingPathComponent(file).path) else { continue }
-            for (offset, line) in String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let source = String(decoding: data, as: UTF8.self)
+            // (A reducer that reads the type once, `local kind = action.type`, compares that name.)
+            var patterns = [pattern]
+            for local in copies.matches(in: source, range: NSRange(source.startIndex..., in: source)) {
+                guard let range = Range(local.range(at: 1), in: source) else { continue }
+                let copy = NSRegularExpression.escapedPattern(for: String(source[range]))
+                if let compared = try? NSRegularExpression(pattern: #"\b\#(copy)\s*==\s*(["'])([^"'\n]*)\1|(["'])([^"'\n]*)\3\s*==\s*\b\#(copy)\b"#) {
+                    patterns.append(compared)
+                }
+            }
+            for (offset, line) in source.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
                 let text = String(line)
-                for match in pattern.matches(in: text, range: NSRange(text.startIndex..., in: text)) {
+                for match in patterns.flatMap({ $0.matches(in: text, range: NSRange(text.startIndex..., in: text)) }) {
                     for group in [2, 4] {
                         if let range = Range(match.range(at: group), in: text), found[String(text[range])] == nil {
                             found[String(text[range])] = (file, offset + 1)

@@ -155,6 +155,21 @@ import Testing
         store.shutdown()
     }
 
+    /// The store's own actions (`luastore/reloaded`, after a hot reload) are not the app's to declare.
+    @Test func theStoresOwnActionsAreNotChecked() async throws {
+        let folder = try AppFolder(["app.lua": Self.declared])
+        defer { folder.remove() }
+        let recorder = Recorder()
+        let store = try await ScriptedStore(app: folder.url, options: recorder.options)
+        defer { store.shutdown() }
+        try folder.write("app.lua", Self.declared.replacingOccurrences(of: "done = false }", with: "done = true }"))
+        _ = try await store.reload()
+        await store.barrier()
+        _ = await store.send(["type": "add", "title": "milk"])
+        #expect(try await store.state()["todos"] == [["title": "milk", "done": true]])
+        #expect(recorder.failures.withLock { $0 }.isEmpty, "\(recorder.failures.withLock { $0 })")
+    }
+
     /// Props that do not match their declaration are the props' failure, at the declaration's line: observers are
     /// not handed them, `props()` throws, and the action that made them stays applied; the next good props reach
     /// observers again.

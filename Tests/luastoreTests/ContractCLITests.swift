@@ -58,8 +58,10 @@ import Testing
              #"app.lua:10: action "clear" is declared (Clear) but no reducer handles it"#),
             (Self.app(reduce: #"if action.type == "add" then state.items[1] = action.title elseif "remove" == action.type then state.items = {} end"#),
              #"the reducer handles action "remove", which the contract does not declare"#),
+            (Self.app(reduce: #"local kind = action.type if kind == "add" then state.items[1] = action.title end"#),
+             #"app.lua:10: action "clear" is declared (Clear) but no reducer handles it"#),
             (Self.app(initial: "{ items = { 1, 2 } }"), "app.lua: the state init makes does not match its declaration: state.items[1] is 1, not string"),
-            (Self.app(props: #"{ count = "many" }"#), #"app.lua: the props do not match their declaration: props.count is "many", not integer"#),
+            (Self.app(props: #"{ count = "many" }"#), #"app.lua:31: the props do not match their declaration: props.count is "many", not integer (props)"#),
             (Self.app(extra: "---@class Odd: Props"), "app.lua:17: class Odd inherits"),
             (Self.app(extra: "---@class Odd\n---@field when any"), "app.lua:18: field when: 'any' is outside the contract's types"),
         ]

@@ -5,6 +5,73 @@ local view = require("view")
 local app = {}
 app.schemaVersion = 1
 
+-- The contract (docs/contracts.md): what the app's actions, state and props are, in LuaLS annotations.
+
+---@class Todo
+---@field id integer
+---@field title string
+---@field done boolean
+
+---@class Saved
+---@field todos Todo[]
+---@field nextId integer
+
+---@class State
+---@field todos Todo[]
+---@field nextId integer
+---@field filter "all"|"active"|"done"
+---@field loaded boolean
+
+---@class AppStarted
+---@field type "appStarted"
+
+---@class TodosLoaded
+---@field type "todosLoaded"
+---@field key string
+---@field value? Saved
+
+---@class TodoAdded
+---@field type "todoAdded"
+---@field title string
+
+---@class TodoToggled
+---@field type "todoToggled"
+---@field id integer
+
+---@class TodoRenamed
+---@field type "todoRenamed"
+---@field id integer
+---@field title string
+
+---@class TodoRemoved
+---@field type "todoRemoved"
+---@field id integer
+
+---@class CompletedCleared
+---@field type "completedCleared"
+
+---@class FilterChanged
+---@field type "filterChanged"
+---@field filter string
+
+---@class DraftEdited
+---@field type "draftEdited"
+---@field text string
+
+---@alias Action AppStarted|TodosLoaded|TodoAdded|TodoToggled|TodoRenamed|TodoRemoved|CompletedCleared|FilterChanged|DraftEdited
+
+---@class Item
+---@field id integer
+---@field title string
+---@field done boolean
+
+---@class Props
+---@field filter "all"|"active"|"done"
+---@field items Item[]
+---@field left string
+---@field canClear boolean
+
+---@return State
 function app.init()
   return { todos = {}, nextId = 1, filter = "all", loaded = false }
 end
@@ -21,6 +88,8 @@ end
 
 local filters = { all = true, active = true, done = true }
 
+---@param state State
+---@param action Action
 function app.reduce(state, action)
   local kind = action.type
   if kind == "appStarted" then
@@ -67,6 +136,8 @@ function app.reduce(state, action)
   end
 end
 
+---@param state State
+---@return Props
 function app.props(state)
   return view.props(state)
 end
