@@ -11,7 +11,7 @@ struct LuaStoreCommand: AsyncParsableCommand {
         commandName: "luastore",
         abstract: "Run, test, check and replay LuaStore apps (Lua reducers on a Swift store); pack, sign and verify them as bundles.",
         version: "luastore, scripting API \(AppManifest.scriptingAPI) (what an app's luastore.json names in its \"luastore\" range)",
-        subcommands: [Run.self, Serve.self, Token.self, Publish.self, Export.self, Check.self, SpecTest.self, Replay.self, Keygen.self, Pack.self, Verify.self])
+        subcommands: [Run.self, Serve.self, Token.self, Publish.self, Export.self, Check.self, SwiftTypesCommand.self, SpecTest.self, Replay.self, Keygen.self, Pack.self, Verify.self])
 
     /// Parses and runs; usage errors exit with status 2 (not ArgumentParser's 64).
     static func main() async {

@@ -73,6 +73,19 @@ import Testing
         }
     }
 
+    /// `luastore swift-types`: the file LuaStoreScriptingTests compiles is what it prints for the sample.
+    @Test func swiftTypesPrintsTheSamplesTypes() async throws {
+        let golden = CLI.packageRoot.appendingPathComponent("Tests/LuaStoreScriptingTests/Generated/TodosContract.swift")
+        let printed = try await CLI.run(["swift-types", "samples/todos", "--prefix", "Todos"])
+        let expected = try String(contentsOf: golden, encoding: .utf8)
+        #expect(printed.status == 0 && printed.output == expected, "\(printed.errors)")
+        let plain = try await CLI.run(["swift-types", "samples/counter"])
+        #expect(plain.status == 1 && plain.errors.contains("samples/counter declares no contract"), "\(plain.errors)")
+        #expect(try await CLI.run(["swift-types", "samples/todos", "--prefix", "1x"]).status == 2)
+        let missing = try await CLI.run(["swift-types", "samples/nothing"])
+        #expect(missing.status == 2 && missing.errors.contains("is not an app's folder"), "\(missing.errors)")
+    }
+
     @Test func runRefusesUndeclaredActionsAndTheRecordingReplays() async throws {
         let app = try CLI.makeApp(Self.app())
         defer { try? FileManager.default.removeItem(at: app) }
