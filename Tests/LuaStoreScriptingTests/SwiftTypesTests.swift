@@ -37,7 +37,7 @@ import Testing
             #expect(outcome.entry != nil, "\(action): \(outcome)")
         }
         let props = try await store.decodedProps()
-        #expect(props == TodosProps(filter: .all, items: [TodosItem(id: 7, title: "saved", done: false)], left: "1 item left", canClear: false))
+        #expect(props == TodosProps(filter: .all, items: [TodosTodo(id: 7, title: "saved", done: false)], left: "1 item left", canClear: false))
     }
 
     @Test func whatHasNoSwiftTypeIsSaidInWords() throws {

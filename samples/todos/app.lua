@@ -60,14 +60,9 @@ app.schemaVersion = 1
 
 ---@alias Action AppStarted|TodosLoaded|TodoAdded|TodoToggled|TodoRenamed|TodoRemoved|CompletedCleared|FilterChanged|DraftEdited
 
----@class Item
----@field id integer
----@field title string
----@field done boolean
-
 ---@class Props
 ---@field filter "all"|"active"|"done"
----@field items Item[]
+---@field items Todo[]  The visible ones.
 ---@field left string
 ---@field canClear boolean
 

@@ -3,36 +3,14 @@
 import LuaKit
 import LuaStoreScripting
 
-/// `---@class Item` (app.lua:63).
-public struct TodosItem: Codable, Sendable, Equatable {
-    public var id: Int
-    public var title: String
-    public var done: Bool
-
-    public init(id: Int, title: String, done: Bool) {
-        self.id = id
-        self.title = title
-        self.done = done
-    }
-
-    /// The table the app's scripts read.
-    public var luaValue: LuaValue {
-        var fields: [(String, LuaValue)] = []
-        fields.append(("id", .integer(Int64(self.id))))
-        fields.append(("title", .string(self.title)))
-        fields.append(("done", .boolean(self.done)))
-        return .table(LuaTable(stringFields: fields))
-    }
-}
-
-/// `---@class Props` (app.lua:68).
+/// `---@class Props` (app.lua:63).
 public struct TodosProps: Codable, Sendable, Equatable {
     public var filter: TodosPropsFilter
-    public var items: [TodosItem]
+    public var items: [TodosTodo]
     public var left: String
     public var canClear: Bool
 
-    public init(filter: TodosPropsFilter, items: [TodosItem], left: String, canClear: Bool) {
+    public init(filter: TodosPropsFilter, items: [TodosTodo], left: String, canClear: Bool) {
         self.filter = filter
         self.items = items
         self.left = left
