@@ -86,7 +86,7 @@ extension ScriptEngine {
         guard let reader = readers[id] else { return }
         // Props that do not match their declaration are the props' failure: reported, not delivered (the action
         // that made them stays applied, as with any props failure).
-        if case .props = reader.kind, let failure = propsMismatch(value) {
+        if app.checksProps, case .props = reader.kind, let failure = propsMismatch(value) {
             report(ScriptFailure(stage: .props, error: failure, action: nil))
             return
         }

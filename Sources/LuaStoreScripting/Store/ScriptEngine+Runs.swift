@@ -45,7 +45,7 @@ extension ScriptEngine {
         let length = runs.span.length
         var span = actions.prefix(interval > 0 ? min(length, max(RunSpan.observedLength, interval)) : length)
         // (With a declared contract, the run ends before an action it does not declare: `reduce(_:)` refuses that one.)
-        if let contract = app.contract, contract.action != nil,
+        if app.checksActions, let contract = app.contract,
            let undeclared = span.firstIndex(where: { contract.mismatch(ofAction: $0) != nil }) {
             span = span[..<undeclared]
         }

@@ -38,7 +38,12 @@ final class ScriptEngine {
         /// The plugins mounted under keys of the state, in the order actions reach them.
         var mounts: [MountedPlugin] = []
         /// What the app declares of its actions, props and state (nil: nothing).
-        var contract: AppContract?
+        var contract: AppContract? {
+            didSet { (checksActions, checksProps) = (contract?.action != nil, contract?.props != nil) }
+        }
+        /// Whether actions, props, are checked against it (read at each dispatch: a flag, not the contract).
+        private(set) var checksActions = false
+        private(set) var checksProps = false
 
         var folder: URL { source.folder }
         var main: String { source.main }
@@ -236,7 +241,7 @@ final class ScriptEngine {
     /// Refuses an action the app's contract does not declare, before any reducer runs: a failed journal entry of its
     /// own stage (`undeclared`), naming what is wrong. Nil when it is declared, or the app declares no actions.
     func undeclared(_ action: LuaValue, source: ActionSource) -> ScriptFailure? {
-        guard let contract = app.contract, contract.action != nil, let problem = contract.mismatch(ofAction: action) else { return nil }
+        guard app.checksActions, let contract = app.contract, let problem = contract.mismatch(ofAction: action) else { return nil }
         let failure = ScriptFailure(stage: .undeclared, error: LuaError(.runtime, problem), action: action)
         if journal.collecting {
             if case .client(let id) = source {
@@ -442,7 +447,7 @@ final class ScriptEngine {
     /// Why `props` are not what the app's contract declares (nil: they are, or it declares none): the error names
     /// the difference and the declaration's place.
     func propsMismatch(_ props: LuaValue) -> LuaError? {
-        guard let contract = app.contract, let type = contract.props,
+        guard app.checksProps, let contract = app.contract, let type = contract.props,
               let problem = contract.mismatch(of: props, as: type, at: "props") else { return nil }
         let place = contract.propsDeclaration
         return LuaError(.runtime, "the props do not match their declaration: \(problem)", chunkName: place?.file, line: place?.line)
