@@ -3,6 +3,7 @@ import Synchronization
 import LuaKit
 import LuaStoreCore
 import LuaStoreScripting
+import RawHTTPClient
 
 /// Memory per store and the pauses an observer sees: latency percentiles measured at rest and beside busy loops.
 extension Scenarios {
@@ -86,30 +87,42 @@ extension Scenarios {
 }
 
 /// Busy loops beside a measurement: `yes` into /dev/null, as many as asked, stopped by `stop()` (or killed with the
-/// bench's other children if a wait stalls).
-final class BusyLoops: @unchecked Sendable { // (its processes are set once, before it is shared)
-    private let processes: [Process]
+/// bench's other children if a wait stalls). Spawned and reaped here, not with Foundation's `Process`, which learns
+/// that a child ended when a socket every later child inherits closes: waiting for the first loop while the second
+/// still ran never ended.
+final class BusyLoops: Sendable {
+    private let pids: [pid_t]
 
     init(_ count: Int) throws {
-        var started: [Process] = []
+        var pids: [pid_t] = []
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        var argv: [UnsafeMutablePointer<CChar>?] = [strdup("yes"), nil]
+        defer { free(argv[0]) }
         for _ in 0..<count {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/yes")
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            started.append(process)
-            Harness.children.withLock { _ = $0.insert(process.processIdentifier) }
+            var pid: pid_t = 0
+            let spawned = posix_spawn(&pid, "/usr/bin/yes", &actions, nil, &argv, environ)
+            guard spawned == 0 else {
+                for started in pids { Self.end(started) }
+                throw RawSocket.Failure("cannot start /usr/bin/yes: \(String(cString: strerror(spawned)))")
+            }
+            pids.append(pid)
+            Harness.children.withLock { _ = $0.insert(pid) }
         }
-        processes = started
+        self.pids = pids
     }
 
     func stop() {
-        for process in processes {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-            Harness.children.withLock { _ = $0.remove(process.processIdentifier) }
-        }
+        for pid in pids { Self.end(pid) }
+    }
+
+    private static func end(_ pid: pid_t) {
+        kill(pid, SIGKILL)
+        var status: Int32 = 0
+        _ = waitpid(pid, &status, 0)
+        Harness.children.withLock { _ = $0.remove(pid) }
     }
 }
 
