@@ -294,11 +294,14 @@ public struct AppContract: Sendable {
     /// names the declared ones; a declared one, the field that does not match.
     public func mismatch(ofAction value: LuaValue) -> String? {
         guard let action else { return nil }
+        guard case .table(let table) = value, case .string(let name) = table["type"] else { return check(value, action) { "action" } }
+        // (The usual action, declared and whole, is told so without a word made: only a refusal is said.)
+        if let shape = actionCaseList.first(where: { ClassShape.same(name, $0.name, ascii: $0.ascii) })?.shape, shape.conforms(table, in: self) {
+            return nil
+        }
         // (The store's own actions, `luastore/reloaded`, are not the app's to declare.)
-        if case .table(let table) = value, case .string(let name) = table["type"], name.utf8.starts(with: "luastore/".utf8) { return nil }
-        if !actionCaseList.isEmpty, case .table(let table) = value, case .string(let name) = table["type"] {
-            // (The usual action, declared and whole, is told so without a word made: only a refusal is said.)
-            if let shape = actionCaseList.first(where: { ClassShape.same(name, $0.name, ascii: $0.ascii) })?.shape, shape.conforms(table, in: self) { return nil }
+        if name.utf8.starts(with: "luastore/".utf8) { return nil }
+        if !actionCaseList.isEmpty {
             guard let found = actionCases[name] else {
                 return "action type \"\(name)\" is not declared (the contract declares \(actionCases.keys.sorted().map { "\"\($0)\"" }.joined(separator: ", ")))"
             }
