@@ -21,6 +21,7 @@ let package = Package(
         .library(name: "LuaKit", targets: ["LuaKit"]),
         .library(name: "LuaStoreCore", targets: ["LuaStoreCore"]),
         .library(name: "LuaStoreScripting", targets: ["LuaStoreScripting"]),
+        .library(name: "LuaStoreContract", targets: ["LuaStoreContract"]),
         .library(name: "LuaStoreDevtools", targets: ["LuaStoreDevtools"]),
         .library(name: "LuaStoreTesting", targets: ["LuaStoreTesting"]),
         .library(name: "LuaStorePersistence", targets: ["LuaStorePersistence"]),
@@ -32,6 +33,8 @@ let package = Package(
         .library(name: "RawHTTPClient", targets: ["RawHTTPClient"]),
         // A PostgreSQL server in a temporary folder, for the `serve/` package's tests and the cluster's benchmarks (not API).
         .library(name: "LocalPostgres", targets: ["LocalPostgres"]),
+        // Swift types that follow an app's Lua contract on every build (docs/contracts.md).
+        .plugin(name: "LuaStoreSwiftTypes", targets: ["LuaStoreSwiftTypes"]),
         .executable(name: "luakit", targets: ["luakit"]),
         .executable(name: "luastore", targets: ["luastore"]),
         .executable(name: "luastore-demo-api", targets: ["luastore-demo-api"]),
@@ -76,11 +79,18 @@ let package = Package(
         // library) lives in `.lua` files beside its Swift; this plugin embeds them into the binary at build time.
         .plugin(name: "EmbedLua", capability: .buildTool(), dependencies: ["embed-lua"], path: "Plugins/EmbedLua"),
         .executableTarget(name: "embed-lua", path: "Plugins/embed-lua", swiftSettings: strict),
+        // The Swift types of an app's declared contract, written on every build where its Lua changed (a target names the
+        // apps in its `luastore-types.json`): a props field renamed in Lua fails the Swift build where it is used.
+        .plugin(name: "LuaStoreSwiftTypes", capability: .buildTool(), dependencies: ["luastore-swift-types"], path: "Plugins/LuaStoreSwiftTypes"),
+        // (It depends on no module with Lua in it: a plugin's tool is built apart, without the plugins of its dependencies,
+        // so not with LuaKit's embedded Lua.)
+        .executableTarget(name: "luastore-swift-types", dependencies: ["LuaStoreContract"], path: "Plugins/luastore-swift-types",
+                          swiftSettings: strict),
         .executableTarget(
             name: "luastore",
             dependencies: [
-                "LuaKit", "LuaStoreCore", "LuaStoreScripting", "LuaStoreDevtools", "LuaStorePersistence", "LuaStoreBundles",
-                "LuaStoreCommandLine", "LuaStoreConcurrency", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "LuaKit", "LuaStoreCore", "LuaStoreScripting", "LuaStoreContract", "LuaStoreDevtools", "LuaStorePersistence",
+                "LuaStoreBundles", "LuaStoreCommandLine", "LuaStoreConcurrency", .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict,
             plugins: ["EmbedLua"]
@@ -120,7 +130,7 @@ let package = Package(
         .executableTarget(name: "luastore-demo-api", dependencies: ["LuaStoreDemoAPI"], swiftSettings: strict),
         // A Swift program hosting a scripted app: its props as an @Observable model, actions sent with `await send`.
         .executableTarget(name: "swift-host", dependencies: ["LuaKit", "LuaStoreScripting"], path: "samples/swift-host",
-                          swiftSettings: strict),
+                          swiftSettings: strict, plugins: ["LuaStoreSwiftTypes"]),
         .executableTarget(
             name: "luastore-bench",
             dependencies: [
@@ -136,8 +146,12 @@ let package = Package(
             swiftSettings: strict
         ),
         .target(
-            name: "LuaStoreScripting", dependencies: ["CLuaState", "LuaKit", "LuaStoreCore"], swiftSettings: strict, plugins: ["EmbedLua"]
+            name: "LuaStoreScripting", dependencies: ["CLuaState", "LuaKit", "LuaStoreCore", "LuaStoreContract"], swiftSettings: strict,
+            plugins: ["EmbedLua"]
         ),
+        // What an app declares in LuaLS annotations, read, and the Swift types written from it: plain Swift, no Lua (the
+        // LuaStoreSwiftTypes plugin's tool is built on it alone). Values are checked against it in LuaStoreScripting.
+        .target(name: "LuaStoreContract", swiftSettings: strict),
         // Durable stores: what each action changed, appended to a SQLite database (GRDB), with snapshots.
         .target(
             name: "LuaStorePersistence",
@@ -171,7 +185,9 @@ let package = Package(
         .testTarget(
             name: "LuaStoreTestingTests",
             dependencies: ["LuaKit", "LuaStoreCore", "LuaStoreScripting", "LuaStoreTesting", "LuaStoreTestSupport"],
-            swiftSettings: strict
+            // (samples/todos's types, with the test store's typed steps, written by the plugin at each build.)
+            swiftSettings: strict,
+            plugins: ["LuaStoreSwiftTypes"]
         ),
         // A bounded HTTP and WebSocket client on a plain socket, for the devtools' tests and benchmarks.
         .target(name: "RawHTTPClient", swiftSettings: strict),
@@ -213,7 +229,7 @@ let package = Package(
         ),
         .testTarget(
             name: "LuaStoreScriptingTests",
-            dependencies: ["CLuaState", "LuaStoreScripting", "LuaStoreTestSupport"],
+            dependencies: ["CLuaState", "LuaStoreScripting", "LuaStoreContract", "LuaStoreTestSupport"],
             swiftSettings: strict
         ),
     ]

@@ -54,9 +54,10 @@ public final class ScriptedTestStore: Sendable {
         self.clock = clock
         let unreceived = Protected<[JournalEntry]>([])
         let reported = Protected<[ScriptFailure]>([])
-        // (A reducer's failures come back to the test through `send` and `receive`; the rest are kept here.)
+        // (A reducer's failures, and refusals of undeclared actions, come back to the test through `send` and `receive`; the
+        // rest are kept here.)
         var options = ScriptedStoreOptions(log: { _ in }, failures: { failure in
-            if failure.stage != .reduce { reported.withLock { $0.append(failure) } }
+            if failure.stage != .reduce && failure.stage != .undeclared { reported.withLock { $0.append(failure) } }
         })
         configure(&options)
         options.clock.now = { clock.value }

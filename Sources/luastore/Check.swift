@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import LuaKit
 import LuaStoreCommandLine
+import LuaStoreContract
 import LuaStoreCore
 import LuaStoreScripting
 

@@ -1,5 +1,6 @@
 import Foundation
 import LuaKit
+import LuaStoreContract
 import LuaStoreScripting
 
 /// What `luastore check` says of an app's declared contract (docs/contracts.md), besides what loading it says (the

@@ -1,5 +1,6 @@
 import Foundation
 import LuaKit
+import LuaStoreContract
 import LuaStoreScripting
 
 /// What `luastore check` says of an app's globals, as luacheck would: a global read inside a function that nothing

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LuaStoreCommandLine
+import LuaStoreContract
 import LuaStoreScripting
 
 /// `luastore swift-types APP`: Swift types from the app's declared contract (docs/contracts.md).
@@ -19,6 +20,9 @@ struct SwiftTypesCommand: ParsableCommand {
 
     @Option(name: .long, help: "A prefix for every type's name (the types of two apps in one module).")
     var prefix: String = ""
+
+    @Flag(name: .long, help: "Also import LuaStoreTesting and give ScriptedTestStore typed send, sendFailing and receive.")
+    var testing = false
 
     @Option(name: [.short, .long], help: ArgumentHelp("Write the file here (default: standard output).", valueName: "file"))
     var output: String?
@@ -44,7 +48,7 @@ struct SwiftTypesCommand: ParsableCommand {
         }
         let text: String
         do {
-            text = try SwiftTypes.generate(contract, prefix: prefix, source: app)
+            text = try SwiftTypes.generate(contract, prefix: prefix, source: app, testing: testing)
         } catch {
             Console.error("\(error)")
             throw ExitCode.failure

@@ -23,7 +23,7 @@ import Testing
     }()
 
     /// The text of every Swift, C and Lua source.
-    static let sources: String = files.filter { $0.hasPrefix("Sources/") || $0.hasPrefix("Tests/") || $0.hasPrefix("serve/") }
+    static let sources: String = files.filter { $0.hasPrefix("Sources/") || $0.hasPrefix("Tests/") || $0.hasPrefix("Plugins/") || $0.hasPrefix("serve/") }
         .filter { [".swift", ".c", ".h", ".lua"].contains(where: $0.hasSuffix) }
         .compactMap { try? String(contentsOf: root.appendingPathComponent($0), encoding: .utf8) }
         .joined(separator: "\n")

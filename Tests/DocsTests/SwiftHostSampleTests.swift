@@ -2,22 +2,26 @@ import Foundation
 import LuaStoreTestSupport
 import Testing
 
-/// `samples/swift-host`, the sample Swift host: its observable model renders every distinct props, and each
-/// `await send` says what its action did — run as a user runs it, from the package's root.
+/// `samples/swift-host`, the sample Swift host on samples/todos's generated types: its observable model renders every
+/// distinct props, each `await send` of a `TodosAction` says what it did, and an action the contract does not declare
+/// is refused naming why — run as a user runs it, from the package's root.
 @Suite struct SwiftHostSampleTests {
     @Test func theSampleHostRendersAndSends() async throws {
         let host = CLI.buildFolder.appendingPathComponent("swift-host")
         let run = try await runChildProcess(host, [], directory: CLI.packageRoot)
         #expect(run.status == 0, "\(run.errors)")
         #expect(run.output == """
-            view: 0 clicks
-            sent {type = "increment"}: state.count = 1
-            view: 1 click
-            sent {by = 4, type = "increment"}: state.count = 5
-            view: 5 clicks
-            sent {type = "reset"}: state.count = 0
-            view: 0 clicks
-            sent {by = "two", type = "decrement"}: failed: app.lua:12: attempt to sub a 'number' with a 'string'
+            view: all: nothing — 0 items left
+            sent todoAdded(title: "milk"): state.todos[1] = {done = false, id = 1, title = "milk"}, state.nextId = 2
+            view: all: [ ] milk — 1 item left
+            sent todoAdded(title: "bread"): state.todos[2] = {done = false, id = 2, title = "bread"}, state.nextId = 3
+            view: all: [ ] milk, [ ] bread — 2 items left
+            sent todoToggled(id: 1): state.todos[1].done = true
+            view: all: [x] milk, [ ] bread — 1 item left
+            sent filterChanged(filter: "active"): state.filter = "active"
+            view: active: [ ] bread — 1 item left
+            sent {title = 42, type = "todoAdded"}: refused: action.title is 42, not string
+            props: 1 shown, 1 item left, can clear: true
 
             """)
         #expect(run.errors.isEmpty, "\(run.errors)")

@@ -1,6 +1,7 @@
 import Foundation
 import LuaKit
 import LuaStoreConcurrency
+import LuaStoreContract
 import LuaStoreCore
 import LuaStoreScripting
 import LuaStoreTestSupport
@@ -129,7 +130,7 @@ import Testing
         ("---@class A: B\n---@field x string", "app.lua:1: class A inherits"),
         ("---@enum Colors", "app.lua:1: ---@enum is outside the contract's notation"),
         ("---@alias Kind\n---| \"a\"\n---| \"b\"", "app.lua:2: an alias written over several lines"),
-        ("---@class A\n---@field x Missing", "app.lua:1: field x of A is a Missing, which no ---@class or ---@alias declares"),
+        ("---@class A\n---@field x Missing", "app.lua:2: field x of A is a Missing, which no ---@class or ---@alias declares"),
         ("---@field x string", "app.lua:1: ---@field outside a ---@class"),
         ("---@class A\n---@field x string\n---@field x integer", "app.lua:3: field x of A is declared twice"),
         ("---@class A\n---@field x fun(a: string)", "app.lua:2: field x: 'fun' is outside the contract's types"),

@@ -1,9 +1,10 @@
 import Foundation
 import LuaKit
+import LuaStoreContract
+import LuaStoreCore
 import LuaStoreScripting
 import LuaStoreTestSupport
 import Testing
-import LuaStoreCore
 
 /// The app contract, transactions, change tracking and effects of a scripted store.
 @Suite(.tags(.concurrency)) struct ScriptedStoreTests {

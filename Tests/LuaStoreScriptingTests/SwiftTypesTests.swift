@@ -1,5 +1,6 @@
 import Foundation
 import LuaKit
+import LuaStoreContract
 import LuaStoreScripting
 import LuaStoreTestSupport
 import Testing

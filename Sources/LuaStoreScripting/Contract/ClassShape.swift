@@ -1,4 +1,5 @@
 import LuaKit
+import LuaStoreContract
 
 /// A declared class laid out for checking a value at each dispatch: the fields' names and what each takes in
 /// arrays of plain values, so that checking an action of a few fields compares a few strings and copies no type.
@@ -53,7 +54,7 @@ final class ClassShape: Sendable {
 
     /// Whether `table` is an instance: no list items, every key a declared field whose value it takes, every
     /// required field present. False also when it cannot tell quickly (the checker then decides, and says why).
-    func conforms(_ table: LuaTable, in contract: AppContract) -> Bool {
+    func conforms(_ table: LuaTable, in contract: ContractChecker) -> Bool {
         guard laidOut, table.array.isEmpty, let pairs = table.stringPairs else { return false }
         let (names, asciiNames, kinds) = (self.names, self.asciiNames, self.kinds) // (held once, not at each read)
         var seen: UInt64 = 0

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import LuaKit
+import LuaStoreContract
 import LuaStoreCore
 
 /// A scripted app inside its VM: the app's functions, the state runtime, and the parts that keep what the engine
@@ -38,8 +39,8 @@ final class ScriptEngine {
         /// The plugins mounted under keys of the state, in the order actions reach them.
         var mounts: [MountedPlugin] = []
         /// What the app declares of its actions, props and state (nil: nothing).
-        var contract: AppContract? {
-            didSet { (checksActions, checksProps) = (contract?.action != nil, contract?.props != nil) }
+        var contract: ContractChecker? {
+            didSet { (checksActions, checksProps) = (contract?.contract.action != nil, contract?.contract.props != nil) }
         }
         /// Whether actions, props, are checked against it (read at each dispatch: a flag, not the contract).
         private(set) var checksActions = false
@@ -230,7 +231,7 @@ final class ScriptEngine {
                 if let problem = problems.first {
                     throw LuaError(.runtime, "the app's contract: \(problem.message)", chunkName: problem.file, line: problem.line)
                 }
-                app.contract = contract
+                app.contract = ContractChecker(contract)
             }
             return app
         } catch {
@@ -447,9 +448,9 @@ final class ScriptEngine {
     /// Why `props` are not what the app's contract declares (nil: they are, or it declares none): the error names
     /// the difference and the declaration's place.
     func propsMismatch(_ props: LuaValue) -> LuaError? {
-        guard app.checksProps, let contract = app.contract, let type = contract.props,
-              let problem = contract.mismatch(of: props, as: type, at: "props") else { return nil }
-        let place = contract.propsDeclaration
+        guard app.checksProps, let checker = app.contract, let type = checker.contract.props,
+              let problem = checker.mismatch(of: props, as: type, at: "props") else { return nil }
+        let place = checker.contract.propsDeclaration
         return LuaError(.runtime, "the props do not match their declaration: \(problem)", chunkName: place?.file, line: place?.line)
     }
 

@@ -174,4 +174,9 @@ extension ScriptedStore {
     public func decodedProps() async throws -> TodosProps {
         try LuaDecoder().decode(TodosProps.self, from: try await props(), root: "props")
     }
+
+    /// The state, as the contract declares it.
+    public func decodedState() async throws -> TodosState {
+        try LuaDecoder().decode(TodosState.self, from: try await state(), root: "state")
+    }
 }

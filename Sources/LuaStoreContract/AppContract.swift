@@ -1,5 +1,4 @@
 import Foundation
-import LuaKit
 
 /// What an app declares of its actions, props and state, in LuaLS annotations (the notation Lua editors read):
 /// `---@class`, `---@field`, `---@alias` anywhere in its files, and on its entry points `---@param action T` of
@@ -11,21 +10,20 @@ public struct AppContract: Sendable {
             public let name: String
             public let type: ContractType
             public let optional: Bool
+            /// The line of its `---@field` (in the class's file).
+            public let line: Int
         }
 
         public let name: String
         public let fields: [Field]
         public let file: String
         public let line: Int
-        /// The fields laid out for checking a value at each dispatch without copying types around.
-        let shape: ClassShape
 
         init(name: String, fields: [Field], file: String, line: Int) {
             self.name = name
             self.fields = fields
             self.file = file
             self.line = line
-            shape = ClassShape(fields)
         }
 
         /// The literal of its `type` field, when it has one: the action case it is.
@@ -46,7 +44,7 @@ public struct AppContract: Sendable {
     public private(set) var classes: [String: Class] = [:]
     public private(set) var aliases: [String: ContractType] = [:]
     /// Where each alias, and the action, props and state types, are declared (for messages).
-    private var places: [String: (file: String, line: Int)] = [:]
+    package private(set) var places: [String: (file: String, line: Int)] = [:]
     /// The type of an action (`---@param action T` of `reduce`), of the props (`---@return T` of `props`), of the
     /// state (`---@return T` of `init`, or the first `---@param` of `reduce` or `props`).
     public private(set) var action: ContractType?
@@ -63,15 +61,12 @@ public struct AppContract: Sendable {
 
     /// The action cases: each declared class an action may be, by the literal of its `type` field.
     public private(set) var actionCases: [String: Class] = [:]
-    /// The same, as a list: a dispatch finds its case among a few names faster than by hashing its `type`.
-    private var actionCaseList: [(name: String, ascii: Bool, shape: ClassShape)] = []
 
     private mutating func findActionCases() {
         guard let action else { return }
         for name in resolvedMembers(action) {
             if let found = classes[name], let caseName = found.caseName { actionCases[caseName] = found }
         }
-        actionCaseList = actionCases.sorted { $0.key < $1.key }.map { ($0.key, $0.key.utf8.allSatisfy { $0 < 0x80 }, $0.value.shape) }
     }
 
     // MARK: Reading
@@ -161,7 +156,7 @@ public struct AppContract: Sendable {
                     if openClass?.fields.contains(where: { $0.name == name }) == true {
                         problem(number, "field \(name) of \(openClass?.name ?? "") is declared twice")
                     }
-                    openClass?.fields.append(Class.Field(name: name, type: type, optional: optional))
+                    openClass?.fields.append(Class.Field(name: name, type: type, optional: optional, line: number))
                 } catch {
                     problem(number, "field \(name): \(error.reason)")
                 }
@@ -256,7 +251,7 @@ public struct AppContract: Sendable {
         for found in classes.values.sorted(by: { ($0.file, $0.line) < ($1.file, $1.line) }) {
             for field in found.fields {
                 for name in field.type.names where classes[name] == nil && aliases[name] == nil {
-                    problems.append(Problem(file: found.file, line: found.line,
+                    problems.append(Problem(file: found.file, line: field.line,
                                             message: "field \(field.name) of \(found.name) is a \(name), which no ---@class or ---@alias declares"))
                 }
             }
@@ -277,7 +272,7 @@ public struct AppContract: Sendable {
     }
 
     /// The classes a type stands for, through aliases and unions.
-    func resolvedMembers(_ type: ContractType, seen: Set<String> = []) -> [String] {
+    package func resolvedMembers(_ type: ContractType, seen: Set<String> = []) -> [String] {
         switch type {
         case .named(let name):
             if classes[name] != nil { return [name] }
@@ -288,157 +283,12 @@ public struct AppContract: Sendable {
         }
     }
 
-    // MARK: Checking values
-
-    /// Why `action` is not one the contract declares (nil: it is, or no action is declared): an undeclared `type`
-    /// names the declared ones; a declared one, the field that does not match.
-    public func mismatch(ofAction value: LuaValue) -> String? {
-        guard let action else { return nil }
-        guard case .table(let table) = value, case .string(let name) = table["type"] else { return check(value, action) { "action" } }
-        // (The usual action, declared and whole, is told so without a word made: only a refusal is said.)
-        if let shape = actionCaseList.first(where: { ClassShape.same(name, $0.name, ascii: $0.ascii) })?.shape, shape.conforms(table, in: self) {
-            return nil
-        }
-        // (The store's own actions, `luastore/reloaded`, are not the app's to declare.)
-        if name.utf8.starts(with: "luastore/".utf8) { return nil }
-        if !actionCaseList.isEmpty {
-            guard let found = actionCases[name] else {
-                return "action type \"\(name)\" is not declared (the contract declares \(actionCases.keys.sorted().map { "\"\($0)\"" }.joined(separator: ", ")))"
-            }
-            return check(value, found) { "action" }
-        }
-        return check(value, action) { "action" }
-    }
-
-    /// Why `value` is not a `type` (nil: it is), naming the path of what differs (`action.title`, `props.items[3]`).
-    public func mismatch(of value: LuaValue, as type: ContractType, at path: String) -> String? {
-        check(value, type) { path }
-    }
-
-    /// `mismatch(of:as:at:)` with the path made only when a mismatch is said (an action checked costs no text).
-    private func check(_ value: LuaValue, _ type: ContractType, quiet: Bool = false, _ path: () -> String) -> String? {
-        func say(_ words: @autoclosure () -> String) -> String { quiet ? "" : words() }
-        switch type {
-        case .string:
-            if case .string = value { return nil }
-        case .number:
-            switch value {
-            case .integer, .number: return nil
-            default: break
-            }
-        case .integer:
-            if case .integer = value { return nil }
-        case .boolean:
-            if case .boolean = value { return nil }
-        case .literal(let text):
-            if case .string(let found) = value, String.sameBytes(found, text) { return nil }
-        case .optional(let inner):
-            return value == .nil ? nil : check(value, inner, quiet: quiet, path)
-        case .array(let element):
-            guard case .table(let table) = value else { break }
-            if let key = table.fields.keys.sorted().first { return say("\(Self.child(path(), key)) is not an item of a list (\(type) is declared at \(path()))") }
-            for (index, item) in table.array.enumerated() {
-                if let problem = check(item, element, quiet: quiet, { "\(path())[\(index + 1)]" }) { return problem }
-            }
-            return nil
-        case .map(let inner):
-            guard case .table(let table) = value else { break }
-            if !table.array.isEmpty { return say("\(path())[1] is a list item; \(type) is declared at \(path()) (string keys only)") }
-            for (key, item) in table.fields.sorted(by: { $0.key < $1.key }) {
-                guard case .string = key else { return say("\(Self.child(path(), key)) has a key that is not a string (\(type) is declared at \(path()))") }
-                if let problem = check(item, inner, quiet: quiet, { Self.child(path(), key) }) { return problem }
-            }
-            return nil
-        case .union(let members):
-            // (Classes told apart by their `type` literal: the one the value names is the one it is checked as.)
-            if case .table = value, case .string(let name) = value["type"] {
-                let named = members.flatMap { resolvedMembers($0) }.compactMap { classes[$0] }
-                if let chosen = named.first(where: { $0.caseName == name }) {
-                    return check(value, .named(chosen.name), quiet: quiet, path)
-                }
-            }
-            if members.contains(where: { check(value, $0, quiet: true, path) == nil }) { return nil }
-        case .named(let name):
-            if let alias = aliases[name] {
-                // (A value that is none of the alias's members is said to be not the alias, by its name.)
-                guard let problem = check(value, alias, quiet: quiet, path) else { return nil }
-                return quiet || problem != Self.notA(value, alias, at: path()) ? problem : Self.notA(value, type, at: path())
-            }
-            guard let declared = classes[name] else { return say("\(path()): \(name) is not declared") }
-            return check(value, declared, quiet: quiet, path)
-        }
-        return say(Self.notA(value, type, at: path()))
-    }
-
-    private static func notA(_ value: LuaValue, _ type: ContractType, at path: String) -> String {
-        "\(path) is \(shown(value)), not \(type)"
-    }
-
-    /// Why `value` is not an instance of `declared` (nil: it is): every field it declares, of its type (present
-    /// unless optional), and no other.
-    private func check(_ value: LuaValue, _ declared: Class, quiet: Bool = false, _ path: () -> String) -> String? {
-        func say(_ words: @autoclosure () -> String) -> String { quiet ? "" : words() }
-        guard case .table(let table) = value else { return say("\(path()) is \(Self.shown(value)), not \(declared.name)") }
-        if !table.array.isEmpty { return say("\(path())[1] is a list item, which \(declared.name) does not declare") }
-        // (An action's few fields are read where they lie, without making a dictionary of them.)
-        let pairs = table.stringPairs
-        let fields = pairs == nil ? table.fields : [:]
-        func field(_ name: String) -> LuaValue {
-            if let pairs { return pairs.first { String.sameBytes($0.0, name) }?.1 ?? .nil }
-            return fields[.string(name)] ?? .nil
-        }
-        for declaredField in declared.fields {
-            let found = field(declaredField.name)
-            if found == .nil {
-                if declaredField.optional || Self.admitsNil(declaredField.type) { continue }
-                return say("\(path()).\(declaredField.name) is missing (\(declared.name) declares it \(declaredField.type))")
-            }
-            if let problem = check(found, declaredField.type, quiet: quiet, { "\(path()).\(declaredField.name)" }) { return problem }
-        }
-        let count = pairs?.count ?? fields.count
-        guard count > declared.fields.count || declared.fields.contains(where: { field($0.name) == .nil }) else { return nil }
-        let keys = pairs.map { $0.map { LuaKey.string($0.0) } } ?? Array(fields.keys)
-        for key in keys.sorted() where !declared.fields.contains(where: { LuaKey.string($0.name) == key }) {
-            return say("\(Self.child(path(), key)) is not a field of \(declared.name) (it declares \(declared.fields.map(\.name).joined(separator: ", ")))")
-        }
-        return nil
-    }
-
-    /// Whether `value` is a `type`, without a word made (`ClassShape` asks this of the fields it does not lay out).
-    func conforms(_ value: LuaValue, _ type: ContractType) -> Bool {
-        check(value, type, quiet: true) { "" } == nil
-    }
-
-    static func admitsNil(_ type: ContractType) -> Bool {
+    /// Whether `type` takes `nil` (optional, or a union with an optional member).
+    package static func admitsNil(_ type: ContractType) -> Bool {
         switch type {
         case .optional: true
         case .union(let members): members.contains(where: admitsNil)
         default: false
-        }
-    }
-
-    /// `path.name`, or `path[key]` for a key that is not a name.
-    static func child(_ path: String, _ key: LuaKey) -> String {
-        switch key {
-        case .string(let name) where name.first.map({ $0.isLetter || $0 == "_" }) == true
-            && name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" }) && name.allSatisfy(\.isASCII):
-            return "\(path).\(name)"
-        case .string(let name): return "\(path)[\(name.debugDescription)]"
-        case .integer(let number): return "\(path)[\(number)]"
-        case .number(let number): return "\(path)[\(number)]"
-        case .boolean(let flag): return "\(path)[\(flag)]"
-        }
-    }
-
-    /// A value in a message: short.
-    static func shown(_ value: LuaValue) -> String {
-        switch value {
-        case .nil: "nil"
-        case .boolean(let flag): "\(flag)"
-        case .integer(let number): "\(number)"
-        case .number(let number): "\(number)"
-        case .string(let text): text.count > 40 ? "\(String(text.prefix(40)).debugDescription)…" : text.debugDescription
-        case .table: "a table"
         }
     }
 }

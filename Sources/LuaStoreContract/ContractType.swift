@@ -1,5 +1,3 @@
-import LuaKit
-
 /// A type of an app's contract, in LuaLS's notation (`---@field title string`): the subset LuaStore checks values
 /// against (docs/contracts.md).
 public indirect enum ContractType: Sendable, Equatable, CustomStringConvertible {
