@@ -49,9 +49,11 @@ struct Check: AsyncParsableCommand {
             let store = try await ScriptedStore(app: source.folder, options: options)
             let props = try await store.props()
             _ = try JSONText.encode(props)
+            let state = try await store.state()
             if contract.declares {
-                contractFindings = ContractLint.findings(in: source.folder, main: "app.lua", contract: contract, state: try await store.state())
+                contractFindings = ContractLint.findings(in: source.folder, main: "app.lua", contract: contract, state: state)
             }
+            contractFindings += ContractLint.mountFindings(of: source.folder, state: state)
             store.shutdown()
         } catch let error as ScriptFailure {
             Console.error("\(error.error) (\(error.stage.rawValue))")

@@ -10,20 +10,46 @@ import LuaStoreScripting
 /// the app's own files, with the name the reducer gives its action; an app whose reducers compare none (a table of
 /// handlers, say) is not told which it handles.
 enum ContractLint {
-    static func findings(in folder: URL, main: String, contract: AppContract, state: LuaValue) -> [String] {
+    /// `place`: what the files are named from in messages (`plugins/cart/` for a mounted plugin's); `slice`: the key a
+    /// mounted plugin's state lies at (its `init` makes that slice, not the whole state).
+    static func findings(in folder: URL, main: String, contract: AppContract, state: LuaValue, place: String = "",
+                         slice: String? = nil) -> [String] {
         var findings: [String] = []
-        if let type = contract.state, let problem = contract.mismatch(of: state, as: type, at: "state") {
-            findings.append("\(main): the state init makes does not match its declaration: \(problem)")
+        let root = slice.map { "state.\($0)" } ?? "state"
+        if let type = contract.state, let problem = contract.mismatch(of: state, as: type, at: root) {
+            findings.append("\(place)\(main): the \(slice == nil ? "state" : "slice") init makes does not match its declaration: \(problem)")
         }
         let cases = contract.actionCases
         guard !cases.isEmpty else { return findings }
         let handled = comparedActionTypes(in: folder, parameter: contract.actionParameter ?? "action")
         guard !handled.isEmpty else { return findings }
         for (name, declared) in cases.sorted(by: { $0.key < $1.key }) where handled[name] == nil {
-            findings.append("\(declared.file):\(declared.line): action \"\(name)\" is declared (\(declared.name)) but no reducer handles it")
+            findings.append("\(place)\(declared.file):\(declared.line): action \"\(name)\" is declared (\(declared.name)) but no reducer handles it")
         }
-        for (name, place) in handled.sorted(by: { $0.key < $1.key }) where cases[name] == nil {
-            findings.append("\(place.file):\(place.line): the reducer handles action \"\(name)\", which the contract does not declare")
+        for (name, found) in handled.sorted(by: { $0.key < $1.key }) where cases[name] == nil {
+            findings.append("\(place)\(found.file):\(found.line): the reducer handles action \"\(name)\", which the contract does not declare")
+        }
+        return findings
+    }
+
+    /// The same of each plugin the app mounts from a folder (a bundle's files are its publisher's): its contract
+    /// against its slice of `state`, its declared actions against the ones its reducer compares.
+    static func mountFindings(of folder: URL, state: LuaValue) -> [String] {
+        guard let manifest = (try? AppManifest.load(folder: folder)) ?? nil else { return [] }
+        var findings: [String] = []
+        for mount in manifest.mounts {
+            let plugin = folder.appendingPathComponent(mount.path).standardizedFileURL
+            var isFolder: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: plugin.path, isDirectory: &isFolder), isFolder.boolValue else { continue }
+            let main = ((try? AppManifest.load(folder: plugin)) ?? nil)?.main ?? "app.lua"
+            let (contract, problems) = AppContract.read(app: plugin, main: main)
+            let place = mount.path.hasSuffix("/") ? mount.path : mount.path + "/"
+            guard problems.isEmpty else {
+                findings += problems.map { "\(place)\($0)" }
+                continue
+            }
+            guard contract.declares else { continue }
+            findings += Self.findings(in: plugin, main: main, contract: contract, state: state[.string(mount.key)], place: place, slice: mount.key)
         }
         return findings
     }

@@ -73,6 +73,59 @@ import Testing
         }
     }
 
+    /// `luastore check` reads the contract of each plugin the app mounts from a folder as it reads the app's: its slice
+    /// against its declaration, its declared actions against the ones its reducer compares, its notation.
+    @Test func checkReadsTheContractsOfMountedPlugins() async throws {
+        func shop(cart: String) throws -> URL {
+            let folder = try CLI.makeApp("""
+                local app = {}
+                function app.init() return {} end
+                function app.props(state) return { items = #state.cart.items } end
+                return app
+                """)
+            try Data(#"{ "name": "shop", "version": "1.0.0", "luastore": "^1.0", "mounts": { "cart": "plugins/cart" } }"#.utf8)
+                .write(to: folder.appendingPathComponent("luastore.json"))
+            let plugin = folder.appendingPathComponent("plugins/cart")
+            try FileManager.default.createDirectory(at: plugin, withIntermediateDirectories: true)
+            try Data(#"{"name": "cart", "version": "1.0.0", "luastore": "^1.0"}"#.utf8).write(to: plugin.appendingPathComponent("luastore.json"))
+            try Data(cart.utf8).write(to: plugin.appendingPathComponent("app.lua"))
+            return folder
+        }
+        let cart = """
+            local cart = {}
+            ---@class AddItem
+            ---@field type "addItem"
+            ---@field sku string
+            ---@class Slice
+            ---@field items string[]
+            ---@return Slice
+            function cart.init() return { items = {} } end
+            ---@param action AddItem
+            function cart.reduce(slice, action)
+              if action.type == "addItem" then slice.items[#slice.items + 1] = action.sku end
+            end
+            return cart
+            """
+        let good = try shop(cart: cart)
+        defer { try? FileManager.default.removeItem(at: good) }
+        let ok = try await CLI.run(["check", good.path])
+        #expect(ok.status == 0, "\(ok.errors)")
+        let cases: [(source: String, words: String)] = [
+            (cart.replacingOccurrences(of: "return { items = {} }", with: "return { items = { 3 } }"),
+             "plugins/cart/app.lua: the slice init makes does not match its declaration: state.cart.items[1] is 3, not string"),
+            (cart.replacingOccurrences(of: #"if action.type == "addItem" then"#, with: #"if action.type == "dropItem" then"#),
+             #"plugins/cart/app.lua:11: the reducer handles action "dropItem", which the contract does not declare"#),
+            (cart.replacingOccurrences(of: "---@field sku string", with: "---@field sku strng"),
+             "plugins/cart/app.lua:4: plugin 'cart''s contract: field sku of AddItem is a strng"),
+        ]
+        for item in cases {
+            let app = try shop(cart: item.source)
+            defer { try? FileManager.default.removeItem(at: app) }
+            let checked = try await CLI.run(["check", app.path])
+            #expect(checked.status == 1 && checked.errors.contains(item.words), "\(item.words)\n\(checked.errors)")
+        }
+    }
+
     /// `luastore swift-types`: the file LuaStoreScriptingTests compiles is what it prints for the sample.
     @Test func swiftTypesPrintsTheSamplesTypes() async throws {
         let golden = CLI.packageRoot.appendingPathComponent("Tests/LuaStoreScriptingTests/Generated/TodosContract.swift")

@@ -1,5 +1,6 @@
 import Foundation
 import LuaKit
+import LuaStoreContract
 
 /// The plugins an app mounts, a part of the engine (`ScriptEngine.mounts`): the mounts its manifest lists, how to
 /// open one that is a bundle (LuaStoreBundles gives `ScriptedStoreOptions.openBundle`), the ones installed on
@@ -38,6 +39,8 @@ struct MountedPlugin {
     let schemaVersion: Int64
     /// Whether installing it needs the composed `migrate`: a new mount (no slice yet) or a grown schemaVersion.
     let migrates: Bool
+    /// What it declares in its own files (nil: nothing): the actions its reducer takes, its slice.
+    let contract: ContractChecker?
 }
 
 /// What a mounted plugin cost so far (`ScriptedStore.pluginCosts()`, the devtools' `/api/plugins`).
@@ -82,6 +85,9 @@ extension Mounts {
             guard functions.count == 4, let initialize = functions[0], let reduce = functions[1], let migrate = functions[3] else {
                 throw LuaError(.runtime, "mounts.lua's compose returned \(functions.count) functions")
             }
+            // (Every action reaches every reducer: the store's actions are what the app and its plugins declare.)
+            composed.actions = ActionContract(parties: (app.ownReduce == nil ? [] : [("the app", app.contract)])
+                                              + composed.mounts.map { ("plugin '\($0.key)'", $0.contract) })
             composed.initialize = initialize
             composed.reduce = reduce
             composed.subscriptions = functions[2]
@@ -117,6 +123,11 @@ extension Mounts {
         guard FileManager.default.fileExists(atPath: folder.appendingPathComponent(manifest.main).path) else {
             throw LuaError(.runtime, "\(where_): plugin '\(manifest.name)' has no \(manifest.main)", chunkName: prefix + manifest.main)
         }
+        // (Its contract, read from its own files, as an app's: a declared one must be whole.)
+        let (declared, problems) = AppContract.read(app: folder, main: manifest.main)
+        if declared.declares, let problem = problems.first {
+            throw LuaError(.runtime, "plugin '\(manifest.name)''s contract: \(problem.message)", chunkName: prefix + problem.file, line: problem.line)
+        }
         let namespace = try vm.makeNamespace(root: folder, chunkPrefix: prefix, strictGlobals: manifest.strictGlobals)
         let loaded = try vm.require(String(manifest.main.dropLast(4)).replacingOccurrences(of: "/", with: "."), in: namespace)
         let milliseconds = manifest.budgets.time.map { Int64(($0 / .milliseconds(1)).rounded(.up)) } ?? 0
@@ -132,7 +143,8 @@ extension Mounts {
             throw LuaError(.runtime, "\(where_): the plugin's record was not made")
         }
         let migrates = running.map { schema > $0.schemaVersion } ?? replacing
-        return MountedPlugin(key: mount.key, manifest: manifest, folder: folder, record: record, schemaVersion: schema, migrates: migrates)
+        return MountedPlugin(key: mount.key, manifest: manifest, folder: folder, record: record, schemaVersion: schema, migrates: migrates,
+                             contract: declared.declares ? ContractChecker(declared) : nil)
     }
 
     /// Where the plugin at `mount` lies: its folder, or its bundle opened (verified and unpacked).

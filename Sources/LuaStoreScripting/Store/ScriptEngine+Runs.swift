@@ -46,7 +46,7 @@ extension ScriptEngine {
         var span = actions.prefix(interval > 0 ? min(length, max(RunSpan.observedLength, interval)) : length)
         // (With a declared contract, the run ends before an action it does not declare: `reduce(_:)` refuses that one.
         // A run of one goes to `reduce(_:)`, which checks it: it is not checked twice.)
-        if span.count > 1, app.checksActions, let contract = app.contract,
+        if span.count > 1, app.checksActions, let contract = app.actions,
            let undeclared = span.firstIndex(where: { contract.mismatch(ofAction: $0) != nil }) {
             span = span[..<undeclared]
         }

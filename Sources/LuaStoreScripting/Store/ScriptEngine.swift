@@ -40,7 +40,11 @@ final class ScriptEngine {
         var mounts: [MountedPlugin] = []
         /// What the app declares of its actions, props and state (nil: nothing).
         var contract: ContractChecker? {
-            didSet { (checksActions, checksProps) = (contract?.contract.action != nil, contract?.contract.props != nil) }
+            didSet { checksProps = contract?.contract.props != nil }
+        }
+        /// The actions the store takes, as the app and its mounted plugins declare them (nil: not checked).
+        var actions: ActionContract? {
+            didSet { checksActions = actions != nil }
         }
         /// Whether actions, props, are checked against it (read at each dispatch: a flag, not the contract).
         private(set) var checksActions = false
@@ -231,7 +235,9 @@ final class ScriptEngine {
                 if let problem = problems.first {
                     throw LuaError(.runtime, "the app's contract: \(problem.message)", chunkName: problem.file, line: problem.line)
                 }
-                app.contract = ContractChecker(contract)
+                let checker = ContractChecker(contract)
+                app.contract = checker
+                if contract.action != nil { app.actions = ActionContract(app: checker) } // (its mounts, if any, join it)
             }
             return app
         } catch {
@@ -242,7 +248,7 @@ final class ScriptEngine {
     /// Refuses an action the app's contract does not declare, before any reducer runs: a failed journal entry of its
     /// own stage (`undeclared`), naming what is wrong. Nil when it is declared, or the app declares no actions.
     func undeclared(_ action: LuaValue, source: ActionSource) -> ScriptFailure? {
-        guard app.checksActions, let contract = app.contract, let problem = contract.mismatch(ofAction: action) else { return nil }
+        guard app.checksActions, let actions = app.actions, let problem = actions.mismatch(ofAction: action) else { return nil }
         let failure = ScriptFailure(stage: .undeclared, error: LuaError(.runtime, problem), action: action)
         if journal.collecting {
             if case .client(let id) = source {

@@ -1,0 +1,151 @@
+import Foundation
+import LuaKit
+import LuaStoreScripting
+import LuaStoreTestSupport
+import Testing
+
+/// The contracts of mounted plugins (docs/contracts.md): each plugin declares, in its own files, the actions its reducer
+/// takes; every action reaches every reducer, so an action is checked against each declaration of its `type`, and one
+/// no party declares is refused only when every party with a reducer declares its actions.
+@Suite struct MountedContractTests {
+    static let cart = """
+        local cart = {}
+        ---@class AddItem
+        ---@field type "addItem"
+        ---@field sku string
+        ---@field count? integer
+
+        ---@class CartSlice
+        ---@field items string[]
+
+        ---@return CartSlice
+        function cart.init() return { items = {} } end
+
+        ---@param slice CartSlice
+        ---@param action AddItem
+        function cart.reduce(slice, action)
+          if action.type == "addItem" then
+            for _ = 1, action.count or 1 do slice.items[#slice.items + 1] = action.sku end
+          end
+        end
+        return cart
+        """
+
+    static let declaredChat = """
+        local chat = {}
+        ---@class Say
+        ---@field type "say"
+        ---@field text string
+
+        ---@class Cleared
+        ---@field type "cleared"
+
+        ---@alias ChatAction Say|Cleared
+
+        function chat.init() return { lines = {} } end
+
+        ---@param action ChatAction
+        function chat.reduce(slice, action)
+          if action.type == "say" then slice.lines[#slice.lines + 1] = action.text end
+          if action.type == "cleared" then slice.lines = {} end
+        end
+        return chat
+        """
+
+    static let plainChat = """
+        local chat = {}
+        function chat.init() return { lines = {} } end
+        function chat.reduce(slice, action)
+          if action.type == "say" then slice.lines[#slice.lines + 1] = tostring(action.text) end
+          if action.type == "dance" then slice.lines[#slice.lines + 1] = "danced" end
+        end
+        return chat
+        """
+
+    /// An app without a reducer of its own mounting `cart` and `chat`.
+    static func shop(cart: String = Self.cart, chat: String, app: String? = nil) throws -> AppFolder {
+        try AppFolder([
+            "app.lua": app ?? """
+                local app = {}
+                function app.init() return {} end
+                function app.props(state) return { items = #state.cart.items, lines = #state.chat.lines } end
+                return app
+                """,
+            "luastore.json": #"{ "name": "shop", "version": "1.0.0", "luastore": "^1.0", "mounts": { "cart": "plugins/cart", "chat": "plugins/chat" } }"#,
+            "plugins/cart/luastore.json": #"{"name": "cart", "version": "1.0.0", "luastore": "^1.0"}"#,
+            "plugins/cart/app.lua": cart,
+            "plugins/chat/luastore.json": #"{"name": "chat", "version": "1.0.0", "luastore": "^1.0"}"#,
+            "plugins/chat/app.lua": chat,
+        ])
+    }
+
+    @Test func everyPartyDeclares_anActionNoneDeclaresIsRefused() async throws {
+        let folder = try Self.shop(chat: Self.declaredChat)
+        defer { folder.remove() }
+        let store = try await ScriptedStore(app: folder.url, options: Recorder().options)
+        defer { store.shutdown() }
+        #expect(await store.send(["type": "addItem", "sku": "tea", "count": 2]).entry != nil)
+        #expect(await store.send(["type": "say", "text": "hi"]).entry != nil)
+        let wrongField = try #require(await store.send(["type": "addItem", "sku": 7]).failure)
+        #expect(wrongField.stage == .undeclared)
+        #expect(wrongField.error.message == "action.sku is 7, not string (as plugin 'cart' declares it)")
+        let unknown = try #require(await store.send(["type": "dance"]).failure)
+        #expect(unknown.error.message == #"action type "dance" is not declared (the app and its plugins declare "addItem", "cleared", "say")"#)
+        // (In a run too: the refused one alone, the others applied.)
+        for action: LuaValue in [["type": "addItem", "sku": "jam"], ["type": "say", "text": 1], ["type": "cleared"]] { store.dispatch(action) }
+        await store.barrier()
+        #expect(try await store.props() == ["items": 3, "lines": 0])
+    }
+
+    @Test func aPartyThatDeclaresNothingTakesAnything() async throws {
+        let folder = try Self.shop(chat: Self.plainChat)
+        defer { folder.remove() }
+        let store = try await ScriptedStore(app: folder.url, options: Recorder().options)
+        defer { store.shutdown() }
+        // (chat declares nothing: an action no one declares may be its; one cart declares must still be cart's.)
+        #expect(await store.send(["type": "dance"]).entry != nil)
+        #expect(await store.send(["type": "say", "text": 5]).entry != nil)
+        let wrongField = try #require(await store.send(["type": "addItem", "sku": "tea", "count": "two"]).failure)
+        #expect(wrongField.error.message == #"action.count is "two", not integer (as plugin 'cart' declares it)"#)
+        #expect(try await store.props() == ["items": 0, "lines": 2])
+    }
+
+    /// The app's own reducer is a party too: declaring nothing, it leaves actions no plugin declares unchecked;
+    /// declaring, it joins the plugins' cases.
+    @Test func theAppsOwnReducerIsAParty() async throws {
+        let app = """
+            local app = {}
+            ---@class Renamed
+            ---@field type "renamed"
+            ---@field title string
+            function app.init() return { title = "shop" } end
+            ---@param action Renamed
+            function app.reduce(state, action)
+              if action.type == "renamed" then state.title = action.title end
+            end
+            function app.props(state) return { title = state.title, items = #state.cart.items } end
+            return app
+            """
+        let folder = try Self.shop(chat: Self.declaredChat, app: app)
+        defer { folder.remove() }
+        let store = try await ScriptedStore(app: folder.url, options: Recorder().options)
+        defer { store.shutdown() }
+        #expect(await store.send(["type": "renamed", "title": "market"]).entry != nil)
+        #expect(await store.send(["type": "addItem", "sku": "tea"]).entry != nil)
+        let unknown = try #require(await store.send(["type": "dance"]).failure)
+        #expect(unknown.error.message == #"action type "dance" is not declared (the app and its plugins declare "addItem", "cleared", "renamed", "say")"#)
+        let wrong = try #require(await store.send(["type": "renamed"]).failure)
+        #expect(wrong.error.message == "action.title is missing (Renamed declares it string) (as the app declares it)")
+    }
+
+    @Test func aPluginsContractWithAProblemFailsTheLoadNamingItsFile() async throws {
+        let broken = Self.cart.replacingOccurrences(of: "---@field sku string", with: "---@field sku strin")
+        let folder = try Self.shop(cart: broken, chat: Self.declaredChat)
+        defer { folder.remove() }
+        let error = await #expect(throws: ScriptFailure.self) { try await ScriptedStore(app: folder.url, options: Recorder().options) }
+        #expect(error?.stage == .load)
+        let said = error.map { "\($0.error)" } ?? ""
+        #expect(said.contains("plugins/cart/app.lua:4:"), "\(said)")
+        #expect(said.contains("plugin 'cart''s contract: field sku of AddItem is a strin"), "\(said)")
+    }
+}
