@@ -47,8 +47,8 @@ struct LuaStoreSwiftTypes: BuildToolPlugin {
         }
     }
 
-    /// The files whose change can change a contract: every `.lua` file of the app (its modules may declare), its
-    /// manifest (which names its main file).
+    /// The files whose change can change a contract: every `.lua` file of the app (its modules may declare, and the
+    /// plugins it mounts from folders inside it), its manifest (which names its main file and its mounts).
     static func appFiles(in folder: URL) -> [URL] {
         guard let walk = FileManager.default.enumerator(at: folder, includingPropertiesForKeys: nil) else { return [] }
         var files: [URL] = []

@@ -68,24 +68,14 @@ for app in configuration.apps {
     guard prefixes.insert(prefix).inserted else {
         fail("\(file.path):1: error: two apps have the prefix \(prefix.debugDescription): their types would have the same names")
     }
-    // (The manifest's `main` names the file of `reduce`, `props` and `init`; the rest of it is the store's to check.)
-    let manifest = folder.appendingPathComponent("luastore.json")
-    var main = "app.lua"
-    if let data = FileManager.default.contents(atPath: manifest.path) {
-        guard let fields = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
-            fail("\(manifest.path):1: error: not a JSON object (the app's manifest)")
-        }
-        if let named = fields["main"] {
-            guard let text = named as? String, !text.isEmpty else { fail("\(manifest.path):1: error: main is not a file's name") }
-            main = text
-        }
-    }
+    let main = AppContract.mainFile(of: folder)
     let (contract, problems) = AppContract.read(app: folder, main: main)
-    if !problems.isEmpty {
-        fail(problems.map { "\(folder.appendingPathComponent($0.file).path):\($0.line): error: \($0.message)" }.joined(separator: "\n"))
+    let (mounted, mountProblems) = AppContract.readMounted(app: folder)
+    if !(problems + mountProblems).isEmpty {
+        fail((problems + mountProblems).map { "\(folder.appendingPathComponent($0.file).path):\($0.line): error: \($0.message)" }.joined(separator: "\n"))
     }
     do {
-        parts.append(try SwiftTypes.declarations(contract, prefix: prefix, source: app.path, testing: app.testing == true))
+        parts.append(try SwiftTypes.declarations(contract, mounted: mounted, prefix: prefix, source: app.path, testing: app.testing == true))
     } catch {
         fail("\(folder.appendingPathComponent(main).path):1: error: \(error)")
     }

@@ -8,7 +8,7 @@ import LuaStoreScripting
 struct SwiftTypesCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "swift-types",
-        abstract: "Write Swift types from an app's contract: a Codable struct per class, an enum of its actions, typed send and props.",
+        abstract: "Write Swift types from an app's contract (and its mounted plugins'): a Codable struct per class, an enum of its actions, typed send and props.",
         discussion: """
             The app declares its contract in LuaLS annotations (docs/contracts.md). The file imports LuaKit and \
             LuaStoreScripting; generate it again whenever the annotations change. Exit status: 0 when written, 1 when \
@@ -42,13 +42,14 @@ struct SwiftTypesCommand: ParsableCommand {
         }
         let main = (try? AppManifest.load(folder: folder))??.main ?? "app.lua"
         let (contract, problems) = AppContract.read(app: folder, main: main)
-        if !problems.isEmpty {
-            for problem in problems { Console.error("\(problem)") }
+        let (mounted, mountProblems) = AppContract.readMounted(app: folder)
+        if !(problems + mountProblems).isEmpty {
+            for problem in problems + mountProblems { Console.error("\(problem)") }
             throw ExitCode.failure
         }
         let text: String
         do {
-            text = try SwiftTypes.generate(contract, prefix: prefix, source: app, testing: testing)
+            text = try SwiftTypes.generate(contract, mounted: mounted, prefix: prefix, source: app, testing: testing)
         } catch {
             Console.error("\(error)")
             throw ExitCode.failure

@@ -1,5 +1,6 @@
 import Foundation
 import LuaKit
+import LuaStoreContract
 import LuaStoreScripting
 import LuaStoreTestSupport
 import Testing
@@ -147,5 +148,38 @@ import Testing
         let said = error.map { "\($0.error)" } ?? ""
         #expect(said.contains("plugins/cart/app.lua:4:"), "\(said)")
         #expect(said.contains("plugin 'cart''s contract: field sku of AddItem is a strin"), "\(said)")
+    }
+}
+
+/// Swift types of an app with mounted plugins: their classes named after their key, their cases in the app's enum.
+@Suite struct MountedSwiftTypesTests {
+    @Test func thePluginsCasesJoinTheAppsEnum() throws {
+        let folder = try MountedContractTests.shop(chat: MountedContractTests.declaredChat)
+        defer { folder.remove() }
+        let app = AppContract.read(app: folder.url).contract
+        let (mounted, problems) = AppContract.readMounted(app: folder.url)
+        #expect(problems.isEmpty && mounted.map(\.key) == ["cart", "chat"])
+        let text = try SwiftTypes.generate(app, mounted: mounted, prefix: "Shop", source: "shop")
+        for expected in [
+            "public struct ShopCartCartSlice: Codable, Sendable, Equatable {",
+            "public enum ShopAction: Sendable, Equatable {",
+            "    /// `---@class AddItem` (plugin 'cart', app.lua:2).\n    case addItem(sku: String, count: Int? = nil)",
+            "    case cleared\n",
+            "    case say(text: String)",
+            "public func send(_ action: ShopAction) async -> SendResult",
+        ] {
+            #expect(text.contains(expected), "\(expected)\n\(text)")
+        }
+    }
+
+    @Test func oneLiteralDeclaredTwoWaysHasNoSwiftCase() throws {
+        let chat = MountedContractTests.declaredChat.replacingOccurrences(of: #"---@field type "say""#, with: #"---@field type "addItem""#)
+        let folder = try MountedContractTests.shop(chat: chat)
+        defer { folder.remove() }
+        let (mounted, _) = AppContract.readMounted(app: folder.url)
+        let error = #expect(throws: SwiftTypes.Unsupported.self) {
+            try SwiftTypes.generate(AppContract.read(app: folder.url).contract, mounted: mounted, source: "shop")
+        }
+        #expect(error?.description == #"action "addItem" is declared by plugin 'cart' (sku: String, count: Int? = nil) and by plugin 'chat' (text: String): one Swift case cannot be both"#)
     }
 }

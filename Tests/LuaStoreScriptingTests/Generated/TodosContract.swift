@@ -94,7 +94,7 @@ public struct TodosTodo: Codable, Sendable, Equatable {
     }
 }
 
-/// The app's actions (`Action`): a case for each class, by the literal of its `type`.
+/// The store's actions — the app's (`Action`): a case for each class, by the literal of its `type`.
 public enum TodosAction: Sendable, Equatable {
     /// `---@class AppStarted` (app.lua:25).
     case appStarted

@@ -1,0 +1,36 @@
+import Foundation
+
+extension AppContract {
+    /// The file of an app's `reduce`, `props` and `init`: its manifest's `main`, or `app.lua` (a manifest that cannot
+    /// be read is the store's to refuse; here it names no other file).
+    public static func mainFile(of folder: URL) -> String {
+        manifest(of: folder)?["main"] as? String ?? "app.lua"
+    }
+
+    /// The contracts of the plugins the app in `folder` mounts from a folder (its manifest's `mounts`), in the order of
+    /// their keys — the order actions reach them — and what in them is not a contract LuaStore checks, each problem's
+    /// file named from the app's folder (`plugins/cart/app.lua`). A plugin that declares nothing is left out; so is a
+    /// bundle (its files are checked where it is published).
+    public static func readMounted(app folder: URL) -> (mounted: [(key: String, contract: AppContract)], problems: [Problem]) {
+        guard let mounts = manifest(of: folder)?["mounts"] as? [String: Any] else { return ([], []) }
+        var mounted: [(key: String, contract: AppContract)] = []
+        var problems: [Problem] = []
+        for key in mounts.keys.sorted() {
+            let value = mounts[key]
+            guard let path = value as? String ?? (value as? [String: Any])?["path"] as? String else { continue }
+            let plugin = folder.appendingPathComponent(path).standardizedFileURL
+            var isFolder: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: plugin.path, isDirectory: &isFolder), isFolder.boolValue else { continue }
+            let (contract, found) = read(app: plugin, main: mainFile(of: plugin))
+            let place = path.hasSuffix("/") ? path : path + "/"
+            problems += found.map { Problem(file: place + $0.file, line: $0.line, message: $0.message) }
+            if contract.declares { mounted.append((key, contract)) }
+        }
+        return (mounted, problems)
+    }
+
+    private static func manifest(of folder: URL) -> [String: Any]? {
+        guard let data = FileManager.default.contents(atPath: folder.appendingPathComponent("luastore.json").path) else { return nil }
+        return (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]
+    }
+}
