@@ -54,6 +54,8 @@ let package = Package(
         // Plugin bundles (LuaStoreBundles): Ed25519 signatures and SHA-256 digests, and the zip they come in.
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
         .package(url: "https://github.com/weichsel/ZIPFoundation", from: "0.9.20"),
+        // The reference: `swift package generate-documentation` (scripts/docs), a DocC catalog per library product.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         // Debian's Lua 5.4, linked statically (`liblua5.4.a`, named in `Sources/CLua/module.modulemap`; headers from

@@ -20,17 +20,22 @@ public enum AppBundle {
 
     /// What a bundle may hold.
     public struct Limits: Sendable {
+        /// At most this many files.
         public var entries = 10_000
+        /// Largest unpacked size of one file, in bytes.
         public var entryBytes: UInt64 = 64 << 20
+        /// Largest unpacked size of all its files together, in bytes.
         public var totalBytes: UInt64 = 256 << 20
         /// An entry over 1 MiB may expand at most this many times its packed size.
         public var expansion: UInt64 = 100
 
+        /// The defaults: 10,000 files, 64 MiB each, 256 MiB in all, 100 times expansion.
         public init() {}
     }
 
     /// A bundle whose every file matched its digest (and, signed, whose signature a trusted key made).
     public struct Verified: Sendable {
+        /// The app's manifest (`luastore.json`).
         public let manifest: AppManifest
         /// The app's files, by path.
         public let files: [String: Data]
@@ -356,6 +361,7 @@ extension AppBundle {
         private let allowUnsigned: Bool
         private let unpacked = Protected<[URL]>([])
 
+        /// An opener accepting bundles signed by a key in `trust`, and unsigned ones when `allowUnsigned`.
         public init(trusting trust: [BundleKeys.Trusted], allowUnsigned: Bool = false) {
             self.trust = trust
             self.allowUnsigned = allowUnsigned
@@ -369,6 +375,7 @@ extension AppBundle {
             return folder
         }
 
+        /// Removes every folder it unpacked (call once the store has stopped).
         public func removeAll() {
             for parent in unpacked.withLock({ list in defer { list = [] }; return list }) {
                 try? FileManager.default.removeItem(at: parent)

@@ -11,6 +11,7 @@ public enum BundleKeys {
 
     /// A public key a host trusts, with its id.
     public struct Trusted: Sendable {
+        /// The key's id: the first 8 bytes of the SHA-256 of the public key, in hex.
         public let id: String
         /// The key's 32 bytes.
         let bytes: Data
@@ -111,6 +112,7 @@ public enum BundleKeys {
 public struct BundleFailure: Error, Sendable, CustomStringConvertible {
     public let description: String
 
+    /// A failure that says `description`.
     public init(_ description: String) {
         self.description = description
     }

@@ -5,11 +5,14 @@ import LuaStoreScripting
 extension ScriptedStore {
     /// What installing a bundle did: the reload's outcome, and the folder the new version was unpacked into.
     public struct BundleInstall: Sendable {
+        /// What the reload did: unchanged, or reloaded from one schema version to another.
         public let outcome: ReloadOutcome
+        /// The folder the new version was unpacked into, which it runs from.
         public let folder: URL
         /// The temporary folder holding `folder`. The store owns it: it is removed once the store runs another
         /// version, or shuts down (the folder of the version this one replaced is gone already).
         public let unpacked: URL
+        /// The new version's manifest.
         public let manifest: AppManifest
     }
 

@@ -6,17 +6,25 @@ import Foundation
 public struct AppContract: Sendable {
     /// A declared class: its fields, in the order written.
     public struct Class: Sendable {
+        /// A field of a class, from its `---@field name T` line.
         public struct Field: Sendable {
+            /// The field's name, without the `?` of an optional field.
             public let name: String
+            /// The type its value must have.
             public let type: ContractType
+            /// Written `name?`: the field may be absent.
             public let optional: Bool
             /// The line of its `---@field` (in the class's file).
             public let line: Int
         }
 
+        /// The class's name.
         public let name: String
+        /// Its fields, in the order written.
         public let fields: [Field]
+        /// The file it is declared in, relative to the app's folder.
         public let file: String
+        /// The line of its `---@class`.
         public let line: Int
 
         init(name: String, fields: [Field], file: String, line: Int) {
@@ -35,20 +43,27 @@ public struct AppContract: Sendable {
 
     /// Something in the annotations that is not a contract LuaStore checks: where, and why.
     public struct Problem: Error, Sendable, Equatable, CustomStringConvertible {
+        /// The file, relative to the app's folder.
         public let file: String
+        /// The line in that file.
         public let line: Int
+        /// What is wrong, in words.
         public let message: String
         public var description: String { "\(file):\(line): \(message)" }
     }
 
+    /// The declared classes, by name.
     public private(set) var classes: [String: Class] = [:]
+    /// The declared aliases, by name: the type each stands for.
     public private(set) var aliases: [String: ContractType] = [:]
     /// Where each alias, and the action, props and state types, are declared (for messages).
     package private(set) var places: [String: (file: String, line: Int)] = [:]
     /// The type of an action (`---@param action T` of `reduce`), of the props (`---@return T` of `props`), of the
     /// state (`---@return T` of `init`, or the first `---@param` of `reduce` or `props`).
     public private(set) var action: ContractType?
+    /// The props' type; nil when the app does not declare it.
     public private(set) var props: ContractType?
+    /// The state's type; nil when the app does not declare it.
     public private(set) var state: ContractType?
     /// The name the reducer gives its action (its second parameter), and where `reduce` is.
     public private(set) var actionParameter: String?

@@ -1,6 +1,7 @@
 /// A type of an app's contract, in LuaLS's notation (`---@field title string`): the subset LuaStore checks values
 /// against (docs/contracts.md).
 public indirect enum ContractType: Sendable, Equatable, CustomStringConvertible {
+    /// `string`, `number` (an integer or a float), `integer` (a Lua integer only) and `boolean`.
     case string, number, integer, boolean
     /// A string literal: `"add"`.
     case literal(String)

@@ -41,6 +41,8 @@ public final class DevtoolsJournal: Sendable {
     private let listeners = Protected<[Int: @Sendable () -> Void]>([:])
     private let nextListener = Protected(0)
 
+    /// An empty journal that keeps at most `capacity` entries and about `bytes` bytes of them, and tells open pages
+    /// of new ones at most every `interval`.
     public init(capacity: Int = 100_000, bytes: Int = DevtoolsJournal.defaultByteCapacity, interval: Duration = .milliseconds(40)) {
         self.capacity = max(1, capacity)
         self.byteCapacity = max(1, bytes)

@@ -29,8 +29,10 @@ public struct DevtoolsOptions: Sendable {
     /// head within `strangerSeconds`, and is closed to make room when every place is taken: strangers cannot keep
     /// a client with the token out.
     public var connectionLimit: Int = 256
+    /// Seconds a stranger has to send each request's head before it is closed.
     public var strangerSeconds: Int = 5
 
+    /// The defaults: loopback, a free port, a random token.
     public init() {}
 }
 

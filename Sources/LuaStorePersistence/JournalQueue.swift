@@ -19,6 +19,7 @@ public final class JournalQueue: @unchecked Sendable { // (its state is under a 
     private let state = Protected(State())
     private let condition = NSCondition()
 
+    /// An empty queue for the journal `path` names.
     public init(path: String) { self.path = path }
 
     /// Queues `write` (it appends lines); true when the caller must schedule a drain (none is).
@@ -108,6 +109,7 @@ public final class JournalQueue: @unchecked Sendable { // (its state is under a 
         }
     }
 
+    /// Why writing failed (the first reason given to `fail`); nil while it has not.
     public var failure: PersistenceFailure? { state.withLock { $0.failure } }
     /// The last entry committed (or held when opened), and when the last commit was.
     public var progress: (durable: UInt64?, committed: Date?) { state.withLock { ($0.durable, $0.committed) } }
@@ -124,7 +126,9 @@ public final class JournalQueue: @unchecked Sendable { // (its state is under a 
 /// The rows a batch of journal lines makes: consecutive entry lines as one (`first` through `last`, the lines
 /// between a line break), a snapshot (a header line) on its own — as a durable store's journal keeps them.
 public enum JournalRow: Equatable, Sendable {
+    /// Entries `first` through `last`: the bytes `lines` of the buffer, without the last line break.
     case entries(first: UInt64, last: UInt64, lines: Range<Int>)
+    /// A snapshot whose header holds `sequence`: the bytes `line` of the buffer, without its line break.
     case snapshot(sequence: UInt64, line: Range<Int>)
 
     /// The rows of `buffer` (lines, each with its line break); a line without a sequence number is a bug, said so.

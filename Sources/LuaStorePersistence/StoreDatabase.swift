@@ -33,7 +33,9 @@ public final class StoreDatabase: StatePersistence, Sendable {
     /// How many entries make a snapshot due, by default.
     public static let defaultSnapshotInterval: UInt64 = 10_000
 
+    /// The SQLite file's path, as given.
     public let path: String
+    /// When an action counts as kept: synced one by one (`full`) or committed in groups (`batch`).
     public let durability: Durability
     public let snapshotInterval: UInt64
     public let resumed: PersistedStart?

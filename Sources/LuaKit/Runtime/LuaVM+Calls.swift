@@ -235,6 +235,7 @@ public struct LuaGlobalAccess: Sendable, Equatable {
     /// Inside a function rather than at the chunk's top level.
     public let inFunction: Bool
 
+    /// An access to the global `name` at `line`, a write or a read, in a function or at the top level.
     public init(name: String, line: Int, writes: Bool, inFunction: Bool) {
         self.name = name
         self.line = line

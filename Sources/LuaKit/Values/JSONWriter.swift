@@ -15,6 +15,7 @@ public struct JSONWriter: Sendable {
     /// A value ends the text at this level: the next one needs a comma first.
     @usableFromInline var separated = false
 
+    /// An empty writer: `text` is empty.
     public init() {}
 
     // (Inlinable: a server writes many fields per answer, and each specializes in its caller for the type it writes.)
@@ -98,26 +99,32 @@ public struct JSONWriter: Sendable {
 
 /// A Swift value `JSONWriter` writes as a JSON scalar (an optional's nil as `null`).
 public protocol JSONWritable {
+    /// Appends this value to `text` as JSON.
     func write(into text: inout String)
 }
 
 extension String: JSONWritable {
+    /// As a quoted JSON string, escaped as `LuaJSON.quote` escapes it.
     @inlinable public func write(into text: inout String) { LuaJSON.quote(self, into: &text) }
 }
 
 extension Bool: JSONWritable {
+    /// As `true` or `false`.
     @inlinable public func write(into text: inout String) { text += self ? "true" : "false" }
 }
 
 extension Int: JSONWritable {
+    /// As a decimal integer.
     @inlinable public func write(into text: inout String) { text += String(self) }
 }
 
 extension Int64: JSONWritable {
+    /// As a decimal integer.
     @inlinable public func write(into text: inout String) { text += String(self) }
 }
 
 extension UInt64: JSONWritable {
+    /// As a decimal integer.
     @inlinable public func write(into text: inout String) { text += String(self) }
 }
 
@@ -127,6 +134,7 @@ extension Double: JSONWritable {
 }
 
 extension Optional: JSONWritable where Wrapped: JSONWritable {
+    /// As the wrapped value, or `null` for nil.
     @inlinable public func write(into text: inout String) {
         if let self { self.write(into: &text) } else { text += "null" }
     }

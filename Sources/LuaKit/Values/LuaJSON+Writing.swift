@@ -9,7 +9,9 @@
 extension LuaJSON {
     /// A value JSON cannot hold, and where.
     public struct Unrepresentable: Error, CustomStringConvertible {
+        /// Where the value sits, from the root the caller named (`props.items[3]`).
         public let path: String
+        /// Why it cannot be written (`inf cannot be represented in JSON`).
         public let reason: String
         public var description: String { "\(path): \(reason)" }
     }

@@ -184,13 +184,6 @@ public enum LuaKey: Sendable, Hashable, Comparable {
     }
 }
 
-/// A Lua table as a Swift value: its sequence `1...n` in `array`, every other key in `fields`.
-///
-/// Equality and hashing are structural, so two tables with the same contents are equal. A table written as a
-/// literal with string keys (an action: `["type": "add", "title": title]`), or read from the VM with a few string
-/// keys (props, most tables of a state), keeps its few fields as a list of pairs until it is changed or its
-/// `fields` dictionary is asked for: making one costs an allocation, not a dictionary's hashing, and it crosses
-/// into the VM from the list (`forEachField`).
 extension LuaValue {
     /// About how many bytes the value holds in memory (its strings' bytes and a few words per value and per
     /// table entry): what bounds in bytes, such as the devtools' kept history, count. Costs the value's size.
@@ -206,6 +199,13 @@ extension LuaValue {
     }
 }
 
+/// A Lua table as a Swift value: its sequence `1...n` in `array`, every other key in `fields`.
+///
+/// Equality and hashing are structural, so two tables with the same contents are equal. A table written as a
+/// literal with string keys (an action: `["type": "add", "title": title]`), or read from the VM with a few string
+/// keys (props, most tables of a state), keeps its few fields as a list of pairs until it is changed or its
+/// `fields` dictionary is asked for: making one costs an allocation, not a dictionary's hashing, and it crosses
+/// into the VM from the list (`forEachField`).
 public struct LuaTable: Sendable, Hashable {
     /// Values at keys `1...array.count`, in order. None of them is `nil`.
     public var array: [LuaValue]

@@ -88,6 +88,7 @@ public struct URLFailure: Error, Hashable, Sendable, CustomStringConvertible {
 
     public var description: String { "\(reason.rawValue): \(message)" }
 
+    /// A failure of kind `reason`, with the response for `.httpStatus`.
     public init(reason: Reason, message: String, response: URLResponseValue? = nil) {
         self.reason = reason
         self.message = message

@@ -4,9 +4,11 @@ import LuaStoreConcurrency
 /// threw; the state is as it was), or dropped (the store stopped before it was reduced, or an interceptor's
 /// store was gone).
 public enum SendOutcome<Effect: Sendable>: Sendable {
+    /// Reduced; `commands` are what the reducer returned.
     case applied(commands: [Effect])
     /// `dispatchIndex`: the action's number among the dispatches from outside, as `StoreFailure` gives it.
     case failed(any Error, dispatchIndex: UInt64?)
+    /// Never reduced: the store stopped first, or an interceptor's store was gone.
     case dropped
 
     /// The commands, when the action was applied.

@@ -39,6 +39,7 @@ public struct StoreFailure<State: Sendable, Action: Sendable>: Error, Sendable, 
     /// dispatched — it tells equal actions apart (a runner reading actions from input can name the line with it).
     public var dispatchIndex: UInt64?
 
+    /// A failure at `stage` with `error`, on `action` and `state` when they are known.
     public init(stage: Stage, error: any Error, action: Action?, state: State?, dispatchIndex: UInt64? = nil) {
         self.stage = stage
         self.error = error

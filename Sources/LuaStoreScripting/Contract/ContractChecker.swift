@@ -10,6 +10,7 @@ public struct ContractChecker: Sendable {
     /// The action cases as a list: a dispatch finds its case among a few names faster than by hashing its `type`.
     private let actionCaseList: [(name: String, ascii: Bool, shape: ClassShape)]
 
+    /// A checker for `contract`, with its action cases laid out once.
     public init(_ contract: AppContract) {
         self.contract = contract
         actionCaseList = contract.actionCases.sorted { $0.key < $1.key }

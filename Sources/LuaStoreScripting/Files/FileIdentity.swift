@@ -3,7 +3,9 @@ import Foundation
 /// What makes two paths the same file: its device and inode (shared by hard links, reached through symbolic
 /// links). An output that is the same file as an input is refused before anything is written.
 public struct FileIdentity: Hashable, Sendable {
+    /// The device the file is on (`st_dev`).
     public let device: UInt64
+    /// The file's inode number on that device (`st_ino`).
     public let inode: UInt64
 
     /// The file at `path` (through links); nil when nothing is there.

@@ -8,8 +8,10 @@ import Foundation
 public final class LineReader: @unchecked Sendable { // (read by one thread at a time: opened, then handed over)
     /// Why the input cannot be read, in words.
     public struct Unreadable: Error, CustomStringConvertible {
+        /// Why, in words (`it is a folder`, or the system's reason an open failed).
         public let reason: String
 
+        /// The error saying `reason`.
         public init(reason: String) {
             self.reason = reason
         }

@@ -5,10 +5,14 @@ import LuaKit
 public enum JournalComparison {
     /// One place that differs: its path (`state.todos[3].done`), the value then and now (`nil` where absent).
     public struct Difference: Sendable, Equatable {
+        /// Where, as Lua writes it (`state.todos[3].done`).
         public var path: String
+        /// The value then: recorded, or the first of the two compared.
         public var then: LuaValue
+        /// The value now: replayed, or the second of the two compared.
         public var now: LuaValue
 
+        /// The place `path`, with its value `then` and `now`.
         public init(path: String, then: LuaValue, now: LuaValue) {
             self.path = path
             self.then = then

@@ -9,6 +9,7 @@ public struct StateChange: Sendable, Hashable {
     /// The new value; `nil` when removed.
     public var value: LuaValue?
 
+    /// The change that sets `path` to `value` (nil: removes it).
     public init(path: [LuaKey], value: LuaValue?) {
         self.path = path
         self.value = value
@@ -18,12 +19,14 @@ public struct StateChange: Sendable, Hashable {
 /// An action sent with its sender's id (`ScriptedStore.send(_:id:)`), as the journal keeps it: what a server
 /// answers when the same id comes again.
 public struct ClientAction: Sendable, Equatable {
+    /// The id its sender gave it.
     public var id: String
     /// Its journal entry.
     public var sequence: UInt64
     /// Why it failed (the state is as it was); nil when it was applied.
     public var failure: String?
 
+    /// The action sent with `id` whose journal entry is `sequence`, with its failure (nil: applied).
     public init(id: String, sequence: UInt64, failure: String? = nil) {
         self.id = id
         self.sequence = sequence
@@ -101,7 +104,9 @@ public struct JournalEntry: Sendable {
 
     /// 1, 2, 3, … in the order the store did things.
     public var sequence: UInt64
+    /// What happened: an action, a reload, or a refused reload.
     public var event: Event
+    /// Where the action came from (`.reload` for a reload's entry).
     public var origin: Origin
     /// Why the action or the reload failed.
     public var failure: ScriptFailure? {
@@ -115,7 +120,7 @@ public struct JournalEntry: Sendable {
         init(_ failure: ScriptFailure) { self.failure = failure }
     }
     private var failed: Failed?
-    /// A digest of the scripts that computed this entry (`ScriptedStore.scriptsDigest`).
+    /// A digest of the scripts that computed this entry (`ScriptedStore.journalPosition()` answers the running one).
     public var scripts: String
     /// How many changes there are (without converting them).
     public private(set) var changeCount: Int
@@ -176,6 +181,7 @@ public struct JournalEntry: Sendable {
     /// The changes' JSON (`[[path, value], …]`), when the barrier wrote them (`RecordingLine` copies it).
     private(set) var encodedChanges: ArraySlice<UInt8>?
 
+    /// An entry whose changes are Swift values; `commands`, `time` and `duration` start empty (set them after).
     public init(sequence: UInt64, event: Event, origin: Origin, changes: [StateChange], failure: ScriptFailure?, scripts: String) {
         self.sequence = sequence
         self.event = event

@@ -6,12 +6,19 @@ extension RecordingJSON {
     /// JSON text parsed as the recording format needs it: numbers keep their form (`1` is an integer, `1.0` and
     /// `-0.0` are floats), objects keep their keys. (Foundation's decoder reads `1.0` as the integer 1.)
     public indirect enum Value: Sendable, Equatable {
+        /// `null`.
         case null
+        /// `true` or `false`.
         case boolean(Bool)
+        /// A number without a fraction or an exponent that fits in 64 bits (`1`).
         case integer(Int64)
+        /// Any other number (`1.0`, `-0.0`, `1e3`, an integer too large for 64 bits).
         case float(Double)
+        /// A string, its escapes read.
         case string(String)
+        /// An array, in order.
         case array([Value])
+        /// An object, by key.
         case object([String: Value])
 
         /// How deep a line's JSON may nest: a state's tables nest at most `LuaLimits.conversionDepth` (200) levels,

@@ -150,6 +150,7 @@ public enum RecordingJSON {
     /// A line or value that is not what the format says.
     public struct Malformed: Error, CustomStringConvertible {
         public let description: String
+        /// The error saying `description`.
         public init(description: String) { self.description = description }
     }
 

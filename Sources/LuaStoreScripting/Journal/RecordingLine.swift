@@ -372,7 +372,9 @@ public enum RecordingLine {
 
     /// An action as a recording holds it: its sequence number, the action, and what it changed or why it failed.
     public struct RecordedAction: Sendable {
+        /// Its sequence number (the entry's `seq`).
         public var sequence: UInt64
+        /// The action (the entry's `action`).
         public var action: LuaValue
         /// What it changed (nil when it failed — and, for an action read from a line, until `readChanges()`
         /// reads them).

@@ -7,6 +7,7 @@ import LuaKit
 public struct RecordingLines {
     /// Why a recording cannot be read further: the line it stopped at, and why.
     public struct Problem: Error, CustomStringConvertible {
+        /// Where reading stopped, which decides how `message(name:)` words the problem.
         public enum Kind: Sendable {
             /// Not a line: no header to read.
             case empty
@@ -18,6 +19,7 @@ public struct RecordingLines {
             case entry
         }
 
+        /// Which kind of problem it is.
         public var kind: Kind
         /// The line's number (1: the header).
         public var line: Int
@@ -39,6 +41,7 @@ public struct RecordingLines {
         public var description: String { message(name: "the recording") }
     }
 
+    /// A recorded action, as `next(upTo:until:)` and `rest()` hand it over.
     public typealias Recorded = RecordingLine.RecordedAction
 
     private let lines: LineReader

@@ -8,9 +8,13 @@ import LuaKit
 public struct RecordingReader: Sendable {
     /// What the header says.
     public struct Header: Sendable {
+        /// The format version (`RecordingLine.readableVersions`: 2 to 5).
         public var version: Int64
+        /// The app's name (its folder's name, as the recorder was given it).
         public var app: String
+        /// The app's `schemaVersion` the state was recorded under.
         public var schemaVersion: Int64
+        /// The digest of the app's Lua files the state was recorded with.
         public var scripts: String
         /// The entry the state follows (0: none); nil for format 2, which does not say.
         public var sequence: UInt64?

@@ -23,10 +23,12 @@ public final class Replayer: Sendable {
         /// What it changed: as values, or as the recording's JSON (compared without reading when the barrier
         /// writes the same bytes now).
         public var changes: [StateChange]?
+        /// What it changed as the recording wrote it (JSON), when read from a line.
         public var changesJSON: ArraySlice<UInt8>?
         /// The commands it returned (nil: not recorded, not compared).
         public var commands: [LuaValue]?
 
+        /// What an action did: its failure (nil: applied), its changes as values or JSON, its commands (nil: not compared).
         public init(failure: String?, changes: [StateChange]? = nil, changesJSON: ArraySlice<UInt8>? = nil, commands: [LuaValue]? = nil) {
             self.failure = failure
             self.changes = changes
@@ -48,11 +50,15 @@ public final class Replayer: Sendable {
             case outcome
             /// It failed both times, with other messages.
             case failure
+            /// What it changed differs.
             case changes
+            /// The commands it returned differ.
             case commands
+            /// The props after it differ.
             case props
         }
 
+        /// What differs.
         public var aspect: Aspect
         /// The places that differ (at least one): a path, the value then and now.
         public var differences: [JournalComparison.Difference]
@@ -61,13 +67,18 @@ public final class Replayer: Sendable {
     /// One action to replay: its sequence number when recorded, what it was, what it did then, and the props
     /// after it then (compared where given).
     public struct Step: Sendable {
+        /// Its sequence number when recorded.
         public var sequence: UInt64
+        /// The action to send.
         public var action: LuaValue
+        /// What it did when recorded.
         public var recorded: Recorded
+        /// The props after it then, compared when sent one by one (nil: not compared).
         public var props: LuaValue?
         /// When it ran (milliseconds since 1970-01-01 UTC): the time the replay gives it (nil: the clock's now).
         public var time: Int64?
 
+        /// The action recorded as `sequence`, what it did then, the props after it (nil: not compared) and its time (nil: now).
         public init(sequence: UInt64, action: LuaValue, recorded: Recorded, props: LuaValue? = nil, time: Int64? = nil) {
             self.sequence = sequence
             self.action = action
@@ -96,22 +107,27 @@ public final class Replayer: Sendable {
     public struct Report: Sendable {
         /// Where the first divergence was found.
         public struct Found: Sendable {
+            /// The step whose action diverged.
             public var step: Step
             /// The action's place among those replayed (1 for the first).
             public var position: Int
             /// Its journal entry now (nil: nothing was heard of it).
             public var now: JournalEntry?
+            /// What differs.
             public var divergence: Divergence
         }
 
         /// The actions replayed (and compared).
         public var replayed = 0
+        /// The first divergence found (nil: every action replayed did what was recorded).
         public var divergence: Found?
     }
 
     /// A recorded entry whose changes are not what the format says (found when compared).
     public struct UnreadableEntry: Error, CustomStringConvertible {
+        /// The action's sequence number.
         public var sequence: UInt64
+        /// What is wrong with its recorded changes.
         public var malformed: RecordingJSON.Malformed
 
         public var description: String { "the entry of action \(sequence) is not a recorded entry (\(malformed))" }

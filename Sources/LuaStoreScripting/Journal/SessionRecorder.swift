@@ -29,6 +29,7 @@ public final class SessionRecorder: Sendable {
         }
     }
 
+    /// What a header holds (`LuaStoreScripting.JournalStart`).
     public typealias JournalStart = LuaStoreScripting.JournalStart
 
     /// What waits for the writer, under a lock.
@@ -154,18 +155,24 @@ public final class SessionRecorder: Sendable {
 /// sequence number of the last entry the state includes, the time the next entry's `dt` counts from, and the
 /// store's clock (when it started, its offset from UTC, its environment).
 public struct JournalStart: Sendable {
+    /// The state the journal starts from.
     public var state: LuaValue
+    /// The digest of the app's Lua files.
     public var scripts: String
+    /// The app's `schemaVersion`.
     public var schemaVersion: Int64
+    /// The sequence number of the last entry the state includes (0: none).
     public var sequence: UInt64
     /// In milliseconds since 1970-01-01 UTC.
     public var time: Int64
+    /// The store's clock: when it started, its offset from UTC, its environment.
     public var clock: RecordedClock
     /// The latest actions sent with an id before `sequence` (`ScriptedStore.send(_:id:)`), oldest first: a snapshot
     /// of a durable store keeps them (the header's `clients`), so that a resent action is still known after the
     /// entries before it are gone.
     public var clientActions: [ClientAction] = []
 
+    /// A start holding these fields; `clientActions` starts empty.
     public init(state: LuaValue, scripts: String, schemaVersion: Int64, sequence: UInt64, time: Int64, clock: RecordedClock) {
         self.state = state
         self.scripts = scripts

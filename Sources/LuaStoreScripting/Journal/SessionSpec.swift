@@ -8,10 +8,12 @@ import LuaKit
 public struct SessionSpec: Sendable {
     /// One recorded action and the props after it.
     public struct Step: Sendable {
+        /// The action as recorded: what it was, and what it changed or why it failed.
         public var recorded: RecordingLine.RecordedAction
         /// The props after it, when they differed from the props before.
         public var props: LuaValue?
 
+        /// The step of `recorded`, with the props after it (nil: unchanged).
         public init(recorded: RecordingLine.RecordedAction, props: LuaValue?) {
             self.recorded = recorded
             self.props = props
@@ -44,8 +46,10 @@ public struct SessionSpec: Sendable {
     public var timeBudget: Duration?
     /// The session's clock (nil: a recording older than format 4): each step's action runs at its recorded time.
     public var clock: RecordedClock?
+    /// The tests' actions, one test each, in order.
     public var steps: [Step] = []
 
+    /// A spec named `name` of the scripts `scripts` from the state `start`, with no steps yet.
     public init(name: String, scripts: String, start: LuaValue, timeBudget: Duration? = nil, clock: RecordedClock? = nil) {
         self.name = name
         self.scripts = scripts

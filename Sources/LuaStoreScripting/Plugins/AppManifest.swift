@@ -27,6 +27,7 @@ public struct AppManifest: Sendable, Equatable {
         /// Whether `delay` and `timer` may be used.
         public var timers = false
 
+        /// Capabilities of the hosts `http` may reach and whether storage and timers may be used; by default none.
         public init(http: [String] = [], storage: Bool = false, timers: Bool = false) {
             self.http = http
             self.storage = storage
@@ -41,6 +42,7 @@ public struct AppManifest: Sendable, Equatable {
         /// The VM's memory.
         public var memoryBytes: Int?
 
+        /// Budgets of `time` per call and `memoryBytes` for the VM; nil leaves the host's limit.
         public init(time: Duration? = nil, memoryBytes: Int? = nil) {
             self.time = time
             self.memoryBytes = memoryBytes
@@ -56,6 +58,7 @@ public struct AppManifest: Sendable, Equatable {
         /// Other mounts' keys whose slices the plugin reads (read-only), in the order its `reduce` gets them.
         public var reads: [String]
 
+        /// The plugin at `path`, mounted under `key`, reading the slices of the mounts `reads` names.
         public init(key: String, path: String, reads: [String] = []) {
             self.key = key
             self.path = path
@@ -63,14 +66,19 @@ public struct AppManifest: Sendable, Equatable {
         }
     }
 
+    /// What the app is called; a parsed manifest's is a plain name (`isPlainName`).
     public var name: String
+    /// The app's own version.
     public var version: SemanticVersion
     /// The host API versions it works with (npm-style: `^1.0`, `>=1.2 <2`).
     public var luastore: VersionRange
     /// The module the app is (`app.lua` by default): a `.lua` file in the folder.
     public var main: String
+    /// What the app may do beyond computing: an effect it does not declare fails (`refusal(of:)`).
     public var capabilities: Capabilities
+    /// The app's own limits, capped by the host's (`capped(_:)`).
     public var budgets: Budgets
+    /// What the app is, in words for people; nil when the manifest says nothing.
     public var description: String?
     /// The plugins the app mounts, in the order each action reaches them (by key).
     public var mounts: [Mount] = []
@@ -78,6 +86,7 @@ public struct AppManifest: Sendable, Equatable {
     /// reads a global nobody set, or assigns a new one, fails naming it. Off by default: globals are Lua's.
     public var strictGlobals = false
 
+    /// A manifest of the given fields, with no mounts and globals not strict (set `mounts` and `strictGlobals` after).
     public init(name: String, version: SemanticVersion, luastore: VersionRange, main: String = "app.lua",
                 capabilities: Capabilities = Capabilities(), budgets: Budgets = Budgets(), description: String? = nil) {
         self.name = name
@@ -89,7 +98,6 @@ public struct AppManifest: Sendable, Equatable {
         self.description = description
     }
 
-    /// The fields a manifest may have (`lua/luastore.schema.json` says the same, for editors).
     /// Whether `name` is a plain app name: ASCII letters, digits, `-`, `_` and `.`, at most 64, starting with a letter
     /// or a digit, no `..` — so it is one plain component of a path wherever it is used as one (never `.`, `..`, a
     /// hidden file, an option, a separator).
@@ -101,9 +109,14 @@ public struct AppManifest: Sendable, Equatable {
         }
     }
 
+    /// The fields a manifest may have at its top (`lua/luastore.schema.json` says the same, for editors); parsing
+    /// refuses any other, naming it.
     public static let fields = ["name", "version", "luastore", "main", "capabilities", "budgets", "description", "mounts", "strictGlobals"]
+    /// The fields of a mount written as an object (`{"path": …, "reads": […]}`).
     public static let mountFields = ["path", "reads"]
+    /// The fields of `capabilities`.
     public static let capabilityFields = ["http", "storage", "timers"]
+    /// The fields of `budgets` (`timeMilliseconds` becomes `Budgets.time`).
     public static let budgetFields = ["timeMilliseconds", "memoryBytes"]
 
     /// The manifest in `folder`, or nil when it has none; a manifest that is not valid is an error naming the
@@ -325,9 +338,11 @@ struct HostRule: Sendable, Equatable {
 
 /// Why an app's manifest was refused, in words: the file, then what is wrong.
 public struct ManifestFailure: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What is wrong, worded to follow the file's name (`is not valid JSON`).
     public let reason: String
     public var description: String { "\(AppManifest.fileName) \(reason)" }
 
+    /// A refusal of the manifest for `reason`, worded to follow the file's name.
     public init(_ reason: String) {
         self.reason = reason
     }

@@ -2,12 +2,16 @@
 /// semver.org defines it and orders it: a prerelease comes before its release, and its dot-separated parts compare
 /// numerically when they are numbers, as text otherwise.
 public struct SemanticVersion: Sendable, Hashable, Comparable, CustomStringConvertible {
+    /// The `MAJOR` number (a change that breaks compatibility raises it).
     public var major: Int
+    /// The `MINOR` number (a change that adds without breaking raises it).
     public var minor: Int
+    /// The `PATCH` number (a fix raises it).
     public var patch: Int
     /// The prerelease's parts (`["beta", "2"]` for `-beta.2`); empty for a release.
     public var prerelease: [String]
 
+    /// The version `major.minor.patch`; a prerelease of it when `prerelease` has parts.
     public init(_ major: Int, _ minor: Int, _ patch: Int, prerelease: [String] = []) {
         self.major = major
         self.minor = minor

@@ -47,13 +47,18 @@ struct MountedPlugin {
 public struct PluginCost: Sendable, Equatable, Codable {
     /// The key of the state it is mounted at, its manifest's name and version.
     public let key: String
+    /// Its manifest's name.
     public let name: String
+    /// Its manifest's version, as text (`1.2.0`).
     public let version: String
     /// Its calls (`init`, `reduce`, `subscriptions`, `migrate`), the time the calls that returned took (estimated
     /// from one call in 16, timed) and the memory blocks they allocated, and how many failed.
     public let calls: Int64
+    /// The time the calls that returned took, in nanoseconds (estimated from the timed ones).
     public let nanoseconds: Int64
+    /// The memory blocks the calls that returned allocated.
     public let allocations: Int64
+    /// How many calls failed: begun and never returned (an error, a spent budget).
     public let failures: Int64
 }
 

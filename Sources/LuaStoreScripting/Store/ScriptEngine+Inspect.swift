@@ -7,6 +7,7 @@ import LuaKit
 public struct StateSlice: Sendable, Equatable {
     /// One key of the table.
     public struct Item: Sendable, Equatable {
+        /// The key in the table.
         public var key: LuaKey
         /// The value; `nil` when it is a table (then `size` says how many keys it has).
         public var value: LuaValue?
@@ -26,7 +27,9 @@ public struct StateSlice: Sendable, Equatable {
 
 /// A place in the state where a search found its text: the path, and the value there (`nil` for a table).
 public struct StateMatch: Sendable, Equatable {
+    /// The keys from the root of the state to the place; its last key or its value holds the text.
     public var path: [LuaKey]
+    /// The value there; `nil` when it is a table (the text is in its key).
     public var value: LuaValue?
 }
 

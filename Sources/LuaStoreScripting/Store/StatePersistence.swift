@@ -39,6 +39,7 @@ public struct PersistenceStatus: Sendable, Equatable {
     /// Why writing failed, if it did (the store then accepts no more actions).
     public var failure: String?
 
+    /// The status of the database at `path`, from what it holds now.
     public init(path: String, durability: String, bytes: Int64, sequence: UInt64, committed: Date?, failure: String?) {
         self.path = path
         self.durability = durability
@@ -75,6 +76,7 @@ public struct PersistedStart: Sendable {
         return try text.decoded()
     }
 
+    /// A start from the state kept (`state`, or `text`) and what it was written under; `clientActions` starts empty.
     public init(state: LuaValue, text: PersistedText? = nil, schemaVersion: Int64, scripts: String, sequence: UInt64, time: Int64 = 0,
                 clock: RecordedClock = RecordedClock(started: 0)) {
         self.state = state
@@ -94,9 +96,12 @@ public struct PersistedStart: Sendable {
 public struct PersistedText: Sendable {
     /// The `changes` list of one journal entry, as written.
     public struct Changes: Sendable {
+        /// The sequence number of the entry.
         public var sequence: UInt64
+        /// The entry's `changes` list, as JSON (docs/recordings.md).
         public var text: String
 
+        /// The `changes` text of entry `sequence`.
         public init(sequence: UInt64, text: String) {
             self.sequence = sequence
             self.text = text
@@ -110,6 +115,7 @@ public struct PersistedText: Sendable {
     /// The changes of the entries after the snapshot, in order.
     public var changes: [Changes]
 
+    /// The state of the database at `path`: its snapshot's `state` and the `changes` after it, in order.
     public init(path: String, state: String, changes: [Changes]) {
         self.path = path
         self.state = state
@@ -144,10 +150,13 @@ public struct PersistedText: Sendable {
 
 /// Why a durable store's database could not be read or written, in words (which file, what is wrong, what to do).
 public struct PersistenceFailure: Error, CustomStringConvertible, Sendable {
+    /// The database's file.
     public let path: String
+    /// What is wrong and, where it helps, what to do; worded to follow `path`.
     public let reason: String
     public var description: String { "\(path): \(reason)" }
 
+    /// A failure of the database at `path`, for `reason`.
     public init(path: String, reason: String) {
         self.path = path
         self.reason = reason

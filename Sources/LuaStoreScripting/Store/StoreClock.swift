@@ -71,9 +71,12 @@ public struct StoreClock: Sendable {
 public struct RecordedClock: Sendable, Equatable {
     /// When the store started, in milliseconds since 1970-01-01 UTC.
     public var started: Int64
+    /// Its offset east of UTC, in seconds, which `os.date` and `os.time(t)` read local time in.
     public var utcOffsetSeconds: Int
+    /// What `os.getenv` found.
     public var environment: [String: String]
 
+    /// A record of a clock started at `started` (milliseconds since 1970-01-01 UTC); by default UTC, no environment.
     public init(started: Int64, utcOffsetSeconds: Int = 0, environment: [String: String] = [:]) {
         self.started = started
         self.utcOffsetSeconds = utcOffsetSeconds
