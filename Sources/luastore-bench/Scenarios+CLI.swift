@@ -23,6 +23,17 @@ extension Scenarios {
         return app
         """
 
+    /// `hitsApp` with its contract declared (docs/contracts.md): each action checked against `Hit` before its reducer.
+    static let declaredHitsApp = hitsApp.replacingOccurrences(of: "function app.reduce(state, action)", with: """
+        ---@class Hit
+        ---@field type "hit"
+        ---@field id integer
+        ---@field note string
+
+        ---@param action Hit
+        function app.reduce(state, action)
+        """)
+
     /// A counter whose props change with every action: a props line per action.
     static let countingApp = """
         local app = {}
@@ -96,10 +107,17 @@ extension Scenarios {
         let recording = workspace.appendingPathComponent("hits-session.jsonl").path
         _ = try timeLuastore(luastore, ["run", hits.path, "--actions", hitLines, "--format", "json", "--record", recording])
         let replay = try await perSecond(["replay", hits.path, recording])
+        // The same run of an app that declares its actions, alternated with the one that does not (time ÷ time).
+        let declared = try app("declared-hits", Self.declaredHitsApp)
+        let (_, _, declaredRatio) = try await Harness.alternate(
+            rounds: rounds,
+            { Harness.milliseconds(try timeLuastore(luastore, ["run", declared.path, "--actions", hitLines, "--format", "json"])) },
+            { Harness.milliseconds(try timeLuastore(luastore, ["run", hits.path, "--actions", hitLines, "--format", "json"])) })
         return [
             Scenario(name: "cli.actions_per_second", value: quiet, unit: "/s", goal: "≥ 250000", pass: quiet >= 250_000),
             Scenario(name: "cli.actions_per_second_props_changing", value: changing, unit: "/s", goal: "—", pass: nil),
             Scenario(name: "replay.actions_per_second", value: replay, unit: "/s", goal: "—", pass: nil),
+            Scenario(name: "cli.declared_vs_undeclared_ratio", value: declaredRatio, unit: "×", goal: "≤ 1.1", pass: declaredRatio <= 1.1),
         ]
     }
 }

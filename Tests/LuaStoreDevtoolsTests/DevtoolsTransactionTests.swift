@@ -35,18 +35,23 @@ import Testing
         }
         try writer.close()
 
-        // Each entry's outcome: "failed" or "applied", in order.
+        // Each entry's outcome: "failed" or "applied", in order; and how the page shows the action the contract refused.
         let outcomes = Protected<[String]>([])
+        let refusal = Protected<String?>(nil) // (the message of the entry failed as `undeclared`)
         let heardAll = await eventually(timeout: .seconds(60)) {
             guard let answer = try? await offPool({ try RawHTTP.request("GET", "/api/entries?limit=500", port: port, token: token) }),
                   answer.status == 200,
                   let object = try? JSONSerialization.jsonObject(with: Data(answer.body.utf8)) as? [String: Any],
                   let list = object["entries"] as? [[String: Any]] else { return false }
             outcomes.withLock { $0 = list.map { $0["failure"] == nil ? "applied" : "failed" } }
+            let refused = list.compactMap { $0["failure"] as? [String: Any] }.first { $0["stage"] as? String == "undeclared" }
+            refusal.withLock { $0 = refused?["message"] as? String }
             return list.count == lines.count
         }
         #expect(heardAll, "the session has one entry per action: \(outcomes.value)")
         #expect(outcomes.value == lines.indices.map { $0 % 2 == 1 ? "failed" : "applied" }, "\(outcomes.value)")
+        let refused = try #require(refusal.withLock { $0 }, "no entry of the page is refused as undeclared")
+        #expect(refused.hasPrefix(#"action.type is "undeclared", not "add"|"error"|"#), "\(refused)")
 
         process.interrupt()
         #expect(await eventually(timeout: .seconds(30)) { !process.isRunning })

@@ -263,8 +263,8 @@ public struct LuaTable: Sendable, Hashable {
 
     /// Calls `body` with the fields where they lie, when the table keeps them as a few string-keyed pairs
     /// (distinct keys, no `nil` value; in no particular order); `nil` when it keeps a dictionary. (Unlike
-    /// `stringPairs`, nothing is copied or retained: a conversion of each action reads them so.)
-    func withStringPairs<Result, Failure: Error>(
+    /// `stringPairs`, nothing is copied or retained: a conversion of each action reads them so, and a contract's check.)
+    package func withStringPairs<Result, Failure: Error>(
         _ body: (UnsafeBufferPointer<(String, LuaValue)>) throws(Failure) -> Result
     ) throws(Failure) -> Result? {
         guard case .pairs(let pairs) = storage else { return nil }

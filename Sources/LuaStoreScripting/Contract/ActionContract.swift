@@ -7,7 +7,7 @@ import LuaStoreContract
 /// - an action whose `type` no party declares is refused only when every party with a reducer declares its actions
 ///   (a reducer that declares nothing may take anything).
 /// An app without mounts is the one party: its checker decides alone, on the dispatch's fast path.
-struct ActionContract: Sendable {
+final class ActionContract: Sendable {
     /// The one party, when there is one that declares and no other.
     private let single: ContractChecker?
     /// The parties that declare their actions: who (for messages) and their checker.

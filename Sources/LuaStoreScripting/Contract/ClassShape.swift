@@ -55,7 +55,13 @@ final class ClassShape: Sendable {
     /// Whether `table` is an instance: no list items, every key a declared field whose value it takes, every
     /// required field present. False also when it cannot tell quickly (the checker then decides, and says why).
     func conforms(_ table: LuaTable, in contract: ContractChecker) -> Bool {
-        guard laidOut, table.array.isEmpty, let pairs = table.stringPairs else { return false }
+        guard table.array.isEmpty else { return false }
+        return table.withStringPairs { conforms(pairs: $0, in: contract) } ?? false
+    }
+
+    /// `conforms(_:in:)` of a table's fields as they lie (`LuaTable.withStringPairs`; no list items).
+    func conforms(pairs: UnsafeBufferPointer<(String, LuaValue)>, in contract: ContractChecker) -> Bool {
+        guard laidOut else { return false }
         let (names, asciiNames, kinds) = (self.names, self.asciiNames, self.kinds) // (held once, not at each read)
         var seen: UInt64 = 0
         for pair in pairs.indices {

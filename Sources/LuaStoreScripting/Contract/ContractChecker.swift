@@ -4,7 +4,7 @@ import LuaStoreContract
 /// An app's contract made ready to check values at each dispatch: each action case's fields laid out
 /// (`ClassShape`), so that the usual action, declared and whole, is told so by comparing a few strings; the words
 /// for a value that does not match name the path of the first difference (`action.title`, `props.items[3]`).
-public struct ContractChecker: Sendable {
+public final class ContractChecker: Sendable {
     /// The contract it checks against.
     public let contract: AppContract
     /// The action cases as a list: a dispatch finds its case among a few names faster than by hashing its `type`.
@@ -26,12 +26,10 @@ public struct ContractChecker: Sendable {
     /// Why `action` is not one the contract declares (nil: it is, or no action is declared): an undeclared `type`
     /// names the declared ones; a declared one, the field that does not match.
     public func mismatch(ofAction value: LuaValue) -> String? {
+        // (The usual action, declared and whole, is told so without a word made, nothing copied: only a refusal is said.)
+        if case .table(let table) = value, table.array.isEmpty, table.withStringPairs({ conformsToItsCase($0) }) == true { return nil }
         guard let action else { return nil }
         guard case .table(let table) = value, case .string(let name) = table["type"] else { return check(value, action) { "action" } }
-        // (The usual action, declared and whole, is told so without a word made: only a refusal is said.)
-        if let shape = actionCaseList.first(where: { ClassShape.same(name, $0.name, ascii: $0.ascii) })?.shape, shape.conforms(table, in: self) {
-            return nil
-        }
         // (The store's own actions, `luastore/reloaded`, are not the app's to declare.)
         if name.utf8.starts(with: "luastore/".utf8) { return nil }
         if !actionCaseList.isEmpty {
@@ -41,6 +39,22 @@ public struct ContractChecker: Sendable {
             return check(value, found) { "action" }
         }
         return check(value, action) { "action" }
+    }
+
+    /// Whether an action's fields, as they lie, are an instance of the case their `type` names (false also when
+    /// the check cannot tell quickly: the slow path then decides, and says why).
+    private func conformsToItsCase(_ pairs: UnsafeBufferPointer<(String, LuaValue)>) -> Bool {
+        var named: String?
+        for index in pairs.indices where ClassShape.same(pairs[index].0, "type", ascii: true) {
+            guard case .string(let name) = pairs[index].1 else { return false }
+            named = name
+            break
+        }
+        guard let name = named else { return false }
+        for index in actionCaseList.indices where ClassShape.same(name, actionCaseList[index].name, ascii: actionCaseList[index].ascii) {
+            return actionCaseList[index].shape.conforms(pairs: pairs, in: self)
+        }
+        return false
     }
 
     /// Why `value` is not a `type` (nil: it is), naming the path of what differs (`action.title`, `props.items[3]`).
