@@ -62,7 +62,7 @@ for app in configuration.apps {
         fail("\(file.path):1: error: app \(app.path.debugDescription) is not a folder (\(folder.path))")
     }
     let prefix = app.prefix ?? ""
-    guard prefix.isEmpty || (prefix.first!.isLetter && prefix.allSatisfy { $0.isLetter || $0.isNumber }) else {
+    guard SwiftTypes.isPrefix(prefix) else {
         fail("\(file.path):1: error: prefix \(prefix.debugDescription) is not a Swift name's start: letters and digits, a letter first")
     }
     guard prefixes.insert(prefix).inserted else {

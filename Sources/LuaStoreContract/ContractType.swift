@@ -104,6 +104,16 @@ struct ContractTypeParser {
         }
     }
 
+    /// A union between spaces, then `end` (passed over); `reason` when something else comes.
+    private mutating func union(endingAt end: Unicode.Scalar, else reason: String) throws(Unsupported) -> ContractType {
+        skipSpaces()
+        let inner = try union()
+        skipSpaces()
+        guard peek() == UInt8(ascii: end) else { throw Unsupported(reason: reason) }
+        index += 1
+        return inner
+    }
+
     private mutating func primary() throws(Unsupported) -> ContractType {
         guard let first = peek() else { throw Unsupported(reason: "a type is missing") }
         switch first {
@@ -117,12 +127,7 @@ struct ContractTypeParser {
             return .literal(text)
         case UInt8(ascii: "("):
             index += 1
-            skipSpaces()
-            let inner = try union()
-            skipSpaces()
-            guard peek() == UInt8(ascii: ")") else { throw Unsupported(reason: "a '(' is not closed") }
-            index += 1
-            return inner
+            return try union(endingAt: ")", else: "a '(' is not closed")
         default:
             let name = identifier()
             guard !name.isEmpty else {
@@ -138,16 +143,8 @@ struct ContractTypeParser {
                     throw Unsupported(reason: "'table' says nothing of what it holds: write T[] (a list) or table<string, T>")
                 }
                 index += 1
-                skipSpaces()
-                let key = try union()
-                skipSpaces()
-                guard peek() == UInt8(ascii: ",") else { throw Unsupported(reason: "table<K, V> needs a key and a value type") }
-                index += 1
-                skipSpaces()
-                let value = try union()
-                skipSpaces()
-                guard peek() == UInt8(ascii: ">") else { throw Unsupported(reason: "a 'table<' is not closed") }
-                index += 1
+                let key = try union(endingAt: ",", else: "table<K, V> needs a key and a value type")
+                let value = try union(endingAt: ">", else: "a 'table<' is not closed")
                 guard key == .string else {
                     throw Unsupported(reason: "table<\(key), …> is outside the contract's types: its keys are strings (table<string, T>), or it is a list (T[])")
                 }

@@ -12,21 +12,28 @@ extension AppContract {
     /// file named from the app's folder (`plugins/cart/app.lua`). A plugin that declares nothing is left out; so is a
     /// bundle (its files are checked where it is published).
     public static func readMounted(app folder: URL) -> (mounted: [(key: String, contract: AppContract)], problems: [Problem]) {
-        guard let mounts = manifest(of: folder)?["mounts"] as? [String: Any] else { return ([], []) }
         var mounted: [(key: String, contract: AppContract)] = []
         var problems: [Problem] = []
-        for key in mounts.keys.sorted() {
-            let value = mounts[key]
-            guard let path = value as? String ?? (value as? [String: Any])?["path"] as? String else { continue }
-            let plugin = folder.appendingPathComponent(path).standardizedFileURL
-            var isFolder: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: plugin.path, isDirectory: &isFolder), isFolder.boolValue else { continue }
-            let (contract, found) = read(app: plugin, main: mainFile(of: plugin))
-            let place = path.hasSuffix("/") ? path : path + "/"
-            problems += found.map { Problem(file: place + $0.file, line: $0.line, message: $0.message) }
-            if contract.declares { mounted.append((key, contract)) }
+        for plugin in mountedFolders(of: folder) {
+            let (contract, found) = read(app: plugin.folder, main: mainFile(of: plugin.folder))
+            problems += found.map { Problem(file: plugin.place + $0.file, line: $0.line, message: $0.message) }
+            if contract.declares { mounted.append((plugin.key, contract)) }
         }
         return (mounted, problems)
+    }
+
+    /// The plugins the app in `folder` mounts from a folder, in the order of their keys: each one's key, its folder, and
+    /// its path from the app's folder ending in `/` (what its files are named from in messages).
+    public static func mountedFolders(of folder: URL) -> [(key: String, folder: URL, place: String)] {
+        guard let mounts = manifest(of: folder)?["mounts"] as? [String: Any] else { return [] }
+        return mounts.keys.sorted().compactMap { key in
+            let value = mounts[key]
+            guard let path = value as? String ?? (value as? [String: Any])?["path"] as? String else { return nil }
+            let plugin = folder.appendingPathComponent(path).standardizedFileURL
+            var isFolder: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: plugin.path, isDirectory: &isFolder), isFolder.boolValue else { return nil }
+            return (key, plugin, path.hasSuffix("/") ? path : path + "/")
+        }
     }
 
     private static func manifest(of folder: URL) -> [String: Any]? {

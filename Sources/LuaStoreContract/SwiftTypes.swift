@@ -35,6 +35,11 @@ public enum SwiftTypes {
         return try generator.declarations(source: source)
     }
 
+    /// Whether `prefix` can go before a Swift type's name: empty, or letters and digits with a letter first.
+    public static func isPrefix(_ prefix: String) -> Bool {
+        prefix.isEmpty || (prefix.first!.isLetter && prefix.allSatisfy { $0.isLetter || $0.isNumber })
+    }
+
     /// The imports the declarations need.
     public static func imports(testing: Bool) -> String {
         "import LuaKit\nimport LuaStoreScripting" + (testing ? "\nimport LuaStoreTesting" : "")

@@ -35,21 +35,17 @@ enum ContractLint {
     /// The same of each plugin the app mounts from a folder (a bundle's files are its publisher's): its contract
     /// against its slice of `state`, its declared actions against the ones its reducer compares.
     static func mountFindings(of folder: URL, state: LuaValue) -> [String] {
-        guard let manifest = (try? AppManifest.load(folder: folder)) ?? nil else { return [] }
         var findings: [String] = []
-        for mount in manifest.mounts {
-            let plugin = folder.appendingPathComponent(mount.path).standardizedFileURL
-            var isFolder: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: plugin.path, isDirectory: &isFolder), isFolder.boolValue else { continue }
-            let main = ((try? AppManifest.load(folder: plugin)) ?? nil)?.main ?? "app.lua"
-            let (contract, problems) = AppContract.read(app: plugin, main: main)
-            let place = mount.path.hasSuffix("/") ? mount.path : mount.path + "/"
+        for plugin in AppContract.mountedFolders(of: folder) {
+            let main = AppContract.mainFile(of: plugin.folder)
+            let (contract, problems) = AppContract.read(app: plugin.folder, main: main)
             guard problems.isEmpty else {
-                findings += problems.map { "\(place)\($0)" }
+                findings += problems.map { "\(plugin.place)\($0)" }
                 continue
             }
             guard contract.declares else { continue }
-            findings += Self.findings(in: plugin, main: main, contract: contract, state: state[.string(mount.key)], place: place, slice: mount.key)
+            findings += Self.findings(in: plugin.folder, main: main, contract: contract, state: state[.string(plugin.key)],
+                                      place: plugin.place, slice: plugin.key)
         }
         return findings
     }

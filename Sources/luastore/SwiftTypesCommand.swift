@@ -28,7 +28,7 @@ struct SwiftTypesCommand: ParsableCommand {
     var output: String?
 
     func validate() throws {
-        guard prefix.isEmpty || (prefix.first!.isLetter && prefix.allSatisfy { $0.isLetter || $0.isNumber }) else {
+        guard SwiftTypes.isPrefix(prefix) else {
             throw ValidationError("--prefix is a Swift name's start: letters and digits, a letter first")
         }
     }
