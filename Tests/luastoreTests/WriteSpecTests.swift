@@ -148,7 +148,9 @@ import Testing
         let app = try CLI.makeApp(Self.storeApp())
         defer { try? FileManager.default.removeItem(at: app) }
         let recording = app.appendingPathComponent("session.jsonl").path
-        let budget = ["--time-budget-ms", "50"]
+        // (A budget the `spin` action's endless loop spends, and no other action reaches: counted on the wall clock, 50 ms
+        // was reached by an `add` whose process a loaded machine paused.)
+        let budget = ["--time-budget-ms", "400"]
         let actions = (0..<10).map { _ in Self.storeActions.randomElement(using: &generator)! }
         let input = actions.map { #"{"type":"\#($0)"}"# }.joined(separator: "\n") + "\n"
         _ = try await CLI.run(["run", app.path, "--record", recording] + budget, input: input)
