@@ -3,7 +3,7 @@ import LuaKit
 import LuaStoreConcurrency
 import LuaStoreContract
 import LuaStoreCore
-import LuaStoreScripting
+@testable import LuaStoreScripting
 import LuaStoreTestSupport
 import Testing
 
@@ -106,6 +106,66 @@ import Testing
         defer { folder.remove() }
         let contract = AppContract.read(app: folder.url).contract
         #expect(contract.mismatch(ofAction: action) == problem)
+    }
+
+    /// The dispatch's fast path (keys and literals compared by their bits first, fields looked for at their own
+    /// position first) decides as Lua compares strings: byte for byte, whatever the length, however a string is kept.
+    @Test func longKeysLiteralsAndStringsKeptApartAreComparedByTheirBytes() throws {
+        let folder = try AppFolder(["app.lua": """
+            local app = {}
+            ---@class Long
+            ---@field type "a-rather-long-action-type"
+            ---@field aVeryLongFieldNameIndeed string
+            ---@field n? integer
+            ---@class Accented
+            ---@field type "café"
+            ---@alias Action Long|Accented
+            function app.init() return {} end
+            ---@param action Action
+            function app.reduce(state, action) end
+            function app.props(state) return {} end
+            return app
+            """])
+        defer { folder.remove() }
+        let checker = ContractChecker(AppContract.read(app: folder.url).contract)
+        /// The same bytes as `text`, kept in storage of their own (a string of a few bytes is otherwise kept within
+        /// its own bits).
+        func keptApart(_ text: String) -> String {
+            var kept = text + String(repeating: "-", count: 40)
+            kept.removeLast(40)
+            return kept
+        }
+        let accepted: [LuaValue] = [
+            ["type": "a-rather-long-action-type", "aVeryLongFieldNameIndeed": "x"],
+            ["n": 1, "aVeryLongFieldNameIndeed": "x", "type": "a-rather-long-action-type"],
+            .table(LuaTable(stringFields: [(keptApart("type"), .string(keptApart("a-rather-long-action-type"))),
+                                           (keptApart("aVeryLongFieldNameIndeed"), "x"), (keptApart("n"), 2)])),
+            ["type": "café"],
+            .table(LuaTable(stringFields: [(keptApart("type"), .string(keptApart("café")))])),
+        ]
+        // (Each also as the fast path alone answers: it must take what the words take, and nothing else.)
+        let contract = checker.contract
+        func fastPath(_ action: LuaValue) -> Bool {
+            guard case .table(let table) = action, case .string(let type) = table["type"] else { return false }
+            let name = type.hasPrefix("caf") ? "Accented" : "Long"
+            return ClassShape(contract.classes[name]?.fields ?? []).conforms(table, in: checker)
+        }
+        for action in accepted {
+            #expect(checker.mismatch(ofAction: action) == nil, "\(action)")
+            #expect(fastPath(action), "\(action)")
+        }
+        let refused: [LuaValue] = [
+            ["type": "a-rather-long-action-typo", "aVeryLongFieldNameIndeed": "x"],
+            ["type": "a-rather-long-action-type", "aVeryLongFieldNameIndeeD": "x"],
+            ["type": "a-rather-long-action-type", "aVeryLongFieldNameIndeed": "x", "N": 1],
+            ["type": "cafe\u{301}"],
+            ["type": "caf"],
+            .table(LuaTable(stringFields: [(keptApart("typ"), .string(keptApart("café")))])),
+        ]
+        for action in refused {
+            #expect(checker.mismatch(ofAction: action) != nil, "\(action)")
+            #expect(!fastPath(action), "\(action)")
+        }
     }
 
     @Test func nestedValuesNameTheirPath() throws {

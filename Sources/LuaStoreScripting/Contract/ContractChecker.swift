@@ -8,13 +8,16 @@ public final class ContractChecker: Sendable {
     /// The contract it checks against.
     public let contract: AppContract
     /// The action cases as a list: a dispatch finds its case among a few names faster than by hashing its `type`.
-    private let actionCaseList: [(name: String, ascii: Bool, shape: ClassShape)]
+    private let caseNames: [String]
+    /// Each case's fields laid out, in the order of `caseNames`.
+    private let caseShapes: [ClassShape]
 
     /// A checker for `contract`, with its action cases laid out once.
     public init(_ contract: AppContract) {
         self.contract = contract
-        actionCaseList = contract.actionCases.sorted { $0.key < $1.key }
-            .map { ($0.key, $0.key.utf8.allSatisfy { $0 < 0x80 }, ClassShape($0.value.fields)) }
+        let cases = contract.actionCases.sorted { $0.key < $1.key }
+        caseNames = cases.map(\.key)
+        caseShapes = cases.map { ClassShape($0.value.fields) }
     }
 
     private var action: ContractType? { contract.action }
@@ -32,7 +35,7 @@ public final class ContractChecker: Sendable {
         guard case .table(let table) = value, case .string(let name) = table["type"] else { return check(value, action) { "action" } }
         // (The store's own actions, `luastore/reloaded`, are not the app's to declare.)
         if name.utf8.starts(with: "luastore/".utf8) { return nil }
-        if !actionCaseList.isEmpty {
+        if !caseNames.isEmpty {
             guard let found = actionCases[name] else {
                 return "action type \"\(name)\" is not declared (the contract declares \(actionCases.keys.sorted().map { "\"\($0)\"" }.joined(separator: ", ")))"
             }
@@ -44,15 +47,12 @@ public final class ContractChecker: Sendable {
     /// Whether an action's fields, as they lie, are an instance of the case their `type` names (false also when
     /// the check cannot tell quickly: the slow path then decides, and says why).
     private func conformsToItsCase(_ pairs: UnsafeBufferPointer<(String, LuaValue)>) -> Bool {
-        var named: String?
-        for index in pairs.indices where ClassShape.same(pairs[index].0, "type", ascii: true) {
-            guard case .string(let name) = pairs[index].1 else { return false }
-            named = name
-            break
-        }
-        guard let name = named else { return false }
-        for index in actionCaseList.indices where ClassShape.same(name, actionCaseList[index].name, ascii: actionCaseList[index].ascii) {
-            return actionCaseList[index].shape.conforms(pairs: pairs, in: self)
+        guard let base = pairs.baseAddress else { return false }
+        for position in 0..<pairs.count where ClassShape.same(base[position].0, "type") {
+            guard case .string(let name) = base[position].1 else { return false }
+            let found = caseNames.withUnsafeBufferPointer { names in names.indices.first { ClassShape.same(name, names[$0]) } }
+            guard let found else { return false }
+            return caseShapes[found].conforms(pairs: pairs, in: self)
         }
         return false
     }
