@@ -243,6 +243,15 @@ struct Scenarios {
             rounds: rounds, sides: sides,
             { try await luaCounter(.fresh, actions: actions, declared: true).total },
             { try await luaCounter(.fresh, actions: actions).total })
+        // The same, with one action dispatched again and again, and with every action observed (its props checked too).
+        let (_, _, declaredReusedRatio) = try await Harness.alternate(
+            rounds: rounds, sides: sides,
+            { try await luaCounter(.reused, actions: actions, declared: true).total },
+            { try await luaCounter(.reused, actions: actions).total })
+        let (_, _, declaredEveryRatio) = try await Harness.alternate(
+            rounds: rounds, sides: sides,
+            { try await luaCounter(.reused, notification: .everyAction, actions: everyActions, declared: true).total },
+            { try await luaCounter(.reused, notification: .everyAction, actions: everyActions).total })
         let caller = Harness.median(Array(callerNanoseconds.value.dropFirst()))
         let floor = try await freshActionFloor(actions: actions)
         let everyFloor = try await everyActionFloor(actions: everyActions, luaActions: everyActions)
@@ -256,6 +265,8 @@ struct Scenarios {
             Scenario(name: "counter.caller_ns_per_fresh_dispatch", value: caller, unit: "ns", goal: "≤ 250", pass: caller <= 250),
             Scenario(name: "counter.declared_vs_undeclared_ratio", value: declaredRatio, unit: "×", goal: "≤ 1.1", pass: declaredRatio <= 1.1),
             Scenario(name: "counter.declared_fresh_ns_per_dispatch", value: declared, unit: "ns", goal: "—", pass: nil),
+            Scenario(name: "counter.declared_reused_vs_undeclared_ratio", value: declaredReusedRatio, unit: "×", goal: "≤ 1.1", pass: declaredReusedRatio <= 1.1),
+            Scenario(name: "counter.declared_every_action_vs_undeclared_ratio", value: declaredEveryRatio, unit: "×", goal: "≤ 1.1", pass: declaredEveryRatio <= 1.1),
         ] + floor + [
             Scenario(name: "counter.every_action_lua_vs_swift_ratio", value: everyRatio, unit: "×", goal: "≤ 1.5", pass: everyRatio <= 1.5),
             Scenario(name: "counter.every_action_lua_ns_per_dispatch", value: everyLua, unit: "ns", goal: "—", pass: nil),

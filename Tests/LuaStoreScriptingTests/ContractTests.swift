@@ -179,6 +179,14 @@ import Testing
         let keyed: LuaValue = ["todos": ["first": ["title": "a", "done": false]], "filter": "all"]
         #expect(contract.mismatch(of: keyed, as: .named("State"), at: "state") == "state.todos.first is not an item of a list (Todo[] is declared at state.todos)")
         #expect(contract.mismatch(of: ["count": 1, "titles": ["a"]], as: .named("Props"), at: "props") == nil)
+        // The props as a store checks them at each change (their class laid out): the same answers, the same words.
+        let checker = ContractChecker(contract)
+        #expect(checker.mismatch(ofProps: ["count": 1, "titles": ["a"]]) == nil)
+        #expect(checker.mismatch(ofProps: ["count": 1, "titles": [2]]) == "props.titles[1] is 2, not string")
+        #expect(checker.mismatch(ofProps: ["count": 1]) == "props.titles is missing (Props declares it string[])")
+        #expect(checker.mismatch(ofProps: ["count": 1, "titles": [], "extra": true])
+                == "props.extra is not a field of Props (it declares count, titles)")
+        #expect(checker.mismatch(ofProps: "none") == #"props is "none", not Props"#)
     }
 
     /// What leaves the notation is refused, at its file and line — when the app declares a contract; annotations no

@@ -136,7 +136,7 @@ extension LuaVM {
     /// Whether two elements are bit for bit the same value: the same number or string, or a table with the
     /// same storage — which implies equal contents, as storage shared by two values is never changed in place.
     /// (Reads the bits where they lie: copying the values out to compare them would retain their storage.)
-    private static func isSameValue(_ buffer: UnsafeBufferPointer<LuaValue>, _ a: Int, _ b: Int) -> Bool {
+    package static func isSameValue(_ buffer: UnsafeBufferPointer<LuaValue>, _ a: Int, _ b: Int) -> Bool {
         guard let base = buffer.baseAddress else { return false }
         return memcmp(UnsafeRawPointer(base + a), UnsafeRawPointer(base + b), MemoryLayout<LuaValue>.size) == 0
     }

@@ -11,6 +11,8 @@ public final class ContractChecker: Sendable {
     private let caseNames: [String]
     /// Each case's fields laid out, in the order of `caseNames`.
     private let caseShapes: [ClassShape]
+    /// The props' class laid out, when the props are declared as one (`mismatch(ofProps:)`).
+    private let propsShape: ClassShape?
 
     /// A checker for `contract`, with its action cases laid out once.
     public init(_ contract: AppContract) {
@@ -18,6 +20,11 @@ public final class ContractChecker: Sendable {
         let cases = contract.actionCases.sorted { $0.key < $1.key }
         caseNames = cases.map(\.key)
         caseShapes = cases.map { ClassShape($0.value.fields) }
+        if case .named(let name) = contract.props, contract.aliases[name] == nil, let declared = contract.classes[name] {
+            propsShape = ClassShape(declared.fields)
+        } else {
+            propsShape = nil
+        }
     }
 
     private var action: ContractType? { contract.action }
@@ -55,6 +62,15 @@ public final class ContractChecker: Sendable {
             return caseShapes[found].conforms(pairs: pairs, in: self)
         }
         return false
+    }
+
+    /// Why `props` are not what the contract declares them (nil: they are, or the props are not declared), naming
+    /// the path of what differs (`props.items[3]`). (Props of a declared class, as they usually are, are told so by
+    /// its fields laid out, at every change of the props.)
+    public func mismatch(ofProps value: LuaValue) -> String? {
+        guard let type = contract.props else { return nil }
+        if let propsShape, case .table(let table) = value, propsShape.conforms(table, in: self) { return nil }
+        return check(value, type) { "props" }
     }
 
     /// Why `value` is not a `type` (nil: it is), naming the path of what differs (`action.title`, `props.items[3]`).

@@ -46,9 +46,14 @@ extension ScriptEngine {
         var span = actions.prefix(interval > 0 ? min(length, max(RunSpan.observedLength, interval)) : length)
         // (With a declared contract, the run ends before an action it does not declare: `reduce(_:)` refuses that one.
         // A run of one goes to `reduce(_:)`, which checks it: it is not checked twice.)
-        // (Each checked where it lies, as the loop below looks: not copied out, which would retain its storage.)
+        // (Each checked where it lies, as the loop below looks: not copied out, which would retain its storage; an
+        // action that is the very value before it — one dispatched again and again — is not checked again.)
         if span.count > 1, app.checksActions, let contract = app.actions,
-           let undeclared = span.withUnsafeBufferPointer({ buffer in buffer.indices.first { contract.mismatch(ofAction: buffer[$0]) != nil } }) {
+           let undeclared = span.withUnsafeBufferPointer({ buffer in
+               buffer.indices.first { index in
+                   !(index > 0 && LuaVM.isSameValue(buffer, index, index - 1)) && contract.mismatch(ofAction: buffer[index]) != nil
+               }
+           }) {
             span = span[..<(span.startIndex + undeclared)]
         }
         let allTables = span.withUnsafeBufferPointer { buffer in

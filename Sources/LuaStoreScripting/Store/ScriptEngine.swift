@@ -454,8 +454,7 @@ final class ScriptEngine {
     /// Why `props` are not what the app's contract declares (nil: they are, or it declares none): the error names
     /// the difference and the declaration's place.
     func propsMismatch(_ props: LuaValue) -> LuaError? {
-        guard app.checksProps, let checker = app.contract, let type = checker.contract.props,
-              let problem = checker.mismatch(of: props, as: type, at: "props") else { return nil }
+        guard app.checksProps, let checker = app.contract, let problem = checker.mismatch(ofProps: props) else { return nil }
         let place = checker.contract.propsDeclaration
         return LuaError(.runtime, "the props do not match their declaration: \(problem)", chunkName: place?.file, line: place?.line)
     }
