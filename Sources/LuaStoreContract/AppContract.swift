@@ -201,18 +201,24 @@ public struct AppContract: Sendable {
     }
 
     /// An entry point a line defines: `function app.reduce(state, action)`, `app.props = function(state)`,
-    /// `local function init()`; its name and its parameters.
+    /// `local function init()`; its name and its parameters. (Read byte by byte, once per line of the main file: each
+    /// store reads its app's contract as it loads, and three `Regex`es made per line — parsed and compiled anew each
+    /// time — were a third of a server's CPU while it made new keys.)
     static func entryPoint(_ line: Substring) -> (name: String, parameters: [String])? {
-        let patterns = [
-            #/^function\s+[A-Za-z_][A-Za-z0-9_]*[.:](init|reduce|props)\s*\(([^)]*)\)/#,
-            #/^[A-Za-z_][A-Za-z0-9_]*\.(init|reduce|props)\s*=\s*function\s*\(([^)]*)\)/#,
-            #/^local\s+function\s+(init|reduce|props)\s*\(([^)]*)\)/#,
-        ]
-        for pattern in patterns {
-            if let match = line.prefixMatch(of: pattern) {
-                let parameters = match.output.2.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
-                return (String(match.output.1), parameters)
-            }
+        // `function NAME[.:]ENTRY(…)`, `NAME.ENTRY = function(…)`, `local function ENTRY(…)`
+        var cursor = LineCursor(line)
+        if cursor.take("function"), cursor.spaces() > 0, cursor.identifier(), cursor.take(".") || cursor.take(":"),
+           let found = cursor.entry() {
+            return found
+        }
+        cursor = LineCursor(line)
+        if cursor.identifier(), cursor.take("."), let name = cursor.entryName(), cursor.spaces() >= 0, cursor.take("="),
+           cursor.spaces() >= 0, cursor.take("function"), cursor.spaces() >= 0, let parameters = cursor.parameters() {
+            return (name, parameters)
+        }
+        cursor = LineCursor(line)
+        if cursor.take("local"), cursor.spaces() > 0, cursor.take("function"), cursor.spaces() > 0, let found = cursor.entry() {
+            return found
         }
         return nil
     }
@@ -305,5 +311,85 @@ public struct AppContract: Sendable {
         case .union(let members): members.contains(where: admitsNil)
         default: false
         }
+    }
+}
+
+/// A cursor over the bytes of a line of Lua, for `AppContract.entryPoint`: each step either reads what it names and
+/// moves past it, or leaves the cursor where it was.
+struct LineCursor {
+    private let line: Substring
+    private let bytes: Substring.UTF8View
+    private var position: Substring.UTF8View.Index
+
+    init(_ line: Substring) {
+        self.line = line
+        bytes = line.utf8
+        position = bytes.startIndex
+    }
+
+    private var next: UInt8? { position < bytes.endIndex ? bytes[position] : nil }
+
+    /// Reads `text`, exactly.
+    mutating func take(_ text: StaticString) -> Bool {
+        var at = position
+        for index in 0..<text.utf8CodeUnitCount {
+            guard at < bytes.endIndex, bytes[at] == text.utf8Start[index] else { return false }
+            bytes.formIndex(after: &at)
+        }
+        position = at
+        return true
+    }
+
+    /// Reads white space (`\s`: a space, a tab, a line or page break); how many bytes.
+    mutating func spaces() -> Int {
+        var count = 0
+        while let byte = next, byte == 0x20 || (0x09...0x0D).contains(byte) {
+            bytes.formIndex(after: &position)
+            count += 1
+        }
+        return count
+    }
+
+    /// Reads a Lua name (`[A-Za-z_][A-Za-z0-9_]*`).
+    mutating func identifier() -> Bool {
+        func isLetter(_ byte: UInt8) -> Bool { (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte) || byte == 0x5F }
+        guard let first = next, isLetter(first) else { return false }
+        repeat { bytes.formIndex(after: &position) } while next.map({ isLetter($0) || (0x30...0x39).contains($0) }) == true
+        return true
+    }
+
+    /// Reads the name of an entry point (`init`, `reduce` or `props`) that white space and `(` or `=` follow.
+    mutating func entryName() -> String? {
+        for name: StaticString in ["init", "reduce", "props"] {
+            let start = position
+            if take(name) {
+                var ahead = self
+                _ = ahead.spaces()
+                if ahead.next == UInt8(ascii: "(") || ahead.next == UInt8(ascii: "=") { return name.description }
+            }
+            position = start
+        }
+        return nil
+    }
+
+    /// Reads an entry point's name and its parameters (`reduce(state, action)`).
+    mutating func entry() -> (name: String, parameters: [String])? {
+        let start = position
+        guard let name = entryName(), spaces() >= 0, let parameters = parameters() else {
+            position = start
+            return nil
+        }
+        return (name, parameters)
+    }
+
+    /// Reads a parenthesised list of parameters (everything up to the first `)`), each trimmed of white space.
+    mutating func parameters() -> [String]? {
+        guard take("(") else { return nil }
+        let start = position
+        while let byte = next, byte != UInt8(ascii: ")") { bytes.formIndex(after: &position) }
+        guard next == UInt8(ascii: ")") else { position = start; return nil }
+        let inside = line[start..<position] // (both ends next to an ASCII byte: on a boundary of characters)
+        bytes.formIndex(after: &position)
+        return inside.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
     }
 }

@@ -1,7 +1,7 @@
 import Foundation
 import LuaKit
 import LuaStoreConcurrency
-import LuaStoreContract
+@testable import LuaStoreContract
 import LuaStoreCore
 @testable import LuaStoreScripting
 import LuaStoreTestSupport
@@ -106,6 +106,40 @@ import Testing
         defer { folder.remove() }
         let contract = AppContract.read(app: folder.url).contract
         #expect(contract.mismatch(ofAction: action) == problem)
+    }
+
+    /// Entry points are found in a line as the three patterns of the notation say (the regular expressions the
+    /// reader used before it read bytes, kept here as the oracle): the same name and parameters, or none, on lines
+    /// written to tell them apart and on lines made at random of their pieces.
+    @Test func entryPointsAreFoundAsThePatternsSay() {
+        func oracle(_ line: Substring) -> (name: String, parameters: [String])? {
+            let patterns = [
+                #/^function\s+[A-Za-z_][A-Za-z0-9_]*[.:](init|reduce|props)\s*\(([^)]*)\)/#,
+                #/^[A-Za-z_][A-Za-z0-9_]*\.(init|reduce|props)\s*=\s*function\s*\(([^)]*)\)/#,
+                #/^local\s+function\s+(init|reduce|props)\s*\(([^)]*)\)/#,
+            ]
+            for pattern in patterns {
+                if let match = line.prefixMatch(of: pattern) {
+                    return (String(match.output.1), match.output.2.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
+                }
+            }
+            return nil
+        }
+        var lines: [String] = [
+            "function app.reduce(state, action)", "function app:props( state )", "function M.init()", "function  app.reduce (s,a) end",
+            "app.props = function(state) return {} end", "app.reduce=function ( state , action )", "local function init()",
+            "local  function\tprops(state)", "function app.initialize(state)", "function app.reduce", "function app.reduce(state",
+            "function reduce(state, action)", "app.init = 3", "app.props = function", "local function reducer(s)", "localfunction init()",
+            "functionapp.reduce(s)", "function app.reduce(state, action) -- (props)", "function 1app.reduce(s)", "function app.reducé(s)",
+            "app.init =function()", "app.init= function ()", "_G.props = function(a, b, c)", "function a_1.props(x)", "", "function",
+        ]
+        var generator = SystemRandomNumberGenerator()
+        let pieces = ["function", "local", " ", "  ", "\t", "app", ".", ":", "init", "reduce", "props", "(", ")", "state", ",", "=", "x", "é", "1"]
+        for _ in 0..<3_000 { lines.append((0..<Int.random(in: 1...9, using: &generator)).map { _ in pieces.randomElement(using: &generator)! }.joined()) }
+        for line in lines {
+            let found = AppContract.entryPoint(line[...]), expected = oracle(line[...])
+            #expect(found?.name == expected?.name && found?.parameters == expected?.parameters, "\(line.debugDescription)")
+        }
     }
 
     /// The dispatch's fast path (keys and literals compared by their bits first, fields looked for at their own
