@@ -273,6 +273,28 @@ import Testing
         #expect(recorder.failures.withLock { $0 }.isEmpty, "\(recorder.failures.withLock { $0 })")
     }
 
+    /// A contract is read once per version of an app's scripts: a store of the same app takes the reading of the one
+    /// before, and a reload or a new store of a changed app reads the change (a field declared anew takes effect).
+    @Test func aChangedContractIsReadAgain() async throws {
+        let folder = try AppFolder(["app.lua": Self.declared])
+        defer { folder.remove() }
+        let first = try await ScriptedStore(app: folder.url, options: Recorder().options)
+        defer { first.shutdown() }
+        #expect(await first.send(["type": "add", "title": "milk", "urgent": true]).failure?.stage == .undeclared)
+        let urgent = Self.declared.replacingOccurrences(of: "---@field note? string", with: "---@field note? string\n---@field urgent? boolean")
+        try folder.write("app.lua", urgent)
+        _ = try await first.reload()
+        #expect(await first.send(["type": "add", "title": "milk", "urgent": true]).failure == nil)
+        let second = try await ScriptedStore(app: folder.url, options: Recorder().options)
+        defer { second.shutdown() }
+        #expect(await second.send(["type": "add", "title": "milk", "urgent": true]).failure == nil)
+        #expect(await second.send(["type": "add", "title": "milk", "urgent": "yes"]).failure?.stage == .undeclared)
+        try folder.write("app.lua", Self.declared)
+        let third = try await ScriptedStore(app: folder.url, options: Recorder().options)
+        defer { third.shutdown() }
+        #expect(await third.send(["type": "add", "title": "milk", "urgent": true]).failure?.stage == .undeclared)
+    }
+
     /// Props that do not match their declaration are the props' failure, at the declaration's line: observers are
     /// not handed them, `props()` throws, and the action that made them stays applied; the next good props reach
     /// observers again.

@@ -230,7 +230,7 @@ final class ScriptEngine {
                 migrate: ownMigrate, ownMigrate: ownMigrate, schemaVersion: schemaVersion, fingerprint: fingerprint,
                 digest: ScriptsDigest.of(fingerprint.mapValues { [UInt8]($0) }))
             // (Annotations no entry point uses are the editor's: only a declared contract is read, and must be whole.)
-            let (contract, problems) = AppContract.read(app: folder, main: main)
+            let (contract, problems) = ReadContracts.contract(of: folder.path, main: main, digest: app.digest)
             if contract.declares {
                 if let problem = problems.first {
                     throw LuaError(.runtime, "the app's contract: \(problem.message)", chunkName: problem.file, line: problem.line)
