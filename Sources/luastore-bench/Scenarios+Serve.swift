@@ -35,7 +35,7 @@ extension Scenarios {
         quickIdle[quickIdle.firstIndex(of: "--idle-seconds")! + 1] = "1"
 
         // Throughput: 100 clients, each on its own key among 1,000 live ones, each keeping 16 actions in flight.
-        do {
+        if wants("serve.ws_actions_per_second") {
             let server = try ServeProcess(binary: binary, app: counter, data: workspace.appendingPathComponent("serve-throughput"), options)
             defer { server.stop() }
             let keys = quick ? 100 : 1_000, clients = quick ? 20 : 100
@@ -50,7 +50,7 @@ extension Scenarios {
 
         // Latency at an offered 20,000 actions a second (open loop: each client sends on its schedule, whatever
         // the answers do; a late answer counts from when its action was due).
-        do {
+        if wants("serve.p99_ms", "serve.p50_ms") {
             let server = try ServeProcess(binary: binary, app: counter, data: workspace.appendingPathComponent("serve-latency"), options)
             defer { server.stop() }
             let clients = quick ? 20 : 100, offered = quick ? 2_000.0 : 20_000.0
@@ -68,7 +68,7 @@ extension Scenarios {
 
         // A hibernated 10,000-item store resumed by a request, against the same store made fresh by `init`; and
         // what a hibernated key holds of the server's memory.
-        do {
+        if wants("serve.resume") {
             let items = try app("serve-items", Self.serveItemsApp)
             let server = try ServeProcess(binary: binary, app: items, data: workspace.appendingPathComponent("serve-resume"), quickIdle)
             defer { server.stop() }
@@ -84,7 +84,7 @@ extension Scenarios {
             rows.append(Scenario(name: "serve.resume_ms", value: resume, unit: "ms", goal: "—", pass: nil))
             rows.append(Scenario(name: "serve.resume_vs_fresh_ratio", value: resume / start, unit: "×", goal: "≤ 2", pass: resume / start <= 2))
         }
-        do {
+        if wants("serve.hibernated_keys", "serve.kib_per_hibernated_key", "serve.new_keys_per_second") {
             let server = try ServeProcess(binary: binary, app: counter, data: workspace.appendingPathComponent("serve-hibernated"), quickIdle)
             defer { server.stop() }
             // (100,000 keys, as a node holds them: each made by its first action — which makes its database file —

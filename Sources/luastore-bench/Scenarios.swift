@@ -14,6 +14,15 @@ struct Scenarios {
     var collector = LuaLimits().garbageCollection
     /// The built `luastore-serve` the `serve.*` rows run (`--serve-binary`).
     var serveBinary: URL?
+    /// `--only` as given: a row's name or its start. A group whose rows are measured in parts of their own
+    /// (`serve`) measures only the parts with a row it names (`--only serve.ws`); a group's name runs it whole.
+    var only: String?
+
+    /// Whether a part of a group whose rows start with one of `rows` is to be measured (`only`).
+    func wants(_ rows: String...) -> Bool {
+        guard let only, only.contains(".") else { return true }
+        return rows.contains { $0.hasPrefix(only) || only.hasPrefix($0) }
+    }
 
     /// The options every benchmarked app runs with.
     var options: ScriptedStoreOptions {

@@ -48,6 +48,7 @@ var scenarios = Scenarios(quick: quick, workspace: workspace)
 scenarios.sides = sides
 scenarios.collector = collector
 scenarios.serveBinary = serveBinary
+scenarios.only = only
 var rows: [Scenario] = []
 let groups: [(String, () async throws -> [Scenario])] = [
     ("counter", scenarios.counter), ("init", scenarios.startUp), ("state_size", scenarios.stateSize), ("fanout", scenarios.fanout),

@@ -19,13 +19,22 @@ import Testing
         """
 
     /// `luastore serve` and `luastore token` run `luastore-serve` (the `serve/` package); a `luastore` built without
-    /// it says so, and how to build it, instead of failing to start something.
+    /// it says so, and how to build it, instead of failing to start something. (The built `luastore` is copied to a
+    /// folder of its own: the build folder may hold a `luastore-serve` — `scripts/test` builds the server's package
+    /// into it.)
     @Test(arguments: ["serve", "token"]) func aMissingServerProgramIsNamedWithHowToBuildIt(command: String) async throws {
-        #expect(!FileManager.default.fileExists(atPath: CLI.buildFolder.appendingPathComponent("luastore-serve").path),
-                "the root package's build has no luastore-serve beside luastore")
-        let result = try await CLI.run([command, "--help"], extraEnvironment: ["PATH": "/usr/bin:/bin"])
+        let alone = FileManager.default.temporaryDirectory.appendingPathComponent("luastore-alone-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: alone, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: alone) }
+        let binary = alone.appendingPathComponent("luastore")
+        try FileManager.default.copyItem(at: CLI.binary, to: binary)
+        #expect(!FileManager.default.fileExists(atPath: alone.appendingPathComponent("luastore-serve").path))
+        let result = try await runChildProcess(binary, [command, "--help"], directory: CLI.packageRoot,
+                                               environment: CLI.environment.merging(["PATH": "/usr/bin:/bin"]) { $1 })
+        #expect(CLI.rawErrorText(in: result.errors + result.output) == nil, "\(result.errors)")
         #expect(result.status == 2)
-        #expect(result.errors.contains("luastore \(command) is the program luastore-serve"), "\(result.errors)")
+        #expect(result.errors.contains("luastore \(command) is the program luastore-serve, which is neither beside luastore (\(alone.path))"),
+                "\(result.errors)")
         #expect(result.errors.contains("swift build --package-path serve"), "\(result.errors)")
         #expect(result.output.isEmpty)
     }
