@@ -166,8 +166,8 @@ let package = Package(
         .testTarget(
             name: "LuaStoreDevtoolsTests",
             dependencies: [
-                "LuaKit", "LuaStoreCore", "LuaStoreScripting", "LuaStoreDevtools", "LuaStorePersistence", "LuaStoreTestSupport", "RawHTTPClient",
-                .target(name: "luastore"),
+                "LuaKit", "LuaStoreConcurrency", "LuaStoreCore", "LuaStoreScripting", "LuaStoreDevtools", "LuaStorePersistence", "LuaStoreTestSupport",
+                "RawHTTPClient", .target(name: "luastore"),
             ],
             swiftSettings: strict
         ),

@@ -22,6 +22,9 @@ final class LiveClients: Sendable {
     private let clients = Protected<[Int: Client]>([:])
     private let nextID = Protected(0)
     private let listener = Protected<Int?>(nil)
+    /// Held while messages are handed to the streams (`send`, `broadcastStatus`), never while taking `clients`'
+    /// lock from a termination handler: the pages' messages leave in the order they were made.
+    private let sending = Protected(())
 
     init(journal: DevtoolsJournal, queue: Int) {
         self.journal = journal
@@ -85,44 +88,58 @@ final class LiveClients: Sendable {
     }
 
     /// Tells every page what arrived since it last heard.
+    ///
+    /// The messages are made under the clients' lock and handed to the streams outside it: handing one over may
+    /// take the lock of the task that reads that stream, and a task being cancelled holds its own lock while its
+    /// stream's termination handler takes the clients' lock (`remove`) — yielding under the clients' lock could wait
+    /// on that task while it waits on us. `sending` keeps the messages of two calls at once in order.
     func send() {
-        let bounds = journal.bounds
-        let tail = journal.entries(offset: max(0, bounds.count - Self.tail), limit: Self.tail)
-        var dropped: [Int] = []
-        let gone = clients.withLock { clients -> [Client] in
-            for (id, var client) in clients where client.sent.map({ $0 < bounds.last }) ?? true {
+        sending.withLock { _ in
+            let bounds = journal.bounds
+            let tail = journal.entries(offset: max(0, bounds.count - Self.tail), limit: Self.tail)
+            let messages = clients.withLock { clients -> [(id: Int, continuation: AsyncStream<WSMessage>.Continuation, text: String)] in
+                var messages: [(id: Int, continuation: AsyncStream<WSMessage>.Continuation, text: String)] = []
+                for (id, var client) in clients where client.sent.map({ $0 < bounds.last }) ?? true {
+                    var json = JSONWriter()
+                    json.object { json in
+                        json.field("type", "entries")
+                        json.field("first", bounds.first)
+                        json.field("last", bounds.last)
+                        json.field("count", bounds.count)
+                        json.array("tail", tail.filter { $0.entry.sequence > client.sent ?? 0 }) { json, item in Summary.write(item, into: &json) }
+                    }
+                    client.sent = bounds.last
+                    clients[id] = client
+                    messages.append((id, client.continuation, json.text))
+                }
+                return messages
+            }
+            var dropped: [Int] = []
+            for message in messages {
+                if case .dropped = message.continuation.yield(.text(message.text)) { dropped.append(message.id) }
+            }
+            guard !dropped.isEmpty else { return }
+            let gone = clients.withLock { clients in dropped.compactMap { clients.removeValue(forKey: $0) } }
+            // (Outside the clients' lock too: finishing a stream calls its termination handler, which takes it.)
+            for client in gone {
                 var json = JSONWriter()
                 json.object { json in
-                    json.field("type", "entries")
-                    json.field("first", bounds.first)
-                    json.field("last", bounds.last)
-                    json.field("count", bounds.count)
-                    json.array("tail", tail.filter { $0.entry.sequence > client.sent ?? 0 }) { json, item in Summary.write(item, into: &json) }
+                    json.field("type", "dropped")
+                    json.field("reason", "this page fell more than \(queue) messages behind the store and was disconnected; reload it to catch up")
                 }
-                client.sent = bounds.last
-                clients[id] = client
-                if case .dropped = client.continuation.yield(.text(json.text)) { dropped.append(id) }
+                client.continuation.yield(.text(json.text))
+                client.continuation.yield(.close(.policyViolation))
+                client.continuation.finish()
             }
-            return dropped.compactMap { clients.removeValue(forKey: $0) }
-        }
-        // (Outside the lock: finishing a stream calls its termination handler, which takes the lock.)
-        for client in gone {
-            var json = JSONWriter()
-            json.object { json in
-                json.field("type", "dropped")
-                json.field("reason", "this page fell more than \(queue) messages behind the store and was disconnected; reload it to catch up")
-            }
-            client.continuation.yield(.text(json.text))
-            client.continuation.yield(.close(.policyViolation))
-            client.continuation.finish()
         }
     }
 
-    /// Tells every page the store's time-travel and lock status.
+    /// Tells every page the store's time-travel and lock status (handed over outside the clients' lock, as `send`
+    /// does).
     func broadcastStatus(of api: DevtoolsAPI) async {
         let status = await api.statusJSON()
-        clients.withLock { clients in
-            for client in clients.values { client.continuation.yield(.text(status)) }
+        sending.withLock { _ in
+            for continuation in clients.withLock({ $0.values.map(\.continuation) }) { continuation.yield(.text(status)) }
         }
     }
 }
