@@ -28,6 +28,8 @@ let package = Package(
         // which Hummingbird runs on).
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
+        // (A live connection's handler sits in its channel, beside NIO's WebSocket frame decoder.)
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         // `serve --cluster`: the keys' journals, leases and nodes in PostgreSQL (LuaStoreCluster).
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
         // `serve`'s metrics: swift-metrics, shown in Prometheus' format.
@@ -57,6 +59,7 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"), .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"), .product(name: "Prometheus", package: "swift-prometheus"),
             ],
@@ -89,6 +92,8 @@ let package = Package(
                 "LuaStoreServer", .target(name: "luastore-serve"), .product(name: "LocalPostgres", package: "LuaStore"),
                 .product(name: "luastore", package: "LuaStore"), .product(name: "luastore-bench", package: "LuaStore"),
                 .product(name: "LuaStoreTestSupport", package: "LuaStore"), .product(name: "RawHTTPClient", package: "LuaStore"),
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
             ],
             swiftSettings: strict
         ),

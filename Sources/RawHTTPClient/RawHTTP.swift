@@ -58,6 +58,8 @@ public final class RawWebSocket: @unchecked Sendable { // (read by one thread at
     private var pending: [UInt8] = []
     /// How much of `pending` was read already.
     private var consumed = 0
+    /// What each read fills (one buffer for every read: a load generator reading many messages a second).
+    private var buffer = [UInt8](repeating: 0, count: 65536)
 
     public init(port: UInt16, target: String, headers: [String: String] = [:]) throws {
         socket = try RawSocket(port: port)
@@ -95,6 +97,7 @@ public final class RawWebSocket: @unchecked Sendable { // (read by one thread at
                     let payload = pending[(base + start)..<(base + start + length)]
                     consumed += start + length
                     if opcode == 1 { return String(decoding: payload, as: UTF8.self) }
+                    if opcode == 0xA { pongs.append(String(decoding: payload, as: UTF8.self)) }
                     if opcode == 8 {
                         let code = payload.count >= 2 ? Int(payload[payload.startIndex]) << 8 | Int(payload[payload.startIndex + 1]) : 0
                         throw RawSocket.Failure("closed \(code): \(String(decoding: payload.dropFirst(2), as: UTF8.self))")
@@ -107,14 +110,45 @@ public final class RawWebSocket: @unchecked Sendable { // (read by one thread at
                 pending.removeSubrange(..<consumed)
                 consumed = 0
             }
-            pending += try socket.readSome()
+            let count = try socket.read(into: &buffer)
+            pending += buffer[..<count]
         }
     }
 
     /// Sends `text` as one masked text frame, as a client does.
     public func sendText(_ text: String) throws {
-        let payload = Array(text.utf8)
-        var frame: [UInt8] = [0x81]
+        try write(frame(opcode: 0x1, fin: true, Array(text.utf8)))
+    }
+
+    /// Sends `text` as a message of `pieces` frames (a text frame, then continuation frames), with `between`
+    /// (a control frame: e.g. `RawWebSocket.ping`) after the first, as a protocol allows.
+    public func sendText(_ text: String, inPieces pieces: Int, between: [UInt8]? = nil) throws {
+        let bytes = Array(text.utf8)
+        let size = max(1, (bytes.count + pieces - 1) / pieces)
+        var frames: [UInt8] = []
+        for (index, start) in stride(from: 0, to: bytes.count, by: size).enumerated() {
+            let piece = Array(bytes[start..<min(bytes.count, start + size)])
+            frames += frame(opcode: index == 0 ? 0x1 : 0x0, fin: start + size >= bytes.count, piece)
+            if index == 0, let between { frames += between }
+        }
+        try write(frames)
+    }
+
+    /// A masked ping frame carrying `text`.
+    public func ping(_ text: String) -> [UInt8] { frame(opcode: 0x9, fin: true, Array(text.utf8)) }
+
+    /// Sends a masked frame of any opcode (binary: 0x2, ping: 0x9).
+    public func send(opcode: UInt8, _ payload: [UInt8]) throws {
+        try write(frame(opcode: opcode, fin: true, payload))
+    }
+
+    /// The payloads of the pongs read so far (`readText` skips them).
+    public private(set) var pongs: [String] = []
+
+    private func write(_ bytes: [UInt8]) throws { try socket.write(bytes) }
+
+    private func frame(opcode: UInt8, fin: Bool, _ payload: [UInt8]) -> [UInt8] {
+        var frame: [UInt8] = [(fin ? 0x80 : 0) | opcode]
         if payload.count < 126 {
             frame.append(0x80 | UInt8(payload.count))
         } else if payload.count <= 0xffff {
@@ -126,7 +160,7 @@ public final class RawWebSocket: @unchecked Sendable { // (read by one thread at
         let mask: [UInt8] = (0..<4).map { _ in UInt8.random(in: 0...255) }
         frame += mask
         frame += payload.enumerated().map { $0.element ^ mask[$0.offset & 3] }
-        try socket.write(frame)
+        return frame
     }
 
     public func close() { socket.close() }
@@ -173,9 +207,14 @@ public final class RawSocket: Sendable { // (a descriptor; reads and writes are 
     /// What arrives next (at least a byte); an error at the end of the stream or after 60 s of silence.
     public func readSome() throws -> [UInt8] {
         var buffer = [UInt8](repeating: 0, count: 65536)
+        return Array(buffer[..<(try read(into: &buffer))])
+    }
+
+    /// Reads what arrives next (at least a byte) into `buffer`; how many bytes. An error as `readSome`'s.
+    public func read(into buffer: inout [UInt8]) throws -> Int {
         let count = buffer.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
         guard count > 0 else { throw Failure(count == 0 ? "the connection ended" : "read: \(errno) (a timeout?)") }
-        return Array(buffer[..<count])
+        return count
     }
 
     public func close() { Glibc.close(descriptor) }

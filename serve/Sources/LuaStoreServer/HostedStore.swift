@@ -40,9 +40,13 @@ public struct ActionOutcome: Sendable, Equatable {
 /// One key's store while it is live: the scripted store on its durable file, the props changes kept for
 /// clients that reconnect, the ids of the actions it answered, and its live clients.
 ///
-/// Every action a client sends goes through `send(_:id:)`; the props the store's observer is handed are numbered
-/// (`seq`: the key's journal sequence of the last entry they show, never less than one more than the last
-/// number given) and handed to every live client in order.
+/// Every action goes through `begin(_:id:reply:)`, on whatever thread its connection runs, without a hop: what
+/// every action and every props change touch — the ids answered, the actions in flight, the props changes kept,
+/// the live clients — is `Traffic`, under one lock, taken on the connection's thread to put an action in line
+/// and on the store's thread to answer it and to number the props its observer is handed (`seq`: the key's
+/// journal sequence of the last entry they show, never less than one more than the last number given), which
+/// are handed to every live client there, in order. The actor keeps what is rare: the devtools, an install, the
+/// close.
 actor HostedStore {
     let key: String
     private let store: ScriptedStore
@@ -50,47 +54,30 @@ actor HostedStore {
     private let limits: ServerLimits
     /// The last journal entry's sequence (the store's thread writes it).
     private let journaled: Protected<UInt64>
-    /// Props the observer was handed, as JSON text, not yet numbered (the store's thread appends).
-    private let pending: Protected<Handed<String>>
-    /// Outcomes the store's thread resolved, not yet answered (the store's thread appends).
-    private let resolved = Protected(Handed<Resolved>())
-    private var current: (seq: UInt64, props: String)?
-    private var changes: [(seq: UInt64, message: String)] = []
-    private var clients: [Int: AsyncStream<LiveEvent>.Continuation] = [:]
-    private var nextClient = 0
-    private var answered: [String: ActionOutcome] = [:]
-    private var answeredOrder: [String] = []
-    private var answeredStart = 0
-    private var waitingForId: [String: [PendingOutcome]] = [:]
-    private var inFlight = 0
-    private var rate: TokenBucket
-    private(set) var lastUsed = ContinuousClock.now
+    private let traffic: Protected<Traffic>
     /// When it was opened (a lease renewed before that did not know it).
     let opened = ContinuousClock.now
     /// Whether it resumed what its journal held (rather than starting from `init`).
     nonisolated var resumed: Bool { database.persistence.resumed != nil }
-    private var closed = false
     /// What the devtools keep of the store's journal (`serve --devtools`), and their server once asked for.
     private let devtoolsJournal: DevtoolsJournal?
     private var devtools: DevtoolsServer?
 
     private init(key: String, store: ScriptedStore, database: KeyJournal, limits: ServerLimits,
-                 journaled: Protected<UInt64>, pending: Protected<Handed<String>>, devtoolsJournal: DevtoolsJournal?) {
+                 journaled: Protected<UInt64>, devtoolsJournal: DevtoolsJournal?) {
         self.key = key
         self.devtoolsJournal = devtoolsJournal
         self.store = store
         self.database = database
         self.limits = limits
         self.journaled = journaled
-        self.pending = pending
-        rate = TokenBucket(perSecond: limits.actionsPerKeyPerSecond)
+        traffic = Protected(Traffic(rate: TokenBucket(perSecond: limits.actionsPerKeyPerSecond)))
     }
 
     /// Opens `key`'s store: resumed from `KEY.db` in the data folder, or made by the app's `init` when new.
     static func open(key: String, options: ServerOptions, log: @escaping @Sendable (String) -> Void) async throws(ServeFailure) -> HostedStore {
         let database = try await KeyJournal.open(key: key, options: options)
         let journaled = Protected(database.persistence.resumed?.sequence ?? 0)
-        let pending = Protected(Handed<String>())
         var storeOptions = options.store
         storeOptions.persistence = database.persistence
         storeOptions.threads = options.threads
@@ -121,22 +108,21 @@ actor HostedStore {
             throw ServeFailure("the store of key \(key) cannot start: \(error.error) (\(error.stage.rawValue))")
         }
         let hosted = HostedStore(key: key, store: store, database: database, limits: options.limits,
-                                 journaled: journaled, pending: pending, devtoolsJournal: devtoolsJournal)
+                                 journaled: journaled, devtoolsJournal: devtoolsJournal)
         await hosted.readAnswered()
+        // (Told on the store's thread, in order, before the actions that made them are answered.)
         store.observeProps { [weak hosted] props in
-            let text = (try? LuaJSON.encode(props, root: "props")) ?? "null"
-            if pending.withLock({ $0.append(text) }), let hosted { Task { await hosted.numberPending() } }
+            hosted?.number((try? LuaJSON.encode(props, root: "props")) ?? "null")
             return .active
         }
         await store.barrier()
-        await hosted.numberPending()
         return hosted
     }
 
     /// The address of the store's devtools page (with its token), started the first time it is asked for.
     func devtools(_ settings: DevtoolsSettings) async throws(ServeFailure) -> String {
         if let devtools { return devtools.url }
-        guard let devtoolsJournal, !closed else { throw ServeFailure("the devtools of key \(key) are not kept") }
+        guard let devtoolsJournal, !traffic.withLock({ $0.closed }) else { throw ServeFailure("the devtools of key \(key) are not kept") }
         var options = DevtoolsOptions()
         options.host = settings.host
         options.port = 0
@@ -168,59 +154,66 @@ actor HostedStore {
     // MARK: Actions
 
     /// Sends `action` and waits for its outcome (`begin`).
-    func send(_ action: LuaValue, id: String?) async -> ActionOutcome {
-        await begin(action, id: id).outcome
+    nonisolated func send(_ action: LuaValue, id: String?) async -> ActionOutcome {
+        await withCheckedContinuation { continuation in
+            begin(action, id: id) { continuation.resume(returning: $0) }
+        }
     }
 
     /// Puts `action` in line now — in the order of the calls, so a connection's actions are reduced in the order
-    /// they came however many it keeps in flight — and returns its outcome to come. An id, when given, is
+    /// they came however many it keeps in flight — and tells `reply` its outcome, once: on the store's thread, or
+    /// here when it is known at once (refused, or the answer to an id sent before). An id, when given, is
     /// remembered: a resent id is answered with its first outcome (marked `repeated`), never applied twice, even
     /// while the first is still in flight.
-    func begin(_ action: LuaValue, id: String?) -> PendingOutcome {
-        lastUsed = .now
-        if let id {
-            if var known = answered[id] {
-                known.repeated = true
-                return PendingOutcome(known)
+    nonisolated func begin(_ action: LuaValue, id: String?, reply: @escaping Reply) {
+        let key = self.key, limits = self.limits
+        let start = traffic.withLock { traffic -> Start in
+            traffic.lastUsed = .now
+            if let id {
+                if var known = traffic.answered[id] {
+                    known.repeated = true
+                    return .known(known)
+                }
+                if traffic.waitingForId[id] != nil { // (the same id, sent again while the first is in flight)
+                    traffic.waitingForId[id, default: []].append(reply)
+                    return .waiting
+                }
             }
-            if waitingForId[id] != nil { // (the same id, sent again while the first is in flight)
-                let repeated = PendingOutcome()
-                waitingForId[id, default: []].append(repeated)
-                return repeated
+            guard !traffic.closed else { return .known(.refused("the store of key \(key) is closing; send it again")) }
+            guard case .table = action, action["type"].string != nil else {
+                return .known(.refused("an action is a JSON object with a string \"type\""))
+            }
+            guard traffic.rate.take() else {
+                return .known(.refused("rate limit: key \(key) takes \(limits.actionsPerKeyPerSecond) actions a second"))
+            }
+            if let id { traffic.waitingForId[id] = [] }
+            traffic.inFlight += 1
+            return .submit
+        }
+        switch start {
+        case .known(let outcome):
+            reply(outcome)
+        case .waiting:
+            break
+        case .submit:
+            let journaled = self.journaled
+            store.submit(action, id: id) { [self] result in
+                // (On the store's thread: a failed action's sequence is the last entry journaled when it failed.)
+                finish(result, failedAt: journaled.withLock { $0 }, id: id, reply: reply)
             }
         }
-        guard !closed else { return PendingOutcome(.refused("the store of key \(key) is closing; send it again")) }
-        guard case .table = action, action["type"].string != nil else {
-            return PendingOutcome(.refused("an action is a JSON object with a string \"type\""))
-        }
-        guard rate.take() else {
-            return PendingOutcome(.refused("rate limit: key \(key) takes \(limits.actionsPerKeyPerSecond) actions a second"))
-        }
-        if let id { waitingForId[id] = [] }
-        inFlight += 1
-        let pending = PendingOutcome()
-        let journaled = self.journaled, resolved = self.resolved
-        store.submit(action, id: id) { result in
-            // (On the store's thread: a failed action's sequence is the last entry journaled when it failed.)
-            let seq = journaled.withLock { $0 }
-            if resolved.withLock({ $0.append(Resolved(result: result, failedAt: seq, id: id, pending: pending)) }) {
-                Task { await self.answerResolved() }
-            }
-        }
-        return pending
     }
 
-    /// Answers the outcomes the store resolved, in order (one task for however many came meanwhile).
-    private func answerResolved() {
-        for done in resolved.withLock({ $0.take() }) {
-            finish(done.result, failedAt: done.failedAt, id: done.id, pending: done.pending)
-        }
+    private enum Start {
+        /// Answered at once (refused, or the answer to an id sent before).
+        case known(ActionOutcome)
+        /// The id is in flight: answered with its outcome.
+        case waiting
+        /// Given to the store.
+        case submit
     }
 
-    private func finish(_ result: SendResult, failedAt seq: UInt64, id: String?, pending: PendingOutcome) {
-        inFlight -= 1
-        lastUsed = .now
-        numberPending()
+    private nonisolated func finish(_ result: SendResult, failedAt seq: UInt64, id: String?, reply: Reply) {
         let outcome: ActionOutcome
         switch result {
         case .applied(let entry):
@@ -232,70 +225,56 @@ actor HostedStore {
         case .dropped:
             outcome = .refused("the store of key \(key) stopped before the action was reduced; send it again")
         }
-        if let id {
-            remember(outcome, for: id)
-            var repeated = outcome
-            repeated.repeated = true
-            for waiter in waitingForId.removeValue(forKey: id) ?? [] { waiter.resolve(repeated) }
+        let limits = self.limits
+        let waiters = traffic.withLock { traffic -> [Reply] in
+            traffic.inFlight -= 1
+            traffic.lastUsed = .now
+            guard let id else { return [] }
+            traffic.remember(outcome, for: id, keeping: limits.rememberedIds)
+            return traffic.waitingForId.removeValue(forKey: id) ?? []
         }
-        pending.resolve(outcome)
-    }
-
-    private func remember(_ outcome: ActionOutcome, for id: String) {
-        guard outcome.kind != .refused else { return } // (refused: nothing happened; sending it again may work)
-        answered[id] = outcome
-        answeredOrder.append(id)
-        if answeredOrder.count - answeredStart > limits.rememberedIds {
-            answered[answeredOrder[answeredStart]] = nil
-            answeredStart += 1
-            if answeredStart > 4_096 {
-                answeredOrder.removeFirst(answeredStart)
-                answeredStart = 0
-            }
-        }
+        reply(outcome)
+        var repeated = outcome
+        repeated.repeated = true
+        for waiter in waiters { waiter(repeated) }
     }
 
     /// The ids the journal remembers (a durable store's, across hibernation, restarts and crashes).
     private func readAnswered() async {
-        for action in await store.recentClientActions() {
-            remember(ActionOutcome(kind: action.failure == nil ? .applied : .failed, seq: action.sequence, error: action.failure), for: action.id)
+        let actions = await store.recentClientActions()
+        let limits = self.limits
+        traffic.withLock { traffic in
+            for action in actions {
+                traffic.remember(ActionOutcome(kind: action.failure == nil ? .applied : .failed, seq: action.sequence, error: action.failure),
+                                 for: action.id, keeping: limits.rememberedIds)
+            }
         }
     }
 
     // MARK: Props
 
-    /// Numbers the props the observer was handed and tells every live client, in order.
-    func numberPending() {
-        let texts = pending.withLock { $0.take() }
-        guard !texts.isEmpty else { return }
+    /// Numbers the props the observer was handed (on the store's thread) and tells every live client.
+    private nonisolated func number(_ text: String) {
         let last = journaled.withLock { $0 }
-        for text in texts {
-            if let current, current.props == text { continue }
-            let seq = max(last, (current?.seq ?? 0) + (current == nil ? 0 : 1))
-            current = (seq, text)
+        let kept = limits.keptChanges
+        traffic.withLock { traffic in
+            if let current = traffic.current, current.props == text { return }
+            let seq = max(last, traffic.current.map { $0.seq + 1 } ?? 0)
+            traffic.current = (seq, text)
             let message = "{\"seq\":\(seq),\"props\":\(text)}"
-            changes.append((seq, message))
-            if changes.count > limits.keptChanges { changes.removeFirst(changes.count - limits.keptChanges) }
-            for (id, client) in clients {
-                if case .dropped = client.yield(.message(message)) { // (fell behind: it reconnects with ?since=)
-                    client.yield(.end(.fellBehind))
-                    client.finish()
-                    clients[id] = nil
-                }
+            traffic.keep(seq, message, at: kept)
+            // (Under the lock: a client joining now hears this either in what it missed or here, once.)
+            for (id, client) in traffic.clients where !client.hear(message) { // (fell behind: it reconnects with ?since=)
+                client.end(.fellBehind)
+                traffic.clients[id] = nil
             }
         }
     }
 
-    /// The props now, as the live protocol's snapshot message.
-    func snapshotMessage() -> String {
-        guard let current else { return "{\"seq\":0,\"props\":null,\"snapshot\":true}" }
-        return "{\"seq\":\(current.seq),\"props\":\(current.props),\"snapshot\":true}"
-    }
-
-    func propsText() -> String? { current?.props }
+    nonisolated func propsText() -> String? { traffic.withLock { $0.current?.props } }
 
     func stateText() async throws(ServeFailure) -> String {
-        lastUsed = .now
+        traffic.withLock { $0.lastUsed = .now }
         do {
             return try LuaJSON.encode(try await store.state(), root: "state")
         } catch {
@@ -303,55 +282,49 @@ actor HostedStore {
         }
     }
 
-    /// A live client: what it missed since `since` (every change after it, or a snapshot when those are gone or
-    /// it gave none), then each change as it comes. Ends when the client ends (`leave`) or falls behind.
-    func join(since: UInt64?) -> (id: Int, first: [String], changes: AsyncStream<LiveEvent>) {
-        lastUsed = .now
-        // (One slot more than the changes kept: the last is the end's.)
-        let (stream, continuation) = AsyncStream.makeStream(of: LiveEvent.self, bufferingPolicy: .bufferingOldest(limits.keptChanges + 1))
-        let id = nextClient
-        nextClient += 1
-        clients[id] = continuation
-        var first: [String]
-        if let since, let current, since <= current.seq,
-           since == current.seq || changes.first.map({ $0.seq <= since + 1 }) == true {
-            first = changes.filter { $0.seq > since }.map(\.message)
-        } else {
-            first = [snapshotMessage()]
+    /// A live client: told what it missed since `since` (every change after it, or a snapshot when those are gone
+    /// or it gave none), then each change as it comes, until it leaves (`leave`) or falls behind. Its number.
+    nonisolated func join(since: UInt64?, _ client: any LiveClient) -> Int {
+        traffic.withLock { traffic in
+            traffic.lastUsed = .now
+            let id = traffic.nextClient
+            traffic.nextClient += 1
+            for message in traffic.missed(since: since) { _ = client.hear(message) }
+            if traffic.closed {
+                client.end(.goingAway)
+            } else {
+                traffic.clients[id] = client
+            }
+            return id
         }
-        if closed {
-            continuation.yield(.end(.goingAway))
-            continuation.finish()
-        }
-        return (id, first, stream)
     }
 
     /// Ends every live client, telling it why.
-    func endClients(_ reason: LiveEvent.End) {
-        for client in clients.values {
-            client.yield(.end(reason))
-            client.finish()
+    nonisolated func endClients(_ reason: LiveEnd) {
+        let clients = traffic.withLock { traffic in
+            defer { traffic.clients.removeAll() }
+            return Array(traffic.clients.values)
         }
-        clients.removeAll()
+        for client in clients { client.end(reason) }
     }
 
-    func leave(_ id: Int) {
-        clients.removeValue(forKey: id)?.finish()
-        lastUsed = .now
+    nonisolated func leave(_ id: Int) {
+        traffic.withLock { traffic in
+            traffic.clients[id] = nil
+            traffic.lastUsed = .now
+        }
     }
 
     // MARK: Life
 
     /// Whether nothing uses the store and nothing has for `idle`.
-    func isIdle(_ idle: Duration) -> Bool {
-        inFlight == 0 && clients.isEmpty && waitingForId.isEmpty && ContinuousClock.now - lastUsed >= idle
+    nonisolated func isIdle(_ idle: Duration) -> Bool {
+        traffic.withLock { $0.inFlight == 0 && $0.clients.isEmpty && $0.waitingForId.isEmpty && ContinuousClock.now - $0.lastUsed >= idle }
     }
-
-    var clientCount: Int { clients.count }
 
     /// Stops the store, writes what is queued and lets its file go; live clients are ended.
     func close() async -> PersistenceFailure? {
-        closed = true
+        traffic.withLock { $0.closed = true }
         endClients(.goingAway)
         if let devtools {
             self.devtools = nil
@@ -364,64 +337,86 @@ actor HostedStore {
     }
 }
 
-/// What the store's thread hands a hosted store, kept until the store's task takes it: `append` says whether a
-/// task must be started to take it (none is on its way), so a burst costs one task, not one per item.
-struct Handed<Item: Sendable>: Sendable {
-    private var items: [Item] = []
-    private var scheduled = false
+/// Where an action's outcome goes, told once.
+typealias Reply = @Sendable (ActionOutcome) -> Void
 
-    /// Keeps `item`; true when no task is on its way to take it.
-    mutating func append(_ item: Item) -> Bool {
-        items.append(item)
-        defer { scheduled = true }
-        return !scheduled
-    }
+/// What every action and every props change of a hosted store touch (`HostedStore`), under its lock.
+struct Traffic {
+    var answered: [String: ActionOutcome] = [:]
+    var answeredOrder: [String] = []
+    var answeredStart = 0
+    /// The ids in flight, with the replies of the same id sent again meanwhile.
+    var waitingForId: [String: [Reply]] = [:]
+    var inFlight = 0
+    var rate: TokenBucket
+    var lastUsed = ContinuousClock.now
+    var closed = false
+    /// The props now, numbered, as JSON text.
+    var current: (seq: UInt64, props: String)?
+    /// The latest props changes as live messages, oldest first, from `changesStart`.
+    var changes: [(seq: UInt64, message: String)] = []
+    var changesStart = 0
+    var clients: [Int: any LiveClient] = [:]
+    var nextClient = 0
 
-    mutating func take() -> [Item] {
-        scheduled = false
-        defer { items.removeAll(keepingCapacity: true) }
-        return items
-    }
-}
+    init(rate: TokenBucket) { self.rate = rate }
 
-/// An action the store resolved: what became of it, for `HostedStore.finish`.
-struct Resolved: Sendable {
-    let result: SendResult
-    let failedAt: UInt64
-    let id: String?
-    let pending: PendingOutcome
-}
-
-/// An action's outcome to come (`HostedStore.begin`): resolved once, awaited by one waiter.
-final class PendingOutcome: Sendable {
-    private let state: Protected<(outcome: ActionOutcome?, waiter: CheckedContinuation<ActionOutcome, Never>?)>
-
-    init(_ outcome: ActionOutcome? = nil) {
-        state = Protected((outcome, nil))
-    }
-
-    func resolve(_ outcome: ActionOutcome) {
-        let waiter = state.withLock { state in
-            defer { state = (outcome, nil) }
-            return state.waiter
-        }
-        waiter?.resume(returning: outcome)
-    }
-
-    /// Whether it is known already.
-    var isResolved: Bool { state.withLock { $0.outcome != nil } }
-
-    var outcome: ActionOutcome {
-        get async {
-            await withCheckedContinuation { continuation in
-                let known = state.withLock { state -> ActionOutcome? in
-                    if state.outcome == nil { state.waiter = continuation }
-                    return state.outcome
-                }
-                if let known { continuation.resume(returning: known) }
+    mutating func remember(_ outcome: ActionOutcome, for id: String, keeping limit: Int) {
+        guard outcome.kind != .refused else { return } // (refused: nothing happened; sending it again may work)
+        answered[id] = outcome
+        answeredOrder.append(id)
+        if answeredOrder.count - answeredStart > limit {
+            answered[answeredOrder[answeredStart]] = nil
+            answeredStart += 1
+            if answeredStart > 4_096 {
+                answeredOrder.removeFirst(answeredStart)
+                answeredStart = 0
             }
         }
     }
+
+    /// Keeps a change, at most `limit` of them (the oldest let go; the array is compacted now and then, not at
+    /// every change).
+    mutating func keep(_ seq: UInt64, _ message: String, at limit: Int) {
+        changes.append((seq, message))
+        if changes.count - changesStart > limit { changesStart += 1 }
+        if changesStart > max(64, limit) {
+            changes.removeFirst(changesStart)
+            changesStart = 0
+        }
+    }
+
+    /// What a client that saw `since` missed: every change after it when all are kept, else the snapshot.
+    func missed(since: UInt64?) -> [String] {
+        let kept = changes[changesStart...]
+        if let since, let current, since <= current.seq, since == current.seq || kept.first.map({ $0.seq <= since + 1 }) == true {
+            return kept.filter { $0.seq > since }.map(\.message)
+        }
+        return [snapshotMessage]
+    }
+
+    /// The props now, as the live protocol's snapshot message.
+    var snapshotMessage: String {
+        guard let current else { return "{\"seq\":0,\"props\":null,\"snapshot\":true}" }
+        return "{\"seq\":\(current.seq),\"props\":\(current.props),\"snapshot\":true}"
+    }
+}
+
+/// A live client of a hosted store, told each props change on the store's thread, under the store's lock (it
+/// must not block), until it is ended.
+protocol LiveClient: Sendable {
+    /// Takes `message`; false when the client fell behind (it is then ended).
+    func hear(_ message: String) -> Bool
+    /// Ends the client, telling it why.
+    func end(_ reason: LiveEnd)
+}
+
+/// Why the server ends a live client.
+enum LiveEnd: Sendable {
+    /// The server is shutting down, or the store closing: reconnect (with `?since=`).
+    case goingAway
+    /// More changes came than the client read: reconnect with `?since=` to catch up.
+    case fellBehind
 }
 
 /// Where one key's journal is kept: its SQLite file (`DATA/KEY.db`), or — with a cluster — PostgreSQL, under the
@@ -490,19 +485,6 @@ public enum Blocking {
             DispatchQueue.global().async { continuation.resume(returning: body()) }
         }
     }
-}
-
-/// What a live client's writer is handed: a message, or the end of the connection and why.
-enum LiveEvent: Sendable {
-    enum End: Sendable {
-        /// The server is shutting down, or the store closing: reconnect (with `?since=`).
-        case goingAway
-        /// More changes came than the client read: reconnect with `?since=` to catch up.
-        case fellBehind
-    }
-
-    case message(String)
-    case end(End)
 }
 
 /// A failure of the server's own (a store that cannot open, a bad request), in words for the client.

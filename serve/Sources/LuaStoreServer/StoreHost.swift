@@ -70,7 +70,7 @@ actor StoreHost {
     /// Hibernates every live store idle for `options.idle`.
     func sweep() async {
         for (key, slot) in slots {
-            guard case .live(let store) = slot, await store.isIdle(options.idle) else { continue }
+            guard case .live(let store) = slot, store.isIdle(options.idle) else { continue }
             guard case .live = slots[key] else { continue } // (changed while asking)
             hibernate(key, store)
         }
@@ -133,7 +133,7 @@ actor StoreHost {
     /// Ends every live client (the server is shutting down: they are told so and may reconnect elsewhere).
     func endLiveClients() async {
         for slot in slots.values {
-            if case .live(let store) = slot { await store.endClients(.goingAway) }
+            if case .live(let store) = slot { store.endClients(.goingAway) }
         }
     }
 

@@ -7,6 +7,7 @@ import LuaStoreCluster
 import LuaStoreConcurrency
 import Logging
 import NIOCore
+import NIOWebSocket
 import ServiceLifecycle
 
 /// `luastore serve`: one scripted store per key behind HTTP and a WebSocket per client (docs/serve.md).
@@ -37,7 +38,7 @@ public final class StoreServer: Sendable {
     public func run(host address: String, port: Int, started: @escaping @Sendable (String) -> Void = { _ in }) async throws {
         var logger = Logger(label: "luastore.serve")
         logger.logLevel = .error
-        let router = Router(context: BasicWebSocketRequestContext.self)
+        let router = Router(context: ServeRequestContext.self)
         if let web = options.web {
             // (Only what no route answers: a file under `web`, never a path out of it — `..` is refused.)
             router.middlewares.add(FileMiddleware(web.path, searchForIndexHtml: true, logger: logger))
@@ -75,7 +76,7 @@ public final class StoreServer: Sendable {
 
     // MARK: Routes
 
-    private func routes(_ router: Router<BasicWebSocketRequestContext>) {
+    private func routes(_ router: Router<ServeRequestContext>) {
         router.get("/health") { _, _ in Self.json(.ok, "{\"ok\":true}") }
         // (Counts of the whole server: with tokens, only a token granting read on every key sees them.)
         router.get("/metrics") { [self] request, _ in
@@ -103,7 +104,7 @@ public final class StoreServer: Sendable {
             let key = try self.key(context)
             try self.authorize(request.headers[.authorization], .read, key)
             let store = try await self.store(key, "props")
-            return Self.json(.ok, await store.propsText() ?? "null")
+            return Self.json(.ok, store.propsText() ?? "null")
         }
         router.get("/stores/{key}/state") { [self] request, context in
             let key = try self.key(context)
@@ -137,7 +138,7 @@ public final class StoreServer: Sendable {
         }
     }
 
-    private func key(_ context: BasicWebSocketRequestContext) throws -> String {
+    private func key(_ context: ServeRequestContext) throws -> String {
         let key = context.parameters.get("key") ?? ""
         if let problem = StoreKey.check(key) { throw HTTPError(.badRequest, message: "\(problem): \(key.debugDescription)") }
         return key
@@ -186,7 +187,7 @@ public final class StoreServer: Sendable {
     /// answered with its outcome. A refused token closes it with 4401 (none or not valid) or 4403 (not for this
     /// key), the reason in words.
     private func live(_ inbound: WebSocketInboundStream, _ outbound: WebSocketOutboundWriter,
-                      _ context: WebSocketRouterContext<BasicWebSocketRequestContext>) async throws {
+                      _ context: WebSocketRouterContext<ServeRequestContext>) async throws {
         let request = context.request
         let key = context.requestContext.parameters.get("key") ?? ""
         if let problem = StoreKey.check(key) {
@@ -236,69 +237,56 @@ public final class StoreServer: Sendable {
             try await outbound.close(.unexpectedServerError, reason: "\(error)")
             return
         }
-        let (client, first, changes) = await store.join(since: since)
+        // The handler that serves the live protocol on the channel's event loop (LiveConnection.swift), next to the
+        // frame decoder.
+        let channel = context.requestContext.channel
+        let settings = LiveChannelHandler.Settings(
+            key: key, window: options.limits.actionsInFlightPerConnection, messageBytes: options.limits.messageBytes,
+            actionsPerSecond: options.limits.actionsPerConnectionPerSecond, mayDispatch: grant.allows(.dispatch, on: key))
+        let metrics = self.metrics, keptChanges = options.limits.keptChanges
+        let connection: LiveConnection, marker: String
+        do {
+            (connection, marker) = try await channel.eventLoop.submit {
+                let handler = LiveChannelHandler(store: store, settings: settings)
+                let connection = LiveConnection(handler: handler, eventLoop: channel.eventLoop, metrics: metrics, keptChanges: keptChanges)
+                handler.attach(connection)
+                let decoder = try channel.pipeline.syncOperations.handler(type: ByteToMessageHandler<WebSocketFrameDecoder>.self)
+                try channel.pipeline.syncOperations.addHandler(handler, position: .after(decoder))
+                return (connection, handler.marker)
+            }.get()
+        } catch {
+            try await outbound.close(.unexpectedServerError, reason: "the live connection cannot start: \(error)")
+            return
+        }
+        let client = store.join(since: since, connection)
+        defer {
+            store.leave(client)
+            connection.finish()
+        }
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
-                for message in first { try await outbound.writeTextMessage(message) }
-                for await event in changes {
-                    switch event {
-                    case .message(let message):
-                        try await outbound.writeTextMessage(message)
-                    case .end(.goingAway):
-                        try await outbound.close(.goingAway, reason: "the server is shutting down; reconnect with ?since=SEQ")
-                    case .end(.fellBehind):
-                        try await outbound.close(.policyViolation, reason: "the client fell behind; reconnect with ?since=SEQ")
-                    }
+                for await close in connection.closes {
+                    try await outbound.close(close.code, reason: close.reason)
                 }
             }
-            // Replies, in the order the messages came: up to `actionsInFlightPerConnection` actions are in flight.
-            let window = InFlightWindow(options.limits.actionsInFlightPerConnection)
-            let (replies, replying) = AsyncStream<PendingReply>.makeStream()
-            let metrics = self.metrics
-            group.addTask {
-                var writing = true
-                for await reply in replies {
-                    let outcome = await reply.outcome.outcome
-                    if let started = reply.started { metrics.action(outcome, since: started) }
-                    if writing {
-                        do { try await outbound.writeTextMessage(outcome.json(id: reply.id)) } catch { writing = false }
-                    }
-                    window.release()
-                }
-            }
-            defer {
-                replying.finish()
-                group.cancelAll()
-            }
-            var bucket = TokenBucket(perSecond: options.limits.actionsPerConnectionPerSecond)
-            let mayDispatch = grant.allows(.dispatch, on: key)
+            // (What Hummingbird read before the handler was in place, then the marker; then only control frames.)
             for try await message in inbound.messages(maxSize: options.limits.messageBytes) {
                 guard case .text(let text) = message else {
                     try await outbound.close(.unacceptableData, reason: "the live protocol speaks JSON text")
                     break
                 }
+                if text == marker {
+                    connection.caughtUp()
+                    continue
+                }
                 guard text.utf8.count <= options.limits.messageBytes else { // (a message of several frames)
                     try await outbound.close(.messageTooLarge, reason: "a message has at most \(options.limits.messageBytes) bytes")
                     break
                 }
-                await window.acquire()
-                do throws(HTTPError) {
-                    let (id, action) = try Self.parseAction(text)
-                    if !mayDispatch {
-                        replying.yield(PendingReply(id: id, .refused("the token does not grant dispatch on key \(key)")))
-                    } else if !bucket.take() {
-                        replying.yield(PendingReply(id: id, .refused(
-                            "rate limit: a connection sends at most \(options.limits.actionsPerConnectionPerSecond) actions a second")))
-                    } else {
-                        let started = ContinuousClock.now
-                        replying.yield(PendingReply(id: id, outcome: await store.begin(action, id: id), started: started))
-                    }
-                } catch {
-                    replying.yield(PendingReply(id: Self.readableId(text), .refused(error.body ?? "not an action")))
-                }
+                connection.readEarly(text)
             }
+            group.cancelAll()
         }
-        await store.leave(client)
     }
 
     /// Relays a live connection to the node that holds its key (a browser does not follow a redirect on a
@@ -443,63 +431,15 @@ struct Sweeper: Service {
     }
 }
 
-/// A reply to come on a live connection: the action's id and its outcome (with when it was sent, when it was).
-struct PendingReply: Sendable {
-    let id: String?
-    let outcome: PendingOutcome
-    var started: ContinuousClock.Instant?
+/// A request's context, with the channel it came on (a live connection's handler is added to it).
+struct ServeRequestContext: RequestContext, WebSocketRequestContext {
+    var coreContext: CoreRequestContextStorage
+    let webSocket: WebSocketHandlerReference<Self>
+    let channel: any Channel
 
-    init(id: String?, outcome: PendingOutcome, started: ContinuousClock.Instant?) {
-        self.id = id
-        self.outcome = outcome
-        self.started = started
-    }
-
-    init(id: String?, _ answer: ActionOutcome) {
-        self.init(id: id, outcome: PendingOutcome(answer), started: nil)
-    }
-}
-
-/// How many of a connection's actions may be in flight: `acquire` waits while all are taken (a lock, not an
-/// actor: taking a free place costs no hop).
-final class InFlightWindow: Sendable {
-    private struct Places {
-        var free: Int
-        var waiting: [CheckedContinuation<Void, Never>] = []
-    }
-
-    private let places: Protected<Places>
-
-    init(_ size: Int) { places = Protected(Places(free: max(1, size))) }
-
-    func acquire() async {
-        let taken = places.withLock { places in
-            guard places.free > 0 else { return false }
-            places.free -= 1
-            return true
-        }
-        if taken { return }
-        await withCheckedContinuation { continuation in
-            let now = places.withLock { places in
-                guard places.free > 0 else {
-                    places.waiting.append(continuation)
-                    return false
-                }
-                places.free -= 1
-                return true
-            }
-            if now { continuation.resume() }
-        }
-    }
-
-    func release() {
-        let waiter = places.withLock { places -> CheckedContinuation<Void, Never>? in
-            guard !places.waiting.isEmpty else {
-                places.free += 1
-                return nil
-            }
-            return places.waiting.removeFirst()
-        }
-        waiter?.resume()
+    init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        webSocket = .init()
+        channel = source.channel
     }
 }

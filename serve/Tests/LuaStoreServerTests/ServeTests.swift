@@ -209,6 +209,53 @@ import Testing
         #expect(try await served.stop().status == 0)
     }
 
+    /// A client that sends at once, before it read anything — while the server is still opening the key's store —
+    /// and sends some messages in fragments with a ping between them: every action is reduced in the order sent,
+    /// the ping is answered, and a binary frame closes the connection (1003) with nothing else changed.
+    @Test func actionsSentBeforeTheSnapshotAndInFragmentsKeepTheirOrder() async throws {
+        let folder = try ServedApp.temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let served = try await ServedApp(app: counter, data: folder.appendingPathComponent("data"), ["--no-auth"])
+        let live = try await served.live("/stores/fresh/live")
+        let count = 40
+        try await offPool {
+            for n in 1...count {
+                let message = #"{"id":"f\#(n)","action":{"type":"increment"}}"#
+                if n % 7 == 0 {
+                    try live.sendText(message, inPieces: 3, between: live.ping("p\(n)"))
+                } else {
+                    try live.sendText(message)
+                }
+            }
+        }
+        var outcomes: [[String: Any]] = [], counts: [Int] = []
+        let deadline = ContinuousClock.now + .seconds(60)
+        while outcomes.count < count, ContinuousClock.now < deadline {
+            for message in try await live.read(1) {
+                if message["outcome"] != nil { outcomes.append(message) }
+                if let props = message["props"] as? [String: Any], let seen = props["count"] as? Int { counts.append(seen) }
+            }
+        }
+        #expect(outcomes.compactMap { $0["id"] as? String } == (1...count).map { "f\($0)" })
+        #expect(outcomes.allSatisfy { $0["outcome"] as? String == "applied" }, "\(outcomes.filter { $0["outcome"] as? String != "applied" })")
+        let sequences = outcomes.compactMap { $0["seq"] as? Int }
+        #expect(sequences.count == count && zip(sequences, sequences.dropFirst()).allSatisfy { $0 < $1 }, "\(sequences)")
+        #expect(counts.last == count && zip(counts, counts.dropFirst()).allSatisfy { $0 < $1 }, "\(counts)")
+        #expect(Set(live.pongs) == Set(stride(from: 7, through: count, by: 7).map { "p\($0)" }), "\(live.pongs)")
+
+        try await offPool { try live.send(opcode: 0x2, Array(#"{"type":"increment"}"#.utf8)) }
+        do {
+            _ = try await live.read(1)
+            Issue.record("a binary frame did not close the connection")
+        } catch {
+            #expect("\(error)".contains("closed 1003"), "\(error)")
+        }
+        live.close()
+        let props = try ServedApp.json(try await served.request("GET", "/stores/fresh/props").body)
+        #expect(props["count"] as? Int == count, "\(props)")
+        #expect(try await served.stop().status == 0)
+    }
+
     @Test func idleStoresHibernateAndResumeWithTheirStateAndAnsweredIds() async throws {
         let folder = try ServedApp.temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }

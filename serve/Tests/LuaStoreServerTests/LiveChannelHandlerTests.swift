@@ -1,0 +1,120 @@
+import Foundation
+@testable import LuaStoreServer
+import LuaStoreTestSupport
+import NIOCore
+import NIOEmbedded
+import NIOWebSocket
+import Testing
+
+/// The live protocol's handler in a channel of NIO's testing kind, on a real store: the order of a connection's
+/// actions across the moment the handler takes over from Hummingbird, and its window.
+@Suite struct LiveChannelHandlerTests {
+    static let notes = """
+        local app = {}
+        function app.init() return { seen = {} } end
+        function app.reduce(state, action)
+          if action.type == "note" then state.seen[#state.seen + 1] = action.n end
+        end
+        function app.props(state) return { count = #state.seen, last = state.seen[#state.seen] } end
+        return app
+        """
+
+    static func note(_ n: Int) -> String { #"{"id":"n\#(n)","action":{"type":"note","n":\#(n)}}"# }
+
+    static func frame(_ text: String, fin: Bool = true, opcode: WebSocketOpcode = .text) -> WebSocketFrame {
+        WebSocketFrame(fin: fin, opcode: opcode, data: ByteBuffer(string: text))
+    }
+
+    /// Messages Hummingbird read before the handler was added go in line first; the frames the handler reads
+    /// meanwhile wait for its marker to come back through Hummingbird, then follow — more of them than the window
+    /// holds, so some wait for answers too; a message in fragments with a ping between them is one action, the
+    /// ping passed on. Every answer comes in the order sent, and the store applied them in that order.
+    @Test func messagesReadBeforeTheHandlerGoFirstAndItsOwnFollowInOrder() async throws {
+        let app = try CLI.makeApp(Self.notes)
+        let data = try ServedApp.temporaryFolder()
+        defer {
+            try? FileManager.default.removeItem(at: app)
+            try? FileManager.default.removeItem(at: data)
+        }
+        let store = try await HostedStore.open(key: "k", options: ServerOptions(app: app, dataFolder: data), log: { _ in })
+        let channel = NIOAsyncTestingChannel()
+        let settings = LiveChannelHandler.Settings(key: "k", window: 4, messageBytes: 4096, actionsPerSecond: 1_000_000, mayDispatch: true)
+        let (connection, marker) = try await channel.eventLoop.submit {
+            let handler = LiveChannelHandler(store: store, settings: settings)
+            let connection = LiveConnection(handler: handler, eventLoop: channel.eventLoop, metrics: ServerMetrics(), keptChanges: 1024)
+            handler.attach(connection)
+            try channel.pipeline.syncOperations.addHandler(handler)
+            return (connection, handler.marker)
+        }.get()
+        let client = store.join(since: nil, connection)
+        // The marker went on to what follows the handler (Hummingbird), after what it had read.
+        let passed = try #require(try await channel.readInbound(as: WebSocketFrame.self))
+        #expect(String(buffer: passed.unmaskedData) == marker)
+
+        for n in 3...9 { try await channel.writeInbound(Self.frame(Self.note(n))) }
+        let tenth = Self.note(10)
+        let cut = tenth.index(tenth.startIndex, offsetBy: 12)
+        try await channel.writeInbound(Self.frame(String(tenth[..<cut]), fin: false))
+        try await channel.writeInbound(Self.frame("ping", opcode: .ping))
+        try await channel.writeInbound(Self.frame(String(tenth[cut...]), fin: true, opcode: .continuation))
+        let ping = try #require(try await channel.readInbound(as: WebSocketFrame.self))
+        #expect(ping.opcode == .ping)
+        connection.readEarly(Self.note(1))
+        connection.readEarly(Self.note(2))
+        connection.caughtUp()
+
+        var answers: [String] = [], counts: [Int] = []
+        while answers.count < 10 {
+            let frame = try await channel.waitForOutboundWrite(as: WebSocketFrame.self)
+            let message = try ServedApp.json(String(buffer: frame.unmaskedData))
+            if let id = message["id"] as? String {
+                #expect(message["outcome"] as? String == "applied", "\(message)")
+                answers.append(id)
+            } else if let props = message["props"] as? [String: Any], let count = props["count"] as? Int {
+                counts.append(count)
+            }
+        }
+        #expect(answers == (1...10).map { "n\($0)" })
+        let props = try ServedApp.json(try #require(store.propsText()))
+        #expect(props["count"] as? Int == 10 && props["last"] as? Int == 10, "\(props)")
+        store.leave(client)
+        connection.finish()
+        _ = await store.close()
+        _ = try? await channel.finish()
+    }
+
+    /// A binary frame, or a message over the size cap, asks the connection to close with the code that says why;
+    /// nothing of it reaches the store.
+    @Test func aBinaryFrameOrAnOversizedMessageClosesTheConnection() async throws {
+        let app = try CLI.makeApp(Self.notes)
+        let data = try ServedApp.temporaryFolder()
+        defer {
+            try? FileManager.default.removeItem(at: app)
+            try? FileManager.default.removeItem(at: data)
+        }
+        let store = try await HostedStore.open(key: "k", options: ServerOptions(app: app, dataFolder: data), log: { _ in })
+        for (frames, code) in [([Self.frame(Self.note(1), opcode: .binary)], WebSocketErrorCode.unacceptableData),
+                               ([Self.frame(String(repeating: " ", count: 60), fin: false),
+                                 Self.frame(String(repeating: " ", count: 60), fin: true, opcode: .continuation)], .messageTooLarge),
+                               ([Self.frame("{", opcode: .continuation)], .protocolError)] {
+            let channel = NIOAsyncTestingChannel()
+            let settings = LiveChannelHandler.Settings(key: "k", window: 4, messageBytes: 100, actionsPerSecond: 1_000_000, mayDispatch: true)
+            let connection = try await channel.eventLoop.submit {
+                let handler = LiveChannelHandler(store: store, settings: settings)
+                let connection = LiveConnection(handler: handler, eventLoop: channel.eventLoop, metrics: ServerMetrics(), keptChanges: 1024)
+                handler.attach(connection)
+                try channel.pipeline.syncOperations.addHandler(handler)
+                return connection
+            }.get()
+            connection.caughtUp()
+            for frame in frames { try await channel.writeInbound(frame) }
+            var closes = connection.closes.makeAsyncIterator()
+            let close = try #require(await closes.next())
+            #expect(close.code == code, "\(close)")
+            connection.finish()
+            _ = try? await channel.finish()
+        }
+        #expect(store.propsText().map { $0.contains("\"count\":0") } == true, "\(store.propsText() ?? "nil")")
+        _ = await store.close()
+    }
+}
