@@ -25,27 +25,34 @@ import Testing
         WebSocketFrame(fin: fin, opcode: opcode, data: ByteBuffer(string: text))
     }
 
-    /// Messages Hummingbird read before the handler was added go in line first; the frames the handler reads
-    /// meanwhile wait for its marker to come back through Hummingbird, then follow — more of them than the window
-    /// holds, so some wait for answers too; a message in fragments with a ping between them is one action, the
-    /// ping passed on. Every answer comes in the order sent, and the store applied them in that order.
-    @Test func messagesReadBeforeTheHandlerGoFirstAndItsOwnFollowInOrder() async throws {
-        let app = try CLI.makeApp(Self.notes)
+    /// A hosted store of `notes` on a data folder of its own; the app's and the data's folders.
+    static func store() async throws -> (HostedStore, [URL]) {
+        let app = try CLI.makeApp(notes)
         let data = try ServedApp.temporaryFolder()
-        defer {
-            try? FileManager.default.removeItem(at: app)
-            try? FileManager.default.removeItem(at: data)
-        }
-        let store = try await HostedStore.open(key: "k", options: ServerOptions(app: app, dataFolder: data), log: { _ in })
-        let channel = NIOAsyncTestingChannel()
-        let settings = LiveChannelHandler.Settings(key: "k", window: 4, messageBytes: 4096, actionsPerSecond: 1_000_000, mayDispatch: true)
-        let (connection, marker) = try await channel.eventLoop.submit {
+        return (try await HostedStore.open(key: "k", options: ServerOptions(app: app, dataFolder: data), log: { _ in }), [app, data])
+    }
+
+    /// A live handler (a window of 4) added to `channel`, on its event loop; its connection and its marker.
+    static func connect(_ store: HostedStore, _ channel: NIOAsyncTestingChannel, messageBytes: Int) async throws -> (LiveConnection, String) {
+        let settings = LiveChannelHandler.Settings(key: "k", window: 4, messageBytes: messageBytes, actionsPerSecond: 1_000_000, mayDispatch: true)
+        return try await channel.eventLoop.submit {
             let handler = LiveChannelHandler(store: store, settings: settings)
             let connection = LiveConnection(handler: handler, eventLoop: channel.eventLoop, metrics: ServerMetrics(), keptChanges: 1024)
             handler.attach(connection)
             try channel.pipeline.syncOperations.addHandler(handler)
             return (connection, handler.marker)
         }.get()
+    }
+
+    /// Messages Hummingbird read before the handler was added go in line first; the frames the handler reads
+    /// meanwhile wait for its marker to come back through Hummingbird, then follow — more of them than the window
+    /// holds, so some wait for answers too; a message in fragments with a ping between them is one action, the
+    /// ping passed on. Every answer comes in the order sent, and the store applied them in that order.
+    @Test func messagesReadBeforeTheHandlerGoFirstAndItsOwnFollowInOrder() async throws {
+        let (store, folders) = try await Self.store()
+        defer { for folder in folders { try? FileManager.default.removeItem(at: folder) } }
+        let channel = NIOAsyncTestingChannel()
+        let (connection, marker) = try await Self.connect(store, channel, messageBytes: 4096)
         let client = store.join(since: nil, connection)
         // The marker went on to what follows the handler (Hummingbird), after what it had read.
         let passed = try #require(try await channel.readInbound(as: WebSocketFrame.self))
@@ -86,26 +93,14 @@ import Testing
     /// A binary frame, or a message over the size cap, asks the connection to close with the code that says why;
     /// nothing of it reaches the store.
     @Test func aBinaryFrameOrAnOversizedMessageClosesTheConnection() async throws {
-        let app = try CLI.makeApp(Self.notes)
-        let data = try ServedApp.temporaryFolder()
-        defer {
-            try? FileManager.default.removeItem(at: app)
-            try? FileManager.default.removeItem(at: data)
-        }
-        let store = try await HostedStore.open(key: "k", options: ServerOptions(app: app, dataFolder: data), log: { _ in })
+        let (store, folders) = try await Self.store()
+        defer { for folder in folders { try? FileManager.default.removeItem(at: folder) } }
         for (frames, code) in [([Self.frame(Self.note(1), opcode: .binary)], WebSocketErrorCode.unacceptableData),
                                ([Self.frame(String(repeating: " ", count: 60), fin: false),
                                  Self.frame(String(repeating: " ", count: 60), fin: true, opcode: .continuation)], .messageTooLarge),
                                ([Self.frame("{", opcode: .continuation)], .protocolError)] {
             let channel = NIOAsyncTestingChannel()
-            let settings = LiveChannelHandler.Settings(key: "k", window: 4, messageBytes: 100, actionsPerSecond: 1_000_000, mayDispatch: true)
-            let connection = try await channel.eventLoop.submit {
-                let handler = LiveChannelHandler(store: store, settings: settings)
-                let connection = LiveConnection(handler: handler, eventLoop: channel.eventLoop, metrics: ServerMetrics(), keptChanges: 1024)
-                handler.attach(connection)
-                try channel.pipeline.syncOperations.addHandler(handler)
-                return connection
-            }.get()
+            let (connection, _) = try await Self.connect(store, channel, messageBytes: 100)
             connection.caughtUp()
             for frame in frames { try await channel.writeInbound(frame) }
             var closes = connection.closes.makeAsyncIterator()
