@@ -43,6 +43,9 @@ final class LiveConnection: LiveClient, Sendable {
         var scheduled = false
         /// Whether a close was asked for: nothing more is taken.
         var ended = false
+        /// Whether a write waited for the socket to drain: once a close was asked for too, what waits is dropped
+        /// (the close may be written first; nothing goes after it).
+        var stalled = false
     }
 
     let eventLoop: any EventLoop
@@ -151,14 +154,18 @@ final class LiveConnection: LiveClient, Sendable {
                 outbox.props = 0
                 outbox.answered = 0
                 outbox.scheduled = false
+                outbox.stalled = false
             }
-            return (outbox.messages, outbox.answered)
+            return (outbox.ended && outbox.stalled ? [] : outbox.messages, outbox.answered)
         }
     }
 
     /// Nothing is written now (the socket is full); a write is scheduled again when it drains.
     func postpone() {
-        outbox.withLock { $0.scheduled = false }
+        outbox.withLock { outbox in
+            outbox.scheduled = false
+            outbox.stalled = true
+        }
     }
 
     // MARK: From the connection's task

@@ -33,11 +33,12 @@ import Testing
     }
 
     /// A live handler (a window of 4) added to `channel`, on its event loop; its connection and its marker.
-    static func connect(_ store: HostedStore, _ channel: NIOAsyncTestingChannel, messageBytes: Int) async throws -> (LiveConnection, String) {
+    static func connect(_ store: HostedStore, _ channel: NIOAsyncTestingChannel, messageBytes: Int,
+                        keptChanges: Int = 1024) async throws -> (LiveConnection, String) {
         let settings = LiveChannelHandler.Settings(key: "k", window: 4, messageBytes: messageBytes, actionsPerSecond: 1_000_000, mayDispatch: true)
         return try await channel.eventLoop.submit {
             let handler = LiveChannelHandler(store: store, settings: settings)
-            let connection = LiveConnection(handler: handler, eventLoop: channel.eventLoop, metrics: ServerMetrics(), keptChanges: 1024)
+            let connection = LiveConnection(handler: handler, eventLoop: channel.eventLoop, metrics: ServerMetrics(), keptChanges: keptChanges)
             handler.attach(connection)
             try channel.pipeline.syncOperations.addHandler(handler)
             return (connection, handler.marker)
@@ -111,5 +112,33 @@ import Testing
         }
         #expect(store.propsText().map { $0.contains("\"count\":0") } == true, "\(store.propsText() ?? "nil")")
         _ = await store.close()
+    }
+
+    /// A client whose socket takes nothing more falls behind: once more props changes wait for it than a store
+    /// keeps for it, the connection is asked to close (1008), and what waited when the socket drains is dropped:
+    /// the close may be written first, and nothing goes after it.
+    @Test func aClientThatStopsReadingIsClosedOnceItFallsBehind() async throws {
+        let (store, folders) = try await Self.store()
+        defer { for folder in folders { try? FileManager.default.removeItem(at: folder) } }
+        let channel = NIOAsyncTestingChannel()
+        let (connection, _) = try await Self.connect(store, channel, messageBytes: 4096, keptChanges: 3)
+        connection.caughtUp()
+        channel.isWritable = false
+        let client = store.join(since: nil, connection)
+        for n in 1...5 {
+            #expect(await store.send(try StoreServer.parseAction(Self.note(n)).action, id: nil).kind == .applied)
+        }
+        var closes = connection.closes.makeAsyncIterator()
+        let close = try #require(await closes.next())
+        #expect(close.code == .policyViolation && close.reason.contains("fell behind"), "\(close)")
+        try await channel.eventLoop.submit {}.get() // (the writes asked for so far found the socket full)
+        channel.isWritable = true
+        try await channel.eventLoop.submit { channel.pipeline.fireChannelWritabilityChanged() }.get()
+        let written = try await channel.readOutbound(as: WebSocketFrame.self)
+        #expect(written == nil, "\(written.map { String(buffer: $0.unmaskedData) } ?? "")")
+        store.leave(client)
+        connection.finish()
+        _ = await store.close()
+        _ = try? await channel.finish()
     }
 }
