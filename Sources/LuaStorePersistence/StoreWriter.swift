@@ -19,7 +19,23 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
     private(set) var droppedLog: String?
     /// The open file whose `flock` keeps other processes out.
     private let lockDescriptor: Int32
-    private let writing = DispatchQueue(label: "luastore.persistence")
+    private let writing: DispatchQueue
+    /// Where the `batch` stores' writing runs: a few serial queues (one for every two cores), each store on one in
+    /// turn, so that a burst over many stores keeps a writer thread busy rather than waking one thread per store and
+    /// commit. (`full` stores write on queues of their own: their syncs wait on the disk side by side.)
+    private static let batchWriting = (1...max(1, ProcessInfo.processInfo.activeProcessorCount / 2)).map {
+        DispatchQueue(label: "luastore.persistence.batch-\($0)")
+    }
+    private static let nextBatchWriting = Protected(0)
+
+    private static func writingQueue(for durability: Durability) -> DispatchQueue {
+        guard durability == .batch else { return DispatchQueue(label: "luastore.persistence") }
+        let turn = nextBatchWriting.withLock { turn in
+            defer { turn = (turn + 1) % batchWriting.count }
+            return turn
+        }
+        return DispatchQueue(label: "luastore.persistence", target: batchWriting[turn])
+    }
 
     /// The write-ahead log's bound, in pages (16 MiB at the 4 KiB pages of a new store): only a burst that
     /// writes this much without a pause checkpoints in the middle of it (SQLite's own automatic checkpoint).
@@ -44,6 +60,7 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
         self.path = path
         self.app = app
         self.durability = durability
+        writing = Self.writingQueue(for: durability)
         journal = JournalQueue(path: path)
         lockDescriptor = try Self.lock(path)
         let kind: StoreFile.Kind
