@@ -84,6 +84,33 @@ import Testing
         #expect(try await store.state()["count"] == LuaValue(expected))
     }
 
+    /// A submitted action keeps its place among the dispatches around it (from one thread): what was dispatched
+    /// before it is reduced before it, what was dispatched after it, after — and, in a store that journals nothing
+    /// else, each submitted action is answered with its own entry, what it changed included.
+    @Test func submittedActionsKeepTheirPlaceAmongDispatches() async throws {
+        let folder = try AppFolder(["app.lua": Self.app])
+        defer { folder.remove() }
+        let store = try await ScriptedStore(app: folder.url, options: Recorder().options)
+        defer { store.shutdown() }
+        let answers = Protected<[Int: SendResult]>([:])
+        for round in 0..<60 {
+            store.dispatch(["type": "add", "by": LuaValue(3 * round + 1)])
+            let by = 3 * round + 2
+            store.submit(["type": "add", "by": LuaValue(by)]) { result in answers.withLock { $0[by] = result } }
+            store.dispatch(["type": "add", "by": LuaValue(3 * round + 3)])
+        }
+        await store.barrier() // (every submitted action is answered on the store's thread before this turn)
+        let state = try await store.state()
+        #expect(state["items"] == .table(LuaTable(array: (1...180).map { LuaValue($0) })), "reduced in the order put in line")
+        let answered = answers.withLock { $0 }
+        #expect(answered.count == 60)
+        for (by, result) in answered {
+            let entry = try #require(result.entry, "\(by): \(result)")
+            #expect(entry.changes.map(\.path) == [["count"], ["items", LuaKey.integer(Int64(by))]], "\(by)")
+            #expect(entry.changes.last?.value == LuaValue(by), "\(by)")
+        }
+    }
+
     /// While the store stands at a past entry a sent action is held; once the store stopped, it is dropped.
     @Test func heldAndDropped() async throws {
         let folder = try AppFolder(["app.lua": Self.app])

@@ -1,4 +1,5 @@
 import LuaKit
+import Synchronization
 
 /// Who hears a scripted store's journal: the `journal` closure, the session recorder, a durable store's recorder,
 /// the journal streams, and the sends waiting for their actions' entries. (The history, which keeps entries of its
@@ -11,8 +12,9 @@ struct JournalListeners {
     /// Keeps the state across launches (`ScriptedStoreOptions.persistence`): hears the journal as the recorder
     /// does, and gets a snapshot every `snapshotInterval` entries (`ScriptEngine+Persistence.swift`).
     var persistence: (any StatePersistence)?
-    /// How many actions `ScriptedStore.send` dispatched are not yet reduced (their entries are wanted).
-    var sendsWaiting = 0
+    /// The actions `ScriptedStore.send` and `submit` put in line that are not yet answered (their entries are
+    /// wanted). Counted from any thread; read here.
+    var sends = WaitingSends()
     /// The last entry made while a send waited (what `send` returns for its action, read right after it was reduced).
     private(set) var lastEntry: JournalEntry?
     private var streams: [Int: AsyncStream<JournalEntry>.Continuation] = [:]
@@ -22,7 +24,7 @@ struct JournalListeners {
     var listening: Bool { recorder != nil || persistence != nil || wantsEntries }
 
     /// Whether anyone takes entries one by one (the recorders take a run whole).
-    var wantsEntries: Bool { journal != nil || !streams.isEmpty || sendsWaiting > 0 }
+    var wantsEntries: Bool { journal != nil || !streams.isEmpty || sends.any }
 
     /// Adds a stream (`ScriptedStore.journalEntries`); its ID, to remove it.
     mutating func addStream(_ continuation: AsyncStream<JournalEntry>.Continuation) -> Int {
@@ -39,10 +41,28 @@ struct JournalListeners {
             recorder?.append(entry)
             persistence?.recorder.append(entry)
         }
-        if sendsWaiting > 0 { lastEntry = entry }
+        if sends.any { lastEntry = entry }
         journal?(entry)
         for continuation in streams.values { continuation.yield(entry) }
     }
+}
+
+/// How many actions sent (`ScriptedStore.send`, `submit`) are not yet answered: counted up on the sender's thread
+/// before its action is put in line — the store's thread, which takes the action after that, sees the count — and
+/// down on the store's thread once it is answered. While any waits, each action's entry is made and kept
+/// (`JournalListeners.lastEntry`); the engine looks at the count before it reduces an action on its own
+/// (`ScriptEngine.reduce(_:source:timed:)`), so a send needs no turn of the store's thread of its own.
+final class WaitingSends: Sendable {
+    private let count = Atomic<Int>(0)
+
+    /// An action is about to be sent.
+    func begin() { count.add(1, ordering: .relaxed) }
+
+    /// A sent action was answered.
+    func end() { count.subtract(1, ordering: .relaxed) }
+
+    /// Whether any sent action is not yet answered.
+    var any: Bool { count.load(ordering: .relaxed) > 0 }
 }
 
 /// The child stores' modules, by the ID their store knows them by. On the engine's thread.

@@ -288,6 +288,7 @@ final class ScriptEngine {
             scheduled = next.scheduled
         }
         defer { clock.took(1, scheduled: scheduled) }
+        updateCollecting() // (a send waiting since the last action wants this one's entry: `WaitingSends`)
         try refuseWithoutPersistence()
         if let failure = undeclared(action, source: source) { throw failure }
         guard journal.collecting else {

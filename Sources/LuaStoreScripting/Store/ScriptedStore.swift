@@ -105,6 +105,8 @@ public final class ScriptedStore: Sendable {
     public let thread: LuaThread
     let engine: ScriptEngine
     let root: RootStore<ScriptReducer>
+    /// The sends not yet answered (`submit`), which the engine's journal looks at.
+    let sends: WaitingSends
     let options: ScriptedStoreOptions
     let watcher = Protected<Watching?>(nil)
 
@@ -148,6 +150,8 @@ public final class ScriptedStore: Sendable {
         let report = options.failures
         let limits = manifest?.capped(options.limits) ?? options.limits
         let clock = try Self.clock(options)
+        let sends = WaitingSends()
+        self.sends = sends
         let engine = try await thread.perform { () throws(ScriptFailure) -> ScriptEngine in
             let mounts = Mounts(list: manifest?.mounts ?? [], openBundle: options.openBundle,
                                 hostName: manifest?.name ?? folder.lastPathComponent)
@@ -160,6 +164,7 @@ public final class ScriptedStore: Sendable {
             engine.changeListeners { listeners in
                 listeners.journal = options.journal
                 listeners.recorder = options.recorder
+                listeners.sends = sends
             }
             engine.journal.clientActions.capacity = options.rememberedClientActions
             if let persistence = options.persistence { try engine.startPersisting(persistence) }
@@ -309,31 +314,33 @@ public final class ScriptedStore: Sendable {
     }
 
     package func submit(_ action: LuaValue, at time: Int64?, id: String?, completion: @escaping @Sendable (SendResult) -> Void) {
-        thread.async { [engine, root, thread] in
-            if let time { engine.clock.schedule?.add(CollectionOfOne(time)) }
-            engine.changeListeners { $0.sendsWaiting += 1 }
-            let result = Protected<SendResult?>(nil)
-            let ticket = ActionTicket<ScriptEffect>(source: id.map { .client(id: $0) }, onReduced: { outcome in
-                // (On the store's thread, right after the reducer: the entry just made is this action's.)
-                switch outcome {
-                case .applied where engine.journal.history.traveling:
-                    result.withLock { $0 = .held }
-                case .applied:
-                    result.withLock { $0 = engine.journal.listeners.lastEntry.map(SendResult.applied) }
-                case .failed(let error, let index):
-                    let failure = (error as? ScriptFailure) ?? ScriptFailure(
-                        stage: .reduce, error: (error as? LuaError) ?? LuaError(.runtime, "\(error)"), action: action)
-                    result.withLock { $0 = .failed(ScriptFailure(stage: failure.stage, error: failure.error, action: action,
-                                                                 dispatchIndex: index)) }
-                case .dropped:
-                    break
-                }
-            }, onResolved: { _ in
-                thread.async { engine.changeListeners { $0.sendsWaiting -= 1 } }
-                completion(result.withLock { $0 } ?? .dropped)
-            })
-            root.dispatch(action, ticket: ticket)
-        }
+        // (No turn of the store's thread before the action is in line: it goes into the inbox from here, as a
+        // dispatch does, so it keeps its place among them; the count of sends waiting is seen by the store's thread
+        // before it reduces the action.)
+        if let time { engine.clock.schedule?.add(CollectionOfOne(time)) }
+        let engine = self.engine, sends = self.sends
+        sends.begin()
+        let result = Protected<SendResult?>(nil)
+        let ticket = ActionTicket<ScriptEffect>(source: id.map { .client(id: $0) }, onReduced: { outcome in
+            // (On the store's thread, right after the reducer: the entry just made is this action's.)
+            switch outcome {
+            case .applied where engine.journal.history.traveling:
+                result.withLock { $0 = .held }
+            case .applied:
+                result.withLock { $0 = engine.journal.listeners.lastEntry.map(SendResult.applied) }
+            case .failed(let error, let index):
+                let failure = (error as? ScriptFailure) ?? ScriptFailure(
+                    stage: .reduce, error: (error as? LuaError) ?? LuaError(.runtime, "\(error)"), action: action)
+                result.withLock { $0 = .failed(ScriptFailure(stage: failure.stage, error: failure.error, action: action,
+                                                             dispatchIndex: index)) }
+            case .dropped:
+                break
+            }
+        }, onResolved: { _ in
+            sends.end()
+            completion(result.withLock { $0 } ?? .dropped)
+        })
+        root.dispatch(action, ticket: ticket)
     }
 
     /// The latest actions sent with an id (`send(_:id:)`), oldest first, at most `rememberedClientActions`: what

@@ -5,6 +5,7 @@ import LuaStoreConcurrency
 import LuaStoreDevtools
 import LuaStorePersistence
 import LuaStoreScripting
+import NIOCore
 
 /// What became of one action sent to a key, as the server answers it (`outcome` of the live protocol).
 public struct ActionOutcome: Sendable, Equatable {
@@ -25,15 +26,18 @@ public struct ActionOutcome: Sendable, Equatable {
 
     public static func refused(_ why: String) -> ActionOutcome { ActionOutcome(kind: .refused, seq: nil, error: why) }
 
-    /// The outcome as the live protocol's JSON object: `{"id":…,"seq":N,"outcome":"applied"}`.
+    /// The outcome as the live protocol's JSON object: `{"id":…,"seq":N,"outcome":"applied"}`. (Written in one
+    /// string as it goes: every action's answer is one.)
     public func json(id: String?) -> String {
-        var fields: [String] = []
-        if let id { fields.append("\"id\":\(Wire.quote(id))") }
-        if let seq { fields.append("\"seq\":\(seq)") }
-        fields.append("\"outcome\":\"\(kind.rawValue)\"")
-        if let error { fields.append("\"error\":\(Wire.quote(error))") }
-        if repeated { fields.append("\"repeated\":true") }
-        return "{" + fields.joined(separator: ",") + "}"
+        var json = JSONWriter()
+        json.object { json in
+            if let id { json.field("id", id) }
+            if let seq { json.field("seq", seq) }
+            json.field("outcome", kind.rawValue)
+            if let error { json.field("error", error) }
+            if repeated { json.field("repeated", true) }
+        }
+        return json.text
     }
 }
 
@@ -343,8 +347,8 @@ typealias Reply = @Sendable (ActionOutcome) -> Void
 /// What every action and every props change of a hosted store touch (`HostedStore`), under its lock.
 struct Traffic {
     var answered: [String: ActionOutcome] = [:]
-    var answeredOrder: [String] = []
-    var answeredStart = 0
+    /// The ids `answered` holds, oldest first.
+    var answeredOrder = CircularBuffer<String>()
     /// The ids in flight, with the replies of the same id sent again meanwhile.
     var waitingForId: [String: [Reply]] = [:]
     var inFlight = 0
@@ -353,9 +357,8 @@ struct Traffic {
     var closed = false
     /// The props now, numbered, as JSON text.
     var current: (seq: UInt64, props: String)?
-    /// The latest props changes as live messages, oldest first, from `changesStart`.
-    var changes: [(seq: UInt64, message: String)] = []
-    var changesStart = 0
+    /// The latest props changes as live messages, oldest first.
+    var changes = CircularBuffer<(seq: UInt64, message: String)>()
     var clients: [Int: any LiveClient] = [:]
     var nextClient = 0
 
@@ -365,32 +368,19 @@ struct Traffic {
         guard outcome.kind != .refused else { return } // (refused: nothing happened; sending it again may work)
         answered[id] = outcome
         answeredOrder.append(id)
-        if answeredOrder.count - answeredStart > limit {
-            answered[answeredOrder[answeredStart]] = nil
-            answeredStart += 1
-            if answeredStart > 4_096 {
-                answeredOrder.removeFirst(answeredStart)
-                answeredStart = 0
-            }
-        }
+        if answeredOrder.count > limit { answered[answeredOrder.removeFirst()] = nil }
     }
 
-    /// Keeps a change, at most `limit` of them (the oldest let go; the array is compacted now and then, not at
-    /// every change).
+    /// Keeps a change, at most `limit` of them (the oldest let go).
     mutating func keep(_ seq: UInt64, _ message: String, at limit: Int) {
         changes.append((seq, message))
-        if changes.count - changesStart > limit { changesStart += 1 }
-        if changesStart > max(64, limit) {
-            changes.removeFirst(changesStart)
-            changesStart = 0
-        }
+        if changes.count > limit { changes.removeFirst() }
     }
 
     /// What a client that saw `since` missed: every change after it when all are kept, else the snapshot.
     func missed(since: UInt64?) -> [String] {
-        let kept = changes[changesStart...]
-        if let since, let current, since <= current.seq, since == current.seq || kept.first.map({ $0.seq <= since + 1 }) == true {
-            return kept.filter { $0.seq > since }.map(\.message)
+        if let since, let current, since <= current.seq, since == current.seq || changes.first.map({ $0.seq <= since + 1 }) == true {
+            return changes.filter { $0.seq > since }.map(\.message)
         }
         return [snapshotMessage]
     }
@@ -519,12 +509,5 @@ struct TokenBucket: Sendable {
         guard tokens >= 1 else { return false }
         tokens -= 1
         return true
-    }
-}
-
-/// JSON text pieces of the live protocol.
-enum Wire {
-    static func quote(_ text: String) -> String {
-        (try? LuaJSON.encode(.string(text), root: "text")) ?? "\"\""
     }
 }

@@ -33,9 +33,8 @@ final class LiveConnection: LiveClient, Sendable {
         var messages: [String] = []
         /// How many of them are props changes (a client more than `keptChanges` behind is ended).
         var props = 0
-        /// Replies to come, from `slotsStart`; `firstSlot` numbers the first.
-        var slots: [Slot] = []
-        var slotsStart = 0
+        /// Replies to come, in order; `firstSlot` numbers the first.
+        var slots = CircularBuffer<Slot>(initialCapacity: 16)
         var firstSlot: UInt64 = 0
         /// Replies moved to `messages` since the handler last took them: places free in the window.
         var answered = 0
@@ -103,22 +102,16 @@ final class LiveConnection: LiveClient, Sendable {
     func answer(_ number: UInt64, _ outcome: ActionOutcome) {
         var timed: [(ActionOutcome, ContinuousClock.Instant)] = []
         let schedule = outbox.withLock { outbox -> Bool in
-            let index = outbox.slotsStart + Int(number - outbox.firstSlot)
-            guard index >= outbox.slotsStart, index < outbox.slots.count else { return false }
-            outbox.slots[index].outcome = outcome
+            guard number >= outbox.firstSlot, number - outbox.firstSlot < UInt64(outbox.slots.count) else { return false }
+            outbox.slots[offset: Int(number - outbox.firstSlot)].outcome = outcome
             var moved = false
-            while outbox.slotsStart < outbox.slots.count, let done = outbox.slots[outbox.slotsStart].outcome {
-                let slot = outbox.slots[outbox.slotsStart]
+            while let slot = outbox.slots.first, let done = slot.outcome {
+                outbox.slots.removeFirst()
                 if let started = slot.started { timed.append((done, started)) }
                 if !outbox.ended { outbox.messages.append(done.json(id: slot.id)) }
-                outbox.slotsStart += 1
                 outbox.firstSlot += 1
                 outbox.answered += 1
                 moved = true
-            }
-            if outbox.slotsStart > 64, outbox.slotsStart * 2 > outbox.slots.count {
-                outbox.slots.removeFirst(outbox.slotsStart)
-                outbox.slotsStart = 0
             }
             return moved && Self.schedule(&outbox)
         }
@@ -142,7 +135,7 @@ final class LiveConnection: LiveClient, Sendable {
     func open(id: String?, started: ContinuousClock.Instant?) -> UInt64 {
         outbox.withLock { outbox in
             outbox.slots.append(Slot(id: id, started: started))
-            return outbox.firstSlot + UInt64(outbox.slots.count - outbox.slotsStart - 1)
+            return outbox.firstSlot + UInt64(outbox.slots.count - 1)
         }
     }
 

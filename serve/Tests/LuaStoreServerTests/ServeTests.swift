@@ -90,20 +90,10 @@ import Testing
         let live = try await served.live("/stores/k/live")
         _ = try await live.read(1)
         try await live.send(#"{"id":"big","action":{"type":"increment","pad":""# + String(repeating: "x", count: 400) + #""}}"#)
-        do {
-            _ = try await live.read(1)
-            Issue.record("a message over the limit was answered")
-        } catch {
-            #expect("\(error)".contains("closed 1009"), "\(error)")
-        }
+        await live.expectClose(1009, otherwise: "a message over the limit was answered")
         live.close()
         let badSince = try await served.live("/stores/k/live?since=abc")
-        do {
-            _ = try await badSince.read(1)
-            Issue.record("a since that is not a number was taken")
-        } catch {
-            #expect("\(error)".contains("closed 4400") && "\(error)".contains("since is a sequence number"), "\(error)")
-        }
+        await badSince.expectClose(4400, saying: "since is a sequence number", otherwise: "a since that is not a number was taken")
         badSince.close()
         #expect(try ServedApp.json(try await served.request("GET", "/stores/k/props").body)["count"] as? Int == 0)
         #expect(try await served.stop().status == 0)
@@ -146,12 +136,7 @@ import Testing
         live.close()
         // Shutting down, the server closes the connections still open (1000, or 1001 "going away").
         async let ended = served.stop()
-        do {
-            _ = try await again.read(1)
-            Issue.record("a live client was not told the server went away")
-        } catch {
-            #expect("\(error)".contains("closed 1000") || "\(error)".contains("closed 1001"), "\(error)")
-        }
+        await again.expectClose(1000, 1001, otherwise: "a live client was not told the server went away")
         again.close()
         #expect(try await ended.status == 0)
     }
@@ -244,12 +229,7 @@ import Testing
         #expect(Set(live.pongs) == Set(stride(from: 7, through: count, by: 7).map { "p\($0)" }), "\(live.pongs)")
 
         try await offPool { try live.send(opcode: 0x2, Array(#"{"type":"increment"}"#.utf8)) }
-        do {
-            _ = try await live.read(1)
-            Issue.record("a binary frame did not close the connection")
-        } catch {
-            #expect("\(error)".contains("closed 1003"), "\(error)")
-        }
+        await live.expectClose(1003, otherwise: "a binary frame did not close the connection")
         live.close()
         let props = try ServedApp.json(try await served.request("GET", "/stores/fresh/props").body)
         #expect(props["count"] as? Int == count, "\(props)")
@@ -311,12 +291,7 @@ import Testing
 
         // A WebSocket without a token is closed with 4401, with one that may not dispatch answered "refused".
         let anonymous = try await served.live("/stores/doc-1/live")
-        do {
-            _ = try await anonymous.read(1)
-            Issue.record("a live connection without a token was served")
-        } catch {
-            #expect("\(error)".contains("closed 4401"), "\(error)")
-        }
+        await anonymous.expectClose(4401, otherwise: "a live connection without a token was served")
         anonymous.close()
         let watcher = try await served.live("/stores/doc-1/live", token: readToken)
         _ = try await watcher.read(1)

@@ -102,6 +102,20 @@ extension RawWebSocket {
         return try texts.map(ServedApp.json)
     }
 
+    /// Expects the server to close the connection before its next message, with one of `codes` (and `words` in
+    /// its reason, when given); `otherwise` is recorded if a message came instead.
+    func expectClose(_ codes: Int..., saying words: String? = nil, otherwise: Comment,
+                     sourceLocation: SourceLocation = #_sourceLocation) async {
+        do {
+            _ = try await read(1)
+            Issue.record(otherwise, sourceLocation: sourceLocation)
+        } catch {
+            let text = "\(error)"
+            #expect(codes.contains { text.contains("closed \($0)") } && words.map(text.contains) ?? true, "\(text)",
+                    sourceLocation: sourceLocation)
+        }
+    }
+
     func send(_ text: String) async throws {
         try await offPool { [self] in try self.sendText(text) }
     }
