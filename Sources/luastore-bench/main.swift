@@ -53,7 +53,7 @@ var rows: [Scenario] = []
 let groups: [(String, () async throws -> [Scenario])] = [
     ("counter", scenarios.counter), ("init", scenarios.startUp), ("state_size", scenarios.stateSize), ("fanout", scenarios.fanout),
     ("reload", scenarios.reload), ("memory", scenarios.memoryAndLatency), ("strings", scenarios.strings),
-    ("strings_scripts", scenarios.stringScripts), ("record", scenarios.journal), ("persist", scenarios.persistence),
+    ("strings_scripts", scenarios.stringScripts), ("record", scenarios.journal), ("persist", scenarios.persistence), ("send", scenarios.send),
     ("plugins", scenarios.plugins), ("mounted", scenarios.mountedDispatch), ("stores", scenarios.manyStores),
     ("cli", scenarios.cli), ("inputs", scenarios.inputs),
     ("devtools", scenarios.devtools), ("serve", scenarios.serve), ("cluster", scenarios.cluster),
