@@ -137,11 +137,13 @@ let package = Package(
             name: "luastore-bench",
             dependencies: [
                 "LuaKit", "LuaStoreCore", "LuaStoreScripting", "LuaStoreDevtools", "LuaStorePersistence", "LuaStoreBundles",
-                "RawHTTPClient", "LocalPostgres",
+                "RawHTTPClient", "LocalPostgres", "CSocketWait",
             ],
             swiftSettings: strict,
             plugins: ["EmbedLua"]
         ),
+        // epoll for the bench's load generator (Swift's Glibc module does not declare it).
+        .target(name: "CSocketWait"),
         .target(
             name: "LuaStoreCore",
             dependencies: ["LuaStoreConcurrency", .product(name: "Logging", package: "swift-log")],

@@ -32,6 +32,9 @@ public final class StoreDatabase: StatePersistence, Sendable {
     public static let formatVersion: Int64 = 1
     /// How many entries make a snapshot due, by default.
     public static let defaultSnapshotInterval: UInt64 = 10_000
+    /// How many pages the write-ahead log holds before a burst is checkpointed in its middle, by default: 4,096
+    /// (16 MiB at the 4 KiB pages of a new store).
+    public static let defaultLogLimitPages = 4_096
 
     /// The SQLite file's path, as given.
     public let path: String
@@ -49,13 +52,21 @@ public final class StoreDatabase: StatePersistence, Sendable {
     /// of this or another app starts over, empty (a file that is not a store is still refused). A log a crash left
     /// damaged, with committed transactions past the damage, is refused unless `recover` (then what comes before
     /// the damage is kept, and `recovered` says what was dropped).
+    ///
+    /// `logLimitPages` bounds the write-ahead log: a burst that writes more without a pause is checkpointed in its
+    /// middle (else the log is copied into the file in the first pause). A large log keeps a long burst from
+    /// waiting on checkpoints; a small one is written over in place sooner — writing into new space of a file
+    /// costs the system more than writing over pages it holds — and keeps many open stores' logs small (`serve`
+    /// gives each store 256 pages, 1 MiB).
     public init(path: String, app: String, durability: Durability = .batch,
-                snapshotInterval: UInt64 = StoreDatabase.defaultSnapshotInterval, reset: Bool = false,
+                snapshotInterval: UInt64 = StoreDatabase.defaultSnapshotInterval,
+                logLimitPages: Int = StoreDatabase.defaultLogLimitPages, reset: Bool = false,
                 recover: Bool = false) throws(PersistenceFailure) {
         self.path = path
         self.durability = durability
         self.snapshotInterval = max(1, snapshotInterval)
-        let writer = try StoreWriter(path: path, app: app, durability: durability, reset: reset, recover: recover)
+        let writer = try StoreWriter(path: path, app: app, durability: durability, logLimitPages: logLimitPages, reset: reset,
+                                     recover: recover)
         recovered = writer.droppedLog
         self.writer = writer
         resumed = try writer.resume()

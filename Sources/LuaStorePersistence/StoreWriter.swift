@@ -14,32 +14,30 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
     let path: String
     private let app: String
     private let durability: Durability
+    /// The write-ahead log's bound, in pages: only a burst that writes this much without a pause checkpoints in the
+    /// middle of it (SQLite's own automatic checkpoint).
+    private let logLimitPages: Int
     private let queue: DatabaseQueue
     /// What opening the file dropped of a damaged log (`recover`), in words.
     private(set) var droppedLog: String?
     /// The open file whose `flock` keeps other processes out.
     private let lockDescriptor: Int32
     private let writing: DispatchQueue
-    /// Where the `batch` stores' writing runs: a few serial queues (one for every two cores), each store on one in
-    /// turn, so that a burst over many stores keeps a writer thread busy rather than waking one thread per store and
-    /// commit. (`full` stores write on queues of their own: their syncs wait on the disk side by side.)
-    private static let batchWriting = (1...max(1, ProcessInfo.processInfo.activeProcessorCount / 2)).map {
-        DispatchQueue(label: "luastore.persistence.batch-\($0)")
-    }
-    private static let nextBatchWriting = Protected(0)
+    /// The shared writer a `batch` store commits on (nil: a `full` store, which writes on a queue of its own: its
+    /// syncs wait on the disk side by side with other stores').
+    private let lane: BatchLane?
+    /// The writers the `batch` stores share: one for every two cores, each store on one in turn.
+    private static let lanes = (1...max(1, ProcessInfo.processInfo.activeProcessorCount / 2)).map(BatchLane.init)
+    private static let nextLane = Protected(0)
 
-    private static func writingQueue(for durability: Durability) -> DispatchQueue {
-        guard durability == .batch else { return DispatchQueue(label: "luastore.persistence") }
-        let turn = nextBatchWriting.withLock { turn in
-            defer { turn = (turn + 1) % batchWriting.count }
+    private static func lane(for durability: Durability) -> BatchLane? {
+        guard durability == .batch else { return nil }
+        return lanes[nextLane.withLock { turn in
+            defer { turn = (turn + 1) % lanes.count }
             return turn
-        }
-        return DispatchQueue(label: "luastore.persistence", target: batchWriting[turn])
+        }]
     }
 
-    /// The write-ahead log's bound, in pages (16 MiB at the 4 KiB pages of a new store): only a burst that
-    /// writes this much without a pause checkpoints in the middle of it (SQLite's own automatic checkpoint).
-    static let walLimitPages = 4_096
     /// What makes a checkpoint worth a pause in the work: at least this many bytes committed since the last.
     static let checkpointBytes = 1 << 20
     /// How long the writer must have had nothing to do before it checkpoints.
@@ -56,11 +54,14 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
     }
     private let checkpoints = Protected(Checkpoints())
 
-    init(path: String, app: String, durability: Durability, reset: Bool, recover: Bool = false) throws(PersistenceFailure) {
+    init(path: String, app: String, durability: Durability, logLimitPages: Int = StoreDatabase.defaultLogLimitPages, reset: Bool,
+         recover: Bool = false) throws(PersistenceFailure) {
         self.path = path
         self.app = app
         self.durability = durability
-        writing = Self.writingQueue(for: durability)
+        self.logLimitPages = max(1, logLimitPages)
+        lane = Self.lane(for: durability)
+        writing = lane.map { DispatchQueue(label: "luastore.persistence", target: $0.queue) } ?? DispatchQueue(label: "luastore.persistence")
         journal = JournalQueue(path: path)
         lockDescriptor = try Self.lock(path)
         let kind: StoreFile.Kind
@@ -73,6 +74,9 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
             if kind != .new { try Self.probe(path, app: app, reset: reset) }
             var configuration = Configuration()
             configuration.label = "luastore.persistence"
+            // (The process holds the file alone — `lock` — so SQLite's lock is taken once and kept, not taken and
+            // let go at every commit: two system calls a commit fewer; the log's index is kept in memory.)
+            configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA locking_mode = EXCLUSIVE") }
             queue = try DatabaseQueue(path: path, configuration: configuration)
         } catch let failure as PersistenceFailure {
             Glibc.close(lockDescriptor)
@@ -179,7 +183,7 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
             try queue.writeWithoutTransaction { db in
                 try db.execute(sql: "PRAGMA journal_mode = WAL")
                 try db.execute(sql: durability == .full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL")
-                try db.execute(sql: "PRAGMA wal_autocheckpoint = \(Self.walLimitPages)")
+                try db.execute(sql: "PRAGMA wal_autocheckpoint = \(logLimitPages)")
                 try db.inTransaction {
                     if !marked || new {
                         try db.execute(sql: "PRAGMA application_id = \(Int32(bitPattern: StoreFile.applicationID))")
@@ -261,34 +265,47 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
     var failed: Bool { failure != nil }
 
     func append(lines write: @escaping @Sendable (inout [UInt8]) throws -> Void) {
-        if journal.add(write) { writing.async { [self] in drain() } }
+        guard journal.add(write) else { return } // (a drain is due already)
+        if let lane {
+            lane.schedule(self)
+        } else {
+            writing.async { [self] in drain() }
+        }
     }
 
     /// On the writer's thread: makes the lines of everything queued, and commits them as one transaction.
-    private func drain() {
+    fileprivate func drain() {
         guard let (buffer, rows) = journal.takeRows() else { return }
         var snapshot = false
         do {
-            try queue.inTransaction { db in
-                // Consecutive entry lines go in as one row (a chunk: `seq` is its last entry's, `first` its
-                // first's); a snapshot removes every row it supersedes.
-                for row in rows {
-                    switch row {
-                    case .entries(let first, let last, let lines):
-                        let statement = try db.cachedStatement(sql: "INSERT OR REPLACE INTO entries (seq, first, lines) VALUES (?, ?, ?)")
-                        try buffer[lines].withUnsafeBytes { lines in // (SQLite copies it: no copy before)
-                            let bytes = Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: lines.baseAddress!), count: lines.count, deallocator: .none)
-                            try statement.execute(arguments: [Int64(last), Int64(first), bytes])
+            try queue.writeWithoutTransaction { db in
+                // (BEGIN and COMMIT prepared once: `inTransaction` compiled both anew at every commit, a tenth of a
+                // busy server's time.)
+                try db.cachedStatement(sql: "BEGIN IMMEDIATE").execute()
+                do {
+                    // Consecutive entry lines go in as one row (a chunk: `seq` is its last entry's, `first` its
+                    // first's); a snapshot removes every row it supersedes.
+                    for row in rows {
+                        switch row {
+                        case .entries(let first, let last, let lines):
+                            let statement = try db.cachedStatement(sql: "INSERT OR REPLACE INTO entries (seq, first, lines) VALUES (?, ?, ?)")
+                            try buffer[lines].withUnsafeBytes { lines in // (SQLite copies it: no copy before)
+                                let bytes = Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: lines.baseAddress!), count: lines.count, deallocator: .none)
+                                try statement.execute(arguments: [Int64(last), Int64(first), bytes])
+                            }
+                        case .snapshot(let sequence, let line):
+                            snapshot = true
+                            try db.cachedStatement(sql: "INSERT OR REPLACE INTO snapshots (seq, header) VALUES (?, ?)")
+                                .execute(arguments: [Int64(sequence), Data(buffer[line])])
+                            try db.cachedStatement(sql: "DELETE FROM entries WHERE seq <= ?").execute(arguments: [Int64(sequence)])
+                            try db.cachedStatement(sql: "DELETE FROM snapshots WHERE seq < ?").execute(arguments: [Int64(sequence)])
                         }
-                    case .snapshot(let sequence, let line):
-                        snapshot = true
-                        try db.cachedStatement(sql: "INSERT OR REPLACE INTO snapshots (seq, header) VALUES (?, ?)")
-                            .execute(arguments: [Int64(sequence), Data(buffer[line])])
-                        try db.cachedStatement(sql: "DELETE FROM entries WHERE seq <= ?").execute(arguments: [Int64(sequence)])
-                        try db.cachedStatement(sql: "DELETE FROM snapshots WHERE seq < ?").execute(arguments: [Int64(sequence)])
                     }
+                    try db.cachedStatement(sql: "COMMIT").execute()
+                } catch {
+                    if db.isInsideTransaction { try? db.execute(sql: "ROLLBACK") }
+                    throw error
                 }
-                return .commit
             }
         } catch {
             journal.fail("cannot be written: \(Self.words(error))")
@@ -314,7 +331,7 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
 
     /// On the writer's thread: copies what the write-ahead log holds into the database file when nothing came to
     /// be written during the pause. Checkpointing costs about what writing the log did; done in a pause, a burst
-    /// of actions does not wait for it (nor for SQLite's automatic one, until the log reaches `walLimitPages`).
+    /// of actions does not wait for it (nor for SQLite's automatic one, until the log reaches `logLimitPages`).
     /// A checkpoint that cannot finish (a reader holds an old page) is tried again at the next pause; nothing is
     /// lost meanwhile: the log holds every commit.
     private func checkpointIfIdle() {
@@ -369,5 +386,45 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
             }
         }
         return "\(error)"
+    }
+}
+
+/// A writer thread that `batch` stores share (a serial queue each store's own queue targets), waking at most once a
+/// `tick` however many stores have something to write: each store with entries queued commits them (one
+/// transaction each) in the tick after its first. Woken for each entry instead, the writer thread slept and woke
+/// for nearly every action of a server whose stores each take a few hundred a second — a third of its time —
+/// and each wake-up cost the store's thread that sent it too. A crash loses at most a tick more of actions.
+final class BatchLane: Sendable {
+    /// How long a store's first entry waits for others to join its commit, and other stores' for theirs.
+    static let tick: DispatchTimeInterval = .milliseconds(1)
+
+    let queue: DispatchQueue
+    private struct Due {
+        /// The stores whose entries wait for the tick.
+        var writers: [StoreWriter] = []
+        /// Whether the tick is on its way.
+        var armed = false
+    }
+    private let due = Protected(Due())
+
+    init(_ number: Int) { queue = DispatchQueue(label: "luastore.persistence.batch-\(number)") }
+
+    /// `writer` has entries to commit (it had none before).
+    func schedule(_ writer: StoreWriter) {
+        let arm = due.withLock { due -> Bool in
+            due.writers.append(writer)
+            defer { due.armed = true }
+            return !due.armed
+        }
+        if arm { queue.asyncAfter(deadline: .now() + Self.tick) { [self] in commitDue() } }
+    }
+
+    /// On the lane's queue (so never beside what a store's own queue runs): each due store's entries committed.
+    private func commitDue() {
+        let writers = due.withLock { due in
+            defer { due = Due() }
+            return due.writers
+        }
+        for writer in writers { writer.drain() }
     }
 }

@@ -55,9 +55,7 @@ public enum RawHTTP {
 /// A WebSocket client for tests: the upgrade, then unmasked text frames from the server, read with a timeout.
 public final class RawWebSocket: @unchecked Sendable { // (read by one thread at a time; `sendText` may run beside a read)
     private let socket: RawSocket
-    private var pending: [UInt8] = []
-    /// How much of `pending` was read already.
-    private var consumed = 0
+    private var frames = WebSocketFrames()
     /// What each read fills (one buffer for every read: a load generator reading many messages a second).
     private var buffer = [UInt8](repeating: 0, count: 65536)
 
@@ -66,12 +64,13 @@ public final class RawWebSocket: @unchecked Sendable { // (read by one thread at
         let fields = headers.map { "\($0.key): \($0.value)\r\n" }.joined()
         try socket.write("GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                          + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\(fields)\r\n")
+        var head: [UInt8] = []
         while true {
-            pending += try socket.readSome()
-            if let end = pending.firstRange(of: Array("\r\n\r\n".utf8)) {
-                let head = String(decoding: pending[..<end.lowerBound], as: UTF8.self)
-                pending.removeSubrange(..<end.upperBound)
-                guard head.hasPrefix("HTTP/1.1 101") else { throw RawSocket.Failure("not upgraded: \(head)") }
+            head += try socket.readSome()
+            if let end = head.firstRange(of: Array("\r\n\r\n".utf8)) {
+                let text = String(decoding: head[..<end.lowerBound], as: UTF8.self)
+                guard text.hasPrefix("HTTP/1.1 101") else { throw RawSocket.Failure("not upgraded: \(text)") }
+                frames.append(head[end.upperBound...])
                 return
             }
         }
@@ -80,40 +79,20 @@ public final class RawWebSocket: @unchecked Sendable { // (read by one thread at
     /// The next text message (control frames skipped; a close frame is an error naming its code).
     public func readText() throws -> String {
         while true {
-            let available = pending.count - consumed
-            if available >= 2 {
-                let base = consumed
-                var length = Int(pending[base + 1] & 0x7f)
-                var start = 2
-                if length == 126, available >= 4 {
-                    length = Int(pending[base + 2]) << 8 | Int(pending[base + 3])
-                    start = 4
-                } else if length == 127, available >= 10 {
-                    length = (2..<10).reduce(0) { $0 << 8 | Int(pending[base + $1]) }
-                    start = 10
+            while let message = try frames.next() {
+                switch message {
+                case .text(let text): return text
+                case .pong(let text): pongs.append(text)
                 }
-                if length < 126 || start > 2, available >= start + length {
-                    let opcode = pending[base] & 0x0f
-                    let payload = pending[(base + start)..<(base + start + length)]
-                    consumed += start + length
-                    if opcode == 1 { return String(decoding: payload, as: UTF8.self) }
-                    if opcode == 0xA { pongs.append(String(decoding: payload, as: UTF8.self)) }
-                    if opcode == 8 {
-                        let code = payload.count >= 2 ? Int(payload[payload.startIndex]) << 8 | Int(payload[payload.startIndex + 1]) : 0
-                        throw RawSocket.Failure("closed \(code): \(String(decoding: payload.dropFirst(2), as: UTF8.self))")
-                    }
-                    continue
-                }
-            }
-            // (What was read is dropped only now and then: dropping each message moved the rest every time.)
-            if consumed > 0 {
-                pending.removeSubrange(..<consumed)
-                consumed = 0
             }
             let count = try socket.read(into: &buffer)
-            pending += buffer[..<count]
+            frames.append(buffer[..<count])
         }
     }
+
+    /// The socket's descriptor and the bytes read from it but not yet taken as messages: for a caller that
+    /// waits on many sockets at once (`readText` must not be called after).
+    public func detach() -> (descriptor: Int32, frames: WebSocketFrames) { (socket.descriptor, frames) }
 
     /// Sends `text` as one masked text frame, as a client does.
     public func sendText(_ text: String) throws {
@@ -172,7 +151,7 @@ public final class RawSocket: Sendable { // (a descriptor; reads and writes are 
         public init(_ description: String) { self.description = description }
     }
 
-    private let descriptor: Int32
+    public let descriptor: Int32
 
     public init(port: UInt16) throws {
         descriptor = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -218,4 +197,68 @@ public final class RawSocket: Sendable { // (a descriptor; reads and writes are 
     }
 
     public func close() { Glibc.close(descriptor) }
+}
+
+/// The server's frames read from a byte stream: bytes appended as they arrive, whole messages taken out.
+public struct WebSocketFrames: Sendable {
+    public enum Message: Sendable {
+        case text(String)
+        case pong(String)
+    }
+
+    private var pending: [UInt8] = []
+    /// How much of `pending` was taken already.
+    private var consumed = 0
+
+    public init() {}
+
+    public mutating func append(_ bytes: some Collection<UInt8>) {
+        // (What was taken is dropped only now and then: dropping each message moved the rest every time.)
+        if consumed > 0, consumed == pending.count || consumed > 32_768 {
+            pending.removeSubrange(..<consumed)
+            consumed = 0
+        }
+        pending += bytes
+    }
+
+    /// The next whole text or pong message, nil until more bytes arrive; other control frames are skipped and a
+    /// close frame is an error naming its code.
+    public mutating func next() throws -> Message? {
+        while let (opcode, payload) = try nextFrame() {
+            switch opcode {
+            case 1: return .text(String(decoding: payload, as: UTF8.self))
+            case 0xA: return .pong(String(decoding: payload, as: UTF8.self))
+            default: continue
+            }
+        }
+        return nil
+    }
+
+    /// The next whole frame, its payload as read (no copy: for a reader of many messages a second), nil until more
+    /// bytes arrive; a close frame is an error naming its code.
+    public mutating func nextFrame() throws -> (opcode: UInt8, payload: ArraySlice<UInt8>)? {
+        let available = pending.count - consumed
+        guard available >= 2 else { return nil }
+        let base = consumed
+        var length = Int(pending[base + 1] & 0x7f)
+        var start = 2
+        if length == 126 {
+            guard available >= 4 else { return nil }
+            length = Int(pending[base + 2]) << 8 | Int(pending[base + 3])
+            start = 4
+        } else if length == 127 {
+            guard available >= 10 else { return nil }
+            length = (2..<10).reduce(0) { $0 << 8 | Int(pending[base + $1]) }
+            start = 10
+        }
+        guard available >= start + length else { return nil }
+        let opcode = pending[base] & 0x0f
+        let payload = pending[(base + start)..<(base + start + length)]
+        consumed += start + length
+        if opcode == 8 {
+            let code = payload.count >= 2 ? Int(payload[payload.startIndex]) << 8 | Int(payload[payload.startIndex + 1]) : 0
+            throw RawSocket.Failure("closed \(code): \(String(decoding: payload.dropFirst(2), as: UTF8.self))")
+        }
+        return (opcode, payload)
+    }
 }

@@ -50,7 +50,7 @@ extension Scenarios {
 
         // Latency at an offered 20,000 actions a second (open loop: each client sends on its schedule, whatever
         // the answers do; a late answer counts from when its action was due).
-        if wants("serve.p99_ms", "serve.p50_ms") {
+        if wants("serve.p99_ms", "serve.p50_ms", "serve.cpu_us_per_action") {
             let server = try ServeProcess(binary: binary, app: counter, data: workspace.appendingPathComponent("serve-latency"), options)
             defer { server.stop() }
             let clients = quick ? 20 : 100, offered = quick ? 2_000.0 : 20_000.0
@@ -59,11 +59,15 @@ extension Scenarios {
             let light = try Self.openLoop(port: server.port, keys: (0..<clients).map { "k\($0)" }, perSecond: offered / 4 / Double(clients),
                                           seconds: quick ? 1.0 : 3.0)
             rows.append(Scenario(name: "serve.p99_ms_quarter_load", value: Harness.percentile(light, 0.99) * 1_000, unit: "ms", goal: "—", pass: nil))
+            let before = server.processorSeconds()
             let latencies = try Self.openLoop(port: server.port, keys: (0..<clients).map { "k\($0)" }, perSecond: offered / Double(clients),
                                               seconds: quick ? 1.0 : 5.0)
+            let used = server.processorSeconds() - before
             let p99 = Harness.percentile(latencies, 0.99) * 1_000
             rows.append(Scenario(name: "serve.p99_ms", value: p99, unit: "ms", goal: "≤ 5", pass: p99 <= 5))
             rows.append(Scenario(name: "serve.p50_ms", value: Harness.percentile(latencies, 0.5) * 1_000, unit: "ms", goal: "—", pass: nil))
+            // (What that load cost the server: its processor time, every thread's, per action answered.)
+            rows.append(Scenario(name: "serve.cpu_us_per_action", value: used / Double(latencies.count) * 1e6, unit: "µs", goal: "—", pass: nil))
         }
 
         // A hibernated 10,000-item store resumed by a request, against the same store made fresh by `init`; and
@@ -151,94 +155,16 @@ extension Scenarios {
         }
     }
 
-    /// Clients (a thread each, one WebSocket to its key) keeping `inFlight` actions unanswered until `seconds`
-    /// passed; the number of answers heard in that time.
+    /// Clients (one WebSocket to its key each; `SocketLoad`'s few threads) keeping `inFlight` actions
+    /// unanswered until `seconds` passed; the number of answers heard in that time.
     static func closedLoop(port: UInt16, keys: [String], inFlight: Int, seconds: Double) throws -> Int {
-        let sockets = try liveSockets(port: port, keys: keys)
-        let answered = Protected(0), failures = Protected<[String]>([])
-        let group = DispatchGroup()
-        let deadline = DispatchTime.now() + seconds
-        for (client, socket) in sockets.enumerated() {
-            group.enter()
-            Thread {
-                defer { group.leave() }
-                var sent = 0, heard = 0, late = 0
-                do {
-                    func send() throws {
-                        try socket.sendText(#"{"id":"c\#(client)-\#(sent)","action":{"type":"increment"}}"#)
-                        sent += 1
-                    }
-                    for _ in 0..<inFlight { try send() }
-                    while heard + late < sent {
-                        let text = try socket.readText()
-                        guard text.contains("\"outcome\"") else { continue }
-                        if DispatchTime.now() < deadline {
-                            heard += 1
-                            try send()
-                        } else {
-                            late += 1
-                        }
-                    }
-                } catch {
-                    failures.withLock { $0.append("client \(client): \(error)") }
-                }
-                answered.withLock { $0 += heard }
-                socket.close()
-            }.start()
-        }
-        group.wait()
-        if let first = failures.withLock({ $0.first }) { throw RawSocket.Failure(first) }
-        return answered.withLock { $0 }
+        try SocketLoad.closedLoop(liveSockets(port: port, keys: keys), inFlight: inFlight, seconds: seconds)
     }
 
-    /// Clients sending `perSecond` actions each on a fixed schedule for `seconds` (a sender thread and a reader
-    /// thread per socket); each answer's latency in seconds, from when its action was due.
+    /// Clients sending `perSecond` actions each on a fixed schedule for `seconds`; each answer's latency in
+    /// seconds, from when its action was due.
     static func openLoop(port: UInt16, keys: [String], perSecond: Double, seconds: Double) throws -> [Double] {
-        let sockets = try liveSockets(port: port, keys: keys)
-        let latencies = Protected<[Double]>([]), failures = Protected<[String]>([])
-        let group = DispatchGroup()
-        let start = DispatchTime.now().uptimeNanoseconds + 20_000_000
-        let count = Int(perSecond * seconds), interval = 1e9 / perSecond
-        let run = String(UInt32.random(in: 0...UInt32.max), radix: 36) // (ids of their own: a later run's are never "repeated")
-        for (client, socket) in sockets.enumerated() {
-            // (Clients start spread over one interval, not all at once.)
-            let offset = UInt64(interval * Double(client) / Double(sockets.count))
-            @Sendable func due(_ index: Int) -> UInt64 { start + offset + UInt64(interval * Double(index)) }
-            group.enter()
-            Thread {
-                defer { group.leave() }
-                do {
-                    for index in 0..<count {
-                        let now = DispatchTime.now().uptimeNanoseconds
-                        if due(index) > now { usleep(UInt32((due(index) - now) / 1_000)) }
-                        try socket.sendText(#"{"id":"\#(run)-\#(index)","action":{"type":"increment"}}"#)
-                    }
-                } catch {
-                    failures.withLock { $0.append("client \(client) sending: \(error)") }
-                }
-            }.start()
-            group.enter()
-            Thread {
-                defer { group.leave() }
-                var heard: [Double] = []
-                heard.reserveCapacity(count)
-                do {
-                    while heard.count < count {
-                        let text = try socket.readText()
-                        guard text.hasPrefix("{\"id\":\"\(run)-"), let end = text.dropFirst(8 + run.utf8.count).firstIndex(of: "\""),
-                              let index = Int(text[text.index(text.startIndex, offsetBy: 8 + run.utf8.count)..<end]) else { continue }
-                        heard.append(Double(DispatchTime.now().uptimeNanoseconds - min(due(index), DispatchTime.now().uptimeNanoseconds)) / 1e9)
-                    }
-                } catch {
-                    failures.withLock { $0.append("client \(client) reading: \(error)") }
-                }
-                latencies.withLock { $0 += heard }
-                socket.close()
-            }.start()
-        }
-        group.wait()
-        if let first = failures.withLock({ $0.first }) { throw RawSocket.Failure(first) }
-        return latencies.withLock { $0 }
+        try SocketLoad.openLoop(liveSockets(port: port, keys: keys), perSecond: perSecond, seconds: seconds)
     }
 }
 
@@ -286,6 +212,16 @@ final class ServeProcess: @unchecked Sendable { // (its process is set once, bef
         Scenarios.residentBytes(of: String(process.processIdentifier))
     }
 
+    /// The processor time the server has used so far (user and system, all its threads), in seconds.
+    func processorSeconds() -> Double {
+        guard let stat = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/stat", encoding: .utf8),
+              let end = stat.lastIndex(of: ")") else { return .nan }
+        // (After the name in parentheses: the state is field 3; utime and stime are fields 14 and 15.)
+        let fields = stat[stat.index(after: end)...].split(separator: " ")
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return .nan }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
     /// SIGTERM, and waits (at most a minute) for it to end (a process already ended: nothing).
     func stop() {
         guard process.isRunning else {
@@ -299,3 +235,4 @@ final class ServeProcess: @unchecked Sendable { // (its process is set once, bef
         Harness.children.withLock { _ = $0.remove(process.processIdentifier) }
     }
 }
+

@@ -220,7 +220,7 @@ import Testing
     }
 
     /// The write-ahead log is copied into the database file once the writer pauses after a burst (a burst below
-    /// `walLimitPages` is not held up by it): the file holds the burst's entries then.
+    /// the log's limit, `logLimitPages`, is not held up by it): the file holds the burst's entries then.
     @Test func theLogIsCheckpointedInAPauseAfterABurst() async throws {
         let folder = try CLI.makeApp(Self.app)
         let path = databasePath()
@@ -239,6 +239,37 @@ import Testing
         store.shutdown()
         await store.barrier()
         #expect(database.close() == nil)
+    }
+
+    /// `logLimitPages` bounds the write-ahead log: with 32 pages, commits of a few pages each keep it near 32 pages
+    /// however much is written (after each checkpoint it is written over from its start); the default limit lets
+    /// the same writing grow it past 150.
+    @Test func theLogStaysWithinItsLimit() async throws {
+        let folder = try CLI.makeApp(Self.app)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        /// The most pages the log held while 2,000 actions were committed ten at a time.
+        func largestLog(limit: Int) async throws -> Int {
+            let path = databasePath()
+            defer { remove(path) }
+            let database = try StoreDatabase(path: path, app: "app", snapshotInterval: .max, logLimitPages: limit)
+            let store = try await store(folder, database)
+            let label = LuaValue.string(String(repeating: "x", count: 200))
+            var largest = 0
+            for round in 1...200 {
+                for _ in 1...10 { store.dispatch(["type": "add", "label": label]) }
+                try database.waitUntilCommitted(through: UInt64(round * 10))
+                let bytes = (try FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? NSNumber)?.intValue ?? 0
+                largest = max(largest, bytes / (4_096 + 24)) // (a frame: a page and its header)
+            }
+            store.shutdown()
+            await store.barrier()
+            #expect(database.close() == nil)
+            return largest
+        }
+        let limited = try await largestLog(limit: 32)
+        #expect(limited >= 32 && limited <= 40, "a log held to 32 pages reached \(limited)")
+        let unlimited = try await largestLog(limit: StoreDatabase.defaultLogLimitPages)
+        #expect(unlimited > 150, "the default limit's log reached only \(unlimited) pages: the writing did not test the limit")
     }
 
     /// A change applied to a resumed state: the value at its path replaced in place, nil removes (and ends the

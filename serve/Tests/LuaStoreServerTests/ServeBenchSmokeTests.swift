@@ -16,7 +16,7 @@ import Testing
 
     @Test func quickServeRowsAreReported() async throws {
         let values = try await rows(of: "serve")
-        for name in ["serve.ws_actions_per_second", "serve.p99_ms", "serve.p99_ms_quarter_load", "serve.p50_ms", "serve.resume_ms", "serve.resume_vs_fresh_ratio"] {
+        for name in ["serve.ws_actions_per_second", "serve.p99_ms", "serve.p99_ms_quarter_load", "serve.p50_ms", "serve.cpu_us_per_action", "serve.resume_ms", "serve.resume_vs_fresh_ratio"] {
             let value = values[name] ?? 0
             #expect(value > 0, "\(name) is reported, above 0: \(value)")
         }
