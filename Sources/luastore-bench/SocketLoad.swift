@@ -143,7 +143,8 @@ enum SocketLoad {
             }
             now = DispatchTime.now().uptimeNanoseconds
             lastHeard = now
-            for slot in ready[..<Int(count)].map({ Int($0) }) {
+            for tag in ready[..<Int(count)] {
+                let slot = Int(tag)
                 let read = buffer.withUnsafeMutableBytes { recv(clients[slot].descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
                 if read < 0, errno == EAGAIN || errno == EINTR { continue }
                 guard read > 0 else { throw RawSocket.Failure(read == 0 ? "the connection ended" : "recv: \(errno)") }
@@ -179,7 +180,7 @@ enum SocketLoad {
             frame.removeAll(keepingCapacity: true)
             frame += [0x81, 0x80, 0, 0, 0, 0] // (the length and mask filled in below)
             frame += prefix
-            frame += Array(String(number).utf8)
+            frame += String(number).utf8
             frame += Self.rest
             let length = frame.count - 6
             precondition(length < 126, "an action's frame is short")
@@ -187,9 +188,8 @@ enum SocketLoad {
             seed ^= seed << 13
             seed ^= seed >> 7
             seed ^= seed << 17
-            let mask = withUnsafeBytes(of: seed) { Array($0.prefix(4)) }
-            frame.replaceSubrange(2..<6, with: mask)
-            for offset in 0..<length { frame[6 + offset] ^= mask[offset & 3] }
+            for offset in 0..<4 { frame[2 + offset] = UInt8(truncatingIfNeeded: seed >> (offset * 8)) }
+            for offset in 0..<length { frame[6 + offset] ^= frame[2 + (offset & 3)] }
             var written = 0
             while written < frame.count {
                 let count = frame.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress! + written, $0.count - written) }
