@@ -140,21 +140,52 @@ static void add_length_modifier(char *conversion, const char *modifier) {
     conversion[length + extra] = '\0';
 }
 
+/// A long `%q` or format string is worked through in pieces: the budget is looked at after each (a piece of
+/// plain bytes is copied at once; an escape is a step of its own).
+#define PIECE_BYTES (64 << 10)
+#define STEPS_BETWEEN_CLOCK_READS 1024
+
+/// [-0, +0, e] Counts `count` steps; past `STEPS_BETWEEN_CLOCK_READS` of them, raises the budget's `timeout` once
+/// it is spent. (`%q` of tens of megabytes of control bytes, or a format string of millions of conversions, ran
+/// in this one C call for half a second past any budget.)
+static void count_steps(lua_State *L, int *steps, int count) {
+    *steps -= count;
+    if (*steps > 0) return;
+    *steps = STEPS_BETWEEN_CLOCK_READS;
+    clua_check_deadline(L);
+}
+
+/// Whether `%q` writes the byte `c` escaped.
+static int needs_escape(unsigned char c) {
+    return c == '"' || c == '\\' || c == '\n' || iscntrl(c);
+}
+
 /// [-0, +0, e] `%q` of a string: in double quotes, with `"`, `\` and newlines escaped and control bytes as
-/// decimal escapes (three digits when a digit follows).
-static void add_quoted(luaL_Buffer *b, const char *s, size_t length) {
+/// decimal escapes (three digits when a digit follows), as Lua writes them; the bytes between escapes copied
+/// as they are, a piece at a time.
+static void add_quoted(lua_State *L, luaL_Buffer *b, const char *s, size_t length) {
+    const char *end = s + length;
+    int steps = STEPS_BETWEEN_CLOCK_READS;
     luaL_addchar(b, '"');
-    for (; length > 0; length--, s++) {
-        if (*s == '"' || *s == '\\' || *s == '\n') {
-            luaL_addchar(b, '\\');
-            luaL_addchar(b, *s);
-        } else if (iscntrl((unsigned char)*s)) {
-            char escape[10];
-            snprintf(escape, sizeof escape, isdigit((unsigned char)*(s + 1)) ? "\\%03d" : "\\%d", (int)(unsigned char)*s);
-            luaL_addstring(b, escape);
-        } else {
-            luaL_addchar(b, *s);
+    while (s < end) {
+        const char *plain = s, *limit = end - s > PIECE_BYTES ? s + PIECE_BYTES : end;
+        while (s < limit && !needs_escape((unsigned char)*s)) s++;
+        if (s > plain) {
+            luaL_addlstring(b, plain, (size_t)(s - plain));
+            count_steps(L, &steps, (int)((s - plain) >> 6) + 1);
+            continue;
         }
+        unsigned char c = (unsigned char)*s++;
+        luaL_addchar(b, '\\');
+        if (c == '"' || c == '\\' || c == '\n') {
+            luaL_addchar(b, (char)c);
+        } else { /* (`s` may be the end: a Lua string's bytes are followed by a NUL, which is no digit) */
+            int wide = isdigit((unsigned char)*s);
+            if (wide || c >= 100) luaL_addchar(b, (char)('0' + c / 100));
+            if (wide || c >= 10) luaL_addchar(b, (char)('0' + c / 10 % 10));
+            luaL_addchar(b, (char)('0' + c % 10));
+        }
+        count_steps(L, &steps, 1);
     }
     luaL_addchar(b, '"');
 }
@@ -165,7 +196,7 @@ static void add_literal(lua_State *L, luaL_Buffer *b, int argument) {
     case LUA_TSTRING: {
         size_t length;
         const char *s = lua_tolstring(L, argument, &length);
-        add_quoted(b, s, length);
+        add_quoted(L, b, s, length);
         break;
     }
     case LUA_TNUMBER: {
@@ -227,11 +258,18 @@ int clua_sandbox_format(lua_State *L) {
     const char *end = format + length;
     luaL_Buffer b;
     luaL_buffinit(L, &b);
+    int steps = STEPS_BETWEEN_CLOCK_READS;
     while (format < end) {
-        if (*format != ESCAPE) {
-            luaL_addchar(&b, *format++);
+        if (*format != ESCAPE) { /* the text up to the next conversion, a piece at a time */
+            size_t left = (size_t)(end - format), piece = left > PIECE_BYTES ? PIECE_BYTES : left;
+            const char *mark = memchr(format, ESCAPE, piece);
+            size_t plain = mark == NULL ? piece : (size_t)(mark - format);
+            luaL_addlstring(&b, format, plain);
+            format += plain;
+            count_steps(L, &steps, (int)(plain >> 6) + 1);
             continue;
         }
+        count_steps(L, &steps, 1);
         if (*++format == ESCAPE) {
             luaL_addchar(&b, *format++);
             continue;

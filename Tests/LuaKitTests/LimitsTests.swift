@@ -28,6 +28,13 @@ import Testing
     /// Both ways of enforcing the budget; every budget test runs under each.
     static let enforcements: [BudgetEnforcement] = [.watchdog, .countHook(instructions: 1000)]
 
+    /// The calling thread's CPU time so far (what a budget counts).
+    static func threadCPU() -> Duration {
+        var now = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now)
+        return .seconds(now.tv_sec) + .nanoseconds(now.tv_nsec)
+    }
+
     static func quick(_ enforcement: BudgetEnforcement) -> LuaLimits {
         var limits = quick
         limits.budgetEnforcement = enforcement
@@ -92,11 +99,6 @@ import Testing
     /// nothing a trillion times is `""` at once, and repeating something huge is refused before anything is copied.
     @Test(arguments: enforcements)
     func longLoopsInsideStandardFunctionsStopAtTheBudget(enforcement: BudgetEnforcement) async throws {
-        func threadCPU() -> Duration {
-            var now = timespec()
-            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now)
-            return .seconds(now.tv_sec) + .nanoseconds(now.tv_nsec)
-        }
         try await withVM(limits: Self.quick(enforcement)) { vm throws in
             for source in ["return table.move({}, 1, 1e12, 1, {})", "local t = {} return table.move(t, 1, math.maxinteger - 1, 2)",
                            "return table.move({}, -1e15, 1e15, 1, {})",
@@ -105,21 +107,49 @@ import Testing
                            "return table.concat(setmetatable({}, {__index = rawlen}), '', 1, 1e12)",
                            // (2^30 equal elements, read and written through C functions: no Lua instruction runs)
                            "return table.sort(setmetatable({}, {__len = function() return 2^30 end, __index = rawlen, __newindex = rawequal}))"] {
-                let started = threadCPU()
+                let started = Self.threadCPU()
                 let error = luaError { _ = try vm.run(source, chunkName: "loop.lua") }
                 #expect(error?.kind == .timeout || (source.contains("concat") && error?.kind == .memory), "\(source): \(String(describing: error))")
-                #expect(threadCPU() - started < .milliseconds(200), "\(source): within twice the budget")
+                #expect(Self.threadCPU() - started < .milliseconds(200), "\(source): within twice the budget")
                 #expect(try vm.run("return table.move({1, 2}, 1, 2, 2)[3]", chunkName: "after.lua") == [2])
             }
             for source in ["return #(''):rep(math.maxinteger)", "return #(''):rep(1e15, '')", "return #(''):rep(math.maxinteger, '')"] {
-                let started = threadCPU()
+                let started = Self.threadCPU()
                 #expect(try vm.run(source, chunkName: "rep.lua") == [0], "\(source)")
-                #expect(threadCPU() - started < .milliseconds(100), "\(source)")
+                #expect(Self.threadCPU() - started < .milliseconds(100), "\(source)")
             }
             let huge = luaError { _ = try vm.run("return ('x'):rep(1e9)", chunkName: "rep.lua") }
             #expect(huge?.kind == .memory, "\(String(describing: huge))")
             let tooLarge = luaError { _ = try vm.run("return ('x'):rep(3e9)", chunkName: "rep.lua") }
             #expect(tooLarge?.message.hasSuffix("resulting string too large") == true, "\(String(describing: tooLarge))")
+        }
+    }
+
+    /// One C call over a big string holds the budget too: `%q` of megabytes of control bytes (each written as an
+    /// escape), a format string of megabytes, and the parse of a long chunk `load` is given (Lua's parser runs in
+    /// C) ran half a second and more past any budget before the hook could fire; now each ends within twice the
+    /// budget (in the thread's CPU time) — stopped by the budget's error, or done. What the same calls give is
+    /// unchanged (`LuaCompatibilityTests`).
+    @Test(arguments: enforcements)
+    func longWorkInsideOneStandardCallStopsAtTheBudget(enforcement: BudgetEnforcement) async throws {
+        var limits = Self.quick(enforcement)
+        limits.timeBudget = .milliseconds(20)
+        limits.memoryBytes = 256 << 20
+        try await withVM(limits: limits) { vm throws in
+            for (setup, call) in [("local s = ('\\0'):rep(2e7)", "string.format('%q', s)"),
+                                  ("local s = ('\\1\\0012'):rep(6e6)", "string.format('%q', s)"),
+                                  ("local s = ('%%'):rep(3e7)", "string.format(s)"),
+                                  ("local s = ('a = 1; '):rep(4e6)", "load(s)"),
+                                  ("local s = 'return {' .. ('1, '):rep(6e6) .. '}'", "load(s)")] {
+                // (The big string is made in a call of its own, with time to spare: making it is no part of the work.)
+                _ = try vm.withTimeBudget(atLeast: .seconds(30)) { () throws(LuaError) in try vm.run("\(setup) big = s", chunkName: "setup.lua") }
+                let started = Self.threadCPU()
+                let error = luaError { _ = try vm.run("local s = big; big = nil; return \(call)", chunkName: "call.lua") }
+                let spent = Self.threadCPU() - started
+                #expect(error == nil || error?.kind == .timeout, "\(call) of \(setup): \(String(describing: error))")
+                #expect(spent < .milliseconds(40), "\(call) of \(setup): \(spent), within twice the budget")
+                #expect(try vm.run("return 1 + 1", chunkName: "after.lua") == [2])
+            }
         }
     }
 

@@ -14,16 +14,17 @@ import Testing
         case arguments
         /// Work linear in a string or table the memory cap bounds, or in the stack (`unpack`, `byte`).
         case memory
-        /// It reads the clock in its loops (`CLuaGuard`: patterns.c, strings.c, tables.c) or is the coroutine /
-        /// protected-call machinery the budget is built into.
+        /// It reads the clock in its loops (`CLuaGuard`: patterns.c, strings.c, tables.c, format.c), hands Lua's
+        /// parser a long chunk in pieces the hook can stop between (`load`, `loadfile`, `dofile`), or is the
+        /// coroutine / protected-call machinery the budget is built into.
         case checksBudget
         /// Lua code (the sandbox's own), which the budget's hook interrupts; what it calls is classified here.
         case luaCode
     }
 
     static let classified: [String: Bound] = [
-        "assert": .arguments, "collectgarbage": .memory, "dofile": .memory, "error": .arguments, "getmetatable": .arguments,
-        "ipairs": .arguments, "load": .memory, "loadfile": .memory, "next": .arguments, "pairs": .arguments,
+        "assert": .arguments, "collectgarbage": .memory, "dofile": .checksBudget, "error": .arguments, "getmetatable": .arguments,
+        "ipairs": .arguments, "load": .checksBudget, "loadfile": .checksBudget, "next": .arguments, "pairs": .arguments,
         "pcall": .checksBudget, "print": .memory, "rawequal": .arguments, "rawget": .arguments, "rawlen": .arguments,
         "rawset": .arguments, "require": .memory, "select": .arguments, "setmetatable": .luaCode, "sortedpairs": .luaCode,
         "tonumber": .memory, "tostring": .memory, "type": .arguments, "warn": .arguments, "xpcall": .checksBudget,
@@ -40,7 +41,7 @@ import Testing
         "math.rad": .arguments, "math.random": .arguments, "math.randomseed": .arguments, "math.sin": .arguments,
         "math.sinh": .arguments, "math.sqrt": .arguments, "math.tan": .arguments, "math.tanh": .arguments,
         "math.tointeger": .arguments, "math.type": .arguments, "math.ult": .arguments,
-        "string.byte": .memory, "string.char": .arguments, "string.dump": .memory, "string.find": .checksBudget, "string.format": .memory,
+        "string.byte": .memory, "string.char": .arguments, "string.dump": .memory, "string.find": .checksBudget, "string.format": .checksBudget,
         "string.gmatch": .checksBudget, "string.gsub": .checksBudget, "string.len": .arguments, "string.lower": .memory,
         "string.match": .checksBudget, "string.pack": .memory, "string.packsize": .memory, "string.rep": .checksBudget,
         "string.reverse": .memory, "string.sub": .memory, "string.unpack": .memory, "string.upper": .memory,
