@@ -128,8 +128,9 @@ int clua_sandbox_resume(lua_State *L) {
         lua_xmove(co, L, results);
         return results + 1;
     }
+    lua_xmove(co, L, 1); /* the error (moving nothing when a coroutine resumes itself: `co` is `L`) */
     lua_pushboolean(L, 0);
-    lua_xmove(co, L, 1); /* the error */
+    lua_insert(L, -2);
     return 2;
 }
 

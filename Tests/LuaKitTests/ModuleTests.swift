@@ -276,6 +276,35 @@ import Testing
         #expect(error?.message == "refused by the host")
         #expect(error?.location == "app.lua:2")
     }
+
+    /// A host function called from inside a coroutine works on the coroutine's stack: its arguments are the
+    /// coroutine's, its results go back there, and its error is the coroutine's, with the coroutine's line (it
+    /// read the VM's main stack: `print` inside a coroutine raised its own text as the coroutine's error).
+    @Test func hostFunctionsCalledFromACoroutineWorkOnItsStack() async throws {
+        struct Refused: Error, CustomStringConvertible { var description: String { "refused by the host" } }
+        let printed = Protected<[String]>([])
+        let results = try await withVM(print: { line in printed.withLock { $0.append(line) } }) { vm throws in
+            try vm.define(global: "double") { arguments in [.integer((arguments.first?.integer ?? 0) * 2)] }
+            try vm.define(global: "fail") { _ in throw Refused() }
+            return try vm.run("""
+                local co = coroutine.create(function(a)
+                  print("in the coroutine", a)
+                  local b = coroutine.yield(double(a))
+                  io.write("resumed with ", b, "\\n")
+                  return double(b), double(b + 1)
+                end)
+                local _, first = coroutine.resume(co, 20)
+                local _, second, third = coroutine.resume(co, 5)
+                local ok, message = coroutine.resume(coroutine.create(function()
+                  local x = 1
+                  return fail()
+                end))
+                return first, second, third, ok, message
+                """, chunkName: "app.lua")
+        }
+        #expect(results == [40, 10, 12, false, "app.lua:11: refused by the host"])
+        #expect(printed.withLock { $0 } == ["in the coroutine\t20", "resumed with 5"])
+    }
 }
 
 /// `require` knows the standard library's names: the sandbox's libraries, or a message saying why not.

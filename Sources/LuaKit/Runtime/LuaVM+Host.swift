@@ -25,11 +25,19 @@ final class HostFunction {
         self.body = body
     }
 
-    /// Runs the body; on failure pushes the error value and returns -1 for the trampoline to raise.
+    /// Runs the body on the stack of `thread`, the Lua thread that called it — a coroutine's, or the VM's own —
+    /// where its arguments are and its results go; on failure pushes the error value there and returns -1 for the
+    /// trampoline to raise. (Read from the VM's main thread, a call from inside a coroutine took the main
+    /// thread's values as its arguments, and the trampoline raised whatever the coroutine had on top.)
     /// [-0, +(results|1), -] (the host function's own effect, or the error value)
-    func invoke() -> Int32 {
+    func invoke(on thread: OpaquePointer) -> Int32 {
         vm.guardState.pointee.hostAllocations += 1
-        defer { vm.guardState.pointee.hostAllocations -= 1 }
+        let outer = vm.state
+        vm.state = thread
+        defer {
+            vm.state = outer
+            vm.guardState.pointee.hostAllocations -= 1
+        }
         do {
             return try body(vm)
         } catch {

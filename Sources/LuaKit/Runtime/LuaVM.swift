@@ -40,7 +40,9 @@ public final class LuaVM {
     /// `./?.lua` template found (`./lib/util.lua:12:`), as busted's messages show it.
     public var moduleChunkPrefix = ""
 
-    let state: OpaquePointer
+    /// The Lua thread the VM works on: its main thread — or, while a host function runs, the thread that called
+    /// it (a coroutine's), whose stack holds its arguments and takes its results (`HostFunction.invoke(on:)`).
+    var state: OpaquePointer
     let guardState: UnsafeMutablePointer<CLuaGuard>
     let ledger = ReferenceLedger()
     /// Receives each line a script prints, as its bytes (without the line break).
@@ -116,8 +118,8 @@ public final class LuaVM {
             guardState.pointee.enforcement = CLUA_ENFORCE_COUNT_HOOK
             guardState.pointee.hookInterval = Int32(clamping: max(1, instructions))
         }
-        guardState.pointee.callSwift = { state, box in
-            Unmanaged<HostFunction>.fromOpaque(box!).takeUnretainedValue().invoke()
+        guardState.pointee.callSwift = { thread, box in
+            Unmanaged<HostFunction>.fromOpaque(box!).takeUnretainedValue().invoke(on: thread!)
         }
         // Outside script calls the host allocates freely; `protectedCall` applies the cap while a script runs.
         guardState.pointee.hostAllocations = 1

@@ -1,0 +1,3 @@
+-- Required from inside a coroutine by coroutines.lua.
+print("greeting loads")
+return { text = "hello from a module" }
