@@ -94,7 +94,7 @@ public struct AppContract: Sendable {
         var problems: [Problem] = []
         let files = AppFiles.namespaces(in: folder).first ?? []
         for file in files {
-            guard let data = FileManager.default.contents(atPath: folder.appendingPathComponent(file).path) else { continue }
+            guard let url = AppFiles.inside(file, of: folder), let data = FileManager.default.contents(atPath: url.path) else { continue }
             contract.read(String(decoding: data, as: UTF8.self), file: file, entryPoints: file == main, problems: &problems)
         }
         problems += contract.unresolvedNames()

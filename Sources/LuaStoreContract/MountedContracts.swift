@@ -29,7 +29,7 @@ extension AppContract {
         return mounts.keys.sorted().compactMap { key in
             let value = mounts[key]
             guard let path = value as? String ?? (value as? [String: Any])?["path"] as? String else { return nil }
-            let plugin = folder.appendingPathComponent(path).standardizedFileURL
+            guard let plugin = AppFiles.inside(path, of: folder) else { return nil } // (the store refuses it, naming it)
             var isFolder: ObjCBool = false
             guard FileManager.default.fileExists(atPath: plugin.path, isDirectory: &isFolder), isFolder.boolValue else { return nil }
             return (key, plugin, path.hasSuffix("/") ? path : path + "/")
@@ -37,7 +37,9 @@ extension AppContract {
     }
 
     private static func manifest(of folder: URL) -> [String: Any]? {
-        guard let data = FileManager.default.contents(atPath: folder.appendingPathComponent("luastore.json").path) else { return nil }
+        guard let file = AppFiles.inside("luastore.json", of: folder), let data = FileManager.default.contents(atPath: file.path) else {
+            return nil
+        }
         return (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]
     }
 }

@@ -390,13 +390,46 @@ import Testing
             all["luastore.json"] = #"{\#(base), "mounts": {"cart": "p"}}"#
             let folder = try AppFolder(all)
             defer { folder.remove() }
-            do {
-                let store = try await ScriptedStore(app: folder.url, options: Recorder().options)
-                store.shutdown()
-                Issue.record("\(files.keys.sorted()) loaded")
-            } catch {
-                #expect(error.error.message.contains(expected), "\(error)")
-            }
+            await Self.expectRefused(folder, saying: expected, "\(files.keys.sorted())")
+        }
+    }
+
+    /// A plugin's folder, or a manifest, that a symbolic link inside the app's folder brings from outside it is not
+    /// the app's: the store does not load, naming the mount or the file — nothing outside the folder is read
+    /// (`../p` and absolute paths are refused by the manifest's own check, above).
+    @Test func aSymbolicLinkOutOfTheAppsFolderIsRefused() async throws {
+        let outside = try AppFolder([
+            "luastore.json": #"{"name": "outside", "version": "1.0.0", "luastore": "^1.0"}"#,
+            "app.lua": "return { init = function() return { pwn = 1 } end, reduce = function() end }",
+        ])
+        defer { outside.remove() }
+        let base = #""name": "a", "version": "1.0.0", "luastore": "^1.0""#
+        let app = "return { init = function() return {} end, props = function(s) return {} end }"
+        let cases: [(files: [String: String], link: (at: String, to: String), expected: String)] = [
+            (["app.lua": app, "luastore.json": #"{\#(base), "mounts": {"p": "sub"}}"#], ("sub", outside.url.path),
+             "mounts.p: sub leads outside the app's folder (a symbolic link)"),
+            (["app.lua": app, "luastore.json": #"{\#(base), "mounts": {"p": "plug"}}"#, "plug/app.lua": Self.cart],
+             ("plug/luastore.json", outside.url.appendingPathComponent("luastore.json").path),
+             "mounts.p: plug/luastore.json leads outside the app's folder (a symbolic link)"),
+            (["app.lua": app], ("luastore.json", outside.url.appendingPathComponent("luastore.json").path),
+             "luastore.json leads outside the app's folder (a symbolic link)"),
+        ]
+        for (files, link, expected) in cases {
+            let folder = try AppFolder(files)
+            defer { folder.remove() }
+            try FileManager.default.createSymbolicLink(atPath: folder.url.appendingPathComponent(link.at).path, withDestinationPath: link.to)
+            await Self.expectRefused(folder, saying: expected, "\(link.at) -> \(link.to)")
+        }
+    }
+
+    /// The app in `folder` does not load, and its failure says `expected` (`what`: the case, for the record).
+    static func expectRefused(_ folder: AppFolder, saying expected: String, _ what: String) async {
+        do {
+            let store = try await ScriptedStore(app: folder.url, options: Recorder().options)
+            store.shutdown()
+            Issue.record("\(what) loaded")
+        } catch {
+            #expect(error.error.message.contains(expected), "\(error)")
         }
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import LuaKit
+import LuaStoreContract
 import LuaStoreCore
 
 /// An app's manifest, `luastore.json` in its folder (optional for a plain folder): what the app is, which
@@ -122,8 +123,10 @@ public struct AppManifest: Sendable, Equatable {
     /// The manifest in `folder`, or nil when it has none; a manifest that is not valid is an error naming the
     /// field and what is wrong.
     public static func load(folder: URL) throws(ManifestFailure) -> AppManifest? {
-        let file = folder.appendingPathComponent(fileName)
-        guard FileManager.default.fileExists(atPath: file.path) else { return nil }
+        guard FileManager.default.fileExists(atPath: folder.appendingPathComponent(fileName).path) else { return nil }
+        guard let file = AppFiles.inside(fileName, of: folder) else {
+            throw ManifestFailure("leads outside the app's folder (a symbolic link): the manifest is a file of the app's own")
+        }
         guard let data = FileManager.default.contents(atPath: file.path) else {
             throw ManifestFailure("cannot be read")
         }

@@ -155,10 +155,12 @@ extension Mounts {
     /// Where the plugin at `mount` lies: its folder, or its bundle opened (verified and unpacked).
     private func pluginFolder(_ mount: AppManifest.Mount, of folder: URL) throws -> URL {
         if let installed = installed[mount.key] { return installed }
-        let url = folder.appendingPathComponent(mount.path).standardizedFileURL
         var isFolder: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isFolder) else {
+        guard FileManager.default.fileExists(atPath: folder.appendingPathComponent(mount.path).path, isDirectory: &isFolder) else {
             throw LuaError(.runtime, "mounts.\(mount.key): \(mount.path) does not exist in \(folder.path)")
+        }
+        guard let url = AppFiles.inside(mount.path, of: folder) else {
+            throw LuaError(.runtime, "mounts.\(mount.key): \(mount.path) leads outside the app's folder (a symbolic link): a plugin lies inside it")
         }
         if isFolder.boolValue { return url }
         guard let openBundle else {
