@@ -22,15 +22,21 @@ public enum RawHTTP {
 
     public static func request(_ method: String, _ target: String, port: UInt16, headers: [String: String] = [:], body: String = "",
                         token: String) throws -> Response {
+        try request(method, target, port: port, headers: headers, bytes: Array(body.utf8), token: token)
+    }
+
+    /// A request whose body is `bytes` as they are (text that is not UTF-8, say).
+    public static func request(_ method: String, _ target: String, port: UInt16, headers: [String: String] = [:], bytes body: [UInt8],
+                               token: String) throws -> Response {
         let socket = try RawSocket(port: port)
         defer { socket.close() }
-        var fields = ["Host": "127.0.0.1:\(port)", "Connection": "close", "Content-Length": "\(body.utf8.count)"]
+        var fields = ["Host": "127.0.0.1:\(port)", "Connection": "close", "Content-Length": "\(body.count)"]
         if !token.isEmpty { fields["X-Devtools-Token"] = token }
         fields.merge(headers) { $1 }
         var text = "\(method) \(target) HTTP/1.1\r\n"
         for (name, value) in fields { text += "\(name): \(value)\r\n" }
-        text += "\r\n" + body
-        try socket.write(text)
+        text += "\r\n"
+        try socket.write(Array(text.utf8) + body)
         // The head, then as many bytes as Content-Length says (the server may keep the connection open).
         var bytes: [UInt8] = []
         var headEnd: Range<Int>?

@@ -163,9 +163,10 @@ final class LiveConnection: LiveClient, Sendable {
 
     // MARK: From the connection's task
 
-    /// A message Hummingbird read before the handler was in place: put in line before those the handler holds.
-    func readEarly(_ text: String) {
-        eventLoop.execute { [handler] in handler.value.readEarly(text) }
+    /// A data frame Hummingbird read before the handler was in place (its data unmasked): read before the frames
+    /// the handler holds.
+    func readEarly(_ opcode: WebSocketOpcode, fin: Bool, _ data: ByteBuffer) {
+        eventLoop.execute { [handler] in handler.value.readEarly(opcode, fin: fin, data) }
     }
 
     /// Every message read before the handler was in place was handed over (`readEarly`): the handler's own go next.
@@ -186,10 +187,11 @@ final class LiveConnection: LiveClient, Sendable {
 /// line, writes the connection's outbox, and lets control frames (ping, pong, close) go on to Hummingbird, which
 /// answers them.
 ///
-/// Frames Hummingbird read before the handler was added are its own to hand over (`readEarly`); to know when it
-/// has, the handler sends a marker after them (`marker`, a text only this connection knows): the frames that
-/// arrive meanwhile are held, and go in line once the marker came back (`catchUp`). It reads no more while it
-/// holds messages it cannot put in line — at most `window` actions of a connection are in flight.
+/// Frames Hummingbird read before the handler was added are its own to hand over (`readEarly`), frame by frame —
+/// a message's first fragment may be one of them and the rest the handler's; to know when it has, the handler
+/// sends a marker after them (`marker`, a text only this connection knows): the frames that arrive meanwhile are
+/// held as they came, and read once the marker came back (`catchUp`). It reads no more while it holds messages it
+/// cannot put in line — at most `window` actions of a connection are in flight.
 final class LiveChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = WebSocketFrame
     typealias InboundOut = WebSocketFrame
@@ -210,11 +212,12 @@ final class LiveChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var connection: LiveConnection?
     private var context: ChannelHandlerContext?
     private var bucket: TokenBucket
-    /// Whether the marker came back: the messages this handler reads are in line after Hummingbird's.
+    /// Whether the marker came back: every frame Hummingbird read was handed over, so this handler's own are next.
     private var caughtUp = false
-    /// Messages read and not yet in line: the first `early` of them Hummingbird's, the rest this handler's.
+    /// This handler's frames that came before the marker, in order (read once it comes back).
+    private var heldFrames: [(opcode: WebSocketOpcode, fin: Bool, data: ByteBuffer)] = []
+    /// Messages read and not yet in line, in the order they came.
     private var held: [String] = []
-    private var early = 0
     /// A text message arriving in fragments.
     private var fragments: ByteBuffer?
     private var inFlight = 0
@@ -251,38 +254,49 @@ final class LiveChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case .text, .binary, .continuation:
             guard !closed else { return }
             guard frame.reservedBits.isEmpty else { return close(.protocolError, "reserved bits are not in use") }
-            read(frame)
+            guard frame.maskKey != nil else { return close(.protocolError, "a client's frames are masked (RFC 6455, 5.1)") }
+            if caughtUp {
+                read(frame.opcode, fin: frame.fin, frame.unmaskedData)
+            } else {
+                heldFrames.append((frame.opcode, frame.fin, frame.unmaskedData))
+            }
         default:
             context.fireChannelRead(data) // (ping, pong, close: Hummingbird's)
         }
     }
 
-    private func read(_ frame: WebSocketFrame) {
-        switch frame.opcode {
+    /// A data frame, in the order the client sent it: a message's fragments are joined, and a whole message is
+    /// put in line — JSON text, UTF-8 (RFC 6455 closes with 1007 otherwise: nothing is read with other bytes than
+    /// the client sent).
+    private func read(_ opcode: WebSocketOpcode, fin: Bool, _ data: ByteBuffer) {
+        guard !closed else { return }
+        switch opcode {
         case .binary:
             return close(.unacceptableData, "the live protocol speaks JSON text")
         case .text where fragments != nil, .continuation where fragments == nil:
             return close(.protocolError, "a fragmented message was interrupted")
         case .text:
-            fragments = frame.unmaskedData
+            fragments = data
         default:
-            var data = frame.unmaskedData
+            var data = data
             fragments?.writeBuffer(&data)
         }
         guard (fragments?.readableBytes ?? 0) <= settings.messageBytes else {
             return close(.messageTooLarge, "a message has at most \(settings.messageBytes) bytes")
         }
-        guard frame.fin, let message = fragments else { return }
+        guard fin, let message = fragments else { return }
         fragments = nil
-        held.append(String(buffer: message))
+        guard let text = String(validating: message.readableBytesView, as: UTF8.self) else {
+            return close(.dataInconsistentWithMessage, "a text message is UTF-8 text")
+        }
+        held.append(text)
         release()
     }
 
-    /// Puts held messages in line while there is room (Hummingbird's first; the handler's once caught up).
+    /// Puts held messages in line while there is room.
     private func release() {
         var next = 0
-        while next < held.count, inFlight < settings.window, early > 0 || caughtUp {
-            if early > 0 { early -= 1 }
+        while next < held.count, inFlight < settings.window, !closed {
             receive(held[next])
             next += 1
         }
@@ -332,15 +346,15 @@ final class LiveChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
         if !held.isEmpty { release() }
     }
 
-    func readEarly(_ text: String) {
-        held.insert(text, at: early)
-        early += 1
-        release()
+    func readEarly(_ opcode: WebSocketOpcode, fin: Bool, _ data: ByteBuffer) {
+        read(opcode, fin: fin, data)
     }
 
     func catchUp() {
         caughtUp = true
-        release()
+        let frames = heldFrames
+        heldFrames.removeAll()
+        for frame in frames { read(frame.opcode, fin: frame.fin, frame.data) }
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
@@ -350,7 +364,7 @@ final class LiveChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func read(context: ChannelHandlerContext) {
         // (Held messages first: a client that sends faster than its actions are answered is slowed, never dropped.)
-        guard held.isEmpty else {
+        guard held.isEmpty, heldFrames.isEmpty else {
             readPending = true
             return
         }
@@ -360,6 +374,7 @@ final class LiveChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private func close(_ code: WebSocketErrorCode, _ reason: String) {
         closed = true
         held.removeAll()
+        heldFrames.removeAll()
         fragments = nil
         connection?.close(code, reason)
     }
@@ -368,5 +383,6 @@ final class LiveChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
         connection = nil
         context = nil
         held.removeAll()
+        heldFrames.removeAll()
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import HummingbirdCore
 import HummingbirdWebSocket
 import HummingbirdWSClient
 import LuaKit
@@ -39,9 +40,10 @@ public final class StoreServer: Sendable {
         var logger = Logger(label: "luastore.serve")
         logger.logLevel = .error
         let router = Router(context: ServeRequestContext.self)
+        router.middlewares.add(PathGuard())
         if let web = options.web {
-            // (Only what no route answers: a file under `web`, never a path out of it — `..` is refused.)
-            router.middlewares.add(FileMiddleware(web.path, searchForIndexHtml: true, logger: logger))
+            // (Only what no route answers: a file of `web`, never one out of it — `WebFolder`.)
+            router.middlewares.add(FileMiddleware(fileProvider: WebFolder(web, logger: logger), searchForIndexHtml: true))
         }
         routes(router)
         // (A node runs the cluster's latest published version from its start.)
@@ -50,9 +52,7 @@ public final class StoreServer: Sendable {
         let sweeper = Sweeper(host: host, versions: versions, every: Self.sweepInterval(options.idle), cluster: options.cluster, log: log)
         let app = Application(
             router: router,
-            server: .http1WebSocketUpgrade(
-                webSocketRouter: router,
-                configuration: .init(ws: .init(maxFrameSize: options.limits.messageBytes, closeTimeout: .seconds(2)))),
+            server: Self.server(webSocketRouter: router, options.limits),
             configuration: .init(address: .hostname(address, port: port), serverName: "luastore"),
             services: [sweeper],
             onServerRunning: { channel in
@@ -68,6 +68,21 @@ public final class StoreServer: Sendable {
             throw error
         }
         await host.stop()
+    }
+
+    /// HTTP/1 with the WebSocket upgrade: a connection's first request head must come whole within
+    /// `limits.headSeconds` (`HeadGuard`: one too large is answered 431), and a keep-alive connection idle between
+    /// requests for `limits.idleConnectionSeconds` is closed (a WebSocket's pings keep it open instead).
+    static func server(webSocketRouter router: Router<ServeRequestContext>, _ limits: ServerLimits) -> HTTPServerBuilder {
+        let responder = router.buildResponder()
+        return HTTPServerBuilder { respond in
+            GuardedUpgradeChannel(
+                channel: HTTP1WebSocketUpgradeChannel(
+                    responder: respond, webSocketResponder: responder,
+                    configuration: .init(http1: .init(idleTimeout: .seconds(Int64(limits.idleConnectionSeconds))),
+                                         ws: .init(maxFrameSize: limits.messageBytes, closeTimeout: .seconds(2)))),
+                headTimeout: .seconds(Int64(limits.headSeconds)))
+        }
     }
 
     static func sweepInterval(_ idle: Duration) -> Duration {
@@ -93,7 +108,10 @@ public final class StoreServer: Sendable {
             } catch {
                 throw HTTPError(.contentTooLarge, message: "an action has at most \(self.options.limits.messageBytes) bytes")
             }
-            let (id, action) = try Self.parseAction(String(buffer: body))
+            guard let text = String(validating: body.readableBytesView, as: UTF8.self) else {
+                throw HTTPError(.badRequest, message: "the body is not UTF-8 text (an action is JSON)")
+            }
+            let (id, action) = try Self.parseAction(text)
             let store = try await self.store(key, "actions")
             let started = ContinuousClock.now
             let outcome = await store.send(action, id: id)
@@ -269,21 +287,20 @@ public final class StoreServer: Sendable {
                     try await outbound.close(close.code, reason: close.reason)
                 }
             }
-            // (What Hummingbird read before the handler was in place, then the marker; then only control frames.)
-            for try await message in inbound.messages(maxSize: options.limits.messageBytes) {
-                guard case .text(let text) = message else {
-                    try await outbound.close(.unacceptableData, reason: "the live protocol speaks JSON text")
-                    break
-                }
-                if text == marker {
+            // (The frames Hummingbird read before the handler was in place, then the marker; then only control
+            // frames. Frames, not messages: a message's first fragment may be Hummingbird's and the rest the
+            // handler's, which joins them.)
+            for try await frame in inbound {
+                if frame.opcode == .text, frame.fin, frame.data.readableBytesView.elementsEqual(marker.utf8) {
                     connection.caughtUp()
                     continue
                 }
-                guard text.utf8.count <= options.limits.messageBytes else { // (a message of several frames)
-                    try await outbound.close(.messageTooLarge, reason: "a message has at most \(options.limits.messageBytes) bytes")
-                    break
+                let opcode: WebSocketOpcode = switch frame.opcode {
+                case .text: .text
+                case .binary: .binary
+                case .continuation: .continuation
                 }
-                connection.readEarly(text)
+                connection.readEarly(opcode, fin: frame.fin, frame.data)
             }
             group.cancelAll()
         }

@@ -85,14 +85,17 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("connections-per-token"), help: "Live WebSocket connections one token's subject may hold at once.")
     var connectionsPerToken = ServerLimits().connectionsPerSubject
 
+    @Option(name: .customLong("request-head-seconds"), help: "Seconds a new connection has to send its first request head, whole.")
+    var requestHeadSeconds = ServerLimits().headSeconds
+
     func validate() throws {
         try TimeBudgetDefault.validate()
         guard idleSeconds > 0, idleSeconds.isFinite else { throw ValidationError("--idle-seconds must be a number of seconds > 0") }
         guard timeBudget > 0, timeBudget.isFinite else { throw ValidationError("--time-budget-ms must be a number of milliseconds > 0") }
         guard persistSnapshotEvery >= 1 else { throw ValidationError("--persist-snapshot-every must be at least 1") }
         guard maxMessageBytes >= 64 else { throw ValidationError("--max-message-bytes must be at least 64") }
-        guard connectionRate >= 1, keyRate >= 1, connectionsPerToken >= 1 else {
-            throw ValidationError("--connection-rate, --key-rate and --connections-per-token must be at least 1")
+        guard connectionRate >= 1, keyRate >= 1, connectionsPerToken >= 1, requestHeadSeconds >= 1 else {
+            throw ValidationError("--connection-rate, --key-rate, --connections-per-token and --request-head-seconds must be at least 1")
         }
         let (host, _) = try address()
         if tokenSecret == nil && !noAuth {
@@ -176,6 +179,7 @@ struct Serve: AsyncParsableCommand {
         }
         options.limits.messageBytes = maxMessageBytes
         options.limits.actionsPerConnectionPerSecond = connectionRate
+        options.limits.headSeconds = requestHeadSeconds
         options.limits.actionsPerKeyPerSecond = keyRate
         options.limits.connectionsPerSubject = connectionsPerToken
         if let tokenSecret {

@@ -21,8 +21,13 @@ import Testing
 
     static func note(_ n: Int) -> String { #"{"id":"n\#(n)","action":{"type":"note","n":\#(n)}}"# }
 
-    static func frame(_ text: String, fin: Bool = true, opcode: WebSocketOpcode = .text) -> WebSocketFrame {
-        WebSocketFrame(fin: fin, opcode: opcode, data: ByteBuffer(string: text))
+    /// A frame as a client sends it: masked (`masked: false`, as no client may send it).
+    static func frame(_ text: String, fin: Bool = true, opcode: WebSocketOpcode = .text, masked: Bool = true) -> WebSocketFrame {
+        var data = ByteBuffer(string: text)
+        guard masked else { return WebSocketFrame(fin: fin, opcode: opcode, data: data) }
+        let key: WebSocketMaskingKey = [7, 1, 2, 9]
+        data.webSocketMask(key)
+        return WebSocketFrame(fin: fin, opcode: opcode, maskKey: key, data: data)
     }
 
     /// A hosted store of `notes` on a data folder of its own; the app's and the data's folders.
@@ -43,6 +48,19 @@ import Testing
             try channel.pipeline.syncOperations.addHandler(handler)
             return (connection, handler.marker)
         }.get()
+    }
+
+    /// The ids of the next `count` answers the handler writes (props changes passed over), each expected `applied`.
+    static func applied(_ channel: NIOAsyncTestingChannel, count: Int) async throws -> [String] {
+        var answers: [String] = []
+        while answers.count < count {
+            let frame = try await channel.waitForOutboundWrite(as: WebSocketFrame.self)
+            let message = try ServedApp.json(String(buffer: frame.unmaskedData))
+            guard let id = message["id"] as? String else { continue }
+            #expect(message["outcome"] as? String == "applied", "\(message)")
+            answers.append(id)
+        }
+        return answers
     }
 
     /// Messages Hummingbird read before the handler was added go in line first; the frames the handler reads
@@ -67,22 +85,11 @@ import Testing
         try await channel.writeInbound(Self.frame(String(tenth[cut...]), fin: true, opcode: .continuation))
         let ping = try #require(try await channel.readInbound(as: WebSocketFrame.self))
         #expect(ping.opcode == .ping)
-        connection.readEarly(Self.note(1))
-        connection.readEarly(Self.note(2))
+        connection.readEarly(.text, fin: true, ByteBuffer(string: Self.note(1)))
+        connection.readEarly(.text, fin: true, ByteBuffer(string: Self.note(2)))
         connection.caughtUp()
 
-        var answers: [String] = [], counts: [Int] = []
-        while answers.count < 10 {
-            let frame = try await channel.waitForOutboundWrite(as: WebSocketFrame.self)
-            let message = try ServedApp.json(String(buffer: frame.unmaskedData))
-            if let id = message["id"] as? String {
-                #expect(message["outcome"] as? String == "applied", "\(message)")
-                answers.append(id)
-            } else if let props = message["props"] as? [String: Any], let count = props["count"] as? Int {
-                counts.append(count)
-            }
-        }
-        #expect(answers == (1...10).map { "n\($0)" })
+        #expect(try await Self.applied(channel, count: 10) == (1...10).map { "n\($0)" })
         let props = try ServedApp.json(try #require(store.propsText()))
         #expect(props["count"] as? Int == 10 && props["last"] as? Int == 10, "\(props)")
         store.leave(client)
@@ -91,22 +98,52 @@ import Testing
         _ = try? await channel.finish()
     }
 
-    /// A binary frame, or a message over the size cap, asks the connection to close with the code that says why;
-    /// nothing of it reaches the store.
+    /// A message whose first fragment Hummingbird read before the handler was in place, and whose rest reached the
+    /// handler before the marker came back (the rest arriving a moment later than the first, as a slow network
+    /// sends it), is one action: the fragments are joined in the order they came, across the hand-over.
+    @Test func aMessageSplitAcrossTheHandOverIsOneAction() async throws {
+        let (store, folders) = try await Self.store()
+        defer { for folder in folders { try? FileManager.default.removeItem(at: folder) } }
+        let channel = NIOAsyncTestingChannel()
+        let (connection, _) = try await Self.connect(store, channel, messageBytes: 4096)
+        let client = store.join(since: nil, connection)
+        _ = try await channel.readInbound(as: WebSocketFrame.self) // (the marker)
+        let message = Self.note(1)
+        let cut = message.index(message.startIndex, offsetBy: 9)
+        try await channel.writeInbound(Self.frame(String(message[cut...]), fin: true, opcode: .continuation))
+        connection.readEarly(.text, fin: false, ByteBuffer(string: String(message[..<cut])))
+        connection.caughtUp()
+        try await channel.writeInbound(Self.frame(Self.note(2)))
+        #expect(try await Self.applied(channel, count: 2) == ["n1", "n2"])
+        store.leave(client)
+        connection.finish()
+        _ = await store.close()
+        _ = try? await channel.finish()
+    }
+
+    /// A binary frame, a message over the size cap, a continuation with nothing to continue, a frame the client
+    /// did not mask, a text that is not UTF-8 — each asks the connection to close with the code and the words that
+    /// say why; nothing of it reaches the store.
     @Test func aBinaryFrameOrAnOversizedMessageClosesTheConnection() async throws {
         let (store, folders) = try await Self.store()
         defer { for folder in folders { try? FileManager.default.removeItem(at: folder) } }
-        for (frames, code) in [([Self.frame(Self.note(1), opcode: .binary)], WebSocketErrorCode.unacceptableData),
-                               ([Self.frame(String(repeating: " ", count: 60), fin: false),
-                                 Self.frame(String(repeating: " ", count: 60), fin: true, opcode: .continuation)], .messageTooLarge),
-                               ([Self.frame("{", opcode: .continuation)], .protocolError)] {
+        var notText = ByteBuffer(string: #"{"id":"x","action":{"type":"note","n":""#)
+        notText.writeBytes([0xC3, 0x28] + Array(#""}}"#.utf8))
+        let key: WebSocketMaskingKey = [3, 5, 7, 9]
+        notText.webSocketMask(key)
+        for (frames, code, words) in [([Self.frame(Self.note(1), opcode: .binary)], WebSocketErrorCode.unacceptableData, "JSON text"),
+                                      ([Self.frame(String(repeating: " ", count: 60), fin: false),
+                                        Self.frame(String(repeating: " ", count: 60), fin: true, opcode: .continuation)], .messageTooLarge, "at most"),
+                                      ([Self.frame("{", opcode: .continuation)], .protocolError, "interrupted"),
+                                      ([Self.frame(Self.note(1), masked: false)], .protocolError, "masked"),
+                                      ([WebSocketFrame(fin: true, opcode: .text, maskKey: key, data: notText)], .dataInconsistentWithMessage, "UTF-8")] {
             let channel = NIOAsyncTestingChannel()
             let (connection, _) = try await Self.connect(store, channel, messageBytes: 100)
             connection.caughtUp()
             for frame in frames { try await channel.writeInbound(frame) }
             var closes = connection.closes.makeAsyncIterator()
             let close = try #require(await closes.next())
-            #expect(close.code == code, "\(close)")
+            #expect(close.code == code && close.reason.contains(words), "\(close)")
             connection.finish()
             _ = try? await channel.finish()
         }

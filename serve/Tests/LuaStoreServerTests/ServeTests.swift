@@ -50,7 +50,8 @@ import Testing
         let served = try await ServedApp(app: counter, data: folder.appendingPathComponent("data"),
                                          ["--no-auth", "--max-message-bytes", "256"])
         let cases: [(target: String, body: String, status: Int, words: String)] = [
-            ("/stores/..%2F..%2Fetc/actions", #"{"type":"increment"}"#, 400, "a store key does not start with '.'"),
+            ("/stores/..%2F..%2Fetc/actions", #"{"type":"increment"}"#, 400, "a path has no '..' part"),
+            ("/stores/.hidden/actions", #"{"type":"increment"}"#, 400, "a store key does not start with '.'"),
             ("/stores/a%20b/actions", #"{"type":"increment"}"#, 400, "only letters, digits"),
             ("/stores/k/actions", #"{"type":"increment""#, 400, "not JSON"),
             ("/stores/k/actions", #"[1,2]"#, 400, "an action message is a JSON object"),
@@ -64,6 +65,9 @@ import Testing
             #expect(response.status == item.status, "\(item.target) \(item.body.prefix(60)): \(response.body)")
             #expect(response.body.contains(item.words), "\(response.body)")
         }
+        // A body that is not UTF-8 is no JSON: refused, not read with other bytes than the client sent.
+        let notText = try await served.request("POST", "/stores/k/actions", bytes: Array(#"{"type":"increment","v":""#.utf8) + [0xFF] + Array(#""}"#.utf8))
+        #expect(notText.status == 400 && notText.body.contains("not UTF-8"), "\(notText.status) \(notText.body)")
         // A reducer that fails: 422 with the script's words; the state is as it was.
         let app = try CLI.makeApp("""
             local app = {}
@@ -365,6 +369,42 @@ import Testing
         #expect(port.status == 2 && port.errors.contains("HOST:PORT"))
     }
 
+    /// A request head too large for the parser is answered 431 in words, and the connection ends; a connection that
+    /// does not send a whole first head within `--request-head-seconds` — nothing at all, or a head that never
+    /// ends — is closed (neither was answered nor closed: a client could hold sockets open for ever); the server
+    /// goes on serving.
+    @Test func requestHeadsThatNeverEndOrDoNotFitAreEnded() async throws {
+        let folder = try ServedApp.temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let served = try await ServedApp(app: counter, data: folder.appendingPathComponent("data"), ["--no-auth", "--request-head-seconds", "1"])
+        let port = served.port
+        let large = try await offPool { () throws -> String in
+            let socket = try RawSocket(port: port)
+            defer { socket.close() }
+            try socket.write("GET /health HTTP/1.1\r\nHost: x\r\nX-Large: " + String(repeating: "a", count: 100_000) + "\r\n\r\n")
+            var received: [UInt8] = []
+            while let more = try? socket.readSome() { received += more }
+            return String(decoding: received, as: UTF8.self)
+        }
+        #expect(large.hasPrefix("HTTP/1.1 431") && large.contains("too large"), "\(large.prefix(200))")
+        for start in ["", "GET /health HTTP/1.1\r\nHost: x\r\n"] {
+            let (ended, seconds) = try await offPool { () throws -> (String, Double) in
+                let socket = try RawSocket(port: port)
+                defer { socket.close() }
+                let started = ContinuousClock.now
+                if !start.isEmpty { try socket.write(start) }
+                do {
+                    while true { _ = try socket.readSome() }
+                } catch {
+                    return ("\(error)", Double((ContinuousClock.now - started) / .milliseconds(1)) / 1_000)
+                }
+            }
+            #expect(ended.contains("the connection ended") && seconds < 30, "\(start.debugDescription): \(ended) after \(seconds) s")
+        }
+        #expect(try await served.request("GET", "/health").status == 200)
+        #expect(try await served.stop().status == 0)
+    }
+
     /// An app's `web` folder is its clients' page: served at `/` without a token, and nothing outside it — not the
     /// app's scripts beside it, whatever the path's spelling; `--web` names another folder, and must name one.
     @Test func theAppsWebFolderIsServedAndNothingOutsideIt() async throws {
@@ -382,6 +422,13 @@ import Testing
             let response = try await served.request("GET", escape)
             #expect([400, 404].contains(response.status), "\(escape): \(response.status)")
             #expect(!response.body.contains("app.reduce"), "\(escape) showed the app's script")
+            if response.status == 400 { #expect(response.body.contains("a path has no '..' part"), "\(escape): \(response.body)") }
+        }
+        // A NUL byte, which the file system would cut the path at, is refused in words (`index.html%00.txt` served
+        // `index.html`).
+        for nul in ["/index.html%00.txt", "/index.html%00"] {
+            let response = try await served.request("GET", nul)
+            #expect(response.status == 400 && response.body.contains("NUL"), "\(nul): \(response.status) \(response.body)")
         }
         // The stores are still behind their tokens.
         #expect(try await served.request("GET", "/stores/room-1/props").status == 401)
@@ -390,8 +437,20 @@ import Testing
         let pages = folder.appendingPathComponent("pages")
         try FileManager.default.createDirectory(at: pages, withIntermediateDirectories: true)
         try "<p>elsewhere</p>".write(to: pages.appendingPathComponent("index.html"), atomically: true, encoding: .utf8)
+        // Symbolic links inside the folder that lead out of it — to a folder, to a file — serve nothing; one that
+        // stays inside does.
+        try "not for clients".write(to: folder.appendingPathComponent("private.txt"), atomically: true, encoding: .utf8)
+        try FileManager.default.createSymbolicLink(atPath: pages.appendingPathComponent("up").path, withDestinationPath: folder.path)
+        try FileManager.default.createSymbolicLink(atPath: pages.appendingPathComponent("private.txt").path,
+                                                   withDestinationPath: folder.appendingPathComponent("private.txt").path)
+        try FileManager.default.createSymbolicLink(atPath: pages.appendingPathComponent("home.html").path, withDestinationPath: "index.html")
         let other = try await ServedApp(app: counter, data: folder.appendingPathComponent("data"), ["--no-auth", "--web", pages.path])
         #expect(try await other.request("GET", "/").body == "<p>elsewhere</p>")
+        #expect(try await other.request("GET", "/home.html").body == "<p>elsewhere</p>")
+        for outside in ["/up/private.txt", "/private.txt", "/up/"] {
+            let response = try await other.request("GET", outside)
+            #expect(response.status == 404 && !response.body.contains("not for clients"), "\(outside): \(response.status) \(response.body)")
+        }
         #expect(try await other.stop().status == 0)
         let none = try await CLI.run(["serve", counter.path, "--data", folder.appendingPathComponent("data").path, "--no-auth",
                                       "--web", folder.appendingPathComponent("absent").path])

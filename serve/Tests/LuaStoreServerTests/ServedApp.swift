@@ -45,9 +45,14 @@ final class ServedApp: @unchecked Sendable { // (its fields are set once, before
     }
 
     func request(_ method: String, _ target: String, body: String = "", token: String? = nil) async throws -> RawHTTP.Response {
+        try await request(method, target, bytes: Array(body.utf8), token: token)
+    }
+
+    /// A request whose body is `bytes` as they are.
+    func request(_ method: String, _ target: String, bytes: [UInt8], token: String? = nil) async throws -> RawHTTP.Response {
         let port = self.port
         let headers = token.map { ["Authorization": "Bearer \($0)"] } ?? [:]
-        return try await offPool { try RawHTTP.request(method, target, port: port, headers: headers, body: body, token: "") }
+        return try await offPool { try RawHTTP.request(method, target, port: port, headers: headers, bytes: bytes, token: "") }
     }
 
     func live(_ target: String, token: String? = nil) async throws -> RawWebSocket {
