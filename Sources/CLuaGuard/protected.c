@@ -136,6 +136,19 @@ int clua_sandbox_resume(lua_State *L) {
 
 int clua_sandbox_close(lua_State *L) {
     CLuaGuard *g = clua_guard(L);
+    // Lua's refusals first, raised here as lcorolib.c raises them (at the script's line, naming 'close'): the
+    // protected call below would take both the position and the name away.
+    lua_State *co = lua_tothread(L, 1);
+    if (co == NULL) { /* (named as a script called it, or by its library's name when nothing names it: `pcall(coroutine.close, 1)`) */
+        lua_Debug self;
+        const char *name = lua_getstack(L, 0, &self) && lua_getinfo(L, "n", &self) && self.name != NULL ? self.name : "coroutine.close";
+        const char *type = luaL_getmetafield(L, 1, "__name") == LUA_TSTRING ? lua_tostring(L, -1)
+                         : lua_type(L, 1) == LUA_TNONE ? "no value" : luaL_typename(L, 1);
+        return luaL_error(L, "bad argument #1 to '%s' (thread expected, got %s)", name, type);
+    }
+    if (co == L) return luaL_error(L, "cannot close a running coroutine");
+    lua_Debug frame;
+    if (lua_status(co) == LUA_OK && lua_getstack(co, 0, &frame)) return luaL_error(L, "cannot close a normal coroutine");
     if (g->closeDepth >= CLUA_CLOSE_DEPTH) {
         return luaL_error(L, "coroutine.close: nested more than %d deep (deeper chains overflow Lua 5.4.4's C stack)",
                           CLUA_CLOSE_DEPTH);

@@ -34,10 +34,14 @@ local function sealed_next(t, key)
   return found, value
 end
 
-local function sandbox_rawlen(t)
-  if type(t) == "table" then
+local function sandbox_rawlen(...)
+  local t = ...
+  local kind = type(t)
+  if kind == "table" then
     local marker = real_getmetatable(t)
     if marker ~= nil and sealed[marker] then return #t end
+  elseif kind ~= "string" then
+    refuse(rawlen, ...) -- Lua's own refusal ("no value" for none), named at the script's line
   end
   return rawlen(t)
 end
@@ -56,9 +60,10 @@ local function sandbox_rawset(...)
   if key == "__mode" and not weak_tables_honoured then
     error("rawset: '__mode' fields are not available here (weak tables are kept strong: LuaLimits.weakTables)", 2)
   end
-  if type(t) ~= "table" or key == nil or key ~= key or select("#", ...) < 3 then
-    refuse(real_rawset, ...) -- Lua's own refusals, named at the script's line
+  if type(t) ~= "table" or select("#", ...) < 3 then
+    refuse(real_rawset, ...) -- Lua's own refusals of its arguments, named at the script's line
   end
+  if key == nil or key ~= key then error(key == nil and "table index is nil" or "table index is NaN", 0) end -- (as Lua's, no line)
   if global_sets[t] ~= nil then
     set_global(t, key, value, 2)
     return t
@@ -96,7 +101,9 @@ local function guard_modes(metatable)
   if real_getmetatable(metatable) == nil then real_setmetatable(metatable, mode_guard) end
 end
 
-local function unguarded(value)
+local function unguarded(...)
+  if select("#", ...) == 0 then refuse(real_getmetatable) end -- ("value expected")
+  local value = ...
   local metatable = real_getmetatable(value)
   if metatable == nil or metatable == mode_guard or sealed[metatable] then return nil end
   return metatable
@@ -163,8 +170,9 @@ local function sandbox_collectgarbage(option, argument)
     end
     return 0
   elseif option == "step" then
-    if argument ~= nil and tonumber(argument) == nil then
-      error("bad argument #2 to 'collectgarbage' (number expected, got " .. type(argument) .. ")", 2)
+    if argument ~= nil and math.tointeger(tonumber(argument)) == nil then -- (Lua's `luaL_optinteger`, in its words)
+      error("bad argument #2 to 'collectgarbage' (" .. (tonumber(argument) ~= nil and "number has no integer representation"
+        or "number expected, got " .. typename(argument)) .. ")", 2)
     end
     return real_collectgarbage("step", argument or 0)
   elseif option == "incremental" or option == "generational" then
@@ -176,9 +184,12 @@ local function sandbox_collectgarbage(option, argument)
 end
 
 local real_randomseed = math.randomseed
-math.randomseed = function(seed, more)
-  if type(seed) ~= "number" then error("bad argument #1 to 'randomseed' (scripts must give a seed)", 2) end
-  return real_randomseed(seed, more)
+math.randomseed = function(...)
+  local seed = ...
+  if seed == nil then error("bad argument #1 to 'randomseed' (scripts must give a seed)", 2) end
+  local ok, first, second = real_pcall(real_randomseed, ...)
+  if not ok then error((first:gsub("to '%?'", "to 'randomseed'", 1)), 2) end -- (Lua's refusal, at the script's line)
+  return first, second
 end
 real_randomseed(0x4C7561)
 

@@ -134,7 +134,13 @@ function reading_methods.write(file)
   return nil, "Bad file descriptor", 9
 end
 function reading_methods.flush(file) checked(file); return true end
-function reading_methods.setvbuf(file) checked(file); return true end
+function reading_methods.setvbuf(file, mode)
+  checked(file)
+  if mode ~= "no" and mode ~= "full" and mode ~= "line" then
+    error("bad argument #1 to 'setvbuf' (invalid option '" .. tostring(mode) .. "')", 2)
+  end
+  return true
+end
 reading_metatable.__index = reading_methods
 reading_metatable.__newindex = function() error("cannot modify a file of the sandbox's io", 2) end
 reading_metatable.__tostring = function(file)
@@ -170,7 +176,9 @@ sandbox_io.lines = function(path, ...)
   return lines_of(file, true, ...), nil, nil, file
 end
 local write_type = sandbox_io.type
-sandbox_io.type = function(value)
+sandbox_io.type = function(...)
+  if select("#", ...) == 0 then error("bad argument #1 to 'type' (value expected)", 2) end
+  local value = ...
   if open_files[value] then return "file" end
   if raw_getmetatable(value) == reading_metatable then return "closed file" end
   return write_type(value)

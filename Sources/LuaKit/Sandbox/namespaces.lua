@@ -60,6 +60,7 @@ local function new_globals(require_function, strict)
   return real_setmetatable(g, {
     __index = set,
     __newindex = function(t, name, value)
+      if name == nil or name ~= name then error(name == nil and "table index is nil" or "table index is NaN", 2) end
       if strict and rawget(set, name) == nil then -- (a new one)
         local caller = host_callerkind(2)
         if caller ~= "main" and caller ~= "C" then
@@ -69,6 +70,12 @@ local function new_globals(require_function, strict)
       set_global(t, name, value, 2)
     end,
     __pairs = function(t) return globals_next, t, nil end,
+    -- (`#_G` sees the globals a script assigned too: a border of both tables, as one table would have it)
+    __len = function(t)
+      local n = rawlen(t)
+      while rawget(t, n + 1) ~= nil or rawget(set, n + 1) ~= nil do n = n + 1 end
+      return n
+    end,
     __metatable = false,
   })
 end
@@ -91,41 +98,48 @@ end
 -- default), a mode ("bt" by default: a text chunk where it has no "t" is refused as Lua refuses it), an
 -- environment (a fresh sandbox environment unless one is given — `nil` too, as in Lua). A binary chunk is refused
 -- whatever the mode: scripts load source text only.
+-- Why a chunk whose first piece is `first` (nil: an empty chunk) does not load under `mode`, in Lua's words; nil
+-- when it loads.
+local function chunk_refusal(first, mode)
+  if first ~= nil and tostring(first):byte(1) == 27 then
+    if not mode:find("b", 1, true) then return "attempt to load a binary chunk (mode is '" .. mode .. "')" end
+    return "attempt to load a binary chunk (scripts load source text only)"
+  end
+  if not mode:find("t", 1, true) then return "attempt to load a text chunk (mode is '" .. mode .. "')" end
+  return nil
+end
+
 local function sandbox_load(default_env, ...)
   local chunk, chunkname, mode, env = ...
   local kind = type(chunk)
+  if kind == "number" then chunk, kind = tostring(chunk), "string" end -- (as Lua takes a number for a string)
   if kind ~= "string" and kind ~= "function" then refuse(real_load, ...) end
   local nameKind, modeKind = type(chunkname), type(mode)
   if (chunkname ~= nil and nameKind ~= "string" and nameKind ~= "number")
       or (mode ~= nil and modeKind ~= "string" and modeKind ~= "number") then
     refuse(real_load, ...)
   end
-  if kind == "function" then
-    local reader, pieces, count = chunk, {}, 0
-    while true do
-      local ok, piece = sandbox_pcall(reader)
-      if not ok then return nil, piece end
-      if piece == nil or piece == "" then break end
-      local pieceKind = type(piece)
-      if pieceKind ~= "string" and pieceKind ~= "number" then
-        -- (Lua's message, at the line that called `load`)
-        return nil, select(2, real_pcall(error, "reader function must return a string", 3))
-      end
-      count = count + 1
-      pieces[count] = piece
-    end
-    chunk = concat(pieces)
-    if chunkname == nil then chunkname = "=(load)" end
-  elseif chunkname == nil then
-    chunkname = chunk
-  end
   mode = mode == nil and "bt" or tostring(mode)
-  if chunk:byte(1) == 27 then
-    if not mode:find("b", 1, true) then return nil, "attempt to load a binary chunk (mode is '" .. mode .. "')" end
-    return nil, "attempt to load a binary chunk (scripts load source text only)"
-  end
-  if not mode:find("t", 1, true) then return nil, "attempt to load a text chunk (mode is '" .. mode .. "')" end
   if select("#", ...) < 4 then env = default_env or private_environment() end
+  if kind == "function" then
+    -- The reader's pieces go to the parser as they come, as in Lua: it stops reading at a syntax error, and the
+    -- reader's own error is what `load` answers.
+    local reader, started = chunk, false
+    local misuse = select(2, real_pcall(error, "reader function must return a string", 3)) -- (at the line that called `load`)
+    return real_load(function()
+      local piece = reader()
+      if piece ~= nil and type(piece) ~= "string" and type(piece) ~= "number" then error(misuse, 0) end
+      if not started then
+        started = true
+        local refusal = chunk_refusal(piece ~= "" and piece or nil, mode)
+        if refusal ~= nil then error(refusal, 0) end
+      end
+      return piece
+    end, chunkname == nil and "=(load)" or chunkname, "t", env)
+  end
+  if chunkname == nil then chunkname = chunk end
+  local refusal = chunk_refusal(chunk ~= "" and chunk or nil, mode)
+  if refusal ~= nil then return nil, refusal end
   return parse(chunk, chunkname, env)
 end
 
@@ -171,6 +185,7 @@ local function namespace(root, strict)
     return g
   end
   function require(name)
+    if type(name) == "number" then name = tostring(name) end -- (as Lua takes a number for a string)
     if type(name) ~= "string" then
       error("bad argument #1 to 'require' (string expected, got " .. (name == nil and "no value" or type(name)) .. ")", 2)
     end
@@ -238,7 +253,7 @@ function globals.warn(...)
   for index = 1, count do
     local part = select(index, ...)
     if type(part) ~= "string" and type(part) ~= "number" then
-      error("bad argument #" .. index .. " to 'warn' (string expected, got " .. type(part) .. ")", 2)
+      error("bad argument #" .. index .. " to 'warn' (string expected, got " .. typename(part) .. ")", 2)
     end
     parts[index] = tostring(part)
   end
@@ -316,8 +331,13 @@ local function write_values(file, ...)
 end
 local file_methods = {
   write = write_values,
-  flush = function(file) return file end,
-  setvbuf = function() return true end,
+  flush = function() return true end,
+  setvbuf = function(_, mode)
+    if mode ~= "no" and mode ~= "full" and mode ~= "line" then
+      error("bad argument #1 to 'setvbuf' (invalid option '" .. tostring(mode) .. "')", 2)
+    end
+    return true
+  end,
   close = no_files("close"), read = no_files("read"), lines = no_files("lines"), seek = no_files("seek"),
 }
 local file_metatable = {
@@ -334,8 +354,13 @@ local stdout, stderr = new_file("stdout"), new_file("stderr")
 file_metatable.__tostring = function(file) return "file (" .. file_metatable[file] .. ")" end
 sandbox_io = {
   write = function(...) return write_values(stdout, ...) end,
+  flush = function() return true end,
   stdout = stdout, stderr = stderr,
-  type = function(value) return (value == stdout or value == stderr) and "file" or nil end,
+  type = function(...)
+    if select("#", ...) == 0 then error("bad argument #1 to 'type' (value expected)", 2) end
+    local value = ...
+    return (value == stdout or value == stderr) and "file" or nil
+  end,
   open = no_files("open"), popen = no_files("popen"), read = no_files("read"), lines = no_files("lines"),
   input = no_files("input"), output = no_files("output"), close = no_files("close"), tmpfile = no_files("tmpfile"),
 }
