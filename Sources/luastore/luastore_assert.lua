@@ -27,8 +27,10 @@ local negations = { ["not"] = true, no = true }
 local assertions = {}   -- name -> function(arguments, state) -> ok, message, negatedMessage
 local modifiers = {}    -- name -> function(state, arguments): binds a value (spy, array, message)
 
-local function register(names, check)
-  for _, name in ipairs(names) do assertions[name] = check end
+local arities = {}       -- name -> how many arguments it takes: the one after them is the failure's own message
+
+local function register(names, check, arity)
+  for _, name in ipairs(names) do assertions[name], arities[name] = check, arity end
 end
 
 local function fail(message, level)
@@ -89,12 +91,17 @@ chainMeta.__call = function(self, ...)
   local check = assertions[name]
   if check == nil then error("luassert: no assertion named '" .. name .. "'", 2) end
   local arguments = pack(...)
-  local ok, message, negatedMessage = check(arguments, state)
+  local ok, message, negatedMessage, returned, given = check(arguments, state)
   if negated then ok, message = not ok, negatedMessage end
   if not ok then
-    if state.message ~= nil then message = tostring(state.message) .. "\n" .. message end
+    -- (A message given after the assertion's arguments — `assert.are.equal(1, 2, "numbers differ")` — or by
+    -- `assert.message(m)` comes first, on a line of its own, as luassert writes it.)
+    local arity = arities[name]
+    local own = given or (arity ~= nil and arguments.n > arity and arguments[arity + 1]) or state.message
+    if own ~= nil then message = tostring(own) .. "\n" .. message end
     fail(message, 2)
   end
+  if returned ~= nil and not negated then return unpack(returned, 1, returned.n) end -- (captures: `has_match`, `error_matches`)
   return ...
 end
 
@@ -143,41 +150,67 @@ modifiers.stub = modifiers.spy
 modifiers.array = function(state, arguments) state.bound, state.kind = arguments[1], "array" end
 modifiers.message = function(state, arguments) state.message = arguments[1] end
 
+-- luassert's refusal of an assertion given too few arguments: a failure, in its words.
+local function needs(a, name, count)
+  if a.n < count then
+    fail("the '" .. name .. "' function requires a minimum of " .. count .. " arguments, got: " .. a.n, 4)
+  end
+end
+
 local function compareMessage(headline, actual, expected)
   return headline .. "\nPassed in:\n" .. typed(actual) .. "\nExpected:\n" .. typed(expected)
 end
 
 register({ "same" }, function(a)
+  needs(a, "same", 2)
   local expected, actual = a[1], a[2]
   return same(actual, expected), compareMessage("Expected objects to be the same.", actual, expected),
     compareMessage("Expected objects not to be the same.", actual, expected)
-end)
+end, 2)
 
 register({ "equals", "equal" }, function(a)
+  needs(a, "equals", 2)
   local expected, actual = a[1], a[2]
   return actual == expected, compareMessage("Expected objects to be equal.", actual, expected),
     compareMessage("Expected objects not to be equal.", actual, expected)
-end)
+end, 2)
 
 register({ "near" }, function(a)
-  local expected, actual, tolerance = a[1], a[2], a[3]
-  if type(expected) ~= "number" or type(actual) ~= "number" or type(tolerance) ~= "number" then
-    error("near(expected, actual, tolerance) takes three numbers", 4)
+  needs(a, "near", 3)
+  local expected, actual, tolerance = tonumber(a[1]), tonumber(a[2]), tonumber(a[3]) -- (numeric strings too, as luassert)
+  for i, number in ipairs({ expected, actual, tolerance }) do
+    if number == nil then
+      fail("bad argument #" .. i .. " to 'near' (number or object convertible to a number expected, got " .. typed(a[i]) .. ")", 3)
+    end
   end
   local headline = "to be within " .. tostring(tolerance) .. " of each other"
   return math.abs(actual - expected) <= tolerance, compareMessage("Expected values " .. headline .. ".", actual, expected),
     compareMessage("Expected values not " .. headline .. ".", actual, expected)
-end)
+end, 3)
+
+-- `matches` and `error_matches` take `init` and `plain` after the pattern, and a failure's message among them: the
+-- first argument from `from` on that is neither a boolean nor a number (luassert's rule). The message, `init`, `plain`.
+local function messageAndOptions(a, from)
+  local options, message = {}, nil
+  for i = from, a.n do
+    local item = a[i]
+    if message == nil and item and type(item) ~= "boolean" and not tonumber(item) then message = item
+    else options[#options + 1] = item end
+  end
+  return message, options[1], options[2]
+end
 
 register({ "matches", "match" }, function(a)
-  local pattern, actual, init, plain = a[1], a[2], a[3], a[4]
+  local given, init, plain = messageAndOptions(a, 3)
+  local pattern, actual = a[1], a[2]
   if type(actual) ~= "string" and type(actual) ~= "number" then
     return false, compareMessage("Expected a string to match the pattern.", actual, pattern),
       compareMessage("Expected the value not to match the pattern.", actual, pattern)
   end
+  local captures = pack(tostring(actual):match(pattern, init)) -- (what luassert's `matches` returns: the captures)
   local found = tostring(actual):find(pattern, init, plain) ~= nil
   return found, compareMessage("Expected strings to match.", actual, pattern),
-    compareMessage("Expected strings not to match.", actual, pattern)
+    compareMessage("Expected strings not to match.", actual, pattern), not plain and captures or nil, given
 end)
 
 register({ "unique" }, function(a)
@@ -190,7 +223,7 @@ register({ "unique" }, function(a)
   end
   return not duplicate, "Expected object to be unique:\n" .. typed(list),
     "Expected object not to be unique:\n" .. typed(list)
-end)
+end, 2)
 
 -- Errors: the message without its "file:line: " position is compared (luassert's rule).
 local function stripPosition(problem)
@@ -203,50 +236,57 @@ register({ "error", "errors" }, function(a)
   if type(fn) ~= "function" and not (type(fn) == "table" and getmetatable(fn) and getmetatable(fn).__call) then
     error("error(function [, expected]) takes a function", 4)
   end
-  local ok, problem = pcall(fn, unpack(a, 3, a.n))
+  local ok, problem = pcall(fn)
   local caught = stripPosition(problem)
   if ok then
     if a.n < 2 then return false, "Expected an error, but none was raised.", "" end
     return false, "Expected an error, but none was raised.\nExpected:\n" .. typed(expected), ""
   end
-  if a.n < 2 then return true, "", "Expected no error, but caught:\n" .. typed(caught) end
+  if a.n < 2 then return true, "", "Expected no error, but caught:\n" .. typed(caught), pack(caught) end
   local matched = same(caught, expected)
+  local returned = pack(unpack(a, 1, a.n)) -- (what luassert's `has_error` returns: the error caught, then the rest)
+  returned[1] = caught
   return matched, "Expected a different error.\nCaught:\n" .. typed(caught) .. "\nExpected:\n" .. typed(expected),
-    "Expected no error, but caught:\n" .. typed(caught)
-end)
+    "Expected no error, but caught:\n" .. typed(caught), returned
+end, 2)
 
 register({ "error_matches", "error_match", "matches_error", "match_error" }, function(a)
-  local fn, pattern, init, plain = a[1], a[2], a[3], a[4]
+  local given, init, plain = messageAndOptions(a, 3)
+  local fn, pattern = a[1], a[2]
   local ok, problem = pcall(fn)
   if ok then
-    return false, "Expected an error matching:\n" .. typed(pattern) .. "\nCaught none", "Caught no error"
+    return false, "Expected an error matching:\n" .. typed(pattern) .. "\nCaught none", "Caught no error", nil, given
   end
+  problem = stripPosition(problem) -- (a string error is matched without its "file:line: ", as luassert does)
   local matched = type(problem) == "string" and problem:find(pattern, init, plain) ~= nil
+  local captures = matched and not plain and pack(problem:match(pattern, init)) or nil
   return matched, "Expected an error matching:\n" .. typed(pattern) .. "\nCaught:\n" .. typed(problem),
-    "Expected no error matching:\n" .. typed(pattern) .. "\nCaught:\n" .. typed(problem)
+    "Expected no error matching:\n" .. typed(pattern) .. "\nCaught:\n" .. typed(problem), captures, given
 end)
 
 register({ "truthy" }, function(a)
+  needs(a, "truthy", 1)
   return a[1] ~= nil and a[1] ~= false, "Expected to be truthy, but value was:\n" .. typed(a[1]),
     "Expected not to be truthy, but value was:\n" .. typed(a[1])
-end)
+end, 1)
 register({ "falsy" }, function(a)
+  needs(a, "falsy", 1)
   return a[1] == nil or a[1] == false, "Expected to be falsy, but value was:\n" .. typed(a[1]),
     "Expected not to be falsy, but value was:\n" .. typed(a[1])
-end)
+end, 1)
 
 for _, literal in ipairs({ { "true", true }, { "false", false } }) do
   register({ literal[1] }, function(a)
     return a[1] == literal[2], "Expected objects to be the same.\nPassed in:\n" .. typed(a[1]) .. "\nExpected:\n" .. typed(literal[2]),
       "Expected objects not to be the same.\nPassed in:\n" .. typed(a[1]) .. "\nExpected:\n" .. typed(literal[2])
-  end)
+  end, 1)
 end
 
 for _, kind in ipairs({ "nil", "boolean", "number", "string", "table", "function", "userdata", "thread" }) do
   register({ kind }, function(a)
     return type(a[1]) == kind, "Expected type " .. kind .. ", but value was:\n" .. typed(a[1]),
       "Expected a type other than " .. kind .. ", but value was:\n" .. typed(a[1])
-  end)
+  end, 1)
 end
 
 register({ "returned_arguments" }, function(a)
@@ -322,7 +362,9 @@ local function matcherFor(name, negated, arguments)
   end
   if name == "ref" then
     local target = arguments[1]
-    return matcher(function(value) return rawequal(value, target) == not negated end)
+    local byReference = matcher(function(value) return rawequal(value, target) == not negated end)
+    byReference.byReference = true -- (a spy's `called_with` gives it the value passed, not the copy it kept)
+    return byReference
   end
   local check = assertions[name]
   if check == nil then error("match: no matcher named '" .. name .. "'", 3) end

@@ -11,10 +11,14 @@ local unpack, pack, insert = table.unpack, table.pack, table.insert
 local spyMeta = {}
 local function isSpy(value) return type(value) == "table" and getmetatable(value) == spyMeta end
 
-local function argumentsMatch(expected, actual)
+-- Whether a call's arguments (`actual`: the copies kept; `refs`: the values themselves) are what `expected` says:
+-- `match.ref(v)` compares with the value itself, as luassert's does, everything else with the copy.
+local function argumentsMatch(expected, actual, refs)
   if expected.n ~= actual.n then return false end
   for i = 1, expected.n do
-    if not same(actual[i], expected[i]) then return false end
+    local wanted = expected[i]
+    local given = (refs ~= nil and isMatcher(wanted) and wanted.byReference) and refs[i] or actual[i]
+    if not same(given, wanted) then return false end
   end
   return true
 end
@@ -64,7 +68,7 @@ local spyMethods = {
   called = function(self, times) return times == nil and #self.calls > 0 or #self.calls == times end,
   called_with = function(self, ...)
     local expected = pack(...)
-    for _, call in ipairs(self.calls) do if argumentsMatch(expected, call.vals) then return true end end
+    for _, call in ipairs(self.calls) do if argumentsMatch(expected, call.vals, call.refs) then return true end end
     return false
   end,
   returned_with = function(self, ...)
@@ -117,6 +121,10 @@ local spyApi = setmetatable({
   on = function(target, key)
     if type(target) ~= "table" then error("spy.on(table, key) expected", 2) end
     local original = target[key]
+    local meta = getmetatable(original)
+    if type(original) ~= "function" and not (type(meta) == "table" and meta.__call) then -- (luassert's words)
+      error("Cannot spy on type '" .. type(original) .. "', only on functions or callable elements", 2)
+    end
     local s = newSpy(function(...) if type(original) == "function" then return original(...) end end)
     s.target, s.key, s.original = target, key, original
     target[key] = s
@@ -145,10 +153,17 @@ local mockApi = setmetatable({
     for _, value in pairs(mocked) do if isSpy(value) then value:clear() end end
   end,
 }, {
-  __call = function(self, target, stubbed)
+  -- Every function of the table, and of the tables in it (not a spy already, each table once), as luassert's
+  -- `mock` walks them.
+  __call = function(self, target, stubbed, seen)
+    seen = seen or {}
+    if seen[target] then return target end
+    seen[target] = true
     for key, value in pairs(target) do
       if type(value) == "function" then
         if stubbed then newStub(target, key) else spyApi.on(target, key) end
+      elseif type(value) == "table" and not isSpy(value) then
+        self(value, stubbed, seen)
       end
     end
     return target

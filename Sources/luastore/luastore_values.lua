@@ -66,9 +66,7 @@ local function same(a, b, seen)
   if isMatcher(b) then return b.test(a) end
   if isMatcher(a) then return a.test(b) end
   if a == b then return true end
-  if type(a) ~= "table" or type(b) ~= "table" then
-    return type(a) == "number" and type(b) == "number" and a ~= a and b ~= b -- NaN is the same as NaN
-  end
+  if type(a) ~= "table" or type(b) ~= "table" then return false end -- (NaN is not NaN, as luassert compares)
   seen = seen or {}
   if seen[a] == b then return true end
   seen[a] = b

@@ -114,6 +114,28 @@ import FoundationXML
         #expect(short.output.contains("stack traceback:\n  \ttiming_spec.lua:"), "\(short.output)")
         #expect(short.outputLines.last == "1 passed, 0 failed, 1 error", "\(short.output)")
     }
+
+    /// A failure's own message — given after an assertion's arguments, or among `matches`' options — comes first,
+    /// on a line of its own, then luassert's: as busted prints it (its outcome is compared in
+    /// `BustedDifferentialTests`, not its words).
+    @Test func aFailuresOwnMessageComesFirst() async throws {
+        let app = try CLI.makeApp("return { init = function() return {} end, reduce = function() end, props = function() return {} end }")
+        defer { try? FileManager.default.removeItem(at: app) }
+        try Data("""
+            describe("messages", function()
+              it("equal", function() assert.are.equal(1, 2, "numbers differ") end)
+              it("truthy", function() assert.is_truthy(nil, "should be set") end)
+              it("matches", function() assert.matches("^x", "abc", 1, "starts with x") end)
+            end)
+            """.utf8).write(to: app.appendingPathComponent("messages_spec.lua"))
+        let run = try await CLI.run(["test", app.path])
+        #expect(run.status == 1)
+        for (name, own, luassert) in [("equal", "numbers differ", "Expected objects to be equal."),
+                                      ("truthy", "should be set", "Expected to be truthy, but value was:"),
+                                      ("matches", "starts with x", "Expected strings to match.")] {
+            #expect(run.output.contains("messages \(name): \(own)\n  \(luassert)"), "\(run.output)")
+        }
+    }
 }
 
 /// A spec file is read as bytes, as busted (Lua) reads it: a string literal may hold bytes that are not UTF-8; and
