@@ -25,10 +25,13 @@ public enum Console {
     private static let output = Protected(Output())
     private static let blockSize = 64 << 10
 
-    public static func out(_ text: String) {
+    public static func out(_ text: String) { out(bytes: Array(text.utf8)) }
+
+    /// `bytes` as they are (what a script printed: not always UTF-8 text), and a line break.
+    public static func out(bytes: [UInt8]) {
         output.withLock { output in
             guard output.failure == nil else { return }
-            output.pending.append(contentsOf: text.utf8)
+            output.pending.append(contentsOf: bytes)
             output.pending.append(10)
             if !output.buffering || output.pending.count >= blockSize { output.writePending() }
         }

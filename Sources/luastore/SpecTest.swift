@@ -101,10 +101,10 @@ struct SpecTest: AsyncParsableCommand {
             var limits = LuaLimits()
             limits.timeBudget = budget
             limits.system = .system // (as busted's: the real clock and environment; the stores specs run have none)
-            let print: @Sendable (String) -> Void = { line in Console.out("  " + line) }
-            let vm = try LuaVM(limits: limits, moduleRoot: folder, modulePath: modulePath, print: print)
+            // (What a spec prints goes out as busted writes it: the bytes printed, as they are, not indented.)
+            let vm = try LuaVM(limits: limits, moduleRoot: folder, modulePath: modulePath, printingBytes: { Console.out(bytes: $0) })
             vm.moduleChunkPrefix = "./" // (modules named as stock Lua and busted name them: `./lib/util.lua:12:`)
-            let replays = SessionReplays(folder: folder, modulePath: appModulePath, print: print)
+            let replays = SessionReplays(folder: folder, modulePath: appModulePath, print: { Console.out($0) })
             try EffectsModule.define(in: vm)
             // A host chunk (`host:`): errors inside the library are located at the spec's line that called it.
             // (luassert first: the blocks take it as their chunk's argument.)

@@ -136,6 +136,17 @@ import FoundationXML
             #expect(run.output.contains("messages \(name): \(own)\n  \(luassert)"), "\(run.output)")
         }
     }
+
+    /// What a spec prints goes out as busted writes it: its bytes as they are (not UTF-8 text too), not indented.
+    @Test(.startsChildProcesses) func whatASpecPrintsIsWrittenAsItIs() async throws {
+        let app = try CLI.makeApp("return { init = function() return {} end, reduce = function() end, props = function() return {} end }")
+        defer { try? FileManager.default.removeItem(at: app) }
+        try Data(#"describe("p", function() it("prints", function() print("a\255b") io.write("plain\n") end) end)"#.utf8)
+            .write(to: app.appendingPathComponent("print_spec.lua"))
+        let dumped = try await runChildProcess(URL(fileURLWithPath: "/bin/sh"), ["-c", #""$0" test "$1" | od -An -tx1 -v"#, CLI.binary.path, app.path])
+        let bytes = dumped.output.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        #expect(bytes.hasPrefix("61 ff 62 0a 70 6c 61 69 6e 0a"), "\(bytes)") // ("a", 0xFF, "b", a line; "plain", a line)
+    }
 }
 
 /// A spec file is read as bytes, as busted (Lua) reads it: a string literal may hold bytes that are not UTF-8; and
