@@ -69,6 +69,8 @@ local function hook(list, kind)
   return function(body)
     if type(body) ~= "function" then error(kind .. "(function) expected", 2) end
     insert(current[list], body)
+    current[list .. "Lines"] = current[list .. "Lines"] or {}
+    current[list .. "Lines"][#current[list]] = callerLine(1)
   end
 end
 
@@ -91,12 +93,33 @@ local function runAll(list)
   for i = 1, #list do list[i]() end
 end
 
+-- Hooks that failed outside a test (a teardown), each reported as an error of its own, named after its block and
+-- kind ("a teardown"), as busted reports it; `spec.next` hands them out before the next test.
+local hookFailures = {}
+
+local function fullChainName(block)
+  local names = {}
+  while block ~= nil and block.name ~= nil do insert(names, 1, block.name) block = block.parent end
+  return concat(names, " ")
+end
+
+-- Runs a block's hooks of `list` (the teardowns), each protected: one that fails is an item of its own.
+local function runHooks(block, list, kind)
+  for i, body in ipairs(block[list]) do
+    local ok, problem = pcall(body)
+    if not ok then
+      hookFailures[#hookFailures + 1] = { failedBlock = true, fullName = fullChainName(block) .. " " .. kind,
+        chain = {}, line = block[list .. "Lines"] and block[list .. "Lines"][i], problem = problem }
+    end
+  end
+end
+
 local function leave(depth)
   while #entered > depth do
     local block = entered[#entered]
     entered[#entered] = nil
-    runAll(block.teardowns)
-    if block.lazyEntered then runAll(block.lazyTeardowns) end
+    runHooks(block, "teardowns", "teardown")
+    if block.lazyEntered then runHooks(block, "lazyTeardowns", "lazy_teardown") end
   end
 end
 
@@ -136,7 +159,17 @@ local function fullName(chain, name)
   return concat(names, " ")
 end
 
+-- The next hook failure waiting to be reported, as an item (see `hookFailures`).
+local function nextHookFailure()
+  local failure = table.remove(hookFailures, 1)
+  if failure == nil then return nil end
+  tests[#tests + 1] = failure
+  return #tests
+end
+
 function spec.next()
+  local waiting = nextHookFailure()
+  if waiting ~= nil then return waiting end
   if #root.children > 0 and root.randomized and not root.shuffled then
     root.shuffled = true
     shuffle(root.children)
@@ -167,8 +200,11 @@ function spec.next()
       if child.randomized then shuffle(child.children) end
       walk[#walk + 1] = { block = child, chain = chain, index = 0 }
     end
+    waiting = nextHookFailure() -- (a teardown that failed as the walk left a block)
+    if waiting ~= nil then return waiting end
   end
-  return nil
+  leave(0) -- (the last blocks' teardowns: what fails there is reported too)
+  return nextHookFailure()
 end
 
 function spec.name(index) return tests[index].fullName end
@@ -259,6 +295,14 @@ end
 
 -- The globals a spec file sees (SpecTest.swift defines each) ----------------------------------------------------
 
+-- Blocks, tests and hooks are registered by blocks, not by a running test (or its hooks): busted refuses them there.
+local function outsideTests(name, register)
+  return function(...)
+    if running ~= nil then error("'" .. name .. "' not supported inside current context block", 2) end
+    return register(...)
+  end
+end
+
 spec.globals = {
   describe = describe, context = describe, insulate = describe, expose = describe,
   it = it, spec = it, test = it, pending = pending,
@@ -268,9 +312,15 @@ spec.globals = {
   teardown = hook("teardowns", "teardown"), strict_teardown = hook("teardowns", "strict_teardown"),
   lazy_teardown = hook("lazyTeardowns", "lazy_teardown"),
   finally = finally, randomize = randomize,
+}
+for _, name in ipairs({ "describe", "context", "insulate", "expose", "it", "spec", "test", "before_each", "after_each",
+  "setup", "strict_setup", "lazy_setup", "teardown", "strict_teardown", "lazy_teardown", "randomize" }) do
+  spec.globals[name] = outsideTests(name, spec.globals[name])
+end
+for name, value in pairs({
   assert = assertions.assert, spy = assertions.spy, stub = assertions.stub, mock = assertions.mock,
   match = assertions.match, expect = expect,
-}
+}) do spec.globals[name] = value end
 
 -- The modules specs require by name, as busted's and luassert's own: `require("luassert")` is `assert`,
 -- `require("busted")` the blocks and hooks (package.preload: what the app's folder and the module path hold is
