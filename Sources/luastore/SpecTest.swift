@@ -195,12 +195,16 @@ struct SpecTest: AsyncParsableCommand {
                 let start = clock.now
                 do {
                     let outcome = try vm.call(runOne, .integer(index))
+                    if outcome.first == "skipped" { continue } // (its block's setup failed: an error of its own)
                     results.append(SpecResult(file: file, name: title, status: outcome.first == "pending" ? .pending : .passed,
                                               location: testLine, seconds: Self.seconds(clock.now - start)))
                 } catch {
                     let failed = (try? vm.call(kind, .integer(index)).first?.string) == "failure" && error.kind == .runtime
-                    results.append(SpecResult(file: file, name: title, status: failed ? .failed : .errored, message: error.message,
-                                              location: error.location ?? testLine, seconds: Self.seconds(clock.now - start),
+                    // (Named again: a before_each that failed is the error, named after its block, as busted names it.)
+                    let named = (try? vm.call(name, .integer(index)).first?.string) ?? title
+                    let hookLine = (try? vm.call(line, .integer(index)).first?.integer).flatMap { $0 }.map { "\(file):\($0)" } ?? testLine
+                    results.append(SpecResult(file: file, name: named, status: failed ? .failed : .errored, message: error.message,
+                                              location: error.location ?? hookLine, seconds: Self.seconds(clock.now - start),
                                               traceback: error.kind == .timeout ? error.scriptTraceback : nil))
                 }
             }

@@ -77,7 +77,7 @@ end
 local function finally(body)
   if running == nil then error("finally(function) belongs inside a test", 2) end
   if type(body) ~= "function" then error("finally(function) expected", 2) end
-  insert(running.finallies, body)
+  running.finallies = { body } -- (a test has one: the last given, as busted keeps it)
 end
 
 local function randomize(on)
@@ -87,7 +87,7 @@ end
 -- Entering and leaving blocks while tests run: setups when a block's first test runs (strict ones whether or
 -- not any test in it will run, lazy ones only then), teardowns when its last has run.
 local entered = {}   -- the chain of blocks entered, outermost first
-local setupFailure = {} -- block -> the error its setup raised (its tests fail with it)
+local setupFailure = {} -- block -> true when one of its setups failed (its tests do not run)
 
 local function runAll(list)
   for i = 1, #list do list[i]() end
@@ -103,13 +103,43 @@ local function fullChainName(block)
   return concat(names, " ")
 end
 
--- Runs a block's hooks of `list` (the teardowns), each protected: one that fails is an item of its own.
+-- A failure of a block's hook `i` of `list` (or of a test: `name`, `line`) to report as an item of its own.
+local function reportHookFailure(problem, block, list, i, kind, name, line)
+  hookFailures[#hookFailures + 1] = { failedBlock = true, fullName = name or (fullChainName(block) .. " " .. kind), chain = {},
+    line = line or (block[list .. "Lines"] and block[list .. "Lines"][i]), problem = problem }
+end
+
+-- Runs a block's hooks of `list` (teardowns, after_each), each protected: one that fails is an item of its own.
 local function runHooks(block, list, kind)
   for i, body in ipairs(block[list]) do
     local ok, problem = pcall(body)
+    if not ok then reportHookFailure(problem, block, list, i, kind) end
+  end
+end
+
+-- Runs the before_each hooks of the blocks of `chain`, outermost first, until one fails: whether all ran, and
+-- what failed and where.
+local function runBefores(chain)
+  for depth = 1, #chain do
+    local block = chain[depth]
+    for i, body in ipairs(block.befores) do
+      local ok, problem = pcall(body)
+      if not ok then return false, problem, block, i end
+    end
+  end
+  return true
+end
+
+-- Runs a block's setups of `list` until one fails: that one is an error of its own ("a setup"), and the block's
+-- tests do not run (busted reports neither them nor the setups after it).
+local function runSetups(block, list, kind)
+  if setupFailure[block] then return end
+  for i, body in ipairs(block[list]) do
+    local ok, problem = pcall(body)
     if not ok then
-      hookFailures[#hookFailures + 1] = { failedBlock = true, fullName = fullChainName(block) .. " " .. kind,
-        chain = {}, line = block[list .. "Lines"] and block[list .. "Lines"][i], problem = problem }
+      setupFailure[block] = true
+      reportHookFailure(problem, block, list, i, kind)
+      return
     end
   end
 end
@@ -118,8 +148,8 @@ local function leave(depth)
   while #entered > depth do
     local block = entered[#entered]
     entered[#entered] = nil
+    if block.lazyEntered then runHooks(block, "lazyTeardowns", "lazy_teardown") end -- (the lazy ones first, as busted)
     runHooks(block, "teardowns", "teardown")
-    if block.lazyEntered then runHooks(block, "lazyTeardowns", "lazy_teardown") end
   end
 end
 
@@ -130,16 +160,14 @@ local function enter(chain, lazy)
   for i = depth + 1, #chain do
     local block = chain[i]
     entered[i] = block
-    local ok, problem = pcall(runAll, block.setups)
-    if not ok then setupFailure[block] = problem end
+    runSetups(block, "setups", "setup")
   end
   if lazy then
     for i = 1, #chain do
       local block = chain[i]
       if not block.lazyEntered then
         block.lazyEntered = true
-        local ok, problem = pcall(runAll, block.lazySetups)
-        if not ok then setupFailure[block] = problem end
+        runSetups(block, "lazySetups", "lazy_setup")
       end
     end
   end
@@ -199,6 +227,7 @@ function spec.next()
       end
       if child.randomized then shuffle(child.children) end
       walk[#walk + 1] = { block = child, chain = chain, index = 0 }
+      enter(chain, false) -- (its setups run as the run enters it, as busted's do: a block with no test too)
     end
     waiting = nextHookFailure() -- (a teardown that failed as the walk left a block)
     if waiting ~= nil then return waiting end
@@ -225,23 +254,28 @@ function spec.run(index)
   assertions.forget()
   enter(test.chain, true)
   for i = 1, #test.chain do
-    if setupFailure[test.chain[i]] then error(setupFailure[test.chain[i]], 0) end
+    if setupFailure[test.chain[i]] then return "skipped" end -- (its block's setup failed: reported on its own)
   end
   test.finallies = {}
   running = test
-  local ok, problem = true, nil
-  for i = 1, #test.chain do
-    if ok then ok, problem = pcall(runAll, test.chain[i].befores) end
+  -- As busted runs them: a before_each that fails is the error (named after its block: "a before_each"), not the
+  -- test; the test's `finally` that fails after the test failed is an error of its own besides; an after_each
+  -- that fails is an error of its own ("a after_each"), the test's outcome standing.
+  local ok, problem, failedBlock, hookIndex = runBefores(test.chain)
+  if not ok then
+    test.fullName = fullChainName(failedBlock) .. " before_each"
+    test.line = failedBlock.beforesLines and failedBlock.beforesLines[hookIndex] or test.line
+  else
+    ok, problem = pcall(test.body)
   end
-  if ok then ok, problem = pcall(test.body) end
   for i = #test.finallies, 1, -1 do
     local cleaned, why = pcall(test.finallies[i])
-    if ok and not cleaned then ok, problem = false, why end
+    if not cleaned then
+      if ok then ok, problem = false, why
+      else reportHookFailure(why, nil, nil, nil, nil, test.fullName, test.line) end
+    end
   end
-  for i = #test.chain, 1, -1 do
-    local cleaned, why = pcall(runAll, test.chain[i].afters)
-    if ok and not cleaned then ok, problem = false, why end
-  end
+  for i = #test.chain, 1, -1 do runHooks(test.chain[i], "afters", "after_each") end
   running = nil
   if not ok then
     if getmetatable(problem) == pendingMeta then return "pending", problem.message end
