@@ -88,6 +88,25 @@ import Testing
 
     /// An empty table is `{}`, or `[]` for a format whose empty tables are lists (busted's report); tables with
     /// anything in them are written as before either way.
+    /// A table whose keys JSON would name alike — `1` and `"1"`, `true` and `"true"`, in its sequence or not — is
+    /// not written as an object that keeps one of the two values: the writer refuses it, naming where and which.
+    @Test func keysThatJSONNamesAlikeAreRefused() {
+        let cases: [(LuaValue, String)] = [
+            (.table(LuaTable(fields: [.integer(1): "int", .string("1"): "str"])), #"state.x: its keys [1] and ["1"] are both the JSON name "1""#),
+            (.table(LuaTable(array: ["first"], fields: [.string("1"): "str"])), #"state.x: its keys [1] and ["1"] are both the JSON name "1""#),
+            (.table(LuaTable(fields: [.boolean(true): "b", .string("true"): "s"])), #"are both the JSON name "true""#),
+        ]
+        for (table, words) in cases {
+            do {
+                let written = try LuaJSON.encode(["x": table], root: "state")
+                Issue.record("written: \(written)")
+            } catch {
+                #expect(error.description.contains(words), "\(error)")
+            }
+        }
+        #expect((try? LuaJSON.encode(["x": .table(LuaTable(fields: [.integer(2): "two", .string("1"): "one"]))])) == #"{"x":{"1":"one","2":"two"}}"#)
+    }
+
     @Test func emptyTablesAreObjectsOrListsAsTheWriterSays() throws {
         let report: LuaValue = ["pendings": .table(LuaTable()), "successes": [["name": "a", "line": 3]], "duration": .number(0.5)]
         #expect(try LuaJSON.encode(report) == #"{"duration":0.5,"pendings":{},"successes":[{"line":3,"name":"a"}]}"#)

@@ -61,15 +61,24 @@ extension LuaJSON {
                 output += "]"
                 return
             }
-            var entries: [(String, LuaValue)] = table.array.enumerated().map { (String($0.offset + 1), $0.element) }
-            table.forEachField { key, element in entries.append((key.text, element)) }
-            entries.sort { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) }
+            var entries: [(name: String, key: LuaKey, value: LuaValue)] = table.array.enumerated().map {
+                (String($0.offset + 1), .integer(Int64($0.offset + 1)), $0.element)
+            }
+            table.forEachField { key, element in entries.append((key.text, key, element)) }
+            entries.sort { $0.name.utf8.lexicographicallyPrecedes($1.name.utf8) }
             output += "{"
             for (index, entry) in entries.enumerated() {
-                if index > 0 { output += "," }
-                quote(entry.0, into: &output)
+                if index > 0 {
+                    // Two keys one JSON name (`1` and `"1"`, `true` and `"true"`): a reader would keep one value.
+                    if entries[index - 1].name == entry.name {
+                        throw Unrepresentable(path: base, reason: "its keys \(LuaPath.render(entries[index - 1].key)) and "
+                            + "\(LuaPath.render(entry.key)) are both the JSON name \"\(entry.name)\", which keeps one value")
+                    }
+                    output += ","
+                }
+                quote(entry.name, into: &output)
                 output += ":"
-                try write(entry.1, path: base + LuaPath.render(.string(entry.0)), emptyTable: emptyTable, into: &output)
+                try write(entry.value, path: base + LuaPath.render(entry.key), emptyTable: emptyTable, into: &output)
             }
             output += "}"
         }
