@@ -127,10 +127,46 @@ local function registerAssertion(_, kind, name, fn, positive, negative)
   end)
 end
 
+-- luassert's state: parameters (`assert:set_parameter(name, value)`, read back by `get_parameter`) and snapshots
+-- (`assert:snapshot()`): reverting one — `snap:revert()` or `snap()` — reverts the snapshots taken after it, the
+-- spies and stubs put in a table's place since it was taken, and the parameters set since.
+local snapshotMeta = {}
+local current = { parameters = {}, spies = {} }
+local function revertSnapshot(snapshot)
+  if getmetatable(snapshot) ~= snapshotMeta then error("Value provided is not a valid snapshot", 2) end
+  if snapshot.next then revertSnapshot(snapshot.next) end
+  for i = #snapshot.spies, 1, -1 do snapshot.spies[i]:revert() end
+  snapshot.spies, snapshot.parameters = {}, {}
+  setmetatable(snapshot, nil) -- (reverted: no longer a snapshot, as luassert's)
+  current = snapshot.previous
+  current.next = nil
+end
+snapshotMeta.__index = { revert = revertSnapshot }
+snapshotMeta.__call = revertSnapshot
+S.placed = function(s) current.spies[#current.spies + 1] = s end
+local stateApi = {
+  set_parameter = function(_, name, value) current.parameters[name] = value end,
+  get_parameter = function(_, name)
+    local snapshot = current
+    while snapshot ~= nil do
+      if snapshot.parameters[name] ~= nil then return snapshot.parameters[name] end
+      snapshot = snapshot.previous
+    end
+    return nil
+  end,
+  snapshot = function()
+    local snapshot = setmetatable({ parameters = {}, spies = {}, previous = current }, snapshotMeta)
+    current.next = snapshot
+    current = snapshot
+    return snapshot
+  end,
+}
+
 local assertTable = setmetatable({}, {
   __index = function(_, key)
     if type(key) ~= "string" then return nil end
     if key == "register" then return registerAssertion end
+    if stateApi[key] then return stateApi[key] end
     return chainMeta.__index(chain({ tokens = {} }), key)
   end,
   -- `assert(v, message, ...)` is Lua's assert: all its arguments back, or an error with the message.

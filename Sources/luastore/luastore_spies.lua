@@ -3,6 +3,7 @@
 local V = ...
 local same, isMatcher = V.same, V.isMatcher
 local S = {}
+-- `S.placed(s)`, when set, hears of each spy or stub put in a table's place (luastore_assert.lua's snapshots revert them).
 
 local unpack, pack, insert = table.unpack, table.pack, table.insert
 
@@ -128,6 +129,7 @@ local spyApi = setmetatable({
     local s = newSpy(function(...) if type(original) == "function" then return original(...) end end)
     s.target, s.key, s.original = target, key, original
     target[key] = s
+    if S.placed then S.placed(s) end
     return s
   end,
 }, { __call = function(self, fn) return self.new(fn) end })
@@ -138,6 +140,7 @@ local function newStub(target, key, ...)
   if target ~= nil then
     s.target, s.key, s.original = target, key, target[key]
     target[key] = s
+    if S.placed then S.placed(s) end
   end
   s.by_default = s -- `s.by_default.returns(…)`: what it does when no `on_call_with` matches
   return s
