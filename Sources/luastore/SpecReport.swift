@@ -29,7 +29,7 @@ struct SpecReport {
                 let message = (result.message ?? "").replacingOccurrences(of: "\n", with: "\n  ")
                 lines.append("\(result.status == .failed ? "FAIL" : "ERROR") \(result.location): \(result.name): \(message)")
                 if let traceback = result.traceback { lines.append("  " + traceback.replacingOccurrences(of: "\n", with: "\n  ")) }
-            case .pending: lines.append("PENDING \(result.location): \(result.name)")
+            case .pending: lines.append("PENDING \(result.location): \(result.name)" + (result.message.map { ": " + $0 } ?? ""))
             case .passed: break
             }
         }
@@ -70,7 +70,7 @@ struct SpecReport {
         for (index, result) in results.enumerated() {
             switch result.status {
             case .passed: lines.append("ok \(index + 1) - \(result.name)")
-            case .pending: lines.append("ok \(index + 1) - \(result.name) # SKIP pending")
+            case .pending: lines.append("ok \(index + 1) - \(result.name) # SKIP " + (result.message ?? "pending"))
             case .failed, .errored:
                 lines.append("not ok \(index + 1) - \(result.name)")
                 lines.append("# \(result.location)")

@@ -196,8 +196,12 @@ struct SpecTest: AsyncParsableCommand {
                 do {
                     let outcome = try vm.call(runOne, .integer(index))
                     if outcome.first == "skipped" { continue } // (its block's setup failed: an error of its own)
-                    results.append(SpecResult(file: file, name: title, status: outcome.first == "pending" ? .pending : .passed,
-                                              location: testLine, seconds: Self.seconds(clock.now - start)))
+                    // (A test that called `pending(reason)`: the reason, at the line of the call, as busted reports it.)
+                    let isPending = outcome.first == "pending"
+                    let reason = isPending && outcome.count > 1 ? outcome[1].string : nil
+                    let place = isPending && outcome.count > 2 ? outcome[2].integer.map { "\(file):\($0)" } : nil
+                    results.append(SpecResult(file: file, name: title, status: isPending ? .pending : .passed, message: reason,
+                                              location: place ?? testLine, seconds: Self.seconds(clock.now - start)))
                 } catch {
                     let failed = (try? vm.call(kind, .integer(index)).first?.string) == "failure" && error.kind == .runtime
                     // (Named again: a before_each that failed is the error, named after its block, as busted names it.)

@@ -61,7 +61,7 @@ local pendingMeta = { __tostring = function(self) return "pending: " .. tostring
 
 local function it(name, body) addTest(name, body, false) end
 local function pending(name, body)
-  if running ~= nil then error(setmetatable({ message = name }, pendingMeta), 0) end
+  if running ~= nil then error(setmetatable({ message = name, line = callerLine(1) }, pendingMeta), 0) end
   addTest(name, body, true)
 end
 
@@ -278,7 +278,7 @@ function spec.run(index)
   for i = #test.chain, 1, -1 do runHooks(test.chain[i], "afters", "after_each") end
   running = nil
   if not ok then
-    if getmetatable(problem) == pendingMeta then return "pending", problem.message end
+    if getmetatable(problem) == pendingMeta then return "pending", problem.message, problem.line end
     if type(problem) == "string" and assertions.failed((problem:gsub("^.-:%d+: ", "", 1))) then test.kind = "failure" end
     error(problem, 0)
   end

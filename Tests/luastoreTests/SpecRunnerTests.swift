@@ -116,8 +116,8 @@ import FoundationXML
     }
 
     /// A failure's own message — given after an assertion's arguments, or among `matches`' options — comes first,
-    /// on a line of its own, then luassert's: as busted prints it (its outcome is compared in
-    /// `BustedDifferentialTests`, not its words).
+    /// on a line of its own, then luassert's; a pending test's reason is shown: as busted prints them (outcomes are
+    /// compared in `BustedDifferentialTests`, not words).
     @Test func aFailuresOwnMessageComesFirst() async throws {
         let app = try CLI.makeApp("return { init = function() return {} end, reduce = function() end, props = function() return {} end }")
         defer { try? FileManager.default.removeItem(at: app) }
@@ -126,10 +126,15 @@ import FoundationXML
               it("equal", function() assert.are.equal(1, 2, "numbers differ") end)
               it("truthy", function() assert.is_truthy(nil, "should be set") end)
               it("matches", function() assert.matches("^x", "abc", 1, "starts with x") end)
+              it("waits", function()
+                pending("waiting for a fix")
+              end)
             end)
             """.utf8).write(to: app.appendingPathComponent("messages_spec.lua"))
         let run = try await CLI.run(["test", app.path])
         #expect(run.status == 1)
+        // (A test's `pending(reason)`: the reason, at the line of the call, as busted reports it.)
+        #expect(run.outputLines.contains("PENDING messages_spec.lua:6: messages waits: waiting for a fix"), "\(run.output)")
         for (name, own, luassert) in [("equal", "numbers differ", "Expected objects to be equal."),
                                       ("truthy", "should be set", "Expected to be truthy, but value was:"),
                                       ("matches", "starts with x", "Expected strings to match.")] {
