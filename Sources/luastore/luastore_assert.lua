@@ -14,6 +14,7 @@ local format = string.format
 local failedAssertions = {}
 function B.forget() failedAssertions = {} end
 function B.failed(message) return failedAssertions[message] == true end
+-- (`assert(false, t)` raises `t` itself: the value, not a message, tells it is an assertion's.)
 
 -- (What values look like and how they compare: luastore_values.lua; spies, stubs and mocks: luastore_spies.lua.)
 local sortedKeys, render, typed, typedList = V.sortedKeys, V.render, V.typed, V.typedList
@@ -173,7 +174,7 @@ local assertTable = setmetatable({}, {
   __call = function(_, value, message, ...)
     if not value then
       if message == nil then message = "assertion failed!" end
-      if type(message) == "string" then failedAssertions[message] = true end
+      if type(message) == "string" or type(message) == "table" then failedAssertions[message] = true end
       error(message, 2)
     end
     return value, message, ...

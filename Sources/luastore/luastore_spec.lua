@@ -280,6 +280,13 @@ function spec.run(index)
   if not ok then
     if getmetatable(problem) == pendingMeta then return "pending", problem.message, problem.line end
     if type(problem) == "string" and assertions.failed((problem:gsub("^.-:%d+: ", "", 1))) then test.kind = "failure" end
+    if type(problem) == "table" and assertions.failed(problem) then test.kind = "failure" end
+    if type(problem) ~= "string" then -- (what busted shows of an error that is not a string)
+      local meta = getmetatable(problem)
+      problem = problem == nil and "Nil error"
+        or (type(meta) == "table" and meta.__tostring) and tostring(problem)
+        or assertions.render(problem)
+    end
     error(problem, 0)
   end
 end
