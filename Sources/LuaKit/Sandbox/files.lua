@@ -12,11 +12,12 @@ local math, table = math, table
 
 local open_files = real_setmetatable({}, { __mode = "k" }) -- file -> { bytes, position (0-based), name }
 local reading_metatable = { __name = "FILE*", __metatable = false }
-local function checked(file)
+-- The open file `file` is, for the method `name` (Lua's refusal of anything else, naming it).
+local function checked(file, name)
   local open = open_files[file]
   if open == nil then
     if raw_getmetatable(file) == reading_metatable then error("attempt to use a closed file", 3) end
-    error("bad argument #1 (FILE* expected, got " .. typename(file) .. ")", 3)
+    error("bad argument #1 to '" .. name .. "' (FILE* expected, got " .. (file == nil and "no value" or typename(file)) .. ")", 3)
   end
   return open
 end
@@ -25,14 +26,16 @@ end
 local function read_format(open, format, index, level)
   local bytes, at = open[1], open[2]
   local size = #bytes
-  if math.type(format) == "integer" or (type(format) == "number" and math.tointeger(format)) then
+  if type(format) == "number" then
     local count = math.tointeger(format)
+    if count == nil then error("bad argument #" .. index .. " to 'read' (number has no integer representation)", level) end
+    if count < 0 then error("not enough memory", 0) end -- (as Lua's: a negative count is a size no buffer takes)
     if at >= size then return nil end -- (`read(0)` tests for the end: "" before it)
     open[2] = math.min(size, at + count)
     return bytes:sub(at + 1, open[2])
   end
   if type(format) ~= "string" then
-    error("bad argument #" .. index .. " to 'read' (invalid format)", level)
+    error("bad argument #" .. index .. " to 'read' (string expected, got " .. typename(format) .. ")", level)
   end
   local kind = format:sub(1, 1) == "*" and format:sub(2, 2) or format:sub(1, 1)
   if kind == "l" or kind == "L" then
@@ -89,7 +92,7 @@ local function read_formats(open, level, ...)
 end
 local reading_methods = {}
 function reading_methods.read(file, ...)
-  local open = checked(file)
+  local open = checked(file, "read")
   return read_formats(open, 2, ...)
 end
 local function lines_of(file, closes, ...)
@@ -99,16 +102,16 @@ local function lines_of(file, closes, ...)
     local open = open_files[file]
     if open == nil then error("file is already closed", 2) end
     local results = table.pack(read_formats(open, 3, table.unpack(formats, 1, formats.n)))
-    if results[1] == nil and closes then open_files[file] = nil end
-    return table.unpack(results, 1, results.n)
+    if results[1] ~= nil then return table.unpack(results, 1, results.n) end
+    if closes then open_files[file] = nil end -- (at the end: nothing, as Lua's iterator returns)
   end
 end
 function reading_methods.lines(file, ...)
-  checked(file)
+  checked(file, "lines")
   return lines_of(file, false, ...)
 end
 function reading_methods.seek(file, whence, offset)
-  local open = checked(file)
+  local open = checked(file, "seek")
   whence = whence == nil and "cur" or whence
   if whence ~= "set" and whence ~= "cur" and whence ~= "end" then
     error("bad argument #1 to 'seek' (invalid option '" .. tostring(whence) .. "')", 2)
@@ -125,17 +128,17 @@ function reading_methods.seek(file, whence, offset)
   return position
 end
 function reading_methods.close(file)
-  checked(file)
+  checked(file, "close")
   open_files[file] = nil
   return true
 end
 function reading_methods.write(file)
-  checked(file)
+  checked(file, "write")
   return nil, "Bad file descriptor", 9
 end
-function reading_methods.flush(file) checked(file); return true end
+function reading_methods.flush(file) checked(file, "flush"); return true end
 function reading_methods.setvbuf(file, mode)
-  checked(file)
+  checked(file, "setvbuf")
   if mode ~= "no" and mode ~= "full" and mode ~= "line" then
     error("bad argument #1 to 'setvbuf' (invalid option '" .. tostring(mode) .. "')", 2)
   end

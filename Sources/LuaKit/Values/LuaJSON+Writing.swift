@@ -71,8 +71,11 @@ extension LuaJSON {
                 if index > 0 {
                     // Two keys one JSON name (`1` and `"1"`, `true` and `"true"`): a reader would keep one value.
                     if entries[index - 1].name == entry.name {
-                        throw Unrepresentable(path: base, reason: "its keys \(LuaPath.render(entries[index - 1].key)) and "
-                            + "\(LuaPath.render(entry.key)) are both the JSON name \"\(entry.name)\", which keeps one value")
+                        // (The one that is not a string first: the same words whichever order the table kept them in.)
+                        var pair = [entries[index - 1].key, entry.key]
+                        if case .string = pair[0] { pair.swapAt(0, 1) }
+                        throw Unrepresentable(path: base, reason: "its keys \(LuaPath.render(pair[0])) and "
+                            + "\(LuaPath.render(pair[1])) are both the JSON name \"\(entry.name)\", which keeps one value")
                     }
                     output += ","
                 }

@@ -53,3 +53,27 @@ do
   local closing <close> = io.open("fixtures/mixed.txt")
   show(closing:read(5))
 end
+
+-- Arguments `read` refuses, named as Lua names them; a lines iterator at the end returns nothing.
+do
+  local h = io.open("fixtures/mixed.txt")
+  show(pcall(function() local x = h:read(1.5) return x end))
+  show(pcall(function() local x = h:read({}) return x end))
+  show(pcall(function() local x = h.read(42) return x end))
+  show(pcall(function() local x = h.read() return x end))
+  show(pcall(function() local x = io.close(42) return x end))
+  show(pcall(function() local x = h:read(-1) return x end))
+  show(h:seek())
+  h:close()
+  local next_line = io.lines("fixtures/mixed.txt")
+  local count = 0
+  while next_line() ~= nil do count = count + 1 end
+  show(count)
+end
+do
+  local h = io.open("fixtures/mixed.txt")
+  local it = h:lines()
+  while it() ~= nil do end
+  show(select("#", it()))
+  h:close()
+end
