@@ -162,6 +162,13 @@ static inline void clua_check_deadline(lua_State *L) {
     if (now >= g->deadlineNanos && clua_budget_spent(L, g, now)) clua_raise_budget_exceeded(L, g);
 }
 
+/// `checkbudget()` for the sandbox's Lua: raises the budget's `timeout` once the running call's deadline has passed
+/// (C that the hook cannot interrupt — Lua's parser between two pieces of a long chunk — looks at the clock so).
+static inline int clua_sandbox_checkbudget(lua_State *L) {
+    clua_check_deadline(L);
+    return 0;
+}
+
 /// The count hook: checks the deadline every `hookInterval` instructions. Once it passes, the hook fires on
 /// every instruction and raises each time, so neither `pcall` nor a `__close` handler can keep the script alive.
 static inline void clua_budget_hook(lua_State *L, lua_Debug *ar) {

@@ -286,6 +286,8 @@ public final class LuaVM {
         lua_setfield(state, -2, "callerkind")
         clua_pushcfunction(state, clua_sandbox_resume)
         lua_setfield(state, -2, "resume")
+        clua_pushcfunction(state, clua_sandbox_checkbudget)
+        lua_setfield(state, -2, "checkbudget")
         clua_pushcfunction(state, clua_make_sandbox_close)
         lua_setfield(state, -2, "makeclose")
         clua_pushcfunction(state, clua_make_sandbox_wrap)

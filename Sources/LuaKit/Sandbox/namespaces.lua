@@ -84,10 +84,12 @@ end
 -- 0.3 s). It is handed over a piece at a time instead, so the budget's hook can stop a parse between two pieces —
 -- the same bytes, the same chunk.
 local PIECE_BYTES, string_sub = 16384, string.sub -- (the library's own: a spec may stub `string.sub`)
+local check_budget = host.checkbudget -- (the clock looked at between two pieces, whatever enforces the budget)
 local function parse(chunk, chunkname, env)
   if #chunk <= PIECE_BYTES then return real_load(chunk, chunkname, "t", env) end
   local at = 1
   return real_load(function()
+    check_budget()
     local piece = string_sub(chunk, at, at + PIECE_BYTES - 1)
     at = at + PIECE_BYTES
     return piece
