@@ -65,8 +65,13 @@ extension LuaVM {
         return String(decoding: buffer.prefix(cut), as: UTF8.self) + "… (\(length) bytes in all)"
     }
 
-    /// Splits `app.lua:12: message` into its parts.
+    /// Splits `app.lua:12: message` into its parts. A module that does not compile is raised by `require` as Lua's
+    /// raises it, `error loading module 'm' from file './m.lua':` and, on the next line after a tab, the compiler's
+    /// `m.lua:4: message`: its parts are that line's.
     static func splitLocation(_ text: String) -> (chunk: String, line: Int, message: String)? {
+        if text.hasPrefix("error loading module '"), let inner = text.range(of: "':\n\t") {
+            return splitLocation(String(text[inner.upperBound...]))
+        }
         let bytes = Array(text.utf8.prefix(512))
         var index = 0
         while index < bytes.count, bytes[index] != UInt8(ascii: "\n") {

@@ -211,18 +211,19 @@ local function namespace(root, strict)
       chunk, extra = preload, ":preload:"
     else
       local source, chunkname = host_readmodule(name, root)
-      local problem
-      chunk, problem = real_load(source, chunkname, "t", g or own_globals())
-      chunk_namespaces[chunkname] = g
-      if chunk == nil then error(problem, 0) end
       -- (Where Lua's searcher found it: through package.path's "./?.lua", or the module path's absolute template.)
       extra = chunkname:sub(2)
       if extra:sub(1, 1) ~= "/" and extra:sub(1, 2) ~= "./" then extra = "./" .. extra end
+      local problem
+      chunk, problem = real_load(source, chunkname, "t", g or own_globals())
+      chunk_namespaces[chunkname] = g
+      if chunk == nil then error("error loading module '" .. name .. "' from file '" .. extra .. "':\n\t" .. problem, 0) end
     end
+    -- (Called, not protected, as Lua's `require` calls a loader: what it raises goes on with the module's frames on
+    -- the stack, for a traceback. A failure leaves `loading[name]` set; `requiring` tells that from a cycle.)
     loading[name] = true
-    local ok, result = sandbox_pcall(chunk, name, extra)
+    local result = chunk(name, extra)
     loading[name] = nil
-    if not ok then error(result, 0) end
     loaded = package.loaded
     if result ~= nil then
       loaded[name] = result

@@ -44,3 +44,11 @@ local function readsUnset() return nobodySetThis end
 function globalHelper() return "g" end
 load("loaded = counter + 1")()
 print(counter, readsUnset(), rawget(_G, "counter"), globalHelper(), _G.globalHelper == globalHelper, loaded)
+-- A module that does not compile is named with the file it came from; one that raises lets its error through as
+-- it came (its frame on the stack, for a traceback), and both are tried again by the next `require`.
+print(pcall(require, "spec.broken"))
+print(pcall(require, "spec.broken"))
+print(pcall(require, "spec/raises"))
+print(pcall(require, "spec/raises"), package.loaded["spec/raises"])
+local _, trace = xpcall(require, debug.traceback, "spec.raises")
+print(trace:match("^[^\n]*"), trace:find("\n\t%./spec/raises%.lua:3: in main chunk\n") ~= nil)
