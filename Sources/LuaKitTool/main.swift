@@ -104,7 +104,7 @@ let status: Int32 = thread.sync {
         let bytes = Array(file.utf8)
         let name = bytes.count <= 59 ? file : "..." + String(decoding: bytes.suffix(56), as: UTF8.self)
         let chunk = try vm.load(bytes: source, chunkName: name)
-        for value in try vm.call(chunk, arguments: argumentValues) { writeOut(Array("\(value)\n".utf8)) }
+        for value in try vm.callAsMain(chunk, arguments: argumentValues) { writeOut(Array("\(value)\n".utf8)) }
         return 0
     } catch {
         // (With the script's traceback, as `lua` writes one: for a spent budget, where the loop was called from.)

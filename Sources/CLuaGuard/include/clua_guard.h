@@ -402,6 +402,13 @@ static inline int clua_call_swift(lua_State *L) {
 
 static inline const char *clua_traceback_field(void) { return CLUA_TRACEBACK_FIELD; }
 
+/// Calls the function at 1 with the values above it, and returns what it returned: a C function a script is called
+/// through as the stand-alone `lua` calls one (its tracebacks end with this frame, `[C]: in ?`).
+static inline int clua_call_as_main(lua_State *L) {
+    lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+    return lua_gettop(L);
+}
+
 /// Message handler for top-level calls: records the location and the traceback, returns the error value as is.
 /// It calls no metamethod, so an error value whose `__tostring` loops cannot hang it.
 static inline int clua_message_handler(lua_State *L) {

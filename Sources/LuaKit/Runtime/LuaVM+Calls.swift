@@ -33,6 +33,17 @@ extension LuaVM {
         return results
     }
 
+    /// Calls `chunk` as the stand-alone `lua` calls a script: through a C function, which a traceback shows as its
+    /// last frame (`[C]: in ?`); returns its results converted to Swift.
+    @discardableResult
+    public func callAsMain(_ chunk: LuaReference, arguments: [LuaArgument]) throws(LuaError) -> [LuaValue] {
+        checkThread()
+        guard lua_checkstack(state, 1) != 0 else { throw LuaError(.runtime, "too many arguments (\(arguments.count))") }
+        clua_pushcfunction(state, clua_call_as_main)
+        let caller = makeReference() // (released with its last copy, as every reference)
+        return try call(caller, arguments: [.reference(chunk)] + arguments)
+    }
+
     /// Calls `function` and hands its results to `body` unconverted: read only what you need. The view is
     /// valid only inside `body`.
     public func call<T>(

@@ -56,6 +56,19 @@ local function new_globals(require_function, strict)
   g.require = require_function
   g.package = packages[require_function]
   global_sets[g] = set
+  -- (Lua names a function in a traceback or an argument error after where it is found among the modules loaded,
+  -- `_G.name` as `name`: there, the default namespace's globals, as one table — `set_global` keeps it up to date —
+  -- and, as modules of their own, the real base functions the sandbox's call, which name themselves in what they
+  -- raise: `bad argument #1 to 'setmetatable'`.)
+  if require_function == default_require then
+    local loaded, names = host.registryloaded, {}
+    for name, value in next, loaded._G do
+      if type(value) == "function" and rawget(g, name) ~= value and loaded[name] == nil then loaded[name] = value end
+    end
+    for name, value in next, g do names[name] = value end
+    loaded._G = names
+    host.globalnames = { globals = g, names = names }
+  end
   if strict then real_setmetatable(set, strict_reads) end
   return real_setmetatable(g, {
     __index = set,

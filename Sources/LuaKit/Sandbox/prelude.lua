@@ -27,6 +27,9 @@ local real_traceback, raw_getmetatable = debug.traceback, debug.getmetatable
 -- (`getinfo`, `getlocal` and `getupvalue` answer three questions below — whether a module is loading, and which,
 -- from the frames on the stack, and which namespace's code calls a method on a string — and nothing else.)
 local real_getinfo, real_getlocal, real_getupvalue = debug.getinfo, debug.getlocal, debug.getupvalue
+-- (And where Lua names functions for tracebacks and argument errors: the modules loaded, `_G` among them — the
+-- default namespace's globals go there, `namespaces.lua`, so a script's global function is named as in Lua.)
+host.registryloaded = debug.getregistry()._LOADED
 debug = nil
 local reference_strings = {
   find = string.find, match = string.match, gmatch = string.gmatch, gsub = string.gsub, format = string.format,
@@ -153,6 +156,8 @@ local function set_global(g, name, value, level)
   else
     real_rawset(global_sets[g], name, value)
   end
+  local named = host.globalnames
+  if named ~= nil and named.globals == g then real_rawset(named.names, name, value) end
 end
 
 -- `next` and `rawget` read a read-only table as the table it shows, as Lua reads its libraries (`next(string)`,

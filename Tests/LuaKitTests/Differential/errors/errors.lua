@@ -38,3 +38,14 @@ print(yielding(20))
 local failing = coroutine.wrap(function() return pcall(function() coroutine.yield(1); error("later", 0) end) end)
 print(failing())
 print(failing())
+-- Tracebacks name functions as Lua names them: a global function by its name, library functions by theirs, the
+-- script called from C (the stand-alone interpreter's frame).
+function tracedGlobal() return debug.traceback("traced", 1) end
+local function tracedLocal() local text = tracedGlobal() return text end
+print(tracedLocal())
+local tracedTable = {}
+function tracedTable.field() print((debug.traceback())) end
+tracedTable.field()
+print(select(2, xpcall(string.rep, debug.traceback)))
+function failingGlobal() error("failed in a global") end
+print(select(2, xpcall(failingGlobal, debug.traceback)))
