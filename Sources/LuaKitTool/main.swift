@@ -103,7 +103,7 @@ let status: Int32 = thread.sync {
         // (Named as given, as `lua` names a file — a long path by its last 56 bytes after "...", as Lua's `chunkid` shows it.)
         let bytes = Array(file.utf8)
         let name = bytes.count <= 59 ? file : "..." + String(decoding: bytes.suffix(56), as: UTF8.self)
-        let chunk = try vm.load(bytes: source, chunkName: name)
+        let chunk = try vm.load(bytes: LuaVM.fileSource(source), chunkName: name)
         for value in try vm.callAsMain(chunk, arguments: argumentValues) { writeOut(Array("\(value)\n".utf8)) }
         return 0
     } catch {

@@ -162,7 +162,7 @@ struct SpecTest: AsyncParsableCommand {
                                      fields: [.integer(0): .string(commandLine.first ?? "luastore")])
             globals["arg"] = try vm.callForReferences(try vm.load("return ...", chunkName: "=luastore"),
                                                       arguments: [.value(.table(arguments))]).first ?? nil
-            let chunk = try vm.load(bytes: source, chunkName: file, globals: globals)
+            let chunk = try vm.load(bytes: LuaVM.fileSource(source), chunkName: file, globals: globals)
             try vm.call(chunk)
             let next = try function("next"), name = try function("name"), line = try function("line")
             let status = try function("status"), raise = try function("raise")

@@ -45,10 +45,14 @@ import LuaStoreConcurrency
             let open = luaError { _ = try vm.run("local file = io.open('/etc/passwd')\nreturn file", chunkName: "open.lua") }
             #expect(open?.message == "io.open: not available in the sandbox (no files; io.write and print write to the output)")
             #expect(open?.location == "open.lua:1")
-            for call in ["io.popen('ls')", "io.read()", "io.lines('x')", "io.input()", "io.stdout:close()", "io.stdout:read()"] {
+            for call in ["io.popen('ls')", "io.read()", "io.lines('x')", "io.input('x')", "io.output('out.txt')", "io.stdout:close()",
+                         "io.stdout:read()", "io.stdin:read()", "io.input():read()", "io.stdin:lines()"] {
                 let refused = luaError { _ = try vm.run("return \(call)", chunkName: "io.lua") }
                 #expect(refused?.message.contains(": not available in the sandbox (no files;") == true, "\(call): \(String(describing: refused))")
             }
+            // (The standard files are there, as in Lua: the default input reads nothing, the default output is print's.)
+            #expect(try vm.run("return io.type(io.stdin), io.input() == io.stdin, io.output() == io.stdout", chunkName: "std.lua")
+                    == ["file", true, true])
             let write = luaError { _ = try vm.run("io.stdout.write = print", chunkName: "w.lua") }
             #expect(write?.message == "cannot modify a file of the sandbox's io")
             #expect(try vm.run("return 40 + 2", chunkName: "next.lua") == [42])

@@ -169,7 +169,7 @@ extension LuaVM {
         }
         try ensureHeadroom(file.source.count * 2)
         pushBytes(file.source)
-        pushString("=" + prefix + file.chunkName)
+        pushString("@" + prefix + file.chunkName)
         return 2
     }
 
@@ -207,7 +207,7 @@ extension LuaVM {
         try ensureHeadroom(module.source.count * 2)
         pushBytes(module.source)
         let prefix = isNumberedFolder(at: 2) ? folderPrefix : moduleChunkPrefix
-        pushString("=" + (module.chunkName.hasPrefix("/") ? "" : prefix) + module.chunkName)
+        pushString("@" + (module.chunkName.hasPrefix("/") ? "" : prefix) + module.chunkName)
         return 2
     }
 

@@ -32,6 +32,17 @@ extension LuaVM {
         return try withDefaultGlobals(globals)
     }
 
+    /// A source file's bytes as Lua reads a file it loads (`luaL_loadfilex`: a script, a module, `loadfile`,
+    /// `dofile`): a UTF-8 byte-order mark is skipped, and a first line that starts with `#` (`#!/usr/bin/env lua`)
+    /// is skipped but for its line break, so the lines after it keep their numbers.
+    public static func fileSource(_ bytes: Data) -> Data {
+        var source = bytes[...]
+        if source.starts(with: [0xEF, 0xBB, 0xBF]) { source = source.dropFirst(3) }
+        guard source.first == UInt8(ascii: "#") else { return Data(source) }
+        guard let lineBreak = source.firstIndex(of: UInt8(ascii: "\n")) else { return Data([UInt8(ascii: "\n")]) }
+        return Data(source[lineBreak...])
+    }
+
     /// `load(bytes:chunkName:)` with `globals` set first, as `load(_:chunkName:globals:)` sets them.
     public func load(bytes source: some ContiguousBytes, chunkName: String, globals: [String: LuaReference]) throws(LuaError) -> LuaReference {
         checkThread()

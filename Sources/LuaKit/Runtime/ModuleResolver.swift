@@ -120,7 +120,8 @@ struct ModuleResolver {
         if let root, !url.path.hasPrefix(root.path + "/") { throw .message("\(what) leads outside the app folder") }
         let size = (try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? Int) ?? 0
         guard size <= maximumBytes else { throw .message("\(what) is \(size) bytes; the limit is \(maximumBytes)") }
-        guard let data = FileManager.default.contents(atPath: url.path) else { throw .message("\(what) cannot be read") }
+        guard let file = FileManager.default.contents(atPath: url.path) else { throw .message("\(what) cannot be read") }
+        let data = LuaVM.fileSource(file)
         guard data.first != 0x1B else { throw .message("\(what) is a binary chunk; only source text loads") }
         return Module(source: data, chunkName: chunkName)
     }

@@ -169,7 +169,7 @@ local function open_file(path, mode)
 end
 sandbox_io.open = open_file
 sandbox_io.lines = function(path, ...)
-  if path == nil then no_files("lines")() end
+  if path == nil then return no_files("lines")() end -- (a tail call: raised at the script's line)
   if type(path) == "number" then path = tostring(path) end
   if type(path) ~= "string" then
     error("bad argument #1 to 'lines' (string expected, got " .. typename(path) .. ")", 2)

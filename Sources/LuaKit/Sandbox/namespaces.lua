@@ -325,12 +325,17 @@ end
 -- `io`: writing to the output the host receives (`print`'s) and nothing else — no files, no input, no processes.
 -- `io.write`, `io.stdout:write` and `io.stderr:write` write there (numbers as Lua's `io.write` writes them); every
 -- other function says files are not available. Libraries that keep `io.stdout` at load then load.
+local function no_files_message(name)
+  return "io." .. name .. ": not available in the sandbox (no files; io.write and print write to the output)"
+end
 local function no_files(name)
-  return function() error("io." .. name .. ": not available in the sandbox (no files; io.write and print write to the output)", 2) end
+  return function() error(no_files_message(name), 2) end
 end
 local sandbox_io
+local stdin -- (below: a file that reads nothing and takes no writes)
 -- (Called by the script, or in tail position: an error at level 2 is at the line of the script that wrote.)
 local function write_values(file, ...)
+  if file == stdin then return nil, "Bad file descriptor", 9 end -- (as Lua's `io.stdin:write` answers)
   for index = 1, select("#", ...) do
     local value = select(index, ...)
     local kind = math.type(value)
@@ -367,18 +372,32 @@ local function new_file(name)
   return file
 end
 local stdout, stderr = new_file("stdout"), new_file("stderr")
+stdin = new_file("stdin")
 file_metatable.__tostring = function(file) return "file (" .. file_metatable[file] .. ")" end
+-- The default output (`io.output`): the standard output or error — both go where `print` writes. The default
+-- input is `io.stdin`, which reads nothing (`io.read` raises).
+local output = stdout
+local function is_standard(value) return value == stdout or value == stderr or value == stdin end
 sandbox_io = {
-  write = function(...) return write_values(stdout, ...) end,
+  write = function(...) return write_values(output, ...) end,
   flush = function() return true end,
-  stdout = stdout, stderr = stderr,
+  stdout = stdout, stderr = stderr, stdin = stdin,
   type = function(...)
     if select("#", ...) == 0 then error("bad argument #1 to 'type' (value expected)", 2) end
-    local value = ...
-    return (value == stdout or value == stderr) and "file" or nil
+    return is_standard((...)) and "file" or nil
+  end,
+  output = function(file)
+    if file == nil then return output end
+    if file ~= stdout and file ~= stderr then error(no_files_message("output"), 2) end
+    output = file
+    return file
+  end,
+  input = function(file)
+    if file == nil or file == stdin then return stdin end
+    error(no_files_message("input"), 2)
   end,
   open = no_files("open"), popen = no_files("popen"), read = no_files("read"), lines = no_files("lines"),
-  input = no_files("input"), output = no_files("output"), close = no_files("close"), tmpfile = no_files("tmpfile"),
+  close = no_files("close"), tmpfile = no_files("tmpfile"),
 }
 
 -- Reading files where the host gives the system (`luakit`, `luastore test`): `files.lua`, loaded only there (a store's

@@ -77,3 +77,11 @@ do
   show(select("#", it()))
   h:close()
 end
+-- The standard files: `io.stdin` is a file (a library may key a table by it), which takes no writes; `io.output()`
+-- and `io.input()` answer the defaults, and the output may be the standard error (both written where print writes
+-- here: this prints nothing to it).
+print(io.type(io.stdin), io.stdin ~= io.stdout, io.stdin:write("x"))
+print(io.output() == io.stdout, io.input() == io.stdin, io.input(io.stdin) == io.stdin)
+local serialized = { [io.stdin] = "stdin", [io.stdout] = "stdout" }
+print(serialized[io.stdin], serialized[io.stdout])
+print(io.output(io.stdout) == io.stdout, io.stdin:flush(), io.stdin:setvbuf("no"))

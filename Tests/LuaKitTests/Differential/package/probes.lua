@@ -52,3 +52,9 @@ print(pcall(require, "spec/raises"))
 print(pcall(require, "spec/raises"), package.loaded["spec/raises"])
 local _, trace = xpcall(require, debug.traceback, "spec.raises")
 print(trace:match("^[^\n]*"), trace:find("\n\t%./spec/raises%.lua:3: in main chunk\n") ~= nil)
+-- Files are read as Lua reads a file it loads: a first line starting with "#" is skipped (its line counted), and a
+-- byte-order mark; a long path is shown by its end.
+print(require("spec.shebang").line, require("spec.bom"), loadfile("spec/shebang.lua")().line, dofile("spec/bom.lua"))
+print(pcall(require, "spec.long_folder_name_for_chunk_names.module_whose_name_is_long_too"))
+print(pcall(dofile, "spec/long_folder_name_for_chunk_names/module_whose_name_is_long_too.lua"))
+print(load("#!x\nreturn 1"))

@@ -1,0 +1,2 @@
+﻿-- A module saved with a byte-order mark.
+return "bom"
