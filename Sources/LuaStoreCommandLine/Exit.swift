@@ -32,7 +32,8 @@ public enum CommandMain {
             if code == .success || code.rawValue == 1 || code.rawValue == 2 {
                 root.exit(withError: error)
             }
-            FileHandle.standardError.write(Data((root.fullMessage(for: error) + "\n").utf8))
+            let message = root.fullMessage(for: error)
+            if !message.isEmpty { FileHandle.standardError.write(Data((message + "\n").utf8)) }
             Foundation.exit(code == .validationFailure || code.rawValue == 64 ? 2 : code.rawValue)
         }
     }

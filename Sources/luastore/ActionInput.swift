@@ -72,6 +72,20 @@ final class ActionInput: @unchecked Sendable { // (its mutable state is guarded 
         return readFailure
     }
 
+    /// Ends the input now, as if it had ended: what was read and not taken is dropped, and a `next()` waiting
+    /// answers nil (the reader's thread, which may be waiting for the input, is left to end with the process).
+    func interrupt() {
+        condition.lock()
+        stopped = true
+        finished = true
+        ready.removeAll()
+        let continuation = waiting
+        waiting = nil
+        condition.signal()
+        condition.unlock()
+        continuation?.resume(returning: nil)
+    }
+
     /// Stops reading (the reader ends at its next batch).
     func stop() {
         condition.lock()

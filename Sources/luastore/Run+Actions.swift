@@ -126,7 +126,7 @@ extension Run {
                                   stopped: () -> Bool) async {
         Console.error("type actions (JSON or short form like `increment`), ctrl-D to quit")
         var number = 0
-        while let line = await TerminalLines.next(prompt: "> ") {
+        while !stopped(), let line = await TerminalLines.next(prompt: "> ") {
             number += 1
             if line.trimmingCharacters(in: .whitespaces).isEmpty { continue }
             let action: LuaValue

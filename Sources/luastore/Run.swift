@@ -259,8 +259,13 @@ struct Run: AsyncParsableCommand {
             }
         }
 
+        // (SIGINT, SIGTERM: the input ends there, and the run finishes as when it ends.)
+        let interruption = Interruption()
         if actions == nil && isatty(STDIN_FILENO) != 0 {
-            await runInteractively(store, lines: lines, failures: failures) { persisted.withLock { $0?.failure } != nil }
+            interruption.onSignal { TerminalLines.interrupt() }
+            await runInteractively(store, lines: lines, failures: failures) {
+                persisted.withLock { $0?.failure } != nil || interruption.signal != nil
+            }
         } else {
             let input: ActionInput
             do {
@@ -272,17 +277,30 @@ struct Run: AsyncParsableCommand {
                 _ = database?.close()
                 throw ExitCode.unusable
             }
-            await run(store, input: input, lines: lines, failures: failures) { persisted.withLock { $0?.failure } != nil }
+            interruption.onSignal { input.interrupt() }
+            await run(store, input: input, lines: lines, failures: failures) {
+                persisted.withLock { $0?.failure } != nil || interruption.signal != nil
+            }
             if let failure = input.failure {
                 Console.error("cannot read actions from \(actions ?? "standard input"): \(failure)")
                 failures.withLock { $0 += 1 }
             }
         }
 
+        let interrupted = interruption.signal
+        if let interrupted {
+            Console.error("interrupted (\(Interruption.name(interrupted))): no more actions are read; the run ends with what was "
+                + "read (interrupt again to stop at once)")
+        }
         if let server {
-            Console.error("the actions are done; the devtools still serve \(server.url) until interrupted (ctrl-C)")
-            await Interrupt.wait()
+            if interrupted == nil {
+                Console.error("the actions are done; the devtools still serve \(server.url) until interrupted (ctrl-C)")
+                await interruption.wait()
+            }
             await server.stop()
+            // (A run that ends while the devtools travel goes back to the present first: the actions held meanwhile
+            // are reduced, never dropped.)
+            await store.resume()
         }
         bundleWatch?.cancel()
         await bundleWatch?.value
@@ -319,5 +337,6 @@ struct Run: AsyncParsableCommand {
             failures.withLock { $0 += 1 }
         }
         if failures.withLock({ $0 }) > 0 { throw ExitCode.appFailure }
+        if let interrupted { throw ExitCode(128 + interrupted) } // (as a shell reports a process a signal ended)
     }
 }

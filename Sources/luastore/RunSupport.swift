@@ -36,38 +36,104 @@ final class DispatchedLines: Sendable {
     }
 }
 
-/// Waits for SIGINT or SIGTERM (then handled here rather than ending the process).
-enum Interrupt {
-    static func wait() async {
-        signal(SIGINT, SIG_IGN)
-        signal(SIGTERM, SIG_IGN)
+/// SIGINT and SIGTERM while `luastore run` runs, handled rather than ending the process: the first ends the input —
+/// the actions read are reduced, and everything the run writes is finished as when its input ends (the recording
+/// put in place, the state file written, the database closed, a bundle's folder removed) — and says so; a second,
+/// a second or more later, ends the process at once. Made once, before the run reads its input.
+final class Interruption: @unchecked Sendable { // (`sources` is set in `init` only; the rest is under `state`)
+    private struct State {
+        var signal: Int32?
+        var heardAt = ContinuousClock.now
+        var handlers: [@Sendable () -> Void] = []
+        var waiters: [CheckedContinuation<Void, Never>] = []
+    }
+
+    private let state = Protected(State())
+    private var sources: [any DispatchSourceSignal] = []
+
+    init() {
         let queue = DispatchQueue(label: "luastore.signals")
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let once = Protected(false)
-            let sources = [SIGINT, SIGTERM].map { DispatchSource.makeSignalSource(signal: $0, queue: queue) }
-            for source in sources {
-                source.setEventHandler {
-                    guard once.withLock({ done in defer { done = true }; return !done }) else { return }
-                    for source in sources { source.cancel() }
-                    continuation.resume()
-                }
-                source.resume()
-            }
+        for number in [SIGINT, SIGTERM] {
+            Glibc.signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
+            source.setEventHandler { [unowned self] in heard(number) }
+            source.resume()
+            sources.append(source)
         }
     }
+
+    /// The signal heard first, if one was.
+    var signal: Int32? { state.withLock { $0.signal } }
+
+    /// Calls `handler` when the first signal comes (at once if it came).
+    func onSignal(_ handler: @escaping @Sendable () -> Void) {
+        let now = state.withLock { state -> Bool in
+            if state.signal == nil { state.handlers.append(handler) }
+            return state.signal != nil
+        }
+        if now { handler() }
+    }
+
+    /// Waits for the first signal.
+    func wait() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { state -> Bool in
+                if state.signal == nil { state.waiters.append(continuation) }
+                return state.signal != nil
+            }
+            if now { continuation.resume() }
+        }
+    }
+
+    private func heard(_ number: Int32) {
+        // (A signal that comes again within a second is the same request — a tool that signals the process group and
+        // the process both — not a person insisting.)
+        var repeated = false
+        let first = state.withLock { state -> (handlers: [@Sendable () -> Void], waiters: [CheckedContinuation<Void, Never>])? in
+            guard state.signal == nil else {
+                repeated = ContinuousClock.now - state.heardAt < .seconds(1)
+                return nil
+            }
+            state.signal = number
+            state.heardAt = .now
+            defer { state.handlers = []; state.waiters = [] }
+            return (state.handlers, state.waiters)
+        }
+        guard let first else {
+            if repeated { return }
+            Console.error("interrupted again: stopped at once")
+            Console.flush()
+            _exit(128 + number)
+        }
+        for handler in first.handlers { handler() }
+        for waiter in first.waiters { waiter.resume() }
+    }
+
+    /// The signal's name (`SIGINT`, `SIGTERM`).
+    static func name(_ number: Int32) -> String { number == SIGINT ? "SIGINT" : "SIGTERM" }
 }
 
 /// Lines typed at a terminal, read off the cooperative pool.
 enum TerminalLines {
     private static let reader = DispatchQueue(label: "luastore.terminal")
 
+    /// The line waited for, answered once: by the terminal, or as nil by `interrupt()`.
+    private static let waiting = Protected<CheckedContinuation<String?, Never>?>(nil)
+
     static func next(prompt: String) async -> String? {
         await withCheckedContinuation { continuation in
+            waiting.withLock { $0 = continuation }
             reader.async {
                 Console.error(prompt, prefixed: false)
-                continuation.resume(returning: Swift.readLine(strippingNewline: true))
+                let line = Swift.readLine(strippingNewline: true)
+                waiting.withLock { $0.take() }?.resume(returning: line)
             }
         }
+    }
+
+    /// Answers the line waited for, if one is, with nil (the terminal's reader is left to end with the process).
+    static func interrupt() {
+        waiting.withLock { $0.take() }?.resume(returning: nil)
     }
 }
 

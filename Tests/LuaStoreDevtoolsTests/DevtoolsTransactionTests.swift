@@ -62,4 +62,51 @@ import Testing
         let state = try String(contentsOf: stateFile, encoding: .utf8).trimmingCharacters(in: .newlines)
         #expect(state == #"{"count":\#(adds),"list":{}}"#, "\(state)")
     }
+    /// Actions that arrive while the devtools travel are held (never lost): a run whose input ends then, and which is
+    /// then interrupted, goes back to the present first — the held actions are reduced and in the state it ends with.
+    @Test func actionsHeldWhileTravelingAreReducedWhenTheRunEnds() async throws {
+        let folder = try CLI.copySample("counter")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let stateFile = folder.appendingPathComponent("state.json")
+        let input = Pipe()
+        let (process, banner) = try await DevtoolsTests.startServing(
+            ["run", folder.path, "--actions", "-", "--format", "json", "--devtools", "0", "--state-out", stateFile.path],
+            output: FileHandle.nullDevice, input: input)
+        defer { if process.isRunning { process.interrupt() } }
+        let line = try #require(banner.split(separator: "\n").first { $0.hasPrefix("devtools: ") }, "no devtools line: \(banner)")
+        let match = try #require(line.wholeMatch(of: /devtools: http:\/\/127\.0\.0\.1:(\d+)\/\?token=([0-9a-f]{32})/))
+        let port = try #require(UInt16(match.1)), token = String(match.2)
+        @Sendable func held() async -> Int? {
+            guard let answer = try? await offPool({ try RawHTTP.request("GET", "/api/session", port: port, token: token) }),
+                  answer.status == 200,
+                  let object = try? JSONSerialization.jsonObject(with: Data(answer.body.utf8)) as? [String: Any] else { return nil }
+            return object["held"] as? Int
+        }
+        func post(_ target: String) async throws -> Int {
+            try await offPool { try RawHTTP.request("POST", target, port: port, body: "", token: token) }.status
+        }
+        let writer = input.fileHandleForWriting
+        try writer.write(contentsOf: Data(String(repeating: "{\"type\":\"increment\"}\n", count: 5).utf8))
+        let five = await eventually(timeout: .seconds(60)) {
+            guard let answer = try? await offPool({ try RawHTTP.request("GET", "/api/entries?limit=50", port: port, token: token) }),
+                  let object = try? JSONSerialization.jsonObject(with: Data(answer.body.utf8)) as? [String: Any],
+                  let list = object["entries"] as? [[String: Any]] else { return false }
+            return list.count >= 5
+        }
+        #expect(five, "the five actions' entries within 60 s")
+        #expect(try await post("/api/unlock") == 200)
+        #expect(try await post("/api/jump?seq=2") == 200)
+        try writer.write(contentsOf: Data(String(repeating: "{\"type\":\"increment\"}\n", count: 3).utf8))
+        let heldThree = await eventually(timeout: .seconds(60)) { await held() == 3 }
+        let heldNow = await held()
+        #expect(heldThree, "three actions held while traveling: \(String(describing: heldNow))")
+        try writer.close()
+        process.interrupt()
+        #expect(await eventually(timeout: .seconds(30)) { !process.isRunning })
+        let state = try String(contentsOf: stateFile, encoding: .utf8)
+        #expect(state.contains(#""count":8"#), "\(state)")
+        // (0 when the run saw its input end before the interrupt, 130 when the interrupt came first: either way it
+        // went back to the present.)
+        #expect([0, 130].contains(process.terminationStatus), "\(process.terminationStatus)")
+    }
 }

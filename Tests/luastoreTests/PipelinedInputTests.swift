@@ -96,4 +96,50 @@ import Testing
         #expect(!process.isRunning, "luastore run did not end within 60 s of its input's end")
         if !process.isRunning { #expect(process.terminationStatus == 0) } // (read while running, it traps)
     }
+    /// SIGTERM (or SIGINT) while the input is still open ends the input there: the actions read are reduced, the
+    /// recording is put in place over the old one (and replays), the state file is written, and the run says so and
+    /// exits 128 + the signal, as a shell reports it — rather than dying with its files half written.
+    @Test(arguments: [SIGTERM, SIGINT])
+    func aSignalEndsTheInputAndTheRunFinishesItsFiles(signal: Int32) async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("luastore-signal-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let recording = folder.appendingPathComponent("session.jsonl"), stateOut = folder.appendingPathComponent("state.json")
+        try Data("an older recording\n".utf8).write(to: recording)
+        let process = Process()
+        process.executableURL = CLI.binary
+        process.environment = ProcessInfo.processInfo.environment.merging(CLI.environment) { $1 }
+        process.arguments = ["run", "samples/counter", "--format", "json", "--record", recording.path, "--state-out", stateOut.path,
+                             "--persist", folder.appendingPathComponent("counter.db").path]
+        process.currentDirectoryURL = CLI.packageRoot
+        let input = Pipe(), output = Pipe(), errors = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = errors
+        let received = Protected("")
+        output.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            received.withLock { $0 += String(decoding: data, as: UTF8.self) }
+        }
+        try process.run()
+        defer {
+            output.fileHandleForReading.readabilityHandler = nil
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        }
+        input.fileHandleForWriting.write(Data(String(repeating: "{\"type\":\"increment\"}\n", count: 3).utf8))
+        for _ in 0..<2_400 where !received.withLock({ $0.contains(#"{"count":3,"#) }) { try await Task.sleep(for: .milliseconds(25)) }
+        #expect(received.withLock { $0.contains(#"{"count":3,"#) }, "the three actions' props within 60 s")
+        kill(process.processIdentifier, signal) // (the input stays open: only the signal ends the run)
+        for _ in 0..<2_400 where process.isRunning { try await Task.sleep(for: .milliseconds(25)) }
+        #expect(!process.isRunning, "luastore run did not end within 60 s of the signal")
+        guard !process.isRunning else { return }
+        #expect(process.terminationStatus == 128 + signal)
+        let said = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(said.contains("interrupted (\(signal == SIGTERM ? "SIGTERM" : "SIGINT")): no more actions are read"), "\(said)")
+        #expect(try String(contentsOf: stateOut, encoding: .utf8).contains(#""count":3"#))
+        let replay = try await CLI.run(["replay", "samples/counter", recording.path])
+        #expect(replay.status == 0, "\(replay.errors)")
+        #expect(replay.output.contains("replayed 3 actions"), "\(replay.output)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path).allSatisfy { !$0.hasPrefix(".") }, "no partial file left")
+    }
 }
