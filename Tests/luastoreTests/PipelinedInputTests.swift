@@ -58,22 +58,8 @@ import Testing
     /// A pipe that delivers one action at a time sees each action's props before it sends the next: output is
     /// not held back while the run waits for input.
     @Test func aSlowPipeSeesEachActionsPropsBeforeTheNext() async throws {
-        let process = Process()
-        process.executableURL = CLI.binary
-        process.environment = ProcessInfo.processInfo.environment.merging(CLI.environment) { $1 }
-        process.arguments = ["run", "samples/counter", "--format", "json", "--actions", "-"]
-        process.currentDirectoryURL = CLI.packageRoot
-        let input = Pipe()
-        let output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        let received = Protected("")
-        output.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            received.withLock { $0 += String(decoding: data, as: UTF8.self) }
-        }
-        try process.run()
+        let (process, input, output, received) = try Self.start(["run", "samples/counter", "--format", "json", "--actions", "-"],
+                                                                errors: FileHandle.nullDevice)
         defer {
             output.fileHandleForReading.readabilityHandler = nil
             if process.isRunning { process.terminate() }
@@ -106,22 +92,10 @@ import Testing
         defer { try? FileManager.default.removeItem(at: folder) }
         let recording = folder.appendingPathComponent("session.jsonl"), stateOut = folder.appendingPathComponent("state.json")
         try Data("an older recording\n".utf8).write(to: recording)
-        let process = Process()
-        process.executableURL = CLI.binary
-        process.environment = ProcessInfo.processInfo.environment.merging(CLI.environment) { $1 }
-        process.arguments = ["run", "samples/counter", "--format", "json", "--record", recording.path, "--state-out", stateOut.path,
-                             "--persist", folder.appendingPathComponent("counter.db").path]
-        process.currentDirectoryURL = CLI.packageRoot
-        let input = Pipe(), output = Pipe(), errors = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = errors
-        let received = Protected("")
-        output.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            received.withLock { $0 += String(decoding: data, as: UTF8.self) }
-        }
-        try process.run()
+        let errors = Pipe()
+        let (process, input, output, received) = try Self.start(
+            ["run", "samples/counter", "--format", "json", "--record", recording.path, "--state-out", stateOut.path,
+             "--persist", folder.appendingPathComponent("counter.db").path], errors: errors)
         defer {
             output.fileHandleForReading.readabilityHandler = nil
             if process.isRunning { kill(process.processIdentifier, SIGKILL) }
@@ -141,5 +115,26 @@ import Testing
         #expect(replay.status == 0, "\(replay.errors)")
         #expect(replay.output.contains("replayed 3 actions"), "\(replay.output)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path).allSatisfy { !$0.hasPrefix(".") }, "no partial file left")
+    }
+
+    /// `luastore` with `arguments`, from the package's folder, its standard input a pipe the test writes and its
+    /// output gathered as it comes (the caller ends the process and the handler).
+    static func start(_ arguments: [String], errors: Any) throws -> (Process, Pipe, Pipe, Protected<String>) {
+        let process = Process()
+        process.executableURL = CLI.binary
+        process.environment = ProcessInfo.processInfo.environment.merging(CLI.environment) { $1 }
+        process.arguments = arguments
+        process.currentDirectoryURL = CLI.packageRoot
+        let input = Pipe(), output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = errors
+        let received = Protected("")
+        output.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            received.withLock { $0 += String(decoding: data, as: UTF8.self) }
+        }
+        try process.run()
+        return (process, input, output, received)
     }
 }
