@@ -25,7 +25,7 @@ extension Scenarios {
         // committing it to its SQLite files: the same load (clients on keys of their own, 16 actions in flight
         // each), the two alternated, a fresh database each round.
         let open = ["--no-auth", "--persist-sync", "full", "--connection-rate", "10000000", "--key-rate", "10000000",
-                    "--connections-per-token", "100000", "--idle-seconds", "600"]
+                    "--connections-per-token", "100000", "--idle-seconds", "600", "--max-live-stores", "1000000"]
         let keys = (0..<(quick ? 4 : 20)).map { "k\($0)" }, seconds = quick ? 1.0 : 3.0
         var onPostgres: [Double] = [], onSQLite: [Double] = [], ratios: [Double] = []
         func microsecondsPerAction(_ options: [String], _ data: String) throws -> Double {

@@ -30,7 +30,7 @@ extension Scenarios {
         var rows: [Scenario] = []
         let counter = try app("serve-counter", Self.countingApp) // (one counter per key)
         let options = ["--no-auth", "--persist-sync", "batch", "--connection-rate", "10000000", "--key-rate", "10000000",
-                       "--connections-per-token", "100000", "--idle-seconds", "600"]
+                       "--connections-per-token", "100000", "--idle-seconds", "600", "--max-live-stores", "1000000"]
         var quickIdle = options // (the rows of hibernated stores: idle after a second)
         quickIdle[quickIdle.firstIndex(of: "--idle-seconds")! + 1] = "1"
 

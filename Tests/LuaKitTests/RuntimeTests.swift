@@ -108,6 +108,30 @@ import LuaStoreConcurrency
         #expect(LuaThread.currentStackSize == 0)
     }
 
+    /// A job may hold the last reference to what owns its thread (a store whose last job ran): released once run,
+    /// it ends the owner, whose thread then stops — on that thread, without waiting for itself (it deadlocked: the
+    /// jobs run were released while the thread held its queue's lock, which stopping takes).
+    @Test func aJobHoldingTheLastReferenceToItsThreadsOwnerEndsIt() async throws {
+        final class Owner: Sendable {
+            let thread = Protected<LuaThread?>(LuaThread(name: "owned"))
+            let ended: DispatchSemaphore
+            init(ended: DispatchSemaphore) { self.ended = ended }
+            deinit {
+                thread.withLock { $0 = nil } // (the last reference: the thread stops here)
+                ended.signal()
+            }
+        }
+        let ended = DispatchSemaphore(value: 0)
+        do {
+            let owner = Owner(ended: ended)
+            owner.thread.withLock { $0 }?.async { [owner] in _ = owner }
+        }
+        let stopped = await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(returning: ended.wait(timeout: .now() + 30) == .success) }
+        }
+        #expect(stopped, "the owner's end (and its thread's stop) did not finish within 30 s")
+    }
+
     @Test func performRunsOnTheThreadAndResumesTheCaller() async throws {
         let thread = LuaThread(name: "perform")
         for index in 0..<100 { thread.async { _ = index } }

@@ -136,6 +136,8 @@ private let stackSizeKey: pthread_key_t = {
 private final class JobQueue: Sendable {
     private struct State {
         var jobs: [@Sendable () -> Void] = []
+        /// The jobs run, handed back by the thread with their closures released (an empty array with room).
+        var spare: [@Sendable () -> Void] = []
         var head = 0
         var stopped = false
         /// The thread waits on `wakeup`, or is about to: the next submission (or `stop`) signals it.
@@ -205,16 +207,26 @@ private final class JobQueue: Sendable {
         return false
     }
 
+    /// The next job, or nil when every one submitted ran. The jobs run are released outside the lock: the last
+    /// reference to what owns this thread may be among them, and its deinit stops the queue, which takes the lock.
     private func next() -> (@Sendable () -> Void)? {
-        state.withLock { state in
+        var spent: [@Sendable () -> Void]?
+        let job = state.withLock { state -> (@Sendable () -> Void)? in
             guard state.head < state.jobs.count else {
-                state.jobs.removeAll(keepingCapacity: true)
+                spent = state.jobs
+                state.jobs = state.spare
+                state.spare = []
                 state.head = 0
                 return nil
             }
             defer { state.head += 1 }
             return state.jobs[state.head]
         }
+        if var spent {
+            spent.removeAll(keepingCapacity: true)
+            state.withLock { $0.spare = spent }
+        }
+        return job
     }
 }
 

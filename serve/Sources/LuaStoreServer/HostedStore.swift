@@ -321,6 +321,12 @@ actor HostedStore {
 
     // MARK: Life
 
+    /// When the store was last used, while nothing uses it (no action in flight, no live client); nil while
+    /// something does.
+    nonisolated func unusedSince() -> ContinuousClock.Instant? {
+        traffic.withLock { $0.inFlight == 0 && $0.clients.isEmpty && $0.waitingForId.isEmpty ? $0.lastUsed : nil }
+    }
+
     /// Whether nothing uses the store and nothing has for `idle`.
     nonisolated func isIdle(_ idle: Duration) -> Bool {
         traffic.withLock { $0.inFlight == 0 && $0.clients.isEmpty && $0.waitingForId.isEmpty && ContinuousClock.now - $0.lastUsed >= idle }
@@ -485,6 +491,9 @@ public struct ServeFailure: Error, Sendable, CustomStringConvertible {
     public let description: String
     /// The node that holds the key, when that is why (a cluster): its clients go there.
     public var holder: ClusterDatabase.Holder?
+    /// Whether asking again later may work (the server holds its most live stores, each in use): 503 with
+    /// `Retry-After`, WebSocket close 1013.
+    public var retryLater = false
     public init(_ description: String) { self.description = description }
 
     init(heldBy holder: ClusterDatabase.Holder, key: String) {

@@ -3,7 +3,7 @@ import Foundation
 import Prometheus
 
 /// What a server counts (swift-metrics, kept in a Prometheus registry of its own), shown at `GET /metrics` in
-/// Prometheus' text format: live stores, hibernations and resumes, live connections, actions by outcome, and how
+/// Prometheus' text format: live stores, hibernations and resumes, keys refused for room, live connections, actions by outcome, and how
 /// long an action took from its arrival to its answer.
 final class ServerMetrics: Sendable {
     let registry = PrometheusCollectorRegistry()
@@ -11,6 +11,7 @@ final class ServerMetrics: Sendable {
     private let connections: Meter
     private let hibernations: CoreMetrics.Counter
     private let resumes: CoreMetrics.Counter
+    private let refusedKeys: CoreMetrics.Counter
     private let outcomes: [ActionOutcome.Kind: CoreMetrics.Counter]
     private let dispatch: CoreMetrics.Timer
 
@@ -24,6 +25,7 @@ final class ServerMetrics: Sendable {
         connections = Meter(label: "luastore_live_connections", dimensions: [], factory: factory)
         hibernations = CoreMetrics.Counter(label: "luastore_hibernations_total", dimensions: [], factory: factory)
         resumes = CoreMetrics.Counter(label: "luastore_resumes_total", dimensions: [], factory: factory)
+        refusedKeys = CoreMetrics.Counter(label: "luastore_keys_refused_total", dimensions: [], factory: factory)
         var outcomes: [ActionOutcome.Kind: CoreMetrics.Counter] = [:]
         for kind in [ActionOutcome.Kind.applied, .failed, .refused] {
             outcomes[kind] = CoreMetrics.Counter(label: "luastore_actions_total", dimensions: [("outcome", kind.rawValue)], factory: factory)
@@ -41,6 +43,8 @@ final class ServerMetrics: Sendable {
     func stores(live count: Int) { liveStores.set(count) }
     func hibernated() { hibernations.increment() }
     func resumed() { resumes.increment() }
+    /// A key not opened: every live store was in use (`ServerLimits.liveStores`).
+    func refusedForRoom() { refusedKeys.increment() }
     func connected() { connections.increment() }
     func disconnected() { connections.decrement() }
 

@@ -79,6 +79,17 @@ public struct ServerLimits: Sendable {
     public var headSeconds = 10
     /// Seconds a connection may stay open between two requests (a WebSocket is kept alive by its pings instead).
     public var idleConnectionSeconds = 60
+    /// Stores live at once (opening or open). A key's store beyond it takes the place of the live store used longest
+    /// ago that nothing uses now (hibernated: saved, its VM closed); when every live store is in use, the key is
+    /// refused for now (503, WebSocket 1013: try again). Each VM is capped (`LuaLimits.memoryBytes`) and a live
+    /// store holds up to about twice its cap: this bounds the server's memory, whatever its clients ask for.
+    public var liveStores = 10_000
+
+    /// Live stores a machine with `physicalBytes` of memory holds when each may reach `storeBytes` (twice that,
+    /// with what beside the VM holds its state: its encodings, its database's pages): half the memory, at least 16.
+    public static func liveStores(physicalBytes: UInt64, storeBytes: Int) -> Int {
+        max(16, Int(min(physicalBytes / 2 / UInt64(max(1, 2 * storeBytes)), 1_000_000)))
+    }
 
     public init() {}
 }

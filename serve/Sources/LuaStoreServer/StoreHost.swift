@@ -41,6 +41,7 @@ actor StoreHost {
                 await task.value
                 closed(key, task) // (so that the next turn opens it, whether or not the closer's own turn came)
             case nil:
+                try makeRoom(for: key)
                 var options = self.options
                 options.app = versions.folder
                 let log = self.log
@@ -58,6 +59,33 @@ actor StoreHost {
                 }
             }
         }
+    }
+
+    /// Room for `key`'s store among the live ones (`ServerLimits.liveStores`): when they are as many, the one used
+    /// longest ago that nothing uses now is hibernated; when every one is in use, `key` is refused for now.
+    private func makeRoom(for key: String) throws(ServeFailure) {
+        var open = 0
+        var oldest: (key: String, store: HostedStore, used: ContinuousClock.Instant)?
+        for (other, slot) in slots {
+            switch slot {
+            case .live(let store):
+                open += 1
+                if let used = store.unusedSince(), oldest.map({ used < $0.used }) ?? true { oldest = (other, store, used) }
+            case .opening:
+                open += 1
+            case .closing:
+                break
+            }
+        }
+        guard open >= options.limits.liveStores else { return }
+        guard let oldest else {
+            var failure = ServeFailure("the server holds its most live stores (\(options.limits.liveStores), --max-live-stores), "
+                + "each in use now; key \(key) is not opened: try again later")
+            failure.retryLater = true
+            metrics.refusedForRoom()
+            throw failure
+        }
+        hibernate(oldest.key, oldest.store)
     }
 
     var liveCount: Int {

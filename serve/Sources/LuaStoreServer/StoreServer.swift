@@ -18,6 +18,9 @@ import ServiceLifecycle
 /// try await server.run(host: "127.0.0.1", port: 8080) { address in print("listening on \(address)") }
 /// ```
 public final class StoreServer: Sendable {
+    /// How long a WebSocket's peer has to answer a close before its connection is closed anyway.
+    static let closeTimeout: Duration = .seconds(2)
+
     let options: ServerOptions
     let host: StoreHost
     let versions: AppVersions
@@ -80,7 +83,7 @@ public final class StoreServer: Sendable {
                 channel: HTTP1WebSocketUpgradeChannel(
                     responder: respond, webSocketResponder: responder,
                     configuration: .init(http1: .init(idleTimeout: .seconds(Int64(limits.idleConnectionSeconds))),
-                                         ws: .init(maxFrameSize: limits.messageBytes, closeTimeout: .seconds(2)))),
+                                         ws: .init(maxFrameSize: limits.messageBytes, closeTimeout: Self.closeTimeout))),
                 headTimeout: .seconds(Int64(limits.headSeconds)))
         }
     }
@@ -171,7 +174,7 @@ public final class StoreServer: Sendable {
                 throw HTTPError(.temporaryRedirect, headers: [.location: address + "/stores/\(key)/" + tail],
                                 message: failure.description)
             }
-            throw HTTPError(.serviceUnavailable, message: failure.description)
+            throw HTTPError(.serviceUnavailable, headers: failure.retryLater ? [.retryAfter: "1"] : [:], message: failure.description)
         }
     }
 
@@ -251,6 +254,9 @@ public final class StoreServer: Sendable {
             }
             try await forward(inbound, outbound, to: address, key: key, since: since, authorization: header)
             return
+        } catch let failure as ServeFailure where failure.retryLater {
+            try await outbound.close(.unknown(1013), reason: failure.description) // (RFC 6455's "try again later")
+            return
         } catch {
             try await outbound.close(.unexpectedServerError, reason: "\(error)")
             return
@@ -281,10 +287,31 @@ public final class StoreServer: Sendable {
             store.leave(client)
             connection.finish()
         }
+        // (The server's shutdown sends the client a close — the WebSocket layer's — and this handler reads on until the
+        // client answers it: a client that never does is let go after the close timeout, so it cannot hold the
+        // shutdown open.)
+        try await withGracefulShutdownHandler {
+            try await serveLive(inbound, outbound, connection: connection, marker: marker, channel: channel)
+        } onGracefulShutdown: {
+            let timeout = TimeAmount.nanoseconds(Int64(Self.closeTimeout.components.seconds) * 1_000_000_000)
+            channel.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
+        }
+    }
+
+    /// A live connection's frames (those Hummingbird read before the handler was in place, then the marker, then
+    /// control frames) and the close its `LiveConnection` asks for.
+    private func serveLive(_ inbound: WebSocketInboundStream, _ outbound: WebSocketOutboundWriter, connection: LiveConnection,
+                           marker: String, channel: any Channel) async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 for await close in connection.closes {
                     try await outbound.close(close.code, reason: close.reason)
+                    // A client that never answers the close (nor reads) is let go after the close timeout: its
+                    // connection must not hold the server's shutdown, nor a closed store's place.
+                    do {
+                        try await Task.sleep(for: Self.closeTimeout)
+                        channel.close(promise: nil)
+                    } catch {} // (answered: the inbound frames ended and the group was cancelled)
                 }
             }
             // (The frames Hummingbird read before the handler was in place, then the marker; then only control
@@ -322,7 +349,7 @@ public final class StoreServer: Sendable {
         do {
             try await WebSocketClient.connect(
                 url: target,
-                configuration: .init(maxFrameSize: max(limit, 1 << 14), additionalHeaders: headers, closeTimeout: .seconds(2)),
+                configuration: .init(maxFrameSize: max(limit, 1 << 14), additionalHeaders: headers, closeTimeout: Self.closeTimeout),
                 logger: logger
             ) { upstreamInbound, upstreamOutbound, _ in
                 try await withThrowingTaskGroup(of: Void.self) { group in

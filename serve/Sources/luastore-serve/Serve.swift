@@ -88,12 +88,16 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("request-head-seconds"), help: "Seconds a new connection has to send its first request head, whole.")
     var requestHeadSeconds = ServerLimits().headSeconds
 
+    @Option(name: .customLong("max-live-stores"), help: ArgumentHelp("Stores live at once; past it the one used longest ago that nothing uses is hibernated, and a key is refused (503) while every one is in use. Default: what half this machine's memory holds at each store's memory cap (twice it each).", valueName: "count"))
+    var maxLiveStores: Int?
+
     func validate() throws {
         try TimeBudgetDefault.validate()
         guard idleSeconds > 0, idleSeconds.isFinite else { throw ValidationError("--idle-seconds must be a number of seconds > 0") }
         guard timeBudget > 0, timeBudget.isFinite else { throw ValidationError("--time-budget-ms must be a number of milliseconds > 0") }
         guard persistSnapshotEvery >= 1 else { throw ValidationError("--persist-snapshot-every must be at least 1") }
         guard maxMessageBytes >= 64 else { throw ValidationError("--max-message-bytes must be at least 64") }
+        if let maxLiveStores, maxLiveStores < 1 { throw ValidationError("--max-live-stores must be at least 1") }
         guard connectionRate >= 1, keyRate >= 1, connectionsPerToken >= 1, requestHeadSeconds >= 1 else {
             throw ValidationError("--connection-rate, --key-rate, --connections-per-token and --request-head-seconds must be at least 1")
         }
@@ -182,6 +186,8 @@ struct Serve: AsyncParsableCommand {
         options.limits.headSeconds = requestHeadSeconds
         options.limits.actionsPerKeyPerSecond = keyRate
         options.limits.connectionsPerSubject = connectionsPerToken
+        options.limits.liveStores = maxLiveStores ?? ServerLimits.liveStores(physicalBytes: ProcessInfo.processInfo.physicalMemory,
+                                                                              storeBytes: storeOptions.limits.memoryBytes)
         if let tokenSecret {
             do {
                 options.tokens = try TokenAuthority(secretFile: tokenSecret)

@@ -256,6 +256,50 @@ import Testing
         #expect(try await served.stop().status == 0)
     }
 
+    /// At most `--max-live-stores` stores are live: a new key takes the place of the one used longest ago that nothing
+    /// uses (hibernated, its state kept); while every live store is in use (a live client holds it), a new key is
+    /// refused for now — 503 with Retry-After, a WebSocket closed 1013 — and nothing else changes.
+    @Test func liveStoresAreBoundedAndTheOneUsedLongestAgoHibernates() async throws {
+        let folder = try ServedApp.temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let served = try await ServedApp(app: counter, data: folder.appendingPathComponent("data"),
+                                         ["--no-auth", "--idle-seconds", "600", "--max-live-stores", "2"])
+        @Sendable func live() async throws -> Int? {
+            let metrics = try await served.request("GET", "/metrics").body
+            return metrics.split(separator: "\n").first { $0.hasPrefix("luastore_live_stores ") }.flatMap { Double($0.split(separator: " ")[1]) }
+                .map { Int($0) }
+        }
+        for key in ["a", "b", "c"] {
+            #expect(try await served.request("POST", "/stores/\(key)/actions", body: #"{"type":"increment","by":2}"#).status == 200)
+        }
+        // "a", used longest ago, made room for "c" (once its store is closed, two are live).
+        let two = await eventually(timeout: .seconds(30)) { (try? await live()) == 2 }
+        let liveNow = try? await live()
+        #expect(two, "two live stores: \(String(describing: liveNow))")
+        #expect(try ServedApp.json(try await served.request("GET", "/stores/a/props").body)["count"] as? Int == 2, "a resumed its state")
+        // Both live stores held by a client each: a third key waits for neither, it is refused for now.
+        let first = try await served.live("/stores/a/live"), second = try await served.live("/stores/c/live")
+        defer { first.close(); second.close() }
+        _ = try await first.read(1)
+        _ = try await second.read(1)
+        let refused = try await served.request("POST", "/stores/d/actions", body: #"{"type":"increment"}"#)
+        #expect(refused.status == 503, "\(refused.status) \(refused.body)")
+        #expect(refused.body.contains("the server holds its most live stores (2, --max-live-stores)"), "\(refused.body)")
+        #expect(refused.headers["retry-after"] == "1", "\(refused.headers)")
+        let socket = try await served.live("/stores/d/live")
+        await socket.expectClose(1013, saying: "try again later", otherwise: "a live client of a key with no room got a message")
+        socket.close()
+        #expect(try await served.request("GET", "/metrics").body.contains("luastore_keys_refused_total 2"))
+        // A client gone, its store makes room again.
+        first.close()
+        #expect(await eventually(timeout: .seconds(30)) {
+            (try? await served.request("POST", "/stores/d/actions", body: #"{"type":"increment"}"#).status) == 200
+        })
+        // (The second client still holds its socket and reads nothing: SIGTERM closes it all the same, once the
+        // close it was sent went unanswered for the close timeout.)
+        #expect(try await served.stop().status == 0)
+    }
+
     @Test func tokensGrantKeysAndRightsAndNothingElse() async throws {
         let folder = try ServedApp.temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
