@@ -228,11 +228,15 @@ end, 3)
 -- `matches` and `error_matches` take `init` and `plain` after the pattern, and a failure's message among them: the
 -- first argument from `from` on that is neither a boolean nor a number (luassert's rule). The message, `init`, `plain`.
 local function messageAndOptions(a, from)
-  local options, message = {}, nil
+  local options, count, message = {}, 0, nil
   for i = from, a.n do
     local item = a[i]
-    if message == nil and item and type(item) ~= "boolean" and not tonumber(item) then message = item
-    else options[#options + 1] = item end
+    if message == nil and item and type(item) ~= "boolean" and not tonumber(item) then
+      message = item
+    else -- (by position: `matches(p, s, nil, true)` is no `init` and `plain`)
+      count = count + 1
+      options[count] = item
+    end
   end
   return message, options[1], options[2]
 end
@@ -268,6 +272,14 @@ local function stripPosition(problem)
   return problem
 end
 
+-- Whether an error value reads as text: a string, or a value whose metatable has a `__tostring` (luassert's
+-- `util.hastostring`).
+local function hasToString(value)
+  if type(value) == "string" then return true end
+  local meta = getmetatable(value)
+  return type(meta) == "table" and type(meta.__tostring) == "function"
+end
+
 register({ "error", "errors" }, function(a)
   local fn, expected = a[1], a[2]
   if type(fn) ~= "function" and not (type(fn) == "table" and getmetatable(fn) and getmetatable(fn).__call) then
@@ -280,7 +292,15 @@ register({ "error", "errors" }, function(a)
     return false, "Expected an error, but none was raised.\nExpected:\n" .. typed(expected), ""
   end
   if a.n < 2 then return true, "", "Expected no error, but caught:\n" .. typed(caught), pack(caught) end
-  local matched = same(caught, expected)
+  local matched
+  if type(expected) == "string" and hasToString(caught) then -- (an error object compared with text as text)
+    caught = tostring(caught)
+    matched = caught == expected
+  elseif type(expected) == "number" and type(caught) == "string" then
+    matched = tostring(expected) == tostring(tonumber(caught))
+  else
+    matched = same(caught, expected)
+  end
   local returned = pack(unpack(a, 1, a.n)) -- (what luassert's `has_error` returns: the error caught, then the rest)
   returned[1] = caught
   return matched, "Expected a different error.\nCaught:\n" .. typed(caught) .. "\nExpected:\n" .. typed(expected),
@@ -295,6 +315,7 @@ register({ "error_matches", "error_match", "matches_error", "match_error" }, fun
     return false, "Expected an error matching:\n" .. typed(pattern) .. "\nCaught none", "Caught no error", nil, given
   end
   problem = stripPosition(problem) -- (a string error is matched without its "file:line: ", as luassert does)
+  if hasToString(problem) or type(problem) == "number" or type(problem) == "boolean" then problem = tostring(problem) end
   local matched = type(problem) == "string" and problem:find(pattern, init, plain) ~= nil
   local captures = matched and not plain and pack(problem:match(pattern, init)) or nil
   return matched, "Expected an error matching:\n" .. typed(pattern) .. "\nCaught:\n" .. typed(problem),

@@ -24,11 +24,6 @@ local function argumentsMatch(expected, actual, refs)
   return true
 end
 
-local function newSpy(callback)
-  local s = { calls = {}, returnvals = {}, callback = callback, responses = {} }
-  return setmetatable(s, spyMeta)
-end
-
 -- A copy of a value a spy was called with, as luassert keeps it: tables copied deeply (a test that changes an
 -- argument after the call still sees what was passed), matchers and spies as they are.
 local function copied(value, seen)
@@ -43,17 +38,35 @@ local function copied(value, seen)
   return copy
 end
 
+-- (`original`: what `revert` gives back — a spy's own function, or what a spy or stub took the place of.)
+local function newSpy(callback)
+  local s = { calls = {}, returnvals = {}, callback = callback, responses = {}, original = callback }
+  return setmetatable(s, spyMeta)
+end
+
+-- Whether a value can be called: a function, or a value whose metatable has `__call` (luassert's `util.callable`).
+local function callable(value)
+  if type(value) == "function" then return true end
+  local meta = getmetatable(value)
+  return type(meta) == "table" and meta.__call ~= nil
+end
+
+-- The values of a call, kept as luassert keeps them (copied deeply; `n` their count).
+local function kept(values)
+  local copy = { n = values.n }
+  for i = 1, values.n do copy[i] = copied(values[i]) end
+  return copy
+end
+
 spyMeta.__call = function(self, ...)
   local arguments = pack(...)
-  local kept = { n = arguments.n }
-  for i = 1, arguments.n do kept[i] = copied(arguments[i]) end
-  self.calls[#self.calls + 1] = { vals = kept, refs = arguments }
+  self.calls[#self.calls + 1] = { vals = kept(arguments), refs = arguments }
   local results
   for _, response in ipairs(self.responses) do
     if argumentsMatch(response.arguments, arguments) then results = response.act(...) break end
   end
   if results == nil then results = pack(self.callback(...)) end
-  self.returnvals[#self.returnvals + 1] = results
+  self.returnvals[#self.returnvals + 1] = kept(results) -- (what it returned then, whatever becomes of it)
   return unpack(results, 1, results.n)
 end
 
@@ -63,7 +76,8 @@ local spyMethods = {
     return self
   end,
   revert = function(self)
-    if self.target ~= nil then self.target[self.key] = self.original end
+    if self.target ~= nil and not self.reverted then self.target[self.key] = self.original end
+    self.reverted = true
     return self.original
   end,
   called = function(self, times) return times == nil and #self.calls > 0 or #self.calls == times end,
@@ -88,7 +102,7 @@ local spyMethods = {
     return self
   end,
   on_call_with = function(self, ...)
-    local spyTable, expected = self, pack(...)
+    local spyTable, expected = self, kept(pack(...)) -- (the arguments as they are now: a later change to them does not count)
     local responses = {}
     -- (`.returns(…)` and `:returns(…)` alike.)
     responses.returns = function(first, ...)
@@ -117,7 +131,12 @@ end
 
 
 local spyApi = setmetatable({
-  new = function(fn) return newSpy(fn or function() end) end,
+  new = function(fn)
+    if fn ~= nil and not callable(fn) then -- (luassert's words)
+      error("Cannot spy on type '" .. type(fn) .. "', only on functions or callable elements", 2)
+    end
+    return newSpy(fn or function() end)
+  end,
   is_spy = isSpy,
   on = function(target, key)
     if type(target) ~= "table" then error("spy.on(table, key) expected", 2) end
@@ -134,9 +153,19 @@ local spyApi = setmetatable({
   end,
 }, { __call = function(self, fn) return self.new(fn) end })
 
+-- `stub(t, key, …)`: what it returns, or — one callable value — what it does (luassert's).
 local function newStub(target, key, ...)
   local values = pack(...)
-  local s = newSpy(function() return unpack(values, 1, values.n) end)
+  if target ~= nil or key ~= nil then -- (luassert's checks and words; `stub()` alone is a blank stub)
+    if type(target) ~= "table" or key == nil then
+      error("stub.new(): Can only create stub on a table key, call with 2 params; table, key", 2)
+    end
+    if target[key] ~= nil and not callable(target[key]) then
+      error("stub.new(): The element for which to create a stub must either be callable, or be nil", 2)
+    end
+  end
+  local s = newSpy(values.n == 1 and callable(values[1]) and values[1] or function() return unpack(values, 1, values.n) end)
+  s.original = nil
   if target ~= nil then
     s.target, s.key, s.original = target, key, target[key]
     target[key] = s

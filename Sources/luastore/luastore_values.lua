@@ -11,7 +11,7 @@ local keyOrder = { boolean = 1, number = 2, string = 3 }
 
 local function sortedKeys(t)
   local keys = {}
-  for key in pairs(t) do keys[#keys + 1] = key end
+  for key in next, t do keys[#keys + 1] = key end -- (the own keys: never a `__pairs`)
   sort(keys, function(a, b)
     local ta, tb = type(a), type(b)
     if ta ~= tb then return (keyOrder[ta] or 4) < (keyOrder[tb] or 4) end
@@ -70,10 +70,10 @@ local function same(a, b, seen)
   seen = seen or {}
   if seen[a] == b then return true end
   seen[a] = b
-  for key, item in pairs(a) do
+  for key, item in next, a do -- (the tables' own keys, as luassert walks them: never a `__pairs`)
     if not same(item, b[key], seen) then return false end
   end
-  for key in pairs(b) do
+  for key in next, b do
     if a[key] == nil then return false end
   end
   return true
