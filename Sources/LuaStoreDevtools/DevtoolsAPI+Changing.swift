@@ -11,6 +11,11 @@ extension DevtoolsAPI {
     func change(_ route: String, _ request: HTTPRequest) async throws -> HTTPResponse {
         switch route {
         case "POST /api/dispatch":
+            // (An imported recording is browsed, never changed by an action: one dispatched there would reach no app,
+            // and push the recording's first entry out of its history.)
+            if let imported = browsing.withLock({ $0?.imported }) {
+                throw Refusal(409, "the page browses the imported recording \(imported.name.debugDescription): go Back to dispatch to the running app")
+            }
             let body = try await Self.body(of: request, limit: options.bodyLimit)
             let action: LuaValue
             do {

@@ -111,6 +111,13 @@ import Testing
         let entry = try DevtoolsTests.json(try await session.get("/api/entry?seq=8"))
         #expect((entry["props"] as? [String: Any])?["name"] as? String == "Imported")
         #expect(try await session.store.state()["count"] == 6) // the running app is as it was
+        // An import is browsed, not changed: an action dispatched now is refused (it would reach no app).
+        _ = try await session.post("/api/unlock")
+        let dispatched = try await session.post("/api/dispatch", body: #"{"type":"add"}"#)
+        #expect(dispatched.status == 409, "\(dispatched.status) \(dispatched.body)")
+        #expect(dispatched.body.contains("go Back to dispatch to the running app"), "\(dispatched.body)")
+        #expect(try DevtoolsTests.json(try await session.get("/api/session"))["count"] as? Int == 8) // (the import's whole)
+        #expect(try await session.store.state()["count"] == 6)
 
         #expect(try DevtoolsTests.json(try await session.post("/api/back"))["imported"] is NSNull)
         #expect(try DevtoolsTests.json(try await session.get("/api/session"))["count"] as? Int == 8)
