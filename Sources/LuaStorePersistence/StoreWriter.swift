@@ -137,15 +137,18 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
             configuration.label = "luastore.persistence.probe"
             // (SQLite makes the log and its index beside a WAL-mode file as it reads it; those it made for this
             // look go with it: a refused file is left with nothing beside it that was not there.)
+            // (What opening it made beside it is removed, also when the opening itself fails on a damaged file.)
             let sidecars = ["-wal", "-shm"].filter { !FileManager.default.fileExists(atPath: path + $0) }
-            let probe = try DatabaseQueue(path: path, configuration: configuration)
+            var opened: DatabaseQueue?
             defer {
-                try? probe.close()
+                try? opened?.close()
                 for suffix in sidecars {
                     let size = (try? FileManager.default.attributesOfItem(atPath: path + suffix))?[.size] as? Int
                     if suffix == "-shm" || size == 0 { try? FileManager.default.removeItem(atPath: path + suffix) }
                 }
             }
+            let probe = try DatabaseQueue(path: path, configuration: configuration)
+            opened = probe
             let (tables, meta, check) = try probe.read { db -> ([String], [String: DatabaseValue], [String]) in
                 let tables = try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'")
                 guard tables.contains("luastore") else { return (tables, [:], []) }

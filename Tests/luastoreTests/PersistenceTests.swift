@@ -222,6 +222,19 @@ import Testing
         #expect(damaged.status == 2)
         #expect(damaged.errors.contains("is damaged (SQLite's check:"), "\(damaged.errors)")
         #expect(files(store) == before, "left byte for byte")
+
+        // A store cut short (its last pages gone) is refused as SQLite opens it — and nothing is left beside it.
+        let cut = folder.appendingPathComponent("cut.db").path
+        #expect(try await CLI.run(["run", app.path, "--persist", cut], input: String(repeating: "{\"type\":\"increment\"}\n", count: 50)).status == 0)
+        let whole = try #require(FileManager.default.contents(atPath: cut))
+        try whole.prefix(12_288).write(to: URL(fileURLWithPath: cut))
+        let cutBefore = files(cut)
+        let cutRun = try await CLI.run(["run", app.path, "--persist", cut, "--format", "json"], input: "")
+        #expect(cutRun.status == 2)
+        #expect(cutRun.errors.contains("cannot be read as a LuaStore store"), "\(cutRun.errors)")
+        #expect(files(cut) == cutBefore, "left byte for byte")
+        #expect(!FileManager.default.fileExists(atPath: cut + "-shm") && !FileManager.default.fileExists(atPath: cut + "-wal"),
+                "nothing left beside it")
     }
 
     /// After `kill -9`, a log whose frame was damaged while committed frames follow it is refused, naming how many
