@@ -84,6 +84,23 @@ import Testing
         }
     }
 
+    /// A recording whose header holds no state (a string, a number, null where the state's table goes) is refused as
+    /// the recording's fault, naming its line — not blamed on the app's `init`, which never ran.
+    @Test func aHeaderWhoseStateIsNoTableIsTheRecordingsFault() async throws {
+        let app = try CLI.makeApp(Self.app)
+        defer { try? FileManager.default.removeItem(at: app) }
+        for state in [#""str""#, "5", "null"] {
+            let recording = app.appendingPathComponent("state.jsonl")
+            try Data(#"{"format":"luastore-recording","version":2,"app":"app","schemaVersion":0,"scripts":"0000000000000000","state":\#(state)}"#.utf8)
+                .write(to: recording)
+            let replay = try await CLI.run(["replay", app.path, recording.path])
+            #expect(replay.status == 2)
+            #expect(replay.errors.contains(#"state.jsonl:1: "#) && replay.errors.contains(#"the header's "state" must be a state"#),
+                    "\(state): \(replay.errors)")
+            #expect(!replay.errors.contains("init"), "\(state): \(replay.errors)")
+        }
+    }
+
     /// A store whose rows hold what LuaStore never writes (a NULL key, a snapshot header that is a number) is
     /// refused in words, the file left as it is — it stopped the process before.
     @Test func aStoreWithRowsLuaStoreNeverWritesIsRefusedInWords() async throws {

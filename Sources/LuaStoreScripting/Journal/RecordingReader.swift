@@ -110,6 +110,10 @@ public struct RecordingReader: Sendable {
             sequence = UInt64(seq)
         }
         guard let stateText else { throw Malformed(description: "the header has no \"state\"") }
+        // (Kept as text unless decoded: a table's text starts with its bracket.)
+        guard stateText.first(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D }).map({ $0 == UInt8(ascii: "{") || $0 == UInt8(ascii: "[") }) == true else {
+            throw Malformed(description: "the header's \"state\" must be a state: a table (a JSON object or list)")
+        }
         var state = LuaValue.nil
         if decodingState, let stateJSON = object["state"] {
             do {
