@@ -85,8 +85,14 @@ struct BustedProject {
         }
         let patterns = LuaValue.table(LuaTable(array: self.patterns.map { .string($0) }))
         let excludes = LuaValue.table(LuaTable(array: self.excludes.map { .string($0) }))
+        let inside = folder.standardizedFileURL.resolvingSymlinksInPath().path
         for root in roots {
             let url = folder.appendingPathComponent(root)
+            // (Specs are the project's: a ROOT out of its folder — `..`, or a link — is refused, naming it.)
+            let resolved = url.standardizedFileURL.resolvingSymlinksInPath().path
+            guard resolved == inside || resolved.hasPrefix(inside + "/") else {
+                throw Problem(description: ".busted: ROOT '\(root)' leads outside the project folder \(folder.path): specs are read from it only")
+            }
             var isFolder: ObjCBool = false
             guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isFolder) else {
                 if configured { throw Problem(description: ".busted: ROOT '\(root)' does not exist in \(folder.path)") }

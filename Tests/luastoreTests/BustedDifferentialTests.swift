@@ -72,7 +72,9 @@ struct BustedDifferentialTests {
         for (text, message) in [("return { default = { ROOT = 3 } }", ".busted: 'default.ROOT' must be a string or a list of strings (got number)"),
                                 ("return 1", ".busted: must return a table of tasks (got number)"),
                                 ("return {", ".busted: .busted:1: unexpected symbol near <eof>"),
-                                ("return { default = { ROOT = { 'nowhere' } } }", ".busted: ROOT 'nowhere' does not exist in \(folder.standardizedFileURL.path)")] {
+                                ("return { default = { ROOT = { 'nowhere' } } }", ".busted: ROOT 'nowhere' does not exist in \(folder.standardizedFileURL.path)"),
+                                ("return { default = { ROOT = { '..' } } }",
+                                 ".busted: ROOT '..' leads outside the project folder \(folder.standardizedFileURL.path): specs are read from it only")] {
             try text.write(to: folder.appendingPathComponent(".busted"), atomically: true, encoding: .utf8)
             let run = try await CLI.run(["test", folder.path])
             #expect(run.status == 2)
