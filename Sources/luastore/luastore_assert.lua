@@ -406,8 +406,29 @@ end)
 local function matcher(test) return setmetatable({ test = test }, matcherMeta) end
 
 local matchApi
+-- A matcher's own name in luassert's refusals (`match.is_equal()`: "the 'equals' function requires …").
+local matcherNames = { equal = "equals", equals = "equals", match = "matches", none_of = "none", any_of = "any", all_of = "all" }
 local function matcherFor(name, negated, arguments)
   if name == "_" then return matcher(function() return true end) end
+  -- Arguments checked as luassert checks them, when the matcher is made (level 2: the tail call that made it).
+  local shown = matcherNames[name] or name
+  local expected = name == "any_of" and 1 or (arities[name] and arities[name] - 1) or 0
+  if arguments.n < expected then
+    error("the '" .. shown .. "' function requires a minimum of " .. expected .. " arguments, got: " .. arguments.n, 2)
+  end
+  if name == "none_of" or name == "any_of" or name == "all_of" then
+    for i = 1, arguments.n do
+      if not isMatcher(arguments[i]) then
+        error("bad argument #" .. i .. " to '" .. shown .. "' (matcher expected, got " .. type(arguments[i]) .. ")", 2)
+      end
+    end
+  elseif name == "ref" and (arguments.n == 0 or not ({ table = true, ["function"] = true, userdata = true, thread = true })[type(arguments[1])]) then
+    error("bad argument #1 to 'ref' (object expected, got " .. (arguments.n == 0 and "no value" or type(arguments[1])) .. ")", 2)
+  elseif (name == "matches" or name == "match") and type(arguments[1]) ~= "string" then
+    error("bad argument #1 to 'matches' (string expected, got " .. type(arguments[1]) .. ")", 2)
+  elseif name == "near" and tonumber(arguments[1]) == nil then
+    error("bad argument #1 to 'near' (number or object convertible to a number expected, got " .. typed(arguments[1]) .. ")", 2)
+  end
   if name == "none_of" or name == "any_of" or name == "all_of" then
     local list = arguments
     return matcher(function(value)
