@@ -62,6 +62,10 @@ final class Interruption: @unchecked Sendable { // (`sources` is set in `init` o
         }
     }
 
+    deinit {
+        for source in sources { source.cancel() } // (its handlers hold it unowned)
+    }
+
     /// The signal heard first, if one was.
     var signal: Int32? { state.withLock { $0.signal } }
 
