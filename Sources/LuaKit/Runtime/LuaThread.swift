@@ -136,8 +136,6 @@ private let stackSizeKey: pthread_key_t = {
 private final class JobQueue: Sendable {
     private struct State {
         var jobs: [@Sendable () -> Void] = []
-        /// The jobs run, handed back by the thread with their closures released (an empty array with room).
-        var spare: [@Sendable () -> Void] = []
         var head = 0
         var stopped = false
         /// The thread waits on `wakeup`, or is about to: the next submission (or `stop`) signals it.
@@ -153,6 +151,9 @@ private final class JobQueue: Sendable {
     let name: String
     let stackSize: Int
     private let state = Protected(State())
+    /// The jobs run, swapped out of `state` when the thread has run them all and released here, outside the lock
+    /// (`next`). Only the queue's own thread touches it.
+    private nonisolated(unsafe) var spent: [@Sendable () -> Void] = []
     private let wakeup = DispatchSemaphore(value: 0)
     /// Jobs submitted so far: what the thread, out of jobs, watches (see `LuaThread.spinWindow`).
     private let submitted = Atomic<Int>(0)
@@ -210,22 +211,16 @@ private final class JobQueue: Sendable {
     /// The next job, or nil when every one submitted ran. The jobs run are released outside the lock: the last
     /// reference to what owns this thread may be among them, and its deinit stops the queue, which takes the lock.
     private func next() -> (@Sendable () -> Void)? {
-        var spent: [@Sendable () -> Void]?
         let job = state.withLock { state -> (@Sendable () -> Void)? in
             guard state.head < state.jobs.count else {
-                spent = state.jobs
-                state.jobs = state.spare
-                state.spare = []
+                swap(&state.jobs, &spent) // (`spent` was emptied the last time: the queue keeps its room)
                 state.head = 0
                 return nil
             }
             defer { state.head += 1 }
             return state.jobs[state.head]
         }
-        if var spent {
-            spent.removeAll(keepingCapacity: true)
-            state.withLock { $0.spare = spent }
-        }
+        if job == nil { spent.removeAll(keepingCapacity: true) }
         return job
     }
 }
