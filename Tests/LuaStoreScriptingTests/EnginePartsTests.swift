@@ -28,6 +28,45 @@ import Testing
         #expect(history.sequences == [6], "the newest always stays")
     }
 
+    /// The readers are found by ID among many, in any order of adding and removing (kept sorted, found by a search):
+    /// one removed from the middle leaves the others found, an ID never added or removed is not found, and `all`
+    /// lists them by ID.
+    @Test func theReadersAreFoundByIDAsTheyComeAndGo() {
+        var readers = Readers()
+        func reader(_ kind: ReaderKind) -> Readers.Reader {
+            Readers.Reader(kind: kind, delivery: ObserverDelivery(Observer<LuaValue> { _ in .active }))
+        }
+        var ids: [Int64] = []
+        for index in 0..<40 {
+            let id = readers.makeID()
+            ids.append(id)
+            readers[id] = reader(index % 2 == 0 ? .props : .path([.integer(Int64(index))]))
+        }
+        for id in ids where id % 3 == 0 {
+            let removed = readers.remove(id)
+            #expect(removed)
+        }
+        let again = readers.remove(3), never = readers.remove(999)
+        #expect(!again, "already gone")
+        #expect(!never, "never there")
+        for id in ids {
+            let found = readers.kind(of: id)
+            if id % 3 == 0 {
+                #expect(found == nil && readers[id] == nil, "reader \(id) was removed")
+            } else if case .path(let keys) = found {
+                #expect(keys == [.integer(id - 1)], "reader \(id) keeps its own kind")
+            } else {
+                #expect(found != nil && (id - 1) % 2 == 0, "reader \(id) is the props")
+            }
+        }
+        #expect(readers.all.map(\.id) == ids.filter { $0 % 3 != 0 }, "every reader listed, by ID")
+        // A reader set again under its ID replaces itself; one set under an ID between others goes in its place.
+        readers[2] = reader(.childProps(7))
+        readers[3] = reader(.props)
+        if case .childProps(7) = readers.kind(of: 2) {} else { Issue.record("reader 2 was replaced") }
+        #expect(readers.all.map(\.id).prefix(4) == [1, 2, 3, 4])
+    }
+
     /// Traveling holds actions; going back to the newest gives them up in order; a rewind drops what came after.
     @Test func travelingHoldsActionsAndARewindTruncates() throws {
         var history = History()
