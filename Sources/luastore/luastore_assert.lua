@@ -18,7 +18,7 @@ function B.failed(message) return failedAssertions[message] == true end
 
 -- (What values look like and how they compare: luastore_values.lua; spies, stubs and mocks: luastore_spies.lua.)
 local sortedKeys, render, typed, typedList = V.sortedKeys, V.render, V.typed, V.typedList
-local same, matcherMeta, isMatcher = V.same, V.matcherMeta, V.isMatcher
+local same, deepcompare, matcherMeta, isMatcher = V.same, V.deepcompare, V.matcherMeta, V.isMatcher
 local isSpy, spyMethods, spyApi, stubApi, mockApi = S.isSpy, S.spyMethods, S.spyApi, S.stubApi, S.mockApi
 
 -- luassert: assert, its chains and its assertions -------------------------------------------------------------
@@ -29,6 +29,13 @@ local assertions = {}   -- name -> function(arguments, state) -> ok, message, ne
 local modifiers = {}    -- name -> function(state, arguments): binds a value (spy, array, message)
 
 local arities = {}       -- name -> how many arguments it takes: the one after them is the failure's own message
+-- What specs register (`assert:register(namespace, name, …)`), as luassert keeps it: modifiers that are words of a
+-- chain (`assert.my_modifier.equal(…)`, each `callback(state)` run before the assertion, or `callback(state,
+-- arguments, level)` when the chain is called at it), matchers (`match.is_mine(…)`: `callback(state, arguments,
+-- level)` gives the test of a value), the assertions registered (their state is luassert's), and any other
+-- namespace, kept.
+local userModifiers, userMatchers, userAssertions, namespaces = {}, {}, {}, {}
+local formatters = V.formatters -- (the newest first: `assert:add_formatter`)
 
 local function register(names, check, arity)
   for _, name in ipairs(names) do assertions[name], arities[name] = check, arity end
@@ -48,23 +55,40 @@ end
 local function extend(state, key)
   local tokens = { unpack(state.tokens) }
   for token in key:lower():gmatch("[^_%.]+") do tokens[#tokens + 1] = token end -- (any case: `assert.is.Nil`, as luassert)
-  return { tokens = tokens, bound = state.bound, message = state.message, kind = state.kind }
+  return { tokens = tokens, bound = state.bound, message = state.message, kind = state.kind, flipped = state.flipped }
 end
 
 -- Resolves a chain's tokens: fillers dropped, negations counted, the rest joined into the assertion's name.
 local function resolve(tokens)
-  local negated, words, all = false, {}, {}
+  local negated, words, all, mods = false, {}, {}, {}
   for _, token in ipairs(tokens) do
     if negations[token] then negated = not negated
+    elseif userModifiers[token] then mods[#mods + 1] = userModifiers[token]
     else
       all[#all + 1] = token
       if not fillers[token] then words[#words + 1] = token end
     end
   end
-  -- (A name registered with a filler in it, `has_property`, is found whole, as luassert finds it.)
-  local whole = concat(tokens, "_")
-  if #all > #words and not negated and (assertions[whole] or modifiers[whole]) then return whole, negated end
-  return concat(words, "_"), negated
+  -- (A name registered with a filler in it, `has_property`, is found whole, as luassert finds it: the longest
+  -- registered name the chain ends with, word for word — `assert.is_not.has_property(…)` too, but not
+  -- `assert.has_no.property(…)`, whose words are not the name's.)
+  if #all > #words then
+    for first = 1, #tokens - 1 do
+      local whole = concat(tokens, "_", first)
+      if assertions[whole] or modifiers[whole] then
+        local before = false
+        for i = 1, first - 1 do if negations[tokens[i]] then before = not before end end
+        return whole, before, mods
+      end
+    end
+  end
+  return concat(words, "_"), negated, mods
+end
+
+-- The state a registered assertion, modifier or matcher is given, as luassert's: `mod` false when negated,
+-- `failure_message` the message given (`assert.message(m)`), `tokens`, and what a modifier bound (`payload`).
+local function luassertState(state, negated, tokens)
+  return { mod = not negated, failure_message = state.message, tokens = tokens or state.tokens, payload = state.bound }
 end
 
 chainMeta.__index = function(self, key)
@@ -88,56 +112,109 @@ end
 
 chainMeta.__call = function(self, ...)
   local state = rawget(self, "state")
-  local name, negated = resolve(state.tokens)
+  local name, negated, mods = resolve(state.tokens)
+  if state.flipped then negated = not negated end
   local check = assertions[name]
+  if check == nil and name == "" and #mods > 0 then
+    -- A registered modifier called (`assert.my_modifier(x)`): each of the chain's is given the arguments; the
+    -- chain goes on from its state, without its words, as luassert's does.
+    local bound = luassertState(state, negated)
+    for _, modifier in ipairs(mods) do modifier(bound, pack(...), 2) end
+    return chain({ tokens = {}, bound = bound.payload, message = bound.failure_message, kind = state.kind, flipped = not bound.mod })
+  end
   if check == nil then error("luassert: no assertion named '" .. name .. "'", 2) end
   local arguments = pack(...)
+  if #mods > 0 or userAssertions[name] then
+    -- (Registered modifiers run before the assertion, on luassert's state: they may negate it or give it a message.)
+    local bound = luassertState(state, negated)
+    for _, modifier in ipairs(mods) do modifier(bound) end
+    negated = not bound.mod
+    state = { tokens = state.tokens, bound = bound.payload, message = bound.failure_message, kind = state.kind, luassert = bound }
+  end
   local ok, message, negatedMessage, returned, given = check(arguments, state)
   if negated then ok, message = not ok, negatedMessage end
   if not ok then
     -- (A message given after the assertion's arguments — `assert.are.equal(1, 2, "numbers differ")` — or by
-    -- `assert.message(m)` comes first, on a line of its own, as luassert writes it.)
+    -- `assert.message(m)` comes first, on a line of its own, as luassert writes it. A registered assertion whose
+    -- message `say` does not know has none: then luassert says only "assertion failed!".)
     local arity = arities[name]
     local own = given or (arity ~= nil and arguments.n > arity and arguments[arity + 1]) or state.message
-    if own ~= nil then message = tostring(own) .. "\n" .. message end
-    fail(message, 2)
+    if own ~= nil then message = message and tostring(own) .. "\n" .. message or tostring(own) end
+    fail(message or "assertion failed!", 2)
   end
   if returned ~= nil and not negated then return unpack(returned, 1, returned.n) end -- (captures: `has_match`, `error_matches`)
   return ...
 end
 
--- `assert:register("assertion", name, fn, positive, negative)`, luassert's way to add an assertion: `fn(state,
--- arguments, level)` says whether it holds; the messages are the texts (or `say` keys) given, with the arguments.
-local function registerAssertion(_, kind, name, fn, positive, negative)
-  if kind ~= "assertion" and kind ~= "modifier" then error("assert:register: 'assertion' or 'modifier' expected", 2) end
-  if type(name) ~= "string" or type(fn) ~= "function" then error("assert:register(kind, name, function, …) expected", 2) end
-  name = name:lower() -- (names are found in any case, as luassert finds them)
-  if kind == "modifier" then
-    modifiers[name] = function(state, arguments) fn(state, arguments, 2) end
-    return
+-- A registered assertion's message, as luassert makes it: `say`'s text for the key given, with the arguments shown
+-- as failure messages show them (nil when `say` does not know the key). Where no `say` module is found, the key is
+-- taken as the text itself, a format of the arguments.
+local function sayText(key, arguments)
+  if key == nil then return nil end
+  local shown = { n = arguments.n }
+  for i = 1, arguments.n do shown[i] = typed(arguments[i]) end
+  local found, say = pcall(require, "say")
+  local meta = found and type(say) == "table" and getmetatable(say)
+  if meta and meta.__call then
+    local ok, text = pcall(say, key, shown)
+    if ok then return text end
   end
-  local function text(message, arguments)
-    if message == nil then return "Assertion '" .. name .. "' failed." end
-    local rendered = {}
-    for i = 1, arguments.n do rendered[i] = render(arguments[i]) end
-    local ok, formatted = pcall(format, tostring(message), unpack(rendered, 1, arguments.n))
-    return ok and formatted or tostring(message)
-  end
-  register({ name }, function(arguments, state)
-    return fn(state, arguments, 3) and true or false, text(positive, arguments), text(negative, arguments)
-  end)
+  local ok, text = pcall(format, tostring(key), unpack(shown, 1, shown.n))
+  return ok and text or tostring(key)
 end
 
--- luassert's state: parameters (`assert:set_parameter(name, value)`, read back by `get_parameter`) and snapshots
--- (`assert:snapshot()`): reverting one — `snap:revert()` or `snap()` — reverts the snapshots taken after it, the
--- spies and stubs put in a table's place since it was taken, and the parameters set since.
-local snapshotMeta = {}
-local current = { parameters = {}, spies = {} }
+-- `assert:register(namespace, name, fn, positive, negative)`, luassert's way to add to a namespace: an assertion
+-- (`fn(state, arguments, level)` says whether it holds; the messages are `say` keys, or texts, given the
+-- arguments), a modifier, a matcher, or anything else (kept, as luassert keeps it). A name is found in any case.
+local function registerIn(_, kind, name, fn, positive, negative)
+  if type(kind) ~= "string" or type(name) ~= "string" then error("assert:register(namespace, name, callback, …) expected", 2) end
+  name = name:lower()
+  if kind == "modifier" then
+    userModifiers[name] = fn
+  elseif kind == "matcher" then
+    userMatchers[name] = fn
+  elseif kind == "assertion" then
+    if type(fn) ~= "function" then error("assert:register: an assertion's callback must be a function", 2) end
+    userAssertions[name] = true
+    arities[name] = nil
+    assertions[name] = function(arguments, state)
+      local bound = state.luassert or luassertState(state, false)
+      return fn(bound, arguments, 3) and true or false, sayText(positive, arguments), sayText(negative, arguments)
+    end
+  else
+    namespaces[kind] = namespaces[kind] or {}
+    namespaces[kind][name] = { callback = fn, name = name, positive_message = positive, negative_message = negative }
+  end
+end
+
+-- `assert:unregister(namespace, name)`: what was registered there under that name is forgotten.
+local function unregisterIn(_, kind, name)
+  if type(kind) ~= "string" or type(name) ~= "string" then error("assert:unregister(namespace, name) expected", 2) end
+  name = name:lower()
+  if kind == "modifier" then userModifiers[name] = nil
+  elseif kind == "matcher" then userMatchers[name] = nil
+  elseif kind == "assertion" then assertions[name], userAssertions[name], arities[name] = nil, nil, nil
+  elseif namespaces[kind] then namespaces[kind][name] = nil
+  end
+end
+
+-- luassert's state: parameters (`assert:set_parameter(name, value)`, read back by `get_parameter`), formatters
+-- (`assert:add_formatter(f)`) and snapshots (`assert:snapshot()`): reverting one — `snap:revert()` or `snap()` —
+-- reverts the snapshots taken after it, the spies and stubs put in a table's place since it was taken, and the
+-- parameters set and formatters added since.
+local snapshotMeta, levelMeta = {}, {}
+local current = { parameters = {}, spies = {}, formatters = {} }
+local function removeFormatter(formatter)
+  for i = 1, #formatters do
+    if formatters[i] == formatter then table.remove(formatters, i) return end
+  end
+end
 local function revertSnapshot(snapshot)
   if getmetatable(snapshot) ~= snapshotMeta then error("Value provided is not a valid snapshot", 2) end
   if snapshot.next then revertSnapshot(snapshot.next) end
   for i = #snapshot.spies, 1, -1 do snapshot.spies[i]:revert() end
-  snapshot.spies, snapshot.parameters = {}, {}
+  for _, formatter in ipairs(snapshot.formatters) do removeFormatter(formatter) end
+  snapshot.spies, snapshot.parameters, snapshot.formatters = {}, {}, {}
   setmetatable(snapshot, nil) -- (reverted: no longer a snapshot, as luassert's)
   current = snapshot.previous
   current.next = nil
@@ -156,28 +233,52 @@ local stateApi = {
     return nil
   end,
   snapshot = function()
-    local snapshot = setmetatable({ parameters = {}, spies = {}, previous = current }, snapshotMeta)
+    local snapshot = setmetatable({ parameters = {}, spies = {}, formatters = {}, previous = current }, snapshotMeta)
     current.next = snapshot
     current = snapshot
     return snapshot
   end,
+  add_spy = function(_, s) S.placed(s) end,
+  -- A formatter shows a value in failure messages (a string), or leaves it to the next (nil); the newest first.
+  add_formatter = function(_, formatter)
+    table.insert(formatters, 1, formatter)
+    current.formatters[#current.formatters + 1] = formatter
+  end,
+  remove_formatter = function(_, formatter) removeFormatter(formatter) end,
+  -- `assert:format(args)`: each of `args[1..n]` as failure messages show it (but those `args.nofmt` names),
+  -- in place; returns `args`.
+  format = function(_, args)
+    local nofmt, fmtargs = args.nofmt or {}, args.fmtargs or {}
+    for i = 1, args.n or #args do
+      if not nofmt[i] then args[i] = typed(args[i], fmtargs[i]) end
+    end
+    return args
+  end,
+  -- `assert(v, message, assert:level(n))` raises at level n, as luassert's.
+  level = function(_, level) return setmetatable({ level = level }, levelMeta) end,
+  get_level = function(_, level)
+    if getmetatable(level) ~= levelMeta then return nil end
+    return level.level
+  end,
+  register = registerIn,
+  unregister = unregisterIn,
 }
 
 local assertTable = setmetatable({}, {
   __index = function(_, key)
     if type(key) ~= "string" then return nil end
-    if key == "register" then return registerAssertion end
     if stateApi[key] then return stateApi[key] end
     return chainMeta.__index(chain({ tokens = {} }), key)
   end,
-  -- `assert(v, message, ...)` is Lua's assert: all its arguments back, or an error with the message.
-  __call = function(_, value, message, ...)
+  -- `assert(v, message, ...)` is Lua's assert: all its arguments back, or an error with the message (raised at
+  -- the level `assert:level(n)` gives, as luassert's).
+  __call = function(_, value, message, level, ...)
     if not value then
       if message == nil then message = "assertion failed!" end
       if type(message) == "string" or type(message) == "table" then failedAssertions[message] = true end
-      error(message, 2)
+      error(message, (getmetatable(level) == levelMeta and tonumber(level.level) or 1) + 1)
     end
-    return value, message, ...
+    return value, message, level, ...
   end,
 })
 
@@ -201,7 +302,7 @@ end
 register({ "same" }, function(a)
   needs(a, "same", 2)
   local expected, actual = a[1], a[2]
-  return same(actual, expected), compareMessage("Expected objects to be the same.", actual, expected),
+  return deepcompare(expected, actual, true), compareMessage("Expected objects to be the same.", actual, expected),
     compareMessage("Expected objects not to be the same.", actual, expected)
 end, 2)
 
@@ -259,7 +360,7 @@ register({ "unique" }, function(a)
   local duplicate = false
   for i, item in pairs(list) do
     for j, other in pairs(list) do
-      if i ~= j and ((deep and same(item, other)) or (not deep and item == other)) then duplicate = true end
+      if i ~= j and ((deep and deepcompare(item, other, true)) or (not deep and item == other)) then duplicate = true end
     end
   end
   return not duplicate, "Expected object to be unique:\n" .. typed(list),
@@ -299,7 +400,7 @@ register({ "error", "errors" }, function(a)
   elseif type(expected) == "number" and type(caught) == "string" then
     matched = tostring(expected) == tostring(tonumber(caught))
   else
-    matched = same(caught, expected)
+    matched = deepcompare(expected, caught, true)
   end
   local returned = pack(unpack(a, 1, a.n)) -- (what luassert's `has_error` returns: the error caught, then the rest)
   returned[1] = caught
@@ -465,8 +566,20 @@ matchMeta.__index = function(self, key)
   if key == "_" then return matcherFor("_") end
   local tokens = { unpack(rawget(self, "tokens") or {}) }
   for token in key:lower():gmatch("[^_%.]+") do tokens[#tokens + 1] = token end
-  local name, negated = resolve(tokens)
+  local name, negated, mods = resolve(tokens)
   if name == "" or name == "not" then return setmetatable({ tokens = tokens }, matchMeta) end
+  if userMatchers[name] then
+    -- A registered matcher: its callback, given luassert's state and the arguments, gives the value's test; the
+    -- chain's registered modifiers run first (they may negate it).
+    local callback = userMatchers[name]
+    return function(...)
+      local bound = luassertState({}, negated, tokens)
+      for _, modifier in ipairs(mods) do modifier(bound) end
+      local test = callback(bound, pack(...), 2)
+      local wanted = bound.mod
+      return matcher(function(value) return (test(value) and true or false) == wanted end)
+    end
+  end
   if assertions[name] or name == "none_of" or name == "any_of" or name == "all_of" or name == "ref" then
     return function(...) return matcherFor(name, negated, pack(...)) end
   end

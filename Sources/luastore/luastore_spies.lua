@@ -1,7 +1,7 @@
 -- luassert's spies, stubs and mocks for `luastore test` (luastore_assert.lua takes what this returns; it takes
 -- luastore_values.lua's deep equality and matchers).
 local V = ...
-local same, isMatcher = V.same, V.isMatcher
+local deepcompare, isMatcher = V.deepcompare, V.isMatcher
 local S = {}
 -- `S.placed(s)`, when set, hears of each spy or stub put in a table's place (luastore_assert.lua's snapshots revert them).
 
@@ -12,14 +12,18 @@ local unpack, pack, insert = table.unpack, table.pack, table.insert
 local spyMeta = {}
 local function isSpy(value) return type(value) == "table" and getmetatable(value) == spyMeta end
 
--- Whether a call's arguments (`actual`: the copies kept; `refs`: the values themselves) are what `expected` says:
--- `match.ref(v)` compares with the value itself, as luassert's does, everything else with the copy.
+-- Whether a call's arguments (`actual`: the copies kept; `refs`: the values themselves) are what `expected` says,
+-- as luassert's `matcharg` says: an expected argument that is a matcher tests the argument (`match.ref(v)` the
+-- value itself, every other the copy); any other is compared deeply (where a matcher inside a table is a table).
 local function argumentsMatch(expected, actual, refs)
   if expected.n ~= actual.n then return false end
   for i = 1, expected.n do
     local wanted = expected[i]
-    local given = (refs ~= nil and isMatcher(wanted) and wanted.byReference) and refs[i] or actual[i]
-    if not same(given, wanted) then return false end
+    if isMatcher(wanted) then
+      if not wanted.test((refs ~= nil and wanted.byReference) and refs[i] or actual[i]) then return false end
+    elseif not deepcompare(actual[i], wanted) then
+      return false
+    end
   end
   return true
 end

@@ -43,8 +43,17 @@ local function render(value, depth, seen)
   return "{" .. concat(parts, ", ") .. "}"
 end
 
--- luassert's "(type) value" lines (a string as its formatter writes one: in single quotes, as it is).
-local function typed(value)
+-- The formatters a spec added (`assert:add_formatter(f)`), the newest first: the first to give a string for a
+-- value is how the value is shown, as luassert shows it.
+local formatters = {}
+
+-- luassert's "(type) value" lines (a string as its formatter writes one: in single quotes, as it is), unless a
+-- formatter a spec added shows the value.
+local function typed(value, extra)
+  for i = 1, #formatters do
+    local shown = formatters[i](value, extra)
+    if shown ~= nil then return shown end
+  end
   if type(value) == "string" then return "(string) '" .. value .. "'" end
   return "(" .. type(value) .. ") " .. render(value)
 end
@@ -79,7 +88,39 @@ local function same(a, b, seen)
   return true
 end
 
-V.sortedKeys, V.render, V.typed, V.typedList = sortedKeys, render, typed, typedList
+-- luassert's deep comparison (`util.deepcompare`), which its `same`, `unique`, `has_error` and the spies' arguments
+-- use: values that are not both tables by `==`; two tables by their own keys, deeply — but by `==` where they
+-- share a metatable with `__eq` (not at the top, `ignoreMeta`); a matcher is a table like any other there (luassert
+-- matches only a call's arguments themselves against matchers: `called_with`). Cycles end as luassert ends them.
+local getmeta = debug and debug.getmetatable or getmetatable
+local function deepcompare(t1, t2, ignoreMeta, cycles, thresh1, thresh2)
+  if type(t1) ~= "table" or type(t2) ~= "table" then return t1 == t2 end
+  local meta1, meta2 = getmeta(t1), getmeta(t2)
+  if meta1 and meta1 == meta2 and meta1.__eq then
+    if not ignoreMeta then return t1 == t2 end
+  elseif rawequal(t1, t2) then
+    return true
+  end
+  cycles = cycles or { {}, {} }
+  thresh1, thresh2 = thresh1 or 1, thresh2 or 1
+  cycles[1][t1], cycles[2][t2] = cycles[1][t1] or 0, cycles[2][t2] or 0
+  if cycles[1][t1] == 1 or cycles[2][t2] == 1 then
+    thresh1, thresh2 = cycles[1][t1] + 1, cycles[2][t2] + 1
+  end
+  if cycles[1][t1] > thresh1 and cycles[2][t2] > thresh2 then return true end
+  cycles[1][t1], cycles[2][t2] = cycles[1][t1] + 1, cycles[2][t2] + 1
+  for key, item in next, t1 do
+    local other = t2[key]
+    if other == nil or not deepcompare(item, other, nil, cycles, thresh1, thresh2) then return false end
+  end
+  for key in next, t2 do
+    if t1[key] == nil then return false end
+  end
+  return true
+end
+
+V.deepcompare = deepcompare
+V.sortedKeys, V.render, V.typed, V.typedList, V.formatters = sortedKeys, render, typed, typedList, formatters
 V.same, V.matcherMeta, V.isMatcher = same, matcherMeta, isMatcher
 
 return V

@@ -45,7 +45,7 @@ import FoundationXML
         let pending = try #require((object["pendings"] as? [[String: Any]])?.first)
         #expect(pending["name"] as? String == "busted blocks is not written yet")
         #expect(pending["file"] as? String == "spec/busted_spec.lua")
-        #expect(pending["line"] as? Int == 97)
+        #expect(pending["line"] as? Int == 100)
         let failure = try #require((object["failures"] as? [[String: Any]])?.first)
         #expect(failure["name"] as? String == "failing same")
         #expect(failure["line"] as? Int == 2)
