@@ -109,7 +109,7 @@ let status: Int32 = thread.sync {
     } catch {
         // (With the script's traceback, as `lua` writes one: for a spent budget, where the loop was called from.)
         var text = "luakit: \(error)"
-        if let traceback = (error as? LuaError)?.scriptTraceback { text += "\n" + traceback }
+        if let traceback = (error as? LuaError)?.mainTraceback { text += "\n" + traceback }
         FileHandle.standardError.write(Data((text + "\n").utf8))
         return 1
     }

@@ -499,7 +499,7 @@ end)
 spyCheck("returned_with", function(s, a) return spyMethods.returned_with(s, unpack(a, 1, a.n)) end, function(s, a, negated)
   local last = s.returnvals[#s.returnvals]
   return "Function " .. (negated and "" or "never ") .. "returned matching values.\nReturned (last call if any):\n" ..
-    (last and typedList(last) or "(no call)") .. "\nExpected:\n" .. typedList(a)
+    (last and typedList(last.vals) or "(no call)") .. "\nExpected:\n" .. typedList(a)
 end)
 
 -- Matchers: match._, match.is_string(), match.same(v), match.none_of(…), match.is_not.X(…) ---------------------

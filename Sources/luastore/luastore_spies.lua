@@ -70,7 +70,8 @@ spyMeta.__call = function(self, ...)
     if argumentsMatch(response.arguments, arguments) then results = response.act(...) break end
   end
   if results == nil then results = pack(self.callback(...)) end
-  self.returnvals[#self.returnvals + 1] = kept(results) -- (what it returned then, whatever becomes of it)
+  -- (What it returned then, whatever becomes of it: kept as a call is, `{ vals = copies, refs = the values }`, as luassert keeps it.)
+  self.returnvals[#self.returnvals + 1] = { vals = kept(results), refs = results }
   return unpack(results, 1, results.n)
 end
 
@@ -92,7 +93,7 @@ local spyMethods = {
   end,
   returned_with = function(self, ...)
     local expected = pack(...)
-    for _, results in ipairs(self.returnvals) do if argumentsMatch(expected, results) then return true end end
+    for _, results in ipairs(self.returnvals) do if argumentsMatch(expected, results.vals, results.refs) then return true end end
     return false
   end,
   -- Stubs: what they return or do, in general or for given arguments.

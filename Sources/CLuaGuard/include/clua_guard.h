@@ -169,6 +169,16 @@ static inline int clua_sandbox_checkbudget(lua_State *L) {
     return 0;
 }
 
+/// `newhandle(metatable)` for the sandbox's Lua: a full userdata of no bytes with that metatable — what the sandbox's
+/// files are, so that `type(io.stdout)` is `"userdata"`, as in Lua (their state is the Lua side's, keyed by them).
+static inline int clua_sandbox_newhandle(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_newuserdatauv(L, 0, 0);
+    lua_pushvalue(L, 1);
+    lua_setmetatable(L, -2);
+    return 1;
+}
+
 /// The count hook: checks the deadline every `hookInterval` instructions. Once it passes, the hook fires on
 /// every instruction and raises each time, so neither `pcall` nor a `__close` handler can keep the script alive.
 static inline void clua_budget_hook(lua_State *L, lua_Debug *ar) {

@@ -81,6 +81,17 @@ public struct LuaError: Error, Sendable, Equatable, CustomStringConvertible {
         return frames.isEmpty ? nil : "stack traceback:\n" + frames.joined(separator: "\n")
     }
 
+    /// The traceback of an error raised in a script called as the stand-alone `lua` calls one (`LuaVM.callAsMain`):
+    /// its frames as `lua` writes them — the C frame the script was called through last (`[C]: in ?`), tail calls
+    /// included — without the host's own (`host:` chunks); nil when there is none.
+    public var mainTraceback: String? {
+        guard let traceback else { return nil }
+        let frames = traceback.split(separator: "\n").dropFirst().filter { line in
+            !line.drop { $0 == "\t" || $0 == " " }.hasPrefix("host:")
+        }
+        return frames.isEmpty ? nil : "stack traceback:\n" + frames.joined(separator: "\n")
+    }
+
     /// The message as a person reads it: `app.lua:12: attempt to index a nil value`.
     public var description: String {
         let text = path.map { "\($0): \(message)" } ?? message

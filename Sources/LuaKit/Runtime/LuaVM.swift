@@ -288,6 +288,8 @@ public final class LuaVM {
         lua_setfield(state, -2, "resume")
         clua_pushcfunction(state, clua_sandbox_checkbudget)
         lua_setfield(state, -2, "checkbudget")
+        clua_pushcfunction(state, clua_sandbox_newhandle)
+        lua_setfield(state, -2, "newhandle")
         clua_pushcfunction(state, clua_make_sandbox_close)
         lua_setfield(state, -2, "makeclose")
         clua_pushcfunction(state, clua_make_sandbox_wrap)

@@ -4,9 +4,9 @@
 -- and `close`; opening to write answers as a read-only file system would. The prelude runs this chunk only there:
 -- in a store `io` stays output only, and its VM holds none of this.
 --
--- Receives the host's `readdata`, the sandbox's `io` table (changed in place), its `no_files` refusal, `typename`
--- and the real `getmetatable` (past `__metatable`).
-local host_readdata, sandbox_io, no_files, typename, raw_getmetatable = ...
+-- Receives the host's `readdata`, the sandbox's `io` table (changed in place), its `no_files` refusal, `typename`,
+-- the real `getmetatable` (past `__metatable`) and `newhandle` (a userdata with a metatable: a file is one, as Lua's).
+local host_readdata, sandbox_io, no_files, typename, raw_getmetatable, new_handle = ...
 local real_setmetatable, error, type, select, tostring, tonumber = setmetatable, error, type, select, tostring, tonumber
 local math, table = math, table
 
@@ -145,7 +145,6 @@ function reading_methods.setvbuf(file, mode)
   return true
 end
 reading_metatable.__index = reading_methods
-reading_metatable.__newindex = function() error("cannot modify a file of the sandbox's io", 2) end
 reading_metatable.__tostring = function(file)
   local open = open_files[file]
   return open == nil and "file (closed)" or "file (" .. open[3] .. ")"
@@ -163,7 +162,7 @@ local function open_file(path, mode)
   end
   local bytes, message, number = host_readdata(path)
   if bytes == nil then return nil, message, number end
-  local file = real_setmetatable({}, reading_metatable)
+  local file = new_handle(reading_metatable)
   open_files[file] = { bytes, 0, path }
   return file
 end

@@ -361,12 +361,10 @@ local file_methods = {
   end,
   close = no_files("close"), read = no_files("read"), lines = no_files("lines"), seek = no_files("seek"),
 }
-local file_metatable = {
-  __index = file_methods, __name = "FILE*", __metatable = false,
-  __newindex = function() error("cannot modify a file of the sandbox's io", 2) end,
-}
+-- (A file is a userdata, as Lua's: assigning a field of one raises Lua's own "attempt to index a FILE* value".)
+local file_metatable = { __index = file_methods, __name = "FILE*", __metatable = false }
 local function new_file(name)
-  local file = real_setmetatable({}, file_metatable)
+  local file = host.newhandle(file_metatable) -- (a userdata, as Lua's files are)
   file_metatable[file] = name
   frozen[file] = file -- (read-only as it is; `freeze` leaves it whole)
   return file
@@ -402,7 +400,7 @@ sandbox_io = {
 
 -- Reading files where the host gives the system (`luakit`, `luastore test`): `files.lua`, loaded only there (a store's
 -- VM holds none of it).
-if host.files then host.files(host.readdata, sandbox_io, no_files, typename, raw_getmetatable) end
+if host.files then host.files(host.readdata, sandbox_io, no_files, typename, raw_getmetatable, host.newhandle) end
 globals.io = library("io", sandbox_io)
 
 globals.debug = library("debug", { traceback = real_traceback, getmetatable = sandbox_debug_getmetatable })

@@ -85,3 +85,11 @@ print(io.output() == io.stdout, io.input() == io.stdin, io.input(io.stdin) == io
 local serialized = { [io.stdin] = "stdin", [io.stdout] = "stdout" }
 print(serialized[io.stdin], serialized[io.stdout])
 print(io.output(io.stdout) == io.stdout, io.stdin:flush(), io.stdin:setvbuf("no"))
+-- Files are userdata, as Lua's: their type, and what assigning a field of one raises.
+print(type(io.stdout), type(io.stderr), type(io.stdin))
+local opened = io.open("fixtures/mixed.txt")
+print(type(opened), io.type(opened))
+opened:close()
+print(type(opened), io.type(opened))
+print(pcall(function() io.stdout.extra = 1 end))
+print(pcall(function() opened.extra = 1 end))
