@@ -52,6 +52,6 @@ struct DifferentialTests {
         }
         let without = try await runChildProcess(LuakitToolTests.binary, [script.path, "--lua-path", "/nonexistent/?.lua"])
         #expect(without.status == 1)
-        #expect(without.errors.contains("require: module 'helper' not found (looked for helper.lua and helper/init.lua in the app folder, nor in the module path (/nonexistent/helper.lua))"), "\(without.errors)")
+        #expect(without.errors.contains("module 'helper' not found:\n\tno field package.preload['helper']\n\tno file './helper.lua'\n\tno file './helper/init.lua'\n\tno file '/nonexistent/helper.lua'\n"), "\(without.errors)")
     }
 }

@@ -129,12 +129,12 @@ import Testing
     @Test(arguments: [
         // (Dots and slashes are separators and empty components are skipped, as for stock Lua's searcher: these
         // are `secret`, `etc/passwd` and `lib/util` inside the app folder, never outside it.)
-        ("../secret", "require: module '../secret' not found (looked for secret.lua and secret/init.lua in the app folder)"),
-        ("/etc/passwd", "require: module '/etc/passwd' not found (looked for etc/passwd.lua and etc/passwd/init.lua in the app folder)"),
-        ("lib..util", "require: module 'lib..util' not found (looked for lib/util.lua and lib/util/init.lua in the app folder)"),
+        ("../secret", "module '../secret' not found:\n\tno field package.preload['../secret']\n\tno file './secret.lua'\n\tno file './secret/init.lua'"),
+        ("/etc/passwd", "module '/etc/passwd' not found:\n\tno field package.preload['/etc/passwd']\n\tno file './etc/passwd.lua'\n\tno file './etc/passwd/init.lua'"),
+        ("lib..util", "module 'lib..util' not found:\n\tno field package.preload['lib..util']\n\tno file './lib/util.lua'\n\tno file './lib/util/init.lua'"),
         ("..", "require: '..' is not a module name (use names like 'lib.util')"),
         ("lib.$x", "require: 'lib.$x' is not a module name (use names like 'lib.util')"),
-        ("missing", "require: module 'missing' not found (looked for missing.lua and missing/init.lua in the app folder)"),
+        ("missing", "module 'missing' not found:\n\tno field package.preload['missing']\n\tno file './missing.lua'\n\tno file './missing/init.lua'"),
         ("escape", "require: module 'escape' leads outside the app folder"),
         ("binary", "require: module 'binary' is a binary chunk; only source text loads"),
     ])

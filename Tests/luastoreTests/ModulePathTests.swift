@@ -27,6 +27,7 @@ import Testing
         #expect(check.status == 0, "\(check.errors)")
         let missing = try await CLI.run(["run", app.path, "--format", "json", "--lua-path", "/nonexistent/?.lua"], input: "")
         #expect(missing.status == 2)
-        #expect(missing.errors.contains("require: module 'shared.counting' not found"), "\(missing.errors)")
+        #expect(missing.errors.contains("module 'shared.counting' not found:"), "\(missing.errors)")
+        #expect(missing.errors.contains("\tno file '/nonexistent/shared/counting.lua'"), "\(missing.errors)")
     }
 }

@@ -149,7 +149,6 @@ extension LuaVM {
         return 0
     }
 
-    /// `readmodule(name)`: the source and chunk name of an app module, found only inside `moduleRoot`.
     /// [-1, +2, -] (a host function)
     /// `readfile(path, caller)`: the source text of a file of the app's folder and its chunk name, or nil and why
     /// not (as `loadfile` says it: `cannot open x.lua: No such file or directory`).
@@ -200,10 +199,18 @@ extension LuaVM {
         }
     }
 
+    /// `readmodule(name [, folder])`: the source and chunk name of an app module (found inside its folder, then on
+    /// the module path); found nowhere, nil and the files looked for (`\n\tno file '…'` each, as Lua lists them).
     func readModulePrimitive() throws(HostFailure) -> Int32 {
         let name = String(decoding: try stringArgument(1, "require"), as: UTF8.self)
         let (root, folderPrefix) = moduleFolder(at: 2)
-        let module = try ModuleResolver(root: root, path: modulePath, maximumBytes: limits.moduleBytes).resolve(name)
+        let (found, tried) = try ModuleResolver(root: root, path: modulePath, maximumBytes: limits.moduleBytes).resolve(name)
+        guard let module = found else {
+            // (Found nowhere: nil, and the files looked for as Lua's searcher lists them, for `require` to raise.)
+            lua_pushnil(state)
+            pushString(tried.map { "\n\tno file '\($0)'" }.joined())
+            return 2
+        }
         try ensureHeadroom(module.source.count * 2)
         pushBytes(module.source)
         let prefix = isNumberedFolder(at: 2) ? folderPrefix : moduleChunkPrefix

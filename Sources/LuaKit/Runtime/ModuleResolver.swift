@@ -23,7 +23,9 @@ struct ModuleResolver {
         let chunkName: String
     }
 
-    func resolve(_ name: String) throws(HostFailure) -> Module {
+    /// The module `name` names, or — found nowhere — nil and the files looked for, in order (`./a/b.lua`, then the
+    /// module path's), for `require`'s message as Lua words it ("no file '…'" each).
+    func resolve(_ name: String) throws(HostFailure) -> (module: Module?, tried: [String]) {
         guard let root else { throw .message("require: module '\(name)' not found (no module folder is set)") }
         // Dots are separators, as Lua's searcher reads them (`a.b` is `a/b`); an empty part is an empty path
         // component, which the file system skips, as it does for stock Lua (`require("../src.lib")` is `./src/lib.lua`).
@@ -32,33 +34,34 @@ struct ModuleResolver {
             throw .message("require: '\(name)' is not a module name (use names like 'lib.util')")
         }
         let relative = parts.joined(separator: "/")
+        var tried: [String] = []
         for candidate in [relative + ".lua", relative + "/init.lua"] {
+            tried.append("./" + candidate)
             let url = root.appendingPathComponent(candidate).standardizedFileURL.resolvingSymlinksInPath()
             guard FileManager.default.fileExists(atPath: url.path) else { continue }
-            return try read(url, root: root, chunkName: candidate, what: "require: module '\(name)'")
+            return (try read(url, root: root, chunkName: candidate, what: "require: module '\(name)'"), tried)
         }
         // Then the module path the user gave (`--lua-path`, LUA_PATH): folders outside the app they chose to share;
         // `./` templates are the app folder's (`./src/?.lua`), and stay inside it.
-        var searched: [String] = []
         for template in path where template.contains("?") && !Self.rootTemplates.contains(template) {
             let candidate = template.replacingOccurrences(of: "?", with: relative)
-            searched.append(candidate)
+            tried.append(candidate)
             if candidate.hasPrefix("./") {
                 let inside = String(candidate.dropFirst(2))
                 guard !inside.split(separator: "/").contains("..") else { continue }
                 let url = root.appendingPathComponent(inside).standardizedFileURL.resolvingSymlinksInPath()
                 guard FileManager.default.fileExists(atPath: url.path) else { continue }
-                return try read(url, root: root, chunkName: inside, what: "require: module '\(name)'")
+                return (try read(url, root: root, chunkName: inside, what: "require: module '\(name)'"), tried)
             }
             guard FileManager.default.fileExists(atPath: candidate) else { continue }
-            return try read(URL(fileURLWithPath: candidate).standardizedFileURL, root: nil, chunkName: candidate, what: "require: module '\(name)'")
+            return (try read(URL(fileURLWithPath: candidate).standardizedFileURL, root: nil, chunkName: candidate,
+                             what: "require: module '\(name)'"), tried)
         }
         if let library = LuaModulePath.cModuleTemplates.lazy.map({ $0.replacingOccurrences(of: "?", with: relative) })
             .first(where: { FileManager.default.fileExists(atPath: $0) }) {
             throw .message("require: module '\(name)' is a C module (\(library)); the sandbox loads Lua source only")
         }
-        let elsewhere = searched.isEmpty ? "" : ", nor in the module path (\(searched.joined(separator: ", ")))"
-        throw .message("require: module '\(name)' not found (looked for \(relative).lua and \(relative)/init.lua in the app folder\(elsewhere))")
+        return (nil, tried)
     }
 
     /// The file `path` names (relative to the app's folder) for `caller` (`loadfile`, `dofile`).

@@ -224,6 +224,9 @@ local function namespace(root, strict)
       chunk, extra = preload, ":preload:"
     else
       local source, chunkname = host_readmodule(name, root)
+      if source == nil then -- (found nowhere: raised as Lua's `require` words it, at the call, `chunkname` the files tried)
+        error("module '" .. name .. "' not found:\n\tno field package.preload['" .. name .. "']" .. chunkname, 2)
+      end
       -- (Where Lua's searcher found it: through package.path's "./?.lua", or the module path's absolute template.)
       extra = chunkname:sub(2)
       if extra:sub(1, 1) ~= "/" and extra:sub(1, 2) ~= "./" then extra = "./" .. extra end
