@@ -98,6 +98,13 @@ struct Replay: AsyncParsableCommand {
         let store = replayer.store
         defer { store.shutdown() }
         UntilExit.keep(store) // (its state is not taken apart only for the process to end)
+        // A recording made with other scripts (another app, or this one before an edit) is replayed with these, as
+        // asked — said, so that a match is not read as the same app's.
+        let scripts = await store.journalPosition().scripts
+        if scripts != recorded.header.scripts {
+            Console.error("note: \(recording) was recorded with other scripts (the app '\(recorded.header.app)', scripts \(recorded.header.scripts)); "
+                          + "it is replayed with \(appDirectory)'s as they are now (scripts \(scripts))")
+        }
         // The state `init` made is compared with the recorded one where it lies, in the recording's text; only where
         // the two may differ are both read whole, to say where.
         do {

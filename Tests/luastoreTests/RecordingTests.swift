@@ -60,6 +60,7 @@ import Testing
         let replay = try await CLI.run(["replay", folder.path, recording])
         #expect(replay.status == 0, "\(replay.errors)")
         #expect(replay.output == "replayed 5 actions: every change matches the recording\n")
+        #expect(!replay.errors.contains("note:"), "the same scripts: nothing to note (\(replay.errors))")
         let until = try await CLI.run(["replay", folder.path, recording, "--until", "2", "--json"])
         #expect(until.output == #"{"matches":true,"replayed":2}"# + "\n", "\(until.output)")
 
@@ -69,6 +70,10 @@ import Testing
         let diverged = try await CLI.run(["replay", folder.path, recording])
         #expect(diverged.status == 1)
         #expect(diverged.errors.contains(#"diverges at action 1: {"type":"flag"}"#), "\(diverged.errors)")
+        // (Replayed with other scripts than the recording's, as asked, and said so: the app it was recorded by, both digests.)
+        #expect(diverged.errors.contains("note: \(recording) was recorded with other scripts (the app '\(folder.lastPathComponent)', scripts "),
+                "\(diverged.errors)")
+        #expect(diverged.errors.contains("it is replayed with \(folder.path)'s as they are now (scripts "), "\(diverged.errors)")
         #expect(diverged.errors.contains("state.marks[5]: recorded true, now false"), "\(diverged.errors)")
         let json = try await CLI.run(["replay", folder.path, recording, "--json"])
         #expect(json.output.contains(#""divergence":{"action":{"type":"flag"},"now":"false","path":"state.marks[5]","recorded":"true","sequence":1}"#), "\(json.output)")
