@@ -29,7 +29,14 @@ extension DevtoolsAPI {
         case "POST /api/jump":
             try await store.jump(to: try sequence(request))
         case "POST /api/rewind":
-            try await store.rewind(to: try sequence(request))
+            if let file = options.recordedTo {
+                throw Refusal(409, "the session is being recorded to \(file) (--record), which cannot drop the entries a rewind "
+                                   + "undoes: its replay would diverge. Jump here and Resume instead, or run without --record to rewind")
+            }
+            let target = try sequence(request)
+            let last = await store.journalPosition().sequence
+            try await store.rewind(to: target)
+            journal.rewound(through: last)
         default:
             await store.resume()
         }

@@ -322,21 +322,32 @@ extension DevtoolsAPI {
         return keys
     }
 
-    /// The session as a recording (`luastore replay` reads it): a header with the state before the oldest kept
-    /// entry (from the history: nothing is converted until asked for), then every kept entry.
+    /// The kept entries an export holds, oldest first: those after the newest a rewind undid (the ones up to it no
+    /// longer lead to the state).
+    func exportedEntries() -> [DevtoolsJournal.Kept] {
+        let rewound = journal.rewoundThrough
+        var kept: [DevtoolsJournal.Kept] = []
+        journal.forEachKept { item in if item.entry.sequence > rewound { kept.append(item) } }
+        return kept
+    }
+
+    /// The session as a recording (`luastore replay` reads it): a header with the state before the oldest exported
+    /// entry (from the history: nothing is converted until asked for), then every exported entry — after a rewind,
+    /// from the state it left.
     func export() async throws -> HTTPResponse {
-        let bounds = journal.bounds
+        let kept = exportedEntries()
         let position = await store.journalPosition()
         let header: JournalStart
-        if bounds.count > 0, let first = journal.entry(bounds.first) {
-            header = JournalStart(state: try await DevtoolsReplay.stateBefore(bounds.first, of: store), scripts: first.entry.scripts,
-                                  schemaVersion: position.schemaVersion, sequence: bounds.first - 1, time: first.time, clock: store.recordedClock)
+        if let first = kept.first {
+            header = JournalStart(state: try await DevtoolsReplay.stateBefore(first.entry.sequence, of: store), scripts: first.entry.scripts,
+                                  schemaVersion: position.schemaVersion, sequence: first.entry.sequence - 1, time: first.time,
+                                  clock: store.recordedClock)
         } else {
             header = try await store.journalStart()
         }
         var text = try RecordingLine.header(app: options.app, start: header) + "\n"
         var time = header.time
-        try journal.forEachKept { item in
+        for item in kept {
             text += try RecordingLine.entry(item.entry, after: time)
             text += "\n"
             time = item.time
@@ -348,15 +359,13 @@ extension DevtoolsAPI {
     }
 
     /// The kept session as a busted spec (`luastore test` runs it; docs/cli.md, "A session as a spec"): from the state
-    /// before the oldest kept entry, one test per kept action, with the props after each where they changed (as
+    /// before the oldest exported entry (`exportedEntries`), one test per exported action, with the props after each where they changed (as
     /// the history gives them; without props when it no longer holds those entries).
     func exportSpec() async throws -> HTTPResponse {
-        let bounds = journal.bounds
-        var entries: [JournalEntry] = []
-        journal.forEachKept { entries.append($0.entry) }
+        let entries = exportedEntries().map(\.entry)
         let start: LuaValue, scripts: String
-        if bounds.count > 0, let first = entries.first {
-            (start, scripts) = (try await DevtoolsReplay.stateBefore(bounds.first, of: store), first.scripts)
+        if let first = entries.first {
+            (start, scripts) = (try await DevtoolsReplay.stateBefore(first.sequence, of: store), first.scripts)
         } else {
             let header = try await store.journalStart()
             (start, scripts) = (header.state, header.scripts)

@@ -37,6 +37,9 @@ public final class DevtoolsJournal: Sendable {
     /// How long after an entry pages hear of it, at most.
     let interval: Duration
     private let ring = Protected(Ring())
+    /// The newest entry a rewind undid (0: none): the kept entries up to it no longer lead to the state, so an
+    /// export starts after it, from the state the rewind left.
+    private let rewound = Protected<UInt64>(0)
     private let scheduled = Protected(false)
     private let listeners = Protected<[Int: @Sendable () -> Void]>([:])
     private let nextListener = Protected(0)
@@ -123,6 +126,15 @@ public final class DevtoolsJournal: Sendable {
     func removeListener(_ id: Int) {
         listeners.withLock { $0[id] = nil }
     }
+
+    /// The store went back to an earlier entry (`ScriptedStore.rewind(to:)`), undoing every entry through
+    /// `last`: those stay in the timeline (what happened), but no export holds them or what came before them.
+    func rewound(through last: UInt64) {
+        rewound.withLock { $0 = max($0, last) }
+    }
+
+    /// The newest entry a rewind undid (0: none).
+    var rewoundThrough: UInt64 { rewound.withLock { $0 } }
 
     // MARK: Reading
 

@@ -21,6 +21,10 @@ public struct DevtoolsOptions: Sendable {
     public var clientQueue: Int = 64
     /// The app's name (the page's title; an export's header).
     public var app: String = "app"
+    /// The file the session is recorded to as it runs (`luastore run --record`), if any: a rewind is then refused,
+    /// since what the file already holds cannot be undone, and a recording that kept the undone entries would not
+    /// replay the session.
+    public var recordedTo: String?
     /// How long a read of the store (an entry's state, a search) waits for the store's thread before it is
     /// answered "busy" (503) — and the session with what was last heard, marked `busy`: the server keeps
     /// answering while the store works through a long queue of actions.

@@ -229,6 +229,7 @@ struct Run: AsyncParsableCommand {
             settings.host = devtoolsHost
             settings.port = port
             settings.app = folder.lastPathComponent
+            settings.recordedTo = record
             do {
                 let started = try await DevtoolsServer.start(store: store, journal: devtoolsJournal, options: settings)
                 server = started

@@ -27,6 +27,69 @@ import Testing
         #expect(lines[1].hasPrefix(#"{"seq":31,"#))
     }
 
+    /// After a rewind the export starts from the state the rewind left: the entries it undid (and those before
+    /// them) no longer lead to the state, so `luastore replay` of the export matches the app as it now is. (Kept,
+    /// they made a recording whose replay diverged at the first action after the rewind.)
+    @Test func anExportAfterARewindReplaysFromWhereTheRewindLeftTheState() async throws {
+        let folder = try CLI.makeApp(DevtoolsTests.app)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let session = try await DevtoolsTests.start(keep: 50, folder: folder)
+        defer { Task { await session.stop() } }
+        for _ in 0..<5 { session.store.dispatch(["type": "add"]) }
+        await session.store.barrier()
+        #expect(try await session.post("/api/unlock").status == 200)
+        #expect(try await session.post("/api/rewind?seq=2").status == 200)
+        for _ in 0..<3 { session.store.dispatch(["type": "add"]) }
+        await session.store.barrier()
+        #expect(try await session.store.state()["count"] == 5, "2 kept, then 3 more")
+        let export = try await session.get("/api/export")
+        #expect(export.status == 200)
+        let lines = export.body.split(separator: "\n")
+        #expect(lines.count == 4, "a header, then the 3 entries after the rewind: \(export.body)")
+        let header = try #require(JSONSerialization.jsonObject(with: Data(lines[0].utf8)) as? [String: Any])
+        #expect((header["state"] as? [String: Any])?["count"] as? Int == 2, "the state the rewind left")
+        #expect(header["seq"] as? Int == 5, "the entries through 5 are behind it")
+        #expect(lines[1].hasPrefix(#"{"seq":6,"#))
+        let recording = folder.appendingPathComponent("rewound.jsonl")
+        try export.body.write(to: recording, atomically: true, encoding: .utf8)
+        let replay = try await CLI.run(["replay", folder.path, recording.path])
+        #expect(replay.status == 0, "\(replay.output) \(replay.errors)")
+        #expect(replay.output == "replayed 3 actions: every change matches the recording\n")
+        let spec = try await session.get("/api/export-spec")
+        #expect(spec.body.components(separatedBy: "session.step(").count - 1 == 3, "\(spec.body)")
+    }
+
+    /// While the session is recorded to a file (`run --record`), a rewind is refused, saying why: the file cannot
+    /// drop the entries it undoes. Jump and Resume still work, and the recording replays.
+    @Test func aRewindIsRefusedWhileTheSessionIsRecordedToAFile() async throws {
+        let folder = try CLI.makeApp(DevtoolsTests.app)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let recording = folder.appendingPathComponent("session.jsonl").path
+        let (process, errors) = try await DevtoolsTests.startServing(["run", folder.path, "--actions", "/dev/null", "--devtools", "0",
+                                                                      "--record", recording])
+        defer { if process.isRunning { process.terminate() } }
+        let match = try #require(errors.firstMatch(of: /http:\/\/127\.0\.0\.1:(\d+)\/\?token=([0-9a-f]{32})/), "\(errors)")
+        let port = try #require(UInt16(match.1)), token = String(match.2)
+        func post(_ target: String, _ body: String = "") async throws -> (status: Int, body: String) {
+            let response = try await offPool { try RawHTTP.request("POST", target, port: port, body: body, token: token) }
+            return (response.status, response.body)
+        }
+        #expect(try await post("/api/unlock").status == 200)
+        for _ in 0..<3 { #expect(try await post("/api/dispatch", #"{"type":"add"}"#).status == 200) }
+        let refused = try await post("/api/rewind?seq=1")
+        #expect(refused.status == 409)
+        #expect(refused.body.contains("the session is being recorded to \(recording) (--record)"), "\(refused.body)")
+        #expect(try await post("/api/jump?seq=1").status == 200)
+        #expect(try await post("/api/resume").status == 200)
+        #expect(try await post("/api/dispatch", #"{"type":"add"}"#).status == 200)
+        process.interrupt()
+        let ended = await eventually(timeout: .seconds(30)) { !process.isRunning }
+        #expect(ended && process.terminationStatus == 0)
+        let replay = try await CLI.run(["replay", folder.path, recording])
+        #expect(replay.status == 0, "\(replay.output) \(replay.errors)")
+        #expect(replay.output == "replayed 4 actions: every change matches the recording\n")
+    }
+
     /// "Export spec": the kept session as a busted spec, from the state before the oldest kept entry; `luastore
     /// test` runs it and it passes, then fails naming the action once the reducer does something else.
     @Test func theKeptSessionExportsAsASpecThatLuastoreTestRuns() async throws {
