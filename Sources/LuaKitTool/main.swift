@@ -3,11 +3,11 @@ import LuaKit
 import Synchronization
 
 /// `luakit FILE [--time-budget-ms N] [--memory-mb N] [--lua-path PATH] [ARG …] [-- ARG …]`: runs one Lua file in
-/// LuaKit's sandbox and prints what it returns. As `lua` gives them, the script gets its arguments as `...` and in
+/// LuaKit's sandbox as the stand-alone `lua` runs one (what it returns is dropped). As `lua` gives them, the script gets its arguments as `...` and in
 /// the global `arg` (`arg[0]` the file, `arg[-1]` the interpreter); after `--` every argument is the script's. Modules it `require`s are loaded from the file's folder, then from the module path as
 /// stock `lua5.4` takes it (`--lua-path`, else `LUA_PATH_5_4` or `LUA_PATH`, else Debian's default; source text
-/// only). Exit status: 0 on success, 1 when the script fails (the error, with file and line, goes to standard
-/// error), 2 for usage errors.
+/// only). Exit status: 0 on success, 1 when the script fails or cannot be read (what `lua` prints of the error goes
+/// to standard error), 2 for usage errors.
 let usage = "usage: luakit FILE [--time-budget-ms N] [--memory-mb N] [--lua-path PATH] [ARG ...] [-- ARG ...]"
 
 var arguments = Array(CommandLine.arguments.dropFirst())
@@ -63,11 +63,13 @@ guard let file else {
 }
 let url = URL(fileURLWithPath: file)
 guard let source = FileManager.default.contents(atPath: url.path) else { // (bytes, as Lua reads a source file)
-    FileHandle.standardError.write(Data("luakit: cannot open \(file)\n".utf8))
-    exit(2)
+    // (As `lua` says it: the system's reason, exit status 1.)
+    let reason = FileManager.default.fileExists(atPath: url.path) ? "Permission denied" : "No such file or directory"
+    FileHandle.standardError.write(Data("luakit: cannot open \(file): \(reason)\n".utf8))
+    exit(1)
 }
 
-/// What goes to standard output: what the script prints, then what it returns, in order, as bytes; written out in
+/// What goes to standard output: what the script prints, in order, as bytes; written out in
 /// blocks of 64 KiB, as a buffered stream writes to a pipe, and at the end (`flushOut`).
 let pendingOut = Mutex<[UInt8]>([])
 
@@ -97,14 +99,27 @@ let status: Int32 = thread.sync {
     do {
         // (Lines go out as the bytes the script wrote, as `lua` writes them.)
         let vm = try LuaVM(limits: limits, moduleRoot: url.deletingLastPathComponent(), modulePath: modulePath,
-                           printingBytes: { writeOut($0 + [10]) })
+                           printingBytes: { writeOut($0 + [10]) },
+                           errorBytes: { FileHandle.standardError.write(Data($0)) }) // (unbuffered, as `lua`'s standard error)
         vm.moduleChunkPrefix = "./" // (modules named as stock Lua names what `./?.lua` found)
         _ = try vm.call(try vm.load("arg = ...", chunkName: "=luakit"), .table(argumentTable))
         // (Named as given, as `lua` names a file — a long path by its last 56 bytes after "...", as Lua's `chunkid` shows it.)
         let bytes = Array(file.utf8)
         let name = bytes.count <= 59 ? file : "..." + String(decoding: bytes.suffix(56), as: UTF8.self)
         let chunk = try vm.load(bytes: LuaVM.fileSource(source), chunkName: name)
-        for value in try vm.callAsMain(chunk, arguments: argumentValues) { writeOut(Array("\(value)\n".utf8)) }
+        do {
+            try vm.callAsMain(chunk, arguments: argumentValues) // (what the script returns is dropped, as `lua` drops it)
+        } catch let error as LuaError where error.kind == .runtime || error.kind == .memory {
+            // (As `lua` prints an uncaught error: its message as the script raised it — `error("usage", 0)` has no
+            // position — then the traceback, unless the message came from the error object's `__tostring`.)
+            if let failure = vm.takeMainFailure() {
+                var text = "luakit: \(failure.message)"
+                if failure.traceback, let traceback = error.mainTraceback { text += "\n" + traceback }
+                FileHandle.standardError.write(Data((text + "\n").utf8))
+                return 1
+            }
+            throw error
+        }
         return 0
     } catch {
         // (With the script's traceback, as `lua` writes one: for a spent budget, where the loop was called from.)

@@ -102,7 +102,8 @@ struct SpecTest: AsyncParsableCommand {
             limits.timeBudget = budget
             limits.system = .system // (as busted's: the real clock and environment; the stores specs run have none)
             // (What a spec prints goes out as busted writes it: the bytes printed, as they are, not indented.)
-            let vm = try LuaVM(limits: limits, moduleRoot: folder, modulePath: modulePath, printingBytes: { Console.out(bytes: $0) })
+            let vm = try LuaVM(limits: limits, moduleRoot: folder, modulePath: modulePath, printingBytes: { Console.out(bytes: $0) },
+                             errorBytes: { FileHandle.standardError.write(Data($0)) }) // (io.stderr, warn: as busted's)
             vm.moduleChunkPrefix = "./" // (modules named as stock Lua and busted name them: `./lib/util.lua:12:`)
             let replays = SessionReplays(folder: folder, modulePath: appModulePath, print: { Console.out($0) })
             try EffectsModule.define(in: vm)

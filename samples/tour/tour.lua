@@ -23,9 +23,5 @@ local exited = pcall(os.exit, 1)
 local written = io.open("out.txt", "w") ~= nil
 
 print(greeting.hello("tour"))
-return {
-  inventory = lines,
-  words = table.concat(words, " "),
-  globals = globals,
-  process = (exited or written) and "changed" or "kept whole",
-}
+print(table.concat(lines, ", ") .. " | " .. table.concat(words, " ") .. " | globals " .. globals
+  .. " | process " .. ((exited or written) and "changed" or "kept whole"))

@@ -435,6 +435,38 @@ static inline int clua_message_handler(lua_State *L) {
     return 1;
 }
 
+/// The registry field where `clua_main_message_handler` leaves what the stand-alone `lua` prints of an uncaught
+/// error (a string), and the one saying that it prints no traceback with it (true: the message came from `__tostring`).
+#define CLUA_MAIN_MESSAGE_FIELD "luakit.mainmessage"
+#define CLUA_MAIN_PLAIN_FIELD "luakit.mainplain"
+static inline const char *clua_main_message_field(void) { return CLUA_MAIN_MESSAGE_FIELD; }
+static inline const char *clua_main_plain_field(void) { return CLUA_MAIN_PLAIN_FIELD; }
+
+/// Message handler for a script called as the stand-alone `lua` calls one (`LuaVM.callAsMain`): records what
+/// `clua_message_handler` records, and what `lua`'s own handler makes of the error value — a string or a number as
+/// it is; a value whose `__tostring` gives a string, that string (with no traceback); anything else "(error object
+/// is a T value)" — in `CLUA_MAIN_MESSAGE_FIELD`. Returns the error value as is. (A spent budget raises at every
+/// instruction, so no `__tostring` runs then.)
+static inline int clua_main_message_handler(lua_State *L) {
+    clua_message_handler(L);
+    CLuaGuard *g = clua_guard(L);
+    int plain = 0;
+    if (lua_type(L, 1) == LUA_TSTRING || lua_type(L, 1) == LUA_TNUMBER) {
+        lua_pushvalue(L, 1);
+        lua_tostring(L, -1);
+    } else if (!g->timedOut && luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) {
+        plain = 1;
+    } else {
+        lua_settop(L, 1);
+        lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+    }
+    lua_setfield(L, LUA_REGISTRYINDEX, CLUA_MAIN_MESSAGE_FIELD);
+    lua_pushboolean(L, plain);
+    lua_setfield(L, LUA_REGISTRYINDEX, CLUA_MAIN_PLAIN_FIELD);
+    lua_settop(L, 1);
+    return 1;
+}
+
 /// The sandbox's `pcall`: as Lua's (a coroutine may yield inside it), except that an exhausted time budget is
 /// re-raised. In protected.c.
 int clua_sandbox_pcall(lua_State *L);

@@ -34,14 +34,46 @@ extension LuaVM {
     }
 
     /// Calls `chunk` as the stand-alone `lua` calls a script: through a C function, which a traceback shows as its
-    /// last frame (`[C]: in ?`); returns its results converted to Swift.
-    @discardableResult
-    public func callAsMain(_ chunk: LuaReference, arguments: [LuaArgument]) throws(LuaError) -> [LuaValue] {
+    /// last frame (`[C]: in ?`), its results dropped. When it raises, the error thrown is as any call's, and
+    /// `takeMainFailure()` gives what `lua` prints of it.
+    public func callAsMain(_ chunk: LuaReference, arguments: [LuaArgument]) throws(LuaError) {
         checkThread()
-        guard lua_checkstack(state, 1) != 0 else { throw LuaError(.runtime, "too many arguments (\(arguments.count))") }
+        guard lua_checkstack(state, Int32(clamping: arguments.count + 3)) != 0 else {
+            throw LuaError(.runtime, "too many arguments (\(arguments.count))")
+        }
+        let base = lua_gettop(state)
+        defer { lua_settop(state, base) }
         clua_pushcfunction(state, clua_call_as_main)
-        let caller = makeReference() // (released with its last copy, as every reference)
-        return try call(caller, arguments: [.reference(chunk)] + arguments)
+        pushReference(chunk)
+        for (position, argument) in arguments.enumerated() {
+            switch argument {
+            case .value(let value): try push(value, path: "argument #\(position + 1)")
+            case .reference(let reference): pushReference(reference)
+            }
+        }
+        try protectedCall(arguments: Int32(arguments.count + 1), results: 0, handler: clua_main_message_handler)
+    }
+
+    /// What the stand-alone `lua` prints of the error the last `callAsMain` raised: its message as `lua` words it (a
+    /// string as it is — no position added where the script's `error` gave none — a value's `__tostring`, or "(error
+    /// object is a T value)"), and whether `lua` prints the traceback after it (not after a `__tostring`'s message).
+    /// Read once; nil when none is known.
+    public func takeMainFailure() -> (message: String, traceback: Bool)? {
+        checkThread()
+        defer {
+            lua_pushnil(state)
+            lua_setfield(state, clua_registryindex(), clua_main_message_field())
+        }
+        guard lua_getfield(state, clua_registryindex(), clua_main_message_field()) == LUA_TSTRING else {
+            clua_pop(state, 1)
+            return nil
+        }
+        let message = string(at: -1, limit: limits.errorMessageBytes)
+        clua_pop(state, 1)
+        lua_getfield(state, clua_registryindex(), clua_main_plain_field())
+        let plain = lua_toboolean(state, -1) != 0
+        clua_pop(state, 1)
+        return (message, !plain)
     }
 
     /// Calls `function` and hands its results to `body` unconverted: read only what you need. The view is

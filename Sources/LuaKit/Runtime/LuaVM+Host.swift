@@ -149,6 +149,14 @@ extension LuaVM {
         return 0
     }
 
+    /// `writeerror(text)`: the bytes a script wrote to `io.stderr` (or a warning line), to the host's standard error
+    /// as they are. [-1, +0, -] (a host function)
+    func writeErrorPrimitive() throws(HostFailure) -> Int32 {
+        let text = try stringArgument(1, "write")
+        writeError?(Array(text))
+        return 0
+    }
+
     /// [-1, +2, -] (a host function)
     /// `readfile(path, caller)`: the source text of a file of the app's folder and its chunk name, or nil and why
     /// not (as `loadfile` says it: `cannot open x.lua: No such file or directory`).

@@ -47,6 +47,8 @@ public final class LuaVM {
     let ledger = ReferenceLedger()
     /// Receives each line a script prints, as its bytes (without the line break).
     let printLine: @Sendable ([UInt8]) -> Void
+    /// Where `io.stderr` and `warn` write, when the host has a standard error of its own (`init(…errorBytes:)`).
+    let writeError: (@Sendable ([UInt8]) -> Void)?
     /// What `io.write` wrote after the last line it ended: the next `print` or line ends it (and `deinit`).
     var partialLine: [UInt8] = []
     private let owner: pthread_t
@@ -95,8 +97,11 @@ public final class LuaVM {
 
     /// Creates a VM whose scripts' printed lines reach `printingBytes` as the bytes they wrote, as stock Lua writes
     /// them (a string may hold bytes that are not UTF-8 text): for a host that writes them out, as `luakit` does.
+    /// `errorBytes`, when given, receives what scripts write to `io.stderr` and `warn`'s lines, as they write them
+    /// (a process's standard error, as `lua`'s); without it those go to `printingBytes` as lines.
     public init(limits: LuaLimits, moduleRoot: URL?, modulePath: [String],
-                printingBytes print: @escaping @Sendable ([UInt8]) -> Void) throws(LuaError) {
+                printingBytes print: @escaping @Sendable ([UInt8]) -> Void,
+                errorBytes: (@Sendable ([UInt8]) -> Void)? = nil) throws(LuaError) {
         precondition(LuaThread.currentStackSize >= LuaThread.defaultStackSize,
                      "LuaVM needs a thread with an 8 MiB stack: create and use it on a LuaThread")
         self.limits = limits
@@ -104,6 +109,7 @@ public final class LuaVM {
         self.moduleRoot = moduleRoot?.standardizedFileURL.resolvingSymlinksInPath()
         self.modulePath = modulePath
         self.printLine = print
+        self.writeError = errorBytes
         self.owner = pthread_self()
         guardState = .allocate(capacity: 1)
         guardState.initialize(to: CLuaGuard())
@@ -270,6 +276,9 @@ public final class LuaVM {
         lua_setfield(state, -2, "tables")
         setHostFunction("print", in: -1) { vm throws(HostFailure) in try vm.printPrimitive() }
         setHostFunction("write", in: -1) { vm throws(HostFailure) in try vm.writePrimitive() }
+        if writeError != nil {
+            setHostFunction("writeerror", in: -1) { vm throws(HostFailure) in try vm.writeErrorPrimitive() }
+        }
         setHostFunction("readmodule", in: -1) { vm throws(HostFailure) in try vm.readModulePrimitive() }
         setHostFunction("readfile", in: -1) { vm throws(HostFailure) in try vm.readFilePrimitive() }
         if limits.system == .system {
@@ -411,10 +420,10 @@ public final class LuaVM {
     /// [-(arguments + 1), +results, -] Calls the function below the top `arguments` values, under the time budget
     /// and memory cap, with the message handler that records location and traceback. On failure the function
     /// and its arguments are gone and the error is thrown.
-    func protectedCall(arguments: Int32, results: Int32) throws(LuaError) {
+    func protectedCall(arguments: Int32, results: Int32, handler: lua_CFunction = clua_message_handler) throws(LuaError) {
         calls &+= 1
         let handlerIndex = lua_gettop(state) - arguments
-        clua_pushcfunction(state, clua_message_handler)
+        clua_pushcfunction(state, handler)
         clua_insert(state, handlerIndex)
         let hostAllocations = guardState.pointee.hostAllocations
         guardState.pointee.hostAllocations = 0

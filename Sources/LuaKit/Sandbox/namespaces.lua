@@ -262,8 +262,11 @@ globals.rawset, globals.select, globals.setmetatable = sandbox_rawset, select, s
 globals.tonumber, globals.tostring, globals.type, globals._VERSION = tonumber, safe_tostring, type, _VERSION
 globals.load, globals.collectgarbage = function(...) return sandbox_load(nil, ...) end, sandbox_collectgarbage
 
+-- Where the standard error goes (`io.stderr`, `warn`): the host's own (`writeerror`: `luakit` and `luastore test`
+-- write it to the process's standard error, as `lua` does), else the output `print` writes to.
+local host_writeerror = host.writeerror
 -- `warn`, as the stand-alone `lua` has it: off until a script sends "@on" ("@off" turns it off again); while on,
--- each warning goes to the output as a line "Lua warning: …" (the host's print handler; `lua` writes to stderr).
+-- each warning goes out as a line "Lua warning: …".
 local warnings_on = false
 function globals.warn(...)
   local count = select("#", ...)
@@ -281,7 +284,8 @@ function globals.warn(...)
     if message == "@on" then warnings_on = true elseif message == "@off" then warnings_on = false end
     return
   end
-  if warnings_on then host_print("Lua warning: " .. message) end
+  if not warnings_on then return end
+  if host_writeerror then host_writeerror("Lua warning: " .. message .. "\n") else host_print("Lua warning: " .. message) end
 end
 
 -- `loadfile` and `dofile` read text files of the app's folder only (paths relative to it); in a namespace with a
@@ -335,10 +339,11 @@ local function no_files(name)
   return function() error(no_files_message(name), 2) end
 end
 local sandbox_io
-local stdin -- (below: a file that reads nothing and takes no writes)
+local stdin, stderr -- (below: a file that reads nothing and takes no writes; the standard error)
 -- (Called by the script, or in tail position: an error at level 2 is at the line of the script that wrote.)
 local function write_values(file, ...)
   if file == stdin then return nil, "Bad file descriptor", 9 end -- (as Lua's `io.stdin:write` answers)
+  local write = (file == stderr and host_writeerror) or host_write
   for index = 1, select("#", ...) do
     local value = select(index, ...)
     local kind = math.type(value)
@@ -349,7 +354,7 @@ local function write_values(file, ...)
     elseif type(value) ~= "string" then
       error("bad argument #" .. index .. " to 'write' (string expected, got " .. typename(value) .. ")", 2)
     end
-    host_write(value)
+    write(value)
   end
   return file
 end
@@ -372,7 +377,8 @@ local function new_file(name)
   frozen[file] = file -- (read-only as it is; `freeze` leaves it whole)
   return file
 end
-local stdout, stderr = new_file("stdout"), new_file("stderr")
+local stdout = new_file("stdout")
+stderr = new_file("stderr")
 stdin = new_file("stdin")
 file_metatable.__tostring = function(file) return "file (" .. file_metatable[file] .. ")" end
 -- The default output (`io.output`): the standard output or error — both go where `print` writes. The default
