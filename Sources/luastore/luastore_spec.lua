@@ -29,10 +29,27 @@ local function callerLine(level)
   return line and tonumber(line) or nil
 end
 
+-- What busted calls: a function, or a value whose metatable has `__call`.
+local function callable(value)
+  if type(value) == "function" then return true end
+  local meta = getmetatable(value)
+  return type(meta) == "table" and meta.__call ~= nil
+end
+
+-- A block's or a test's name as busted takes it: a string or a number as its text; none, the word that made it
+-- (`it(nil, f)` is "it"); anything else is refused (busted's run fails on it).
+local function blockName(name, word, level)
+  if name == nil then return word end
+  if type(name) == "string" or type(name) == "number" then return tostring(name) end
+  error(word .. "(name, function) expected", level + 1)
+end
+
 -- A block's body runs when the run reaches it, as in busted: after the tests and blocks before it have run (their
--- before_each hooks included), registering the block's own children (see spec.next).
-local function describe(name, body)
-  if type(name) ~= "string" or type(body) ~= "function" then error("describe(name, function) expected", 2) end
+-- before_each hooks included), registering the block's own children (see spec.next). A block whose body cannot be
+-- called (`describe("todo")`) is left out, as busted leaves it out.
+local function describe(name, body, word)
+  name = blockName(name, word or "describe", 2)
+  if not callable(body) then return end
   local block = newBlock(name)
   block.body = body
   block.line = callerLine(1)
@@ -49,9 +66,9 @@ local function shuffle(list)
   end
 end
 
-local function addTest(name, body, pending)
-  if type(name) ~= "string" then error("it(name, function) expected", 3) end
-  if body ~= nil and type(body) ~= "function" then error("it(name, function) expected", 3) end
+local function addTest(name, body, pending, word)
+  name = blockName(name, word or "it", 3)
+  if body ~= nil and not callable(body) then body = nil end -- (a body that cannot be called is none, as for busted)
   if body == nil and not pending then return end -- (busted 2.1 leaves out a test without a body)
   insert(current.children, { test = true, name = name, body = body, pending = pending, line = callerLine(2) })
 end
@@ -105,7 +122,8 @@ end
 
 -- A failure of a block's hook `i` of `list` (or of a test: `name`, `line`) to report as an item of its own.
 local function reportHookFailure(problem, block, list, i, kind, name, line)
-  hookFailures[#hookFailures + 1] = { failedBlock = true, fullName = name or (fullChainName(block) .. " " .. kind), chain = {},
+  local blockName = block and fullChainName(block) or ""
+  hookFailures[#hookFailures + 1] = { failedBlock = true, fullName = name or (blockName == "" and kind or blockName .. " " .. kind), chain = {},
     line = line or (block[list .. "Lines"] and block[list .. "Lines"][i]), problem = problem }
 end
 
@@ -178,7 +196,9 @@ end
 -- The walk: a stack of the blocks being run, each with the index of its child run last. `spec.next()` goes on
 -- from there to the next test, running the bodies of the blocks it enters on the way (registering their
 -- children); a body that raises is an item of its own, an error, and its block has no tests.
-local walk = { { block = root, chain = {}, index = 0 } }
+-- (The file is the outermost block, as busted has it: hooks a spec file registers outside any `describe` run
+-- around each of its tests, its setups and teardowns when it is entered and left.)
+local walk = { { block = root, chain = { root }, index = 0 } }
 
 local function fullName(chain, name)
   local names = {}
@@ -263,7 +283,8 @@ function spec.run(index)
   -- that fails is an error of its own ("a after_each"), the test's outcome standing.
   local ok, problem, failedBlock, hookIndex = runBefores(test.chain)
   if not ok then
-    test.fullName = fullChainName(failedBlock) .. " before_each"
+    local blockName = fullChainName(failedBlock)
+    test.fullName = blockName == "" and "before_each" or blockName .. " before_each"
     test.line = failedBlock.beforesLines and failedBlock.beforesLines[hookIndex] or test.line
   else
     ok, problem = pcall(test.body)
@@ -344,9 +365,13 @@ local function outsideTests(name, register)
   end
 end
 
+-- (Each under the word that names a block or test given no name, as busted names it: `context` is a describe, `spec`
+-- and `test` are its.)
+local function describeAs(word) return function(name, body) return describe(name, body, word) end end
+local function itAs(word) return function(name, body) return addTest(name, body, false, word) end end
 spec.globals = {
-  describe = describe, context = describe, insulate = describe, expose = describe,
-  it = it, spec = it, test = it, pending = pending,
+  describe = describeAs("describe"), context = describeAs("describe"), insulate = describeAs("insulate"),
+  expose = describeAs("expose"), it = itAs("it"), spec = itAs("it"), test = itAs("it"), pending = pending,
   before_each = hook("befores", "before_each"), after_each = hook("afters", "after_each"),
   setup = hook("setups", "setup"), strict_setup = hook("setups", "strict_setup"),
   lazy_setup = hook("lazySetups", "lazy_setup"),
