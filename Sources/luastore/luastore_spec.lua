@@ -281,13 +281,17 @@ function spec.run(index)
   -- As busted runs them: a before_each that fails is the error (named after its block: "a before_each"), not the
   -- test; the test's `finally` that fails after the test failed is an error of its own besides; an after_each
   -- that fails is an error of its own ("a after_each"), the test's outcome standing.
+  -- (Only the test's own body fails it: an assertion that fails in a before_each or a finally is an error, as in
+  -- busted, where only `it` blocks make failures.)
   local ok, problem, failedBlock, hookIndex = runBefores(test.chain)
+  local inBody = false
   if not ok then
     local blockName = fullChainName(failedBlock)
     test.fullName = blockName == "" and "before_each" or blockName .. " before_each"
     test.line = failedBlock.beforesLines and failedBlock.beforesLines[hookIndex] or test.line
   else
     ok, problem = pcall(test.body)
+    inBody = not ok
   end
   for i = #test.finallies, 1, -1 do
     local cleaned, why = pcall(test.finallies[i])
@@ -299,9 +303,12 @@ function spec.run(index)
   for i = #test.chain, 1, -1 do runHooks(test.chain[i], "afters", "after_each") end
   running = nil
   if not ok then
-    if getmetatable(problem) == pendingMeta then return "pending", problem.message, problem.line end
-    if type(problem) == "string" and assertions.failed((problem:gsub("^.-:%d+: ", "", 1))) then test.kind = "failure" end
-    if type(problem) == "table" and assertions.failed(problem) then test.kind = "failure" end
+    if getmetatable(problem) == pendingMeta then
+      if inBody then return "pending", problem.message, problem.line end
+      problem = "'pending' not supported inside current context block" -- (in a before_each or a finally: busted's words)
+    end
+    if inBody and type(problem) == "string" and assertions.failed((problem:gsub("^.-:%d+: ", "", 1))) then test.kind = "failure" end
+    if inBody and type(problem) == "table" and assertions.failed(problem) then test.kind = "failure" end
     if type(problem) ~= "string" then -- (what busted shows of an error that is not a string)
       local meta = getmetatable(problem)
       problem = problem == nil and "Nil error"
@@ -368,7 +375,8 @@ end
 -- (Each under the word that names a block or test given no name, as busted names it: `context` is a describe, `spec`
 -- and `test` are its.)
 local function describeAs(word) return function(name, body) return describe(name, body, word) end end
-local function itAs(word) return function(name, body) return addTest(name, body, false, word) end end
+-- (`itAs`'s call is not a tail call, as `it`'s is not: `addTest` reads its caller's caller's line, the spec file's.)
+local function itAs(word) return function(name, body) addTest(name, body, false, word) end end
 spec.globals = {
   describe = describeAs("describe"), context = describeAs("describe"), insulate = describeAs("insulate"),
   expose = describeAs("expose"), it = itAs("it"), spec = itAs("it"), test = itAs("it"), pending = pending,

@@ -69,7 +69,8 @@ public enum SendResult: Sendable {
     /// The store stood at a past entry of its history: the action is held, and reduced by `resume()` or
     /// `rewind(to:)`.
     case held
-    /// The store stopped before it was reduced.
+    /// The store stopped before it was reduced, or can no longer keep it (its database cannot be written; for a
+    /// store of `luastore serve --cluster`, another node took its key over): it is not in the state; send it again.
     case dropped
 
     /// The journal entry, when the action was applied.

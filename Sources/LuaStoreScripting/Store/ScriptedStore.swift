@@ -328,6 +328,10 @@ public final class ScriptedStore: Sendable {
                 result.withLock { $0 = .held }
             case .applied:
                 result.withLock { $0 = engine.journal.listeners.lastEntry.map(SendResult.applied) }
+            case .failed where engine.journal.persistenceFailure != nil:
+                // (Refused, never reduced — or not kept: its store's database can no longer be written, another
+                // node took its key over, say. Not the reducer's failure: the sender sends it again, elsewhere.)
+                result.withLock { $0 = .dropped }
             case .failed(let error, let index):
                 let failure = (error as? ScriptFailure) ?? ScriptFailure(
                     stage: .reduce, error: (error as? LuaError) ?? LuaError(.runtime, "\(error)"), action: action)

@@ -132,9 +132,13 @@ public struct TokenAuthority: Sendable {
             .replacingOccurrences(of: "=", with: "")
     }
 
+    /// The bytes `text` spells in unpadded base64url — only when it is the one spelling of them (`base64URL`): a
+    /// pad, standard base64's `+` and `/`, or a last character whose unused low bits are set spell the same bytes
+    /// differently, and a token must be one string, so that revoking, caching or logging it by its text holds.
     static func data(base64URL text: Substring) -> Data? {
         var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while base64.count % 4 != 0 { base64 += "=" }
-        return Data(base64Encoded: base64)
+        guard let data = Data(base64Encoded: base64), base64URL(data) == text else { return nil }
+        return data
     }
 }

@@ -58,6 +58,9 @@ actor HostedStore {
     private let limits: ServerLimits
     /// The last journal entry's sequence (the store's thread writes it).
     private let journaled: Protected<UInt64>
+    /// Why the app's `props` failed after the last props it gave (nil: they are the state's): `GET …/props` says so
+    /// rather than answer props the state no longer has.
+    private let propsFailure: Protected<String?>
     private let traffic: Protected<Traffic>
     /// When it was opened (a lease renewed before that did not know it).
     let opened = ContinuousClock.now
@@ -68,8 +71,9 @@ actor HostedStore {
     private var devtools: DevtoolsServer?
 
     private init(key: String, store: ScriptedStore, database: KeyJournal, limits: ServerLimits,
-                 journaled: Protected<UInt64>, devtoolsJournal: DevtoolsJournal?) {
+                 journaled: Protected<UInt64>, propsFailure: Protected<String?>, devtoolsJournal: DevtoolsJournal?) {
         self.key = key
+        self.propsFailure = propsFailure
         self.devtoolsJournal = devtoolsJournal
         self.store = store
         self.database = database
@@ -99,9 +103,11 @@ actor HostedStore {
             heard?(entry)
         }
         let reported = storeOptions.failures
+        let propsFailure = Protected<String?>(nil)
         storeOptions.failures = { failure in
             // (An action's failure is its sender's answer; the rest are the server's log.)
             if failure.stage != .reduce { log("key \(key): \(failure.stage.rawValue) failed: \(failure.error)") }
+            if failure.stage == .props { propsFailure.withLock { $0 = "\(failure.error)" } }
             reported(failure)
         }
         let store: ScriptedStore
@@ -112,7 +118,7 @@ actor HostedStore {
             throw ServeFailure("the store of key \(key) cannot start: \(error.error) (\(error.stage.rawValue))")
         }
         let hosted = HostedStore(key: key, store: store, database: database, limits: options.limits,
-                                 journaled: journaled, devtoolsJournal: devtoolsJournal)
+                                 journaled: journaled, propsFailure: propsFailure, devtoolsJournal: devtoolsJournal)
         await hosted.readAnswered()
         // (Told on the store's thread, in order, before the actions that made them are answered.)
         store.observeProps { [weak hosted] props in
@@ -259,6 +265,7 @@ actor HostedStore {
 
     /// Numbers the props the observer was handed (on the store's thread) and tells every live client.
     private nonisolated func number(_ text: String) {
+        propsFailure.withLock { $0 = nil }
         let last = journaled.withLock { $0 }
         let kept = limits.keptChanges
         traffic.withLock { traffic in
@@ -275,7 +282,12 @@ actor HostedStore {
         }
     }
 
-    nonisolated func propsText() -> String? { traffic.withLock { $0.current?.props } }
+    /// The props now as JSON text; nil before any. Throws when the app's `props` failed since the last it gave (the
+    /// state changed, and what they were no longer shows it).
+    nonisolated func propsText() throws(ServeFailure) -> String? {
+        if let failure = propsFailure.withLock({ $0 }) { throw ServeFailure("the props of key \(key) failed: \(failure)") }
+        return traffic.withLock { $0.current?.props }
+    }
 
     func stateText() async throws(ServeFailure) -> String {
         traffic.withLock { $0.lastUsed = .now }

@@ -125,7 +125,11 @@ public final class StoreServer: Sendable {
             let key = try self.key(context)
             try self.authorize(request.headers[.authorization], .read, key)
             let store = try await self.store(key, "props")
-            return Self.json(.ok, store.propsText() ?? "null")
+            do throws(ServeFailure) {
+                return Self.json(.ok, try store.propsText() ?? "null")
+            } catch {
+                throw HTTPError(.internalServerError, message: error.description)
+            }
         }
         router.get("/stores/{key}/state") { [self] request, context in
             let key = try self.key(context)

@@ -223,12 +223,18 @@ struct ClusterServeTests {
         // by the database (fenced), or sent on to the node that holds the key — never acknowledged by it.
         let late = try await one.request("POST", "/stores/k/actions", body: #"{"id":"late","action":{"type":"increment","by":100}}"#)
         #expect(late.status != 200, "\(late.status) \(late.body)")
+        // (Never "failed", which says the reducer refused the action and the state is as it was for good: the
+        // action was never reduced, and its sender sends it again — here, to the node that holds the key.)
+        #expect(!late.body.contains(#""outcome":"failed""#) && !late.body.contains(#""seq""#), "\(late.status) \(late.body)")
         #expect(try ServedApp.json(try await two.request("GET", "/stores/k/props").body)["count"] as? Int == 13)
+        let resent = try await two.request("POST", "/stores/k/actions", body: #"{"id":"late","action":{"type":"increment","by":100}}"#)
+        #expect(resent.status == 200, "\(resent.status) \(resent.body)")
+        #expect(try ServedApp.json(try await two.request("GET", "/stores/k/props").body)["count"] as? Int == 113)
         #expect(try await one.stop().status == 0)
         #expect(try await two.stop().status == 0)
         let database = String(url.split(separator: "/").last!)
         #expect(try await server.psql(database, "SELECT count(*) FROM luastore_entries WHERE key = 'k' AND convert_from(lines, 'UTF8') LIKE '%late%'")
-            .trimmingCharacters(in: .whitespacesAndNewlines) == "0")
+            .trimmingCharacters(in: .whitespacesAndNewlines) == "1", "the late action once: as the holder applied it")
     }
 }
 

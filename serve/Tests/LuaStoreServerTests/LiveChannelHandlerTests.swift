@@ -90,7 +90,7 @@ import Testing
         connection.caughtUp()
 
         #expect(try await Self.applied(channel, count: 10) == (1...10).map { "n\($0)" })
-        let props = try ServedApp.json(try #require(store.propsText()))
+        let props = try ServedApp.json(try #require(try store.propsText()))
         #expect(props["count"] as? Int == 10 && props["last"] as? Int == 10, "\(props)")
         store.leave(client)
         connection.finish()
@@ -147,7 +147,7 @@ import Testing
             connection.finish()
             _ = try? await channel.finish()
         }
-        #expect(store.propsText().map { $0.contains("\"count\":0") } == true, "\(store.propsText() ?? "nil")")
+        #expect(try store.propsText().map { $0.contains("\"count\":0") } == true)
         _ = await store.close()
     }
 

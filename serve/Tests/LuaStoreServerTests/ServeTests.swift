@@ -9,6 +9,34 @@ import Testing
 @Suite(.serialized) struct ServeTests { // (one server at a time: each is a process of its own)
     let counter = CLI.packageRoot.appendingPathComponent("samples/counter")
 
+    /// Props that fail are said to fail: `GET …/props` answers 500 naming the failure (it answered the props from
+    /// before the action, which the state no longer had, and `null` once the store resumed), until props succeed again.
+    @Test func propsThatFailAreSaidToFail() async throws {
+        let folder = try ServedApp.temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let app = try CLI.makeApp("""
+            local app = {}
+            function app.init() return { count = 0 } end
+            function app.reduce(state, action) state.count = state.count + 1 end
+            function app.props(state)
+              if state.count == 2 then error("two is not shown") end
+              return { count = state.count }
+            end
+            return app
+            """)
+        defer { try? FileManager.default.removeItem(at: app) }
+        let served = try await ServedApp(app: app, data: folder.appendingPathComponent("data"), ["--no-auth"])
+        for _ in 0..<2 { #expect(try await served.request("POST", "/stores/k/actions", body: #"{"type":"tick"}"#).status == 200) }
+        let failing = try await served.request("GET", "/stores/k/props")
+        #expect(failing.status == 500, "\(failing.body)")
+        #expect(failing.body.contains("the props of key k failed") && failing.body.contains("two is not shown"), "\(failing.body)")
+        #expect(try await served.request("POST", "/stores/k/actions", body: #"{"type":"tick"}"#).status == 200)
+        let shown = try await served.request("GET", "/stores/k/props")
+        #expect(shown.status == 200, "\(shown.body)")
+        #expect(try ServedApp.json(shown.body)["count"] as? Int == 3, "\(shown.body)")
+        #expect(try await served.stop().status == 0)
+    }
+
     @Test func actionsOverHTTPAreAnsweredOnceByTheirIdAndKeysAreApart() async throws {
         let folder = try ServedApp.temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
