@@ -13,6 +13,9 @@ struct BustedProject {
     var excludes: [String] = []
     /// Module path templates searched first (busted's default `./src/?.lua;./src/?/?.lua;./src/?/init.lua`).
     var lpath: [String] = ["./src/?.lua", "./src/?/?.lua", "./src/?/init.lua"]
+    /// A Lua file of the project run before the spec files (`helper`: their shared globals, hooks, assertions),
+    /// relative to the project's folder.
+    var helper: String?
     /// Whether a `.busted` file said where the specs are (otherwise the app folder's own `*_spec.lua` count too).
     var configured = false
 
@@ -41,6 +44,17 @@ struct BustedProject {
             if let roots = try strings(settings[.string("ROOT")], "\(task).ROOT") { project.roots = roots; project.configured = true }
             if let patterns = try strings(settings[.string("pattern")], "\(task).pattern") { project.patterns = patterns }
             if let excludes = try strings(settings[.string("exclude-pattern")], "\(task).exclude-pattern") { project.excludes = excludes }
+            switch settings[.string("helper")] {
+            case .nil: break
+            case .string(let path):
+                guard !path.hasPrefix("/"), !path.split(separator: "/").contains(".."),
+                      FileManager.default.fileExists(atPath: folder.appendingPathComponent(path).path) else {
+                    throw Problem(description: ".busted: '\(task).helper' \(path.debugDescription) is not a file of the project folder \(folder.standardizedFileURL.path)")
+                }
+                project.helper = path
+            case let other:
+                throw Problem(description: ".busted: '\(task).helper' must be a string (got \(other.typeName))")
+            }
             if let lpath = try strings(settings[.string("lpath")], "\(task).lpath") {
                 // (Relative to the project's root, where busted runs: `src/?.lua` is `./src/?.lua`, never a path
                 // from wherever `luastore test` was started.)

@@ -75,7 +75,10 @@ struct SpecTest: AsyncParsableCommand {
         let budget = Duration.microseconds(Int64(timeBudget * 1000))
         var results: [SpecResult] = []
         for file in files {
-            let outcome = await thread.perform { Self.run(file: file, folder: folder, modulePath: modulePath, appModulePath: modules.templates, filter: filter, budget: budget) }
+            let outcome = await thread.perform {
+                Self.run(file: file, helper: project.helper, folder: folder, modulePath: modulePath, appModulePath: modules.templates,
+                         filter: filter, budget: budget)
+            }
             switch outcome {
             case .success(let fileResults): results += fileResults
             case .failure(let problem):
@@ -93,8 +96,8 @@ struct SpecTest: AsyncParsableCommand {
     }
 
     /// Runs one spec file in a fresh VM (on its LuaThread): a result for each test, in order.
-    static func run(file: String, folder: URL, modulePath: [String], appModulePath: [String], filter: String?, budget: Duration)
-        -> Result<[SpecResult], UsageProblem> {
+    static func run(file: String, helper: String? = nil, folder: URL, modulePath: [String], appModulePath: [String], filter: String?,
+                    budget: Duration) -> Result<[SpecResult], UsageProblem> {
         var results: [SpecResult] = []
         let clock = ContinuousClock()
         do throws(LuaError) {
@@ -163,6 +166,14 @@ struct SpecTest: AsyncParsableCommand {
                                      fields: [.integer(0): .string(commandLine.first ?? "luastore")])
             globals["arg"] = try vm.callForReferences(try vm.load("return ...", chunkName: "=luastore"),
                                                       arguments: [.value(.table(arguments))]).first ?? nil
+            // The project's helper (`.busted`'s `helper`) first, with the same globals: what it defines, the spec sees,
+            // as under busted. One that fails is its file's error.
+            if let helper {
+                guard let helperSource = FileManager.default.contents(atPath: folder.appendingPathComponent(helper).path) else {
+                    return .success([SpecResult(file: file, name: helper, status: .errored, message: "cannot read the helper", location: helper)])
+                }
+                try vm.call(try vm.load(bytes: LuaVM.fileSource(helperSource), chunkName: helper, globals: globals))
+            }
             let chunk = try vm.load(bytes: LuaVM.fileSource(source), chunkName: file, globals: globals)
             try vm.call(chunk)
             let next = try function("next"), name = try function("name"), line = try function("line")
