@@ -100,7 +100,8 @@ let status: Int32 = thread.sync {
         // (Lines go out as the bytes the script wrote, as `lua` writes them.)
         let vm = try LuaVM(limits: limits, moduleRoot: url.deletingLastPathComponent(), modulePath: modulePath,
                            printingBytes: { writeOut($0 + [10]) },
-                           errorBytes: { FileHandle.standardError.write(Data($0)) }) // (unbuffered, as `lua`'s standard error)
+                           errorBytes: { FileHandle.standardError.write(Data($0)) }, // (unbuffered, as `lua`'s standard error)
+                           standardInput: { [UInt8](FileHandle.standardInput.readDataToEndOfFile()) }) // (`io.read`, `io.lines()`)
         vm.moduleChunkPrefix = "./" // (modules named as stock Lua names what `./?.lua` found)
         _ = try vm.call(try vm.load("arg = ...", chunkName: "=luakit"), .table(argumentTable))
         // (Named as given, as `lua` names a file — a long path by its last 56 bytes after "...", as Lua's `chunkid` shows it.)

@@ -54,6 +54,26 @@ struct DifferentialTests {
         #expect(sandboxed.errors.replacingOccurrences(of: "luakit:", with: "lua:") == stock.errors.replacingOccurrences(of: stockLua! + ":", with: "lua:"))
     }
 
+    /// The standard input, as `lua` reads it: `io.read` in every format, `io.lines()`, `io.stdin` a file of its own
+    /// (`io.type`, no writes), an empty input; stdout, stderr and status as stock `lua5.4`'s for the same input.
+    @Test(arguments: ["hello\n42 7.5\nA\nB", "", "no newline at the end"])
+    func theStandardInputReadsAsUnderLua(input: String) async throws {
+        let folder = try makeTemporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try Data("""
+            print(io.read("l"))
+            print(io.read("n", "n"))
+            for line in io.lines() do print("line", line) end
+            print(io.read("a") == "", io.read("l"), io.read(0))
+            print(io.type(io.stdin), io.input() == io.stdin, type(io.stdin), io.stdin:write("x"))
+            """.utf8).write(to: folder.appendingPathComponent("main.lua"))
+        let stock = try await runChildProcess(URL(fileURLWithPath: stockLua!), ["main.lua"], input: input, directory: folder)
+        let sandboxed = try await runChildProcess(LuakitToolTests.binary, ["main.lua"], input: input, directory: folder)
+        #expect(sandboxed.status == stock.status, "\(sandboxed.errors)")
+        #expect(sandboxed.output == stock.output)
+        #expect(!stock.output.isEmpty)
+    }
+
     /// A C module stock Lua would load is refused, naming it; `--lua-path` (and `LUA_PATH`, `;;` the default)
     /// says where else modules come from, and nothing else is read.
     @Test func theModulePathIsLuasAndSourceOnly() async throws {

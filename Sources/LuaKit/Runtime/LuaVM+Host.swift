@@ -157,6 +157,20 @@ extension LuaVM {
         return 0
     }
 
+    /// `readstdin()`: all of the host's standard input, as bytes (`init(…standardInput:)`); the time it waited for
+    /// it is left out of the call's time budget. [-0, +1, -] (a host function)
+    func readInputPrimitive() throws(HostFailure) -> Int32 {
+        let started = ContinuousClock.now
+        let bytes = readInput?() ?? []
+        let waited = ContinuousClock.now - started
+        clua_budget_exclude(state, Int64(waited.components.seconds) * 1_000_000_000 + waited.components.attoseconds / 1_000_000_000)
+        try ensureHeadroom(bytes.count * 2)
+        bytes.withUnsafeBufferPointer { raw in
+            raw.withMemoryRebound(to: CChar.self) { _ = lua_pushlstring(state, $0.baseAddress, $0.count) }
+        }
+        return 1
+    }
+
     /// [-1, +2, -] (a host function)
     /// `readfile(path, caller)`: the source text of a file of the app's folder and its chunk name, or nil and why
     /// not (as `loadfile` says it: `cannot open x.lua: No such file or directory`).

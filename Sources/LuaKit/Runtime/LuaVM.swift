@@ -49,6 +49,8 @@ public final class LuaVM {
     let printLine: @Sendable ([UInt8]) -> Void
     /// Where `io.stderr` and `warn` write, when the host has a standard error of its own (`init(…errorBytes:)`).
     let writeError: (@Sendable ([UInt8]) -> Void)?
+    /// What `io.stdin` reads, when the host gives its standard input (`init(…standardInput:)`).
+    let readInput: (@Sendable () -> [UInt8])?
     /// What `io.write` wrote after the last line it ended: the next `print` or line ends it (and `deinit`).
     var partialLine: [UInt8] = []
     private let owner: pthread_t
@@ -98,10 +100,13 @@ public final class LuaVM {
     /// Creates a VM whose scripts' printed lines reach `printingBytes` as the bytes they wrote, as stock Lua writes
     /// them (a string may hold bytes that are not UTF-8 text): for a host that writes them out, as `luakit` does.
     /// `errorBytes`, when given, receives what scripts write to `io.stderr` and `warn`'s lines, as they write them
-    /// (a process's standard error, as `lua`'s); without it those go to `printingBytes` as lines.
+    /// (a process's standard error, as `lua`'s); without it those go to `printingBytes` as lines. `standardInput`,
+    /// when given with `LuaLimits.system`, is what `io.stdin` and the default input read: all of it, asked for at
+    /// the first read (the wait is not counted in the time budget); without it they read nothing.
     public init(limits: LuaLimits, moduleRoot: URL?, modulePath: [String],
                 printingBytes print: @escaping @Sendable ([UInt8]) -> Void,
-                errorBytes: (@Sendable ([UInt8]) -> Void)? = nil) throws(LuaError) {
+                errorBytes: (@Sendable ([UInt8]) -> Void)? = nil,
+                standardInput: (@Sendable () -> [UInt8])? = nil) throws(LuaError) {
         precondition(LuaThread.currentStackSize >= LuaThread.defaultStackSize,
                      "LuaVM needs a thread with an 8 MiB stack: create and use it on a LuaThread")
         self.limits = limits
@@ -110,6 +115,7 @@ public final class LuaVM {
         self.modulePath = modulePath
         self.printLine = print
         self.writeError = errorBytes
+        self.readInput = standardInput
         self.owner = pthread_self()
         guardState = .allocate(capacity: 1)
         guardState.initialize(to: CLuaGuard())
@@ -283,6 +289,9 @@ public final class LuaVM {
         setHostFunction("readfile", in: -1) { vm throws(HostFailure) in try vm.readFilePrimitive() }
         if limits.system == .system {
             setHostFunction("readdata", in: -1) { vm throws(HostFailure) in try vm.readDataPrimitive() }
+            if readInput != nil {
+                setHostFunction("readstdin", in: -1) { vm throws(HostFailure) in try vm.readInputPrimitive() }
+            }
             try loadChunk(SandboxFiles.source, chunkName: SandboxFiles.chunkName, debug: .lines)
             lua_setfield(state, -2, "files")
         }

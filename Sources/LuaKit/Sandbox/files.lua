@@ -5,8 +5,9 @@
 -- in a store `io` stays output only, and its VM holds none of this.
 --
 -- Receives the host's `readdata`, the sandbox's `io` table (changed in place), its `no_files` refusal, `typename`,
--- the real `getmetatable` (past `__metatable`) and `newhandle` (a userdata with a metatable: a file is one, as Lua's).
-local host_readdata, sandbox_io, no_files, typename, raw_getmetatable, new_handle = ...
+-- the real `getmetatable` (past `__metatable`), `newhandle` (a userdata with a metatable: a file is one, as Lua's)
+-- and, where the host gives its standard input (`luakit`), `readstdin` (all of it).
+local host_readdata, sandbox_io, no_files, typename, raw_getmetatable, new_handle, host_readstdin = ...
 local real_setmetatable, error, type, select, tostring, tonumber = setmetatable, error, type, select, tostring, tonumber
 local math, table = math, table
 
@@ -188,4 +189,39 @@ end
 sandbox_io.close = function(file)
   if file == nil then return no_files("close")() end
   return reading_methods.close(file)
+end
+
+-- The standard input, where the host gives it (`luakit`: `LuaVM(…standardInput:)`): `io.stdin` a file that reads it,
+-- and the default input (`io.read`, `io.lines()`, `io.input()`), as `lua`'s. It is read whole at its first read (the
+-- wait is not counted in the time budget), so a script reading it line by line from a terminal waits for its end.
+if host_readstdin ~= nil then
+  local stdin = new_handle(reading_metatable)
+  open_files[stdin] = real_setmetatable({}, { __index = function(open, key)
+    real_setmetatable(open, nil)
+    open[1], open[2], open[3] = host_readstdin(), 0, "stdin"
+    return rawget(open, key)
+  end })
+  local input = stdin
+  sandbox_io.stdin = stdin
+  sandbox_io.input = function(file)
+    if file == nil then return input end
+    if type(file) == "string" then
+      local opened, message = open_file(file, "r")
+      if opened == nil then error("cannot open file '" .. file .. "' (" .. message:sub(#file + 3) .. ")", 2) end
+      input = opened
+    else
+      checked(file, "input")
+      input = file
+    end
+    return input
+  end
+  sandbox_io.read = function(...) return reading_methods.read(input, ...) end
+  local lines_of_path = sandbox_io.lines
+  sandbox_io.lines = function(path, ...)
+    if path == nil then
+      checked(input, "lines")
+      return lines_of(input, false, ...)
+    end
+    return lines_of_path(path, ...)
+  end
 end

@@ -409,7 +409,7 @@ sandbox_io = {
 
 -- Reading files where the host gives the system (`luakit`, `luastore test`): `files.lua`, loaded only there (a store's
 -- VM holds none of it).
-if host.files then host.files(host.readdata, sandbox_io, no_files, typename, raw_getmetatable, host.newhandle) end
+if host.files then host.files(host.readdata, sandbox_io, no_files, typename, raw_getmetatable, host.newhandle, host.readstdin) end
 globals.io = library("io", sandbox_io)
 
 globals.debug = library("debug", { traceback = real_traceback, getmetatable = sandbox_debug_getmetatable })
