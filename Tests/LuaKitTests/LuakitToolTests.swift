@@ -87,6 +87,31 @@ import Testing
         #expect(refused.errors == "luakit: LUASTORE_TIME_BUDGET_MS must be a number of milliseconds > 0 (it is \"soon\")\n")
     }
 
+    /// The standard input is read at the first read, not before: a script that never reads it — or only names
+    /// `io.stdin` — ends while its input is still open (a terminal, a pipe nobody closes).
+    @Test func theStandardInputIsReadOnlyWhenRead() async throws {
+        let folder = try makeTemporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let script = folder.appendingPathComponent("named.lua")
+        try Data("print(tostring(io.stdin), io.type(io.stdin))".utf8).write(to: script)
+        let process = Process()
+        process.executableURL = Self.binary
+        process.arguments = [script.path]
+        let input = Pipe(), output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        try process.run()
+        defer { try? input.fileHandleForWriting.close() } // (closed only once the test is done with it)
+        let ended = await eventually(timeout: .seconds(30)) { !process.isRunning }
+        #expect(ended, "luakit waited for an input it never read")
+        guard ended else {
+            kill(process.processIdentifier, SIGKILL) // (a read of the pipe below would wait for it too)
+            return
+        }
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(text == "file (stdin)\tfile\n", "\(text)")
+    }
+
     @Test func refusesBadUsage() async throws {
         #expect(try await Self.run([]).status == 2)
         #expect(try await Self.run(["a.lua", "b.lua"]).status == 1, "a.lua cannot be read (b.lua is its argument), as for `lua`")

@@ -196,9 +196,10 @@ end
 -- wait is not counted in the time budget), so a script reading it line by line from a terminal waits for its end.
 if host_readstdin ~= nil then
   local stdin = new_handle(reading_metatable)
-  open_files[stdin] = real_setmetatable({}, { __index = function(open, key)
+  -- (Its bytes and position come at the first read; its name is there at once: `tostring(io.stdin)` waits for nothing.)
+  open_files[stdin] = real_setmetatable({ [3] = "stdin" }, { __index = function(open, key)
     real_setmetatable(open, nil)
-    open[1], open[2], open[3] = host_readstdin(), 0, "stdin"
+    open[1], open[2] = host_readstdin(), 0
     return rawget(open, key)
   end })
   local input = stdin
