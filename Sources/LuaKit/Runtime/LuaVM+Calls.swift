@@ -38,20 +38,11 @@ extension LuaVM {
     /// `takeMainFailure()` gives what `lua` prints of it.
     public func callAsMain(_ chunk: LuaReference, arguments: [LuaArgument]) throws(LuaError) {
         checkThread()
-        guard lua_checkstack(state, Int32(clamping: arguments.count + 3)) != 0 else {
-            throw LuaError(.runtime, "too many arguments (\(arguments.count))")
-        }
-        let base = lua_gettop(state)
-        defer { lua_settop(state, base) }
+        guard lua_checkstack(state, 1) != 0 else { throw LuaError(.runtime, "too many arguments (\(arguments.count))") }
         clua_pushcfunction(state, clua_call_as_main)
-        pushReference(chunk)
-        for (position, argument) in arguments.enumerated() {
-            switch argument {
-            case .value(let value): try push(value, path: "argument #\(position + 1)")
-            case .reference(let reference): pushReference(reference)
-            }
-        }
-        try protectedCall(arguments: Int32(arguments.count + 1), results: 0, handler: clua_main_message_handler)
+        let caller = makeReference() // (released with its last copy, as every reference)
+        let base = try callLeavingResults(caller, arguments: [.reference(chunk)] + arguments, handler: clua_main_message_handler)
+        lua_settop(state, base)
     }
 
     /// What the stand-alone `lua` prints of the error the last `callAsMain` raised: its message as `lua` words it (a
@@ -233,7 +224,8 @@ extension LuaVM {
     }
 
     /// [-0, +results, -] Pushes `function` and `arguments`, calls, leaves the results; returns the stack base.
-    func callLeavingResults(_ function: LuaReference, arguments: [LuaArgument]) throws(LuaError) -> Int32 {
+    func callLeavingResults(_ function: LuaReference, arguments: [LuaArgument],
+                            handler: lua_CFunction = clua_message_handler) throws(LuaError) -> Int32 {
         checkThread()
         let base = lua_gettop(state)
         guard lua_checkstack(state, Int32(clamping: arguments.count + 2)) != 0 else {
@@ -251,7 +243,7 @@ extension LuaVM {
             lua_settop(state, base)
             throw error
         }
-        try protectedCall(arguments: Int32(arguments.count), results: LUA_MULTRET)
+        try protectedCall(arguments: Int32(arguments.count), results: LUA_MULTRET, handler: handler)
         return base
     }
 
