@@ -166,12 +166,13 @@ public final class ClusterDatabase: Sendable {
         }
     }
 
-    /// The publications later than `number`, the latest first (at most `limit`).
-    public func publications(after number: Int64, limit: Int = 16) throws(ClusterFailure) -> [Publication] {
+    /// The publications later than `number`, the latest first (or, `ascending`, the earliest; at most `limit`).
+    public func publications(after number: Int64, ascending: Bool = false, limit: Int = 16) throws(ClusterFailure) -> [Publication] {
         try lanes[0].perform { connection, logger in
-            let rows = try connection.query("""
-                SELECT number, name, version, bundle FROM luastore_bundles WHERE number > \(number) ORDER BY number DESC LIMIT \(limit)
-                """, logger: logger).wait()
+            let query: PostgresQuery = ascending
+                ? "SELECT number, name, version, bundle FROM luastore_bundles WHERE number > \(number) ORDER BY number ASC LIMIT \(limit)"
+                : "SELECT number, name, version, bundle FROM luastore_bundles WHERE number > \(number) ORDER BY number DESC LIMIT \(limit)"
+            let rows = try connection.query(query, logger: logger).wait()
             return try rows.map { row in
                 let (number, name, version, bytes) = try row.decode((Int64, String, String, ByteBuffer).self)
                 return Publication(number: number, name: name, version: version, bundle: Data(bytes.readableBytesView))

@@ -12,6 +12,11 @@ import LuaStoreScripting
 /// it. A bundle that fails a step leaves the node on the version it runs; a store whose install fails keeps its
 /// version; both are said in the server's log. A publication is looked at once: a refused one is not tried again —
 /// the latest that passes is taken (so a node started after a refused publication runs the version the others do).
+///
+/// A store's journal names the scripts that last wrote it (their digest). A store that cannot start on the
+/// version the node runs — its `migrate` fails on its state, say, as its install did while it was live — resumes
+/// on the version its journal last ran (`folder(ranBy:cluster:)`): the node's own, one it took, or one published to
+/// the cluster, as that version left it; the next version that installs moves it on.
 final class AppVersions: Sendable {
     struct Running: Sendable {
         /// The folder new and resumed stores start from.
@@ -22,6 +27,16 @@ final class AppVersions: Sendable {
     }
 
     private let running: Protected<Running>
+    /// A version this node has unpacked (its own, or a publication), with the digest of its scripts once known.
+    private struct Known {
+        var folder: URL
+        var digest: String?
+        var publication: Int64?
+    }
+
+    /// The versions this node has unpacked, its own first; and the publications looked for a journal's version
+    /// that did not pass (not unpacked again).
+    private let known: Protected<(versions: [Known], refused: Set<Int64>)>
     /// Where published versions were unpacked: removed when the server stops.
     private let unpacked = Protected<[URL]>([])
     private let trust: [BundleKeys.Trusted]
@@ -32,6 +47,7 @@ final class AppVersions: Sendable {
     init(options: ServerOptions, log: @escaping @Sendable (String) -> Void) {
         let manifest = try? AppManifest.load(folder: options.app)
         running = Protected(Running(folder: options.app, manifest: manifest ?? nil))
+        known = Protected(([Known(folder: options.app)], []))
         trust = options.trust
         allowUnsigned = options.allowUnsigned
         storeOptions = options.store
@@ -59,7 +75,8 @@ final class AppVersions: Sendable {
         let was = running.withLock { $0.manifest }.map { "\($0.name) \($0.version)" } ?? "the app"
         for publication in publications {
             do {
-                let (folder, manifest) = try await take(publication)
+                let (folder, manifest, digest) = try await take(publication, newerThanRunning: true)
+                known.withLock { $0.versions.append(Known(folder: folder, digest: digest, publication: publication.number)) }
                 running.withLock { $0.folder = folder; $0.manifest = manifest }
                 log("installed \(manifest.name) \(manifest.version) (publication \(publication.number)) in place of \(was)")
                 return folder
@@ -70,8 +87,55 @@ final class AppVersions: Sendable {
         return nil
     }
 
-    /// Verifies, checks, unpacks and loads `publication` on its own; its folder and manifest.
-    private func take(_ publication: ClusterDatabase.Publication) async throws(ServeFailure) -> (URL, AppManifest) {
+    /// The folder of the version whose scripts have `digest` (a journal's `scripts`): one this node has unpacked,
+    /// or else one published to `cluster` (verified, unpacked and loaded on its own as any publication); nil when
+    /// none has it.
+    func folder(ranBy digest: String, cluster: ClusterDatabase?) async -> URL? {
+        for index in known.withLock({ $0.versions.indices.reversed() }) {
+            var version = known.withLock { $0.versions[index] }
+            if version.digest == nil {
+                version.digest = await Self.digest(of: version.folder, options: storeOptions)
+                known.withLock { $0.versions[index].digest = version.digest }
+            }
+            if version.digest == digest { return version.folder }
+        }
+        guard let cluster else { return nil }
+        var after: Int64 = 0
+        while true {
+            let page = await Blocking.run { [after] () -> Result<[ClusterDatabase.Publication], ClusterFailure> in
+                Result { () throws(ClusterFailure) in try cluster.publications(after: after, ascending: true) }
+            }
+            guard case .success(let publications) = page, let last = publications.last else { return nil }
+            after = last.number
+            for publication in publications {
+                let looked = known.withLock { known in
+                    known.refused.contains(publication.number) || known.versions.contains { $0.publication == publication.number }
+                }
+                guard !looked else { continue }
+                guard let (folder, _, found) = try? await take(publication, newerThanRunning: false) else {
+                    known.withLock { _ = $0.refused.insert(publication.number) }
+                    continue
+                }
+                known.withLock { $0.versions.append(Known(folder: folder, digest: found, publication: publication.number)) }
+                if found == digest { return folder }
+            }
+        }
+    }
+
+    /// The digest of the scripts of the app in `folder` as a store loads them; nil when it does not load.
+    private static func digest(of folder: URL, options: ScriptedStoreOptions) async -> String? {
+        var probeOptions = options
+        probeOptions.performsEffects = false
+        probeOptions.persistence = nil
+        guard let probe = try? await ScriptedStore(app: folder, options: probeOptions) else { return nil }
+        defer { probe.shutdown() }
+        return await probe.journalPosition().scripts
+    }
+
+    /// Verifies, checks, unpacks and loads `publication` on its own (when `newerThanRunning`, only a version newer
+    /// than the one running); its folder, manifest and scripts' digest.
+    private func take(_ publication: ClusterDatabase.Publication, newerThanRunning: Bool) async throws(ServeFailure)
+        -> (URL, AppManifest, String) {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("luastore-publication-\(UUID().uuidString).zip")
         defer { try? FileManager.default.removeItem(at: file) }
         let verified: AppBundle.Verified
@@ -85,7 +149,7 @@ final class AppVersions: Sendable {
                 guard verified.manifest.name == current.name else {
                     throw BundleFailure("it names '\(verified.manifest.name)', not the running '\(current.name)'")
                 }
-                guard verified.manifest.version > current.version else {
+                guard !newerThanRunning || verified.manifest.version > current.version else {
                     throw BundleFailure("its version \(verified.manifest.version) is not newer than the running \(current.version)")
                 }
             }
@@ -96,13 +160,15 @@ final class AppVersions: Sendable {
         unpacked.withLock { $0.append(parent) }
         var probeOptions = storeOptions
         probeOptions.performsEffects = false
+        let digest: String
         do {
             let probe = try await ScriptedStore(app: folder, options: probeOptions)
+            digest = await probe.journalPosition().scripts
             probe.shutdown()
         } catch {
             throw ServeFailure("\(error.error) (\(error.stage.rawValue))")
         }
-        return (folder, verified.manifest)
+        return (folder, verified.manifest, digest)
     }
 
     /// Removes the folders published versions were unpacked into (the server has stopped: no store runs them).

@@ -82,8 +82,11 @@ actor HostedStore {
         traffic = Protected(Traffic(rate: TokenBucket(perSecond: limits.actionsPerKeyPerSecond)))
     }
 
-    /// Opens `key`'s store: resumed from `KEY.db` in the data folder, or made by the app's `init` when new.
-    static func open(key: String, options: ServerOptions, log: @escaping @Sendable (String) -> Void) async throws(ServeFailure) -> HostedStore {
+    /// Opens `key`'s store: resumed from `KEY.db` in the data folder, or made by the app's `init` when new. A store
+    /// that resumes but cannot start on the app in `options.app` (its `migrate` fails on this state, say) starts on
+    /// the version its journal last ran, when `version` finds it (`AppVersions.folder(ranBy:cluster:)`).
+    static func open(key: String, options: ServerOptions, version: (_ scripts: String) async -> URL? = { _ in nil },
+                     log: @escaping @Sendable (String) -> Void) async throws(ServeFailure) -> HostedStore {
         let database = try await KeyJournal.open(key: key, options: options)
         let journaled = Protected(database.persistence.resumed?.sequence ?? 0)
         var storeOptions = options.store
@@ -114,8 +117,15 @@ actor HostedStore {
         do {
             store = try await ScriptedStore(app: options.app, options: storeOptions)
         } catch {
-            _ = await database.close()
-            throw ServeFailure("the store of key \(key) cannot start: \(error.error) (\(error.stage.rawValue))")
+            let failure = error
+            guard let resumed = database.persistence.resumed, let folder = await version(resumed.scripts), folder != options.app,
+                  let earlier = try? await ScriptedStore(app: folder, options: storeOptions) else {
+                _ = await database.close()
+                throw ServeFailure("the store of key \(key) cannot start: \(failure.error) (\(failure.stage.rawValue))")
+            }
+            log("key \(key): the running version cannot start its store (\(failure.error) (\(failure.stage.rawValue))): "
+                + "it runs the version its journal last ran, until one that installs")
+            store = earlier
         }
         let hosted = HostedStore(key: key, store: store, database: database, limits: options.limits,
                                  journaled: journaled, propsFailure: propsFailure, devtoolsJournal: devtoolsJournal)

@@ -44,8 +44,12 @@ actor StoreHost {
                 try makeRoom(for: key)
                 var options = self.options
                 options.app = versions.folder
-                let log = self.log
-                let task = Task { () throws -> HostedStore in try await HostedStore.open(key: key, options: options, log: log) }
+                let (log, versions) = (self.log, self.versions)
+                let task = Task { () throws -> HostedStore in
+                    try await HostedStore.open(key: key, options: options, version: { scripts in
+                        await versions.folder(ranBy: scripts, cluster: options.cluster)
+                    }, log: log)
+                }
                 slots[key] = .opening(task)
                 do {
                     let store = try await task.value

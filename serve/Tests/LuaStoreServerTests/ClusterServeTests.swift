@@ -95,45 +95,21 @@ struct ClusterServeTests {
     /// refused by each node, which keeps the version it runs and says why; `publish` refuses a version that is not
     /// newer; a node started later runs the latest version that passes — not a refused one, not its own older one.
     @Test func aPublishedVersionReachesEveryNodeAndABadOneChangesNothing() async throws {
-        let folder = try ServedApp.temporaryFolder()
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let source = try String(contentsOf: counter.appendingPathComponent("app.lua"), encoding: .utf8)
-        let manifest = try String(contentsOf: counter.appendingPathComponent("luastore.json"), encoding: .utf8)
-        let key = folder.appendingPathComponent("release").path
-        #expect(try await CLI.run(["keygen", key]).status == 0)
-        /// A version of the counter: its manifest's version, its app.lua changed by `edit`; packed (signed unless not).
-        func version(_ number: String, signed: Bool = true, _ edit: (String) -> String) async throws -> String {
-            let app = folder.appendingPathComponent("v\(number)/counter")
-            try FileManager.default.createDirectory(at: app, withIntermediateDirectories: true)
-            try edit(source).write(to: app.appendingPathComponent("app.lua"), atomically: true, encoding: .utf8)
-            try manifest.replacingOccurrences(of: #""version": "1.0.0""#, with: #""version": "\#(number)""#)
-                .write(to: app.appendingPathComponent("luastore.json"), atomically: true, encoding: .utf8)
-            let bundle = folder.appendingPathComponent("counter-\(number).zip").path
-            let packed = try await CLI.run(["pack", app.path, "-o", bundle] + (signed ? ["--key", key + ".key"] : []))
-            #expect(packed.status == 0, "\(packed.errors)")
-            return bundle
-        }
-        let relabeled = try await version("1.1.0") { $0.replacingOccurrences(of: #"" clicks")"#, with: #"" clicks in 1.1")"#) }
-        let broken = try await version("1.2.0") { $0 + "\nthis is not Lua\n" }
-        let unsigned = try await version("1.3.0", signed: false) { $0.replacingOccurrences(of: #"" clicks")"#, with: #"" clicks in 1.3")"#) }
+        let versions = try await CounterVersions(counter)
+        defer { versions.remove() }
+        let relabeled = try await versions.pack("1.1.0") { $0.replacingOccurrences(of: #"" clicks")"#, with: #"" clicks in 1.1")"#) }
+        let broken = try await versions.pack("1.2.0") { $0 + "\nthis is not Lua\n" }
+        let unsigned = try await versions.pack("1.3.0", signed: false) { $0.replacingOccurrences(of: #"" clicks")"#, with: #"" clicks in 1.3")"#) }
 
         let cluster = try await Cluster(app: counter, leaseSeconds: 3)
         defer { cluster.remove() }
-        let trust = ["--trust", key + ".pub"]
+        let trust = versions.trust
         let one = try await cluster.node("one", trust), two = try await cluster.node("two", trust)
         for (node, key) in [(one, "a"), (two, "b")] {
             for _ in 0..<2 { #expect(try await node.request("POST", "/stores/\(key)/actions", body: #"{"type":"increment"}"#).status == 200) }
         }
         func label(_ node: ServedApp, _ key: String) async throws -> String? {
             try ServedApp.json(try await node.request("GET", "/stores/\(key)/props").body)["label"] as? String
-        }
-        func eventually(_ what: String, _ check: () async throws -> Bool) async throws {
-            let deadline = ContinuousClock.now + .seconds(30)
-            while ContinuousClock.now < deadline {
-                if try await check() { return }
-                try await Task.sleep(for: .milliseconds(100))
-            }
-            Issue.record("not within 30 s: \(what)")
         }
 
         let published = try await CLI.run(["publish", relabeled, "--cluster", cluster.url] + trust)
@@ -171,6 +147,60 @@ struct ClusterServeTests {
         // The install is in each key's journal (a reload entry), which replays (reloads are passed over).
         let (status, report) = try await cluster.replayJournal(of: "b")
         #expect(status == 0 && report.contains(#""matches":true"#), "\(report)")
+    }
+
+    /// A key whose state a published version cannot migrate keeps the version it ran — while live (its install fails)
+    /// and after it moves to another node, which resumes it on the version its journal last ran: a publication
+    /// (looked for in the cluster) or the node's own app; the other keys run the latest.
+    @Test func aStoreThatAVersionCannotMigrateResumesOnTheVersionItsJournalRan() async throws {
+        let versions = try await CounterVersions(counter)
+        defer { versions.remove() }
+        /// A version whose `schemaVersion` is `schema`, its `migrate`'s body `migrate`.
+        func version(_ number: String, schema: Int, migrate: String) async throws -> String {
+            try await versions.pack(number) { source in
+                source.replacingOccurrences(of: #"" clicks")"#, with: #"" clicks in \#(number)")"#).replacingOccurrences(
+                    of: "return app", with: "app.schemaVersion = \(schema)\nfunction app.migrate(state, from)\n\(migrate)\n  return state\nend\nreturn app")
+            }
+        }
+        let first = try await version("1.1.0", schema: 2, migrate: "")
+        let second = try await version("1.2.0", schema: 3, migrate: #"  if state.count > 5 then error("too many clicks to migrate") end"#)
+
+        let cluster = try await Cluster(app: counter, leaseSeconds: 3)
+        defer { cluster.remove() }
+        let trust = versions.trust
+        let one = try await cluster.node("one", trust)
+        #expect(try await one.request("POST", "/stores/small/actions", body: #"{"type":"increment","by":2}"#).status == 200)
+        #expect(try await one.request("POST", "/stores/big/actions", body: #"{"type":"increment","by":10}"#).status == 200)
+        func label(_ node: ServedApp, _ key: String) async throws -> String? {
+            let response = try await node.request("GET", "/stores/\(key)/props")
+            return response.status == 200 ? try ServedApp.json(response.body)["label"] as? String : "\(response.status) \(response.body)"
+        }
+        #expect(try await CLI.run(["publish", first, "--cluster", cluster.url] + trust).status == 0)
+        try await eventually("both keys run 1.1") {
+            let (small, big) = (try await label(one, "small"), try await label(one, "big"))
+            return small == "2 clicks in 1.1.0" && big == "10 clicks in 1.1.0"
+        }
+        #expect(try await CLI.run(["publish", second, "--cluster", cluster.url] + trust).status == 0)
+        try await eventually("key small runs 1.2, and big's install failed") {
+            try await label(one, "small") == "2 clicks in 1.2.0" && one.errorsSoFar().contains("key big: install failed")
+        }
+        #expect(try await label(one, "big") == "10 clicks in 1.1.0")
+        #expect(try await one.stop().status == 0)
+
+        // Node two starts on 1.2 (its own app is 1.0.0): big resumes on 1.1, found among the publications.
+        let two = try await cluster.node("two", trust)
+        #expect(try await label(two, "big") == "10 clicks in 1.1.0")
+        #expect(two.errorsSoFar().contains("key big: the running version cannot start its store (app.lua:"), "\(two.errorsSoFar())")
+        #expect(two.errorsSoFar().contains("too many clicks to migrate"))
+        #expect(try await two.request("POST", "/stores/big/actions", body: #"{"type":"decrement","by":6}"#).status == 200)
+        #expect(try await label(two, "big") == "4 clicks in 1.1.0")
+        #expect(try await label(two, "small") == "2 clicks in 1.2.0")
+        #expect(try await two.stop().status == 0)
+
+        // Node three: big, now small enough, migrates to 1.2 as it resumes.
+        let three = try await cluster.node("three", trust)
+        #expect(try await label(three, "big") == "4 clicks in 1.2.0")
+        #expect(try await three.stop().status == 0)
     }
 
     /// A live connection to a node that does not hold its key is relayed to the node that does (a browser does not
@@ -239,6 +269,49 @@ struct ClusterServeTests {
 }
 
 /// A database of the test's own on the process's PostgreSQL, and `serve --cluster` nodes on it (full sync).
+/// Versions of the counter sample packed as bundles, signed with a key made for them (`trust` names it to a node).
+struct CounterVersions {
+    let folder: URL
+    let source: String
+    let manifest: String
+    let key: String
+    var trust: [String] { ["--trust", key + ".pub"] }
+
+    init(_ counter: URL) async throws {
+        folder = try ServedApp.temporaryFolder()
+        source = try String(contentsOf: counter.appendingPathComponent("app.lua"), encoding: .utf8)
+        manifest = try String(contentsOf: counter.appendingPathComponent("luastore.json"), encoding: .utf8)
+        key = folder.appendingPathComponent("release").path
+        #expect(try await CLI.run(["keygen", key]).status == 0)
+    }
+
+    /// Version `number` of the counter: its manifest's version, its app.lua changed by `edit`; packed (signed unless
+    /// not); the bundle's path.
+    func pack(_ number: String, signed: Bool = true, _ edit: (String) -> String) async throws -> String {
+        let app = folder.appendingPathComponent("v\(number)/counter")
+        try FileManager.default.createDirectory(at: app, withIntermediateDirectories: true)
+        try edit(source).write(to: app.appendingPathComponent("app.lua"), atomically: true, encoding: .utf8)
+        try manifest.replacingOccurrences(of: #""version": "1.0.0""#, with: #""version": "\#(number)""#)
+            .write(to: app.appendingPathComponent("luastore.json"), atomically: true, encoding: .utf8)
+        let bundle = folder.appendingPathComponent("counter-\(number).zip").path
+        let packed = try await CLI.run(["pack", app.path, "-o", bundle] + (signed ? ["--key", key + ".key"] : []))
+        #expect(packed.status == 0, "\(packed.errors)")
+        return bundle
+    }
+
+    func remove() { try? FileManager.default.removeItem(at: folder) }
+}
+
+/// Waits until `check` holds, at most 30 s (an issue when it does not).
+func eventually(_ what: String, _ check: () async throws -> Bool) async throws {
+    let deadline = ContinuousClock.now + .seconds(30)
+    while ContinuousClock.now < deadline {
+        if try await check() { return }
+        try await Task.sleep(for: .milliseconds(100))
+    }
+    Issue.record("not within 30 s: \(what)")
+}
+
 struct Cluster {
     let server: PostgresServer
     let url: String
