@@ -317,7 +317,7 @@ actor HostedStore {
             traffic.nextClient += 1
             for message in traffic.missed(since: since) { _ = client.hear(message) }
             if traffic.closed {
-                client.end(.goingAway)
+                client.end(.storeClosed)
             } else {
                 traffic.clients[id] = client
             }
@@ -357,7 +357,7 @@ actor HostedStore {
     /// Stops the store, writes what is queued and lets its file go; live clients are ended.
     func close() async -> PersistenceFailure? {
         traffic.withLock { $0.closed = true }
-        endClients(.goingAway)
+        endClients(.storeClosed)
         if let devtools {
             self.devtools = nil
             await devtools.stop()
@@ -431,8 +431,11 @@ protocol LiveClient: Sendable {
 
 /// Why the server ends a live client.
 enum LiveEnd: Sendable {
-    /// The server is shutting down, or the store closing: reconnect (with `?since=`).
+    /// The server is shutting down: reconnect (with `?since=`), to another node if there is one.
     case goingAway
+    /// The key's store closed on this node — it hibernated, or this node no longer holds the key's lease: reconnect
+    /// (with `?since=`), to this node or any other.
+    case storeClosed
     /// More changes came than the client read: reconnect with `?since=` to catch up.
     case fellBehind
 }

@@ -82,6 +82,7 @@ final class LiveConnection: LiveClient, Sendable {
     func end(_ reason: LiveEnd) {
         switch reason {
         case .goingAway: close(.goingAway, "the server is shutting down; reconnect with ?since=SEQ")
+        case .storeClosed: close(.goingAway, "the key's store closed on this node (idle, or the key moved to another node); reconnect with ?since=SEQ")
         case .fellBehind: close(.policyViolation, "the client fell behind; reconnect with ?since=SEQ")
         }
     }

@@ -239,6 +239,8 @@ struct ClusterServeTests {
         for index in 0..<3 {
             #expect(try await one.request("POST", "/stores/k/actions", body: #"{"id":"a\#(index)","action":{"type":"increment"}}"#).status == 200)
         }
+        let watching = try await one.live("/stores/k/live")
+        _ = try await watching.read(1) // (its snapshot)
         kill(one.process.processIdentifier, SIGSTOP)
         var took = false
         let deadline = ContinuousClock.now + .seconds(60)
@@ -257,6 +259,8 @@ struct ClusterServeTests {
         // action was never reduced, and its sender sends it again — here, to the node that holds the key.)
         #expect(!late.body.contains(#""outcome":"failed""#) && !late.body.contains(#""seq""#), "\(late.status) \(late.body)")
         #expect(try ServedApp.json(try await two.request("GET", "/stores/k/props").body)["count"] as? Int == 13)
+        // Its live client is told the key moved (not that the server is shutting down), and reconnects.
+        await watching.expectClose(1001, saying: "the key moved to another node", otherwise: "the woken node kept its live client")
         let resent = try await two.request("POST", "/stores/k/actions", body: #"{"id":"late","action":{"type":"increment","by":100}}"#)
         #expect(resent.status == 200, "\(resent.status) \(resent.body)")
         #expect(try ServedApp.json(try await two.request("GET", "/stores/k/props").body)["count"] as? Int == 113)
