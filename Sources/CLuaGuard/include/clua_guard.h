@@ -122,6 +122,10 @@ void clua_free_slabs(CLuaGuard *g);
 /// static: each Swift file that includes this header gets its own copy of a static inline function's statics.)
 #define CLUA_TRACEBACK_FIELD "luakit.traceback"
 
+/// [-0, +1, m] `luaL_traceback`, leaving out the prelude's own frames (its chunks' Lua and `clua_builtin_error`):
+/// a builtin written in Lua shows as Lua's C builtins do, `[C]: in function 'name'`. In builtins.c.
+void clua_traceback(lua_State *L, lua_State *L1, const char *message, int level);
+
 static inline void clua_budget_hook(lua_State *L, lua_Debug *ar);
 
 /// [-0, +1, e] Raises the `timeout` error of a spent budget: marks the budget spent and sets the hook to fire on
@@ -135,7 +139,7 @@ static inline int clua_raise_budget_exceeded(lua_State *L, CLuaGuard *g) {
         /* The traceback where the script was stopped (the message handler keeps it: by the time the error reaches
            it, a `pcall` that re-raised it may have unwound the script's frames). */
         g->hostAllocations++;
-        luaL_traceback(L, L, NULL, 0);
+        clua_traceback(L, L, NULL, 0);
         lua_setfield(L, LUA_REGISTRYINDEX, CLUA_TRACEBACK_FIELD);
         g->hostAllocations--;
     }
@@ -427,7 +431,7 @@ static inline int clua_message_handler(lua_State *L) {
     g->hostAllocations++;
     if (!g->timedOut || lua_getfield(L, LUA_REGISTRYINDEX, CLUA_TRACEBACK_FIELD) != LUA_TSTRING) {
         /* (a spent budget's traceback was taken where the script stopped: `clua_raise_budget_exceeded`) */
-        luaL_traceback(L, L, NULL, 1);
+        clua_traceback(L, L, NULL, 1);
         lua_setfield(L, LUA_REGISTRYINDEX, CLUA_TRACEBACK_FIELD);
     }
     g->hostAllocations--;
@@ -467,6 +471,33 @@ static inline int clua_main_message_handler(lua_State *L) {
     return 1;
 }
 
+/// A builtin the prelude writes in Lua, as scripts reach it: a C function calling upvalue 1 with its arguments,
+/// returning what it returns (a coroutine may yield inside). In builtins.c.
+int clua_builtin(lua_State *L);
+
+/// `builtin(f)` [-1, +1, m]: `clua_builtin` over the Lua function `f`.
+int clua_make_builtin(lua_State *L);
+
+/// `error(message [, level])` for the prelude's own chunks: Lua's `error`, except that the level counts past the C
+/// frames of builtins (`clua_builtin`, `clua_sandbox_next`): level 2 in a builtin's Lua is the script's line that
+/// called the builtin, in a tail call too, as for Lua's own C builtins. In builtins.c.
+int clua_builtin_error(lua_State *L);
+
+/// The sandbox's `next`: Lua's `lua_next` for a table that is no host's, else the prelude's (upvalue 1) for a
+/// library (upvalue 2: the read-only tables), a namespace's globals (upvalue 3) or a table whose metatable is sealed
+/// (upvalue 4). In builtins.c.
+int clua_sandbox_next(lua_State *L);
+
+/// `makenext(next, frozen, globalsets, sealed)` [-4, +1, m]: the sandbox's `next` (`clua_sandbox_next`).
+int clua_make_sandbox_next(lua_State *L);
+
+/// `makepairs(next)` [-1, +1, m]: the sandbox's `pairs`, Lua's, returning the sandbox's `next` for a table without
+/// `__pairs` (so `pairs(t)` returns the `next` scripts see, as in Lua). In builtins.c.
+int clua_make_sandbox_pairs(lua_State *L);
+
+/// The sandbox's `debug.traceback`: Lua's, through `clua_traceback`. In builtins.c.
+int clua_sandbox_traceback(lua_State *L);
+
 /// The sandbox's `pcall`: as Lua's (a coroutine may yield inside it), except that an exhausted time budget is
 /// re-raised. In protected.c.
 int clua_sandbox_pcall(lua_State *L);
@@ -489,8 +520,9 @@ static inline int clua_open_libraries(lua_State *L) {
     luaL_requiref(L, LUA_COLIBNAME, luaopen_coroutine, 1);
     luaL_requiref(L, LUA_OSLIBNAME, luaopen_os, 1); /* (the prelude gives scripts its clock and environment, or nothing) */
     luaL_requiref(L, LUA_DBLIBNAME, luaopen_debug, 1); /* (the prelude keeps `traceback` and removes the rest) */
-    lua_getfield(L, -1, "traceback");
-    clua_guard(L)->traceback = lua_tocfunction(L, -1);
+    lua_pushcfunction(L, clua_sandbox_traceback); /* (Lua's, leaving the prelude's frames out) */
+    lua_setfield(L, -2, "traceback");
+    clua_guard(L)->traceback = clua_sandbox_traceback;
     lua_settop(L, 0);
     return 0;
 }

@@ -5,7 +5,7 @@
 -- time budget. Returns what the rest of the prelude uses.
 local add_to_library, frozen, global_sets, host_gcmode, host_makeclose, host_makewrap, host_resume, open_libraries,
   raw_getmetatable, real_collectgarbage, real_getmetatable, real_pcall, real_rawset, real_setmetatable, refuse,
-  safe_tostring, set_global, sort, typename, weak_tables_honoured = ...
+  safe_tostring, set_global, sort, typename, weak_tables_honoured, error, builtin = ...
 
 -- Markers (`__metatable` values) of host tables that may change only through their metamethods, such as a
 -- store's state proxies: `rawset` on one would write past the host's bookkeeping (LuaVM.sealRawWrites). They
@@ -184,13 +184,13 @@ local function sandbox_collectgarbage(option, argument)
 end
 
 local real_randomseed = math.randomseed
-math.randomseed = function(...)
+math.randomseed = builtin(function(...)
   local seed = ...
   if seed == nil then error("bad argument #1 to 'randomseed' (scripts must give a seed)", 2) end
   local ok, first, second = real_pcall(real_randomseed, ...)
   if not ok then error((first:gsub("to '%?'", "to 'randomseed'", 1)), 2) end -- (Lua's refusal, at the script's line)
   return first, second
-end
+end)
 real_randomseed(0x4C7561)
 
 local order = { boolean = 1, number = 2, string = 3 }
@@ -236,7 +236,7 @@ local function sandbox_wrap(fn)
     if type(problem) == "string" then error(problem, 2) end
     error(problem, 0)
   end
-  return function(...) return finish(host_resume(co, ...)) end
+  return builtin(function(...) return finish(host_resume(co, ...)) end)
 end
 
 local sandbox_coroutine = {

@@ -6,9 +6,10 @@
 --
 -- Receives the host's `readdata`, the sandbox's `io` table (changed in place), its `no_files` refusal, `typename`,
 -- the real `getmetatable` (past `__metatable`), `newhandle` (a userdata with a metatable: a file is one, as Lua's)
--- and, where the host gives its standard input (`luakit`), `readstdin` (all of it).
-local host_readdata, sandbox_io, no_files, typename, raw_getmetatable, new_handle, host_readstdin = ...
-local real_setmetatable, error, type, select, tostring, tonumber = setmetatable, error, type, select, tostring, tonumber
+-- and, where the host gives its standard input (`luakit`), `readstdin` (all of it); and the prelude's `error` and
+-- `builtin` (what scripts call the methods of an open file through; this chunk calls them as they are).
+local host_readdata, sandbox_io, no_files, typename, raw_getmetatable, new_handle, host_readstdin, error, builtin = ...
+local real_setmetatable, type, select, tostring, tonumber = setmetatable, type, select, tostring, tonumber
 local math, table = math, table
 
 local open_files = real_setmetatable({}, { __mode = "k" }) -- file -> { bytes, position (0-based), name }
@@ -145,7 +146,9 @@ function reading_methods.setvbuf(file, mode)
   end
   return true
 end
-reading_metatable.__index = reading_methods
+local script_methods = {}
+for name, method in next, reading_methods do script_methods[name] = builtin(method) end
+reading_metatable.__index = script_methods
 reading_metatable.__tostring = function(file)
   local open = open_files[file]
   return open == nil and "file (closed)" or "file (" .. open[3] .. ")"

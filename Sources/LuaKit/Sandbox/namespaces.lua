@@ -9,6 +9,9 @@ local real_rawset, host_hostmodule, chunk_namespaces, concat, freeze, frozen, gl
   safe_tostring, sandbox_collectgarbage, sandbox_coroutine, sandbox_next, sandbox_pcall, sandbox_print,
   sandbox_rawget, sandbox_rawlen, sandbox_rawset, sandbox_setmetatable, sandbox_xpcall, script_metatables, set_global,
   sortedpairs, typename, unguarded = ...
+-- (Scripts get Lua's `error`; this chunk's own counts levels past the C functions its builtins are reached through,
+-- `builtin(f)`: builtins.c.)
+local real_error, error, builtin = error, host.error, host.builtin
 
 local globals = {} -- what every namespace's globals start as
 
@@ -33,6 +36,7 @@ local environment_metatable = {
 local default_require
 
 local packages = real_setmetatable({}, { __mode = "k" }) -- a namespace's `require` -> its `package` table
+local script_require = real_setmetatable({}, { __mode = "k" }) -- a namespace's `require` -> the builtin scripts call
 local globals_of = real_setmetatable({}, { __mode = "k" }) -- a namespace's `require` -> what makes and gives its globals
 
 -- A fresh strict environment of its own, for a module the host defined (never shared with scripts).
@@ -40,7 +44,7 @@ local function private_environment()
   local env = {}
   for name, value in next, globals do env[name] = value end
   env._G = env
-  env.require = default_require
+  env.require = script_require[default_require]
   env.package = packages[default_require]
   return real_setmetatable(env, environment_metatable)
 end
@@ -53,7 +57,7 @@ local function new_globals(require_function, strict)
   local g, set = {}, {}
   for name, value in next, globals do g[name] = value end
   g._G = g
-  g.require = require_function
+  g.require = script_require[require_function]
   g.package = packages[require_function]
   global_sets[g] = set
   -- (Lua names a function in a traceback or an argument error after where it is found among the modules loaded,
@@ -195,14 +199,15 @@ local function namespace(root, strict)
     if g == nil then
       g = new_globals(require, strict)
       g.loadfile, g.dofile = table.unpack(make_file_loaders(root, g))
-      g.load = function(...) return sandbox_load(g, ...) end
+      g.load = builtin(function(...) return sandbox_load(g, ...) end)
     end
     return g
   end
-  function require(name)
+  function require(...)
+    local name = ... -- (its first local: `requiring` reads it)
     if type(name) == "number" then name = tostring(name) end -- (as Lua takes a number for a string)
     if type(name) ~= "string" then
-      error("bad argument #1 to 'require' (string expected, got " .. (name == nil and "no value" or type(name)) .. ")", 2)
+      error("bad argument #1 to 'require' (string expected, got " .. (select("#", ...) == 0 and "no value" or typename(name)) .. ")", 2)
     end
     local loaded = package.loaded
     local value = type(loaded) == "table" and rawget(loaded, name) or nil
@@ -249,18 +254,20 @@ local function namespace(root, strict)
     return loaded[name], extra
   end
   packages[require] = package
+  script_require[require] = builtin(require)
   globals_of[require] = own_globals
   module_loaders[require] = true
   return require
 end
 
-globals.assert, globals.error, globals.ipairs = assert, error, ipairs
-globals.getmetatable = unguarded
-globals.next, globals.pairs, globals.pcall, globals.xpcall = sandbox_next, pairs, sandbox_pcall, sandbox_xpcall
-globals.print, globals.rawequal, globals.rawget, globals.rawlen = sandbox_print, rawequal, sandbox_rawget, sandbox_rawlen
-globals.rawset, globals.select, globals.setmetatable = sandbox_rawset, select, sandbox_setmetatable
+globals.assert, globals.error, globals.ipairs = assert, real_error, ipairs
+globals.getmetatable = builtin(unguarded)
+globals.next, globals.pairs, globals.pcall, globals.xpcall = sandbox_next, host.makepairs(sandbox_next), sandbox_pcall, sandbox_xpcall
+globals.print, globals.rawequal, globals.rawget, globals.rawlen = builtin(sandbox_print), rawequal, builtin(sandbox_rawget), builtin(sandbox_rawlen)
+globals.rawset, globals.select, globals.setmetatable = builtin(sandbox_rawset), select, builtin(sandbox_setmetatable)
 globals.tonumber, globals.tostring, globals.type, globals._VERSION = tonumber, safe_tostring, type, _VERSION
-globals.load, globals.collectgarbage = function(...) return sandbox_load(nil, ...) end, sandbox_collectgarbage
+globals.load = builtin(function(...) return sandbox_load(nil, ...) end)
+globals.collectgarbage = builtin(sandbox_collectgarbage)
 
 -- Where the standard error goes (`io.stderr`, `warn`): the host's own (`writeerror`: `luakit` and `luastore test`
 -- write it to the process's standard error, as `lua` does), else the output `print` writes to.
@@ -268,7 +275,7 @@ local host_writeerror = host.writeerror
 -- `warn`, as the stand-alone `lua` has it: off until a script sends "@on" ("@off" turns it off again); while on,
 -- each warning goes out as a line "Lua warning: …".
 local warnings_on = false
-function globals.warn(...)
+local function sandbox_warn(...)
   local count = select("#", ...)
   if count == 0 then error("bad argument #1 to 'warn' (string expected, got no value)", 2) end
   local parts = {}
@@ -287,6 +294,7 @@ function globals.warn(...)
   if not warnings_on then return end
   if host_writeerror then host_writeerror("Lua warning: " .. message .. "\n") else host_print("Lua warning: " .. message) end
 end
+globals.warn = builtin(sandbox_warn)
 
 -- `loadfile` and `dofile` read text files of the app's folder only (paths relative to it); in a namespace with a
 -- folder of its own (`root`, a plugin's), that folder's. What they load runs with the globals `g` (the
@@ -307,10 +315,10 @@ function make_file_loaders(root, g)
     if chunk == nil then error(problem, 0) end -- (as Lua's dofile raises it: the message alone)
     return chunk()
   end
-  return { sandbox_loadfile, sandbox_dofile }
+  return { builtin(sandbox_loadfile), builtin(sandbox_dofile) }
 end
 globals.loadfile, globals.dofile = table.unpack(make_file_loaders(nil))
-globals.sortedpairs = sortedpairs
+globals.sortedpairs = builtin(sortedpairs)
 -- The library tables scripts see: where the host gives the system (`luakit`, `luastore test`), Lua's own, as
 -- writable as in Lua (a spec stubs `os.time`, a library adds `string.split` or a polyfill); in a store read-only,
 -- and open to additions each namespace keeps to itself ("Libraries in a store", below).
@@ -409,10 +417,17 @@ sandbox_io = {
 
 -- Reading files where the host gives the system (`luakit`, `luastore test`): `files.lua`, loaded only there (a store's
 -- VM holds none of it).
-if host.files then host.files(host.readdata, sandbox_io, no_files, typename, raw_getmetatable, host.newhandle, host.readstdin) end
+if host.files then
+  host.files(host.readdata, sandbox_io, no_files, typename, raw_getmetatable, host.newhandle, host.readstdin, error, builtin)
+end
+for _, functions in ipairs({ sandbox_io, file_methods }) do
+  for name, value in next, functions do
+    if type(value) == "function" then functions[name] = builtin(value) end
+  end
+end
 globals.io = library("io", sandbox_io)
 
-globals.debug = library("debug", { traceback = real_traceback, getmetatable = sandbox_debug_getmetatable })
+globals.debug = library("debug", { traceback = real_traceback, getmetatable = builtin(sandbox_debug_getmetatable) })
 
 -- `os`: where the host gives the system (`luakit`, `luastore test`: `LuaLimits.system`), Lua's clock, dates and
 -- environment; in a scripted store the clock and environment it records (`.recorded`: clock.c). Either way what
@@ -421,7 +436,12 @@ if host.os then
   globals.os = library("os", os)
   unavailable.os = nil
 end
-for _, name in ipairs({ "string", "table", "math", "utf8", "coroutine", "debug", "io", "os" }) do builtins[name] = globals[name] end
+for _, name in ipairs({ "string", "table", "math", "utf8", "coroutine", "debug", "io", "os" }) do
+  builtins[name] = globals[name]
+  -- (Lua names a function in a traceback or an argument error after where it is among the modules loaded: the
+  -- libraries as scripts see them go there, so the sandbox's own are named as Lua's are — `io.write`.)
+  if globals[name] ~= nil then host.registryloaded[name] = frozen[globals[name]] or globals[name] end
+end
 
 local function define(name, value)
   if type(value) == "table" and not frozen[value] then value = freeze(name, value) end

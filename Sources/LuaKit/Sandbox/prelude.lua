@@ -16,7 +16,8 @@
 -- table itself stay out of reach.
 
 local host = ...
-local type, error, select, next, ipairs, pairs = type, error, select, next, ipairs, pairs
+-- (The prelude's `error` counts levels past the C functions scripts call its builtins through: builtins.c.)
+local type, error, select, next, ipairs, pairs = type, host.error, select, next, ipairs, pairs
 local rawget, rawequal, rawlen, tonumber, assert = rawget, rawequal, rawlen, tonumber, assert
 local real_rawset, real_setmetatable, real_getmetatable = rawset, setmetatable, getmetatable
 local real_load, real_collectgarbage, real_pcall = load, collectgarbage, pcall
@@ -169,9 +170,9 @@ local chunk_namespaces = real_setmetatable({}, { __mode = "v" }) -- chunk name -
 
 local sealed_next, sealed -- (below)
 
-local function sandbox_next(...)
-  local t, key = ...
-  if type(t) == "table" and real_getmetatable(t) == nil then return next(t, key) end -- (a plain table)
+-- (`next` is C, builtins.c: a table that is no host's is Lua's to walk; the host's — a library, a namespace's
+-- globals, a table with a sealed metatable — are walked here.)
+local function hosts_next(t, key)
   local source = frozen[t]
   if source ~= nil then
     local library = open_libraries[t]
@@ -179,7 +180,6 @@ local function sandbox_next(...)
     return next(source, key)
   end
   if global_sets[t] ~= nil then return globals_next(t, key) end
-  if type(t) ~= "table" then refuse(next, ...) end
   if sealed[real_getmetatable(t)] then return sealed_next(t, key) end
   return next(t, key)
 end
@@ -305,8 +305,9 @@ local mode_guard, sandbox_collectgarbage, sandbox_coroutine, sandbox_rawlen, san
   script_metatables, sortedpairs, unguarded, base_sealed, base_sealed_next =
   host.base(add_to_library, frozen, global_sets, host_gcmode, host_makeclose, host_makewrap, host_resume,
     open_libraries, raw_getmetatable, real_collectgarbage, real_getmetatable, real_pcall, real_rawset,
-    real_setmetatable, refuse, safe_tostring, set_global, sort, typename, weak_tables_honoured)
+    real_setmetatable, refuse, safe_tostring, set_global, sort, typename, weak_tables_honoured, error, host.builtin)
 sealed, sealed_next = base_sealed, base_sealed_next
+local sandbox_next = host.makenext(hosts_next, frozen, global_sets, sealed)
 local builtins, default_require, deferred, globals, globals_of, namespace, private_environment, define, definemodule,
   definedeferred, set_default_require =
   host.namespaces(real_rawset, host_hostmodule, chunk_namespaces, concat, freeze, frozen, global_sets, globals_next,

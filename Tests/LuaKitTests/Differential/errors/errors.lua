@@ -49,3 +49,27 @@ tracedTable.field()
 print(select(2, xpcall(string.rep, debug.traceback)))
 function failingGlobal() error("failed in a global") end
 print(select(2, xpcall(failingGlobal, debug.traceback)))
+-- The sandbox's builtins written in Lua are C functions to scripts, as Lua's are: a tail call keeps the caller's
+-- line, `string.dump` refuses them, a traceback names them, `pairs` returns the `next` scripts see.
+local function made(value) return setmetatable(value, {}) end
+print(pcall(made, 1))
+print(pcall(function() return rawlen(5) end))
+print(pcall(function() return rawget(1, 2) end))
+print(pcall(function() return rawset({}, nil, 1) end))
+print(pcall(function() return getmetatable() end))
+print(pcall(function() return collectgarbage({}) end))
+print(pcall(function() return load({}) end))
+print(pcall(function() return require(nil) end))
+print(pcall(function() return io.write({}) end))
+print(pcall(function() return next({}, "absent") end))
+print(pcall(function() return next(1) end))
+for _, builtin in ipairs({ print, setmetatable, getmetatable, rawget, rawset, rawlen, next, load, require, io.write, coroutine.wrap(print) }) do
+  io.write(tostring((pcall(string.dump, builtin))), " ")
+end
+print()
+print(pairs({}) == next, select("#", pairs({})), pairs(setmetatable({}, {})) == next)
+for key, value in pairs(setmetatable({ a = 1 }, { __index = {} })) do print(key, value) end
+print(select(2, xpcall(made, debug.traceback, 1)))
+print(select(2, xpcall(function() local x = io.write({}) return x end, debug.traceback)))
+local wrapped = coroutine.wrap(function() error("inside a wrap") end)
+print(select(2, xpcall(wrapped, debug.traceback)))

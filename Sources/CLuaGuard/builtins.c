@@ -1,0 +1,256 @@
+// The sandbox's builtins written in Lua, as scripts see them: C functions, as Lua's own are.
+//
+// The prelude writes some builtins in Lua (`setmetatable`, `rawset`, `print`, `require`, `io.open`, …). Scripts reach
+// each through `builtin(f)`: a C function that calls `f`. So each is what Lua's builtin is — a C function, whose
+// caller keeps its frame in a tail call (`return setmetatable(1)` fails at the line that says it), that
+// `string.dump` refuses, that a traceback names `[C]: in function 'setmetatable'` — and the prelude's own frames
+// never show: its chunks raise with `builtin_error`, which counts levels as `error` does but past these C frames
+// (an error "at level 2" is at the line of the script that called the builtin), and the sandbox's tracebacks
+// (`clua_traceback`) leave its frames out. `next` and `pairs` are C through and through: a plain table is walked by
+// Lua's own `lua_next`, at Lua's cost, and `pairs(t)` returns the very `next` scripts see.
+//
+// Everything here runs inside a protected call the host made, so raising is allowed: each function is `[-n, +m, e]`.
+#include <string.h>
+#include "clua_guard.h"
+
+/// The source prefix of the prelude's chunks (`PreludeParts`, `SandboxFiles`): frames a traceback leaves out.
+#define SANDBOX_SOURCE "host:LuaKit/Sandbox/"
+
+static int builtin_results(lua_State *L, int status, lua_KContext context) {
+    (void)status;
+    (void)context;
+    return lua_gettop(L);
+}
+
+int clua_builtin(lua_State *L) {
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_callk(L, lua_gettop(L) - 1, LUA_MULTRET, 0, builtin_results);
+    return lua_gettop(L);
+}
+
+/// [-1, +1, m] `function` as a C closure over the function argument 1.
+static int closure_over_function(lua_State *L, lua_CFunction function) {
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    lua_settop(L, 1);
+    lua_pushcclosure(L, function, 1);
+    return 1;
+}
+
+int clua_make_builtin(lua_State *L) {
+    return closure_over_function(L, clua_builtin);
+}
+
+/// Whether the function of frame `ar` is one of the C functions that stand for a builtin written in Lua.
+static int is_builtin_frame(lua_State *L, lua_Debug *ar) {
+    lua_getinfo(L, "f", ar);
+    lua_CFunction function = lua_tocfunction(L, -1);
+    lua_pop(L, 1);
+    return function == clua_builtin || function == clua_sandbox_next;
+}
+
+int clua_builtin_error(lua_State *L) {
+    int level = (int)luaL_optinteger(L, 2, 1);
+    lua_settop(L, 1);
+    if (lua_type(L, 1) == LUA_TSTRING && level > 0) {
+        lua_Debug ar;
+        for (int at = 1; at <= level; at++) {
+            if (!lua_getstack(L, at, &ar)) break;
+            if (is_builtin_frame(L, &ar)) level++; /* (the script called the builtin, not this C function) */
+        }
+        luaL_where(L, level);
+        lua_pushvalue(L, 1);
+        lua_concat(L, 2);
+    }
+    return lua_error(L);
+}
+
+// MARK: next and pairs
+
+int clua_sandbox_next(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_settop(L, 2); /* [t, key] */
+    int plain = 1;
+    if (lua_getmetatable(L, 1)) {
+        // (A table of the host's — a library, a namespace's globals, a store's state — is walked as the prelude
+        // says (upvalue 1); any other is Lua's. Each of those has a `__metatable`: a metatable without one, as
+        // scripts' are, is Lua's at once. A sealed table is told by that value, which `getmetatable` answers.)
+        lua_pushliteral(L, "__metatable");
+        if (lua_rawget(L, -2) != LUA_TNIL) {
+            plain = lua_rawget(L, lua_upvalueindex(4)) == LUA_TNIL; /* sealed[getmetatable(t)] */
+            lua_pushvalue(L, 1);
+            plain = plain && lua_rawget(L, lua_upvalueindex(2)) == LUA_TNIL; /* frozen[t] */
+            lua_pushvalue(L, 1);
+            plain = plain && lua_rawget(L, lua_upvalueindex(3)) == LUA_TNIL; /* global_sets[t] */
+        }
+        lua_settop(L, 2);
+    }
+    if (plain) {
+        if (lua_next(L, 1)) return 2;
+        lua_pushnil(L);
+        return 1;
+    }
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_callk(L, lua_gettop(L) - 1, LUA_MULTRET, 0, builtin_results);
+    return lua_gettop(L);
+}
+
+int clua_make_sandbox_next(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    for (int arg = 2; arg <= 4; arg++) luaL_checktype(L, arg, LUA_TTABLE);
+    lua_settop(L, 4);
+    lua_pushcclosure(L, clua_sandbox_next, 4);
+    return 1;
+}
+
+static int pairs_results(lua_State *L, int status, lua_KContext context) {
+    (void)L;
+    (void)status;
+    (void)context;
+    return 3;
+}
+
+/// `pairs(t)` as Lua's: `__pairs`'s three results, else the sandbox's `next` (upvalue 1), `t` and nil.
+static int sandbox_pairs(lua_State *L) {
+    luaL_checkany(L, 1);
+    if (luaL_getmetafield(L, 1, "__pairs") == LUA_TNIL) {
+        lua_pushvalue(L, lua_upvalueindex(1));
+        lua_pushvalue(L, 1);
+        lua_pushnil(L);
+    } else {
+        lua_pushvalue(L, 1);
+        lua_callk(L, 1, 3, 0, pairs_results);
+    }
+    return 3;
+}
+
+int clua_make_sandbox_pairs(lua_State *L) {
+    return closure_over_function(L, sandbox_pairs);
+}
+
+// MARK: Tracebacks
+
+/// Whether frame `ar` is one a sandbox traceback leaves out: the prelude's own Lua, or `builtin_error`.
+static int is_hidden_frame(lua_State *L1, lua_Debug *ar) {
+    lua_getinfo(L1, "Sf", ar);
+    lua_CFunction function = lua_tocfunction(L1, -1);
+    lua_pop(L1, 1);
+    if (function == clua_builtin_error) return 1;
+    const char *source = ar->source;
+    if (source == NULL) return 0;
+    if (*source == '=' || *source == '@') source++; /* (the host names its chunks "=name": LuaVM.compile) */
+    return strncmp(source, SANDBOX_SOURCE, sizeof SANDBOX_SOURCE - 1) == 0;
+}
+
+/// [-0, +1, m] Whether `table` (at the top of L's stack) holds the function at `function` as a field, at most `depth`
+/// tables down: if so its dotted name is pushed (lauxlib's `findfield`, which names functions in Lua's tracebacks).
+static int find_field(lua_State *L, int function, int depth) {
+    if (depth == 0 || lua_type(L, -1) != LUA_TTABLE) return 0;
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {
+        if (lua_type(L, -2) == LUA_TSTRING) {
+            if (lua_rawequal(L, function, -1)) {
+                lua_pop(L, 1);
+                return 1;
+            }
+            if (find_field(L, function, depth - 1)) {
+                lua_pushliteral(L, "."); /* [key, table, name] -> [key, ".", name] */
+                lua_replace(L, -3);
+                lua_concat(L, 3);
+                return 1;
+            }
+        }
+        lua_pop(L, 1);
+    }
+    return 0;
+}
+
+/// [-0, +1, m] Pushes how a traceback names frame `ar`'s function, as `luaL_traceback` does: its name among the
+/// modules loaded (`_G.` left out), else the name its caller used, else "main chunk", `function <file:line>` or "?".
+static void push_function_name(lua_State *L, lua_State *L1, lua_Debug *ar) {
+    int top = lua_gettop(L);
+    lua_getinfo(L1, "f", ar);
+    lua_xmove(L1, L, 1);
+    lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+    if (find_field(L, top + 1, 2)) {
+        const char *name = lua_tostring(L, -1);
+        if (strncmp(name, LUA_GNAME ".", 3) == 0) name += 3;
+        lua_pushfstring(L, "function '%s'", name);
+        lua_replace(L, top + 1);
+        lua_settop(L, top + 1);
+        return;
+    }
+    lua_settop(L, top);
+    if (*ar->namewhat != '\0') lua_pushfstring(L, "%s '%s'", ar->namewhat, ar->name);
+    else if (*ar->what == 'm') lua_pushliteral(L, "main chunk");
+    else if (*ar->what != 'C') lua_pushfstring(L, "function <%s:%d>", ar->short_src, ar->linedefined);
+    else lua_pushliteral(L, "?");
+}
+
+/// The last level of L1's stack (a binary search, as lauxlib's `lastlevel`).
+static int last_level(lua_State *L1) {
+    lua_Debug ar;
+    int low = 1, high = 1;
+    while (lua_getstack(L1, high, &ar)) {
+        low = high;
+        high *= 2;
+    }
+    while (low < high) {
+        int middle = (low + high) / 2;
+        if (lua_getstack(L1, middle, &ar)) low = middle + 1;
+        else high = middle;
+    }
+    return high - 1;
+}
+
+/// How many levels a traceback shows before and after the ones it skips in a deep stack (lauxlib's).
+enum { LEVELS_FIRST = 10, LEVELS_LAST = 11 };
+
+void clua_traceback(lua_State *L, lua_State *L1, const char *message, int level) {
+    luaL_Buffer buffer;
+    lua_Debug ar;
+    int last = last_level(L1);
+    int shownBeforeSkip = (last - level > LEVELS_FIRST + LEVELS_LAST) ? LEVELS_FIRST : -1;
+    luaL_buffinit(L, &buffer);
+    if (message != NULL) {
+        luaL_addstring(&buffer, message);
+        luaL_addchar(&buffer, '\n');
+    }
+    luaL_addstring(&buffer, "stack traceback:");
+    while (lua_getstack(L1, level++, &ar)) {
+        if (is_hidden_frame(L1, &ar)) continue;
+        if (shownBeforeSkip-- == 0) {
+            int skipped = last - level - LEVELS_LAST + 1;
+            lua_pushfstring(L, "\n\t...\t(skipping %d levels)", skipped);
+            luaL_addvalue(&buffer);
+            level += skipped;
+            continue;
+        }
+        lua_getinfo(L1, "Slnt", &ar);
+        if (ar.currentline <= 0) lua_pushfstring(L, "\n\t%s: in ", ar.short_src);
+        else lua_pushfstring(L, "\n\t%s:%d: in ", ar.short_src, ar.currentline);
+        luaL_addvalue(&buffer);
+        push_function_name(L, L1, &ar);
+        luaL_addvalue(&buffer);
+        if (ar.istailcall) luaL_addstring(&buffer, "\n\t(...tail calls...)");
+    }
+    luaL_pushresult(&buffer);
+}
+
+int clua_sandbox_traceback(lua_State *L) {
+    lua_State *L1 = L;
+    int arg = 0;
+    if (lua_isthread(L, 1)) {
+        L1 = lua_tothread(L, 1);
+        arg = 1;
+    }
+    const char *message = lua_tostring(L, arg + 1);
+    if (message == NULL && !lua_isnoneornil(L, arg + 1)) {
+        lua_pushvalue(L, arg + 1); /* (a message that is no string is returned as it is) */
+        return 1;
+    }
+    int level = (int)luaL_optinteger(L, arg + 2, (L == L1) ? 1 : 0);
+    clua_traceback(L, L1, message, level);
+    return 1;
+}
