@@ -2,13 +2,15 @@ import Foundation
 import LuaKit
 import Synchronization
 
-/// `luakit FILE [--time-budget-ms N] [--memory-mb N] [--lua-path PATH] [ARG …] [-- ARG …]`: runs one Lua file in
-/// LuaKit's sandbox as the stand-alone `lua` runs one (what it returns is dropped). As `lua` gives them, the script gets its arguments as `...` and in
-/// the global `arg` (`arg[0]` the file, `arg[-1]` the interpreter); after `--` every argument is the script's. Modules it `require`s are loaded from the file's folder, then from the module path as
-/// stock `lua5.4` takes it (`--lua-path`, else `LUA_PATH_5_4` or `LUA_PATH`, else Debian's default; source text
-/// only). Exit status: 0 on success, 1 when the script fails or cannot be read (what `lua` prints of the error goes
-/// to standard error), 2 for usage errors.
-let usage = "usage: luakit FILE [--time-budget-ms N] [--memory-mb N] [--lua-path PATH] [ARG ...] [-- ARG ...]"
+/// `luakit [OPTION …] FILE [ARG …]`: runs one Lua file in LuaKit's sandbox as the stand-alone `lua` runs one (what it
+/// returns is dropped). As `lua` gives them, the script gets every argument after the file — `-v`, `--`, `-` too — as
+/// `...` and in the global `arg` (`arg[0]` the file, `arg[-1]` the interpreter); luakit's own options
+/// (`--time-budget-ms N`, `--memory-mb N`, `--lua-path PATH`) come before the file, or after it until a `--`. Modules
+/// it `require`s are loaded from the file's folder, then from the module path as stock `lua5.4` takes it
+/// (`--lua-path`, else `LUA_PATH_5_4` or `LUA_PATH`, else Debian's default; source text only). Exit status: 0 on
+/// success, 1 when the script fails or cannot be read (what `lua` prints of the error goes to standard error), 2 for
+/// usage errors.
+let usage = "usage: luakit [--time-budget-ms N] [--memory-mb N] [--lua-path PATH] FILE [ARG ...]"
 
 var arguments = Array(CommandLine.arguments.dropFirst())
 var limits = LuaLimits()
@@ -26,35 +28,38 @@ do {
 var file: String?
 var luaPath: String?
 var scriptArguments: [String] = []
+var ownOptions = true // (luakit's options: before the file, or after it until a `--`)
 while !arguments.isEmpty {
     let argument = arguments.removeFirst()
     switch argument {
-    case "--" where file != nil:
-        scriptArguments += arguments
-        arguments = []
-    case "--time-budget-ms", "--memory-mb":
+    case "--time-budget-ms" where ownOptions, "--memory-mb" where ownOptions:
         guard let value = arguments.first.flatMap(Int.init), value > 0 else {
             FileHandle.standardError.write(Data("luakit: \(argument) needs a positive number\n\(usage)\n".utf8))
             exit(2)
         }
         arguments.removeFirst()
         if argument == "--time-budget-ms" { limits.timeBudget = .milliseconds(value) } else { limits.memoryBytes = value << 20 }
-    case "--lua-path":
+    case "--lua-path" where ownOptions:
         guard let value = arguments.first else {
             FileHandle.standardError.write(Data("luakit: --lua-path needs a path (templates such as /usr/share/lua/5.4/?.lua, separated by ';')\n\(usage)\n".utf8))
             exit(2)
         }
         arguments.removeFirst()
         luaPath = value
-    case "-h", "--help":
+    case "-h" where file == nil, "--help" where file == nil:
         print(usage)
         exit(0)
     default:
-        guard !argument.hasPrefix("-") else {
+        if file != nil {
+            // (The script's, as `lua` gives every argument after the file: a `--` too, after which luakit takes none.)
+            if argument == "--" { ownOptions = false }
+            scriptArguments.append(argument)
+        } else if argument.hasPrefix("-") {
             FileHandle.standardError.write(Data("luakit: unexpected argument '\(argument)'\n\(usage)\n".utf8))
             exit(2)
+        } else {
+            file = argument
         }
-        if file == nil { file = argument } else { scriptArguments.append(argument) }
     }
 }
 guard let file else {

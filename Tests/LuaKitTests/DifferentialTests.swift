@@ -60,6 +60,25 @@ struct DifferentialTests {
         #expect(sandboxed.errors.replacingOccurrences(of: "luakit:", with: "lua:") == stock.errors.replacingOccurrences(of: stockLua! + ":", with: "lua:"))
     }
 
+    /// A script gets every argument after its file, as `lua` gives them — ones that look like options, `-`, `--` —
+    /// in `arg` and as `...`; luakit's own options before the file are luakit's (and after it, until a `--`).
+    @Test(arguments: [["-v", "--verbose", "-", "x"], ["--", "--time-budget-ms", "5"], ["a", "--", "-h"], []])
+    func aScriptGetsItsArgumentsAsUnderLua(arguments: [String]) async throws {
+        let folder = try makeTemporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try Data("""
+            print(select("#", ...), ...)
+            print(#arg, arg[0], table.concat(arg, "|"))
+            """.utf8).write(to: folder.appendingPathComponent("main.lua"))
+        let stock = try await runChildProcess(URL(fileURLWithPath: stockLua!), ["main.lua"] + arguments, directory: folder)
+        let sandboxed = try await runChildProcess(LuakitToolTests.binary, ["--time-budget-ms", "60000", "main.lua"] + arguments, directory: folder)
+        #expect(sandboxed.status == 0 && stock.status == 0, "\(sandboxed.errors)")
+        #expect(sandboxed.output == stock.output)
+        // (luakit's option after the file, before any `--`, is luakit's.)
+        let after = try await runChildProcess(LuakitToolTests.binary, ["main.lua", "--time-budget-ms", "60000"] + arguments, directory: folder)
+        #expect(after.output == stock.output, "\(after.errors)")
+    }
+
     /// The standard input, as `lua` reads it: `io.read` in every format, `io.lines()`, `io.stdin` a file of its own
     /// (`io.type`, no writes), an empty input; stdout, stderr and status as stock `lua5.4`'s for the same input.
     @Test(arguments: ["hello\n42 7.5\nA\nB", "", "no newline at the end"])
