@@ -74,27 +74,63 @@ guard let source = FileManager.default.contents(atPath: url.path) else { // (byt
     exit(1)
 }
 
-/// What goes to standard output: what the script prints, in order, as bytes; written out in
-/// blocks of 64 KiB, as a buffered stream writes to a pipe, and at the end (`flushOut`).
-let pendingOut = Mutex<[UInt8]>([])
-
-@Sendable func writeOut(_ bytes: [UInt8]) {
-    let full: [UInt8]? = pendingOut.withLock { pending in
-        pending += bytes
-        guard pending.count >= 1 << 16 else { return nil }
-        defer { pending.removeAll(keepingCapacity: true) }
-        return pending
+/// The standard output as C's `stdout` buffers it for `lua`: a line at a time to a terminal, blocks of 4 KiB to a
+/// pipe or a file (so what a script writes to both streams comes out in the order `lua`'s does), written out by
+/// `io.flush()`, at the end, and before the standard input is read from a terminal; `setvbuf` changes the mode.
+final class StandardOutput: LuaStandardOutput {
+    private struct Buffer {
+        var bytes: [UInt8] = []
+        var mode: LuaOutputBuffering = isatty(STDOUT_FILENO) != 0 ? .line : .full
     }
-    if let full { FileHandle.standardOutput.write(Data(full)) }
+    private static let blockBytes = 4096
+    private let buffer = Mutex(Buffer())
+
+    func write(_ bytes: [UInt8]) {
+        let out: [UInt8]? = buffer.withLock { buffer in
+            buffer.bytes += bytes
+            let due: Bool
+            switch buffer.mode {
+            case .no: due = true
+            case .line: due = bytes.contains(10) || buffer.bytes.count >= Self.blockBytes
+            case .full: due = buffer.bytes.count >= Self.blockBytes
+            }
+            guard due else { return nil }
+            defer { buffer.bytes.removeAll(keepingCapacity: true) }
+            return buffer.bytes
+        }
+        if let out { Self.writeOut(out) }
+    }
+
+    func flush() {
+        let out = buffer.withLock { buffer in
+            defer { buffer.bytes.removeAll(keepingCapacity: true) }
+            return buffer.bytes
+        }
+        if !out.isEmpty { Self.writeOut(out) }
+    }
+
+    func setBuffering(_ mode: LuaOutputBuffering) {
+        flush()
+        buffer.withLock { $0.mode = mode }
+    }
+
+    /// Whether a line at a time goes out (a terminal's): then reading the standard input writes out a prompt first.
+    var linesAtATime: Bool { buffer.withLock { $0.mode != .full } }
+
+    private static func writeOut(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { raw in
+            var at = 0
+            while at < raw.count {
+                let written = Glibc.write(STDOUT_FILENO, raw.baseAddress! + at, raw.count - at)
+                if written < 0 && errno == EINTR { continue }
+                guard written > 0 else { return } // (a closed pipe: lua's writes fail as quietly)
+                at += written
+            }
+        }
+    }
 }
 
-func flushOut() {
-    let rest = pendingOut.withLock { pending in
-        defer { pending.removeAll() }
-        return pending
-    }
-    if !rest.isEmpty { FileHandle.standardOutput.write(Data(rest)) }
-}
+let standardOutput = StandardOutput()
 
 let modulePath = LuaModulePath.resolve(option: luaPath)
 let argumentTable = LuaTable(array: scriptArguments.map(LuaValue.string), fields: [.integer(0): .string(file), .integer(-1): "luakit"])
@@ -102,11 +138,14 @@ let argumentValues = scriptArguments.map { LuaArgument.value(.string($0)) }
 let thread = LuaThread(name: "luakit")
 let status: Int32 = thread.sync {
     do {
-        // (Lines go out as the bytes the script wrote, as `lua` writes them.)
         let vm = try LuaVM(limits: limits, moduleRoot: url.deletingLastPathComponent(), modulePath: modulePath,
-                           printingBytes: { writeOut($0 + [10]) },
+                           printingBytes: { _ in },
                            errorBytes: { FileHandle.standardError.write(Data($0)) }, // (unbuffered, as `lua`'s standard error)
-                           standardInput: { [UInt8](FileHandle.standardInput.readDataToEndOfFile()) }) // (`io.read`, `io.lines()`)
+                           standardInput: { // (`io.read`, `io.lines()`; a prompt written first, as C does to a terminal)
+                               if standardOutput.linesAtATime { standardOutput.flush() }
+                               return [UInt8](FileHandle.standardInput.readDataToEndOfFile())
+                           },
+                           standardOutput: standardOutput)
         vm.moduleChunkPrefix = "./" // (modules named as stock Lua names what `./?.lua` found)
         _ = try vm.call(try vm.load("arg = ...", chunkName: "=luakit"), .table(argumentTable))
         // (Named as given, as `lua` names a file — a long path by its last 56 bytes after "...", as Lua's `chunkid` shows it.)
@@ -135,5 +174,5 @@ let status: Int32 = thread.sync {
         return 1
     }
 }
-flushOut() // (what the script printed before its error too)
+standardOutput.flush() // (what the script printed before its error too)
 exit(status)

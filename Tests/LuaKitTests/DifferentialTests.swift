@@ -79,6 +79,27 @@ struct DifferentialTests {
         #expect(after.output == stock.output, "\(after.errors)")
     }
 
+    /// The standard output as `lua` writes it: `print` writes its line out at once (Lua's flushes), `io.write` waits
+    /// in the buffer until a flush, a `print` or the end — so what goes to both streams of one pipe (`2>&1`) comes
+    /// out in `lua`'s order, an error's message included, and nothing is added to a last line without its end.
+    @Test(arguments: [
+        "print('a')\nio.stderr:write('E\\n')\nio.write('held ')\nio.stderr:write('F\\n')\nprint('b')\nio.write('partial')\nerror('x')",
+        "io.write('one ')\nio.flush()\nio.stderr:write('two\\n')\nio.stdout:write('three ')\nio.stdout:flush()\nio.stderr:write('four\\n')",
+        "io.stdout:setvbuf('no')\nio.write('unbuffered ')\nio.stderr:write('then\\n')\nio.write(1)",
+    ])
+    func theOutputInterleavesAsUnderLua(script: String) async throws {
+        let folder = try makeTemporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try Data(script.utf8).write(to: folder.appendingPathComponent("main.lua"))
+        let shell = URL(fileURLWithPath: "/bin/sh")
+        let stock = try await runChildProcess(shell, ["-c", "'\(stockLua!)' main.lua 2>&1"], directory: folder)
+        let sandboxed = try await runChildProcess(shell, ["-c", "'\(LuakitToolTests.binary.path)' main.lua 2>&1"], directory: folder)
+        #expect(sandboxed.status == stock.status)
+        #expect(sandboxed.output.replacingOccurrences(of: "luakit:", with: "lua:")
+                == stock.output.replacingOccurrences(of: stockLua! + ":", with: "lua:"))
+        #expect(!stock.output.isEmpty)
+    }
+
     /// The standard input, as `lua` reads it: `io.read` in every format, `io.lines()`, `io.stdin` a file of its own
     /// (`io.type`, no writes), an empty input; stdout, stderr and status as stock `lua5.4`'s for the same input.
     @Test(arguments: ["hello\n42 7.5\nA\nB", "", "no newline at the end"])

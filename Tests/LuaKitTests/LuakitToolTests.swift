@@ -33,6 +33,19 @@ import Testing
         #expect(run.output == "4\ttrue\tluakit\tone\t--\t--\t4\n", "what the main chunk returns is dropped, as `lua` drops it: \(run.output)")
     }
 
+    /// Writing to a pipe whose reader is slow waits, as `lua` waits, and the wait is not the script's time: 500 KB
+    /// into a pipe read only after 2 s, with a budget of 300 ms (its wall-clock backstop 1.5 s), all arrive.
+    @Test func aSlowReaderIsWaitedForOutsideTheBudget() async throws {
+        let folder = try makeTemporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try Data("for i = 1, 5000 do print(('x'):rep(100)) end\nio.write('end\\n')".utf8).write(to: folder.appendingPathComponent("main.lua"))
+        let run = try await runChildProcess(URL(fileURLWithPath: "/bin/sh"), [
+            "-c", "'\(Self.binary.path)' --time-budget-ms 300 main.lua | (sleep 2; wc -l); echo \"status ${PIPESTATUS:-0}\"",
+        ], directory: folder)
+        #expect(run.output.hasPrefix("5001\n"), "\(run.output)\(run.errors)")
+        #expect(run.errors.isEmpty, "\(run.errors)")
+    }
+
     /// The script is read as bytes, as `lua` reads a source file: a string literal may hold bytes that are not
     /// UTF-8 text (an invalid sequence, a lone continuation byte, Latin-1), and a file that is not there is named.
     @Test func theScriptIsReadAsBytes() async throws {

@@ -125,6 +125,13 @@ extension LuaVM {
     /// [-1, +0, -] (a host function: its failures are raised by the trampoline)
     func printPrimitive() throws(HostFailure) -> Int32 {
         let line = try stringArgument(1, "print")
+        if let standardOutput { // (a line, then a flush: Lua's `print` flushes, `lua_writeline`)
+            outsideBudget {
+                standardOutput.write(Array(line) + [10])
+                standardOutput.flush()
+            }
+            return 0
+        }
         if partialLine.isEmpty {
             printLine(Array(line))
         } else {
@@ -139,6 +146,10 @@ extension LuaVM {
     /// [-1, +0, -] (a host function)
     func writePrimitive() throws(HostFailure) -> Int32 {
         let text = try stringArgument(1, "write")
+        if let standardOutput {
+            outsideBudget { standardOutput.write(Array(text)) }
+            return 0
+        }
         var start = text.startIndex
         while let newline = text[start...].firstIndex(of: UInt8(ascii: "\n")) {
             printLine(partialLine + text[start..<newline])
@@ -157,13 +168,37 @@ extension LuaVM {
         return 0
     }
 
+    /// `flush()`: writes out what the host's standard output buffers (`io.flush()`, `io.stdout:flush()`).
+    /// [-0, +0, -] (a host function)
+    func flushPrimitive() throws(HostFailure) -> Int32 {
+        if let standardOutput { outsideBudget { standardOutput.flush() } }
+        return 0
+    }
+
+    /// `setvbuf(mode)`: how the host's standard output buffers from now on ("no", "line" or "full": the prelude
+    /// checked it). [-1, +0, -] (a host function)
+    func setBufferingPrimitive() throws(HostFailure) -> Int32 {
+        let mode = String(decoding: try stringArgument(1, "setvbuf"), as: UTF8.self)
+        if let standardOutput, let buffering = LuaOutputBuffering(rawValue: mode) {
+            outsideBudget { standardOutput.setBuffering(buffering) }
+        }
+        return 0
+    }
+
+    /// Runs `body`, which waits on the world (a pipe, a terminal): the time it takes is left out of the running
+    /// call's time budget.
+    func outsideBudget<T>(_ body: () -> T) -> T {
+        let started = ContinuousClock.now
+        let result = body()
+        let waited = ContinuousClock.now - started
+        clua_budget_exclude(state, Int64(waited.components.seconds) * 1_000_000_000 + waited.components.attoseconds / 1_000_000_000)
+        return result
+    }
+
     /// `readstdin()`: all of the host's standard input, as bytes (`init(…standardInput:)`); the time it waited for
     /// it is left out of the call's time budget. [-0, +1, -] (a host function)
     func readInputPrimitive() throws(HostFailure) -> Int32 {
-        let started = ContinuousClock.now
-        let bytes = readInput?() ?? []
-        let waited = ContinuousClock.now - started
-        clua_budget_exclude(state, Int64(waited.components.seconds) * 1_000_000_000 + waited.components.attoseconds / 1_000_000_000)
+        let bytes = outsideBudget { readInput?() ?? [] }
         try ensureHeadroom(bytes.count * 2)
         bytes.withUnsafeBufferPointer { raw in
             raw.withMemoryRebound(to: CChar.self) { _ = lua_pushlstring(state, $0.baseAddress, $0.count) }

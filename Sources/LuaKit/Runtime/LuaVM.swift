@@ -53,6 +53,9 @@ public final class LuaVM {
     let readInput: (@Sendable () -> [UInt8])?
     /// What `io.write` wrote after the last line it ended: the next `print` or line ends it (and `deinit`).
     var partialLine: [UInt8] = []
+    /// Where `print` and `io.write` write as they write, when the host has a standard output of its own
+    /// (`init(…standardOutput:)`); `printLine` is then not called.
+    let standardOutput: (any LuaStandardOutput)?
     private let owner: pthread_t
     var hostFunctions: [Unmanaged<HostFunction>] = []
     /// The compiled chunks of host modules defined by their source (`define(module:source:)`), run at their first
@@ -102,11 +105,14 @@ public final class LuaVM {
     /// `errorBytes`, when given, receives what scripts write to `io.stderr` and `warn`'s lines, as they write them
     /// (a process's standard error, as `lua`'s); without it those go to `printingBytes` as lines. `standardInput`,
     /// when given with `LuaLimits.system`, is what `io.stdin` and the default input read: all of it, asked for at
-    /// the first read (the wait is not counted in the time budget); without it they read nothing.
+    /// the first read (the wait is not counted in the time budget); without it they read nothing. `standardOutput`,
+    /// when given, receives what `print` and `io.write` write as they write it, in place of `printingBytes`, and
+    /// `io.flush`, `setvbuf` (`LuaStandardOutput`).
     public init(limits: LuaLimits, moduleRoot: URL?, modulePath: [String],
                 printingBytes print: @escaping @Sendable ([UInt8]) -> Void,
                 errorBytes: (@Sendable ([UInt8]) -> Void)? = nil,
-                standardInput: (@Sendable () -> [UInt8])? = nil) throws(LuaError) {
+                standardInput: (@Sendable () -> [UInt8])? = nil,
+                standardOutput: (any LuaStandardOutput)? = nil) throws(LuaError) {
         precondition(LuaThread.currentStackSize >= LuaThread.defaultStackSize,
                      "LuaVM needs a thread with an 8 MiB stack: create and use it on a LuaThread")
         self.limits = limits
@@ -116,6 +122,7 @@ public final class LuaVM {
         self.printLine = print
         self.writeError = errorBytes
         self.readInput = standardInput
+        self.standardOutput = standardOutput
         self.owner = pthread_self()
         guardState = .allocate(capacity: 1)
         guardState.initialize(to: CLuaGuard())
@@ -284,6 +291,10 @@ public final class LuaVM {
         setHostFunction("write", in: -1) { vm throws(HostFailure) in try vm.writePrimitive() }
         if writeError != nil {
             setHostFunction("writeerror", in: -1) { vm throws(HostFailure) in try vm.writeErrorPrimitive() }
+        }
+        if standardOutput != nil {
+            setHostFunction("flush", in: -1) { vm throws(HostFailure) in try vm.flushPrimitive() }
+            setHostFunction("setvbuf", in: -1) { vm throws(HostFailure) in try vm.setBufferingPrimitive() }
         }
         setHostFunction("readmodule", in: -1) { vm throws(HostFailure) in try vm.readModulePrimitive() }
         setHostFunction("readfile", in: -1) { vm throws(HostFailure) in try vm.readFilePrimitive() }

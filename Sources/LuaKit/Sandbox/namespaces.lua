@@ -347,7 +347,7 @@ local function no_files(name)
   return function() error(no_files_message(name), 2) end
 end
 local sandbox_io
-local stdin, stderr -- (below: a file that reads nothing and takes no writes; the standard error)
+local stdin, stderr, stdout -- (below: a file that reads nothing and takes no writes; the standard error and output)
 -- (Called by the script, or in tail position: an error at level 2 is at the line of the script that wrote.)
 local function write_values(file, ...)
   if file == stdin then return nil, "Bad file descriptor", 9 end -- (as Lua's `io.stdin:write` answers)
@@ -366,13 +366,20 @@ local function write_values(file, ...)
   end
   return file
 end
+-- (Where the host has a standard output of its own, `luakit`'s, it buffers as C's `stdout` does: `flush` writes it
+-- out, `setvbuf` says how; LuaVM.standardOutput.)
+local host_flush, host_setvbuf = host.flush, host.setvbuf
 local file_methods = {
   write = write_values,
-  flush = function() return true end,
-  setvbuf = function(_, mode)
+  flush = function(file)
+    if file == stdout and host_flush then host_flush() end
+    return true
+  end,
+  setvbuf = function(file, mode)
     if mode ~= "no" and mode ~= "full" and mode ~= "line" then
       error("bad argument #1 to 'setvbuf' (invalid option '" .. tostring(mode) .. "')", 2)
     end
+    if file == stdout and host_setvbuf then host_setvbuf(mode) end
     return true
   end,
   close = no_files("close"), read = no_files("read"), lines = no_files("lines"), seek = no_files("seek"),
@@ -385,7 +392,7 @@ local function new_file(name)
   frozen[file] = file -- (read-only as it is; `freeze` leaves it whole)
   return file
 end
-local stdout = new_file("stdout")
+stdout = new_file("stdout")
 stderr = new_file("stderr")
 stdin = new_file("stdin")
 file_metatable.__tostring = function(file) return "file (" .. file_metatable[file] .. ")" end
@@ -395,7 +402,10 @@ local output = stdout
 local function is_standard(value) return value == stdout or value == stderr or value == stdin end
 sandbox_io = {
   write = function(...) return write_values(output, ...) end,
-  flush = function() return true end,
+  flush = function()
+    if output == stdout and host_flush then host_flush() end
+    return true
+  end,
   stdout = stdout, stderr = stderr, stdin = stdin,
   type = function(...)
     if select("#", ...) == 0 then error("bad argument #1 to 'type' (value expected)", 2) end
