@@ -86,8 +86,13 @@ static void on_watchdog_signal(int signal, siginfo_t *info, void *context) {
         for (CLuaGuard *g = clua_running_on_this_thread; g != NULL; g = g->outerRunning) {
             int64_t deadline = g->deadlineNanos;
             if (deadline != 0 && now >= deadline && !g->timedOut) {
-                lua_State *running = g->running;
-                lua_sethook(running != NULL ? running : g->state, clua_budget_hook, LUA_MASKCOUNT, 1);
+                lua_State *running = g->running != NULL ? g->running : g->state;
+                // (Setting a hook marks every Lua frame on the stack: a signal per tick while one is set already,
+                // 500,000 frames deep, took all the thread's time — in Lua's own stack reallocation, where no hook
+                // fires — and the script never reached the hook. One is enough until it fires.)
+                if (lua_gethook(running) != clua_budget_hook || lua_gethookcount(running) != 1) {
+                    lua_sethook(running, clua_budget_hook, LUA_MASKCOUNT, 1);
+                }
             }
         }
     } else {

@@ -15,6 +15,9 @@ let usage = "usage: luakit [--time-budget-ms N] [--memory-mb N] [--lua-path PATH
 var arguments = Array(CommandLine.arguments.dropFirst())
 var limits = LuaLimits()
 limits.system = .system // (a script run as `lua` runs it: the real clock and environment)
+// (A heap of up to 1 GiB: room for what `lua` runs — a runaway recursion reaches Lua's own "stack overflow", whose
+// stack and frames take ≈ 60 MB — while a runaway allocation still stops. `--memory-mb` sets it.)
+limits.memoryBytes = 1 << 30
 // The default time budget, as `luastore`'s: `LUASTORE_TIME_BUDGET_MS` where set (a machine under load, where a
 // budget counted on the wall clock would stop a call the scheduler only paused); `--time-budget-ms` still wins.
 do {

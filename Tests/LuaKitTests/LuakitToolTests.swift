@@ -46,6 +46,27 @@ import Testing
         #expect(run.errors.isEmpty, "\(run.errors)")
     }
 
+    /// A runaway recursion ends as `lua`'s does — Lua's "stack overflow", within a heap of luakit's default size —
+    /// or at the time budget, promptly: the budget's signal, once per deadline, never starves a deep stack (a signal
+    /// each tick marked 500,000 frames each time, and the script ran for minutes).
+    @Test func aRunawayRecursionEndsPromptly() async throws {
+        let folder = try makeTemporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try Data("""
+            local function r() return 1 + r() end
+            print(pcall(r))
+            local function deep(n) local a, b, c = n, n, n return deep(n + 1) + a end
+            print(pcall(deep, 1))
+            r()
+            """.utf8).write(to: folder.appendingPathComponent("main.lua"))
+        let started = ContinuousClock.now
+        let run = try await runChildProcess(Self.binary, ["--time-budget-ms", "150", "main.lua"], directory: folder, timeout: .seconds(90))
+        #expect(run.status == 1, "\(run.errors)")
+        #expect(run.errors.contains("stack overflow") || run.errors.contains("time budget of 150 ms exceeded"), "\(run.errors)")
+        #expect(!run.output.contains("not enough memory"), "\(run.output)")
+        #expect(ContinuousClock.now - started < .seconds(10)) // (0.2 s here; 29 s while each tick marked the stack)
+    }
+
     /// The script is read as bytes, as `lua` reads a source file: a string literal may hold bytes that are not
     /// UTF-8 text (an invalid sequence, a lone continuation byte, Latin-1), and a file that is not there is named.
     @Test func theScriptIsReadAsBytes() async throws {
