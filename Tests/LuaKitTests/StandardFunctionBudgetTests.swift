@@ -30,7 +30,7 @@ import Testing
         "tonumber": .memory, "tostring": .memory, "type": .arguments, "warn": .arguments, "xpcall": .checksBudget,
         "coroutine.close": .checksBudget, "coroutine.create": .arguments, "coroutine.isyieldable": .arguments,
         "coroutine.resume": .checksBudget, "coroutine.running": .arguments, "coroutine.status": .arguments,
-        "coroutine.wrap": .checksBudget, "coroutine.yield": .arguments,
+        "coroutine.wrap": .checksBudget, "coroutine.yield": .arguments, "package.searchpath": .luaCode,
         "debug.getmetatable": .arguments, "debug.traceback": .memory,
         "io.close": .arguments, "io.flush": .arguments, "io.input": .arguments, "io.lines": .arguments, "io.open": .arguments, "io.output": .arguments,
         "io.popen": .arguments, "io.read": .arguments, "io.tmpfile": .arguments, "io.type": .arguments, "io.write": .memory,

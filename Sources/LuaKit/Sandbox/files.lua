@@ -189,8 +189,9 @@ sandbox_io.type = function(...)
   if raw_getmetatable(value) == reading_metatable then return "closed file" end
   return write_type(value)
 end
+local close_standard = sandbox_io.close
 sandbox_io.close = function(file)
-  if file == nil then return no_files("close")() end
+  if file == nil or file == sandbox_io.stdout or file == sandbox_io.stderr then return close_standard(file) end
   return reading_methods.close(file)
 end
 

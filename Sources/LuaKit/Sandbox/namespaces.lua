@@ -162,6 +162,7 @@ local function sandbox_load(default_env, ...)
   return parse(chunk, chunkname, env)
 end
 
+local replace_plain -- (below)
 local builtins = {}     -- modules `require` returns by name: the standard libraries, and what the host defines
 local deferred = {}     -- host modules defined by their chunk, not run yet (`load_deferred`, below)
 local load_deferred
@@ -170,6 +171,44 @@ local load_deferred
 local unavailable = {
   os = "no clocks, processes or environment",
 }
+
+-- `package.searchpath(name, path [, sep [, rep]])` as Lua's: the first file of `path`'s templates (`?` replaced by
+-- `name`, its `sep`s by `rep`s) that can be read — a file of the app's folder (`root`, a plugin's), or, where the
+-- host gives the system (`luakit`), of the project's folder or the module path — else nil and each file tried.
+local host_readdata = host.readdata
+local function search_path(root, ...)
+  local name, path, sep, rep = ...
+  for index = 2, 1, -1 do -- (the path first, as Lua 5.4.4's is built)
+    local value = select(index, ...)
+    if type(value) ~= "string" and type(value) ~= "number" then
+      error("bad argument #" .. index .. " to 'searchpath' (string expected, got " .. (select("#", ...) < index and "no value" or typename(value)) .. ")", 2)
+    end
+  end
+  name, path, sep, rep = tostring(name), tostring(path), sep == nil and "." or tostring(sep), rep == nil and "/" or tostring(rep)
+  if sep ~= "" then name = replace_plain(name, sep, rep) end
+  local tried = {}
+  for template in path:gmatch("[^;]+") do
+    local file = replace_plain(template, "?", name)
+    local found
+    if host_readdata ~= nil then found = host_readdata(file) ~= nil else found = host_readfile(file, "searchpath", root) ~= nil end
+    if found then return file end
+    tried[#tried + 1] = "no file '" .. file .. "'"
+  end
+  return nil, concat(tried, "\n\t")
+end
+
+-- `text` with every `plain` (found as it is, not as a pattern) replaced by `by`.
+function replace_plain(text, plain, by)
+  local parts, at = {}, 1
+  while true do
+    local from, to = text:find(plain, at, true)
+    if from == nil then break end
+    parts[#parts + 1] = text:sub(at, from - 1)
+    at = to + 1
+  end
+  parts[#parts + 1] = text:sub(at)
+  return concat(parts, by)
+end
 
 -- A module namespace: its own cache, so a new version of an app's modules can load beside the old one. Its
 -- `package` table is Lua's, as data: `loaded` (what `require` returned, and what a script puts there),
@@ -192,14 +231,21 @@ local function namespace(root, strict)
   local loading = {}
   local g -- (its globals, made when its first chunk loads: `own_globals()`)
   local require
-  local package = { loaded = {}, preload = {}, path = host_path, config = "/\n;\n?\n!\n-\n" }
+  -- (`cpath` is empty: no C module loads, so none is looked for.)
+  local package = { loaded = {}, preload = {}, path = host_path, cpath = "", config = "/\n;\n?\n!\n-\n" }
   for name, value in next, builtins do package.loaded[name] = value end
   package.loaded.package = package
+  package.searchpath = builtin(function(...) return search_path(root, ...) end)
   local function own_globals()
     if g == nil then
       g = new_globals(require, strict)
       g.loadfile, g.dofile = table.unpack(make_file_loaders(root, g))
       g.load = builtin(function(...) return sandbox_load(g, ...) end)
+      if rawget(package.loaded, "_G") == nil then package.loaded._G = g end -- (as Lua's: `require("_G")` is `_G`)
+      local named = host.globalnames -- (where tracebacks find names: `set_global`)
+      if named ~= nil and named.globals == g then
+        for _, name in ipairs({ "loadfile", "dofile", "load" }) do real_rawset(named.names, name, g[name]) end
+      end
     end
     return g
   end
@@ -300,13 +346,19 @@ globals.warn = builtin(sandbox_warn)
 -- folder of its own (`root`, a plugin's), that folder's. What they load runs with the globals `g` (the
 -- namespace's) unless given others.
 function make_file_loaders(root, g)
-  local function sandbox_loadfile(path, mode, env)
+  local function sandbox_loadfile(...)
+    local path, mode, env = ...
     if type(path) ~= "string" then error("loadfile: scripts load files of the app's folder, by path", 2) end
-    if mode ~= nil and mode ~= "t" then error("loadfile: scripts can load text chunks only (mode \"t\")", 2) end
+    if mode ~= nil and type(mode) ~= "string" then
+      error("bad argument #2 to 'loadfile' (string expected, got " .. typename(mode) .. ")", 2)
+    end
     local source, chunkname = host_readfile(path, "loadfile", root)
     if source == nil then return nil, chunkname end
+    -- (The mode as Lua reads it, "bt" by default: a text file where it has no "t" is refused, a binary one always.)
+    local refusal = chunk_refusal(source ~= "" and source or nil, mode or "bt")
+    if refusal ~= nil then return nil, refusal end
     if g ~= nil then chunk_namespaces[chunkname] = g end
-    return parse(source, chunkname, env or g or private_environment())
+    return parse(source, chunkname, select("#", ...) >= 3 and env or g or private_environment())
   end
 
   local function sandbox_dofile(path)
@@ -382,7 +434,11 @@ local file_methods = {
     if file == stdout and host_setvbuf then host_setvbuf(mode) end
     return true
   end,
-  close = no_files("close"), read = no_files("read"), lines = no_files("lines"), seek = no_files("seek"),
+  close = function(file) -- (the standard files stay open, as Lua's)
+    if file == stdout or file == stderr or file == stdin then return nil, "cannot close standard file" end
+    return no_files("close")()
+  end,
+  read = no_files("read"), lines = no_files("lines"), seek = no_files("seek"),
 }
 -- (A file is a userdata, as Lua's: assigning a field of one raises Lua's own "attempt to index a FILE* value".)
 local file_metatable = { __index = file_methods, __name = "FILE*", __metatable = false }
@@ -422,7 +478,11 @@ sandbox_io = {
     error(no_files_message("input"), 2)
   end,
   open = no_files("open"), popen = no_files("popen"), read = no_files("read"), lines = no_files("lines"),
-  close = no_files("close"), tmpfile = no_files("tmpfile"),
+  close = function(file) -- (the default output, or a standard file: they stay open, as Lua's)
+    if file == nil or is_standard(file) then return nil, "cannot close standard file" end
+    return no_files("close")()
+  end,
+  tmpfile = no_files("tmpfile"),
 }
 
 -- Reading files where the host gives the system (`luakit`, `luastore test`): `files.lua`, loaded only there (a store's

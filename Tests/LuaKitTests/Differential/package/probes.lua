@@ -58,3 +58,16 @@ print(require("spec.shebang").line, require("spec.bom"), loadfile("spec/shebang.
 print(pcall(require, "spec.long_folder_name_for_chunk_names.module_whose_name_is_long_too"))
 print(pcall(dofile, "spec/long_folder_name_for_chunk_names/module_whose_name_is_long_too.lua"))
 print(load("#!x\nreturn 1"))
+-- `package` and `loadfile` as Lua's: `package.loaded._G` is `_G`, `cpath` a string (the idiom that extends it
+-- works), `searchpath` finds a file or names each tried; `loadfile` takes a mode as Lua reads it.
+print(package.loaded._G == _G, require("_G") == _G, type(package.cpath), type(package.searchpath))
+package.cpath = package.cpath .. ";./?.so"
+print(package.searchpath("spec.helper", "./?.lua;./?/init.lua"))
+print(package.searchpath("nested.deep", "./absent/?.lua;./?.txt"))
+print(package.searchpath("a.b", "x/?.lua;?.txt", ".", "_"))
+print(select("#", loadfile("data/values.lua", "bt")), loadfile("data/values.lua", "b"))
+print(type(loadfile("data/values.lua", "t", {})), pcall(loadfile, "data/values.lua", {}))
+-- The standard files stay open, as Lua's.
+print(io.close())
+print(io.stdout:close())
+print(io.stderr:close())
