@@ -232,7 +232,11 @@ local function sandbox_wrap(fn)
   local function finish(ok, ...)
     if ok then return ... end
     local problem = ...
-    if real_status(co) == "dead" then sandbox_close(co) end -- (its to-be-closed variables, as Lua's wrap closes them)
+    if real_status(co) == "dead" then
+      -- (Its to-be-closed variables, as Lua's wrap closes them: an error one of them raises is the one passed on.)
+      local closed, closing_problem = sandbox_close(co)
+      if closed == false then problem = closing_problem end
+    end
     if type(problem) == "string" then error(problem, 2) end
     error(problem, 0)
   end

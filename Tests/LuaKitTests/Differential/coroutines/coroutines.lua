@@ -50,3 +50,13 @@ print(coroutine.resume(coroutine.create(function() print(setmetatable({}, {__tos
 print(coroutine.resume(coroutine.create(function() return select("#", print()) end)))
 print(coroutine.resume(coroutine.running()))
 print(coroutine.resume(coroutine.create(function() return coroutine.resume(coroutine.running()) end)))
+-- A wrapped coroutine that fails closes its to-be-closed variables, as Lua's wrap does: an error one of them raises
+-- is the one passed on, else the first.
+local function closing(fails)
+  return coroutine.wrap(function()
+    local x <close> = setmetatable({}, { __close = function() if fails then error("in close") end end })
+    error("original")
+  end)
+end
+print(pcall(closing(true)))
+print(pcall(closing(false)))
