@@ -90,10 +90,7 @@ int clua_sandbox_next(lua_State *L) {
         lua_pushnil(L);
         return 1;
     }
-    lua_pushvalue(L, lua_upvalueindex(1));
-    lua_insert(L, 1);
-    lua_callk(L, lua_gettop(L) - 1, LUA_MULTRET, 0, builtin_results);
-    return lua_gettop(L);
+    return clua_builtin(L); /* (the prelude's `next`, upvalue 1, as a builtin calls its Lua) */
 }
 
 int clua_make_sandbox_next(lua_State *L) {
