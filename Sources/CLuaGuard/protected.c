@@ -48,27 +48,18 @@ int clua_sandbox_pcall(lua_State *L) {
     return finish_pcall(L, status, 0);
 }
 
-/// How many times a failing handler is handed its own error before it is "error in error handling" (Lua calls it
-/// again for each error it raises until the C stack's limit, ≈ 200 calls deep).
-#define XPCALL_HANDLER_TRIES 190
-
 /// What `xpcall` returns once its call ended (as `finish_pcall`; the stack holds `[f, handler, true, ...]`). A script's
-/// handler (`extra` 0) is called here, once the stack has unwound, protected: if it fails, it is called again with
-/// the error it raised, as Lua calls it, until it returns — or, still failing, the error is Lua's "error in error
-/// handling". Lua's traceback (`extra` 1) ran where the error was raised.
+/// handler (`extra` 0) is called here, once the stack has unwound, protected: if it fails, the error is Lua's "error
+/// in error handling". Lua's traceback (`extra` 1) ran where the error was raised.
 static int finish_xpcall(lua_State *L, int status, lua_KContext extra) {
     CLuaGuard *g = clua_guard(L);
     if (g->timedOut) return clua_raise_budget_exceeded(L, g); /* (not what a handler made of it) */
     if (status == LUA_OK || status == LUA_YIELD) return lua_gettop(L) - 2;
     if (extra == 0) {
-        int handled = 0;
-        for (int tries = 0; tries < XPCALL_HANDLER_TRIES && !handled; tries++) {
-            lua_pushvalue(L, 2);
-            lua_insert(L, -2); /* [..., handler, error] */
-            handled = lua_pcall(L, 1, 1, 0) == LUA_OK;
-            if (!handled && g->timedOut) return clua_raise_budget_exceeded(L, g);
-        }
-        if (!handled) {
+        lua_pushvalue(L, 2);
+        lua_insert(L, -2); /* [..., handler, error] */
+        if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+            if (g->timedOut) return clua_raise_budget_exceeded(L, g);
             lua_pop(L, 1);
             lua_pushliteral(L, "error in error handling");
         }

@@ -73,7 +73,3 @@ print(select(2, xpcall(made, debug.traceback, 1)))
 print(select(2, xpcall(function() local x = io.write({}) return x end, debug.traceback)))
 local wrapped = coroutine.wrap(function() error("inside a wrap") end)
 print(select(2, xpcall(wrapped, debug.traceback)))
--- A handler that fails is called again with the error it raised, as Lua calls it, until it returns.
-local tries = 0
-print(xpcall(error, function(e) tries = tries + 1; if tries < 3 then error("again " .. tries) end; return "handled " .. tries .. " " .. tostring(e) end, "x"))
-print(xpcall(error, function() error({}) end, "x"))
