@@ -110,7 +110,7 @@ let package = Package(
         // The devtools: a web page for a running app, served over HTTP and a WebSocket (FlyingFox).
         .target(
             name: "LuaStoreDevtools",
-            dependencies: ["LuaKit", "LuaStoreConcurrency", "LuaStoreScripting", .product(name: "FlyingFox", package: "FlyingFox")],
+            dependencies: ["LuaKit", "LuaStoreConcurrency", "LuaStoreScripting", "PollingSocketPool", .product(name: "FlyingFox", package: "FlyingFox")],
             swiftSettings: strict,
             plugins: ["EmbedLua"]
         ),
@@ -126,7 +126,7 @@ let package = Package(
         ),
         .target(
             name: "LuaStoreDemoAPI",
-            dependencies: [.product(name: "FlyingFox", package: "FlyingFox")],
+            dependencies: ["PollingSocketPool", .product(name: "FlyingFox", package: "FlyingFox")],
             swiftSettings: strict
         ),
         .executableTarget(name: "luastore-demo-api", dependencies: ["LuaStoreDemoAPI"], swiftSettings: strict),
@@ -169,7 +169,7 @@ let package = Package(
             name: "LuaStoreDevtoolsTests",
             dependencies: [
                 "LuaKit", "LuaStoreConcurrency", "LuaStoreCore", "LuaStoreScripting", "LuaStoreDevtools", "LuaStorePersistence", "LuaStoreTestSupport",
-                "RawHTTPClient", .target(name: "luastore"),
+                "RawHTTPClient", "PollingSocketPool", .target(name: "luastore"), .product(name: "FlyingSocks", package: "FlyingFox"),
             ],
             swiftSettings: strict
         ),
@@ -193,6 +193,8 @@ let package = Package(
             swiftSettings: strict,
             plugins: ["LuaStoreSwiftTypes"]
         ),
+        // The socket pool every FlyingFox server here runs on: poll(2), whose waits survive descriptor numbers being reused.
+        .target(name: "PollingSocketPool", dependencies: [.product(name: "FlyingSocks", package: "FlyingFox")], swiftSettings: strict),
         // A bounded HTTP and WebSocket client on a plain socket, for the devtools' tests and benchmarks.
         .target(name: "RawHTTPClient", swiftSettings: strict),
         // Debian's PostgreSQL server started with initdb and pg_ctl in a temporary folder (the cluster's tests, benchmarks).
@@ -200,7 +202,7 @@ let package = Package(
         .target(
             name: "LuaStoreTestSupport",
             dependencies: [
-                "LuaKit", "LuaStoreConcurrency",
+                "LuaKit", "LuaStoreConcurrency", "PollingSocketPool",
                 .product(name: "FlyingFox", package: "FlyingFox"),
                 .product(name: "Subprocess", package: "swift-subprocess"),
                 .product(name: "SystemPackage", package: "swift-system"),

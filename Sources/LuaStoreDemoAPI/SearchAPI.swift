@@ -1,6 +1,7 @@
 import FlyingFox
 import FlyingSocks
 import Foundation
+import PollingSocketPool
 
 /// The small HTTP API the `search` sample talks to: `GET /search?q=TEXT` answers
 /// `{"query": TEXT, "results": [{"title": …}, …]}` with the words of a fixed list that contain TEXT.
@@ -30,7 +31,7 @@ public enum SearchAPI {
     /// Starts the API on 127.0.0.1:`port` (0 picks a free port) and returns the server and its port.
     public static func start(port: UInt16) async throws -> (server: HTTPServer, task: Task<Void, any Error>, port: UInt16) {
         let server = HTTPServer(address: try sockaddr_in.inet(ip4: "127.0.0.1", port: port), timeout: 30,
-                                logger: .disabled)
+                                pool: .polling(), logger: .disabled)
         await server.appendRoute("GET /search") { request in
             let query = request.query["q"] ?? ""
             var delay = Int(request.query["delay"] ?? "") ?? 0

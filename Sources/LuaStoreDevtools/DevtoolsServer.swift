@@ -4,6 +4,7 @@ import Foundation
 import LuaKit
 import LuaStoreConcurrency
 import LuaStoreScripting
+import PollingSocketPool
 
 /// How the devtools serve.
 public struct DevtoolsOptions: Sendable {
@@ -77,7 +78,8 @@ public final class DevtoolsServer: Sendable {
             try? FileManager.default.removeItem(atPath: folder)
             throw DevtoolsFailure("cannot listen on \(resolved.numeric):\(options.port): \(error)")
         }
-        let server = HTTPServer(address: sockaddr_un.unix(path: backend), timeout: 60, logger: .disabled, handler: api)
+        let server = HTTPServer(address: sockaddr_un.unix(path: backend), timeout: 60, pool: .polling(), logger: .disabled,
+                                handler: api)
         let failure = Protected<(any Error)?>(nil)
         let task = Task {
             do {

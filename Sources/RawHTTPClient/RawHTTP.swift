@@ -28,6 +28,15 @@ public enum RawHTTP {
     /// A request whose body is `bytes` as they are (text that is not UTF-8, say).
     public static func request(_ method: String, _ target: String, port: UInt16, headers: [String: String] = [:], bytes body: [UInt8],
                                token: String) throws -> Response {
+        do {
+            return try exchange(method, target, port: port, headers: headers, body: body, token: token)
+        } catch let failure as RawSocket.Failure {
+            throw RawSocket.Failure("\(method) \(target): \(failure)") // (which of a test's requests it was)
+        }
+    }
+
+    private static func exchange(_ method: String, _ target: String, port: UInt16, headers: [String: String], body: [UInt8],
+                                 token: String) throws -> Response {
         let socket = try RawSocket(port: port)
         defer { socket.close() }
         var fields = ["Host": "127.0.0.1:\(port)", "Connection": "close", "Content-Length": "\(body.count)"]

@@ -2,6 +2,7 @@ import FlyingFox
 import FlyingSocks
 import Foundation
 import LuaStoreConcurrency
+import PollingSocketPool
 
 /// A real HTTP server on 127.0.0.1 (FlyingFox) with the routes the URL effect tests need.
 public final class TestServer: Sendable {
@@ -26,7 +27,7 @@ public final class TestServer: Sendable {
         // A handler that has not answered within the server's timeout gets a 500 instead: a bound no route's own
         // wait (`/hang`'s 30 s) reaches, and no loaded machine, whose busy tasks can keep even `/hello` from
         // running for seconds (at 5 s, a test once read its answer as a server error).
-        let server = HTTPServer(address: try sockaddr_in.inet(ip4: "127.0.0.1", port: 0), timeout: 90)
+        let server = HTTPServer(address: try sockaddr_in.inet(ip4: "127.0.0.1", port: 0), timeout: 90, pool: .polling())
         let slowStarted = Protected(0)
         let slowFinished = Protected(0)
         await server.appendRoute("GET /hello") { _ in

@@ -1,0 +1,151 @@
+import FlyingSocks
+import Foundation
+import Glibc
+
+// FlyingFox's servers wait for their sockets through an event queue. Its own Linux queue (`ePoll`) keeps, beside the
+// kernel's registrations, a table of what each descriptor number is registered for, and skips `epoll_ctl` when a
+// wait asks for what the table says is there. A connection that closes its socket right after its wait ends — on
+// another thread, before the pool's next `epoll_ctl` on that number has run — leaves the table stale (the kernel
+// dropped the closed socket, the `epoll_ctl` fails and the table keeps the entry); the next socket given that number
+// is then never registered (its request hangs) or fails to be (the server closes it unanswered). On a busy machine,
+// with many servers in one process, that happened.
+//
+// `PollQueue` keeps no such second truth: what is waited for is one table, read afresh by every `poll(2)`, and a
+// wait added while a `poll` runs wakes it (a pipe) so that the next one includes it.
+
+/// An `EventQueue` for FlyingFox's `SocketPool` on `poll(2)`, whose waits survive descriptor numbers being reused.
+public struct PollQueue: EventQueue, Sendable {
+    private let shared = Shared()
+
+    /// What every copy of the queue sees (the pool polls a copy on a dispatch queue while it adds waits).
+    private final class Shared: @unchecked Sendable { // (behind `lock`)
+        let lock = NSLock()
+        var waited: [Int32: Socket.Events] = [:]
+        /// The pipe a new wait or `stop` writes a byte to, to end the `poll` under way.
+        var wake: (read: Int32, write: Int32) = (-1, -1)
+        var stopped = true
+    }
+
+    public init() {}
+
+    public mutating func open() throws {
+        var ends: [Int32] = [-1, -1]
+        guard pipe(&ends) == 0 else { throw SocketError.makeFailed("pipe") }
+        for end in ends {
+            _ = fcntl(end, F_SETFD, FD_CLOEXEC)
+            _ = fcntl(end, F_SETFL, fcntl(end, F_GETFL) | O_NONBLOCK)
+        }
+        shared.lock.withLock {
+            shared.waited = [:]
+            shared.wake = (ends[0], ends[1])
+            shared.stopped = false
+        }
+    }
+
+    public mutating func stop() throws {
+        let wake = shared.lock.withLock { () -> Int32 in
+            shared.stopped = true
+            shared.waited = [:]
+            return shared.wake.write
+        }
+        guard wake >= 0 else { throw SocketError.disconnected }
+        Self.wakeUp(wake)
+    }
+
+    public mutating func close() throws {
+        // (Under the lock: a `poll` that ended drains the pipe under it, never after its ends were closed.)
+        shared.lock.withLock {
+            shared.stopped = true
+            if shared.wake.read >= 0 {
+                Glibc.close(shared.wake.read)
+                Glibc.close(shared.wake.write)
+            }
+            shared.wake = (-1, -1)
+        }
+    }
+
+    public mutating func addEvents(_ events: Socket.Events, for socket: Socket.FileDescriptor) throws {
+        let wake = try shared.lock.withLock { () -> Int32 in
+            guard !shared.stopped else { throw SocketError.disconnected }
+            shared.waited[socket.rawValue, default: []].formUnion(events)
+            return shared.wake.write
+        }
+        Self.wakeUp(wake)
+    }
+
+    public mutating func removeEvents(_ events: Socket.Events, for socket: Socket.FileDescriptor) throws {
+        shared.lock.withLock {
+            guard var left = shared.waited[socket.rawValue] else { return }
+            left.subtract(events)
+            shared.waited[socket.rawValue] = left.isEmpty ? nil : left
+        }
+    }
+
+    /// Waits until a waited-for socket is ready, or a wait was added (then: no notifications, and the pool asks
+    /// again), or the queue was stopped (`SocketError.disconnected`).
+    public func getNotifications() throws -> [EventNotification] {
+        var descriptors = try shared.lock.withLock { () -> [pollfd] in
+            guard !shared.stopped else { throw SocketError.disconnected }
+            return [pollfd(fd: shared.wake.read, events: Int16(POLLIN), revents: 0)]
+                + shared.waited.map { pollfd(fd: $0.key, events: Self.mask(of: $0.value), revents: 0) }
+        }
+        let status = poll(&descriptors, nfds_t(descriptors.count), -1)
+        if status < 0 {
+            guard errno == EINTR else { throw SocketError.makeFailed("poll") }
+            return []
+        }
+        try shared.lock.withLock {
+            guard !shared.stopped else { throw SocketError.disconnected }
+            if descriptors[0].revents != 0 { Self.drain(shared.wake.read) }
+        }
+        return descriptors.dropFirst().compactMap(Self.notification)
+    }
+
+    // MARK: poll(2)'s words
+
+    static func mask(of events: Socket.Events) -> Int16 {
+        var mask: Int32 = 0
+        if events.contains(.read) { mask |= Int32(POLLIN) }
+        if events.contains(.write) { mask |= Int32(POLLOUT) }
+        return Int16(mask)
+    }
+
+    /// What `poll` said of one socket, as the pool hears it: readiness, or the end or an error (a socket that has
+    /// something left to read is ready: its reader finds the end after it).
+    static func notification(_ descriptor: pollfd) -> EventNotification? {
+        let ready = Int32(descriptor.revents)
+        guard ready != 0 else { return nil }
+        var events = Socket.Events()
+        if ready & Int32(POLLIN) != 0 { events.insert(.read) }
+        if ready & Int32(POLLOUT) != 0 { events.insert(.write) }
+        var errors = Set<EventNotification.Error>()
+        if ready & Int32(POLLIN) == 0, ready & Int32(POLLHUP) != 0 { errors.insert(.endOfFile) }
+        if ready & Int32(POLLERR | POLLNVAL) != 0 { errors.insert(.error) }
+        if events.isEmpty {
+            // (An end or an error is news to every wait on the socket.)
+            var waited = Socket.Events()
+            if descriptor.events & Int16(POLLIN) != 0 { waited.insert(.read) }
+            if descriptor.events & Int16(POLLOUT) != 0 { waited.insert(.write) }
+            events = waited
+        }
+        return EventNotification(file: Socket.FileDescriptor(rawValue: descriptor.fd), events: events, errors: errors)
+    }
+
+    private static func wakeUp(_ descriptor: Int32) {
+        guard descriptor >= 0 else { return }
+        var byte: UInt8 = 1
+        _ = write(descriptor, &byte, 1) // (a full pipe is already a wake-up)
+    }
+
+    private static func drain(_ descriptor: Int32) {
+        var bytes = [UInt8](repeating: 0, count: 256)
+        while read(descriptor, &bytes, bytes.count) > 0 {}
+    }
+}
+
+public extension AsyncSocketPool where Self == SocketPool<PollQueue> {
+    /// A pool on `PollQueue`: for every FlyingFox server of this package (`HTTPServer(…, pool: .polling(), …)`).
+    static func polling(logger: some Logging = .disabled) -> SocketPool<PollQueue> {
+        SocketPool(queue: PollQueue(), logger: logger)
+    }
+}
