@@ -211,7 +211,11 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(
-            name: "LuaKitTests", dependencies: ["LuaKit", "LuaStoreConcurrency", "LuaStoreTestSupport"], exclude: ["Fuzz", "Differential"],
+            name: "LuaKitTests",
+            dependencies: [
+                "LuaKit", "LuaStoreConcurrency", "LuaStoreTestSupport",
+                .product(name: "Subprocess", package: "swift-subprocess"), .product(name: "SystemPackage", package: "swift-system"),
+            ], exclude: ["Fuzz", "Differential"],
             swiftSettings: strict
         ),
         .testTarget(

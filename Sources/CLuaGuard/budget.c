@@ -112,7 +112,10 @@ int clua_budget_spent(lua_State *L, CLuaGuard *g, int64_t now) {
     // The hook the watchdog's signal set to fire on every instruction rests again (the handler checks the
     // deadline, so it cannot set it again for the new one); the count hook keeps its rate.
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    if (g->enforcement == CLUA_ENFORCE_WATCHDOG && !g->countingInstructions && lua_gethookmask(L) != 0) lua_sethook(L, NULL, 0, 0);
+    if (g->enforcement == CLUA_ENFORCE_WATCHDOG && !g->countingInstructions && lua_gethookmask(L) != 0 &&
+        lua_gethook(L) != clua_interrupt_hook) {
+        lua_sethook(L, NULL, 0, 0);
+    }
     return 0;
 }
 

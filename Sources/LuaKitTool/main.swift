@@ -140,6 +140,7 @@ let argumentTable = LuaTable(array: scriptArguments.map(LuaValue.string), fields
 let argumentValues = scriptArguments.map { LuaArgument.value(.string($0)) }
 let thread = LuaThread(name: "luakit")
 let status: Int32 = thread.sync {
+    LuaVM.stopScriptsOnInterrupt() // (Ctrl-C: `interrupted!`, as `lua`)
     do {
         let vm = try LuaVM(limits: limits, moduleRoot: url.deletingLastPathComponent(), modulePath: modulePath,
                            printingBytes: { _ in },

@@ -1,5 +1,8 @@
 import Foundation
+import LuaStoreConcurrency
 import LuaStoreTestSupport
+import Subprocess
+import SystemPackage
 import Testing
 
 /// The `luakit` tool, run as a built binary.
@@ -113,6 +116,73 @@ import Testing
         #expect(run.status == 1)
         #expect(run.errors == "luakit: \(script.path):2: time budget of 400 ms exceeded\nstack traceback:\n\t\(script.path):2: in main chunk\n\t[C]: in ?\n") // (the chunk named as given, as `lua` names it; the C frame it was called through last, as `lua` shows it)
         #expect(run.output.isEmpty)
+    }
+
+    /// Runs `executable` with `arguments` in `folder`, sending it `SIGINT` each time its output has one more
+    /// `ready` line (up to `interrupts`); what it wrote, and how it ended. Every wait bounded (60 s, then SIGKILL).
+    static func interrupting(_ executable: String, _ arguments: [String], in folder: URL, interrupts: Int) async throws
+        -> (output: String, errors: String, status: Int32, bySignal: Bool) {
+        let name = UUID().uuidString
+        let outputFile = folder.appendingPathComponent("output-\(name)"), errorFile = folder.appendingPathComponent("errors-\(name)")
+        func open(_ file: URL) throws -> FileDescriptor {
+            try FileDescriptor.open(FilePath(file.path), .writeOnly, options: [.create, .truncate], permissions: [.ownerReadWrite])
+        }
+        func written() -> String { (try? String(contentsOf: outputFile, encoding: .utf8)) ?? "" }
+        let result = try await Subprocess.run(
+            .path(FilePath(executable)), arguments: Arguments(arguments),
+            environment: .inherit.updating(Dictionary(uniqueKeysWithValues: CLI.environment.map { (Environment.Key(stringLiteral: $0.key), Optional($0.value)) })),
+            workingDirectory: FilePath(folder.path),
+            input: .none, output: .fileDescriptor(try open(outputFile), closeAfterSpawningProcess: true),
+            error: .fileDescriptor(try open(errorFile), closeAfterSpawningProcess: true)
+        ) { execution in
+            let deadline = ContinuousClock.now + .seconds(60)
+            let process = execution.processIdentifier.value
+            /// Whether the child still runs (a zombie does not).
+            func running() -> Bool {
+                guard let stat = try? String(contentsOfFile: "/proc/\(process)/stat", encoding: .utf8),
+                      let close = stat.lastIndex(of: ")") else { return false }
+                return stat[stat.index(close, offsetBy: 2)] != "Z"
+            }
+            for sent in 1...interrupts {
+                while written().components(separatedBy: "ready\n").count - 1 < sent, running(), ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+                try await Task.sleep(for: .milliseconds(100)) // (into the loop after `ready`)
+                try? execution.send(signal: .interrupt)
+            }
+            while running(), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+            if running() { try? execution.send(signal: .kill) }
+        }
+        let errors = (try? String(contentsOf: errorFile, encoding: .utf8)) ?? ""
+        return switch result.terminationStatus {
+        case .exited(let code): (written(), errors, code, false)
+        case .signaled(let signal): (written(), errors, signal, true)
+        }
+    }
+
+    /// Ctrl-C stops a script as it stops `lua`'s: `interrupted!` with the script's traceback, exit status 1; a
+    /// `pcall` catches it as any error, and the next Ctrl-C ends the process. Compared with stock `lua5.4`.
+    @Test(.startsChildProcesses, .enabled(if: stockLua != nil, "needs Debian's lua5.4")) func ctrlCInterruptsAsLuaDoes() async throws {
+        let folder = try makeTemporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try Data("print('ready')\nlocal n = 0\nwhile true do n = n + 1 end\n".utf8).write(to: folder.appendingPathComponent("loop.lua"))
+        try Data("""
+            print('ready')
+            local ok, message = pcall(function() local n = 0 while true do n = n + 1 end end)
+            print('caught', ok, message)
+            print('ready')
+            while true do end
+            """.utf8).write(to: folder.appendingPathComponent("caught.lua"))
+        for (script, interrupts) in [("loop.lua", 1), ("caught.lua", 2)] {
+            let stock = try await Self.interrupting(stockLua!, [script], in: folder, interrupts: interrupts)
+            let ours = try await Self.interrupting(Self.binary.path, ["--time-budget-ms", "60000", script], in: folder, interrupts: interrupts)
+            #expect(ours.output == stock.output, "\(script)")
+            #expect(ours.errors == stock.errors.replacingOccurrences(of: "\(stockLua!): ", with: "luakit: "), "\(script)")
+            #expect(ours.status == stock.status && ours.bySignal == stock.bySignal, "\(script): \(ours) against \(stock)")
+        }
+        let stopped = try await Self.interrupting(Self.binary.path, ["--time-budget-ms", "60000", "loop.lua"], in: folder, interrupts: 1)
+        #expect(stopped.errors == "luakit: interrupted!\nstack traceback:\n\tloop.lua:3: in main chunk\n\t[C]: in ?\n")
+        #expect(stopped.status == 1 && !stopped.bySignal)
     }
 
     /// `LUASTORE_TIME_BUDGET_MS` sets the default budget, as for `luastore`; the option wins, and a variable that

@@ -406,6 +406,14 @@ int clua_watchdog_available(void);
 /// How many threads the watchdog watches now: those on which a call under it has run, until they exit. In watchdog.c.
 int clua_watched_threads(void);
 
+/// Makes `signal` (SIGINT: Ctrl-C) stop the script running on the calling thread as the stand-alone `lua` does: the
+/// error "interrupted!" at its next instruction, then the signal's default action for the next one; with no call
+/// running, the default action at once. Answers `sigaction`'s result. In interrupt.c.
+int clua_interrupt_on(int signal);
+
+/// The hook an interrupt sets (interrupt.c): raises "interrupted!" once, after setting the budget's hook back.
+void clua_interrupt_hook(lua_State *L, lua_Debug *ar);
+
 /// Trampoline for Swift functions (upvalue 1 is the Swift function's box). Raises what Swift reports.
 static inline int clua_call_swift(lua_State *L) {
     CLuaGuard *g = clua_guard(L);

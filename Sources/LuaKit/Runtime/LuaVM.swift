@@ -237,6 +237,14 @@ public final class LuaVM {
     /// each of its looks reads, however many VMs those threads run.
     static var watchedThreadCount: Int { Int(clua_watched_threads()) }
 
+    /// Makes Ctrl-C (`SIGINT`) stop the script the calling thread runs as the stand-alone `lua` does: the error
+    /// `interrupted!` at its next instruction (an error as any other: a `pcall` catches it), and the next Ctrl-C ends
+    /// the process; between calls, Ctrl-C ends it at once. For a command-line tool: call it once, on the thread its
+    /// VMs run on (an interrupt delivered to another thread is passed on to it).
+    public static func stopScriptsOnInterrupt() {
+        _ = clua_interrupt_on(SIGINT)
+    }
+
     /// Runs `body` and counts the Lua instructions this VM executes meanwhile, and the blocks its allocator
     /// hands out (new or grown): deterministic measures of the work of scripts and of the C and Swift code that
     /// builds values in the VM, for tests and profiling (every instruction traps into a hook while counting, so
