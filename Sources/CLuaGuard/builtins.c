@@ -65,6 +65,48 @@ int clua_builtin_error(lua_State *L) {
     return lua_error(L);
 }
 
+static int is_hidden_frame(lua_State *L1, lua_Debug *ar);
+static int find_field(lua_State *L, int function, int depth);
+
+int clua_builtin_argerror(lua_State *L) {
+    int arg = (int)luaL_checkinteger(L, 1);
+    const char *extramsg = luaL_checkstring(L, 2);
+    lua_Debug ar;
+    int level = 1;
+    /* The builtin the script called: the C frame just above the prelude's own frames. */
+    while (lua_getstack(L, level, &ar) && is_hidden_frame(L, &ar)) level++;
+    if (!lua_getstack(L, level, &ar) || !is_builtin_frame(L, &ar)) {
+        return luaL_error(L, "bad argument #%d (%s)", arg, extramsg);
+    }
+    /* From here as lauxlib's `luaL_argerror`, for that frame. */
+    lua_getinfo(L, "n", &ar);
+    if (ar.namewhat != NULL && strcmp(ar.namewhat, "method") == 0) {
+        arg--;
+        if (arg == 0) {
+            luaL_where(L, level + 1);
+            lua_pushfstring(L, "calling '%s' on bad self (%s)", ar.name, extramsg);
+            lua_concat(L, 2);
+            return lua_error(L);
+        }
+    }
+    const char *name = ar.name;
+    if (name == NULL) { /* (as `pushglobalfuncname`: its name among the modules loaded, "_G." left out) */
+        int top = lua_gettop(L);
+        lua_getinfo(L, "f", &ar);
+        lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+        if (find_field(L, top + 1, 2)) {
+            name = lua_tostring(L, -1);
+            if (strncmp(name, LUA_GNAME ".", 3) == 0) name += 3;
+        } else {
+            name = "?";
+        }
+    }
+    luaL_where(L, level + 1);
+    lua_pushfstring(L, "bad argument #%d to '%s' (%s)", arg, name, extramsg);
+    lua_concat(L, 2);
+    return lua_error(L);
+}
+
 // MARK: next and pairs
 
 int clua_sandbox_next(lua_State *L) {
@@ -133,7 +175,7 @@ static int is_hidden_frame(lua_State *L1, lua_Debug *ar) {
     lua_getinfo(L1, "Sf", ar);
     lua_CFunction function = lua_tocfunction(L1, -1);
     lua_pop(L1, 1);
-    if (function == clua_builtin_error) return 1;
+    if (function == clua_builtin_error || function == clua_builtin_argerror) return 1;
     const char *source = ar->source;
     if (source == NULL) return 0;
     if (*source == '=' || *source == '@') source++; /* (the host names its chunks "=name": LuaVM.compile) */

@@ -491,6 +491,12 @@ int clua_make_builtin(lua_State *L);
 /// called the builtin, in a tail call too, as for Lua's own C builtins. In builtins.c.
 int clua_builtin_error(lua_State *L);
 
+/// `argerror(arg, message)` for the prelude's builtins: Lua's `luaL_argerror` for the builtin the script called (the C
+/// frame just past the prelude's own): "bad argument #arg to 'name' (message)" at the script's line, the name as the
+/// script called it — a method's arguments counted past `self` ("calling 'name' on bad self") — or, where the call
+/// names none (`pcall(io.open, {})`), its name among the modules loaded (`io.open`), else `?`. In builtins.c.
+int clua_builtin_argerror(lua_State *L);
+
 /// The sandbox's `next`: Lua's `lua_next` for a table that is no host's, else the prelude's (upvalue 1) for a
 /// library (upvalue 2: the read-only tables), a namespace's globals (upvalue 3) or a table whose metatable is sealed
 /// (upvalue 4). In builtins.c.

@@ -329,6 +329,7 @@ public final class LuaVM {
         define("newhandle", clua_sandbox_newhandle)
         define("builtin", clua_make_builtin)
         define("error", clua_builtin_error)
+        define("argerror", clua_builtin_argerror)
         define("makenext", clua_make_sandbox_next)
         define("makepairs", clua_make_sandbox_pairs)
         define("makeclose", clua_make_sandbox_close)

@@ -5,7 +5,7 @@
 -- time budget. Returns what the rest of the prelude uses.
 local add_to_library, frozen, global_sets, host_gcmode, host_makeclose, host_makewrap, host_resume, open_libraries,
   raw_getmetatable, real_collectgarbage, real_getmetatable, real_pcall, real_rawset, real_setmetatable, refuse,
-  safe_tostring, set_global, sort, typename, weak_tables_honoured, error, builtin = ...
+  safe_tostring, set_global, sort, typename, weak_tables_honoured, error, builtin, argerror = ...
 
 -- Markers (`__metatable` values) of host tables that may change only through their metamethods, such as a
 -- store's state proxies: `rawset` on one would write past the host's bookkeeping (LuaVM.sealRawWrites). They
@@ -151,8 +151,7 @@ local stopped = false
 local function sandbox_collectgarbage(option, argument)
   local kind = type(option)
   if kind ~= "string" and kind ~= "number" and option ~= nil then
-    -- (Lua's words; `real_collectgarbage` would be named '?': the sandbox's replaced it in the global table)
-    error("bad argument #1 to 'collectgarbage' (string expected, got " .. typename(option) .. ")", 2)
+    argerror(1, "string expected, got " .. typename(option))
   end
   if option == nil or option == "collect" then
     real_collectgarbage("collect")
@@ -171,8 +170,7 @@ local function sandbox_collectgarbage(option, argument)
     return 0
   elseif option == "step" then
     if argument ~= nil and math.tointeger(tonumber(argument)) == nil then -- (Lua's `luaL_optinteger`, in its words)
-      error("bad argument #2 to 'collectgarbage' (" .. (tonumber(argument) ~= nil and "number has no integer representation"
-        or "number expected, got " .. typename(argument)) .. ")", 2)
+      argerror(2, tonumber(argument) ~= nil and "number has no integer representation" or "number expected, got " .. typename(argument))
     end
     return real_collectgarbage("step", argument or 0)
   elseif option == "incremental" or option == "generational" then
@@ -180,13 +178,13 @@ local function sandbox_collectgarbage(option, argument)
   elseif option == "setpause" or option == "setstepmul" then
     error("collectgarbage: '" .. option .. "' is the host's to decide (scripts may collect, step, count, stop, restart and ask isrunning)", 2)
   end
-  error("bad argument #1 to 'collectgarbage' (invalid option '" .. safe_tostring(option) .. "')", 2)
+  argerror(1, "invalid option '" .. safe_tostring(option) .. "'")
 end
 
 local real_randomseed = math.randomseed
 math.randomseed = builtin(function(...)
   local seed = ...
-  if seed == nil then error("bad argument #1 to 'randomseed' (scripts must give a seed)", 2) end
+  if seed == nil then argerror(1, "scripts must give a seed") end
   local ok, first, second = real_pcall(real_randomseed, ...)
   if not ok then error((first:gsub("to '%?'", "to 'randomseed'", 1)), 2) end -- (Lua's refusal, at the script's line)
   return first, second
@@ -204,7 +202,7 @@ end
 
 local function sortedpairs(t)
   if type(t) ~= "table" then
-    error("bad argument #1 to 'sortedpairs' (table expected, got " .. (t == nil and "no value" or type(t)) .. ")", 2)
+    argerror(1, "table expected, got " .. (t == nil and "no value" or type(t)))
   end
   local keys, count = {}, 0
   for key in pairs(t) do

@@ -6,38 +6,40 @@
 --
 -- Receives the host's `readdata`, the sandbox's `io` table (changed in place), its `no_files` refusal, `typename`,
 -- the real `getmetatable` (past `__metatable`), `newhandle` (a userdata with a metatable: a file is one, as Lua's)
--- and, where the host gives its standard input (`luakit`), `readstdin` (all of it); and the prelude's `error` and
--- `builtin` (what scripts call the methods of an open file through; this chunk calls them as they are).
-local host_readdata, sandbox_io, no_files, typename, raw_getmetatable, new_handle, host_readstdin, error, builtin = ...
+-- and, where the host gives its standard input (`luakit`), `readstdin` (all of it); and the prelude's `error`,
+-- `argerror` and `builtin` (what scripts call the methods of an open file through; this chunk calls them as they
+-- are); and what `getmetatable` shows of a file (the standard files' too: one, as in Lua).
+local host_readdata, sandbox_io, no_files, typename, raw_getmetatable, new_handle, host_readstdin, error, argerror, builtin,
+  file_metatable_view = ...
 local real_setmetatable, type, select, tostring, tonumber = setmetatable, type, select, tostring, tonumber
 local math, table = math, table
 
 local open_files = real_setmetatable({}, { __mode = "k" }) -- file -> { bytes, position (0-based), name }
-local reading_metatable = { __name = "FILE*", __metatable = false }
+local reading_metatable = { __name = "FILE*", __metatable = file_metatable_view }
 -- The open file `file` is, for the method `name` (Lua's refusal of anything else, naming it).
 local function checked(file, name)
   local open = open_files[file]
   if open == nil then
     if raw_getmetatable(file) == reading_metatable then error("attempt to use a closed file", 3) end
-    error("bad argument #1 to '" .. name .. "' (FILE* expected, got " .. (file == nil and "no value" or typename(file)) .. ")", 3)
+    argerror(1, "FILE* expected, got " .. (file == nil and "no value" or typename(file)))
   end
   return open
 end
--- One format of `read` (liolib.c's `g_read`): the value, or nil at the end of the file. `level` is the script's
--- frame as `error` counts it from here.
-local function read_format(open, format, index, level)
+-- One format of `read` (liolib.c's `g_read`): the value, or nil at the end of the file. `position` is the format's
+-- among the arguments of the builtin the script called (for Lua's words when it is refused).
+local function read_format(open, format, position)
   local bytes, at = open[1], open[2]
   local size = #bytes
   if type(format) == "number" then
     local count = math.tointeger(format)
-    if count == nil then error("bad argument #" .. index .. " to 'read' (number has no integer representation)", level) end
+    if count == nil then argerror(position, "number has no integer representation") end
     if count < 0 then error("not enough memory", 0) end -- (as Lua's: a negative count is a size no buffer takes)
     if at >= size then return nil end -- (`read(0)` tests for the end: "" before it)
     open[2] = math.min(size, at + count)
     return bytes:sub(at + 1, open[2])
   end
   if type(format) ~= "string" then
-    error("bad argument #" .. index .. " to 'read' (string expected, got " .. typename(format) .. ")", level)
+    argerror(position, "string expected, got " .. typename(format))
   end
   local kind = format:sub(1, 1) == "*" and format:sub(2, 2) or format:sub(1, 1)
   if kind == "l" or kind == "L" then
@@ -77,16 +79,16 @@ local function read_format(open, format, index, level)
     if position - start > 200 then return nil end
     return tonumber(bytes:sub(start, position - 1))
   end
-  error("bad argument #" .. index .. " to 'read' (invalid format)", level)
+  argerror(position, "invalid format")
 end
--- `read`'s formats in turn, up to the first that finds nothing; `level` is the script's frame as `error` counts it
--- from here (2 when tail-called by the script's callee).
-local function read_formats(open, level, ...)
+-- `read`'s formats in turn, up to the first that finds nothing; `first` is the first format's position among the
+-- builtin's arguments (2 after a file, 1 for `io.read`).
+local function read_formats(open, first, ...)
   local count = select("#", ...)
-  if count == 0 then return read_format(open, "l", 1, level) end -- (a tail call: in this frame's place)
+  if count == 0 then return read_format(open, "l", first) end
   local results = {}
   for index = 1, count do
-    local value = read_format(open, (select(index, ...)), index, level + 1)
+    local value = read_format(open, (select(index, ...)), first + index - 1)
     results[index] = value
     if value == nil then return table.unpack(results, 1, index) end
   end
@@ -98,15 +100,16 @@ function reading_methods.read(file, ...)
   return read_formats(open, 2, ...)
 end
 local function lines_of(file, closes, ...)
-  if select("#", ...) > 250 then error("bad argument #252 to 'lines' (too many arguments)", 3) end
+  if select("#", ...) > 250 then argerror(252, "too many arguments") end
   local formats = table.pack(...)
-  return function()
+  -- (A C function, as Lua's: its refusals name it as the loop calls it, `for iterator`, its formats from #2.)
+  return builtin(function()
     local open = open_files[file]
     if open == nil then error("file is already closed", 2) end
-    local results = table.pack(read_formats(open, 3, table.unpack(formats, 1, formats.n)))
+    local results = table.pack(read_formats(open, 2, table.unpack(formats, 1, formats.n)))
     if results[1] ~= nil then return table.unpack(results, 1, results.n) end
     if closes then open_files[file] = nil end -- (at the end: nothing, as Lua's iterator returns)
-  end
+  end)
 end
 function reading_methods.lines(file, ...)
   checked(file, "lines")
@@ -116,12 +119,11 @@ function reading_methods.seek(file, whence, offset)
   local open = checked(file, "seek")
   whence = whence == nil and "cur" or whence
   if whence ~= "set" and whence ~= "cur" and whence ~= "end" then
-    error("bad argument #1 to 'seek' (invalid option '" .. tostring(whence) .. "')", 2)
+    argerror(2, "invalid option '" .. tostring(whence) .. "'")
   end
   if offset == nil then offset = 0 end
   if math.tointeger(offset) == nil then
-    error("bad argument #2 to 'seek' (" .. (type(offset) == "number" and "number has no integer representation"
-      or "number expected, got " .. typename(offset)) .. ")", 2)
+    argerror(3, type(offset) == "number" and "number has no integer representation" or "number expected, got " .. typename(offset))
   end
   local base = whence == "set" and 0 or whence == "cur" and open[2] or #open[1]
   local position = base + math.tointeger(offset)
@@ -142,7 +144,7 @@ function reading_methods.flush(file) checked(file, "flush"); return true end
 function reading_methods.setvbuf(file, mode)
   checked(file, "setvbuf")
   if mode ~= "no" and mode ~= "full" and mode ~= "line" then
-    error("bad argument #1 to 'setvbuf' (invalid option '" .. tostring(mode) .. "')", 2)
+    argerror(2, "invalid option '" .. tostring(mode) .. "'")
   end
   return true
 end
@@ -157,10 +159,10 @@ reading_metatable.__close = function(file) open_files[file] = nil end
 local function open_file(path, mode)
   if type(path) == "number" then path = tostring(path) end
   if type(path) ~= "string" then
-    error("bad argument #1 to 'open' (string expected, got " .. typename(path) .. ")", 2)
+    argerror(1, "string expected, got " .. typename(path))
   end
   mode = mode == nil and "r" or mode
-  if type(mode) ~= "string" or not mode:find("^[rwa]%+?b*$") then error("bad argument #2 to 'open' (invalid mode)", 2) end
+  if type(mode) ~= "string" or not mode:find("^[rwa]%+?b*$") then argerror(2, "invalid mode") end
   if mode:find("^r") == nil or mode:find("+", 1, true) then
     return nil, path .. ": Permission denied (the sandbox's files are read-only)", 13
   end
@@ -175,7 +177,7 @@ sandbox_io.lines = function(path, ...)
   if path == nil then return no_files("lines")() end -- (a tail call: raised at the script's line)
   if type(path) == "number" then path = tostring(path) end
   if type(path) ~= "string" then
-    error("bad argument #1 to 'lines' (string expected, got " .. typename(path) .. ")", 2)
+    argerror(1, "string expected, got " .. typename(path))
   end
   local file, message = open_file(path, "r")
   if file == nil then error("cannot open file '" .. tostring(path) .. "' (" .. message:sub(#tostring(path) + 3) .. ")", 2) end
@@ -183,7 +185,7 @@ sandbox_io.lines = function(path, ...)
 end
 local write_type = sandbox_io.type
 sandbox_io.type = function(...)
-  if select("#", ...) == 0 then error("bad argument #1 to 'type' (value expected)", 2) end
+  if select("#", ...) == 0 then argerror(1, "value expected") end
   local value = ...
   if open_files[value] then return "file" end
   if raw_getmetatable(value) == reading_metatable then return "closed file" end
@@ -220,7 +222,7 @@ if host_readstdin ~= nil then
     end
     return input
   end
-  sandbox_io.read = function(...) return reading_methods.read(input, ...) end
+  sandbox_io.read = function(...) return read_formats(checked(input, "read"), 1, ...) end
   local lines_of_path = sandbox_io.lines
   sandbox_io.lines = function(path, ...)
     if path == nil then

@@ -11,7 +11,7 @@ local real_rawset, host_hostmodule, chunk_namespaces, concat, freeze, frozen, gl
   sortedpairs, typename, unguarded = ...
 -- (Scripts get Lua's `error`; this chunk's own counts levels past the C functions its builtins are reached through,
 -- `builtin(f)`: builtins.c.)
-local real_error, error, builtin = error, host.error, host.builtin
+local real_error, error, builtin, argerror = error, host.error, host.builtin, host.argerror
 
 local globals = {} -- what every namespace's globals start as
 
@@ -181,7 +181,7 @@ local function search_path(root, ...)
   for index = 2, 1, -1 do -- (the path first, as Lua 5.4.4's is built)
     local value = select(index, ...)
     if type(value) ~= "string" and type(value) ~= "number" then
-      error("bad argument #" .. index .. " to 'searchpath' (string expected, got " .. (select("#", ...) < index and "no value" or typename(value)) .. ")", 2)
+      argerror(index, "string expected, got " .. (select("#", ...) < index and "no value" or typename(value)))
     end
   end
   name, path, sep, rep = tostring(name), tostring(path), sep == nil and "." or tostring(sep), rep == nil and "/" or tostring(rep)
@@ -253,7 +253,7 @@ local function namespace(root, strict)
     local name = ... -- (its first local: `requiring` reads it)
     if type(name) == "number" then name = tostring(name) end -- (as Lua takes a number for a string)
     if type(name) ~= "string" then
-      error("bad argument #1 to 'require' (string expected, got " .. (select("#", ...) == 0 and "no value" or typename(name)) .. ")", 2)
+      argerror(1, "string expected, got " .. (select("#", ...) == 0 and "no value" or typename(name)))
     end
     local loaded = package.loaded
     local value = type(loaded) == "table" and rawget(loaded, name) or nil
@@ -323,12 +323,12 @@ local host_writeerror = host.writeerror
 local warnings_on = false
 local function sandbox_warn(...)
   local count = select("#", ...)
-  if count == 0 then error("bad argument #1 to 'warn' (string expected, got no value)", 2) end
+  if count == 0 then argerror(1, "string expected, got no value") end
   local parts = {}
   for index = 1, count do
     local part = select(index, ...)
     if type(part) ~= "string" and type(part) ~= "number" then
-      error("bad argument #" .. index .. " to 'warn' (string expected, got " .. typename(part) .. ")", 2)
+      argerror(index, "string expected, got " .. typename(part))
     end
     parts[index] = tostring(part)
   end
@@ -350,7 +350,7 @@ function make_file_loaders(root, g)
     local path, mode, env = ...
     if type(path) ~= "string" then error("loadfile: scripts load files of the app's folder, by path", 2) end
     if mode ~= nil and type(mode) ~= "string" then
-      error("bad argument #2 to 'loadfile' (string expected, got " .. typename(mode) .. ")", 2)
+      argerror(2, "string expected, got " .. typename(mode))
     end
     local source, chunkname = host_readfile(path, "loadfile", root)
     if source == nil then return nil, chunkname end
@@ -400,8 +400,13 @@ local function no_files(name)
 end
 local sandbox_io
 local stdin, stderr, stdout -- (below: a file that reads nothing and takes no writes; the standard error and output)
--- (Called by the script, or in tail position: an error at level 2 is at the line of the script that wrote.)
-local function write_values(file, ...)
+local function is_standard(value) return value == stdout or value == stderr or value == stdin end
+-- A standard file's method called on something else: Lua's refusal.
+local function check_standard(file)
+  if not is_standard(file) then argerror(1, "FILE* expected, got " .. (file == nil and "no value" or typename(file))) end
+end
+-- Writes to `file`; the values are the builtin's arguments from `first` on (2 for a file's method, 1 for `io.write`).
+local function write_values(file, first, ...)
   if file == stdin then return nil, "Bad file descriptor", 9 end -- (as Lua's `io.stdin:write` answers)
   local write = (file == stderr and host_writeerror) or host_write
   for index = 1, select("#", ...) do
@@ -412,7 +417,7 @@ local function write_values(file, ...)
     elseif kind == "float" then
       value = string.format("%.14g", value)
     elseif type(value) ~= "string" then
-      error("bad argument #" .. index .. " to 'write' (string expected, got " .. typename(value) .. ")", 2)
+      argerror(first + index - 1, "string expected, got " .. typename(value))
     end
     write(value)
   end
@@ -422,26 +427,43 @@ end
 -- out, `setvbuf` says how; LuaVM.standardOutput.)
 local host_flush, host_setvbuf = host.flush, host.setvbuf
 local file_methods = {
-  write = write_values,
+  write = function(file, ...)
+    check_standard(file)
+    return write_values(file, 2, ...)
+  end,
   flush = function(file)
+    check_standard(file)
     if file == stdout and host_flush then host_flush() end
     return true
   end,
   setvbuf = function(file, mode)
+    check_standard(file)
     if mode ~= "no" and mode ~= "full" and mode ~= "line" then
-      error("bad argument #1 to 'setvbuf' (invalid option '" .. tostring(mode) .. "')", 2)
+      argerror(2, "invalid option '" .. tostring(mode) .. "'")
     end
     if file == stdout and host_setvbuf then host_setvbuf(mode) end
     return true
   end,
   close = function(file) -- (the standard files stay open, as Lua's)
+    check_standard(file)
     if file == stdout or file == stderr or file == stdin then return nil, "cannot close standard file" end
     return no_files("close")()
   end,
-  read = no_files("read"), lines = no_files("lines"), seek = no_files("seek"),
+  read = no_files("read"), lines = no_files("lines"),
+  -- (The host's streams, as a pipe's or a terminal's: no position.)
+  seek = function(file, whence, offset)
+    check_standard(file)
+    if whence ~= nil and whence ~= "set" and whence ~= "cur" and whence ~= "end" then
+      argerror(2, "invalid option '" .. tostring(whence) .. "'")
+    end
+    if offset ~= nil and math.tointeger(offset) == nil then
+      argerror(3, type(offset) == "number" and "number has no integer representation" or "number expected, got " .. typename(offset))
+    end
+    return nil, "Illegal seek", 29
+  end,
 }
 -- (A file is a userdata, as Lua's: assigning a field of one raises Lua's own "attempt to index a FILE* value".)
-local file_metatable = { __index = file_methods, __name = "FILE*", __metatable = false }
+local file_metatable = { __index = file_methods, __name = "FILE*" }
 local function new_file(name)
   local file = host.newhandle(file_metatable) -- (a userdata, as Lua's files are)
   file_metatable[file] = name
@@ -452,19 +474,24 @@ stdout = new_file("stdout")
 stderr = new_file("stderr")
 stdin = new_file("stdin")
 file_metatable.__tostring = function(file) return "file (" .. file_metatable[file] .. ")" end
+-- What `getmetatable` shows of every file, as Lua's (`__name`, `__index` its methods, `__tostring`), read-only: the
+-- metatable itself keeps the sandbox's bookkeeping.
+local file_metatable_view = freeze("FILE*", {
+  __index = file_methods, __name = "FILE*", __tostring = builtin(file_metatable.__tostring),
+})
+file_metatable.__metatable = file_metatable_view
 -- The default output (`io.output`): the standard output or error — both go where `print` writes. The default
 -- input is `io.stdin`, which reads nothing (`io.read` raises).
 local output = stdout
-local function is_standard(value) return value == stdout or value == stderr or value == stdin end
 sandbox_io = {
-  write = function(...) return write_values(output, ...) end,
+  write = function(...) return write_values(output, 1, ...) end,
   flush = function()
     if output == stdout and host_flush then host_flush() end
     return true
   end,
   stdout = stdout, stderr = stderr, stdin = stdin,
   type = function(...)
-    if select("#", ...) == 0 then error("bad argument #1 to 'type' (value expected)", 2) end
+    if select("#", ...) == 0 then argerror(1, "value expected") end
     return is_standard((...)) and "file" or nil
   end,
   output = function(file)
@@ -488,7 +515,8 @@ sandbox_io = {
 -- Reading files where the host gives the system (`luakit`, `luastore test`): `files.lua`, loaded only there (a store's
 -- VM holds none of it).
 if host.files then
-  host.files(host.readdata, sandbox_io, no_files, typename, raw_getmetatable, host.newhandle, host.readstdin, error, builtin)
+  host.files(host.readdata, sandbox_io, no_files, typename, raw_getmetatable, host.newhandle, host.readstdin, error, argerror,
+    builtin, file_metatable_view)
 end
 for _, functions in ipairs({ sandbox_io, file_methods }) do
   for name, value in next, functions do

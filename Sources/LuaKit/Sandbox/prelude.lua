@@ -305,7 +305,8 @@ local mode_guard, sandbox_collectgarbage, sandbox_coroutine, sandbox_rawlen, san
   script_metatables, sortedpairs, unguarded, base_sealed, base_sealed_next =
   host.base(add_to_library, frozen, global_sets, host_gcmode, host_makeclose, host_makewrap, host_resume,
     open_libraries, raw_getmetatable, real_collectgarbage, real_getmetatable, real_pcall, real_rawset,
-    real_setmetatable, refuse, safe_tostring, set_global, sort, typename, weak_tables_honoured, error, host.builtin)
+    real_setmetatable, refuse, safe_tostring, set_global, sort, typename, weak_tables_honoured, error, host.builtin,
+    host.argerror)
 sealed, sealed_next = base_sealed, base_sealed_next
 local sandbox_next = host.makenext(hosts_next, frozen, global_sets, sealed)
 local builtins, default_require, deferred, globals, globals_of, namespace, private_environment, define, definemodule,
