@@ -66,7 +66,7 @@ int clua_builtin_error(lua_State *L) {
 }
 
 static int is_hidden_frame(lua_State *L1, lua_Debug *ar);
-static int find_field(lua_State *L, int function, int depth);
+static int push_loaded_name(lua_State *L, int function);
 
 int clua_builtin_argerror(lua_State *L) {
     int arg = (int)luaL_checkinteger(L, 1);
@@ -90,16 +90,10 @@ int clua_builtin_argerror(lua_State *L) {
         }
     }
     const char *name = ar.name;
-    if (name == NULL) { /* (as `pushglobalfuncname`: its name among the modules loaded, "_G." left out) */
+    if (name == NULL) { /* (as `pushglobalfuncname`: its name among the modules loaded) */
         int top = lua_gettop(L);
         lua_getinfo(L, "f", &ar);
-        lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
-        if (find_field(L, top + 1, 2)) {
-            name = lua_tostring(L, -1);
-            if (strncmp(name, LUA_GNAME ".", 3) == 0) name += 3;
-        } else {
-            name = "?";
-        }
+        name = push_loaded_name(L, top + 1) ? lua_tostring(L, -1) : "?";
     }
     luaL_where(L, level + 1);
     lua_pushfstring(L, "bad argument #%d to '%s' (%s)", arg, name, extramsg);
@@ -205,17 +199,38 @@ static int find_field(lua_State *L, int function, int depth) {
     return 0;
 }
 
+/// [-0, +(0|1), m] Pushes the name of the function at index `function` among the modules loaded, as lauxlib's
+/// `pushglobalfuncname` (`_G.` left out): Lua's table of them (the libraries as scripts see them, the default
+/// namespace's globals), then the default namespace's `package.loaded` (its modules: `mymod.f`). 0 when none holds it.
+static int push_loaded_name(lua_State *L, int function) {
+    int top = lua_gettop(L);
+    int found = 0;
+    lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+    found = find_field(L, function, 2);
+    if (!found) {
+        lua_settop(L, top);
+        found = lua_getfield(L, LUA_REGISTRYINDEX, CLUA_MODULES_FIELD) == LUA_TTABLE && find_field(L, function, 2);
+    }
+    if (!found) {
+        lua_settop(L, top);
+        return 0;
+    }
+    const char *name = lua_tostring(L, -1);
+    if (strncmp(name, LUA_GNAME ".", 3) == 0) lua_pushstring(L, name + 3);
+    else lua_pushvalue(L, -1);
+    lua_replace(L, top + 1);
+    lua_settop(L, top + 1);
+    return 1;
+}
+
 /// [-0, +1, m] Pushes how a traceback names frame `ar`'s function, as `luaL_traceback` does: its name among the
 /// modules loaded (`_G.` left out), else the name its caller used, else "main chunk", `function <file:line>` or "?".
 static void push_function_name(lua_State *L, lua_State *L1, lua_Debug *ar) {
     int top = lua_gettop(L);
     lua_getinfo(L1, "f", ar);
     lua_xmove(L1, L, 1);
-    lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
-    if (find_field(L, top + 1, 2)) {
-        const char *name = lua_tostring(L, -1);
-        if (strncmp(name, LUA_GNAME ".", 3) == 0) name += 3;
-        lua_pushfstring(L, "function '%s'", name);
+    if (push_loaded_name(L, top + 1)) {
+        lua_pushfstring(L, "function '%s'", lua_tostring(L, -1));
         lua_replace(L, top + 1);
         lua_settop(L, top + 1);
         return;

@@ -122,6 +122,10 @@ void clua_free_slabs(CLuaGuard *g);
 /// static: each Swift file that includes this header gets its own copy of a static inline function's statics.)
 #define CLUA_TRACEBACK_FIELD "luakit.traceback"
 
+/// The registry field holding the default namespace's `package.loaded` (its modules), where tracebacks and argument
+/// errors name a module's functions as Lua's do (`mymod.f`): namespaces.lua sets it.
+#define CLUA_MODULES_FIELD "luakit.modules"
+
 /// [-0, +1, m] `luaL_traceback`, leaving out the prelude's own frames (its chunks' Lua and `clua_builtin_error`):
 /// a builtin written in Lua shows as Lua's C builtins do, `[C]: in function 'name'`. In builtins.c.
 void clua_traceback(lua_State *L, lua_State *L1, const char *message, int level);

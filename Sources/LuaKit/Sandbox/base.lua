@@ -12,6 +12,8 @@ local add_to_library, frozen, global_sets, host_gcmode, host_makeclose, host_mak
 -- read as tables: `next`, `rawget` and `rawlen` go through their metamethods (so the host sees every read), and
 -- `getmetatable` answers nil.
 local sealed = {}
+-- (The libraries' functions as they were: a script may replace them, under `luakit` as in Lua.)
+local string_gsub, math_tointeger = string.gsub, math.tointeger
 
 -- `next` on a sealed table: its `__pairs` walk, kept between calls, so `next(t, k)` after `next(t, …)` gave `k`
 -- costs one step (a key out of turn walks again up to it).
@@ -105,7 +107,7 @@ local function unguarded(...)
   if select("#", ...) == 0 then refuse(real_getmetatable) end -- ("value expected")
   local value = ...
   local metatable = real_getmetatable(value)
-  if metatable == nil or metatable == mode_guard or sealed[metatable] then return nil end
+  if metatable == nil or rawequal(metatable, mode_guard) or sealed[metatable] then return nil end
   return metatable
 end
 
@@ -116,7 +118,7 @@ local function sandbox_setmetatable(...)
   end
   if frozen[t] then error("cannot change the metatable of a read-only table", 2) end
   local finalizer
-  if not weak_tables_honoured and metatable == nil and raw_getmetatable(t) == mode_guard then
+  if not weak_tables_honoured and metatable == nil and rawequal(raw_getmetatable(t), mode_guard) then
     return t -- (a metatable in use keeps its guard: it has no metatable as far as scripts can see)
   end
   if type(metatable) == "table" and not frozen[metatable] then
@@ -169,7 +171,7 @@ local function sandbox_collectgarbage(option, argument)
     end
     return 0
   elseif option == "step" then
-    if argument ~= nil and math.tointeger(tonumber(argument)) == nil then -- (Lua's `luaL_optinteger`, in its words)
+    if argument ~= nil and math_tointeger(tonumber(argument)) == nil then -- (Lua's `luaL_optinteger`, in its words)
       argerror(2, tonumber(argument) ~= nil and "number has no integer representation" or "number expected, got " .. typename(argument))
     end
     return real_collectgarbage("step", argument or 0)
@@ -186,7 +188,7 @@ math.randomseed = builtin(function(...)
   local seed = ...
   if seed == nil then argerror(1, "scripts must give a seed") end
   local ok, first, second = real_pcall(real_randomseed, ...)
-  if not ok then error((first:gsub("to '%?'", "to 'randomseed'", 1)), 2) end -- (Lua's refusal, at the script's line)
+  if not ok then error((string_gsub(first, "to '%?'", "to 'randomseed'", 1)), 2) end -- (Lua's refusal, at the script's line)
   return first, second
 end)
 real_randomseed(0x4C7561)

@@ -12,7 +12,11 @@
 local host_readdata, sandbox_io, no_files, typename, raw_getmetatable, new_handle, host_readstdin, error, argerror, builtin,
   file_metatable_view = ...
 local real_setmetatable, type, select, tostring, tonumber = setmetatable, type, select, tostring, tonumber
-local math, table = math, table
+-- (The libraries' functions as they were: a script may replace `string.find` or `table.unpack`, under `luakit` as in
+-- Lua, and what it changes must not change the sandbox's own.)
+local string_sub, string_find = string.sub, string.find
+local math_tointeger, math_min, math_max = math.tointeger, math.min, math.max
+local table_pack, table_unpack = table.pack, table.unpack
 
 local open_files = real_setmetatable({}, { __mode = "k" }) -- file -> { bytes, position (0-based), name }
 local reading_metatable = { __name = "FILE*", __metatable = file_metatable_view }
@@ -20,7 +24,7 @@ local reading_metatable = { __name = "FILE*", __metatable = file_metatable_view 
 local function checked(file, name)
   local open = open_files[file]
   if open == nil then
-    if raw_getmetatable(file) == reading_metatable then error("attempt to use a closed file", 3) end
+    if rawequal(raw_getmetatable(file), reading_metatable) then error("attempt to use a closed file", 3) end
     argerror(1, "FILE* expected, got " .. (file == nil and "no value" or typename(file)))
   end
   return open
@@ -31,37 +35,37 @@ local function read_format(open, format, position)
   local bytes, at = open[1], open[2]
   local size = #bytes
   if type(format) == "number" then
-    local count = math.tointeger(format)
+    local count = math_tointeger(format)
     if count == nil then argerror(position, "number has no integer representation") end
     if count < 0 then error("not enough memory", 0) end -- (as Lua's: a negative count is a size no buffer takes)
     if at >= size then return nil end -- (`read(0)` tests for the end: "" before it)
-    open[2] = math.min(size, at + count)
-    return bytes:sub(at + 1, open[2])
+    open[2] = math_min(size, at + count)
+    return string_sub(bytes, at + 1, open[2])
   end
   if type(format) ~= "string" then
     argerror(position, "string expected, got " .. typename(format))
   end
-  local kind = format:sub(1, 1) == "*" and format:sub(2, 2) or format:sub(1, 1)
+  local kind = string_sub(format, 1, 1) == "*" and string_sub(format, 2, 2) or string_sub(format, 1, 1)
   if kind == "l" or kind == "L" then
     if at >= size then return nil end
-    local newline = bytes:find("\n", at + 1, true)
+    local newline = string_find(bytes, "\n", at + 1, true)
     open[2] = newline or size
-    return bytes:sub(at + 1, (newline and kind == "l") and newline - 1 or open[2])
+    return string_sub(bytes, at + 1, (newline and kind == "l") and newline - 1 or open[2])
   elseif kind == "a" then
-    open[2] = math.max(at, size)
-    return bytes:sub(at + 1)
+    open[2] = math_max(at, size)
+    return string_sub(bytes, at + 1)
   elseif kind == "n" then -- liolib.c's `read_number`: the longest numeral it can read, at most 200 characters
     local position = at + 1
-    while position <= size and bytes:find("^[ \t\n\v\f\r]", position) do position = position + 1 end
+    while position <= size and string_find(bytes, "^[ \t\n\v\f\r]", position) do position = position + 1 end
     local start = position
     local function accept(set)
-      local byte = bytes:sub(position, position)
-      if byte ~= "" and set:find(byte, 1, true) then position = position + 1; return true end
+      local byte = string_sub(bytes, position, position)
+      if byte ~= "" and string_find(set, byte, 1, true) then position = position + 1; return true end
       return false
     end
     local function digits(hex)
       local first = position
-      while position <= size and bytes:find(hex and "^%x" or "^%d", position) do position = position + 1 end
+      while position <= size and string_find(bytes, hex and "^%x" or "^%d", position) do position = position + 1 end
       return position - first
     end
     accept("-+")
@@ -77,7 +81,7 @@ local function read_format(open, format, position)
     end
     open[2] = position - 1
     if position - start > 200 then return nil end
-    return tonumber(bytes:sub(start, position - 1))
+    return tonumber(string_sub(bytes, start, position - 1))
   end
   argerror(position, "invalid format")
 end
@@ -90,9 +94,9 @@ local function read_formats(open, first, ...)
   for index = 1, count do
     local value = read_format(open, (select(index, ...)), first + index - 1)
     results[index] = value
-    if value == nil then return table.unpack(results, 1, index) end
+    if value == nil then return table_unpack(results, 1, index) end
   end
-  return table.unpack(results, 1, count)
+  return table_unpack(results, 1, count)
 end
 local reading_methods = {}
 function reading_methods.read(file, ...)
@@ -101,13 +105,13 @@ function reading_methods.read(file, ...)
 end
 local function lines_of(file, closes, ...)
   if select("#", ...) > 250 then argerror(252, "too many arguments") end
-  local formats = table.pack(...)
+  local formats = table_pack(...)
   -- (A C function, as Lua's: its refusals name it as the loop calls it, `for iterator`, its formats from #2.)
   return builtin(function()
     local open = open_files[file]
     if open == nil then error("file is already closed", 2) end
-    local results = table.pack(read_formats(open, 2, table.unpack(formats, 1, formats.n)))
-    if results[1] ~= nil then return table.unpack(results, 1, results.n) end
+    local results = table_pack(read_formats(open, 2, table_unpack(formats, 1, formats.n)))
+    if results[1] ~= nil then return table_unpack(results, 1, results.n) end
     if closes then open_files[file] = nil end -- (at the end: nothing, as Lua's iterator returns)
   end)
 end
@@ -122,11 +126,11 @@ function reading_methods.seek(file, whence, offset)
     argerror(2, "invalid option '" .. tostring(whence) .. "'")
   end
   if offset == nil then offset = 0 end
-  if math.tointeger(offset) == nil then
+  if math_tointeger(offset) == nil then
     argerror(3, type(offset) == "number" and "number has no integer representation" or "number expected, got " .. typename(offset))
   end
   local base = whence == "set" and 0 or whence == "cur" and open[2] or #open[1]
-  local position = base + math.tointeger(offset)
+  local position = base + math_tointeger(offset)
   if position < 0 then return nil, "Invalid argument", 22 end
   open[2] = position
   return position
@@ -162,8 +166,8 @@ local function open_file(path, mode)
     argerror(1, "string expected, got " .. typename(path))
   end
   mode = mode == nil and "r" or mode
-  if type(mode) ~= "string" or not mode:find("^[rwa]%+?b*$") then argerror(2, "invalid mode") end
-  if mode:find("^r") == nil or mode:find("+", 1, true) then
+  if type(mode) ~= "string" or not string_find(mode, "^[rwa]%+?b*$") then argerror(2, "invalid mode") end
+  if string_find(mode, "^r") == nil or string_find(mode, "+", 1, true) then
     return nil, path .. ": Permission denied (the sandbox's files are read-only)", 13
   end
   local bytes, message, number = host_readdata(path)
@@ -180,7 +184,7 @@ sandbox_io.lines = function(path, ...)
     argerror(1, "string expected, got " .. typename(path))
   end
   local file, message = open_file(path, "r")
-  if file == nil then error("cannot open file '" .. tostring(path) .. "' (" .. message:sub(#tostring(path) + 3) .. ")", 2) end
+  if file == nil then error("cannot open file '" .. tostring(path) .. "' (" .. string_sub(message, #tostring(path) + 3) .. ")", 2) end
   return lines_of(file, true, ...), nil, nil, file
 end
 local write_type = sandbox_io.type
@@ -188,7 +192,7 @@ sandbox_io.type = function(...)
   if select("#", ...) == 0 then argerror(1, "value expected") end
   local value = ...
   if open_files[value] then return "file" end
-  if raw_getmetatable(value) == reading_metatable then return "closed file" end
+  if rawequal(raw_getmetatable(value), reading_metatable) then return "closed file" end
   return write_type(value)
 end
 local close_standard = sandbox_io.close
@@ -214,7 +218,7 @@ if host_readstdin ~= nil then
     if file == nil then return input end
     if type(file) == "string" then
       local opened, message = open_file(file, "r")
-      if opened == nil then error("cannot open file '" .. file .. "' (" .. message:sub(#file + 3) .. ")", 2) end
+      if opened == nil then error("cannot open file '" .. file .. "' (" .. string_sub(message, #file + 3) .. ")", 2) end
       input = opened
     else
       checked(file, "input")

@@ -12,6 +12,11 @@ local real_rawset, host_hostmodule, chunk_namespaces, concat, freeze, frozen, gl
 -- (Scripts get Lua's `error`; this chunk's own counts levels past the C functions its builtins are reached through,
 -- `builtin(f)`: builtins.c.)
 local real_error, error, builtin, argerror = error, host.error, host.builtin, host.argerror
+-- (The libraries' functions as they were: a script may replace `string.find` or `table.unpack`, under `luakit` as in
+-- Lua, and what it changes must not change the sandbox's own.)
+local string_byte, string_find, string_format, string_gmatch, string_sub =
+  string.byte, string.find, string.format, string.gmatch, string.sub
+local math_tointeger, math_type, table_unpack = math.tointeger, math.type, table.unpack
 
 local globals = {} -- what every namespace's globals start as
 
@@ -72,6 +77,7 @@ local function new_globals(require_function, strict)
     for name, value in next, g do names[name] = value end
     loaded._G = names
     host.globalnames = { globals = g, names = names }
+    host.setmodules(g.package.loaded)
   end
   if strict then real_setmetatable(set, strict_reads) end
   return real_setmetatable(g, {
@@ -120,11 +126,11 @@ end
 -- Why a chunk whose first piece is `first` (nil: an empty chunk) does not load under `mode`, in Lua's words; nil
 -- when it loads.
 local function chunk_refusal(first, mode)
-  if first ~= nil and tostring(first):byte(1) == 27 then
-    if not mode:find("b", 1, true) then return "attempt to load a binary chunk (mode is '" .. mode .. "')" end
+  if first ~= nil and string_byte(tostring(first), 1) == 27 then
+    if not string_find(mode, "b", 1, true) then return "attempt to load a binary chunk (mode is '" .. mode .. "')" end
     return "attempt to load a binary chunk (scripts load source text only)"
   end
-  if not mode:find("t", 1, true) then return "attempt to load a text chunk (mode is '" .. mode .. "')" end
+  if not string_find(mode, "t", 1, true) then return "attempt to load a text chunk (mode is '" .. mode .. "')" end
   return nil
 end
 
@@ -187,7 +193,7 @@ local function search_path(root, ...)
   name, path, sep, rep = tostring(name), tostring(path), sep == nil and "." or tostring(sep), rep == nil and "/" or tostring(rep)
   if sep ~= "" then name = replace_plain(name, sep, rep) end
   local tried = {}
-  for template in path:gmatch("[^;]+") do
+  for template in string_gmatch(path, "[^;]+") do
     local file = replace_plain(template, "?", name)
     local found
     if host_readdata ~= nil then found = host_readdata(file) ~= nil else found = host_readfile(file, "searchpath", root) ~= nil end
@@ -201,12 +207,12 @@ end
 function replace_plain(text, plain, by)
   local parts, at = {}, 1
   while true do
-    local from, to = text:find(plain, at, true)
+    local from, to = string_find(text, plain, at, true)
     if from == nil then break end
-    parts[#parts + 1] = text:sub(at, from - 1)
+    parts[#parts + 1] = string_sub(text, at, from - 1)
     at = to + 1
   end
-  parts[#parts + 1] = text:sub(at)
+  parts[#parts + 1] = string_sub(text, at)
   return concat(parts, by)
 end
 
@@ -239,7 +245,7 @@ local function namespace(root, strict)
   local function own_globals()
     if g == nil then
       g = new_globals(require, strict)
-      g.loadfile, g.dofile = table.unpack(make_file_loaders(root, g))
+      g.loadfile, g.dofile = table_unpack(make_file_loaders(root, g))
       g.load = builtin(function(...) return sandbox_load(g, ...) end)
       if rawget(package.loaded, "_G") == nil then package.loaded._G = g end -- (as Lua's: `require("_G")` is `_G`)
       local named = host.globalnames -- (where tracebacks find names: `set_global`)
@@ -279,8 +285,8 @@ local function namespace(root, strict)
         error("module '" .. name .. "' not found:\n\tno field package.preload['" .. name .. "']" .. chunkname, 2)
       end
       -- (Where Lua's searcher found it: through package.path's "./?.lua", or the module path's absolute template.)
-      extra = chunkname:sub(2)
-      if extra:sub(1, 1) ~= "/" and extra:sub(1, 2) ~= "./" then extra = "./" .. extra end
+      extra = string_sub(chunkname, 2)
+      if string_sub(extra, 1, 1) ~= "/" and string_sub(extra, 1, 2) ~= "./" then extra = "./" .. extra end
       local problem
       chunk, problem = real_load(source, chunkname, "t", g or own_globals())
       chunk_namespaces[chunkname] = g
@@ -333,7 +339,7 @@ local function sandbox_warn(...)
     parts[index] = tostring(part)
   end
   local message = concat(parts)
-  if count == 1 and message:sub(1, 1) == "@" then
+  if count == 1 and string_sub(message, 1, 1) == "@" then
     if message == "@on" then warnings_on = true elseif message == "@off" then warnings_on = false end
     return
   end
@@ -348,7 +354,9 @@ globals.warn = builtin(sandbox_warn)
 function make_file_loaders(root, g)
   local function sandbox_loadfile(...)
     local path, mode, env = ...
-    if type(path) ~= "string" then error("loadfile: scripts load files of the app's folder, by path", 2) end
+    if type(path) == "number" then path = tostring(path) end -- (as Lua takes a number for a file name)
+    if path == nil then error("loadfile: scripts load files of the app's folder, by path (the standard input is not read)", 2) end
+    if type(path) ~= "string" then argerror(1, "string expected, got " .. typename(path)) end
     if mode ~= nil and type(mode) ~= "string" then
       argerror(2, "string expected, got " .. typename(mode))
     end
@@ -362,14 +370,16 @@ function make_file_loaders(root, g)
   end
 
   local function sandbox_dofile(path)
-    if type(path) ~= "string" then error("dofile: scripts run files of the app's folder, by path", 2) end
+    if type(path) == "number" then path = tostring(path) end -- (as Lua takes a number for a file name)
+    if path == nil then error("dofile: scripts run files of the app's folder, by path (the standard input is not read)", 2) end
+    if type(path) ~= "string" then argerror(1, "string expected, got " .. typename(path)) end
     local chunk, problem = sandbox_loadfile(path)
     if chunk == nil then error(problem, 0) end -- (as Lua's dofile raises it: the message alone)
     return chunk()
   end
   return { builtin(sandbox_loadfile), builtin(sandbox_dofile) }
 end
-globals.loadfile, globals.dofile = table.unpack(make_file_loaders(nil))
+globals.loadfile, globals.dofile = table_unpack(make_file_loaders(nil))
 globals.sortedpairs = builtin(sortedpairs)
 -- The library tables scripts see: where the host gives the system (`luakit`, `luastore test`), Lua's own, as
 -- writable as in Lua (a spec stubs `os.time`, a library adds `string.split` or a polyfill); in a store read-only,
@@ -386,7 +396,7 @@ globals.coroutine = library("coroutine", sandbox_coroutine)
 local function sandbox_debug_getmetatable(value)
   local metatable = raw_getmetatable(value)
   if metatable ~= nil and script_metatables[metatable] then return metatable end
-  if metatable == mode_guard then return nil end
+  if rawequal(metatable, mode_guard) then return nil end
   return globals.getmetatable(value)
 end
 -- `io`: writing to the output the host receives (`print`'s) and nothing else — no files, no input, no processes.
@@ -411,11 +421,11 @@ local function write_values(file, first, ...)
   local write = (file == stderr and host_writeerror) or host_write
   for index = 1, select("#", ...) do
     local value = select(index, ...)
-    local kind = math.type(value)
+    local kind = math_type(value)
     if kind == "integer" then
-      value = string.format("%d", value)
+      value = string_format("%d", value)
     elseif kind == "float" then
-      value = string.format("%.14g", value)
+      value = string_format("%.14g", value)
     elseif type(value) ~= "string" then
       argerror(first + index - 1, "string expected, got " .. typename(value))
     end
@@ -456,7 +466,7 @@ local file_methods = {
     if whence ~= nil and whence ~= "set" and whence ~= "cur" and whence ~= "end" then
       argerror(2, "invalid option '" .. tostring(whence) .. "'")
     end
-    if offset ~= nil and math.tointeger(offset) == nil then
+    if offset ~= nil and math_tointeger(offset) == nil then
       argerror(3, type(offset) == "number" and "number has no integer representation" or "number expected, got " .. typename(offset))
     end
     return nil, "Illegal seek", 29

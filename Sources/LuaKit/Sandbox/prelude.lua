@@ -31,6 +31,9 @@ local real_getinfo, real_getlocal, real_getupvalue = debug.getinfo, debug.getloc
 -- (And where Lua names functions for tracebacks and argument errors: the modules loaded, `_G` among them — the
 -- default namespace's globals go there, `namespaces.lua`, so a script's global function is named as in Lua.)
 host.registryloaded = debug.getregistry()._LOADED
+-- (And the default namespace's modules, `package.loaded`, where they find a module's functions: `mymod.f`.)
+local registry = debug.getregistry()
+host.setmodules = function(loaded) registry["luakit.modules"] = loaded end
 debug = nil
 local reference_strings = {
   find = string.find, match = string.match, gmatch = string.gmatch, gsub = string.gsub, format = string.format,
@@ -111,9 +114,16 @@ end
 -- Lua's own refusal of the arguments `...` by its function `f` (which must refuse them), raised at the line of the
 -- script that called the sandbox's function: the message names the argument, says "no value" for a missing one
 -- and the type a `__name` metafield names, as Lua's does.
+local string_match = string.match
 local function refuse(f, ...)
   local ok, message = real_pcall(f, ...)
-  if not ok then error(message, 3) end
+  if not ok then
+    -- (An argument refused in Lua's words, the builtin named as the script called it: `smt(1)` after
+    -- `local smt = setmetatable` names 'smt', as Lua does.)
+    local position, words = string_match(message, "^bad argument #(%d+) to '[^']*' %((.*)%)$")
+    if position ~= nil then host.argerror(tonumber(position), words) end
+    error(message, 3)
+  end
   error("the sandbox expected Lua to refuse these arguments", 0)
 end
 

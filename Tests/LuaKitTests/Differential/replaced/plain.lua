@@ -1,0 +1,3 @@
+local M = { ok = true }
+function M.fail() error("failed in plain") end
+return M
