@@ -64,22 +64,36 @@ struct SpecReport {
         return (try? LuaJSON.encode(.table(report), root: "report", emptyTable: .array)) ?? "{}"
     }
 
-    /// TAP version 13: `ok`/`not ok` lines, failures' messages as diagnostics, pending tests as `# SKIP`.
+    /// TAP as busted writes it: an `ok`/`not ok` line per test, a failure's place (`# file @ line`, the test's) and
+    /// message (`# Failure message: file:line: …`, where it was raised) as diagnostics, a pending test as `# SKIP` with
+    /// its reason (at the line of its `pending`) or its name, and the plan (`1..N`) last.
     var tap: String {
-        var lines = ["TAP version 13", "1..\(results.count)"]
+        var lines: [String] = []
         for (index, result) in results.enumerated() {
             switch result.status {
             case .passed: lines.append("ok \(index + 1) - \(result.name)")
-            case .pending: lines.append("ok \(index + 1) - \(result.name) # SKIP " + (result.message ?? "pending"))
+            case .pending: lines.append("ok \(index + 1) - # SKIP " + (result.message.map { Self.placed($0, at: result.location) } ?? result.name))
             case .failed, .errored:
                 lines.append("not ok \(index + 1) - \(result.name)")
-                lines.append("# \(result.location)")
-                for line in (result.message ?? "").split(separator: "\n", omittingEmptySubsequences: false) {
-                    lines.append("# \(line)")
+                let test = result.testLocation ?? result.location
+                if let colon = test.lastIndex(of: ":"), test[test.index(after: colon)...].allSatisfy(\.isNumber) {
+                    lines.append("# \(test[..<colon]) @ \(test[test.index(after: colon)...])")
+                } else {
+                    lines.append("# \(test)")
                 }
+                let message = Self.placed(result.message ?? "Nil error", at: result.location)
+                lines.append("# Failure message: " + message.replacingOccurrences(of: "\n", with: "\n# "))
             }
         }
+        lines.append("1..\(results.count)")
         return lines.joined(separator: "\n")
+    }
+
+    /// `message` with the place it was raised at first (`file:line: …`), as busted keeps a failure's message.
+    static func placed(_ message: String, at location: String) -> String {
+        guard let colon = location.lastIndex(of: ":"), location[location.index(after: colon)...].allSatisfy(\.isNumber),
+              !message.hasPrefix(location + ":") else { return message }
+        return "\(location): \(message)"
     }
 
     /// JUnit XML: one `testsuite` per spec file.

@@ -189,7 +189,7 @@ struct SpecTest: AsyncParsableCommand {
                         try vm.call(raise, .integer(index))
                     } catch {
                         results.append(SpecResult(file: file, name: title, status: .errored, message: error.message,
-                                                  location: error.location ?? testLine))
+                                                  location: error.location ?? testLine, testLocation: testLine))
                     }
                     continue
                 }
@@ -220,7 +220,7 @@ struct SpecTest: AsyncParsableCommand {
                     let named = (try? vm.call(name, .integer(index)).first?.string) ?? title
                     let hookLine = (try? vm.call(line, .integer(index)).first?.integer).flatMap { $0 }.map { "\(file):\($0)" } ?? testLine
                     results.append(SpecResult(file: file, name: named, status: failed ? .failed : .errored, message: error.message,
-                                              location: error.location ?? hookLine, seconds: Self.seconds(clock.now - start),
+                                              location: error.location ?? hookLine, testLocation: hookLine, seconds: Self.seconds(clock.now - start),
                                               traceback: error.kind == .timeout ? error.scriptTraceback : nil))
                 }
             }
@@ -257,6 +257,8 @@ struct SpecResult {
     var message: String?
     /// `file:line` of the failure, or of the test.
     var location: String
+    /// `file:line` of the test itself (its `it`), where it is known and differs from `location`.
+    var testLocation: String?
     var seconds: Double = 0
     /// Where the test's code was when its budget ran out (the script's frames), shown under its error.
     var traceback: String?

@@ -58,6 +58,28 @@ local function extend(state, key)
   return { tokens = tokens, bound = state.bound, message = state.message, kind = state.kind, flipped = state.flipped }
 end
 
+-- The words of a chain no assertion or modifier takes, as luassert names them (`util.extract_keys`: from the end,
+-- each token joined to the ones after it until a known name is found; what is left when the tokens run out).
+local function unknownKey(tokens, fallback)
+  local function known(key)
+    return assertions[key] or modifiers[key] or fillers[key] or negations[key] or userModifiers[key]
+  end
+  local key, i = nil, #tokens
+  while i > 0 do
+    local token = tokens[i]
+    key = key and (token .. "_" .. key) or token
+    local longer = i > 1 and (tokens[i - 1] .. "_" .. key) or nil
+    while i > 1 and longer and assertions[longer] do
+      key = longer
+      i = i - 1
+      longer = tokens[i] .. "_" .. key
+    end
+    if known(key) then key = nil end
+    i = i - 1
+  end
+  return key or fallback
+end
+
 -- Resolves a chain's tokens: fillers dropped, negations counted, the rest joined into the assertion's name.
 local function resolve(tokens)
   local negated, words, all, mods = false, {}, {}, {}
@@ -122,7 +144,7 @@ chainMeta.__call = function(self, ...)
     for _, modifier in ipairs(mods) do modifier(bound, pack(...), 2) end
     return chain({ tokens = {}, bound = bound.payload, message = bound.failure_message, kind = state.kind, flipped = not bound.mod })
   end
-  if check == nil then error("luassert: no assertion named '" .. name .. "'", 2) end
+  if check == nil then error("luassert: unknown modifier/assertion: '" .. unknownKey(state.tokens, name) .. "'", 2) end
   local arguments = pack(...)
   if #mods > 0 or userAssertions[name] then
     -- (Registered modifiers run before the assertion, on luassert's state: they may negate it or give it a message.)
@@ -263,6 +285,8 @@ local stateApi = {
   register = registerIn,
   unregister = unregisterIn,
 }
+-- (How luastore_values.lua reads the parameters a table's rendering follows: `TableFormatLevel` and the others.)
+V.parameter = function(name) return stateApi.get_parameter(nil, name) end
 
 local assertTable = setmetatable({}, {
   __index = function(_, key)
@@ -295,22 +319,27 @@ local function needs(a, name, count)
   end
 end
 
-local function compareMessage(headline, actual, expected)
-  return headline .. "\nPassed in:\n" .. typed(actual) .. "\nExpected:\n" .. typed(expected)
+-- luassert's words for a comparison: the headline, what was passed in, and what was expected — or, negated, what
+-- was not ("Did not expect:").
+local function compareMessage(headline, actual, expected, crumbs, negated)
+  local where = crumbs and { crumbs = crumbs } or nil
+  return headline .. "\nPassed in:\n" .. typed(actual, where) .. (negated and "\nDid not expect:\n" or "\nExpected:\n")
+    .. typed(expected, where)
 end
 
 register({ "same" }, function(a)
   needs(a, "same", 2)
   local expected, actual = a[1], a[2]
-  return deepcompare(expected, actual, true), compareMessage("Expected objects to be the same.", actual, expected),
-    compareMessage("Expected objects not to be the same.", actual, expected)
+  local equal, crumbs = deepcompare(expected, actual, true)
+  return equal, compareMessage("Expected objects to be the same.", actual, expected, crumbs),
+    compareMessage("Expected objects to not be the same.", actual, expected, crumbs, true)
 end, 2)
 
 register({ "equals", "equal" }, function(a)
   needs(a, "equals", 2)
   local expected, actual = a[1], a[2]
   return actual == expected, compareMessage("Expected objects to be equal.", actual, expected),
-    compareMessage("Expected objects not to be equal.", actual, expected)
+    compareMessage("Expected objects to not be equal.", actual, expected, nil, true)
 end, 2)
 
 register({ "near" }, function(a)
@@ -352,7 +381,7 @@ register({ "matches", "match" }, function(a)
   local captures = pack(tostring(actual):match(pattern, init)) -- (what luassert's `matches` returns: the captures)
   local found = tostring(actual):find(pattern, init, plain) ~= nil
   return found, compareMessage("Expected strings to match.", actual, pattern),
-    compareMessage("Expected strings not to match.", actual, pattern), not plain and captures or nil, given
+    compareMessage("Expected strings not to match.", actual, pattern, nil, true), not plain and captures or nil, given
 end)
 
 register({ "unique" }, function(a)
@@ -364,7 +393,7 @@ register({ "unique" }, function(a)
     end
   end
   return not duplicate, "Expected object to be unique:\n" .. typed(list),
-    "Expected object not to be unique:\n" .. typed(list)
+    "Expected object to not be unique:\n" .. typed(list)
 end, 2)
 
 -- Errors: the message without its "file:line: " position is compared (luassert's rule).
@@ -426,18 +455,18 @@ end)
 register({ "truthy" }, function(a)
   needs(a, "truthy", 1)
   return a[1] ~= nil and a[1] ~= false, "Expected to be truthy, but value was:\n" .. typed(a[1]),
-    "Expected not to be truthy, but value was:\n" .. typed(a[1])
+    "Expected to not be truthy, but value was:\n" .. typed(a[1])
 end, 1)
 register({ "falsy" }, function(a)
   needs(a, "falsy", 1)
   return a[1] == nil or a[1] == false, "Expected to be falsy, but value was:\n" .. typed(a[1]),
-    "Expected not to be falsy, but value was:\n" .. typed(a[1])
+    "Expected to not be falsy, but value was:\n" .. typed(a[1])
 end, 1)
 
 for _, literal in ipairs({ { "true", true }, { "false", false } }) do
   register({ literal[1] }, function(a)
     return a[1] == literal[2], "Expected objects to be the same.\nPassed in:\n" .. typed(a[1]) .. "\nExpected:\n" .. typed(literal[2]),
-      "Expected objects not to be the same.\nPassed in:\n" .. typed(a[1]) .. "\nExpected:\n" .. typed(literal[2])
+      "Expected objects to not be the same.\nPassed in:\n" .. typed(a[1]) .. "\nDid not expect:\n" .. typed(literal[2])
   end, 1)
 end
 

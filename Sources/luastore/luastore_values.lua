@@ -47,15 +47,90 @@ end
 -- value is how the value is shown, as luassert shows it.
 local formatters = {}
 
--- luassert's "(type) value" lines (a string as its formatter writes one: in single quotes, as it is), unless a
--- formatter a spec added shows the value.
+-- A number as luassert's formatters write one: every digit a double holds (`%.20g`), a float that looks whole with
+-- `.0`, and `NaN`, `Inf`, `-Inf`; anything else as `tostring` writes it.
+local function precise(value)
+  if type(value) ~= "number" then return tostring(value) end
+  if value ~= value then return "NaN" elseif value == 1 / 0 then return "Inf" elseif value == -1 / 0 then return "-Inf" end
+  local text = format("%.20g", value)
+  if mtype(value) == "float" and not text:find("[%.,]") then text = text:gsub("%d+", "%0.0", 1) end
+  return text
+end
+
+-- luassert's parameters (`assert:set_parameter`): luastore_assert.lua sets how they are read.
+V.parameter = function() return nil end
+
+-- A table as luassert's formatter writes one: "(table: 0x…) {", then a line per key — `[key] = value`, the array's
+-- keys first, then numbers, booleans, strings — nested tables indented down to `TableFormatLevel` levels (3), and the
+-- keys on the way to where two tables differ (`crumbs`, from `deepcompare`) marked with `*`.
+local keyPriority = { number = 1, boolean = 2, string = 3, table = 4, ["function"] = 5, userdata = 6, thread = 7 }
+local function luassert_table(value, crumbs)
+  local levels = V.parameter("TableFormatLevel") or 3
+  local showRecursion = V.parameter("TableFormatShowRecursion")
+  local mark = V.parameter("TableErrorHighlightCharacter") or "*"
+  local described
+  local metatable = getmetatable(value)
+  if metatable == nil then
+    described = "(" .. tostring(value) .. ") "
+  elseif not pcall(setmetatable, value, metatable) then
+    described = "(table) " -- (a protected metatable: no identity shown)
+  else
+    setmetatable(value, nil)
+    described = "(" .. tostring(value) .. ") "
+    setmetatable(value, metatable)
+  end
+  crumbs = crumbs or {}
+  local visiting = {}
+  local function lines(t, level, onPath)
+    if showRecursion and visiting[t] and visiting[t] > 0 then return "{ ... recursive }" end
+    if next(t) == nil then return "{ }" end
+    if level > levels and levels >= 0 then return "{ ... more }" end
+    local keys, length = {}, #t
+    for key in next, t do keys[#keys + 1] = key end -- (its own keys: never a `__pairs`, which a passing test's table may have)
+    local function priority(key)
+      if type(key) == "number" and key >= 1 and key <= length and key % 1 == 0 then return 0 end
+      return keyPriority[type(key)] or 8
+    end
+    sort(keys, function(a, b)
+      local pa, pb = priority(a), priority(b)
+      if pa ~= pb then return pa < pb end
+      if type(a) == "string" or type(a) == "number" then return a < b end
+      if type(a) == "boolean" then return a end
+      return false
+    end)
+    visiting[t] = (visiting[t] or 0) + 1
+    local crumb = crumbs[#crumbs - level + 1]
+    local text = "{"
+    for _, key in ipairs(keys) do
+      local item = t[key]
+      local marked = onPath and key == crumb
+      if type(item) == "table" then
+        item = lines(item, level + 1, marked)
+      elseif type(item) == "string" then
+        item = "'" .. item .. "'"
+      end
+      local char = marked and mark or ""
+      text = text .. format("\n%s%s[%s] = %s", (" "):rep(level * 2 - #char), char, precise(key), precise(item))
+    end
+    visiting[t] = visiting[t] - 1
+    return text .. " }"
+  end
+  return described .. lines(value, 1, true)
+end
+
+-- luassert's "(type) value" lines, as its formatters write them (a string in single quotes, as it is; `(nil)`; a
+-- number with every digit; a table line by line), unless a formatter a spec added shows the value.
 local function typed(value, extra)
   for i = 1, #formatters do
     local shown = formatters[i](value, extra)
     if shown ~= nil then return shown end
   end
-  if type(value) == "string" then return "(string) '" .. value .. "'" end
-  return "(" .. type(value) .. ") " .. render(value)
+  local kind = type(value)
+  if kind == "string" then return "(string) '" .. value .. "'" end
+  if kind == "nil" then return "(nil)" end
+  if kind == "number" then return "(number) " .. precise(value) end
+  if kind == "table" then return luassert_table(value, extra and extra.crumbs) end
+  return "(" .. kind .. ") " .. render(value)
 end
 
 -- The arguments of a call (a `pack`ed list), each typed: "(number) 1, (string) 'x'".
@@ -109,12 +184,19 @@ local function deepcompare(t1, t2, ignoreMeta, cycles, thresh1, thresh2)
   end
   if cycles[1][t1] > thresh1 and cycles[2][t2] > thresh2 then return true end
   cycles[1][t1], cycles[2][t2] = cycles[1][t1] + 1, cycles[2][t2] + 1
+  -- (Unequal: false, and the keys on the way to the first difference, innermost first — luassert's `crumbs`.)
   for key, item in next, t1 do
     local other = t2[key]
-    if other == nil or not deepcompare(item, other, nil, cycles, thresh1, thresh2) then return false end
+    if other == nil then return false, { key } end
+    local equal, crumbs = deepcompare(item, other, nil, cycles, thresh1, thresh2)
+    if not equal then
+      crumbs = crumbs or {}
+      crumbs[#crumbs + 1] = key
+      return false, crumbs
+    end
   end
   for key in next, t2 do
-    if t1[key] == nil then return false end
+    if t1[key] == nil then return false, { key } end
   end
   return true
 end

@@ -53,15 +53,19 @@ import FoundationXML
         let failure = try #require((object["failures"] as? [[String: Any]])?.first)
         #expect(failure["name"] as? String == "failing same")
         #expect(failure["line"] as? Int == 2)
-        #expect((failure["message"] as? String)?.hasPrefix("Expected objects to be the same.\nPassed in:\n(table) {2}") == true)
+        // (A table as luassert's formatter writes it: its identity, then a line per key, the key where it differs marked.)
+        #expect((failure["message"] as? String)?.hasPrefix("Expected objects to be the same.\nPassed in:\n(table: 0x") == true)
+        #expect((failure["message"] as? String)?.contains(") {\n *[1] = 2 }\nExpected:\n") == true, "\(failure)")
     }
 
     @Test func tapCountsEveryTest() async throws {
         let run = try await CLI.run(["test", Self.folder.path, "--time-budget-ms", "10000", "--output", "tap"])
-        #expect(run.outputLines.prefix(3) == ["TAP version 13", "1..26", "ok 1 - luassert keeps assert callable"])
-        #expect(run.outputLines.contains("ok 11 - busted blocks is not written yet # SKIP pending"))
+        // (As busted writes TAP: the plan last, a pending test's name after `# SKIP`, a failure's place `file @ line`.)
+        #expect(run.outputLines.first == "ok 1 - luassert keeps assert callable")
+        #expect(run.outputLines.last == "1..26")
+        #expect(run.outputLines.contains("ok 11 - # SKIP busted blocks is not written yet"))
         #expect(run.outputLines.filter { $0.hasPrefix("not ok ") }.count == 12)
-        #expect(run.outputLines.contains("# spec/failing_spec.lua:3"))
+        #expect(run.outputLines.contains("# spec/failing_spec.lua @ 3"))
     }
 
     @Test func junitIsWellFormedXML() async throws {
