@@ -410,10 +410,17 @@ local function hasToString(value)
   return type(meta) == "table" and type(meta.__tostring) == "function"
 end
 
+-- Whether `value` can be called, as luassert's `util.callable` asks: a function, or a value with a `__call`.
+local function callable(value)
+  if type(value) == "function" then return true end
+  local meta = getmetatable(value)
+  return type(meta) == "table" and meta.__call ~= nil
+end
+
 register({ "error", "errors" }, function(a)
   local fn, expected = a[1], a[2]
-  if type(fn) ~= "function" and not (type(fn) == "table" and getmetatable(fn) and getmetatable(fn).__call) then
-    error("error(function [, expected]) takes a function", 4)
+  if not callable(fn) then
+    error("bad argument #1 to 'error' (function or callable object expected, got " .. type(fn) .. ")", 4)
   end
   local ok, problem = pcall(fn)
   local caught = stripPosition(problem)
@@ -440,6 +447,14 @@ end, 2)
 register({ "error_matches", "error_match", "matches_error", "match_error" }, function(a)
   local given, init, plain = messageAndOptions(a, 3)
   local fn, pattern = a[1], a[2]
+  -- (luassert's checks, in its words: the second names 'error', as luassert's does.)
+  if a.n < 2 then error("the 'error_matches' function requires a minimum of 2 arguments, got: " .. a.n, 4) end
+  if not callable(fn) then
+    error("bad argument #1 to 'error_matches' (function or callable object expected, got " .. type(fn) .. ")", 4)
+  end
+  if pattern ~= nil and type(pattern) ~= "string" then
+    error("bad argument #2 to 'error' (string expected, got " .. type(pattern) .. ")", 4)
+  end
   local ok, problem = pcall(fn)
   if ok then
     return false, "Expected an error matching:\n" .. typed(pattern) .. "\nCaught none", "Caught no error", nil, given

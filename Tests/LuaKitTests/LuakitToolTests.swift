@@ -185,6 +185,31 @@ import Testing
         #expect(stopped.status == 1 && !stopped.bySignal)
     }
 
+    /// A module found through a module-path template is named as Lua names it — the file the template made
+    /// (`lua/m.lua`), in errors, tracebacks and `require`'s second result — and one of the script's folder `./m.lua`.
+    @Test(.startsChildProcesses, .enabled(if: stockLua != nil, "needs Debian's lua5.4")) func modulesAreNamedAsTheirTemplatesMadeThem() async throws {
+        let folder = try makeTemporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try FileManager.default.createDirectory(at: folder.appendingPathComponent("lua"), withIntermediateDirectories: true)
+        let module = "local M = {}\nfunction M.f() error('boom') end\nreturn M\n"
+        try Data(module.utf8).write(to: folder.appendingPathComponent("lua/m.lua"))
+        try Data(module.utf8).write(to: folder.appendingPathComponent("here.lua"))
+        try Data("""
+            local m, where = require("m")
+            print(where, pcall(m.f))
+            local h, there = require("here")
+            print(there, pcall(h.f))
+            print((select(2, xpcall(m.f, debug.traceback))))
+            """.utf8).write(to: folder.appendingPathComponent("main.lua"))
+        let environment = ["LUA_PATH": "lua/?.lua;;"]
+        let stock = try await runChildProcess(URL(fileURLWithPath: stockLua!), ["main.lua"], directory: folder, environment: environment)
+        let ours = try await runChildProcess(Self.binary, ["main.lua"], directory: folder,
+                                             environment: CLI.environment.merging(environment) { $1 })
+        #expect(stock.status == 0 && ours.status == 0, "\(stock.errors)\(ours.errors)")
+        #expect(ours.output == stock.output)
+        #expect(ours.output.hasPrefix("lua/m.lua\tfalse\tlua/m.lua:2: boom\n./here.lua\tfalse\t./here.lua:2: boom\n"), "\(ours.output)")
+    }
+
     /// `LUASTORE_TIME_BUDGET_MS` sets the default budget, as for `luastore`; the option wins, and a variable that
     /// is not a budget is refused.
     @Test func theBudgetsDefaultComesFromTheEnvironment() async throws {

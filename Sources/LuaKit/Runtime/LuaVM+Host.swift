@@ -256,8 +256,9 @@ extension LuaVM {
         }
     }
 
-    /// `readmodule(name [, folder])`: the source and chunk name of an app module (found inside its folder, then on
-    /// the module path); found nowhere, nil and the files looked for (`\n\tno file '…'` each, as Lua lists them).
+    /// `readmodule(name [, folder])`: the source, chunk name and file name (as Lua's searcher names it) of an app module
+    /// (found inside its folder, then on the module path); found nowhere, nil and the files looked for
+    /// (`\n\tno file '…'` each, as Lua lists them).
     func readModulePrimitive() throws(HostFailure) -> Int32 {
         let name = String(decoding: try stringArgument(1, "require"), as: UTF8.self)
         let (root, folderPrefix) = moduleFolder(at: 2)
@@ -271,8 +272,12 @@ extension LuaVM {
         try ensureHeadroom(module.source.count * 2)
         pushBytes(module.source)
         let prefix = isNumberedFolder(at: 2) ? folderPrefix : moduleChunkPrefix
-        pushString("@" + (module.chunkName.hasPrefix("/") ? "" : prefix) + module.chunkName)
-        return 2
+        let named = (module.chunkName.hasPrefix("/") || module.asFound ? "" : prefix) + module.chunkName
+        pushString("@" + named)
+        // (And the file as the searcher's template made it — package.path's "./?.lua", or the module path's —:
+        // `require`'s second result, Lua's "loader data".)
+        pushString(module.asFound || named.hasPrefix("/") || named.hasPrefix("./") ? named : "./" + named)
+        return 3
     }
 
     /// `hostmodule(name)`: the compiled chunk of a host module defined by its source, and its chunk name (`=` and

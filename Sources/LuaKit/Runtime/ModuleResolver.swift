@@ -21,6 +21,9 @@ struct ModuleResolver {
         /// The file's bytes, as Lua reads source: a string literal may hold bytes that are not UTF-8 text.
         let source: Data
         let chunkName: String
+        /// Whether `chunkName` is the file's name as the module path's template made it (`lua/m.lua`), which Lua names
+        /// a module by, with no prefix of the host's.
+        var asFound = false
     }
 
     /// The module `name` names, or — found nowhere — nil and the files looked for, in order (`./a/b.lua`, then the
@@ -54,8 +57,10 @@ struct ModuleResolver {
                 return (try read(url, root: root, chunkName: inside, what: "require: module '\(name)'"), tried)
             }
             guard FileManager.default.fileExists(atPath: candidate) else { continue }
-            return (try read(URL(fileURLWithPath: candidate).standardizedFileURL, root: nil, chunkName: candidate,
-                             what: "require: module '\(name)'"), tried)
+            var module = try read(URL(fileURLWithPath: candidate).standardizedFileURL, root: nil, chunkName: candidate,
+                                  what: "require: module '\(name)'")
+            module.asFound = true
+            return (module, tried)
         }
         if let library = LuaModulePath.cModuleTemplates.lazy.map({ $0.replacingOccurrences(of: "?", with: relative) })
             .first(where: { FileManager.default.fileExists(atPath: $0) }) {

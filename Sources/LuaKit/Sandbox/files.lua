@@ -137,6 +137,7 @@ function reading_methods.seek(file, whence, offset)
 end
 function reading_methods.close(file)
   checked(file, "close")
+  if rawequal(file, sandbox_io.stdin) then return nil, "cannot close standard file" end -- (it stays open, as Lua's)
   open_files[file] = nil
   return true
 end

@@ -280,13 +280,12 @@ local function namespace(root, strict)
     if preload ~= nil then
       chunk, extra = preload, ":preload:"
     else
-      local source, chunkname = host_readmodule(name, root)
+      local source, chunkname, found = host_readmodule(name, root)
       if source == nil then -- (found nowhere: raised as Lua's `require` words it, at the call, `chunkname` the files tried)
         error("module '" .. name .. "' not found:\n\tno field package.preload['" .. name .. "']" .. chunkname, 2)
       end
-      -- (Where Lua's searcher found it: through package.path's "./?.lua", or the module path's absolute template.)
-      extra = string_sub(chunkname, 2)
-      if string_sub(extra, 1, 1) ~= "/" and string_sub(extra, 1, 2) ~= "./" then extra = "./" .. extra end
+      -- (Where Lua's searcher found it: the file its template made — package.path's "./?.lua", or the module path's.)
+      extra = found
       local problem
       chunk, problem = real_load(source, chunkname, "t", g or own_globals())
       chunk_namespaces[chunkname] = g
@@ -351,6 +350,7 @@ globals.warn = builtin(sandbox_warn)
 -- `loadfile` and `dofile` read text files of the app's folder only (paths relative to it); in a namespace with a
 -- folder of its own (`root`, a plugin's), that folder's. What they load runs with the globals `g` (the
 -- namespace's) unless given others.
+local function pass_on(...) return ... end
 function make_file_loaders(root, g)
   local function sandbox_loadfile(...)
     local path, mode, env = ...
@@ -375,7 +375,7 @@ function make_file_loaders(root, g)
     if type(path) ~= "string" then argerror(1, "string expected, got " .. typename(path)) end
     local chunk, problem = sandbox_loadfile(path)
     if chunk == nil then error(problem, 0) end -- (as Lua's dofile raises it: the message alone)
-    return chunk()
+    return pass_on(chunk()) -- (not a tail call: a traceback shows the chunk called by `dofile`, as Lua's)
   end
   return { builtin(sandbox_loadfile), builtin(sandbox_dofile) }
 end

@@ -78,3 +78,6 @@ print(pcall(function() return table.insert({}, 1, 2, 3) end))
 print(pcall(function() return table.sort({3,2,1}, 1) end))
 print(pcall(function() return math.randomseed("x") end))
 print(pcall(function() return warn() end))
+-- The standard input stays open, as Lua's.
+print(io.stdin:close())
+print(io.type(io.stdin), pcall(io.close, io.stdin))

@@ -30,3 +30,5 @@ local plain = require("plain")
 print((select(2, xpcall(function() plain.fail() end, debug.traceback))))
 local alias = setmetatable
 print(pcall(function() alias(1) end))
+-- dofile calls the chunk as Lua's C dofile does: no tail call in between.
+print((select(2, xpcall(dofile, debug.traceback, "fails.lua"))))
