@@ -68,25 +68,29 @@ struct SpecReport {
     /// message (`# Failure message: file:line: …`, where it was raised) as diagnostics, a pending test as `# SKIP` with
     /// its reason (at the line of its `pending`) or its name, and the plan (`1..N`) last.
     var tap: String {
-        var lines: [String] = []
-        for (index, result) in results.enumerated() {
-            switch result.status {
-            case .passed: lines.append("ok \(index + 1) - \(result.name)")
-            case .pending: lines.append("ok \(index + 1) - # SKIP " + (result.message.map { Self.placed($0, at: result.location) } ?? result.name))
-            case .failed, .errored:
-                lines.append("not ok \(index + 1) - \(result.name)")
-                let test = result.testLocation ?? result.location
-                if let colon = test.lastIndex(of: ":"), test[test.index(after: colon)...].allSatisfy(\.isNumber) {
-                    lines.append("# \(test[..<colon]) @ \(test[test.index(after: colon)...])")
-                } else {
-                    lines.append("# \(test)")
-                }
-                let message = Self.placed(result.message ?? "Nil error", at: result.location)
-                lines.append("# Failure message: " + message.replacingOccurrences(of: "\n", with: "\n# "))
+        (results.enumerated().flatMap { Self.tapLines($0.element, number: $0.offset + 1) } + ["1..\(results.count)"])
+            .joined(separator: "\n")
+    }
+
+    /// The TAP lines of one result, the `number`th.
+    static func tapLines(_ result: SpecResult, number: Int) -> [String] {
+        switch result.status {
+        case .passed:
+            return ["ok \(number) - \(result.name)"]
+        case .pending:
+            return ["ok \(number) - # SKIP " + (result.message.map { placed($0, at: result.location) } ?? result.name)]
+        case .failed, .errored:
+            var lines = ["not ok \(number) - \(result.name)"]
+            let test = result.testLocation ?? result.location
+            if let colon = test.lastIndex(of: ":"), test[test.index(after: colon)...].allSatisfy(\.isNumber) {
+                lines.append("# \(test[..<colon]) @ \(test[test.index(after: colon)...])")
+            } else {
+                lines.append("# \(test)")
             }
+            let message = placed(result.message ?? "Nil error", at: result.location)
+            lines.append("# Failure message: " + message.replacingOccurrences(of: "\n", with: "\n# "))
+            return lines
         }
-        lines.append("1..\(results.count)")
-        return lines.joined(separator: "\n")
     }
 
     /// `message` with the place it was raised at first (`file:line: …`), as busted keeps a failure's message.

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import LuaKit
 import LuaStoreCommandLine
+import LuaStoreConcurrency
 import LuaStoreScripting
 
 /// `luastore test APP_DIR [--filter PATTERN] [--output text|json|tap|junit]`: runs the app's Lua specs.
@@ -74,10 +75,20 @@ struct SpecTest: AsyncParsableCommand {
         let modulePath = project.lpath + modules.templates
         let budget = Duration.microseconds(Int64(timeBudget * 1000))
         var results: [SpecResult] = []
+        // TAP goes out as busted writes it, a line as each test ends; the other reports once all have run.
+        let streamed = Protected(0)
+        let stream: @Sendable (SpecResult) -> Void = { result in
+            guard output == .tap else { return }
+            let number = streamed.withLock { count in
+                count += 1
+                return count
+            }
+            Console.out(SpecReport.tapLines(result, number: number).joined(separator: "\n"))
+        }
         for file in files {
             let outcome = await thread.perform {
                 Self.run(file: file, helper: project.helper, folder: folder, modulePath: modulePath, appModulePath: modules.templates,
-                         filter: filter, budget: budget)
+                         filter: filter, budget: budget, onResult: stream)
             }
             switch outcome {
             case .success(let fileResults): results += fileResults
@@ -86,7 +97,7 @@ struct SpecTest: AsyncParsableCommand {
                 throw ExitCode.unusable
             }
         }
-        Console.out(SpecReport(results: results).render(output))
+        Console.out(output == .tap ? "1..\(results.count)" : SpecReport(results: results).render(output))
         if results.contains(where: { $0.status == .failed || $0.status == .errored }) { throw ExitCode.appFailure }
     }
 
@@ -97,8 +108,13 @@ struct SpecTest: AsyncParsableCommand {
 
     /// Runs one spec file in a fresh VM (on its LuaThread): a result for each test, in order.
     static func run(file: String, helper: String? = nil, folder: URL, modulePath: [String], appModulePath: [String], filter: String?,
-                    budget: Duration) -> Result<[SpecResult], UsageProblem> {
+                    budget: Duration, onResult: (SpecResult) -> Void = { _ in }) -> Result<[SpecResult], UsageProblem> {
         var results: [SpecResult] = []
+        /// Each result as it comes (TAP writes its line then, between what the tests print, as busted does).
+        func record(_ result: SpecResult) {
+            results.append(result)
+            onResult(result)
+        }
         let clock = ContinuousClock()
         do throws(LuaError) {
             var limits = LuaLimits()
@@ -155,7 +171,8 @@ struct SpecTest: AsyncParsableCommand {
                 globals[name] = value
             }
             guard let source = FileManager.default.contents(atPath: folder.appendingPathComponent(file).path) else {
-                return .success([SpecResult(file: file, name: file, status: .errored, message: "cannot read the file", location: file)])
+                record(SpecResult(file: file, name: file, status: .errored, message: "cannot read the file", location: file))
+                return .success(results)
             }
             func nextItem(_ next: LuaReference) throws(LuaError) -> Int64? {
                 try vm.call(next).first?.integer
@@ -170,7 +187,8 @@ struct SpecTest: AsyncParsableCommand {
             // as under busted. One that fails is its file's error.
             if let helper {
                 guard let helperSource = FileManager.default.contents(atPath: folder.appendingPathComponent(helper).path) else {
-                    return .success([SpecResult(file: file, name: helper, status: .errored, message: "cannot read the helper", location: helper)])
+                    record(SpecResult(file: file, name: helper, status: .errored, message: "cannot read the helper", location: helper))
+                    return .success(results)
                 }
                 try vm.call(try vm.load(bytes: LuaVM.fileSource(helperSource), chunkName: helper, globals: globals))
             }
@@ -188,7 +206,7 @@ struct SpecTest: AsyncParsableCommand {
                     do {
                         try vm.call(raise, .integer(index))
                     } catch {
-                        results.append(SpecResult(file: file, name: title, status: .errored, message: error.message,
+                        record(SpecResult(file: file, name: title, status: .errored, message: error.message,
                                                   location: error.location ?? testLine, testLocation: testLine))
                     }
                     continue
@@ -201,7 +219,7 @@ struct SpecTest: AsyncParsableCommand {
                     }
                 }
                 if itemStatus == "pending" {
-                    results.append(SpecResult(file: file, name: title, status: .pending, location: testLine))
+                    record(SpecResult(file: file, name: title, status: .pending, location: testLine))
                     continue
                 }
                 let start = clock.now
@@ -212,14 +230,14 @@ struct SpecTest: AsyncParsableCommand {
                     let isPending = outcome.first == "pending"
                     let reason = isPending && outcome.count > 1 ? outcome[1].string : nil
                     let place = isPending && outcome.count > 2 ? outcome[2].integer.map { "\(file):\($0)" } : nil
-                    results.append(SpecResult(file: file, name: title, status: isPending ? .pending : .passed, message: reason,
+                    record(SpecResult(file: file, name: title, status: isPending ? .pending : .passed, message: reason,
                                               location: place ?? testLine, seconds: Self.seconds(clock.now - start)))
                 } catch {
                     let failed = (try? vm.call(kind, .integer(index)).first?.string) == "failure" && error.kind == .runtime
                     // (Named again: a before_each that failed is the error, named after its block, as busted names it.)
                     let named = (try? vm.call(name, .integer(index)).first?.string) ?? title
                     let hookLine = (try? vm.call(line, .integer(index)).first?.integer).flatMap { $0 }.map { "\(file):\($0)" } ?? testLine
-                    results.append(SpecResult(file: file, name: named, status: failed ? .failed : .errored, message: error.message,
+                    record(SpecResult(file: file, name: named, status: failed ? .failed : .errored, message: error.message,
                                               location: error.location ?? hookLine, testLocation: hookLine, seconds: Self.seconds(clock.now - start),
                                               traceback: error.kind == .timeout ? error.scriptTraceback : nil))
                 }
@@ -227,11 +245,11 @@ struct SpecTest: AsyncParsableCommand {
             do {
                 try vm.call(try function("finish"))
             } catch {
-                results.append(SpecResult(file: file, name: "teardown", status: .errored, message: error.message,
+                record(SpecResult(file: file, name: "teardown", status: .errored, message: error.message,
                                           location: error.location ?? file))
             }
         } catch {
-            results.append(SpecResult(file: file, name: file, status: .errored, message: error.message, location: error.location ?? file))
+            record(SpecResult(file: file, name: file, status: .errored, message: error.message, location: error.location ?? file))
         }
         return .success(results)
     }

@@ -72,6 +72,26 @@ struct BustedDifferentialTests {
         #expect(normalized(ours.output) == normalized(real.output))
     }
 
+    /// TAP goes out as busted writes it, a result as each test ends: what a test prints comes before its line and
+    /// after the line of the test before it.
+    @Test func tapInterleavesWithWhatTestsPrint() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("luastore-tap-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try FileManager.default.createDirectory(at: folder.appendingPathComponent("spec"), withIntermediateDirectories: true)
+        try Data("""
+            describe("printing", function()
+              it("a", function() print("in a") end)
+              it("b", function() print("in b"); assert.equal(1, 2) end)
+              it("c", function() print("in c") end)
+            end)
+            """.utf8).write(to: folder.appendingPathComponent("spec/print_spec.lua"))
+        let (lua, busted) = try #require(realBusted)
+        let real = try await runChildProcess(URL(fileURLWithPath: lua), [busted, "-o", "TAP"], directory: folder)
+        let ours = try await CLI.run(["test", folder.path, "--output", "tap"])
+        #expect(ours.output == real.output)
+        #expect(Array(ours.outputLines.prefix(3)) == ["in a", "ok 1 - printing a", "in b"], "\(ours.output)")
+    }
+
     /// A `.busted` that is not what busted takes is refused, naming the file and what was wrong.
     @Test func aBadBustedFileIsNamed() async throws {
         let folder = try CLI.makeApp("return {}").standardizedFileURL
