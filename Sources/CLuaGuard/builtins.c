@@ -261,73 +261,35 @@ static int last_level(lua_State *L1) {
 /// How many levels a traceback shows before and after the ones it skips in a deep stack (lauxlib's).
 enum { LEVELS_FIRST = 10, LEVELS_LAST = 11 };
 
-/// Adds the lines of L1's frames from `level` up to (not including) `end` (or the last, `end` -1) to `buffer`.
-static void add_frames(lua_State *L, lua_State *L1, luaL_Buffer *buffer, int level, int end) {
+void clua_traceback(lua_State *L, lua_State *L1, const char *message, int level) {
+    luaL_Buffer buffer;
     lua_Debug ar;
-    int last = end >= 0 ? end - 1 : last_level(L1);
+    int last = last_level(L1);
     int shownBeforeSkip = (last - level > LEVELS_FIRST + LEVELS_LAST) ? LEVELS_FIRST : -1;
-    while ((end < 0 || level < end) && lua_getstack(L1, level++, &ar)) {
+    luaL_buffinit(L, &buffer);
+    if (message != NULL) {
+        luaL_addstring(&buffer, message);
+        luaL_addchar(&buffer, '\n');
+    }
+    luaL_addstring(&buffer, "stack traceback:");
+    while (lua_getstack(L1, level++, &ar)) {
         if (is_hidden_frame(L1, &ar)) continue;
         if (shownBeforeSkip-- == 0) {
             int skipped = last - level - LEVELS_LAST + 1;
             lua_pushfstring(L, "\n\t...\t(skipping %d levels)", skipped);
-            luaL_addvalue(buffer);
+            luaL_addvalue(&buffer);
             level += skipped;
             continue;
         }
         lua_getinfo(L1, "Slnt", &ar);
         if (ar.currentline <= 0) lua_pushfstring(L, "\n\t%s: in ", ar.short_src);
         else lua_pushfstring(L, "\n\t%s:%d: in ", ar.short_src, ar.currentline);
-        luaL_addvalue(buffer);
+        luaL_addvalue(&buffer);
         push_function_name(L, L1, &ar);
-        luaL_addvalue(buffer);
-        if (ar.istailcall) luaL_addstring(buffer, "\n\t(...tail calls...)");
+        luaL_addvalue(&buffer);
+        if (ar.istailcall) luaL_addstring(&buffer, "\n\t(...tail calls...)");
     }
-}
-
-/// Starts a traceback in `buffer`: the message (if any) on a line of its own, then the header.
-static void begin_traceback(lua_State *L, luaL_Buffer *buffer, const char *message) {
-    luaL_buffinit(L, buffer);
-    if (message != NULL) {
-        luaL_addstring(buffer, message);
-        luaL_addchar(buffer, '\n');
-    }
-    luaL_addstring(buffer, "stack traceback:");
-}
-
-void clua_traceback(lua_State *L, lua_State *L1, const char *message, int level) {
-    luaL_Buffer buffer;
-    begin_traceback(L, &buffer, message);
-    add_frames(L, L1, &buffer, level, -1);
     luaL_pushresult(&buffer);
-}
-
-int clua_stack_depth(lua_State *L) { return last_level(L); }
-
-void clua_script_traceback(lua_State *L, const char *message, int level) {
-    int top = lua_gettop(L);
-    if (lua_getfield(L, LUA_REGISTRYINDEX, CLUA_HANDLING_FIELD) == LUA_TTABLE && lua_rawgeti(L, top + 1, 3) == LUA_TTHREAD &&
-        lua_tothread(L, -1) == L && lua_rawgeti(L, top + 1, 2) == LUA_TNUMBER && lua_rawgeti(L, top + 1, 1) == LUA_TSTRING) {
-        /* The `xpcall` whose handler runs is as deep in the stack as when it called the handler. */
-        int end = last_level(L) - (int)lua_tointeger(L, top + 3);
-        if (end >= level) {
-            luaL_Buffer buffer;
-            begin_traceback(L, &buffer, message);
-            add_frames(L, L, &buffer, level, end);
-            size_t length;
-            const char *frames = lua_tolstring(L, top + 4, &length);
-            static const char header[] = "stack traceback:";
-            if (length >= sizeof header - 1 && memcmp(frames, header, sizeof header - 1) == 0) {
-                luaL_addlstring(&buffer, frames + sizeof header - 1, length - (sizeof header - 1));
-            }
-            luaL_pushresult(&buffer);
-            lua_replace(L, top + 1);
-            lua_settop(L, top + 1);
-            return;
-        }
-    }
-    lua_settop(L, top);
-    clua_traceback(L, L, message, level);
 }
 
 int clua_sandbox_traceback(lua_State *L) {
@@ -343,7 +305,6 @@ int clua_sandbox_traceback(lua_State *L) {
         return 1;
     }
     int level = (int)luaL_optinteger(L, arg + 2, (L == L1) ? 1 : 0);
-    if (L == L1) clua_script_traceback(L, message, level);
-    else clua_traceback(L, L1, message, level);
+    clua_traceback(L, L1, message, level);
     return 1;
 }

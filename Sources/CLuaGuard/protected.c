@@ -48,75 +48,35 @@ int clua_sandbox_pcall(lua_State *L) {
     return finish_pcall(L, status, 0);
 }
 
-/// What `xpcall` returns once its call ended (as `finish_pcall`; the stack holds `[f, handler, msgh, true, ...]`). A
-/// script's handler (`extra` 0) is called here, once the stack has unwound, protected: if it fails, the error is Lua's
-/// "error in error handling". While it runs, `debug.traceback` shows the frames where the error was raised, which the
-/// message handler kept (`keep_raise`), as Lua's handler, run there, sees them. Lua's traceback (`extra` 1) ran where
-/// the error was raised.
+/// What `xpcall` returns once its call ended (as `finish_pcall`; the stack holds `[f, handler, true, ...]`). A script's
+/// handler (`extra` 0) is called here, once the stack has unwound, protected: if it fails, the error is Lua's "error
+/// in error handling". Lua's traceback (`extra` 1) ran where the error was raised.
 static int finish_xpcall(lua_State *L, int status, lua_KContext extra) {
     CLuaGuard *g = clua_guard(L);
     if (g->timedOut) return clua_raise_budget_exceeded(L, g); /* (not what a handler made of it) */
-    if (status == LUA_OK || status == LUA_YIELD) return lua_gettop(L) - 3;
+    if (status == LUA_OK || status == LUA_YIELD) return lua_gettop(L) - 2;
     if (extra == 0) {
-        /* [..., error, the outer handler's (a handler's own xpcall)] */
-        lua_getfield(L, LUA_REGISTRYINDEX, CLUA_HANDLING_FIELD);
-        /* What a traceback in the handler reads: the frames where the error was raised, how deep this xpcall is,
-           on which thread. */
-        lua_createtable(L, 3, 0);
-        lua_getfield(L, LUA_REGISTRYINDEX, CLUA_RAISED_FIELD);
-        lua_rawseti(L, -2, 1);
-        lua_pushinteger(L, clua_stack_depth(L));
-        lua_rawseti(L, -2, 2);
-        lua_pushthread(L);
-        lua_rawseti(L, -2, 3);
-        lua_setfield(L, LUA_REGISTRYINDEX, CLUA_HANDLING_FIELD);
         lua_pushvalue(L, 2);
-        lua_pushvalue(L, -3); /* [..., error, outer, handler, error] */
-        int handled = lua_pcall(L, 1, 1, 0);
-        lua_pushvalue(L, -2);
-        lua_setfield(L, LUA_REGISTRYINDEX, CLUA_HANDLING_FIELD);
-        if (handled != LUA_OK) {
+        lua_insert(L, -2); /* [..., handler, error] */
+        if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
             if (g->timedOut) return clua_raise_budget_exceeded(L, g);
             lua_pop(L, 1);
             lua_pushliteral(L, "error in error handling");
         }
-        lua_replace(L, -3); /* [..., result, outer] */
-        lua_pop(L, 1);
     }
     lua_pushboolean(L, 0);
     lua_insert(L, -2);
     return 2;
 }
 
-/// The message handler of a script's `xpcall`: keeps the traceback of where the error was raised, for the script's
-/// handler (which runs once the stack has unwound); the error goes on as it is.
-static int keep_raise(lua_State *L) {
-    CLuaGuard *g = clua_guard(L);
-    if (!g->timedOut) {
-        g->hostAllocations++;
-        clua_script_traceback(L, NULL, 1); /* (raised in a handler: down to its xpcall, then where that error was) */
-        lua_setfield(L, LUA_REGISTRYINDEX, CLUA_RAISED_FIELD);
-        g->hostAllocations--;
-    }
-    lua_settop(L, 1);
-    return 1;
-}
-
 int clua_sandbox_xpcall(lua_State *L) {
     int n = lua_gettop(L);
     luaL_checktype(L, 2, LUA_TFUNCTION);
     int traceback = lua_tocfunction(L, 2) == clua_guard(L)->traceback;
-    if (traceback) {
-        lua_pushvalue(L, 2);
-    } else {
-        lua_pushnil(L); /* (an error the handler did not see raised — memory — shows no stale frames) */
-        lua_setfield(L, LUA_REGISTRYINDEX, CLUA_RAISED_FIELD);
-        lua_pushcfunction(L, keep_raise);
-    }
     lua_pushboolean(L, 1);
     lua_pushvalue(L, 1);
-    lua_rotate(L, 3, 3); /* [f, handler, msgh, true, f, args...] */
-    int status = lua_pcallk(L, n - 2, LUA_MULTRET, 3, traceback, finish_xpcall);
+    lua_rotate(L, 3, 2); /* [f, handler, true, f, args...] */
+    int status = lua_pcallk(L, n - 2, LUA_MULTRET, traceback ? 2 : 0, traceback, finish_xpcall);
     return finish_xpcall(L, status, traceback);
 }
 

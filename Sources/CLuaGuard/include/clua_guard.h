@@ -126,20 +126,6 @@ void clua_free_slabs(CLuaGuard *g);
 /// errors name a module's functions as Lua's do (`mymod.f`): namespaces.lua sets it.
 #define CLUA_MODULES_FIELD "luakit.modules"
 
-/// The registry fields where a script's `xpcall` keeps the traceback of where its error was raised (its message
-/// handler, `CLUA_RAISED_FIELD`), and shows it to the script's handler while it runs (`CLUA_HANDLING_FIELD`: those
-/// frames, how deep the `xpcall` is — `clua_stack_depth` — and its thread): there `debug.traceback` answers as it
-/// would where the error was raised (protected.c, builtins.c).
-#define CLUA_RAISED_FIELD "luakit.raised"
-#define CLUA_HANDLING_FIELD "luakit.handling"
-
-/// The level of the bottom of L's stack seen from its top: how deep the running function is. In builtins.c.
-int clua_stack_depth(lua_State *L);
-
-/// [-0, +1, m] L's traceback from `level`, as Lua's would read there: inside a script's `xpcall` handler (which runs
-/// once the stack has unwound) the frames down to that `xpcall`, then those where its error was raised. In builtins.c.
-void clua_script_traceback(lua_State *L, const char *message, int level);
-
 /// [-0, +1, m] `luaL_traceback`, leaving out the prelude's own frames (its chunks' Lua and `clua_builtin_error`):
 /// a builtin written in Lua shows as Lua's C builtins do, `[C]: in function 'name'`. In builtins.c.
 void clua_traceback(lua_State *L, lua_State *L1, const char *message, int level);
