@@ -1,4 +1,5 @@
 import LuaStoreConcurrency
+import Synchronization
 
 /// What became of an action `send` dispatched: reduced (with the commands it returned), failed (the reducer
 /// threw; the state is as it was), or dropped (the store stopped before it was reduced, or an interceptor's
@@ -23,15 +24,21 @@ public enum SendOutcome<Effect: Sendable>: Sendable {
 /// exactly once: a ticket dropped unresolved (its action never reduced: the store stopped) resolves `.dropped`.
 @usableFromInline
 package final class ActionTicket<Effect: Sendable>: Sendable {
-    /// The outcome once the action was reduced, and whether the ticket has resolved.
-    private let progress = Protected<(outcome: SendOutcome<Effect>?, resolved: Bool)>((nil, false))
-    private let onReduced: @Sendable (SendOutcome<Effect>) -> Void
-    private let onResolved: @Sendable (SendOutcome<Effect>) -> Void
+    /// The outcome once the action was reduced.
+    @usableFromInline let outcome = Protected<SendOutcome<Effect>?>(nil)
+    /// Whether the ticket has resolved: an atomic of its own, not a field under the outcome's lock, so that the
+    /// deinitializer of a ticket that resolved — every ticket of a store that runs — does no generic work at all.
+    @usableFromInline let resolved = Atomic<Bool>(false)
+    @usableFromInline let onReduced: @Sendable (SendOutcome<Effect>) -> Void
+    @usableFromInline let onResolved: @Sendable (SendOutcome<Effect>) -> Void
     /// Where the reducer is told the action came from (nil: outside).
     @usableFromInline package let source: ActionSource?
 
     /// `onReduced` runs on the executor right after the reducer (what else the reducer's side knows of the
     /// action can be read there); `onResolved` once the observers were told, or when the action is dropped.
+    // (Inlinable, as the rest of a sent action's path: compiled here once for every effect type, each call looked
+    // up the generic types it touched.)
+    @inlinable
     package init(source: ActionSource? = nil, onReduced: @escaping @Sendable (SendOutcome<Effect>) -> Void = { _ in },
                  onResolved: @escaping @Sendable (SendOutcome<Effect>) -> Void) {
         self.source = source
@@ -39,20 +46,17 @@ package final class ActionTicket<Effect: Sendable>: Sendable {
         self.onResolved = onResolved
     }
 
-    func reduced(_ result: SendOutcome<Effect>) {
-        progress.withLock { $0.outcome = result }
+    @inlinable func reduced(_ result: SendOutcome<Effect>) {
+        outcome.withLock { $0 = result }
         onReduced(result)
     }
 
-    func resolve() {
-        let outcome = progress.withLock { progress -> SendOutcome<Effect>?? in
-            guard !progress.resolved else { return nil }
-            progress.resolved = true
-            return .some(progress.outcome)
-        }
-        guard let outcome else { return }
-        onResolved(outcome ?? .dropped)
+    @inlinable func resolve() {
+        guard resolved.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return }
+        onResolved(outcome.withLock { $0 } ?? .dropped)
     }
 
-    deinit { resolve() }
+    deinit {
+        if !resolved.load(ordering: .acquiring) { resolve() }
+    }
 }

@@ -94,7 +94,7 @@ public final class RootStore<R: Reducer>: Sendable {
 
     /// `send`'s dispatch, for a store built on this one: `ticket` hears the outcome on the executor right after
     /// the reducer, and resolves after the notification.
-    package func dispatch(_ action: R.Action, ticket: ActionTicket<R.Effect>) { engine.dispatch(action, ticket: ticket) }
+    @inlinable package func dispatch(_ action: R.Action, ticket: ActionTicket<R.Effect>) { engine.dispatch(action, ticket: ticket) }
 
     /// Subscribes `observer`.
     public func subscribe(_ observer: Observer<R.State>) { engine.subscribe(observer) }

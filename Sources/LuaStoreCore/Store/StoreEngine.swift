@@ -44,8 +44,8 @@ final class StoreEngine<R: Reducer>: Sendable {
 
         @inlinable init() {}
 
-        mutating func append(_ action: Action, origin: WeakChild<State, Action, Effect>?, lease: EffectLease?,
-                             ticket: ActionTicket<Effect>? = nil) {
+        @inlinable mutating func append(_ action: Action, origin: WeakChild<State, Action, Effect>?, lease: EffectLease?,
+                                        ticket: ActionTicket<Effect>? = nil) {
             if origin != nil || lease != nil || ticket != nil {
                 routed.append((actions.count, Route(origin: origin, lease: lease, ticket: ticket)))
             }
@@ -133,7 +133,11 @@ final class StoreEngine<R: Reducer>: Sendable {
     }
 
     /// Dispatches an action from outside with a ticket that hears its outcome (`RootStore.send`). It counts as
-    /// a dispatch from outside, and is reduced in order with the others (on its own, not in a run).
+    /// a dispatch from outside, and is reduced in order with the others (on its own, not in a run). Inlined, as
+    /// `dispatch(_:)` is, so that the drain it schedules is the one specialized for the reducer: compiled here, a
+    /// store that only ever heard sends (`luastore serve`'s) ran the generic drain, looking up type metadata at
+    /// every step.
+    @inlinable
     func dispatch(_ action: Action, ticket: ActionTicket<Effect>) {
         enqueue { $0.append(action, origin: nil, lease: nil, ticket: ticket) }
     }
@@ -158,7 +162,8 @@ final class StoreEngine<R: Reducer>: Sendable {
     /// here once for every reducer, each generic type it touched was a search of the runtime's metadata cache
     /// (≈ 30–50 ns each, dozens per drain): a Swift store, dispatched to from another module, paid ≈ 400 ns per
     /// action where it now pays ≈ 70 (docs/benchmarks.md). What runs rarely (failures, commands,
-    /// subscriptions, tickets, observers joining) stays compiled here.
+    /// subscriptions, observers joining) stays compiled here; tickets do not (each action `luastore serve` hears
+    /// has one).
     @inlinable
     func drain() {
         var sinceNotification = 0
@@ -326,7 +331,7 @@ final class StoreEngine<R: Reducer>: Sendable {
     }
 
     /// Tells `ticket` its action's outcome now; it resolves after the next notification.
-    @usableFromInline
+    @inlinable
     func settle(_ ticket: ActionTicket<Effect>, _ outcome: SendOutcome<Effect>) {
         ticket.reduced(outcome)
         confined.value.reducedTickets.append(ticket)
@@ -356,7 +361,7 @@ final class StoreEngine<R: Reducer>: Sendable {
     }
 
     /// Notifies (if anything changed), then resolves the tickets of the actions reduced before it.
-    @usableFromInline @inline(never)
+    @inlinable @inline(never)
     func resolveTickets() {
         let tickets = confined.value.reducedTickets
         confined.value.reducedTickets = []
