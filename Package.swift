@@ -204,8 +204,6 @@ let package = Package(
             dependencies: [
                 "LuaKit", "LuaStoreConcurrency", "PollingSocketPool",
                 .product(name: "FlyingFox", package: "FlyingFox"),
-                .product(name: "Subprocess", package: "swift-subprocess"),
-                .product(name: "SystemPackage", package: "swift-system"),
             ],
             path: "Tests/LuaStoreTestSupport",
             swiftSettings: strict
