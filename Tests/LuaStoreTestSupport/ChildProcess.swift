@@ -4,7 +4,8 @@ import Testing
 
 /// What a finished child process left behind.
 public struct ChildProcessResult: Sendable {
-    /// The exit status, or the number of the signal that ended it.
+    /// The exit status, or the number of the signal that ended it (-1: unknown — something else in the test process
+    /// reaped the child).
     public var status: Int32
     /// Everything it wrote on standard output.
     public var output: String
@@ -178,9 +179,10 @@ private struct ChildSpawn: Sendable {
         }
         while true {
             var status: Int32 = 0
-            if waitpid(pid, &status, WNOHANG) == pid {
+            let waited = waitpid(pid, &status, WNOHANG)
+            if waited == pid || (waited == -1 && errno == ECHILD) { // (ECHILD: something else reaped it; its status is lost)
                 for descriptor in open { drain(descriptor) }
-                finished.status = (status & 0x7f) == 0 ? (status >> 8) & 0xff : status & 0x7f
+                finished.status = waited != pid ? -1 : (status & 0x7f) == 0 ? (status >> 8) & 0xff : status & 0x7f
                 return finished
             }
             if ContinuousClock.now >= deadline {
