@@ -53,7 +53,7 @@ extension Trait where Self == ConditionTrait {
 /// Runs a program to completion and collects what it writes.
 ///
 /// Standard input is `input`, or empty when `input` is `nil` (never the test runner's own standard input, which
-/// may be a pipe that never closes). The child runs and is waited for on a thread of its own, so no thread of the
+/// may be a pipe that never closes). The child is started and waited for on a thread of its own, so no thread of the
 /// cooperative pool is blocked while it runs: stores, effects and servers in the test process keep running. A
 /// child that outlives `timeout` is killed and the call throws, so a hang fails its test instead of stalling the run.
 ///
@@ -70,9 +70,15 @@ public func runChildProcess(
     try Data((input ?? "").utf8).write(to: inputFile)
     defer { try? FileManager.default.removeItem(at: inputFile) }
     let variables = ProcessInfo.processInfo.environment.merging(environment) { $1 }.map { "\($0.key)=\($0.value)" }
-    let child = try ChildSpawn(executable.path, arguments, input: inputFile.path, directory: directory?.path, environment: variables)
-    let finished = await withCheckedContinuation { (continuation: CheckedContinuation<ChildSpawn.Finished, Never>) in
-        Thread.detachNewThread { continuation.resume(returning: child.finish(within: timeout)) }
+    // (Started there too: `posix_spawn` holds its thread until the child has called `exec`, which on a loaded machine
+    // is long enough to matter to a pool of two threads.)
+    let finished = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<ChildSpawn.Finished, any Error>) in
+        Thread.detachNewThread {
+            continuation.resume(with: Result {
+                try ChildSpawn(executable.path, arguments, input: inputFile.path, directory: directory?.path, environment: variables)
+                    .finish(within: timeout)
+            })
+        }
     }
     guard let status = finished.status else { throw ChildProcessTimedOut(command: command, timeout: timeout) }
     return ChildProcessResult(status: status, output: String(decoding: finished.output, as: UTF8.self),
