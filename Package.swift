@@ -204,6 +204,8 @@ let package = Package(
             dependencies: [
                 "LuaKit", "LuaStoreConcurrency", "PollingSocketPool",
                 .product(name: "FlyingFox", package: "FlyingFox"),
+                .product(name: "Subprocess", package: "swift-subprocess"),
+                .product(name: "SystemPackage", package: "swift-system"),
             ],
             path: "Tests/LuaStoreTestSupport",
             swiftSettings: strict
