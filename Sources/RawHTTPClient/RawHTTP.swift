@@ -168,8 +168,11 @@ public final class RawSocket: Sendable { // (a descriptor; reads and writes are 
 
     public let descriptor: Int32
 
+    /// Connects to 127.0.0.1:`port`. The descriptor is this socket's until it is deinitialized, `close` or not: a
+    /// number closed early could be given to another descriptor of the test process (a child's process descriptor,
+    /// a pipe) and a later read, write or second close would act on that one.
     public init(port: UInt16) throws {
-        descriptor = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let descriptor = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else { throw Failure("socket: \(errno)") }
         var timeout = timeval(tv_sec: 60, tv_usec: 0) // (a loaded machine's server can be slow; a hang still ends)
         setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
@@ -182,10 +185,14 @@ public final class RawSocket: Sendable { // (a descriptor; reads and writes are 
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
         guard connected == 0 else {
+            let failure = errno
             Glibc.close(descriptor)
-            throw Failure("connect: \(errno)")
+            throw Failure("connect: \(failure)")
         }
+        self.descriptor = descriptor
     }
+
+    deinit { Glibc.close(descriptor) }
 
     public func write(_ text: String) throws { try write(Array(text.utf8)) }
 
@@ -211,7 +218,9 @@ public final class RawSocket: Sendable { // (a descriptor; reads and writes are 
         return count
     }
 
-    public func close() { Glibc.close(descriptor) }
+    /// Ends the connection both ways (the server sees its end; a read under way returns); as often as wanted.
+    /// The descriptor itself is closed when the socket is deinitialized (see `init`).
+    public func close() { Glibc.shutdown(descriptor, Int32(SHUT_RDWR)) }
 }
 
 /// The server's frames read from a byte stream: bytes appended as they arrive, whole messages taken out.

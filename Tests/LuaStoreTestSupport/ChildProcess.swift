@@ -1,5 +1,6 @@
 import Foundation
 import Subprocess
+import Synchronization
 import SystemPackage
 import Testing
 
@@ -22,7 +23,11 @@ public struct ChildProcessResult: Sendable {
 public struct ChildProcessTimedOut: Error, CustomStringConvertible {
     public let command: String
     public let timeout: Duration
-    public var description: String { "\(command) did not finish within \(timeout)" }
+    /// Whether it was seen to end once killed (if not, the wait for it was given up).
+    public let stopped: Bool
+    public var description: String {
+        "\(command) did not finish within \(timeout)" + (stopped ? "" : "; killed, it was not seen to end within 30 s")
+    }
 }
 
 /// Whether this test process runs under the Thread Sanitizer (`scripts/test`'s second run).
@@ -71,29 +76,84 @@ public func runChildProcess(
     let inputFile = FileManager.default.temporaryDirectory.appendingPathComponent("luastore-child-input-\(UUID().uuidString)")
     try Data((input ?? "").utf8).write(to: inputFile)
     defer { try? FileManager.default.removeItem(at: inputFile) }
-    return try await withThrowingTaskGroup(of: ChildProcessResult?.self) { group in
-        group.addTask {
-            let standardInput = try FileDescriptor.open(FilePath(inputFile.path), .readOnly)
-            let result = try await run(
-                .path(FilePath(executable.path)), arguments: Arguments(arguments),
-                environment: .inherit.updating(overrides),
-                workingDirectory: directory.map { FilePath($0.path) },
-                input: .fileDescriptor(standardInput, closeAfterSpawningProcess: true),
-                output: .string(limit: 64 << 20), error: .string(limit: 64 << 20))
-            let status: Int32 = switch result.terminationStatus {
-            case .exited(let code): code
-            case .signaled(let signal): signal
+    let running = Task { () throws -> ChildProcessResult in
+        let standardInput = try FileDescriptor.open(FilePath(inputFile.path), .readOnly)
+        let result = try await run(
+            .path(FilePath(executable.path)), arguments: Arguments(arguments),
+            environment: .inherit.updating(overrides),
+            workingDirectory: directory.map { FilePath($0.path) },
+            input: .fileDescriptor(standardInput, closeAfterSpawningProcess: true),
+            output: .string(limit: 64 << 20), error: .string(limit: 64 << 20))
+        let status: Int32 = switch result.terminationStatus {
+        case .exited(let code): code
+        case .signaled(let signal): signal
+        }
+        return ChildProcessResult(status: status, output: result.standardOutput, errors: result.standardError)
+    }
+    let finished = await withTaskCancellationHandler {
+        await outcome(of: running, within: timeout)
+    } onCancel: {
+        running.cancel()
+    }
+    if let finished { return try finished.get() }
+    // Cancelled, `run` kills the child and returns once it has ended. Should it not (a wait the kernel's news never
+    // reaches), the test still fails now rather than hang the whole run.
+    running.cancel()
+    let stopped = await outcome(of: running, within: .seconds(30)) != nil
+    throw ChildProcessTimedOut(command: command, timeout: timeout, stopped: stopped)
+}
+
+/// What `task` ended with, or nil when it has not ended within `timeout` (it is left running).
+private func outcome<Success: Sendable>(of task: Task<Success, any Error>, within timeout: Duration) async
+    -> Result<Success, any Error>? {
+    let first = FirstAnswer<Result<Success, any Error>?>()
+    let timer = Task {
+        try? await Task.sleep(for: timeout)
+        first.give(nil)
+    }
+    Task { first.give(await task.result) }
+    let answer = await first.value
+    timer.cancel()
+    return answer
+}
+
+/// The first of several answers given from different tasks; the later ones are dropped.
+private final class FirstAnswer<Value: Sendable>: Sendable {
+    private enum State {
+        case empty
+        case waiting(CheckedContinuation<Value, Never>)
+        case given(Value)
+    }
+
+    private let state = Mutex(State.empty)
+
+    func give(_ value: Value) {
+        let waiter = state.withLock { state -> CheckedContinuation<Value, Never>? in
+            switch state {
+            case .empty:
+                state = .given(value)
+                return nil
+            case .waiting(let continuation):
+                state = .given(value)
+                return continuation
+            case .given:
+                return nil
             }
-            return ChildProcessResult(status: status, output: result.standardOutput,
-                                      errors: result.standardError)
         }
-        group.addTask {
-            try await Task.sleep(for: timeout)
-            return nil
+        waiter?.resume(returning: value)
+    }
+
+    /// The first answer given (once only: a second waiter is not supported).
+    var value: Value {
+        get async {
+            await withCheckedContinuation { continuation in
+                let given = state.withLock { state -> Value? in
+                    if case .given(let value) = state { return value }
+                    state = .waiting(continuation)
+                    return nil
+                }
+                if let given { continuation.resume(returning: given) }
+            }
         }
-        let first = try await group.next()!
-        group.cancelAll()
-        guard let first else { throw ChildProcessTimedOut(command: command, timeout: timeout) }
-        return first
     }
 }
