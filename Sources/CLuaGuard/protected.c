@@ -80,12 +80,50 @@ int clua_sandbox_xpcall(lua_State *L) {
     return finish_xpcall(L, status, traceback);
 }
 
+/// A function `coroutine.wrap` made (upvalue 1: Lua's `coroutine.close`, 2: the coroutine): resumes the coroutine as
+/// the sandbox's `resume` does, called directly rather than through a call of the Lua API, so that each nesting of
+/// wrapped coroutines takes as much of Lua's C stack as Lua's own `wrap` does. An error is raised as lcorolib.c's
+/// `auxwrap` raises it: a dead coroutine's to-be-closed variables closed first (by Lua's `close`, nested at most
+/// `CLUA_CLOSE_DEPTH` deep, as the sandbox's `coroutine.close`), and a message given the caller's position.
+static int sandbox_wrapped(lua_State *L) {
+    lua_State *co = lua_tothread(L, lua_upvalueindex(2));
+    lua_pushvalue(L, lua_upvalueindex(2));
+    lua_insert(L, 1);
+    int results = clua_sandbox_resume(L); /* [co, true, results...] or [co, false, error] */
+    if (lua_toboolean(L, -results)) return results - 1;
+    int status = lua_status(co);
+    if (status != LUA_OK && status != LUA_YIELD) { /* an error in the coroutine: it is dead */
+        CLuaGuard *g = clua_guard(L);
+        if (g->closeDepth >= CLUA_CLOSE_DEPTH) {
+            return luaL_error(L, "coroutine.close: nested more than %d deep (deeper chains overflow Lua 5.4.4's C stack)",
+                              CLUA_CLOSE_DEPTH);
+        }
+        g->closeDepth++;
+        lua_pushvalue(L, lua_upvalueindex(1));
+        lua_pushvalue(L, lua_upvalueindex(2));
+        int closing = lua_pcall(L, 1, 2, 0);
+        g->closeDepth--;
+        if (closing != LUA_OK) return lua_error(L); /* (a spent budget too: it stays spent) */
+        if (!lua_toboolean(L, -2)) lua_copy(L, -1, -3); /* what closing it raised, or the error itself */
+        lua_pop(L, 2);
+    }
+    if (status != LUA_ERRMEM && lua_type(L, -1) == LUA_TSTRING) {
+        luaL_where(L, 1);
+        lua_insert(L, -2);
+        lua_concat(L, 2);
+    }
+    return lua_error(L);
+}
+
 int clua_sandbox_wrap(lua_State *L) {
     if (lua_type(L, 1) != LUA_TFUNCTION) return clua_type_error(L, 1, "function", "coroutine.wrap");
     lua_settop(L, 1);
+    lua_State *co = lua_newthread(L);
+    lua_pushvalue(L, 1);
+    lua_xmove(L, co, 1);
     lua_pushvalue(L, lua_upvalueindex(1));
-    lua_insert(L, 1);
-    lua_call(L, 1, 1);
+    lua_insert(L, -2);
+    lua_pushcclosure(L, sandbox_wrapped, 2);
     return 1;
 }
 

@@ -223,10 +223,12 @@ static inline int clua_make_sandbox_close(lua_State *L) {
 }
 
 /// `coroutine.wrap(f)` for the sandbox: refuses what is not a function as Lua's `wrap` does (its message, named by
-/// the call site), then returns what the prelude's `wrap` (upvalue 1) makes of `f`. In protected.c.
+/// the call site), then returns a function that resumes a new coroutine of `f` as the sandbox's `resume` does and
+/// raises its errors as Lua's `wrap` does (upvalue 1: Lua's `coroutine.close`, for a coroutine that died). In
+/// protected.c.
 int clua_sandbox_wrap(lua_State *L);
 
-/// `makewrap(wrap)` [-1, +1, m]: the sandbox's `coroutine.wrap` over the prelude's.
+/// `makewrap(close)` [-1, +1, m]: the sandbox's `coroutine.wrap`, given Lua's `coroutine.close`.
 static inline int clua_make_sandbox_wrap(lua_State *L) {
     lua_settop(L, 1);
     lua_pushcclosure(L, clua_sandbox_wrap, 1);

@@ -225,27 +225,10 @@ end
 -- coroutine that runs, and a spent budget stops the caller too) and `close` nested at most 64 deep (deeper
 -- chains overflow Lua 5.4.4's C stack). `wrap` is `resume`'s, as Lua's is.
 local sandbox_close = host_makeclose(coroutine.close)
-local real_status = coroutine.status
-
-local function sandbox_wrap(fn)
-  local co = coroutine.create(fn)
-  local function finish(ok, ...)
-    if ok then return ... end
-    local problem = ...
-    if real_status(co) == "dead" then
-      -- (Its to-be-closed variables, as Lua's wrap closes them: an error one of them raises is the one passed on.)
-      local closed, closing_problem = sandbox_close(co)
-      if closed == false then problem = closing_problem end
-    end
-    if type(problem) == "string" then error(problem, 2) end
-    error(problem, 0)
-  end
-  return builtin(function(...) return finish(host_resume(co, ...)) end)
-end
 
 local sandbox_coroutine = {
   create = coroutine.create, resume = host_resume, yield = coroutine.yield, status = coroutine.status,
-  wrap = host_makewrap(sandbox_wrap), isyieldable = coroutine.isyieldable, running = coroutine.running, close = sandbox_close,
+  wrap = host_makewrap(coroutine.close), isyieldable = coroutine.isyieldable, running = coroutine.running, close = sandbox_close,
 }
 
 return mode_guard, sandbox_collectgarbage, sandbox_coroutine, sandbox_rawlen, sandbox_rawset, sandbox_setmetatable,

@@ -193,7 +193,7 @@ local function search_path(root, ...)
   name, path, sep, rep = tostring(name), tostring(path), sep == nil and "." or tostring(sep), rep == nil and "/" or tostring(rep)
   if sep ~= "" then name = replace_plain(name, sep, rep) end
   local tried = {}
-  for template in string_gmatch(path, "[^;]+") do
+  for template in string_gmatch(path, "[^;]*") do -- (an empty template is tried too, as Lua's)
     local file = replace_plain(template, "?", name)
     local found
     if host_readdata ~= nil then found = host_readdata(file) ~= nil else found = host_readfile(file, "searchpath", root) ~= nil end
@@ -483,10 +483,19 @@ end
 stdout = new_file("stdout")
 stderr = new_file("stderr")
 stdin = new_file("stdin")
-file_metatable.__tostring = function(file) return "file (" .. file_metatable[file] .. ")" end
+local file_metatable_view -- (below)
+file_metatable.__tostring = function(...)
+  local file = ...
+  if is_standard(file) then return "file (" .. file_metatable[file] .. ")" end
+  -- A file `io.open` opened (files.lua) has a metatable of its own, shown as this one.
+  local own = type(file) == "userdata" and raw_getmetatable(file) or nil
+  if own ~= nil and rawget(own, "__metatable") == file_metatable_view then return rawget(own, "__tostring")(file) end
+  -- Anything else (the metatable's `__tostring` may be called with anything): Lua's refusal.
+  argerror(1, "FILE* expected, got " .. (select("#", ...) == 0 and "no value" or typename(file)))
+end
 -- What `getmetatable` shows of every file, as Lua's (`__name`, `__index` its methods, `__tostring`), read-only: the
 -- metatable itself keeps the sandbox's bookkeeping.
-local file_metatable_view = freeze("FILE*", {
+file_metatable_view = freeze("FILE*", {
   __index = file_methods, __name = "FILE*", __tostring = builtin(file_metatable.__tostring),
 })
 file_metatable.__metatable = file_metatable_view

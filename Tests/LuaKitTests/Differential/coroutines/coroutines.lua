@@ -60,3 +60,21 @@ local function closing(fails)
 end
 print(pcall(closing(true)))
 print(pcall(closing(false)))
+-- Wrapped coroutines nest as deep as Lua's: each takes one level of Lua's C stack (a generator of generators, 70
+-- deep; and how deep a chain of them goes before the C stack overflows).
+local function walk(n)
+  return coroutine.wrap(function()
+    if n > 0 then for v in walk(n - 1) do coroutine.yield(v) end end
+    coroutine.yield(n)
+  end)
+end
+local sum = 0
+for v in walk(70) do sum = sum + v end
+print(sum)
+local depth = 0
+local function nest() depth = depth + 1; coroutine.wrap(nest)() end
+print(pcall(nest) == false, depth)
+-- A failure that is not a string passes through as it is; a yielded value and a resumed one cross as Lua's.
+print(select(2, pcall(coroutine.wrap(function() error(setmetatable({}, { __tostring = function() return "object" end })) end))))
+local twice = coroutine.wrap(function(a, b) local c = coroutine.yield(a + b) return c * 2 end)
+print(twice(1, 2), twice(10), pcall(twice))

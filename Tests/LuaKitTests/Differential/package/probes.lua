@@ -65,6 +65,10 @@ package.cpath = package.cpath .. ";./?.so"
 print(package.searchpath("spec.helper", "./?.lua;./?/init.lua"))
 print(package.searchpath("nested.deep", "./absent/?.lua;./?.txt"))
 print(package.searchpath("a.b", "x/?.lua;?.txt", ".", "_"))
+-- Every template counts, an empty one too (Lua tries it, and names it).
+print(package.searchpath("x", "a;;b"))
+print(package.searchpath("x", ""))
+print(package.searchpath("x", ";;"))
 print(select("#", loadfile("data/values.lua", "bt")), loadfile("data/values.lua", "b"))
 print(type(loadfile("data/values.lua", "t", {})), pcall(loadfile, "data/values.lua", {}))
 -- The standard files stay open, as Lua's.
