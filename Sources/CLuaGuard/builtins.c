@@ -144,10 +144,35 @@ static int pairs_results(lua_State *L, int status, lua_KContext context) {
     return 3;
 }
 
-/// `pairs(t)` as Lua's: `__pairs`'s three results, else the sandbox's `next` (upvalue 1), `t` and nil.
+/// Whether the table at 1 is one of the host's that the sandbox's `next` (at `next`) walks as the prelude says — a
+/// library, a namespace's globals, a store's state (`clua_sandbox_next`'s test, read from its upvalues).
+static int is_hosts_table(lua_State *L, int next) {
+    if (lua_type(L, 1) != LUA_TTABLE) return 0;
+    int top = lua_gettop(L), hosts = 0;
+    if (lua_getmetatable(L, 1)) {
+        lua_pushliteral(L, "__metatable");
+        if (lua_rawget(L, -2) != LUA_TNIL) { /* [mt, marker] */
+            if (lua_getupvalue(L, next, 4) != NULL && lua_type(L, -1) == LUA_TTABLE) { /* sealed[marker] */
+                lua_pushvalue(L, -2);
+                hosts = lua_rawget(L, -2) != LUA_TNIL;
+            }
+            for (int set = 2; set <= 3 && !hosts; set++) { /* frozen[t], global_sets[t] */
+                if (lua_getupvalue(L, next, set) != NULL && lua_type(L, -1) == LUA_TTABLE) {
+                    lua_pushvalue(L, 1);
+                    hosts = lua_rawget(L, -2) != LUA_TNIL;
+                }
+            }
+        }
+    }
+    lua_settop(L, top);
+    return hosts;
+}
+
+/// `pairs(t)` as Lua's: `__pairs`'s three results, else the sandbox's `next` (upvalue 1), `t` and nil — which a table
+/// of the host's gives too, as the plain table it stands for would (`next` walks it as its `__pairs` does).
 static int sandbox_pairs(lua_State *L) {
     luaL_checkany(L, 1);
-    if (luaL_getmetafield(L, 1, "__pairs") == LUA_TNIL) {
+    if (is_hosts_table(L, lua_upvalueindex(1)) || luaL_getmetafield(L, 1, "__pairs") == LUA_TNIL) {
         lua_pushvalue(L, lua_upvalueindex(1));
         lua_pushvalue(L, 1);
         lua_pushnil(L);
@@ -174,6 +199,16 @@ static int is_hidden_frame(lua_State *L1, lua_Debug *ar) {
     if (source == NULL) return 0;
     if (*source == '=' || *source == '@') source++; /* (the host names its chunks "=name": LuaVM.compile) */
     return strncmp(source, SANDBOX_SOURCE, sizeof SANDBOX_SOURCE - 1) == 0;
+}
+
+/// Whether frame `level` of `L1` runs Lua of a host chunk other than the prelude's (a scripted store's runtime,
+/// named "=host:…" as every host chunk is): a traceback leaves it out, and the C functions it calls or that call it.
+static int is_host_lua(lua_State *L1, int level) {
+    lua_Debug ar;
+    if (level < 0 || !lua_getstack(L1, level, &ar) || !lua_getinfo(L1, "S", &ar) || ar.source == NULL) return 0;
+    const char *source = ar.source;
+    if (*source == '=' || *source == '@') source++;
+    return strncmp(source, "host:", 5) == 0 && strncmp(source, SANDBOX_SOURCE, sizeof SANDBOX_SOURCE - 1) != 0;
 }
 
 /// [-0, +1, m] Whether `table` (at the top of L's stack) holds the function at `function` as a field, at most `depth`
@@ -272,8 +307,19 @@ void clua_traceback(lua_State *L, lua_State *L1, const char *message, int level)
         luaL_addchar(&buffer, '\n');
     }
     luaL_addstring(&buffer, "stack traceback:");
+    // A script's traceback shows the script's frames, not the host's around them (a scripted store's runtime);
+    // one with no script among its innermost frames (a host chunk's own failure) shows the host's. (Looked for
+    // among a few only: `lua_getstack` walks from the top, so a deep stack's every level would cost its depth.)
+    int scripted = 0;
+    for (int at = level; !scripted && at < level + 32 && lua_getstack(L1, at, &ar); at++) {
+        lua_getinfo(L1, "S", &ar);
+        scripted = strcmp(ar.what, "C") != 0 && ar.source != NULL && strstr(ar.source, "host:") != ar.source + 1;
+    }
     while (lua_getstack(L1, level++, &ar)) {
         if (is_hidden_frame(L1, &ar)) continue;
+        int at = level - 1;
+        if (scripted && is_host_lua(L1, at)) continue;
+        if (scripted && strcmp(ar.what, "C") == 0 && (is_host_lua(L1, at + 1) || is_host_lua(L1, at - 1))) continue;
         if (shownBeforeSkip-- == 0) {
             int skipped = last - level - LEVELS_LAST + 1;
             lua_pushfstring(L, "\n\t...\t(skipping %d levels)", skipped);

@@ -129,6 +129,7 @@ static int clua_make_barrier(lua_State *L) {
         { "setdirty", runs_setdirty, NULL, 0 },
         { "observed", reads_observed, NULL, 0 },
         { "position", runs_position, NULL, 0 },
+        { "scriptlevel", runs_scriptlevel, NULL, 0 },
         { "refusal", runs_refusal, runUpvalues, COUNT(runUpvalues) },
         { "positionresults", runs_positionresults, runUpvalues, COUNT(runUpvalues) },
         { "flushresults", runs_flushresults, runUpvalues, COUNT(runUpvalues) },

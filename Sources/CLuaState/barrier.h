@@ -471,6 +471,7 @@ BARRIER_INTERNAL int runs_run(lua_State *L);
 BARRIER_INTERNAL int runs_dirty(lua_State *L);
 BARRIER_INTERNAL int runs_setdirty(lua_State *L);
 BARRIER_INTERNAL int runs_position(lua_State *L);
+BARRIER_INTERNAL int runs_scriptlevel(lua_State *L);
 BARRIER_INTERNAL int runs_refusal(lua_State *L);
 BARRIER_INTERNAL int runs_positionresults(lua_State *L);
 BARRIER_INTERNAL int runs_flushresults(lua_State *L);

@@ -2,6 +2,7 @@
 // budget, stopping where the host must look before the next (commands, stale subscriptions, what the readers gave
 // within the run). The barrier as a whole, and its contract: docs/design.md, "The write barrier".
 #include "barrier.h"
+#include <string.h>
 #include "clua_state_layouts.h"
 
 _Static_assert(CLUA_RUN_FLUSHED + CLUA_FLUSH_RESULT_COUNT == CLUA_RUN_FLUSH_FAILURE, "a run's flush fills its slots");
@@ -247,6 +248,24 @@ int runs_setdirty(lua_State *L) {
     b->subscriptionsDirty = lua_toboolean(L, 1);
     if (!b->subscriptionsDirty) b->readsGeneration++;
     return 0;
+}
+
+/// `scriptlevel(level)` [-1, +1, -]: for `error` in a metamethod's Lua half (which the barrier's C called), the level
+/// of the script's line that made the access `level` names: that one, or the first Lua frame out from it when a C
+/// function made it for the script (`table.insert(state.list, v)`, whose own frame has no line). Levels count as
+/// the caller's `error` does: this function's frame is `lua_getstack`'s 0, its caller's 1.
+int runs_scriptlevel(lua_State *L) {
+    lua_Integer level = luaL_checkinteger(L, 1);
+    lua_Debug ar;
+    for (lua_Integer at = level; at < level + 64 && lua_getstack(L, (int)at, &ar); at++) {
+        lua_getinfo(L, "S", &ar);
+        if (strcmp(ar.what, "C") != 0) {
+            lua_pushinteger(L, at);
+            return 1;
+        }
+    }
+    lua_pushinteger(L, level);
+    return 1;
 }
 
 /// `position()` [-0, +1, -]: the action of the last run that was being reduced.

@@ -36,7 +36,9 @@ struct StateTablesTests {
           local answers = {
             keys = table.concat(keys, ","),
             first = next(t.list) ~= nil and "some" or "none",
-            emptyNext = next(t.none) == nil,
+            emptyNext = next(t.none) == nil, nextAtEnd = select("#", next(t.none)),
+            pairsGives = select("#", pairs(t.habits)),
+            pairsIsNext = (function() local f, s, c = pairs(t.habits) return f == next and rawequal(s, t.habits) and c == nil end)(),
             rawlen = rawlen(t.list), length = #t.list, rawget = pretty.write(rawget(t.habits, "read"), ""),
             meta = tostring(getmetatable(t.habits)),
             concat = table.concat(t.list, "+"), unpacked = select("#", table.unpack(t.list)),
@@ -86,6 +88,8 @@ struct StateTablesTests {
         #expect(props["onState"]["rawlen"] == 3)
         #expect(props["onState"]["meta"] == "nil")
         #expect(props["onState"]["walked"] == 2)
+        #expect(props["onState"]["nextAtEnd"] == 1, "next at the end gives one value, as Lua's")
+        #expect(props["onState"]["pairsGives"] == 3 && props["onState"]["pairsIsNext"] == true, "pairs gives next, the table, nil")
         #expect(props["onState"]["same"] == true)
         #expect(props["pretty"] == props["onPlain"]["pretty"], "props read the state as a table too")
         #expect(props["pretty"].string?.contains("days=3") == true, "\(props["pretty"])")
@@ -98,7 +102,13 @@ struct StateTablesTests {
             function app.init() return { items = {} } end
             function app.reduce(state, action)
               if action.type == "raw" then rawset(state.items, "x", 1)
-              elseif action.type == "meta" then setmetatable(state.items, {}) end
+              elseif action.type == "meta" then setmetatable(state.items, {})
+              elseif action.type == "asmeta" then state.items.n = setmetatable({}, state.items).x
+              elseif action.type == "insert" then
+                table.insert(state.items, 0/0)
+              elseif action.type == "trace" then
+                state.items.trace = select(2, xpcall(function() state.items.f = print end, debug.traceback))
+              end
             end
             function app.props(state) return { n = #state.items } end
             return app
@@ -111,6 +121,18 @@ struct StateTablesTests {
         #expect(raw?.error.location == "app.lua:4")
         let meta = await store.send(["type": "meta"]).failure
         #expect(meta?.error.message == "cannot change a protected metatable", "\(String(describing: meta))")
+        // A state table as a metatable (Lua would read its fields raw, and find none): refused, named.
+        let asMeta = await store.send(["type": "asmeta"]).failure
+        #expect(asMeta?.error.message.hasPrefix("setmetatable: this table cannot be a metatable") == true, "\(String(describing: asMeta))")
+        #expect(asMeta?.error.location == "app.lua:6")
+        // A refused write a C function made for the script is placed at the script's line.
+        let inserted = await store.send(["type": "insert"]).failure
+        #expect(inserted?.error.message.contains("NaN cannot be stored in the state") == true, "\(String(describing: inserted))")
+        #expect(inserted?.error.location == "app.lua:8")
         #expect(try await store.state() == ["items": [:]])
+        // A traceback shows the script's frames, none of the store's own.
+        #expect(await store.send(["type": "trace"]).failure == nil)
+        let trace = try await store.state()["items"]["trace"].string ?? ""
+        #expect(trace.contains("app.lua:10:") && !trace.contains("host:") && !trace.contains("in field 'run'"), "\(trace)")
     }
 }

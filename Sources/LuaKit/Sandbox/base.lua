@@ -32,7 +32,10 @@ local function sealed_next(t, key)
   end
   local found, value = walk[1](walk[2], walk[3])
   walk[3] = found
-  if found == nil then walks[t] = nil end
+  if found == nil then
+    walks[t] = nil
+    return nil -- (one value at the end, as Lua's `next`)
+  end
   return found, value
 end
 
@@ -117,6 +120,11 @@ local function sandbox_setmetatable(...)
     refuse(real_setmetatable, ...) -- Lua's own refusals (a missing argument too), named at the script's line
   end
   if frozen[t] then error("cannot change the metatable of a read-only table", 2) end
+  local marker = type(metatable) == "table" and real_getmetatable(metatable) or nil
+  if marker ~= nil and sealed[marker] then -- (Lua reads a metatable's fields raw: a state table's are the host's)
+    error("setmetatable: this table cannot be a metatable (it is a " .. tostring(marker)
+      .. ", whose fields Lua's raw reads of a metatable do not see); copy its fields into a plain table", 2)
+  end
   local finalizer
   if not weak_tables_honoured and metatable == nil and rawequal(raw_getmetatable(t), mode_guard) then
     return t -- (a metatable in use keeps its guard: it has no metatable as far as scripts can see)

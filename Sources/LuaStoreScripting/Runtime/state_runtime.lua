@@ -225,7 +225,7 @@ local function newindexFallback(p, key, value)
   local mode = B.mode()
   if mode ~= WRITE then
     if mode == CLOSED then closed(3) end
-    error("props, selectors and subscriptions cannot change the state", 3)
+    error("props, selectors and subscriptions cannot change the state", B.scriptlevel(3))
   end
   local real = current(p, 3)
   if real == nil then stale(3) end
@@ -237,12 +237,12 @@ local function newindexFallback(p, key, value)
   else
     failure = S.badValue(value, real, key)
   end
-  if failure then error(failure, 3) end
+  if failure then error(failure, B.scriptlevel(3)) end
   local old = real[key]
   if S.same(old, value) then return end
   if old == nil then
     failure = S.badKey(key, real)
-    if failure then error(failure, 3) end
+    if failure then error(failure, B.scriptlevel(3)) end
   end
   B.record(real, key, old)
   real[key] = value
