@@ -330,9 +330,12 @@ static void fresh_place(lua_State *L, Barrier *b, FreshSet *set, int t) {
     luaL_checkstack(L, 6, "the state placed");
     const void *table = lua_topointer(L, t);
     size_t entries = set->slots[fresh_slot(set, table)].entries;
+    // The sequence part as long as the table's border (`#t`), so that `#` of the state's table answers as the
+    // table's did (`{1, nil, 3}`: 3, as Lua's constructor leaves it) — unless that border is far past what the
+    // table holds (a sparse table), where Lua itself would not keep such a part.
     size_t length = lua_rawlen(L, t);
-    if (length > entries) length = entries;
-    lua_createtable(L, (int)length, (int)(entries - length));
+    if (length > 2 * entries) length = entries;
+    lua_createtable(L, (int)length, (int)(entries > length ? entries - length : 0));
     int real = lua_gettop(L);
     lua_pushnil(L);
     while (lua_next(L, t) != 0) { /* key, value */

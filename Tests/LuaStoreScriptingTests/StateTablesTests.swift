@@ -95,6 +95,26 @@ struct StateTablesTests {
         #expect(props["pretty"].string?.contains("days=3") == true, "\(props["pretty"])")
     }
 
+    /// A list with holes placed in the state keeps the border Lua's constructor gave it (`#` and `table.unpack`
+    /// answer as stock `lua5.4` does for the same literal: 3, 5 and 2 here), where the state's copy of it had one of
+    /// its own (1, 3 and 0).
+    @Test func aListWithHolesKeepsItsBorderInTheState() async throws {
+        let folder = try AppFolder(["app.lua": """
+            local app = {}
+            function app.init() return { h = { 1, nil, 3 }, g = { 1, 2, 3, nil, 5 }, k = { nil, 2 } } end
+            function app.reduce(state, action) end
+            function app.props(state)
+              local function border(t) return #t .. "/" .. select("#", table.unpack(t)) end
+              return { h = border(state.h), g = border(state.g), k = border(state.k) }
+            end
+            return app
+            """])
+        defer { folder.remove() }
+        let store = try await ScriptedStore(app: folder.url)
+        defer { store.shutdown() }
+        #expect(try await store.props() == ["h": "3/3", "g": "5/5", "k": "2/2"])
+    }
+
     /// What stays refused on a state table is named: `rawset` (it would write past the journal), and a metatable.
     @Test func rawsetAndSetmetatableOnTheStateAreRefusedNamed() async throws {
         let folder = try AppFolder(["app.lua": """
