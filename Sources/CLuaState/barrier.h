@@ -114,6 +114,8 @@ typedef struct Barrier {
     uint32_t rootGeneration;
     int scalarWrites;           /* the open transaction's first writes kept in `writes`: all of them when
                                    3 * scalarWrites == count (none came from the Lua side) */
+    int journalOnce;            /* the open transaction journals each (table, key) once: the set of those it
+                                   journaled is the control's `JOURNALED` (see `journaled_already`) */
     lua_Integer spareSets;      /* emptied key sets kept for the next read records (`SPARE_SETS`) */
     lua_Integer readStamp;      /* the running reader's mark in its last record, for the reads it repeats */
     lua_Integer matchedReads;   /* reads of the running reader its last record holds (each counted once) */
@@ -281,9 +283,10 @@ static inline Barrier *barrier(lua_State *L) { return (Barrier *)lua_touserdata(
 /// (`readStamp`), and the record of the reads that record does not hold (made at the first). And always the key
 /// sets emptied by `recycle`, for the next records (a stack of `spareSets`, at most `SPARE_SETS_MAX`: a record's
 /// sets are reused rather than left to the collector).
-/// And the slots of `stamps` (`STAMPS`); and the real table `__newindex` found last (`LAST_REAL`: see
-/// `push_last_real`).
-enum { LAST_READS = 1, FRESH_READS, SPARE_SETS, STAMPS, LAST_REAL, USER_VALUES = LAST_REAL };
+/// And the slots of `stamps` (`STAMPS`); the real table `__newindex` found last (`LAST_REAL`: see
+/// `push_last_real`); and, while a long transaction journals each place once, the places it journaled
+/// (`JOURNALED`: real table -> set of keys; see `journaled_already`).
+enum { LAST_READS = 1, FRESH_READS, SPARE_SETS, STAMPS, LAST_REAL, JOURNALED, USER_VALUES = JOURNALED };
 #define SPARE_SETS_MAX 256
 
 // MARK: Helpers every part uses
@@ -365,6 +368,7 @@ static inline void begin_transaction(Barrier *b) {
     next_call(b);
     b->count = 0;
     b->scalarWrites = 0;
+    b->journalOnce = 0;
     b->moved = 0;
     b->mode = MODE_WRITE;
 }

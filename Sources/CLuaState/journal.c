@@ -4,9 +4,78 @@
 // barrier as a whole, and its contract: docs/design.md, "The write barrier".
 #include "barrier.h"
 
+// MARK: Each place once, in a long transaction
+
+/// Writes a transaction journals before it journals each (table, key) once. Rolling back needs only the value a
+/// place held before the transaction's first write to it (the undo runs newest first, so that one is restored
+/// last), and what the action changed is read from each place's first write too: a later write to the same place
+/// adds nothing but memory. A reducer that writes one field a million times, or drains a 2,000-item list with
+/// `table.remove(list, 1)` (two million shifting writes), would otherwise journal every write and run out of
+/// memory where Lua does not; past this many writes the journal keeps one entry per place, at the cost of a
+/// lookup per write. (Short transactions, nearly all of them, never pay it.)
+#define JOURNAL_ONCE_FROM 1024
+
+/// [-0, +0, m] Adds (table at `t`, key at `k`) to the set at `set` (real table -> set of keys).
+static void add_journaled(lua_State *L, int set, int t, int k) {
+    luaL_checkstack(L, 4, NULL);
+    lua_pushvalue(L, t);
+    if (lua_rawget(L, set) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_newtable(L);
+        lua_pushvalue(L, t);
+        lua_pushvalue(L, -2);
+        lua_rawset(L, set);
+    }
+    lua_pushvalue(L, k);
+    lua_pushboolean(L, 1);
+    lua_rawset(L, -3);
+    lua_pop(L, 1);
+}
+
+/// [-0, +0, m] Whether the open transaction journaled (table at `t`, key at `k`) already, once it is long
+/// (`JOURNAL_ONCE_FROM`): then a write there is not journaled again. The transaction's journal (at `journal`) turns
+/// long here: the places its entries name are gathered into a new set then (`JOURNALED`), which may raise
+/// (memory) before anything is recorded. Indices are absolute.
+static int journaled_already(lua_State *L, Barrier *b, int journal, int t, int k) {
+    if (b->count < CLUA_JOURNAL_ENTRY_LENGTH * JOURNAL_ONCE_FROM) return 0;
+    luaL_checkstack(L, 4, NULL);
+    if (!b->journalOnce) {
+        lua_newtable(L);
+        int set = lua_gettop(L);
+        for (lua_Integer i = 0; i < b->count; i += CLUA_JOURNAL_ENTRY_LENGTH) {
+            lua_rawgeti(L, journal, i + CLUA_JOURNAL_TABLE);
+            lua_rawgeti(L, journal, i + CLUA_JOURNAL_KEY);
+            add_journaled(L, set, set + 1, set + 2);
+            lua_settop(L, set);
+        }
+        lua_setiuservalue(L, UPVALUE(CONTROL), JOURNALED);
+        b->journalOnce = 1;
+    }
+    lua_getiuservalue(L, UPVALUE(CONTROL), JOURNALED);
+    lua_pushvalue(L, t);
+    int found = 0;
+    if (lua_rawget(L, -2) == LUA_TTABLE) {
+        lua_pushvalue(L, k);
+        found = lua_rawget(L, -2) != LUA_TNIL;
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 2);
+    return found;
+}
+
+/// [-0, +0, m] Adds (table at `t`, key at `k`), just journaled, to the places a long transaction journaled. Done
+/// after the entry is made: should this raise (memory), the place is journaled twice, which is harmless.
+static void note_journaled(lua_State *L, Barrier *b, int t, int k) {
+    if (!b->journalOnce) return;
+    lua_getiuservalue(L, UPVALUE(CONTROL), JOURNALED);
+    add_journaled(L, lua_gettop(L), t, k);
+    lua_pop(L, 1);
+}
+
 /// [-0, +0, m] Appends (table, key, old value) at the given stack indices to the journal, as `CLUA_JOURNAL_ENTRY`
 /// lays an entry out. May raise (memory) before anything is recorded.
 static void journal_append(lua_State *L, Barrier *b, int journal, int table, int key, int old) {
+    if (journaled_already(L, b, journal, table, key)) return;
     /* first: a slot filled before a raise is emptied too */
     if (b->count + CLUA_JOURNAL_ENTRY_LENGTH > b->filled) b->filled = b->count + CLUA_JOURNAL_ENTRY_LENGTH;
     lua_pushvalue(L, table);
@@ -16,12 +85,18 @@ static void journal_append(lua_State *L, Barrier *b, int journal, int table, int
     lua_pushvalue(L, old);
     lua_rawseti(L, journal, b->count + CLUA_JOURNAL_OLD);
     b->count += CLUA_JOURNAL_ENTRY_LENGTH;
+    note_journaled(L, b, table, key);
 }
 
 /// [-0, +0, -] Empties the journal's slots past the open transaction's, so what earlier transactions replaced
-/// can be collected. Not needed for correctness (only the first `count` slots are ever read), so it is done at
-/// flushes and rollbacks, not at every transaction. (Assigning nil to an existing slot never allocates.)
+/// can be collected, and drops the set of places a long transaction journaled once it is over. Not needed for
+/// correctness (only the first `count` slots are ever read), so it is done at flushes and rollbacks, not at every
+/// transaction. (Assigning nil to an existing slot never allocates.)
 void journal_clear_tail(lua_State *L, Barrier *b, int journal) {
+    if (!b->journalOnce) {
+        lua_pushnil(L);
+        lua_setiuservalue(L, UPVALUE(CONTROL), JOURNALED);
+    }
     for (lua_Integer i = b->count + 1; i <= b->filled; i++) {
         lua_pushnil(L);
         lua_rawseti(L, journal, i);
@@ -122,14 +197,20 @@ int journal_newindex(lua_State *L) {
         clua_scalar_read(L, 3, 0, &write.after);
     }
     // Journaled first: growing the journal may raise, and then nothing has changed yet. (The old value is on
-    // top, where the journal takes it from; its slots are filled last to first.)
-    if (b->count + CLUA_JOURNAL_ENTRY_LENGTH > b->filled) b->filled = b->count + CLUA_JOURNAL_ENTRY_LENGTH;
-    lua_rawseti(L, UPVALUE(WRITE_JOURNAL), b->count + CLUA_JOURNAL_OLD);
-    lua_pushvalue(L, 2);
-    lua_rawseti(L, UPVALUE(WRITE_JOURNAL), b->count + CLUA_JOURNAL_KEY);
-    lua_pushvalue(L, 4);
-    lua_rawseti(L, UPVALUE(WRITE_JOURNAL), b->count + CLUA_JOURNAL_TABLE);
-    b->count += CLUA_JOURNAL_ENTRY_LENGTH;
+    // top, where the journal takes it from; its slots are filled last to first.) A long transaction journals
+    // each place once (`journaled_already`).
+    if (journaled_already(L, b, UPVALUE(WRITE_JOURNAL), 4, 2)) {
+        lua_pop(L, 1);
+    } else {
+        if (b->count + CLUA_JOURNAL_ENTRY_LENGTH > b->filled) b->filled = b->count + CLUA_JOURNAL_ENTRY_LENGTH;
+        lua_rawseti(L, UPVALUE(WRITE_JOURNAL), b->count + CLUA_JOURNAL_OLD);
+        lua_pushvalue(L, 2);
+        lua_rawseti(L, UPVALUE(WRITE_JOURNAL), b->count + CLUA_JOURNAL_KEY);
+        lua_pushvalue(L, 4);
+        lua_rawseti(L, UPVALUE(WRITE_JOURNAL), b->count + CLUA_JOURNAL_TABLE);
+        b->count += CLUA_JOURNAL_ENTRY_LENGTH;
+        note_journaled(L, b, 4, 2);
+    }
     if (keep) b->writes[b->scalarWrites++] = write;
     lua_pushvalue(L, 2);
     lua_pushvalue(L, 3);
@@ -189,6 +270,7 @@ int journal_rollback(lua_State *L) {
     }
     b->count = 0;
     b->scalarWrites = 0;
+    b->journalOnce = 0;
     journal_clear_tail(L, b, UPVALUE(JOURNAL));
     b->mode = MODE_CLOSED;
     b->pathGeneration++;

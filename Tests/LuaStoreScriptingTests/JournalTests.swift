@@ -12,7 +12,7 @@ import Testing
     /// An engine over `app.lua` (a reducer dispatching on `action.type` to the functions in `cases`), on a
     /// thread of its own; `body` runs there (the test awaits it: no thread of the cooperative pool is held).
     func withEngine(_ cases: String, initial: String = "{ list = {}, map = {}, count = 0 }",
-                    _ body: @escaping @Sendable (ScriptEngine) throws -> Void) async throws {
+                    budget: Duration = .seconds(5), _ body: @escaping @Sendable (ScriptEngine) throws -> Void) async throws {
         let folder = try AppFolder(["app.lua": """
             local app, cases = {}, {}
             \(cases)
@@ -25,7 +25,7 @@ import Testing
         let thread = LuaThread(name: "journal-test")
         let url = folder.url
         var limits = LuaLimits()
-        limits.timeBudget = .seconds(5) // (a 20,000-item init on a loaded machine is not what these tests time)
+        limits.timeBudget = budget // (a 20,000-item init on a loaded machine is not what these tests time)
         let result: Result<Void, any Error> = await withCheckedContinuation { [limits] continuation in
             thread.async {
                 continuation.resume(returning: Result {
@@ -97,6 +97,7 @@ import Testing
             cases.root = function(state) state.map.root = state end
             cases.raw = function(state) local t = { n = 1 }; state.map.a = t; state.map.b = t end
             cases.cycle = function(state) local a = state.map; state.map = nil; a.again = a; state.other = a end
+            cases.twice = function(state) local t = state.list[1]; state.list[1] = nil; state.map.a = t; state.map.b = t end
             cases.remove = function(state) table.remove(state.list, 2); table.insert(state.list, 1, { id = 0 }) end
             cases.sort = function(state) table.sort(state.list, function(a, b) return a.id > b.id end) end
             cases.filter = function(state)
@@ -114,6 +115,7 @@ import Testing
                 ("root", "state.map.root: a table cannot be stored inside itself"),
                 ("raw", "after the action, one table is both at state.map.b and at state.map.a"),
                 ("cycle", "after the action, one table is both at state.other and at state.other.again"),
+                ("twice", "after the action, one table is both at state.map.b and at state.map.a"),
             ] {
                 let failure = try Self.refusal(engine, ["type": .string(type)])
                 #expect(failure?.message.hasPrefix(message) == true, "\(type): \(failure?.message ?? "no failure")")
@@ -144,12 +146,9 @@ import Testing
         set(&state, change.path[...])
     }
 
-    /// A generated reducer (a random program of table operations chosen by each action's seed) over generated
-    /// actions: after every action, the previous state with the action's changes applied is the real state,
-    /// and a failing action has no changes.
-    @Test(arguments: [1, 2, 3, 4, 5, 6, 7, 8] as [UInt64])
-    func applyingEachEntrysChangesGivesTheRealState(seed: UInt64) async throws {
-        try await withEngine(#"""
+    /// A random program of table operations, chosen by each action's seed: inserts, removes, sorts and moves of
+    /// tables, writes of scalars, keys that appear and go, and (when the action says so) a failure at the end.
+    static let editProgram = #"""
             local function pick(t)
               local keys = {}
               for k in pairs(t) do keys[#keys + 1] = k end
@@ -159,7 +158,7 @@ import Testing
             cases.edit = function(state, action)
               math.randomseed(action.seed)
               for step = 1, action.steps do
-                local kind = math.random(1, 12)
+                local kind = math.random(1, action.grow and 13 or 12)
                 local list = state.list
                 if kind == 1 then table.insert(list, { n = step, tags = { "t" .. step } })
                 elseif kind == 2 and #list > 0 then table.remove(list, math.random(1, #list))
@@ -179,21 +178,30 @@ import Testing
                   state.nested.list = nil
                 elseif kind == 10 then state.map[math.random(1, 3)] = step % 2 == 0
                 elseif kind == 11 then state.map[step % 2 == 0] = { step }
-                elseif kind == 12 and action.fail then error("fails on purpose")
+                elseif kind == 12 and action.fail and step >= action.failFrom then error("fails on purpose")
+                elseif kind == 13 then table.insert(list, 1, { n = step, tags = {} }) -- (shifts every item: a move each)
                 end
               end
             end
-            """#) { engine in
+            """#
+
+    /// Runs `rounds` generated actions of up to `steps` steps each through `editProgram`: after every action, the
+    /// previous state with the action's changes applied is the real state, and a failing action has no changes
+    /// and left the state as it was.
+    func checkEditsAgainstTheState(seed: UInt64, rounds: Int, steps: UInt64, long: Bool = false) async throws {
+        try await withEngine(Self.editProgram, budget: .seconds(120)) { engine in
             engine.changeListeners { $0.journal = { _ in } }
             var heard: [JournalEntry] = []
             let streamed = Protected<[JournalEntry]>([])
             engine.changeListeners { $0.journal = { entry in streamed.withLock { $0.append(entry) } } }
             var generator = SplitMix(state: seed)
             var previous = try engine.state()
-            for round in 0..<60 {
-                let fail = generator.next() % 7 == 0
+            for round in 0..<rounds {
+                let fail = long ? round % 3 == 2 : generator.next() % 7 == 0
+                let count = Int64(generator.next() % steps + 1)
                 let action: LuaValue = ["type": "edit", "seed": .integer(Int64(generator.next() % 1_000_000)),
-                                        "steps": .integer(Int64(generator.next() % 30 + 1)), "fail": .boolean(fail)]
+                                        "steps": .integer(count), "fail": .boolean(fail),
+                                        "failFrom": .integer(long ? count / 2 : 0), "grow": .boolean(long)]
                 _ = try? engine.reduce(action)
                 heard = streamed.withLock { $0 }
                 let entry = try #require(heard.last)
@@ -210,8 +218,57 @@ import Testing
                 }
                 previous = now
             }
-            #expect(heard.count == 60)
+            #expect(heard.count == rounds)
             #expect(heard.contains { $0.failure != nil } && heard.contains { !$0.changes.isEmpty })
+            if long { #expect(heard.contains { $0.changes.count > 200 }, "some transactions were long: \(heard.map(\.changes.count))") }
+        }
+    }
+
+    @Test(arguments: [1, 2, 3, 4, 5, 6, 7, 8] as [UInt64])
+    func applyingEachEntrysChangesGivesTheRealState(seed: UInt64) async throws {
+        try await checkEditsAgainstTheState(seed: seed, rounds: 60, steps: 30)
+    }
+
+    /// The same for long transactions (up to 2,500 steps, inserting at the front of a growing list of tables:
+    /// thousands of writes and moves, past the length from which the journal keeps each place once), every third
+    /// failing halfway or later: what each action changed, and what a failing one undid, stay exact.
+    @Test(arguments: [21, 22] as [UInt64])
+    func longTransactionsStayExact(seed: UInt64) async throws {
+        try await checkEditsAgainstTheState(seed: seed, rounds: 10, steps: 2_500, long: true)
+    }
+
+    /// A transaction may write as often as Lua lets it: a field written a million times, and a list of 2,000
+    /// numbers or of 2,000 tables drained with `table.remove(list, 1)` (two million shifting writes, or moves),
+    /// are applied (the journal kept every write, and ran out of memory), and undone exactly when the action
+    /// fails at its end.
+    @Test func aTransactionMayWriteAsOftenAsLuaLetsIt() async throws {
+        try await withEngine("""
+            cases.fill = function(state)
+              for i = 1, 2000 do state.list[i] = i; state.map[i] = { id = i } end
+            end
+            cases.spin = function(state, action)
+              for _ = 1, 1000000 do state.count = state.count + 1 end
+              if action.fail then error("fails after spinning") end
+            end
+            cases.drain = function(state, action)
+              local sum = 0
+              while #state.list > 0 do sum = sum + table.remove(state.list, 1) end
+              while #state.map > 0 do sum = sum + table.remove(state.map, 1).id end
+              state.count = sum
+              if action.fail then error("fails after draining") end
+            end
+            """, budget: .seconds(120)) { engine in
+            _ = try engine.reduce(["type": "fill"])
+            let filled = try engine.state()
+            #expect(try Self.refusal(engine, ["type": "spin", "fail": true])?.message.hasSuffix("fails after spinning") == true)
+            #expect(try Self.refusal(engine, ["type": "drain", "fail": true])?.message.hasSuffix("fails after draining") == true)
+            #expect(try engine.state() == filled)
+            _ = try engine.reduce(["type": "spin"])
+            #expect(try engine.state()["count"] == 1_000_000)
+            _ = try engine.reduce(["type": "drain"])
+            let drained = try engine.state()
+            #expect(drained["count"] == .integer(2 * (2000 * 2001 / 2)))
+            #expect(drained["list"] == .table(LuaTable()) && drained["map"] == .table(LuaTable()))
         }
     }
 

@@ -265,11 +265,14 @@ function S.placeFresh(value, real, key, owned)
   return placed
 end
 
--- A transaction's moves: each table a write placed somewhere new although it was in the state, with the
--- place it left ((table, old parent, old key) triples). Checked once, when the transaction commits: in the
--- middle of one a table may well be in two places (`table.remove`, `table.sort` and `table.insert` shift
--- entries one write at a time; a reducer moves a table by storing it first and removing it after).
-local moved, movedCount = {}, 0
+-- A transaction's moves: the tables a write placed somewhere new although they were in the state, each once,
+-- with the place it was in before its first move; and the places they left, each once. Checked once, when the
+-- transaction commits: in the middle of one a table may well be in two places (`table.remove`, `table.sort` and
+-- `table.insert` shift entries one write at a time; a reducer moves a table by storing it first and removing it
+-- after). Each kept once, so that draining a list of 2,000 tables with `table.remove(list, 1)` (two million
+-- moves) keeps what it touched, not every move.
+local movedTables, movedParents, movedKeys, movedIndex, movedCount = {}, {}, {}, {}, 0
+local leftParents, leftKeys, leftSeen, leftCount = {}, {}, {}, 0 -- leftSeen: parent -> key -> true
 
 -- After a write stored tables `prepare` found already in the state: their records point at their new places,
 -- and the places they left are noted for `settleMoves`.
@@ -280,8 +283,20 @@ function S.recordMoves(moves)
     local t = moves[i]
     local oldParent, oldKey = parents[t], parentKeys[t]
     if t == holder.state then oldParent, oldKey = holder, "state" end
-    moved[movedCount + 1], moved[movedCount + 2], moved[movedCount + 3] = t, oldParent, oldKey
-    movedCount = movedCount + 3
+    if movedIndex[t] == nil then
+      movedCount = movedCount + 1
+      movedTables[movedCount], movedParents[movedCount], movedKeys[movedCount] = t, oldParent, oldKey
+      movedIndex[t] = movedCount
+    end
+    if oldParent ~= nil and oldKey ~= nil then
+      local keys = leftSeen[oldParent]
+      if keys == nil then keys = {} leftSeen[oldParent] = keys end
+      if not keys[oldKey] then
+        keys[oldKey] = true
+        leftCount = leftCount + 1
+        leftParents[leftCount], leftKeys[leftCount] = oldParent, oldKey
+      end
+    end
     parents[t], parentKeys[t] = moves[i + 1], moves[i + 2]
   end
   B.setmoved()
@@ -295,44 +310,58 @@ local function nestsDeeper(t, room)
   return false
 end
 
--- At commit: every table the transaction moved is in one place, and not inside itself; raises otherwise
--- (the host rolls the transaction back). Costs the moves, times the depth of the state.
-function S.settleMoves()
-  local count = movedCount
-  if count == 0 then return end
+-- What is wrong with the transaction's moves, or nil: a table moved inside itself or too deep for what it holds,
+-- or a place it left holding it still (a table in two places). Costs the moves, times the depth of the state.
+local function misplaced()
   local parents, parentKeys = S.parents, S.parentKeys
-  movedCount = 0
-  for i = 1, count, 3 do
-    local t, oldParent, oldKey = moved[i], moved[i + 1], moved[i + 2]
-    moved[i], moved[i + 1], moved[i + 2] = nil, nil, nil
+  for i = 1, movedCount do
+    local t, oldParent, oldKey = movedTables[i], movedParents[i], movedKeys[i]
     local up, depth = parents[t], 0
     while up ~= nil and up ~= holder and up ~= children do
       depth = depth + 1
       if up == t or depth > MAX_DEPTH then
-        for j = i + 3, count do moved[j] = nil end
         local newParent, newKey = parents[t], parentKeys[t]
         parents[t], parentKeys[t] = oldParent, oldKey -- (described from where it was: its new record is the cycle)
-        error(describe(newParent, newKey) .. ": a table cannot be stored inside itself (the state is a tree)", 0)
+        return describe(newParent, newKey) .. ": a table cannot be stored inside itself (the state is a tree)"
       end
       up = parents[up]
     end
     -- A table moved deeper than it was: what it holds must still fit (its subtree is walked, only then).
     local level = depth + 1
     if level > levelOf(oldParent) + 1 and nestsDeeper(t, STATE_DEPTH - level) then
-      for j = i + 3, count do moved[j] = nil end
-      error(tooDeep(parents[t], parentKeys[t], STATE_DEPTH + 1), 0)
-    end
-    if oldParent ~= nil and (oldParent ~= parents[t] or oldKey ~= parentKeys[t]) and oldParent[oldKey] == t
-        and attached(oldParent) and attached(t) then
-      for j = i + 3, count do moved[j] = nil end
-      error("after the action, one table is both at " .. describe(t) .. " and at " .. describe(oldParent, oldKey)
-        .. ": a table can be in one place of the state only (remove it from the old place, or store a copy)", 0)
+      return tooDeep(parents[t], parentKeys[t], STATE_DEPTH + 1)
     end
   end
+  -- A place a table left holds a table whose record says it is elsewhere, and both places are in the state.
+  for i = 1, leftCount do
+    local parent, key = leftParents[i], leftKeys[i]
+    local t = parent[key]
+    if istable(t) and (parents[t] ~= parent or parentKeys[t] ~= key) and attached(parent) and attached(t) then
+      return "after the action, one table is both at " .. describe(t) .. " and at " .. describe(parent, key)
+        .. ": a table can be in one place of the state only (remove it from the old place, or store a copy)"
+    end
+  end
+  return nil
 end
 
--- Forgets the moves of a transaction that was undone.
+-- At commit: every table the transaction moved is in one place, and not inside itself; raises otherwise
+-- (the host rolls the transaction back).
+function S.settleMoves()
+  if movedCount == 0 then return end
+  local failure = misplaced()
+  S.clearMoves()
+  if failure then error(failure, 0) end
+end
+
+-- Forgets the moves of a transaction (checked, or undone).
 function S.clearMoves()
-  for i = 1, movedCount do moved[i] = nil end
-  movedCount = 0
+  for i = 1, movedCount do
+    movedIndex[movedTables[i]] = nil
+    movedTables[i], movedParents[i], movedKeys[i] = nil, nil, nil
+  end
+  for i = 1, leftCount do
+    leftSeen[leftParents[i]] = nil
+    leftParents[i], leftKeys[i] = nil, nil
+  end
+  movedCount, leftCount = 0, 0
 end
