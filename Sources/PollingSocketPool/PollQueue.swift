@@ -12,6 +12,13 @@ import Glibc
 //
 // `PollQueue` keeps no such second truth: what is waited for is one table, read afresh by every `poll(2)`, and a
 // wait added while a `poll` runs wakes it (a pipe) so that the next one includes it.
+//
+// A `poll` reads a copy of that table, and its answer may come after the table changed: a socket closed while it
+// was polled is answered "not open" (`POLLNVAL`) — and when the number is given to the next connection before the
+// pool hears the answer, that connection's wait heard an error that was another's, and the connection ended. So
+// each descriptor's waits are one registration, numbered when it begins (`generation`), and an answer is passed
+// on only for the registration it was polled for, and only if what it says still holds (a "not open" for a
+// number that is open again is news of a socket that is gone).
 
 /// An `EventQueue` for FlyingFox's `SocketPool` on `poll(2)`, whose waits survive descriptor numbers being reused.
 public struct PollQueue: EventQueue, Sendable {
@@ -20,10 +27,19 @@ public struct PollQueue: EventQueue, Sendable {
     /// What every copy of the queue sees (the pool polls a copy on a dispatch queue while it adds waits).
     private final class Shared: @unchecked Sendable { // (behind `lock`)
         let lock = NSLock()
-        var waited: [Int32: Socket.Events] = [:]
+        var waited: [Int32: Registration] = [:]
+        /// The number the next registration gets.
+        var nextGeneration: UInt64 = 1
         /// The pipe a new wait or `stop` writes a byte to, to end the `poll` under way.
         var wake: (read: Int32, write: Int32) = (-1, -1)
         var stopped = true
+    }
+
+    /// What is waited for on one descriptor, and which registration this is: one begins when a descriptor with no
+    /// waits gets one, and ends when its last wait is removed.
+    struct Registration {
+        var events: Socket.Events
+        var generation: UInt64
     }
 
     public init() {}
@@ -67,7 +83,12 @@ public struct PollQueue: EventQueue, Sendable {
     public mutating func addEvents(_ events: Socket.Events, for socket: Socket.FileDescriptor) throws {
         let wake = try shared.lock.withLock { () -> Int32 in
             guard !shared.stopped else { throw SocketError.disconnected }
-            shared.waited[socket.rawValue, default: []].formUnion(events)
+            if shared.waited[socket.rawValue] == nil {
+                shared.waited[socket.rawValue] = Registration(events: events, generation: shared.nextGeneration)
+                shared.nextGeneration += 1
+            } else {
+                shared.waited[socket.rawValue]?.events.formUnion(events)
+            }
             return shared.wake.write
         }
         Self.wakeUp(wake)
@@ -76,29 +97,36 @@ public struct PollQueue: EventQueue, Sendable {
     public mutating func removeEvents(_ events: Socket.Events, for socket: Socket.FileDescriptor) throws {
         shared.lock.withLock {
             guard var left = shared.waited[socket.rawValue] else { return }
-            left.subtract(events)
-            shared.waited[socket.rawValue] = left.isEmpty ? nil : left
+            left.events.subtract(events)
+            shared.waited[socket.rawValue] = left.events.isEmpty ? nil : left
         }
     }
 
     /// Waits until a waited-for socket is ready, or a wait was added (then: no notifications, and the pool asks
     /// again), or the queue was stopped (`SocketError.disconnected`).
+    /// An answer is passed on only for the registration it was polled for (see the top of the file).
     public func getNotifications() throws -> [EventNotification] {
+        var generations: [UInt64] = []
         var descriptors = try shared.lock.withLock { () -> [pollfd] in
             guard !shared.stopped else { throw SocketError.disconnected }
+            generations = shared.waited.map(\.value.generation)
             return [pollfd(fd: shared.wake.read, events: Int16(POLLIN), revents: 0)]
-                + shared.waited.map { pollfd(fd: $0.key, events: Self.mask(of: $0.value), revents: 0) }
+                + shared.waited.map { pollfd(fd: $0.key, events: Self.mask(of: $0.value.events), revents: 0) }
         }
         let status = poll(&descriptors, nfds_t(descriptors.count), -1)
         if status < 0 {
             guard errno == EINTR else { throw SocketError.makeFailed("poll") }
             return []
         }
-        try shared.lock.withLock {
+        return try shared.lock.withLock {
             guard !shared.stopped else { throw SocketError.disconnected }
             if descriptors[0].revents != 0 { Self.drain(shared.wake.read) }
+            return zip(descriptors.dropFirst(), generations).compactMap { descriptor, generation in
+                guard shared.waited[descriptor.fd]?.generation == generation else { return nil }
+                if Int32(descriptor.revents) & Int32(POLLNVAL) != 0, fcntl(descriptor.fd, F_GETFD) != -1 { return nil }
+                return Self.notification(descriptor)
+            }
         }
-        return descriptors.dropFirst().compactMap(Self.notification)
     }
 
     // MARK: poll(2)'s words

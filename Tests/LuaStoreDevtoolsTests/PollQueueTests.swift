@@ -16,11 +16,14 @@ import Testing
         return (ends[0], ends[1])
     }
 
-    /// The notifications of one `getNotifications` (on a thread of its own), or nil when none came within `seconds`.
-    static func notifications(of queue: PollQueue, within seconds: Double) async throws -> [EventNotification]? {
+    /// The notifications of one `getNotifications` (on a thread of its own, which calls `starting` first), or nil
+    /// when none came within `seconds`.
+    static func notifications(of queue: PollQueue, within seconds: Double,
+                              starting: @escaping @Sendable () -> Void = {}) async throws -> [EventNotification]? {
         let result = Protected<Result<[EventNotification], any Error>?>(nil)
         let done = DispatchSemaphore(value: 0)
         Thread.detachNewThread {
+            starting()
             let got = Result { try queue.getNotifications() }
             result.withLock { $0 = got }
             done.signal()
@@ -39,15 +42,16 @@ import Testing
         defer { try? queue.stop(); try? queue.close() }
         let (first, firstPeer) = try Self.pair()
         try queue.addEvents([.read], for: Socket.FileDescriptor(rawValue: first))
-        // The connection ends (its socket closed on another thread) before the pool removes its wait.
-        close(first)
+        // The connection ends (its socket closed on another thread) and the next socket is given its number, before
+        // the pool removes its wait. (`dup2` puts the new socket at that number at once: tests running beside this
+        // one open descriptors too, and would take the lowest free number first.)
+        let (second, writer) = try Self.pair()
+        #expect(dup2(second, first) == first)
+        close(second)
         close(firstPeer)
         try? queue.removeEvents([.read], for: Socket.FileDescriptor(rawValue: first))
-        let (second, secondPeer) = try Self.pair()
-        defer { close(second); close(secondPeer) }
-        #expect(second == first || secondPeer == first, "the system gives the lowest free number again")
-        let reused = second == first ? second : secondPeer
-        let writer = second == first ? secondPeer : second
+        let reused = first
+        defer { close(reused); close(writer) }
         try queue.addEvents([.read], for: Socket.FileDescriptor(rawValue: reused))
         #expect(write(writer, "x", 1) == 1)
         var heard: [EventNotification] = []
@@ -57,6 +61,52 @@ import Testing
         let notification = try #require(heard.first { $0.file.rawValue == reused })
         #expect(notification.events == [.read])
         #expect(notification.errors.isEmpty)
+    }
+
+    /// A socket closed while a `poll` waits on it, whose wait was removed: the poll's answer for that number ("not
+    /// open") is not passed on — the number may be the next connection's by the time the pool hears it, and that
+    /// connection would end on news that was never its own. (The poll is seen in `poll(2)` before the socket closes.)
+    @Test func anAnswerForAnEndedRegistrationIsNotPassedOn() async throws {
+        var queue = PollQueue()
+        try queue.open()
+        defer { try? queue.stop(); try? queue.close() }
+        let (closing, closingPeer) = try Self.pair()
+        let (other, otherPeer) = try Self.pair()
+        defer { close(closingPeer); close(other); close(otherPeer) }
+        try queue.addEvents([.read], for: Socket.FileDescriptor(rawValue: closing))
+        _ = try await Self.notifications(of: queue, within: 60) // (the wake-up)
+        let thread = Protected<pid_t>(0)
+        let polled = queue
+        let polling = Task {
+            try await Self.notifications(of: polled, within: 60) { thread.withLock { $0 = Self.threadID() } }
+        }
+        try await Self.untilPolling(thread)
+        try queue.removeEvents([.read], for: Socket.FileDescriptor(rawValue: closing))
+        close(closing)
+        try queue.addEvents([.read], for: Socket.FileDescriptor(rawValue: other)) // (wakes the poll: it looks again)
+        let heard = try #require(try await polling.value, "no answer within 60 s")
+        #expect(!heard.contains { $0.file.rawValue == closing }, "\(heard)")
+    }
+
+    /// The calling thread's id (`/proc/thread-self` links to `PID/task/TID`).
+    static func threadID() -> pid_t {
+        let link = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/thread-self")) ?? ""
+        return pid_t(link.split(separator: "/").last.map(String.init) ?? "") ?? -1
+    }
+
+    /// Waits (at most 30 s) until the thread whose id `thread` holds is in `poll(2)` (Linux names a thread's
+    /// system call in `/proc/self/task/TID/syscall`: `poll` is 7, `ppoll` 271 on x86-64; 73 `ppoll` on arm64).
+    static func untilPolling(_ thread: Protected<pid_t>) async throws {
+        let deadline = ContinuousClock.now + .seconds(30)
+        while ContinuousClock.now < deadline {
+            let tid = thread.withLock { $0 }
+            if tid > 0, let text = try? String(contentsOfFile: "/proc/self/task/\(tid)/syscall", encoding: .utf8),
+               let call = text.split(separator: " ").first, ["7", "271", "73"].contains(String(call)) {
+                return
+            }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        Issue.record("the thread never reached poll(2) within 30 s")
     }
 
     /// A wait added while a `poll` is under way ends it (with no news), so the next one includes it: no wait is left
