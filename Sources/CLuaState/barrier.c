@@ -7,21 +7,31 @@
 
 // MARK: Layouts
 
-/// `barrierlayouts()` [-0, +11, -]: every position `clua_state_layouts.h` declares for the Lua side, in the order it
+/// `barrierlayouts()` [-0, +18, -]: every position `clua_state_layouts.h` declares for the Lua side, in the order it
 /// declares them — `CLUA_READER_SLOTS`, `CLUA_COLLECTED_ENTRY` and its length, `CLUA_JOURNAL_ENTRY` and its
-/// length — which `state_runtime.lua` hands to the parts that use them. (Values, not fields named
+/// length, `CLUA_MOVED_ENTRY` and its length, `CLUA_LEFT_ENTRY` and its length — which `state_runtime.lua` hands
+/// to the parts that use them. (Values, not fields named
 /// after them: a dozen more strings in every store's VM doubled its string table, 4 KiB a store.)
 static int barrier_layouts(lua_State *L) {
     int count = 0;
+    luaL_checkstack(L, 32, "barrierlayouts");
 #define PUSH(name, value) (lua_pushinteger(L, value), count++);
 #define READER_SLOT(name, number) PUSH(name, READER_##name)
 #define COLLECTED(name, number) PUSH(name, CLUA_COLLECTED_##name)
 #define JOURNAL(name, offset) PUSH(name, CLUA_JOURNAL_##name)
+#define MOVED(name, offset) PUSH(name, CLUA_MOVED_##name)
+#define LEFT(name, offset) PUSH(name, CLUA_LEFT_##name)
     READER_SLOTS(READER_SLOT)
     CLUA_COLLECTED_ENTRY(COLLECTED)
     PUSH(LENGTH, CLUA_COLLECTED_ENTRY_LENGTH)
     CLUA_JOURNAL_ENTRY(JOURNAL)
     PUSH(LENGTH, CLUA_JOURNAL_ENTRY_LENGTH)
+    CLUA_MOVED_ENTRY(MOVED)
+    PUSH(LENGTH, CLUA_MOVED_ENTRY_LENGTH)
+    CLUA_LEFT_ENTRY(LEFT)
+    PUSH(LENGTH, CLUA_LEFT_ENTRY_LENGTH)
+#undef MOVED
+#undef LEFT
 #undef READER_SLOT
 #undef COLLECTED
 #undef JOURNAL
@@ -71,6 +81,9 @@ static void push_upvalues(lua_State *L, const Upvalue *list, int count, int tabl
 
 /// [-0, +1, e] Pushes a closure of `function` over the barrier (at `control`), the shared upvalues and its own.
 static void push_closure(lua_State *L, int control, lua_CFunction function, const Upvalue *own, int count) {
+    // (More than the LUA_MINSTACK slots a C function may use unasked: without room made first, the upvalues were
+    // written past the stack's end.)
+    luaL_checkstack(L, 1 + COUNT(sharedUpvalues) + count, "makebarrier");
     lua_pushvalue(L, control);
     push_upvalues(L, sharedUpvalues, COUNT(sharedUpvalues), 1);
     push_upvalues(L, own, count, 0);
@@ -78,7 +91,7 @@ static void push_closure(lua_State *L, int control, lua_CFunction function, cons
 }
 
 /// `makebarrier{…}` [-1, +1, e]. The table gives the shared fields (`targets`, `proxies`, `meta`, `weakkeys`,
-/// `weakall`, `parents`, `parentkeys`, `due`, `isdue`), each function's own (the lists above), and optionally `control`, the barrier whose state a new
+/// `weakall`, `parents`, `parentkeys`, `due`, `isdue`, `moved`, `movedindex`, `left`, `leftseen`), each function's own (the lists above), and optionally `control`, the barrier whose state a new
 /// set of functions keeps (when the Lua side replaces its caches). Returns the functions (`index`, `newindex`,
 /// `run`, and those of "The functions"), `control`, and the modes (`CLOSED`, `WRITE`, `READ`).
 static int clua_make_barrier(lua_State *L) {
@@ -141,6 +154,9 @@ static int clua_make_barrier(lua_State *L) {
         { "renew", proxies_renew, NULL, 0 },
         { "count", journal_count, NULL, 0 },
         { "setmoved", journal_setmoved, NULL, 0 },
+        { "recordmove", moves_record, NULL, 0 },
+        { "movecounts", moves_counts, NULL, 0 },
+        { "clearmoves", moves_clear, NULL, 0 },
         { "istext", journal_istext, NULL, 0 },
         { "setjournaling", changes_setjournaling, NULL, 0 },
         { "collectedcount", changes_collectedcount, NULL, 0 },

@@ -7,6 +7,7 @@
 //   journal.c   `journal_`  transactions: the undo journal, `__newindex`, rollback, the readers a change makes due
 //   reads.c     `reads_`    readers: what each read, the readers due handed over at a flush, the spare key sets
 //   changes.c   `changes_`  what a committed action changed, written as a recording's JSON (`json.c`)
+//   moves.c     `moves_`    the tables a transaction moved, and the places they left, for the check at commit
 //   runs.c      `runs_`     the loop over a run of actions
 #ifndef CLUA_BARRIER_H
 #define CLUA_BARRIER_H
@@ -104,6 +105,10 @@ typedef struct Barrier {
     int subscriptionsDirty;     /* `subscriptions` must run again before its result is used */
     int observed;               /* since the last flush, a write changed something a reader read */
     int moved;                  /* the open transaction stored a table that was in the state already */
+    lua_Integer movedCount;     /* the tables it moved, each once (`MOVED`: see moves.c) */
+    lua_Integer leftCount;      /* the places they left, each once (`LEFT`) */
+    int tablesLeftNoted;        /* `__newindex` told the Lua side (`shared.tablesLeft`) that the open transaction
+                                   replaced a table */
     int journaling;             /* `run` reads each action's changes after it commits */
     int history;                /* ... and the Lua `collect` keeps history entries: it does the reading */
     lua_Integer collected;      /* the length of the list of changes read since it was last emptied */
@@ -195,7 +200,11 @@ enum { FIELD, LITERAL, SPARE };
     X(PARENTS, FIELD, "parents")    /* real table -> the real table holding it (recorded with its proxy) */ \
     X(PARENT_KEYS, FIELD, "parentkeys") /* real table -> the key it is held under */                  \
     X(DUE, FIELD, "due")            /* the readers due, in order (`b->due` of them): what a write marked */ \
-    X(IS_DUE, FIELD, "isdue")       /* ... and the set of them */
+    X(IS_DUE, FIELD, "isdue")       /* ... and the set of them */                                         \
+    X(MOVED, FIELD, "moved")        /* the tables the open transaction moved: (table, old parent, old key) triples */ \
+    X(MOVED_INDEX, FIELD, "movedindex") /* ... table -> its triple's number */                            \
+    X(LEFT, FIELD, "left")          /* the places they left: (parent, key) pairs */                       \
+    X(LEFT_SEEN, FIELD, "leftseen") /* ... parent -> set of keys */
 
 /// `__index`'s own upvalues.
 #define INDEX_UPVALUES(X) X(INDEX_FALLBACK, FIELD, "index") /* the Lua __index, for everything else */
@@ -207,7 +216,8 @@ enum { FIELD, LITERAL, SPARE };
     X(WRITE_FALLBACK, FIELD, "newindex")     /* the Lua __newindex, for everything else */                \
     X(WRITE_ALL, FIELD, "all")               /* the key of a table's readers of all of it */              \
     X(WRITE_STRUCTURE, FIELD, "structure")   /* the key of its readers of its length and set of keys */   \
-    X(WRITE_SUBSCRIPTIONS, LITERAL, "subscriptions") /* the id of the subscriptions reader */
+    X(WRITE_SUBSCRIPTIONS, LITERAL, "subscriptions") /* the id of the subscriptions reader */            \
+    X(WRITE_SHARED, FIELD, "shared")         /* the Lua side's shared table (`tablesLeft`) */
 
 /// `run`'s own upvalues.
 #define RUN_UPVALUES(X)                                                                                    \
@@ -369,6 +379,7 @@ static inline void begin_transaction(Barrier *b) {
     b->count = 0;
     b->scalarWrites = 0;
     b->journalOnce = 0;
+    b->tablesLeftNoted = 0;
     b->moved = 0;
     b->mode = MODE_WRITE;
 }
@@ -463,6 +474,13 @@ BARRIER_INTERNAL int reads_takedue(lua_State *L);
 BARRIER_INTERNAL int reads_duecount(lua_State *L);
 BARRIER_INTERNAL int reads_observed(lua_State *L);
 BARRIER_INTERNAL int reads_flushdue(lua_State *L);
+
+// moves.c
+BARRIER_INTERNAL void moves_note(lua_State *L, Barrier *b, int t, int oldParent, int oldKey);
+BARRIER_INTERNAL void moves_point(lua_State *L, Barrier *b, int t, int parent, int key);
+BARRIER_INTERNAL int moves_record(lua_State *L);
+BARRIER_INTERNAL int moves_counts(lua_State *L);
+BARRIER_INTERNAL int moves_clear(lua_State *L);
 
 // changes.c
 BARRIER_INTERNAL int changes_record(lua_State *L, Barrier *b, lua_Integer position);

@@ -163,24 +163,76 @@ static void note_change(lua_State *L, Barrier *b, int byKey, int key, int struct
 }
 
 
+/// [-0, +1, -] Pushes the real table of the proxy at 1 — one handed out in the running call — and returns 1;
+/// returns 0 (pushing nothing) for anything else.
+static int push_written_real(lua_State *L, Barrier *b) {
+    const void *proxy = lua_topointer(L, 1);
+    if (push_last_real(L, b, proxy)) return 1;
+    lua_pushvalue(L, 1);
+    if (lua_rawget(L, UPVALUE(TARGETS)) != LUA_TTABLE || !stamped(b, proxy)) {
+        lua_pop(L, 1);
+        return 0;
+    }
+    keep_last_real(L, b, proxy, lua_gettop(L));
+    return 1;
+}
+
+/// `__newindex` for a move (`proxy[key] = other`, `other` a proxy of a table of the state handed out in the running
+/// call, `key` one the table holds): what `table.remove`, `table.insert` at a position, `table.sort` and swaps do
+/// on a list of tables, one write per entry shifted. Journaled, noted as a move (`moves_note`: checked at commit),
+/// the table's records pointed at its new place, written, recorded for the readers. Everything else (a new key, a
+/// root, a proxy of another call) goes to the Lua `__newindex`. Everything that may raise (memory) comes before
+/// the write. The stack holds proxy, key, value.
+static int journal_move(lua_State *L, Barrier *b, int keyType) {
+    luaL_checkstack(L, 8, NULL);
+    if (!push_written_real(L, b)) return fall_back(L, UPVALUE(WRITE_FALLBACK), 3, 0); /* 4: real */
+    lua_pushvalue(L, 3);
+    if (lua_rawget(L, UPVALUE(TARGETS)) != LUA_TTABLE || !stamped(b, lua_topointer(L, 3))) { /* 5: the moved table */
+        return fall_back(L, UPVALUE(WRITE_FALLBACK), 3, 0);
+    }
+    lua_pushvalue(L, 5);
+    int recorded = lua_rawget(L, UPVALUE(PARENTS)) == LUA_TTABLE; /* 6: its parent (a root has none) */
+    lua_pushvalue(L, 5);
+    lua_rawget(L, UPVALUE(PARENT_KEYS)); /* 7: its key */
+    lua_pushvalue(L, 2);
+    int oldType = lua_rawget(L, 4); /* 8: the old value */
+    if (!recorded || oldType == LUA_TNIL) return fall_back(L, UPVALUE(WRITE_FALLBACK), 3, 0);
+    if (lua_rawequal(L, 8, 5)) return 0;
+    journal_append(L, b, UPVALUE(WRITE_JOURNAL), 4, 2, 8);
+    moves_note(L, b, 5, 6, 7);
+    if (oldType == LUA_TTABLE && !b->tablesLeftNoted) {
+        lua_pushboolean(L, 1);
+        lua_setfield(L, UPVALUE(WRITE_SHARED), "tablesLeft");
+        b->tablesLeftNoted = 1;
+    }
+    // The records and the write (no allocation, no error).
+    moves_point(L, b, 5, 4, 2);
+    lua_pushvalue(L, 2);
+    lua_pushvalue(L, 5);
+    lua_rawset(L, 4);
+    if (seen_noted(L, b, keyType)) return 0;
+    lua_settop(L, 4);
+    lua_pushvalue(L, 4);
+    if (lua_rawget(L, UPVALUE(WRITE_DEPENDENTS)) == LUA_TNIL) return 0; /* 5: who reads this table */
+    note_change(L, b, 5, 2, 0);
+    remember_noted(L, b, keyType);
+    return 0;
+}
+
 /// `__newindex(proxy, key, value)` [-3, +0, e] while writing, for a key that stays (neither the old nor the new
 /// value is nil) and values that are plain data (UTF-8 strings, booleans, finite numbers): journaled, written,
-/// recorded for the readers of that table. (A key that stays was accepted as data when it appeared.)
+/// recorded for the readers of that table. (A key that stays was accepted as data when it appeared.) And moves
+/// (`journal_move`).
 int journal_newindex(lua_State *L) {
     Barrier *b = barrier(L);
     int keyType = lua_type(L, 2);
     if (keyType == LUA_TNUMBER) integral_key(L);
-    if (b->mode != MODE_WRITE || lua_gettop(L) != 3 || keyType == LUA_TTABLE || keyType == LUA_TNIL || !is_plain_data(L, 3)) {
+    if (b->mode != MODE_WRITE || lua_gettop(L) != 3 || keyType == LUA_TTABLE || keyType == LUA_TNIL) {
         return fall_back(L, UPVALUE(WRITE_FALLBACK), 3, 0);
     }
-    const void *proxy = lua_topointer(L, 1);
-    if (!push_last_real(L, b, proxy)) { /* 4: real */
-        lua_pushvalue(L, 1);
-        if (lua_rawget(L, UPVALUE(TARGETS)) != LUA_TTABLE || !stamped(b, proxy)) {
-            return fall_back(L, UPVALUE(WRITE_FALLBACK), 3, 0);
-        }
-        keep_last_real(L, b, proxy, 4);
-    }
+    if (lua_type(L, 3) == LUA_TTABLE) return journal_move(L, b, keyType);
+    if (!is_plain_data(L, 3)) return fall_back(L, UPVALUE(WRITE_FALLBACK), 3, 0);
+    if (!push_written_real(L, b)) return fall_back(L, UPVALUE(WRITE_FALLBACK), 3, 0); /* 4: real */
     lua_pushvalue(L, 2);
     int oldType = lua_rawget(L, 4); /* 5: the old value (taken by the journal below) */
     // (A NaN key never gets past this: no table holds a value under NaN, so its old value is nil.)

@@ -51,7 +51,8 @@ scenarios.serveBinary = serveBinary
 scenarios.only = only
 var rows: [Scenario] = []
 let groups: [(String, () async throws -> [Scenario])] = [
-    ("counter", scenarios.counter), ("init", scenarios.startUp), ("state_size", scenarios.stateSize), ("fanout", scenarios.fanout),
+    ("counter", scenarios.counter), ("init", scenarios.startUp), ("state_size", scenarios.stateSize), ("lists", scenarios.lists),
+    ("fanout", scenarios.fanout),
     ("reload", scenarios.reload), ("memory", scenarios.memoryAndLatency), ("strings", scenarios.strings),
     ("strings_scripts", scenarios.stringScripts), ("record", scenarios.journal), ("persist", scenarios.persistence), ("send", scenarios.send),
     ("plugins", scenarios.plugins), ("mounted", scenarios.mountedDispatch), ("stores", scenarios.manyStores),

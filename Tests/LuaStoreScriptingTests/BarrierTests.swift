@@ -41,6 +41,7 @@ import Testing
             let chunk = try vm.loadTrusted("""
                 local handed = { index = 0, newindex = 0, adopt = 0, runreader = 0, finishread = 0, indexreads = 0, failedread = 0 }
                 local targets, proxies, journal, dependents, readers, due, isDue = {}, {}, {}, {}, {}, {}, {}
+                local parents, parentKeys, moved, shared = {}, {}, {}, {}
                 local ALL = {}
                 local flushed = { ids = {}, values = {}, failed = {} }
                 local holder = { state = { count = 1, items = { { done = false } } } }
@@ -48,8 +49,8 @@ import Testing
                 local B
                 B = makebarrier {
                   targets = targets, proxies = proxies, meta = meta, weakkeys = { __mode = "k" },
-                  weakall = { __mode = "kv" }, parents = {}, parentkeys = {}, journal = journal, dependents = dependents, due = due, isdue = isDue,
-                  holder = holder,
+                  weakall = { __mode = "kv" }, parents = parents, parentkeys = parentKeys, journal = journal, dependents = dependents, due = due, isdue = isDue,
+                  moved = moved, movedindex = {}, left = {}, leftseen = {}, shared = shared, holder = holder,
                   index = function(p, k) handed.index = handed.index + 1; return targets[p][k] end,
                   newindex = function(p, k, v)
                     handed.newindex = handed.newindex + 1
@@ -113,7 +114,9 @@ import Testing
         // (In the order the header declares them, which `state_runtime.lua` takes them in.)
         let swiftReads = [CLUA_READER_FN, CLUA_READER_CHILD, CLUA_READER_READS, CLUA_READER_COUNT,
                           CLUA_COLLECTED_POSITION, CLUA_COLLECTED_COUNT, CLUA_COLLECTED_ENTRY_LENGTH,
-                          CLUA_JOURNAL_TABLE, CLUA_JOURNAL_KEY, CLUA_JOURNAL_OLD, CLUA_JOURNAL_ENTRY_LENGTH]
+                          CLUA_JOURNAL_TABLE, CLUA_JOURNAL_KEY, CLUA_JOURNAL_OLD, CLUA_JOURNAL_ENTRY_LENGTH,
+                          CLUA_MOVED_TABLE, CLUA_MOVED_PARENT, CLUA_MOVED_KEY, CLUA_MOVED_ENTRY_LENGTH,
+                          CLUA_LEFT_PARENT, CLUA_LEFT_KEY, CLUA_LEFT_ENTRY_LENGTH]
         #expect(givenToLua == swiftReads.map { LuaValue.integer(Int64($0)) })
         let layouts: [String: Int] = [
             "READER_FN": Int(CLUA_READER_FN), "READER_CHILD": Int(CLUA_READER_CHILD), "READER_READS": Int(CLUA_READER_READS),
@@ -131,6 +134,9 @@ import Testing
             "RUN_STOP_WHEN_DIRTY": Int(CLUA_RUN_STOP_WHEN_DIRTY), "RUN_ALWAYS_DIRTY": Int(CLUA_RUN_ALWAYS_DIRTY),
             "JOURNAL_TABLE": Int(CLUA_JOURNAL_TABLE), "JOURNAL_KEY": Int(CLUA_JOURNAL_KEY), "JOURNAL_OLD": Int(CLUA_JOURNAL_OLD),
             "JOURNAL_ENTRY_LENGTH": Int(CLUA_JOURNAL_ENTRY_LENGTH),
+            "MOVED_TABLE": Int(CLUA_MOVED_TABLE), "MOVED_PARENT": Int(CLUA_MOVED_PARENT), "MOVED_KEY": Int(CLUA_MOVED_KEY),
+            "MOVED_ENTRY_LENGTH": Int(CLUA_MOVED_ENTRY_LENGTH), "LEFT_PARENT": Int(CLUA_LEFT_PARENT),
+            "LEFT_KEY": Int(CLUA_LEFT_KEY), "LEFT_ENTRY_LENGTH": Int(CLUA_LEFT_ENTRY_LENGTH),
         ]
         #expect(layouts == [
             "READER_FN": 1, "READER_CHILD": 2, "READER_READS": 3, "READER_COUNT": 4, "READER_SLOT_COUNT": 4,
@@ -140,6 +146,8 @@ import Testing
             "FLUSH_COUNT": 0, "FLUSH_READERS": 1, "FLUSH_VALUES": 2, "FLUSH_FAILED": 3,
             "RUN_POSITION_POSITION": 1, "RUN_POSITION_FLUSHED": 2, "RUN_STOP_WHEN_DIRTY": 1, "RUN_ALWAYS_DIRTY": 2,
             "JOURNAL_TABLE": 1, "JOURNAL_KEY": 2, "JOURNAL_OLD": 3, "JOURNAL_ENTRY_LENGTH": 3,
+            "MOVED_TABLE": 1, "MOVED_PARENT": 2, "MOVED_KEY": 3, "MOVED_ENTRY_LENGTH": 3,
+            "LEFT_PARENT": 1, "LEFT_KEY": 2, "LEFT_ENTRY_LENGTH": 2,
         ])
     }
 
@@ -168,6 +176,38 @@ import Testing
             return afterWrites, real.fresh == nil, real.count
             """)
         #expect(results == [2, true, 1])
+    }
+
+    /// A move — a proxy of a table of the state, handed out in this call, stored under a key its new parent
+    /// holds (what `table.remove`, `table.sort` and swaps do to a list of tables) — is made in C: journaled, noted
+    /// once per table with the place it was in before its first move and once per place left, its records pointed
+    /// at the new place, the Lua side told a table was replaced; a rollback restores the values, and `clearmoves`
+    /// forgets the moves. A move to a new key goes to the fallback.
+    @Test func movesAreMadeInCAndNotedOnce() async throws {
+        let results = try await run("""
+            real.items = { { id = 1 }, { id = 2 }, { id = 3 } }
+            local items = real.items
+            local one, two, three = items[1], items[2], items[3]
+            for i, item in ipairs(items) do parents[item], parentKeys[item] = items, i end
+            B.begin()
+            local list = B.proxy(items)
+            local a, b, c = list[1], list[2], list[3]
+            list[1] = b; list[2] = c; list[3] = a                 -- (three moves; each table moved once)
+            list[1] = list[3]                                     -- (one moved again: counted once, its place too)
+            local afterMoves = handed.newindex
+            local movedCount, leftCount = B.movecounts()
+            local firstMoved, firstFrom, firstKey = moved[1], moved[2], moved[3]
+            local recorded = parents[one] == items and parentKeys[one] == 1
+            list[4] = list[2]                                     -- (a new key: the fallback's)
+            local afterNewKey = handed.newindex
+            B.rollback()
+            local restored = items[1] == one and items[2] == two and items[3] == three and items[4] == nil
+            B.clearmoves()
+            local clearedMoved, clearedLeft = B.movecounts()
+            return afterMoves, movedCount, leftCount, firstMoved == two, firstFrom == items, firstKey, recorded,
+              shared.tablesLeft, afterNewKey, restored, clearedMoved, clearedLeft, next(moved) == nil
+            """)
+        #expect(results == [0, 3, 3, true, true, 2, true, true, 1, true, 0, 0, true])
     }
 
     /// Reads while writing and while a reader runs are done in C (one proxy per table); a read while closed goes
@@ -465,7 +505,7 @@ import Testing
     @Test func missingFieldsAreNamed() async throws {
         let results = try await run("""
             local ok, message = pcall(makebarrier, { targets = {}, proxies = {}, meta = {}, weakkeys = {}, weakall = {}, parents = {}, parentkeys = {},
-              due = {}, isdue = {} })
+              due = {}, isdue = {}, moved = {}, movedindex = {}, left = {}, leftseen = {} })
             return ok, message
             """)
         #expect(results[0] == false)

@@ -98,6 +98,13 @@ import Testing
             cases.raw = function(state) local t = { n = 1 }; state.map.a = t; state.map.b = t end
             cases.cycle = function(state) local a = state.map; state.map = nil; a.again = a; state.other = a end
             cases.twice = function(state) local t = state.list[1]; state.list[1] = nil; state.map.a = t; state.map.b = t end
+            cases.copyover = function(state) state.list[2] = state.list[1] end
+            cases.intoself = function(state) state.list[1] = state.list end
+            cases.intochild = function(state) state.list[1].inner = { x = 1 }; state.list[1].inner = state.list end
+            cases.shiftback = function(state)
+              local list = state.list
+              table.insert(list, 1, table.remove(list)); table.insert(list, table.remove(list, 1)) -- (back as they were)
+            end
             cases.remove = function(state) table.remove(state.list, 2); table.insert(state.list, 1, { id = 0 }) end
             cases.sort = function(state) table.sort(state.list, function(a, b) return a.id > b.id end) end
             cases.filter = function(state)
@@ -116,11 +123,14 @@ import Testing
                 ("raw", "after the action, one table is both at state.map.b and at state.map.a"),
                 ("cycle", "after the action, one table is both at state.other and at state.other.again"),
                 ("twice", "after the action, one table is both at state.map.b and at state.map.a"),
+                ("copyover", "after the action, one table is both at state.list[2] and at state.list[1]"),
+                ("intoself", "state.list[1]: a table cannot be stored inside itself"),
+                ("intochild", "state.list[1].inner: a table cannot be stored inside itself"),
             ] {
                 let failure = try Self.refusal(engine, ["type": .string(type)])
                 #expect(failure?.message.hasPrefix(message) == true, "\(type): \(failure?.message ?? "no failure")")
             }
-            for type in ["remove", "sort", "filter", "move", "fresh"] {
+            for type in ["shiftback", "remove", "sort", "filter", "move", "fresh"] {
                 _ = try engine.reduce(["type": .string(type)])
             }
             let state = try engine.state()

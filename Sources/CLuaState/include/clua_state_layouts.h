@@ -64,6 +64,17 @@
     X(KEY, 2)                 \
     X(OLD, 3)
 
+/// A table the open transaction moved, as the barrier keeps it (`moved`, moves.c): the table, and the place it was
+/// in before its first move (its parent and key). And a place a moved table left (`left`): the parent and the key.
+/// The barrier gives them to the Lua side (`barrierlayouts()`), whose `settleMoves` checks them.
+#define CLUA_MOVED_ENTRY(X) \
+    X(TABLE, 1)             \
+    X(PARENT, 2)            \
+    X(KEY, 3)
+#define CLUA_LEFT_ENTRY(X) \
+    X(PARENT, 1)           \
+    X(KEY, 2)
+
 /// What a run is told to do beside reducing (`run`'s fifth argument, these bits or'd): stop after an action that
 /// made the subscriptions stale, and say whether they are stale at every end (a run of one, `reduce`). The
 /// host passes them (`StateRuntime.RunFlags`), through the runtime's `reduce` and `reduceRun`.
@@ -86,6 +97,12 @@ enum { CLUA_COLLECTED_ENTRY(CLUA_COLLECTED_ENUM) CLUA_COLLECTED_ENTRY_LENGTH = 2
 #define CLUA_JOURNAL_ENUM(name, offset) CLUA_JOURNAL_##name = offset,
 enum { CLUA_JOURNAL_ENTRY(CLUA_JOURNAL_ENUM) CLUA_JOURNAL_ENTRY_LENGTH = 3 };
 #undef CLUA_JOURNAL_ENUM
+#define CLUA_MOVED_ENUM(name, offset) CLUA_MOVED_##name = offset,
+#define CLUA_LEFT_ENUM(name, offset) CLUA_LEFT_##name = offset,
+enum { CLUA_MOVED_ENTRY(CLUA_MOVED_ENUM) CLUA_MOVED_ENTRY_LENGTH = 3 };
+enum { CLUA_LEFT_ENTRY(CLUA_LEFT_ENUM) CLUA_LEFT_ENTRY_LENGTH = 2 };
+#undef CLUA_MOVED_ENUM
+#undef CLUA_LEFT_ENUM
 #define CLUA_RUN_FLAG_ENUM(name, bit) CLUA_RUN_##name = bit,
 enum { CLUA_RUN_FLAGS(CLUA_RUN_FLAG_ENUM) };
 #undef CLUA_RUN_FLAG_ENUM

@@ -265,17 +265,23 @@ function S.placeFresh(value, real, key, owned)
   return placed
 end
 
--- A transaction's moves: the tables a write placed somewhere new although they were in the state, each once,
--- with the place it was in before its first move; and the places they left, each once. Checked once, when the
--- transaction commits: in the middle of one a table may well be in two places (`table.remove`, `table.sort` and
--- `table.insert` shift entries one write at a time; a reducer moves a table by storing it first and removing it
--- after). Each kept once, so that draining a list of 2,000 tables with `table.remove(list, 1)` (two million
--- moves) keeps what it touched, not every move.
-local movedTables, movedParents, movedKeys, movedIndex, movedCount = {}, {}, {}, {}, 0
-local leftParents, leftKeys, leftSeen, leftCount = {}, {}, {}, 0 -- leftSeen: parent -> key -> true
+-- A transaction's moves: the tables a write placed somewhere new although they were in the state, and the places
+-- they left. Checked once, when the transaction commits: in the middle of one a table may well be in two places
+-- (`table.remove`, `table.sort` and `table.insert` shift entries one write at a time; a reducer moves a table by
+-- storing it first and removing it after). The barrier keeps them (moves.c), each once: `moved` holds each moved
+-- table with the place it was in before its first move (`MOVED_*`: triples), `left` each place they left
+-- (`LEFT_*`: pairs); `B.movecounts()` says how many. Its `__newindex` notes the moves it makes itself; the
+-- others are noted here.
+local moved, movedIndex, left, leftSeen = {}, {}, {}, {}
+S.moved, S.movedIndex, S.left, S.leftSeen = moved, movedIndex, left, leftSeen
+local MOVED_TABLE, MOVED_PARENT, MOVED_KEY, MOVED_LENGTH, LEFT_PARENT, LEFT_KEY, LEFT_LENGTH
+function S.takeMoveLayouts(movedTable, movedParent, movedKey, movedLength, leftParent, leftKey, leftLength)
+  MOVED_TABLE, MOVED_PARENT, MOVED_KEY, MOVED_LENGTH = movedTable, movedParent, movedKey, movedLength
+  LEFT_PARENT, LEFT_KEY, LEFT_LENGTH = leftParent, leftKey, leftLength
+end
 
--- After a write stored tables `prepare` found already in the state: their records point at their new places,
--- and the places they left are noted for `settleMoves`.
+-- After a write stored tables `prepare` found already in the state: noted, and their records point at their new
+-- places.
 function S.recordMoves(moves)
   if moves == nil then return end
   local parents, parentKeys = S.parents, S.parentKeys
@@ -283,23 +289,8 @@ function S.recordMoves(moves)
     local t = moves[i]
     local oldParent, oldKey = parents[t], parentKeys[t]
     if t == holder.state then oldParent, oldKey = holder, "state" end
-    if movedIndex[t] == nil then
-      movedCount = movedCount + 1
-      movedTables[movedCount], movedParents[movedCount], movedKeys[movedCount] = t, oldParent, oldKey
-      movedIndex[t] = movedCount
-    end
-    if oldParent ~= nil and oldKey ~= nil then
-      local keys = leftSeen[oldParent]
-      if keys == nil then keys = {} leftSeen[oldParent] = keys end
-      if not keys[oldKey] then
-        keys[oldKey] = true
-        leftCount = leftCount + 1
-        leftParents[leftCount], leftKeys[leftCount] = oldParent, oldKey
-      end
-    end
-    parents[t], parentKeys[t] = moves[i + 1], moves[i + 2]
+    B.recordmove(t, oldParent, oldKey, moves[i + 1], moves[i + 2])
   end
-  B.setmoved()
 end
 
 -- Whether tables inside `t` nest more than `room` levels below it.
@@ -314,9 +305,15 @@ end
 -- or a place it left holding it still (a table in two places). Costs the moves, times the depth of the state.
 local function misplaced()
   local parents, parentKeys = S.parents, S.parentKeys
-  for i = 1, movedCount do
-    local t, oldParent, oldKey = movedTables[i], movedParents[i], movedKeys[i]
+  local movedCount, leftCount = B.movecounts()
+  for i = 0, movedCount - 1 do
+    local at = i * MOVED_LENGTH
+    local t, oldParent, oldKey = moved[at + MOVED_TABLE], moved[at + MOVED_PARENT], moved[at + MOVED_KEY]
+    -- A table back in the parent it had (a list's entries shifted, sorted, swapped) is at its level, and in no
+    -- cycle of its own: a cycle's links were a tree before, so one of them is a table whose parent changed, and
+    -- that table's walk finds it; a move deeper is checked on the table that moved.
     local up, depth = parents[t], 0
+    if up == oldParent then up = nil end
     while up ~= nil and up ~= holder and up ~= children do
       depth = depth + 1
       if up == t or depth > MAX_DEPTH then
@@ -328,13 +325,14 @@ local function misplaced()
     end
     -- A table moved deeper than it was: what it holds must still fit (its subtree is walked, only then).
     local level = depth + 1
-    if level > levelOf(oldParent) + 1 and nestsDeeper(t, STATE_DEPTH - level) then
+    if depth > 0 and level > levelOf(oldParent) + 1 and nestsDeeper(t, STATE_DEPTH - level) then
       return tooDeep(parents[t], parentKeys[t], STATE_DEPTH + 1)
     end
   end
   -- A place a table left holds a table whose record says it is elsewhere, and both places are in the state.
-  for i = 1, leftCount do
-    local parent, key = leftParents[i], leftKeys[i]
+  for i = 0, leftCount - 1 do
+    local at = i * LEFT_LENGTH
+    local parent, key = left[at + LEFT_PARENT], left[at + LEFT_KEY]
     local t = parent[key]
     if istable(t) and (parents[t] ~= parent or parentKeys[t] ~= key) and attached(parent) and attached(t) then
       return "after the action, one table is both at " .. describe(t) .. " and at " .. describe(parent, key)
@@ -347,21 +345,13 @@ end
 -- At commit: every table the transaction moved is in one place, and not inside itself; raises otherwise
 -- (the host rolls the transaction back).
 function S.settleMoves()
-  if movedCount == 0 then return end
+  if B.movecounts() == 0 then return end
   local failure = misplaced()
-  S.clearMoves()
+  B.clearmoves()
   if failure then error(failure, 0) end
 end
 
 -- Forgets the moves of a transaction (checked, or undone).
 function S.clearMoves()
-  for i = 1, movedCount do
-    movedIndex[movedTables[i]] = nil
-    movedTables[i], movedParents[i], movedKeys[i] = nil, nil, nil
-  end
-  for i = 1, leftCount do
-    leftSeen[leftParents[i]] = nil
-    leftParents[i], leftKeys[i] = nil, nil
-  end
-  movedCount, leftCount = 0, 0
+  B.clearmoves()
 end

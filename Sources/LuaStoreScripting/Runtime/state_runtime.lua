@@ -329,15 +329,18 @@ function installBarrier()
     holderstate = HOLDER_STATE, unwrap = S.unwrap, flushed = S.flushed, flushedids = S.flushed.ids,
     flushedvalues = S.flushed.values, flushedfailed = S.flushed.failed, settled = S.settled, readers = readers,
     runreader = S.runReader, finishread = S.finishRead, indexreads = S.indexReads, failedread = S.failedRead,
+    moved = S.moved, movedindex = S.movedIndex, left = S.left, leftseen = S.leftSeen, shared = S,
   }
   for name, value in next, made do B[name] = value end
   meta.__index, meta.__newindex = B.index, B.newindex
   CLOSED, WRITE, READ = B.CLOSED, B.WRITE, B.READ
   -- The positions the C declares (clua_state_layouts.h), in its order: a reader's slots; an entry of `collected`
-  -- and its length; an entry of the journal and its length.
-  local fn, child, reads, count, position, changes, entryLength, tableAt, keyAt, oldAt, writeLength = barrierlayouts()
+  -- and its length; an entry of the journal and its length; a moved table's and a left place's, and their lengths.
+  local fn, child, reads, count, position, changes, entryLength, tableAt, keyAt, oldAt, writeLength,
+    movedTable, movedParent, movedKey, movedLength, leftParent, leftKey, leftLength = barrierlayouts()
   S.takeReaderSlots(fn, child, reads, count)
   S.takeJournalLayouts(position, changes, entryLength, tableAt, keyAt, oldAt, writeLength)
+  S.takeMoveLayouts(movedTable, movedParent, movedKey, movedLength, leftParent, leftKey, leftLength)
 end
 
 -- Puts the runtime back to rest after a failed call.
