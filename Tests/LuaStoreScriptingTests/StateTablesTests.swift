@@ -115,6 +115,37 @@ struct StateTablesTests {
         #expect(try await store.props() == ["h": "3/3", "g": "5/5", "k": "2/2"])
     }
 
+    /// A read-only table of the host's (a library, the string or files' metatable, all frozen in a store) serves as a
+    /// metatable as the table it shows would in Lua: its fields are copied into the script's own (Lua reads a
+    /// metatable raw, and the read-only view holds none: `__index` was not seen, nor `__tostring`).
+    @Test func readOnlyTablesServeAsMetatables() async throws {
+        let folder = try AppFolder(["app.lua": """
+            local app = {}
+            function app.init() return { answers = {} } end
+            function app.reduce(state, action)
+              local text = setmetatable({}, getmetatable(""))
+              local file = setmetatable({}, getmetatable(io.stdout))
+              local mine = getmetatable(text)
+              mine.extra = true -- (the script's own copy: the string metatable is untouched)
+              state.answers = {
+                upper = text.upper == string.upper, name = getmetatable(file).__name,
+                write = select(2, pcall(function() return file:write("x") end)),
+                shared = getmetatable("").extra == nil,
+              }
+            end
+            function app.props(state) return state.answers end
+            return app
+            """])
+        defer { folder.remove() }
+        let store = try await ScriptedStore(app: folder.url)
+        defer { store.shutdown() }
+        let outcome = await store.send(["type": "probe"])
+        #expect(outcome.failure == nil, "\(String(describing: outcome.failure))")
+        let props = try await store.props()
+        #expect(props["upper"] == true && props["name"] == "FILE*" && props["shared"] == true, "\(props)")
+        #expect(props["write"] == "app.lua:10: calling 'write' on bad self (FILE* expected, got FILE*)", "\(props)")
+    }
+
     /// What stays refused on a state table is named: `rawset` (it would write past the journal), and a metatable.
     @Test func rawsetAndSetmetatableOnTheStateAreRefusedNamed() async throws {
         let folder = try AppFolder(["app.lua": """

@@ -125,6 +125,14 @@ local function sandbox_setmetatable(...)
     error("setmetatable: this table cannot be a metatable (it is a " .. tostring(marker)
       .. ", whose fields Lua's raw reads of a metatable do not see); copy its fields into a plain table", 2)
   end
+  if type(metatable) == "table" and frozen[metatable] then
+    -- A read-only table of the host's (`getmetatable(io.stdout)`, a library): Lua reads a metatable's fields raw,
+    -- and such a table holds none of its own, so its fields are copied into a plain table, which becomes the
+    -- metatable (what the script gets, and may change, is its own).
+    local copy = {}
+    for key, value in next, frozen[metatable] do copy[key] = value end
+    metatable = copy
+  end
   local finalizer
   if not weak_tables_honoured and metatable == nil and rawequal(raw_getmetatable(t), mode_guard) then
     return t -- (a metatable in use keeps its guard: it has no metatable as far as scripts can see)

@@ -86,3 +86,9 @@ print(pcall(function() return warn() end))
 -- The standard input stays open, as Lua's.
 print(io.stdin:close())
 print(io.type(io.stdin), pcall(io.close, io.stdin))
+-- A table given the files' metatable is not a file, and is told so in Lua's words.
+local fake = setmetatable({}, getmetatable(io.stdout))
+print(pcall(function() return fake:write("x") end))
+print(pcall(function() return fake:close() end))
+print(pcall(tostring, fake))
+print(io.type(fake), getmetatable(fake).__name)
