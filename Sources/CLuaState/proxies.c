@@ -190,6 +190,27 @@ int proxies_fresh(lua_State *L) {
     return 1;
 }
 
+/// [-0, +0, -] Whether the key at `key` is an integer from 1 to `border`: one a table's sequence part holds.
+static int in_sequence(lua_State *L, int key, lua_Unsigned border) {
+    if (!lua_isinteger(L, key)) return 0;
+    lua_Integer k = lua_tointeger(L, key);
+    return k >= 1 && (lua_Unsigned)k <= border;
+}
+
+/// [-0, +1, m] Pushes a new table with room for what the table at `t` holds — `entries`, of which `outside` are not
+/// under an integer key from 1 to its border — so that filling it never rehashes: its sequence part as long as the
+/// table's border (`#t`), so that `#` answers as the table's did (`{1, nil, 3}` and `table.pack(1, nil, 3)`: 3, as
+/// Lua leaves them; a rehash counts the keys again and shortened it to 1), and its hash part for the rest — unless
+/// that border is far past what the table holds (a sparse table), where Lua itself would not keep such a part.
+static void push_sized_like(lua_State *L, int t, size_t entries, size_t outside) {
+    size_t length = lua_rawlen(L, t);
+    if (length > 2 * entries) {
+        length = entries;
+        outside = entries;
+    }
+    lua_createtable(L, (int)length, (int)outside);
+}
+
 /// `claim(t [, returned])` [-(1|2), +1, m]: makes a table a script is storing in the state the state's own. What
 /// `t` holds moves to a new table, which is returned (the real table, which the state will hold), and `t`, now
 /// empty, becomes its proxy: the script's `t` and what it reads from the state stay the same table, its later
@@ -203,7 +224,15 @@ int proxies_claim(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
     int returned = lua_toboolean(L, 2);
     lua_settop(L, 1);
-    lua_createtable(L, (int)lua_rawlen(L, 1), 0); /* 2: the real table */
+    lua_Unsigned border = lua_rawlen(L, 1);
+    size_t entries = 0, outside = 0;
+    lua_pushnil(L);
+    while (lua_next(L, 1) != 0) {
+        entries++;
+        if (!in_sequence(L, -2, border)) outside++;
+        lua_pop(L, 1);
+    }
+    push_sized_like(L, 1, entries, outside); /* 2: the real table */
     lua_pushnil(L);
     while (lua_next(L, 1) != 0) { /* key, value */
         lua_pushvalue(L, -2);
@@ -244,6 +273,7 @@ int proxies_claim(lua_State *L) {
 typedef struct FreshSlot {
     const void *table;
     size_t entries;
+    size_t outside; /* entries whose key is not an integer from 1 to the table's border */
 } FreshSlot;
 
 typedef struct FreshSet {
@@ -263,7 +293,7 @@ static size_t fresh_slot(const FreshSet *set, const void *table) {
 
 /// [-0, +0, m] Adds the table at `table` with its `entries`; 0 when it is in the set already (a value that is not
 /// a tree).
-static int fresh_add(lua_State *L, FreshSet *set, const void *table, size_t entries) {
+static int fresh_add(lua_State *L, FreshSet *set, const void *table, size_t entries, size_t outside) {
     if (2 * (set->live + 1) > set->mask + 1) {
         size_t capacity = 2 * (set->mask + 1);
         FreshSlot *old = set->slots;
@@ -280,6 +310,7 @@ static int fresh_add(lua_State *L, FreshSet *set, const void *table, size_t entr
     if (set->slots[i].table != NULL) return 0;
     set->slots[i].table = table;
     set->slots[i].entries = entries;
+    set->slots[i].outside = outside;
     set->live++;
     return 1;
 }
@@ -300,9 +331,12 @@ static int fresh_check(lua_State *L, Barrier *b, FreshSet *set, int t, int level
     }
     if (!lua_checkstack(L, 4)) return 0;
     size_t entries = 0;
+    lua_Unsigned border = lua_rawlen(L, t);
+    size_t outside = 0;
     lua_pushnil(L);
     while (lua_next(L, t) != 0) { /* key, value */
         entries++;
+        if (!in_sequence(L, -2, border)) outside++;
         switch (lua_type(L, -2)) {
         case LUA_TSTRING:
         case LUA_TBOOLEAN:
@@ -321,7 +355,7 @@ static int fresh_check(lua_State *L, Barrier *b, FreshSet *set, int t, int level
         }
         lua_pop(L, 1);
     }
-    return fresh_add(L, set, table, entries);
+    return fresh_add(L, set, table, entries, outside);
 }
 
 /// [-0, +1, m] Pushes the real table of the new table at `t` (checked by `fresh_check`): its entries, the tables
@@ -329,13 +363,8 @@ static int fresh_check(lua_State *L, Barrier *b, FreshSet *set, int t, int level
 static void fresh_place(lua_State *L, Barrier *b, FreshSet *set, int t) {
     luaL_checkstack(L, 6, "the state placed");
     const void *table = lua_topointer(L, t);
-    size_t entries = set->slots[fresh_slot(set, table)].entries;
-    // The sequence part as long as the table's border (`#t`), so that `#` of the state's table answers as the
-    // table's did (`{1, nil, 3}`: 3, as Lua's constructor leaves it) — unless that border is far past what the
-    // table holds (a sparse table), where Lua itself would not keep such a part.
-    size_t length = lua_rawlen(L, t);
-    if (length > 2 * entries) length = entries;
-    lua_createtable(L, (int)length, (int)(entries > length ? entries - length : 0));
+    const FreshSlot *slot = &set->slots[fresh_slot(set, table)];
+    push_sized_like(L, t, slot->entries, slot->outside);
     int real = lua_gettop(L);
     lua_pushnil(L);
     while (lua_next(L, t) != 0) { /* key, value */

@@ -95,24 +95,34 @@ struct StateTablesTests {
         #expect(props["pretty"].string?.contains("days=3") == true, "\(props["pretty"])")
     }
 
-    /// A list with holes placed in the state keeps the border Lua's constructor gave it (`#` and `table.unpack`
-    /// answer as stock `lua5.4` does for the same literal: 3, 5 and 2 here), where the state's copy of it had one of
-    /// its own (1, 3 and 0).
+    /// A list with holes placed in the state keeps the border Lua's constructor (or `table.pack`) gave it (`#` and
+    /// `table.unpack` answer as stock `lua5.4` does for the same table: 3, 5 and 2 here), where the state's copy of
+    /// it had one of its own (1, 3 and 0) — also with other keys beside the sequence, in a new state or stored by a
+    /// reducer (the copy rehashed as those keys went in, and counted its sequence part anew: 1).
     @Test func aListWithHolesKeepsItsBorderInTheState() async throws {
         let folder = try AppFolder(["app.lua": """
             local app = {}
-            function app.init() return { h = { 1, nil, 3 }, g = { 1, 2, 3, nil, 5 }, k = { nil, 2 } } end
-            function app.reduce(state, action) end
+            function app.init()
+              return { h = { 1, nil, 3 }, g = { 1, 2, 3, nil, 5 }, k = { nil, 2 }, m = { 1, nil, 3, n = 3, m = 4 } }
+            end
+            function app.reduce(state, action)
+              state.p = table.pack(1, nil, 3)                 -- (a table the reducer stores: claimed)
+              state.q = { 1, nil, 3, nil, 5, label = "q", [2.5] = true }
+            end
             function app.props(state)
-              local function border(t) return #t .. "/" .. select("#", table.unpack(t)) end
-              return { h = border(state.h), g = border(state.g), k = border(state.k) }
+              local function border(t) return t and (#t .. "/" .. select("#", table.unpack(t))) or "none" end
+              return { h = border(state.h), g = border(state.g), k = border(state.k), m = border(state.m),
+                       p = border(state.p), q = border(state.q) }
             end
             return app
             """])
         defer { folder.remove() }
         let store = try await ScriptedStore(app: folder.url)
         defer { store.shutdown() }
-        #expect(try await store.props() == ["h": "3/3", "g": "5/5", "k": "2/2"])
+        #expect(try await store.props() == ["h": "3/3", "g": "5/5", "k": "2/2", "m": "3/3", "p": "none", "q": "none"])
+        _ = await store.send(["type": "store"])
+        #expect(try await store.props() == ["h": "3/3", "g": "5/5", "k": "2/2", "m": "3/3", "p": "3/3", "q": "5/5"],
+                "as lua5.4 answers for the same tables (with other keys beside the sequence)")
     }
 
     /// A read-only table of the host's (a library, the string or files' metatable, all frozen in a store) serves as a
