@@ -163,7 +163,7 @@ import Testing
         ("explode", ScriptFailure.Stage.reduce, "exploded on purpose", "app.lua:26"),
         ("loop", .reduce, "time budget of 1000 ms exceeded", "app.lua:29"),
         ("hog", .reduce, "not enough memory", "app.lua:33"),
-        ("badcommand", .reduce, "command #1 (http): field 'url' must be a string (got number)", "app.lua"),
+        ("badcommand", .reduce, "command #1 (http): field 'url' must be a string (got number)", "app.lua:11"),
     ])
     func failingReducerLeavesStateExactlyAsItWas(action: String, stage: ScriptFailure.Stage, message: String, location: String) async throws {
         let (store, recorder, folder) = try await makeStore()

@@ -194,6 +194,22 @@ extension LuaVM {
         return String(cString: lua_typename(state, lua_type(state, -1)))
     }
 
+    /// Where the Lua function behind `reference` is defined — its chunk as Lua shortens it (`app.lua`) and the line
+    /// of its `function` — for errors about what it returned; nil for a C function or a value that is not a
+    /// function.
+    public func definition(of reference: LuaReference) -> (chunk: String, line: Int)? {
+        checkThread()
+        pushReference(reference)
+        guard lua_type(state, -1) == LUA_TFUNCTION else {
+            clua_pop(state, 1)
+            return nil
+        }
+        var record = lua_Debug()
+        guard lua_getinfo(state, ">S", &record) != 0, record.linedefined > 0 else { return nil } // (">" pops it)
+        let chunk = withUnsafeBytes(of: record.short_src) { raw in String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self) }
+        return (chunk, Int(record.linedefined))
+    }
+
     /// Whether two references hold the same Lua value (for tables and functions: the same object).
     public func isSame(_ a: LuaReference, _ b: LuaReference) -> Bool {
         checkThread()

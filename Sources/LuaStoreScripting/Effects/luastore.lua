@@ -2,23 +2,26 @@
 -- plain table. lua/luastore.d.lua declares the same functions for editors; a test checks that they agree.
 local luastore = {}
 
-local function fail(fn, message)
-  error("luastore." .. fn .. ": " .. message, 3)
+-- Raises at the script's line: `depth` is how many of this module's functions stand between the constructor the
+-- script called and `fail` (0: the constructor called it; each helper adds one).
+local function fail(fn, message, depth)
+  error("luastore." .. fn .. ": " .. message, 3 + (depth or 0))
 end
 
-local function field(fn, value, name, expected, optional)
+local function field(fn, value, name, expected, optional, depth)
+  depth = (depth or 0) + 1
   if value == nil then
     if optional then return end
-    fail(fn, "'" .. name .. "' is required (a " .. expected .. ")")
+    fail(fn, "'" .. name .. "' is required (a " .. expected .. ")", depth)
   end
   if type(value) ~= expected then
-    fail(fn, "'" .. name .. "' must be a " .. expected .. " (got " .. type(value) .. ")")
+    fail(fn, "'" .. name .. "' must be a " .. expected .. " (got " .. type(value) .. ")", depth)
   end
 end
 
 local function checkaction(fn, value, name)
-  field(fn, value, name, "table")
-  if type(value.type) ~= "string" then fail(fn, "'" .. name .. ".type' must be a string (got " .. type(value.type) .. ")") end
+  field(fn, value, name, "table", false, 1)
+  if type(value.type) ~= "string" then fail(fn, "'" .. name .. ".type' must be a string (got " .. type(value.type) .. ")", 1) end
 end
 
 --- An HTTP request. On success the store dispatches `{type = success, id, status, headers, body, json}`;
@@ -63,8 +66,8 @@ function luastore.timer(seconds, action)
 end
 
 local function storageKey(fn, key)
-  field(fn, key, "key", "string")
-  if not key:match("^[%w_%-]+$") then fail(fn, "'key' may hold only letters, digits, '_' and '-'") end
+  field(fn, key, "key", "string", false, 1)
+  if not key:match("^[%w_%-]+$") then fail(fn, "'key' may hold only letters, digits, '_' and '-'", 1) end
 end
 
 --- Saves `value` (any data; nil deletes) under `key` in the host's storage folder.

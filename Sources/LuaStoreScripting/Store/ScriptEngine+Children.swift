@@ -58,7 +58,7 @@ extension ScriptEngine {
             return try Self.commands(from: commands)
         } catch {
             undoLastTransaction()
-            throw error
+            throw located(error, returnedBy: child.reduce)
         }
     }
 

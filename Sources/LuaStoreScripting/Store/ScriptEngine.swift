@@ -367,10 +367,22 @@ final class ScriptEngine {
             return effects
         } catch {
             undoLastTransaction(committed: true)
-            var located = error
-            if located.chunkName == nil { located.chunkName = app.main }
-            throw located
+            throw located(error, returnedBy: app.reduce)
         }
+    }
+
+    /// `error`, about what `function` returned, placed where that function is defined (`app.lua:12`: the line of
+    /// its `function`), when it has no place of its own.
+    func located(_ error: LuaError, returnedBy function: LuaReference) -> LuaError {
+        var located = error
+        guard located.chunkName == nil else { return located }
+        if let definition = vm.definition(of: function) {
+            located.chunkName = definition.chunk
+            located.line = definition.line
+        } else {
+            located.chunkName = app.main
+        }
+        return located
     }
 
     /// Undoes the open or last transaction; `committed`: it had committed (and the history kept it).
