@@ -13,7 +13,7 @@ local add_to_library, frozen, global_sets, host_gcmode, host_makeclose, host_mak
 -- `getmetatable` answers nil.
 local sealed = {}
 -- (The libraries' functions as they were: a script may replace them, under `luakit` as in Lua.)
-local string_gsub, math_tointeger = string.gsub, math.tointeger
+local math_tointeger = math.tointeger
 
 -- `next` on a sealed table: its `__pairs` walk, kept between calls, so `next(t, k)` after `next(t, …)` gave `k`
 -- costs one step (a key out of turn walks again up to it).
@@ -204,7 +204,7 @@ math.randomseed = builtin(function(...)
   local seed = ...
   if seed == nil then argerror(1, "scripts must give a seed") end
   local ok, first, second = real_pcall(real_randomseed, ...)
-  if not ok then error((string_gsub(first, "to '%?'", "to 'randomseed'", 1)), 2) end -- (Lua's refusal, at the script's line)
+  if not ok then refuse(real_randomseed, ...) end -- (Lua's refusal, naming the function as the script called it)
   return first, second
 end)
 real_randomseed(0x4C7561)

@@ -10,7 +10,7 @@
 -- `argerror` and `builtin` (what scripts call the methods of an open file through; this chunk calls them as they
 -- are); and what `getmetatable` shows of a file (the standard files' too: one, as in Lua).
 local host_readdata, sandbox_io, no_files, typename, raw_getmetatable, new_handle, host_readstdin, error, argerror, builtin,
-  file_metatable_view = ...
+  file_metatable_view, check_option = ...
 local real_setmetatable, type, select, tostring, tonumber = setmetatable, type, select, tostring, tonumber
 -- (The libraries' functions as they were: a script may replace `string.find` or `table.unpack`, under `luakit` as in
 -- Lua, and what it changes must not change the sandbox's own.)
@@ -121,10 +121,7 @@ function reading_methods.lines(file, ...)
 end
 function reading_methods.seek(file, whence, offset)
   local open = checked(file, "seek")
-  whence = whence == nil and "cur" or whence
-  if whence ~= "set" and whence ~= "cur" and whence ~= "end" then
-    argerror(2, "invalid option '" .. tostring(whence) .. "'")
-  end
+  whence = check_option(2, whence, "cur", "set", "cur", "end")
   if offset == nil then offset = 0 end
   if math_tointeger(offset) == nil then
     argerror(3, type(offset) == "number" and "number has no integer representation" or "number expected, got " .. typename(offset))
@@ -146,11 +143,10 @@ function reading_methods.write(file)
   return nil, "Bad file descriptor", 9
 end
 function reading_methods.flush(file) checked(file, "flush"); return true end
-function reading_methods.setvbuf(file, mode)
+function reading_methods.setvbuf(file, ...)
   checked(file, "setvbuf")
-  if mode ~= "no" and mode ~= "full" and mode ~= "line" then
-    argerror(2, "invalid option '" .. tostring(mode) .. "'")
-  end
+  if select("#", ...) == 0 then argerror(2, "string expected, got no value") end
+  check_option(2, (...), nil, "no", "full", "line")
   return true
 end
 local script_methods = {}
@@ -167,7 +163,9 @@ local function open_file(path, mode)
     argerror(1, "string expected, got " .. typename(path))
   end
   mode = mode == nil and "r" or mode
-  if type(mode) ~= "string" or not string_find(mode, "^[rwa]%+?b*$") then argerror(2, "invalid mode") end
+  if type(mode) == "number" then mode = tostring(mode) end
+  if type(mode) ~= "string" then argerror(2, "string expected, got " .. typename(mode)) end -- (Lua's `luaL_optstring`)
+  if not string_find(mode, "^[rwa]%+?b*$") then argerror(2, "invalid mode") end
   if string_find(mode, "^r") == nil or string_find(mode, "+", 1, true) then
     return nil, path .. ": Permission denied (the sandbox's files are read-only)", 13
   end

@@ -190,6 +190,12 @@ local function search_path(root, ...)
       argerror(index, "string expected, got " .. (select("#", ...) < index and "no value" or typename(value)))
     end
   end
+  for index = 3, 4 do -- (`sep` and `rep`: optional strings)
+    local value = select(index, ...)
+    if value ~= nil and type(value) ~= "string" and type(value) ~= "number" then
+      argerror(index, "string expected, got " .. typename(value))
+    end
+  end
   name, path, sep, rep = tostring(name), tostring(path), sep == nil and "." or tostring(sep), rep == nil and "/" or tostring(rep)
   if sep ~= "" then name = replace_plain(name, sep, rep) end
   local tried = {}
@@ -415,6 +421,30 @@ local function is_standard(value) return value == stdout or value == stderr or v
 local function check_standard(file)
   if not is_standard(file) then argerror(1, "FILE* expected, got " .. (file == nil and "no value" or typename(file))) end
 end
+-- Lua's `luaL_checkoption`: the option at argument `position` — a string (a number stands for its text), `default`
+-- when it is nil and there is one — if it is one of `...`; refused in Lua's words otherwise (no text of a value
+-- that is not a string: a table's would be its address).
+local function check_option(position, value, default, ...)
+  if value == nil and default ~= nil then return default end
+  if type(value) == "number" then value = tostring(value) end
+  if type(value) ~= "string" then argerror(position, "string expected, got " .. typename(value)) end
+  for index = 1, select("#", ...) do
+    if value == select(index, ...) then return value end
+  end
+  argerror(position, "invalid option '" .. value .. "'")
+end
+-- `read` on the standard output or error, as Lua answers for a file open only to write: the first format is checked
+-- (Lua reads format by format and stops at the first that reads nothing — the first, here), then the system's
+-- refusal. (`lines` gives an iterator that raises it.)
+local function refuse_format(position, format)
+  if type(format) == "number" then
+    if math_tointeger(format) == nil then argerror(position, "number has no integer representation") end
+    return
+  end
+  if type(format) ~= "string" then argerror(position, "string expected, got " .. typename(format)) end
+  local kind = string.sub(format, 1, 1) == "*" and string.sub(format, 2, 2) or string.sub(format, 1, 1)
+  if kind ~= "n" and kind ~= "l" and kind ~= "L" and kind ~= "a" then argerror(position, "invalid format") end
+end
 -- Writes to `file`; the values are the builtin's arguments from `first` on (2 for a file's method, 1 for `io.write`).
 local function write_values(file, first, ...)
   if file == stdin then return nil, "Bad file descriptor", 9 end -- (as Lua's `io.stdin:write` answers)
@@ -446,11 +476,10 @@ local file_methods = {
     if file == stdout and host_flush then host_flush() end
     return true
   end,
-  setvbuf = function(file, mode)
+  setvbuf = function(file, ...)
     check_standard(file)
-    if mode ~= "no" and mode ~= "full" and mode ~= "line" then
-      argerror(2, "invalid option '" .. tostring(mode) .. "'")
-    end
+    if select("#", ...) == 0 then argerror(2, "string expected, got no value") end
+    local mode = check_option(2, (...), nil, "no", "full", "line")
     if file == stdout and host_setvbuf then host_setvbuf(mode) end
     return true
   end,
@@ -459,13 +488,21 @@ local file_methods = {
     if file == stdout or file == stderr or file == stdin then return nil, "cannot close standard file" end
     return no_files("close")()
   end,
-  read = no_files("read"), lines = no_files("lines"),
+  read = function(file, ...)
+    check_standard(file)
+    if file == stdin then return no_files("read")() end
+    if select("#", ...) > 0 then refuse_format(2, (...)) end
+    return nil, "Bad file descriptor", 9
+  end,
+  lines = function(file)
+    check_standard(file)
+    if file == stdin then return no_files("lines")() end
+    return function() real_error("Bad file descriptor", 0) end
+  end,
   -- (The host's streams, as a pipe's or a terminal's: no position.)
   seek = function(file, whence, offset)
     check_standard(file)
-    if whence ~= nil and whence ~= "set" and whence ~= "cur" and whence ~= "end" then
-      argerror(2, "invalid option '" .. tostring(whence) .. "'")
-    end
+    check_option(2, whence, "cur", "set", "cur", "end")
     if offset ~= nil and math_tointeger(offset) == nil then
       argerror(3, type(offset) == "number" and "number has no integer representation" or "number expected, got " .. typename(offset))
     end
@@ -515,12 +552,14 @@ sandbox_io = {
   end,
   output = function(file)
     if file == nil then return output end
+    if type(file) ~= "string" and not is_standard(file) then argerror(1, "FILE* expected, got " .. typename(file)) end
     if file ~= stdout and file ~= stderr then error(no_files_message("output"), 2) end
     output = file
     return file
   end,
   input = function(file)
     if file == nil or file == stdin then return stdin end
+    if type(file) ~= "string" and not is_standard(file) then argerror(1, "FILE* expected, got " .. typename(file)) end
     error(no_files_message("input"), 2)
   end,
   open = no_files("open"), popen = no_files("popen"), read = no_files("read"), lines = no_files("lines"),
@@ -535,7 +574,7 @@ sandbox_io = {
 -- VM holds none of it).
 if host.files then
   host.files(host.readdata, sandbox_io, no_files, typename, raw_getmetatable, host.newhandle, host.readstdin, error, argerror,
-    builtin, file_metatable_view)
+    builtin, file_metatable_view, check_option)
 end
 for _, functions in ipairs({ sandbox_io, file_methods }) do
   for name, value in next, functions do
