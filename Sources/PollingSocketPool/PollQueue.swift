@@ -109,9 +109,12 @@ public struct PollQueue: EventQueue, Sendable {
         var generations: [UInt64] = []
         var descriptors = try shared.lock.withLock { () -> [pollfd] in
             guard !shared.stopped else { throw SocketError.disconnected }
-            generations = shared.waited.map(\.value.generation)
-            return [pollfd(fd: shared.wake.read, events: Int16(POLLIN), revents: 0)]
-                + shared.waited.map { pollfd(fd: $0.key, events: Self.mask(of: $0.value.events), revents: 0) }
+            var descriptors = [pollfd(fd: shared.wake.read, events: Int16(POLLIN), revents: 0)]
+            for (descriptor, registration) in shared.waited {
+                descriptors.append(pollfd(fd: descriptor, events: Self.mask(of: registration.events), revents: 0))
+                generations.append(registration.generation)
+            }
+            return descriptors
         }
         let status = poll(&descriptors, nfds_t(descriptors.count), -1)
         if status < 0 {

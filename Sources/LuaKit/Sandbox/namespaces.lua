@@ -442,7 +442,7 @@ local function refuse_format(position, format)
     return
   end
   if type(format) ~= "string" then argerror(position, "string expected, got " .. typename(format)) end
-  local kind = string.sub(format, 1, 1) == "*" and string.sub(format, 2, 2) or string.sub(format, 1, 1)
+  local kind = string_sub(format, 1, 1) == "*" and string_sub(format, 2, 2) or string_sub(format, 1, 1)
   if kind ~= "n" and kind ~= "l" and kind ~= "L" and kind ~= "a" then argerror(position, "invalid format") end
 end
 -- Writes to `file`; the values are the builtin's arguments from `first` on (2 for a file's method, 1 for `io.write`).
