@@ -155,6 +155,57 @@ import Testing
         #expect(error?.location == "app.lua:2")
     }
 
+    /// A script that changes `package.path` (`"./libs/?.lua;" .. package.path`, as scripts and libraries do) is
+    /// searched by it at its next `require`, template by template, as Lua's searcher does — and still nothing
+    /// outside the app's folder and the module path is read: an absolute folder nobody shared, a template that
+    /// climbs out, a link that leads out are each refused, whether the file is there or not.
+    @Test func aChangedPackagePathIsSearchedWithinWhatTheSandboxReads() async throws {
+        let outside = try makeApp(["secret.lua": "return 'stolen'", "shared/lib.lua": "return 'shared'"])
+        let root = try makeApp([
+            "libs/util.lua": "return { from = 'libs', file = select(2, ...) }",
+            "util.lua": "return { from = 'root' }",
+            "vendor/pkg/init.lua": "return { from = 'vendor' }",
+        ])
+        defer {
+            try? FileManager.default.removeItem(at: root)
+            try? FileManager.default.removeItem(at: outside)
+        }
+        try FileManager.default.createSymbolicLink(at: root.appendingPathComponent("libs/escape.lua"),
+                                                   withDestinationURL: outside.appendingPathComponent("secret.lua"))
+        let shared = outside.appendingPathComponent("shared").path + "/?.lua"
+        let refused = "(the sandbox reads only the app's folder and the module path)"
+        try await withVM(moduleRoot: root, modulePath: [shared]) { vm throws in
+            let main = try vm.load("""
+                local before = require('util').from
+                package.loaded.util = nil
+                package.path = './libs/?.lua;vendor/?/init.lua;' .. package.path
+                local util = require('util')
+                local function why(name) return select(2, pcall(require, name)) end
+                package.path = '\(outside.path)/?.lua;../?.lua;' .. package.path
+                return { before = before, after = util.from, file = util.file, pkg = require('pkg').from,
+                         lib = require('lib'), secret = why('secret'), escape = why('escape') }
+                """, chunkName: "main.lua")
+            let result = try vm.call(main)[0]
+            #expect(result["before"] == "root")
+            #expect(result["after"] == "libs")
+            #expect(result["file"] == "./libs/util.lua")
+            #expect(result["pkg"] == "vendor")
+            #expect(result["lib"] == "shared")
+            #expect(result["secret"] == .string("""
+                module 'secret' not found:
+                \tno field package.preload['secret']
+                \tno file '\(outside.path)/secret.lua' \(refused)
+                \tno file '../secret.lua' \(refused)
+                \tno file './libs/secret.lua'
+                \tno file 'vendor/secret/init.lua'
+                \tno file './secret.lua'
+                \tno file './secret/init.lua'
+                \tno file '\(outside.path)/shared/secret.lua'
+                """))
+            #expect(result["escape"] == "main.lua:5: require: module 'escape' leads outside the app folder")
+        }
+    }
+
     @Test func moduleErrorsNameTheModuleFileAndLine() async throws {
         let root = try makeApp([
             "broken.lua": "local M = {}\nfunction M.f()\n  return 1 +\nend\nreturn M",

@@ -9,13 +9,13 @@ let testThread = LuaThread(name: "LuaKitTests")
 /// Runs `body` with a fresh VM on the test thread, inside the calling test's task (so expectations made in
 /// `body` are attributed to the test).
 func withVM<T>(
-    limits: LuaLimits = .unhurried, moduleRoot: URL? = nil,
+    limits: LuaLimits = .unhurried, moduleRoot: URL? = nil, modulePath: [String] = [],
     print: @escaping @Sendable (String) -> Void = { _ in },
     _ body: (LuaVM) throws -> T
 ) async throws -> T {
     try await withTaskExecutorPreference(testThread) { () throws -> T in
         #expect(testThread.isCurrent)
-        let vm = try LuaVM(limits: limits, moduleRoot: moduleRoot, print: print)
+        let vm = try LuaVM(limits: limits, moduleRoot: moduleRoot, modulePath: modulePath, print: print)
         let result = try body(vm)
         #expect(vm.stackDepth == 0, "the stack is empty after every call")
         #expect(vm.isCollectorRunning, "the collector keeps running")

@@ -207,6 +207,33 @@ import LuaStoreCore
         #expect(outcomes.value.count == 3, "no reload after stopWatching")
     }
 
+    /// An app that puts a folder of its own in front of `package.path` (`"./libs/?.lua;" .. package.path`) loads
+    /// its modules from there, and a reload after one of them changed loads the new one: the folder watched is the
+    /// app's, wherever in it the path leads.
+    @Test func modulesFoundByAChangedPackagePathReloadToo() async throws {
+        let app = #"""
+            package.path = "./libs/?.lua;" .. package.path
+            local labels = require("labels")
+            local app = {}
+            function app.init() return { count = 0 } end
+            function app.reduce(state, action) if action.type == "tick" then state.count = state.count + 1 end end
+            function app.props(state) return { label = labels.name(state.count) } end
+            return app
+            """#
+        let folder = try AppFolder(["app.lua": app, "libs/labels.lua": "return { name = function(n) return 'one ' .. n end }"])
+        defer { folder.remove() }
+        let recorder = Recorder()
+        let store = try await ScriptedStore(app: folder.url, options: recorder.options)
+        recorder.observe(store)
+        store.dispatch(["type": "tick"])
+        #expect(await eventually { recorder.props.value.last == ["label": "one 1"] })
+        try folder.write("libs/labels.lua", "return { name = function(n) return 'two ' .. n end }")
+        let outcome = try await store.reload()
+        #expect(outcome == .reloaded(fromSchema: 0, toSchema: 0), "\(recorder.failures.value)")
+        #expect(await eventually { recorder.props.value.last == ["label": "two 1"] }, "\(recorder.props.value)")
+        store.shutdown()
+    }
+
     @Test func watcherReloadsAfterASave() async throws {
         let (store, recorder, folder) = try await makeStore()
         defer { folder.remove() }

@@ -256,27 +256,34 @@ extension LuaVM {
         }
     }
 
-    /// `readmodule(name [, folder])`: the source, chunk name and file name (as Lua's searcher names it) of an app module
-    /// (found inside its folder, then on the module path); found nowhere, nil and the files looked for
-    /// (`\n\tno file '…'` each, as Lua lists them).
+    /// `readmodule(name [, folder [, path]])`: the source, chunk name and file name (as Lua's searcher names it) of an
+    /// app module (found inside its folder, then on the module path; or by `path`'s templates, a `package.path` the
+    /// script changed); found nowhere, nil and the files looked for (`\n\tno file '…'` each, as Lua lists them).
     func readModulePrimitive() throws(HostFailure) -> Int32 {
         let name = String(decoding: try stringArgument(1, "require"), as: UTF8.self)
         let (root, folderPrefix) = moduleFolder(at: 2)
-        let (found, tried) = try ModuleResolver(root: root, path: modulePath, maximumBytes: limits.moduleBytes).resolve(name)
+        let resolver = ModuleResolver(root: root, path: modulePath, maximumBytes: limits.moduleBytes)
+        let (found, tried) = lua_type(state, 3) == LUA_TSTRING
+            // (Split as Lua's searcher splits it: an empty template is tried too, and `;;` is no default here.)
+            ? try resolver.resolve(name, templates: String(decoding: try stringArgument(3, "require"), as: UTF8.self)
+                .split(separator: ";", omittingEmptySubsequences: false).map(String.init))
+            : try resolver.resolve(name)
         guard let module = found else {
             // (Found nowhere: nil, and the files looked for as Lua's searcher lists them, for `require` to raise.)
             lua_pushnil(state)
-            pushString(tried.map { "\n\tno file '\($0)'" }.joined())
+            pushString(tried.map { "\n\t" + $0 }.joined())
             return 2
         }
         try ensureHeadroom(module.source.count * 2)
         pushBytes(module.source)
         let prefix = isNumberedFolder(at: 2) ? folderPrefix : moduleChunkPrefix
-        let named = (module.chunkName.hasPrefix("/") || module.asFound ? "" : prefix) + module.chunkName
+        // (Named as stock Lua names it where the host asks for that — `./`: by the file its template made.)
+        let named = prefix == "./" ? module.templated ?? module.chunkName
+            : (module.chunkName.hasPrefix("/") || module.asFound ? "" : prefix) + module.chunkName
         pushString("@" + named)
         // (And the file as the searcher's template made it — package.path's "./?.lua", or the module path's —:
         // `require`'s second result, Lua's "loader data".)
-        pushString(module.asFound || named.hasPrefix("/") || named.hasPrefix("./") ? named : "./" + named)
+        pushString(module.templated ?? (module.asFound || named.hasPrefix("/") || named.hasPrefix("./") ? named : "./" + named))
         return 3
     }
 

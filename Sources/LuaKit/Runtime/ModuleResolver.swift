@@ -24,11 +24,24 @@ struct ModuleResolver {
         /// Whether `chunkName` is the file's name as the module path's template made it (`lua/m.lua`), which Lua names
         /// a module by, with no prefix of the host's.
         var asFound = false
+        /// The app folder's file as the template named it (`vendor/m.lua`, `./libs/m.lua`), which stock Lua names a
+        /// module by.
+        var templated: String?
     }
 
-    /// The module `name` names, or — found nowhere — nil and the files looked for, in order (`./a/b.lua`, then the
-    /// module path's), for `require`'s message as Lua words it ("no file '…'" each).
+    /// The module `name` names, or — found nowhere — nil and a line for each file looked for, in order, worded as
+    /// Lua's searcher words them (`no file './a/b.lua'`), for `require`'s message: the templates of the path a
+    /// script starts with (`./?.lua`, `./?/init.lua`, then the module path's).
     func resolve(_ name: String) throws(HostFailure) -> (module: Module?, tried: [String]) {
+        try resolve(name, templates: Self.rootTemplateOrder + path.filter { !Self.rootTemplates.contains($0) })
+    }
+
+    /// The module `name` names as the templates of `package.path` find it (`templates`: a script may change it, as
+    /// `package.path = "./libs/?.lua;" .. package.path` does), in their order, as Lua's searcher tries them: `?`
+    /// replaced by the name, its dots made slashes. A relative file is the app folder's and may not climb out of it
+    /// (`./` is the folder itself); an absolute one is read only inside a folder of the module path. A file the
+    /// sandbox does not read is listed as such, whether it exists or not.
+    func resolve(_ name: String, templates: [String]) throws(HostFailure) -> (module: Module?, tried: [String]) {
         guard let root else { throw .message("require: module '\(name)' not found (no module folder is set)") }
         // Dots are separators, as Lua's searcher reads them (`a.b` is `a/b`); an empty part is an empty path
         // component, which the file system skips, as it does for stock Lua (`require("../src.lib")` is `./src/lib.lua`).
@@ -37,29 +50,37 @@ struct ModuleResolver {
             throw .message("require: '\(name)' is not a module name (use names like 'lib.util')")
         }
         let relative = parts.joined(separator: "/")
+        let what = "require: module '\(name)'"
+        // (The module path's folders as named, not resolved: its files may be links elsewhere, as Debian's are.)
+        let shared = path.compactMap { Self.folder(of: $0, resolvingLinks: false) }
         var tried: [String] = []
-        for candidate in [relative + ".lua", relative + "/init.lua"] {
-            tried.append("./" + candidate)
-            let url = root.appendingPathComponent(candidate).standardizedFileURL.resolvingSymlinksInPath()
-            guard FileManager.default.fileExists(atPath: url.path) else { continue }
-            return (try read(url, root: root, chunkName: candidate, what: "require: module '\(name)'"), tried)
-        }
-        // Then the module path the user gave (`--lua-path`, LUA_PATH): folders outside the app they chose to share;
-        // `./` templates are the app folder's (`./src/?.lua`), and stay inside it.
-        for template in path where template.contains("?") && !Self.rootTemplates.contains(template) {
+        for template in templates {
             let candidate = template.replacingOccurrences(of: "?", with: relative)
-            tried.append(candidate)
-            if candidate.hasPrefix("./") {
-                let inside = String(candidate.dropFirst(2))
-                guard !inside.split(separator: "/").contains("..") else { continue }
-                let url = root.appendingPathComponent(inside).standardizedFileURL.resolvingSymlinksInPath()
-                guard FileManager.default.fileExists(atPath: url.path) else { continue }
-                return (try read(url, root: root, chunkName: inside, what: "require: module '\(name)'"), tried)
+            let climbs = candidate.split(separator: "/").contains("..")
+            if candidate.hasPrefix("/") {
+                let url = URL(fileURLWithPath: candidate).standardizedFileURL
+                guard !climbs, Self.isInside(url, anyOf: shared) else {
+                    tried.append("no file '\(candidate)' (the sandbox reads only the app's folder and the module path)")
+                    continue
+                }
+                tried.append("no file '\(candidate)'")
+                guard Self.isRegularFile(url) else { continue }
+                var module = try read(url, root: nil, chunkName: candidate, what: what)
+                module.asFound = true
+                return (module, tried)
             }
-            guard FileManager.default.fileExists(atPath: candidate) else { continue }
-            var module = try read(URL(fileURLWithPath: candidate).standardizedFileURL, root: nil, chunkName: candidate,
-                                  what: "require: module '\(name)'")
-            module.asFound = true
+            guard !climbs else {
+                tried.append("no file '\(candidate)' (the sandbox reads only the app's folder and the module path)")
+                continue
+            }
+            var inside = Substring(candidate)
+            while inside.hasPrefix("./") { inside = inside.dropFirst(2) }
+            tried.append("no file '\(candidate)'")
+            guard !inside.isEmpty else { continue }
+            let url = root.appendingPathComponent(String(inside)).standardizedFileURL.resolvingSymlinksInPath()
+            guard Self.isRegularFile(url) else { continue }
+            var module = try read(url, root: root, chunkName: String(inside), what: what)
+            module.templated = candidate
             return (module, tried)
         }
         if let library = LuaModulePath.cModuleTemplates.lazy.map({ $0.replacingOccurrences(of: "?", with: relative) })
@@ -67,6 +88,17 @@ struct ModuleResolver {
             throw .message("require: module '\(name)' is a C module (\(library)); the sandbox loads Lua source only")
         }
         return (nil, tried)
+    }
+
+    /// Whether `url` (resolved) lies inside one of `folders`.
+    private static func isInside(_ url: URL, anyOf folders: [String]) -> Bool {
+        folders.contains { url.path.hasPrefix($0.hasSuffix("/") ? $0 : $0 + "/") }
+    }
+
+    /// Whether `url` names a regular file (a folder is no module, though `fopen` would open it).
+    private static func isRegularFile(_ url: URL) -> Bool {
+        var isFolder: ObjCBool = false
+        return FileManager.default.fileExists(atPath: url.path, isDirectory: &isFolder) && !isFolder.boolValue
     }
 
     /// The file `path` names (relative to the app's folder) for `caller` (`loadfile`, `dofile`).
@@ -93,8 +125,8 @@ struct ModuleResolver {
         guard let root else { return .failure(Unreadable(message: "\(path): No such file or directory", number: 2)) }
         let named = path.hasPrefix("/") ? URL(fileURLWithPath: path) : root.appendingPathComponent(path)
         let url = named.standardizedFileURL.resolvingSymlinksInPath()
-        let folders = [root.standardizedFileURL.resolvingSymlinksInPath().path] + self.path.compactMap(Self.folder(of:))
-        guard folders.contains(where: { url.path.hasPrefix($0.hasSuffix("/") ? $0 : $0 + "/") }) else {
+        let folders = [root.standardizedFileURL.resolvingSymlinksInPath().path] + self.path.compactMap { Self.folder(of: $0) }
+        guard Self.isInside(url, anyOf: folders) else {
             return .failure(Unreadable(message: "\(path): Permission denied (the sandbox reads only the project's folder and the module path)", number: 13))
         }
         var isFolder: ObjCBool = false
@@ -116,11 +148,13 @@ struct ModuleResolver {
     }
 
     /// The folder an absolute template of the module path reads from (`/usr/share/lua/5.4/?.lua`: `/usr/share/lua/5.4/`).
-    private static func folder(of template: String) -> String? {
+    /// (`resolvingLinks`: the folder the links on the way lead to.)
+    private static func folder(of template: String, resolvingLinks: Bool = true) -> String? {
         guard template.hasPrefix("/"), let mark = template.firstIndex(of: "?") else { return nil }
         let prefix = template[..<mark]
         guard let slash = prefix.lastIndex(of: "/") else { return nil }
-        return URL(fileURLWithPath: String(prefix[...slash])).standardizedFileURL.resolvingSymlinksInPath().path
+        let folder = URL(fileURLWithPath: String(prefix[...slash])).standardizedFileURL
+        return (resolvingLinks ? folder.resolvingSymlinksInPath() : folder).path
     }
 
     /// The text of the file at `url` (resolved), which must lie inside `root` when one is given.
@@ -134,8 +168,9 @@ struct ModuleResolver {
         return Module(source: data, chunkName: chunkName)
     }
 
-    /// The templates the app folder itself answers first.
-    static let rootTemplates: Set<String> = ["./?.lua", "./?/init.lua"]
+    /// The templates the app folder itself answers first, in their order.
+    static let rootTemplateOrder = ["./?.lua", "./?/init.lua"]
+    static let rootTemplates = Set(rootTemplateOrder)
 
     private static func isPlainName(_ part: Substring) -> Bool {
         guard let first = part.utf8.first, first != UInt8(ascii: "-") else { return false }

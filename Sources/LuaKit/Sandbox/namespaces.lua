@@ -286,7 +286,12 @@ local function namespace(root, strict)
     if preload ~= nil then
       chunk, extra = preload, ":preload:"
     else
-      local source, chunkname, found = host_readmodule(name, root)
+      -- (By the templates of `package.path` once a script changed it — `"./libs/?.lua;" .. package.path` —, as
+      -- Lua's searcher reads it at each `require`.)
+      local path = package.path
+      if type(path) == "number" then path = tostring(path) end
+      if type(path) ~= "string" then error("'package.path' must be a string", 0) end
+      local source, chunkname, found = host_readmodule(name, root, path ~= host_path and path or nil)
       if source == nil then -- (found nowhere: raised as Lua's `require` words it, at the call, `chunkname` the files tried)
         error("module '" .. name .. "' not found:\n\tno field package.preload['" .. name .. "']" .. chunkname, 2)
       end

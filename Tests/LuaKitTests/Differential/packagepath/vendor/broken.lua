@@ -1,0 +1,2 @@
+local x = 1
+error("broken on purpose: " .. x)

@@ -1,0 +1,1 @@
+return { name = ..., file = select(2, ...) }
