@@ -281,26 +281,26 @@ local function namespace(root, strict)
       -- it is a cycle only while this `require` of the name is still on the stack.)
       if requiring(require, name) then error("require: module '" .. name .. "' requires itself (a cycle)", 2) end
     end
+    -- (The searchers in order, as Lua's `require` calls them: the first that gives a function gives the loader;
+    -- what the others say — a string each — is the message when none does.)
+    local searchers = package.searchers
+    if type(searchers) ~= "table" then error("'package.searchers' must be a table", 2) end
     local chunk, extra
-    local preload = type(package.preload) == "table" and rawget(package.preload, name) or nil
-    if preload ~= nil then
-      chunk, extra = preload, ":preload:"
-    else
-      -- (By the templates of `package.path` once a script changed it — `"./libs/?.lua;" .. package.path` —, as
-      -- Lua's searcher reads it at each `require`.)
-      local path = package.path
-      if type(path) == "number" then path = tostring(path) end
-      if type(path) ~= "string" then error("'package.path' must be a string", 0) end
-      local source, chunkname, found = host_readmodule(name, root, path ~= host_path and path or nil)
-      if source == nil then -- (found nowhere: raised as Lua's `require` words it, at the call, `chunkname` the files tried)
-        error("module '" .. name .. "' not found:\n\tno field package.preload['" .. name .. "']" .. chunkname, 2)
+    local messages, index = {}, 1
+    while true do
+      local searcher = rawget(searchers, index)
+      if searcher == nil then error("module '" .. name .. "' not found:" .. concat(messages), 2) end
+      if type(searcher) ~= "function" and (type(raw_getmetatable(searcher)) ~= "table" or raw_getmetatable(searcher).__call == nil) then
+        error("attempt to call a " .. typename(searcher) .. " value", 0) -- (as Lua's C calls it: no line of ours)
       end
-      -- (Where Lua's searcher found it: the file its template made — package.path's "./?.lua", or the module path's.)
-      extra = found
-      local problem
-      chunk, problem = real_load(source, chunkname, "t", g or own_globals())
-      chunk_namespaces[chunkname] = g
-      if chunk == nil then error("error loading module '" .. name .. "' from file '" .. extra .. "':\n\t" .. problem, 0) end
+      local loader, data = searcher(name)
+      if type(loader) == "function" then
+        chunk, extra = loader, data
+        break
+      elseif type(loader) == "string" or type(loader) == "number" then
+        messages[#messages + 1] = "\n\t" .. loader
+      end
+      index = index + 1
     end
     -- (Called, not protected, as Lua's `require` calls a loader: what it raises goes on with the module's frames on
     -- the stack, for a traceback. A failure leaves `loading[name]` set; `requiring` tells that from a cycle.)
@@ -315,6 +315,40 @@ local function namespace(root, strict)
     end
     return loaded[name], extra
   end
+  -- `package.searchers`, as Lua's but for its C half (no C module loads): the preload searcher, then the Lua
+  -- searcher — the files `package.path`'s templates name, within what the sandbox reads. A script may add its own
+  -- (a compiler's, say: Fennel's) or change them; `require` reads the list at each call.
+  local function search_preload(...)
+    local name = ...
+    if type(name) ~= "string" and type(name) ~= "number" then
+      argerror(1, "string expected, got " .. (select("#", ...) == 0 and "no value" or typename(name)))
+    end
+    local preload = package.preload
+    local loader = type(preload) == "table" and rawget(preload, tostring(name)) or nil
+    if loader == nil then return "no field package.preload['" .. tostring(name) .. "']" end
+    return loader, ":preload:"
+  end
+  local function search_lua(...)
+    local name = ...
+    if type(name) ~= "string" and type(name) ~= "number" then
+      argerror(1, "string expected, got " .. (select("#", ...) == 0 and "no value" or typename(name)))
+    end
+    name = tostring(name)
+    -- (By the templates of `package.path` once a script changed it — `"./libs/?.lua;" .. package.path` —, as
+    -- Lua's searcher reads it at each `require`.)
+    local path = package.path
+    if type(path) == "number" then path = tostring(path) end
+    if type(path) ~= "string" then error("'package.path' must be a string", 0) end
+    local source, chunkname, found = host_readmodule(name, root, path ~= host_path and path or nil)
+    -- (Found nowhere: the files tried, as Lua's searcher lists them.)
+    if source == nil then return string_sub(chunkname, 3) end
+    local chunk, problem = real_load(source, chunkname, "t", g or own_globals())
+    chunk_namespaces[chunkname] = g
+    -- (Where Lua's searcher found it: the file its template made — package.path's "./?.lua", or the module path's.)
+    if chunk == nil then error("error loading module '" .. name .. "' from file '" .. found .. "':\n\t" .. problem, 0) end
+    return chunk, found
+  end
+  package.searchers = { builtin(search_preload), builtin(search_lua) }
   packages[require] = package
   script_require[require] = builtin(require)
   globals_of[require] = own_globals
