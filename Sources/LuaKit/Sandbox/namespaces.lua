@@ -239,6 +239,16 @@ local function requiring(require_function, name)
   end
 end
 
+-- The name `require` or a searcher was given as its first argument: a string (a number made one, as Lua takes it).
+local function module_name(...)
+  local name = ...
+  if type(name) == "number" then return tostring(name) end
+  if type(name) ~= "string" then
+    argerror(1, "string expected, got " .. (select("#", ...) == 0 and "no value" or typename(name)))
+  end
+  return name
+end
+
 local function namespace(root, strict)
   local loading = {}
   local g -- (its globals, made when its first chunk loads: `own_globals()`)
@@ -262,11 +272,7 @@ local function namespace(root, strict)
     return g
   end
   function require(...)
-    local name = ... -- (its first local: `requiring` reads it)
-    if type(name) == "number" then name = tostring(name) end -- (as Lua takes a number for a string)
-    if type(name) ~= "string" then
-      argerror(1, "string expected, got " .. (select("#", ...) == 0 and "no value" or typename(name)))
-    end
+    local name = module_name(...) -- (its first local: `requiring` reads it)
     local loaded = package.loaded
     local value = type(loaded) == "table" and rawget(loaded, name) or nil
     if value ~= nil then return value end
@@ -319,21 +325,14 @@ local function namespace(root, strict)
   -- searcher — the files `package.path`'s templates name, within what the sandbox reads. A script may add its own
   -- (a compiler's, say: Fennel's) or change them; `require` reads the list at each call.
   local function search_preload(...)
-    local name = ...
-    if type(name) ~= "string" and type(name) ~= "number" then
-      argerror(1, "string expected, got " .. (select("#", ...) == 0 and "no value" or typename(name)))
-    end
+    local name = module_name(...)
     local preload = package.preload
-    local loader = type(preload) == "table" and rawget(preload, tostring(name)) or nil
-    if loader == nil then return "no field package.preload['" .. tostring(name) .. "']" end
+    local loader = type(preload) == "table" and rawget(preload, name) or nil
+    if loader == nil then return "no field package.preload['" .. name .. "']" end
     return loader, ":preload:"
   end
   local function search_lua(...)
-    local name = ...
-    if type(name) ~= "string" and type(name) ~= "number" then
-      argerror(1, "string expected, got " .. (select("#", ...) == 0 and "no value" or typename(name)))
-    end
-    name = tostring(name)
+    local name = module_name(...)
     -- (By the templates of `package.path` once a script changed it — `"./libs/?.lua;" .. package.path` —, as
     -- Lua's searcher reads it at each `require`.)
     local path = package.path
