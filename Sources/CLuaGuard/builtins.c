@@ -296,6 +296,27 @@ static int last_level(lua_State *L1) {
 /// How many levels a traceback shows before and after the ones it skips in a deep stack (lauxlib's).
 enum { LEVELS_FIRST = 10, LEVELS_LAST = 11 };
 
+/// Whether a script's frames are among L1's innermost from `level` on: then a traceback or `debug.getinfo` shows the
+/// script's frames, not the host's around them (a scripted store's runtime); with none (a host chunk's own failure)
+/// it shows the host's. (Looked for among a few only: `lua_getstack` walks from the top, so a deep stack's every
+/// level would cost its depth.)
+static int is_scripted(lua_State *L1, int level) {
+    lua_Debug ar;
+    for (int at = level; at < level + 32 && lua_getstack(L1, at, &ar); at++) {
+        lua_getinfo(L1, "S", &ar);
+        if (strcmp(ar.what, "C") != 0 && ar.source != NULL && strstr(ar.source, "host:") != ar.source + 1) return 1;
+    }
+    return 0;
+}
+
+/// Whether frame `at` of L1 (`ar`, from `lua_getstack`) is one a script sees: not the prelude's own, nor — in a
+/// `scripted` stack — the host's Lua or a C function it calls or that calls it.
+static int is_shown_frame(lua_State *L1, lua_Debug *ar, int at, int scripted) {
+    if (is_hidden_frame(L1, ar)) return 0;
+    if (scripted && is_host_lua(L1, at)) return 0;
+    return !(scripted && strcmp(ar->what, "C") == 0 && (is_host_lua(L1, at + 1) || is_host_lua(L1, at - 1)));
+}
+
 void clua_traceback(lua_State *L, lua_State *L1, const char *message, int level) {
     luaL_Buffer buffer;
     lua_Debug ar;
@@ -307,19 +328,10 @@ void clua_traceback(lua_State *L, lua_State *L1, const char *message, int level)
         luaL_addchar(&buffer, '\n');
     }
     luaL_addstring(&buffer, "stack traceback:");
-    // A script's traceback shows the script's frames, not the host's around them (a scripted store's runtime);
-    // one with no script among its innermost frames (a host chunk's own failure) shows the host's. (Looked for
-    // among a few only: `lua_getstack` walks from the top, so a deep stack's every level would cost its depth.)
-    int scripted = 0;
-    for (int at = level; !scripted && at < level + 32 && lua_getstack(L1, at, &ar); at++) {
-        lua_getinfo(L1, "S", &ar);
-        scripted = strcmp(ar.what, "C") != 0 && ar.source != NULL && strstr(ar.source, "host:") != ar.source + 1;
-    }
+    int scripted = is_scripted(L1, level);
     while (lua_getstack(L1, level++, &ar)) {
-        if (is_hidden_frame(L1, &ar)) continue;
         int at = level - 1;
-        if (scripted && is_host_lua(L1, at)) continue;
-        if (scripted && strcmp(ar.what, "C") == 0 && (is_host_lua(L1, at + 1) || is_host_lua(L1, at - 1))) continue;
+        if (!is_shown_frame(L1, &ar, at, scripted)) continue;
         if (shownBeforeSkip-- == 0) {
             int skipped = last - level - LEVELS_LAST + 1;
             lua_pushfstring(L, "\n\t...\t(skipping %d levels)", skipped);
@@ -352,5 +364,118 @@ int clua_sandbox_traceback(lua_State *L) {
     }
     int level = (int)luaL_optinteger(L, arg + 2, (L == L1) ? 1 : 0);
     clua_traceback(L, L1, message, level);
+    return 1;
+}
+
+// MARK: `debug.getinfo`
+
+/// [-0, +0, m] `t[name] = value` for the table on top, as ldblib's `settabs*`.
+static void set_string(lua_State *L, const char *name, const char *value) {
+    lua_pushstring(L, value);
+    lua_setfield(L, -2, name);
+}
+
+static void set_integer(lua_State *L, const char *name, lua_Integer value) {
+    lua_pushinteger(L, value);
+    lua_setfield(L, -2, name);
+}
+
+static void set_boolean(lua_State *L, const char *name, int value) {
+    lua_pushboolean(L, value);
+    lua_setfield(L, -2, name);
+}
+
+/// [-0, +0, m] Moves the value `lua_getinfo` left on L1's stack into the table on top of L's, as `name`.
+static void take_from_stack(lua_State *L, lua_State *L1, const char *name) {
+    if (L == L1) lua_rotate(L, -2, 1);
+    else lua_xmove(L1, L, 1);
+    lua_setfield(L, -2, name);
+}
+
+/// The real level of L1's stack that a script's `level` names: the script counts only the frames it is shown
+/// (`is_shown_frame`), from `first` (0 in another thread; in the running one, `getinfo`'s own frame); -1 past its end.
+/// (`lua_getstack` walks from the top, so a level deep in a deep stack costs its depth squared: the loop looks at the
+/// running call's deadline, L's, at every level.)
+static int shown_level(lua_State *L, lua_State *L1, int first, lua_Integer level) {
+    lua_Debug ar;
+    int scripted = is_scripted(L1, first);
+    lua_Integer seen = -1;
+    for (int at = first; lua_getstack(L1, at, &ar); at++) {
+        clua_check_deadline(L);
+        if (at == first || is_shown_frame(L1, &ar, at, scripted)) seen++;
+        if (seen == level) return at;
+    }
+    return -1;
+}
+
+/// Whether frame `at`'s function is the script's own Lua (not the prelude's, not a host chunk's, not C): the only
+/// functions `getinfo`'s `func` hands out from the stack — a C function there may be the host's own, with its state
+/// in its upvalues.
+static int is_script_function(lua_State *L1, int at) {
+    lua_Debug ar;
+    if (!lua_getstack(L1, at, &ar) || is_hidden_frame(L1, &ar) || is_host_lua(L1, at)) return 0;
+    return strcmp(ar.what, "C") != 0;
+}
+
+int clua_sandbox_getinfo(lua_State *L) {
+    lua_State *L1 = L;
+    int arg = 0;
+    if (lua_isthread(L, 1)) {
+        L1 = lua_tothread(L, 1);
+        arg = 1;
+    }
+    const char *options = luaL_optstring(L, arg + 2, "flnSrtu");
+    if (!lua_checkstack(L, 3) || (L1 != L && !lua_checkstack(L1, 3))) return luaL_error(L, "stack overflow");
+    luaL_argcheck(L, options[0] != '>', arg + 2, "invalid option '>'");
+    lua_Debug ar;
+    int at = -1; /* the real level described (-1: a function given) */
+    int given = lua_isfunction(L, arg + 1);
+    if (!given) {
+        lua_Integer level = luaL_checkinteger(L, arg + 1);
+        at = level < 0 ? -1 : shown_level(L, L1, 0, level);
+        if (at < 0 || !lua_getstack(L1, at, &ar)) {
+            luaL_pushfail(L);
+            return 1;
+        }
+    }
+    // What is asked of Lua: of the stack, `func` only for the script's own functions; `what` too for `nups`.
+    int withFunction = strchr(options, 'f') != NULL && (given || is_script_function(L1, at));
+    const char *asked = withFunction || strchr(options, 'f') == NULL ? options : luaL_gsub(L, options, "f", "");
+    asked = lua_pushfstring(L, "%s%s%s", given ? ">" : "", asked, strchr(options, 'u') != NULL ? "S" : "");
+    if (given) { /* (the function on L1's top, last: `lua_getinfo` takes it from there) */
+        lua_pushvalue(L, arg + 1);
+        lua_xmove(L, L1, 1);
+    }
+    if (!lua_getinfo(L1, asked, &ar)) return luaL_argerror(L, arg + 2, "invalid option");
+    lua_newtable(L);
+    if (strchr(options, 'S')) {
+        lua_pushlstring(L, ar.source, ar.srclen);
+        lua_setfield(L, -2, "source");
+        set_string(L, "short_src", ar.short_src);
+        set_integer(L, "linedefined", ar.linedefined);
+        set_integer(L, "lastlinedefined", ar.lastlinedefined);
+        set_string(L, "what", ar.what);
+    }
+    if (strchr(options, 'l')) set_integer(L, "currentline", ar.currentline);
+    if (strchr(options, 'u')) {
+        // (A C function shows none: the sandbox's keep their state in upvalues — a builtin written in Lua, `next` —
+        // where Lua's own have none.)
+        set_integer(L, "nups", strcmp(ar.what, "C") == 0 ? 0 : ar.nups);
+        set_integer(L, "nparams", ar.nparams);
+        set_boolean(L, "isvararg", ar.isvararg);
+    }
+    if (strchr(options, 'n')) {
+        lua_Debug caller;
+        int called_by_script = at < 0 || !lua_getstack(L1, at + 1, &caller) || is_shown_frame(L1, &caller, at + 1, 1);
+        set_string(L, "name", called_by_script ? ar.name : NULL);
+        set_string(L, "namewhat", called_by_script ? ar.namewhat : "");
+    }
+    if (strchr(options, 'r')) {
+        set_integer(L, "ftransfer", ar.ftransfer);
+        set_integer(L, "ntransfer", ar.ntransfer);
+    }
+    if (strchr(options, 't')) set_boolean(L, "istailcall", ar.istailcall);
+    if (strchr(options, 'L')) take_from_stack(L, L1, "activelines");
+    if (withFunction) take_from_stack(L, L1, "func");
     return 1;
 }

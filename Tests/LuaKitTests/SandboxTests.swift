@@ -16,9 +16,24 @@ import LuaStoreConcurrency
         }
     }
 
-    /// Of the debug library scripts get `traceback` and `getmetatable` (past `__metatable` only for metatables
-    /// scripts set: the host's stay protected), read-only (also through `require("debug")`).
-    @Test func debugOffersTracebackAndGetmetatable() async throws {
+    /// `debug.getinfo` of a level deep in a deep stack walks the stack from its top for each level it counts (the
+    /// frames a script is not shown are not counted), and stops at the time budget like any long work in C.
+    @Test func getinfoDeepInADeepStackStopsAtTheBudget() async throws {
+        var limits = LuaLimits.unhurried
+        limits.timeBudget = .milliseconds(100)
+        let error = try await withVM(limits: limits) { vm throws in
+            luaError { _ = try vm.run("""
+                local function down(n) if n == 0 then return debug.getinfo(150000, "l") end local info = down(n - 1) return info end
+                return down(160000)
+                """, chunkName: "deep.lua") }
+        }
+        #expect(error?.kind == .timeout, "\(String(describing: error))")
+        #expect(error?.message == "time budget of 100 ms exceeded")
+    }
+
+    /// Of the debug library scripts get `traceback`, `getinfo` and `getmetatable` (past `__metatable` only for
+    /// metatables scripts set: the host's stay protected), read-only (also through `require("debug")`).
+    @Test func debugOffersTracebackGetinfoAndGetmetatable() async throws {
         try await withVM { vm throws in
             let results = try vm.run("""
                 local function where() return debug.traceback("here", 1) end
@@ -28,11 +43,11 @@ import LuaStoreConcurrency
                 local plain = debug.getmetatable(setmetatable({}, mt)) == mt
                 local lockedmt = { __metatable = "locked" }
                 local locked = debug.getmetatable(setmetatable({}, lockedmt)) == lockedmt
-                return where(), table.concat(names, ","), require("debug") == debug, debug.getinfo, debug.sethook,
+                return where(), table.concat(names, ","), require("debug") == debug, debug.getlocal, debug.sethook,
                   plain, locked, debug.getmetatable(string) == getmetatable(string), debug.getmetatable(_ENV), debug.getmetatable("").__index == string
                 """, chunkName: "trace.lua")
             #expect(results == ["here\nstack traceback:\n\ttrace.lua:1: in local 'where'\n\ttrace.lua:8: in main chunk",
-                                "getmetatable,traceback", true, nil, nil, true, true, true, false, true])
+                                "getinfo,getmetatable,traceback", true, nil, nil, true, true, true, false, true])
             let write = luaError { _ = try vm.run("debug.getregistry = function() end", chunkName: "w.lua") }
             #expect(write?.message == "cannot modify read-only table 'debug' (field 'getregistry')")
         }

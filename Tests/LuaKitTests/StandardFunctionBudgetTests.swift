@@ -31,7 +31,7 @@ import Testing
         "coroutine.close": .checksBudget, "coroutine.create": .arguments, "coroutine.isyieldable": .arguments,
         "coroutine.resume": .checksBudget, "coroutine.running": .arguments, "coroutine.status": .arguments,
         "coroutine.wrap": .checksBudget, "coroutine.yield": .arguments, "package.searchpath": .luaCode,
-        "debug.getmetatable": .arguments, "debug.traceback": .memory,
+        "debug.getinfo": .checksBudget, "debug.getmetatable": .arguments, "debug.traceback": .memory,
         "io.close": .arguments, "io.flush": .arguments, "io.input": .arguments, "io.lines": .arguments, "io.open": .arguments, "io.output": .arguments,
         "io.popen": .arguments, "io.read": .arguments, "io.tmpfile": .arguments, "io.type": .arguments, "io.write": .memory,
         "math.abs": .arguments, "math.acos": .arguments, "math.asin": .arguments, "math.atan": .arguments, "math.atan2": .arguments,

@@ -156,6 +156,38 @@ struct StateTablesTests {
         #expect(props["write"] == "app.lua:10: calling 'write' on bad self (FILE* expected, got FILE*)", "\(props)")
     }
 
+    /// `debug.getinfo` in a reducer and in `props` sees the script's frames as a traceback shows them: the store's own
+    /// (its runtime's Lua, the C around it) are not counted, and no function of the host's is handed out — `func`
+    /// only for the script's own functions (a C function on the stack may be the store's, its state in its upvalues).
+    @Test func getinfoWalksOnlyTheScriptsFrames() async throws {
+        let folder = try AppFolder(["app.lua": """
+            local app = {}
+            local function frames()
+              local seen = {}
+              for level = 1, 60 do
+                local info = debug.getinfo(level, "Slnf")
+                if info == nil then break end
+                seen[#seen + 1] = info.what .. " " .. info.short_src .. ":" .. info.currentline .. " " .. tostring(info.name)
+                  .. (info.func ~= nil and " f" or "")
+              end
+              return table.concat(seen, "|")
+            end
+            function app.init() return { trace = "" } end
+            function app.reduce(state, action)
+              state.trace = frames()
+            end
+            function app.props(state) return { trace = state.trace, here = frames() } end
+            return app
+            """])
+        defer { folder.remove() }
+        let store = try await ScriptedStore(app: folder.url)
+        defer { store.shutdown() }
+        #expect(await store.send(["type": "look"]).failure == nil)
+        let props = try await store.props()
+        #expect(props["trace"] == "Lua app.lua:5 frames f|Lua app.lua:14 nil f", "\(props)")
+        #expect(props["here"] == "Lua app.lua:5 frames f|Lua app.lua:16 nil f", "\(props)")
+    }
+
     /// What stays refused on a state table is named: `rawset` (it would write past the journal), and a metatable.
     @Test func rawsetAndSetmetatableOnTheStateAreRefusedNamed() async throws {
         let folder = try AppFolder(["app.lua": """

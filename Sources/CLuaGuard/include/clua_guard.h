@@ -518,6 +518,10 @@ int clua_make_sandbox_pairs(lua_State *L);
 /// The sandbox's `debug.traceback`: Lua's, through `clua_traceback`. In builtins.c.
 int clua_sandbox_traceback(lua_State *L);
 
+/// The sandbox's `debug.getinfo`: Lua's, over the frames a traceback shows (the prelude's and the host's are not
+/// counted); `func` is given for the script's own functions only. In builtins.c.
+int clua_sandbox_getinfo(lua_State *L);
+
 /// The sandbox's `pcall`: as Lua's (a coroutine may yield inside it), except that an exhausted time budget is
 /// re-raised. In protected.c.
 int clua_sandbox_pcall(lua_State *L);
@@ -542,6 +546,8 @@ static inline int clua_open_libraries(lua_State *L) {
     luaL_requiref(L, LUA_DBLIBNAME, luaopen_debug, 1); /* (the prelude keeps `traceback` and removes the rest) */
     lua_pushcfunction(L, clua_sandbox_traceback); /* (Lua's, leaving the prelude's frames out) */
     lua_setfield(L, -2, "traceback");
+    lua_pushcfunction(L, clua_sandbox_getinfo); /* (Lua's, over the frames a script is shown: the prelude hands it on) */
+    lua_setfield(L, -2, "scriptgetinfo");
     clua_guard(L)->traceback = clua_sandbox_traceback;
     lua_settop(L, 0);
     return 0;

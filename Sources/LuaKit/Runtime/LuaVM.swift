@@ -413,18 +413,22 @@ public final class LuaVM {
     }
 
     /// [-0, +1, -] Loads `source`'s bytes as a text chunk, as Lua reads a source file: a string literal may hold
-    /// bytes that are not UTF-8 text. Not kept in `CompiledChunks` (for a file loaded once: a script, a spec).
+    /// bytes that are not UTF-8 text, and the chunk's source is the file's name, `@` and `chunkName`, as Lua names
+    /// a file's chunk (what `debug.getinfo` reads). Not kept in `CompiledChunks` (for a file loaded once: a script,
+    /// a spec).
     func loadChunk(bytes source: some ContiguousBytes, chunkName: String) throws(LuaError) {
         try source.withUnsafeBytes { bytes in
             bytes.first == 0x1B ? .failure(LuaError(.binaryChunk, "binary chunks are refused; load Lua source text", chunkName: chunkName))
-                : compile(bytes, chunkName: chunkName)
+                : compile(bytes, chunkName: chunkName, file: true)
         }.get()
     }
 
-    /// [-0, +1, -] Compiles `bytes` as a text chunk named `chunkName`.
-    private func compile(_ bytes: UnsafeRawBufferPointer, chunkName: String) -> Result<Void, LuaError> {
+    /// [-0, +1, -] Compiles `bytes` as a text chunk named `chunkName` (a `file`'s: its source `@` and the name, as
+    /// Lua names a file's chunk; otherwise `=` and the name).
+    private func compile(_ bytes: UnsafeRawBufferPointer, chunkName: String, file: Bool = false) -> Result<Void, LuaError> {
         clua_begin_call(state, guardState)
-        let status = luaL_loadbufferx(state, bytes.baseAddress?.assumingMemoryBound(to: CChar.self), bytes.count, "=" + chunkName, "t")
+        let status = luaL_loadbufferx(state, bytes.baseAddress?.assumingMemoryBound(to: CChar.self), bytes.count,
+                                      (file ? "@" : "=") + chunkName, "t")
         clua_end_call(state, guardState)
         return status == LUA_OK ? .success(()) : .failure(loadFailure(status, chunkName: chunkName))
     }

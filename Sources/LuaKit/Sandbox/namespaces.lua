@@ -621,7 +621,9 @@ for _, functions in ipairs({ sandbox_io, file_methods }) do
 end
 globals.io = library("io", sandbox_io)
 
-globals.debug = library("debug", { traceback = real_traceback, getmetatable = builtin(sandbox_debug_getmetatable) })
+globals.debug = library("debug", {
+  traceback = real_traceback, getmetatable = builtin(sandbox_debug_getmetatable), getinfo = host.getinfo,
+})
 
 -- `os`: where the host gives the system (`luakit`, `luastore test`: `LuaLimits.system`), Lua's clock, dates and
 -- environment; in a scripted store the clock and environment it records (`.recorded`: clock.c). Either way what

@@ -31,6 +31,8 @@ local real_getinfo, real_getlocal, real_getupvalue = debug.getinfo, debug.getloc
 -- (And where Lua names functions for tracebacks and argument errors: the modules loaded, `_G` among them — the
 -- default namespace's globals go there, `namespaces.lua`, so a script's global function is named as in Lua.)
 host.registryloaded = debug.getregistry()._LOADED
+-- (Scripts' `debug.getinfo`: Lua's, over the frames they are shown — builtins.c.)
+host.getinfo = debug.scriptgetinfo
 -- (And the default namespace's modules, `package.loaded`, where they find a module's functions: `mymod.f`.)
 local registry = debug.getregistry()
 host.setmodules = function(loaded) registry["luakit.modules"] = loaded end
