@@ -350,13 +350,20 @@ void clua_traceback(lua_State *L, lua_State *L1, const char *message, int level)
     luaL_pushresult(&buffer);
 }
 
-int clua_sandbox_traceback(lua_State *L) {
-    lua_State *L1 = L;
-    int arg = 0;
+/// The thread a debug function is asked about — its first argument when that is a thread (`*arg` 1: the others
+/// come after it), else the running one (`*arg` 0) —, as ldblib's `getthread`.
+static lua_State *thread_argument(lua_State *L, int *arg) {
     if (lua_isthread(L, 1)) {
-        L1 = lua_tothread(L, 1);
-        arg = 1;
+        *arg = 1;
+        return lua_tothread(L, 1);
     }
+    *arg = 0;
+    return L;
+}
+
+int clua_sandbox_traceback(lua_State *L) {
+    int arg;
+    lua_State *L1 = thread_argument(L, &arg);
     const char *message = lua_tostring(L, arg + 1);
     if (message == NULL && !lua_isnoneornil(L, arg + 1)) {
         lua_pushvalue(L, arg + 1); /* (a message that is no string is returned as it is) */
@@ -418,12 +425,8 @@ static int is_script_function(lua_State *L1, int at) {
 }
 
 int clua_sandbox_getinfo(lua_State *L) {
-    lua_State *L1 = L;
-    int arg = 0;
-    if (lua_isthread(L, 1)) {
-        L1 = lua_tothread(L, 1);
-        arg = 1;
-    }
+    int arg;
+    lua_State *L1 = thread_argument(L, &arg);
     const char *options = luaL_optstring(L, arg + 2, "flnSrtu");
     if (!lua_checkstack(L, 3) || (L1 != L && !lua_checkstack(L1, 3))) return luaL_error(L, "stack overflow");
     luaL_argcheck(L, options[0] != '>', arg + 2, "invalid option '>'");
