@@ -136,6 +136,7 @@ static int clua_make_barrier(lua_State *L) {
         { "begin", journal_begin, NULL, 0 },
         { "record", journal_record, journalUpvalues, COUNT(journalUpvalues) },
         { "rollback", journal_rollback, journalUpvalues, COUNT(journalUpvalues) },
+        { "commit", journal_commit, NULL, 0 },
         { "mode", reads_mode, NULL, 0 },
         { "setmode", reads_setmode, NULL, 0 },
         { "dirty", runs_dirty, NULL, 0 },

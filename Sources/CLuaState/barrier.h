@@ -105,6 +105,9 @@ typedef struct Barrier {
     int subscriptionsDirty;     /* `subscriptions` must run again before its result is used */
     int observed;               /* since the last flush, a write changed something a reader read */
     int moved;                  /* the open transaction stored a table that was in the state already */
+    int committed;              /* the journal holds a transaction that committed (the last action a run or a
+                                   Lua-side transaction ended with), not one a failure left open: `rollback`
+                                   undoes it only when asked to (`rollback(true)`) */
     lua_Integer movedCount;     /* the tables it moved, each once (`MOVED`: see moves.c) */
     lua_Integer leftCount;      /* the places they left, each once (`LEFT`) */
     int tablesLeftNoted;        /* `__newindex` told the Lua side (`shared.tablesLeft`) that the open transaction
@@ -376,6 +379,7 @@ static inline void empty_table(lua_State *L, int t) {
 /// [-0, +0, -] Drops the last transaction's journal (its slots are overwritten, not emptied) and opens a new one.
 static inline void begin_transaction(Barrier *b) {
     next_call(b);
+    b->committed = 0;
     b->count = 0;
     b->scalarWrites = 0;
     b->journalOnce = 0;
@@ -455,6 +459,7 @@ BARRIER_INTERNAL int journal_count(lua_State *L);
 BARRIER_INTERNAL int journal_begin(lua_State *L);
 BARRIER_INTERNAL int journal_record(lua_State *L);
 BARRIER_INTERNAL int journal_rollback(lua_State *L);
+BARRIER_INTERNAL int journal_commit(lua_State *L);
 BARRIER_INTERNAL int journal_setmoved(lua_State *L);
 BARRIER_INTERNAL int journal_istext(lua_State *L);
 

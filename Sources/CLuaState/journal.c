@@ -309,10 +309,16 @@ int journal_record(lua_State *L) {
     return 0;
 }
 
-/// `rollback()` [-0, +0, -]: undoes the open or last transaction, newest write first, and closes it. (Each
-/// write restores a key that existed when it was journaled: no allocation.)
+/// `rollback([committed])` [-(0|1), +0, -]: undoes the transaction a failure left open, newest write first, and
+/// closes it; with `committed`, the last transaction even though it committed (the host found what it returned
+/// invalid). A failure before any transaction began — an action that could not be converted, memory out as a run
+/// began — undoes nothing: the journal then holds the last committed action's writes, which stay. (Each write
+/// restores a key that existed when it was journaled: no allocation.)
 int journal_rollback(lua_State *L) {
     Barrier *b = barrier(L);
+    if (b->committed && !lua_toboolean(L, 1)) return 0;
+    b->committed = 0;
+    lua_settop(L, 0);
     for (lua_Integer i = b->count - CLUA_JOURNAL_ENTRY_LENGTH; i >= 0; i -= CLUA_JOURNAL_ENTRY_LENGTH) {
         lua_rawgeti(L, UPVALUE(JOURNAL), i + CLUA_JOURNAL_TABLE);
         lua_rawgeti(L, UPVALUE(JOURNAL), i + CLUA_JOURNAL_KEY);
@@ -326,6 +332,15 @@ int journal_rollback(lua_State *L) {
     journal_clear_tail(L, b, UPVALUE(JOURNAL));
     b->mode = MODE_CLOSED;
     b->pathGeneration++;
+    return 0;
+}
+
+/// `commit()` [-0, +0, -]: the Lua side's transaction (init's state, a migration, a child's action) committed: the
+/// barrier closes, and `rollback` undoes it only when asked to.
+int journal_commit(lua_State *L) {
+    Barrier *b = barrier(L);
+    b->mode = MODE_CLOSED;
+    b->committed = 1;
     return 0;
 }
 

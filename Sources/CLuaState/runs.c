@@ -110,6 +110,9 @@ static int run_results(lua_State *L, Barrier *b, RunEnd end, int flush) {
         lua_pushboolean(L, end.timedOut);
         put(L, base + CLUA_RUN_FLUSH_TIMED_OUT);
     }
+    // The run returns: its last action committed (nothing above raised for it). A failure from here on, before the
+    // next transaction begins, is none of its own: `rollback` leaves it.
+    b->committed = 1;
     return count;
 }
 
@@ -268,8 +271,10 @@ int runs_scriptlevel(lua_State *L) {
     return 1;
 }
 
-/// `position()` [-0, +1, -]: the action of the last run that was being reduced.
+/// `position([n])` [-(0|1), +1, -]: the action of the last run that was being reduced; with `n`, that it is `n`
+/// now (a run about to begin: a failure before its first action is that action's).
 int runs_position(lua_State *L) {
+    if (lua_gettop(L) >= 1) barrier(L)->position = luaL_checkinteger(L, 1);
     lua_pushinteger(L, barrier(L)->position);
     return 1;
 }

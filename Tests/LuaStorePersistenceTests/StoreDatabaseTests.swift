@@ -100,6 +100,42 @@ import Testing
         #expect(second.close() == nil)
     }
 
+    /// A durable store's snapshots hold committed state only. An action that fails in the run a snapshot falls due in
+    /// is undone before the snapshot is taken (the actions before it are journaled while its writes are still in the
+    /// state); a second store resumes exactly what the first committed — not a table in two places, not a field the
+    /// failed action took away.
+    @Test func aSnapshotNeverHoldsAFailedActionsWrites() async throws {
+        let folder = try CLI.makeApp("""
+            local app = {}
+            function app.init() return { n = 0, a = { v = 1 } } end
+            function app.reduce(state, action)
+              if action.type == "ok" then state.n = state.n + 1
+              elseif action.type == "bad" then state.b = state.a; state.a.v = 2; state.n = nil; error("bad")
+              end
+            end
+            function app.props(state) return { n = state.n } end
+            return app
+            """)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        for round in 1...3 {
+            let path = databasePath()
+            defer { remove(path) }
+            let first = try StoreDatabase(path: path, app: "app", snapshotInterval: 1)
+            let writer = try await store(folder, first)
+            // (Dispatched in a burst, so that the store reduces them in runs, the failing one last in its run.)
+            for _ in 0..<200 { writer.dispatch(["type": "ok"]) }
+            writer.dispatch(["type": "bad"])
+            let committed = try await writer.state()
+            #expect(committed == ["n": 200, "a": ["v": 1]], "round \(round)")
+            writer.shutdown()
+            await writer.barrier()
+            #expect(first.close() == nil)
+            let second = try StoreDatabase(path: path, app: "app")
+            #expect(try second.resumed?.decodedState() == committed, "round \(round)")
+            #expect(second.close() == nil)
+        }
+    }
+
     /// A mount added to an app whose store is on disk: the resumed state gets the plugin's slice from its `init`,
     /// the database a snapshot with it, and the plugin's changes resume on it after another restart.
     @Test func aMountAddedLaterResumesWithItsSlice() async throws {

@@ -432,6 +432,37 @@ import Testing
     /// (by the host's clock, so load on the machine cannot shorten them, and a stall of up to ¾ of the budget
     /// cannot fail them) applies whole, though together they outlast the budget; an endless loop in the middle
     /// is stopped and undone while the actions around it apply.
+    /// An action too large to convert under the memory cap fails alone, and undoes nothing: it failed before a
+    /// transaction of its own began, so the one the journal holds is the last committed action's, which stays —
+    /// dispatched in a run, and sent alone; and the actions after it keep theirs.
+    @Test func anActionThatCannotBeConvertedUndoesNothingBeforeIt() async throws {
+        let folder = try AppFolder(["app.lua": """
+            local app = {}
+            function app.init() return { count = 0 } end
+            function app.reduce(state, action) if action.type == "increment" then state.count = state.count + 1 end end
+            function app.props(state) return { count = state.count } end
+            return app
+            """])
+        defer { folder.remove() }
+        var options = Recorder().options
+        options.limits.memoryBytes = 8 << 20
+        let store = try await ScriptedStore(app: folder.url, options: options)
+        defer { store.shutdown() }
+        // Under the cap's count of entries (a cap's sixteenth), over its bytes once in the VM.
+        let huge: LuaValue = ["type": "noop", "pad": .table(LuaTable(array: Array(repeating: .integer(1), count: 500_000)))]
+        store.dispatch(["type": "increment"])
+        store.dispatch(huge)
+        store.dispatch(["type": "increment"])
+        #expect(try await store.state() == ["count": 2])
+        #expect(await store.send(["type": "increment"]).failure == nil)
+        let refused = await store.send(huge).failure
+        #expect(refused?.error.kind == .memory, "\(String(describing: refused))")
+        #expect(refused?.error.message == "the value does not fit in the VM's memory beside what it holds (the memory cap is 8388608 bytes)")
+        #expect(try await store.state() == ["count": 3])
+        #expect(await store.send(["type": "increment"]).failure == nil)
+        #expect(try await store.state() == ["count": 4])
+    }
+
     @Test func everyActionOfARunHasItsOwnTimeBudget() throws {
         let app = """
             local app = {}

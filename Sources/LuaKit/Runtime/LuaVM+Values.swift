@@ -28,15 +28,15 @@ extension LuaVM {
     }
 
     /// After the host built a value on the stack above `top` (outside the cap): if the heap went past the cap,
-    /// drops the value again, collects, and refuses it with a `.memory` error.
+    /// drops the value again, collects, and refuses it with a `.memory` error — worded the same whatever the heap
+    /// held (a recording's replay compares failures word for word, and the heap's size is no input of the app's).
     /// [-(0|n), +0, -] Pops the n values above `top` when it refuses them.
     func refuseIfOverCap(above top: Int32) throws(LuaError) {
         let limit = guardState.pointee.bytesLimit
         guard guardState.pointee.bytesInUse > limit else { return }
-        let used = guardState.pointee.bytesInUse
         lua_settop(state, top)
         _ = clua_gc(state, LUA_GCCOLLECT, 0)
-        throw LuaError(.memory, "the value took the heap to \(used) bytes, over the memory cap of \(limit) bytes")
+        throw LuaError(.memory, "the value does not fit in the VM's memory beside what it holds (the memory cap is \(limit) bytes)")
     }
 
     /// [-0, +1, -] `deepest`: `conversionDepth`.

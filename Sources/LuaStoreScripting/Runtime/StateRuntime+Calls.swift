@@ -149,8 +149,11 @@ extension StateRuntime {
         ])
     }
 
-    /// Undoes the open or last transaction.
-    func rollback() throws(LuaError) { try vm.call(self[.rollback], arguments: []) }
+    /// Undoes the transaction a failed call left open — none, when it failed before one began —; `committed`: the
+    /// last transaction, though it committed (what it returned turned out invalid).
+    func rollback(committed: Bool = false) throws(LuaError) {
+        try vm.call(self[.rollback], arguments: [.value(.boolean(committed))])
+    }
 
     /// Puts the runtime back to rest after a failed call (a failure to do so leaves it as it is).
     func reset() { _ = try? vm.call(self[.reset], arguments: []) }

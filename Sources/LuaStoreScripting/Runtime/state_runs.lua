@@ -53,6 +53,7 @@ end
 -- (The results are the barrier's, laid out as `clua_state_layouts.h` declares: this side never orders them. So
 -- are the run's `flags`, which the host sets: `CLUA_RUN_FLAGS`.)
 function M.reduceRun(reduce, list, first, last, flags, every, untilFlush)
+  B.position(first) -- (a failure before the first action began is that action's: `runPosition`)
   beginRun()
   if every == 0 then return B.run(reduce, list, first, last, flags) end
   return B.run(reduce, list, first, last, flags, B.flushdue, every, untilFlush)
@@ -72,9 +73,10 @@ function M.reduce(reduce, action, flags, flushWhenObserved)
   return B.run(reduce, single, 1, 1, flags, flushWhenObserved and B.flushdue or false)
 end
 
--- Undoes the open or last transaction, newest write first.
-function M.rollback()
-  B.rollback()
+-- Undoes the transaction a failure left open, newest write first; with `committed`, the last one, committed (what
+-- it returned turned out invalid). A failure before any transaction began undoes nothing (`B.rollback`).
+function M.rollback(committed)
+  B.rollback(committed)
   S.clearMoves()
   S.trimCaches(false, true)
 end

@@ -280,7 +280,7 @@ end
 -- recorded each change as it happened.
 function S.commit()
   S.settleMoves()
-  B.setmode(CLOSED)
+  B.commit()
 end
 
 -- Replaces `tbl[key]` (the root state in `holder`, a child's state in `children`) as a journaled write.

@@ -57,7 +57,7 @@ extension ScriptEngine {
         do {
             return try Self.commands(from: commands)
         } catch {
-            undoLastTransaction()
+            rollBack(committed: true)
             throw located(error, returnedBy: child.reduce)
         }
     }

@@ -14,7 +14,7 @@ extension ScriptEngine {
     /// else hears the journal, or when the barrier left changes to Swift.
     func journalCommitted(_ actions: ArraySlice<LuaValue>, origin: JournalEntry.Origin, from first: Int64,
                           records: EncodedJournal? = nil, commands: (position: Int64, [ScriptEffect])? = nil,
-                          duration: Duration = .zero) throws(LuaError) {
+                          duration: Duration = .zero, snapshotting: Bool = true) throws(LuaError) {
         let encoded = if let records { records } else { try runtime.encoded() }
         let converted = encoded.isWritten ? nil : try runtime.collected()
         let run = JournalRun(firstSequence: journal.advance(by: actions.count), actions: actions, origin: origin, firstPosition: first,
@@ -22,7 +22,9 @@ extension ScriptEngine {
                              time: vm.clockMillis)
         journal.listeners.recorder?.append(run: run)
         journal.listeners.persistence?.recorder.append(run: run)
-        defer { snapshotIfDue() }
+        // (Not while a failed action's writes are still in the state: `snapshotting` false, the caller snapshots
+        // once they are undone.)
+        defer { if snapshotting { snapshotIfDue() } }
         try persisted()
         guard journal.wantsEntries else { return }
         run.forEachEntry { entry in deliver(entry, kept: true, recorded: true) }

@@ -49,7 +49,7 @@ extension ScriptEngine {
             _ = try runtime.evaluate(reader: check, root: "props")
         } catch {
             runtime.reset()
-            if migrated { undoLastTransaction() }
+            if migrated { rollBack(committed: true) }
             throw ScriptFailure(stage: .props, error: error)
         }
         var reloadedChildren: [Int64: ChildModule] = [:]
@@ -57,7 +57,7 @@ extension ScriptEngine {
             do {
                 reloadedChildren[id] = try loadChild(child.name, in: candidate.namespace).0
             } catch {
-                if migrated { undoLastTransaction() }
+                if migrated { rollBack(committed: true) }
                 throw ScriptFailure(stage: .load, error: error)
             }
         }

@@ -105,8 +105,14 @@ extension ScriptEngine {
                 let found = try? runtime.runPosition(readers: { self.readers.kind(of: $0) })
                 let failed = found?.position ?? first
                 if let flushed = found?.flushed { deliver(flushed) }
-                if journaling { journalRun(actions, first: first, through: failed, failed: (failed, error), duration: share(through: failed)) }
+                // (The actions before it are journaled while its writes are in the state still: a snapshot due
+                // is taken once they are undone, of the committed state.)
+                if journaling {
+                    journalRun(actions, first: first, through: failed, failed: (failed, error), duration: share(through: failed),
+                               snapshotting: false)
+                }
                 undoLastTransaction()
+                if journaling { snapshotIfDue() }
                 outcome.failures.append((Int(failed - 1), error))
                 outcome.applied = Int(failed)
                 if reachesPoint(from: failed) { break } // (reported before observers hear of what came after)
@@ -151,13 +157,14 @@ extension ScriptEngine {
     /// Journal entries for the actions at run positions `first...last` (position p is the action at offset p - 1);
     /// `failed` is the one that failed, if any (the last).
     private func journalRun(_ actions: ArraySlice<LuaValue>, first: Int64, through last: Int64, failed: (Int64, LuaError)?,
-                            records: EncodedJournal? = nil, commands: (Int64, [ScriptEffect])? = nil, duration: Duration) {
+                            records: EncodedJournal? = nil, commands: (Int64, [ScriptEffect])? = nil, duration: Duration,
+                            snapshotting: Bool = true) {
         guard first <= last, last <= Int64(actions.count) else { return }
         let start = actions.startIndex + Int(first - 1)
         let committedEnd = actions.startIndex + Int((failed?.0 ?? last + 1) - 1)
         do {
             try journalCommitted(actions[start..<max(start, min(committedEnd, actions.startIndex + Int(last)))], origin: .outside,
-                                 from: first, records: records, commands: commands, duration: duration)
+                                 from: first, records: records, commands: commands, duration: duration, snapshotting: snapshotting)
         } catch {
             // (Only the database can fail here — every record the barrier wrote is JSON, and what it cannot write
             // fails its action in the run — and then the store accepts no more actions.)

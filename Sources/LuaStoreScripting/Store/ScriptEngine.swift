@@ -385,11 +385,18 @@ final class ScriptEngine {
         return located
     }
 
-    /// Undoes the open or last transaction; `committed`: it had committed (and the history kept it).
+    /// Undoes the transaction a failed call left open; `committed`: the last one, though it committed (and the
+    /// history kept it).
     func undoLastTransaction(committed: Bool = false) {
         if committed, journal.history.limit > 0 { runtime.dropNewestHistory() }
+        rollBack(committed: committed)
+    }
+
+    /// Undoes the transaction a failed call left open (none, when it failed before one began: the last committed
+    /// action's writes stay); `committed`: the last transaction, though it committed.
+    func rollBack(committed: Bool) {
         do {
-            try runtime.rollback()
+            try runtime.rollback(committed: committed)
         } catch {
             report(ScriptFailure(stage: .reduce, error: LuaError(.runtime, "rolling back failed: \(error.message)"), action: nil))
             runtime.reset()
