@@ -190,15 +190,25 @@ int clua_make_sandbox_pairs(lua_State *L) {
 // MARK: Tracebacks
 
 /// Whether frame `ar` is one a sandbox traceback leaves out: the prelude's own Lua, or `builtin_error`.
+/// Whether a chunk's `source` is the prelude's.
+static int is_prelude_source(const char *source) {
+    if (source == NULL) return 0;
+    if (*source == '=' || *source == '@') source++; /* (the host names its chunks "=name": LuaVM.compile) */
+    return strncmp(source, SANDBOX_SOURCE, sizeof SANDBOX_SOURCE - 1) == 0;
+}
+
 static int is_hidden_frame(lua_State *L1, lua_Debug *ar) {
     lua_getinfo(L1, "Sf", ar);
     lua_CFunction function = lua_tocfunction(L1, -1);
     lua_pop(L1, 1);
     if (function == clua_builtin_error || function == clua_builtin_argerror) return 1;
-    const char *source = ar->source;
-    if (source == NULL) return 0;
-    if (*source == '=' || *source == '@') source++; /* (the host names its chunks "=name": LuaVM.compile) */
-    return strncmp(source, SANDBOX_SOURCE, sizeof SANDBOX_SOURCE - 1) == 0;
+    return is_prelude_source(ar->source);
+}
+
+/// Whether frame `level` of `L1` runs the prelude's own Lua.
+static int is_prelude_lua(lua_State *L1, int level) {
+    lua_Debug ar;
+    return level >= 0 && lua_getstack(L1, level, &ar) && lua_getinfo(L1, "S", &ar) && is_prelude_source(ar.source);
 }
 
 /// Whether frame `level` of `L1` runs Lua of a host chunk other than the prelude's (a scripted store's runtime,
@@ -313,6 +323,9 @@ static int is_scripted(lua_State *L1, int level) {
 /// `scripted` stack — the host's Lua or a C function it calls or that calls it.
 static int is_shown_frame(lua_State *L1, lua_Debug *ar, int at, int scripted) {
     if (is_hidden_frame(L1, ar)) return 0;
+    // (A C function the prelude's Lua called is the prelude's too: `load` reading a script's reader, `require`'s
+    // file read. The builtin a script called shows, as Lua's C function does.)
+    if (strcmp(ar->what, "C") == 0 && is_prelude_lua(L1, at + 1)) return 0;
     if (scripted && is_host_lua(L1, at)) return 0;
     return !(scripted && strcmp(ar->what, "C") == 0 && (is_host_lua(L1, at + 1) || is_host_lua(L1, at - 1)));
 }
@@ -481,4 +494,29 @@ int clua_sandbox_getinfo(lua_State *L) {
     if (strchr(options, 'L')) take_from_stack(L, L1, "activelines");
     if (withFunction) take_from_stack(L, L1, "func");
     return 1;
+}
+
+// MARK: `error`
+
+int clua_sandbox_error(lua_State *L) {
+    int level = (int)luaL_optinteger(L, 2, 1);
+    lua_settop(L, 1);
+    if (lua_type(L, 1) == LUA_TSTRING && level > 0) {
+        // Levels count the frames a traceback shows, when a script called: its level 2 in a module's main chunk
+        // is `require`'s (no line), not the prelude's Lua that calls the chunk. Called from the host's or the
+        // prelude's own Lua, every frame counts, as in Lua.
+        lua_Debug ar;
+        int at = level;
+        if (lua_getstack(L, 1, &ar) && is_shown_frame(L, &ar, 1, 1) && strcmp(ar.what, "C") != 0) {
+            at = shown_level(L, L, 0, level);
+        }
+        if (at >= 0 && lua_getstack(L, at, &ar) && lua_getinfo(L, "Sl", &ar) && ar.currentline > 0) {
+            lua_pushfstring(L, "%s:%d: ", ar.short_src, ar.currentline);
+        } else {
+            lua_pushliteral(L, "");
+        }
+        lua_pushvalue(L, 1);
+        lua_concat(L, 2);
+    }
+    return lua_error(L);
 }

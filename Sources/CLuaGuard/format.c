@@ -73,15 +73,74 @@ static int has_address(int type) {
            type == LUA_TTHREAD;
 }
 
-int clua_sandbox_tostring(lua_State *L) {
-    if (lua_type(L, 1) == LUA_TNONE) return clua_argument_error(L, 1, "value expected", "tostring");
-    int type = lua_type(L, 1);
+/// [-0, +1, e] Pushes `tostring` of the value at `index`, in the running function's frame (its upvalue 1 the
+/// identities): Lua's `luaL_tolstring` — a `__tostring` called from here, as from Lua's —, an identity for an address.
+static void push_tostring(lua_State *L, int index) {
+    int type = lua_type(L, index);
     size_t length;
-    const char *text = luaL_tolstring(L, 1, &length);
+    const char *text = luaL_tolstring(L, index, &length);
     if (has_address(type)) {
         size_t kept = without_address(text, length);
-        if (kept != length) replace_address(L, 1, kept);
+        if (kept != length) replace_address(L, index, kept);
     }
+}
+
+int clua_sandbox_tostring(lua_State *L) {
+    if (lua_type(L, 1) == LUA_TNONE) return clua_argument_error(L, 1, "value expected", "tostring");
+    push_tostring(L, 1);
+    return 1;
+}
+
+// MARK: print
+
+#define PRINT_WRITE lua_upvalueindex(2) /* the host's `write`: text, no line break */
+#define PRINT_LINE lua_upvalueindex(3)  /* the host's `print`: the rest of a line, a line break, a flush */
+
+/// [-pending, +0, e] Hands the `pending` pieces on top to `function` (`PRINT_WRITE` or `PRINT_LINE`), as one string.
+static void print_pieces(lua_State *L, int pending, int function) {
+    if (pending == 0) lua_pushliteral(L, "");
+    else lua_concat(L, pending);
+    lua_pushvalue(L, function);
+    lua_insert(L, -2);
+    lua_call(L, 1, 0);
+}
+
+int clua_sandbox_print(lua_State *L) {
+    int count = lua_gettop(L);
+    int pending = 0; /* pieces on the stack above the arguments, not written yet */
+    for (int i = 1; i <= count; i++) {
+        luaL_checkstack(L, 4, "too many values to print");
+        // A `__tostring` runs code: what comes before it is written first, so that what it writes, or raises, comes
+        // where Lua's `print` (which writes each value as it goes) has it.
+        if (luaL_getmetafield(L, i, "__tostring") != LUA_TNIL) {
+            lua_pop(L, 1);
+            if (pending > 0) print_pieces(L, pending, PRINT_WRITE);
+            pending = 0;
+        }
+        push_tostring(L, i);
+        if (i > 1) {
+            lua_pushliteral(L, "\t");
+            lua_insert(L, -2);
+            pending++;
+        }
+        pending++;
+        if (pending >= 32) {
+            lua_concat(L, pending);
+            pending = 1;
+        }
+    }
+    print_pieces(L, pending, PRINT_LINE);
+    return 0;
+}
+
+int clua_make_sandbox_print(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    luaL_checktype(L, 2, LUA_TFUNCTION);
+    luaL_checktype(L, 3, LUA_TFUNCTION);
+    if (lua_getupvalue(L, 1, 1) == NULL) return luaL_argerror(L, 1, "the sandbox's tostring expected");
+    lua_pushvalue(L, 2);
+    lua_pushvalue(L, 3);
+    lua_pushcclosure(L, clua_sandbox_print, 3);
     return 1;
 }
 

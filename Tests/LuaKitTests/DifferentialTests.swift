@@ -16,7 +16,8 @@ struct DifferentialTests {
     @Test(arguments: [("package", "probes.lua"), ("libraries", "libraries.lua"), ("coroutines", "coroutines.lua"), ("weak", "weak.lua"),
                        ("arguments", "arguments.lua"), ("argerrors", "argerrors.lua"), ("replaced", "replaced.lua"), ("load", "load.lua"),
                        ("errors", "errors.lua"), ("loops", "loops.lua"), ("os", "os.lua"), ("files", "files.lua"),
-                       ("packagepath", "paths.lua"), ("packagepath", "searchers.lua"), ("debug", "getinfo.lua")])
+                       ("packagepath", "paths.lua"), ("packagepath", "searchers.lua"), ("debug", "getinfo.lua"),
+                       ("levels", "levels.lua")])
     func scriptsPrintWhatStockLuaPrints(folder: String, script: String) async throws {
         let directory = Self.fixtures.appendingPathComponent(folder)
         let stock = try await runChildProcess(URL(fileURLWithPath: stockLua!), [script], directory: directory)

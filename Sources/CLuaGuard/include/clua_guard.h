@@ -511,12 +511,25 @@ int clua_sandbox_next(lua_State *L);
 /// `makenext(next, frozen, globalsets, sealed)` [-4, +1, m]: the sandbox's `next` (`clua_sandbox_next`).
 int clua_make_sandbox_next(lua_State *L);
 
+/// The sandbox's `print`: Lua's (`luaB_print`), each value as the sandbox's `tostring` gives it, tab-separated, then a
+/// line break, through the host's `write` and `print` — gathered and handed over once, except that what comes before a
+/// value with a `__tostring` is written first, so that what that writes or raises comes where Lua's would. In format.c.
+int clua_sandbox_print(lua_State *L);
+
+/// `makeprint(tostring, write, print)` [-3, +1, m]: the sandbox's `print` (`clua_sandbox_print`), over the identities of
+/// the sandbox's `tostring` (its upvalue) and the host's `write` and `print`. In format.c.
+int clua_make_sandbox_print(lua_State *L);
+
 /// `makepairs(next)` [-1, +1, m]: the sandbox's `pairs`, Lua's, returning the sandbox's `next` for a table without
 /// `__pairs` (so `pairs(t)` returns the `next` scripts see, as in Lua). In builtins.c.
 int clua_make_sandbox_pairs(lua_State *L);
 
 /// The sandbox's `debug.traceback`: Lua's, through `clua_traceback`. In builtins.c.
 int clua_sandbox_traceback(lua_State *L);
+
+/// The scripts' `error`: Lua's, its levels counting the frames a traceback shows when a script calls it (the
+/// prelude's own are not counted: a module's `error(m, 2)` is `require`'s, as in Lua). In builtins.c.
+int clua_sandbox_error(lua_State *L);
 
 /// The sandbox's `debug.getinfo`: Lua's, over the frames a traceback shows (the prelude's and the host's are not
 /// counted); `func` is given for the script's own functions only. In builtins.c.

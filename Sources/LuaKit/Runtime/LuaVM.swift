@@ -334,6 +334,8 @@ public final class LuaVM {
         define("makepairs", clua_make_sandbox_pairs)
         define("makeclose", clua_make_sandbox_close)
         define("makewrap", clua_make_sandbox_wrap)
+        define("makeprint", clua_make_sandbox_print)
+        define("scripterror", clua_sandbox_error)
         switch limits.garbageCollection {
         case .incremental: lua_pushstring(state, "incremental")
         case .generational: lua_pushstring(state, "generational")

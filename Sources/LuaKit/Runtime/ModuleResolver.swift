@@ -104,11 +104,16 @@ struct ModuleResolver {
     /// The file `path` names (relative to the app's folder) for `caller` (`loadfile`, `dofile`).
     func resolveFile(_ path: String, for caller: String) throws(HostFailure) -> Module {
         guard let root else { throw .message("\(caller): '\(path)' cannot be read (no module folder is set)") }
-        guard !path.isEmpty, !path.hasPrefix("/"), !path.split(separator: "/").contains("..") else {
+        guard !path.isEmpty else { throw .message("cannot open : No such file or directory") } // (as Lua's)
+        guard !path.hasPrefix("/"), !path.split(separator: "/").contains("..") else {
             throw .message("\(caller): '\(path)' is not a path inside the app folder (scripts read only the app's own files)")
         }
         let url = root.appendingPathComponent(path).standardizedFileURL.resolvingSymlinksInPath()
-        guard FileManager.default.fileExists(atPath: url.path) else { throw .message("cannot open \(path): No such file or directory") }
+        var isFolder: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isFolder) else {
+            throw .message("cannot open \(path): No such file or directory")
+        }
+        guard !isFolder.boolValue else { throw .message("cannot read \(path): Is a directory") } // (as Lua's)
         return try read(url, root: root, chunkName: String(url.path.dropFirst(root.path.count + 1)), what: "\(caller): '\(path)'")
     }
 

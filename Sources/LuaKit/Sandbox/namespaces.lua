@@ -355,10 +355,10 @@ local function namespace(root, strict)
   return require
 end
 
-globals.assert, globals.error, globals.ipairs = assert, real_error, ipairs
+globals.assert, globals.error, globals.ipairs = assert, host.scripterror, ipairs
 globals.getmetatable = builtin(unguarded)
 globals.next, globals.pairs, globals.pcall, globals.xpcall = sandbox_next, host.makepairs(sandbox_next), sandbox_pcall, sandbox_xpcall
-globals.print, globals.rawequal, globals.rawget, globals.rawlen = builtin(sandbox_print), rawequal, builtin(sandbox_rawget), builtin(sandbox_rawlen)
+globals.print, globals.rawequal, globals.rawget, globals.rawlen = sandbox_print, rawequal, builtin(sandbox_rawget), builtin(sandbox_rawlen)
 globals.rawset, globals.select, globals.setmetatable = builtin(sandbox_rawset), select, builtin(sandbox_setmetatable)
 globals.tonumber, globals.tostring, globals.type, globals._VERSION = tonumber, safe_tostring, type, _VERSION
 globals.load = builtin(function(...) return sandbox_load(nil, ...) end)
@@ -535,7 +535,7 @@ local file_methods = {
   lines = function(file)
     check_standard(file)
     if file == stdin then return no_files("lines")() end
-    return function() real_error("Bad file descriptor", 0) end
+    return builtin(function() error("Bad file descriptor", 2) end) -- (at the line that asked for the next, as Lua's)
   end,
   -- (The host's streams, as a pipe's or a terminal's: no position.)
   seek = function(file, whence, offset)

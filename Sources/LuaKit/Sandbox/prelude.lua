@@ -53,17 +53,9 @@ local sandbox_pcall, sandbox_xpcall = host.pcall, host.xpcall
 
 local safe_tostring = host_strings.tostring
 
--- (`tostring`'s own refusal — a `__tostring` that returned no string — is raised at the line that called `print`,
--- as Lua's `print` raises it; what a `__tostring` raised goes on as it is.)
-local function sandbox_print(...)
-  local parts = {}
-  for index = 1, select("#", ...) do
-    local ok, text = real_pcall(safe_tostring, (select(index, ...)))
-    if not ok then error(text, text == "'__tostring' must return a string" and 2 or 0) end
-    parts[index] = text
-  end
-  host_print(concat(parts, "\t"))
-end
+-- `print`, in C as Lua's is (format.c): a `__tostring` runs from its frame, as from Lua's — what it raises, at
+-- whatever level, and what it writes come where they would.
+local sandbox_print = host.makeprint(safe_tostring, host_write, host_print)
 
 string.find, string.match = host_strings.find, host_strings.match
 string.gmatch, string.gsub = host_strings.gmatch, host_strings.gsub
