@@ -7,6 +7,40 @@ import Testing
 
 /// What a state table refuses: being kept past its call, written by a reader, given a metatable.
 @Suite(.tags(.concurrency)) struct StateTableRefusalTests: StateRuntimeHarness {
+    /// A value refused for what it holds is refused in the same words in every VM — which of two places a shared
+    /// table is named at, which of two bad values —, though the tables' hash order differs from VM to VM (a
+    /// recording's replay compares the words): the refusal is found again walking the keys in their order.
+    @Test func aRefusedValueIsNamedTheSameInEveryVM() async throws {
+        let folder = try AppFolder(["app.lua": """
+            local app = {}
+            function app.init() return { n = 0, list = { 1 }, m = {} } end
+            function app.reduce(state, action)
+              local t = {}
+              if action.type == "shared" then state.m = { a = t, b = t, c = t, d = t, e = t, f = t }
+              elseif action.type == "alias" then return { n = 1, list = state.list, list2 = state.list, list3 = state.list }
+              elseif action.type == "bad" then state.m = { k1 = print, k2 = 0/0, k3 = print, k4 = io.write, k5 = 0/0 }
+              end
+            end
+            function app.props(state) return { n = state.n } end
+            return app
+            """])
+        defer { folder.remove() }
+        var messages: [String: Set<String>] = [:]
+        for _ in 0..<8 {
+            let store = try await ScriptedStore(app: folder.url, options: Recorder().options)
+            for kind in ["shared", "alias", "bad"] {
+                let failure = await store.send(["type": .string(kind)]).failure
+                messages[kind, default: []].insert(failure?.error.description ?? "none")
+            }
+            #expect(try await store.state() == ["n": 0, "list": [1], "m": [:]])
+            store.shutdown()
+        }
+        #expect(messages["shared"] == ["app.lua:5: state.m.b: the same table is in two places of the value stored (the state is a tree: store a copy)"])
+        #expect(messages["alias"] == ["the state reduce returned: state.list2: the same table is in two places of the value stored (the state is a tree: store a copy)"])
+        #expect(messages["bad"]?.count == 1 && messages["bad"]?.first?.contains("state.m.k1: a function cannot be stored") == true,
+                "\(messages["bad"] ?? [])")
+    }
+
     @Test func stateTablesCannotBeKeptOrWrittenByReaders() async throws {
         try await withRuntime { vm, runtime in
             try vm.call(function(vm, runtime, "setState"), arguments: [.value(["count": 1])])

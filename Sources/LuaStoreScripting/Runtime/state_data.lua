@@ -177,6 +177,43 @@ local function claim(t, parent, key, seen, claimed, returned)
   return real
 end
 
+-- The keys of a table in a fixed order — booleans, numbers, strings, then the rest by type — whatever the order of
+-- its hash part: `inOrder(t, k)` is the key after `k` (the first for nil) and its value, as `next` gives them.
+-- (For the failures `prepare` names: a table's order is made at its first key, kept in `orders` until the walk
+-- ends, `forgetOrders`.)
+local typeOrder = { boolean = 1, number = 2, string = 3 }
+local function before(a, b)
+  local ta, tb = type(a), type(b)
+  if ta ~= tb then
+    local ra, rb = typeOrder[ta] or 4, typeOrder[tb] or 4
+    if ra ~= rb then return ra < rb end
+    return ta < tb
+  end
+  if ta == "boolean" then return not a and b end
+  if ta == "number" or ta == "string" then return a < b end
+  return false
+end
+local orders = {} -- table -> { keys in order, key -> its position, key -> its value }
+local function inOrder(t, k)
+  local order = orders[t]
+  if order == nil then
+    local keys, values, positions = {}, {}, {}
+    for key, value in next, t do
+      keys[#keys + 1], values[key] = key, value
+    end
+    table.sort(keys, before)
+    for i = 1, #keys do positions[keys[i]] = i end
+    order = { keys, positions, values }
+    orders[t] = order
+  end
+  local key = order[1][k == nil and 1 or order[2][k] + 1]
+  if key == nil then return nil end
+  return key, order[3][key]
+end
+local function forgetOrders()
+  for t in next, orders do orders[t] = nil end
+end
+
 -- Prepares a table about to be stored at `real[key]`: strips proxies (the real state never holds one), checks
 -- that it is data, recording where each new table goes, and claims the new tables (`claim`: `owned` says the
 -- host made the value, and no script holds it). Returns the real table, the state tables it moves (tables
@@ -198,8 +235,9 @@ function S.prepare(value, real, key, owned, returned)
   parents[value], parentKeys[value] = real, key
   local placed = S.placed + 1
   local swaps -- (table, key, real table) triples: the proxies in the value, swapped for their tables once it passed
+  local ordered = false -- (walking in the keys' order: `inOrder`)
   local function walk(t, level)
-    for k, item in next, t do
+    for k, item in (ordered and inOrder or next), t do
       failure = badKey(k, t)
       if failure then return end
       if istable(item) then
@@ -237,9 +275,20 @@ function S.prepare(value, real, key, owned, returned)
   if failure then
     -- Nothing of a refused value is left changed or recorded: its tables are still the script's (a record would
     -- let one be stored later as if it were in the state already, unclaimed), and hold no real table of the state.
-    for t, mark in next, seen do
-      if mark == FRESH then parents[t], parentKeys[t] = nil, nil end
+    local function forget()
+      for t, mark in next, seen do
+        if mark == FRESH then parents[t], parentKeys[t] = nil, nil end
+      end
     end
+    forget()
+    -- The walk went in the tables' hash order, which differs from run to run: which of two places a shared table
+    -- is named at, or which of two bad values is named, with it. The value is walked again in its keys' order, so
+    -- that it is refused in the same words every time (a recording's replay compares them).
+    ordered, moves, swaps, failure, seen = true, nil, nil, nil, { [value] = FRESH }
+    parents[value], parentKeys[value] = real, key
+    walk(value, level)
+    forgetOrders()
+    forget()
     return value, nil, failure
   end
   if swaps ~= nil then
