@@ -463,6 +463,43 @@ import Testing
         #expect(try await store.state() == ["count": 4])
     }
 
+    /// An action whose changes the journal cannot record within the memory cap (a store that records, persists or
+    /// shows its journal keeps each action's changes as it commits) fails naming that — not a bare "not enough
+    /// memory" with no place, where the same action without a journal runs — and undoes its writes.
+    @Test func anActionTheJournalCannotRecordUnderTheCapSaysSo() async throws {
+        let folder = try AppFolder(["app.lua": """
+            local app = {}
+            function app.init() return { big = {} } end
+            function app.reduce(state, action) for i = 1, action.n do state.big[i] = i end end
+            function app.props(state) return { size = #state.big } end
+            return app
+            """])
+        defer { folder.remove() }
+        var options = Recorder().options
+        options.limits.memoryBytes = 16 << 20
+        options.limits.timeBudget = .seconds(30)
+        var shown = false
+        for n in [25_000, 50_000, 100_000, 200_000] where !shown {
+            // (Dispatched, with no one hearing the journal: no changes kept. A `send` waits for its entry.)
+            let plain = try await ScriptedStore(app: folder.url, options: options)
+            plain.dispatch(["type": "fill", "n": .integer(Int64(n))])
+            let ranPlain = try await plain.state()["big"].table?.count == n
+            plain.shutdown()
+            let journaled = try await ScriptedStore(app: folder.url, options: options)
+            let entries = await journaled.journalEntries()
+            let failure = await journaled.send(["type": "fill", "n": .integer(Int64(n))]).failure
+            if ranPlain, let failure {
+                #expect(failure.error.kind == .memory)
+                #expect(failure.error.message.hasPrefix("not enough memory to record what the action changed"), "\(failure)")
+                #expect(try await journaled.state() == ["big": [:]])
+                shown = true
+            }
+            journaled.shutdown()
+            _ = entries
+        }
+        #expect(shown, "no size of action ran without a journal and failed with one under a 16 MiB cap")
+    }
+
     @Test func everyActionOfARunHasItsOwnTimeBudget() throws {
         let app = """
             local app = {}

@@ -100,7 +100,8 @@ extension ScriptEngine {
                                              subscribed: app.subscriptions != nil, every: Int64(interval),
                                              untilFlush: interval > 0 ? untilPoint(from: first) : 0, records: journaling,
                                              readers: { self.readers.kind(of: $0) })
-            } catch {
+            } catch let failure {
+                let error = explained(failure)
                 // (What the readers gave before the failing action is delivered before it is reported.)
                 let found = try? runtime.runPosition(readers: { self.readers.kind(of: $0) })
                 let failed = found?.position ?? first

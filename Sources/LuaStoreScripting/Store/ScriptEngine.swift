@@ -347,11 +347,23 @@ final class ScriptEngine {
                                       records: journal.collecting, readers: { self.readers.kind(of: $0) })
         } catch {
             undoLastTransaction()
-            throw error
+            throw explained(error)
         }
         guard !stop.refused else { throw Self.refused(action) }
         if stop.dirty { subscriptions.markDirty() }
         return (try effects(from: stop.commands ?? .nil), stop.records, stop.flush)
+    }
+
+    /// `error`, worded for what it is when the memory cap stopped the journal recording what an action changed
+    /// (a recording, a durable store, the devtools keep each action's changes, within the app's memory cap): a
+    /// memory error with no place in the script's code, where the same action runs without a journal.
+    func explained(_ error: LuaError) -> LuaError {
+        guard journal.collecting, error.kind == .memory, error.chunkName == nil, error.message == "not enough memory" else { return error }
+        var explained = error
+        explained.message = "not enough memory to record what the action changed (a store that records or persists keeps "
+            + "each action's changes as it commits, within the app's memory cap of \(vm.limits.memoryBytes) bytes: "
+            + "make the action change less, or raise the cap)"
+        return explained
     }
 
     /// The error for an action the runtime refused before any reducer ran.
