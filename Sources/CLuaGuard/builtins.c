@@ -189,7 +189,6 @@ int clua_make_sandbox_pairs(lua_State *L) {
 
 // MARK: Tracebacks
 
-/// Whether frame `ar` is one a sandbox traceback leaves out: the prelude's own Lua, or `builtin_error`.
 /// Whether a chunk's `source` is the prelude's.
 static int is_prelude_source(const char *source) {
     if (source == NULL) return 0;
@@ -197,6 +196,7 @@ static int is_prelude_source(const char *source) {
     return strncmp(source, SANDBOX_SOURCE, sizeof SANDBOX_SOURCE - 1) == 0;
 }
 
+/// Whether frame `ar` is one a sandbox traceback leaves out: the prelude's own Lua, or `builtin_error`.
 static int is_hidden_frame(lua_State *L1, lua_Debug *ar) {
     lua_getinfo(L1, "Sf", ar);
     lua_CFunction function = lua_tocfunction(L1, -1);
