@@ -36,8 +36,11 @@ while !arguments.isEmpty {
     let argument = arguments.removeFirst()
     switch argument {
     case "--time-budget-ms" where ownOptions, "--memory-mb" where ownOptions:
-        guard let value = arguments.first.flatMap(Int.init), value > 0 else {
-            FileHandle.standardError.write(Data("luakit: \(argument) needs a positive number\n\(usage)\n".utf8))
+        // (At most a petabyte of memory, and `LuaLimits.longestTimeBudgetMilliseconds`: a number past those would
+        // overflow what holds it.)
+        let most = argument == "--memory-mb" ? 1 << 30 : Int(LuaLimits.longestTimeBudgetMilliseconds)
+        guard let value = arguments.first.flatMap(Int.init), value > 0, value <= most else {
+            FileHandle.standardError.write(Data("luakit: \(argument) needs a positive number, at most \(most)\n\(usage)\n".utf8))
             exit(2)
         }
         arguments.removeFirst()

@@ -46,7 +46,7 @@ struct Replay: AsyncParsableCommand {
     func validate() throws {
         try TimeBudgetDefault.validate()
         guard maxLineBytes >= 1 else { throw ValidationError("--max-line-bytes must be at least 1") }
-        guard timeBudget > 0, timeBudget.isFinite else { throw ValidationError("--time-budget-ms must be a number of milliseconds > 0") }
+        guard LuaLimits.isTimeBudget(milliseconds: timeBudget) else { throw ValidationError(LuaLimits.timeBudgetRule("--time-budget-ms")) }
     }
 
     /// Actions dispatched before the replay waits for the store and compares what they did.

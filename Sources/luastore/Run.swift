@@ -100,7 +100,7 @@ struct Run: AsyncParsableCommand {
         }
         guard persistSnapshotEvery >= 1 else { throw ValidationError("--persist-snapshot-every must be at least 1") }
         guard settleTimeout >= 0, settleTimeout.isFinite else { throw ValidationError("--settle-timeout must be a number of seconds ≥ 0") }
-        guard timeBudget > 0, timeBudget.isFinite else { throw ValidationError("--time-budget-ms must be a number of milliseconds > 0") }
+        guard LuaLimits.isTimeBudget(milliseconds: timeBudget) else { throw ValidationError(LuaLimits.timeBudgetRule("--time-budget-ms")) }
         guard maxLineBytes >= 1 else { throw ValidationError("--max-line-bytes must be at least 1") }
         guard devtoolsKeep >= 1 else { throw ValidationError("--devtools-keep must be at least 1") }
         if devtools == nil, devtoolsHost != "127.0.0.1" || devtoolsKeep != 100_000 || devtoolsKeepBytes.bytes != DevtoolsJournal.defaultByteCapacity {

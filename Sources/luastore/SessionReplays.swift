@@ -193,10 +193,13 @@ final class SessionReplays {
         var options = self.options
         switch budget {
         case .nil: break
-        case .integer(let milliseconds) where milliseconds > 0: options.limits.timeBudget = .milliseconds(milliseconds)
-        case .number(let milliseconds) where milliseconds > 0 && milliseconds.isFinite:
+        case .integer(let milliseconds) where LuaLimits.isTimeBudget(milliseconds: Double(milliseconds)):
+            options.limits.timeBudget = .milliseconds(milliseconds)
+        case .number(let milliseconds) where LuaLimits.isTimeBudget(milliseconds: milliseconds):
             options.limits.timeBudget = .microseconds(Int64(milliseconds * 1000))
-        default: throw LuaError(.runtime, "bad argument #2 to '\(function)' (a number of milliseconds above 0 expected)")
+        default:
+            throw LuaError(.runtime, "bad argument #2 to '\(function)' (a number of milliseconds above 0 and at most "
+                + "\(Int64(LuaLimits.longestTimeBudgetMilliseconds)) expected)")
         }
         return options
     }

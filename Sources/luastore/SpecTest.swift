@@ -38,7 +38,7 @@ struct SpecTest: AsyncParsableCommand {
 
     func validate() throws {
         try TimeBudgetDefault.validate()
-        guard timeBudget > 0 else { throw ValidationError("--time-budget-ms must be above 0") }
+        guard LuaLimits.isTimeBudget(milliseconds: timeBudget) else { throw ValidationError(LuaLimits.timeBudgetRule("--time-budget-ms")) }
     }
 
     @Option(help: "How to report: text (default), json, tap or junit.")

@@ -156,6 +156,33 @@ struct StateTablesTests {
         #expect(props["write"] == "app.lua:10: calling 'write' on bad self (FILE* expected, got FILE*)", "\(props)")
     }
 
+    /// `next(t, k)` on a state table takes a key cleared while the table is walked, as Lua's does (its dead key stays
+    /// in the table): a helper that counts with `pairs`, an emptiness check, an inner loop between the steps — each
+    /// raised "invalid key to 'next'", where Lua empties the table.
+    @Test func nextTakesAKeyClearedWhileTheTableIsWalked() async throws {
+        let folder = try AppFolder(["app.lua": """
+            local app = {}
+            function app.init() return { m = { a = 1, b = 2, c = 3, d = 4 }, list = { 1, 2, 3, 4, 5 }, log = "" } end
+            local function count(t) local n = 0 for _ in pairs(t) do n = n + 1 end return n end
+            function app.reduce(state, action)
+              local log = {}
+              for k in pairs(state.m) do state.m[k] = nil; log[#log + 1] = tostring(next(state.m) ~= nil) .. count(state.m) end
+              state.list[3] = nil
+              log[#log + 1] = tostring(next(state.list, 3))
+              log[#log + 1] = tostring(pcall(next, state.list, "absent"))
+              state.log = table.concat(log, " ")
+            end
+            function app.props(state) return { log = state.log, left = next(state.m) == nil } end
+            return app
+            """])
+        defer { folder.remove() }
+        let store = try await ScriptedStore(app: folder.url, options: Recorder().options)
+        defer { store.shutdown() }
+        let outcome = await store.send(["type": "clear"])
+        #expect(outcome.failure == nil, "\(String(describing: outcome.failure))")
+        #expect(try await store.props() == ["log": "true3 true2 true1 false0 4 false", "left": true])
+    }
+
     /// `debug.getinfo` in a reducer and in `props` sees the script's frames as a traceback shows them: the store's own
     /// (its runtime's Lua, the C around it) are not counted, and no function of the host's is handed out — `func`
     /// only for the script's own functions (a C function on the stack may be the store's, its state in its upvalues).

@@ -82,7 +82,15 @@ import Testing
         #expect(endlessInit.errors.contains("time budget of 2000 ms exceeded (init)"), "\(endlessInit.errors)")
         let usage = try await CLI.run(["replay", app.path, "x.jsonl", "--time-budget-ms", "0"])
         #expect(usage.status == 2)
-        #expect(usage.errors.contains("--time-budget-ms must be a number of milliseconds > 0"))
+        #expect(usage.errors.contains("--time-budget-ms must be a number of milliseconds above 0 and at most 1000000000000"))
+        // (A budget no `Duration` holds, or whose nanoseconds no counter holds, is refused: it crashed the tool.)
+        for huge in ["1e13", "1e300", "inf"] {
+            for command in [["run", app.path, "--actions", "-"], ["replay", app.path, "x.jsonl"], ["test", app.path]] {
+                let refused = try await CLI.run(command + ["--time-budget-ms", huge], input: "")
+                #expect(refused.status == 2, "\(command) \(huge): \(refused.errors)")
+                #expect(refused.errors.contains("--time-budget-ms must be a number of milliseconds above 0"), "\(refused.errors)")
+            }
+        }
         // LUASTORE_TIME_BUDGET_MS sets the default (the tests run the binary with a large one); the option wins.
         let fromVariable = try await CLI.run(["run", app.path, "--actions", "-", "--format", "json"], input: work,
                                              extraEnvironment: ["LUASTORE_TIME_BUDGET_MS": "300"])
@@ -94,7 +102,7 @@ import Testing
         for command in [["run", app.path], ["replay", app.path, "x.jsonl"], ["test", app.path]] {
             let refused = try await CLI.run(command, extraEnvironment: ["LUASTORE_TIME_BUDGET_MS": "soon"])
             #expect(refused.status == 2)
-            #expect(refused.errors.contains(#"LUASTORE_TIME_BUDGET_MS must be a number of milliseconds > 0 (it is "soon")"#), "\(refused.errors)")
+            #expect(refused.errors.contains(#"LUASTORE_TIME_BUDGET_MS must be a number of milliseconds above 0 and at most 1000000000000 (it is "soon")"#), "\(refused.errors)")
         }
     }
 

@@ -59,11 +59,26 @@ extension LuaLimits {
         public let description: String
     }
 
+    /// The longest time budget the command-line tools take, in milliseconds (about 31 years: longer is no budget a
+    /// call could spend, and no `Duration` holds 1e300 ms).
+    public static let longestTimeBudgetMilliseconds: Double = 1e12
+
+    /// Whether `milliseconds` is a time budget the command-line tools take: above 0, at most
+    /// `longestTimeBudgetMilliseconds`.
+    public static func isTimeBudget(milliseconds: Double) -> Bool {
+        milliseconds > 0 && milliseconds <= longestTimeBudgetMilliseconds
+    }
+
+    /// What a time budget the command-line tools refuse must be, in words (`what`: the option or variable).
+    public static func timeBudgetRule(_ what: String) -> String {
+        "\(what) must be a number of milliseconds above 0 and at most \(Int64(longestTimeBudgetMilliseconds))"
+    }
+
     /// The default time budget `LUASTORE_TIME_BUDGET_MS` sets, in milliseconds; nil when it is not set.
     public static func environmentTimeBudget() throws(InvalidTimeBudget) -> Double? {
         guard let text = ProcessInfo.processInfo.environment[timeBudgetVariable] else { return nil }
-        guard let value = Double(text), value > 0, value.isFinite else {
-            throw InvalidTimeBudget(description: "\(timeBudgetVariable) must be a number of milliseconds > 0 (it is \"\(text)\")")
+        guard let value = Double(text), isTimeBudget(milliseconds: value) else {
+            throw InvalidTimeBudget(description: timeBudgetRule(timeBudgetVariable) + " (it is \"\(text)\")")
         }
         return value
     }

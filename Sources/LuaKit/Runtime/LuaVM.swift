@@ -127,8 +127,7 @@ public final class LuaVM {
         guardState = .allocate(capacity: 1)
         guardState.initialize(to: CLuaGuard())
         guardState.pointee.bytesLimit = limits.memoryBytes
-        guardState.pointee.budgetNanos = Int64(limits.timeBudget.components.seconds) * 1_000_000_000
-            + limits.timeBudget.components.attoseconds / 1_000_000_000
+        guardState.pointee.budgetNanos = Self.nanoseconds(limits.timeBudget)
         switch limits.budgetEnforcement {
         case .watchdog:
             guardState.pointee.enforcement = CLUA_ENFORCE_WATCHDOG
@@ -190,7 +189,16 @@ public final class LuaVM {
         limits.timeBudget = time
         limits.memoryBytes = memoryBytes
         guardState.pointee.bytesLimit = memoryBytes
-        guardState.pointee.budgetNanos = Int64(time.components.seconds) * 1_000_000_000 + time.components.attoseconds / 1_000_000_000
+        guardState.pointee.budgetNanos = Self.nanoseconds(time)
+    }
+
+    /// `duration` in nanoseconds, for the guard: at most `Int64.max` (a budget of centuries never runs out) and at
+    /// least 0.
+    static func nanoseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        guard seconds >= 0 else { return 0 }
+        guard seconds < Int64.max / 1_000_000_000 - 1 else { return Int64.max }
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
     }
 
     /// Runs `body` with each top-level call's time budget at least `budget` (the calls that build a whole state:

@@ -15,10 +15,19 @@ local sealed = {}
 -- (The libraries' functions as they were: a script may replace them, under `luakit` as in Lua.)
 local math_tointeger = math.tointeger
 
--- `next` on a sealed table: its `__pairs` walk, kept between calls, so `next(t, k)` after `next(t, …)` gave `k`
--- costs one step (a key out of turn walks again up to it).
+-- `next` on a sealed table: its metatable's `__next(t, key)` where it has one (a store's state: Lua's `next` on the
+-- table it stands for, a cleared key valid as in Lua), answering true, the key and the value, or false and why not;
+-- else its `__pairs` walk, kept between calls, so `next(t, k)` after `next(t, …)` gave `k` costs one step (a key out
+-- of turn walks again up to it).
 local walks = real_setmetatable({}, { __mode = "k" }) -- sealed table -> { iterator, its state, the last key }
 local function sealed_next(t, key)
+  local direct = raw_getmetatable(t).__next
+  if direct ~= nil then
+    local ok, found, value = direct(t, key)
+    if not ok then error(found, 3) end
+    if found == nil then return nil end -- (one value at the end, as Lua's `next`)
+    return found, value
+  end
   local walk = walks[t]
   if key == nil or walk == nil or walk[3] ~= key then
     local iterator, state, control = pairs(t)

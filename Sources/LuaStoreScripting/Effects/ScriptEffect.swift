@@ -41,6 +41,18 @@ public struct ScriptEffect: StoreEffect, CustomStringConvertible {
                 throw LuaError(.runtime, "\(name) (\(kind)): field '\(field)' must be a \(type) (got \(item.typeName))")
             }
         }
+        // A wait (`delay`'s `seconds`, `timer`'s `every`, `http`'s `timeout`): finite, at most `longestWait`, positive
+        // (or, `zero`, not negative) — the store makes it a `Duration`, which holds no NaN and no 1e300 seconds.
+        func requireWait(_ field: String, zero: Bool = false, optional: Bool = false) throws(LuaError) {
+            try require(field, "number", optional: optional)
+            guard let seconds = table[field].number else { return }
+            guard seconds.isFinite, seconds <= Self.longestWait else {
+                throw LuaError(.runtime, "\(name) (\(kind)): field '\(field)' must be a number of seconds up to \(Int(Self.longestWait)) (a year), not \(seconds.isNaN ? "NaN" : seconds.isInfinite ? "inf" : "\(LuaValue.number(seconds))")")
+            }
+            guard zero ? seconds >= 0 : seconds > 0 else {
+                throw LuaError(.runtime, "\(name) (\(kind)): field '\(field)' must \(zero ? "not be negative" : "be positive")")
+            }
+        }
         func requireAction(_ field: String) throws(LuaError) {
             try require(field, "table")
             guard table[field]["type"].string != nil else {
@@ -53,17 +65,14 @@ public struct ScriptEffect: StoreEffect, CustomStringConvertible {
             try require("method", "string", optional: true)
             try require("headers", "table", optional: true)
             try require("body", "string", optional: true)
-            try require("timeout", "number", optional: true)
+            try requireWait("timeout", optional: true)
             try require("success", "string")
             try require("failure", "string")
         case "delay":
-            try require("seconds", "number")
+            try requireWait("seconds", zero: true)
             try requireAction("action")
         case "timer":
-            try require("every", "number")
-            guard (table["every"].number ?? 0) > 0 else {
-                throw LuaError(.runtime, "\(name) (timer): field 'every' must be positive")
-            }
+            try requireWait("every")
             try requireAction("action")
         case "log":
             try require("message", "string")
@@ -76,6 +85,10 @@ public struct ScriptEffect: StoreEffect, CustomStringConvertible {
                 throw LuaError(.runtime, "\(name) (\(kind)): field 'key' may hold only letters, digits, '_' and '-'")
             }
             if kind == "load" { try require("success", "string") }
+            // (What a save writes is JSON: a number that is not finite has no JSON, and would fail only as it ran.)
+            if kind == "save", let path = Self.nonFinitePath(in: table["value"], at: "value") {
+                throw LuaError(.runtime, "\(name) (save): \(path) is not a finite number, which JSON cannot hold")
+            }
         default:
             throw LuaError(.runtime, "\(name): unknown effect kind '\(kind)' (known: \(Self.kinds.joined(separator: ", ")))")
         }
@@ -84,6 +97,29 @@ public struct ScriptEffect: StoreEffect, CustomStringConvertible {
     }
 
     public var description: String { payload.description }
+
+    /// The longest wait a command may ask for, in seconds (a year): `delay`'s `seconds`, `timer`'s `every`,
+    /// `http`'s `timeout` (the `luastore` module's constructors check the same, at the script's line).
+    public static let longestWait: Double = 31_536_000
+
+    /// Where in `value` (named `path`) a number is NaN or infinite — the first, the sequence in order, then the other
+    /// keys as their paths sort, so that the same value is named the same every time —; nil when none is.
+    static func nonFinitePath(in value: LuaValue, at path: String) -> String? {
+        switch value {
+        case .number(let number): return number.isFinite ? nil : path
+        case .table(let table):
+            for (offset, item) in table.array.enumerated() {
+                if let found = nonFinitePath(in: item, at: path + LuaPath.render(.integer(Int64(offset + 1)))) { return found }
+            }
+            var fields: [(String, LuaValue)] = []
+            table.forEachField { key, item in fields.append((LuaPath.render(key), item)) }
+            for (step, item) in fields.sorted(by: { $0.0 < $1.0 }) {
+                if let found = nonFinitePath(in: item, at: path + step) { return found }
+            }
+            return nil
+        default: return nil
+        }
+    }
 }
 
 extension ScriptEffect {

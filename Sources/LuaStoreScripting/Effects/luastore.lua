@@ -19,6 +19,20 @@ local function field(fn, value, name, expected, optional, depth)
   end
 end
 
+-- The longest wait a command may ask for, in seconds (a year): `ScriptEffect.longestWait`, which checks it again.
+local LONGEST_WAIT = 31536000
+
+-- Raises unless `seconds` is a wait the store can keep: finite, at most a year, and positive (or, `zero`, not
+-- negative).
+local function checkwait(fn, seconds, name, zero)
+  if seconds ~= seconds or seconds > LONGEST_WAIT then
+    local shown = seconds ~= seconds and "NaN" or tostring(seconds)
+    fail(fn, "'" .. name .. "' must be a number of seconds up to " .. LONGEST_WAIT .. " (a year), not " .. shown, 1)
+  end
+  if zero and seconds < 0 then fail(fn, "'" .. name .. "' must not be negative", 1) end
+  if not zero and seconds <= 0 then fail(fn, "'" .. name .. "' must be positive", 1) end
+end
+
 local function checkaction(fn, value, name)
   field(fn, value, name, "table", false, 1)
   if type(value.type) ~= "string" then fail(fn, "'" .. name .. ".type' must be a string (got " .. type(value.type) .. ")", 1) end
@@ -35,7 +49,7 @@ function luastore.http(request)
   field("http", request.timeout, "timeout", "number", true)
   field("http", request.success, "success", "string")
   field("http", request.failure, "failure", "string")
-  if request.timeout ~= nil and request.timeout <= 0 then fail("http", "'timeout' must be positive") end
+  if request.timeout ~= nil then checkwait("http", request.timeout, "timeout") end
   local headers = {}
   for name, value in pairs(request.headers or {}) do
     if type(name) ~= "string" or type(value) ~= "string" then fail("http", "'headers' must map strings to strings") end
@@ -52,7 +66,7 @@ end
 --- Dispatches `action` once, after `seconds`.
 function luastore.delay(seconds, action)
   field("delay", seconds, "seconds", "number")
-  if seconds < 0 then fail("delay", "'seconds' must not be negative") end
+  checkwait("delay", seconds, "seconds", true)
   checkaction("delay", action, "action")
   return { kind = "delay", seconds = seconds, action = action }
 end
@@ -60,7 +74,7 @@ end
 --- Dispatches `action` every `seconds` while the subscription is declared.
 function luastore.timer(seconds, action)
   field("timer", seconds, "seconds", "number")
-  if seconds <= 0 then fail("timer", "'seconds' must be positive") end
+  checkwait("timer", seconds, "seconds")
   checkaction("timer", action, "action")
   return { kind = "timer", every = seconds, action = action }
 end

@@ -138,8 +138,10 @@ S.note = note
 
 -- The errors of a metamethod; `level` 2 is the metamethod's caller (3 for the barrier's Lua halves, which
 -- its C halves call).
+local CLOSED_MESSAGE = "state tables can be used only while reduce, props, a selector or subscriptions runs"
+
 local function closed(level)
-  error("state tables can be used only while reduce, props, a selector or subscriptions runs", level + 1)
+  error(CLOSED_MESSAGE, level + 1)
 end
 
 local STALE = "a state table kept from an earlier call was used: state tables (those a function received, and those"
@@ -272,6 +274,20 @@ meta.__pairs = function(p)
     if istable(value) then value = proxyAt(value, real, key) end
     return key, value
   end
+end
+
+-- `next(p, key)`: the sandbox's `next` on a sealed table takes its metatable's `__next` when it has one
+-- (base.lua): Lua's `next` on the real table — a key cleared while the table is walked stays valid, as in Lua —, a
+-- table value through its proxy. Answers true, the key and the value; or false and why not, for `next` to raise.
+meta.__next = function(p, key)
+  if B.mode() == CLOSED then return false, CLOSED_MESSAGE end
+  local real = targets[p]
+  if real == nil or not B.fresh(p) then return false, STALE end
+  B.note(real, ALL) -- (noted only while a reader runs: the barrier knows)
+  local ok, found, value = pcall(next, real, key)
+  if not ok then return false, "invalid key to 'next'" end
+  if istable(value) then value = proxyAt(value, real, found) end
+  return true, found, value
 end
 
 -- Transactions -------------------------------------------------------------------------------------
