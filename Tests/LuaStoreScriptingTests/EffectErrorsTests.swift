@@ -8,6 +8,13 @@ import Testing
 /// a bad field, at the line of the call; a command or list the reducer returned that is not one, at the line of
 /// that reducer's `function` (it is checked once the reducer has returned). The action is undone either way.
 struct EffectErrorsTests {
+    /// A store of `folder`'s app that reports nothing, with time to spare for each call.
+    static func store(_ folder: AppFolder) async throws -> ScriptedStore {
+        var options = ScriptedStoreOptions(log: { _ in }, failures: { _ in })
+        options.limits.timeBudget = .seconds(5)
+        return try await ScriptedStore(app: folder.url, options: options)
+    }
+
     @Test func badEffectsAreRefusedAtTheScriptsLine() async throws {
         let folder = try AppFolder(["app.lua": """
             local luastore = require("luastore")
@@ -28,9 +35,7 @@ struct EffectErrorsTests {
             return app
             """])
         defer { folder.remove() }
-        var options = ScriptedStoreOptions(log: { _ in }, failures: { _ in })
-        options.limits.timeBudget = .seconds(5)
-        let store = try await ScriptedStore(app: folder.url, options: options)
+        let store = try await Self.store(folder)
         defer { store.shutdown() }
         for (type, location, message) in [
             ("http", "app.lua:7", "luastore.http: 'failure' is required (a string)"),
@@ -74,9 +79,7 @@ struct EffectErrorsTests {
             return app
             """])
         defer { folder.remove() }
-        var options = ScriptedStoreOptions(log: { _ in }, failures: { _ in })
-        options.limits.timeBudget = .seconds(5)
-        let store = try await ScriptedStore(app: folder.url, options: options)
+        let store = try await Self.store(folder)
         defer { store.shutdown() }
         for size in ["nan", "inf", "huge", "e20", "year"] {
             let shown = size == "nan" ? "NaN" : size == "inf" ? "inf" : size == "huge" ? "1e+300" : size == "e20" ? "1e+20" : "31536001"
