@@ -197,14 +197,19 @@ static int in_sequence(lua_State *L, int key, lua_Unsigned border) {
     return k >= 1 && (lua_Unsigned)k <= border;
 }
 
+/// A border this short keeps its sequence part in a copy whatever the part holds: Lua keeps a constructor's part as
+/// long as it was written (`{1, nil, nil, nil, 5}`: border 5), and a short one costs little.
+#define SHORT_BORDER 64
+
 /// [-0, +1, m] Pushes a new table with room for what the table at `t` holds — `entries`, of which `outside` are not
 /// under an integer key from 1 to its border — so that filling it never rehashes: its sequence part as long as the
 /// table's border (`#t`), so that `#` answers as the table's did (`{1, nil, 3}` and `table.pack(1, nil, 3)`: 3, as
 /// Lua leaves them; a rehash counts the keys again and shortened it to 1), and its hash part for the rest — unless
-/// that border is far past what the table holds (a sparse table), where Lua itself would not keep such a part.
+/// that border is long and far past what the table holds (a sparse table: keys 1, 2, 4, … 2^20 have a border of
+/// 2^20), where a copy would take a part of that length for a handful of keys.
 static void push_sized_like(lua_State *L, int t, size_t entries, size_t outside) {
     size_t length = lua_rawlen(L, t);
-    if (length > 2 * entries) {
+    if (length > SHORT_BORDER && length > 2 * entries) {
         length = entries;
         outside = entries;
     }

@@ -103,26 +103,31 @@ struct StateTablesTests {
         let folder = try AppFolder(["app.lua": """
             local app = {}
             function app.init()
-              return { h = { 1, nil, 3 }, g = { 1, 2, 3, nil, 5 }, k = { nil, 2 }, m = { 1, nil, 3, n = 3, m = 4 } }
+              return { h = { 1, nil, 3 }, g = { 1, 2, 3, nil, 5 }, k = { nil, 2 }, m = { 1, nil, 3, n = 3, m = 4 },
+                       l = { nil, nil, 3 } }
             end
             function app.reduce(state, action)
               state.p = table.pack(1, nil, 3)                 -- (a table the reducer stores: claimed)
               state.q = { 1, nil, 3, nil, 5, label = "q", [2.5] = true }
+              state.x = { 1, nil, nil, nil, 5 }                -- (more holes than entries: a short border is kept)
+              state.y = { 1, 2, nil, nil, nil, nil, nil, 8 }
             end
             function app.props(state)
               local function border(t) return t and (#t .. "/" .. select("#", table.unpack(t))) or "none" end
               return { h = border(state.h), g = border(state.g), k = border(state.k), m = border(state.m),
-                       p = border(state.p), q = border(state.q) }
+                       p = border(state.p), q = border(state.q), l = border(state.l), x = border(state.x), y = border(state.y) }
             end
             return app
             """])
         defer { folder.remove() }
         let store = try await ScriptedStore(app: folder.url)
         defer { store.shutdown() }
-        #expect(try await store.props() == ["h": "3/3", "g": "5/5", "k": "2/2", "m": "3/3", "p": "none", "q": "none"])
+        #expect(try await store.props() == ["h": "3/3", "g": "5/5", "k": "2/2", "m": "3/3", "p": "none", "q": "none",
+                                            "l": "3/3", "x": "none", "y": "none"])
         _ = await store.send(["type": "store"])
-        #expect(try await store.props() == ["h": "3/3", "g": "5/5", "k": "2/2", "m": "3/3", "p": "3/3", "q": "5/5"],
-                "as lua5.4 answers for the same tables (with other keys beside the sequence)")
+        #expect(try await store.props() == ["h": "3/3", "g": "5/5", "k": "2/2", "m": "3/3", "p": "3/3", "q": "5/5",
+                                            "l": "3/3", "x": "5/5", "y": "8/8"],
+                "as lua5.4 answers for the same tables (with other keys beside the sequence, with more holes than entries)")
     }
 
     /// A read-only table of the host's (a library, the string or files' metatable, all frozen in a store) serves as a
