@@ -70,7 +70,9 @@ public final class TestServer: Sendable {
             return HTTPResponse(statusCode: .ok, headers: [.contentType: "application/json"], body: Data(text.utf8))
         }
         let task = Task { try await server.run() }
-        try await server.waitUntilListening(timeout: 30) // (a loaded test machine)
+        // (A loaded test machine: as the whole suite starts beside two busy loops, hundreds of tests at once, the
+        // server's first turn once came after more than 30 s — `ReadmeExample`'s wait, in `suite-under-load`.)
+        try await server.waitUntilListening(timeout: 120)
         guard case .ip4(_, let port) = await server.listeningAddress else {
             throw URLError(.cannotConnectToHost)
         }
