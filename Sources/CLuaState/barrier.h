@@ -220,7 +220,10 @@ enum { FIELD, LITERAL, SPARE };
     X(WRITE_ALL, FIELD, "all")               /* the key of a table's readers of all of it */              \
     X(WRITE_STRUCTURE, FIELD, "structure")   /* the key of its readers of its length and set of keys */   \
     X(WRITE_SUBSCRIPTIONS, LITERAL, "subscriptions") /* the id of the subscriptions reader */            \
-    X(WRITE_SHARED, FIELD, "shared")         /* the Lua side's shared table (`tablesLeft`) */
+    X(WRITE_SHARED, FIELD, "shared")         /* the Lua side's shared table (`tablesLeft`) */            \
+    X(WRITE_HOLDER, FIELD, "holder")         /* holder.state is the app's state table */                  \
+    X(WRITE_CHILDREN, FIELD, "children")     /* child store id -> its local state */                      \
+    X(WRITE_DEPTH, FIELD, "statedepth")      /* the levels tables of the state nest at most */
 
 /// `run`'s own upvalues.
 #define RUN_UPVALUES(X)                                                                                    \
@@ -443,6 +446,7 @@ BARRIER_INTERNAL int proxies_proxy(lua_State *L);
 BARRIER_INTERNAL int proxies_fresh(lua_State *L);
 BARRIER_INTERNAL int proxies_claim(lua_State *L);
 BARRIER_INTERNAL int proxies_placefresh(lua_State *L);
+BARRIER_INTERNAL int proxies_place_new(lua_State *L, Barrier *b, int value, int parent, int key, int levels);
 BARRIER_INTERNAL int clua_state_matches_json(lua_State *L);
 BARRIER_INTERNAL int clua_state_decode_json(lua_State *L);
 BARRIER_INTERNAL int clua_state_apply_json(lua_State *L);

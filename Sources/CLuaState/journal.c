@@ -15,6 +15,10 @@
 /// lookup per write. (Short transactions, nearly all of them, never pay it.)
 #define JOURNAL_ONCE_FROM 1024
 
+/// Levels `level_of` climbs at most: deeper than any state converts (only a cycle in the records goes further),
+/// as `MAX_DEPTH` in state_data.lua.
+#define MAX_STATE_LEVELS 1000
+
 /// [-0, +0, m] Adds (table at `t`, key at `k`) to the set at `set` (real table -> set of keys).
 static void add_journaled(lua_State *L, int set, int t, int k) {
     luaL_checkstack(L, 4, NULL);
@@ -219,10 +223,60 @@ static int journal_move(lua_State *L, Barrier *b, int keyType) {
     return 0;
 }
 
-/// `__newindex(proxy, key, value)` [-3, +0, e] while writing, for a key that stays (neither the old nor the new
-/// value is nil) and values that are plain data (UTF-8 strings, booleans, finite numbers): journaled, written,
+/// [-0, +0, -] The level of the real table at `t` in its state, from the records, as `levelOf` counts it
+/// (state_data.lua): a root is 1; a table without a record ends the count.
+static int level_of(lua_State *L, int t) {
+    const void *holder = lua_topointer(L, UPVALUE(WRITE_HOLDER));
+    const void *children = lua_topointer(L, UPVALUE(WRITE_CHILDREN));
+    int level = 0;
+    lua_pushvalue(L, t);
+    while (!lua_isnil(L, -1) && lua_topointer(L, -1) != holder && lua_topointer(L, -1) != children && level <= MAX_STATE_LEVELS) {
+        level++;
+        lua_rawget(L, UPVALUE(PARENTS)); /* the table above it */
+    }
+    lua_pop(L, 1);
+    return level;
+}
+
+/// `__newindex` for a write that changes the shape of the state: a key that appears or goes away, a table that
+/// leaves, or a table the running call made, stored (`proxies_place_new` makes it the state's, all new data, in
+/// one pass). Journaled, written, recorded for the readers of that table, as the Lua `__newindex` does; anything
+/// else — a key or a value that is not data, a value that holds tables of the state or is not all new, nesting
+/// past the state's depth — goes to it, which places it or names what is wrong. The stack holds proxy, key,
+/// value, the real table and the old value (whose types are given).
+static int journal_reshape(lua_State *L, Barrier *b, int valueType, int oldType) {
+    // (A key that holds a value was accepted as data when it appeared; a new one is checked here: a NaN key,
+    // which no table holds, is refused by the Lua side as Lua refuses it.)
+    if (oldType == LUA_TNIL && !is_plain_data(L, 2)) return fall_back(L, UPVALUE(WRITE_FALLBACK), 3, 0);
+    if (oldType == LUA_TNIL && valueType == LUA_TNIL) return 0;
+    if (valueType == LUA_TTABLE) {
+        int depth = (int)lua_tointeger(L, UPVALUE(WRITE_DEPTH));
+        int level = level_of(L, 4) + 1;
+        if (level > depth || !proxies_place_new(L, b, 3, 4, 2, depth - level)) {
+            return fall_back(L, UPVALUE(WRITE_FALLBACK), 3, 0);
+        }
+        lua_replace(L, 3); /* the value's real table */
+    }
+    journal_append(L, b, UPVALUE(WRITE_JOURNAL), 4, 2, 5);
+    lua_pushvalue(L, 2);
+    lua_pushvalue(L, 3);
+    lua_rawset(L, 4); /* (a new key may allocate: a memory error then leaves the write journaled, to be undone) */
+    if (oldType == LUA_TTABLE && !b->tablesLeftNoted) {
+        lua_pushboolean(L, 1);
+        lua_setfield(L, UPVALUE(WRITE_SHARED), "tablesLeft");
+        b->tablesLeftNoted = 1;
+    }
+    lua_settop(L, 4);
+    lua_pushvalue(L, 4);
+    if (lua_rawget(L, UPVALUE(WRITE_DEPENDENTS)) == LUA_TNIL) return 0; /* 5: who reads this table */
+    note_change(L, b, 5, 2, oldType == LUA_TNIL || valueType == LUA_TNIL);
+    return 0;
+}
+
+/// `__newindex(proxy, key, value)` [-3, +0, e] while writing: for a key that stays (neither the old nor the new
+/// value is nil) and values that are plain data (UTF-8 strings, booleans, finite numbers), journaled, written,
 /// recorded for the readers of that table. (A key that stays was accepted as data when it appeared.) And moves
-/// (`journal_move`).
+/// (`journal_move`), and the writes that change the state's shape (`journal_reshape`).
 int journal_newindex(lua_State *L) {
     Barrier *b = barrier(L);
     int keyType = lua_type(L, 2);
@@ -230,13 +284,20 @@ int journal_newindex(lua_State *L) {
     if (b->mode != MODE_WRITE || lua_gettop(L) != 3 || keyType == LUA_TTABLE || keyType == LUA_TNIL) {
         return fall_back(L, UPVALUE(WRITE_FALLBACK), 3, 0);
     }
-    if (lua_type(L, 3) == LUA_TTABLE) return journal_move(L, b, keyType);
-    if (!is_plain_data(L, 3)) return fall_back(L, UPVALUE(WRITE_FALLBACK), 3, 0);
+    int valueType = lua_type(L, 3);
+    if (valueType == LUA_TTABLE && lua_getmetatable(L, 3)) {
+        lua_pop(L, 1);
+        return journal_move(L, b, keyType); /* (a proxy, or a table that cannot be data) */
+    }
+    if (valueType != LUA_TTABLE && valueType != LUA_TNIL && !is_plain_data(L, 3)) {
+        return fall_back(L, UPVALUE(WRITE_FALLBACK), 3, 0);
+    }
     if (!push_written_real(L, b)) return fall_back(L, UPVALUE(WRITE_FALLBACK), 3, 0); /* 4: real */
     lua_pushvalue(L, 2);
     int oldType = lua_rawget(L, 4); /* 5: the old value (taken by the journal below) */
-    // (A NaN key never gets past this: no table holds a value under NaN, so its old value is nil.)
-    if (oldType == LUA_TNIL || oldType == LUA_TTABLE) return fall_back(L, UPVALUE(WRITE_FALLBACK), 3, 0);
+    if (oldType == LUA_TNIL || oldType == LUA_TTABLE || valueType == LUA_TNIL || valueType == LUA_TTABLE) {
+        return journal_reshape(L, b, valueType, oldType);
+    }
     if (is_same(L, 5, 3)) return 0;
     // While journaling, the write is kept as it is on the stack too, when every write of the transaction so far
     // was (`ScalarWrite`).

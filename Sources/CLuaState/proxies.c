@@ -4,6 +4,7 @@
 // its proxy is made (the paths of changes are read from those records, and cached as the reducer reads its way
 // down). The barrier as a whole, and its contract: docs/design.md, "The write barrier".
 #include "barrier.h"
+#include "clua_guard.h"
 
 // MARK: Proxies live for one call
 //
@@ -284,11 +285,13 @@ typedef struct FreshSlot {
 typedef struct FreshSet {
     FreshSlot *slots;
     size_t mask, live;
+    size_t visited; /* entries checked, for the time budget (`FRESH_DEADLINE_EVERY`) */
     int index; /* the stack index of the userdata holding `slots` */
 } FreshSet;
 
 #define FRESH_MIN 16
 #define FRESH_MAX_NESTING 256 /* deeper values go the Lua way (the C stack is not spent on them) */
+#define FRESH_DEADLINE_EVERY 4096 /* entries checked between two looks at the time budget (no hook fires in C) */
 
 static size_t fresh_slot(const FreshSet *set, const void *table) {
     size_t i = stamp_slot(table, set->mask);
@@ -325,7 +328,10 @@ static int fresh_add(lua_State *L, FreshSet *set, const void *table, size_t entr
 /// `parents` says whether the records of where tables are hold any.
 static int fresh_check(lua_State *L, Barrier *b, FreshSet *set, int t, int levels, const void *root, int parents) {
     (void)b;
-    if (lua_getmetatable(L, t)) return 0; /* (a proxy, a table of the state, or a table that cannot be data) */
+    if (lua_getmetatable(L, t)) {
+        lua_pop(L, 1);
+        return 0; /* (a proxy, a table of the state, or a table that cannot be data) */
+    }
     const void *table = lua_topointer(L, t);
     if (table == root) return 0;
     if (parents) {
@@ -341,6 +347,7 @@ static int fresh_check(lua_State *L, Barrier *b, FreshSet *set, int t, int level
     lua_pushnil(L);
     while (lua_next(L, t) != 0) { /* key, value */
         entries++;
+        if (++set->visited % FRESH_DEADLINE_EVERY == 0) clua_check_deadline(L); /* (nothing is changed yet) */
         if (!in_sequence(L, -2, border)) outside++;
         switch (lua_type(L, -2)) {
         case LUA_TSTRING:
@@ -363,9 +370,19 @@ static int fresh_check(lua_State *L, Barrier *b, FreshSet *set, int t, int level
     return fresh_add(L, set, table, entries, outside);
 }
 
+/// [-0, +0, m] `table[key] = value`, raw (stack indices; `table` may be an upvalue's).
+static inline void set_raw(lua_State *L, int table, int key, int value) {
+    lua_pushvalue(L, key);
+    lua_pushvalue(L, value);
+    lua_rawset(L, table);
+}
+
 /// [-0, +1, m] Pushes the real table of the new table at `t` (checked by `fresh_check`): its entries, the tables
 /// among them placed the same way, move to a table made with room for them, and `t`, emptied, becomes a proxy.
-static void fresh_place(lua_State *L, Barrier *b, FreshSet *set, int t) {
+/// `parent` (a stack index, 0 for none) is where the value goes, under the key at `key`: the running call still
+/// holds the value (a reducer stored a table it made), so each table becomes a proxy good in this call, cached,
+/// with the record of where its real table is — as `claim` makes them, one by one.
+static void fresh_place(lua_State *L, Barrier *b, FreshSet *set, int t, int parent, int key) {
     luaL_checkstack(L, 6, "the state placed");
     const void *table = lua_topointer(L, t);
     const FreshSlot *slot = &set->slots[fresh_slot(set, table)];
@@ -374,7 +391,7 @@ static void fresh_place(lua_State *L, Barrier *b, FreshSet *set, int t) {
     lua_pushnil(L);
     while (lua_next(L, t) != 0) { /* key, value */
         if (lua_type(L, -1) == LUA_TTABLE) {
-            fresh_place(L, b, set, lua_gettop(L));
+            fresh_place(L, b, set, lua_gettop(L), parent != 0 ? real : 0, lua_gettop(L) - 1);
             lua_replace(L, -2);
         }
         lua_pushvalue(L, -2);
@@ -387,6 +404,41 @@ static void fresh_place(lua_State *L, Barrier *b, FreshSet *set, int t) {
     lua_pushvalue(L, UPVALUE(META));
     lua_setmetatable(L, t);
     forget_last_proxy(b, table);
+    if (parent == 0) return;
+    set_raw(L, UPVALUE(TARGETS), t, real);
+    set_raw(L, UPVALUE(PROXIES), real, t);
+    set_raw(L, UPVALUE(PARENTS), real, parent);
+    set_raw(L, UPVALUE(PARENT_KEYS), real, key);
+    count_made(L, b); /* the proxy, */
+    count_made(L, b); /* and the record (the Lua side counts those it makes in `S.placed`) */
+    proxies_stamp(L, b, table);
+}
+
+/// [-0, +(0|1), m] Places the value at `value` — a table the running call made, about to be stored in the real
+/// table at `parent` under the key at `key` — when it is all new data (`fresh_check`) that may nest `levels` more
+/// levels below it: pushes its real table (its tables are the call's proxies now, as `claim` makes them) and
+/// returns 1. Otherwise changes nothing, pushes nothing and returns 0: the Lua walk places it (tables of the
+/// state moved into it) or names what is wrong. A reducer storing a thousand new items makes each in one pass of
+/// C, not a walk, a claim and records in Lua each.
+int proxies_place_new(lua_State *L, Barrier *b, int value, int parent, int key, int levels) {
+    if (levels < 0 || levels > FRESH_MAX_NESTING) return 0;
+    luaL_checkstack(L, 8, "the state placed");
+    int top = lua_gettop(L);
+    // (The first slots are on the C stack: most values are an item or two. A larger set moves to a userdata at
+    // `index`, which holds nil until then.)
+    FreshSlot first[FRESH_MIN];
+    memset(first, 0, sizeof first);
+    lua_pushnil(L);
+    FreshSet set = { .slots = first, .mask = FRESH_MIN - 1, .live = 0, .index = top + 1 };
+    // (Each table is looked up in the records: in a reducer they are seldom empty, and one found is not new.)
+    if (!fresh_check(L, b, &set, value, levels, NULL, 1)) {
+        lua_settop(L, top);
+        return 0;
+    }
+    lua_settop(L, top + 1);
+    fresh_place(L, b, &set, value, parent, key);
+    lua_remove(L, top + 1);
+    return 1;
 }
 
 /// `placefresh(value, levels, owned, root)` [-4, +1, m]: the real table of a whole new state about to be placed
@@ -418,7 +470,7 @@ int proxies_placefresh(lua_State *L) {
         lua_pushvalue(L, 1);
         return 1;
     }
-    fresh_place(L, b, &set, 1);
+    fresh_place(L, b, &set, 1, 0, 0);
     return 1;
 }
 

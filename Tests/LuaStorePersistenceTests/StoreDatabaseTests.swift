@@ -136,6 +136,43 @@ import Testing
         }
     }
 
+    /// A state that fit under the memory cap as its actions made it resumes under the same cap: the texts it is read
+    /// from (the snapshot, the entries after it) are in the VM while it is read, and they are not the state (a store
+    /// at four fifths of an 8 MiB cap failed to open, "not enough memory", blamed on init).
+    @Test func aStateThatFitUnderTheCapResumesUnderIt() async throws {
+        let folder = try CLI.makeApp("""
+            local app = {}
+            function app.init() return { items = {} } end
+            function app.reduce(state, action)
+              local items = state.items
+              for i = #items + 1, #items + 1000 do items[i] = { title = "item number " .. i, done = false } end
+            end
+            function app.props(state) return { count = #state.items } end
+            return app
+            """)
+        let path = databasePath()
+        defer { try? FileManager.default.removeItem(at: folder); remove(path) }
+        var options = Self.options
+        options.limits.memoryBytes = 8 << 20
+        options.persistence = try StoreDatabase(path: path, app: "app")
+        let writer = try await ScriptedStore(app: folder, options: options)
+        var count = 0
+        while await writer.memory().bytesInUse < 13 << 19 {
+            #expect(await writer.send(["type": "add"]).failure == nil)
+            count += 1000
+        }
+        let committed = try await writer.state()
+        writer.shutdown()
+        await writer.barrier()
+        #expect((options.persistence as? StoreDatabase)?.close() == nil)
+        options.persistence = try StoreDatabase(path: path, app: "app")
+        let resumed = try await ScriptedStore(app: folder, options: options)
+        defer { resumed.shutdown() }
+        #expect(try await resumed.props() == ["count": .integer(Int64(count))])
+        #expect(try await resumed.state() == committed)
+        #expect(await resumed.send(["type": "add"]).failure == nil, "and goes on under the cap")
+    }
+
     /// A mount added to an app whose store is on disk: the resumed state gets the plugin's slice from its `init`,
     /// the database a snapshot with it, and the plugin's changes resume on it after another restart.
     @Test func aMountAddedLaterResumesWithItsSlice() async throws {

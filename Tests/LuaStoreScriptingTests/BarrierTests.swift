@@ -50,7 +50,7 @@ import Testing
                 B = makebarrier {
                   targets = targets, proxies = proxies, meta = meta, weakkeys = { __mode = "k" },
                   weakall = { __mode = "kv" }, parents = parents, parentkeys = parentKeys, journal = journal, dependents = dependents, due = due, isdue = isDue,
-                  moved = moved, movedindex = {}, left = {}, leftseen = {}, shared = shared, holder = holder,
+                  moved = moved, movedindex = {}, left = {}, leftseen = {}, shared = shared, holder = holder, statedepth = 3,
                   index = function(p, k) handed.index = handed.index + 1; return targets[p][k] end,
                   newindex = function(p, k, v)
                     handed.newindex = handed.newindex + 1
@@ -166,16 +166,36 @@ import Testing
         #expect(results == [5, .integer(Int64(CLUA_JOURNAL_ENTRY_LENGTH)), true, "count", 1, 1, true, 0, 0])
     }
 
-    @Test func newKeysAndTableValuesGoToTheFallback() async throws {
+    /// A key that appears or goes away, and a table the call made, all new data, stored (its tables become the
+    /// call's proxies, their places recorded, in one pass) are written in C: journaled, and undone by a rollback.
+    /// What is not data (a key that is not, a table with a metatable), or nests past the state's depth, goes to
+    /// the fallback, which names it; so does a table holding a proxy (a table of the state moved into it).
+    @Test func newKeysAndNewTablesAreWrittenInCAndTheRestGoesToTheFallback() async throws {
         let results = try await run("""
             B.begin()
-            state.fresh = true                 -- a key that appears
-            state.count = { boxed = 1 }        -- a table value
-            local afterWrites = handed.newindex
+            state = B.proxy(real) -- (a proxy is good in the call it was handed out in)
+            state.fresh = true                        -- a key that appears
+            local inner = { deep = 1 }
+            local box = { boxed = inner, list = { 1, 2, 3 } }
+            state.count = box                         -- a new table, over a number
+            inner.deep = 2                            -- written through the proxy it became
+            state.gone = nil                          -- nothing there: nothing changes
+            state.items = nil                         -- a key that goes away (a table leaves)
+            local inC = handed.newindex
+            local claimed = targets[box] == real.count and targets[inner] == real.count.boxed
+            local recorded = parents[real.count] == real and parentKeys[real.count] == "count"
+              and parents[real.count.boxed] == real.count and parentKeys[real.count.boxed] == "boxed"
+            local written = real.fresh == true and real.count.boxed.deep == 2 and #real.count.list == 3
+              and real.items == nil and shared.tablesLeft == true
+            state[1 / 0] = 1                          -- not data
+            state.odd = setmetatable({}, {})          -- not data
+            state.nested = { { { { 1 } } } }          -- past the state's depth (3 levels)
+            state.moved = { box }                     -- a table of the state, moved into a new one
+            local handedOver = handed.newindex - inC
             B.rollback()
-            return afterWrites, real.fresh == nil, real.count
+            return inC, claimed, recorded, written, handedOver, real.fresh == nil, real.count, #real.items
             """)
-        #expect(results == [2, true, 1])
+        #expect(results == [0, true, true, true, 4, true, 1, 1])
     }
 
     /// A move — a proxy of a table of the state, handed out in this call, stored under a key its new parent

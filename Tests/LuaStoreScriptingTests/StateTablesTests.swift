@@ -130,6 +130,75 @@ struct StateTablesTests {
                 "as lua5.4 answers for the same tables (with other keys beside the sequence, with more holes than entries)")
     }
 
+    /// A table a reducer makes and stores is the state's at once, as in Lua it is simply there: the same table read
+    /// back (`items[i] == t`), its later writes — and its inner tables' — kept, a key that appears or goes away seen
+    /// by `props`; an action that fails after storing a thousand of them leaves none, and the actions around it keep
+    /// theirs; what cannot be data (a table in two places, one with a metatable, nesting past the state's depth, a
+    /// NaN key) is refused at the script's line, as before such writes were made in C.
+    @Test func tablesAReducerMakesAreTheStatesAtOnce() async throws {
+        let folder = try AppFolder(["app.lua": """
+            local app = {}
+            function app.init() return { items = {}, flags = { old = true } } end
+            function app.reduce(state, action)
+              local items = state.items
+              if action.type == "add" then
+                for i = 1, action.count do
+                  local tags = { "new" }
+                  local item = { id = #items + 1, tags = tags }
+                  items[#items + 1] = item
+                  assert(items[#items] == item and item.tags == tags, "the table stored is the table read back")
+                  item.done = false                      -- (a key that appears, through the script's own table)
+                  tags[#tags + 1] = "kept"               -- (and through a table inside it)
+                end
+                state.flags.old = nil                    -- (a key that goes away)
+                state.flags[action.count] = "added"
+                if action.fail then error("failed after storing them") end
+              elseif action.type == "twice" then
+                local t = {}
+                state.a, state.b = t, t
+              elseif action.type == "meta" then
+                state.m = setmetatable({}, {})
+              elseif action.type == "deep" then
+                local t = {}
+                for _ = 1, 200 do t = { t } end
+                state.deep = t
+              elseif action.type == "nan" then
+                state.flags[0 / 0] = true
+              end
+            end
+            function app.props(state)
+              local last = state.items[#state.items]
+              local flags = {}
+              for key in pairs(state.flags) do flags[#flags + 1] = tostring(key) end
+              table.sort(flags)
+              return { count = #state.items, last = last and (last.id .. ":" .. tostring(last.done) .. ":" .. table.concat(last.tags, ",")) or "none",
+                       flags = table.concat(flags, ","), a = state.a ~= nil }
+            end
+            return app
+            """])
+        defer { folder.remove() }
+        let store = try await ScriptedStore(app: folder.url)
+        defer { store.shutdown() }
+        #expect(await store.send(["type": "add", "count": 3]).failure == nil)
+        #expect(try await store.props() == ["count": 3, "last": "3:false:new,kept", "flags": "3", "a": false])
+        let failed = await store.send(["type": "add", "count": 1000, "fail": true]).failure
+        #expect(failed.map(String.init(describing:))?.contains("app.lua:16: failed after storing them") == true, "\(String(describing: failed))")
+        #expect(try await store.props() == ["count": 3, "last": "3:false:new,kept", "flags": "3", "a": false],
+                "the failed action left nothing of its thousand items")
+        #expect(await store.send(["type": "add", "count": 2]).failure == nil)
+        #expect(try await store.props() == ["count": 5, "last": "5:false:new,kept", "flags": "2,3", "a": false])
+        let refusals: [(String, String)] = [
+            ("twice", "one table is both at state.a and at state.b"), ("meta", "app.lua:21: state.m: a table with a metatable cannot be stored"),
+            ("deep", "app.lua:25: state.deep"), ("nan", "app.lua:27:"),
+        ]
+        for (type, expected) in refusals {
+            let failure = await store.send(["type": .string(type)]).failure
+            #expect(failure.map(String.init(describing:))?.contains(expected) == true, "\(type): \(String(describing: failure))")
+        }
+        #expect(try await store.props() == ["count": 5, "last": "5:false:new,kept", "flags": "2,3", "a": false],
+                "every refused write was undone")
+    }
+
     /// A read-only table of the host's (a library, the string or files' metatable, all frozen in a store) serves as a
     /// metatable as the table it shows would in Lua: its fields are copied into the script's own (Lua reads a
     /// metatable raw, and the read-only view holds none: `__index` was not seen, nor `__tostring`).

@@ -228,6 +228,21 @@ public final class LuaVM {
         return try body()
     }
 
+    /// Runs `body` with the memory cap raised by `bytes`: room for what the host hands the VM to read and drop
+    /// — the text a whole state is decoded from —, which is not the state, and which a state that fit under the
+    /// cap must not be refused for. Then collects the garbage and puts the cap back (also when the heap holds more
+    /// than it: the next allocation is refused, as it would be).
+    public func withMemoryRoom<Result>(_ bytes: Int, _ body: () throws(LuaError) -> Result) throws(LuaError) -> Result {
+        checkThread()
+        let saved = guardState.pointee.bytesLimit
+        guardState.pointee.bytesLimit = saved > Int.max - max(bytes, 0) ? Int.max : saved + max(bytes, 0)
+        defer {
+            _ = clua_gc(state, LUA_GCCOLLECT, 0)
+            guardState.pointee.bytesLimit = saved
+        }
+        return try body()
+    }
+
     /// Runs a full garbage collection.
     public func collectGarbage() {
         checkThread()

@@ -346,6 +346,7 @@ function installBarrier()
     flushedvalues = S.flushed.values, flushedfailed = S.flushed.failed, settled = S.settled, readers = readers,
     runreader = S.runReader, finishread = S.finishRead, indexreads = S.indexReads, failedread = S.failedRead,
     moved = S.moved, movedindex = S.movedIndex, left = S.left, leftseen = S.leftSeen, shared = S,
+    statedepth = STATE_DEPTH,
   }
   for name, value in next, made do B[name] = value end
   meta.__index, meta.__newindex = B.index, B.newindex

@@ -140,8 +140,15 @@ final class ScriptEngine {
             if initialState != nil || resumedText != nil {
                 if let resumedText {
                     // (Read and built in the VM; where its C reader does not take the text, decoded here, which
-                    // names what is wrong.)
-                    if try !runtime.setState(text: resumedText.state, changes: resumedText.changes.map(\.text)) {
+                    // names what is wrong. The texts are in the VM while it reads them, with what reading them takes
+                    // — about three times their size at its peak —: room is made for that, so that a state that fit
+                    // under the memory cap as its actions made it resumes under it too.)
+                    let changes = resumedText.changes.map(\.text)
+                    let textBytes = changes.reduce(resumedText.state.utf8.count) { $0 + $1.utf8.count }
+                    let read = try vm.withMemoryRoom(4 * textBytes + (64 << 10)) { () throws(LuaError) -> Bool in
+                        try runtime.setState(text: resumedText.state, changes: changes)
+                    }
+                    if !read {
                         try runtime.setState(try Self.decoded(resumedText), owned: true)
                     }
                 } else if let initialState {
