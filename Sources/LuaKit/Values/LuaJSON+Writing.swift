@@ -70,7 +70,7 @@ extension LuaJSON {
             for (index, entry) in entries.enumerated() {
                 if index > 0 {
                     // Two keys one JSON name (`1` and `"1"`, `true` and `"true"`): a reader would keep one value.
-                    if entries[index - 1].name == entry.name {
+                    if String.sameBytes(entries[index - 1].name, entry.name) {
                         // (The one that is not a string first: the same words whichever order the table kept them in.)
                         var pair = [entries[index - 1].key, entry.key]
                         if case .string = pair[0] { pair.swapAt(0, 1) }
