@@ -243,6 +243,39 @@ import Testing
         await server.stop()
     }
 
+    /// A command a plugin returns that is not one is refused at the plugin's own file and `reduce`, naming the
+    /// mount it came from — not at the host's code that composes the reducers; the app's own, at its file.
+    @Test func aBadCommandIsNamedWhereItsReducerIs() async throws {
+        let folder = try Self.twoPlugins(
+            app: """
+                local app = {}
+                function app.init() return {} end
+                function app.reduce(state, action)
+                  if action.type == "host" then return nil, { { kind = "nonsense" } } end
+                end
+                function app.props(state) return {} end
+                return app
+                """,
+            cart: """
+                local cart = {}
+                function cart.init() return {} end
+                function cart.reduce(slice, action)
+                  if action.type == "cart" then return nil, { { kind = "nonsense" } } end
+                end
+                return cart
+                """,
+            chat: "return { init = function() return {} end, reduce = function() end }")
+        defer { folder.remove() }
+        let store = try await ScriptedStore(app: folder.url, options: ScriptedStoreOptions(log: { _ in }, failures: { _ in }))
+        defer { store.shutdown() }
+        let cart = await store.send(["type": "cart"]).failure.map(String.init(describing:))
+        #expect(cart?.contains("plugins/cart/app.lua:3: command #1 (from the plugin mounted at 'cart'): unknown effect kind 'nonsense'") == true,
+                "\(cart ?? "nil")")
+        let host = await store.send(["type": "host"]).failure.map(String.init(describing:))
+        #expect(host?.contains("app.lua:3: command #1: unknown effect kind 'nonsense'") == true, "\(host ?? "nil")")
+        #expect(host?.contains("mounts.lua") == false && cart?.contains("mounts.lua") == false)
+    }
+
     /// A plugin's budgets bound its own calls: its time per call and what one call may allocate; another plugin
     /// and the host keep the host's.
     @Test func eachPluginHasItsOwnBudgets() async throws {

@@ -386,8 +386,21 @@ final class ScriptEngine {
             return effects
         } catch {
             undoLastTransaction(committed: true)
-            throw located(error, returnedBy: app.reduce)
+            throw located(error, returnedBy: reducer(returningFirstInvalidIn: commands))
         }
+    }
+
+    /// The reducer that returned the first command of `commands` that is not valid, for its message's place: in an
+    /// app that mounts plugins, the plugin's (by the key `mounts.lua` tagged its commands with) or the app's own —
+    /// not the composed reducer, which is the host's code.
+    private func reducer(returningFirstInvalidIn commands: LuaValue) -> LuaReference {
+        guard !app.mounts.isEmpty else { return app.reduce }
+        let invalid = commands.table?.array.first { (try? ScriptEffect(validating: $0, name: "")) == nil }
+        if let key = invalid?.table?["mount"].string, let plugin = app.mounts.first(where: { $0.key == key }),
+           let reduce = try? vm.field("reduce", of: plugin.record) {
+            return reduce
+        }
+        return app.ownReduce ?? app.reduce
     }
 
     /// `error`, about what `function` returned, placed where that function is defined (`app.lua:12`: the line of
@@ -428,7 +441,9 @@ final class ScriptEngine {
         case .table(let table) where table.fieldCount == 0:
             var commands: [ScriptEffect] = []
             for (index, item) in table.array.enumerated() {
-                commands.append(try ScriptEffect(validating: item, name: "command #\(index + 1)"))
+                // (A plugin's are tagged with the key it is mounted at: the message says whose it is.)
+                let whose = item.table?["mount"].string.map { " (from the plugin mounted at '\($0)')" } ?? ""
+                commands.append(try ScriptEffect(validating: item, name: "command #\(index + 1)\(whose)"))
             }
             return commands
         default:
