@@ -276,6 +276,37 @@ import Testing
         #expect(host?.contains("mounts.lua") == false && cart?.contains("mounts.lua") == false)
     }
 
+    /// So is a subscription that is not an effect: at the `subscriptions` of the plugin whose id it has, or of the
+    /// app — a lone app's too (it named no file at all).
+    @Test func aBadSubscriptionIsNamedWhereItsFunctionIs() async throws {
+        let subscribing = { (name: String) in """
+            local \(name) = {}
+            function \(name).init() return {} end
+            function \(name).reduce(state, action) state.on = action.type end
+            function \(name).subscriptions(state)
+              if state.on == "\(name)" then return { tick = { kind = "nonsense" } } end
+              return {}
+            end
+            function \(name).props(state) return {} end
+            return \(name)
+            """
+        }
+        let mounted = try Self.twoPlugins(app: subscribing("app"), cart: subscribing("cart"), chat: subscribing("chat"))
+        let lone = try AppFolder(["app.lua": subscribing("app")])
+        defer { mounted.remove(); lone.remove() }
+        for (folder, type, expected) in [(mounted, "cart", #"plugins/cart/app.lua:4: subscription "cart/tick": unknown effect kind"#),
+                                         (mounted, "app", #"app.lua:4: subscription "tick": unknown effect kind"#),
+                                         (lone, "app", #"app.lua:4: subscription "tick": unknown effect kind"#)] {
+            let recorder = Recorder()
+            let store = try await ScriptedStore(app: folder.url, options: recorder.options)
+            _ = await store.send(["type": .string(type)])
+            let failure = await eventually { recorder.failures.withLock { !$0.isEmpty } }
+            let said = recorder.failures.withLock { $0.first.map(String.init(describing:)) } ?? "nothing"
+            #expect(failure && said.contains(expected) && !said.contains("mounts.lua"), "\(type): \(said)")
+            store.shutdown()
+        }
+    }
+
     /// A plugin's budgets bound its own calls: its time per call and what one call may allocate; another plugin
     /// and the host keep the host's.
     @Test func eachPluginHasItsOwnBudgets() async throws {

@@ -469,17 +469,38 @@ final class ScriptEngine {
             throw error
         }
         guard let table = value.table else {
-            throw LuaError(.runtime, "subscriptions must return a table of effects by key (got a \(value.typeName))", chunkName: app.main)
+            throw located(LuaError(.runtime, "subscriptions must return a table of effects by key (got a \(value.typeName))"),
+                          returnedBy: subscriber(of: nil))
         }
         var effects: [String: ScriptEffect] = [:]
-        for (index, item) in table.array.enumerated() {
-            effects[String(index + 1)] = try ScriptEffect(validating: item, name: "subscription [\(index + 1)]")
-        }
-        for (key, item) in table.fields {
-            effects[key.text] = try ScriptEffect(validating: item, name: "subscription \"\(key.text)\"")
+        var key = ""
+        do {
+            for (index, item) in table.array.enumerated() {
+                key = String(index + 1)
+                effects[key] = try ScriptEffect(validating: item, name: "subscription [\(index + 1)]")
+            }
+            for (field, item) in table.fields {
+                key = field.text
+                effects[key] = try ScriptEffect(validating: item, name: "subscription \"\(key)\"")
+            }
+        } catch {
+            throw located(error, returnedBy: subscriber(of: key))
         }
         subscriptions.replace(with: effects, after: journal.sequence)
         return effects
+    }
+
+    /// The `subscriptions` function that returned the subscription `key` (nil: the table as a whole), for its
+    /// message's place: in an app that mounts plugins, the plugin's (its ids are `<mount key>/<id>`) or the app's
+    /// own — not the composed function, which is the host's code.
+    private func subscriber(of key: String?) -> LuaReference {
+        guard let composed = app.subscriptions else { return app.module }
+        guard !app.mounts.isEmpty else { return composed }
+        if let key, let plugin = app.mounts.first(where: { key.hasPrefix($0.key + "/") }),
+           let own = try? vm.field("subscriptions", of: plugin.record) {
+            return own
+        }
+        return (try? vm.field("subscriptions", of: app.module)) ?? composed
     }
 
     // MARK: State
