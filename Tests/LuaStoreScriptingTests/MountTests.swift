@@ -307,6 +307,34 @@ import Testing
         }
     }
 
+    /// A table of another's slice, read through `reads`, is not stored in the reader's own — refused as such, at the
+    /// plugin's line ("store a copy of it"), not as a table kept from an earlier call; a copy is stored.
+    @Test func aSliceReadThroughReadsIsStoredAsACopy() async throws {
+        let folder = try Self.shop(
+            cart: """
+                local cart = {}
+                function cart.init() return { items = { { id = 1 } } } end
+                function cart.reduce(slice, action) end
+                return cart
+                """,
+            chat: """
+                local chat = {}
+                function chat.init() return { lines = {} } end
+                function chat.reduce(slice, action, reads)
+                  if action.type == "take" then slice.taken = reads.cart.items[1] end
+                  if action.type == "copy" then slice.taken = { id = reads.cart.items[1].id } end
+                end
+                return chat
+                """)
+        defer { folder.remove() }
+        let store = try await ScriptedStore(app: folder.url, options: Recorder().options)
+        defer { store.shutdown() }
+        let taken = await store.send(["type": "take"]).failure.map(String.init(describing:)) ?? "applied"
+        #expect(taken.contains("plugins/chat/app.lua:4: state.chat.taken: cannot store a table read through `reads` (another's slice, read-only)"), "\(taken)")
+        #expect(await store.send(["type": "copy"]).failure == nil)
+        #expect(try await store.state()["chat"]["taken"] == ["id": 1])
+    }
+
     /// A plugin's budgets bound its own calls: its time per call and what one call may allocate; another plugin
     /// and the host keep the host's.
     @Test func eachPluginHasItsOwnBudgets() async throws {

@@ -152,7 +152,11 @@ local function tooDeep(t, key, level)
 end
 
 local function badTable(item, t, key)
-  if getmetatable(item) == MARKER then return STALE end
+  -- (A state table this call was handed is in `targets`, and moves; one that is not is a slice read through
+  -- `reads` — or the host's view of one —, read-only, or a proxy kept from an earlier call.)
+  if getmetatable(item) == MARKER then
+    return describe(t, key) .. ": cannot store a table read through `reads` (another's slice, read-only) or kept from an earlier call: store a copy of it"
+  end
   return describe(t, key) .. ": a table with a metatable cannot be stored in the state (" .. DATA .. ")"
 end
 
