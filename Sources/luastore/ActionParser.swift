@@ -35,6 +35,12 @@ enum ActionParser {
             return value
         }
         guard let text = String(utf8: line) else { throw Malformed(reason: "the line is not valid UTF-8") }
+        // (A line that is JSON — `42`, `null`, `[1]`, `"add"` — is taken as JSON, which an action is not: the short
+        // form is for words.)
+        if let value = try? LuaJSON.parse(line) {
+            throw Malformed(reason: "an action must be a JSON object or the short form `type key=value …`, not "
+                + (value.typeName == "table" ? "a JSON array" : "JSON \(value.typeName == "nil" ? "null" : "a " + value.typeName)"))
+        }
         return try parseShortForm(text.trimmingCharacters(in: .whitespaces))
     }
 
