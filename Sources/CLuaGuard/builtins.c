@@ -68,6 +68,12 @@ int clua_builtin_error(lua_State *L) {
 static int is_hidden_frame(lua_State *L1, lua_Debug *ar);
 static int push_loaded_name(lua_State *L, int function);
 
+int clua_call_noyield(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+    return lua_gettop(L);
+}
+
 int clua_builtin_argerror(lua_State *L) {
     int arg = (int)luaL_checkinteger(L, 1);
     const char *extramsg = luaL_checkstring(L, 2);

@@ -497,6 +497,11 @@ int clua_make_builtin(lua_State *L);
 /// called the builtin, in a tail call too, as for Lua's own C builtins. In builtins.c.
 int clua_builtin_error(lua_State *L);
 
+/// `callnoyield(f, ...)` [-(n+1), +r, e] for the prelude's Lua: calls `f` as Lua's C functions call Lua
+/// (`lua_call`, no continuation), so that a yield inside it is refused — "attempt to yield across a C-call
+/// boundary" — as in a module Lua's `require` runs. In builtins.c.
+int clua_call_noyield(lua_State *L);
+
 /// `argerror(arg, message)` for the prelude's builtins: Lua's `luaL_argerror` for the builtin the script called (the C
 /// frame just past the prelude's own): "bad argument #arg to 'name' (message)" at the script's line, the name as the
 /// script called it — a method's arguments counted past `self` ("calling 'name' on bad self") — or, where the call

@@ -353,6 +353,7 @@ public final class LuaVM {
         define("builtin", clua_make_builtin)
         define("error", clua_builtin_error)
         define("argerror", clua_builtin_argerror)
+        define("callnoyield", clua_call_noyield)
         define("makenext", clua_make_sandbox_next)
         define("makepairs", clua_make_sandbox_pairs)
         define("makeclose", clua_make_sandbox_close)

@@ -11,7 +11,7 @@ local real_rawset, host_hostmodule, chunk_namespaces, concat, freeze, frozen, gl
   sortedpairs, typename, unguarded = ...
 -- (Scripts get Lua's `error`; this chunk's own counts levels past the C functions its builtins are reached through,
 -- `builtin(f)`: builtins.c.)
-local real_error, error, builtin, argerror = error, host.error, host.builtin, host.argerror
+local real_error, error, builtin, argerror, callnoyield = error, host.error, host.builtin, host.argerror, host.callnoyield
 -- (The libraries' functions as they were: a script may replace `string.find` or `table.unpack`, under `luakit` as in
 -- Lua, and what it changes must not change the sandbox's own.)
 local string_byte, string_find, string_format, string_gmatch, string_sub =
@@ -308,10 +308,11 @@ local function namespace(root, strict)
       end
       index = index + 1
     end
-    -- (Called, not protected, as Lua's `require` calls a loader: what it raises goes on with the module's frames on
-    -- the stack, for a traceback. A failure leaves `loading[name]` set; `requiring` tells that from a cycle.)
+    -- (Called, not protected, as Lua's `require` calls a loader — from C: a yield in the module is refused —: what
+    -- it raises goes on with the module's frames on the stack, for a traceback. A failure leaves `loading[name]`
+    -- set; `requiring` tells that from a cycle.)
     loading[name] = true
-    local result = chunk(name, extra)
+    local result = callnoyield(chunk, name, extra)
     loading[name] = nil
     loaded = package.loaded
     if result ~= nil then

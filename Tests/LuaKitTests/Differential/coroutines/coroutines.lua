@@ -78,3 +78,8 @@ print(pcall(nest) == false, depth)
 print(select(2, pcall(coroutine.wrap(function() error(setmetatable({}, { __tostring = function() return "object" end })) end))))
 local twice = coroutine.wrap(function(a, b) local c = coroutine.yield(a + b) return c * 2 end)
 print(twice(1, 2), twice(10), pcall(twice))
+
+-- A module that yields as it loads: Lua's `require` runs it from C, where a coroutine cannot yield.
+local yielding = coroutine.create(function() return require("lib.yielding") end)
+print(coroutine.resume(yielding))
+print(coroutine.status(yielding), package.loaded["lib.yielding"])

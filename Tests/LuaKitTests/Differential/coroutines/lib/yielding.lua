@@ -1,0 +1,2 @@
+coroutine.yield("from the module")
+return { loaded = true }
