@@ -128,10 +128,11 @@ import Testing
 
     @Test(arguments: [
         // (Dots and slashes are separators and empty components are skipped, as for stock Lua's searcher: these
-        // are `secret`, `etc/passwd` and `lib/util` inside the app folder, never outside it.)
-        ("../secret", "module '../secret' not found:\n\tno field package.preload['../secret']\n\tno file './secret.lua'\n\tno file './secret/init.lua'"),
-        ("/etc/passwd", "module '/etc/passwd' not found:\n\tno field package.preload['/etc/passwd']\n\tno file './etc/passwd.lua'\n\tno file './etc/passwd/init.lua'"),
-        ("lib..util", "module 'lib..util' not found:\n\tno field package.preload['lib..util']\n\tno file './lib/util.lua'\n\tno file './lib/util/init.lua'"),
+        // are `secret`, `etc/passwd` and `lib/util` inside the app folder, never outside it — named as stock Lua
+        // names them, every dot a slash.)
+        ("../secret", "module '../secret' not found:\n\tno field package.preload['../secret']\n\tno file './///secret.lua'\n\tno file './///secret/init.lua'"),
+        ("/etc/passwd", "module '/etc/passwd' not found:\n\tno field package.preload['/etc/passwd']\n\tno file './/etc/passwd.lua'\n\tno file './/etc/passwd/init.lua'"),
+        ("lib..util", "module 'lib..util' not found:\n\tno field package.preload['lib..util']\n\tno file './lib//util.lua'\n\tno file './lib//util/init.lua'"),
         ("..", "require: '..' is not a module name (use names like 'lib.util')"),
         ("lib.$x", "require: 'lib.$x' is not a module name (use names like 'lib.util')"),
         ("missing", "module 'missing' not found:\n\tno field package.preload['missing']\n\tno file './missing.lua'\n\tno file './missing/init.lua'"),

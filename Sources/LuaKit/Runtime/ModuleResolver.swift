@@ -50,37 +50,41 @@ struct ModuleResolver {
             throw .message("require: '\(name)' is not a module name (use names like 'lib.util')")
         }
         let relative = parts.joined(separator: "/")
+        // (Named as Lua's searcher names the file — every dot of the name a slash, empty components kept: `./m` is
+        // `.///m.lua` —, in messages and chunk names; read at the path the parts make.)
+        let literal = name.replacingOccurrences(of: ".", with: "/")
         let what = "require: module '\(name)'"
         // (The module path's folders as named, not resolved: its files may be links elsewhere, as Debian's are.)
         let shared = path.compactMap { Self.folder(of: $0, resolvingLinks: false) }
         var tried: [String] = []
         for template in templates {
             let candidate = template.replacingOccurrences(of: "?", with: relative)
+            let shown = template.replacingOccurrences(of: "?", with: literal)
             let climbs = candidate.split(separator: "/").contains("..")
             if candidate.hasPrefix("/") {
                 let url = URL(fileURLWithPath: candidate).standardizedFileURL
                 guard !climbs, Self.isInside(url, anyOf: shared) else {
-                    tried.append("no file '\(candidate)' (the sandbox reads only the app's folder and the module path)")
+                    tried.append("no file '\(shown)' (the sandbox reads only the app's folder and the module path)")
                     continue
                 }
-                tried.append("no file '\(candidate)'")
+                tried.append("no file '\(shown)'")
                 guard Self.isRegularFile(url) else { continue }
-                var module = try read(url, root: nil, chunkName: candidate, what: what)
+                var module = try read(url, root: nil, chunkName: shown, what: what)
                 module.asFound = true
                 return (module, tried)
             }
             guard !climbs else {
-                tried.append("no file '\(candidate)' (the sandbox reads only the app's folder and the module path)")
+                tried.append("no file '\(shown)' (the sandbox reads only the app's folder and the module path)")
                 continue
             }
             var inside = Substring(candidate)
             while inside.hasPrefix("./") { inside = inside.dropFirst(2) }
-            tried.append("no file '\(candidate)'")
+            tried.append("no file '\(shown)'")
             guard !inside.isEmpty else { continue }
             let url = root.appendingPathComponent(String(inside)).standardizedFileURL.resolvingSymlinksInPath()
             guard Self.isRegularFile(url) else { continue }
             var module = try read(url, root: root, chunkName: String(inside), what: what)
-            module.templated = candidate
+            module.templated = shown
             return (module, tried)
         }
         if let library = LuaModulePath.cModuleTemplates.lazy.map({ $0.replacingOccurrences(of: "?", with: relative) })

@@ -40,3 +40,8 @@ print(pcall(require, "nothing.here"))
 package.path = original
 package.loaded.util = nil
 print(require("util").name, package.loaded["deep.thing"] == thing)
+
+-- A name with a leading `./` or a dot in a path: Lua's searcher makes every dot a slash (`./util` is `.///util.lua`).
+print(select(2, require("./util")))
+print((select(2, pcall(require, "./nothing")):match("no file '%./[^']*nothing%.lua'")))
+print(package.searchpath("./util", "./?.lua"))
