@@ -199,6 +199,36 @@ struct StateTablesTests {
                 "every refused write was undone")
     }
 
+    /// A table stored inside itself and taken out again within the action is where it was, as in Lua — the action
+    /// was refused as if the cycle had stayed ("a table cannot be stored inside itself"), and a write to the table
+    /// after it is recorded at its own path; a cycle that stays is refused.
+    @Test func aCycleUndoneWithinTheActionIsNoCycle() async throws {
+        let folder = try AppFolder(["app.lua": """
+            local app = {}
+            function app.init() return { a = {}, n = 0 } end
+            function app.reduce(s, action)
+              s.n = s.n + 1
+              if action.type == "undone" then s.a.me = s.a; s.a.me = nil; s.a.x = s.n
+              elseif action.type == "rootUndone" then s.a.root = s; s.a.root = "gone"
+              elseif action.type == "stays" then s.a.me = s.a
+              end
+            end
+            function app.props(s) return { n = s.n, x = s.a.x or "none", root = s.a.root or "none" } end
+            return app
+            """])
+        defer { folder.remove() }
+        let recorder = Recorder()
+        let store = try await ScriptedStore(app: folder.url, options: recorder.options)
+        defer { store.shutdown() }
+        #expect(await store.send(["type": "undone"]).failure == nil)
+        #expect(await store.send(["type": "rootUndone"]).failure == nil)
+        #expect(try await store.props() == ["n": 2, "x": 1, "root": "gone"])
+        #expect(try await store.state() == ["a": ["x": 1, "root": "gone"], "n": 2])
+        let stays = await store.send(["type": "stays"]).failure.map(String.init(describing:)) ?? "applied"
+        #expect(stays.contains("state.a.me: a table cannot be stored inside itself"), "\(stays)")
+        #expect(try await store.state() == ["a": ["x": 1, "root": "gone"], "n": 2])
+    }
+
     /// A read-only table of the host's (a library, the string or files' metatable, all frozen in a store) serves as a
     /// metatable as the table it shows would in Lua: its fields are copied into the script's own (Lua reads a
     /// metatable raw, and the read-only view holds none: `__index` was not seen, nor `__tostring`).

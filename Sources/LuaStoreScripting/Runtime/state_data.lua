@@ -367,6 +367,12 @@ local function misplaced()
     -- that table's walk finds it; a move deeper is checked on the table that moved.
     local up, depth = parents[t], 0
     if up == oldParent then up = nil end
+    -- A move undone within the action (`t.me = t` then `t.me = nil`: the new place no longer holds the table) left
+    -- it where it was, as in Lua, in no cycle: its record is pointed back there.
+    if up ~= nil and up[parentKeys[t]] ~= t then
+      if oldParent ~= nil and oldParent[oldKey] == t then parents[t], parentKeys[t] = oldParent, oldKey end
+      up = nil
+    end
     while up ~= nil and up ~= holder and up ~= children do
       depth = depth + 1
       if up == t or depth > MAX_DEPTH then
