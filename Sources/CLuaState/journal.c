@@ -228,10 +228,14 @@ static int journal_move(lua_State *L, Barrier *b, int keyType) {
 static int level_of(lua_State *L, int t) {
     const void *holder = lua_topointer(L, UPVALUE(WRITE_HOLDER));
     const void *children = lua_topointer(L, UPVALUE(WRITE_CHILDREN));
+    lua_getfield(L, UPVALUE(WRITE_HOLDER), "state");
+    const void *root = lua_topointer(L, -1);
+    lua_pop(L, 1);
     int level = 0;
     lua_pushvalue(L, t);
     while (!lua_isnil(L, -1) && lua_topointer(L, -1) != holder && lua_topointer(L, -1) != children && level <= MAX_STATE_LEVELS) {
         level++;
+        if (lua_topointer(L, -1) == root) break; /* (its record may be a place it is stored in for a moment: `s.me = s`) */
         lua_rawget(L, UPVALUE(PARENTS)); /* the table above it */
     }
     lua_pop(L, 1);

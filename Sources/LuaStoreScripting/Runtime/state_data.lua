@@ -34,10 +34,11 @@ S.MAX_DEPTH = MAX_DEPTH
 -- The level of the real table `t` in its state, from the records: a root is 1 (`holder` and `children`, which
 -- hold the roots, are 0). Costs the depth of `t`.
 local function levelOf(t)
-  local parents = S.parents
+  local parents, root = S.parents, holder.state
   local level = 0
   while t ~= nil and t ~= holder and t ~= children and level <= MAX_DEPTH do
     level = level + 1
+    if t == root then return level end -- (its record may be a place it is stored in for a moment: `s.me = s`)
     t = parents[t]
   end
   return level
