@@ -205,6 +205,19 @@ import Testing
                 """))
             #expect(result["escape"] == "main.lua:5: require: module 'escape' leads outside the app folder")
         }
+        // An absolute template inside the app's own folder — what a library makes of its script's folder
+        // (Penlight's `require_here`) — is read, as `io.open` reads it; its links only where they stay inside.
+        try await withVM(moduleRoot: root, modulePath: [shared]) { vm throws in
+            let main = try vm.load("""
+                package.path = '\(root.path)/libs/?.lua;' .. package.path
+                local util, file = require('util')
+                return { from = util.from, file = file, escape = select(2, pcall(require, 'escape')) }
+                """, chunkName: "main.lua")
+            let result = try vm.call(main)[0]
+            #expect(result["from"] == "libs")
+            #expect(result["file"] == .string(root.path + "/libs/util.lua"))
+            #expect(result["escape"].string?.contains("no file '\(root.path)/libs/escape.lua' \(refused)") == true, "\(result["escape"])")
+        }
     }
 
     @Test func moduleErrorsNameTheModuleFileAndLine() async throws {

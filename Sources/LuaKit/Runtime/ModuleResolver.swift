@@ -39,8 +39,8 @@ struct ModuleResolver {
     /// The module `name` names as the templates of `package.path` find it (`templates`: a script may change it, as
     /// `package.path = "./libs/?.lua;" .. package.path` does), in their order, as Lua's searcher tries them: `?`
     /// replaced by the name, its dots made slashes. A relative file is the app folder's and may not climb out of it
-    /// (`./` is the folder itself); an absolute one is read only inside a folder of the module path. A file the
-    /// sandbox does not read is listed as such, whether it exists or not.
+    /// (`./` is the folder itself); an absolute one is read only inside the app folder or a folder of the module
+    /// path. A file the sandbox does not read is listed as such, whether it exists or not.
     func resolve(_ name: String, templates: [String]) throws(HostFailure) -> (module: Module?, tried: [String]) {
         guard let root else { throw .message("require: module '\(name)' not found (no module folder is set)") }
         // Dots are separators, as Lua's searcher reads them (`a.b` is `a/b`); an empty part is an empty path
@@ -62,8 +62,12 @@ struct ModuleResolver {
             let shown = template.replacingOccurrences(of: "?", with: literal)
             let climbs = candidate.split(separator: "/").contains("..")
             if candidate.hasPrefix("/") {
+                // (Inside the app's folder — the path a library makes of its script's own folder, as Penlight's
+                // `require_here` does —, its links followed only where they stay inside, as `io.open` reads it; or
+                // inside a folder of the module path.)
                 let url = URL(fileURLWithPath: candidate).standardizedFileURL
-                guard !climbs, Self.isInside(url, anyOf: shared) else {
+                let inApp = Self.isInside(url.resolvingSymlinksInPath(), anyOf: [root.resolvingSymlinksInPath().path])
+                guard !climbs, inApp || Self.isInside(url, anyOf: shared) else {
                     tried.append("no file '\(shown)' (the sandbox reads only the app's folder and the module path)")
                     continue
                 }
