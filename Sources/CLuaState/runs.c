@@ -122,6 +122,21 @@ static void know_root(lua_State *L, Barrier *b, int index) {
     b->rootGeneration = b->pathGeneration;
 }
 
+/// [-1, +0, e] Raises the message on top — what the checks made as an action commits refuse (a table in two places,
+/// or inside itself), which has no line of its own — placed where the reducer at `reducer` is defined (`app.lua:3:
+/// …`), as the commands a reducer returns are placed; as it is when the reducer is the host's (an app that mounts
+/// plugins composes them).
+static int raise_placed(lua_State *L, int reducer) {
+    lua_Debug definition;
+    lua_pushvalue(L, reducer);
+    if (lua_getinfo(L, ">S", &definition) && definition.linedefined > 0 && strncmp(definition.short_src, "host:", 5) != 0) {
+        lua_pushfstring(L, "%s:%d: %s", definition.short_src, definition.linedefined, lua_tostring(L, -1));
+        lua_replace(L, -2);
+    }
+    return lua_error(L);
+}
+
+
 /// `run(reduce, list, first, last, flags [, flush [, every [, untilFlush]]])` [-(5…8), +(6|13), e]:
 /// reduces `list[first..last]`
 /// in order, each action its own transaction with its own time budget (restarted for every action after the
@@ -196,7 +211,9 @@ int runs_run(lua_State *L) {
         if (b->moved) {
             b->moved = 0;
             lua_pushvalue(L, UPVALUE(RUN_SETTLE));
-            lua_call(L, 0, 0);
+            lua_call(L, 0, 1);
+            if (!lua_isnil(L, -1)) return raise_placed(L, RUN_SLOT_REDUCE);
+            lua_pop(L, 1);
         }
         b->mode = MODE_CLOSED;
         if (b->journaling && !changes_record(L, b, i)) { /* (raised as the reducer's error is: the action is undone) */

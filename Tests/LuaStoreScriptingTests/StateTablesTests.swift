@@ -134,7 +134,8 @@ struct StateTablesTests {
     /// back (`items[i] == t`), its later writes — and its inner tables' — kept, a key that appears or goes away seen
     /// by `props`; an action that fails after storing a thousand of them leaves none, and the actions around it keep
     /// theirs; what cannot be data (a table in two places, one with a metatable, nesting past the state's depth, a
-    /// NaN key) is refused at the script's line, as before such writes were made in C.
+    /// NaN key) is refused at the script's line, as before such writes were made in C — a table in two places as
+    /// the action commits, at the line of its reducer.
     @Test func tablesAReducerMakesAreTheStatesAtOnce() async throws {
         let folder = try AppFolder(["app.lua": """
             local app = {}
@@ -188,7 +189,7 @@ struct StateTablesTests {
         #expect(await store.send(["type": "add", "count": 2]).failure == nil)
         #expect(try await store.props() == ["count": 5, "last": "5:false:new,kept", "flags": "2,3", "a": false])
         let refusals: [(String, String)] = [
-            ("twice", "one table is both at state.a and at state.b"), ("meta", "app.lua:21: state.m: a table with a metatable cannot be stored"),
+            ("twice", "app.lua:3: after the action, one table is both at state.a and at state.b"), ("meta", "app.lua:21: state.m: a table with a metatable cannot be stored"),
             ("deep", "app.lua:25: state.deep"), ("nan", "app.lua:27:"),
         ]
         for (type, expected) in refusals {
@@ -229,7 +230,7 @@ struct StateTablesTests {
         #expect(await store.send(["type": "rootInItself"]).failure == nil)
         #expect(try await store.state() == ["a": ["x": 1, "root": "gone"], "n": 3, "fresh": [1]])
         let stays = await store.send(["type": "stays"]).failure.map(String.init(describing:)) ?? "applied"
-        #expect(stays.contains("state.a.me: a table cannot be stored inside itself"), "\(stays)")
+        #expect(stays.contains("app.lua:3: state.a.me: a table cannot be stored inside itself"), "\(stays)")
         #expect(try await store.state() == ["a": ["x": 1, "root": "gone"], "n": 3, "fresh": [1]])
     }
 

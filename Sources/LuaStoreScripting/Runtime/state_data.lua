@@ -402,12 +402,18 @@ local function misplaced()
   return nil
 end
 
--- At commit: every table the transaction moved is in one place, and not inside itself; raises otherwise
--- (the host rolls the transaction back).
-function S.settleMoves()
-  if B.movecounts() == 0 then return end
+-- At commit: what is wrong with the tables the transaction moved — one in two places, or inside itself —, or nil
+-- when each is in one place. (The run of actions raises it, placed where the reducer is: runs.c.)
+function S.movesFailure()
+  if B.movecounts() == 0 then return nil end
   local failure = misplaced()
   B.clearmoves()
+  return failure
+end
+
+-- The same, raised (the host rolls the transaction back).
+function S.settleMoves()
+  local failure = S.movesFailure()
   if failure then error(failure, 0) end
 end
 

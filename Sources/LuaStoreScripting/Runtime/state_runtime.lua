@@ -340,7 +340,7 @@ function installBarrier()
   local made = makebarrier {
     control = B.control, targets = targets, proxies = proxies, meta = meta, weakkeys = WEAK_KEYS,
     weakall = WEAK_ALL, parents = parents, parentkeys = parentKeys, journal = journal, dependents = dependents, due = due, isdue = isDue, holder = holder,
-    index = indexFallback, newindex = newindexFallback, all = ALL, structure = STRUCTURE, adopt = adopt, settle = S.settleMoves,
+    index = indexFallback, newindex = newindexFallback, all = ALL, structure = STRUCTURE, adopt = adopt, settle = S.movesFailure,
     collect = S.collect, collected = collected, children = children, encoded = encodedRecords,
     holderstate = HOLDER_STATE, unwrap = S.unwrap, flushed = S.flushed, flushedids = S.flushed.ids,
     flushedvalues = S.flushed.values, flushedfailed = S.flushed.failed, settled = S.settled, readers = readers,
