@@ -228,7 +228,7 @@ enum { FIELD, LITERAL, SPARE };
 /// `run`'s own upvalues.
 #define RUN_UPVALUES(X)                                                                                    \
     X(RUN_HOLDER, FIELD, "holder")  /* holder.state is the app's state table */                          \
-    X(RUN_ADOPT, FIELD, "adopt")    /* adopt(result): installs a state the reducer returned */           \
+    X(RUN_ADOPT, FIELD, "adopt")    /* adopt(result): installs a state the reducer returned, or says why not */ \
     X(RUN_SETTLE, FIELD, "settle")  /* settle(): what is wrong with the tables the action moved, or nil */ \
     X(RUN_COLLECT, FIELD, "collect") /* collect(position): reads a committed action's changes (journaling) */ \
     X(RUN_JOURNAL, FIELD, "journal")     /* (table, key, old value) triples */                            \

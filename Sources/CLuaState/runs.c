@@ -122,8 +122,8 @@ static void know_root(lua_State *L, Barrier *b, int index) {
     b->rootGeneration = b->pathGeneration;
 }
 
-/// [-1, +0, e] Raises the message on top — what the checks made as an action commits refuse (a table in two places,
-/// or inside itself), which has no line of its own — placed where the reducer at `reducer` is defined (`app.lua:3:
+/// [-1, +0, e] Raises the message on top — what the checks made as an action commits refuse (a state it returned
+/// that is not one, a table in two places, or inside itself), which has no line of its own — placed where the reducer at `reducer` is defined (`app.lua:3:
 /// …`), as the commands a reducer returns are placed; as it is when the reducer is the host's (an app that mounts
 /// plugins composes them).
 static int raise_placed(lua_State *L, int reducer) {
@@ -202,7 +202,9 @@ int runs_run(lua_State *L) {
         if (replaced) {
             lua_pushvalue(L, UPVALUE(RUN_ADOPT));
             lua_pushvalue(L, RUN_SLOT_RESULT);
-            lua_call(L, 1, 0);
+            lua_call(L, 1, 1);
+            if (!lua_isnil(L, -1)) return raise_placed(L, RUN_SLOT_REDUCE);
+            lua_pop(L, 1);
             lua_pushvalue(L, UPVALUE(RUN_STATE)); /* the new state's proxy */
             lua_rawget(L, UPVALUE(RUN_HOLDER));
             proxies_push(L, b, 0, 0);

@@ -36,7 +36,7 @@ import Testing
             store.shutdown()
         }
         #expect(messages["shared"] == ["app.lua:5: state.m.b: the same table is in two places of the value stored (the state is a tree: store a copy)"])
-        #expect(messages["alias"] == ["the state reduce returned: state.list2: the same table is in two places of the value stored (the state is a tree: store a copy)"])
+        #expect(messages["alias"] == ["app.lua:3: the state reduce returned: state.list2: the same table is in two places of the value stored (the state is a tree: store a copy)"])
         #expect(messages["bad"]?.count == 1 && messages["bad"]?.first?.contains("state.m.k1: a function cannot be stored") == true,
                 "\(messages["bad"] ?? [])")
     }

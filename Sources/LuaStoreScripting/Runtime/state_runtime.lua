@@ -310,15 +310,22 @@ local function replace(tbl, key, value)
 end
 
 -- Stores a whole state (`holder.state`, a child's in `children`) that `what` (init, reduce, migrate) gave,
--- checked as any stored table is.
-function S.placeRoot(tbl, key, value, what, owned)
+-- checked as any stored table is; or, changing nothing, says what is wrong with it.
+local function placedRoot(tbl, key, value, what, owned)
   local real, moves, failure = S.placeFresh(value, tbl, key, owned), nil, nil
   if real == nil then -- (not all new: the walk, which places it as any stored table, or says why not)
     real, moves, failure = S.prepare(value, tbl, key, owned, true) -- (a root is placed once its maker returned)
   end
-  if failure then error(what .. ": " .. failure, 0) end
+  if failure then return what .. ": " .. failure end
   replace(tbl, key, real)
   S.recordMoves(moves)
+  return nil
+end
+
+-- The same, raising what is wrong.
+function S.placeRoot(tbl, key, value, what, owned)
+  local failure = placedRoot(tbl, key, value, what, owned)
+  if failure then error(failure, 0) end
 end
 
 -- The journal is kept until the next transaction begins, so the host can still undo the last one (when
@@ -328,11 +335,12 @@ function S.begin()
 end
 
 -- Installs a state table a reducer returned instead of changing the one it received.
+-- (What is wrong is returned: the run raises it, placed where the reducer is — runs.c.)
 local function adopt(result)
   if not istable(result) then
-    error("reduce must return the state table, a new state table, or nothing (it returned a " .. type(result) .. ")", 0)
+    return "reduce must return the state table, a new state table, or nothing (it returned a " .. type(result) .. ")"
   end
-  S.placeRoot(holder, "state", result, "the state reduce returned")
+  return placedRoot(holder, "state", result, "the state reduce returned")
 end
 
 -- Makes the barrier over the current caches (again whenever they are replaced; its state carries over).
