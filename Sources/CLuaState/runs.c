@@ -123,9 +123,9 @@ static void know_root(lua_State *L, Barrier *b, int index) {
 }
 
 /// [-1, +0, e] Raises the message on top — what the checks made as an action commits refuse (a state it returned
-/// that is not one, a table in two places, or inside itself), which has no line of its own — placed where the reducer at `reducer` is defined (`app.lua:3:
-/// …`), as the commands a reducer returns are placed; as it is when the reducer is the host's (an app that mounts
-/// plugins composes them).
+/// that is not one, a table in two places, or inside itself), which has no line of its own — placed where the
+/// reducer at `reducer` is defined (`app.lua:3: …`), as the commands a reducer returns are placed; as it is when
+/// the reducer is the host's (an app that mounts plugins composes them).
 static int raise_placed(lua_State *L, int reducer) {
     lua_Debug definition;
     lua_pushvalue(L, reducer);
@@ -135,7 +135,6 @@ static int raise_placed(lua_State *L, int reducer) {
     }
     return lua_error(L);
 }
-
 
 /// `run(reduce, list, first, last, flags [, flush [, every [, untilFlush]]])` [-(5…8), +(6|13), e]:
 /// reduces `list[first..last]`
