@@ -41,12 +41,26 @@ int clua_make_builtin(lua_State *L) {
     return closure_over_function(L, clua_builtin);
 }
 
-/// Whether the function of frame `ar` is one of the C functions that stand for a builtin written in Lua.
-static int is_builtin_frame(lua_State *L, lua_Debug *ar) {
+int clua_searcher(lua_State *L) {
+    return clua_builtin(L); /* (a function of its own, for tracebacks to tell: `is_shown_frame`) */
+}
+
+int clua_make_searcher(lua_State *L) {
+    return closure_over_function(L, clua_searcher);
+}
+
+/// The C function frame `ar` runs (NULL for Lua).
+static lua_CFunction frame_function(lua_State *L, lua_Debug *ar) {
     lua_getinfo(L, "f", ar);
     lua_CFunction function = lua_tocfunction(L, -1);
     lua_pop(L, 1);
-    return function == clua_builtin || function == clua_sandbox_next;
+    return function;
+}
+
+/// Whether the function of frame `ar` is one of the C functions that stand for a builtin written in Lua.
+static int is_builtin_frame(lua_State *L, lua_Debug *ar) {
+    lua_CFunction function = frame_function(L, ar);
+    return function == clua_builtin || function == clua_searcher || function == clua_sandbox_next;
 }
 
 int clua_builtin_error(lua_State *L) {
@@ -331,7 +345,8 @@ static int is_shown_frame(lua_State *L1, lua_Debug *ar, int at, int scripted) {
     if (is_hidden_frame(L1, ar)) return 0;
     // (A C function the prelude's Lua called is the prelude's too: `load` reading a script's reader, `require`'s
     // file read. The builtin a script called shows, as Lua's C function does.)
-    if (strcmp(ar->what, "C") == 0 && is_prelude_lua(L1, at + 1)) return 0;
+    // (A searcher `require` called shows — `[C]: in ?` — as Lua's does when what it loads does not compile.)
+    if (strcmp(ar->what, "C") == 0 && is_prelude_lua(L1, at + 1) && frame_function(L1, ar) != clua_searcher) return 0;
     if (scripted && is_host_lua(L1, at)) return 0;
     return !(scripted && strcmp(ar->what, "C") == 0 && (is_host_lua(L1, at + 1) || is_host_lua(L1, at - 1)));
 }

@@ -492,6 +492,13 @@ int clua_builtin(lua_State *L);
 /// `builtin(f)` [-1, +1, m]: `clua_builtin` over the Lua function `f`.
 int clua_make_builtin(lua_State *L);
 
+/// A searcher of `package.searchers` written in Lua: a builtin that a traceback shows where `require` called it
+/// (`[C]: in ?`, as Lua's C searchers show when the file they found does not compile). In builtins.c.
+int clua_searcher(lua_State *L);
+
+/// `searcher(f)` [-1, +1, m]: `clua_searcher` over the Lua function `f`.
+int clua_make_searcher(lua_State *L);
+
 /// `error(message [, level])` for the prelude's own chunks: Lua's `error`, except that the level counts past the C
 /// frames of builtins (`clua_builtin`, `clua_sandbox_next`): level 2 in a builtin's Lua is the script's line that
 /// called the builtin, in a tail call too, as for Lua's own C builtins. In builtins.c.

@@ -351,6 +351,7 @@ public final class LuaVM {
         define("checkbudget", clua_sandbox_checkbudget)
         define("newhandle", clua_sandbox_newhandle)
         define("builtin", clua_make_builtin)
+        define("searcher", clua_make_searcher)
         define("error", clua_builtin_error)
         define("argerror", clua_builtin_argerror)
         define("callnoyield", clua_call_noyield)

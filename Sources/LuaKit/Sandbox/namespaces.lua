@@ -348,7 +348,7 @@ local function namespace(root, strict)
     if chunk == nil then error("error loading module '" .. name .. "' from file '" .. found .. "':\n\t" .. problem, 0) end
     return chunk, found
   end
-  package.searchers = { builtin(search_preload), builtin(search_lua) }
+  package.searchers = { host.searcher(search_preload), host.searcher(search_lua) }
   packages[require] = package
   script_require[require] = builtin(require)
   globals_of[require] = own_globals

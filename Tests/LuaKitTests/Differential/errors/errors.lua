@@ -73,3 +73,6 @@ print(select(2, xpcall(made, debug.traceback, 1)))
 print(select(2, xpcall(function() local x = io.write({}) return x end, debug.traceback)))
 local wrapped = coroutine.wrap(function() error("inside a wrap") end)
 print(select(2, xpcall(wrapped, debug.traceback)))
+
+-- A module that does not compile: Lua's searcher raises it, its own C frame in the traceback (`[C]: in ?`).
+print(xpcall(require, debug.traceback, "lib.unparsable"))

@@ -1,0 +1,3 @@
+local M = {}
+x = = 1
+return M
