@@ -207,7 +207,7 @@ public final class LuaVM {
     public func withTimeBudget<Result>(atLeast budget: Duration, _ body: () throws(LuaError) -> Result) throws(LuaError) -> Result {
         checkThread()
         let saved = guardState.pointee.budgetNanos
-        let wanted = Int64(budget.components.seconds) * 1_000_000_000 + budget.components.attoseconds / 1_000_000_000
+        let wanted = Self.nanoseconds(budget)
         guard saved > 0, wanted > saved else { return try body() }
         guardState.pointee.budgetNanos = wanted
         defer { guardState.pointee.budgetNanos = saved }
@@ -223,7 +223,7 @@ public final class LuaVM {
         let start = clock.now
         defer {
             let waited = clock.now - start
-            clua_budget_exclude(state, waited.components.seconds * 1_000_000_000 + waited.components.attoseconds / 1_000_000_000)
+            clua_budget_exclude(state, Self.nanoseconds(waited))
         }
         return try body()
     }
