@@ -28,6 +28,28 @@ import Testing
         #expect(throws: RecordingJSON.Unrepresentable.self) { try RecordingJSON.encode(.number(.infinity)) }
     }
 
+    /// Keys that are other bytes are other keys in a recording as in Lua — `"é"` composed and decomposed, which
+    /// Swift's strings call equal (a replay of a state holding both diverged: one of them was read as the other) —
+    /// and an object naming a member twice is refused, in an entry's own fields and inside its values.
+    @Test func namesAreKeptByTheirBytesAndNamedOnce() throws {
+        let value: LuaValue = .table(LuaTable(stringFields: [("\u{E9}", 1), ("e\u{301}", 2)]))
+        #expect(value.table?.fields.count == 2)
+        let text = try RecordingJSON.encode(value)
+        #expect(try RecordingJSON.decode(text: text[...]) == value)
+        #expect(throws: RecordingJSON.Malformed.self) { try RecordingJSON.Value(parsing: #"{"a":1,"b":{"x":1,"x":2}}"#[...]) }
+        do {
+            _ = try RecordingJSON.Value(parsing: #"{"a":1,"a":2}"#[...])
+        } catch {
+            #expect("\(error)".contains(#"at byte 8: the name "a" appears twice in one object"#), "\(error)")
+        }
+        do {
+            _ = try RecordingJSON.Value.entryFields(Array(#"{"seq":1,"dt":0,"seq":2}"#.utf8)[...])
+            Issue.record("an entry naming seq twice was read")
+        } catch {
+            #expect("\(error)".contains(#"at byte 17: the name "seq" appears twice in one object"#), "\(error)")
+        }
+    }
+
     /// Sums checked four lines at a time say of each line what `checkSum` says alone: lines of many lengths, one
     /// with a byte changed, one whose sum is not hexadecimal, one without a sum, in groups of four and the rest.
     @Test func sumsCheckedTogetherAgreeWithEachLineAlone() throws {

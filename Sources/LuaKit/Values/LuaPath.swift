@@ -40,7 +40,7 @@ public enum LuaPath {
     }
 
     /// `text` as a Lua string literal: `"say \"hi\"\n"` (other control characters as `\ddd`).
-    static func quoted(_ text: String) -> String {
+    package static func quoted(_ text: String) -> String {
         var result = "\""
         for scalar in text.unicodeScalars {
             switch scalar {

@@ -1,8 +1,8 @@
 import Foundation
 
 /// JSON text read straight from its bytes into a Lua value, with no intermediate document (what `luastore run`
-/// reads actions with, a line at a time): an object is a table with string keys (a `null` member is absent; of repeated names
-/// the last counts), an array a list (`null` leaves a hole), a number without fraction or exponent that fits in
+/// reads actions with, a line at a time): an object is a table with string keys (a `null` member is absent; an object naming a
+/// member twice is refused), an array a list (`null` leaves a hole), a number without fraction or exponent that fits in
 /// 64 bits an integer and any other number a float. Strict RFC 8259: no comments, no trailing commas, strings
 /// valid UTF-8 without raw control characters, nothing after the value but white space. Nesting is capped.
 public struct LuaJSON {
@@ -86,9 +86,15 @@ public struct LuaJSON {
         // The members in a list first, then the table at once: a few kept as they are, many hashed into a
         // dictionary made to their number (growing one member by member rehashed every key at each doubling).
         var members: [(String, LuaValue)] = []
+        var names: Set<LuaKey>? // (the names met so far, once there are more than a few to look through)
         while true {
             guard current == UInt8(ascii: "\"") else { throw fail("a member name (a string) was expected") }
+            let opening = position
             let name = try string()
+            if Self.repeats(name, in: members, names: &names) {
+                position = opening
+                throw fail("the name \(LuaPath.quoted(name)) appears twice in one object (JSON leaves open which value counts)")
+            }
             skipSpace()
             guard current == UInt8(ascii: ":") else { throw fail("':' was expected after a member name") }
             position += 1
@@ -96,6 +102,15 @@ public struct LuaJSON {
             members.append((name, try value(depth: depth)))
             if try closes(with: UInt8(ascii: "}"), in: "an object") { return .table(LuaTable(stringFields: members)) }
         }
+    }
+
+    /// Whether an object whose members so far are `members` has a member named `name` already (names compared by
+    /// their bytes: two spellings of one character are two Lua keys). Up to a few members are looked through; past
+    /// them `names` holds them all.
+    private static func repeats(_ name: String, in members: [(String, LuaValue)], names: inout Set<LuaKey>?) -> Bool {
+        if members.count < 8 { return members.contains { String.sameBytes($0.0, name) } }
+        if names == nil { names = Set(members.map { LuaKey.string($0.0) }) }
+        return !names!.insert(.string(name)).inserted
     }
 
     private mutating func array(depth: Int) throws(Malformed) -> LuaValue {

@@ -18,8 +18,8 @@ extension RecordingJSON {
         case string(String)
         /// An array, in order.
         case array([Value])
-        /// An object, by key.
-        case object([String: Value])
+        /// An object, by name (names compared by their bytes, as Lua's keys are).
+        case object([Name: Value])
 
         /// How deep a line's JSON may nest: a state's tables nest at most `LuaLimits.conversionDepth` (200) levels,
         /// and a line holds them at most three levels down (a change's value: the line, its changes, the change).
@@ -77,6 +77,7 @@ extension RecordingJSON {
                 if parser.position < buffer.count, buffer[parser.position] == UInt8(ascii: "}") {
                     parser.position += 1
                 } else {
+                    var met: UInt16 = 0
                     while true {
                         parser.skipSpace()
                         guard parser.position < buffer.count, buffer[parser.position] == UInt8(ascii: "\"") else { throw parser.fail("expected a key") }
@@ -100,15 +101,25 @@ extension RecordingJSON {
                         parser.skipSpace()
                         let start = parser.position
                         func span() -> ArraySlice<UInt8> { bytes[(bytes.startIndex + start)..<(bytes.startIndex + parser.position)] }
-                        if named("seq") { fields.seq = try parser.value(depth: 1) }
-                        else if named("dt") { fields.dt = try parser.value(depth: 1) }
-                        else if named("origin") { fields.origin = try parser.value(depth: 1) }
-                        else if named("action") { fields.action = try parser.value(depth: 1) }
-                        else if named("changes") { try parser.skipValue(depth: 1); fields.changes = span() }
-                        else if named("scripts") { try parser.skipValue(depth: 1); fields.scripts = span() }
-                        else if named("sum") { try parser.skipValue(depth: 1); fields.hasSum = true }
-                        else if named("reload") { fields.reload = try parser.value(depth: 1) }
-                        else if named("failure") { fields.failure = try parser.value(depth: 1) }
+                        // (Each field the format defines once: a name met again is refused, as any object's is.)
+                        func once(_ field: StaticString, _ bit: UInt16) throws(Malformed) -> Bool {
+                            guard named(field) else { return false }
+                            guard met & bit == 0 else {
+                                parser.position = keyStart
+                                throw parser.fail("the name \"\(field)\" appears twice in one object")
+                            }
+                            met |= bit
+                            return true
+                        }
+                        if try once("seq", 1) { fields.seq = try parser.value(depth: 1) }
+                        else if try once("dt", 2) { fields.dt = try parser.value(depth: 1) }
+                        else if try once("origin", 4) { fields.origin = try parser.value(depth: 1) }
+                        else if try once("action", 8) { fields.action = try parser.value(depth: 1) }
+                        else if try once("changes", 16) { try parser.skipValue(depth: 1); fields.changes = span() }
+                        else if try once("scripts", 32) { try parser.skipValue(depth: 1); fields.scripts = span() }
+                        else if try once("sum", 64) { try parser.skipValue(depth: 1); fields.hasSum = true }
+                        else if try once("reload", 128) { fields.reload = try parser.value(depth: 1) }
+                        else if try once("failure", 256) { fields.failure = try parser.value(depth: 1) }
                         else {
                             try parser.skipValue(depth: 1)
                             if fields.unknown == nil { fields.unknown = name ?? String(decoding: written, as: UTF8.self) }
@@ -148,8 +159,20 @@ extension RecordingJSON {
 
         /// The field `name` of an object.
         public subscript(name: String) -> Value? {
-            if case .object(let fields) = self { return fields[name] }
+            if case .object(let fields) = self { return fields[Name(name)] }
             return nil
+        }
+
+        /// An object's member name: two names are one when their bytes are (as two Lua keys are), where Swift's
+        /// strings call two spellings of one character equal (`"é"` and `"e\u{301}"`, two keys in Lua).
+        public struct Name: Hashable, Sendable, ExpressibleByStringLiteral {
+            public let text: String
+
+            public init(_ text: String) { self.text = text }
+            public init(stringLiteral text: String) { self.text = text }
+
+            public static func == (first: Name, second: Name) -> Bool { String.sameBytes(first.text, second.text) }
+            public func hash(into hasher: inout Hasher) { text.hashBytes(into: &hasher) }
         }
 
         /// Reads JSON text in place (the caller's buffer, for as long as it parses).
@@ -218,21 +241,27 @@ extension RecordingJSON {
                         return .object([:])
                     }
                     // (A recorded line's objects are small: made once, not regrown field by field.)
-                    var fields = [String: Value](minimumCapacity: 8)
+                    var fields = [Name: Value](minimumCapacity: 8)
                     while true {
                         skipSpace()
                         guard position < bytes.count, bytes[position] == UInt8(ascii: "\"") else { throw fail("expected a key") }
+                        let keyStart = position
                         let key = try string()
+                        let isCaptured = depth == 0 && captured.map { String.sameBytes(key, $0) } == true
+                        guard fields[Name(key)] == nil, !(isCaptured && span != nil) else {
+                            position = keyStart
+                            throw fail("the name \(LuaPath.quoted(key)) appears twice in one object")
+                        }
                         skipSpace()
                         guard position < bytes.count, bytes[position] == UInt8(ascii: ":") else { throw fail("expected :") }
                         position += 1
                         skipSpace()
                         let valueStart = position
-                        if depth == 0, let captured, key == captured {
-                            if readsCaptured { fields[key] = try value(depth: depth + 1) } else { try skipValue(depth: depth + 1) }
+                        if isCaptured {
+                            if readsCaptured { fields[Name(key)] = try value(depth: depth + 1) } else { try skipValue(depth: depth + 1) }
                             span = valueStart..<position
                         } else {
-                            fields[key] = try value(depth: depth + 1)
+                            fields[Name(key)] = try value(depth: depth + 1)
                         }
                         skipSpace()
                         guard position < bytes.count else { throw fail("an object is not closed") }

@@ -179,7 +179,7 @@ public enum RecordingJSON {
             }
             var pairs: [(String, LuaValue)] = []
             pairs.reserveCapacity(fields.count)
-            for (key, item) in fields { pairs.append((key, try decode(item))) }
+            for (key, item) in fields { pairs.append((key.text, try decode(item))) }
             return .table(LuaTable(stringFields: pairs))
         }
     }

@@ -144,9 +144,9 @@ public struct RecordingReader: Sendable {
                 }
                 for (name, value) in variables {
                     guard case .string(let text) = value else {
-                        throw Malformed(description: "the header's \"environment\" must be an object of strings (\"\(name)\" is not a string)")
+                        throw Malformed(description: "the header's \"environment\" must be an object of strings (\"\(name.text)\" is not a string)")
                     }
-                    header.clock.environment[name] = text
+                    header.clock.environment[name.text] = text
                 }
             }
         }
@@ -234,9 +234,10 @@ public struct RecordingReader: Sendable {
     }
 
     /// Refuses a field the format does not define (a damaged name reads as an unknown field).
-    private static func allow(_ object: [String: RecordingJSON.Value], _ names: [String], in what: String) throws(Malformed) {
+    private static func allow(_ object: [RecordingJSON.Value.Name: RecordingJSON.Value], _ names: [RecordingJSON.Value.Name], in what: String)
+        throws(Malformed) {
         for key in object.keys where !names.contains(key) {
-            throw Malformed(description: "\(what) has a field the format does not define: \"\(key)\"")
+            throw Malformed(description: "\(what) has a field the format does not define: \"\(key.text)\"")
         }
     }
 
