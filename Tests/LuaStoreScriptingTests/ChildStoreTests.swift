@@ -56,6 +56,38 @@ import LuaStoreCore
         #expect(recorder.failures.value.isEmpty)
     }
 
+    /// A child's action whose commands cannot even be converted (bytes that are not UTF-8) is undone, as one whose
+    /// commands are invalid: its write was committed in the VM before they were read, and stayed.
+    @Test func aChildsCommandsThatCannotBeConvertedUndoItsAction() async throws {
+        let editor = #"""
+        local editor = {}
+        function editor.init() return { text = "", edits = 0 } end
+        function editor.reduce(draft, action)
+          if action.type == "draftEdited" then
+            draft.text = action.text
+            draft.edits = draft.edits + 1
+          elseif action.type == "bad" then
+            draft.edits = draft.edits + 100
+            return nil, { { kind = "log", message = "\xff" } }
+          end
+        end
+        function editor.props(draft) return { text = draft.text } end
+        return editor
+        """#
+        let folder = try AppFolder(["app.lua": Self.app, "editor.lua": editor])
+        defer { folder.remove() }
+        let recorder = Recorder()
+        let store = try await ScriptedStore(app: folder.url, options: recorder.options)
+        let child = try await store.child(module: "editor")
+        child.dispatch(["type": "draftEdited", "text": "one"])
+        child.dispatch(["type": "bad"])
+        child.dispatch(["type": "draftEdited", "text": "two"])
+        #expect(await eventually { (try? await child.state())?["text"] == "two" })
+        #expect(try await child.state() == ["text": "two", "edits": 2])
+        #expect(await eventually { recorder.failures.value.contains { "\($0)".contains("editor.lua:3:") && "\($0)".contains("not valid UTF-8") } },
+                "\(recorder.failures.value)")
+    }
+
     /// Under `.everyAction`, a child's action is reduced by the root's reducer, then the child's: the child's
     /// props, which read both, see the action once, with both changes — never the root's alone.
     @Test func everyActionChildPropsSeeARoutedActionOnceWithBothChanges() async throws {

@@ -261,6 +261,8 @@ import Testing
                 function cart.init() return {} end
                 function cart.reduce(slice, action)
                   if action.type == "cart" then return nil, { { kind = "nonsense" } } end
+                  slice.n = (slice.n or 0) + 1
+                  if action.type == "bytes" then return nil, { { kind = "log", message = "\\xff" } } end
                 end
                 return cart
                 """,
@@ -271,6 +273,11 @@ import Testing
         let cart = await store.send(["type": "cart"]).failure.map(String.init(describing:))
         #expect(cart?.contains("plugins/cart/app.lua:3: command #1 (from the plugin mounted at 'cart'): unknown effect kind 'nonsense'") == true,
                 "\(cart ?? "nil")")
+        // A command that cannot even be converted: the plugin's place too, and every slice's write undone.
+        _ = await store.send(["type": "count"])
+        let bytes = await store.send(["type": "bytes"]).failure.map(String.init(describing:))
+        #expect(bytes?.contains("plugins/cart/app.lua:3:") == true && bytes?.contains("not valid UTF-8") == true, "\(bytes ?? "nil")")
+        #expect(try await store.state()["cart"]["n"] == 1)
         let host = await store.send(["type": "host"]).failure.map(String.init(describing:))
         #expect(host?.contains("app.lua:3: command #1: unknown effect kind 'nonsense'") == true, "\(host ?? "nil")")
         #expect(host?.contains("mounts.lua") == false && cart?.contains("mounts.lua") == false)

@@ -29,9 +29,15 @@ public enum TestApps {
       deep = function(state) local t = {} local top = t for _ = 1, 300 do t.next = {} t = t.next end state.d = top end,
       nan = function(state) state.n = 0 / 0 end,
       budget = function(state) while true do end end,
+      -- Commands that cannot even be converted (the action committed in the VM before they were read).
+      commandFunction = function(state) return { { kind = print } } end,
+      commandNotText = function(state) return { { kind = "log", message = "\xff" } } end,
+      commandCycle = function(state) local c = { kind = "log" } c.again = c return { c } end,
+      commandTableKey = function(state) return { { kind = "log", [{}] = 1 } } end,
+      commandUnknown = function(state) return { { kind = "no such kind" } } end,
     }
     ---@class Act
-    ---@field type "add"|"error"|"notText"|"notTextKey"|"notTextInside"|"notTextInList"|"func"|"cycle"|"deep"|"nan"|"budget"
+    ---@field type "add"|"error"|"notText"|"notTextKey"|"notTextInside"|"notTextInList"|"func"|"cycle"|"deep"|"nan"|"budget"|"commandFunction"|"commandNotText"|"commandCycle"|"commandTableKey"|"commandUnknown"
 
     ---@param action Act
     function app.reduce(state, action)
@@ -39,7 +45,7 @@ public enum TestApps {
         state.count = state.count + 1
       else
         state.count = state.count + 1000
-        failures[action.type](state)
+        return nil, failures[action.type](state)
       end
     end
     function app.props(state) return { count = state.count, keys = #state.list } end
@@ -48,7 +54,7 @@ public enum TestApps {
 
     /// (`undeclared`: a type its contract does not declare, refused before its reducer runs.)
     public static let failureKinds = ["error", "notText", "notTextKey", "notTextInside", "notTextInList", "func", "cycle", "deep", "nan", "budget",
-                                      "undeclared"]
+                                      "commandFunction", "commandNotText", "commandCycle", "commandTableKey", "commandUnknown", "undeclared"]
 
     /// `add`, then each failure between two `add`s (`failingKinds`' actions): the count ends at the number of `add`s.
     public static var failureLines: [String] {

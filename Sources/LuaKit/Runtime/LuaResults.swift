@@ -41,6 +41,20 @@ public struct LuaResults {
         element(position, at: key) { state in lua_type(state, -1) == LUA_TBOOLEAN ? lua_toboolean(state, -1) != 0 : nil }
     }
 
+    /// [-0, +0, -] Field `name` of element `key` of result `position`, read raw, if it is a string of UTF-8 text:
+    /// nil when either is not a table or the field is anything else.
+    public func string(_ position: Int32, at key: Int64, field name: String) -> String? {
+        element(position, at: key) { state -> String? in
+            guard lua_type(state, -1) == LUA_TTABLE, lua_checkstack(state, 1) != 0 else { return nil }
+            name.utf8CString.withUnsafeBufferPointer { _ = lua_pushlstring(state, $0.baseAddress, $0.count - 1) }
+            defer { clua_pop(state, 1) }
+            guard lua_rawget(state, -2) == LUA_TSTRING else { return nil }
+            var length = 0
+            guard let bytes = lua_tolstring(state, -1, &length) else { return nil }
+            return String(utf8: UnsafeRawBufferPointer(start: bytes, count: length))
+        }
+    }
+
     /// The value at stack `index` if it is an integer (or a float with an integral value).
     private static func integer(_ state: OpaquePointer, at index: Int32) -> Int64? {
         guard lua_type(state, index) == LUA_TNUMBER else { return nil }

@@ -72,10 +72,20 @@ extension StateRuntime {
     struct RunStop {
         var position: Int64
         var commands: LuaValue?
+        /// Why the commands could not be converted at all (a function, bytes that are not UTF-8, a cycle, …): the
+        /// action committed in the VM, and the host undoes it as it undoes invalid commands.
+        var commandsFailure: CommandsFailure?
         var refused = false
         var dirty = false
         var records: EncodedJournal?
         var flush: RunFlush?
+    }
+
+    /// Commands that could not be converted: why, and the key of the plugin whose command it was (commands of a
+    /// mounted plugin are tagged with it), when the first bad one is tagged.
+    struct CommandsFailure: Error {
+        var error: LuaError
+        var mount: String?
     }
 
     /// The kind of the reader with an ID (nil: no longer there, its value is dropped), for naming its values.
@@ -97,7 +107,7 @@ extension StateRuntime {
             if results.boolean(RunResult.refused) == true { return RunStop(position: 1, refused: true) } // refused before anything ran
             var stop = RunStop(position: 1, dirty: results.boolean(RunResult.dirty) == true)
             if flushWhenObserved { stop.flush = try Self.runFlush(results, readers: readers) }
-            stop.commands = results.isNil(RunResult.commands) ? nil : try results.value(RunResult.commands, root: "commands")
+            (stop.commands, stop.commandsFailure) = Self.commands(in: results)
             if records { stop.records = Self.records(in: results) }
             return stop
         }
@@ -121,7 +131,7 @@ extension StateRuntime {
                 stop.refused = true
                 return stop
             }
-            stop.commands = results.isNil(RunResult.commands) ? nil : try results.value(RunResult.commands, root: "commands")
+            (stop.commands, stop.commandsFailure) = Self.commands(in: results)
             stop.dirty = results.boolean(RunResult.dirty) == true
             return stop
         }
@@ -137,8 +147,16 @@ extension StateRuntime {
 
     /// Reduces an action dispatched to child store `id` with its `reduce`, as a transaction; what it returned
     /// (its commands, or nil).
-    func reduceChild(_ id: Int64, with reduce: LuaReference, action: LuaValue) throws(LuaError) -> LuaValue {
-        try vm.call(self[.reduceChild], arguments: [.value(.integer(id)), .reference(reduce), .value(action)]).first ?? .nil
+    func reduceChild(_ id: Int64, with reduce: LuaReference, action: LuaValue) throws(LuaError) -> (commands: LuaValue, failure: LuaError?) {
+        try vm.call(self[.reduceChild], arguments: [.value(.integer(id)), .reference(reduce), .value(action)]) {
+            results throws(LuaError) -> (LuaValue, LuaError?) in
+            // (Commands that cannot be converted come after the action committed: the caller undoes it.)
+            do throws(LuaError) {
+                return (try results.value(1, root: "commands"), nil)
+            } catch {
+                return (.nil, error)
+            }
+        }
     }
 
     /// Runs `migrate` over the state as one transaction (`fromSchema`, `fromVersion`: its second and third
@@ -364,6 +382,19 @@ extension StateRuntime {
     /// The journal records a run returned.
     private static func records(in results: LuaResults) -> EncodedJournal {
         EncodedJournal(results.bytes(RunResult.records, count: Int(results.integer(RunResult.recordsLength) ?? 0)) ?? [])
+    }
+
+    /// The commands a run returned (nil: none), converted — or why they cannot be: then each command is converted
+    /// alone to find the first bad one, for its plugin's tag.
+    private static func commands(in results: LuaResults) -> (LuaValue?, CommandsFailure?) {
+        guard !results.isNil(RunResult.commands) else { return (nil, nil) }
+        do throws(LuaError) {
+            return (try results.value(RunResult.commands, root: "commands"), nil)
+        } catch {
+            var position: Int64 = 1
+            while let command = try? results.value(RunResult.commands, at: position, root: "command"), command != .nil { position += 1 }
+            return (nil, CommandsFailure(error: error, mount: results.string(RunResult.commands, at: position, field: "mount")))
+        }
     }
 
     /// What the readers gave within a run.

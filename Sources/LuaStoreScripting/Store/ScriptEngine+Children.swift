@@ -47,14 +47,15 @@ extension ScriptEngine {
     /// Applies an action dispatched to the child to its local state, as one transaction.
     func reduceChild(_ id: Int64, _ action: LuaValue) throws(LuaError) -> [ScriptEffect] {
         guard let child = children[id] else { return [] }
-        let commands: LuaValue
+        let commands: LuaValue, unconverted: LuaError?
         do {
-            commands = try runtime.reduceChild(id, with: child.reduce, action: action)
+            (commands, unconverted) = try runtime.reduceChild(id, with: child.reduce, action: action)
         } catch {
             undoLastTransaction()
             throw error
         }
-        do {
+        do throws(LuaError) {
+            if let unconverted { throw unconverted }
             return try Self.commands(from: commands)
         } catch {
             rollBack(committed: true)

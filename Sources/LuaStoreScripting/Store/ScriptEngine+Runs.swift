@@ -127,9 +127,9 @@ extension ScriptEngine {
             var returned: [ScriptEffect] = []
             if stop.refused {
                 failure = Self.refused(actions[actions.startIndex + offset])
-            } else if let commands = stop.commands {
+            } else if stop.commands != nil || stop.commandsFailure != nil {
                 do {
-                    returned = try effects(from: commands)
+                    returned = try effects(of: stop)
                     if !returned.isEmpty { outcome.commands.append((offset, returned)) }
                 } catch {
                     failure = error

@@ -358,7 +358,7 @@ final class ScriptEngine {
         }
         guard !stop.refused else { throw Self.refused(action) }
         if stop.dirty { subscriptions.markDirty() }
-        return (try effects(from: stop.commands ?? .nil), stop.records, stop.flush)
+        return (try effects(of: stop), stop.records, stop.flush)
     }
 
     /// `error`, worded for what it is when the memory cap stopped the journal recording what an action changed
@@ -376,6 +376,14 @@ final class ScriptEngine {
     /// The error for an action the runtime refused before any reducer ran.
     static func refused(_ action: LuaValue) -> LuaError {
         LuaError(.runtime, "an action must be a table with a string field 'type' (got \(action))")
+    }
+
+    /// The commands of the action a run stopped at, validated and numbered; commands that are invalid, or could
+    /// not even be converted, undo the action (which committed in the VM).
+    func effects(of stop: StateRuntime.RunStop) throws(LuaError) -> [ScriptEffect] {
+        guard let failure = stop.commandsFailure else { return try effects(from: stop.commands ?? .nil) }
+        undoLastTransaction(committed: true)
+        throw located(failure.error, returnedBy: reducer(ofMount: failure.mount))
     }
 
     /// The commands a reducer returned, validated and numbered; invalid ones undo the action.
@@ -396,8 +404,13 @@ final class ScriptEngine {
     private func reducer(returningFirstInvalidIn commands: LuaValue) -> LuaReference {
         guard !app.mounts.isEmpty else { return app.reduce }
         let invalid = commands.table?.array.first { (try? ScriptEffect(validating: $0, name: "")) == nil }
-        if let key = invalid?.table?["mount"].string, let plugin = app.mounts.first(where: { $0.key == key }),
-           let reduce = try? vm.field("reduce", of: plugin.record) {
+        return reducer(ofMount: invalid?.table?["mount"].string)
+    }
+
+    /// The reduce of the plugin mounted at `key`; without one, the app's own.
+    private func reducer(ofMount key: String?) -> LuaReference {
+        guard !app.mounts.isEmpty else { return app.reduce }
+        if let key, let plugin = app.mounts.first(where: { $0.key == key }), let reduce = try? vm.field("reduce", of: plugin.record) {
             return reduce
         }
         return app.ownReduce ?? app.reduce
