@@ -162,7 +162,7 @@ struct Run: AsyncParsableCommand {
         options.urlPolicy.allowedHosts.formUnion(allowedHosts)
         options.limits.timeBudget = .microseconds(Int64(timeBudget * 1000))
         // (A bundle's data goes beside it: what it unpacks into is removed when the run ends.)
-        options.storageFolder = URL(fileURLWithPath: data ?? (source.bundle.map { $0 + ".data" } ?? appDirectory + "/.data"))
+        options.storageFolder = try Self.storageFolder(named: data, default: source.bundle.map { $0 + ".data" } ?? appDirectory + "/.data")
         options.modulePath = modules.templates
         options.clock = try clock.storeClock()
         source.configure(&options)
@@ -339,5 +339,20 @@ struct Run: AsyncParsableCommand {
         }
         if failures.withLock({ $0 }) > 0 { throw ExitCode.appFailure }
         if let interrupted { throw ExitCode(128 + interrupted) } // (as a shell reports a process a signal ended)
+    }
+}
+
+extension Run {
+    /// Where `save` and `load` keep data: `--data DIR` as given, else `fallback` (the app's `.data`, or the one beside
+    /// its bundle) — which may not be a symbolic link: an app folder that brings one (`.data -> /etc`) would have its
+    /// saves written anywhere. Exits 2 naming it.
+    static func storageFolder(named data: String?, default fallback: String) throws -> URL {
+        if let data { return URL(fileURLWithPath: data) }
+        var status = stat()
+        if lstat(fallback, &status) == 0, status.st_mode & S_IFMT == S_IFLNK {
+            Console.error("the data folder \(fallback) is a symbolic link: a store keeps its saves in a folder of its own (name another with --data DIR)")
+            throw ExitCode.unusable
+        }
+        return URL(fileURLWithPath: fallback)
     }
 }

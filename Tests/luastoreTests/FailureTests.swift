@@ -279,5 +279,29 @@ import Testing
         let corrupt = try await CLI.run(["run", app.path, "--data", data.path], input: #"{"type":"load"}"#)
         #expect(corrupt.status == 1)
         #expect(corrupt.errors.contains("load \"todos\" failed: \(data.path)/todos.json is not valid JSON"), "\(corrupt.errors)")
+
+        // A key's file that is a symbolic link (an app folder can bring one) is neither read nor replaced: the file
+        // it leads to, outside, stays as it was.
+        let outside = FileManager.default.temporaryDirectory.appendingPathComponent("outside-\(UUID().uuidString).json")
+        try Data(#"{"secret":1}"#.utf8).write(to: outside)
+        defer { try? FileManager.default.removeItem(at: outside) }
+        try FileManager.default.removeItem(at: data.appendingPathComponent("todos.json"))
+        try FileManager.default.createSymbolicLink(atPath: data.appendingPathComponent("todos.json").path, withDestinationPath: outside.path)
+        for kind in ["save", "load"] {
+            let linked = try await CLI.run(["run", app.path, "--data", data.path, "--format", "json"], input: #"{"type":"\#(kind)"}"#)
+            #expect(linked.status == 1)
+            #expect(linked.errors.contains("\(kind) \"todos\" failed: \(data.path)/todos.json is a symbolic link: a store saves and loads only files of its own"),
+                    "\(linked.errors)")
+            #expect(!linked.output.contains("secret"))
+        }
+        #expect(try String(contentsOf: outside, encoding: .utf8) == #"{"secret":1}"#)
+
+        // Nor is the default data folder followed when it is a link: the run is refused before anything runs.
+        try FileManager.default.createSymbolicLink(atPath: app.appendingPathComponent(".data").path,
+                                                   withDestinationPath: FileManager.default.temporaryDirectory.path)
+        let linkedFolder = try await CLI.run(["run", app.path], input: #"{"type":"save"}"#)
+        #expect(linkedFolder.status == 2)
+        #expect(linkedFolder.errors.contains("the data folder \(app.path)/.data is a symbolic link"), "\(linkedFolder.errors)")
+        #expect(!FileManager.default.fileExists(atPath: FileManager.default.temporaryDirectory.appendingPathComponent("todos.json").path))
     }
 }

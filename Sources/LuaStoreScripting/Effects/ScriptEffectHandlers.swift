@@ -92,7 +92,14 @@ enum ScriptEffectHandlers {
                 throw StorageFailure.System(code: errno, path: path)
             }
         }
-        return folder.appendingPathComponent(key + ".json")
+        let file = folder.appendingPathComponent(key + ".json")
+        // (A key's file is the store's own: a link there — shipped with an app, say — would read or replace a file
+        // anywhere else.)
+        var status = stat()
+        if lstat(file.path, &status) == 0, status.st_mode & S_IFMT == S_IFLNK {
+            throw StorageFailure.Reason("\(file.path) is a symbolic link: a store saves and loads only files of its own (nothing was read or written)")
+        }
+        return file
     }
 
     static func urlRequest(_ request: LuaValue) -> URLRequestEffect {
