@@ -159,6 +159,11 @@ struct StateTablesTests {
                 state.a, state.b = t, t
               elseif action.type == "meta" then
                 state.m = setmetatable({}, {})
+              elseif action.type == "metatable" then
+                local mt = { __index = { x = 1 } }
+                local object = setmetatable({}, mt)
+                assert(getmetatable(mt) == nil and object.x == 1)
+                state.mt = mt
               elseif action.type == "deep" then
                 local t = {}
                 for _ = 1, 200 do t = { t } end
@@ -190,7 +195,8 @@ struct StateTablesTests {
         #expect(try await store.props() == ["count": 5, "last": "5:false:new,kept", "flags": "2,3", "a": false])
         let refusals: [(String, String)] = [
             ("twice", "app.lua:3: after the action, one table is both at state.a and at state.b"), ("meta", "app.lua:21: state.m: a table with a metatable cannot be stored"),
-            ("deep", "app.lua:25: state.deep"), ("nan", "app.lua:27:"),
+            ("metatable", "app.lua:26: state.mt: a table that is another table's metatable cannot be stored in the state"),
+            ("deep", "app.lua:30: state.deep"), ("nan", "app.lua:32:"),
         ]
         for (type, expected) in refusals {
             let failure = await store.send(["type": .string(type)]).failure

@@ -366,6 +366,9 @@ end
 _G.dofile, _G.loadfile, _G.print, _G.warn = nil, nil, sandbox_print, nil
 _G.collectgarbage, _G.pcall, _G.xpcall = sandbox_collectgarbage, sandbox_pcall, sandbox_xpcall
 _G.referencestrings = reference_strings
+-- (And the hidden metatable of metatables in use, which scripts are never shown: a store names a table that has
+-- it as what it is, another table's metatable.)
+_G.modeguard = mode_guard
 
 -- `environment(private)`: the default namespace's globals (what `LuaVM.load` chunks run with), or with `private`
 -- a fresh strict environment of its own. `lock()`: from now on globals are set only as modules load.

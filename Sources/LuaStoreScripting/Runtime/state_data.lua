@@ -13,7 +13,7 @@
 
 local S = ...
 local next, type, tostring, error, rawset, getmetatable = next, type, tostring, error, rawset, getmetatable
-local istable = istable
+local istable, modeguard = istable, modeguard
 local B, holder, children = S.B, S.holder, S.children
 local MARKER, STATE_DEPTH, STALE = S.MARKER, S.STATE_DEPTH, S.STALE
 local huge, mathtype = math.huge, math.type
@@ -157,6 +157,12 @@ local function badTable(item, t, key)
   -- `reads` — or the host's view of one —, read-only, or a proxy kept from an earlier call.)
   if getmetatable(item) == MARKER then
     return describe(t, key) .. ": cannot store a table read through `reads` (another's slice, read-only) or kept from an earlier call: store a copy of it"
+  end
+  if getmetatable(item) == modeguard then
+    -- (Lua reads a metatable's fields raw: as a table of the state, whose fields the store's barrier keeps, it
+    -- would show the table it serves none of them.)
+    return describe(t, key) .. ": a table that is another table's metatable cannot be stored in the state (Lua "
+      .. "reads a metatable's fields raw, and the state's fields are the store's): store a copy of it"
   end
   return describe(t, key) .. ": a table with a metatable cannot be stored in the state (" .. DATA .. ")"
 end
