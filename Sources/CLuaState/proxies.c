@@ -202,14 +202,19 @@ static int in_sequence(lua_State *L, int key, lua_Unsigned border) {
 /// long as it was written (`{1, nil, nil, nil, 5}`: border 5), and a short one costs little.
 #define SHORT_BORDER 64
 
+/// The length of a table's array part, as Lua sized it (`ltable.c`; not in Lua's public API: linked from the static
+/// library, `Sources/CLua/module.modulemap`).
+unsigned int luaH_realasize(const void *table);
+
 /// [-0, +1, m] Pushes a new table with room for what the table at `t` holds — `entries`, of which `outside` are not
-/// under an integer key from 1 to its border — so that filling it never rehashes: its sequence part as long as the
-/// table's border (`#t`), so that `#` answers as the table's did (`{1, nil, 3}` and `table.pack(1, nil, 3)`: 3, as
-/// Lua leaves them; a rehash counts the keys again and shortened it to 1), and its hash part for the rest — unless
-/// that border is long and far past what the table holds (a sparse table: keys 1, 2, 4, … 2^20 have a border of
-/// 2^20), where a copy would take a part of that length for a handful of keys.
+/// under an integer key from 1 to its border — so that filling it never rehashes: its array part as long as the
+/// table's, so that `#` answers as the table's would, now and after the script appends to it (`{1, nil, 3}` and
+/// `table.pack(1, nil, 3)`: 3, as Lua leaves them; a list of six with its first three taken out, then appended to:
+/// 7, where a part only as long as the border, 6, had the append rehash, which counts the keys again — 0), and its
+/// hash part for the rest — unless that part is long and far past what the table holds (a sparse table), where a
+/// copy would take a part of that length for a handful of keys.
 static void push_sized_like(lua_State *L, int t, size_t entries, size_t outside) {
-    size_t length = lua_rawlen(L, t);
+    size_t length = luaH_realasize(lua_topointer(L, t));
     if (length > SHORT_BORDER && length > 2 * entries) {
         length = entries;
         outside = entries;
