@@ -164,6 +164,7 @@ public enum AppBundle {
         }
         // The structure first: nothing is inflated before every entry's name, kind and size is acceptable.
         var entries: [String: Entry] = [:]
+        var folders: [String] = [] // (folder entries: nothing is read from them, but no file may share a name with one)
         var total: UInt64 = 0
         for entry in archive {
             let path = entry.path
@@ -171,7 +172,9 @@ public enum AppBundle {
             guard safe(path) else { throw BundleFailure("\(name): the entry '\(path)' has a path that leaves the bundle or is not plain") }
             switch entry.type {
             case .symlink: throw BundleFailure("\(name) holds a symbolic link (\(path)): a bundle holds files only")
-            case .directory: continue
+            case .directory:
+                folders.append(path.hasSuffix("/") ? String(path.dropLast()) : path)
+                continue
             case .file: break
             }
             guard entries[path] == nil else { throw BundleFailure("\(name) holds \(path) twice") }
@@ -184,6 +187,9 @@ public enum AppBundle {
             total += entry.uncompressedSize
             guard total <= limits.totalBytes else { throw BundleFailure("\(name) holds more than \(limits.totalBytes >> 20) MiB") }
             entries[path] = entry
+        }
+        if let folder = folders.first(where: { entries[$0] != nil }) {
+            throw BundleFailure("\(name) holds \(folder) twice, as a file and as a folder")
         }
         for path in entries.keys { // (a file `lib` beside `lib/x.lua`: no folder could hold both)
             var folder = Substring(path)

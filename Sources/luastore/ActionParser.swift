@@ -29,7 +29,7 @@ enum ActionParser {
                 throw Malformed(reason: error.description)
             }
             guard let table = value.table, table.fields.isEmpty == false || table.array.isEmpty else {
-                throw Malformed(reason: "an action must be a JSON object, not \(value.typeName == "table" ? "an array" : "a " + value.typeName)")
+                throw Malformed(reason: "an action must be a JSON object, not \(Self.jsonKind(of: value))")
             }
             guard table.fields["type"]?.string != nil else { throw Malformed(reason: "an action needs a string \"type\"") }
             return value
@@ -38,10 +38,18 @@ enum ActionParser {
         // (A line that is JSON — `42`, `null`, `[1]`, `"add"` — is taken as JSON, which an action is not: the short
         // form is for words.)
         if let value = try? LuaJSON.parse(line) {
-            throw Malformed(reason: "an action must be a JSON object or the short form `type key=value …`, not "
-                + (value.typeName == "table" ? "a JSON array" : "JSON \(value.typeName == "nil" ? "null" : "a " + value.typeName)"))
+            throw Malformed(reason: "an action must be a JSON object or the short form `type key=value …`, not \(jsonKind(of: value))")
         }
         return try parseShortForm(text.trimmingCharacters(in: .whitespaces))
+    }
+
+    /// What a JSON value that is not an object is, in JSON's words: `JSON null`, `a JSON array`, `a JSON number`, …
+    static func jsonKind(of value: LuaValue) -> String {
+        switch value {
+        case .nil: "JSON null"
+        case .table: "a JSON array"
+        default: "a JSON " + value.typeName
+        }
     }
 
     static func parseShortForm(_ line: String) throws -> LuaValue {

@@ -40,7 +40,7 @@ import Testing
         #expect(errors.count == 2)
         #expect(errors.first?.hasPrefix("luastore: props cannot be written as JSON: props.value: ") == true, "\(errors)")
         #expect(errors.first?.hasSuffix("nan cannot be represented in JSON") == true, "\(errors)")
-        #expect(errors.last == "luastore: props failed: props.nested.self: the table contains itself (a cycle)")
+        #expect(errors.last == "luastore: props failed: app.lua:4: props.nested.self: the table contains itself (a cycle)")
     }
 
     static let matchersSpec = """

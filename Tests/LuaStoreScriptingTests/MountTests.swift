@@ -462,6 +462,8 @@ import Testing
             (#""x""#, "'mounts' must be an object"),
             (#"{"end": "p"}"#, "'mounts' key 'end' must be a name of the state's"),
             (#"{"a": "../p"}"#, "'mounts.a' must be a path inside the app's folder, not '../p'"),
+            (#"{"a": "."}"#, "'mounts.a' is the app's own folder ('.'): a plugin is a folder or a bundle inside it"),
+            (#"{"a": "./."}"#, "'mounts.a' is the app's own folder ('./.'): a plugin is a folder or a bundle inside it"),
             (#"{"a": {"path": "p", "reads": ["b"]}}"#, "'mounts.a.reads' may name only other mounts ()"),
             (#"{"a": {"path": "p", "writes": []}}"#, "has an unknown field 'mounts.a.writes'"),
             (#"{"a": 3}"#, "'mounts.a' must be the plugin's path"),

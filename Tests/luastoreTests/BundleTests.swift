@@ -42,6 +42,8 @@ import Testing
             if how == "clash":
                 zout.writestr("lib", b"return 1\n")
                 zout.writestr("lib/x.lua", b"return 2\n")
+            if how == "folder":
+                zout.writestr(zipfile.ZipInfo("app.lua/"), b"")
         if how in ("encrypted", "method99"):
             data = bytearray(open(target, "rb").read())
             for signature, flags, method in ((b"PK\x03\x04", 6, 8), (b"PK\x01\x02", 8, 10)):
@@ -155,6 +157,7 @@ import Testing
             ("symlink", "holds a symbolic link (link.lua): a bundle holds files only"),
             ("bomb", "bomb.txt expands"),
             ("clash", "holds both the file lib and lib/x.lua"),
+            ("folder", "holds app.lua twice, as a file and as a folder"),
             ("encrypted", "is encrypted, and a bundle never is (luastore pack does not encrypt): pack the app again"),
             ("method99", "is packed with compression method 99, and a bundle uses only stored and deflate"),
         ]

@@ -128,7 +128,7 @@ import Testing
         defer { try? FileManager.default.removeItem(at: app) }
         let run = try await CLI.run(["run", app.path, "--format", "json"], input: "")
         #expect(run.status == 1)
-        #expect(run.errors.contains("props.handler: a function cannot be converted"))
+        #expect(run.errors.contains("props failed: app.lua:4: props.handler: a function cannot be converted"), "\(run.errors)")
     }
 
     @Test func checkValidatesWithoutRunning() async throws {

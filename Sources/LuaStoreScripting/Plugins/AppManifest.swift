@@ -255,6 +255,9 @@ public struct AppManifest: Sendable, Equatable {
             guard !mount.path.isEmpty, !mount.path.hasPrefix("/"), !mount.path.split(separator: "/").contains("..") else {
                 throw ManifestFailure("'mounts.\(key)' must be a path inside the app's folder, not '\(mount.path)'")
             }
+            guard mount.path.split(separator: "/").contains(where: { $0 != "." }) else {
+                throw ManifestFailure("'mounts.\(key)' is the app's own folder ('\(mount.path)'): a plugin is a folder or a bundle inside it")
+            }
             mounts.append(mount)
         }
         return mounts

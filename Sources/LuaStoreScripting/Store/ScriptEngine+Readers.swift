@@ -25,8 +25,17 @@ extension ScriptEngine {
             offer(try runtime.evaluate(reader: id, root: kind.rootName), to: id)
         } catch {
             runtime.reset()
-            report(ScriptFailure(stage: kind.stage, error: error, action: nil))
+            report(ScriptFailure(stage: kind.stage, error: placed(error, of: kind), action: nil))
         }
+    }
+
+    /// A reader's failure that has no place of its own — a value it returned that does not convert (a function,
+    /// bytes that are not UTF-8, a cycle) — placed at its function (`app.lua:7`, where `props` is defined); a
+    /// selector's, which the host made, stays as it is.
+    func placed(_ error: LuaError, of kind: ReaderKind) -> LuaError {
+        if case .path = kind { return error }
+        guard error.chunkName == nil, let function = try? readerFunction(kind) else { return error }
+        return located(error, returnedBy: function)
     }
 
     func readerFunction(_ kind: ReaderKind) throws(LuaError) -> LuaReference {
@@ -65,7 +74,7 @@ extension ScriptEngine {
                 offer(value, to: id)
             case .failure(let id, let error):
                 guard let reader = readers[id] else { continue }
-                report(ScriptFailure(stage: reader.kind.stage, error: error, action: nil))
+                report(ScriptFailure(stage: reader.kind.stage, error: placed(error, of: reader.kind), action: nil))
             }
         }
     }
