@@ -72,12 +72,28 @@ import Testing
     }
 
     /// A run on a file written by an older version of the app runs its `migrate` once, from the version the file
-    /// was written under; a file written by a newer one is refused and left as it is.
+    /// was written under; a file written by a newer one is refused and left as it is. A migration whose props fail
+    /// is undone before the file holds it (the older app could no longer open it): refused, the file as it was.
     @Test func anOlderStoreIsMigratedOnceAndANewerOneRefused() async throws {
         let app = try CLI.makeApp(Self.counter)
         let database = temporaryFile("store.db")
         defer { try? FileManager.default.removeItem(at: app); remove(database) }
         _ = try await CLI.run(["run", app.path, "--persist", database, "--format", "json"], input: "{\"type\":\"increment\"}\n")
+        try Data("""
+            local app = {}
+            app.schemaVersion = 2
+            function app.init() return { total = 0 } end
+            function app.migrate(state, from) return { total = state.count } end
+            function app.reduce(state, action) state.total = state.total + 1 end
+            function app.props(state) return { total = state.missing.x } end
+            return app
+            """.utf8).write(to: app.appendingPathComponent("app.lua"))
+        let unmigrated = try Data(contentsOf: URL(fileURLWithPath: database))
+        let failing = try await CLI.run(["run", app.path, "--persist", database, "--format", "json"], input: "")
+        #expect(failing.status == 2)
+        #expect(failing.errors.contains("app.lua:6: props fail on the state `migrate` made (the database is left as it is, at schemaVersion 1)"),
+                "\(failing.errors)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: database)) == unmigrated)
         try Data("""
             local app = {}
             app.schemaVersion = 2

@@ -76,6 +76,18 @@ extension ScriptEngine {
                 undoLastTransaction()
                 throw ScriptFailure(stage: .migrate, error: error)
             }
+            // The migrated state's props, before the database holds it: once it does, the app that wrote it can no
+            // longer open it — a migration whose props fail is undone, as a reload's is, and the database is left
+            // as it is.
+            do {
+                try checkProps(app.props)
+            } catch {
+                rollBack(committed: true)
+                var failed = error
+                failed.message = "props fail on the state `migrate` made (the database is left as it is, at schemaVersion "
+                    + "\(resumed.schemaVersion)): \(error.message)"
+                throw ScriptFailure(stage: .props, error: failed)
+            }
         }
         persistence.recorder.start(app: app.folder.lastPathComponent, journalStart(state: try convertedState()))
         journal.snapshotted()

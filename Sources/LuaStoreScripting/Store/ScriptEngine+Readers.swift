@@ -38,6 +38,20 @@ extension ScriptEngine {
         return located(error, returnedBy: function)
     }
 
+    /// Runs `props` on the state once, as a reader would, keeping nothing (a reload's or a migration's check before
+    /// it is kept); a failure leaves the runtime at rest.
+    func checkProps(_ props: LuaReference) throws(LuaError) {
+        let check: Int64 = -2
+        do {
+            try runtime.register(reader: check, props)
+            defer { runtime.unregister(reader: check) }
+            _ = try runtime.evaluate(reader: check, root: "props")
+        } catch {
+            runtime.reset()
+            throw error
+        }
+    }
+
     func readerFunction(_ kind: ReaderKind) throws(LuaError) -> LuaReference {
         switch kind {
         case .props:

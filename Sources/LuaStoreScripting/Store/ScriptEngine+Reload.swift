@@ -42,13 +42,9 @@ extension ScriptEngine {
                 throw ScriptFailure(stage: .migrate, error: error)
             }
         }
-        let check: Int64 = -2
         do {
-            try runtime.register(reader: check, candidate.props)
-            defer { runtime.unregister(reader: check) }
-            _ = try runtime.evaluate(reader: check, root: "props")
+            try checkProps(candidate.props)
         } catch {
-            runtime.reset()
             if migrated { rollBack(committed: true) }
             throw ScriptFailure(stage: .props, error: error)
         }
