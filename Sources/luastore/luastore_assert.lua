@@ -17,7 +17,7 @@ function B.failed(message) return failedAssertions[message] == true end
 -- (`assert(false, t)` raises `t` itself: the value, not a message, tells it is an assertion's.)
 
 -- (What values look like and how they compare: luastore_values.lua; spies, stubs and mocks: luastore_spies.lua.)
-local sortedKeys, render, typed, typedList = V.sortedKeys, V.render, V.typed, V.typedList
+local sortedKeys, render, typed = V.sortedKeys, V.render, V.typed
 local same, deepcompare, matcherMeta, isMatcher = V.same, V.deepcompare, V.matcherMeta, V.isMatcher
 local isSpy, spyMethods, spyApi, stubApi, mockApi = S.isSpy, S.spyMethods, S.spyApi, S.stubApi, S.mockApi
 
@@ -47,6 +47,14 @@ local function fail(message, level)
 end
 
 local chainMeta = {}
+
+-- Whether a value reads as text: a string, or a value whose metatable has a `__tostring` (luassert's
+-- `util.hastostring`).
+local function hasToString(value)
+  if type(value) == "string" then return true end
+  local meta = getmetatable(value)
+  return type(meta) == "table" and type(meta.__tostring) == "function"
+end
 
 local function chain(state)
   return setmetatable({ state = state }, chainMeta)
@@ -160,11 +168,18 @@ chainMeta.__call = function(self, ...)
     -- `assert.message(m)` comes first, on a line of its own, as luassert writes it. A registered assertion whose
     -- message `say` does not know has none: then luassert says only "assertion failed!".)
     local arity = arities[name]
-    local own = given or (arity ~= nil and arguments.n > arity and arguments[arity + 1]) or state.message
-    if own ~= nil then message = message and tostring(own) .. "\n" .. message or tostring(own) end
+    local own = given
+    if own == nil and arity ~= nil and arguments.n > arity then own = arguments[arity + 1] end
+    if own == nil then own = state.message end
+    if own ~= nil then
+      -- (A message that reads as text is that text; any other value is shown as luassert shows values.)
+      own = hasToString(own) and tostring(own) or typed(own)
+      message = message and own .. "\n" .. message or own
+    end
     fail(message or "assertion failed!", 2)
   end
-  if returned ~= nil and not negated then return unpack(returned, 1, returned.n) end -- (captures: `has_match`, `error_matches`)
+  -- (What luassert's assertion gives back, held or negated: `has_match`'s captures, the error `has_error` caught.)
+  if returned ~= nil then return unpack(returned, 1, returned.n) end
   return ...
 end
 
@@ -244,12 +259,18 @@ end
 snapshotMeta.__index = { revert = revertSnapshot }
 snapshotMeta.__call = revertSnapshot
 S.placed = function(s) current.spies[#current.spies + 1] = s end
+local NIL = {} -- (a parameter set to nil in a snapshot: nil there, whatever an earlier snapshot holds)
 local stateApi = {
-  set_parameter = function(_, name, value) current.parameters[name] = value end,
+  set_parameter = function(_, name, value)
+    if value == nil then value = NIL end
+    current.parameters[name] = value
+  end,
   get_parameter = function(_, name)
     local snapshot = current
     while snapshot ~= nil do
-      if snapshot.parameters[name] ~= nil then return snapshot.parameters[name] end
+      local value = snapshot.parameters[name]
+      if value == NIL then return nil end
+      if value ~= nil then return value end
       snapshot = snapshot.previous
     end
     return nil
@@ -264,7 +285,7 @@ local stateApi = {
   -- A formatter shows a value in failure messages (a string), or leaves it to the next (nil); the newest first.
   add_formatter = function(_, formatter)
     table.insert(formatters, 1, formatter)
-    current.formatters[#current.formatters + 1] = formatter
+    table.insert(current.formatters, 1, formatter) -- (a snapshot's too, the newest first, as luassert lists them)
   end,
   remove_formatter = function(_, formatter) removeFormatter(formatter) end,
   -- `assert:format(args)`: each of `args[1..n]` as failure messages show it (but those `args.nofmt` names),
@@ -307,7 +328,10 @@ local assertTable = setmetatable({}, {
 })
 
 -- Modifiers that bind a value: assert.spy(s), assert.stub(s), assert.array(t), assert.message(m).
-modifiers.spy = function(state, arguments) state.bound, state.kind = arguments[1], "spy" end
+modifiers.spy = function(state, arguments) -- (`assert.spy(s, "message")`: the failure's message too, as luassert takes it)
+  state.bound, state.kind = arguments[1], "spy"
+  if arguments[2] ~= nil then state.message = arguments[2] end
+end
 modifiers.stub = modifiers.spy
 modifiers.array = function(state, arguments) state.bound, state.kind = arguments[1], "array" end
 modifiers.message = function(state, arguments) state.message = arguments[1] end
@@ -350,9 +374,10 @@ register({ "near" }, function(a)
       fail("bad argument #" .. i .. " to 'near' (number or object convertible to a number expected, got " .. typed(a[i]) .. ")", 3)
     end
   end
-  local headline = "to be within " .. tostring(tolerance) .. " of each other"
-  return math.abs(actual - expected) <= tolerance, compareMessage("Expected values " .. headline .. ".", actual, expected),
-    compareMessage("Expected values not " .. headline .. ".", actual, expected)
+  local around = typed(a[1]) .. " +/- " .. tostring(tolerance)
+  return actual >= expected - tolerance and actual <= expected + tolerance,
+    "Expected values to be near.\nPassed in:\n" .. typed(a[2]) .. "\nExpected:\n" .. around,
+    "Expected values to not be near.\nPassed in:\n" .. typed(a[2]) .. "\nDid not expect:\n" .. around
 end, 3)
 
 -- `matches` and `error_matches` take `init` and `plain` after the pattern, and a failure's message among them: the
@@ -378,14 +403,21 @@ register({ "matches", "match" }, function(a)
     return false, compareMessage("Expected a string to match the pattern.", actual, pattern),
       compareMessage("Expected the value not to match the pattern.", actual, pattern)
   end
-  local captures = pack(tostring(actual):match(pattern, init)) -- (what luassert's `matches` returns: the captures)
+  -- (What luassert's `matches` returns: the captures — the pattern, when plain — or nothing.)
   local found = tostring(actual):find(pattern, init, plain) ~= nil
+  local captures = plain and (found and pack(pattern) or pack()) or pack(tostring(actual):match(pattern, init))
   return found, compareMessage("Expected strings to match.", actual, pattern),
-    compareMessage("Expected strings not to match.", actual, pattern, nil, true), not plain and captures or nil, given
+    compareMessage("Expected strings not to match.", actual, pattern, nil, true), captures, given
 end)
 
 register({ "unique" }, function(a)
-  local list, deep = a[1], a[2]
+  -- (`unique(list [, deep] [, message])`, or the message second and `deep` third, as luassert reads them.)
+  local list, deep, given = a[1], nil, nil
+  if type(a[2]) == "boolean" or (a[2] == nil and a.n > 2) then
+    deep, given = a[2], a[3]
+  else
+    deep, given = type(a[3]) == "boolean" and a[3] or nil, a[2]
+  end
   local duplicate = false
   for i, item in pairs(list) do
     for j, other in pairs(list) do
@@ -393,8 +425,8 @@ register({ "unique" }, function(a)
     end
   end
   return not duplicate, "Expected object to be unique:\n" .. typed(list),
-    "Expected object to not be unique:\n" .. typed(list)
-end, 2)
+    "Expected object to not be unique:\n" .. typed(list), nil, given
+end)
 
 -- Errors: the message without its "file:line: " position is compared (luassert's rule).
 local function stripPosition(problem)
@@ -402,13 +434,6 @@ local function stripPosition(problem)
   return problem
 end
 
--- Whether an error value reads as text: a string, or a value whose metatable has a `__tostring` (luassert's
--- `util.hastostring`).
-local function hasToString(value)
-  if type(value) == "string" then return true end
-  local meta = getmetatable(value)
-  return type(meta) == "table" and type(meta.__tostring) == "function"
-end
 
 -- Whether `value` can be called, as luassert's `util.callable` asks: a function, or a value with a `__call`.
 local function callable(value)
@@ -424,11 +449,14 @@ register({ "error", "errors" }, function(a)
   end
   local ok, problem = pcall(fn)
   local caught = stripPosition(problem)
+  local returned = pack(unpack(a, 1, a.n)) -- (what luassert's `has_error` returns: the error caught, then the rest)
+  returned[1] = caught
+  local shownExpected = expected == nil and "(error)" or typed(expected)
   if ok then
-    if a.n < 2 then return false, "Expected an error, but none was raised.", "" end
-    return false, "Expected an error, but none was raised.\nExpected:\n" .. typed(expected), ""
+    return false, "Expected a different error.\nCaught:\n(no error)\nExpected:\n" .. shownExpected,
+      "Expected no error, but caught:\n(no error)", returned
   end
-  if a.n < 2 then return true, "", "Expected no error, but caught:\n" .. typed(caught), pack(caught) end
+  if expected == nil then return true, "", "Expected no error, but caught:\n" .. typed(caught), returned end
   local matched
   if type(expected) == "string" and hasToString(caught) then -- (an error object compared with text as text)
     caught = tostring(caught)
@@ -438,7 +466,6 @@ register({ "error", "errors" }, function(a)
   else
     matched = deepcompare(expected, caught, true)
   end
-  local returned = pack(unpack(a, 1, a.n)) -- (what luassert's `has_error` returns: the error caught, then the rest)
   returned[1] = caught
   return matched, "Expected a different error.\nCaught:\n" .. typed(caught) .. "\nExpected:\n" .. typed(expected),
     "Expected no error, but caught:\n" .. typed(caught), returned
@@ -456,15 +483,36 @@ register({ "error_matches", "error_match", "matches_error", "match_error" }, fun
     error("bad argument #2 to 'error' (string expected, got " .. type(pattern) .. ")", 4)
   end
   local ok, problem = pcall(fn)
-  if ok then
-    return false, "Expected an error matching:\n" .. typed(pattern) .. "\nCaught none", "Caught no error", nil, given
-  end
   problem = stripPosition(problem) -- (a string error is matched without its "file:line: ", as luassert does)
-  if hasToString(problem) or type(problem) == "number" or type(problem) == "boolean" then problem = tostring(problem) end
-  local matched = type(problem) == "string" and problem:find(pattern, init, plain) ~= nil
-  local captures = matched and not plain and pack(problem:match(pattern, init)) or nil
-  return matched, "Expected an error matching:\n" .. typed(pattern) .. "\nCaught:\n" .. typed(problem),
-    "Expected no error matching:\n" .. typed(pattern) .. "\nCaught:\n" .. typed(problem), captures, given
+  -- (luassert's words: `has_error`'s; it gives back the error caught and the rest, or the captures when it matched.)
+  local returned = pack(unpack(a, 1, a.n))
+  returned[1] = problem
+  local function words(caught)
+    return "Expected a different error.\nCaught:\n" .. caught .. "\nExpected:\n" .. typed(pattern),
+      "Expected no error, but caught:\n" .. caught
+  end
+  if ok then
+    local positive, negative = words("(no error)")
+    return false, positive, negative, returned, given
+  end
+  if problem == nil and pattern == nil then return true, "", "Expected no error, but caught:\n(nil)", pack(), given end
+  if hasToString(problem) or type(problem) == "number" or type(problem) == "boolean" then
+    problem = tostring(problem)
+    returned[1] = problem
+  end
+  local matched = false
+  if type(problem) == "string" and pattern ~= nil then
+    if plain then
+      matched = problem:find(pattern, init, plain) ~= nil
+      if matched then returned = pack(pattern) end
+    else
+      local captures = pack(problem:match(pattern, init))
+      matched = captures[1] ~= nil
+      if matched then returned = captures end
+    end
+  end
+  local positive, negative = words(typed(problem))
+  return matched, positive, negative, returned, given
 end)
 
 register({ "truthy" }, function(a)
@@ -485,79 +533,112 @@ for _, literal in ipairs({ { "true", true }, { "false", false } }) do
   end, 1)
 end
 
+-- (`is_nil(v)` and the others are luassert's `same` of the value and a type, in its words: "Expected: type nil".)
 for _, kind in ipairs({ "nil", "boolean", "number", "string", "table", "function", "userdata", "thread" }) do
   register({ kind }, function(a)
-    return type(a[1]) == kind, "Expected type " .. kind .. ", but value was:\n" .. typed(a[1]),
-      "Expected a type other than " .. kind .. ", but value was:\n" .. typed(a[1])
+    return type(a[1]) == kind, "Expected objects to be the same.\nPassed in:\n" .. typed(a[1]) .. "\nExpected:\ntype " .. kind,
+      "Expected objects to not be the same.\nPassed in:\n" .. typed(a[1]) .. "\nDid not expect:\ntype " .. kind
   end, 1)
 end
 
 register({ "returned_arguments" }, function(a)
-  local expected, actual = a[1], a.n - 1
-  return expected == actual, "Expected " .. tostring(expected) .. " returned values, got " .. actual,
-    "Expected other than " .. tostring(expected) .. " returned values, got " .. actual
+  local expected, actual = tostring(a[1]), tostring(a.n - 1) -- (compared as text, as luassert compares them)
+  return expected == actual, "Expected to be called with " .. expected .. " argument(s), but was called with " .. actual,
+    "Expected not to be called with " .. expected .. " argument(s), but was called with " .. actual
 end)
 
 register({ "holes" }, function(a, state)
   local t = state.bound
   if type(t) ~= "table" then error("array(t): a table is needed", 4) end
-  local length = a[1] or #t
+  local length = a[1]
+  if length == nil then -- (the largest integer key, as luassert takes it: not a border)
+    length = 0
+    for key in pairs(t) do
+      if type(key) == "number" and key > length and math.floor(key) == key then length = key end
+    end
+  end
   local hole
   for i = 1, length do
     if t[i] == nil then hole = i break end
   end
-  return hole ~= nil, "Expected array to have holes, but none was found.",
-    "Expected array to have no holes, but there was one at index: " .. tostring(hole)
+  return hole ~= nil, "Expected array to have holes, but none was found.\n",
+    "Expected array to not have holes, hole found at position: " .. typed(hole) .. "\n", pack(hole)
 end)
 
--- Spy assertions: assert.spy(s).was.called(n) and friends.
-local function spyCheck(name, test, describeIt)
+-- Spy assertions: assert.spy(s).was.called(n) and friends, in luassert's words.
+local function spyCheck(name, test)
   register({ name }, function(a, state)
     local s = state.bound
     if not isSpy(s) then error("assert.spy(s): s is not a spy (got " .. type(s) .. ")", 4) end
-    local ok = test(s, a)
-    return ok, describeIt(s, a, false), describeIt(s, a, true)
+    return test(s, a)
   end)
 end
 
-local function countWords(s) return #s.calls .. (#s.calls == 1 and " time" or " times") end
-
-spyCheck("called", function(s, a) return spyMethods.called(s, a[1]) end, function(s, a, negated)
-  local wanted = a[1] and (tostring(a[1]) .. (a[1] == 1 and " time" or " times")) or "at least once"
-  return "Expected to " .. (negated and "not " or "") .. "be called " .. wanted .. ", but was called " .. countWords(s)
+-- `called(n)`; without `n` "at least once" (`>0`) — and, negated, "exactly 0 times", as luassert turns it.
+spyCheck("called", function(s, a)
+  local count, times = #s.calls, a[1]
+  local positive = "Expected to be called " .. tostring(times or ">0") .. " time(s), but was called " .. count .. " time(s)"
+  if times == nil then
+    return count > 0, positive, "Expected to be called 0 time(s), but was called " .. count .. " time(s)"
+  end
+  return count == times, positive, "Expected not to be called exactly " .. tostring(times) .. " time(s), but it was."
 end)
-for _, bound in ipairs({
-  { "called_at_least", function(n, m) return n >= m end, "at least" }, { "called_at_most", function(n, m) return n <= m end, "at most" },
-  { "called_more_than", function(n, m) return n > m end, "more than" }, { "called_less_than", function(n, m) return n < m end, "less than" },
-}) do
-  spyCheck(bound[1], function(s, a) return bound[2](#s.calls, a[1]) end, function(s, a, negated)
-    return "Expected to " .. (negated and "not " or "") .. "be called " .. bound[3] .. " " .. tostring(a[1]) ..
-      " times, but was called " .. countWords(s)
+-- (Each bound's negation is said as the opposite bound, as luassert registers them.)
+local bounds = {
+  called_at_least = { function(n, m) return n >= m end, "at least", "less than" },
+  called_at_most = { function(n, m) return n <= m end, "at most", "more than" },
+  called_more_than = { function(n, m) return n > m end, "more than", "at most" },
+  called_less_than = { function(n, m) return n < m end, "less than", "at least" },
+}
+for name, bound in pairs(bounds) do
+  spyCheck(name, function(s, a)
+    local count = #s.calls
+    local function said(words) return "Expected to be called " .. words .. " " .. tostring(a[1]) .. " time(s), but was called " .. count .. " time(s)" end
+    return bound[1](count, a[1]), said(bound[2]), said(bound[3])
   end)
 end
-spyCheck("called_with", function(s, a) return spyMethods.called_with(s, unpack(a, 1, a.n)) end, function(s, a, negated)
-  local last = s.calls[#s.calls]
-  return "Function was " .. (negated and "" or "never ") .. "called with matching arguments.\nCalled with (last call if any):\n" ..
-    (last and typedList(last.vals) or "(no call)") .. "\nExpected:\n" .. typedList(a)
-end)
-spyCheck("returned_with", function(s, a) return spyMethods.returned_with(s, unpack(a, 1, a.n)) end, function(s, a, negated)
-  local last = s.returnvals[#s.returnvals]
-  return "Function " .. (negated and "" or "never ") .. "returned matching values.\nReturned (last call if any):\n" ..
-    (last and typedList(last.vals) or "(no call)") .. "\nExpected:\n" .. typedList(a)
-end)
+
+-- A call's values as luassert shows an argument list: `(values list) ((string) 'x', (nil))`; none kept: `(nil)`.
+local function valuesList(list)
+  if list == nil then return "(nil)" end
+  local parts = {}
+  for i = 1, list.n do parts[i] = typed(list[i]) end
+  return "(values list) (" .. concat(parts, ", ") .. ")"
+end
+
+-- `called_with` and `returned_with`: the call that matched (the last such), or the last call when none did.
+local function listCheck(name, kept, did, never, shown)
+  spyCheck(name, function(s, a)
+    local list = s[kept]
+    local ok, found = spyMethods[name](s, unpack(a, 1, a.n))
+    found = found or (list[#list] and list[#list].vals)
+    return ok, never .. "\n" .. shown .. " (last call if any):\n" .. valuesList(found) .. "\nExpected:\n" .. valuesList(a),
+      did .. "\n" .. shown .. " (last matching call):\n" .. valuesList(found) .. "\nDid not expect:\n" .. valuesList(a)
+  end)
+end
+listCheck("called_with", "calls", "Function was called with matching arguments at least once.",
+  "Function was never called with matching arguments.", "Called with")
+listCheck("returned_with", "returnvals", "Function returned matching arguments at least once.",
+  "Function never returned matching arguments.", "Returned")
 
 -- Matchers: match._, match.is_string(), match.same(v), match.none_of(…), match.is_not.X(…) ---------------------
 
-local function matcher(test) return setmetatable({ test = test }, matcherMeta) end
+-- A matcher: its test, and — for how luassert shows one, `(matcher) is.match((string) 'x')` — its name, the arguments
+-- it was made with and whether it is negated (`mod` false: `no.`).
+local function matcher(test, name, arguments, negated)
+  return setmetatable({ test = test, name = name, arguments = arguments or pack(), mod = not negated }, matcherMeta)
+end
 
 local matchApi
 -- A matcher's own name in luassert's refusals (`match.is_equal()`: "the 'equals' function requires …").
 local matcherNames = { equal = "equals", equals = "equals", match = "matches", none_of = "none", any_of = "any", all_of = "all" }
+-- (How many arguments a matcher needs where that is not its assertion's count less the value: luassert's checks.)
+local matcherMinimum = { matches = 1, match = 1, near = 2, none_of = 1, any_of = 1, all_of = 1, unique = 0 }
 local function matcherFor(name, negated, arguments)
-  if name == "_" then return matcher(function() return true end) end
+  if name == "_" then return matcher(function() return true end, "_") end
   -- Arguments checked as luassert checks them, when the matcher is made (level 2: the tail call that made it).
   local shown = matcherNames[name] or name
-  local expected = name == "any_of" and 1 or (arities[name] and arities[name] - 1) or 0
+  local expected = matcherMinimum[name] or (arities[name] and arities[name] - 1) or 0
   if arguments.n < expected then
     error("the '" .. shown .. "' function requires a minimum of " .. expected .. " arguments, got: " .. arguments.n, 2)
   end
@@ -571,8 +652,14 @@ local function matcherFor(name, negated, arguments)
     error("bad argument #1 to 'ref' (object expected, got " .. (arguments.n == 0 and "no value" or type(arguments[1])) .. ")", 2)
   elseif (name == "matches" or name == "match") and type(arguments[1]) ~= "string" then
     error("bad argument #1 to 'matches' (string expected, got " .. type(arguments[1]) .. ")", 2)
-  elseif name == "near" and tonumber(arguments[1]) == nil then
-    error("bad argument #1 to 'near' (number or object convertible to a number expected, got " .. typed(arguments[1]) .. ")", 2)
+  elseif (name == "matches" or name == "match") and arguments[2] ~= nil and tonumber(arguments[2]) == nil then
+    error("bad argument #2 to 'matches' (number expected, got " .. type(arguments[2]) .. ")", 2)
+  elseif name == "near" then
+    for i = 1, 2 do
+      if tonumber(arguments[i]) == nil then
+        error("bad argument #" .. i .. " to 'near' (number or object convertible to a number expected, got " .. typed(arguments[i]) .. ")", 2)
+      end
+    end
   end
   if name == "none_of" or name == "any_of" or name == "all_of" then
     local list = arguments
@@ -582,11 +669,11 @@ local function matcherFor(name, negated, arguments)
       local ok = (name == "none_of" and hits == 0) or (name == "any_of" and hits > 0) or (name == "all_of" and hits == list.n)
       if negated then return not ok end
       return ok
-    end)
+    end, name, arguments, negated)
   end
   if name == "ref" then
     local target = arguments[1]
-    local byReference = matcher(function(value) return rawequal(value, target) == not negated end)
+    local byReference = matcher(function(value) return rawequal(value, target) == not negated end, name, arguments, negated)
     byReference.byReference = true -- (a spy's `called_with` gives it the value passed, not the copy it kept)
     return byReference
   end
@@ -597,11 +684,14 @@ local function matcherFor(name, negated, arguments)
     for i = 1, arguments.n do a[i] = arguments[i] end
     -- The value stands where an assertion takes its actual value: after the expected one, if any.
     if arguments.n == 0 then a[1] = value else a[arguments.n + 1] = value end
-    if name == "matches" or name == "match" or name == "near" then a[1], a[2], a[3] = arguments[1], value, arguments[2] end
+    if name == "matches" or name == "match" or name == "near" then -- (the pattern or number first, then the value, then the rest)
+      a = { n = arguments.n + 1, arguments[1], value }
+      for i = 2, arguments.n do a[i + 1] = arguments[i] end
+    end
     local ok = check(a, {})
     if negated then return not ok end
     return ok
-  end)
+  end, name, arguments, negated)
 end
 
 local matchMeta = {}
@@ -624,10 +714,15 @@ matchMeta.__index = function(self, key)
       return matcher(function(value) return (test(value) and true or false) == wanted end)
     end
   end
+  return setmetatable({ tokens = tokens }, matchMeta) -- (a name goes on being a chain: `match.equals.Not(true)`)
+end
+-- A chain called: the matcher its words name, negated as many times as they say.
+matchMeta.__call = function(self, ...)
+  local name, negated = resolve(rawget(self, "tokens") or {})
   if assertions[name] or name == "none_of" or name == "any_of" or name == "all_of" or name == "ref" then
-    return function(...) return matcherFor(name, negated, pack(...)) end
+    return matcherFor(name, negated, pack(...))
   end
-  return setmetatable({ tokens = tokens }, matchMeta)
+  error("match: no matcher named '" .. name .. "'", 2)
 end
 matchApi = setmetatable({ is_matcher = isMatcher }, matchMeta)
 

@@ -86,14 +86,21 @@ local spyMethods = {
     return self.original
   end,
   called = function(self, times) return times == nil and #self.calls > 0 or #self.calls == times end,
+  -- (Whether a call matched, and the values of the last that did, as luassert searches: from the last call back.)
   called_with = function(self, ...)
     local expected = pack(...)
-    for _, call in ipairs(self.calls) do if argumentsMatch(expected, call.vals, call.refs) then return true end end
+    for i = #self.calls, 1, -1 do
+      local call = self.calls[i]
+      if argumentsMatch(expected, call.vals, call.refs) then return true, call.vals end
+    end
     return false
   end,
   returned_with = function(self, ...)
     local expected = pack(...)
-    for _, results in ipairs(self.returnvals) do if argumentsMatch(expected, results.vals, results.refs) then return true end end
+    for i = #self.returnvals, 1, -1 do
+      local results = self.returnvals[i]
+      if argumentsMatch(expected, results.vals, results.refs) then return true, results.vals end
+    end
     return false
   end,
   -- Stubs: what they return or do, in general or for given arguments.
@@ -182,13 +189,21 @@ end
 
 local stubApi = setmetatable({ new = newStub }, { __call = function(_, target, key, ...) return newStub(target, key, ...) end })
 
+-- `action` ("clear" or "revert") done to every spy in a table and in the tables inside it, as luassert's `mock`
+-- reaches them (each table once).
+local function mockApply(object, action, seen)
+  if type(object) ~= "table" then return end
+  if isSpy(object) then return object[action](object) end
+  seen = seen or {}
+  if seen[object] then return object end
+  seen[object] = true
+  for _, value in pairs(object) do mockApply(value, action, seen) end
+  return object
+end
+
 local mockApi = setmetatable({
-  revert = function(mocked)
-    for key, value in pairs(mocked) do if isSpy(value) then value:revert() end end
-  end,
-  clear = function(mocked)
-    for _, value in pairs(mocked) do if isSpy(value) then value:clear() end end
-  end,
+  revert = function(mocked) return mockApply(mocked, "revert") end,
+  clear = function(mocked) return mockApply(mocked, "clear") end,
 }, {
   -- Every function of the table, and of the tables in it (not a spy already, each table once), as luassert's
   -- `mock` walks them.

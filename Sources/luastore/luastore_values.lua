@@ -118,9 +118,15 @@ local function luassert_table(value, crumbs)
   return described .. lines(value, 1, true)
 end
 
+-- Matchers (match._, match.is_string(), …) compare inside `same` and the spies' `called_with`.
+local matcherMeta = {}
+local function isMatcher(value) return getmetatable(value) == matcherMeta end
+matcherMeta.__call = function(self, value) return self.test(value) end -- (a matcher is called as luassert's are)
+
 -- luassert's "(type) value" lines, as its formatters write them (a string in single quotes, as it is; `(nil)`; a
 -- number with every digit; a table line by line), unless a formatter a spec added shows the value.
-local function typed(value, extra)
+local typed
+function typed(value, extra)
   for i = 1, #formatters do
     local shown = formatters[i](value, extra)
     if shown ~= nil then return shown end
@@ -129,22 +135,19 @@ local function typed(value, extra)
   if kind == "string" then return "(string) '" .. value .. "'" end
   if kind == "nil" then return "(nil)" end
   if kind == "number" then return "(number) " .. precise(value) end
+  if isMatcher(value) and value.name ~= nil then -- (`(matcher) is.match((string) 'x')`, `(matcher) no.string()`)
+    local parts = {}
+    for i = 1, value.arguments.n do parts[i] = typed(value.arguments[i]) end
+    return "(matcher) " .. (value.mod and "is." or "no.") .. value.name .. "(" .. concat(parts, ", ") .. ")"
+  end
   if kind == "table" then return luassert_table(value, extra and extra.crumbs) end
+  if kind == "function" then -- (where it was defined, as luassert shows a function: `function: 0x… @ line 3 in @spec/a_spec.lua`)
+    local info = debug and debug.getinfo and debug.getinfo(value, "S")
+    if info then return render(value) .. " @ line " .. tostring(info.linedefined) .. " in " .. tostring(info.source) end
+  end
+  if kind == "userdata" or kind == "thread" then return "(" .. kind .. ") '" .. render(value) .. "'" end
   return "(" .. kind .. ") " .. render(value)
 end
-
--- The arguments of a call (a `pack`ed list), each typed: "(number) 1, (string) 'x'".
-local function typedList(list)
-  if list.n == 0 then return "(no values)" end
-  local parts = {}
-  for i = 1, list.n do parts[i] = typed(list[i]) end
-  return concat(parts, ", ")
-end
-
--- Matchers (match._, match.is_string(), …) compare inside `same` and the spies' `called_with`.
-local matcherMeta = {}
-local function isMatcher(value) return getmetatable(value) == matcherMeta end
-matcherMeta.__call = function(self, value) return self.test(value) end -- (a matcher is called as luassert's are)
 
 local function same(a, b, seen)
   if isMatcher(b) then return b.test(a) end
@@ -202,7 +205,7 @@ local function deepcompare(t1, t2, ignoreMeta, cycles, thresh1, thresh2)
 end
 
 V.deepcompare = deepcompare
-V.sortedKeys, V.render, V.typed, V.typedList, V.formatters = sortedKeys, render, typed, typedList, formatters
+V.sortedKeys, V.render, V.typed, V.formatters = sortedKeys, render, typed, formatters
 V.same, V.matcherMeta, V.isMatcher = same, matcherMeta, isMatcher
 
 return V

@@ -72,6 +72,26 @@ struct BustedDifferentialTests {
         #expect(normalized(ours.output) == normalized(real.output))
     }
 
+    /// Failing assertions say what luassert 1.9.0 says, word for word (identities aside): every assertion's own
+    /// words, custom messages (a table shown as a value, `false` too), spies' counts and argument lists
+    /// (`(values list) (…)`, matchers as `(matcher) is.match(…)`), what was caught or not. The fixture
+    /// `busted-messages/` runs under both.
+    @Test func failureMessagesAreLuassertsWordForWord() async throws {
+        let folder = CLI.packageRoot.appendingPathComponent("Tests/luastoreTests/busted-messages")
+        let (lua, busted) = try #require(realBusted)
+        let real = try await runChildProcess(URL(fileURLWithPath: lua), [busted, "-o", "TAP"], directory: folder)
+        let ours = try await CLI.run(["test", folder.path, "--output", "tap"])
+        #expect(Self.outcomes(real.output, skip: #/ - # SKIP /#).filter { $0.hasPrefix("failed") }.count == 40, "\(real.output) \(real.errors)")
+        func normalized(_ text: String) -> [String] { text.replacing(#/0x[0-9a-f]+/#, with: "0x").split(separator: "\n").map(String.init) }
+        let expected = normalized(real.output), reported = normalized(ours.output)
+        for (index, (line, luassert)) in zip(reported, expected).enumerated() where line != luassert {
+            Issue.record("line \(index + 1): \(line.debugDescription), luassert: \(luassert.debugDescription)")
+            break
+        }
+        #expect(reported.count == expected.count)
+        #expect(real.status == ours.status)
+    }
+
     /// TAP goes out as busted writes it, a result as each test ends: what a test prints comes before its line and
     /// after the line of the test before it.
     @Test func tapInterleavesWithWhatTestsPrint() async throws {

@@ -35,7 +35,7 @@ import Testing
         #expect(errors == [
             "luastore: line 2: not valid JSON: a value was expected at column 9",
             "luastore: reduce failed: app.lua:5: exploded (line 3)",
-            "luastore: line 4: an action must be a JSON object, not an array",
+            "luastore: line 4: an action must be a JSON object, not a JSON array",
             "luastore: line 5: an action needs a string \"type\"",
         ])
         #expect(try String(contentsOf: stateOut, encoding: .utf8) == "{\"count\":2}\n")
