@@ -197,6 +197,7 @@ struct SpecTest: AsyncParsableCommand {
             let next = try function("next"), name = try function("name"), line = try function("line")
             let status = try function("status"), raise = try function("raise")
             let matches = try function("matches"), runOne = try function("run"), kind = try function("kind")
+            let after = try function("after")
             // One item at a time: asking for the next runs the bodies of the blocks before it (as busted does).
             while let index = try nextItem(next) {
                 let title = (try? vm.call(name, .integer(index)).first?.string) ?? "test \(index)"
@@ -223,9 +224,19 @@ struct SpecTest: AsyncParsableCommand {
                     continue
                 }
                 let start = clock.now
+                // (The test's end is told before its after_each hooks run, as busted tells it: what they print comes
+                // after its result; one that fails is an item of its own.)
+                func runAfterEach() {
+                    do {
+                        try vm.call(after, .integer(index))
+                    } catch {
+                        record(SpecResult(file: file, name: title, status: .errored, message: error.message, location: error.location ?? testLine))
+                    }
+                }
                 do {
                     let outcome = try vm.call(runOne, .integer(index))
                     if outcome.first == "skipped" { continue } // (its block's setup failed: an error of its own)
+                    defer { runAfterEach() }
                     // (A test that called `pending(reason)`: the reason, at the line of the call, as busted reports it.)
                     let isPending = outcome.first == "pending"
                     let reason = isPending && outcome.count > 1 ? outcome[1].string : nil
@@ -233,6 +244,7 @@ struct SpecTest: AsyncParsableCommand {
                     record(SpecResult(file: file, name: title, status: isPending ? .pending : .passed, message: reason,
                                               location: place ?? testLine, seconds: Self.seconds(clock.now - start)))
                 } catch {
+                    defer { runAfterEach() }
                     let failed = (try? vm.call(kind, .integer(index)).first?.string) == "failure" && error.kind == .runtime
                     // (Named again: a before_each that failed is the error, named after its block, as busted names it.)
                     let named = (try? vm.call(name, .integer(index)).first?.string) ?? title

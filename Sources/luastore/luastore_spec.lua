@@ -266,8 +266,16 @@ function spec.matches(index, pattern) return tests[index].fullName:find(pattern)
 -- Raises again what the body of a block that failed raised (the host reports it as an error).
 function spec.raise(index) error(tests[index].problem, 0) end
 
--- Runs test `index`: its blocks' setups as needed, the before_each hooks from the outermost, the test, its
--- finally handlers and the after_each hooks from the innermost (even when the test failed).
+-- Runs the after_each hooks of test `index` from the innermost (even when the test failed): one that fails is an
+-- item of its own.
+function spec.after(index)
+  local chain = tests[index].chain
+  for i = #chain, 1, -1 do runHooks(chain[i], "afters", "after_each") end
+end
+
+-- Runs test `index`: its blocks' setups as needed, the before_each hooks from the outermost, the test and its
+-- finally handlers; the host reports the outcome, then runs its after_each hooks (`spec.after`), as busted tells a
+-- test's end before them.
 function spec.run(index)
   local test = tests[index]
   test.kind = "error" -- (a setup that failed, or an error outside an assertion)
@@ -300,7 +308,6 @@ function spec.run(index)
       else reportHookFailure(why, nil, nil, nil, nil, test.fullName, test.line) end
     end
   end
-  for i = #test.chain, 1, -1 do runHooks(test.chain[i], "afters", "after_each") end
   running = nil
   if not ok then
     if getmetatable(problem) == pendingMeta then

@@ -103,6 +103,11 @@ struct BustedDifferentialTests {
               it("a", function() print("in a") end)
               it("b", function() print("in b"); assert.equal(1, 2) end)
               it("c", function() print("in c") end)
+              describe("with hooks", function()
+                after_each(function() print("after each") end)
+                it("d", function() print("in d") end)
+                it("e", function() print("in e"); error("boom") end)
+              end)
             end)
             """.utf8).write(to: folder.appendingPathComponent("spec/print_spec.lua"))
         let (lua, busted) = try #require(realBusted)
@@ -110,6 +115,9 @@ struct BustedDifferentialTests {
         let ours = try await CLI.run(["test", folder.path, "--output", "tap"])
         #expect(ours.output == real.output)
         #expect(Array(ours.outputLines.prefix(3)) == ["in a", "ok 1 - printing a", "in b"], "\(ours.output)")
+        // (A test's result comes before what its after_each hooks print, as busted tells a test's end before them.)
+        let d = try #require(ours.outputLines.firstIndex(of: "in d"))
+        #expect(Array(ours.outputLines[d...(d + 2)]) == ["in d", "ok 4 - printing with hooks d", "after each"], "\(ours.output)")
     }
 
     /// A `.busted` that is not what busted takes is refused, naming the file and what was wrong.
