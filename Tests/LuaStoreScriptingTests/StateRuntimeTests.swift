@@ -66,7 +66,7 @@ extension StateRuntimeHarness {
     @Test(.startsChildProcesses) func trustedChunksReadOnlyTheGlobalsTheyMean() async throws {
         let allowed: Set<String> = ["barrierlayouts", "error", "getmetatable", "istable", "makebarrier", "math", "next", "pcall", "rawget", "rawlen",
                                     "rawset", "select", "setmetatable", "string", "table", "tostring", "type", "pairs", "within", "newaccount", "copydata", "readsonly",
-                                    "readaccount", "matchesjson", "decodejson", "applyjson"]
+                                    "readaccount", "matchesjson", "decodejson", "applyjson", "modeguard"]
         let folder = CLI.packageRoot.appendingPathComponent("Sources/LuaStoreScripting/Runtime")
         let chunks = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".lua") }.sorted()
         #expect(chunks.count == 7, "\(chunks)")
