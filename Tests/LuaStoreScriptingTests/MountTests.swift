@@ -226,6 +226,9 @@ import Testing
             "b/app.lua": "local NAME = 'b'\n" + fetcher,
         ])
         defer { folder.remove() }
+        // A server the plugin may reach that redirects it to one it may not (another port of the same address): the
+        // redirect is checked as the first request is, not followed.
+        let elsewhere = try await TestServer.start()
         let store = try await ScriptedStore(app: folder.url, options: Recorder().options)
         // Both plugins return a request for each action; each id names the plugin whose log hears it.
         store.dispatch(["type": "fetch", "id": "a", "url": .string(server.base + "/hello")])
@@ -234,13 +237,18 @@ import Testing
             let state = try? await store.state()
             return state?["a"]["log"].table?.array.count == 1 && state?["b"]["log"].table?.array.count == 1
         })
+        store.dispatch(["type": "fetch", "id": "a", "url": .string(server.base + "/hop?to=" + elsewhere.base + "/hello")])
+        #expect(await eventually { (try? await store.state())?["a"]["log"].table?.array.count == 2 })
         let state = try await store.state()
-        #expect(state["a"]["log"] == ["fetched hello"], "\(state)")
+        #expect(state["a"]["log"] == ["fetched hello", .string(
+            "refusedHost: the server redirected to \(elsewhere.base)/hello, and http to 127.0.0.1:\(elsewhere.port) is not a declared capability "
+                + "of 'alpha' (add it to capabilities.http in luastore.json)")], "\(state)")
         #expect(state["b"]["log"] == [.string(
             "refusedHost: http to 127.0.0.1:\(server.port) is not a declared capability of 'beta' (add it to capabilities.http in luastore.json)")],
             "\(state)")
         store.shutdown()
         await server.stop()
+        await elsewhere.stop()
     }
 
     /// A command a plugin returns that is not one is refused at the plugin's own file and `reduce`, naming the

@@ -60,6 +60,9 @@ public final class TestServer: Sendable {
         await server.appendRoute("GET /big") { _ in
             HTTPResponse(statusCode: .ok, body: Data(repeating: 0x61, count: 3 << 20))
         }
+        await server.appendRoute("GET /hop") { request in // (a redirect to the URL `to` names)
+            HTTPResponse(statusCode: .found, headers: HTTPHeaders([HTTPHeader("Location"): request.query["to"] ?? "/hello"]))
+        }
         await server.appendRoute("GET /redirect") { _ in
             HTTPResponse(statusCode: .found, headers: HTTPHeaders([HTTPHeader("Location"): "http://example.com/"]))
         }

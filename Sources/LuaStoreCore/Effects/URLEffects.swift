@@ -220,8 +220,10 @@ public final class URLEffectRunner: Sendable {
         }
     }
 
-    /// Performs `effect`; the result is a response (status below 400) or a failure saying why.
-    public func perform(_ effect: URLRequestEffect) async -> Result<URLResponseValue, URLFailure> {
+    /// Performs `effect`; the result is a response (status below 400) or a failure saying why. A redirect is
+    /// followed only where the policy allows its host and `redirect` (the host's own rule, as an app's declared
+    /// capabilities: nil allows it) gives no reason to refuse it; a refused one fails the request (`.refusedHost`).
+    public func perform(_ effect: URLRequestEffect, redirect: (@Sendable (URL) -> String?)? = nil) async -> Result<URLResponseValue, URLFailure> {
         let request: URLRequest
         switch policy.validate(effect) {
         case .success(let valid): request = valid
@@ -237,7 +239,7 @@ public final class URLEffectRunner: Sendable {
         defer { timer.cancel() }
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                delegate.register(task, continuation: continuation)
+                delegate.register(task, continuation: continuation, redirect: redirect)
                 task.resume()
             }
         } onCancel: {
@@ -253,6 +255,7 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
         var response: HTTPURLResponse?
         var body = Data()
         var failure: URLFailure?
+        var redirect: (@Sendable (URL) -> String?)?
     }
 
     private let policy: URLPolicy
@@ -260,8 +263,9 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
 
     init(policy: URLPolicy) { self.policy = policy }
 
-    func register(_ task: URLSessionTask, continuation: CheckedContinuation<Result<URLResponseValue, URLFailure>, Never>) {
-        exchanges.withLock { $0[task.taskIdentifier] = Exchange(continuation: continuation) }
+    func register(_ task: URLSessionTask, continuation: CheckedContinuation<Result<URLResponseValue, URLFailure>, Never>,
+                  redirect: (@Sendable (URL) -> String?)?) {
+        exchanges.withLock { $0[task.taskIdentifier] = Exchange(continuation: continuation, redirect: redirect) }
     }
 
     func markTimedOut(_ task: URLSessionTask, after timeout: Duration) {
@@ -306,13 +310,23 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
 
     func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
                     newRequest request: URLRequest, completionHandler: @escaping (URLRequest?) -> Void) {
-        guard let url = request.url, let scheme = url.scheme?.lowercased(), let host = url.host?.lowercased(),
-              scheme != "file", scheme != "data", policy.allowedSchemes.contains(scheme), policy.allows(host: host)
-        else {
-            completionHandler(nil)
+        // (Checked as the first request is: the policy, then the host's own rule for the exchange.)
+        let refusal: String?
+        if let url = request.url, let scheme = url.scheme?.lowercased(), let host = url.host?.lowercased(),
+           scheme != "file", scheme != "data", policy.allowedSchemes.contains(scheme), policy.allows(host: host) {
+            refusal = exchanges.withLock { $0[task.taskIdentifier]?.redirect }?(url)
+        } else {
+            refusal = "it is not on the allow-list"
+        }
+        guard let refusal else {
+            completionHandler(request)
             return
         }
-        completionHandler(request)
+        exchanges.withLock { exchanges in
+            exchanges[task.taskIdentifier]?.failure = URLFailure(
+                reason: .refusedHost, message: "the server redirected to \(request.url?.absoluteString ?? "a URL it did not name"), and \(refusal)")
+        }
+        completionHandler(nil)
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
@@ -332,8 +346,10 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
             case NSURLErrorCannotConnectToHost, NSURLErrorCannotFindHost, NSURLErrorNetworkConnectionLost,
                  NSURLErrorNotConnectedToInternet, NSURLErrorDNSLookupFailed:
                 return .failure(URLFailure(reason: .connectionFailed, message: error.localizedDescription))
+            case NSURLErrorBadURL, NSURLErrorUnsupportedURL:
+                return .failure(URLFailure(reason: .invalidURL, message: "the URL cannot be requested (the network layer refused it)"))
             default:
-                return .failure(URLFailure(reason: .failed, message: "\(error.localizedDescription) (code \(code))"))
+                return .failure(URLFailure(reason: .failed, message: "the network layer failed the request (URL error \(code))"))
             }
         }
         guard let http = exchange.response else {

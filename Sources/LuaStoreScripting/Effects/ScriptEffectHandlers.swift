@@ -11,14 +11,17 @@ enum ScriptEffectHandlers {
         }
     }
 
+    /// `redirect`: why an `http` effect may not follow a redirect to a URL (nil: it may) — the app's declared
+    /// capabilities, which the first request is checked against too.
     static func interpreter(runner: URLEffectRunner, storage: URL?, protecting inputs: [FileIdentity: String] = [:],
+                            redirect: @escaping @Sendable (ScriptEffect, URL) -> String? = { _, _ in nil },
                             log: @escaping @Sendable (String) -> Void)
         -> EffectInterpreter<ScriptEffect, Void, LuaValue> {
         let saves = SaveOrder()
         return EffectInterpreter<ScriptEffect, Void, LuaValue>()
             .handling("http") { effect, context in
                 let request = effect.payload
-                let result = await runner.perform(urlRequest(request))
+                let result = await runner.perform(urlRequest(request), redirect: { redirect(effect, $0) })
                 context.dispatch(resultAction(for: request, result))
             }
             .handlingDelay("delay", delay: { effect in

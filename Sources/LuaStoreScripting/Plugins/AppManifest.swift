@@ -291,12 +291,7 @@ public struct AppManifest: Sendable, Equatable {
     public func refusal(of effect: ScriptEffect) -> String? {
         switch effect.kind {
         case "http":
-            let url = URLComponents(string: effect.payload["url"].string ?? "")
-            let host = url?.host.map { $0.hasPrefix("[") ? String($0.dropFirst().dropLast()) : $0 }?.lowercased() ?? ""
-            let port = url?.port ?? (url?.scheme?.lowercased() == "https" ? 443 : 80)
-            if capabilities.http.contains(where: { HostRule($0)?.allows(host: host, port: port) == true }) { return nil }
-            let shown = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
-            return "http to \(shown) is not a declared capability of '\(name)' (add it to capabilities.http in luastore.json)"
+            return refusal(ofHTTPTo: URLComponents(string: effect.payload["url"].string ?? ""))
         case "save", "load":
             return capabilities.storage ? nil
                 : "storage (\(effect.kind)) is not a declared capability of '\(name)' (add \"storage\": true to capabilities in luastore.json)"
@@ -306,6 +301,15 @@ public struct AppManifest: Sendable, Equatable {
         default:
             return nil
         }
+    }
+
+    /// Why the app may not send a request to `url` — its first, or one a server redirects it to (nil: it may).
+    public func refusal(ofHTTPTo url: URLComponents?) -> String? {
+        let host = url?.host.map { $0.hasPrefix("[") ? String($0.dropFirst().dropLast()) : $0 }?.lowercased() ?? ""
+        let port = url?.port ?? (url?.scheme?.lowercased() == "https" ? 443 : 80)
+        if capabilities.http.contains(where: { HostRule($0)?.allows(host: host, port: port) == true }) { return nil }
+        let shown = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+        return "http to \(shown) is not a declared capability of '\(name)' (add it to capabilities.http in luastore.json)"
     }
 }
 

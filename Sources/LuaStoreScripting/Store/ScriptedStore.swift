@@ -187,7 +187,9 @@ public final class ScriptedStore: Sendable {
         let effects = options.performsEffects
             ? ScriptEffectHandlers.interpreter(
                 runner: URLEffectRunner(policy: options.urlPolicy), storage: options.storageFolder,
-                protecting: Self.protectedFiles(app: folder, options.protectedFiles), log: options.log)
+                protecting: Self.protectedFiles(app: folder, options.protectedFiles),
+                redirect: { effect, url in installed.withLock { $0.governing(effect) }?.refusal(ofHTTPTo: URLComponents(url: url, resolvingAgainstBaseURL: false)) },
+                log: options.log)
             : ScriptEffectHandlers.inert
         let doubled = options.effectDoubles.reduce(effects) { interpreter, double in
             interpreter.handling(EffectKind(double.key)) { effect, context in
