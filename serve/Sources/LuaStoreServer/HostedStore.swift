@@ -90,6 +90,8 @@ actor HostedStore {
         let database = try await KeyJournal.open(key: key, options: options)
         let journaled = Protected(database.persistence.resumed?.sequence ?? 0)
         var storeOptions = options.store
+        // (Each key's `save` and `load` in a folder of its own: keys are apart, their saved data too.)
+        storeOptions.storageFolder = options.store.storageFolder?.appendingPathComponent(key, isDirectory: true)
         storeOptions.persistence = database.persistence
         storeOptions.threads = options.threads
         storeOptions.notification = .everyAction
@@ -132,7 +134,12 @@ actor HostedStore {
         await hosted.readAnswered()
         // (Told on the store's thread, in order, before the actions that made them are answered.)
         store.observeProps { [weak hosted] props in
-            hosted?.number((try? LuaJSON.encode(props, root: "props")) ?? "null")
+            // (Props JSON cannot hold — NaN, an infinity — are the props' failure, as any props failure: never `null`.)
+            do {
+                hosted?.number(try LuaJSON.encode(props, root: "props"))
+            } catch {
+                propsFailure.withLock { $0 = "\(error)" }
+            }
             return .active
         }
         await store.barrier()

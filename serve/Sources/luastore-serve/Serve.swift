@@ -153,7 +153,8 @@ struct Serve: AsyncParsableCommand {
         defer { source.remove() }
         let dataFolder = URL(fileURLWithPath: data)
         do {
-            try FileManager.default.createDirectory(at: dataFolder, withIntermediateDirectories: true)
+            // (With the folder each key's saves go in, `.data/KEY`: made by a key's first save.)
+            try FileManager.default.createDirectory(at: dataFolder.appendingPathComponent(".data"), withIntermediateDirectories: true)
         } catch {
             Console.error("cannot make the data folder \(data): \(error.localizedDescription)")
             throw ExitCode.unusable

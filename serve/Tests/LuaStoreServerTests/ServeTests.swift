@@ -20,6 +20,7 @@ import Testing
             function app.reduce(state, action) state.count = state.count + 1 end
             function app.props(state)
               if state.count == 2 then error("two is not shown") end
+              if state.count == 4 then return { count = 0 / 0 } end
               return { count = state.count }
             end
             return app
@@ -34,6 +35,10 @@ import Testing
         let shown = try await served.request("GET", "/stores/k/props")
         #expect(shown.status == 200, "\(shown.body)")
         #expect(try ServedApp.json(shown.body)["count"] as? Int == 3, "\(shown.body)")
+        // Props JSON cannot hold (NaN) fail as props do: never a `null` answered 200.
+        #expect(try await served.request("POST", "/stores/k/actions", body: #"{"type":"tick"}"#).status == 200)
+        let nan = try await served.request("GET", "/stores/k/props")
+        #expect(nan.status == 500 && nan.body.contains("the props of key k failed") && nan.body.contains("nan"), "\(nan.status) \(nan.body)")
         #expect(try await served.stop().status == 0)
     }
 
@@ -70,6 +75,45 @@ import Testing
         let ended = try await served.stop()
         #expect(ended.status == 0, "\(ended.errors)")
         #expect(FileManager.default.fileExists(atPath: served.data.appendingPathComponent("room-1.db").path))
+    }
+
+    /// What one key's `luastore.save` keeps, another key's `load` does not read: each key's saves are in a folder
+    /// of its own (`DATA/.data/KEY/`).
+    @Test func aKeysSavesAreItsOwn() async throws {
+        let app = try CLI.makeApp("""
+            local luastore = require("luastore")
+            local app = {}
+            function app.init() return { loaded = "nothing" } end
+            function app.reduce(state, action)
+              if action.type == "save" then return nil, { luastore.save("secret", { v = action.v }) } end
+              if action.type == "load" then return nil, { luastore.load("secret", "loaded") } end
+              if action.type == "loaded" then state.loaded = action.value and action.value.v or "nothing" end
+            end
+            function app.props(state) return { loaded = state.loaded } end
+            return app
+            """)
+        try Data(#"{"name": "saver", "version": "1.0.0", "luastore": "^1.0", "capabilities": {"storage": true}}"#.utf8)
+            .write(to: app.appendingPathComponent("luastore.json"))
+        let folder = try ServedApp.temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder); try? FileManager.default.removeItem(at: app) }
+        let served = try await ServedApp(app: app, data: folder.appendingPathComponent("data"), ["--no-auth"])
+        #expect(try await served.request("POST", "/stores/a/actions", body: #"{"type":"save","v":"from a"}"#).status == 200)
+        for key in ["a", "b"] {
+            #expect(try await served.request("POST", "/stores/\(key)/actions", body: #"{"type":"load"}"#).status == 200)
+        }
+        // (The loads' answers come back as actions of their own: wait for a's.)
+        let deadline = ContinuousClock.now + .seconds(30)
+        var loaded: [String: String] = [:]
+        while ContinuousClock.now < deadline {
+            for key in ["a", "b"] {
+                loaded[key] = try ServedApp.json(try await served.request("GET", "/stores/\(key)/props").body)["loaded"] as? String
+            }
+            if loaded["a"] == "from a" { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(loaded == ["a": "from a", "b": "nothing"], "b read a's save")
+        #expect(FileManager.default.fileExists(atPath: served.data.appendingPathComponent(".data/a/secret.json").path))
+        _ = try await served.stop()
     }
 
     @Test func badRequestsAreRefusedInWordsAndChangeNothing() async throws {
