@@ -44,6 +44,7 @@ public final class StoreServer: Sendable {
         logger.logLevel = .error
         let router = Router(context: ServeRequestContext.self)
         router.middlewares.add(PathGuard())
+        if options.tokens == nil { router.middlewares.add(LocalPageGuard(listening: address.lowercased())) }
         if let web = options.web {
             // (Only what no route answers: a file of `web`, never one out of it — `WebFolder`.)
             router.middlewares.add(FileMiddleware(fileProvider: WebFolder(web, logger: logger), searchForIndexHtml: true))

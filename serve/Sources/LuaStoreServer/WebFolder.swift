@@ -54,3 +54,49 @@ struct PathGuard<Context: RequestContext>: RouterMiddleware {
         return try await next(request, context)
     }
 }
+
+/// Without tokens (`--no-auth`, loopback only) any page a browser on this machine shows could reach the server:
+/// by a name that resolves to the loopback (DNS rebinding) or from a page of another origin (a form, a script, a
+/// WebSocket, which browsers open across origins). So a request must name the server by a loopback address or
+/// `localhost` (the Host header), and one a page sends must come from the server's own origin (the Origin header);
+/// anything else is refused (403), in words.
+struct LocalPageGuard<Context: RequestContext>: RouterMiddleware {
+    /// The address the server listens on (a name given to `--listen` is the server's own too).
+    let listening: String
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        // (No Host at all is no browser's request: the nodes of a cluster forward without one.)
+        let host = request.head.authority ?? ""
+        guard host.isEmpty || Self.isLocal(Self.name(ofAuthority: host)) || Self.name(ofAuthority: host) == listening.lowercased() else {
+            throw HTTPError(.forbidden, message: "the Host '\(host)' does not name this server: without tokens it answers only to a loopback address or localhost")
+        }
+        if let origin = request.headers[.origin]?.lowercased(), origin != "null", !Self.isOwn(origin: origin, host: host.lowercased()) {
+            throw HTTPError(.forbidden, message: "requests from the page at \(origin) are refused: without tokens the server answers only its own pages")
+        }
+        return try await next(request, context)
+    }
+
+    /// Whether a request with `origin` comes from the server's own pages: a page's origin (`http:`, `https:`) is
+    /// the server's own address; another client's (a node of the cluster forwarding a live connection says
+    /// `ws://127.0.0.1`) names a loopback address.
+    static func isOwn(origin: String, host: String) -> Bool {
+        if origin.hasPrefix("http://") || origin.hasPrefix("https://") { return origin == "http://" + host || origin == "https://" + host }
+        guard let separator = origin.range(of: "://") else { return false }
+        return isLocal(name(ofAuthority: String(origin[separator.upperBound...])))
+    }
+
+    /// The host of an authority (`localhost:8080`, `[::1]:8080`), lower case, without its port or brackets.
+    static func name(ofAuthority authority: String) -> String {
+        var text = Substring(authority.lowercased())
+        if text.hasPrefix("["), let close = text.firstIndex(of: "]") { return String(text[text.index(after: text.startIndex)..<close]) }
+        if let colon = text.lastIndex(of: ":") { text = text[..<colon] }
+        return String(text)
+    }
+
+    /// `localhost` or a loopback address (`127.0.0.0/8`, `::1`).
+    static func isLocal(_ name: String) -> Bool {
+        if name == "localhost" || name == "::1" { return true }
+        let parts = name.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil }
+    }
+}

@@ -72,6 +72,18 @@ import Testing
             #expect(metrics.body.contains(line), "\(line) in \(metrics.body)")
         }
 
+        // Without tokens a browser's page could reach the server: by a name resolving to the loopback (DNS
+        // rebinding), or from another origin (a form's text/plain POST, a script). Refused, changing nothing.
+        let port = served.port
+        let rebound = try RawHTTP.request("GET", "/stores/room-1/state", port: port, headers: ["Host": "evil.example"], token: "")
+        #expect(rebound.status == 403 && rebound.body.contains("the Host 'evil.example' does not name this server"), "\(rebound.body)")
+        let forged = try RawHTTP.request("POST", "/stores/room-1/actions", port: port,
+                                         headers: ["Origin": "http://evil.example", "Content-Type": "text/plain"], body: #"{"type":"increment"}"#, token: "")
+        #expect(forged.status == 403 && forged.body.contains("requests from the page at http") && forged.body.contains("evil.example are refused"), "\(forged.status) \(forged.body)")
+        let own = try RawHTTP.request("GET", "/stores/room-1/props", port: port, headers: ["Origin": "http://127.0.0.1:\(port)"], token: "")
+        #expect(own.status == 200, "the server's own pages: \(own.body)")
+        #expect(try ServedApp.json(try await served.request("GET", "/stores/room-1/props").body)["count"] as? Int == 6)
+
         let ended = try await served.stop()
         #expect(ended.status == 0, "\(ended.errors)")
         #expect(FileManager.default.fileExists(atPath: served.data.appendingPathComponent("room-1.db").path))
