@@ -107,6 +107,10 @@ public final class StoreServer: Sendable {
             let key = try self.key(context)
             try self.authorize(request.headers[.authorization], .dispatch, key)
             let body: ByteBuffer
+            // (A body said to be larger is refused at once, before any of it is waited for.)
+            if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > self.options.limits.messageBytes {
+                throw HTTPError(.contentTooLarge, message: "an action has at most \(self.options.limits.messageBytes) bytes (this one says \(length))")
+            }
             do {
                 body = try await request.body.collect(upTo: self.options.limits.messageBytes)
             } catch {

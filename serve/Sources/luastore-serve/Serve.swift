@@ -290,6 +290,16 @@ struct Token: ParsableCommand {
                 granted.insert(right)
             }
             guard !key.isEmpty else { throw ValidationError("name at least one --key") }
+            // (A pattern that could never grant a key is a mistake, said now: not a token that lets nobody in.)
+            for pattern in key where pattern != "*" {
+                let prefix = pattern.hasSuffix("*") ? String(pattern.dropLast()) : pattern
+                if let problem = StoreKey.check(prefix) {
+                    throw ValidationError("--key \(pattern.debugDescription) is a key, a key's prefix ending in *, or * alone: \(problem)")
+                }
+            }
+            guard !granted.isEmpty else { throw ValidationError("--rights grants nothing: name read, dispatch or devtools") }
+            guard !subject.isEmpty else { throw ValidationError("--subject names who the token is for: it is not empty") }
+            if let expiresIn, expiresIn < 1 { throw ValidationError("--expires-in is a number of seconds, at least 1") }
             let authority: TokenAuthority
             do {
                 authority = try TokenAuthority(secretFile: secret)

@@ -152,6 +152,9 @@ import Testing
         // A body that is not UTF-8 is no JSON: refused, not read with other bytes than the client sent.
         let notText = try await served.request("POST", "/stores/k/actions", bytes: Array(#"{"type":"increment","v":""#.utf8) + [0xFF] + Array(#""}"#.utf8))
         #expect(notText.status == 400 && notText.body.contains("not UTF-8"), "\(notText.status) \(notText.body)")
+        // A body said to be larger than the limit is refused at once, none of it waited for (the client sends none).
+        let huge = try RawHTTP.request("POST", "/stores/k/actions", port: served.port, headers: ["Content-Length": "99999999999"], token: "")
+        #expect(huge.status == 413 && huge.body.contains("at most 256 bytes"), "\(huge.status) \(huge.body)")
         // A reducer that fails: 422 with the script's words; the state is as it was.
         let app = try CLI.makeApp("""
             local app = {}
@@ -395,6 +398,15 @@ import Testing
         let writer = try await CLI.run(["token", "issue", "--secret", secret, "--subject", "bo", "--key", "doc-1", "--rights", "read,dispatch"])
         let readToken = reader.output.trimmingCharacters(in: .whitespacesAndNewlines)
         let writeToken = writer.output.trimmingCharacters(in: .whitespacesAndNewlines)
+        // A token that could let nobody in is a mistake, refused in words as it is asked for.
+        for (arguments, said) in [(["--key", "a*b"], "--key \"a*b\" is a key, a key's prefix ending in *, or * alone"),
+                                  (["--key", "**"], "--key \"**\" is a key"), (["--key", "../x"], "--key \"../x\" is a key"),
+                                  (["--key", ""], "--key \"\" is a key"), (["--key", "a", "--rights", ""], "--rights grants nothing"),
+                                  (["--key", "a", "--subject", ""], "--subject names who the token is for"),
+                                  (["--key", "a", "--expires-in", "0"], "--expires-in is a number of seconds, at least 1")] {
+            let refused = try await CLI.run(["token", "issue", "--secret", secret, "--subject", "x"] + arguments)
+            #expect(refused.status != 0 && refused.errors.contains(said) && refused.output.isEmpty, "\(arguments): \(refused.errors)")
+        }
         let authority = try TokenAuthority(secretFile: secret)
         let expired = authority.issue(AccessGrant(subject: "old", keys: ["*"], rights: [.read, .dispatch], expires: 1))
         let foreign = try TokenAuthority(secret: Data(repeating: 7, count: 32))
