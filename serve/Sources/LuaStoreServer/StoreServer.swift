@@ -43,6 +43,7 @@ public final class StoreServer: Sendable {
         var logger = Logger(label: "luastore.serve")
         logger.logLevel = .error
         let router = Router(context: ServeRequestContext.self)
+        router.middlewares.add(MethodGuard())
         router.middlewares.add(PathGuard())
         if options.tokens == nil { router.middlewares.add(LocalPageGuard(listening: address.lowercased())) }
         if let web = options.web {

@@ -100,3 +100,35 @@ struct LocalPageGuard<Context: RequestContext>: RouterMiddleware {
         return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil }
     }
 }
+
+/// A request for one of the server's own addresses with a method it does not serve there (`PUT /stores/k/state`,
+/// `GET /stores/k/actions`) is told so — 405, with the methods it does serve (`Allow`) — not answered as if the
+/// address did not exist.
+struct MethodGuard<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let response: Response
+        do {
+            response = try await next(request, context)
+        } catch let error as HTTPError where error.status == .notFound {
+            throw Self.refusal(request) ?? error
+        }
+        guard response.status == .notFound, let refusal = Self.refusal(request) else { return response }
+        throw refusal
+    }
+
+    /// The 405 for `request`, when its path is one of the server's own and its method not one served there.
+    static func refusal(_ request: Request) -> HTTPError? {
+        let parts = request.uri.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+        let served: String
+        switch (parts.count, parts.first, parts.last) {
+        case (1, "health", _), (1, "metrics", _): served = "GET"
+        case (3, "stores", "actions"): served = "POST"
+        case (3, "stores", "props"), (3, "stores", "state"), (3, "stores", "live"): served = "GET"
+        default: return nil
+        }
+        guard request.method.rawValue != served else { return nil }
+        let shape = parts.count == 3 ? "/stores/{key}/\(parts.last!)" : "/\(parts.first!)"
+        return HTTPError(.methodNotAllowed, headers: [.allow: served],
+                         message: "\(request.method.rawValue) is not served at \(shape): it answers \(served)")
+    }
+}

@@ -152,6 +152,14 @@ import Testing
         // A body that is not UTF-8 is no JSON: refused, not read with other bytes than the client sent.
         let notText = try await served.request("POST", "/stores/k/actions", bytes: Array(#"{"type":"increment","v":""#.utf8) + [0xFF] + Array(#""}"#.utf8))
         #expect(notText.status == 400 && notText.body.contains("not UTF-8"), "\(notText.status) \(notText.body)")
+        // A method an address does not serve is said to be that, with the ones it does (405, Allow), not 404.
+        for (method, target, allowed) in [("PUT", "/stores/k/state", "GET"), ("DELETE", "/stores/k/actions", "POST"), ("GET", "/stores/k/actions", "POST"),
+                                          ("POST", "/health", "GET"), ("POST", "/metrics", "GET")] {
+            let refused = try await served.request(method, target)
+            #expect(refused.status == 405 && refused.headers["allow"] == allowed && refused.body.contains("it answers \(allowed)"),
+                    "\(method) \(target): \(refused.status) \(refused.headers) \(refused.body)")
+        }
+        #expect(try await served.request("PUT", "/nowhere").status == 404)
         // A body said to be larger than the limit is refused at once, none of it waited for (the client sends none).
         let huge = try RawHTTP.request("POST", "/stores/k/actions", port: served.port, headers: ["Content-Length": "99999999999"], token: "")
         #expect(huge.status == 413 && huge.body.contains("at most 256 bytes"), "\(huge.status) \(huge.body)")
