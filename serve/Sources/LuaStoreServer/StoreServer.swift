@@ -20,6 +20,8 @@ import ServiceLifecycle
 public final class StoreServer: Sendable {
     /// How long a WebSocket's peer has to answer a close before its connection is closed anyway.
     static let closeTimeout: Duration = .seconds(2)
+    /// How long a graceful shutdown waits for the requests and connections in flight before it cuts them.
+    static let shutdownGrace: Duration = .seconds(3)
 
     let options: ServerOptions
     let host: StoreHost
@@ -66,8 +68,14 @@ public final class StoreServer: Sendable {
                 started("http://\(shown):\(port)")
             },
             logger: logger)
+        // (A graceful shutdown waits for the requests in flight — at most `shutdownGrace`: a client that ignores the
+        // close, or sends a body a byte at a time, does not hold the server open; then they are cut, and every store
+        // is closed, its journal written, as on any stop.)
+        var group = ServiceGroupConfiguration(services: [app], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        group.maximumGracefulShutdownDuration = Self.shutdownGrace
+        group.maximumCancellationDuration = Self.shutdownGrace
         do {
-            try await app.runService()
+            try await ServiceGroup(configuration: group).run()
         } catch {
             await host.stop()
             throw error

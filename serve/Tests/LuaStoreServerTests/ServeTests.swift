@@ -654,8 +654,16 @@ import Testing
         }
         #expect(total == 20)
         _ = try await restarted.request("POST", "/stores/k0/actions", body: #"{"type":"increment"}"#)
+        // No client holds the shutdown open: one that sent half a body (and sends no more), one whose live
+        // connection never answers the close — cut after the grace, the stores closed all the same.
+        let halfBody = try RawSocket(port: restarted.port)
+        try halfBody.write("POST /stores/k1/actions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{\"type\":")
+        let deaf = try await restarted.live("/stores/k2/live")
+        defer { halfBody.close(); deaf.close() }
+        let signalled = ContinuousClock.now
         let ended = try await restarted.stop(SIGTERM)
         #expect(ended.status == 0, "\(ended.errors)")
+        #expect(ContinuousClock.now - signalled < .seconds(30), "a client held the shutdown open for \(ContinuousClock.now - signalled)")
         // Closed: the file is a durable store `luastore run` resumes.
         let resumed = try await CLI.run(["run", counter.path, "--persist", data.appendingPathComponent("k0.db").path, "--format", "json"], input: "")
         #expect(resumed.output.contains(#""count":8"#), "\(resumed.output) \(resumed.errors)")
