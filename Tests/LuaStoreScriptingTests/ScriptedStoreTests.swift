@@ -380,6 +380,29 @@ import Testing
         #expect(await store.waitUntilIdle(timeout: .seconds(30)))
     }
 
+    /// A JSON answer reaches the script as every JSON the store reads: names by their bytes (Foundation's decoder
+    /// took "é" composed and decomposed for one name and kept one of the two values).
+    @Test func aJSONAnswersNamesAreKeptByTheirBytes() async throws {
+        let server = try await TestServer.start()
+        let folder = try AppFolder(["app.lua": """
+            local luastore = require("luastore")
+            local app = {}
+            function app.init() return { sum = 0 } end
+            function app.reduce(state, action)
+              if action.type == "fetch" then return nil, { luastore.http { url = action.url, success = "got", failure = "failed" } } end
+              if action.type == "got" then for _, v in pairs(action.json) do state.sum = state.sum + v end end
+            end
+            function app.props(state) return { sum = state.sum } end
+            return app
+            """])
+        defer { folder.remove() }
+        let store = try await ScriptedStore(app: folder.url, options: Recorder().options)
+        store.dispatch(["type": "fetch", "url": .string(server.base + "/spellings")])
+        #expect(await eventually(timeout: .seconds(60)) { (try? await store.state()["sum"]) == 3 })
+        store.shutdown()
+        await server.stop()
+    }
+
     @Test func httpRequestsRunAndAreCancelledByState() async throws {
         let server = try await TestServer.start()
         let (store, _, folder) = try await makeStore()

@@ -37,6 +37,9 @@ public final class TestServer: Sendable {
             HTTPResponse(statusCode: .ok, headers: [.contentType: "application/json; charset=utf-8"],
                          body: Data(#"{"name":"widget","items":[1,2.5,true,null],"nested":{"ok":false}}"#.utf8))
         }
+        await server.appendRoute("GET /spellings") { _ in // ("é" composed and decomposed: two names, two Lua keys)
+            HTTPResponse(statusCode: .ok, headers: [.contentType: "application/json"], body: Data("{\"\u{E9}\":1,\"e\u{301}\":2}".utf8))
+        }
         await server.appendRoute("GET /search") { request in
             let query = request.query.first { $0.name == "q" }?.value ?? ""
             return HTTPResponse(statusCode: .ok, headers: [.contentType: "text/plain"], body: Data("results for \(query)".utf8))

@@ -142,7 +142,11 @@ enum ScriptEffectHandlers {
         for (name, value) in response.headers { headers[name] = .string(value) }
         action["headers"] = .table(headers)
         if let text = response.text { action["body"] = .string(text) }
-        if let json = response.json { action["json"] = LuaValue(json: json) }
+        // (A JSON body read as every JSON the store reads: names kept by their bytes — two spellings of "é" are two
+        // keys, as in Lua —, integers as integers, an object naming a member twice no JSON; then `json` is absent.)
+        if response.json != nil, let json = try? response.body.withUnsafeBytes({ bytes throws(LuaJSON.Malformed) in try LuaJSON.parse(bytes) }) {
+            action["json"] = json
+        }
     }
 }
 
