@@ -83,7 +83,7 @@ extension StateRuntime {
 
     /// Commands that could not be converted: why, and the key of the plugin whose command it was (commands of a
     /// mounted plugin are tagged with it), when the first bad one is tagged.
-    struct CommandsFailure: Error {
+    struct CommandsFailure {
         var error: LuaError
         var mount: String?
     }

@@ -65,7 +65,7 @@ struct LocalPageGuard<Context: RequestContext>: RouterMiddleware {
     let listening: String
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        // (No Host at all is no browser's request: the nodes of a cluster forward without one.)
+        // (A request without a Host is no browser's: nothing a page sends is let in by it.)
         let host = request.head.authority ?? ""
         guard host.isEmpty || Self.isLocal(Self.name(ofAuthority: host)) || Self.name(ofAuthority: host) == listening.lowercased() else {
             throw HTTPError(.forbidden, message: "the Host '\(host)' does not name this server: without tokens it answers only to a loopback address or localhost")
