@@ -95,7 +95,7 @@ import Testing
         let app = try CLI.makeApp("""
             local luastore = require("luastore")
             local app = {}
-            function app.init() return { loaded = "nothing" } end
+            function app.init() return { loaded = "waiting" } end
             function app.reduce(state, action)
               if action.type == "save" then return nil, { luastore.save("secret", { v = action.v }) } end
               if action.type == "load" then return nil, { luastore.load("secret", "loaded") } end
@@ -110,17 +110,20 @@ import Testing
         defer { try? FileManager.default.removeItem(at: folder); try? FileManager.default.removeItem(at: app) }
         let served = try await ServedApp(app: app, data: folder.appendingPathComponent("data"), ["--no-auth"])
         #expect(try await served.request("POST", "/stores/a/actions", body: #"{"type":"save","v":"from a"}"#).status == 200)
+        // (A save is an effect, run after its action is answered: the loads are sent once its file is written.)
+        let saved = served.data.appendingPathComponent(".data/a/secret.json").path
+        let deadline = ContinuousClock.now + .seconds(60)
+        while !FileManager.default.fileExists(atPath: saved), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
         for key in ["a", "b"] {
             #expect(try await served.request("POST", "/stores/\(key)/actions", body: #"{"type":"load"}"#).status == 200)
         }
         // (The loads' answers come back as actions of their own: wait for a's.)
-        let deadline = ContinuousClock.now + .seconds(30)
         var loaded: [String: String] = [:]
         while ContinuousClock.now < deadline {
             for key in ["a", "b"] {
                 loaded[key] = try ServedApp.json(try await served.request("GET", "/stores/\(key)/props").body)["loaded"] as? String
             }
-            if loaded["a"] == "from a" { break }
+            if loaded["a"] != "waiting" && loaded["b"] != "waiting" { break }
             try await Task.sleep(for: .milliseconds(50))
         }
         #expect(loaded == ["a": "from a", "b": "nothing"], "b read a's save")
