@@ -166,8 +166,10 @@ extension RecordingJSON {
         /// An object's member name: two names are one when their bytes are (as two Lua keys are), where Swift's
         /// strings call two spellings of one character equal (`"é"` and `"e\u{301}"`, two keys in Lua).
         public struct Name: Hashable, Sendable, ExpressibleByStringLiteral {
+            /// The name as text.
             public let text: String
 
+            /// The name `text`.
             public init(_ text: String) { self.text = text }
             public init(stringLiteral text: String) { self.text = text }
 
