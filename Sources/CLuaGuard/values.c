@@ -146,11 +146,13 @@ int clua_push_copy_data(lua_State *L) {
     return 1;
 }
 
-void clua_repeat_in_list(lua_State *L, int list, lua_Integer first, lua_Integer last, int scratch, CLuaCopyShape *shape) {
+void clua_repeat_in_list(lua_State *L, int list, lua_Integer first, lua_Integer last, int scratch, CLuaCopyShape *shape,
+                         int shareFlat) {
     list = lua_absindex(L, list);
-    int isTable = lua_rawgeti(L, list, first - 1) == LUA_TTABLE; /* the value repeated */
+    int copies = lua_rawgeti(L, list, first - 1) == LUA_TTABLE; /* the value repeated */
+    if (copies && shareFlat) copies = !holds_no_tables(L, lua_gettop(L));
     for (lua_Integer position = first; position <= last; position++) {
-        if (isTable) clua_copy_plain_table(L, -1, scratch, shape);
+        if (copies) clua_copy_plain_table(L, -1, scratch, shape);
         else lua_pushvalue(L, -1);
         lua_rawseti(L, list, position);
     }

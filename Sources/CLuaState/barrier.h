@@ -93,6 +93,9 @@ typedef struct StampSlot {
     uint64_t epoch;
 } StampSlot;
 
+/// How many readers due are told apart by scanning their ids (`dueIDs`) before the set `IS_DUE` takes over.
+#define DUE_SCANNED 8
+
 typedef struct Barrier {
     lua_Integer mode;           /* MODE_CLOSED; MODE_WRITE (reduce, migrate); MODE_READ (props, selectors) */
     lua_Integer count;          /* journal slots the open (or last) transaction filled */
@@ -100,6 +103,9 @@ typedef struct Barrier {
     lua_Integer position;       /* the action of a run being reduced */
     lua_Integer flushes;        /* how many times the readers due were handed over to a flush */
     lua_Integer due;            /* readers in the list of readers due (`DUE`) */
+    int dueInSet;               /* the readers due are in the set `IS_DUE` too; otherwise (few, with integer ids,
+                                   the common case) their ids are `dueIDs[0..<due]`, told apart by a scan */
+    lua_Integer dueIDs[DUE_SCANNED];
     lua_Integer made;           /* proxies made since the caches were last renewed */
     lua_Integer flushed;        /* the outcomes in `flushed`'s lists (what the readers gave, in order) */
     int subscriptionsDirty;     /* `subscriptions` must run again before its result is used */
@@ -203,7 +209,7 @@ enum { FIELD, LITERAL, SPARE };
     X(PARENTS, FIELD, "parents")    /* real table -> the real table holding it (recorded with its proxy) */ \
     X(PARENT_KEYS, FIELD, "parentkeys") /* real table -> the key it is held under */                  \
     X(DUE, FIELD, "due")            /* the readers due, in order (`b->due` of them): what a write marked */ \
-    X(IS_DUE, FIELD, "isdue")       /* ... and the set of them */                                         \
+    X(IS_DUE, FIELD, "isdue")       /* ... and the set of them, once `dueIDs` does not hold them */       \
     X(MOVED, FIELD, "moved")        /* the tables the open transaction moved: (table, old parent, old key) triples */ \
     X(MOVED_INDEX, FIELD, "movedindex") /* ... table -> its triple's number */                            \
     X(LEFT, FIELD, "left")          /* the places they left: (parent, key) pairs */                       \

@@ -274,24 +274,62 @@ int reads_emptysets(lua_State *L) {
 
 // MARK: The readers due
 
-/// [-0, +0, m] Marks due each reader id of the set at `ids` (an absolute index) not marked yet: `isDue[id] = true`,
-/// appended to the list of readers due (`DUE`, which holds `b->due`). Returns whether the set names any reader.
+/// [-0, +0, m] Moves the readers due into the set `IS_DUE` (from `dueIDs`): one more is due, or one whose id is not
+/// an integer.
+static void due_into_set(lua_State *L, Barrier *b) {
+    if (b->dueInSet) return;
+    for (lua_Integer i = 0; i < b->due; i++) {
+        lua_pushinteger(L, b->dueIDs[i]);
+        lua_pushboolean(L, 1);
+        lua_rawset(L, UPVALUE(IS_DUE));
+    }
+    b->dueInSet = 1;
+}
+
+/// [-0, +0, m] Marks the reader id on top due (popping it) unless it is already: appended to the list of readers
+/// due (`DUE`), told apart from those due by a scan of `dueIDs` while they fit, by the set `IS_DUE` after.
+static void mark_due(lua_State *L, Barrier *b) {
+    if (!b->dueInSet) {
+        int isInteger = lua_isinteger(L, -1);
+        lua_Integer id = isInteger ? lua_tointeger(L, -1) : 0;
+        if (isInteger) {
+            for (lua_Integer i = 0; i < b->due; i++) {
+                if (b->dueIDs[i] == id) {
+                    lua_pop(L, 1);
+                    return;
+                }
+            }
+        }
+        if (isInteger && b->due < DUE_SCANNED) {
+            b->dueIDs[b->due] = id;
+            lua_rawseti(L, UPVALUE(DUE), ++b->due);
+            return;
+        }
+        due_into_set(L, b);
+    }
+    lua_pushvalue(L, -1);
+    if (lua_rawget(L, UPVALUE(IS_DUE)) != LUA_TNIL) {
+        lua_pop(L, 2);
+        return;
+    }
+    lua_pop(L, 1);
+    lua_pushvalue(L, -1);
+    lua_pushboolean(L, 1);
+    lua_rawset(L, UPVALUE(IS_DUE));
+    lua_rawseti(L, UPVALUE(DUE), ++b->due);
+}
+
+/// [-0, +0, m] Marks due each reader id of the set at `ids` (an absolute index) not marked yet (`mark_due`).
+/// Returns whether the set names any reader.
 int reads_mark_due(lua_State *L, Barrier *b, int ids) {
-    luaL_checkstack(L, 4, NULL);
+    luaL_checkstack(L, 5, NULL);
     int any = 0;
     lua_pushnil(L);
     while (lua_next(L, ids) != 0) { /* id, true */
         any = 1;
         lua_pop(L, 1);
         lua_pushvalue(L, -1);
-        if (lua_rawget(L, UPVALUE(IS_DUE)) == LUA_TNIL) {
-            lua_pushvalue(L, -2);
-            lua_pushboolean(L, 1);
-            lua_rawset(L, UPVALUE(IS_DUE));
-            lua_pushvalue(L, -2);
-            lua_rawseti(L, UPVALUE(DUE), ++b->due);
-        }
-        lua_pop(L, 1);
+        mark_due(L, b);
     }
     return any;
 }
@@ -301,10 +339,13 @@ int reads_mark_due(lua_State *L, Barrier *b, int ids) {
 /// and the journal (at `journal`) keeps only what the last transaction needs to be undone.
 static lua_Integer hand_over(lua_State *L, Barrier *b, int journal) {
     lua_Integer count = b->due;
-    for (lua_Integer i = 1; i <= count; i++) {
-        lua_rawgeti(L, UPVALUE(DUE), i);
-        lua_pushnil(L);
-        lua_rawset(L, UPVALUE(IS_DUE));
+    if (b->dueInSet) {
+        for (lua_Integer i = 1; i <= count; i++) {
+            lua_rawgeti(L, UPVALUE(DUE), i);
+            lua_pushnil(L);
+            lua_rawset(L, UPVALUE(IS_DUE));
+        }
+        b->dueInSet = 0;
     }
     b->due = 0;
     b->flushes += 1;

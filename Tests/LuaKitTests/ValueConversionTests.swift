@@ -269,6 +269,22 @@ import Testing
             #expect(copies[2] == .table(LuaTable(array: ["first", "second"], fields: ["type": "tick", "n": 2, "ok": true])))
             #expect(copies[3] == .table(LuaTable(fields: [.integer(2): "second", "type": "tick", "n": 1, "ok": true])))
         }
+        // For a function that only reads its values' fields: a flat table repeated is the very table again; one
+        // holding a table is still copied (such a function may write into the table it reads).
+        try await withVM { vm throws in
+            let flat: LuaValue = ["type": "tick", "n": 1], nested: LuaValue = ["type": "tock", "at": ["x": 1]]
+            let list = try vm.reference(toList: [flat, flat, flat, nested, nested][...], sharingFlatRepeats: true)
+            let probe = try vm.load("local l = ... return l[1] == l[2], l[2] == l[3], l[4] == l[5], l[4].at == l[5].at", chunkName: "shared.lua")
+            #expect(try vm.call(probe, arguments: [.reference(list)]) == [true, true, false, false])
+            let readers = try vm.load("""
+                return function(s, a) if a.type == "add" then s.n = s.n + a.by end end,
+                       function(s, a) a.seen = true end,
+                       function(s, a) s.last = a end
+                """, chunkName: "readers.lua")
+            let functions = try vm.callForReferences(readers, arguments: []).map { try #require($0) }
+            #expect(functions.map { vm.readsOnly(argument: 2, of: $0) } == [true, false, false])
+            #expect(vm.readsOnly(argument: 1, of: functions[0]) == false, "it writes into its first")
+        }
         var limits = LuaLimits()
         limits.memoryBytes = 4 << 20
         let wide = LuaValue.table(LuaTable(array: (0..<2_000).map { .integer(Int64($0)) }))

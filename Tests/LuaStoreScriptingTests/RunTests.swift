@@ -278,6 +278,42 @@ import Testing
         }
     }
 
+    /// One action dispatched again and again reaches a `reduce` that provably only reads its fields as the very same
+    /// table, not a copy per action; every other one gets a table of its own each time, as if converted anew: one
+    /// that keeps its action (shared, the state would hold one table in two places, which it refuses), one that
+    /// writes into a table the action holds (shared, each would see the last one's write).
+    @Test func aRepeatedActionIsSharedOnlyWithAReduceThatCannotTellTheCopiesApart() throws {
+        let apps: [(reduce: String, action: LuaValue, shares: Bool, path: [LuaKey], expected: LuaValue)] = [
+            ("if action.type == 'count' then state.n = state.n + action.by end", ["type": "count", "by": 2], true,
+             ["n"], 128),
+            ("state.kept[#state.kept + 1] = action; state.n = #state.kept", ["type": "keep", "tag": "x"], false,
+             ["n"], 64),
+            ("local p = action.payload; p.n = p.n + 1; state.n = state.n + p.n", ["type": "bump", "payload": ["n": 1]], true,
+             ["n"], 128),
+        ]
+        for app in apps {
+            let source = """
+                local app = {}
+                function app.init() return { n = 0, kept = {} } end
+                function app.reduce(state, action) \(app.reduce) end
+                function app.props(state) return { n = state.n } end
+                return app
+                """
+            try withEngine(["app.lua": source], budget: .seconds(5)) { engine, _ in
+                var left = Array(repeating: app.action, count: 64)[...], failures: [String] = []
+                while !left.isEmpty { // (in runs of several: the run's span)
+                    let outcome = engine.reduce(run: left)
+                    failures += outcome.failures.map { "\($0.1)" }
+                    left = left.dropFirst(max(1, outcome.applied))
+                }
+                #expect(failures.isEmpty && engine.runs.convertedActions == 64, "\(app.reduce): \(failures)")
+                let value = try engine.value(at: app.path)
+                #expect(value == app.expected, "\(app.reduce)")
+                #expect(engine.runs.actionReading?.readsOnly == app.shares, "\(app.reduce)")
+            }
+        }
+    }
+
     /// A counter whose props never return once the count is 3.
     static let propsOutOfTimeAtThree = """
         local app = {}

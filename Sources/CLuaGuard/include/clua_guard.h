@@ -368,10 +368,14 @@ int clua_global_accesses(lua_State *L);
 /// answers — `false`, `true`, or the list of keys read.
 int clua_reads_only(lua_State *L);
 
-/// [-0, +0] Stores in `list[first..last]` the value at `list[first - 1]` again: a table as a deep copy each
+/// [-0, +0, m] Stores in `list[first..last]` the value at `list[first - 1]` again: a table as a deep copy each
 /// (`clua_copy_plain_table`, with `scratch` and `shape` as it takes them), anything else as it is — what a value
-/// dispatched again and again becomes, in one call for the run of it. In values.c.
-void clua_repeat_in_list(lua_State *L, int list, lua_Integer first, lua_Integer last, int scratch, CLuaCopyShape *shape);
+/// dispatched again and again becomes, in one call for the run of it. With `shareFlat` (whoever receives the
+/// list's values only reads their fields: `clua_reads_only_argument`), a table that holds no tables and has no
+/// metatable is stored itself again, not copied: nothing such a receiver does can change it or tell the copies
+/// apart. In values.c.
+void clua_repeat_in_list(lua_State *L, int list, lua_Integer first, lua_Integer last, int scratch, CLuaCopyShape *shape,
+                         int shareFlat);
 
 /// `istable(v)` and `isstring(v)`, Lua functions for trusted host code: `type(v) == "table"` (or `"string"`)
 /// without making a string — Lua's `type` pushes its answer as a string, found again in the string cache with

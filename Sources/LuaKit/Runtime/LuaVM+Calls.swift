@@ -119,8 +119,10 @@ extension LuaVM {
     /// nothing twice: a host loop in Lua can then walk many values handed over in one go. A value that is the
     /// very same as the one before it (the same storage: an action dispatched again and again, say) is not
     /// converted again: a table is copied inside the VM (a new table all the same, which the script may change
-    /// or keep), anything else is reused.
-    public func reference(toList values: ArraySlice<LuaValue>) throws(LuaError) -> LuaReference {
+    /// or keep), anything else is reused. With `sharingFlatRepeats` — the function the list's values are handed to
+    /// only reads their fields (`readsOnly(argument:of:)`) — a repeated table that holds no tables is the very
+    /// table again: such a function can neither change it nor tell the two apart.
+    public func reference(toList values: ArraySlice<LuaValue>, sharingFlatRepeats: Bool = false) throws(LuaError) -> LuaReference {
         checkThread()
         // Room for the list, and for copying a table nested as deep as a conversion may go.
         guard lua_checkstack(state, Int32(clamping: 4 * conversionDepth + 8)) != 0 else {
@@ -142,7 +144,8 @@ extension LuaVM {
                     while end < buffer.count, end > 0, Self.isSameValue(buffer, end, end - 1) { end += 1 }
                     if end > index {
                         let repeated = lua_Integer(end - index)
-                        clua_repeat_in_list(state, list, position, position + repeated - 1, list + 1, &shape)
+                        clua_repeat_in_list(state, list, position, position + repeated - 1, list + 1, &shape,
+                                            sharingFlatRepeats ? 1 : 0)
                         try refuseIfOverCap(above: list + 1)
                         position += repeated
                         index = end
@@ -261,6 +264,20 @@ extension LuaVM {
         }
         try protectedCall(arguments: Int32(arguments.count), results: LUA_MULTRET, handler: handler)
         return base
+    }
+
+    /// Whether `function` is a Lua function whose bytecode provably only reads the fields of its `argument`-th
+    /// argument (1-based): no write into it, no copy of it anywhere, no call or return that includes it
+    /// (`clua_reads_only_argument`; conservative: false for anything it cannot prove).
+    public func readsOnly(argument: Int, of function: LuaReference) -> Bool {
+        checkThread()
+        let top = lua_gettop(state)
+        defer { lua_settop(state, top) }
+        guard lua_checkstack(state, 4) != 0 else { return false }
+        clua_pushcfunction(state, clua_reads_only) // (protected: reading the bytecode allocates)
+        pushReference(function)
+        lua_pushinteger(state, lua_Integer(argument))
+        return clua_pcall(state, 2, 1, 0) == LUA_OK && lua_toboolean(state, -1) != 0
     }
 
     /// [-0, +1, -] Pushes the value behind `reference`.

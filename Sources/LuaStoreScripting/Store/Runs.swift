@@ -1,3 +1,4 @@
+import LuaKit
 import LuaStoreCore
 
 /// What runs keep between calls, a part of the engine (`ScriptEngine.runs`): the store's notification points, how
@@ -17,6 +18,8 @@ struct Runs {
     /// How many actions were converted into the VM to be reduced (a run's whole span, whether it ran all of it
     /// or not), for tests of batching.
     private(set) var convertedActions = 0
+    /// The reduce last asked whether it only reads its action's fields, and its answer (`ScriptEngine.sharesRepeats`).
+    var actionReading: (reduce: LuaReference, readsOnly: Bool)?
 
     /// The store notifies after every action (`.everyAction`): the readers run within each reduction.
     var notifiesEveryAction: Bool { notificationInterval == 1 }

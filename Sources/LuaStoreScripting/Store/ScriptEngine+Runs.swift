@@ -68,7 +68,7 @@ extension ScriptEngine {
         }
         let list: LuaReference
         do {
-            list = try vm.reference(toList: span)
+            list = try vm.reference(toList: span, sharingFlatRepeats: sharesRepeats)
             runs.converted(span.count)
         } catch {
             return single() // an action that cannot be converted fails on its own, one at a time
@@ -153,6 +153,16 @@ extension ScriptEngine {
             first = stop.position + 1
         }
         return outcome
+    }
+
+    /// Whether a run's action dispatched again and again may be the very same table each time, not a copy: the
+    /// app's `reduce` provably only reads its action's fields (`LuaVM.readsOnly(argument:of:)`: it cannot change
+    /// the table, keep it or hand it on). Asked once per reduce (a reload, an install or mounts make another).
+    var sharesRepeats: Bool {
+        if let known = runs.actionReading, known.reduce === app.reduce { return known.readsOnly }
+        let readsOnly = vm.readsOnly(argument: 2, of: app.reduce)
+        runs.actionReading = (app.reduce, readsOnly)
+        return readsOnly
     }
 
     /// Journal entries for the actions at run positions `first...last` (position p is the action at offset p - 1);
