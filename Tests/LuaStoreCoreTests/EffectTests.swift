@@ -100,6 +100,30 @@ import Testing
         #expect(await root.state().ticks == 0)
     }
 
+    /// Commands of the kinds an interpreter runs in turn start one at a time, in the order the reducer returned
+    /// them, though the earlier ones take longer; commands of other kinds are not held back by them.
+    @Test func commandsInTurnTakeEffectInTheOrderTheyWereAskedFor() async throws {
+        let finished = Protected<[String]>([])
+        let reducer = Reduce<CounterState, CounterAction, CounterEffect> { state, action in
+            guard case .increment = action else { return [] }
+            state.count += 1
+            return state.count == 1 ? [.log("1"), .timer(.zero)] : [.log("\(state.count)")]
+        }
+        let effects = EffectInterpreter<CounterEffect, CounterState, CounterAction>()
+            .handling("log") { effect, _ in
+                guard case .log(let text) = effect, let number = Int(text) else { return }
+                try? await Task.sleep(for: .milliseconds(number == 1 ? 300 : max(0, 20 - number))) // the first the slowest
+                finished.withLock { $0.append(text) }
+            }
+            .handling("timer") { _, _ in finished.withLock { $0.append("other") } }
+            .inTurn(["log"])
+        let root = RootStore(initialState: CounterState(), reducer: reducer, effects: effects)
+        for _ in 0..<20 { root.dispatch(.increment) }
+        #expect(await eventually(timeout: .seconds(30)) { finished.value.count == 21 })
+        #expect(finished.value == ["other"] + (1...20).map(String.init), "\(finished.value)")
+        root.shutdown()
+    }
+
     @Test func unknownEffectKindsAreReported() async throws {
         let log = FailureLog<CounterState, CounterAction>()
         let root = RootStore(initialState: CounterState(), reducer: CounterReducer(),

@@ -17,6 +17,7 @@ public struct EffectInterpreter<Effect: StoreEffect, State: Sendable, Action: Se
     public typealias Handler = @Sendable (Effect, EffectContext<State, Action>) async throws -> Void
 
     private var handlers: [EffectKind: Handler] = [:]
+    private var inTurnKinds: Set<EffectKind> = []
 
     /// An interpreter with no handlers.
     public init() {}
@@ -42,6 +43,19 @@ public struct EffectInterpreter<Effect: StoreEffect, State: Sendable, Action: Se
         }
         return copy
     }
+
+    /// This interpreter, with the commands of `kinds` run one at a time, each once every such command its store
+    /// launched before it is done: effects that read and write the same things (a store's saves and loads) take
+    /// effect in the order the reducers asked for them, while every other effect runs beside them as before.
+    /// (Subscriptions are not held back: they run until cancelled.)
+    public func inTurn(_ kinds: Set<EffectKind>) -> EffectInterpreter {
+        var copy = self
+        copy.inTurnKinds.formUnion(kinds)
+        return copy
+    }
+
+    /// Whether commands of `kind` run in turn (`inTurn(_:)`).
+    func runsInTurn(_ kind: EffectKind) -> Bool { !inTurnKinds.isEmpty && inTurnKinds.contains(kind) }
 
     /// The kinds this interpreter can perform.
     public var kinds: Set<EffectKind> { Set(handlers.keys) }

@@ -27,8 +27,11 @@ extension StoreEngine {
         )
         let ledger = key == nil ? commandsInFlight : subscriptionsInFlight
         let token = ledger.begin()
+        let inTurn = key == nil && effects.runsInTurn(effect.kind)
+        let turn = inTurn ? confined.value.lastInTurn : nil // (launched in order, on the executor)
         let task = Task { [weak self] in
             defer { ledger.end(token) }
+            await turn?.value
             do {
                 try await handler(effect, context)
             } catch is CancellationError {
@@ -38,6 +41,7 @@ extension StoreEngine {
                 configuration.executor.execute { [self] in report(.effect(effect.kind), error, action: action) }
             }
         }
+        if inTurn { confined.value.lastInTurn = task }
         let running = RunningEffect(effect: effect, lease: lease, task: task)
         ledger.attach(token, running, kind: effect.kind)
         return running

@@ -78,6 +78,9 @@ final class StoreEngine<R: Reducer>: Sendable {
     @usableFromInline struct Confined {
         @usableFromInline var state: State
         @usableFromInline var running: [String: RunningEffect<Effect>] = [:]
+        /// The command launched last of the kinds that run in turn (`EffectInterpreter.inTurn(_:)`): the next one
+        /// waits for it.
+        @usableFromInline var lastInTurn: Task<Void, Never>?
         @usableFromInline var changedSinceNotification = false
         /// Actions dispatched from outside the store (not by effects, not routed from a child) reduced so far.
         @usableFromInline var outsideReduced: UInt64 = 0

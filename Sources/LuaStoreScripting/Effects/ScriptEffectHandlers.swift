@@ -79,6 +79,7 @@ enum ScriptEffectHandlers {
                 }
                 context.dispatch(["type": effect.payload["success"], "key": .string(key), "value": value])
             }
+            .inTurn(["save", "load"]) // (a load reads what every save asked for before it wrote)
     }
 
     /// The file a storage key lives in. The storage folder is made when a save needs it, if the folder it is in
