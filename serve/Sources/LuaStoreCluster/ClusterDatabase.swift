@@ -317,6 +317,16 @@ public final class ClusterDatabase: Sendable {
         }
     }
 
+    /// Whether `key` has a store here: a node ever opened it (its lease row) or its journal holds a snapshot.
+    public func knows(_ key: String) throws(ClusterFailure) -> Bool {
+        try lanes[lane(of: key)].perform { connection, logger in
+            let rows = try connection.query("""
+                SELECT EXISTS (SELECT 1 FROM luastore_leases WHERE key = \(key)) OR EXISTS (SELECT 1 FROM luastore_snapshots WHERE key = \(key))
+                """, logger: logger).wait()
+            return try rows.first?.decode(Bool.self) ?? false
+        }
+    }
+
     /// Who holds `key` now (nil: nobody, or a lease that expired).
     public func holder(of key: String) throws(ClusterFailure) -> Holder? {
         try lanes[lane(of: key)].perform { connection, logger in

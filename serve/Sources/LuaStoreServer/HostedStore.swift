@@ -526,6 +526,9 @@ public struct ServeFailure: Error, Sendable, CustomStringConvertible {
     /// Whether asking again later may work (the server holds its most live stores, each in use): 503 with
     /// `Retry-After`, WebSocket close 1013.
     public var retryLater = false
+    /// Whether the key has no store, and the client may not make one (its token grants no `dispatch` on it): 404,
+    /// WebSocket close 4404.
+    public var missing = false
     public init(_ description: String) { self.description = description }
 
     init(heldBy holder: ClusterDatabase.Holder, key: String) {

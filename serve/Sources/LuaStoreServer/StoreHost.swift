@@ -28,8 +28,10 @@ actor StoreHost {
         self.metrics = metrics
     }
 
-    /// `key`'s live store, opened (or resumed) if it is not live.
-    func store(_ key: String) async throws -> HostedStore {
+    /// `key`'s live store, opened (or resumed) if it is not live. Without `creating` (a client that may only read
+    /// it), a key that has no store yet — no file, nothing in the cluster's database — is not given one: it is
+    /// `missing`, and nothing is written.
+    func store(_ key: String, creating: Bool = true) async throws -> HostedStore {
         while true {
             guard !stopping else { throw ServeFailure("the server is shutting down") }
             switch slots[key] {
@@ -41,6 +43,12 @@ actor StoreHost {
                 await task.value
                 closed(key, task) // (so that the next turn opens it, whether or not the closer's own turn came)
             case nil:
+                if !creating, try await !Self.exists(key, options) {
+                    var failure = ServeFailure("key \(key) has no store yet: its first action makes it, and this token may only read it")
+                    failure.missing = true
+                    throw failure
+                }
+                guard slots[key] == nil else { continue } // (another request opened it meanwhile)
                 try makeRoom(for: key)
                 var options = self.options
                 options.app = versions.folder
@@ -63,6 +71,21 @@ actor StoreHost {
                 }
             }
         }
+    }
+
+    /// Whether `key` has a store, live or hibernated: its file, or its rows in the cluster's database.
+    private static func exists(_ key: String, _ options: ServerOptions) async throws -> Bool {
+        guard let cluster = options.cluster else {
+            return FileManager.default.fileExists(atPath: options.dataFolder.appendingPathComponent(key + ".db").path)
+        }
+        let known = await Blocking.run { () -> Result<Bool, ServeFailure> in
+            do {
+                return .success(try cluster.knows(key))
+            } catch {
+                return .failure(ServeFailure("whether key \(key) has a store cannot be read: \(error)"))
+            }
+        }
+        return try known.get()
     }
 
     /// Room for `key`'s store among the live ones (`ServerLimits.liveStores`): when they are as many, the one used

@@ -137,8 +137,8 @@ public final class StoreServer: Sendable {
         }
         router.get("/stores/{key}/props") { [self] request, context in
             let key = try self.key(context)
-            try self.authorize(request.headers[.authorization], .read, key)
-            let store = try await self.store(key, "props")
+            let grant = try self.authorize(request.headers[.authorization], .read, key)
+            let store = try await self.store(key, "props", creating: grant.allows(.dispatch, on: key))
             do throws(ServeFailure) {
                 return Self.json(.ok, try store.propsText() ?? "null")
             } catch {
@@ -147,8 +147,8 @@ public final class StoreServer: Sendable {
         }
         router.get("/stores/{key}/state") { [self] request, context in
             let key = try self.key(context)
-            try self.authorize(request.headers[.authorization], .read, key)
-            let store = try await self.store(key, "state")
+            let grant = try self.authorize(request.headers[.authorization], .read, key)
+            let store = try await self.store(key, "state", creating: grant.allows(.dispatch, on: key))
             do throws(ServeFailure) {
                 return Self.json(.ok, try await store.stateText())
             } catch {
@@ -159,11 +159,11 @@ public final class StoreServer: Sendable {
         // own — given only to a token granting `devtools` on the key (in a cluster, on the node holding it).
         router.get("/stores/{key}/devtools") { [self] request, context in
             let key = try self.key(context)
-            try self.authorize(request.headers[.authorization], .devtools, key)
+            let grant = try self.authorize(request.headers[.authorization], .devtools, key)
             guard let settings = self.options.devtools else {
                 throw HTTPError(.notFound, message: "the devtools are off on this server: serve with --devtools")
             }
-            let store = try await self.store(key, "devtools")
+            let store = try await self.store(key, "devtools", creating: grant.allows(.dispatch, on: key))
             do throws(ServeFailure) {
                 let address = try await store.devtools(settings)
                 return Response(status: .seeOther, headers: [.location: address, .contentType: "application/json; charset=utf-8"],
@@ -183,10 +183,12 @@ public final class StoreServer: Sendable {
         return key
     }
 
-    private func store(_ key: String, _ tail: String) async throws -> HostedStore {
+    /// `key`'s store (`creating` it when it has none: the client may dispatch to it).
+    private func store(_ key: String, _ tail: String, creating: Bool = true) async throws -> HostedStore {
         do {
-            return try await host.store(key)
+            return try await host.store(key, creating: creating)
         } catch let failure as ServeFailure {
+            if failure.missing { throw HTTPError(.notFound, message: failure.description) }
             // Held by another node of the cluster: the client is sent there (307 keeps the method and the body).
             if let address = failure.holder?.address {
                 throw HTTPError(.temporaryRedirect, headers: [.location: address + "/stores/\(key)/" + tail],
@@ -264,7 +266,10 @@ public final class StoreServer: Sendable {
         }
         let store: HostedStore
         do {
-            store = try await host.store(key)
+            store = try await host.store(key, creating: grant.allows(.dispatch, on: key))
+        } catch let failure as ServeFailure where failure.missing {
+            try await outbound.close(.unknown(4404), reason: failure.description)
+            return
         } catch let failure as ServeFailure where failure.holder != nil {
             guard let address = failure.holder?.address else {
                 try await outbound.close(.unknown(4409), reason: failure.description)

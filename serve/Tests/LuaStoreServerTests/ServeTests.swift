@@ -429,7 +429,16 @@ import Testing
         #expect(try await served.request("POST", "/stores/doc-1/actions", body: action, token: writeToken).status == 200)
         #expect(try await served.request("POST", "/stores/doc-1/actions", body: action, token: readToken).status == 403)
         #expect(try await served.request("POST", "/stores/doc-2/actions", body: action, token: writeToken).status == 403)
-        #expect(try await served.request("GET", "/stores/doc-2/props", token: readToken).status == 200)
+        // A key without a store is not given one by a token that may only read it: nothing is made.
+        for path in ["/stores/doc-2/props", "/stores/doc-2/state"] {
+            let none = try await served.request("GET", path, token: readToken)
+            #expect(none.status == 404 && none.body.contains("key doc-2 has no store yet"), "\(path): \(none.status) \(none.body)")
+        }
+        let noStore = try await served.live("/stores/doc-2/live", token: readToken)
+        await noStore.expectClose(4404, saying: "has no store yet", otherwise: "a read-only client made key doc-2's store")
+        noStore.close()
+        #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent("data/doc-2.db").path))
+        #expect(try await served.request("GET", "/stores/doc-1/props", token: readToken).status == 200, "a key with a store is read")
         #expect(try await served.request("GET", "/stores/other/props", token: readToken).status == 403)
         let old = try await served.request("GET", "/stores/doc-1/props", token: expired)
         #expect(old.status == 401 && old.body.contains("expired"))
