@@ -228,7 +228,7 @@ let package = Package(
             dependencies: [
                 "LuaStoreDemoAPI", "LuaStoreTestSupport", "LuaStoreDevtools", "LuaStoreScripting", "RawHTTPClient", .target(name: "luastore"),
             ],
-            exclude: ["golden", "specs", "busted", "busted-project", "busted-messages", "state-differential"],
+            exclude: ["golden", "specs", "busted", "busted-project", "busted-messages", "busted-errors", "state-differential"],
             swiftSettings: strict
         ),
         // What README, docs/ and the samples promise: links, shell sessions, the design's map, the Swift host.

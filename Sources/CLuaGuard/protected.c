@@ -80,6 +80,50 @@ int clua_sandbox_xpcall(lua_State *L) {
     return finish_xpcall(L, status, traceback);
 }
 
+// MARK: A call placed where it raised (host code)
+
+/// The message handler of `placedpcall`, run where the error was raised: the error and the place of the first frame
+/// of a Lua function that is not the host's (a chunk named `host:…`), `file:line`, or nil, in a list.
+static int placed_handler(lua_State *L) {
+    lua_settop(L, 1);
+    lua_Debug frame;
+    for (int level = 1; lua_getstack(L, level, &frame); level++) {
+        if (!lua_getinfo(L, "Sl", &frame)) break;
+        if (frame.currentline <= 0 || strcmp(frame.what, "C") == 0 || strncmp(frame.short_src, "host:", 5) == 0) continue;
+        lua_pushfstring(L, "%s:%d", frame.short_src, frame.currentline);
+        break;
+    }
+    lua_settop(L, 2);
+    lua_createtable(L, 2, 0);
+    lua_insert(L, 1);
+    lua_rawseti(L, 1, 2);
+    lua_rawseti(L, 1, 1);
+    return 1;
+}
+
+int clua_placed_pcall(lua_State *L) {
+    luaL_checkany(L, 1);
+    int arguments = lua_gettop(L) - 1;
+    lua_pushcfunction(L, placed_handler);
+    lua_insert(L, 1); /* [handler, f, args...] */
+    int status = lua_pcall(L, arguments, LUA_MULTRET, 1);
+    CLuaGuard *g = clua_guard(L);
+    if (g->timedOut) return clua_raise_budget_exceeded(L, g);
+    if (status == LUA_OK) {
+        lua_pushboolean(L, 1);
+        lua_replace(L, 1);
+        return lua_gettop(L);
+    }
+    lua_pushboolean(L, 0);
+    if (status == LUA_ERRRUN && lua_type(L, -2) == LUA_TTABLE) { /* what the handler made */
+        lua_rawgeti(L, -2, 1);
+        lua_rawgeti(L, -3, 2);
+        return 3;
+    }
+    lua_insert(L, -2); /* (a memory error, or one in the handler: no place) */
+    return 2;
+}
+
 /// A function `coroutine.wrap` made (upvalue 1: Lua's `coroutine.close`, 2: the coroutine): resumes the coroutine as
 /// the sandbox's `resume` does, called directly rather than through a call of the Lua API, so that each nesting of
 /// wrapped coroutines takes as much of Lua's C stack as Lua's own `wrap` does. An error is raised as lcorolib.c's

@@ -140,7 +140,9 @@ struct SpecTest: AsyncParsableCommand {
             let values = try run(try chunk(EmbeddedLua.luastoreValues), [])
             let spies = try run(try chunk(EmbeddedLua.luastoreSpies), [values])
             let assertions = try run(try chunk(EmbeddedLua.luastoreAssert), [values, spies])
-            let spec = try run(try chunk(EmbeddedLua.luastoreSpec), [assertions])
+            // (With the host's `placedpcall`, which places an error where it was raised, as busted's handler does.)
+            let placedCall = try run(try vm.loadTrusted("return placedpcall", chunkName: "host:placedpcall"), [])
+            let spec = try run(try chunk(EmbeddedLua.luastoreSpec), [assertions, placedCall])
             func function(_ name: String) throws(LuaError) -> LuaReference {
                 guard let value = try vm.field(.string(name), of: spec) else {
                     throw LuaError(.runtime, "the spec library has no '\(name)'")

@@ -2,8 +2,9 @@
 -- binary at build time): busted's blocks and hooks, LuaStore's `expect`, and the host's interface; luassert's
 -- `assert`, spies, stubs, mocks and matchers come from `luastore_assert.lua`, this chunk's argument. Each test runs
 -- in its own call from the host, with its own time budget; the host asks for the items in order (`next`, `name`,
--- `status`, `run`, `finish`).
-local assertions = ...
+-- `status`, `run`, `finish`). Its second argument is the host's `placedpcall` (a protected call that says where an
+-- error was raised).
+local assertions, placedpcall = ...
 local spec = {}
 
 local unpack, concat, insert, sort = table.unpack, table.concat, table.insert, table.sort
@@ -27,6 +28,129 @@ local function callerLine(level)
   local _, problem = pcall(error, "", level + 3)
   local line = type(problem) == "string" and problem:match(":(%d+): $")
   return line and tonumber(line) or nil
+end
+
+-- What busted shows of an error that is neither a string nor has `__tostring`: Penlight's `pretty.write` of it (a
+-- field a line, indented two spaces, names sorted, numbers as Penlight writes them, a table met again `<cycle>`).
+local prettyKeywords = {}
+for word in ("and break do else elseif end false for function if in local nil not or repeat return then true until while")
+    :gmatch("%a+") do
+  prettyKeywords[word] = true -- (Penlight's list: `goto` is not in it)
+end
+
+local function prettyText(value)
+  if type(value) ~= "number" then return tostring(value) end
+  if value ~= value then return "NaN" end
+  if value == math.huge then return "Inf" end
+  if value == -math.huge then return "-Inf" end
+  if math.floor(value) == value and math.tointeger(value) then return string.format("%d", value) end
+  return string.format("%.14g", value)
+end
+
+local function prettyQuote(text)
+  local equals, from = nil, 1
+  local padded = text .. "]"
+  while true do -- (the longest run of `=` between two like brackets, each search starting where the last ended)
+    local _, stop, _, run = padded:find("([%[%]])(=*)%1", from)
+    if not run then break end
+    equals, from = math.max(equals or 0, #run), stop
+  end
+  if (text:find("\n") or equals) and not text:find("\r") then
+    local level = string.rep("=", (equals or -1) + 1)
+    if text:find("^\n") then text = "\n" .. text end
+    return "[" .. level .. "[" .. text .. "]" .. level .. "]"
+  end
+  return (string.format("%q", text):gsub("\r", "\\r"))
+end
+
+local function prettyWrite(value)
+  if type(value) == "string" then return prettyQuote(value) end
+  if type(value) ~= "table" then return prettyText(value) end
+  local lines, line, writing = {}, "", {}
+  local function put(text) line = line .. text end
+  local function putLine(text)
+    if #line > 0 then text, line = line .. text, "" end
+    lines[#lines + 1] = text
+  end
+  local function dropLastComma()
+    if lines[#lines]:sub(-1) == "," then lines[#lines] = lines[#lines]:sub(1, -2) end
+  end
+  local function write(v, outer, inner)
+    if type(v) == "string" then
+      putLine(prettyQuote(v) .. ",")
+    elseif type(v) ~= "table" then
+      local text = prettyText(v)
+      putLine((text:find(" ") and prettyQuote(text) or text) .. ",")
+    elseif writing[v] then
+      putLine("<cycle>,")
+    else
+      writing[v] = true
+      local deeper = inner .. "  "
+      putLine("{")
+      local listed, i = {}, 1
+      while v[i] ~= nil do
+        put(inner)
+        write(v[i], inner, deeper)
+        listed[i], i = true, i + 1
+      end
+      local named = {}
+      for key in next, v do
+        if type(key) ~= "number" then named[#named + 1] = key end
+      end
+      sort(named, function(a, b)
+        if type(a) == type(b) then return prettyText(a) < prettyText(b) end
+        return type(a) < type(b)
+      end)
+      local function entry(key)
+        local isNumber = type(key) == "number"
+        if isNumber and listed[key] then return end
+        local name = type(key) == "string" and key or prettyText(key)
+        if isNumber or not (name:find("^[%a_][%w_]*$") and not prettyKeywords[name]) then
+          if not isNumber then
+            name = prettyQuote(name)
+            if name:find("^%[") then name = " " .. name .. " " end
+          end
+          name = "[" .. name .. "]"
+        end
+        put(inner .. name .. " = ")
+        write(v[key], inner, deeper)
+      end
+      for _, key in ipairs(named) do entry(key) end
+      for key in next, v do
+        if type(key) == "number" then entry(key) end
+      end
+      writing[v] = nil
+      dropLastComma()
+      putLine(outer .. "},")
+    end
+  end
+  write(value, "", "  ")
+  dropLastComma()
+  return concat(lines, "\n")
+end
+
+-- What busted reports of what a test or a hook raised (`problem`, raised at `place`): a string as it is; a value
+-- with `__tostring` as that shows it; nil as "Nil error"; anything else as `pretty.write` writes it — placed where
+-- it was raised (`file:line: …`) unless it says where already.
+local function bustedMessage(problem, place)
+  local text
+  if type(problem) == "string" then
+    text = problem
+  else
+    local meta = getmetatable(problem)
+    text = problem == nil and "Nil error" or (type(meta) == "table" and meta.__tostring) and tostring(problem)
+      or prettyWrite(problem)
+  end
+  if place and not text:find("^[^\n]-:%d+: ") then text = place .. ": " .. text end
+  return text
+end
+
+-- Runs `body` as busted runs a test's or a hook's code: `true`, or `false` and the message busted reports of what
+-- it raised (`bustedMessage`) — and what it raised itself.
+local function runPlaced(body)
+  local ok, problem, place = placedpcall(body)
+  if ok then return true end
+  return false, bustedMessage(problem, place), problem
 end
 
 -- What busted calls: a function, or a value whose metatable has `__call`.
@@ -130,7 +254,7 @@ end
 -- Runs a block's hooks of `list` (teardowns, after_each), each protected: one that fails is an item of its own.
 local function runHooks(block, list, kind)
   for i, body in ipairs(block[list]) do
-    local ok, problem = pcall(body)
+    local ok, problem = runPlaced(body)
     if not ok then reportHookFailure(problem, block, list, i, kind) end
   end
 end
@@ -141,8 +265,8 @@ local function runBefores(chain)
   for depth = 1, #chain do
     local block = chain[depth]
     for i, body in ipairs(block.befores) do
-      local ok, problem = pcall(body)
-      if not ok then return false, problem, block, i end
+      local ok, problem, raised = runPlaced(body)
+      if not ok then return false, problem, block, i, raised end
     end
   end
   return true
@@ -153,7 +277,7 @@ end
 local function runSetups(block, list, kind)
   if setupFailure[block] then return end
   for i, body in ipairs(block[list]) do
-    local ok, problem = pcall(body)
+    local ok, problem = runPlaced(body)
     if not ok then
       setupFailure[block] = true
       reportHookFailure(problem, block, list, i, kind)
@@ -238,7 +362,7 @@ function spec.next()
       enter(frame.chain, false) -- (the enclosing blocks' setups run before the body, as busted runs them)
       local saved = current
       current = child
-      local ok, problem = pcall(child.body)
+      local ok, problem = runPlaced(child.body)
       current = saved
       if not ok then
         tests[#tests + 1] = { failedBlock = true, fullName = fullName(frame.chain, child.name), chain = frame.chain,
@@ -291,20 +415,20 @@ function spec.run(index)
   -- that fails is an error of its own ("a after_each"), the test's outcome standing.
   -- (Only the test's own body fails it: an assertion that fails in a before_each or a finally is an error, as in
   -- busted, where only `it` blocks make failures.)
-  local ok, problem, failedBlock, hookIndex = runBefores(test.chain)
+  local ok, message, failedBlock, hookIndex, problem = runBefores(test.chain)
   local inBody = false
   if not ok then
     local blockName = fullChainName(failedBlock)
     test.fullName = blockName == "" and "before_each" or blockName .. " before_each"
     test.line = failedBlock.beforesLines and failedBlock.beforesLines[hookIndex] or test.line
   else
-    ok, problem = pcall(test.body)
+    ok, message, problem = runPlaced(test.body)
     inBody = not ok
   end
   for i = #test.finallies, 1, -1 do
-    local cleaned, why = pcall(test.finallies[i])
+    local cleaned, why, raised = runPlaced(test.finallies[i])
     if not cleaned then
-      if ok then ok, problem = false, why
+      if ok then ok, message, problem = false, why, raised
       else reportHookFailure(why, nil, nil, nil, nil, test.fullName, test.line) end
     end
   end
@@ -312,17 +436,11 @@ function spec.run(index)
   if not ok then
     if getmetatable(problem) == pendingMeta then
       if inBody then return "pending", problem.message, problem.line end
-      problem = "'pending' not supported inside current context block" -- (in a before_each or a finally: busted's words)
+      message = "'pending' not supported inside current context block" -- (in a before_each or a finally: busted's words)
     end
     if inBody and type(problem) == "string" and assertions.failed((problem:gsub("^.-:%d+: ", "", 1))) then test.kind = "failure" end
     if inBody and type(problem) == "table" and assertions.failed(problem) then test.kind = "failure" end
-    if type(problem) ~= "string" then -- (what busted shows of an error that is not a string)
-      local meta = getmetatable(problem)
-      problem = problem == nil and "Nil error"
-        or (type(meta) == "table" and meta.__tostring) and tostring(problem)
-        or assertions.render(problem)
-    end
-    error(problem, 0)
+    error(message, 0)
   end
 end
 

@@ -92,6 +92,20 @@ struct BustedDifferentialTests {
         #expect(real.status == ours.status)
     }
 
+    /// Errors that are not assertions — a number, nil, a table, a string raised at level 0, one raised in a helper
+    /// or a before_each, a runtime error, a table holding itself — are reported as busted reports them: placed at the
+    /// line that raised them (not at the test's), a table written as Penlight's `pretty.write` writes it. The spec
+    /// file `busted-errors/` runs under both; the TAP is the same byte for byte.
+    @Test func errorsArePlacedAndWrittenAsBustedDoes() async throws {
+        let folder = CLI.packageRoot.appendingPathComponent("Tests/luastoreTests/busted-errors")
+        let (lua, busted) = try #require(realBusted)
+        let real = try await runChildProcess(URL(fileURLWithPath: lua), [busted, "-o", "TAP"], directory: folder)
+        let ours = try await CLI.run(["test", folder.path, "--output", "tap"])
+        #expect(real.output.contains("not ok 11 - hooks before_each"), "\(real.output) \(real.errors)")
+        #expect(ours.output == real.output)
+        #expect(ours.status == real.status)
+    }
+
     /// TAP goes out as busted writes it, a result as each test ends: what a test prints comes before its line and
     /// after the line of the test before it.
     @Test func tapInterleavesWithWhatTestsPrint() async throws {

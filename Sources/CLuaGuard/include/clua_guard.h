@@ -563,6 +563,13 @@ int clua_sandbox_pcall(lua_State *L);
 /// handed to a handler, and is re-raised. In protected.c.
 int clua_sandbox_xpcall(lua_State *L);
 
+/// `placedpcall(f, ...)` [-(n+1), +(1…|3), e], a Lua function for trusted host code: calls `f` as the sandbox's `pcall`
+/// does (the time budget's error goes on) and returns `true` and its results, or `false`, what it raised and the
+/// place it was raised at — `file:line` of the first frame, from the raise outwards, of a Lua function that is not
+/// the host's (nil when none is) — read where it was raised, as busted's handler reads it to place an error that
+/// does not say where it comes from (`luastore test`).
+int clua_placed_pcall(lua_State *L);
+
 /// Opens the libraries the sandbox is built from. Run it with `lua_pcall`: it may raise on memory exhaustion.
 static inline int clua_open_libraries(lua_State *L) {
     luaL_requiref(L, LUA_GNAME, luaopen_base, 1);

@@ -408,6 +408,8 @@ public final class LuaVM {
         lua_setglobal(state, "copydata")
         clua_pushcfunction(state, clua_reads_only)
         lua_setglobal(state, "readsonly")
+        clua_pushcfunction(state, clua_placed_pcall)
+        lua_setglobal(state, "placedpcall")
     }
 
     /// [-0, +1, -] Loads `source` as a text chunk named `chunkName` (compiled with the real global table as `_ENV`;

@@ -1,0 +1,47 @@
+-- Errors that are not assertions, as busted reports them (BustedDifferentialTests.errorsArePlacedAndWrittenAsBustedDoes):
+-- placed at the line that raised them, a table written as Penlight's pretty.write writes it.
+describe("errors", function()
+  it("raises a number", function()
+    local x = 1
+    error(42)
+  end)
+  it("raises a table", function()
+    error({ code = 1, name = "x" })
+  end)
+  it("raises a string at level 0", function()
+    error("plain", 0)
+  end)
+  it("raises nil", function()
+    error()
+  end)
+end)
+local function boom() error(7) end
+describe("more", function()
+  it("raises in a helper", function()
+    boom()
+  end)
+  it("raises a nested table", function()
+    error({ list = { 1, 2.5, "x" }, ["a key"] = true, [3] = false, nested = { deep = { n = 0/0 } }, f = 1/0, ["end"] = 1, s = "two\nlines", w = "a b" })
+  end)
+  it("raises a table with __tostring", function()
+    error(setmetatable({}, { __tostring = function() return "shown" end }))
+  end)
+  it("a runtime error", function()
+    local t = nil
+    return t.x
+  end)
+  it("raises true", function()
+    error(true)
+  end)
+  it("a cycle", function()
+    local t = { name = "c" }
+    t.self = t
+    error(t)
+  end)
+end)
+describe("hooks", function()
+  before_each(function()
+    error(99)
+  end)
+  it("never runs", function() end)
+end)
