@@ -12,6 +12,7 @@
 #include "barrier.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #define READ_DEPTH_MAX 256  /* deeper text is left to the host's reader */
@@ -362,6 +363,88 @@ static void push_name(Reader *r, size_t length) {
     name->length = length;
 }
 
+// MARK: Names given twice
+
+/// The names (or `$map` keys) of one object read so far, by a hash of their bytes, to find one given twice: JSON
+/// leaves open which value counts, and the host's reader refuses such text, so this one never takes it. Up to
+/// `NAMES_SCANNED` are scanned; past them they are hashed into a table of their own. A hash met twice, whether
+/// the name was or not, is "not taken" — the host's reader then decides, and names what is wrong.
+#define NAMES_SCANNED 16
+typedef struct NameSet {
+    uint64_t scanned[NAMES_SCANNED];
+    uint64_t *slots; /* (malloc'd: open addressing, `mask + 1` slots, 0 free) */
+    size_t count, mask;
+} NameSet;
+
+static uint64_t hash_bytes(uint64_t hash, const void *bytes, size_t length) {
+    const unsigned char *at = bytes;
+    for (size_t i = 0; i < length; i++) hash = (hash ^ at[i]) * 0x100000001b3ULL;
+    return hash;
+}
+
+/// The hash of the name just read (the scratch buffer's `length` bytes); never 0.
+static uint64_t name_hash(const Reader *r, size_t length) {
+    return hash_bytes(0xcbf29ce484222325ULL, r->scratch, length) | 1;
+}
+
+/// The hash of the scalar key at `index` (a `$map` key: its type and its bytes); never 0.
+static uint64_t key_hash(lua_State *L, int index) {
+    int type = lua_type(L, index);
+    uint64_t hash = hash_bytes(0xcbf29ce484222325ULL, &type, sizeof type);
+    if (type == LUA_TSTRING) {
+        size_t length;
+        const char *bytes = lua_tolstring(L, index, &length);
+        hash = hash_bytes(hash, bytes, length);
+    } else if (type == LUA_TNUMBER && lua_isinteger(L, index)) {
+        lua_Integer integer = lua_tointeger(L, index);
+        hash = hash_bytes(hash ^ 1, &integer, sizeof integer);
+    } else if (type == LUA_TNUMBER) {
+        lua_Number number = lua_tonumber(L, index);
+        hash = hash_bytes(hash ^ 2, &number, sizeof number);
+    } else {
+        hash = hash_bytes(hash, "", lua_toboolean(L, index) ? 1 : 0);
+    }
+    return hash | 1;
+}
+
+/// Adds `hash`: 1, or 0 when the set holds it already (or its table cannot grow).
+static int name_set_add(NameSet *set, uint64_t hash) {
+    if (set->slots == NULL) {
+        for (size_t i = 0; i < set->count; i++) {
+            if (set->scanned[i] == hash) return 0;
+        }
+        if (set->count < NAMES_SCANNED) {
+            set->scanned[set->count++] = hash;
+            return 1;
+        }
+    }
+    if (set->slots == NULL || 2 * (set->count + 1) > set->mask + 1) { /* (re)made with room for twice as many */
+        size_t capacity = set->slots == NULL ? 4 * NAMES_SCANNED : 2 * (set->mask + 1);
+        uint64_t *slots = calloc(capacity, sizeof *slots);
+        if (slots == NULL) return 0;
+        uint64_t *old = set->slots;
+        size_t oldCount = old == NULL ? set->count : set->mask + 1;
+        set->slots = slots;
+        set->mask = capacity - 1;
+        set->count = 0;
+        for (size_t i = 0; i < oldCount; i++) {
+            uint64_t each = old == NULL ? set->scanned[i] : old[i];
+            if (each != 0) name_set_add(set, each);
+        }
+        free(old);
+    }
+    for (size_t i = (size_t)(hash ^ (hash >> 29)) & set->mask;; i = (i + 1) & set->mask) {
+        if (set->slots[i] == hash) return 0;
+        if (set->slots[i] == 0) {
+            set->slots[i] = hash;
+            set->count++;
+            return 1;
+        }
+    }
+}
+
+static void name_set_free(NameSet *set) { free(set->slots); }
+
 /// Whether the field name just read is `$map` (the map form, when it is the object's only field).
 static int is_map(const Reader *r, size_t length) { return length == 4 && memcmp(r->scratch, "$map", 4) == 0; }
 
@@ -374,33 +457,44 @@ static int object_start(Reader *r) {
 /// The pairs of a `$map` (at its `[`), against the table at `index`.
 static int match_pairs(Reader *r, int index, int depth) {
     if (!pairs_start(r)) return 0;
+    NameSet keys = { .slots = NULL, .count = 0 };
     lua_Integer count = 0;
     int more = 1;
     while (more == 1) {
-        if (!pair_key(r) || !match_field(r, index, depth)) return 0;
+        if (!pair_key(r)) break;
+        if (!name_set_add(&keys, key_hash(r->L, -1))) { /* (a key given twice) */
+            lua_pop(r->L, 1);
+            break;
+        }
+        if (!match_field(r, index, depth)) break;
         count++;
         more = pair_end(r);
     }
+    name_set_free(&keys);
     return more == 0 && holds_entries(r->L, index, count);
 }
 
 static int match_object(Reader *r, int index, int depth) {
     if (!object_start(r)) return holds_entries(r->L, index, 0);
+    NameSet names = { .slots = NULL, .count = 0 };
     lua_Integer count = 0;
     int more = 1;
     while (more == 1) {
         size_t length;
-        if (!field_name(r, &length)) return 0;
+        if (!field_name(r, &length)) break;
         if (count == 0 && is_map(r, length)) {
+            name_set_free(&names);
             if (!match_pairs(r, index, depth)) return 0;
             skip_space(r);
             return literal(r, "}", 1);
         }
+        if (!name_set_add(&names, name_hash(r, length))) break; /* (a name given twice) */
         push_name(r, length);
-        if (!match_field(r, index, depth)) return 0;
+        if (!match_field(r, index, depth)) break;
         count++;
         more = next_item(r, '}');
     }
+    name_set_free(&names);
     return more == 0 && holds_entries(r->L, index, count);
 }
 
@@ -478,10 +572,25 @@ static int read_pairs(Reader *r, int depth) {
     int more = 1;
     while (more == 1) {
         if (!pair_key(r) || !read_value(r, depth + 1)) return 0;
-        lua_rawset(r->L, table); /* (a key written twice: the last one holds, as the host's reader has it) */
+        lua_pushvalue(r->L, -2);
+        if (lua_rawget(r->L, table) != LUA_TNIL) return 0; /* (a key given twice: see `NameSet`) */
+        lua_pop(r->L, 1);
+        lua_rawset(r->L, table);
         more = pair_end(r);
     }
     return more == 0;
+}
+
+/// [-0, +0, m] Sets the field whose name is at `name` (its value just above it) in the table at `table`; 0, nothing
+/// set, when the table has that name already (a name given twice: see `NameSet`).
+static int set_new_field(lua_State *L, int table, int name) {
+    lua_pushvalue(L, name);
+    if (lua_rawget(L, table) != LUA_TNIL) return 0;
+    lua_pop(L, 1);
+    lua_pushvalue(L, name);
+    lua_pushvalue(L, name + 1);
+    lua_rawset(L, table);
+    return 1;
 }
 
 /// [-0, +1, m] The object at the reader (at its `{`), as a new table: its first `READ_FIELDS_HELD` fields are held
@@ -516,15 +625,14 @@ static int read_object(Reader *r, int depth) {
                 lua_insert(L, base + 1);
                 table = base + 1;
                 for (int i = 0; i < held; i++) {
-                    lua_pushvalue(L, base + 2 + 2 * i);
-                    lua_pushvalue(L, base + 3 + 2 * i);
-                    lua_rawset(L, table);
+                    if (!set_new_field(L, table, base + 2 + 2 * i)) return 0;
                 }
                 lua_rotate(L, base + 2, -2 * held); /* (the key and value just read to the bottom of the held) */
                 lua_settop(L, base + 3);
                 held = 0;
             }
-            lua_rawset(L, table); /* (a field written twice: the last one holds, as the host's reader has it) */
+            if (!set_new_field(L, table, lua_gettop(L) - 1)) return 0;
+            lua_pop(L, 2);
         }
         more = next_item(r, '}');
     }
@@ -533,9 +641,7 @@ static int read_object(Reader *r, int depth) {
         lua_createtable(L, 0, held);
         table = lua_gettop(L);
         for (int i = 0; i < held; i++) {
-            lua_pushvalue(L, base + 1 + 2 * i);
-            lua_pushvalue(L, base + 2 + 2 * i);
-            lua_rawset(L, table);
+            if (!set_new_field(L, table, base + 1 + 2 * i)) return 0;
         }
         lua_replace(L, base + 1);
         lua_settop(L, base + 1);

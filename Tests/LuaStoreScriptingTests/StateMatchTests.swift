@@ -83,6 +83,38 @@ import Testing
         }
     }
 
+    /// A name (or a `$map` key) given twice in one object is never the same, even where the fields count as many as
+    /// the table's and each matches: JSON leaves open which one counts, and the host's reader refuses the text.
+    @Test func aNameGivenTwiceIsNeverTheSame() async throws {
+        let folder = try AppFolder(["app.lua": Self.app])
+        defer { folder.remove() }
+        let (store, text, state) = try await makeStore(in: folder)
+        defer { store.shutdown() }
+        let edits: [(String, String)] = [
+            (#""negative":-17"#, #""int":9007199254740993"#), (#"[false,0]"#, #"[true,"yes"]"#),
+            (#""quote":"#, #""name":"#),
+        ]
+        for (old, new) in edits {
+            #expect(text.contains(old), "\(old) is in \(text)")
+            let edited = text.replacingOccurrences(of: old, with: new)
+            #expect(try await store.stateMatches(json: edited) == false, "\(old) → \(new)")
+            #expect(Self.hostSays(edited, state) != true, "the host's reader refuses \(old) → \(new) too")
+        }
+        // Many names (past those scanned), one given twice.
+        let wide = "{" + (0..<40).map { #""f\#($0)":\#($0)"# }.joined(separator: ",") + "}"
+        let twice = wide.replacingOccurrences(of: #""f39":39"#, with: #""f3":3"#)
+        let (wideStore, _, _) = try await makeStore(in: try AppFolder(["app.lua": """
+            local app = {}
+            function app.init() local t = {} for i = 0, 39 do t["f" .. i] = i end return t end
+            function app.reduce(state, action) end
+            function app.props(state) return {} end
+            return app
+            """]))
+        defer { wideStore.shutdown() }
+        #expect(try await wideStore.stateMatches(json: wide))
+        #expect(try await wideStore.stateMatches(json: twice) == false)
+    }
+
     /// Text that is not JSON, or not JSON this reader takes, is never the same: the host's reader decides.
     @Test func malformedTextIsNeverTheSame() async throws {
         let folder = try AppFolder(["app.lua": Self.app])
@@ -152,6 +184,10 @@ extension StateMatchTests {
         let folder = try AppFolder(["app.lua": Self.app])
         defer { folder.remove() }
         for (text, changes, words) in [(#"{"a":"#, [String](), "is damaged: its snapshot's state"),
+                                       (#"{"a":1,"b":2,"a":3}"#, [String](),
+                                        #"is damaged: its snapshot's state: malformed JSON at byte 14: the name "a" appears twice in one object"#),
+                                       (#"{"m":{"$map":[[1,"x"],[true,2],[1,"y"]]}}"#, [String](),
+                                        "is damaged: its snapshot's state: the key 1 appears twice in one $map"),
                                        (#"{"a":1}"#, [#"[[["a"],1],"#], "is damaged at entry 1"),
                                        (#"{"a":1}"#, ["[]", #"[[["a","b","c"],1]]"#],
                                         "is damaged at entry 2: its change of state.a.b.c goes through state.a, which is not a table")] {

@@ -169,9 +169,14 @@ public enum RecordingJSON {
         case .object(let fields):
             if fields.count == 1, case .array(let pairs)? = fields["$map"] {
                 var table = LuaTable()
+                var keys = Set<LuaKey>()
                 for pair in pairs {
                     guard case .array(let parts) = pair, parts.count == 2, let key = LuaKey(exactly: try decode(parts[0])) else {
                         throw Malformed(description: "a $map entry must be [key, value] with a string, number or boolean key")
+                    }
+                    // (A key given twice: which value counts is anybody's guess, as with a name given twice.)
+                    guard keys.insert(key).inserted else {
+                        throw Malformed(description: "the key \(key.value) appears twice in one $map")
                     }
                     table[key] = try decode(parts[1])
                 }
