@@ -581,6 +581,24 @@ static int read_pairs(Reader *r, int depth) {
     return more == 0;
 }
 
+/// [-0, +0, -] Whether the `count` names held at `first`, `first + 2`, … (each followed by its value) hold one twice
+/// (see `NameSet`): told by where their strings' bytes lie — Lua 5.4 keeps one string of each text of at most
+/// `SHORT_STRING_MAX` bytes while it lives, so two such names are the same text only at the same address; longer ones
+/// are compared — no lookup.
+#define SHORT_STRING_MAX 40 /* (Lua 5.4's LUAI_MAXSHORTLEN) */
+static int holds_a_name_twice(lua_State *L, int first, int count) {
+    const char *bytes[READ_FIELDS_HELD];
+    size_t lengths[READ_FIELDS_HELD];
+    for (int i = 0; i < count; i++) {
+        bytes[i] = lua_tolstring(L, first + 2 * i, &lengths[i]);
+        for (int j = 0; j < i; j++) {
+            if (lengths[j] != lengths[i]) continue;
+            if (bytes[j] == bytes[i] || (lengths[i] > SHORT_STRING_MAX && memcmp(bytes[j], bytes[i], lengths[i]) == 0)) return 1;
+        }
+    }
+    return 0;
+}
+
 /// [-0, +0, m] Sets the field whose name is at `name` (its value just above it) in the table at `table`; 0, nothing
 /// set, when the table has that name already (a name given twice: see `NameSet`).
 static int set_new_field(lua_State *L, int table, int name) {
@@ -638,10 +656,13 @@ static int read_object(Reader *r, int depth) {
     }
     if (more != 0) return 0;
     if (table == 0) {
+        if (holds_a_name_twice(L, base + 1, held)) return 0;
         lua_createtable(L, 0, held);
         table = lua_gettop(L);
         for (int i = 0; i < held; i++) {
-            if (!set_new_field(L, table, base + 1 + 2 * i)) return 0;
+            lua_pushvalue(L, base + 1 + 2 * i);
+            lua_pushvalue(L, base + 2 + 2 * i);
+            lua_rawset(L, table);
         }
         lua_replace(L, base + 1);
         lua_settop(L, base + 1);
