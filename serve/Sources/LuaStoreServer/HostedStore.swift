@@ -109,10 +109,15 @@ actor HostedStore {
         }
         let reported = storeOptions.failures
         let propsFailure = Protected<String?>(nil)
+        // (Who hears that the props failed once the hosted store exists; before, `propsFailure` keeps it.)
+        let propsFailed = Protected<(@Sendable (String) -> Void)?>(nil)
         storeOptions.failures = { failure in
             // (An action's failure is its sender's answer; the rest are the server's log.)
             if failure.stage != .reduce { log("key \(key): \(failure.stage.rawValue) failed: \(failure.error)") }
-            if failure.stage == .props { propsFailure.withLock { $0 = "\(failure.error)" } }
+            if failure.stage == .props {
+                propsFailure.withLock { $0 = "\(failure.error)" }
+                propsFailed.withLock { $0 }?("\(failure.error)")
+            }
             reported(failure)
         }
         let store: ScriptedStore
@@ -132,13 +137,15 @@ actor HostedStore {
         let hosted = HostedStore(key: key, store: store, database: database, limits: options.limits,
                                  journaled: journaled, propsFailure: propsFailure, devtoolsJournal: devtoolsJournal)
         await hosted.readAnswered()
+        propsFailed.withLock { $0 = { [weak hosted] failure in hosted?.propsFailed(failure) } }
+        if let failure = propsFailure.withLock({ $0 }) { hosted.propsFailed(failure) } // (at the start: none were given)
         // (Told on the store's thread, in order, before the actions that made them are answered.)
         store.observeProps { [weak hosted] props in
             // (Props JSON cannot hold — NaN, an infinity — are the props' failure, as any props failure: never `null`.)
             do {
                 hosted?.number(try LuaJSON.encode(props, root: "props"))
             } catch {
-                propsFailure.withLock { $0 = "\(error)" }
+                hosted?.propsFailed("\(error)")
             }
             return .active
         }
@@ -284,18 +291,38 @@ actor HostedStore {
     private nonisolated func number(_ text: String) {
         propsFailure.withLock { $0 = nil }
         let last = journaled.withLock { $0 }
-        let kept = limits.keptChanges
         traffic.withLock { traffic in
-            if let current = traffic.current, current.props == text { return }
-            let seq = max(last, traffic.current.map { $0.seq + 1 } ?? 0)
+            // (Props as they were before they failed are news again: the clients were told they failed.)
+            if traffic.failing == nil, let current = traffic.current, current.props == text { return }
+            let seq = max(last, traffic.lastSeq.map { $0 + 1 } ?? 0)
             traffic.current = (seq, text)
-            let message = "{\"seq\":\(seq),\"props\":\(text)}"
-            traffic.keep(seq, message, at: kept)
-            // (Under the lock: a client joining now hears this either in what it missed or here, once.)
-            for (id, client) in traffic.clients where !client.hear(message) { // (fell behind: it reconnects with ?since=)
-                client.end(.fellBehind)
-                traffic.clients[id] = nil
-            }
+            traffic.failing = nil
+            tell(&traffic, seq, "{\"seq\":\(seq),\"props\":\(text)}")
+        }
+    }
+
+    /// The app's props failed (`failure`): `GET …/props` says so from now on, and every live client is told —
+    /// `{"seq": N, "error": "…"}`, numbered and kept as a change — until props succeed again.
+    nonisolated func propsFailed(_ failure: String) {
+        propsFailure.withLock { $0 = failure }
+        let last = journaled.withLock { $0 }
+        let words = "the props of key \(key) failed: \(failure)"
+        let error = (try? LuaJSON.encode(.string(words), root: "error")) ?? "\"the props failed\""
+        traffic.withLock { traffic in
+            if traffic.failing?.error == error { return }
+            let seq = max(last, traffic.lastSeq.map { $0 + 1 } ?? 0)
+            traffic.failing = (seq, error)
+            tell(&traffic, seq, "{\"seq\":\(seq),\"error\":\(error)}")
+        }
+    }
+
+    /// Keeps a change's live `message` and tells every live client (those that fell behind are ended: they reconnect
+    /// with `?since=`). Under the lock: a client joining now hears it either in what it missed or here, once.
+    private nonisolated func tell(_ traffic: inout Traffic, _ seq: UInt64, _ message: String) {
+        traffic.keep(seq, message, at: limits.keptChanges)
+        for (id, client) in traffic.clients where !client.hear(message) {
+            client.end(.fellBehind)
+            traffic.clients[id] = nil
         }
     }
 
@@ -392,6 +419,15 @@ struct Traffic {
     var closed = false
     /// The props now, numbered, as JSON text.
     var current: (seq: UInt64, props: String)?
+    /// The props' failure since they last succeeded, numbered, its words as a JSON string (nil: they succeed).
+    var failing: (seq: UInt64, error: String)?
+    /// The number of the latest change told: props, or their failure.
+    var lastSeq: UInt64? {
+        switch (current?.seq, failing?.seq) {
+        case (let props?, let failure?): max(props, failure)
+        case (let seq, nil), (nil, let seq): seq
+        }
+    }
     /// The latest props changes as live messages, oldest first.
     var changes = CircularBuffer<(seq: UInt64, message: String)>()
     var clients: [Int: any LiveClient] = [:]
@@ -414,15 +450,16 @@ struct Traffic {
 
     /// What a client that saw `since` missed: every change after it when all are kept, else the snapshot.
     func missed(since: UInt64?) -> [String] {
-        if let since, let current, since <= current.seq, since == current.seq || changes.first.map({ $0.seq <= since + 1 }) == true {
+        if let since, let last = lastSeq, since <= last, since == last || changes.first.map({ $0.seq <= since + 1 }) == true {
             return changes.filter { $0.seq > since }.map(\.message)
         }
         return [snapshotMessage]
     }
 
-    /// The props now, as the live protocol's snapshot message.
+    /// The props now, as the live protocol's snapshot message — or their failure, while they fail.
     var snapshotMessage: String {
-        guard let current else { return "{\"seq\":0,\"props\":null,\"snapshot\":true}" }
+        if let failing { return "{\"seq\":\(failing.seq),\"error\":\(failing.error),\"snapshot\":true}" }
+        guard let current else { return "{\"seq\":0,\"error\":\"the props are not known yet\",\"snapshot\":true}" }
         return "{\"seq\":\(current.seq),\"props\":\(current.props),\"snapshot\":true}"
     }
 }

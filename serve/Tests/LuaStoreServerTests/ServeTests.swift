@@ -27,14 +27,30 @@ import Testing
             """)
         defer { try? FileManager.default.removeItem(at: app) }
         let served = try await ServedApp(app: app, data: folder.appendingPathComponent("data"), ["--no-auth"])
+        let watcher = try await served.live("/stores/k/live")
+        #expect(try await watcher.read(1).first?["snapshot"] as? Bool == true)
         for _ in 0..<2 { #expect(try await served.request("POST", "/stores/k/actions", body: #"{"type":"tick"}"#).status == 200) }
         let failing = try await served.request("GET", "/stores/k/props")
         #expect(failing.status == 500, "\(failing.body)")
         #expect(failing.body.contains("the props of key k failed") && failing.body.contains("two is not shown"), "\(failing.body)")
+        // A live client hears that they fail (numbered, as a change), and one that joins now is told so in its snapshot.
+        let heard = try await watcher.read(2)
+        #expect((heard[0]["props"] as? [String: Any])?["count"] as? Int == 1)
+        #expect(heard[1]["seq"] as? Int == 2 && (heard[1]["error"] as? String)?.contains("the props of key k failed") == true
+                && (heard[1]["error"] as? String)?.contains("two is not shown") == true && heard[1]["props"] == nil, "\(heard[1])")
+        let joining = try await served.live("/stores/k/live")
+        let snapshot = try #require(try await joining.read(1).first)
+        #expect(snapshot["snapshot"] as? Bool == true && snapshot["seq"] as? Int == 2 && snapshot["props"] == nil
+                && (snapshot["error"] as? String)?.contains("two is not shown") == true, "\(snapshot)")
         #expect(try await served.request("POST", "/stores/k/actions", body: #"{"type":"tick"}"#).status == 200)
         let shown = try await served.request("GET", "/stores/k/props")
         #expect(shown.status == 200, "\(shown.body)")
         #expect(try ServedApp.json(shown.body)["count"] as? Int == 3, "\(shown.body)")
+        for client in [watcher, joining] { // (and both hear the props again)
+            let again = try #require(try await client.read(1).first)
+            #expect(again["seq"] as? Int == 3 && (again["props"] as? [String: Any])?["count"] as? Int == 3, "\(again)")
+            client.close()
+        }
         // Props JSON cannot hold (NaN) fail as props do: never a `null` answered 200.
         #expect(try await served.request("POST", "/stores/k/actions", body: #"{"type":"tick"}"#).status == 200)
         let nan = try await served.request("GET", "/stores/k/props")
