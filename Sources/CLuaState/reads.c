@@ -278,12 +278,12 @@ int reads_emptysets(lua_State *L) {
 /// an integer.
 static void due_into_set(lua_State *L, Barrier *b) {
     if (b->dueInSet) return;
+    b->dueInSet = 1; /* (first: should a store below raise, the flush still clears what is in the set) */
     for (lua_Integer i = 0; i < b->due; i++) {
         lua_pushinteger(L, b->dueIDs[i]);
         lua_pushboolean(L, 1);
         lua_rawset(L, UPVALUE(IS_DUE));
     }
-    b->dueInSet = 1;
 }
 
 /// [-0, +0, m] Marks the reader id on top due (popping it) unless it is already: appended to the list of readers
@@ -302,7 +302,8 @@ static void mark_due(lua_State *L, Barrier *b) {
         }
         if (isInteger && b->due < DUE_SCANNED) {
             b->dueIDs[b->due] = id;
-            lua_rawseti(L, UPVALUE(DUE), ++b->due);
+            lua_rawseti(L, UPVALUE(DUE), b->due + 1); /* (counted once stored: storing may raise) */
+            b->due++;
             return;
         }
         due_into_set(L, b);
@@ -314,9 +315,10 @@ static void mark_due(lua_State *L, Barrier *b) {
     }
     lua_pop(L, 1);
     lua_pushvalue(L, -1);
+    lua_rawseti(L, UPVALUE(DUE), b->due + 1); /* (listed first: the flush clears the set of what the list holds) */
+    b->due++;
     lua_pushboolean(L, 1);
     lua_rawset(L, UPVALUE(IS_DUE));
-    lua_rawseti(L, UPVALUE(DUE), ++b->due);
 }
 
 /// [-0, +0, m] Marks due each reader id of the set at `ids` (an absolute index) not marked yet (`mark_due`).
@@ -343,7 +345,7 @@ static lua_Integer hand_over(lua_State *L, Barrier *b, int journal) {
         for (lua_Integer i = 1; i <= count; i++) {
             lua_rawgeti(L, UPVALUE(DUE), i);
             lua_pushnil(L);
-            lua_rawset(L, UPVALUE(IS_DUE));
+            lua_rawset(L, UPVALUE(IS_DUE)); /* (removing a key allocates nothing) */
         }
         b->dueInSet = 0;
     }
