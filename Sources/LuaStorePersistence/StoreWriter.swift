@@ -408,9 +408,7 @@ enum WritingPlace: Sendable {
 
     func async(after delay: Duration, _ job: @escaping @Sendable () -> Void) {
         switch self {
-        case .queue(let queue):
-            queue.asyncAfter(deadline: .now() + .nanoseconds(Int(delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000)),
-                             execute: job)
+        case .queue(let queue): queue.asyncAfter(deadline: .after(delay), execute: job)
         case .lane(let lane): lane.async(after: delay, job)
         }
     }
@@ -509,9 +507,7 @@ final class BatchLane: Sendable {
             for job in due { job() }
             guard due.isEmpty else { continue }
             if let next {
-                let wait = ContinuousClock.now.duration(to: next)
-                let (seconds, attoseconds) = wait.components
-                _ = added.wait(timeout: .now() + .nanoseconds(max(0, Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000))))
+                _ = added.wait(timeout: .after(ContinuousClock.now.duration(to: next)))
             } else {
                 added.wait()
             }
@@ -532,5 +528,13 @@ final class BatchLane: Sendable {
             writer.drain()
             if index + 1 < writers.count { sched_yield() }
         }
+    }
+}
+
+private extension DispatchTime {
+    /// Now and `delay` (none when it is not positive).
+    static func after(_ delay: Duration) -> DispatchTime {
+        let (seconds, attoseconds) = delay.components
+        return .now() + .nanoseconds(max(0, Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)))
     }
 }

@@ -17,8 +17,7 @@ enum ScriptEffectHandlers {
                             redirect: @escaping @Sendable (ScriptEffect, URL) -> String? = { _, _ in nil },
                             log: @escaping @Sendable (String) -> Void)
         -> EffectInterpreter<ScriptEffect, Void, LuaValue> {
-        let saves = SaveOrder()
-        return EffectInterpreter<ScriptEffect, Void, LuaValue>()
+        EffectInterpreter<ScriptEffect, Void, LuaValue>()
             .handling("http") { effect, context in
                 let request = effect.payload
                 let result = await runner.perform(urlRequest(request), redirect: { redirect(effect, $0) })
@@ -36,28 +35,26 @@ enum ScriptEffectHandlers {
             .handling("save") { effect, _ in
                 let key = effect.payload["key"].string ?? ""
                 let value = effect.payload["value"]
-                try saves.write(key: key, sequence: effect.sequence) {
-                    try StorageFailure.words(.save, key) {
-                        let file = try storageFile(storage, key: key, creatingFolder: value != .nil)
-                        if let identity = FileIdentity(path: file.path), let input = inputs[identity] {
-                            throw StorageFailure.Reason("\(file.path) is the same file as \(input), an input of this run; nothing was written")
+                try StorageFailure.words(.save, key) {
+                    let file = try storageFile(storage, key: key, creatingFolder: value != .nil)
+                    if let identity = FileIdentity(path: file.path), let input = inputs[identity] {
+                        throw StorageFailure.Reason("\(file.path) is the same file as \(input), an input of this run; nothing was written")
+                    }
+                    if value == .nil {
+                        if unlink(file.path) != 0 && errno != ENOENT { throw StorageFailure.System(code: errno, path: file.path) }
+                    } else {
+                        // (LuaKit's one plain-JSON writer: a float is written as a float, `2.0`, so `load` gives
+                        // back the very value saved.)
+                        let text: String
+                        do {
+                            text = try LuaJSON.encode(value, root: "value")
+                        } catch {
+                            throw StorageFailure.Reason("\(error) (nothing was written)")
                         }
-                        if value == .nil {
-                            if unlink(file.path) != 0 && errno != ENOENT { throw StorageFailure.System(code: errno, path: file.path) }
-                        } else {
-                            // (LuaKit's one plain-JSON writer: a float is written as a float, `2.0`, so `load` gives
-                            // back the very value saved.)
-                            let text: String
-                            do {
-                                text = try LuaJSON.encode(value, root: "value")
-                            } catch {
-                                throw StorageFailure.Reason("\(error) (nothing was written)")
-                            }
-                            do {
-                                try OutputFile.write(Array(text.utf8), to: file.path)
-                            } catch let failure as OutputFailure {
-                                throw StorageFailure.Reason(failure.description)
-                            }
+                        do {
+                            try OutputFile.write(Array(text.utf8), to: file.path)
+                        } catch let failure as OutputFailure {
+                            throw StorageFailure.Reason(failure.description)
                         }
                     }
                 }
@@ -79,7 +76,7 @@ enum ScriptEffectHandlers {
                 }
                 context.dispatch(["type": effect.payload["success"], "key": .string(key), "value": value])
             }
-            .inTurn(["save", "load"]) // (a load reads what every save asked for before it wrote)
+            .inTurn(["save", "load"]) // (in the order asked: a load reads what every save before it wrote, saves of a key land in order)
     }
 
     /// The file a storage key lives in. The storage folder is made when a save needs it, if the folder it is in
@@ -219,30 +216,4 @@ struct StorageFailure: Error, CustomStringConvertible {
 /// A save or load effect ran in a store without a storage folder.
 struct StorageUnavailable: Error, CustomStringConvertible {
     var description: String { "save and load effects need a storage folder (ScriptedStoreOptions.storageFolder)" }
-}
-
-/// Keeps saves in the order the reducer asked for them: save tasks may start in any order, so a save of
-/// older data that arrives after a newer one for the same key is dropped — and so is one a newer save of the same
-/// key already waits behind (each save is written whole and synced, so a burst of saves of one key writes the
-/// newest, not every one in turn).
-final class SaveOrder: Sendable {
-    private struct Keys {
-        /// The newest save written, by key.
-        var written: [String: UInt64] = [:]
-        /// The newest save asked for, by key (while any waits).
-        var newest: [String: UInt64] = [:]
-    }
-    private let keys = Protected(Keys())
-    /// Held while a save is written: one at a time.
-    private let writing = Protected(())
-
-    func write(key: String, sequence: UInt64, _ body: () throws -> Void) throws {
-        keys.withLock { keys in keys.newest[key] = max(keys.newest[key, default: 0], sequence) }
-        try writing.withLock { _ in
-            let due = keys.withLock { keys in sequence > keys.written[key, default: 0] && sequence == keys.newest[key] }
-            guard due else { return }
-            try body()
-            keys.withLock { keys in keys.written[key] = sequence }
-        }
-    }
 }
