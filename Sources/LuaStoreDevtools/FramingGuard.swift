@@ -27,7 +27,7 @@ final class FramingGuard: @unchecked Sendable { // (descriptors and threads; sha
     private let connectionLimit: Int
 
     let port: UInt16
-    private let listener: Int32
+    let listener: Int32
     private let backend: String
     private let token: [UInt8]
     private let timeout: Int
@@ -35,11 +35,15 @@ final class FramingGuard: @unchecked Sendable { // (descriptors and threads; sha
     /// The open connections (client → server descriptors), and those not yet shown the token, by arrival.
     private struct Connections {
         var stopped = false
+        /// Whether the accepting thread is still there (it closes the listener when it leaves).
+        var accepting = true
         var open: [Int32: Int32] = [:]
         var strangers: [Int32: UInt64] = [:]
         var arrivals: UInt64 = 0
     }
     private let state = Protected(Connections())
+    /// Whether the listener is still open (its accepting thread closes it once stopped).
+    var isAccepting: Bool { state.withLock { $0.accepting } }
 
     /// Listens on `address` (port 0: a free one), for requests that must carry `token`; fails in words.
     init(address: ListeningAddress, backend: String, token: String, connectionLimit: Int = 256, timeout: Int = 60,
@@ -81,16 +85,21 @@ final class FramingGuard: @unchecked Sendable { // (descriptors and threads; sha
         Thread.detachNewThread { [self] in accepting() }
     }
 
-    /// Stops accepting and ends every open connection.
+    /// Stops accepting and ends every open connection; as often as wanted.
+    ///
+    /// (Under the lock: a number in `open` is its connection's until the connection leaves the table, which it does
+    /// under the lock before closing; a number taken from the table and shut down after the lock was let go may
+    /// already be another socket of the process — another test's connection, a pipe — and that one would end. The
+    /// listener is shut down only while the accepting thread, which closes it, is still there.)
     func stop() {
-        let open = state.withLock { state in
-            defer { state.stopped = true }
-            return state.stopped ? [:] : state.open
-        }
-        shutdown(listener, Int32(SHUT_RDWR)) // (wakes the accepting thread, which closes it)
-        for (client, server) in open {
-            shutdown(client, Int32(SHUT_RDWR))
-            shutdown(server, Int32(SHUT_RDWR))
+        state.withLock { state in
+            guard !state.stopped else { return }
+            state.stopped = true
+            if state.accepting { shutdown(listener, Int32(SHUT_RDWR)) } // (wakes the accepting thread, which closes it)
+            for (client, server) in state.open {
+                shutdown(client, Int32(SHUT_RDWR))
+                shutdown(server, Int32(SHUT_RDWR))
+            }
         }
     }
 
@@ -104,7 +113,10 @@ final class FramingGuard: @unchecked Sendable { // (descriptors and threads; sha
                     if errno == EMFILE || errno == ENFILE { usleep(10_000) }
                     if !state.withLock({ $0.stopped }) { continue }
                 }
-                close(listener)
+                state.withLock { state in // (with `stop`'s lock: it shuts the listener down only while it is open)
+                    state.accepting = false
+                    close(listener)
+                }
                 return
             }
             _ = fcntl(client, F_SETFD, FD_CLOEXEC)

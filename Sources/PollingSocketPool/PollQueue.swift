@@ -19,6 +19,11 @@ import Glibc
 // each descriptor's waits are one registration, numbered when it begins (`generation`), and an answer is passed
 // on only for the registration it was polled for, and only if what it says still holds (a "not open" for a
 // number that is open again is news of a socket that is gone).
+//
+// Even so an answer reaches its waiter later, on the pool's actor, and by then the waiter may have been cancelled,
+// its socket closed and the number given to the next connection, whose wait hears it. So an answer never carries an
+// error: an end, an error or "not open" is said as readiness, and the socket's own read or write finds out what
+// holds for it (the end, the error — or, for a socket that only got the number, "not yet": it waits again).
 
 /// An `EventQueue` for FlyingFox's `SocketPool` on `poll(2)`, whose waits survive descriptor numbers being reused.
 public struct PollQueue: EventQueue, Sendable {
@@ -141,25 +146,19 @@ public struct PollQueue: EventQueue, Sendable {
         return Int16(mask)
     }
 
-    /// What `poll` said of one socket, as the pool hears it: readiness, or the end or an error (a socket that has
-    /// something left to read is ready: its reader finds the end after it).
+    /// What `poll` said of one socket, as the pool hears it: readiness only (see the top of the file). An end, an
+    /// error or "not open" wakes every wait on the socket, whose read or write then meets it.
     static func notification(_ descriptor: pollfd) -> EventNotification? {
         let ready = Int32(descriptor.revents)
         guard ready != 0 else { return nil }
         var events = Socket.Events()
         if ready & Int32(POLLIN) != 0 { events.insert(.read) }
         if ready & Int32(POLLOUT) != 0 { events.insert(.write) }
-        var errors = Set<EventNotification.Error>()
-        if ready & Int32(POLLIN) == 0, ready & Int32(POLLHUP) != 0 { errors.insert(.endOfFile) }
-        if ready & Int32(POLLERR | POLLNVAL) != 0 { errors.insert(.error) }
-        if events.isEmpty {
-            // (An end or an error is news to every wait on the socket.)
-            var waited = Socket.Events()
-            if descriptor.events & Int16(POLLIN) != 0 { waited.insert(.read) }
-            if descriptor.events & Int16(POLLOUT) != 0 { waited.insert(.write) }
-            events = waited
+        if ready & Int32(POLLHUP | POLLERR | POLLNVAL) != 0 {
+            if descriptor.events & Int16(POLLIN) != 0 { events.insert(.read) }
+            if descriptor.events & Int16(POLLOUT) != 0 { events.insert(.write) }
         }
-        return EventNotification(file: Socket.FileDescriptor(rawValue: descriptor.fd), events: events, errors: errors)
+        return EventNotification(file: Socket.FileDescriptor(rawValue: descriptor.fd), events: events, errors: [])
     }
 
     private static func wakeUp(_ descriptor: Int32) {

@@ -127,7 +127,31 @@ import Testing
         #expect(heard.map(\.file.rawValue) == [socket])
     }
 
-    /// The peer's end is news to a writer as an error; a removed wait is no longer polled; `stop` ends a poll.
+    /// An end or an error is heard as readiness, never as an error: the pool may pass an answer on after the number
+    /// was given to the next connection, whose wait must then only wake (its read finds nothing yet and it waits
+    /// again) — an error would end a connection that never failed.
+    @Test func anAnswerIsReadinessOnlyAndTheSocketsOwnReadSaysTheRest() async throws {
+        var queue = PollQueue()
+        try queue.open()
+        defer { try? queue.stop(); try? queue.close() }
+        let (socket, peer) = try Self.pair()
+        close(peer)
+        try queue.addEvents([.write], for: Socket.FileDescriptor(rawValue: socket)) // (a writer: `poll` says POLLERR)
+        _ = try await Self.notifications(of: queue, within: 60) // (the wake-up)
+        let ended = try #require(try await Self.notifications(of: queue, within: 60))
+        #expect(ended.map(\.file.rawValue) == [socket])
+        #expect(ended.first?.events == [.write] && ended.first?.errors.isEmpty == true, "\(ended)")
+        // The number is given to the next connection before the pool passes the answer on: its read says "not yet".
+        let (next, nextPeer) = try Self.pair()
+        #expect(dup2(next, socket) == socket)
+        close(next)
+        defer { close(socket); close(nextPeer) }
+        var byte: UInt8 = 0
+        #expect(recv(socket, &byte, 1, Int32(MSG_DONTWAIT)) == -1 && errno == EAGAIN)
+    }
+
+    /// The peer's end wakes a writer, whose write meets the error; a removed wait is no longer polled; `stop` ends a
+    /// poll.
     @Test func endsErrorsRemovalsAndStop() async throws {
         var queue = PollQueue()
         try queue.open()
@@ -143,7 +167,9 @@ import Testing
         try queue.addEvents([.write], for: Socket.FileDescriptor(rawValue: socket))
         _ = try await Self.notifications(of: queue, within: 60)
         let writer = try #require(try await Self.notifications(of: queue, within: 60))
-        #expect(writer.first?.errors.isEmpty == false, "writing to a closed peer is an error: \(writer)")
+        #expect(writer.first?.events == [.write] && writer.first?.errors.isEmpty == true, "\(writer)")
+        var byte: UInt8 = 1
+        #expect(send(socket, &byte, 1, Int32(MSG_NOSIGNAL)) == -1 && errno == EPIPE, "the write meets the closed peer")
         try queue.removeEvents([.write], for: Socket.FileDescriptor(rawValue: socket))
 
         let polled = queue
