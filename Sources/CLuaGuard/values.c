@@ -191,3 +191,25 @@ int clua_read_flat_fields(lua_State *L, int index, CLuaFlatField *fields, int ca
     }
     return count;
 }
+
+// MARK: Short strings
+
+void clua_push_short_string(lua_State *L, uint64_t low, uint64_t high, const char *bytes, size_t length) {
+    CLuaGuard *g = clua_guard(L);
+    uint64_t mixed = (low ^ (high * 0x9E3779B97F4A7C15u)) * 0xD6E8FEB86659FD93u;
+    unsigned slot = (unsigned)(mixed >> 58) & (CLUA_SHORT_STRING_SLOTS - 1);
+    int ref = g->shortStringRefs[slot];
+    if (ref > 0 && g->shortStringForms[slot][0] == low && g->shortStringForms[slot][1] == high) {
+        lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
+        return;
+    }
+    lua_pushlstring(L, bytes, length);
+    lua_pushvalue(L, -1);
+    if (ref > 0) {
+        lua_rawseti(L, LUA_REGISTRYINDEX, ref); /* (the key exists: no allocation) */
+    } else {
+        g->shortStringRefs[slot] = luaL_ref(L, LUA_REGISTRYINDEX);
+    }
+    g->shortStringForms[slot][0] = low;
+    g->shortStringForms[slot][1] = high;
+}

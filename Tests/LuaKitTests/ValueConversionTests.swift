@@ -115,6 +115,33 @@ import Testing
         }
     }
 
+    /// Short strings (at most 15 bytes) are pushed from the VM's cache of those pushed lately: strings of every
+    /// short length, non-ASCII ones, two spellings of "é", the empty string and far more strings than the cache has
+    /// slots (many share a slot) arrive in Lua as their bytes, as keys and as values, again and again — and longer
+    /// strings beside them too.
+    @Test func shortStringsPushedAgainAreTheirBytes() async throws {
+        var strings = (0...15).map { String(repeating: "x", count: $0) } + ["\u{E9}", "e\u{301}", "ünï", "日本", "a\u{0}b"]
+        strings += (0..<300).map { "k\($0)" } + ["a string of more than fifteen bytes", String(repeating: "é", count: 8)]
+        let table = LuaValue.table(LuaTable(fields: Dictionary(uniqueKeysWithValues: strings.map { (LuaKey.string($0), LuaValue.string($0 + "|")) })))
+        try await withVM { vm throws in
+            let check = try vm.load("""
+                local t, list = ...
+                for i = 1, #list do
+                  local s = list[i]
+                  if t[s] ~= s .. "|" then return "the value of " .. string.format("%q", s) .. " is " .. tostring(t[s]) end
+                end
+                local n = 0
+                for k, v in pairs(t) do n = n + 1 end
+                return n
+                """, chunkName: "short.lua")
+            let list = LuaValue.table(LuaTable(array: strings.map { .string($0) }))
+            for _ in 0..<3 {
+                #expect(try vm.call(check, table, list) == [.integer(Int64(strings.count))])
+                #expect(try vm.call(try vm.load("return ...", chunkName: "id.lua"), list) == [list])
+            }
+        }
+    }
+
     @Test func tablesSplitIntoSequenceAndFields() async throws {
         let result = try await withVM { vm throws in
             try vm.run("return {10, 20, 30, [5] = 50, x = 'y', [2.5] = 'f', [true] = 1}", chunkName: "t.lua")

@@ -37,6 +37,8 @@ typedef enum CLuaEnforcement {
 /// links to the next through its first word), the newest slab's part not cut yet, and each class's freed blocks
 /// (each links to the next through its first word). All zero before the first block is made.
 #define CLUA_SMALL_CLASSES 8
+/// Slots of the cache of short strings the host pushed lately (`clua_push_short_string`): a power of two.
+#define CLUA_SHORT_STRING_SLOTS 64
 typedef struct CLuaSmallBlocks {
     void *free[CLUA_SMALL_CLASSES];
     char *uncut;
@@ -86,6 +88,10 @@ typedef struct CLuaGuard {
     int64_t clockMillis;              /* now, in milliseconds since 1970-01-01 UTC */
     int64_t clockStartMillis;         /* when the store started: `os.clock()` counts from it */
     int32_t utcOffsetSeconds;         /* the time zone `os.date` and `os.time(t)` read local time in, east of UTC */
+    /* the short strings the host pushed lately (`clua_push_short_string`): each slot's host form (0, 0: none
+       yet) and where the registry keeps its string (0: no place yet) */
+    uint64_t shortStringForms[CLUA_SHORT_STRING_SLOTS][2];
+    int shortStringRefs[CLUA_SHORT_STRING_SLOTS];
 } CLuaGuard;
 
 /// The guard of a VM, stored in the extra space of its main thread.
@@ -301,6 +307,12 @@ void clua_budget_exclude(lua_State *L, int64_t nanos);
 /// What copying a table learned about it, for the next copy of the same table: its size (sequence part, other
 /// keys, entries), and whether it is flat (no table inside: its keys and values then wait in a list at the
 /// `scratch` stack slot). Start with `{ -1, -1, 0, 0 }`.
+/// [-0, +1, m] Pushes the string of `length` bytes at `bytes` (at most 15), whose host form is (`low`, `high`): 16
+/// bytes that are the same for two strings exactly when their bytes are (a Swift small string's bits). One the
+/// host pushed lately is taken from the registry, where the cache keeps it, without hashing or interning it again:
+/// the keys and names of actions, converted for every dispatch, are a few strings over and over.
+void clua_push_short_string(lua_State *L, uint64_t low, uint64_t high, const char *bytes, size_t length);
+
 typedef struct CLuaCopyShape {
     int sequence;
     int others;

@@ -112,6 +112,16 @@ extension LuaVM {
 
     /// [-0, +1, -]
     func pushString(_ text: String) {
+        // A small string (at most 15 bytes: an action's keys and names) holds its bytes in its own 16 bytes, which
+        // are the same for two strings exactly when their bytes are: the VM's cache of such strings is keyed by them.
+        let form = unsafeBitCast(text, to: (UInt64, UInt64).self)
+        if cachesSmallStrings, form.1 & Self.smallStringFlag != 0 {
+            withUnsafeBytes(of: form) { bytes in
+                clua_push_short_string(state, form.0, form.1, bytes.baseAddress!.assumingMemoryBound(to: CChar.self),
+                                       Int((form.1 >> 56) & 0xF))
+            }
+            return
+        }
         let pushed: Void? = text.utf8.withContiguousStorageIfAvailable { bytes in
             _ = lua_pushlstring(state, UnsafeRawPointer(bytes.baseAddress)?.assumingMemoryBound(to: CChar.self), bytes.count)
         }
@@ -122,6 +132,22 @@ extension LuaVM {
             }
         }
     }
+
+    /// The flag of a small string in the high word of a Swift `String`'s 16 bytes (64-bit platforms).
+    static let smallStringFlag: UInt64 = 1 << 61
+
+    /// Whether small strings lie as `pushString` reads them — bytes first, the count in the high word's top byte
+    /// below the flags — checked once on strings of every small length, so that a different layout only costs the
+    /// cache, never a wrong string.
+    static let smallStringsHoldTheirBytes: Bool = {
+        guard MemoryLayout<String>.size == 16, 1.littleEndian == 1 else { return false }
+        return (0...15).allSatisfy { count in
+            let text = String(decoding: (0..<count).map { UInt8(0x61 + $0) }, as: UTF8.self)
+            let form = unsafeBitCast(text, to: (UInt64, UInt64).self)
+            guard form.1 & smallStringFlag != 0, Int((form.1 >> 56) & 0xF) == count else { return false }
+            return withUnsafeBytes(of: form) { Array($0.prefix(count)) } == Array(text.utf8)
+        }
+    }()
 
     // MARK: Lua to Swift
 

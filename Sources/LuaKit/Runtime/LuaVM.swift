@@ -57,6 +57,8 @@ public final class LuaVM {
     /// (`init(…standardOutput:)`); `printLine` is then not called.
     let standardOutput: (any LuaStandardOutput)?
     private let owner: pthread_t
+    /// Whether `pushString` takes small strings from the VM's cache (`smallStringsHoldTheirBytes`, read once).
+    let cachesSmallStrings = LuaVM.smallStringsHoldTheirBytes
     var hostFunctions: [Unmanaged<HostFunction>] = []
     /// The compiled chunks of host modules defined by their source (`define(module:source:)`), run at their first
     /// `require`, and their chunk names.
