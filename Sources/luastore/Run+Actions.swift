@@ -47,15 +47,19 @@ extension Run {
     }
 
     /// Refuses, before anything is opened for writing, an output (`--record`, `--state-out`) that is the same file
-    /// as an input (`--actions` or standard input, the app's scripts) or as the other output — through links too.
-    func refuseOutputsOverInputs(_ folder: URL) throws {
+    /// as an input (`--actions` or standard input, the app's bundle or scripts, the plugins it mounts) or as the
+    /// other output — through links too.
+    func refuseOutputsOverInputs(_ folder: URL, bundle: String?) throws {
         var inputs: [(name: String, identity: FileIdentity)] = []
+        if let bundle, let identity = FileIdentity(path: bundle) { inputs.append(("the app's bundle \(bundle)", identity)) }
         if let actions, actions != "-" {
             if let identity = FileIdentity(path: actions) { inputs.append(("--actions \(actions)", identity)) }
         } else if let identity = FileIdentity(descriptor: STDIN_FILENO) {
             inputs.append(("standard input", identity))
         }
-        for (path, identity) in FileIdentity.scripts(in: folder) { inputs.append(("the app's script \(path)", identity)) }
+        for (path, identity) in FileIdentity.scripts(in: folder) {
+            inputs.append((path.hasSuffix(".lua") ? "the app's script \(path)" : "the app's file \(path)", identity))
+        }
         var outputs: [(name: String, location: String)] = []
         for (option, path) in [("--record", record), ("--state-out", stateOut), ("--persist", persist)] {
             guard let path else { continue }

@@ -118,7 +118,7 @@ struct Run: AsyncParsableCommand {
         let folder = source.folder
         let failures = Protected(0)
         let lines = DispatchedLines()
-        try refuseOutputsOverInputs(folder)
+        try refuseOutputsOverInputs(folder, bundle: source.bundle)
         let recorder: SessionRecorder?
         do {
             recorder = try record.map { path throws(OutputFailure) in SessionRecorder(file: try OutputFile(path: path, mode: .stream)) }
@@ -166,7 +166,7 @@ struct Run: AsyncParsableCommand {
         options.modulePath = modules.templates
         options.clock = try clock.storeClock()
         source.configure(&options)
-        options.protectedFiles = [actions, stateOut, record].compactMap { $0 }.filter { $0 != "-" }
+        options.protectedFiles = [actions, stateOut, record, source.bundle].compactMap { $0 }.filter { $0 != "-" }
         let devtoolsJournal = devtools.map { _ in DevtoolsJournal(capacity: devtoolsKeep, bytes: devtoolsKeepBytes.bytes) }
         options.recorder = recorder
         var database: StoreDatabase?

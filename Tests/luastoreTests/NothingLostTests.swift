@@ -56,6 +56,34 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: out))
     }
 
+    /// A bundle the run runs, and a plugin bundle the app mounts, are inputs too: an output naming one is refused and
+    /// the bundle left whole.
+    @Test func theBundleRunAndThePluginsMountedAreInputs() async throws {
+        let folder = try CLI.makeApp(Self.growing)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try Data(#"{"name": "keeper", "version": "1.0.0", "luastore": "^1.0"}"#.utf8).write(to: folder.appendingPathComponent("luastore.json"))
+        let bundle = folder.deletingLastPathComponent().appendingPathComponent(folder.lastPathComponent + ".lsb")
+        defer { try? FileManager.default.removeItem(at: bundle) }
+        #expect(try await CLI.run(["pack", folder.path, "-o", bundle.path]).status == 0)
+        let packed = try Data(contentsOf: bundle)
+        for option in ["--state-out", "--record"] {
+            let run = try await CLI.run(["run", bundle.path, "--allow-unsigned", option, bundle.path, "--format", "json"], input: "{\"type\":\"grow\"}\n")
+            #expect(run.status == 2, "\(option)")
+            #expect(run.errors.contains("\(option) \(bundle.path) is the same file as the app's bundle \(bundle.path)"), "\(run.errors)")
+            #expect(try Data(contentsOf: bundle) == packed)
+        }
+        // (Refused before the app loads: the mounted file need not be a plugin for that.)
+        try FileManager.default.createDirectory(at: folder.appendingPathComponent("plugins"), withIntermediateDirectories: true)
+        let plugin = folder.appendingPathComponent("plugins/p.lsb")
+        try Data("a plugin's bundle".utf8).write(to: plugin)
+        try Data(#"{"name": "keeper", "version": "1.0.0", "luastore": "^1.0", "mounts": {"p": "plugins/p.lsb"}}"#.utf8)
+            .write(to: folder.appendingPathComponent("luastore.json"))
+        let mounted = try await CLI.run(["run", folder.path, "--state-out", plugin.path, "--format", "json"], input: "")
+        #expect(mounted.status == 2)
+        #expect(mounted.errors.contains("--state-out \(plugin.path) is the same file as the app's file \(plugin.path)"), "\(mounted.errors)")
+        #expect(try String(contentsOf: plugin, encoding: .utf8) == "a plugin's bundle")
+    }
+
     @Test func aStateWriteCutShortKeepsTheOldFile() async throws {
         let folder = try CLI.makeApp(Self.growing)
         defer { try? FileManager.default.removeItem(at: folder) }

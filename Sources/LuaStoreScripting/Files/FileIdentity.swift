@@ -71,7 +71,8 @@ public struct FileIdentity: Hashable, Sendable {
         return false
     }
 
-    /// The Lua files of an app folder, and its manifest if any (what a run reads its app from).
+    /// The Lua files of an app folder, its manifest if any, and the plugin bundles it mounts (what a run reads its
+    /// app from; a mounted folder's files are among the first).
     public static func scripts(in folder: URL) -> [(path: String, identity: FileIdentity)] {
         guard let walker = FileManager.default.enumerator(at: folder, includingPropertiesForKeys: nil, options: [.skipsHiddenFiles]) else {
             return []
@@ -80,6 +81,10 @@ public struct FileIdentity: Hashable, Sendable {
         while let file = walker.nextObject() as? URL {
             guard file.pathExtension == "lua" || file.lastPathComponent == "luastore.json" else { continue }
             if let identity = FileIdentity(path: file.path) { found.append((file.path, identity)) }
+        }
+        for mount in (try? AppManifest.load(folder: folder))??.mounts ?? [] {
+            let path = folder.appendingPathComponent(mount.path).path
+            if let identity = FileIdentity(path: path), !found.contains(where: { $0.identity == identity }) { found.append((path, identity)) }
         }
         return found
     }
