@@ -59,6 +59,41 @@ import Testing
     }
 }
 
+/// An action a limit stopped — its time budget or the memory cap — matches a recorded failure by either limit, at
+/// whatever budget: which a runaway action reaches first is the machine's. Any other failure is compared word for word.
+@Suite struct ReplayedLimitsTests {
+    @Test func aLimitMatchesEitherLimitAndNothingElse() async throws {
+        let folder = try AppFolder(["app.lua": """
+            local app = {}
+            function app.init() return { count = 0 } end
+            function app.reduce(state, action)
+              state.count = state.count + 1
+              if action.type == "spin" then while true do end
+              elseif action.type == "hog" then local t = {} for i = 1, 1e9 do t[i] = ("x"):rep(64) .. i end
+              elseif action.type == "boom" then error("boom") end
+            end
+            function app.props(state) return { count = state.count } end
+            return app
+            """])
+        defer { folder.remove() }
+        let replayer = try await Replayer(app: folder.url, from: ["count": 0], options: Recorder().options)
+        defer { replayer.store.shutdown() }
+        let now = await replayer.reduce([["type": "spin"], ["type": "hog"], ["type": "boom"]])
+        #expect(try await replayer.store.state() == ["count": 0], "every one failed, and changed nothing")
+        for entry in now.prefix(2) {
+            #expect(entry?.failure?.error.stoppedByALimit == true, "\(String(describing: entry?.failure))")
+            for recorded in ["time budget of 200 ms exceeded", "time budget of 5000 ms exceeded", "not enough memory"] {
+                #expect(try Replayer.divergence(Replayer.Recorded(failure: recorded), now: entry) == nil, "\(recorded)")
+            }
+            for recorded in ["boom", "time budget exceeded", "not enough memory!", "time budget of x ms exceeded"] {
+                #expect(try Replayer.divergence(Replayer.Recorded(failure: recorded), now: entry)?.aspect == .failure, "\(recorded)")
+            }
+        }
+        #expect(try Replayer.divergence(Replayer.Recorded(failure: "not enough memory"), now: now[2])?.aspect == .failure)
+        #expect(try Replayer.divergence(Replayer.Recorded(failure: "time budget of 200 ms exceeded"), now: now[2])?.aspect == .failure)
+    }
+}
+
 /// The one reader of recordings: lines from any source (a file, bytes, blocks that cut lines anywhere), the header,
 /// then the actions in batches — reloads passed over, a last line cut short named and left out, a damaged line
 /// refused naming it, a failure to read said after the lines before it.

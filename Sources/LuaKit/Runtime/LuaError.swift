@@ -60,6 +60,20 @@ public struct LuaError: Error, Sendable, Equatable, CustomStringConvertible {
         }
     }
 
+    /// Whether a limit stopped the call: its time budget ran out, or the VM's memory cap was reached. Which of the
+    /// two stops a runaway call first, and after how many milliseconds, is the machine's: a replay takes either for
+    /// either (`isLimitMessage(_:)`).
+    public var stoppedByALimit: Bool { kind == .timeout || kind == .memory }
+
+    /// Whether `message` (without its location) is what a call stopped by a limit says: `time budget of N ms
+    /// exceeded` or `not enough memory` — as a recording keeps a failure, in words alone.
+    public static func isLimitMessage(_ message: String) -> Bool {
+        if message == "not enough memory" { return true }
+        guard message.hasPrefix("time budget of "), message.hasSuffix(" ms exceeded") else { return false }
+        let number = message.dropFirst("time budget of ".count).dropLast(" ms exceeded".count)
+        return !number.isEmpty && number.allSatisfy(\.isASCII) && number.allSatisfy(\.isNumber)
+    }
+
     /// `file:line`, when both are known; `file` alone otherwise.
     public var location: String? {
         guard let chunkName else { return nil }

@@ -269,7 +269,8 @@ public final class Replayer: Sendable {
         guard let now else { return Divergence(aspect: .outcome, differences: [Difference(path: "the outcome", then: "applied", now: "nothing heard")]) }
         switch (recorded.failure, now.failure?.error.message) {
         case (let then?, let failure?):
-            if then != failure {
+            // (A limit stopped it then and now — the time budget or the memory cap, whichever came first: the same.)
+            if then != failure, !(LuaError.isLimitMessage(then) && now.failure?.error.stoppedByALimit == true) {
                 return Divergence(aspect: .failure, differences: [Difference(path: "the failure", then: .string(then), now: .string(failure))])
             }
             return nil // (it failed both times: nothing changed, no commands, the props as they were)
