@@ -71,6 +71,12 @@ public enum AppBundle {
             throw BundleFailure("\(output.path) is the same file as \(input.path): refusing to write over it (nothing was written)")
         }
         let files = try appFiles(in: folder, leaving: output)
+        if let odd = files.first(where: { !safe($0) }) {
+            throw BundleFailure("\(folder.appendingPathComponent(odd).path) cannot go in a bundle: its name holds a backslash or a control character, or a part longer than 255 bytes (nothing was written)")
+        }
+        if let (one, other) = sameNameTwice(files) {
+            throw BundleFailure("\(folder.path) holds \(one) and \(other), names that differ only in case: one file where case is not told apart (nothing was written)")
+        }
         var contents: [(path: String, data: Data)] = []
         for path in files {
             guard let data = FileManager.default.contents(atPath: folder.appendingPathComponent(path).path) else {
@@ -188,6 +194,9 @@ public enum AppBundle {
             guard total <= limits.totalBytes else { throw BundleFailure("\(name) holds more than \(limits.totalBytes >> 20) MiB") }
             entries[path] = entry
         }
+        if let (one, other) = sameNameTwice(entries.keys.sorted()) {
+            throw BundleFailure("\(name) holds \(one) and \(other), names that differ only in case: one file where case is not told apart")
+        }
         if let folder = folders.first(where: { entries[$0] != nil }) {
             throw BundleFailure("\(name) holds \(folder) twice, as a file and as a folder")
         }
@@ -278,16 +287,31 @@ public enum AppBundle {
         }
     }
 
-    /// Whether an entry's path is a plain relative path inside the bundle.
+    /// Whether an entry's path is a plain relative path inside the bundle, one that every file system it is unpacked
+    /// on can hold as it is: no backslash, no control character (a line break would split its line of the digests),
+    /// each part at most 255 bytes.
     static func safe(_ path: String) -> Bool {
-        guard !path.isEmpty, path.utf8.count <= 1024, !path.hasPrefix("/"), !path.contains("\\"), !path.contains("\0") else {
+        guard !path.isEmpty, path.utf8.count <= 1024, !path.hasPrefix("/"), !path.contains("\\"),
+              !path.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
             return false
         }
         let parts = path.split(separator: "/", omittingEmptySubsequences: false)
         let directory = path.hasSuffix("/")
         return parts.enumerated().allSatisfy { index, part in
-            (part.isEmpty && directory && index == parts.count - 1) || (!part.isEmpty && part != "." && part != "..")
+            (part.isEmpty && directory && index == parts.count - 1) || (!part.isEmpty && part != "." && part != ".." && part.utf8.count <= 255)
         }
+    }
+
+    /// The first two of `paths` that differ only in case (or in how their accents are written): one file, once
+    /// unpacked on a file system that does not tell them apart.
+    static func sameNameTwice(_ paths: some Sequence<String>) -> (String, String)? {
+        var seen: [String: String] = [:]
+        for path in paths {
+            let folded = path.lowercased()
+            if let other = seen[folded] { return (other, path) }
+            seen[folded] = path
+        }
+        return nil
     }
 
     /// The first entry of the zip at `url` that a bundle never holds and the zip reader would pass over in
@@ -344,15 +368,16 @@ public enum AppBundle {
             throw BundleFailure("the bundle's app name '\(verified.manifest.name)' is not a plain name: it is not unpacked")
         }
         let folder = parent.appendingPathComponent(verified.manifest.name, isDirectory: true)
-        do {
-            for (path, data) in verified.files {
-                let file = folder.appendingPathComponent(path)
+        for (path, data) in verified.files {
+            let file = folder.appendingPathComponent(path)
+            do {
                 try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
                 try data.write(to: file)
+            } catch {
+                let reason = OutputFailure.obstacle(to: file.path, makingFolders: true) ?? OutputFailure.words(for: error)
+                try? FileManager.default.removeItem(at: parent)
+                throw BundleFailure("cannot unpack \(path) of the bundle into \(parent.path): \(reason)")
             }
-        } catch {
-            try? FileManager.default.removeItem(at: parent)
-            throw BundleFailure("cannot unpack the bundle into \(parent.path): \(OutputFailure.words(for: error))")
         }
         return (folder, parent)
     }

@@ -153,6 +153,36 @@ import ZIPFoundation
         #expect(!FileManager.default.fileExists(atPath: keys.folder.url.deletingLastPathComponent().appendingPathComponent("evil.lua").path))
     }
 
+    /// A name every file system can hold as it is, or none: `pack` refuses what `verify` would (a backslash, a line
+    /// break — which would split its line of the digests —, a part over 255 bytes, two names that differ only in
+    /// case), and `verify` refuses such names in a bundle made by hand, naming them, before anything is unpacked.
+    @Test func namesABundleCannotHoldAreRefusedByPackAndVerify() throws {
+        let keys = try Keys()
+        defer { keys.folder.remove() }
+        for (odd, said) in [("back\\slash.lua", "back\\slash.lua"), ("new\nline.lua", "line.lua"),
+                            (String(repeating: "a", count: 300) + ".lua", "aaaa"), ("App.lua", "names that differ only in case")] {
+            if odd.utf8.count <= 255 { // (a longer name no folder here can hold: only a bundle made by hand has it)
+                var files = Self.app(version: "1.0.0", step: 1)
+                files[odd] = "return 1\n"
+                let output = keys.bundle("odd.lsb")
+                let folder = try AppFolder(files)
+                defer { folder.remove() }
+                let packing = #expect(throws: BundleFailure.self) { try AppBundle.pack(folder: folder.url, to: output, key: nil) }
+                #expect(packing?.description.contains(said) == true, "\(String(describing: packing))")
+                #expect(!FileManager.default.fileExists(atPath: output.path), "nothing was written")
+            }
+
+            let good = keys.bundle("good.lsb")
+            let app = try Self.pack(Self.app(version: "1.0.0", step: 1), signedBy: nil, to: good)
+            defer { app.remove() }
+            let handMade = keys.bundle("hand.lsb")
+            try Self.write(try Self.entries(of: good).sorted { $0.key < $1.key }.map { ($0.key, $0.value) } + [(odd, Data("return 1\n".utf8))],
+                           to: handMade)
+            let verifying = #expect(throws: BundleFailure.self) { try AppBundle.verify(handMade, trusting: [], allowUnsigned: true) }
+            #expect(verifying?.description.contains(odd.hasPrefix("App") ? said : "is not plain") == true, "\(String(describing: verifying))")
+        }
+    }
+
     @Test func aNewVersionIsInstalledIntoTheRunningStore() async throws {
         let keys = try Keys()
         defer { keys.folder.remove() }
