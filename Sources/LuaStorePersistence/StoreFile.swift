@@ -21,6 +21,8 @@ enum StoreFile {
         /// An SQLite database in WAL mode without a mark: a store an older luastore made, or another program's
         /// database — its tables say which.
         case unmarked
+        /// A new store, just written whole into a file that was empty (`StoreWriter`).
+        case made
     }
 
     /// The kind of the file at `path`, or why it is refused (the file and those beside it left as they are).

@@ -65,14 +65,20 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
         writing = lane.map(WritingPlace.lane) ?? .queue(DispatchQueue(label: "luastore.persistence"))
         journal = JournalQueue(path: path)
         lockDescriptor = try Self.lock(path)
-        let kind: StoreFile.Kind
+        var kind: StoreFile.Kind
         do {
             kind = try StoreFile.kind(of: path)
+            if kind == .new {
+                // A new store is written whole at once — a store made elsewhere, its bytes in one write — so that a
+                // crash while it is made leaves the empty file or the store, never a database half made.
+                try Self.writeNewStore(to: lockDescriptor, path: path, app: app)
+                kind = .made
+            }
             if let damage = StoreFile.logDamage(of: path) {
                 guard recover else { throw PersistenceFailure(path: path, reason: damage.reason(path)) }
                 droppedLog = "frame \(damage.frame) of its log was damaged: \(damage.framesAfter) frames after it (\(damage.commitsAfter) committed transactions) were dropped"
             }
-            if kind != .new { try Self.probe(path, app: app, reset: reset) }
+            if kind != .made { try Self.probe(path, app: app, reset: reset) }
             var configuration = Configuration()
             configuration.label = "luastore.persistence"
             // (The process holds the file alone — `lock` — so SQLite's lock is taken once and kept, not taken and
@@ -87,7 +93,7 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
             throw PersistenceFailure(path: path, reason: "cannot be opened as a database: \(Self.words(error))")
         }
         do {
-            try prepare(reset: reset, new: kind == .new, marked: kind == .marked)
+            try prepare(reset: reset, marked: kind != .unmarked)
         } catch {
             try? queue.close()
             Glibc.close(lockDescriptor)
@@ -126,6 +132,73 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
             throw PersistenceFailure(path: path, reason: "is in use by another process (one store per file: stop the other run, or choose another file)")
         }
         return descriptor
+    }
+
+    /// A new store's bytes, by app: made once in a process (`newStore(app:)`).
+    private static let newStores = Protected<[String: [UInt8]]>([:])
+
+    /// Writes a new store of `app` into the empty file `descriptor` holds (at `path`, to name it), in one write, and
+    /// syncs it.
+    private static func writeNewStore(to descriptor: Int32, path: String, app: String) throws(PersistenceFailure) {
+        let bytes: [UInt8]
+        if let made = newStores.withLock({ $0[app] }) {
+            bytes = made
+        } else {
+            bytes = try newStore(app: app)
+            newStores.withLock { $0[app] = bytes }
+        }
+        let written = bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
+        guard written == bytes.count, fsync(descriptor) == 0 else {
+            let reason = written < 0 ? OutputFailure.words(errno) : "only \(max(0, written)) of \(bytes.count) bytes were written"
+            _ = ftruncate(descriptor, 0) // (empty again: a new store the next time)
+            throw PersistenceFailure(path: path, reason: "cannot be made a LuaStore store: \(reason)")
+        }
+    }
+
+    /// The bytes of a new, empty store of `app` — marked, in WAL mode, its tables made — built in a file of the
+    /// system's temporary folder, which goes again.
+    private static func newStore(app: String) throws(PersistenceFailure) -> [UInt8] {
+        var template = Array((FileManager.default.temporaryDirectory.path + "/luastore-new-store-XXXXXX").utf8CString)
+        let descriptor = mkstemp(&template)
+        guard descriptor >= 0 else {
+            throw PersistenceFailure(path: FileManager.default.temporaryDirectory.path, reason: "cannot hold a new store while it is made: \(OutputFailure.words(errno))")
+        }
+        Glibc.close(descriptor)
+        let made = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        defer { for suffix in ["", "-wal", "-shm", "-journal"] { unlink(made + suffix) } }
+        do {
+            let queue = try DatabaseQueue(path: made)
+            try queue.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA journal_mode = WAL")
+                try db.inTransaction {
+                    try markAndMakeTables(db, app: app)
+                    return .commit
+                }
+                try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")
+            }
+            try queue.close()
+        } catch {
+            throw PersistenceFailure(path: made, reason: "cannot be made a LuaStore store: \(Self.words(error))")
+        }
+        guard let bytes = FileManager.default.contents(atPath: made), !bytes.isEmpty else {
+            throw PersistenceFailure(path: made, reason: "cannot be read back as a new store")
+        }
+        return [UInt8](bytes)
+    }
+
+    /// Marks the database as a store of `app` and makes its tables (emptied if they were there), in the transaction
+    /// under way.
+    private static func markAndMakeTables(_ db: Database, app: String) throws {
+        try db.execute(sql: "PRAGMA application_id = \(Int32(bitPattern: StoreFile.applicationID))")
+        try db.execute(sql: "PRAGMA user_version = \(StoreDatabase.formatVersion)")
+        try db.execute(sql: """
+            CREATE TABLE IF NOT EXISTS luastore (key TEXT PRIMARY KEY, value);
+            CREATE TABLE IF NOT EXISTS snapshots (seq INTEGER PRIMARY KEY, header BLOB NOT NULL);
+            CREATE TABLE IF NOT EXISTS entries (seq INTEGER PRIMARY KEY, first INTEGER NOT NULL, lines BLOB NOT NULL);
+            """)
+        try db.execute(sql: "DELETE FROM snapshots; DELETE FROM entries")
+        try db.execute(sql: "INSERT OR REPLACE INTO luastore (key, value) VALUES ('format', 'luastore-store'), ('version', ?), ('app', ?)",
+                       arguments: [StoreDatabase.formatVersion, app])
     }
 
     /// Reads an existing file's tables without writing anything (a read-only connection neither applies nor
@@ -179,29 +252,24 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
         }
     }
 
-    /// Makes a new file a store (`new`), or starts an existing one over (`reset`), and marks it as a store's
-    /// (`marked`: it is already); then switches it to WAL mode and the durability's sync level. (`probe` checked an
-    /// existing file before: nothing is written to one that is not this app's store.)
-    private func prepare(reset: Bool, new: Bool, marked: Bool) throws(PersistenceFailure) {
+    /// Starts an existing store over (`reset`), and marks it as a store's (`marked`: it is already); switches it to
+    /// WAL mode and the durability's sync level first. (`probe` checked an existing file before: nothing is written
+    /// to one that is not this app's store; a new one was written whole, `writeNewStore`.)
+    private func prepare(reset: Bool, marked: Bool) throws(PersistenceFailure) {
+        let app = self.app
         do {
             try queue.writeWithoutTransaction { db in
                 try db.execute(sql: "PRAGMA journal_mode = WAL")
                 try db.execute(sql: durability == .full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL")
                 try db.execute(sql: "PRAGMA wal_autocheckpoint = \(logLimitPages)")
+                guard reset || !marked else { return }
                 try db.inTransaction {
-                    if !marked || new {
+                    if reset {
+                        try Self.markAndMakeTables(db, app: app)
+                    } else {
                         try db.execute(sql: "PRAGMA application_id = \(Int32(bitPattern: StoreFile.applicationID))")
                         try db.execute(sql: "PRAGMA user_version = \(StoreDatabase.formatVersion)")
                     }
-                    guard new || reset else { return .commit }
-                    try db.execute(sql: """
-                        CREATE TABLE IF NOT EXISTS luastore (key TEXT PRIMARY KEY, value);
-                        CREATE TABLE IF NOT EXISTS snapshots (seq INTEGER PRIMARY KEY, header BLOB NOT NULL);
-                        CREATE TABLE IF NOT EXISTS entries (seq INTEGER PRIMARY KEY, first INTEGER NOT NULL, lines BLOB NOT NULL);
-                        """)
-                    try db.execute(sql: "DELETE FROM snapshots; DELETE FROM entries")
-                    try db.execute(sql: "INSERT OR REPLACE INTO luastore (key, value) VALUES ('format', 'luastore-store'), ('version', ?), ('app', ?)",
-                                   arguments: [StoreDatabase.formatVersion, app])
                     return .commit
                 }
             }

@@ -381,6 +381,30 @@ import Testing
         #expect(restored > 0)
     }
 
+    /// A run killed while it makes a new store's file — from the moment the file appears — leaves the empty file
+    /// or the whole store, never a database half made that every later run refuses (30 rounds, killed 0–3 ms after).
+    @Test func aRunKilledWhileItMakesTheStoreLeavesOneTheNextRunOpens() async throws {
+        let app = try CLI.makeApp(Self.counter)
+        defer { try? FileManager.default.removeItem(at: app) }
+        for round in 0..<30 {
+            let database = temporaryFile("made-\(round).db")
+            defer { remove(database); try? FileManager.default.removeItem(atPath: database + "-journal") }
+            let killed = try await runChildProcess(URL(fileURLWithPath: "/bin/bash"), ["-c", """
+                "$1" run "$2" --persist "$3" --actions /dev/null --format json > /dev/null 2>&1 &
+                pid=$!
+                for _ in $(seq 1 20000); do [ -e "$3" ] && break; kill -0 $pid 2>/dev/null || break; done
+                sleep "$4"
+                kill -9 $pid 2>/dev/null
+                wait $pid 2>/dev/null
+                exit 0
+                """, "kill", CLI.binary.path, app.path, database, String(format: "%.4f", Double(round % 4) / 1000)], environment: CLI.environment)
+            #expect(killed.status == 0)
+            let reopened = try await CLI.run(["run", app.path, "--persist", database, "--format", "json"], input: "{\"type\":\"increment\"}\n")
+            #expect(reopened.status == 0, "round \(round): \(reopened.errors)")
+            #expect(lastCount(reopened.output) == 1, "round \(round): \(reopened.output) \(reopened.errors)")
+        }
+    }
+
     /// With `batch` (the default) a killed run loses at most what was not yet committed: the store always
     /// opens, on a state the actions reached (a prefix of them).
     @Test func killedRunsResumeOnAPrefixWithBatchSync() async throws {
