@@ -70,6 +70,17 @@ final class HeadGuard: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
+    /// A graceful shutdown asks every connection to finish: one that has not sent its first head whole has nothing
+    /// in flight, and is closed now. (Hummingbird's own handler, which does this for the requests after the first,
+    /// joins the pipeline only once the first head is read: without this such a connection held the shutdown past its
+    /// grace, and the server died of it.)
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        guard event is ChannelShouldQuiesceEvent, !done else { return context.fireUserInboundEventTriggered(event) }
+        done = true
+        deadline?.cancel()
+        context.close(promise: nil)
+    }
+
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         guard !done, let failure = error as? HTTPParserError else { return context.fireErrorCaught(error) }
         done = true

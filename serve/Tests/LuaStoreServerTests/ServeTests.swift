@@ -581,6 +581,25 @@ import Testing
         #expect(try await served.stop().status == 0)
     }
 
+    /// SIGTERM while clients hold a first request head half sent, or nothing sent at all: they are closed, every store
+    /// is closed and the server exits 0 within its grace (it died of a cancellation that outlasted it: SIGILL).
+    @Test func sigtermEndsConnectionsThatHaveNotSentAWholeHead() async throws {
+        let folder = try ServedApp.temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let served = try await ServedApp(app: counter, data: folder.appendingPathComponent("data"), ["--no-auth"])
+        #expect(try await served.request("POST", "/stores/a/actions", body: #"{"type":"increment"}"#).status == 200)
+        let port = served.port
+        let half = try await offPool { try RawSocket(port: port) }, silent = try await offPool { try RawSocket(port: port) }
+        defer { half.close(); silent.close() }
+        try half.write("GET /hea")
+        try await Task.sleep(for: .milliseconds(200)) // (the server has read the half head)
+        let started = ContinuousClock.now
+        let stopped = try await served.stop()
+        #expect(stopped.status == 0, "\(stopped.errors)")
+        #expect(stopped.errors.contains("every store was closed"), "\(stopped.errors)")
+        #expect(ContinuousClock.now - started < .seconds(30))
+    }
+
     /// An app's `web` folder is its clients' page: served at `/` without a token, and nothing outside it — not the
     /// app's scripts beside it, whatever the path's spelling; `--web` names another folder, and must name one.
     @Test func theAppsWebFolderIsServedAndNothingOutsideIt() async throws {
