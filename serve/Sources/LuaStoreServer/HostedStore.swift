@@ -200,16 +200,16 @@ actor HostedStore {
     /// remembered: a resent id is answered with its first outcome (marked `repeated`), never applied twice, even
     /// while the first is still in flight.
     nonisolated func begin(_ action: LuaValue, id: String?, reply: @escaping Reply) {
-        let key = self.key, limits = self.limits
+        let key = self.key, limits = self.limits, actionID = id.map(ActionID.init)
         let start = traffic.withLock { traffic -> Start in
             traffic.lastUsed = .now
-            if let id {
-                if var known = traffic.answered[id] {
+            if let actionID {
+                if var known = traffic.answered[actionID] {
                     known.repeated = true
                     return .known(known)
                 }
-                if traffic.waitingForId[id] != nil { // (the same id, sent again while the first is in flight)
-                    traffic.waitingForId[id, default: []].append(reply)
+                if traffic.waitingForId[actionID] != nil { // (the same id, sent again while the first is in flight)
+                    traffic.waitingForId[actionID, default: []].append(reply)
                     return .waiting
                 }
             }
@@ -220,7 +220,7 @@ actor HostedStore {
             guard traffic.rate.take() else {
                 return .known(.refused("rate limit: key \(key) takes \(limits.actionsPerKeyPerSecond) actions a second"))
             }
-            if let id { traffic.waitingForId[id] = [] }
+            if let actionID { traffic.waitingForId[actionID] = [] }
             traffic.inFlight += 1
             return .submit
         }
@@ -265,7 +265,7 @@ actor HostedStore {
             traffic.lastUsed = .now
             guard let id else { return [] }
             traffic.remember(outcome, for: id, keeping: limits.rememberedIds)
-            return traffic.waitingForId.removeValue(forKey: id) ?? []
+            return traffic.waitingForId.removeValue(forKey: ActionID(id)) ?? []
         }
         reply(outcome)
         var repeated = outcome
@@ -403,16 +403,25 @@ actor HostedStore {
     }
 }
 
+/// A client's action id as the bytes it sent: two ids are one exactly when their bytes are. (As Swift strings, "café"
+/// written with a combining accent and with "é" are equal: the second action was answered as the first's repeat and
+/// never applied.)
+struct ActionID: Hashable, Sendable {
+    let bytes: [UInt8]
+
+    init(_ id: String) { bytes = Array(id.utf8) }
+}
+
 /// Where an action's outcome goes, told once.
 typealias Reply = @Sendable (ActionOutcome) -> Void
 
 /// What every action and every props change of a hosted store touch (`HostedStore`), under its lock.
 struct Traffic {
-    var answered: [String: ActionOutcome] = [:]
+    var answered: [ActionID: ActionOutcome] = [:]
     /// The ids `answered` holds, oldest first.
-    var answeredOrder = CircularBuffer<String>()
+    var answeredOrder = CircularBuffer<ActionID>()
     /// The ids in flight, with the replies of the same id sent again meanwhile.
-    var waitingForId: [String: [Reply]] = [:]
+    var waitingForId: [ActionID: [Reply]] = [:]
     var inFlight = 0
     var rate: TokenBucket
     var lastUsed = ContinuousClock.now
@@ -435,8 +444,9 @@ struct Traffic {
 
     init(rate: TokenBucket) { self.rate = rate }
 
-    mutating func remember(_ outcome: ActionOutcome, for id: String, keeping limit: Int) {
+    mutating func remember(_ outcome: ActionOutcome, for text: String, keeping limit: Int) {
         guard outcome.kind != .refused else { return } // (refused: nothing happened; sending it again may work)
+        let id = ActionID(text)
         answered[id] = outcome
         answeredOrder.append(id)
         if answeredOrder.count > limit { answered[answeredOrder.removeFirst()] = nil }

@@ -172,7 +172,16 @@ public final class StoreServer: Sendable {
                 throw HTTPError(.serviceUnavailable, message: error.description)
             }
         }
-        router.ws("/stores/{key}/live") { _, _ in .upgrade([:]) } onUpgrade: { [self] inbound, outbound, context in
+        router.ws("/stores/{key}/live") { [self] request, context in
+            // (A GET that does not ask for the upgrade is told what the address is, once it may read the key.)
+            guard request.headers[.upgrade]?.lowercased().contains("websocket") == true else {
+                let key = try self.key(context)
+                _ = try self.authorize(request.headers[.authorization] ?? request.uri.queryParameters["access_token"].map { "Bearer \($0)" }, .read, key)
+                throw HTTPError(.upgradeRequired, headers: [.upgrade: "websocket", .connection: "Upgrade"],
+                                message: "/stores/\(key)/live is a WebSocket: a live client asks for the upgrade (docs/serve.md)")
+            }
+            return .upgrade([:])
+        } onUpgrade: { [self] inbound, outbound, context in
             try await self.live(inbound, outbound, context)
         }
     }
@@ -203,11 +212,12 @@ public final class StoreServer: Sendable {
         guard let tokens = options.tokens else {
             return AccessGrant(subject: "", keys: ["*"], rights: Set(AccessGrant.Right.allCases))
         }
-        guard let header, header.hasPrefix("Bearer ") else {
+        // (The scheme's name is told apart without case, as RFC 9110 has it: `bearer` is `Bearer`.)
+        guard let header, header.count > 7, header.prefix(7).lowercased() == "bearer " else {
             throw HTTPError(.unauthorized, headers: [.wwwAuthenticate: "Bearer"], message: "a bearer token is needed (Authorization: Bearer TOKEN)")
         }
         do {
-            return try tokens.verify(String(header.dropFirst("Bearer ".count)).trimmingCharacters(in: .whitespaces))
+            return try tokens.verify(String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces))
         } catch {
             throw HTTPError(.unauthorized, headers: [.wwwAuthenticate: "Bearer error=\"invalid_token\""], message: error.description)
         }

@@ -70,7 +70,8 @@ struct LocalPageGuard<Context: RequestContext>: RouterMiddleware {
         guard host.isEmpty || Self.isLocal(Self.name(ofAuthority: host)) || Self.name(ofAuthority: host) == listening.lowercased() else {
             throw HTTPError(.forbidden, message: "the Host '\(host)' does not name this server: without tokens it answers only to a loopback address or localhost")
         }
-        if let origin = request.headers[.origin]?.lowercased(), origin != "null", !Self.isOwn(origin: origin, host: host.lowercased()) {
+        // (`null` is a page whose origin is hidden — a sandboxed frame, a data: or file: page — never the server's own.)
+        if let origin = request.headers[.origin]?.lowercased(), !Self.isOwn(origin: origin, host: host.lowercased()) {
             throw HTTPError(.forbidden, message: "requests from the page at \(origin) are refused: without tokens the server answers only its own pages")
         }
         return try await next(request, context)

@@ -74,17 +74,24 @@ import Testing
                                                                 body: #"{"id":"a1","action":{"type":"increment"}}"#).body)
         #expect(again["outcome"] as? String == "applied")
         #expect(again["repeated"] as? Bool == true)
+        // Ids are their bytes: "café" with "é" and with "e" and a combining accent are two actions, both applied.
+        for id in ["caf\u{E9}", "cafe\u{301}"] {
+            let answered = try ServedApp.json(try await served.request("POST", "/stores/room-2/actions",
+                                                                       body: #"{"id":"\#(id)","action":{"type":"increment"}}"#).body)
+            #expect(answered["outcome"] as? String == "applied" && answered["repeated"] == nil, "\(id.unicodeScalars.count): \(answered)")
+        }
+        #expect(try ServedApp.json(try await served.request("GET", "/stores/room-2/props").body)["count"] as? Int == 2)
         // A bare action (no envelope) is an action without an id.
         #expect(try await served.request("POST", "/stores/room-1/actions", body: #"{"type":"increment","by":5}"#).status == 200)
         #expect(try ServedApp.json(try await served.request("GET", "/stores/room-1/props").body)["count"] as? Int == 6)
         #expect(try ServedApp.json(try await served.request("GET", "/stores/room-1/state").body)["count"] as? Int == 6)
         // Another key is another store, from init.
-        #expect(try ServedApp.json(try await served.request("GET", "/stores/room-2/props").body)["count"] as? Int == 0)
+        #expect(try ServedApp.json(try await served.request("GET", "/stores/room-3/props").body)["count"] as? Int == 0)
         // The server's counts, in Prometheus' format: the repeated id is not an action applied again.
         let metrics = try await served.request("GET", "/metrics")
         #expect(metrics.status == 200)
         #expect(metrics.headers["content-type"]?.hasPrefix("text/plain; version=0.0.4") == true)
-        for line in [#"luastore_actions_total{outcome="applied"} 2"#, "luastore_live_stores 2", #"luastore_action_seconds_count 2"#] {
+        for line in [#"luastore_actions_total{outcome="applied"} 4"#, "luastore_live_stores 3", #"luastore_action_seconds_count 4"#] {
             #expect(metrics.body.contains(line), "\(line) in \(metrics.body)")
         }
 
@@ -96,6 +103,13 @@ import Testing
         let forged = try RawHTTP.request("POST", "/stores/room-1/actions", port: port,
                                          headers: ["Origin": "http://evil.example", "Content-Type": "text/plain"], body: #"{"type":"increment"}"#, token: "")
         #expect(forged.status == 403 && forged.body.contains("requests from the page at http") && forged.body.contains("evil.example are refused"), "\(forged.status) \(forged.body)")
+        // (An origin hidden from the server — a sandboxed frame, a data: page — is no page of its own either.)
+        let hidden = try RawHTTP.request("POST", "/stores/room-1/actions", port: port,
+                                         headers: ["Origin": "null", "Content-Type": "text/plain"], body: #"{"type":"increment"}"#, token: "")
+        #expect(hidden.status == 403 && hidden.body.contains("requests from the page at null are refused"), "\(hidden.status) \(hidden.body)")
+        // A GET of the live address that does not ask for the upgrade is told so.
+        let plain = try RawHTTP.request("GET", "/stores/room-1/live", port: port, headers: [:], token: "")
+        #expect(plain.status == 426 && plain.body.contains("is a WebSocket"), "\(plain.status) \(plain.body)")
         let own = try RawHTTP.request("GET", "/stores/room-1/props", port: port, headers: ["Origin": "http://127.0.0.1:\(port)"], token: "")
         #expect(own.status == 200, "the server's own pages: \(own.body)")
         #expect(try ServedApp.json(try await served.request("GET", "/stores/room-1/props").body)["count"] as? Int == 6)
@@ -465,6 +479,13 @@ import Testing
         let widened = "\(parts[0]).\(parts[1].dropLast(2))xx.\(parts[2])"
         #expect(try await served.request("GET", "/stores/doc-1/props", token: widened).status == 401)
         #expect(try ServedApp.json(try await served.request("GET", "/stores/doc-1/props", token: readToken).body)["count"] as? Int == 1)
+        // The scheme's name in any case (RFC 9110); the live address asked for without the upgrade: 401, then 426.
+        let port = served.port
+        let lower = try RawHTTP.request("GET", "/stores/doc-1/props", port: port, headers: ["Authorization": "bearer \(readToken)"], token: "")
+        #expect(lower.status == 200, "\(lower.status) \(lower.body)")
+        #expect(try await served.request("GET", "/stores/doc-1/live").status == 401)
+        #expect(try await served.request("GET", "/stores/other/live", token: readToken).status == 403)
+        #expect(try await served.request("GET", "/stores/doc-1/live", token: readToken).status == 426)
         // The whole server's counts need a token that reads every key.
         #expect(try await served.request("GET", "/metrics").status == 401)
         #expect(try await served.request("GET", "/metrics", token: readToken).status == 403)
