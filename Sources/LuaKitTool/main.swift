@@ -165,7 +165,11 @@ let status: Int32 = thread.sync {
             // (As `lua` prints an uncaught error: its message as the script raised it — `error("usage", 0)` has no
             // position — then the traceback, unless the message came from the error object's `__tostring`.)
             if let failure = vm.takeMainFailure() {
-                var text = "luakit: \(failure.message)"
+                // (Cut at a NUL byte, as `lua` writes the message: a C string.)
+                // (No closure here: top-level code is the main actor's, and this runs on the script's thread.)
+                var message = Substring(failure.message)
+                if let end = message.firstIndex(of: "\0") { message = message[..<end] }
+                var text = "luakit: " + message
                 if failure.traceback, let traceback = error.mainTraceback { text += "\n" + traceback }
                 FileHandle.standardError.write(Data((text + "\n").utf8))
                 return 1

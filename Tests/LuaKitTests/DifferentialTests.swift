@@ -17,7 +17,7 @@ struct DifferentialTests {
                        ("arguments", "arguments.lua"), ("argerrors", "argerrors.lua"), ("replaced", "replaced.lua"), ("load", "load.lua"),
                        ("errors", "errors.lua"), ("loops", "loops.lua"), ("os", "os.lua"), ("files", "files.lua"),
                        ("packagepath", "paths.lua"), ("packagepath", "searchers.lua"), ("debug", "getinfo.lua"),
-                       ("levels", "levels.lua")])
+                       ("levels", "levels.lua"), ("handles", "handles.lua")])
     func scriptsPrintWhatStockLuaPrints(folder: String, script: String) async throws {
         let directory = Self.fixtures.appendingPathComponent(folder)
         let stock = try await runChildProcess(URL(fileURLWithPath: stockLua!), [script], directory: directory)
@@ -50,6 +50,7 @@ struct DifferentialTests {
         "local co = coroutine.wrap(function() error('inside') end)\nco()",
         "local function g() local n = rawlen(5) return n end\ng()",
         "print(require())",
+        "error('cut\\0here')",
     ])
     func aScriptEndsAsUnderLua(script: String) async throws {
         let folder = try makeTemporaryFolder()

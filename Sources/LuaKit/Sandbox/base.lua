@@ -66,7 +66,7 @@ local function sandbox_rawset(...)
     add_to_library(open_libraries[t], frozen[t], key, value, 2)
     return t
   end
-  if frozen[t] then error("cannot modify a read-only table", 2) end
+  if frozen[t] and type(t) == "table" then error("cannot modify a read-only table", 2) end -- (a file: refused below)
   local marker = real_getmetatable(t)
   if marker ~= nil and sealed[marker] then
     error("rawset: this table can be changed only by assignment (it is a " .. tostring(marker) .. ")", 2)

@@ -175,7 +175,10 @@ local function open_file(path, mode)
   open_files[file] = { bytes, 0, path }
   return file
 end
-sandbox_io.open = open_file
+sandbox_io.open = function(...)
+  if select("#", ...) == 0 then argerror(1, "string expected, got no value") end
+  return open_file(...)
+end
 sandbox_io.lines = function(path, ...)
   if path == nil then return no_files("lines")() end -- (a tail call: raised at the script's line)
   if type(path) == "number" then path = tostring(path) end
@@ -195,8 +198,11 @@ sandbox_io.type = function(...)
   return write_type(value)
 end
 local close_standard = sandbox_io.close
-sandbox_io.close = function(file)
-  if file == nil or file == sandbox_io.stdout or file == sandbox_io.stderr then return close_standard(file) end
+sandbox_io.close = function(...)
+  local file = ...
+  if select("#", ...) == 0 or file == sandbox_io.stdout or file == sandbox_io.stderr then return close_standard(...) end
+  if file == sandbox_io.stdin then return nil, "cannot close standard file" end
+  if file == nil then argerror(1, "FILE* expected, got nil") end
   return reading_methods.close(file)
 end
 
@@ -213,9 +219,14 @@ if host_readstdin ~= nil then
   end })
   local input = stdin
   sandbox_io.stdin = stdin
+  -- (The standard output or error as the default input, as Lua allows: reading it fails as Lua's does.)
+  local function writes_only(file) return file == sandbox_io.stdout or file == sandbox_io.stderr end
   sandbox_io.input = function(file)
     if file == nil then return input end
-    if type(file) == "string" then
+    if type(file) == "number" then file = tostring(file) end -- (a file name, as Lua takes a number for one)
+    if writes_only(file) then
+      input = file
+    elseif type(file) == "string" then
       local opened, message = open_file(file, "r")
       if opened == nil then error("cannot open file '" .. file .. "' (" .. string_sub(message, #file + 3) .. ")", 2) end
       input = opened
@@ -225,10 +236,14 @@ if host_readstdin ~= nil then
     end
     return input
   end
-  sandbox_io.read = function(...) return read_formats(checked(input, "read"), 1, ...) end
+  sandbox_io.read = function(...)
+    if writes_only(input) then return nil, "Bad file descriptor", 9 end
+    return read_formats(checked(input, "read"), 1, ...)
+  end
   local lines_of_path = sandbox_io.lines
   sandbox_io.lines = function(path, ...)
     if path == nil then
+      if writes_only(input) then error("Bad file descriptor", 2) end
       checked(input, "lines")
       return lines_of(input, false, ...)
     end

@@ -402,6 +402,7 @@ function make_file_loaders(root, g)
     if type(path) == "number" then path = tostring(path) end -- (as Lua takes a number for a file name)
     if path == nil then error("loadfile: scripts load files of the app's folder, by path (the standard input is not read)", 2) end
     if type(path) ~= "string" then argerror(1, "string expected, got " .. typename(path)) end
+    if type(mode) == "number" then mode = tostring(mode) end -- (as Lua's `luaL_optstring` takes a number)
     if mode ~= nil and type(mode) ~= "string" then
       argerror(2, "string expected, got " .. typename(mode))
     end
@@ -438,7 +439,9 @@ globals.math, globals.utf8 = library("math", math), library("utf8", utf8)
 globals.coroutine = library("coroutine", sandbox_coroutine)
 -- `debug.getmetatable` returns, past `__metatable`, only a metatable a script set (with `setmetatable`); the
 -- host's (the libraries', the string metatable, environments, a store's state) stay as `getmetatable` shows them.
-local function sandbox_debug_getmetatable(value)
+local function sandbox_debug_getmetatable(...)
+  if select("#", ...) == 0 then argerror(1, "value expected") end
+  local value = ...
   local metatable = raw_getmetatable(value)
   if metatable ~= nil and script_metatables[metatable] then return metatable end
   if rawequal(metatable, mode_guard) then return nil end
@@ -455,7 +458,8 @@ local function no_files(name)
 end
 local sandbox_io
 local stdin, stderr, stdout -- (below: a file that reads nothing and takes no writes; the standard error and output)
-local function is_standard(value) return value == stdout or value == stderr or value == stdin end
+-- (Where the host gives its standard input, `io.stdin` is a file that reads it, files.lua's: standard too.)
+local function is_standard(value) return value == stdout or value == stderr or value == stdin or value == sandbox_io.stdin end
 -- A standard file's method called on something else: Lua's refusal.
 local function check_standard(file)
   if not is_standard(file) then argerror(1, "FILE* expected, got " .. (file == nil and "no value" or typename(file))) end
@@ -486,7 +490,7 @@ local function refuse_format(position, format)
 end
 -- Writes to `file`; the values are the builtin's arguments from `first` on (2 for a file's method, 1 for `io.write`).
 local function write_values(file, first, ...)
-  if file == stdin then return nil, "Bad file descriptor", 9 end -- (as Lua's `io.stdin:write` answers)
+  if file == stdin or file == sandbox_io.stdin then return nil, "Bad file descriptor", 9 end -- (as Lua's `io.stdin:write` answers)
   local write = (file == stderr and host_writeerror) or host_write
   for index = 1, select("#", ...) do
     local value = select(index, ...)
@@ -575,9 +579,10 @@ file_metatable_view = freeze("FILE*", {
   __index = file_methods, __name = "FILE*", __tostring = builtin(file_metatable.__tostring),
 })
 file_metatable.__metatable = file_metatable_view
--- The default output (`io.output`): the standard output or error — both go where `print` writes. The default
--- input is `io.stdin`, which reads nothing (`io.read` raises).
-local output = stdout
+-- The default output (`io.output`): the standard output or error — both go where `print` writes — or the standard
+-- input, which takes no writes (as Lua's). The default input (`io.input`) is a standard file too, and `io.read`
+-- raises whichever it is.
+local output, input = stdout, stdin
 sandbox_io = {
   write = function(...) return write_values(output, 1, ...) end,
   flush = function()
@@ -591,20 +596,23 @@ sandbox_io = {
   end,
   output = function(file)
     if file == nil then return output end
-    if type(file) ~= "string" and not is_standard(file) then argerror(1, "FILE* expected, got " .. typename(file)) end
-    if file ~= stdout and file ~= stderr then error(no_files_message("output"), 2) end
+    if type(file) ~= "string" and type(file) ~= "number" and not is_standard(file) then argerror(1, "FILE* expected, got " .. typename(file)) end
+    if not is_standard(file) then error(no_files_message("output"), 2) end -- (a file name: no files to write)
     output = file
     return file
   end,
   input = function(file)
-    if file == nil or file == stdin then return stdin end
-    if type(file) ~= "string" and not is_standard(file) then argerror(1, "FILE* expected, got " .. typename(file)) end
-    error(no_files_message("input"), 2)
+    if file == nil then return input end
+    if type(file) ~= "string" and type(file) ~= "number" and not is_standard(file) then argerror(1, "FILE* expected, got " .. typename(file)) end
+    if not is_standard(file) then error(no_files_message("input"), 2) end
+    input = file
+    return file
   end,
   open = no_files("open"), popen = no_files("popen"), read = no_files("read"), lines = no_files("lines"),
-  close = function(file) -- (the default output, or a standard file: they stay open, as Lua's)
-    if file == nil or is_standard(file) then return nil, "cannot close standard file" end
-    return no_files("close")()
+  close = function(...) -- (the default output, or a standard file: they stay open, as Lua's)
+    local file = ...
+    if select("#", ...) > 0 and not is_standard(file) then argerror(1, "FILE* expected, got " .. typename(file)) end
+    return nil, "cannot close standard file"
   end,
   tmpfile = no_files("tmpfile"),
 }

@@ -191,7 +191,7 @@ end
 local function sandbox_rawget(...)
   local t, key = ...
   local source = frozen[t]
-  if source ~= nil then
+  if source ~= nil and type(t) == "table" then -- (a file is frozen too: refused below, as Lua refuses a userdata)
     local value = rawget(source, key)
     local library = open_libraries[t]
     if value == nil and library ~= nil then
