@@ -4,11 +4,12 @@ import Logging
 import NIOCore
 import NIOHTTP1
 
-/// Hummingbird's HTTP/1 channel with the WebSocket upgrade, and a `HeadGuard` in front of it until a connection's
-/// first request head is read: a head too large for the parser is answered 431, any other that does not parse 400,
-/// and a connection that has not sent a whole head within `headTimeout` is closed. (Without it such a connection
-/// was neither answered nor closed — the upgrade handler does not handle the parser's errors, and Hummingbird's
-/// idle timeout starts only after the first head — so a client could hold sockets open for ever.)
+/// Hummingbird's HTTP/1 channel with the WebSocket upgrade, and a `HeadGuard` in front of it: every request head of a
+/// connection must come whole within `headTimeout` of the connection's start or of the answer before it, a head too
+/// large for the parser is answered 431 and any other that does not parse 400, in words. (Without it such a
+/// connection was neither answered nor closed — the upgrade handler does not handle the parser's errors, and
+/// Hummingbird's idle timeout starts only after the first head and counts a byte a second as life — so a client
+/// could hold sockets open for ever; a later request that did not parse got an empty 400.)
 struct GuardedUpgradeChannel: ServerChildChannel {
     typealias Value = HTTP1WebSocketUpgradeChannel.Value
 
@@ -29,8 +30,9 @@ struct GuardedUpgradeChannel: ServerChildChannel {
     }
 }
 
-/// Between NIO's request decoder and the upgrade handler, until the first request head is read (then it leaves
-/// the pipeline: after an upgrade, WebSocket frames come this way).
+/// Between NIO's request decoder and the upgrade handler (Hummingbird's HTTP handlers after the first request): it
+/// waits for each request's head within `timeout`, and answers one that does not parse. A head that asks for the
+/// WebSocket upgrade is the last it sees (after an upgrade, WebSocket frames come this way): it leaves the pipeline.
 final class HeadGuard: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
@@ -39,7 +41,10 @@ final class HeadGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     private let timeout: TimeAmount
     private var deadline: Scheduled<Void>?
-    private var done = false
+    /// Request heads read, and answers whose end was written: the connection waits for a head while they are even.
+    private var heads = 0, answers = 0
+    private var refused = false
+    private var waiting: Bool { heads == answers && !refused }
 
     init(timeout: TimeAmount) { self.timeout = timeout }
 
@@ -52,7 +57,7 @@ final class HeadGuard: ChannelDuplexHandler, RemovableChannelHandler {
         context.fireChannelActive()
     }
 
-    func handlerRemoved(context: ChannelHandlerContext) { deadline?.cancel() }
+    func handlerRemoved(context: ChannelHandlerContext) { disarm() }
 
     private func arm(_ context: ChannelHandlerContext) {
         guard deadline == nil else { return }
@@ -60,31 +65,46 @@ final class HeadGuard: ChannelDuplexHandler, RemovableChannelHandler {
         deadline = context.eventLoop.scheduleTask(in: timeout) { loopBound.value.close(promise: nil) }
     }
 
+    private func disarm() {
+        deadline?.cancel()
+        deadline = nil
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let isHead = if case .head = unwrapInboundIn(data) { true } else { false }
+        guard case .head(let head) = unwrapInboundIn(data) else { return context.fireChannelRead(data) }
+        heads += 1
+        disarm()
         context.fireChannelRead(data)
-        if isHead, !done { // (the first head is whole: Hummingbird's own handlers take it from here)
-            done = true
-            deadline?.cancel()
+        if head.headers[canonicalForm: "upgrade"].contains(where: { $0.lowercased() == "websocket" }) {
             context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
         }
     }
 
-    /// A graceful shutdown asks every connection to finish: one that has not sent its first head whole has nothing
-    /// in flight, and is closed now. (Hummingbird's own handler, which does this for the requests after the first,
-    /// joins the pipeline only once the first head is read: without this such a connection held the shutdown past its
-    /// grace, and the server died of it.)
+    /// An answer's end: once every request read is answered, the next head is waited for.
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if case .end = unwrapOutboundIn(data) {
+            answers += 1
+            if waiting { arm(context) }
+        }
+        context.write(data, promise: promise)
+    }
+
+    /// A graceful shutdown asks every connection to finish: one waiting for a head (none sent, or one not yet whole)
+    /// has nothing in flight, and is closed now. (Hummingbird's own handler joins the pipeline only once the first
+    /// head is read, and takes a connection with part of a head for an idle one only after its idle timeout: such a
+    /// connection held the shutdown past its grace, and the server died of it.)
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        guard event is ChannelShouldQuiesceEvent, !done else { return context.fireUserInboundEventTriggered(event) }
-        done = true
-        deadline?.cancel()
+        guard event is ChannelShouldQuiesceEvent, waiting else { return context.fireUserInboundEventTriggered(event) }
+        refused = true
+        disarm()
         context.close(promise: nil)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        guard !done, let failure = error as? HTTPParserError else { return context.fireErrorCaught(error) }
-        done = true
-        deadline?.cancel()
+        // (A head that does not parse while an answer is still being written is Hummingbird's to end.)
+        guard waiting, let failure = error as? HTTPParserError else { return context.fireErrorCaught(error) }
+        refused = true
+        disarm()
         let status: HTTPResponseStatus = failure == .headerOverflow ? .requestHeaderFieldsTooLarge : .badRequest
         let reason = failure == .headerOverflow ? "the request's head is too large" : "the request does not parse as HTTP/1.1"
         let body = context.channel.allocator.buffer(string: #"{"error":{"message":"\#(reason)"}}"#)

@@ -75,7 +75,8 @@ public struct ServerLimits: Sendable {
     public var rememberedIds = 10_000
     /// Props changes kept per key for clients reconnecting with `?since=SEQ` (older: they get a snapshot).
     public var keptChanges = 1_024
-    /// Seconds a new connection has to send its first request head, whole (it is closed after).
+    /// Seconds a connection has to send each request head, whole — from its start, then from the answer before it (it
+    /// is closed after).
     public var headSeconds = 10
     /// Seconds a connection may stay open between two requests (a WebSocket is kept alive by its pings instead).
     public var idleConnectionSeconds = 60

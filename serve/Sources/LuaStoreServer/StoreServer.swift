@@ -83,7 +83,7 @@ public final class StoreServer: Sendable {
         await host.stop()
     }
 
-    /// HTTP/1 with the WebSocket upgrade: a connection's first request head must come whole within
+    /// HTTP/1 with the WebSocket upgrade: each request head of a connection must come whole within
     /// `limits.headSeconds` (`HeadGuard`: one too large is answered 431), and a keep-alive connection idle between
     /// requests for `limits.idleConnectionSeconds` is closed (a WebSocket's pings keep it open instead).
     static func server(webSocketRouter router: Router<ServeRequestContext>, _ limits: ServerLimits) -> HTTPServerBuilder {

@@ -85,7 +85,7 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("connections-per-token"), help: "Live WebSocket connections one token's subject may hold at once.")
     var connectionsPerToken = ServerLimits().connectionsPerSubject
 
-    @Option(name: .customLong("request-head-seconds"), help: "Seconds a new connection has to send its first request head, whole.")
+    @Option(name: .customLong("request-head-seconds"), help: "Seconds a connection has to send each request head, whole (from its start, then from the answer before it).")
     var requestHeadSeconds = ServerLimits().headSeconds
 
     @Option(name: .customLong("max-live-stores"), help: ArgumentHelp("Stores live at once; past it the one used longest ago that nothing uses is hibernated, and a key is refused (503) while every one is in use. Default: what half this machine's memory holds at each store's memory cap (twice it each).", valueName: "count"))

@@ -584,7 +584,24 @@ import Testing
             return String(decoding: received, as: UTF8.self)
         }
         #expect(large.hasPrefix("HTTP/1.1 431") && large.contains("too large"), "\(large.prefix(200))")
-        for start in ["", "GET /health HTTP/1.1\r\nHost: x\r\n"] {
+        // The same for a later request of a connection, once the answer before it came: refused in words.
+        for (after, said) in [("X-Large: " + String(repeating: "a", count: 100_000) + "\r\n\r\n", "HTTP/1.1 431"),
+                              ("NOT HTTP AT ALL\r\n\r\n", "HTTP/1.1 400")] {
+            let answered = try await offPool { () throws -> String in
+                let socket = try RawSocket(port: port)
+                defer { socket.close() }
+                try socket.write("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                var received: [UInt8] = []
+                while !String(decoding: received, as: UTF8.self).contains(#"{"ok":true}"#) { received += try socket.readSome() }
+                try socket.write(after.hasPrefix("X-") ? "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n" + after : after)
+                while let more = try? socket.readSome() { received += more }
+                return String(decoding: received, as: UTF8.self)
+            }
+            #expect(answered.hasPrefix("HTTP/1.1 200") && answered.contains(said) && answered.contains(#"{"error":{"message":"the request"#),
+                    "\(answered.prefix(400))")
+        }
+        // A head that never ends, at the start or after an answer, is ended at the head timeout.
+        for start in ["", "GET /health HTTP/1.1\r\nHost: x\r\n", "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /hea"] {
             let (ended, seconds) = try await offPool { () throws -> (String, Double) in
                 let socket = try RawSocket(port: port)
                 defer { socket.close() }
