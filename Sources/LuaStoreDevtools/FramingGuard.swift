@@ -27,7 +27,7 @@ final class FramingGuard: @unchecked Sendable { // (descriptors and threads; sha
     private let connectionLimit: Int
 
     let port: UInt16
-    let listener: Int32
+    private let listener: Int32
     private let backend: String
     private let token: [UInt8]
     private let timeout: Int
@@ -42,8 +42,6 @@ final class FramingGuard: @unchecked Sendable { // (descriptors and threads; sha
         var arrivals: UInt64 = 0
     }
     private let state = Protected(Connections())
-    /// Whether the listener is still open (its accepting thread closes it once stopped).
-    var isAccepting: Bool { state.withLock { $0.accepting } }
 
     /// Listens on `address` (port 0: a free one), for requests that must carry `token`; fails in words.
     init(address: ListeningAddress, backend: String, token: String, connectionLimit: Int = 256, timeout: Int = 60,
@@ -91,15 +89,22 @@ final class FramingGuard: @unchecked Sendable { // (descriptors and threads; sha
     /// under the lock before closing; a number taken from the table and shut down after the lock was let go may
     /// already be another socket of the process — another test's connection, a pipe — and that one would end. The
     /// listener is shut down only while the accepting thread, which closes it, is still there.)
-    func stop() {
+    /// Returns how many sockets it shut down (none when stopped already).
+    @discardableResult func stop() -> Int {
         state.withLock { state in
-            guard !state.stopped else { return }
+            guard !state.stopped else { return 0 }
             state.stopped = true
-            if state.accepting { shutdown(listener, Int32(SHUT_RDWR)) } // (wakes the accepting thread, which closes it)
+            var count = 0
+            if state.accepting { // (wakes the accepting thread, which closes it)
+                shutdown(listener, Int32(SHUT_RDWR))
+                count += 1
+            }
             for (client, server) in state.open {
                 shutdown(client, Int32(SHUT_RDWR))
                 shutdown(server, Int32(SHUT_RDWR))
+                count += 2
             }
+            return count
         }
     }
 
