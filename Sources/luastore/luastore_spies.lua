@@ -201,25 +201,29 @@ local function mockApply(object, action, seen)
   return object
 end
 
+-- Every function of `target`, and of the tables in it (not a spy already, each table once), spied on — or, `stubbed`,
+-- stubbed with `func` (luassert's `stub(t, key, func)`: a stub that does `func`, or returns the one value `func` is,
+-- nil too) — as luassert's `mock` walks them.
+local function mockWalk(target, stubbed, func, seen)
+  if seen[target] then return target end
+  seen[target] = true
+  for key, value in pairs(target) do
+    if type(value) == "function" then
+      if stubbed then newStub(target, key, func) else spyApi.on(target, key) end
+    elseif type(value) == "table" and not isSpy(value) then
+      mockWalk(value, stubbed, func, seen)
+    end
+  end
+  return target
+end
+
 local mockApi = setmetatable({
   revert = function(mocked) return mockApply(mocked, "revert") end,
   clear = function(mocked) return mockApply(mocked, "clear") end,
+  new = function(target, stubbed, func) return mockWalk(target, stubbed, func, {}) end,
 }, {
-  -- Every function of the table, and of the tables in it (not a spy already, each table once), as luassert's
-  -- `mock` walks them.
-  __call = function(self, target, stubbed, seen)
-    seen = seen or {}
-    if seen[target] then return target end
-    seen[target] = true
-    for key, value in pairs(target) do
-      if type(value) == "function" then
-        if stubbed then newStub(target, key) else spyApi.on(target, key) end
-      elseif type(value) == "table" and not isSpy(value) then
-        self(value, stubbed, seen)
-      end
-    end
-    return target
-  end,
+  -- `mock(t [, stubbed [, func]])`, as `mock.new`.
+  __call = function(_, target, stubbed, func) return mockWalk(target, stubbed, func, {}) end,
 })
 
 S.isSpy, S.spyMethods, S.spyApi, S.stubApi, S.mockApi = isSpy, spyMethods, spyApi, stubApi, mockApi
