@@ -64,10 +64,27 @@ V.parameter = function() return nil end
 -- keys first, then numbers, booleans, strings — nested tables indented down to `TableFormatLevel` levels (3), and the
 -- keys on the way to where two tables differ (`crumbs`, from `deepcompare`) marked with `*`.
 local keyPriority = { number = 1, boolean = 2, string = 3, table = 4, ["function"] = 5, userdata = 6, thread = 7 }
+-- The terminal colours `TableErrorHighlightColor` names (lua-term's: "red", "bright.red", …; "none" or nil: none),
+-- as luassert marks the keys on the way to a difference with them.
+local colorCodes = {
+  reset = 0, clear = 0, default = 0, bright = 1, dim = 2, underscore = 4, blink = 5, reverse = 7, hidden = 8,
+  black = 30, red = 31, green = 32, yellow = 33, blue = 34, magenta = 35, cyan = 36, white = 37,
+  onblack = 40, onred = 41, ongreen = 42, onyellow = 43, onblue = 44, onmagenta = 45, oncyan = 46, onwhite = 47,
+}
+local function colored(mark, color)
+  if color == nil or color == "none" then return mark end
+  for token in tostring(color):gmatch("[^%.]+") do
+    local code = colorCodes[token]
+    if code == nil then error("attempt to call a nil value (field '" .. token .. "')", 0) end -- (as lua-term fails)
+    mark = "\27[" .. code .. "m" .. mark .. "\27[0m"
+  end
+  return mark
+end
 local function luassert_table(value, crumbs)
   local levels = V.parameter("TableFormatLevel") or 3
   local showRecursion = V.parameter("TableFormatShowRecursion")
   local mark = V.parameter("TableErrorHighlightCharacter") or "*"
+  local color = V.parameter("TableErrorHighlightColor")
   local described
   local metatable = getmetatable(value)
   if metatable == nil then
@@ -110,7 +127,7 @@ local function luassert_table(value, crumbs)
         item = "'" .. item .. "'"
       end
       local char = marked and mark or ""
-      text = text .. format("\n%s%s[%s] = %s", (" "):rep(level * 2 - #char), char, precise(key), precise(item))
+      text = text .. format("\n%s%s[%s] = %s", (" "):rep(level * 2 - #char), char == "" and "" or colored(char, color), precise(key), precise(item))
     end
     visiting[t] = visiting[t] - 1
     return text .. " }"
