@@ -51,6 +51,11 @@ struct PathGuard<Context: RequestContext>: RouterMiddleware {
         let path = request.uri.path.removingPercentEncoding ?? request.uri.path
         if path.utf8.contains(0) { throw HTTPError(.badRequest, message: "a path holds no NUL byte (%00)") }
         if path.split(separator: "/").contains("..") { throw HTTPError(.badRequest, message: "a path has no '..' part") }
+        // (`/stores//actions`: no route matches an empty key, and a bare 404 would not say why.)
+        let parts = path.split(separator: "/", omittingEmptySubsequences: false)
+        if parts.count >= 3, parts[1] == "stores", parts[2].isEmpty, let problem = StoreKey.check("") {
+            throw HTTPError(.badRequest, message: "\(problem): the path names none (/stores/KEY/…)")
+        }
         return try await next(request, context)
     }
 }

@@ -169,6 +169,7 @@ import Testing
         let cases: [(target: String, body: String, status: Int, words: String)] = [
             ("/stores/..%2F..%2Fetc/actions", #"{"type":"increment"}"#, 400, "a path has no '..' part"),
             ("/stores/.hidden/actions", #"{"type":"increment"}"#, 400, "a store key does not start with '.'"),
+            ("/stores//actions", #"{"type":"increment"}"#, 400, "a store key has 1 to 128 characters: the path names none"),
             ("/stores/a%20b/actions", #"{"type":"increment"}"#, 400, "only letters, digits"),
             ("/stores/k/actions", #"{"type":"increment""#, 400, "not JSON"),
             ("/stores/k/actions", #"[1,2]"#, 400, "an action message is a JSON object"),
