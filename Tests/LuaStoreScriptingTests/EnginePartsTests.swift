@@ -2,6 +2,7 @@ import Foundation
 import LuaKit
 import LuaStoreCore
 @testable import LuaStoreScripting
+import LuaStoreTestSupport
 import Testing
 
 /// The engine's parts on their own (docs/design.md, LuaStoreScripting): what each keeps, decided without a VM.
@@ -148,5 +149,36 @@ import Testing
         }
         #expect(outOfOrder == 0)
         #expect(schedule.next(upTo: 8) == nil)
+    }
+}
+
+/// Subscription ids are text to the host: two keys Lua tells apart that would be one id there — an integer and its
+/// digits, "é" as one character and as "e" and an accent — are refused as the subscriptions' failure, naming the
+/// key, not one of them dropped in silence; the subscriptions before stay.
+@Suite struct SubscriptionIdTests {
+    @Test(arguments: [#"["caf\u{E9}"] = tick, ["cafe\u{301}"] = tick"#, #"tick, ["1"] = tick"#])
+    func keysThatWouldBeOneIdAreRefused(keys: String) async throws {
+        let folder = try AppFolder(["app.lua": """
+            local luastore = require("luastore")
+            local app = {}
+            function app.init() return { twice = false } end
+            function app.reduce(state, action) if action.type == "twice" then state.twice = true end end
+            function app.subscriptions(state)
+              local tick = luastore.timer(3600, { type = "tick" })
+              if state.twice then return { \(keys) } end
+              return { one = tick }
+            end
+            function app.props(state) return { twice = state.twice } end
+            return app
+            """])
+        defer { folder.remove() }
+        let recorder = Recorder()
+        let store = try await ScriptedStore(app: folder.url, options: recorder.options)
+        defer { store.shutdown() }
+        _ = await store.send(["type": "twice"])
+        await store.barrier()
+        let failure = try #require(recorder.failures.withLock { $0 }.first { $0.stage == .subscriptions })
+        #expect(failure.error.message.contains("has the id of another key of the table"), "\(failure.error)")
+        #expect(failure.error.location == "app.lua:5", "the subscriptions function: \(failure.error)")
     }
 }

@@ -487,14 +487,22 @@ final class ScriptEngine {
         }
         var effects: [String: ScriptEffect] = [:]
         var key = ""
+        // (Ids are text to the host: two keys Lua tells apart — `1` and `"1"`, or "é" written as one character and
+        // as "e" and an accent — would be one subscription, the other dropped in silence. Refused, naming it.)
+        func add(_ item: LuaValue, named name: String) throws(LuaError) {
+            guard effects[key] == nil else {
+                throw LuaError(.runtime, "\(name) has the id of another key of the table (a number and its digits, or the same text written two ways, are one id): give each its own")
+            }
+            effects[key] = try ScriptEffect(validating: item, name: name)
+        }
         do {
             for (index, item) in table.array.enumerated() {
                 key = String(index + 1)
-                effects[key] = try ScriptEffect(validating: item, name: "subscription [\(index + 1)]")
+                try add(item, named: "subscription [\(index + 1)]")
             }
             for (field, item) in table.fields {
                 key = field.text
-                effects[key] = try ScriptEffect(validating: item, name: "subscription \"\(key)\"")
+                try add(item, named: "subscription \"\(key)\"")
             }
         } catch {
             throw located(error, returnedBy: subscriber(of: key))
