@@ -21,7 +21,10 @@ struct GlobalsLint {
     static func findings(in folder: URL, known: Set<String>) async -> [Finding] {
         let thread = LuaThread(name: "luastore-check")
         return await thread.perform { () -> [Finding] in
-            guard let vm = try? LuaVM(),
+            // (The globals a store's scripts see: its `os` reads the store's recorded clock.)
+            var limits = LuaLimits()
+            limits.system = .recorded
+            guard let vm = try? LuaVM(limits: limits),
                   let listed = try? vm.run("local names = {} for name in pairs(_G) do names[#names + 1] = name end return names",
                                            chunkName: "globals"),
                   let standard = listed.first?.table?.array.compactMap(\.string) else { return [] }
