@@ -107,8 +107,8 @@ extension DevtoolsAPI {
     }
 
     func entries(_ request: HTTPRequest) throws -> HTTPResponse {
-        let offset = Int(request.query["offset"] ?? "") ?? 0
-        let limit = min(500, Int(request.query["limit"] ?? "") ?? 100)
+        let offset = try Self.count(request, "offset", absent: 0)
+        let limit = try Self.count(request, "limit", absent: 100, most: 500)
         let filter = try EntryFilter(request.query)
         var json = JSONWriter()
         json.object { json in
@@ -145,10 +145,31 @@ extension DevtoolsAPI {
     }
 
     func sequence(_ request: HTTPRequest, _ name: String = "seq") throws -> UInt64 {
-        guard let text = request.query[name], let value = UInt64(text) else {
+        guard let text = request.query[name], Self.isDigits(text), let value = UInt64(text) else {
             throw Refusal(400, "'\(name)' must be an entry's sequence number")
         }
         return value
+    }
+
+    /// A count of the query (`offset`, `limit`): `absent` when it is not given, at most `most`; anything but a whole
+    /// number from 0 written in digits is refused, naming it.
+    static func count(_ request: HTTPRequest, _ name: String, absent: Int, most: Int = .max) throws -> Int {
+        guard let text = request.query[name] else { return absent }
+        guard isDigits(text), let value = Int(text) else { throw Refusal(400, "'\(name)' must be a whole number from 0 (digits)") }
+        return min(value, most)
+    }
+
+    /// A yes-or-no of the query (`failed`, `before`): 1 or 0, false when it is not given.
+    static func flag(_ query: [HTTPRequest.QueryItem], _ name: String) throws -> Bool {
+        switch query[name] {
+        case nil, "0": return false
+        case "1": return true
+        default: throw Refusal(400, "'\(name)' is 1 or 0")
+        }
+    }
+
+    static func isDigits(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
     }
 
     func entry(_ request: HTTPRequest) async throws -> HTTPResponse {
@@ -203,14 +224,14 @@ extension DevtoolsAPI {
     /// `seq` (absent: now), `before` (1: just before the entry), `path` (a JSON list of keys), `offset`, `limit`.
     func point(_ request: HTTPRequest) throws -> (sequence: UInt64?, before: Bool) {
         let sequence: UInt64? = request.query["seq"] == nil ? nil : try self.sequence(request)
-        return (sequence, request.query["before"] == "1")
+        return (sequence, try Self.flag(request.query, "before"))
     }
 
     func state(_ request: HTTPRequest) async throws -> HTTPResponse {
         let (sequence, before) = try point(request)
         let path = try Self.path(request.query["path"] ?? "[]")
-        let offset = Int(request.query["offset"] ?? "") ?? 0
-        let limit = min(1000, Int(request.query["limit"] ?? "") ?? 200)
+        let offset = try Self.count(request, "offset", absent: 0)
+        let limit = try Self.count(request, "limit", absent: 200, most: 1000)
         let store = self.store
         guard let slice = try await promptly({ try await store.inspect(path, at: sequence, before: before, offset: offset, limit: limit) }) else {
             throw Refusal(404, "no table at \(LuaPath.render(root: "state", keys: path))")
@@ -306,6 +327,10 @@ extension DevtoolsAPI {
     }
 
     static func path(_ text: String) throws -> [LuaKey] {
+        // (A JSON object would read as an empty table: a list is asked for by its bracket.)
+        guard text.drop(while: { $0 == " " || $0 == "\t" || $0 == "\n" || $0 == "\r" }).first == "[" else {
+            throw Refusal(400, "'path' must be a JSON list of keys")
+        }
         let value: LuaValue
         do {
             value = try RecordingJSON.decode(text: Substring(text))

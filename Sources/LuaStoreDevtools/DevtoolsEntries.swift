@@ -22,7 +22,7 @@ struct EntryFilter: Equatable {
             }
             path = keys
         }
-        failed = query["failed"] == "1"
+        failed = try DevtoolsAPI.flag(query, "failed")
     }
 
     var isEmpty: Bool { type == nil && text == nil && path == nil && !failed }

@@ -310,6 +310,16 @@ import Testing
         #expect((paged["items"] as? [[String: Any]])?.map { $0["key"] as? Int } == [4, 5])
         #expect(try await session.get("/api/state?path=%5B%22name%22%5D").status == 404)
         #expect(try await session.get("/api/entry?seq=999").status == 404)
+        // A query value that is not what its name takes is refused, naming it — not read as the default.
+        for (target, said) in [("/api/entries?offset=abc", "'offset' must be a whole number"), ("/api/entries?offset=-1", "'offset'"),
+                               ("/api/entries?limit=-5", "'limit'"), ("/api/entries?limit=1.5", "'limit'"),
+                               ("/api/entries?failed=maybe", "'failed' is 1 or 0"), ("/api/state?seq=3&before=yes", "'before' is 1 or 0"),
+                               ("/api/state?path=%7B%7D", "'path' must be a JSON list"), ("/api/entry?seq=%2B3", "'seq' must be"),
+                               ("/api/entries?offset=99999999999999999999999", "'offset'")] {
+            let refused = try await session.get(target)
+            #expect(refused.status == 400 && refused.body.contains(said), "\(target): \(refused.status) \(refused.body)")
+        }
+        #expect(try await session.get("/api/entries?limit=0").status == 200, "the page asks for the total alone")
 
         let found = try Self.json(try await session.get("/api/search?q=star"))
         #expect((found["matches"] as? [[String: Any]])?.first?["value"] as? String == "start")
