@@ -130,6 +130,8 @@ import LuaStoreCore
          "attempt to index a nil value (field 'missing')", "app.lua:7"),
         ("failing migration", migrated.replacingOccurrences(of: "state.count = nil", with: "state.count = nil\n    error('migration broke')"), .migrate,
          "migration broke", "app.lua:8"),
+        ("migration returning no state", migrated.replacingOccurrences(of: "state.count = nil\n  end\nend", with: "state.count = nil\n  end\n  return 42\nend"),
+         .migrate, "the function must return a state table or nothing", "app.lua:4"),
         ("lower schema version", version1.replacingOccurrences(of: "schemaVersion = 1", with: "schemaVersion = 0"), .reload,
          "schemaVersion went down from 1 to 0; the new version is refused", "app.lua"),
         ("growth without migrate", version1.replacingOccurrences(of: "schemaVersion = 1", with: "schemaVersion = 2"), .migrate,

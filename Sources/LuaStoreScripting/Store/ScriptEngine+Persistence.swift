@@ -74,7 +74,7 @@ extension ScriptEngine {
                 }
             } catch {
                 undoLastTransaction()
-                throw ScriptFailure(stage: .migrate, error: error)
+                throw ScriptFailure(stage: .migrate, error: located(error, returnedBy: migrate)) // (what it returned: at its `function`)
             }
             // The migrated state's props, before the database holds it: once it does, the app that wrote it can no
             // longer open it — a migration whose props fail is undone, as a reload's is, and the database is left

@@ -39,7 +39,7 @@ extension ScriptEngine {
                 migrated = true
             } catch {
                 undoLastTransaction()
-                throw ScriptFailure(stage: .migrate, error: error)
+                throw ScriptFailure(stage: .migrate, error: located(error, returnedBy: migrate)) // (what it returned: at its `function`)
             }
         }
         do {
