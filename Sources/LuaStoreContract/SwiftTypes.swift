@@ -49,6 +49,7 @@ public enum SwiftTypes {
     private struct ActionCase {
         let literal: String
         let who: String
+        let caseName: String
         /// Its associated values (`title: String`): two parties declaring one literal must agree on them.
         let associated: [String]
         let declaration: String
@@ -65,12 +66,24 @@ public enum SwiftTypes {
         var literalEnums: [(name: String, cases: [String])] = []
         /// Whether the store's actions (the app's, its plugins') have an enum.
         var hasActions = false
+        /// The structs made, by Swift name: what each is (`---@class Slice` of plugin cart), for the check that no two
+        /// types of the file share a name.
+        var structNames: [(name: String, of: String)] = []
 
-        init(contract: AppContract, mounted: [(key: String, contract: AppContract)] = [], prefix: String, testing: Bool) {
+        /// Whose contract: the app's (""), or a plugin's by its mount key (` of plugin 'cart'`), for the errors that
+        /// name a type.
+        let whose: String
+
+        init(contract: AppContract, mounted: [(key: String, contract: AppContract)] = [], prefix: String, testing: Bool,
+             whose: String = "") {
             self.contract = contract
-            self.mounted = mounted.map { ($0.key, Generator(contract: $0.contract, prefix: prefix + SwiftTypes.Generator.upperCamel($0.key), testing: false)) }
+            self.mounted = mounted.map {
+                ($0.key, Generator(contract: $0.contract, prefix: prefix + SwiftTypes.Generator.upperCamel($0.key), testing: false,
+                                   whose: " of plugin '\($0.key)'"))
+            }
             self.prefix = prefix
             self.testing = testing
+            self.whose = whose
         }
 
         mutating func declarations(source: String) throws(Unsupported) -> String {
@@ -87,7 +100,8 @@ public enum SwiftTypes {
                 parts.append(try actions(cases))
                 hasActions = true
             }
-            for (name, cases) in literalEnums + mounted.flatMap(\.generator.literalEnums) { parts.append(literalEnum(name, cases)) }
+            for (name, cases) in literalEnums + mounted.flatMap(\.generator.literalEnums) { parts.append(try literalEnum(name, cases)) }
+            try checkTypeNames()
             parts.append(entryPoints())
             if testing { parts.append(testEntryPoints()) }
             return parts.joined(separator: "\n\n")
@@ -107,9 +121,15 @@ public enum SwiftTypes {
 
         mutating func structure(_ declared: AppContract.Class) throws(Unsupported) -> String {
             let name = typeName(declared.name)
+            structNames.append((name, "`---@class \(declared.name)`\(whose) (\(declared.file):\(declared.line))"))
             var properties: [String] = [], parameters: [String] = [], assignments: [String] = [], fields: [String] = []
+            var members = ["luaValue": "the table the scripts read"] // (the struct's own member)
             for field in declared.fields {
-                let property = memberName(field.name)
+                let property = try memberName(field.name, of: "field \(field.name) of \(declared.name)")
+                if let other = members[property] {
+                    throw Unsupported(description: "field \(field.name) of \(declared.name) would be the Swift property \(property), as \(other) is: rename one")
+                }
+                members[property] = "field \(field.name)"
                 let type = try swiftType(field.type, optional: field.optional, owner: declared.name, field: field.name)
                 properties.append("    public var \(property): \(type)")
                 parameters.append("\(property): \(type)\(type.hasSuffix("?") ? " = nil" : "")")
@@ -144,11 +164,11 @@ public enum SwiftTypes {
             }
             var found: [ActionCase] = []
             for (literal, declared) in cases {
-                let caseName = memberName(literal)
+                let caseName = try memberName(literal, of: "action \"\(literal)\" (`---@class \(declared.name)`)")
                 let fields = declared.fields.filter { $0.name != "type" }
                 var associated: [String] = [], bindings: [String] = [], lines: [String] = []
                 for field in fields {
-                    let label = memberName(field.name)
+                    let label = try memberName(field.name, of: "field \(field.name) of \(declared.name)")
                     let type = try swiftType(field.type, optional: field.optional, owner: declared.name, field: field.name)
                     associated.append("\(label): \(type)\(type.hasSuffix("?") ? " = nil" : "")")
                     bindings.append("let \(label)")
@@ -156,7 +176,7 @@ public enum SwiftTypes {
                 }
                 let place = who == "the app" ? "" : "\(who), "
                 found.append(ActionCase(
-                    literal: literal, who: who, associated: associated,
+                    literal: literal, who: who, caseName: caseName, associated: associated,
                     declaration: "    /// `---@class \(declared.name)` (\(place)\(declared.file):\(declared.line)).\n    case \(caseName)"
                         + (associated.isEmpty ? "" : "(\(associated.joined(separator: ", ")))"),
                     conversion: ["        case .\(caseName)\(bindings.isEmpty ? "" : "(\(bindings.joined(separator: ", ")))"):",
@@ -169,8 +189,12 @@ public enum SwiftTypes {
         /// declare one literal must declare the same fields).
         func actions(_ cases: [ActionCase]) throws(Unsupported) -> String {
             var declarations: [String] = [], conversions: [String] = []
-            var seen: [String: ActionCase] = [:]
+            var seen: [String: ActionCase] = [:], named: [String: ActionCase] = [:]
             for found in cases.sorted(by: { $0.literal < $1.literal }) {
+                if let other = named[found.caseName], other.literal != found.literal {
+                    throw Unsupported(description: "actions \"\(other.literal)\" and \"\(found.literal)\" would both be the Swift case \(found.caseName): rename one")
+                }
+                named[found.caseName] = found
                 if let first = seen[found.literal] {
                     guard first.associated == found.associated else {
                         throw Unsupported(description: "action \"\(found.literal)\" is declared by \(first.who) (\(first.associated.joined(separator: ", "))) "
@@ -201,8 +225,16 @@ public enum SwiftTypes {
                 """
         }
 
-        func literalEnum(_ name: String, _ cases: [String]) -> String {
-            let lines = cases.map { "    case \(memberName($0)) = \($0.debugDescription)" }
+        func literalEnum(_ name: String, _ cases: [String]) throws(Unsupported) -> String {
+            var lines: [String] = [], named: [String: String] = [:]
+            for text in cases {
+                let member = try memberName(text, of: "\(text.debugDescription) of \(name)")
+                if let other = named[member] {
+                    throw Unsupported(description: "\(other.debugDescription) and \(text.debugDescription) of \(name) would both be the Swift case \(member): rename one")
+                }
+                named[member] = text
+                lines.append("    case \(member) = \(text.debugDescription)")
+            }
             return """
                 public enum \(name): String, Codable, Sendable, Equatable, CaseIterable {
                 \(lines.joined(separator: "\n"))
@@ -348,7 +380,7 @@ public enum SwiftTypes {
             var type = field.type
             var optional = field.optional
             if case .optional(let inner) = type { (type, optional) = (inner, true) }
-            let name = memberName(field.name)
+            let name = try memberName(field.name, of: "field \(field.name)")
             guard optional else { return "fields.append((\(field.name.debugDescription), \(luaValue(value, type))))" }
             let binding = value == name ? "if let \(name)" : "if let \(name) = \(value)"
             return "\(binding) { fields.append((\(field.name.debugDescription), \(luaValue(name, type)))) }"
@@ -374,12 +406,42 @@ public enum SwiftTypes {
 
         func typeName(_ name: String) -> String { prefix + Self.upperCamel(name) }
 
-        func memberName(_ name: String) -> String {
+        /// The Swift name of a field, a case or an associated value (`what` names it, for the error): none for a name
+        /// without a letter or digit (`""`, `"-"`).
+        func memberName(_ name: String, of what: String) throws(Unsupported) -> String {
             var text = Self.upperCamel(name)
+            guard !text.isEmpty else { throw Unsupported(description: "\(what) has no Swift name: it holds no letter or digit") }
             text = text.prefix(1).lowercased() + text.dropFirst()
             if text.first?.isNumber == true { text = "_" + text }
             return Self.keywords.contains(text) ? "`\(text)`" : text
         }
+
+        /// No two types of the file share a name — the structs of the app's and its plugins' classes (a plugin's named
+        /// after its key: `cart_x` and `cartX` are one), the enums of literals, the actions' — and none is a keyword
+        /// or a type the file's code names (`String`, `LuaValue`…): that Swift would not compile.
+        func checkTypeNames() throws(Unsupported) {
+            var made: [String: String] = [:]
+            let all = structNames + mounted.flatMap { $0.generator.structNames }
+                + (literalEnums + mounted.flatMap(\.generator.literalEnums)).map { ($0.name, "the enum of \($0.name)") }
+                + (hasActions ? [(actionTypeName(), "the actions' enum")] : [])
+            for (name, what) in all {
+                if name.isEmpty { throw Unsupported(description: "\(what) has no Swift name: it holds no letter or digit") }
+                if Self.keywords.contains(name) || Self.reservedTypes.contains(name) {
+                    throw Unsupported(description: "\(what) would be the Swift type \(name), which the generated code names already (or a keyword): rename it, or give --prefix")
+                }
+                if let other = made[name] {
+                    throw Unsupported(description: "\(other) and \(what) would both be the Swift type \(name): rename one")
+                }
+                made[name] = what
+            }
+        }
+
+        /// The types the generated code names, which a declared type's name must not hide.
+        static let reservedTypes: Set<String> = ["String", "Int", "Int64", "Double", "Bool", "Array", "Dictionary", "Optional",
+                                                 "Any", "AnyObject", "Never", "Void", "Type", "Protocol", "Codable", "Sendable",
+                                                 "Equatable", "CaseIterable", "LuaValue", "LuaTable", "LuaKey", "SendResult",
+                                                 "ScriptedStore", "ScriptedTestStore", "ScriptFailure", "Duration", "StaticString",
+                                                 "UInt", "Error", "Character"]
 
         static func upperCamel(_ name: String) -> String {
             let words = name.split { !($0.isLetter || $0.isNumber) }

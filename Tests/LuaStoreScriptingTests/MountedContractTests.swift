@@ -182,4 +182,61 @@ import Testing
         }
         #expect(error?.description == #"action "addItem" is declared by plugin 'cart' (sku: String, count: Int? = nil) and by plugin 'chat' (text: String): one Swift case cannot be both"#)
     }
+    /// A contract whose names would make Swift that does not compile is refused, naming them, as a type with no
+    /// Swift form is: two actions or two literals that would be one case, a literal or a type with no letter or
+    /// digit, a field that is the struct's own `luaValue`, a class named after a type the file names (`String`).
+    @Test(arguments: [
+        (#"""
+        ---@class AddA
+        ---@field type "item-added"
+        ---@class AddB
+        ---@field type "item_added"
+        ---@alias Action AddA|AddB
+        local app = {}
+        function app.init() return {} end
+        ---@param action Action
+        function app.reduce(state, action) end
+        """#, #"actions "item-added" and "item_added" would both be the Swift case itemAdded: rename one"#),
+        (#"""
+        ---@class State
+        ---@field k? ""|"x"
+        local app = {}
+        ---@return State
+        function app.init() return {} end
+        function app.reduce(state, action) end
+        """#, #""" of StateK has no Swift name: it holds no letter or digit"#),
+        (#"""
+        ---@class State
+        ---@field mode "a-b"|"a_b"
+        local app = {}
+        ---@return State
+        function app.init() return {} end
+        function app.reduce(state, action) end
+        """#, #""a-b" and "a_b" of StateMode would both be the Swift case aB: rename one"#),
+        (#"""
+        ---@class State
+        ---@field luaValue? string
+        local app = {}
+        ---@return State
+        function app.init() return {} end
+        function app.reduce(state, action) end
+        """#, "field luaValue of State would be the Swift property luaValue, as the table the scripts read is: rename one"),
+        (#"""
+        ---@class String
+        ---@field n integer
+        local app = {}
+        ---@return String
+        function app.init() return {} end
+        function app.reduce(state, action) end
+        """#, "`---@class String` (app.lua:1) would be the Swift type String, which the generated code names already (or a keyword): rename it, or give --prefix"),
+    ])
+    func namesWithNoSwiftFormAreRefused(annotations: String, said: String) throws {
+        let folder = try AppFolder(["app.lua": annotations + "\nfunction app.props(state) return {} end\nreturn app\n"])
+        defer { folder.remove() }
+        let error = #expect(throws: SwiftTypes.Unsupported.self) {
+            try SwiftTypes.generate(AppContract.read(app: folder.url).contract, source: "app")
+        }
+        #expect(error?.description == said)
+    }
 }
+
