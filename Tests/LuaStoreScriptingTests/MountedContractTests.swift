@@ -186,52 +186,20 @@ import Testing
     /// Swift form is: two actions or two literals that would be one case, a literal or a type with no letter or
     /// digit, a field that is the struct's own `luaValue`, a class named after a type the file names (`String`).
     @Test(arguments: [
-        (#"""
-        ---@class AddA
-        ---@field type "item-added"
-        ---@class AddB
-        ---@field type "item_added"
-        ---@alias Action AddA|AddB
-        local app = {}
-        function app.init() return {} end
-        ---@param action Action
-        function app.reduce(state, action) end
-        """#, #"actions "item-added" and "item_added" would both be the Swift case itemAdded: rename one"#),
-        (#"""
-        ---@class State
-        ---@field k? ""|"x"
-        local app = {}
-        ---@return State
-        function app.init() return {} end
-        function app.reduce(state, action) end
-        """#, #""" of StateK has no Swift name: it holds no letter or digit"#),
-        (#"""
-        ---@class State
-        ---@field mode "a-b"|"a_b"
-        local app = {}
-        ---@return State
-        function app.init() return {} end
-        function app.reduce(state, action) end
-        """#, #""a-b" and "a_b" of StateMode would both be the Swift case aB: rename one"#),
-        (#"""
-        ---@class State
-        ---@field luaValue? string
-        local app = {}
-        ---@return State
-        function app.init() return {} end
-        function app.reduce(state, action) end
-        """#, "field luaValue of State would be the Swift property luaValue, as the table the scripts read is: rename one"),
-        (#"""
-        ---@class String
-        ---@field n integer
-        local app = {}
-        ---@return String
-        function app.init() return {} end
-        function app.reduce(state, action) end
-        """#, "`---@class String` (app.lua:1) would be the Swift type String, which the generated code names already (or a keyword): rename it, or give --prefix"),
-    ])
-    func namesWithNoSwiftFormAreRefused(annotations: String, said: String) throws {
-        let folder = try AppFolder(["app.lua": annotations + "\nfunction app.props(state) return {} end\nreturn app\n"])
+        ("---@class AddA\n---@field type \"item-added\"\n---@class AddB\n---@field type \"item_added\"\n---@alias Action AddA|AddB", nil,
+         #"actions "item-added" and "item_added" would both be the Swift case itemAdded: rename one"#),
+        ("---@class State\n---@field k? \"\"|\"x\"", "State", #""" of StateK has no Swift name: it holds no letter or digit"#),
+        ("---@class State\n---@field mode \"a-b\"|\"a_b\"", "State", #""a-b" and "a_b" of StateMode would both be the Swift case aB: rename one"#),
+        ("---@class State\n---@field luaValue? string", "State",
+         "field luaValue of State would be the Swift property luaValue, as the table the scripts read is: rename one"),
+        ("---@class String\n---@field n integer", "String",
+         "`---@class String` (app.lua:1) would be the Swift type String, which the generated code names already (or a keyword): rename it, or give --prefix"),
+    ] as [(String, String?, String)])
+    func namesWithNoSwiftFormAreRefused(annotations: String, state: String?, said: String) throws {
+        // (`state`: the class `init` returns; without it the actions are the contract, `reduce`'s `Action`.)
+        let functions = state.map { "---@return \($0)\nfunction app.init() return {} end\nfunction app.reduce(state, action) end" }
+            ?? "function app.init() return {} end\n---@param action Action\nfunction app.reduce(state, action) end"
+        let folder = try AppFolder(["app.lua": annotations + "\nlocal app = {}\n" + functions + "\nfunction app.props(state) return {} end\nreturn app\n"])
         defer { folder.remove() }
         let error = #expect(throws: SwiftTypes.Unsupported.self) {
             try SwiftTypes.generate(AppContract.read(app: folder.url).contract, source: "app")
@@ -239,4 +207,3 @@ import Testing
         #expect(error?.description == said)
     }
 }
-
