@@ -199,19 +199,31 @@ static int note_key(lua_State *L, int keys, const Function *function, int op, in
 
 /// Whether `function`'s code only reads the fields of register `reg` (see the file's comment); the keys it reads
 /// are added to the set at `keys` while `*named` holds (cleared at a read whose key is not a constant).
-static int reads_only(lua_State *L, const Function *function, int reg, int keys, int *named) {
+static int reads_only(lua_State *L, const Function *function, int reg, int keys, int *named, int *varies) {
     for (size_t pc = 0; pc < function->instructions; pc++) {
         uint32_t instruction;
         memcpy(&instruction, function->code + 4 * pc, 4);
         int op = instruction & 0x7F, a = (instruction >> 7) & 0xFF, k = (instruction >> 15) & 1;
+        switch (op) { /* (a jump, a test or a loop: which fields a run reads may differ from run to run) */
+        case OP_JMP: case OP_EQ: case OP_LT: case OP_LE: case OP_EQK: case OP_EQI: case OP_LTI: case OP_LEI: case OP_GTI:
+        case OP_GEI: case OP_TEST: case OP_TESTSET: case OP_LFALSESKIP: case OP_FORPREP: case OP_FORLOOP:
+        case OP_TFORPREP: case OP_TFORCALL: case OP_TFORLOOP:
+            *varies = 1;
+            break;
+        default: break;
+        }
         int b = (instruction >> 16) & 0xFF, c = (instruction >> 24) & 0xFF;
         int valueC = !k && c == reg; /* RK(C) names the register */
         int escapes;
         switch (op) {
+        case OP_LEN: /* reads the table's length */
+            escapes = 0;
+            if (b == reg) *varies = 1; /* (not a field: the list of keys does not say it) */
+            break;
         case OP_LOADI: case OP_LOADF: case OP_LOADK: case OP_LOADKX: case OP_LOADFALSE: case OP_LFALSESKIP:
         case OP_LOADTRUE: case OP_LOADNIL: case OP_GETUPVAL: case OP_GETTABUP: case OP_NEWTABLE: case OP_CLOSE:
         case OP_JMP: case OP_RETURN0: case OP_VARARG: case OP_VARARGPREP: case OP_EXTRAARG:
-        case OP_NOT: case OP_LEN: case OP_EQK: case OP_EQI: case OP_LTI: case OP_LEI: case OP_GTI: case OP_GEI: case OP_TEST:
+        case OP_NOT: case OP_EQK: case OP_EQI: case OP_LTI: case OP_LEI: case OP_GTI: case OP_GEI: case OP_TEST:
             escapes = 0; /* writes a register, or reads the table's length, truth or a constant comparison */
             break;
         case OP_GETI: case OP_GETFIELD: /* reads a field */
@@ -298,14 +310,14 @@ static int write_dump(lua_State *L, const void *bytes, size_t count, void *conte
 
 /// What `clua_reads_only_argument` asks of the function dumped (the outermost one; nested ones are read past).
 typedef struct {
-    int reg, keys, named, answer;
+    int reg, keys, named, varies, answer;
 } ReadsOnly;
 
 static void judge(lua_State *L, const Function *function, void *context) {
     ReadsOnly *question = context;
     if (function->depth > 0) return;
     if (function->parameters <= question->reg) question->answer = !function->vararg; /* never named but by `...` */
-    else question->answer = reads_only(L, function, question->reg, question->keys, &question->named);
+    else question->answer = reads_only(L, function, question->reg, question->keys, &question->named, &question->varies);
 }
 
 /// Reads the dump of the function on the top of the stack (popping it) and hands each function in it to `visit`;
@@ -323,15 +335,17 @@ static int visit_dump(lua_State *L, int strip, Visit visit, void *context) {
     return !reader.failed;
 }
 
-int clua_reads_only_argument(lua_State *L, int index, int argument) {
+/// `clua_reads_only_argument`, and with `fieldsOnly` a list only when every run reads each of those fields and
+/// nothing else of it: no length, and no jump, test or loop in the function (a branch may read other fields).
+static int reads_only_argument(lua_State *L, int index, int argument, int fieldsOnly) {
     luaL_checkstack(L, 4, "reading a function's bytecode");
     if (argument < 1 || lua_type(L, index) != LUA_TFUNCTION || lua_iscfunction(L, index)) return 0;
     index = lua_absindex(L, index);
     lua_newtable(L); /* the keys read (made first: nothing below raises while buffers are held) */
-    ReadsOnly question = { argument - 1 /* the parameters are the first registers */, lua_gettop(L), 1, 0 };
+    ReadsOnly question = { argument - 1 /* the parameters are the first registers */, lua_gettop(L), 1, 0, 0 };
     lua_pushvalue(L, index);
     int answer = visit_dump(L, 1, judge, &question) && question.answer;
-    if (answer && question.named) { /* (no buffer is held now: making the list may raise) */
+    if (answer && question.named && !(fieldsOnly && question.varies)) { /* (no buffer is held now: making the list may raise) */
         lua_newtable(L); /* the set as a list */
         lua_Integer count = 0;
         lua_pushnil(L);
@@ -347,8 +361,22 @@ int clua_reads_only_argument(lua_State *L, int index, int argument) {
     return answer;
 }
 
+int clua_reads_only_argument(lua_State *L, int index, int argument) {
+    return reads_only_argument(L, index, argument, 0);
+}
+
+int clua_reads_only_fields(lua_State *L, int index, int argument) {
+    return reads_only_argument(L, index, argument, 1) == 2;
+}
+
 int clua_reads_only(lua_State *L) {
-    int answer = clua_reads_only_argument(L, 1, (int)luaL_optinteger(L, 2, 1));
+    int argument = (int)luaL_optinteger(L, 2, 1);
+    if (lua_toboolean(L, 3)) {
+        if (clua_reads_only_fields(L, 1, argument)) return 1;
+        lua_pushboolean(L, 0);
+        return 1;
+    }
+    int answer = clua_reads_only_argument(L, 1, argument);
     if (answer == 2) return 1; /* the list of keys read */
     lua_pushboolean(L, answer);
     return 1;

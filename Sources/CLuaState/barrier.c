@@ -109,6 +109,7 @@ static int clua_make_barrier(lua_State *L) {
         b->pathGeneration = 1;
         b->epoch = 1; /* (slots never used hold epoch 0) */
         for (int i = 0; i < NOTED_SLOTS; i++) b->noted[i].at = -1;
+        for (int i = 0; i < DUE_PLACES; i++) b->duePlaces[i].count = -1;
         b->subscriptionsDirty = 1;
     }
     int control = 2;
@@ -167,6 +168,7 @@ static int clua_make_barrier(lua_State *L) {
         { "takedue", reads_takedue, journalUpvalues, COUNT(journalUpvalues) },
         { "duecount", reads_duecount, NULL, 0 },
         { "flushedcount", reads_flushedcount, NULL, 0 },
+        { "bykeys", reads_bykeys, NULL, 0 },
         { "notechange", journal_notechange, writeUpvalues, COUNT(writeUpvalues) },
         { "isflat", proxies_isflat, NULL, 0 },
         { "note", reads_note, NULL, 0 },

@@ -75,6 +75,24 @@ typedef struct NotedSlot {
     uint32_t reads;
 } NotedSlot;
 
+/// The readers a scalar write marks due (`note_scalar_change`), by the place written — the identity of the table
+/// and of the key, as `NotedSlot` has them — while no reader's record changed (`reads` is the barrier's
+/// `readsGeneration`): those of the key and those of all of the table, at most `DUE_PLACE_IDS`, each an integer
+/// id (the subscriptions reader, or any other id, leaves the place out). Unlike `noted` it outlives flushes: a
+/// store whose every action is observed writes the same fields between two flushes, and finds their readers here
+/// rather than in the index of readers. Safe as addresses, as `noted` is; and a reader marked for nothing runs once
+/// and gives what it gave (its result compares equal and is not delivered).
+#define DUE_PLACES 16
+#define DUE_PLACE_IDS 4
+typedef struct DuePlace {
+    const void *table;
+    const void *key;
+    lua_Integer integer;
+    uint32_t reads;
+    int count;           /* -1: nothing known */
+    lua_Integer ids[DUE_PLACE_IDS];
+} DuePlace;
+
 /// A write `__newindex` made itself while journaling (a key that stays, a value that is plain data), kept so
 /// that what the action changed can be written without reading the journal back (`write_scalar_changes`): the
 /// real table's address, the key (a float with an integer's value as that integer, as the table keeps it), the
@@ -108,6 +126,7 @@ typedef struct Barrier {
     lua_Integer dueIDs[DUE_SCANNED];
     lua_Integer made;           /* proxies made since the caches were last renewed */
     lua_Integer flushed;        /* the outcomes in `flushed`'s lists (what the readers gave, in order) */
+    lua_Integer byKeys;         /* readers a flush ran by the keys they read (`run_by_keys`), ever */
     int subscriptionsDirty;     /* `subscriptions` must run again before its result is used */
     int observed;               /* since the last flush, a write changed something a reader read */
     int moved;                  /* the open transaction stored a table that was in the state already */
@@ -148,6 +167,7 @@ typedef struct Barrier {
     uint64_t lastEpoch;         /* the control's LAST_REAL holds that table (see `push_last_real`) */
     unsigned notedNext;         /* the slot of `noted` written next */
     NotedSlot noted[NOTED_SLOTS];
+    DuePlace duePlaces[DUE_PLACES];
     ScalarWrite writes[SCALAR_WRITES];
     PathSlot paths[PATH_SLOTS];
 } Barrier;
@@ -482,8 +502,10 @@ BARRIER_INTERNAL int reads_endread(lua_State *L);
 BARRIER_INTERNAL int reads_note(lua_State *L);
 BARRIER_INTERNAL int reads_recycle(lua_State *L);
 BARRIER_INTERNAL int reads_flushedcount(lua_State *L);
+BARRIER_INTERNAL int reads_bykeys(lua_State *L);
 BARRIER_INTERNAL int reads_emptysets(lua_State *L);
 BARRIER_INTERNAL int reads_mark_due(lua_State *L, Barrier *b, int ids);
+BARRIER_INTERNAL void reads_mark_due_id(lua_State *L, Barrier *b, lua_Integer id);
 BARRIER_INTERNAL int reads_markdue(lua_State *L);
 BARRIER_INTERNAL int reads_takedue(lua_State *L);
 BARRIER_INTERNAL int reads_duecount(lua_State *L);

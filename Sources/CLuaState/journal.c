@@ -167,6 +167,78 @@ static void note_change(lua_State *L, Barrier *b, int byKey, int key, int struct
 }
 
 
+/// [-0, +0, -] The slot of `duePlaces` for the place `wanted` names.
+static DuePlace *due_place(Barrier *b, const NotedSlot *wanted) {
+    uintptr_t bits = ((uintptr_t)wanted->table >> 4) ^ ((uintptr_t)wanted->key >> 3) ^ (uintptr_t)wanted->integer;
+    return &b->duePlaces[(bits ^ (bits >> 7)) & (DUE_PLACES - 1)];
+}
+
+/// [-0, +0, m] Keeps in `place` the readers of the key at `key` and of all of the table whose set of readers by
+/// key is at `byKey` — when they are few and each an integer id other than the subscriptions reader's; otherwise
+/// the place stays unknown. Indices are absolute.
+static void keep_due_place(lua_State *L, DuePlace *place, const NotedSlot *wanted, int byKey, int key) {
+    place->count = -1;
+    int count = 0;
+    int sets[2] = { key, UPVALUE(WRITE_ALL) };
+    for (int s = 0; s < 2; s++) {
+        lua_pushvalue(L, sets[s]);
+        if (lua_rawget(L, byKey) == LUA_TTABLE) {
+            lua_pushnil(L);
+            while (lua_next(L, -2) != 0) { /* id, true */
+                lua_pop(L, 1);
+                if (!lua_isinteger(L, -1) || lua_rawequal(L, -1, UPVALUE(WRITE_SUBSCRIPTIONS))) {
+                    lua_pop(L, 2);
+                    return;
+                }
+                lua_Integer id = lua_tointeger(L, -1);
+                int known = 0;
+                for (int i = 0; i < count; i++) known |= place->ids[i] == id;
+                if (!known) {
+                    if (count == DUE_PLACE_IDS) {
+                        lua_pop(L, 2);
+                        return;
+                    }
+                    place->ids[count++] = id;
+                }
+            }
+        }
+        lua_pop(L, 1);
+    }
+    place->table = wanted->table;
+    place->key = wanted->key;
+    place->integer = wanted->integer;
+    place->reads = wanted->reads;
+    place->count = count;
+}
+
+/// [-0, +0, m] `note_change` for a write `__newindex` made itself to a key that stays (the stack holds proxy, key,
+/// value and the real table): its readers are found in `duePlaces` when this place was written before and no
+/// reader's record changed since, else in the index of readers (and kept there for the next write).
+static void note_scalar_change(lua_State *L, Barrier *b, int keyType) {
+    int remembered;
+    NotedSlot wanted = noted_slot(L, b, keyType, &remembered);
+    DuePlace *place = remembered ? due_place(b, &wanted) : NULL;
+    if (place != NULL && place->count >= 0 && place->reads == wanted.reads && place->table == wanted.table &&
+        place->key == wanted.key && place->integer == wanted.integer) {
+        if (place->count == 0) return;
+        for (int i = 0; i < place->count; i++) reads_mark_due_id(L, b, place->ids[i]);
+        b->observed = 1;
+        remember_noted(L, b, keyType);
+        return;
+    }
+    lua_settop(L, 4);
+    lua_pushvalue(L, 4);
+    if (lua_rawget(L, UPVALUE(WRITE_DEPENDENTS)) == LUA_TNIL) { /* 5: who reads this table */
+        if (place != NULL) {
+            *place = (DuePlace){ .table = wanted.table, .key = wanted.key, .integer = wanted.integer, .reads = wanted.reads, .count = 0 };
+        }
+        return;
+    }
+    note_change(L, b, 5, 2, 0);
+    remember_noted(L, b, keyType);
+    if (place != NULL) keep_due_place(L, place, &wanted, 5, 2);
+}
+
 /// [-0, +1, -] Pushes the real table of the proxy at 1 — one handed out in the running call — and returns 1;
 /// returns 0 (pushing nothing) for anything else.
 static int push_written_real(lua_State *L, Barrier *b) {
@@ -335,10 +407,7 @@ int journal_newindex(lua_State *L) {
     // Often the change is noted already (the same field written since the last flush): then there is nothing
     // to add. The fields seen lately are known without a lookup.
     if (seen_noted(L, b, keyType)) return 0;
-    lua_pushvalue(L, 4);
-    if (lua_rawget(L, UPVALUE(WRITE_DEPENDENTS)) == LUA_TNIL) return 0; /* 5: who reads this table */
-    note_change(L, b, 5, 2, 0);
-    remember_noted(L, b, keyType);
+    note_scalar_change(L, b, keyType);
     return 0;
 }
 

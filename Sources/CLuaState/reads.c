@@ -321,6 +321,12 @@ static void mark_due(lua_State *L, Barrier *b) {
     lua_rawset(L, UPVALUE(IS_DUE));
 }
 
+/// [-0, +0, m] Marks reader `id` due unless it is already (`mark_due`).
+void reads_mark_due_id(lua_State *L, Barrier *b, lua_Integer id) {
+    lua_pushinteger(L, id);
+    mark_due(L, b);
+}
+
 /// [-0, +0, m] Marks due each reader id of the set at `ids` (an absolute index) not marked yet (`mark_due`).
 /// Returns whether the set names any reader.
 int reads_mark_due(lua_State *L, Barrier *b, int ids) {
@@ -381,6 +387,13 @@ int reads_flushedcount(lua_State *L) {
     return 1;
 }
 
+/// `bykeys()` [-0, +1, -]: how many readers flushes ran by the keys they read (`run_by_keys`), handed the state's
+/// root itself — for tests, which tell that path from the proxy's by it.
+int reads_bykeys(lua_State *L) {
+    lua_pushinteger(L, barrier(L)->byKeys);
+    return 1;
+}
+
 /// `duecount()` [-0, +1, -]: how many readers are due (a write marked them since the last flush).
 int reads_duecount(lua_State *L) {
     lua_pushinteger(L, barrier(L)->due);
@@ -412,6 +425,86 @@ static void append_flushed(lua_State *L, Barrier *b, int ids, int values, int fa
 static void reraise_spent_budget(lua_State *L) {
     CLuaGuard *g = clua_guard(L);
     if (g->timedOut) clua_raise_budget_exceeded(L, g);
+}
+
+/// [-0, +(0|1), -] Ends the read of the reader at `reader` (its id at `id`) within a flush (`end_read`): a new record
+/// is indexed by the Lua side. Returns 1 with the error on top when that raised (memory), else 0.
+static int end_flushed_read(lua_State *L, Barrier *b, int reader, int id) {
+    lua_rawgeti(L, reader, READER_COUNT);
+    lua_Integer last = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : -1;
+    lua_pop(L, 1);
+    if (end_read(L, b, last, UPVALUE(FLUSH_HOLDER_STATE)) == 0) return 0;
+    lua_pushvalue(L, UPVALUE(FLUSH_INDEX_READS));
+    lua_insert(L, -3);
+    lua_pushvalue(L, id);
+    lua_insert(L, -3);
+    return lua_pcall(L, 3, 0, 0) != LUA_OK;
+}
+
+/// [-0, +(0|1), e] Runs the reader at `reader` (its id at `id`) by the keys its function reads, when its bytecode
+/// shows that it only reads named fields of the state's root (`clua_reads_only_fields`, asked once per reader) and
+/// none of those fields holds a table now: the function is handed the root itself, not its proxy — it can read
+/// nothing but those fields, all plain data — and its record of reads is every one of those keys, made once for
+/// this root and kept while it stays (the reader's `KEYS_ROOT`; any other record the Lua side makes clears it).
+/// Nothing is noted while it runs. Returns 1 with what it gave on top (or its error: `*failed`), or 0 (nothing
+/// pushed, nothing changed) for a reader that must run through the proxy.
+static int run_by_keys(lua_State *L, Barrier *b, int reader, int id, int *failed) {
+    int base = lua_gettop(L);
+    luaL_checkstack(L, 8, NULL);
+    int fn = base + 1, root = base + 2, keys = base + 3;
+    lua_rawgeti(L, reader, READER_FN);
+    if (lua_rawgeti(L, reader, READER_KEYS) == LUA_TBOOLEAN && lua_toboolean(L, -1)) { /* not looked at yet */
+        lua_pop(L, 1);
+        if (!clua_reads_only_fields(L, fn, 1)) lua_pushboolean(L, 0);
+        lua_pushvalue(L, -1);
+        lua_rawseti(L, reader, READER_KEYS);
+    }
+    if (lua_type(L, -1) != LUA_TTABLE) {
+        lua_settop(L, base);
+        return 0;
+    }
+    lua_pushvalue(L, UPVALUE(FLUSH_STATE));
+    if (lua_rawget(L, UPVALUE(FLUSH_HOLDER)) != LUA_TTABLE || lua_getmetatable(L, -1)) {
+        lua_settop(L, base);
+        return 0;
+    }
+    lua_insert(L, root); /* fn, root, keys */
+    lua_Integer count = (lua_Integer)lua_rawlen(L, keys);
+    for (lua_Integer i = 1; i <= count; i++) {
+        lua_rawgeti(L, keys, i);
+        int type = lua_rawget(L, root);
+        lua_pop(L, 1);
+        if (type == LUA_TTABLE) { /* (a table of the state would be handed out without its proxy) */
+            lua_settop(L, base);
+            return 0;
+        }
+    }
+    if (lua_rawgeti(L, reader, READER_KEYS_ROOT) != LUA_TTABLE || !lua_rawequal(L, -1, root)) {
+        lua_pop(L, 1);
+        lua_rawgeti(L, reader, READER_READS);
+        start_reads(L, b, 1);
+        for (lua_Integer i = 1; i <= count; i++) {
+            lua_rawgeti(L, keys, i);
+            reads_note_read(L, b, root, lua_gettop(L));
+            lua_pop(L, 1);
+        }
+        if (end_flushed_read(L, b, reader, id)) { /* its error on top */
+            lua_replace(L, fn);
+            lua_settop(L, fn);
+            *failed = 1;
+            return 1;
+        }
+        lua_pushvalue(L, root);
+        lua_rawseti(L, reader, READER_KEYS_ROOT);
+    } else {
+        next_call(b); /* (a call of its own: a proxy kept from another call is stale here, as it is through the proxy) */
+    }
+    lua_settop(L, root);
+    b->byKeys++;
+    b->mode = MODE_READ;
+    *failed = lua_pcall(L, 1, 1, 0) != LUA_OK;
+    b->mode = MODE_CLOSED;
+    return 1;
 }
 
 /// `flushdue()` [-0, +1, e]: a flush within a run (`run`'s flush function, for a store whose observers hear of
@@ -447,34 +540,28 @@ int reads_flushdue(lua_State *L) {
             if (lua_toboolean(L, -1)) holdsState = 1;
             continue;
         }
-        lua_rawgeti(L, READER, READER_READS);
-        start_reads(L, b, 1);
-        lua_rawgeti(L, READER, READER_FN);
-        lua_pushvalue(L, UPVALUE(FLUSH_STATE));
-        lua_rawget(L, UPVALUE(FLUSH_HOLDER));
-        proxies_push(L, b, 0, 0);
-        int failed = lua_pcall(L, 1, 1, 0) != LUA_OK; /* VALUE: what it gave, or its error */
-        if (!failed && !proxies_flat(L, VALUE)) { /* the Lua side ends the read: the value may hold state tables */
-            lua_pushvalue(L, UPVALUE(FLUSH_FINISH_READ));
-            lua_pushvalue(L, ID);
-            lua_pushvalue(L, VALUE);
-            if (lua_pcall(L, 2, 2, 0) == LUA_OK) {
-                if (lua_toboolean(L, -1)) holdsState = 1;
-                lua_pop(L, 1);
-                lua_replace(L, VALUE);
-            } else {
-                failed = 1;
-            }
-        } else if (!failed) {
-            lua_rawgeti(L, READER, READER_COUNT);
-            lua_Integer last = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : -1;
-            lua_pop(L, 1);
-            if (end_read(L, b, last, UPVALUE(FLUSH_HOLDER_STATE)) != 0) { /* a new record: indexed by the Lua side */
-                lua_pushvalue(L, UPVALUE(FLUSH_INDEX_READS));
-                lua_insert(L, -3);
+        int failed = 0;
+        if (!run_by_keys(L, b, READER, ID, &failed)) { /* through the proxy */
+            lua_rawgeti(L, READER, READER_READS);
+            start_reads(L, b, 1);
+            lua_rawgeti(L, READER, READER_FN);
+            lua_pushvalue(L, UPVALUE(FLUSH_STATE));
+            lua_rawget(L, UPVALUE(FLUSH_HOLDER));
+            proxies_push(L, b, 0, 0);
+            failed = lua_pcall(L, 1, 1, 0) != LUA_OK; /* VALUE: what it gave, or its error */
+            if (!failed && !proxies_flat(L, VALUE)) { /* the Lua side ends the read: the value may hold state tables */
+                lua_pushvalue(L, UPVALUE(FLUSH_FINISH_READ));
                 lua_pushvalue(L, ID);
-                lua_insert(L, -3);
-                failed = lua_pcall(L, 3, 0, 0) != LUA_OK;
+                lua_pushvalue(L, VALUE);
+                if (lua_pcall(L, 2, 2, 0) == LUA_OK) {
+                    if (lua_toboolean(L, -1)) holdsState = 1;
+                    lua_pop(L, 1);
+                    lua_replace(L, VALUE);
+                } else {
+                    failed = 1;
+                }
+            } else if (!failed) {
+                failed = end_flushed_read(L, b, READER, ID);
             }
         }
         if (failed) { /* its error on top */

@@ -66,6 +66,18 @@ struct ReadsOnlyTests {
         #"s.meta = a.meta s.meta.tag = "forged""#,
     ]
 
+    /// A Lua function `sorted(list)`: a list of keys as one string, sorted and joined by commas (anything else as it is).
+    static let sorted = """
+        local function sorted(list)
+          if type(list) ~= "table" then return list end
+          local names = {}
+          for i, key in ipairs(list) do names[i] = tostring(key) end
+          table.sort(names)
+          return table.concat(names, ",")
+        end
+
+        """
+
     /// Runs `body` (the function's statements) as `function(s, a)` on a fresh action holding a nested table, in a
     /// trusted chunk: the judgement (`readsonly` ≠ false), whether `copydata` would share the action given that
     /// answer, and whether the action or its nested table changed.
@@ -155,14 +167,7 @@ struct ReadsOnlyTests {
     /// value, with `true`. `copydata(v, answer)` shares `v` exactly when nothing the function can reach is a table.
     @Test func theFieldsReadAreNamed() async throws {
         try await withVM { vm throws in
-            let chunk = try vm.loadTrusted("""
-                local function sorted(list)
-                  if type(list) ~= "table" then return list end
-                  local names = {}
-                  for i, key in ipairs(list) do names[i] = tostring(key) end
-                  table.sort(names)
-                  return table.concat(names, ",")
-                end
+            let chunk = try vm.loadTrusted(Self.sorted + """
                 local byName = readsonly(function(s, a) if a.type == "add" then s.n = a.by + a[2] end return #a end, 2)
                 local byValue = readsonly(function(s, a) local k = s.key return a[k] end, 2)
                 local nothing = readsonly(function(s) return s end, 2)
@@ -173,6 +178,31 @@ struct ReadsOnlyTests {
                        copydata(withMeta, { "type" }) == withMeta
                 """, chunkName: "named")
             #expect(try vm.call(chunk) == ["2,by,type", true, "", true, false, false, true, false])
+        }
+    }
+
+    /// `readsonly(f, 1, true)`: a reader of the state's root that a run hands the root itself (reads.c,
+    /// `run_by_keys`) — the same named fields of its argument read on every run; a branch (`if`, `and`, `or`, a
+    /// loop), a length, a copy, a call with it, a key that is a value, a nested function that captures it, a
+    /// method call, a write: each refused (`false`).
+    @Test func onlyNamedFieldReadsAreFieldsOnly() async throws {
+        try await withVM { vm throws in
+            let chunk = try vm.loadTrusted(Self.sorted + """
+                local function fields(f) return sorted(readsonly(f, 1, true)) end
+                return fields(function(s) return { a = s.a, b = s[2] } end),
+                       fields(function(s) return s.flag, #tostring(s.y), { x = s.x } end),
+                       fields(function(s) if s.flag then return s.x end return s.y end),
+                       fields(function(s) return { title = s.title or "" } end),
+                       fields(function(s) for i = 1, 2 do local _ = s.x end end),
+                       fields(function(s) return #s end),
+                       fields(function(s) local t = s return t.a end),
+                       fields(function(s) return tostring(s) end),
+                       fields(function(s, k) return s[k] end),
+                       fields(function(s) return function() return s.a end end),
+                       fields(function(s) s.a = 1 end),
+                       fields(function(s) return s:get() end)
+                """, chunkName: "fields")
+            #expect(try vm.call(chunk) == ["2,a", "flag,x,y", false, false, false, false, false, false, false, false, false, false])
         }
     }
 

@@ -112,7 +112,8 @@ import Testing
             return barrierlayouts()
             """)
         // (In the order the header declares them, which `state_runtime.lua` takes them in.)
-        let swiftReads = [CLUA_READER_FN, CLUA_READER_CHILD, CLUA_READER_READS, CLUA_READER_COUNT,
+        let swiftReads = [CLUA_READER_FN, CLUA_READER_CHILD, CLUA_READER_READS, CLUA_READER_COUNT, CLUA_READER_KEYS,
+                          CLUA_READER_KEYS_ROOT,
                           CLUA_COLLECTED_POSITION, CLUA_COLLECTED_COUNT, CLUA_COLLECTED_ENTRY_LENGTH,
                           CLUA_JOURNAL_TABLE, CLUA_JOURNAL_KEY, CLUA_JOURNAL_OLD, CLUA_JOURNAL_ENTRY_LENGTH,
                           CLUA_MOVED_TABLE, CLUA_MOVED_PARENT, CLUA_MOVED_KEY, CLUA_MOVED_ENTRY_LENGTH,
@@ -120,7 +121,8 @@ import Testing
         #expect(givenToLua == swiftReads.map { LuaValue.integer(Int64($0)) })
         let layouts: [String: Int] = [
             "READER_FN": Int(CLUA_READER_FN), "READER_CHILD": Int(CLUA_READER_CHILD), "READER_READS": Int(CLUA_READER_READS),
-            "READER_COUNT": Int(CLUA_READER_COUNT), "READER_SLOT_COUNT": Int(CLUA_READER_SLOT_COUNT),
+            "READER_COUNT": Int(CLUA_READER_COUNT), "READER_KEYS": Int(CLUA_READER_KEYS),
+            "READER_KEYS_ROOT": Int(CLUA_READER_KEYS_ROOT), "READER_SLOT_COUNT": Int(CLUA_READER_SLOT_COUNT),
             "COLLECTED_POSITION": Int(CLUA_COLLECTED_POSITION), "COLLECTED_COUNT": Int(CLUA_COLLECTED_COUNT),
             "COLLECTED_ENTRY_LENGTH": Int(CLUA_COLLECTED_ENTRY_LENGTH),
             "RUN_POSITION": Int(CLUA_RUN_POSITION), "RUN_COMMANDS": Int(CLUA_RUN_COMMANDS), "RUN_DIRTY": Int(CLUA_RUN_DIRTY),
@@ -139,7 +141,8 @@ import Testing
             "LEFT_KEY": Int(CLUA_LEFT_KEY), "LEFT_ENTRY_LENGTH": Int(CLUA_LEFT_ENTRY_LENGTH),
         ]
         #expect(layouts == [
-            "READER_FN": 1, "READER_CHILD": 2, "READER_READS": 3, "READER_COUNT": 4, "READER_SLOT_COUNT": 4,
+            "READER_FN": 1, "READER_CHILD": 2, "READER_READS": 3, "READER_COUNT": 4, "READER_KEYS": 5, "READER_KEYS_ROOT": 6,
+            "READER_SLOT_COUNT": 6,
             "COLLECTED_POSITION": 1, "COLLECTED_COUNT": 2, "COLLECTED_ENTRY_LENGTH": 2,
             "RUN_POSITION": 1, "RUN_COMMANDS": 2, "RUN_DIRTY": 3, "RUN_REFUSED": 4, "RUN_RECORDS": 5, "RUN_RECORDS_LENGTH": 6,
             "RUN_SETTLED": 7, "RUN_FLUSHED": 8, "RUN_FLUSH_FAILURE": 12, "RUN_FLUSH_TIMED_OUT": 13, "RUN_RESULT_COUNT": 13,

@@ -247,6 +247,47 @@ extension StateRuntimeTests {
         }
     }
 
+    /// A reader whose bytecode reads the same named fields every run (`return { a = state.a }`) is run by those
+    /// keys, handed the root itself (reads.c, `run_by_keys`), while none of them holds a table: it runs after a
+    /// write to one of them and only then, as through the proxy; a field turned into a table sends it through the
+    /// proxy (its value converted whole), and back by keys once the field is plain again.
+    @Test func aStraightLineReaderRunsByTheKeysItReads() async throws {
+        try await withRuntime { vm, runtime in
+            try vm.call(function(vm, runtime, "setState"), arguments: [.value(["a": 0, "b": 0, "other": 0])])
+            let readers = try vm.load("""
+                return function(state) return { a = state.a } end,
+                       function(state) if state.b then return state.b end end
+                """, chunkName: "readers.lua")
+            for (offset, reader) in try vm.callForReferences(readers, arguments: []).enumerated() {
+                let id = Int64(offset + 1)
+                try vm.call(function(vm, runtime, "register"), arguments: [.value(.integer(id)), .reference(try #require(reader))])
+                try vm.call(function(vm, runtime, "evaluate"), arguments: [.value(.integer(id))])
+            }
+            let write = try #require(try vm.callForReferences(try vm.load("""
+                return function(state, action)
+                  if action.table then state[action.key] = { x = action.value } else state[action.key] = action.value end
+                end
+                """, chunkName: "app.lua"), arguments: []).first ?? nil)
+            func byKeys() throws -> Int64 { try vm.call(function(vm, runtime, "readsByKeys")).first?.integer ?? -1 }
+            func flushed(after action: LuaValue) throws -> (ran: LuaValue, values: LuaValue) {
+                try reduceOne(vm, runtime, .reference(write), .value(action))
+                let results = try vm.call(function(vm, runtime, "flush"), arguments: [.value(false)])
+                return (results.dropFirst().first ?? .nil, results.dropFirst(2).first ?? .nil)
+            }
+            for round in 1...20 {
+                let value = LuaValue.integer(Int64(round))
+                let before = try byKeys()
+                #expect(try flushed(after: ["type": "w", "key": "a", "value": value]) == ([1], [["a": value]]), "round \(round)")
+                #expect(try byKeys() == before + 1, "round \(round): by keys")
+                #expect(try flushed(after: ["type": "w", "key": "b", "value": value]).ran == [2], "round \(round)")
+                #expect(try flushed(after: ["type": "w", "key": "other", "value": value]).ran == .nil, "round \(round): not read")
+                #expect(try byKeys() == before + 1, "round \(round): the branching reader through the proxy")
+                #expect(try flushed(after: ["type": "w", "key": "a", "value": value, "table": true]) == ([1], [["a": ["x": value]]]))
+                #expect(try byKeys() == before + 1, "round \(round): a field that holds a table, through the proxy")
+            }
+        }
+    }
+
     /// A function that reaches more tables than the proxy caches hold strongly (they turn weak past 4,096
     /// proxies) still sees one proxy per table for as long as it holds it, and walks the whole state correctly.
     @Test func proxyIdentityHoldsThroughLargeWalks() async throws {

@@ -370,14 +370,21 @@ int clua_push_copy_data(lua_State *L);
 /// list of the keys it reads (each a constant: `a.name`, `a[3]`) is pushed. In bytecode.c.
 int clua_reads_only_argument(lua_State *L, int index, int argument);
 
+/// [-0, +(0|1), m] Whether the value at `index` is a Lua function whose bytecode provably reads the same named fields
+/// of its `argument`-th parameter on every run and nothing else of it — `clua_reads_only_argument`'s 2, with no
+/// length of it read and no jump, test or loop in the function (straight-line code reads each of those fields
+/// every time, unless it raises first) —, the list of those keys pushed when it is (1); 0 otherwise. In bytecode.c.
+int clua_reads_only_fields(lua_State *L, int index, int argument);
+
 /// `clua_global_accesses(f)` [-1, +1, m], a Lua function: the globals the Lua function `f` (a compiled chunk, not run)
 /// reads and writes by name — `x`, `x = …`, `function x() end`, `_G.x`, `_G.x = …` — in it and every function nested
 /// in it, as a list of `{ name = …, line = …, write = bool, nested = bool }` (`nested`: inside a function rather
 /// than at the chunk's top level). What `luastore check` lists globals from. In bytecode.c.
 int clua_global_accesses(lua_State *L);
 
-/// `readsonly(f [, n])` [-(1|2), +1, m], a Lua function for trusted host code: what `clua_reads_only_argument(f, n or 1)`
-/// answers — `false`, `true`, or the list of keys read.
+/// `readsonly(f [, n [, fields]])` [-(1|2|3), +1, m], a Lua function for trusted host code: what
+/// `clua_reads_only_argument(f, n or 1)` answers — `false`, `true`, or the list of keys read; with `fields`, what
+/// `clua_reads_only_fields` answers — the list of keys read, or `false`.
 int clua_reads_only(lua_State *L);
 
 /// [-0, +0, m] Stores in `list[first..last]` the value at `list[first - 1]` again: a table as a deep copy each

@@ -38,13 +38,18 @@
     X(FLUSHED, 2)
 
 /// A reader's record (`readers[id]`: `state_readers.lua` makes it, `reads.c` reads it): its function, the child
-/// store it belongs to (nil for the app's own), its last record of reads (real table -> set of keys), and how many
-/// reads that holds. The barrier gives them to the Lua side (`barrierlayouts()`).
+/// store it belongs to (nil for the app's own), its last record of reads (real table -> set of keys), how many
+/// reads that holds, what its function's bytecode says it reads of the state (`true` until looked at: `false`, or
+/// the list of keys of the state's root it can read, `clua_reads_only_fields`), and the root whose every such key
+/// its record holds (`false` for none: see `run_by_keys`, reads.c). The barrier gives them to the Lua side
+/// (`barrierlayouts()`).
 #define CLUA_READER_SLOTS(X) \
     X(FN, 1)                 \
     X(CHILD, 2)              \
     X(READS, 3)              \
-    X(COUNT, 4)
+    X(COUNT, 4)              \
+    X(KEYS, 5)               \
+    X(KEYS_ROOT, 6)
 
 /// The changes a run collects (`collected`: `state_journal.lua` writes them, `changes.c` and `json.c` write them
 /// out as a recording's JSON, `StateRuntime.changes(fromCollected:)` reads them): for each action that changed
@@ -92,7 +97,7 @@ enum { CLUA_RUN_RESULT_COUNT_WITHOUT_FLUSH = 6 };
 enum { CLUA_RUN_POSITION_RESULTS(CLUA_RUN_POSITION_RESULT_ENUM) CLUA_RUN_POSITION_RESULT_COUNT = 5 };
 #define CLUA_READER_SLOT_ENUM(name, position) CLUA_READER_##name = position,
 #define CLUA_COLLECTED_ENUM(name, position) CLUA_COLLECTED_##name = position,
-enum { CLUA_READER_SLOTS(CLUA_READER_SLOT_ENUM) CLUA_READER_SLOT_COUNT = 4 };
+enum { CLUA_READER_SLOTS(CLUA_READER_SLOT_ENUM) CLUA_READER_SLOT_COUNT = 6 };
 enum { CLUA_COLLECTED_ENTRY(CLUA_COLLECTED_ENUM) CLUA_COLLECTED_ENTRY_LENGTH = 2 };
 #define CLUA_JOURNAL_ENUM(name, offset) CLUA_JOURNAL_##name = offset,
 enum { CLUA_JOURNAL_ENTRY(CLUA_JOURNAL_ENUM) CLUA_JOURNAL_ENTRY_LENGTH = 3 };

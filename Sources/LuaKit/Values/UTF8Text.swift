@@ -6,7 +6,12 @@ extension String {
     /// (`withContiguousStorageIfAvailable`, which copies no string): copying each into a `var` for `withUTF8` cost
     /// 40–100 ns a comparison, and a literal's few keys are compared pairwise on every dispatch. Short strings
     /// (keys, tags) are compared byte by byte, longer ones with `memcmp`.
+    ///
+    /// Two strings whose own 16 bytes are the same are the same bytes (a small string holds its bytes there, a
+    /// large one its length and its storage's address), which answers the usual comparison — a key against the
+    /// same key — without reading a byte.
     package static func sameBytes(_ first: String, _ second: String) -> Bool {
+        if unsafeBitCast(first, to: (UInt64, UInt64).self) == unsafeBitCast(second, to: (UInt64, UInt64).self) { return true }
         let count = first.utf8.count
         guard count == second.utf8.count else { return false }
         let same = first.utf8.withContiguousStorageIfAvailable { a in

@@ -9,11 +9,12 @@ local ALL, HOLDER_STATE, STATE_DEPTH, STALE = S.ALL, S.HOLDER_STATE, S.STATE_DEP
 local note, proxy, unwrap, flushed = S.note, S.proxy, S.unwrap, S.flushed
 
 -- A reader's record is a list: its function, its child store (nil for the app's own), its last record of reads,
--- and how many reads that holds — at the positions declared once in C (`CLUA_READER_SLOTS`,
+-- how many reads that holds, the keys of the root its function can read (`true` until the barrier looks) and the
+-- root its record holds every one of (`false`: none) — at the positions declared once in C (`CLUA_READER_SLOTS`,
 -- clua_state_layouts.h), which the barrier gives (`barrierlayouts()`), taken when it is installed.
-local FN, CHILD, READS, COUNT
-function S.takeReaderSlots(fn, child, reads, count)
-  FN, CHILD, READS, COUNT = fn, child, reads, count
+local FN, CHILD, READS, COUNT, KEYS, KEYS_ROOT
+function S.takeReaderSlots(fn, child, reads, count, keys, keysRoot)
+  FN, CHILD, READS, COUNT, KEYS, KEYS_ROOT = fn, child, reads, count, keys, keysRoot
 end
 
 -- Makes `recorded` (`count` reads) the record of what reader `id` read, in place of its last one: the index of
@@ -37,7 +38,7 @@ local function index(reader, id, recorded, count)
       ids[id] = true
     end
   end
-  reader[READS], reader[COUNT] = recorded, count
+  reader[READS], reader[COUNT], reader[KEYS_ROOT] = recorded, count, false
 end
 
 -- A state table a reader returns is converted whole, so the reader depends on all of it. Tables the reader
@@ -112,7 +113,7 @@ end
 
 function M.register(id, fn, child)
   local old = readers[id]
-  local reader = { false, false, false, false } -- (its four slots, made at once)
+  local reader = { false, false, false, false, true, false } -- (its six slots, made at once)
   reader[FN], reader[CHILD], reader[READS], reader[COUNT] = fn, child, old and old[READS], old and old[COUNT]
   readers[id] = reader
 end
@@ -190,6 +191,11 @@ function S.indexReads(id, recorded, count)
 end
 
 S.failedRead = endFailedRead
+
+-- How many readers flushes ran by the keys they read (`B.bykeys`, reads.c's `run_by_keys`): for tests.
+function M.readsByKeys()
+  return B.bykeys()
+end
 
 -- Runs the readers whose inputs changed (all of them when `everything`) as a run's flush does (`B.flushdue`:
 -- `subscriptions` excepted, as the store runs it; a reader gone since a write marked it skipped; a spent time

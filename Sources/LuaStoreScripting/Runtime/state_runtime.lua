@@ -361,9 +361,9 @@ function installBarrier()
   CLOSED, WRITE, READ = B.CLOSED, B.WRITE, B.READ
   -- The positions the C declares (clua_state_layouts.h), in its order: a reader's slots; an entry of `collected`
   -- and its length; an entry of the journal and its length; a moved table's and a left place's, and their lengths.
-  local fn, child, reads, count, position, changes, entryLength, tableAt, keyAt, oldAt, writeLength,
+  local fn, child, reads, count, keys, keysRoot, position, changes, entryLength, tableAt, keyAt, oldAt, writeLength,
     movedTable, movedParent, movedKey, movedLength, leftParent, leftKey, leftLength = barrierlayouts()
-  S.takeReaderSlots(fn, child, reads, count)
+  S.takeReaderSlots(fn, child, reads, count, keys, keysRoot)
   S.takeJournalLayouts(position, changes, entryLength, tableAt, keyAt, oldAt, writeLength)
   S.takeMoveLayouts(movedTable, movedParent, movedKey, movedLength, leftParent, leftKey, leftLength)
 end
