@@ -213,7 +213,9 @@ static void keep_due_place(lua_State *L, DuePlace *place, const NotedSlot *wante
 
 /// [-0, +0, m] `note_change` for a write `__newindex` made itself to a key that stays (the stack holds proxy, key,
 /// value and the real table): its readers are found in `duePlaces` when this place was written before and no
-/// reader's record changed since, else in the index of readers (and kept there for the next write).
+/// reader's record changed since; else nothing is to be added when the change is noted already (the same field
+/// written since the last flush: `noted`); else they are found in the index of readers (and kept in `duePlaces`
+/// for the next write).
 static void note_scalar_change(lua_State *L, Barrier *b, int keyType) {
     int remembered;
     NotedSlot wanted = noted_slot(L, b, keyType, &remembered);
@@ -223,9 +225,9 @@ static void note_scalar_change(lua_State *L, Barrier *b, int keyType) {
         if (place->count == 0) return;
         for (int i = 0; i < place->count; i++) reads_mark_due_id(L, b, place->ids[i]);
         b->observed = 1;
-        remember_noted(L, b, keyType);
         return;
     }
+    if (seen_noted(L, b, keyType)) return;
     lua_settop(L, 4);
     lua_pushvalue(L, 4);
     if (lua_rawget(L, UPVALUE(WRITE_DEPENDENTS)) == LUA_TNIL) { /* 5: who reads this table */
@@ -404,9 +406,6 @@ int journal_newindex(lua_State *L) {
     lua_pushvalue(L, 2);
     lua_pushvalue(L, 3);
     lua_rawset(L, 4); /* the key exists: no allocation, no error */
-    // Often the change is noted already (the same field written since the last flush): then there is nothing
-    // to add. The fields seen lately are known without a lookup.
-    if (seen_noted(L, b, keyType)) return 0;
     note_scalar_change(L, b, keyType);
     return 0;
 }

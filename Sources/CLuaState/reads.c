@@ -464,7 +464,7 @@ static int run_by_keys(lua_State *L, Barrier *b, int reader, int id, int *failed
         return 0;
     }
     lua_pushvalue(L, UPVALUE(FLUSH_STATE));
-    if (lua_rawget(L, UPVALUE(FLUSH_HOLDER)) != LUA_TTABLE || lua_getmetatable(L, -1)) {
+    if (lua_rawget(L, UPVALUE(FLUSH_HOLDER)) != LUA_TTABLE) { /* (a table of the state has no metatable) */
         lua_settop(L, base);
         return 0;
     }

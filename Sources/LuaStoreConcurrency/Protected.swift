@@ -11,7 +11,8 @@ import Foundation
 /// ```
 public final class Protected<Value>: @unchecked Sendable {
     @usableFromInline let lock = NSLock()
-    @usableFromInline var stored: Value
+    // (Only ever reached under the lock, which is what makes access exclusive: not checked again at run time.)
+    @usableFromInline @exclusivity(unchecked) var stored: Value
 
     /// A lock around `value`.
     public init(_ value: Value) { stored = value }

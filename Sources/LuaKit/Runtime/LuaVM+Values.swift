@@ -183,8 +183,8 @@ private struct ValueReader {
 
     init(vm: LuaVM) {
         state = vm.state
-        maximumElements = vm.limits.conversionElements
-        maximumDepth = vm.limits.conversionDepth
+        maximumElements = vm.conversionElements
+        maximumDepth = vm.conversionDepth
     }
 
     /// A table being read, and the one it is in: the tables being read are a list on the stack (a cycle leads back

@@ -24,9 +24,10 @@ import Foundation
 public final class LuaVM {
     /// The limits this VM enforces (`setBudgets` changes the time budget and the memory cap).
     public private(set) var limits: LuaLimits
-    /// `limits.conversionDepth`, which never changes: read where every value converted reads it, without the
-    /// run-time access check that each read of a class's `var` is.
+    /// `limits.conversionDepth` and `limits.conversionElements`, which never change: read where every value
+    /// converted reads them, without the run-time access check that each read of a class's `var` is.
     let conversionDepth: Int
+    let conversionElements: Int
     /// The folder `require` loads modules from, if any. A host may point it elsewhere (a new version of an app,
     /// installed in a folder of its own); modules already loaded stay as they are.
     public var moduleRoot: URL?
@@ -119,6 +120,7 @@ public final class LuaVM {
                      "LuaVM needs a thread with an 8 MiB stack: create and use it on a LuaThread")
         self.limits = limits
         self.conversionDepth = limits.conversionDepth
+        self.conversionElements = limits.conversionElements
         self.moduleRoot = moduleRoot?.standardizedFileURL.resolvingSymlinksInPath()
         self.modulePath = modulePath
         self.printLine = print
