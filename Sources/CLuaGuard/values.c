@@ -213,3 +213,22 @@ void clua_push_short_string(lua_State *L, uint64_t low, uint64_t high, const cha
     g->shortStringForms[slot][0] = low;
     g->shortStringForms[slot][1] = high;
 }
+
+void clua_push_small_fields(lua_State *L, const CLuaSmallField *fields, int count) {
+    lua_createtable(L, 0, count);
+    for (int i = 0; i < count; i++) {
+        const CLuaSmallField *field = &fields[i];
+        clua_push_short_string(L, field->key[0], field->key[1], (const char *)field->key, (size_t)((field->key[1] >> 56) & 0xF));
+        switch (field->type) {
+        case LUA_TBOOLEAN: lua_pushboolean(L, field->integer != 0); break;
+        case LUA_TNUMBER:
+            if (field->isInteger) lua_pushinteger(L, field->integer);
+            else lua_pushnumber(L, field->number);
+            break;
+        default:
+            clua_push_short_string(L, field->string[0], field->string[1], (const char *)field->string,
+                                   (size_t)((field->string[1] >> 56) & 0xF));
+        }
+        lua_rawset(L, -3);
+    }
+}

@@ -191,8 +191,13 @@ int runs_run(lua_State *L) {
             return run_results(L, b, (RunEnd){ .position = i, .dirty = options.alwaysDirty ? b->subscriptionsDirty : -1, .refused = 1 }, flush);
         }
         if (i > options.first) clua_restart_budget_now(L);
+        uint64_t previousCall = b->epoch;
         begin_transaction(b);
-        proxies_stamp(L, b, lua_topointer(L, RUN_SLOT_PROXY)); /* the state's proxy, handed to this action's call */
+        const void *rootProxy = lua_topointer(L, RUN_SLOT_PROXY);
+        proxies_stamp(L, b, rootProxy); /* the state's proxy, handed to this action's call */
+        // The state's real table, found last by the action before (no call between), is this one's too: the
+        // same proxy, handed again, maps to the same table (`push_last_real`).
+        if (b->lastProxy == rootProxy && b->lastEpoch == previousCall) b->lastEpoch = b->epoch;
         lua_copy(L, RUN_SLOT_REDUCE, RUN_SLOT_RESULT); /* reduce, over the action's type */
         lua_pushvalue(L, RUN_SLOT_PROXY);
         lua_pushvalue(L, RUN_SLOT_ACTION);

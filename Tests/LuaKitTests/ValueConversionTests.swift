@@ -142,6 +142,40 @@ import Testing
         }
     }
 
+    /// A table of a few string-keyed fields (an action's) whose keys and string values are short is pushed in one
+    /// call (`clua_push_small_fields`): each field arrives as Lua has it — integers as integers, floats (NaN, -0.0)
+    /// as floats, booleans, short strings as their bytes (non-ASCII, two spellings of "é", the empty key) — and a
+    /// table with one long string or a nested table is pushed field by field, the same.
+    @Test func fewShortFieldsArriveAsLuaHasThem() async throws {
+        try await withVM { vm throws in
+            let numbers = try vm.load("""
+                local t, n = ...
+                local seen = 0
+                for k, v in pairs(t) do seen = seen + 1 end
+                return seen == n, math.type(t.by), math.type(t.ratio), t.ratio ~= t.ratio, 1 / t.zero, t.flag, t.off, t["日本"]
+                """, chunkName: "numbers.lua")
+            let strings = try vm.load("""
+                local t = ...
+                return t[""], #t["e\u{301}"], t["e\u{301}"] == "\u{E9}", t.big, t.type
+                """, chunkName: "strings.lua")
+            let identity = try vm.load("return ...", chunkName: "id.lua")
+            let first: [(String, LuaValue)] = [
+                ("by", 1), ("ratio", .number(.nan)), ("zero", .number(-0.0)), ("flag", true), ("off", false), ("日本", "ünï"),
+            ]
+            let second: [(String, LuaValue)] = [("", "e"), ("e\u{301}", "\u{E9}"), ("big", .integer(.max)), ("type", "add")]
+            for extra in [nil, ("long", LuaValue.string("a string of more than fifteen bytes")), ("nested", ["x": 1])] as [(String, LuaValue)?] {
+                let more = extra.map { [$0] } ?? []
+                let one = LuaValue.table(LuaTable(stringFields: first + more)), two = LuaValue.table(LuaTable(stringFields: second + more))
+                #expect(one.table?.stringPairs != nil && two.table?.stringPairs != nil, "a few fields, kept as pairs")
+                #expect(try vm.call(numbers, one, .integer(Int64(first.count + more.count))) == [
+                    true, "integer", "float", true, .number(-.infinity), true, false, "ünï",
+                ], "\(String(describing: extra))")
+                #expect(try vm.call(strings, two) == ["e", 2, true, .integer(.max), "add"], "\(String(describing: extra))")
+                #expect(try vm.call(identity, two) == [two])
+            }
+        }
+    }
+
     @Test func tablesSplitIntoSequenceAndFields() async throws {
         let result = try await withVM { vm throws in
             try vm.run("return {10, 20, 30, [5] = 50, x = 'y', [2.5] = 'f', [true] = 1}", chunkName: "t.lua")

@@ -313,6 +313,23 @@ void clua_budget_exclude(lua_State *L, int64_t nanos);
 /// the keys and names of actions, converted for every dispatch, are a few strings over and over.
 void clua_push_short_string(lua_State *L, uint64_t low, uint64_t high, const char *bytes, size_t length);
 
+/// One field of a table the host pushes in one call (`clua_push_small_fields`): its key, and its value when that is
+/// a string, as Swift small strings — 16 bytes, the string's bytes first and its length in the last byte's low four
+/// bits (`clua_push_short_string` takes them so) — and a boolean (`integer` 0 or 1) or number value.
+typedef struct CLuaSmallField {
+    uint64_t key[2];
+    int type;          /* LUA_TBOOLEAN, LUA_TNUMBER or LUA_TSTRING */
+    int isInteger;     /* a number that is an integer */
+    lua_Integer integer;
+    lua_Number number;
+    uint64_t string[2];
+} CLuaSmallField;
+
+/// [-0, +1, m] Pushes a new table of the `count` fields (distinct keys), each key and string value through the cache
+/// of short strings (`clua_push_short_string`): what the host pushes for an action of a few fields, in one call. The
+/// caller has made sure of 3 stack slots.
+void clua_push_small_fields(lua_State *L, const CLuaSmallField *fields, int count);
+
 typedef struct CLuaCopyShape {
     int sequence;
     int others;

@@ -58,6 +58,7 @@ extension LuaVM {
             throw ConversionFailure("nested deeper than \(deepest) tables")
         }
         guard lua_checkstack(state, 4) != 0 else { throw ConversionFailure("the Lua stack cannot grow") }
+        if table.array.isEmpty, pushSmallFields(table) { return }
         lua_createtable(state, Int32(truncatingIfNeeded: table.array.count), Int32(truncatingIfNeeded: table.fieldCount))
         if !table.array.isEmpty {
             var position: lua_Integer = 1
@@ -108,6 +109,45 @@ extension LuaVM {
             }
             lua_rawset(state, -3)
         }
+    }
+
+    /// [-0, +(0|1), -] A table of a few string-keyed fields whose keys and string values are all small strings
+    /// (an action's, usually), with booleans and numbers: pushed in one call (`clua_push_small_fields`), its strings
+    /// from the cache `pushString` keeps. Returns false, pushing nothing, for any other table.
+    private func pushSmallFields(_ table: borrowing LuaTable) -> Bool {
+        guard cachesSmallStrings else { return false }
+        return table.withStringPairs { pairs -> Bool in
+            withUnsafeTemporaryAllocation(of: CLuaSmallField.self, capacity: pairs.count) { fields -> Bool in
+                for index in pairs.indices {
+                    let key = unsafeBitCast(pairs[index].0, to: (UInt64, UInt64).self)
+                    guard key.1 & Self.smallStringFlag != 0 else { return false }
+                    var field = CLuaSmallField()
+                    field.key = key
+                    switch pairs[index].1 {
+                    case .boolean(let flag):
+                        field.type = LUA_TBOOLEAN
+                        field.integer = flag ? 1 : 0
+                    case .integer(let integer):
+                        field.type = LUA_TNUMBER
+                        field.isInteger = 1
+                        field.integer = integer
+                    case .number(let number):
+                        field.type = LUA_TNUMBER
+                        field.number = number
+                    case .string(let text):
+                        let form = unsafeBitCast(text, to: (UInt64, UInt64).self)
+                        guard form.1 & Self.smallStringFlag != 0 else { return false }
+                        field.type = LUA_TSTRING
+                        field.string = form
+                    case .nil, .table:
+                        return false
+                    }
+                    fields.initializeElement(at: index, to: field)
+                }
+                clua_push_small_fields(state, fields.baseAddress, Int32(pairs.count))
+                return true
+            }
+        } ?? false
     }
 
     /// [-0, +1, -]
