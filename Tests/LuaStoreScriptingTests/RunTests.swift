@@ -326,22 +326,38 @@ import Testing
         return app
         """
 
+    /// The same, its props run by the key they read (straight-line code: reads.c, `run_by_keys`), the endless loop
+    /// in a function they call.
+    static let propsByKeysOutOfTimeAtThree = """
+        local app = {}
+        function app.init() return { count = 0 } end
+        function app.reduce(state, action) state.count = state.count + 1 end
+        local function counted(n)
+          if n == 3 then while true do end end
+          return n
+        end
+        function app.props(state) return { count = counted(state.count) } end
+        return app
+        """
+
     /// The one failure `propsOutOfTimeAtThree` reports: the props', out of their 1 s budget, at the endless loop.
-    static func expectPropsOutOfTimeOnce(_ failures: [ScriptFailure]) {
+    static func expectPropsOutOfTimeOnce(_ failures: [ScriptFailure], at location: String = "app.lua:5") {
         #expect(failures.count == 1, "\(failures)")
         #expect(failures.first?.stage == .props)
         #expect(failures.first?.error.kind == .timeout)
-        #expect(failures.first?.error.location == "app.lua:5")
+        #expect(failures.first?.error.location == location)
         #expect(failures.first?.error.message == "time budget of 1000 ms exceeded")
     }
 
     /// Under `.everyAction`, props that run out of their time budget within a run are the props' failure, with
     /// the script's place: the action before them stays applied, the run stops there, and the next actions go
-    /// on (the budget a spent call raises at every instruction recovers for them). The same one action at a time.
-    @Test(arguments: [true, false])
-    func propsOutOfTimeWithinARunFailAloneAndTheActionsGoOn(queuedAtOnce: Bool) async throws {
+    /// on (the budget a spent call raises at every instruction recovers for them). The same one action at a time,
+    /// and with props run by the key they read.
+    @Test(arguments: [(true, false), (false, false), (true, true), (false, true)])
+    func propsOutOfTimeWithinARunFailAloneAndTheActionsGoOn(queuedAtOnce: Bool, byKeys: Bool) async throws {
+        let app = byKeys ? Self.propsByKeysOutOfTimeAtThree : Self.propsOutOfTimeAtThree
         // (A budget a loaded machine cannot spend on the props that return at once: only the endless loop runs out.)
-        try await withEveryActionStore(Self.propsOutOfTimeAtThree, timeBudget: .seconds(1)) { store, recorder async throws in
+        try await withEveryActionStore(app, timeBudget: .seconds(1)) { store, recorder async throws in
             if queuedAtOnce {
                 store.thread.sync { for _ in 0..<10 { store.dispatch(["type": "increment"]) } }
             } else {
@@ -353,7 +369,7 @@ import Testing
             await store.barrier()
             #expect(try await store.state() == ["count": 10])
             #expect(recorder.props.value.map { $0["count"].integer ?? -1 } == [0, 1, 2, 4, 5, 6, 7, 8, 9, 10])
-            Self.expectPropsOutOfTimeOnce(recorder.failures.value)
+            Self.expectPropsOutOfTimeOnce(recorder.failures.value) // (line 5 in both apps: the endless loop)
         }
     }
 
