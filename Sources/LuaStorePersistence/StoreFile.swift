@@ -126,7 +126,7 @@ enum StoreFile {
         UInt32(bytes[at]) << 24 | UInt32(bytes[at + 1]) << 16 | UInt32(bytes[at + 2]) << 8 | UInt32(bytes[at + 3])
     }
 
-    private static func size(of path: String) -> Int64? {
+    static func size(of path: String) -> Int64? {
         var status = stat()
         guard stat(path, &status) == 0 else { return nil }
         return Int64(status.st_size)

@@ -67,6 +67,7 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
         lockDescriptor = try Self.lock(path)
         var kind: StoreFile.Kind
         do {
+            try Self.emptyIfHalfMade(lockDescriptor, path: path, app: app)
             kind = try StoreFile.kind(of: path)
             if kind == .new {
                 // A new store is written whole at once — a store made elsewhere, its bytes in one write — so that a
@@ -137,21 +138,54 @@ final class StoreWriter: JournalOutput, @unchecked Sendable {
     /// A new store's bytes, by app: made once in a process (`newStore(app:)`).
     private static let newStores = Protected<[String: [UInt8]]>([:])
 
-    /// Writes a new store of `app` into the empty file `descriptor` holds (at `path`, to name it), in one write, and
-    /// syncs it.
+    /// The bytes of a new store of `app` (`newStore(app:)`), made once in a process.
+    static func newStoreBytes(app: String) throws(PersistenceFailure) -> [UInt8] {
+        if let made = newStores.withLock({ $0[app] }) { return made }
+        let bytes = try newStore(app: app)
+        newStores.withLock { $0[app] = bytes }
+        return bytes
+    }
+
+    /// How many bytes open a new store's file: SQLite's mark ("SQLite format 3\0"), written last.
+    static let markLength = 16
+
+    /// Writes a new store of `app` into the empty file `descriptor` holds (at `path`, to name it), and syncs it: all
+    /// of it but SQLite's mark first, then the mark — 16 bytes, which a kill lands before or after, never within
+    /// (the kernel may stop a write of several pages part way for a fatal signal; one page it copies whole). A
+    /// file a kill left without its mark is ours and half made (`emptyIfHalfMade`): the next run makes it again.
     private static func writeNewStore(to descriptor: Int32, path: String, app: String) throws(PersistenceFailure) {
-        let bytes: [UInt8]
-        if let made = newStores.withLock({ $0[app] }) {
-            bytes = made
-        } else {
-            bytes = try newStore(app: app)
-            newStores.withLock { $0[app] = bytes }
+        let bytes = try newStoreBytes(app: app)
+        var unmarked = bytes
+        for index in 0..<markLength { unmarked[index] = 0 }
+        var written = unmarked.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
+        if written == bytes.count {
+            written = bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, markLength, 0) } == markLength ? bytes.count : -1
         }
-        let written = bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
         guard written == bytes.count, fsync(descriptor) == 0 else {
             let reason = written < 0 ? OutputFailure.words(errno) : "only \(max(0, written)) of \(bytes.count) bytes were written"
             _ = ftruncate(descriptor, 0) // (empty again: a new store the next time)
             throw PersistenceFailure(path: path, reason: "cannot be made a LuaStore store: \(reason)")
+        }
+    }
+
+    /// Empties the file `descriptor` holds (at `path`) when it is a new store of `app` that a kill stopped while it
+    /// was written (`writeNewStore`): no mark yet, and every byte after the mark a new store's. Any other file is
+    /// left as it is (`StoreFile.kind` says what it is).
+    static func emptyIfHalfMade(_ descriptor: Int32, path: String, app: String) throws(PersistenceFailure) {
+        var information = stat()
+        guard fstat(descriptor, &information) == 0, information.st_size > 0 else { return }
+        var head = [UInt8](repeating: 0xFF, count: markLength)
+        let read = head.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, markLength, 0) }
+        guard read > 0, head.prefix(read).allSatisfy({ $0 == 0 }) else { return }
+        let bytes = try newStoreBytes(app: app)
+        let size = Int(information.st_size)
+        guard size <= bytes.count else { return }
+        var found = [UInt8](repeating: 0, count: size)
+        let whole = found.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, size, 0) }
+        guard whole == size, found[min(markLength, size)...].elementsEqual(bytes[min(markLength, size)..<size]) else { return }
+        if let log = StoreFile.size(of: path + "-wal"), log > 0 { return } // (a store that was written since)
+        guard ftruncate(descriptor, 0) == 0 else {
+            throw PersistenceFailure(path: path, reason: "was left half made by a run that stopped, and cannot be emptied: \(OutputFailure.words(errno))")
         }
     }
 
