@@ -1,6 +1,8 @@
+import Foundation
 import HummingbirdCore
 import HummingbirdWebSocket
 import Logging
+import LuaKit
 import NIOCore
 import NIOHTTP1
 
@@ -32,7 +34,8 @@ struct GuardedUpgradeChannel: ServerChildChannel {
 
 /// Between NIO's request decoder and the upgrade handler (Hummingbird's HTTP handlers after the first request): it
 /// waits for each request's head within `timeout`, and answers one that does not parse. A head that asks for the
-/// WebSocket upgrade is the last it sees (after an upgrade, WebSocket frames come this way): it leaves the pipeline.
+/// WebSocket upgrade is the last it sees (after an upgrade, WebSocket frames come this way): it leaves the pipeline —
+/// or, when the handshake cannot go on (`handshakeRefusal`), answers it and ends the connection.
 final class HeadGuard: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
@@ -71,13 +74,41 @@ final class HeadGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard case .head(let head) = unwrapInboundIn(data) else { return context.fireChannelRead(data) }
+        guard case .head(let head) = unwrapInboundIn(data) else {
+            // (What follows a refused head — its body, its end, more requests — is dropped.)
+            return refused ? () : context.fireChannelRead(data)
+        }
+        guard !refused else { return }
         heads += 1
         disarm()
-        context.fireChannelRead(data)
-        if head.headers[canonicalForm: "upgrade"].contains(where: { $0.lowercased() == "websocket" }) {
-            context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+        guard head.headers[canonicalForm: "upgrade"].contains(where: { $0.lowercased() == "websocket" }) else {
+            return context.fireChannelRead(data)
         }
+        if let refusal = Self.handshakeRefusal(head) {
+            return refuse(context, refusal.status, refusal.reason, headers: refusal.headers)
+        }
+        context.fireChannelRead(data)
+        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+    }
+
+    /// Why the WebSocket handshake in `head` cannot go on, as RFC 6455 (4.2.1, 4.2.2) has the server answer it:
+    /// a version other than 13 with 426 and the version it speaks, a `Sec-WebSocket-Key` that is not one value of
+    /// 16 bytes in base64 with 400 — or nil for a handshake the upgrade may take. (NIO's upgrader closed the
+    /// connection on the first two without a word, and took any key.)
+    static func handshakeRefusal(_ head: HTTPRequestHead) -> (status: HTTPResponseStatus, reason: String, headers: [(String, String)])? {
+        let versions = head.headers["Sec-WebSocket-Version"]
+        if versions.count != 1 || versions[0].trimmingCharacters(in: .whitespaces) != "13" {
+            let asked = versions.isEmpty ? "names no version" : "asks for \(versions.joined(separator: ", ").debugDescription)"
+            return (.upgradeRequired, "this server speaks WebSocket version 13 (Sec-WebSocket-Version: 13, RFC 6455); the request \(asked)",
+                    [("Sec-WebSocket-Version", "13")])
+        }
+        let keys = head.headers["Sec-WebSocket-Key"]
+        let key = keys.count == 1 ? keys[0].trimmingCharacters(in: .whitespaces) : nil
+        if key.flatMap({ Data(base64Encoded: $0) })?.count != 16 {
+            let given = keys.isEmpty ? "none" : keys.count > 1 ? "\(keys.count) of them" : keys[0].debugDescription
+            return (.badRequest, "Sec-WebSocket-Key must be one value, 16 bytes in base64 (RFC 6455, 4.1); the request gives \(given)", [])
+        }
+        return nil
     }
 
     /// An answer's end: once every request read is answered, the next head is waited for.
@@ -103,14 +134,23 @@ final class HeadGuard: ChannelDuplexHandler, RemovableChannelHandler {
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         // (A head that does not parse while an answer is still being written is Hummingbird's to end.)
         guard waiting, let failure = error as? HTTPParserError else { return context.fireErrorCaught(error) }
+        if failure == .headerOverflow {
+            refuse(context, .requestHeaderFieldsTooLarge, "the request's head is too large")
+        } else {
+            refuse(context, .badRequest, "the request does not parse as HTTP/1.1")
+        }
+    }
+
+    /// Answers `status` with `reason` in words (JSON, as every error of the server) and ends the connection: nothing
+    /// more it sends is read.
+    private func refuse(_ context: ChannelHandlerContext, _ status: HTTPResponseStatus, _ reason: String, headers: [(String, String)] = []) {
         refused = true
         disarm()
-        let status: HTTPResponseStatus = failure == .headerOverflow ? .requestHeaderFieldsTooLarge : .badRequest
-        let reason = failure == .headerOverflow ? "the request's head is too large" : "the request does not parse as HTTP/1.1"
-        let body = context.channel.allocator.buffer(string: #"{"error":{"message":"\#(reason)"}}"#)
-        let head = HTTPResponseHead(version: .http1_1, status: status, headers: [
-            "connection": "close", "content-type": "application/json; charset=utf-8", "content-length": "\(body.readableBytes)",
-        ])
+        let message = (try? LuaJSON.encode(.string(reason), root: "message")) ?? #""the request is refused""#
+        let body = context.channel.allocator.buffer(string: #"{"error":{"message":\#(message)}}"#)
+        let head = HTTPResponseHead(version: .http1_1, status: status, headers: HTTPHeaders([
+            ("connection", "close"), ("content-type", "application/json; charset=utf-8"), ("content-length", "\(body.readableBytes)"),
+        ] + headers))
         context.write(wrapOutboundOut(.head(head)), promise: nil)
         context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
         // The answer, then the end of what the server sends; what the client still sends is read and dropped for

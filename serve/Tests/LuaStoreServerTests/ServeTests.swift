@@ -620,6 +620,55 @@ import Testing
         #expect(try await served.stop().status == 0)
     }
 
+    /// A WebSocket handshake the upgrade cannot take is answered as RFC 6455 (4.2.2) has it, in words: a version other
+    /// than 13 (or none) 426 with `Sec-WebSocket-Version: 13`, a `Sec-WebSocket-Key` missing, repeated or not 16
+    /// bytes in base64 400 — each on a live route a token could open (the build before closed the first two without a
+    /// word and upgraded the last); the connection ends, nothing after the head is read as a request, and a right
+    /// handshake still opens.
+    @Test func webSocketHandshakesThatCannotGoOnAreAnsweredInWords() async throws {
+        let folder = try ServedApp.temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let served = try await ServedApp(app: counter, data: folder.appendingPathComponent("data"), ["--no-auth"])
+        let port = served.port
+        let key = "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=="
+        let cases: [(headers: [String], status: String, said: String)] = [
+            (["Sec-WebSocket-Version: 12", key], "HTTP/1.1 426", #"asks for \"12\""#),
+            ([key], "HTTP/1.1 426", "names no version"),
+            (["Sec-WebSocket-Version: 13", "Sec-WebSocket-Version: 13", key], "HTTP/1.1 426", "asks for"),
+            (["Sec-WebSocket-Version: 13"], "HTTP/1.1 400", "the request gives none"),
+            (["Sec-WebSocket-Version: 13", "Sec-WebSocket-Key: short"], "HTTP/1.1 400", #"gives \"short\""#),
+            (["Sec-WebSocket-Version: 13", "Sec-WebSocket-Key: c2hvcnQ="], "HTTP/1.1 400", "16 bytes in base64"),
+            (["Sec-WebSocket-Version: 13", key, key], "HTTP/1.1 400", "gives 2 of them"),
+        ]
+        for (headers, status, said) in cases {
+            let answered = try await offPool { () throws -> String in
+                let socket = try RawSocket(port: port)
+                defer { socket.close() }
+                // (A second request right behind it: not read, not answered.)
+                try socket.write("GET /stores/k/live HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                                 + headers.map { $0 + "\r\n" }.joined() + "\r\nGET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                var received: [UInt8] = []
+                while let more = try? socket.readSome() { received += more }
+                return String(decoding: received, as: UTF8.self)
+            }
+            #expect(answered.hasPrefix(status) && answered.contains(said) && answered.contains(#"{"error":{"message":"#)
+                    && !answered.contains(#"{"ok":true}"#), "\(headers): \(answered.prefix(400))")
+            #expect(status != "HTTP/1.1 426" || answered.contains("Sec-WebSocket-Version: 13\r\n"), "\(headers): \(answered.prefix(400))")
+        }
+        let opened = try await offPool { () throws -> String in
+            let socket = try RawSocket(port: port)
+            defer { socket.close() }
+            try socket.write("GET /stores/k/live HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                             + "Sec-WebSocket-Version: 13\r\n\(key)\r\n\r\n")
+            var received: [UInt8] = []
+            while !String(decoding: received, as: UTF8.self).contains(#""snapshot":true"#) { received += try socket.readSome() }
+            return String(decoding: received, as: UTF8.self)
+        }
+        #expect(opened.hasPrefix("HTTP/1.1 101") && opened.contains("Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo="), "\(opened.prefix(300))")
+        #expect(try await served.request("GET", "/health").status == 200)
+        #expect(try await served.stop().status == 0)
+    }
+
     /// SIGTERM while clients hold a first request head half sent, or nothing sent at all: they are closed, every store
     /// is closed and the server exits 0 within its grace (it died of a cancellation that outlasted it: SIGILL).
     @Test func sigtermEndsConnectionsThatHaveNotSentAWholeHead() async throws {
