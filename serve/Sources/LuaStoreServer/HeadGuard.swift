@@ -17,12 +17,14 @@ struct GuardedUpgradeChannel: ServerChildChannel {
 
     let channel: HTTP1WebSocketUpgradeChannel
     let headTimeout: TimeAmount
+    /// Why a head asking for the WebSocket upgrade is refused before it (the server's rules), or nil.
+    let upgradeRefusal: @Sendable (HTTPRequestHead) -> HeadGuard.Refusal?
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
-        self.channel.setup(channel: channel, logger: logger).flatMapThrowing { [headTimeout] value in
+        self.channel.setup(channel: channel, logger: logger).flatMapThrowing { [headTimeout, upgradeRefusal] value in
             let pipeline = channel.pipeline.syncOperations
             let decoder = try pipeline.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
-            try pipeline.addHandler(HeadGuard(timeout: headTimeout), position: .after(decoder))
+            try pipeline.addHandler(HeadGuard(timeout: headTimeout, upgradeRefusal: upgradeRefusal), position: .after(decoder))
             return value
         }
     }
@@ -42,14 +44,31 @@ final class HeadGuard: ChannelDuplexHandler, RemovableChannelHandler {
     typealias OutboundIn = HTTPServerResponsePart
     typealias OutboundOut = HTTPServerResponsePart
 
+    /// An answer in words that ends the connection: its status, its reason, and headers beside them.
+    struct Refusal {
+        let status: HTTPResponseStatus
+        let reason: String
+        var headers: [(String, String)] = []
+
+        init(_ status: HTTPResponseStatus, _ reason: String, headers: [(String, String)] = []) {
+            self.status = status
+            self.reason = reason
+            self.headers = headers
+        }
+    }
+
     private let timeout: TimeAmount
+    private let upgradeRefusal: @Sendable (HTTPRequestHead) -> Refusal?
     private var deadline: Scheduled<Void>?
     /// Request heads read, and answers whose end was written: the connection waits for a head while they are even.
     private var heads = 0, answers = 0
     private var refused = false
     private var waiting: Bool { heads == answers && !refused }
 
-    init(timeout: TimeAmount) { self.timeout = timeout }
+    init(timeout: TimeAmount, upgradeRefusal: @escaping @Sendable (HTTPRequestHead) -> Refusal? = { _ in nil }) {
+        self.timeout = timeout
+        self.upgradeRefusal = upgradeRefusal
+    }
 
     func handlerAdded(context: ChannelHandlerContext) {
         if context.channel.isActive { arm(context) }
@@ -84,8 +103,8 @@ final class HeadGuard: ChannelDuplexHandler, RemovableChannelHandler {
         guard head.headers[canonicalForm: "upgrade"].contains(where: { $0.lowercased() == "websocket" }) else {
             return context.fireChannelRead(data)
         }
-        if let refusal = Self.handshakeRefusal(head) {
-            return refuse(context, refusal.status, refusal.reason, headers: refusal.headers)
+        if let refusal = Self.handshakeRefusal(head) ?? upgradeRefusal(head) {
+            return refuse(context, refusal)
         }
         context.fireChannelRead(data)
         context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
@@ -95,18 +114,18 @@ final class HeadGuard: ChannelDuplexHandler, RemovableChannelHandler {
     /// a version other than 13 with 426 and the version it speaks, a `Sec-WebSocket-Key` that is not one value of
     /// 16 bytes in base64 with 400 — or nil for a handshake the upgrade may take. (NIO's upgrader closed the
     /// connection on the first two without a word, and took any key.)
-    static func handshakeRefusal(_ head: HTTPRequestHead) -> (status: HTTPResponseStatus, reason: String, headers: [(String, String)])? {
+    static func handshakeRefusal(_ head: HTTPRequestHead) -> Refusal? {
         let versions = head.headers["Sec-WebSocket-Version"]
         if versions.count != 1 || versions[0].trimmingCharacters(in: .whitespaces) != "13" {
             let asked = versions.isEmpty ? "names no version" : "asks for \(versions.joined(separator: ", ").debugDescription)"
-            return (.upgradeRequired, "this server speaks WebSocket version 13 (Sec-WebSocket-Version: 13, RFC 6455); the request \(asked)",
-                    [("Sec-WebSocket-Version", "13")])
+            return Refusal(.upgradeRequired, "this server speaks WebSocket version 13 (Sec-WebSocket-Version: 13, RFC 6455); the request \(asked)",
+                           headers: [("Sec-WebSocket-Version", "13")])
         }
         let keys = head.headers["Sec-WebSocket-Key"]
         let key = keys.count == 1 ? keys[0].trimmingCharacters(in: .whitespaces) : nil
         if key.flatMap({ Data(base64Encoded: $0) })?.count != 16 {
             let given = keys.isEmpty ? "none" : keys.count > 1 ? "\(keys.count) of them" : keys[0].debugDescription
-            return (.badRequest, "Sec-WebSocket-Key must be one value, 16 bytes in base64 (RFC 6455, 4.1); the request gives \(given)", [])
+            return Refusal(.badRequest, "Sec-WebSocket-Key must be one value, 16 bytes in base64 (RFC 6455, 4.1); the request gives \(given)")
         }
         return nil
     }
@@ -135,22 +154,22 @@ final class HeadGuard: ChannelDuplexHandler, RemovableChannelHandler {
         // (A head that does not parse while an answer is still being written is Hummingbird's to end.)
         guard waiting, let failure = error as? HTTPParserError else { return context.fireErrorCaught(error) }
         if failure == .headerOverflow {
-            refuse(context, .requestHeaderFieldsTooLarge, "the request's head is too large")
+            refuse(context, Refusal(.requestHeaderFieldsTooLarge, "the request's head is too large"))
         } else {
-            refuse(context, .badRequest, "the request does not parse as HTTP/1.1")
+            refuse(context, Refusal(.badRequest, "the request does not parse as HTTP/1.1"))
         }
     }
 
-    /// Answers `status` with `reason` in words (JSON, as every error of the server) and ends the connection: nothing
-    /// more it sends is read.
-    private func refuse(_ context: ChannelHandlerContext, _ status: HTTPResponseStatus, _ reason: String, headers: [(String, String)] = []) {
+    /// Answers the refusal's status with its reason in words (JSON, as every error of the server) and ends the
+    /// connection: nothing more it sends is read.
+    private func refuse(_ context: ChannelHandlerContext, _ refusal: Refusal) {
         refused = true
         disarm()
-        let message = (try? LuaJSON.encode(.string(reason), root: "message")) ?? #""the request is refused""#
+        let message = (try? LuaJSON.encode(.string(refusal.reason), root: "message")) ?? #""the request is refused""#
         let body = context.channel.allocator.buffer(string: #"{"error":{"message":\#(message)}}"#)
-        let head = HTTPResponseHead(version: .http1_1, status: status, headers: HTTPHeaders([
+        let head = HTTPResponseHead(version: .http1_1, status: refusal.status, headers: HTTPHeaders([
             ("connection", "close"), ("content-type", "application/json; charset=utf-8"), ("content-length", "\(body.readableBytes)"),
-        ] + headers))
+        ] + refusal.headers))
         context.write(wrapOutboundOut(.head(head)), promise: nil)
         context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
         // The answer, then the end of what the server sends; what the client still sends is read and dropped for

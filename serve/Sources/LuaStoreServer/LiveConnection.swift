@@ -266,6 +266,14 @@ final class LiveChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
+    /// A frame longer than a message may be is refused by NIO's decoder before any of it is read (the WebSocket
+    /// layer closed with 1009 and no reason): closed with 1009 and the words a message grown too long by its
+    /// fragments gets.
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        guard case NIOWebSocketError.invalidFrameLength = error else { return context.fireErrorCaught(error) }
+        if !closed { close(.messageTooLarge, "a message has at most \(settings.messageBytes) bytes") }
+    }
+
     /// A data frame, in the order the client sent it: a message's fragments are joined, and a whole message is
     /// put in line — JSON text, UTF-8 (RFC 6455 closes with 1007 otherwise: nothing is read with other bytes than
     /// the client sent).

@@ -8,6 +8,7 @@ import LuaStoreCluster
 import LuaStoreConcurrency
 import Logging
 import NIOCore
+import NIOHTTP1
 import NIOWebSocket
 import ServiceLifecycle
 
@@ -59,7 +60,7 @@ public final class StoreServer: Sendable {
         let sweeper = Sweeper(host: host, versions: versions, every: Self.sweepInterval(options.idle), cluster: options.cluster, log: log)
         let app = Application(
             router: router,
-            server: Self.server(webSocketRouter: router, options.limits),
+            server: Self.server(webSocketRouter: router, options.limits, upgradeRefusal: Self.upgradeRefusal(local: options.tokens == nil, listening: address)),
             configuration: .init(address: .hostname(address, port: port), serverName: "luastore"),
             services: [sweeper],
             onServerRunning: { channel in
@@ -86,7 +87,8 @@ public final class StoreServer: Sendable {
     /// HTTP/1 with the WebSocket upgrade: each request head of a connection must come whole within
     /// `limits.headSeconds` (`HeadGuard`: one too large is answered 431), and a keep-alive connection idle between
     /// requests for `limits.idleConnectionSeconds` is closed (a WebSocket's pings keep it open instead).
-    static func server(webSocketRouter router: Router<ServeRequestContext>, _ limits: ServerLimits) -> HTTPServerBuilder {
+    static func server(webSocketRouter router: Router<ServeRequestContext>, _ limits: ServerLimits,
+                       upgradeRefusal: @escaping @Sendable (HTTPRequestHead) -> HeadGuard.Refusal?) -> HTTPServerBuilder {
         let responder = router.buildResponder()
         return HTTPServerBuilder { respond in
             GuardedUpgradeChannel(
@@ -94,7 +96,26 @@ public final class StoreServer: Sendable {
                     responder: respond, webSocketResponder: responder,
                     configuration: .init(http1: .init(idleTimeout: .seconds(Int64(limits.idleConnectionSeconds))),
                                          ws: .init(maxFrameSize: limits.messageBytes, closeTimeout: Self.closeTimeout))),
-                headTimeout: .seconds(Int64(limits.headSeconds)))
+                headTimeout: .seconds(Int64(limits.headSeconds)), upgradeRefusal: upgradeRefusal)
+        }
+    }
+
+    /// The rules every request is held to before a route (`PathGuard`, and without tokens `LocalPageGuard`), for a
+    /// head asking for the WebSocket upgrade: a refusal there is answered by `HeadGuard` in words, as for any request
+    /// (the upgrade answers what its route refuses with an empty 400); and only a live route is a WebSocket (404).
+    static func upgradeRefusal(local: Bool, listening: String) -> @Sendable (HTTPRequestHead) -> HeadGuard.Refusal? {
+        { head in
+            let path = String(head.uri.prefix { $0 != "?" })
+            if let problem = PathGuard<ServeRequestContext>.refusal(path: path) { return HeadGuard.Refusal(.badRequest, problem) }
+            if local, let problem = LocalPageGuard<ServeRequestContext>.refusal(
+                host: head.headers["Host"].first ?? "", origin: head.headers["Origin"].first, listening: listening) {
+                return HeadGuard.Refusal(.forbidden, problem)
+            }
+            let parts = path.split(separator: "/", omittingEmptySubsequences: false)
+            guard parts.count == 4, parts[1] == "stores", parts[3] == "live" else {
+                return HeadGuard.Refusal(.notFound, "\(path) is not a WebSocket: a store's live connection is /stores/KEY/live")
+            }
+            return nil
         }
     }
 

@@ -48,15 +48,21 @@ struct WebFolder: FileProvider {
 /// component, before any route or the web folder sees it. (The web folder's own check answered an empty 400.)
 struct PathGuard<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        let path = request.uri.path.removingPercentEncoding ?? request.uri.path
-        if path.utf8.contains(0) { throw HTTPError(.badRequest, message: "a path holds no NUL byte (%00)") }
-        if path.split(separator: "/").contains("..") { throw HTTPError(.badRequest, message: "a path has no '..' part") }
+        if let problem = Self.refusal(path: request.uri.path) { throw HTTPError(.badRequest, message: problem) }
+        return try await next(request, context)
+    }
+
+    /// What is wrong with `path` (escapes not yet decoded), in words, or nil.
+    static func refusal(path raw: String) -> String? {
+        let path = raw.removingPercentEncoding ?? raw
+        if path.utf8.contains(0) { return "a path holds no NUL byte (%00)" }
+        if path.split(separator: "/").contains("..") { return "a path has no '..' part" }
         // (`/stores//actions`: no route matches an empty key, and a bare 404 would not say why.)
         let parts = path.split(separator: "/", omittingEmptySubsequences: false)
         if parts.count >= 3, parts[1] == "stores", parts[2].isEmpty, let problem = StoreKey.check("") {
-            throw HTTPError(.badRequest, message: "\(problem): the path names none (/stores/KEY/…)")
+            return "\(problem): the path names none (/stores/KEY/…)"
         }
-        return try await next(request, context)
+        return nil
     }
 }
 
@@ -70,16 +76,24 @@ struct LocalPageGuard<Context: RequestContext>: RouterMiddleware {
     let listening: String
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        // (A request without a Host is no browser's: nothing a page sends is let in by it.)
-        let host = request.head.authority ?? ""
-        guard host.isEmpty || Self.isLocal(Self.name(ofAuthority: host)) || Self.name(ofAuthority: host) == listening.lowercased() else {
-            throw HTTPError(.forbidden, message: "the Host '\(host)' does not name this server: without tokens it answers only to a loopback address or localhost")
-        }
-        // (`null` is a page whose origin is hidden — a sandboxed frame, a data: or file: page — never the server's own.)
-        if let origin = request.headers[.origin]?.lowercased(), !Self.isOwn(origin: origin, host: host.lowercased()) {
-            throw HTTPError(.forbidden, message: "requests from the page at \(origin) are refused: without tokens the server answers only its own pages")
+        if let problem = Self.refusal(host: request.head.authority ?? "", origin: request.headers[.origin], listening: listening) {
+            throw HTTPError(.forbidden, message: problem)
         }
         return try await next(request, context)
+    }
+
+    /// Why a request naming the server as `host` (its Host header), sent by a page of `origin` (its Origin header),
+    /// is refused by a server listening on `listening`, in words — or nil.
+    static func refusal(host: String, origin: String?, listening: String) -> String? {
+        // (A request without a Host is no browser's: nothing a page sends is let in by it.)
+        guard host.isEmpty || isLocal(name(ofAuthority: host)) || name(ofAuthority: host) == listening.lowercased() else {
+            return "the Host '\(host)' does not name this server: without tokens it answers only to a loopback address or localhost"
+        }
+        // (`null` is a page whose origin is hidden — a sandboxed frame, a data: or file: page — never the server's own.)
+        if let origin = origin?.lowercased(), !isOwn(origin: origin, host: host.lowercased()) {
+            return "requests from the page at \(origin) are refused: without tokens the server answers only its own pages"
+        }
+        return nil
     }
 
     /// Whether a request with `origin` comes from the server's own pages: a page's origin (`http:`, `https:`) is
