@@ -5,13 +5,15 @@ import Logging
 import LuaKit
 import NIOCore
 import NIOHTTP1
+import NIOWebSocket
 
 /// Hummingbird's HTTP/1 channel with the WebSocket upgrade, and a `HeadGuard` in front of it: every request head of a
 /// connection must come whole within `headTimeout` of the connection's start or of the answer before it, a head too
 /// large for the parser is answered 431 and any other that does not parse 400, in words. (Without it such a
 /// connection was neither answered nor closed — the upgrade handler does not handle the parser's errors, and
 /// Hummingbird's idle timeout starts only after the first head and counts a byte a second as life — so a client
-/// could hold sockets open for ever; a later request that did not parse got an empty 400.)
+/// could hold sockets open for ever; a later request that did not parse got an empty 400.) After an upgrade, every
+/// frame the client sends is masked or the connection fails (`MaskGuard`).
 struct GuardedUpgradeChannel: ServerChildChannel {
     typealias Value = HTTP1WebSocketUpgradeChannel.Value
 
@@ -25,6 +27,7 @@ struct GuardedUpgradeChannel: ServerChildChannel {
             let pipeline = channel.pipeline.syncOperations
             let decoder = try pipeline.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
             try pipeline.addHandler(HeadGuard(timeout: headTimeout, upgradeRefusal: upgradeRefusal), position: .after(decoder))
+            try pipeline.addHandler(UpgradeWatcher())
             return value
         }
     }
@@ -177,6 +180,56 @@ final class HeadGuard: ChannelDuplexHandler, RemovableChannelHandler {
         // read the answer).
         let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
         context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
+            loopBound.value.close(mode: .output, promise: nil)
+            loopBound.value.eventLoop.scheduleTask(in: .seconds(2)) { loopBound.value.close(promise: nil) }
+        }
+    }
+}
+
+/// After the upgrade handler, until the connection's first request is through it: when that request is the
+/// WebSocket upgrade, it puts a `MaskGuard` right after the frame decoder the upgrade added — as the upgrade
+/// completes, before the frames that came with the request are read — and leaves; any other request (the upgrade
+/// handler forwards it and leaves too: only a connection's first request may ask for the upgrade) sends it away.
+final class UpgradeWatcher: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        context.fireChannelRead(data)
+        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case HTTPServerUpgradeEvents.upgradeComplete = event,
+           let frames = try? context.pipeline.syncOperations.context(handlerType: ByteToMessageHandler<WebSocketFrameDecoder>.self) {
+            try? context.pipeline.syncOperations.addHandler(MaskGuard(), position: .after(frames.handler))
+            context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+}
+
+/// Right after the WebSocket frame decoder: a frame the client did not mask — data or control, the first that came
+/// with the upgrade's request or any later one — fails the connection (RFC 6455, 5.1): a close with 1002 saying
+/// why, and nothing of it or after it is read. (Hummingbird's WebSocket layer reads frames without asking; the live
+/// handler asked of the frames that reached it, not of those read before it was in place.)
+final class MaskGuard: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = WebSocketFrame
+    typealias InboundOut = WebSocketFrame
+    typealias OutboundOut = WebSocketFrame
+
+    private var failed = false
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !failed else { return }
+        guard unwrapInboundIn(data).maskKey == nil else { return context.fireChannelRead(data) }
+        failed = true
+        var payload = context.channel.allocator.buffer(capacity: 64)
+        payload.write(webSocketErrorCode: .protocolError)
+        payload.writeString("a client's frames are masked (RFC 6455, 5.1)")
+        // The close, then the end of what the server sends; the socket closes a moment later (closed at once with
+        // bytes unread, it is reset: the client may never read why).
+        let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: payload))).whenComplete { _ in
             loopBound.value.close(mode: .output, promise: nil)
             loopBound.value.eventLoop.scheduleTask(in: .seconds(2)) { loopBound.value.close(promise: nil) }
         }

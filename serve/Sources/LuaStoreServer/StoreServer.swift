@@ -328,8 +328,10 @@ public final class StoreServer: Sendable {
                 let handler = LiveChannelHandler(store: store, settings: settings)
                 let connection = LiveConnection(handler: handler, eventLoop: channel.eventLoop, metrics: metrics, keptChanges: keptChanges)
                 handler.attach(connection)
+                // (After the mask guard, which is right after the frame decoder: the handler's marker is no client's.)
                 let decoder = try channel.pipeline.syncOperations.handler(type: ByteToMessageHandler<WebSocketFrameDecoder>.self)
-                try channel.pipeline.syncOperations.addHandler(handler, position: .after(decoder))
+                let masks = try? channel.pipeline.syncOperations.handler(type: MaskGuard.self)
+                try channel.pipeline.syncOperations.addHandler(handler, position: .after(masks ?? decoder))
                 return (connection, handler.marker)
             }.get()
         } catch {

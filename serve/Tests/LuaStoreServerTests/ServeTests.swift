@@ -680,6 +680,55 @@ import Testing
         #expect(try await served.stop().status == 0)
     }
 
+    /// A frame the client did not mask fails the connection (RFC 6455, 5.1) — a close with 1002 saying why, nothing of
+    /// it applied — whether it came in the same packet as the upgrade's request (read before the live handler was in
+    /// place: the build before applied such an action and answered it) or later, data or control (a ping); a masked
+    /// action on another connection is applied.
+    @Test func framesAClientDidNotMaskFailTheConnection() async throws {
+        let folder = try ServedApp.temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let served = try await ServedApp(app: counter, data: folder.appendingPathComponent("data"), ["--no-auth"])
+        let port = served.port
+        let upgrade = "GET /stores/k/live HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            + "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+        /// A frame of `text` (a text frame, or a ping: opcode 9), masked with `key` or not.
+        func frame(_ text: String, opcode: UInt8 = 1, key: [UInt8]?) -> [UInt8] {
+            let payload = Array(text.utf8)
+            precondition(payload.count < 126)
+            var bytes: [UInt8] = [0x80 | opcode, (key == nil ? 0 : 0x80) | UInt8(payload.count)]
+            guard let key else { return bytes + payload }
+            bytes += key
+            return bytes + payload.enumerated().map { $0.element ^ key[$0.offset % 4] }
+        }
+        let action = #"{"id":"a1","action":{"type":"increment"}}"#
+        let failClose: [UInt8] = [0x88, UInt8(2 + "a client's frames are masked (RFC 6455, 5.1)".utf8.count), 0x03, 0xEA]
+        for (first, later) in [(frame(action, key: nil), [UInt8]()), ([], frame("hi", opcode: 9, key: nil)), ([], frame(action, key: nil))] {
+            let received = try await offPool { () throws -> [UInt8] in
+                let socket = try RawSocket(port: port)
+                defer { socket.close() }
+                try socket.write(Array(upgrade.utf8) + first)
+                var received: [UInt8] = []
+                if !later.isEmpty {
+                    // (Once the snapshot came: the live handler is in place.)
+                    while !String(decoding: received, as: UTF8.self).contains(#""snapshot":true"#) { received += try socket.readSome() }
+                    try socket.write(later)
+                }
+                while let more = try? socket.readSome() { received += more }
+                return received
+            }
+            let text = String(decoding: received, as: UTF8.self)
+            #expect(text.hasPrefix("HTTP/1.1 101") && received.indices.contains { received[$0...].starts(with: failClose) }
+                    && text.hasSuffix("a client's frames are masked (RFC 6455, 5.1)") && !text.contains(#""outcome""#), "\(text)")
+        }
+        let live = try await served.live("/stores/k/live")
+        _ = try await live.read(1)
+        try await live.send(#"{"id":"a2","action":{"type":"increment"}}"#)
+        #expect(try await live.read(2).contains { $0["outcome"] as? String == "applied" })
+        live.close()
+        #expect(try ServedApp.json(try await served.request("GET", "/stores/k/props").body)["count"] as? Int == 1)
+        #expect(try await served.stop().status == 0)
+    }
+
     /// SIGTERM while clients hold a first request head half sent, or nothing sent at all: they are closed, every store
     /// is closed and the server exits 0 within its grace (it died of a cancellation that outlasted it: SIGILL).
     @Test func sigtermEndsConnectionsThatHaveNotSentAWholeHead() async throws {
