@@ -105,7 +105,7 @@ static int clua_make_barrier(lua_State *L) {
         memset(b, 0, sizeof *b);
         lua_newtable(L);
         lua_setiuservalue(L, -2, SPARE_SETS);
-        b->mode = MODE_CLOSED;
+        set_mode(b, MODE_CLOSED);
         b->pathGeneration = 1;
         b->epoch = 1; /* (slots never used hold epoch 0) */
         for (int i = 0; i < NOTED_SLOTS; i++) b->noted[i].at = -1;
@@ -114,6 +114,7 @@ static int clua_make_barrier(lua_State *L) {
     }
     int control = 2;
     Barrier *made = (Barrier *)lua_touserdata(L, control);
+    made->random = clua_guard(L)->random;
     made->pathGeneration++; /* new caches: records start afresh */
     made->readsGeneration++;
     lua_createtable(L, 0, 20); /* 3: the functions */

@@ -165,6 +165,8 @@ typedef struct Barrier {
     size_t stampLast;           /* ... of the call before (for giving back the slots of a large one) */
     const void *lastProxy;      /* the proxy whose real table `__newindex` found last, in the call `lastEpoch`; */
     uint64_t lastEpoch;         /* the control's LAST_REAL holds that table (see `push_last_real`) */
+    uint64_t *random;           /* `math.random`'s generator (the guard's `random`; NULL: not found) */
+    uint64_t readerRandom[4];   /* its state as a reader began (`set_mode`): put back as the reader ends */
     unsigned notedNext;         /* the slot of `noted` written next */
     NotedSlot noted[NOTED_SLOTS];
     DuePlace duePlaces[DUE_PLACES];
@@ -405,6 +407,18 @@ static inline void empty_table(lua_State *L, int t) {
     }
 }
 
+/// [-0, +0, -] Enters `mode`. A reader (props, a selector, the subscriptions) draws from `math.random` as any code
+/// does, but what it draws is not taken from the reducers: the generator's state as it began is put back as it
+/// ends, so reducers draw the same numbers whether or not, and however often, readers ran between them — a replay
+/// or a resume gives them what they drew (their generator's state is recorded with the journal).
+static inline void set_mode(Barrier *b, lua_Integer mode) {
+    if (b->random != NULL && (b->mode == MODE_READ) != (mode == MODE_READ)) {
+        if (mode == MODE_READ) memcpy(b->readerRandom, b->random, sizeof b->readerRandom);
+        else memcpy(b->random, b->readerRandom, sizeof b->readerRandom);
+    }
+    b->mode = mode;
+}
+
 /// [-0, +0, -] Drops the last transaction's journal (its slots are overwritten, not emptied) and opens a new one.
 static inline void begin_transaction(Barrier *b) {
     next_call(b);
@@ -414,7 +428,7 @@ static inline void begin_transaction(Barrier *b) {
     b->journalOnce = 0;
     b->tablesLeftNoted = 0;
     b->moved = 0;
-    b->mode = MODE_WRITE;
+    set_mode(b, MODE_WRITE);
 }
 
 /// [-0, +0, -] Replaces a float key at 2 that has an integer's value with that integer, as a table keeps it

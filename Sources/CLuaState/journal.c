@@ -463,7 +463,7 @@ int journal_rollback(lua_State *L) {
     b->scalarWrites = 0;
     b->journalOnce = 0;
     journal_clear_tail(L, b, UPVALUE(JOURNAL));
-    b->mode = MODE_CLOSED;
+    set_mode(b, MODE_CLOSED);
     b->pathGeneration++;
     return 0;
 }
@@ -472,7 +472,7 @@ int journal_rollback(lua_State *L) {
 /// barrier closes, and `rollback` undoes it only when asked to.
 int journal_commit(lua_State *L) {
     Barrier *b = barrier(L);
-    b->mode = MODE_CLOSED;
+    set_mode(b, MODE_CLOSED);
     b->committed = 1;
     return 0;
 }

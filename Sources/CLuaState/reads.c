@@ -111,7 +111,7 @@ static void start_reads(lua_State *L, Barrier *b, int reading) {
     b->readStamp++;
     b->matchedReads = 0;
     b->freshReads = 0;
-    if (reading) b->mode = MODE_READ;
+    if (reading) set_mode(b, MODE_READ);
 }
 
 /// `setmode(mode [, last])` [-(1|2), +0, e]: with `B.READ`, a reader starts, `last` the record of what it read
@@ -129,7 +129,7 @@ int reads_setmode(lua_State *L) {
         }
         start_reads(L, b, mode == MODE_READ);
     }
-    b->mode = mode;
+    set_mode(b, mode);
     return 0;
 }
 
@@ -144,7 +144,7 @@ static int end_read(lua_State *L, Barrier *b, lua_Integer count, int holderState
     lua_setiuservalue(L, UPVALUE(CONTROL), LAST_READS);
     lua_pushnil(L);
     lua_setiuservalue(L, UPVALUE(CONTROL), FRESH_READS);
-    b->mode = MODE_CLOSED;
+    set_mode(b, MODE_CLOSED);
     if (b->freshReads == 0 && b->matchedReads == count) {
         lua_settop(L, base);
         return 0;
@@ -501,9 +501,9 @@ static int run_by_keys(lua_State *L, Barrier *b, int reader, int id, int *failed
     }
     lua_settop(L, root);
     b->byKeys++;
-    b->mode = MODE_READ;
+    set_mode(b, MODE_READ);
     *failed = lua_pcall(L, 1, 1, 0) != LUA_OK;
-    b->mode = MODE_CLOSED;
+    set_mode(b, MODE_CLOSED);
     return 1;
 }
 

@@ -221,7 +221,7 @@ int runs_run(lua_State *L) {
             if (!lua_isnil(L, -1)) return raise_placed(L, RUN_SLOT_REDUCE);
             lua_pop(L, 1);
         }
-        b->mode = MODE_CLOSED;
+        set_mode(b, MODE_CLOSED);
         if (b->journaling && !changes_record(L, b, i)) { /* (raised as the reducer's error is: the action is undone) */
             return luaL_error(L, "what the action changed cannot be recorded exactly (the state holds only data: UTF-8 "
                                  "strings, booleans, finite numbers and tables of those)");

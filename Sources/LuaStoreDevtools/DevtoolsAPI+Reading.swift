@@ -364,9 +364,11 @@ extension DevtoolsAPI {
         let position = await store.journalPosition()
         let header: JournalStart
         if let first = kept.first {
-            header = JournalStart(state: try await DevtoolsReplay.stateBefore(first.entry.sequence, of: store), scripts: first.entry.scripts,
-                                  schemaVersion: position.schemaVersion, sequence: first.entry.sequence - 1, time: first.time,
-                                  clock: store.recordedClock)
+            var start = JournalStart(state: try await DevtoolsReplay.stateBefore(first.entry.sequence, of: store), scripts: first.entry.scripts,
+                                     schemaVersion: position.schemaVersion, sequence: first.entry.sequence - 1, time: first.time,
+                                     clock: store.recordedClock)
+            start.random = await store.randomState(after: first.entry.sequence - 1)
+            header = start
         } else {
             header = try await store.journalStart()
         }

@@ -41,7 +41,7 @@ enum DevtoolsImport {
         let replayer: Replayer
         do {
             replayer = try await Replayer(app: folder, from: recording.header.state, clock: recording.header.recordedClock,
-                                             time: recording.header.recordedTime, options: options)
+                                             time: recording.header.recordedTime, random: recording.header.random, options: options)
         } catch {
             throw DevtoolsAPI.Refusal(409, "the app's scripts do not load: \(error.error) (\(error.stage.rawValue))")
         }

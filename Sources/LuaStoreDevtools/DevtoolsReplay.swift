@@ -56,6 +56,7 @@ enum DevtoolsReplay {
         let replayer: Replayer
         do {
             replayer = try await Replayer(app: store.folder, from: initial, clock: store.recordedClock, time: recorded.first?.time,
+                                          random: await store.randomState(after: bounds.first - 1),
                                           options: ScriptedStoreOptions(log: { _ in }, failures: { _ in }))
         } catch {
             throw DevtoolsAPI.Refusal(409, "the current scripts do not load: \(error.error) (\(error.stage.rawValue))")

@@ -49,6 +49,7 @@ public enum JournalResume {
                                        schemaVersion: recording.header.schemaVersion, scripts: recording.header.scripts,
                                        sequence: sequence, time: recording.time, clock: recording.header.clock)
             start.clientActions = clientActions
+            start.random = recording.random
             return start
         } catch let problem as RecordingLines.Problem {
             switch problem.kind {

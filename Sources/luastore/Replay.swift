@@ -90,7 +90,7 @@ struct Replay: AsyncParsableCommand {
                 do { initial = try recorded.decodedHeaderState() } catch { throw unusable(error) }
             }
             replayer = try await Replayer(app: URL(fileURLWithPath: appDirectory), from: initial, clock: recorded.header.recordedClock,
-                                          time: recorded.header.recordedTime, options: options)
+                                          time: recorded.header.recordedTime, random: recorded.header.random, options: options)
         } catch let failure as ScriptFailure {
             Console.error("cannot load \(appDirectory): \(failure.error) (\(failure.stage.rawValue))")
             throw ExitCode.unusable

@@ -71,8 +71,8 @@ import Testing
         let app = try CLI.makeApp(Self.app)
         defer { try? FileManager.default.removeItem(at: app) }
         for (version, said) in [
-            ("1", "a recording of format version 1, written by an older luastore, which this one no longer replays (this luastore reads versions 2–5): record the session again with `luastore run --record`"),
-            ("9", "a recording of format version 9, written by a newer luastore (this luastore reads versions 2–5): replay it with that luastore"),
+            ("1", "a recording of format version 1, written by an older luastore, which this one no longer replays (this luastore reads versions 2–6): record the session again with `luastore run --record`"),
+            ("9", "a recording of format version 9, written by a newer luastore (this luastore reads versions 2–6): replay it with that luastore"),
             (#""3""#, #"the header's "version" must be a format version number"#),
         ] {
             let recording = app.appendingPathComponent("v\(version.count).jsonl")

@@ -71,6 +71,35 @@ import Testing
         #expect(reset.outputLines == [#"{"count":0,"inits":1}"#])
     }
 
+    /// Items keyed by `math.random` ids, added over two runs of `--persist` (with `batch` and `full`, a snapshot
+    /// between them or not): the second run draws on where the first left the generator — every item kept, the
+    /// state an uninterrupted run makes, the second run's ids not the first's again (which overwrote its items).
+    @Test(arguments: ["batch", "full"], [2, 1_000])
+    func aSecondRunDrawsOnWhereTheFirstLeftMathRandom(sync: String, snapshotEvery: Int) async throws {
+        let app = try CLI.makeApp("""
+            local app = {}
+            function app.init() return { items = {} } end
+            function app.reduce(state, action) state.items[tostring(math.random(1, 1 << 40))] = action.title end
+            function app.props(state)
+              local titles = {}
+              for _, title in pairs(state.items) do titles[#titles + 1] = title end
+              table.sort(titles)
+              return { titles = table.concat(titles, ","), ids = state.items }
+            end
+            return app
+            """)
+        let database = temporaryFile("random.db"), whole = temporaryFile("random-whole.db")
+        defer { try? FileManager.default.removeItem(at: app); remove(database); remove(whole) }
+        let adds = { (titles: [String]) in titles.map { #"{"type":"add","title":"\#($0)"}"# + "\n" }.joined() }
+        let options = ["--persist-sync", sync, "--persist-snapshot-every", String(snapshotEvery), "--format", "json"]
+        let first = try await CLI.run(["run", app.path, "--persist", database] + options, input: adds(["a", "b", "c"]))
+        let second = try await CLI.run(["run", app.path, "--persist", database] + options, input: adds(["d", "e", "f"]))
+        let uninterrupted = try await CLI.run(["run", app.path, "--persist", whole] + options, input: adds(["a", "b", "c", "d", "e", "f"]))
+        #expect(first.status == 0 && second.status == 0 && uninterrupted.status == 0, "\(first.errors) \(second.errors) \(uninterrupted.errors)")
+        #expect(second.outputLines.last?.contains(#""titles":"a,b,c,d,e,f""#) == true, "\(second.outputLines)")
+        #expect(second.outputLines.last == uninterrupted.outputLines.last, "the same ids as one run draws")
+    }
+
     /// A run on a file written by an older version of the app runs its `migrate` once, from the version the file
     /// was written under; a file written by a newer one is refused and left as it is. A migration whose props fail
     /// is undone before the file holds it (the older app could no longer open it): refused, the file as it was.

@@ -48,7 +48,7 @@ import Testing
         #expect(run.errors.contains("reduce failed: app.lua:7: state.callback: a function cannot be stored in the state"), "\(run.errors)")
         let lines = try String(contentsOfFile: recording, encoding: .utf8).split(separator: "\n").map(String.init)
         #expect(lines.count == 6, "\(lines)")
-        #expect(lines[0].hasPrefix(#"{"format":"luastore-recording","version":5,"app":""#))
+        #expect(lines[0].hasPrefix(#"{"format":"luastore-recording","version":6,"app":""#))
         #expect(lines[0].contains(#""state":{"flags":{},"items":{},"marks":{},"ratio":1}"#), "\(lines[0])")
         #expect(lines[1].contains(#""changes":[[["flags",true],"yes"],[["marks",5],true],[["ratio"],1.0]]"#), "\(lines[1])")
         #expect(lines[2].contains(#"[["items",1],{"tags":{},"title":"a"}]"#), "\(lines[2])")

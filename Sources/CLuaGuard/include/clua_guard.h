@@ -92,6 +92,9 @@ typedef struct CLuaGuard {
        yet) and where the registry keeps its string (0: no place yet) */
     uint64_t shortStringForms[CLUA_SHORT_STRING_SLOTS][2];
     int shortStringRefs[CLUA_SHORT_STRING_SLOTS];
+    /* the state of `math.random`'s generator (Lua 5.4's xoshiro256**: four 64-bit words, the user data its
+       functions share), found as the library opens; NULL where it is not that */
+    uint64_t *random;
 } CLuaGuard;
 
 /// The guard of a VM, stored in the extra space of its main thread.
@@ -612,6 +615,14 @@ static inline int clua_open_libraries(lua_State *L) {
     luaL_requiref(L, LUA_TABLIBNAME, luaopen_table, 1);
     luaL_requiref(L, LUA_STRLIBNAME, luaopen_string, 1);
     luaL_requiref(L, LUA_MATHLIBNAME, luaopen_math, 1);
+    /* (`random` and `randomseed` share their generator's state, their first upvalue: 4 words of 64 bits) */
+    if (lua_getfield(L, -1, "random") == LUA_TFUNCTION && lua_getupvalue(L, -1, 1) != NULL) {
+        if (lua_type(L, -1) == LUA_TUSERDATA && lua_rawlen(L, -1) == 4 * sizeof(uint64_t)) {
+            clua_guard(L)->random = (uint64_t *)lua_touserdata(L, -1);
+        }
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
     luaL_requiref(L, LUA_UTF8LIBNAME, luaopen_utf8, 1);
     luaL_requiref(L, LUA_COLIBNAME, luaopen_coroutine, 1);
     luaL_requiref(L, LUA_OSLIBNAME, luaopen_os, 1); /* (the prelude gives scripts its clock and environment, or nothing) */
@@ -623,6 +634,23 @@ static inline int clua_open_libraries(lua_State *L) {
     clua_guard(L)->traceback = clua_sandbox_traceback;
     lua_settop(L, 0);
     return 0;
+}
+
+/// Copies the state of `math.random`'s generator into `words` (what it draws next follows from it alone); returns
+/// 0 where the generator was not found (then nothing is copied).
+static inline int clua_random_state(lua_State *L, uint64_t words[4]) {
+    const uint64_t *random = clua_guard(L)->random;
+    if (random == NULL) return 0;
+    memcpy(words, random, 4 * sizeof(uint64_t));
+    return 1;
+}
+
+/// Sets the state of `math.random`'s generator (as `clua_random_state` gave it); returns 0 where it was not found.
+static inline int clua_set_random_state(lua_State *L, const uint64_t words[4]) {
+    uint64_t *random = clua_guard(L)->random;
+    if (random == NULL) return 0;
+    memcpy(random, words, 4 * sizeof(uint64_t));
+    return 1;
 }
 
 /// The registry field holding the environment `os.getenv` reads where the clock is recorded (a table of strings,

@@ -58,6 +58,8 @@ public final class LuaVM {
     /// (`init(…standardOutput:)`); `printLine` is then not called.
     let standardOutput: (any LuaStandardOutput)?
     private let owner: pthread_t
+    /// The state of `math.random`'s generator as the VM started (the sandbox seeds it the same in every VM).
+    public private(set) var startingRandomState: LuaRandomState?
     /// Whether `pushString` takes small strings from the VM's cache (`smallStringsHoldTheirBytes`, read once).
     let cachesSmallStrings = LuaVM.smallStringsHoldTheirBytes
     var hostFunctions: [Unmanaged<HostFunction>] = []
@@ -151,6 +153,7 @@ public final class LuaVM {
         }
         self.state = state
         try buildSandbox()
+        startingRandomState = randomState
         collectGarbage()
         switch limits.garbageCollection {
         case .incremental(let pause, let stepMultiplier):

@@ -132,6 +132,9 @@ public struct JournalEntry: Sendable {
     /// How long the VM took to reduce the action; actions reduced in one run (see docs/scripted-apps.md, "Runs") share the
     /// run's time equally.
     public var duration: Duration = .zero
+    /// The state of `math.random`'s generator after this entry, when the reducers moved it since the entry (or the
+    /// start) that last told it: a store resumed from its journal draws on from there, as the first run did.
+    public var random: LuaRandomState?
 
     /// What changed, one entry per path (paths never overlap). The store's thread hands the journal's changes
     /// over as the JSON a recording writes (made by the barrier, `json.c`); they become Swift values when read,
@@ -280,6 +283,9 @@ struct JournalRun: Sendable {
     let scripts: String
     /// The store's clock for the run (every action of it ran at this time).
     let time: Int64
+    /// The state of `math.random`'s generator after the run's last action, when its reducers moved it
+    /// (`JournalEntry.random`: the last action's entry tells it).
+    var random: LuaRandomState?
 
     /// Each action in order, with its sequence number, its position in the run, and the barrier's record of
     /// what it changed when that record holds the changes' JSON (otherwise they are `changes(at:)`).
@@ -296,6 +302,9 @@ struct JournalRun: Sendable {
         }
     }
 
+    /// The last action's sequence number.
+    var lastSequence: UInt64 { firstSequence + UInt64(actions.count) - 1 }
+
     /// The changes of the action at `position` whose record holds no JSON: left to Swift, or none.
     func changes(at position: Int64) -> [StateChange] { converted?[position] ?? [] }
 
@@ -311,6 +320,7 @@ struct JournalRun: Sendable {
             if let commands, commands.position == position { entry.commands = commands.effects }
             entry.duration = duration
             entry.time = time
+            if sequence == lastSequence { entry.random = random }
             try body(entry)
         }
     }

@@ -48,7 +48,7 @@ extension RecordingJSON {
         /// many fields it has.
         struct EntryFields {
             var seq: Value?, dt: Value?, origin: Value?, action: Value?, reload: Value?
-            var failure: Value?
+            var failure: Value?, random: Value?
             /// The text of `scripts` (a digest, quoted: entries mostly repeat the one before, compared as written).
             var scripts: ArraySlice<UInt8>?
             /// Whether it has a `sum` (`RecordingLine.checkSum` reads it from the line's end).
@@ -120,6 +120,7 @@ extension RecordingJSON {
                         else if try once("sum", 64) { try parser.skipValue(depth: 1); fields.hasSum = true }
                         else if try once("reload", 128) { fields.reload = try parser.value(depth: 1) }
                         else if try once("failure", 256) { fields.failure = try parser.value(depth: 1) }
+                        else if try once("random", 512) { fields.random = try parser.value(depth: 1) }
                         else {
                             try parser.skipValue(depth: 1)
                             if fields.unknown == nil { fields.unknown = name ?? String(decoding: written, as: UTF8.self) }

@@ -8,9 +8,10 @@ public enum RecordingLine {
     public static let format = "luastore-recording"
     /// The format version this build writes (4: the header has the store's clock and each entry its time; 3: every
     /// line ends with its `sum`, the header has its `seq`).
-    public static let version: Int64 = 5
-    /// The format versions this build reads (2: no sums, no `seq` in the header; before 4, no times).
-    public static let readableVersions: ClosedRange<Int64> = 2...5
+    public static let version: Int64 = 6
+    /// The format versions this build reads (2: no sums, no `seq` in the header; before 4, no times; before 6, no
+    /// `random`).
+    public static let readableVersions: ClosedRange<Int64> = 2...6
 
     /// The header line.
     public static func header(app: String, start: JournalStart) throws -> String {
@@ -46,6 +47,7 @@ public enum RecordingLine {
             }
             line.append(UInt8(ascii: "]"))
         }
+        if let random = start.random { appendRandom(random, to: &line) }
         line.append(contentsOf: #","state":"#.utf8)
         try RecordingJSON.encode(start.state, into: &line)
         appendSum(to: &line, from: 0)
@@ -279,10 +281,18 @@ public enum RecordingLine {
             line.append(contentsOf: #","changes":"#.utf8)
             try append(entry.changes, to: &line)
         }
+        if let random = entry.random { appendRandom(random, to: &line) }
         line.append(contentsOf: #","scripts":""#.utf8)
         line.append(contentsOf: entry.scripts.utf8)
         line.append(UInt8(ascii: "\""))
         appendSum(to: &line, from: start)
+    }
+
+    /// Appends the `random` field: the state of `math.random`'s generator, 64 hexadecimal digits.
+    private static func appendRandom(_ random: LuaRandomState, to line: inout [UInt8]) {
+        line.append(contentsOf: #","random":""#.utf8)
+        line.append(contentsOf: random.description.utf8)
+        line.append(UInt8(ascii: "\""))
     }
 
     private static let entryStart = Array(#"{"seq":"#.utf8)
@@ -322,6 +332,7 @@ public enum RecordingLine {
             } else {
                 try append(run.changes(at: position), to: &output)
             }
+            if let random = run.random, sequence == run.lastSequence { appendRandom(random, to: &output) }
             output.append(contentsOf: end)
             sums.appendSuffix(to: &output, from: start)
             output.append(10)

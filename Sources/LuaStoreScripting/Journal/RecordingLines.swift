@@ -61,6 +61,8 @@ public struct RecordingLines {
     public private(set) var last: UInt64?
     /// The time of the last entry read (the header's `time` for none), in milliseconds since 1970-01-01 UTC.
     public var time: Int64 { reader.time }
+    /// The state of `math.random`'s generator after the last entry read (`RecordingReader.random`).
+    public var random: LuaRandomState? { reader.random }
 
     /// Reads the header from `lines`. `passingOverKept`: entries the header's state already holds (their sequence
     /// number is at most the header's) are passed over rather than refused.

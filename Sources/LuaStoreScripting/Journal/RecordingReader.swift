@@ -8,7 +8,7 @@ import LuaKit
 public struct RecordingReader: Sendable {
     /// What the header says.
     public struct Header: Sendable {
-        /// The format version (`RecordingLine.readableVersions`: 2 to 5).
+        /// The format version (`RecordingLine.readableVersions`: 2 to 6).
         public var version: Int64
         /// The app's name (its folder's name, as the recorder was given it).
         public var app: String
@@ -33,6 +33,8 @@ public struct RecordingReader: Sendable {
 
         /// The latest actions sent with an id before the header's entry (format 5 on: a durable store's snapshot).
         public var clientActions: [ClientAction] = []
+        /// The state of `math.random`'s generator at the header's entry (format 6 on); nil: as every VM starts it.
+        public var random: LuaRandomState?
 
         /// The time the first entry's `dt` counts from, in milliseconds since 1970-01-01 UTC (0 before format 4).
         public var time: Int64 = 0
@@ -47,7 +49,9 @@ public struct RecordingReader: Sendable {
 
         /// What a recorder writes for this header.
         public var start: JournalStart {
-            JournalStart(state: state, scripts: scripts, schemaVersion: schemaVersion, sequence: sequence ?? 0, time: time, clock: clock)
+            var start = JournalStart(state: state, scripts: scripts, schemaVersion: schemaVersion, sequence: sequence ?? 0, time: time, clock: clock)
+            start.random = random
+            return start
         }
     }
 
@@ -64,6 +68,9 @@ public struct RecordingReader: Sendable {
     private var lastDigestText: [UInt8] = []
     /// The time of the last entry read (the header's `time` before the first), in milliseconds since 1970-01-01 UTC.
     public private(set) var time: Int64
+    /// The state of `math.random`'s generator after the last entry read, as the latest line that told it said (the
+    /// header's before any; nil: as every VM starts it).
+    public private(set) var random: LuaRandomState?
 
     /// Reads the header line.
     public init(header line: ArraySlice<UInt8>) throws(Malformed) {
@@ -99,7 +106,7 @@ public struct RecordingReader: Sendable {
         }
         if version >= 3 { try RecordingLine.checkSum(line) }
         try Self.allow(object, ["format", "version", "app", "schemaVersion", "scripts", "state"] + (version >= 3 ? ["seq", "sum"] : [])
-                       + (version >= 4 ? ["time", "started", "utcOffset", "environment"] : []) + (version >= 5 ? ["clients"] : []),
+                       + (version >= 4 ? ["time", "started", "utcOffset", "environment"] : []) + (version >= 5 ? ["clients"] : []) + (version >= 6 ? ["random"] : []),
                        in: "the header")
         guard case .string(let app)? = object["app"] else { throw Malformed(description: "the header's \"app\" must be a string") }
         guard case .integer(let schemaVersion)? = object["schemaVersion"] else { throw Malformed(description: "the header's \"schemaVersion\" must be an integer") }
@@ -125,6 +132,7 @@ public struct RecordingReader: Sendable {
         var header = Header(version: version, app: app, schemaVersion: schemaVersion, scripts: scripts, sequence: sequence, state: state)
         header.stateText = stateText
         if let clients = object["clients"] { header.clientActions = try Self.clientActions(clients, before: sequence ?? 0) }
+        if let random = object["random"] { header.random = try Self.random(random) }
         if version >= 4 {
             guard case .integer(let time)? = object["time"] else { throw Malformed(description: "the header's \"time\" must be an integer (milliseconds since 1970)") }
             guard case .integer(let started)? = object["started"] else {
@@ -152,6 +160,7 @@ public struct RecordingReader: Sendable {
         }
         self.header = header
         time = header.time
+        random = header.random
         expected = sequence.map { $0 + 1 }
     }
 
@@ -165,7 +174,8 @@ public struct RecordingReader: Sendable {
         let fields = try RecordingJSON.Value.entryFields(line)
         let seqJSON = fields.seq, origin = fields.origin, action = fields.action, reload = fields.reload
         let failure = fields.failure, changesJSON = fields.changes
-        if let unknown = fields.unknown ?? (!summed && fields.hasSum ? "sum" : nil) ?? (header.version < 4 && fields.dt != nil ? "dt" : nil) {
+        if let unknown = fields.unknown ?? (!summed && fields.hasSum ? "sum" : nil) ?? (header.version < 4 && fields.dt != nil ? "dt" : nil)
+            ?? (header.version < 6 && fields.random != nil ? "random" : nil) {
             throw Malformed(description: "an entry has a field the format does not define: \"\(unknown)\"")
         }
         guard case .integer(let seq)? = seqJSON, seq > 0 else { throw Malformed(description: "no \"seq\" (a positive integer)") }
@@ -175,6 +185,7 @@ public struct RecordingReader: Sendable {
                 ? "entry \(sequence) comes after entry \(expected - 1): entries are numbered one after another (a line repeated or out of order)"
                 : "entry \(sequence) follows entry \(expected - 1): \(sequence - expected) \(sequence - expected == 1 ? "entry is" : "entries are") missing")
         }
+        let random = try fields.random.map { value throws(Malformed) in try Self.random(value) }
         if let dt = fields.dt {
             guard case .integer(let delta) = dt, delta != 0, case (let sum, false) = time.addingReportingOverflow(delta) else {
                 throw Malformed(description: "\"dt\" must be a non-zero integer (the milliseconds since the line before)")
@@ -219,6 +230,7 @@ public struct RecordingReader: Sendable {
                 throw Malformed(description: "\"reload\" must be {\"from\": …, \"to\": …} or \"failed\"")
             }
             expected = sequence + 1
+            if let random { self.random = random }
             return nil
         case (let action?, nil):
             var recorded = RecordingLine.RecordedAction(sequence: sequence, action: try RecordingJSON.decode(action), changes: nil, failure: message,
@@ -229,8 +241,17 @@ public struct RecordingReader: Sendable {
                 recorded.changesJSON = changesJSON
             }
             expected = sequence + 1
+            if let random { self.random = random }
             return recorded
         }
+    }
+
+    /// The state of `math.random`'s generator a `random` field gives: 64 hexadecimal digits.
+    private static func random(_ value: RecordingJSON.Value) throws(Malformed) -> LuaRandomState {
+        guard case .string(let text) = value, let random = LuaRandomState(hexadecimal: text) else {
+            throw Malformed(description: "\"random\" must be 64 hexadecimal digits (the state of math.random's generator)")
+        }
+        return random
     }
 
     /// Refuses a field the format does not define (a damaged name reads as an unknown field).

@@ -178,12 +178,14 @@ public final class Replayer: Sendable {
 
     /// Starts a replay of the app in `folder` from `state` (nil: the app's `init`). `options` are the store's
     /// (effects are turned off; a `journal` given there hears every entry too). `clock`: the recorded store's, which
-    /// the store goes on with, loading and `init` reading `time` (each step then runs at its own).
-    public init(app folder: URL, from state: LuaValue?, clock: RecordedClock? = nil, time: Int64? = nil,
+    /// the store goes on with, loading and `init` reading `time` (each step then runs at its own). `random`: the
+    /// state of `math.random`'s generator with `state` (its header's).
+    public init(app folder: URL, from state: LuaValue?, clock: RecordedClock? = nil, time: Int64? = nil, random: LuaRandomState? = nil,
                 options: ScriptedStoreOptions) async throws(ScriptFailure) {
         var options = options
         options.performsEffects = false
         options.initialState = state
+        options.initialRandom = random
         if let clock { options.recordedClock = clock }
         if let time { options.initialTime = time }
         let heard = self.heard

@@ -171,6 +171,8 @@ public struct JournalStart: Sendable {
     /// of a durable store keeps them (the header's `clients`), so that a resent action is still known after the
     /// entries before it are gone.
     public var clientActions: [ClientAction] = []
+    /// The state of `math.random`'s generator at `sequence` (the header's `random`); nil: as every VM starts it.
+    public var random: LuaRandomState?
 
     /// A start holding these fields; `clientActions` starts empty.
     public init(state: LuaValue, scripts: String, schemaVersion: Int64, sequence: UInt64, time: Int64, clock: RecordedClock) {

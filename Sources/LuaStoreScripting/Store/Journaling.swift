@@ -21,6 +21,45 @@ struct Journaling {
     var history = History()
     /// The latest actions sent with an id.
     var clientActions = RecentClientActions(capacity: 10_000)
+    /// The state of `math.random`'s generator the journal last told of (an entry's, or where the store started):
+    /// an entry after which the reducers left it elsewhere tells where (`JournalEntry.random`).
+    var random: LuaRandomState?
+
+    /// What the journal's entries told of the generator (`JournalEntry.random`), by entry, oldest first, while a
+    /// history is kept: those time travel still reaches, and the last before them. (None told at or before an
+    /// entry: the generator was where the store started it, `randomStart`.)
+    private(set) var randomsTold: [(sequence: UInt64, random: LuaRandomState)] = []
+    /// The generator's state where the store started (nil: as every VM starts it): a resumed store's, a replay's.
+    var randomStart: LuaRandomState?
+
+    /// Notes what entry `sequence` told of the generator, for time travel and the history's export.
+    mutating func told(_ random: LuaRandomState?, at sequence: UInt64) {
+        guard history.limit > 0, let random else { return }
+        randomsTold.append((sequence, random))
+        // (What time travel no longer reaches goes: all but the last told before the oldest entry kept.)
+        if randomsTold.count > 64, let oldest = history.sequences.first {
+            let before = randomsTold.lastIndex { $0.sequence < oldest } ?? 0
+            if before > 32 { randomsTold.removeFirst(before) }
+        }
+    }
+
+    /// Forgets what entries after `sequence` told (time travel went on from an earlier entry).
+    mutating func dropRandoms(after sequence: UInt64) {
+        randomsTold.removeAll { $0.sequence > sequence }
+    }
+
+    /// The generator's state just after entry `sequence` (nil: as every VM starts it), as far as the journal told.
+    func random(after sequence: UInt64) -> LuaRandomState? {
+        randomsTold.last { $0.sequence <= sequence }?.random ?? randomStart
+    }
+
+    /// The generator's state `now`, when it differs from what the journal last told (before anything, `start`:
+    /// where the VM started it): the journal tells it from the next entry on.
+    mutating func randomMoved(to now: LuaRandomState?, start: LuaRandomState?) -> LuaRandomState? {
+        guard let now, now != (random ?? start) else { return nil }
+        random = now
+        return now
+    }
 
     /// Changes who hears the journal; `body`'s result.
     mutating func changeListeners<T>(_ body: (inout JournalListeners) -> T) -> T {

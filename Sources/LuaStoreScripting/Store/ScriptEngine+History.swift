@@ -70,6 +70,10 @@ extension ScriptEngine {
         runtime.truncateHistory()
         journal.history.truncate(after: index)
         journal.clientActions.drop(after: sequence) // (their actions no longer lead to this state)
+        // (The generator as the reducers left it just after `sequence`: the store draws on from there.)
+        journal.dropRandoms(after: sequence)
+        vm.randomState = journal.random(after: sequence) ?? vm.startingRandomState
+        journal.random = journal.random(after: sequence)
         try? runtime.markAllDirty()
         snapshotForPersistence() // (the journal's later entries no longer lead to this state)
         flush()

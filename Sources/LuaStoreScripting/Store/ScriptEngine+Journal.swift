@@ -17,9 +17,10 @@ extension ScriptEngine {
                           duration: Duration = .zero, snapshotting: Bool = true) throws(LuaError) {
         let encoded = if let records { records } else { try runtime.encoded() }
         let converted = encoded.isWritten ? nil : try runtime.collected()
-        let run = JournalRun(firstSequence: journal.advance(by: actions.count), actions: actions, origin: origin, firstPosition: first,
+        var run = JournalRun(firstSequence: journal.advance(by: actions.count), actions: actions, origin: origin, firstPosition: first,
                              encoded: encoded, converted: converted, commands: commands, duration: duration, scripts: app.digest,
                              time: vm.clockMillis)
+        run.random = journal.randomMoved(to: vm.randomState, start: vm.startingRandomState)
         journal.listeners.recorder?.append(run: run)
         journal.listeners.persistence?.recorder.append(run: run)
         // (Not while a failed action's writes are still in the state: `snapshotting` false, the caller snapshots
@@ -38,6 +39,7 @@ extension ScriptEngine {
                                  scripts: app.digest)
         entry.duration = duration
         entry.time = vm.clockMillis
+        entry.random = journal.randomMoved(to: vm.randomState, start: vm.startingRandomState)
         deliver(entry, kept: kept ?? (failure == nil))
     }
 
@@ -46,6 +48,7 @@ extension ScriptEngine {
         var start = JournalStart(state: state, scripts: app.digest, schemaVersion: app.schemaVersion, sequence: journal.sequence,
                                  time: vm.clockMillis, clock: clock.recorded)
         start.clientActions = journal.clientActions.all
+        start.random = vm.randomState.flatMap { $0 == vm.startingRandomState ? nil : $0 }
         return start
     }
 
@@ -53,6 +56,7 @@ extension ScriptEngine {
     /// recorder has it already (in its run).
     func deliver(_ entry: JournalEntry, kept: Bool, recorded: Bool = false) {
         if journal.history.limit > 0, kept { keepInHistory(entry.sequence, changeCount: entry.changeCount, time: entry.time) }
+        journal.told(entry.random, at: entry.sequence)
         journal.hear(entry, recorded: recorded)
         if case .reload = entry.event { snapshotForPersistence() } // (a migration's changes are not in its entry)
     }

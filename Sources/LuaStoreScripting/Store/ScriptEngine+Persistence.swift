@@ -50,6 +50,10 @@ extension ScriptEngine {
         }
         journal.resume(at: resumed.sequence)
         for action in resumed.clientActions { journal.clientActions.append(action) }
+        // (The generator as the reducers left it: the store draws on from there, as the first run did.)
+        vm.randomState = resumed.random ?? vm.startingRandomState
+        journal.random = resumed.random
+        journal.randomStart = resumed.random
         if resumed.schemaVersion > app.schemaVersion {
             throw ScriptFailure(stage: .migrate, error: LuaError(
                 .runtime, "the store's database was written by schemaVersion \(resumed.schemaVersion), newer than this app's \(app.schemaVersion): run the newer app (the database is left as it is)",

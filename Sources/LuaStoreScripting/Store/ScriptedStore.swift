@@ -44,6 +44,9 @@ public struct ScriptedStoreOptions: Sendable {
     public var subscriptionsChanged: (@Sendable (SubscriptionChange) -> Void)?
     /// The state to start from instead of running the app's `init` (a replay from a recorded point).
     public var initialState: LuaValue?
+    /// The state of `math.random`'s generator to start from with `initialState` (a recording's header's `random`;
+    /// nil: as every VM starts it), so that a replay from a recorded point draws what the recorded store drew.
+    public var initialRandom: LuaRandomState?
     /// Hears the session journal: every action reduced (with what it changed) or refused (with why), and every
     /// reload, in order, on the store's thread (keep it quick: hand the entry to another thread to write it).
     /// Costs what each action changed, never the state's size; actions are then reduced one at a time.
@@ -167,6 +170,11 @@ public final class ScriptedStore: Sendable {
                 listeners.sends = sends
             }
             engine.journal.clientActions.capacity = options.rememberedClientActions
+            if options.persistence == nil, options.initialState != nil, let random = options.initialRandom {
+                engine.vm.randomState = random
+                engine.journal.random = random
+                engine.journal.randomStart = random
+            }
             if let persistence = options.persistence { try engine.startPersisting(persistence) }
             engine.subscriptions.changed = options.subscriptionsChanged
             engine.runs.notificationInterval = options.notification.maximumActions
@@ -492,6 +500,15 @@ public final class ScriptedStore: Sendable {
     /// The initial state as the journal starts from it, and the scripts' digest: what a recording's header holds.
     public func journalStart() async throws(LuaError) -> JournalStart {
         try await onThread { engine throws(LuaError) in engine.journalStart(state: try engine.state()) }
+    }
+
+    /// The state of `math.random`'s generator just after journal entry `sequence`, as the reducers left it (nil: as
+    /// every VM starts it) — where a recording of the history from there starts (`JournalStart.random`). Known for
+    /// the entries the history keeps (`historyEntries`) and those before them.
+    public func randomState(after sequence: UInt64) async -> LuaRandomState? {
+        await withCheckedContinuation { continuation in
+            thread.async { [engine] in continuation.resume(returning: engine.journal.random(after: sequence)) }
+        }
     }
 
     // MARK: Reading

@@ -69,6 +69,9 @@ public struct PersistedStart: Sendable {
     public var clock: RecordedClock
     /// The latest actions sent with an id that it includes, oldest first (its snapshot's and its entries').
     public var clientActions: [ClientAction] = []
+    /// The state of `math.random`'s generator after its last entry (nil: as every VM starts it): the store draws on
+    /// from there, so a resumed store never draws again what it drew before.
+    public var random: LuaRandomState?
 
     /// The state, decoded from `text` where that holds it; why not, in words.
     public func decodedState() throws(PersistenceFailure) -> LuaValue {

@@ -1,0 +1,118 @@
+import Foundation
+import LuaKit
+import LuaStoreCore
+import LuaStorePersistence
+import LuaStoreScripting
+import LuaStoreTestSupport
+import Testing
+
+/// `math.random` in a durable store: the journal records where the reducers left the generator, so a store reopened
+/// from its database draws on from there — the numbers an uninterrupted run draws, never again those it drew before
+/// the restart (which gave the same ids again and overwrote the items keyed by them) — and a replay from a later
+/// point draws what the session drew. Readers draw from a copy: observing every action changes nothing the
+/// reducers draw.
+@Suite struct RandomResumeTests {
+    /// Items keyed by a random id; a failed action draws before it fails (its draw stays: the next action draws on);
+    /// props draw too, and show it.
+    static let app = """
+        local app = {}
+        function app.init() return { items = {}, count = 0, first = math.random(1, 1000) } end
+        function app.reduce(state, action)
+          local id = tostring(math.random(1, 1 << 40))
+          if action.type == "boom" then error("boom after drawing " .. id) end
+          state.items[id] = action.label
+          state.count = state.count + 1
+        end
+        function app.props(state) return { count = state.count, noise = math.random(1, 1000) } end
+        return app
+        """
+
+    static func actions() -> [LuaValue] {
+        (1...9).map { index in index == 5 ? ["type": "boom"] : ["type": "add", "label": .string("n\(index)")] }
+    }
+
+    func open(_ folder: URL, _ path: String, snapshotEvery: UInt64, observed: Bool) async throws -> (ScriptedStore, StoreDatabase) {
+        let database = try StoreDatabase(path: path, app: "app", durability: .full, snapshotInterval: snapshotEvery)
+        var options = StoreDatabaseTests.options
+        options.persistence = database
+        if observed { options.notification = .everyAction }
+        let store = try await ScriptedStore(app: folder, options: options)
+        if observed { store.observeProps { _ in .active } }
+        return (store, database)
+    }
+
+    func close(_ store: ScriptedStore, _ database: StoreDatabase) async {
+        store.shutdown()
+        await store.barrier()
+        #expect(database.close() == nil)
+    }
+
+    /// The state nine actions make in one store that never stops, nothing observed.
+    func uninterrupted(_ folder: URL) async throws -> LuaValue {
+        let store = try await ScriptedStore(app: folder, options: StoreDatabaseTests.options)
+        defer { store.shutdown() }
+        for action in Self.actions() { _ = await store.send(action) }
+        return try await store.state()
+    }
+
+    @Test(arguments: [1, 2, 10_000] as [UInt64], [false, true])
+    func aReopenedStoreDrawsWhatAnUninterruptedOneDraws(snapshotEvery: UInt64, observed: Bool) async throws {
+        let folder = try CLI.makeApp(Self.app)
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("luastore-random-\(UUID().uuidString).db").path
+        defer {
+            try? FileManager.default.removeItem(at: folder)
+            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+        }
+        let expected = try await uninterrupted(folder)
+        guard case .table(let items) = expected["items"] else {
+            Issue.record("no items: \(expected)")
+            return
+        }
+        #expect(items.count == 8, "eight ids, all different: \(items)")
+        // Three stops: before the failed action, right after it, and near the end.
+        let actions = Self.actions()
+        var start = 0
+        for stop in [3, 5, 8, actions.count] {
+            let (store, database) = try await open(folder, path, snapshotEvery: snapshotEvery, observed: observed)
+            for action in actions[start..<stop] { _ = await store.send(action) }
+            if stop == actions.count { #expect(try await store.state() == expected, "after stops at 3, 5 and 8") }
+            await close(store, database)
+            start = stop
+        }
+        let (reopened, database) = try await open(folder, path, snapshotEvery: snapshotEvery, observed: observed)
+        #expect(try await reopened.state() == expected, "reopened once more")
+        await close(reopened, database)
+    }
+
+    /// A replay from a header taken in the middle of a session (as a snapshot's, or an export's) draws what the
+    /// session drew after it: every entry's changes are the same (they were not: its generator started afresh).
+    @Test func aReplayFromALaterPointDrawsWhatTheSessionDrew() async throws {
+        let folder = try CLI.makeApp(Self.app)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let heard = Protected<[JournalEntry]>([])
+        var options = StoreDatabaseTests.options
+        options.journal = { entry in heard.withLock { $0.append(entry) } }
+        let store = try await ScriptedStore(app: folder, options: options)
+        defer { store.shutdown() }
+        let actions = Self.actions()
+        for action in actions[..<4] { _ = await store.send(action) }
+        let start = try await store.journalStart()
+        #expect(start.random != nil, "the reducers moved the generator: the header tells where")
+        // (Through the header's line and back, as a recording carries it.)
+        let line = try RecordingLine.header(app: "app", start: start)
+        let header = try RecordingReader(header: ArraySlice(line.utf8)).header
+        #expect(header.random == start.random)
+        for action in actions[4...] { _ = await store.send(action) }
+        await store.barrier()
+        let session = heard.withLock { $0 }.filter { $0.sequence > start.sequence }
+
+        let replayer = try await Replayer(app: folder, from: header.state, random: header.random, options: StoreDatabaseTests.options)
+        defer { replayer.store.shutdown() }
+        let replayed = await replayer.reduce(actions[4...])
+        #expect(replayed.count == session.count)
+        for (now, then) in zip(replayed, session) {
+            #expect(now?.changes == then.changes && now?.failure?.error.message == then.failure?.error.message,
+                    "entry \(then.sequence): \(String(describing: now?.changes)) against \(then.changes)")
+        }
+    }
+}
