@@ -84,6 +84,29 @@ import Testing
         await close(reopened, database)
     }
 
+    /// Time travel's rewind goes on from an entry with the generator as the reducers left it there: the actions
+    /// after it draw what they drew the first time (the same state as a store that never went further); so does the
+    /// devtools' way of reading it, `randomState(after:)`, for an export's header.
+    @Test func aRewindGoesOnWithTheGeneratorOfItsEntry() async throws {
+        let folder = try CLI.makeApp(Self.app)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        var options = StoreDatabaseTests.options
+        options.historyEntries = 100
+        let actions = Self.actions()
+        let straight = try await ScriptedStore(app: folder, options: options)
+        defer { straight.shutdown() }
+        for action in actions[..<6] { _ = await straight.send(action) }
+        let traveled = try await ScriptedStore(app: folder, options: options)
+        defer { traveled.shutdown() }
+        for action in actions[..<4] { _ = await traveled.send(action) }
+        let atFour = await traveled.randomState(after: 4)
+        for action in actions[4...] { _ = await traveled.send(action) }
+        #expect(await traveled.randomState(after: 4) == atFour && atFour != nil)
+        try await traveled.rewind(to: 4)
+        for action in actions[4..<6] { _ = await traveled.send(action) }
+        #expect(try await traveled.state() == (try await straight.state()))
+    }
+
     /// A replay from a header taken in the middle of a session (as a snapshot's, or an export's) draws what the
     /// session drew after it: every entry's changes are the same (they were not: its generator started afresh).
     @Test func aReplayFromALaterPointDrawsWhatTheSessionDrew() async throws {
