@@ -25,7 +25,8 @@ local isSpy, spyMethods, spyApi, stubApi, mockApi = S.isSpy, S.spyMethods, S.spy
 
 local fillers = { a = true, an = true, the = true, is = true, are = true, was = true, has = true, does = true }
 local negations = { ["not"] = true, no = true }
-local assertions = {}   -- name -> function(arguments, state) -> ok, message, negatedMessage
+local assertions = {}   -- name -> function(arguments, state) -> ok, message, negatedMessage (each a text, or a
+                        -- function making it: called only when the assertion fails)
 local modifiers = {}    -- name -> function(state, arguments): binds a value (spy, array, message)
 
 local arities = {}       -- name -> how many arguments it takes: the one after them is the failure's own message
@@ -164,6 +165,9 @@ chainMeta.__call = function(self, ...)
   local ok, message, negatedMessage, returned, given = check(arguments, state)
   if negated then ok, message = not ok, negatedMessage end
   if not ok then
+    -- (An assertion's words are made only when it fails — luassert formats a failure's values then, and a
+    -- formatter a spec added runs for those alone: `message` is a function making them.)
+    if type(message) == "function" then message = message() end
     -- (A message given after the assertion's arguments — `assert.are.equal(1, 2, "numbers differ")` — or by
     -- `assert.message(m)` comes first, on a line of its own, as luassert writes it. A registered assertion whose
     -- message `say` does not know has none: then luassert says only "assertion failed!".)
@@ -216,7 +220,8 @@ local function registerIn(_, kind, name, fn, positive, negative)
     arities[name] = nil
     assertions[name] = function(arguments, state)
       local bound = state.luassert or luassertState(state, false)
-      return fn(bound, arguments, 3) and true or false, sayText(positive, arguments), sayText(negative, arguments)
+      return fn(bound, arguments, 3) and true or false, function() return sayText(positive, arguments) end,
+        function() return sayText(negative, arguments) end
     end
   else
     namespaces[kind] = namespaces[kind] or {}
@@ -355,29 +360,33 @@ register({ "same" }, function(a)
   needs(a, "same", 2)
   local expected, actual = a[1], a[2]
   local equal, crumbs = deepcompare(expected, actual, true)
-  return equal, compareMessage("Expected objects to be the same.", actual, expected, crumbs),
-    compareMessage("Expected objects to not be the same.", actual, expected, crumbs, true)
+  return equal, function() return compareMessage("Expected objects to be the same.", actual, expected, crumbs) end,
+    function() return compareMessage("Expected objects to not be the same.", actual, expected, crumbs, true) end
 end, 2)
 
 register({ "equals", "equal" }, function(a)
   needs(a, "equals", 2)
   local expected, actual = a[1], a[2]
-  return actual == expected, compareMessage("Expected objects to be equal.", actual, expected),
-    compareMessage("Expected objects to not be equal.", actual, expected, nil, true)
+  return actual == expected, function() return compareMessage("Expected objects to be equal.", actual, expected) end,
+    function() return compareMessage("Expected objects to not be equal.", actual, expected, nil, true) end
 end, 2)
 
-register({ "near" }, function(a)
+register({ "near" }, function(a, state)
   needs(a, "near", 3)
-  local expected, actual, tolerance = tonumber(a[1]), tonumber(a[2]), tonumber(a[3]) -- (numeric strings too, as luassert)
-  for i, number in ipairs({ expected, actual, tolerance }) do
-    if number == nil then
-      fail("bad argument #" .. i .. " to 'near' (number or object convertible to a number expected, got " .. typed(a[i]) .. ")", 3)
+  local numbers = { tonumber(a[1]), tonumber(a[2]), tonumber(a[3]) } -- (numeric strings too, as luassert)
+  for i = 1, 3 do
+    -- (luassert shows each argument as it checks it, whether or not the assertion holds: a formatter a spec
+    -- added sees the three — but not where a matcher runs it, which showed its own as it was made.)
+    local shown = not state.matching and typed(a[i])
+    if numbers[i] == nil then
+      fail("bad argument #" .. i .. " to 'near' (number or object convertible to a number expected, got " .. (shown or typed(a[i])) .. ")", 3)
     end
   end
-  local around = typed(a[1]) .. " +/- " .. tostring(tolerance)
+  local expected, actual, tolerance = numbers[1], numbers[2], numbers[3]
+  local function around() return typed(a[1]) .. " +/- " .. tostring(tolerance) end
   return actual >= expected - tolerance and actual <= expected + tolerance,
-    "Expected values to be near.\nPassed in:\n" .. typed(a[2]) .. "\nExpected:\n" .. around,
-    "Expected values to not be near.\nPassed in:\n" .. typed(a[2]) .. "\nDid not expect:\n" .. around
+    function() return "Expected values to be near.\nPassed in:\n" .. typed(a[2]) .. "\nExpected:\n" .. around() end,
+    function() return "Expected values to not be near.\nPassed in:\n" .. typed(a[2]) .. "\nDid not expect:\n" .. around() end
 end, 3)
 
 -- `matches` and `error_matches` take `init` and `plain` after the pattern, and a failure's message among them: the
@@ -396,18 +405,19 @@ local function messageAndOptions(a, from)
   return message, options[1], options[2]
 end
 
-register({ "matches", "match" }, function(a)
+register({ "matches", "match" }, function(a, state)
   local given, init, plain = messageAndOptions(a, 3)
   local pattern, actual = a[1], a[2]
+  if not state.matching then typed(actual) end -- (luassert shows the value as it checks it, as `near` does its own)
   if type(actual) ~= "string" and type(actual) ~= "number" then
-    return false, compareMessage("Expected a string to match the pattern.", actual, pattern),
-      compareMessage("Expected the value not to match the pattern.", actual, pattern)
+    return false, function() return compareMessage("Expected a string to match the pattern.", actual, pattern) end,
+      function() return compareMessage("Expected the value not to match the pattern.", actual, pattern) end
   end
   -- (What luassert's `matches` returns: the captures — the pattern, when plain — or nothing.)
   local found = tostring(actual):find(pattern, init, plain) ~= nil
   local captures = plain and (found and pack(pattern) or pack()) or pack(tostring(actual):match(pattern, init))
-  return found, compareMessage("Expected strings to match.", actual, pattern),
-    compareMessage("Expected strings not to match.", actual, pattern, nil, true), captures, given
+  return found, function() return compareMessage("Expected strings to match.", actual, pattern) end,
+    function() return compareMessage("Expected strings not to match.", actual, pattern, nil, true) end, captures, given
 end)
 
 register({ "unique" }, function(a)
@@ -424,8 +434,8 @@ register({ "unique" }, function(a)
       if i ~= j and ((deep and deepcompare(item, other, true)) or (not deep and item == other)) then duplicate = true end
     end
   end
-  return not duplicate, "Expected object to be unique:\n" .. typed(list),
-    "Expected object to not be unique:\n" .. typed(list), nil, given
+  return not duplicate, function() return "Expected object to be unique:\n" .. typed(list) end,
+    function() return "Expected object to not be unique:\n" .. typed(list) end, nil, given
 end)
 
 -- Errors: the message without its "file:line: " position is compared (luassert's rule).
@@ -451,12 +461,12 @@ register({ "error", "errors" }, function(a)
   local caught = stripPosition(problem)
   local returned = pack(unpack(a, 1, a.n)) -- (what luassert's `has_error` returns: the error caught, then the rest)
   returned[1] = caught
-  local shownExpected = expected == nil and "(error)" or typed(expected)
+  local function shownExpected() return expected == nil and "(error)" or typed(expected) end
   if ok then
-    return false, "Expected a different error.\nCaught:\n(no error)\nExpected:\n" .. shownExpected,
+    return false, function() return "Expected a different error.\nCaught:\n(no error)\nExpected:\n" .. shownExpected() end,
       "Expected no error, but caught:\n(no error)", returned
   end
-  if expected == nil then return true, "", "Expected no error, but caught:\n" .. typed(caught), returned end
+  if expected == nil then return true, "", function() return "Expected no error, but caught:\n" .. typed(caught) end, returned end
   local matched
   if type(expected) == "string" and hasToString(caught) then -- (an error object compared with text as text)
     caught = tostring(caught)
@@ -467,8 +477,8 @@ register({ "error", "errors" }, function(a)
     matched = deepcompare(expected, caught, true)
   end
   returned[1] = caught
-  return matched, "Expected a different error.\nCaught:\n" .. typed(caught) .. "\nExpected:\n" .. typed(expected),
-    "Expected no error, but caught:\n" .. typed(caught), returned
+  return matched, function() return "Expected a different error.\nCaught:\n" .. typed(caught) .. "\nExpected:\n" .. typed(expected) end,
+    function() return "Expected no error, but caught:\n" .. typed(caught) end, returned
 end, 2)
 
 register({ "error_matches", "error_match", "matches_error", "match_error" }, function(a)
@@ -487,12 +497,12 @@ register({ "error_matches", "error_match", "matches_error", "match_error" }, fun
   -- (luassert's words: `has_error`'s; it gives back the error caught and the rest, or the captures when it matched.)
   local returned = pack(unpack(a, 1, a.n))
   returned[1] = problem
-  local function words(caught)
-    return "Expected a different error.\nCaught:\n" .. caught .. "\nExpected:\n" .. typed(pattern),
-      "Expected no error, but caught:\n" .. caught
+  local function words(caught) -- (`caught`: a function making how the error caught is shown)
+    return function() return "Expected a different error.\nCaught:\n" .. caught() .. "\nExpected:\n" .. typed(pattern) end,
+      function() return "Expected no error, but caught:\n" .. caught() end
   end
   if ok then
-    local positive, negative = words("(no error)")
+    local positive, negative = words(function() return "(no error)" end)
     return false, positive, negative, returned, given
   end
   if problem == nil and pattern == nil then return true, "", "Expected no error, but caught:\n(nil)", pack(), given end
@@ -511,33 +521,34 @@ register({ "error_matches", "error_match", "matches_error", "match_error" }, fun
       if matched then returned = captures end
     end
   end
-  local positive, negative = words(typed(problem))
+  local positive, negative = words(function() return typed(problem) end)
   return matched, positive, negative, returned, given
 end)
 
 register({ "truthy" }, function(a)
   needs(a, "truthy", 1)
-  return a[1] ~= nil and a[1] ~= false, "Expected to be truthy, but value was:\n" .. typed(a[1]),
-    "Expected to not be truthy, but value was:\n" .. typed(a[1])
+  return a[1] ~= nil and a[1] ~= false, function() return "Expected to be truthy, but value was:\n" .. typed(a[1]) end,
+    function() return "Expected to not be truthy, but value was:\n" .. typed(a[1]) end
 end, 1)
 register({ "falsy" }, function(a)
   needs(a, "falsy", 1)
-  return a[1] == nil or a[1] == false, "Expected to be falsy, but value was:\n" .. typed(a[1]),
-    "Expected to not be falsy, but value was:\n" .. typed(a[1])
+  return a[1] == nil or a[1] == false, function() return "Expected to be falsy, but value was:\n" .. typed(a[1]) end,
+    function() return "Expected to not be falsy, but value was:\n" .. typed(a[1]) end
 end, 1)
 
 for _, literal in ipairs({ { "true", true }, { "false", false } }) do
   register({ literal[1] }, function(a)
-    return a[1] == literal[2], "Expected objects to be the same.\nPassed in:\n" .. typed(a[1]) .. "\nExpected:\n" .. typed(literal[2]),
-      "Expected objects to not be the same.\nPassed in:\n" .. typed(a[1]) .. "\nDid not expect:\n" .. typed(literal[2])
+    return a[1] == literal[2],
+      function() return "Expected objects to be the same.\nPassed in:\n" .. typed(a[1]) .. "\nExpected:\n" .. typed(literal[2]) end,
+      function() return "Expected objects to not be the same.\nPassed in:\n" .. typed(a[1]) .. "\nDid not expect:\n" .. typed(literal[2]) end
   end, 1)
 end
 
 -- (`is_nil(v)` and the others are luassert's `same` of the value and a type, in its words: "Expected: type nil".)
 for _, kind in ipairs({ "nil", "boolean", "number", "string", "table", "function", "userdata", "thread" }) do
   register({ kind }, function(a)
-    return type(a[1]) == kind, "Expected objects to be the same.\nPassed in:\n" .. typed(a[1]) .. "\nExpected:\ntype " .. kind,
-      "Expected objects to not be the same.\nPassed in:\n" .. typed(a[1]) .. "\nDid not expect:\ntype " .. kind
+    return type(a[1]) == kind, function() return "Expected objects to be the same.\nPassed in:\n" .. typed(a[1]) .. "\nExpected:\ntype " .. kind end,
+      function() return "Expected objects to not be the same.\nPassed in:\n" .. typed(a[1]) .. "\nDid not expect:\ntype " .. kind end
   end, 1)
 end
 
@@ -562,7 +573,7 @@ register({ "holes" }, function(a, state)
     if t[i] == nil then hole = i break end
   end
   return hole ~= nil, "Expected array to have holes, but none was found.\n",
-    "Expected array to not have holes, hole found at position: " .. typed(hole) .. "\n", pack(hole)
+    function() return "Expected array to not have holes, hole found at position: " .. typed(hole) .. "\n" end, pack(hole)
 end)
 
 -- Spy assertions: assert.spy(s).was.called(n) and friends, in luassert's words.
@@ -612,8 +623,8 @@ local function listCheck(name, kept, did, never, shown)
     local list = s[kept]
     local ok, found = spyMethods[name](s, unpack(a, 1, a.n))
     found = found or (list[#list] and list[#list].vals)
-    return ok, never .. "\n" .. shown .. " (last call if any):\n" .. valuesList(found) .. "\nExpected:\n" .. valuesList(a),
-      did .. "\n" .. shown .. " (last matching call):\n" .. valuesList(found) .. "\nDid not expect:\n" .. valuesList(a)
+    return ok, function() return never .. "\n" .. shown .. " (last call if any):\n" .. valuesList(found) .. "\nExpected:\n" .. valuesList(a) end,
+      function() return did .. "\n" .. shown .. " (last matching call):\n" .. valuesList(found) .. "\nDid not expect:\n" .. valuesList(a) end
   end)
 end
 listCheck("called_with", "calls", "Function was called with matching arguments at least once.",
@@ -656,8 +667,9 @@ local function matcherFor(name, negated, arguments)
     error("bad argument #2 to 'matches' (number expected, got " .. type(arguments[2]) .. ")", 2)
   elseif name == "near" then
     for i = 1, 2 do
+      local shown = typed(arguments[i]) -- (shown as it is checked, as luassert shows it: a spec's formatter sees both)
       if tonumber(arguments[i]) == nil then
-        error("bad argument #" .. i .. " to 'near' (number or object convertible to a number expected, got " .. typed(arguments[i]) .. ")", 2)
+        error("bad argument #" .. i .. " to 'near' (number or object convertible to a number expected, got " .. shown .. ")", 2)
       end
     end
   end
@@ -688,7 +700,7 @@ local function matcherFor(name, negated, arguments)
       a = { n = arguments.n + 1, arguments[1], value }
       for i = 2, arguments.n do a[i + 1] = arguments[i] end
     end
-    local ok = check(a, {})
+    local ok = check(a, { matching = true })
     if negated then return not ok end
     return ok
   end, name, arguments, negated)
