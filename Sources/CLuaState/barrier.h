@@ -165,13 +165,13 @@ typedef struct Barrier {
     size_t stampLast;           /* ... of the call before (for giving back the slots of a large one) */
     const void *lastProxy;      /* the proxy whose real table `__newindex` found last, in the call `lastEpoch`; */
     uint64_t lastEpoch;         /* the control's LAST_REAL holds that table (see `push_last_real`) */
-    uint64_t *random;           /* `math.random`'s generator (the guard's `random`; NULL: not found) */
-    uint64_t readerRandom[4];   /* its state as a reader began (`set_mode`): put back as the reader ends */
     unsigned notedNext;         /* the slot of `noted` written next */
     NotedSlot noted[NOTED_SLOTS];
     DuePlace duePlaces[DUE_PLACES];
     ScalarWrite writes[SCALAR_WRITES];
     PathSlot paths[PATH_SLOTS];
+    uint64_t *random;           /* `math.random`'s generator (the guard's `random`; NULL: not found) */
+    uint64_t readerRandom[4];   /* its state as a reader began (`set_mode`): put back as the reader ends */
 } Barrier;
 
 

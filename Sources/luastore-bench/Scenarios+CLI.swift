@@ -57,9 +57,16 @@ extension Scenarios {
 
     /// Runs `luastore arguments` (output discarded) and returns how long it took; it must exit 0.
     func timeLuastore(_ binary: URL, _ arguments: [String]) throws -> Duration {
+        try Self.timeProcess(binary, arguments, named: "luastore")
+    }
+
+    /// Runs `executable arguments` in `directory` (output discarded) and returns how long it took; it must exit 0
+    /// (else a failure naming it as `name`).
+    static func timeProcess(_ executable: URL, _ arguments: [String], in directory: URL? = nil, named name: String) throws -> Duration {
         let process = Process()
-        process.executableURL = binary
+        process.executableURL = executable
         process.arguments = arguments
+        if let directory { process.currentDirectoryURL = directory }
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         let clock = ContinuousClock()
@@ -68,7 +75,7 @@ extension Scenarios {
         process.waitUntilExit()
         let elapsed = clock.now - start
         guard process.terminationStatus == 0 else {
-            throw BenchFailure("luastore \(arguments.joined(separator: " ")) exited with \(process.terminationStatus)")
+            throw BenchFailure("\(name) \(arguments.joined(separator: " ")) exited with \(process.terminationStatus)")
         }
         return elapsed
     }

@@ -56,7 +56,7 @@ let groups: [(String, () async throws -> [Scenario])] = [
     ("reload", scenarios.reload), ("memory", scenarios.memoryAndLatency), ("strings", scenarios.strings),
     ("strings_scripts", scenarios.stringScripts), ("record", scenarios.journal), ("persist", scenarios.persistence), ("send", scenarios.send),
     ("plugins", scenarios.plugins), ("mounted", scenarios.mountedDispatch), ("stores", scenarios.manyStores),
-    ("cli", scenarios.cli), ("inputs", scenarios.inputs),
+    ("cli", scenarios.cli), ("inputs", scenarios.inputs), ("test", scenarios.specs),
     ("devtools", scenarios.devtools), ("serve", scenarios.serve), ("cluster", scenarios.cluster),
 ]
 for (name, run) in groups where only.map({ name.hasPrefix($0) || $0.hasPrefix(name) }) ?? true {

@@ -37,7 +37,7 @@ import Testing
                      "latency.p999_us", "persist.overhead_ratio_100k", "persist.bytes_per_toggle", "persist.resume_vs_init_ratio_100k", "init.ms_100k", "replay.startup_vs_init_ratio",
                      "plugins.verify_mb_per_s", "plugins.install_ms_100k", "stores.create_ms", "stores.kib_per_store",
                      "input.keys_10x_cost_ratio", "input.depth_10x_cost_ratio", "input.recording_10x_cost_ratio",
-                     "send.submitted_ns_per_action", "send.submitted_vs_dispatched_ratio"] {
+                     "send.submitted_ns_per_action", "send.submitted_vs_dispatched_ratio", "test.ns_per_assertion"] {
             #expect(names.contains(name), "\(name) is reported")
         }
         // The floors of a fresh and of an observed dispatch are measured with Debian's lua5.4, where it is installed (scripts/bootstrap does).
@@ -46,6 +46,10 @@ import Testing
             #expect(names.contains("counter.every_action_floor_vs_reswift_ratio"), "the floor of an observed dispatch is reported")
             for name in ["init.vs_floor_ratio", "init.floor_ms_100k", "persist.resume_vs_floor_ratio", "counter.every_action_lua_vs_floor_ratio"] {
                 #expect(names.contains(name), "\(name), against stock Lua starting the same app, is reported")
+            }
+            // (And `luastore test` against Debian's busted on the same specs, where it is installed: scripts/bootstrap does.)
+            if FileManager.default.fileExists(atPath: "/usr/bin/busted") {
+                #expect(names.contains("test.vs_busted_ratio"), "luastore test against busted is reported")
             }
         }
         // Rows that are differences of two readings (what a large state adds; replay's cost per action; what the
