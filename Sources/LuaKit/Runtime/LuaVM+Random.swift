@@ -8,6 +8,7 @@ public struct LuaRandomState: Hashable, Sendable, CustomStringConvertible {
     /// The four words, as Lua keeps them.
     public var words: (UInt64, UInt64, UInt64, UInt64)
 
+    /// The state whose words are `words`, in Lua's order.
     public init(words: (UInt64, UInt64, UInt64, UInt64)) {
         self.words = words
     }
@@ -42,10 +43,12 @@ public struct LuaRandomState: Hashable, Sendable, CustomStringConvertible {
         }.joined()
     }
 
+    /// Whether two states are the same: the same words, in order.
     public static func == (a: LuaRandomState, b: LuaRandomState) -> Bool {
         a.words.0 == b.words.0 && a.words.1 == b.words.1 && a.words.2 == b.words.2 && a.words.3 == b.words.3
     }
 
+    /// Hashes the four words.
     public func hash(into hasher: inout Hasher) {
         hasher.combine(words.0)
         hasher.combine(words.1)
