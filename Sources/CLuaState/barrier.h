@@ -172,6 +172,7 @@ typedef struct Barrier {
     PathSlot paths[PATH_SLOTS];
     uint64_t *random;           /* `math.random`'s generator (the guard's `random`; NULL: not found) */
     uint64_t readerRandom[4];   /* its state as a reader began (`set_mode`): put back as the reader ends */
+    uint64_t recordedRandom[4]; /* its state the run's records last told (`changes_record_random`) */
 } Barrier;
 
 
@@ -535,6 +536,7 @@ BARRIER_INTERNAL int moves_clear(lua_State *L);
 
 // changes.c
 BARRIER_INTERNAL int changes_record(lua_State *L, Barrier *b, lua_Integer position);
+BARRIER_INTERNAL void changes_record_random(lua_State *L, Barrier *b, lua_Integer position);
 BARRIER_INTERNAL int changes_setjournaling(lua_State *L);
 BARRIER_INTERNAL int changes_collectedcount(lua_State *L);
 BARRIER_INTERNAL int changes_records(lua_State *L);

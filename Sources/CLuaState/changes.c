@@ -378,6 +378,23 @@ int changes_collectedcount(lua_State *L) {
     return 1;
 }
 
+/// [-0, +0, m] After the action at run `position` committed (while journaling): when it moved `math.random`'s
+/// generator from where the run's records last told it, a record of its own telling where — position, the count
+/// `UINT32_MAX` (no changes: a generator's state), length 32, then the four words — after the action's changes.
+/// (The host gives each entry its state from it: `EncodedJournal.random(at:)`.)
+void changes_record_random(lua_State *L, Barrier *b, lua_Integer position) {
+    if (b->random == NULL || memcmp(b->random, b->recordedRandom, sizeof b->recordedRandom) == 0) return;
+    CLuaJSON o;
+    clua_json_open(L, &o, UPVALUE(RUN_ENCODED), (size_t)b->encoded);
+    unsigned char *at = clua_json_reserve(&o, 3 * sizeof(uint32_t) + sizeof b->recordedRandom);
+    uint32_t fields[3] = { (uint32_t)position, UINT32_MAX, (uint32_t)sizeof b->recordedRandom };
+    memcpy(at, fields, sizeof fields);
+    memcpy(at + sizeof fields, b->random, sizeof b->recordedRandom);
+    o.length += sizeof fields + sizeof b->recordedRandom;
+    b->encoded = (lua_Integer)o.length;
+    memcpy(b->recordedRandom, b->random, sizeof b->recordedRandom);
+}
+
 /// `records()` [-0, +2, -]: the journal records of the last run (`changes_record`): the buffer (a userdata, or
 /// nil) and the length of what it holds; empties them. (Read in place by the host: no string is made.)
 int changes_records(lua_State *L) {

@@ -173,6 +173,7 @@ int runs_run(lua_State *L) {
     lua_settop(L, 6); /* the flush on top */
     lua_replace(L, RUN_SLOT_FLUSH); /* (6, where the flush was, takes the state's proxy, below) */
     b->encoded = 0; /* the host has read the last run's records */
+    if (b->random != NULL) memcpy(b->recordedRandom, b->random, sizeof b->recordedRandom);
     // 6: the state's proxy, found once per run: nothing trims the caches during a run, and only `adopt`
     // replaces the state.
     lua_pushvalue(L, UPVALUE(RUN_STATE));
@@ -226,6 +227,7 @@ int runs_run(lua_State *L) {
             return luaL_error(L, "what the action changed cannot be recorded exactly (the state holds only data: UTF-8 "
                                  "strings, booleans, finite numbers and tables of those)");
         }
+        if (b->journaling) changes_record_random(L, b, i);
         if (!lua_isnil(L, RUN_SLOT_COMMANDS)) return run_results(L, b, (RunEnd){ .position = i, .commands = RUN_SLOT_COMMANDS, .dirty = b->subscriptionsDirty }, flush);
         if (options.stopWhenDirty && b->subscriptionsDirty) return run_results(L, b, (RunEnd){ .position = i, .dirty = 1 }, flush);
         replacedSinceFlush |= replaced;

@@ -28,7 +28,7 @@ import Testing
         """
 
     static func actions() -> [LuaValue] {
-        (1...9).map { index in index == 5 ? ["type": "boom"] : ["type": "add", "label": .string("n\(index)")] }
+        (1...9).map { index in index == 4 ? ["type": "boom"] : ["type": "add", "label": .string("n\(index)")] }
     }
 
     func open(_ folder: URL, _ path: String, snapshotEvery: UInt64, observed: Bool) async throws -> (ScriptedStore, StoreDatabase) {
@@ -55,8 +55,14 @@ import Testing
         return try await store.state()
     }
 
+    /// `batched`: the actions dispatched without waiting, reduced in runs (the failing one in the middle of one),
+    /// each action's draws told by the barrier's record of it; else sent one by one.
     @Test(arguments: [1, 2, 10_000] as [UInt64], [false, true])
     func aReopenedStoreDrawsWhatAnUninterruptedOneDraws(snapshotEvery: UInt64, observed: Bool) async throws {
+        for batched in [false, true] { try await reopening(snapshotEvery: snapshotEvery, observed: observed, batched: batched) }
+    }
+
+    func reopening(snapshotEvery: UInt64, observed: Bool, batched: Bool) async throws {
         let folder = try CLI.makeApp(Self.app)
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("luastore-random-\(UUID().uuidString).db").path
         defer {
@@ -69,12 +75,17 @@ import Testing
             return
         }
         #expect(items.count == 8, "eight ids, all different: \(items)")
-        // Three stops: before the failed action, right after it, and near the end.
+        // Three stops: before the failed action (the first of the next run, or of a send), after the action after it, and near the end.
         let actions = Self.actions()
         var start = 0
         for stop in [3, 5, 8, actions.count] {
             let (store, database) = try await open(folder, path, snapshotEvery: snapshotEvery, observed: observed)
-            for action in actions[start..<stop] { _ = await store.send(action) }
+            if batched {
+                for action in actions[start..<stop] { store.dispatch(action) }
+                await store.barrier()
+            } else {
+                for action in actions[start..<stop] { _ = await store.send(action) }
+            }
             if stop == actions.count { #expect(try await store.state() == expected, "after stops at 3, 5 and 8") }
             await close(store, database)
             start = stop

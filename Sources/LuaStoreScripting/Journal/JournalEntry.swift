@@ -221,7 +221,9 @@ struct EncodedJournal: Sendable {
         var changes: ArraySlice<UInt8>?
     }
 
-    /// The records: three native `UInt32`s each — position, changes, length (`UInt32.max`: no JSON) — then the JSON.
+    /// The records: three native `UInt32`s each — position, changes, length (`UInt32.max`: no JSON) — then the JSON;
+    /// or, after an action's, a record of where it left `math.random`'s generator: changes `UInt32.max`, length 32,
+    /// then the four words (`random(at:)`).
     private let bytes: [UInt8]
     /// Where the next record starts.
     private var offset = 0
@@ -251,7 +253,7 @@ struct EncodedJournal: Sendable {
              raw.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self),
              raw.loadUnaligned(fromByteOffset: offset + 8, as: UInt32.self))
         }
-        guard Int64(recorded) == position else { return nil }
+        guard Int64(recorded) == position, count != .max else { return nil }
         offset += Self.header
         var record = Record(changeCount: Int(count))
         if length != .max {
@@ -259,6 +261,24 @@ struct EncodedJournal: Sendable {
             offset += Int(length)
         }
         return record
+    }
+
+    /// Where the action at run `position` left `math.random`'s generator, when it moved it (asked after
+    /// `record(at:)`, positions in order).
+    mutating func random(at position: Int64) -> LuaRandomState? {
+        guard offset + Self.header + 32 <= bytes.count else { return nil }
+        let found: LuaRandomState? = bytes.withUnsafeBytes { raw in
+            guard Int64(raw.loadUnaligned(fromByteOffset: offset, as: UInt32.self)) == position,
+                  raw.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self) == .max,
+                  raw.loadUnaligned(fromByteOffset: offset + 8, as: UInt32.self) == 32 else { return nil }
+            let words = offset + Self.header
+            return LuaRandomState(words: (raw.loadUnaligned(fromByteOffset: words, as: UInt64.self),
+                                          raw.loadUnaligned(fromByteOffset: words + 8, as: UInt64.self),
+                                          raw.loadUnaligned(fromByteOffset: words + 16, as: UInt64.self),
+                                          raw.loadUnaligned(fromByteOffset: words + 24, as: UInt64.self)))
+        }
+        if found != nil { offset += Self.header + 32 }
+        return found
     }
 }
 
@@ -289,17 +309,32 @@ struct JournalRun: Sendable {
 
     /// Each action in order, with its sequence number, its position in the run, and the barrier's record of
     /// what it changed when that record holds the changes' JSON (otherwise they are `changes(at:)`).
-    func forEachAction(_ body: (_ sequence: UInt64, _ position: Int64, _ action: LuaValue, _ written: EncodedJournal.Record?) throws -> Void)
+    /// `random`: where the action left `math.random`'s generator, when it moved it (the barrier's record; for the
+    /// last, `JournalRun.random` when nothing recorded it).
+    func forEachAction(_ body: (_ sequence: UInt64, _ position: Int64, _ action: LuaValue, _ written: EncodedJournal.Record?,
+                                _ random: LuaRandomState?) throws -> Void)
         rethrows {
         var encoded = encoded
         var position = firstPosition
         var sequence = firstSequence
         for action in actions {
             let record = encoded.record(at: position)
-            try body(sequence, position, action, record?.changes != nil ? record : nil)
+            let random = encoded.random(at: position) ?? (sequence == lastSequence ? self.random : nil)
+            try body(sequence, position, action, record?.changes != nil ? record : nil, random)
             position += 1
             sequence += 1
         }
+    }
+
+    /// Where the barrier's records last told `math.random`'s generator was, in this run (nil: none did).
+    var lastRandomRecorded: LuaRandomState? {
+        var encoded = encoded
+        var told: LuaRandomState?
+        for position in firstPosition..<(firstPosition + Int64(actions.count)) {
+            _ = encoded.record(at: position)
+            if let random = encoded.random(at: position) { told = random }
+        }
+        return told
     }
 
     /// The last action's sequence number.
@@ -310,7 +345,7 @@ struct JournalRun: Sendable {
 
     /// Makes each action's entry, in order.
     func forEachEntry(_ body: (JournalEntry) throws -> Void) rethrows {
-        try forEachAction { sequence, position, action, written in
+        try forEachAction { sequence, position, action, written, random in
             var entry = if let written {
                 JournalEntry(sequence: sequence, action: action, origin: origin, encoded: written, scripts: scripts)
             } else {
@@ -320,7 +355,7 @@ struct JournalRun: Sendable {
             if let commands, commands.position == position { entry.commands = commands.effects }
             entry.duration = duration
             entry.time = time
-            if sequence == lastSequence { entry.random = random }
+            entry.random = random
             try body(entry)
         }
     }

@@ -318,7 +318,7 @@ public enum RecordingLine {
         var sums = SumsToWrite()
         defer { sums.write(into: &output) }
         var previous = previousTime
-        try run.forEachAction { sequence, position, action, written in
+        try run.forEachAction { sequence, position, action, written, random in
             let start = output.count
             output.append(contentsOf: entryStart)
             RecordingJSON.appendInteger(Int64(clamping: sequence), into: &output)
@@ -332,7 +332,7 @@ public enum RecordingLine {
             } else {
                 try append(run.changes(at: position), to: &output)
             }
-            if let random = run.random, sequence == run.lastSequence { appendRandom(random, to: &output) }
+            if let random { appendRandom(random, to: &output) }
             output.append(contentsOf: end)
             sums.appendSuffix(to: &output, from: start)
             output.append(10)

@@ -20,7 +20,13 @@ extension ScriptEngine {
         var run = JournalRun(firstSequence: journal.advance(by: actions.count), actions: actions, origin: origin, firstPosition: first,
                              encoded: encoded, converted: converted, commands: commands, duration: duration, scripts: app.digest,
                              time: vm.clockMillis)
-        run.random = journal.randomMoved(to: vm.randomState, start: vm.startingRandomState)
+        // (Each action that moved `math.random`'s generator has the barrier's record of where; where the run ended
+        // on a failure, the generator holds that action's draws too, which its own entry tells.)
+        if snapshotting {
+            run.random = journal.randomMoved(to: vm.randomState, start: vm.startingRandomState)
+        } else if let told = run.lastRandomRecorded {
+            journal.random = told
+        }
         journal.listeners.recorder?.append(run: run)
         journal.listeners.persistence?.recorder.append(run: run)
         // (Not while a failed action's writes are still in the state: `snapshotting` false, the caller snapshots
