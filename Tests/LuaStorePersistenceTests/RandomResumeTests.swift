@@ -118,6 +118,38 @@ import Testing
         #expect(try await traveled.state() == (try await straight.state()))
     }
 
+    /// A run that stops at a failing action (which drew before it failed): the entries before it tell where they
+    /// left the generator, not where the failing one did — a rewind to the last of them, an action that drew
+    /// nothing, goes on as a store that never ran the failing one.
+    @Test func aRunStoppedByAFailureTellsWhereEachActionBeforeItLeftTheGenerator() async throws {
+        let folder = try CLI.makeApp("""
+            local app = {}
+            function app.init() return { items = {}, touched = 0 } end
+            function app.reduce(state, action)
+              if action.type == "touch" then state.touched = state.touched + 1 return end
+              local id = tostring(math.random(1, 1 << 40))
+              if action.type == "boom" then error("boom after drawing " .. id) end
+              state.items[id] = true
+            end
+            function app.props(state) return { touched = state.touched } end
+            return app
+            """)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        var options = StoreDatabaseTests.options
+        options.historyEntries = 100
+        let add: LuaValue = ["type": "add"], touch: LuaValue = ["type": "touch"], boom: LuaValue = ["type": "boom"]
+        let straight = try await ScriptedStore(app: folder, options: options)
+        defer { straight.shutdown() }
+        for action in [add, touch, add] { _ = await straight.send(action) }
+        let batched = try await ScriptedStore(app: folder, options: options)
+        defer { batched.shutdown() }
+        for action in [add, touch, boom, add, add] { batched.dispatch(action) }
+        await batched.barrier()
+        try await batched.rewind(to: 2)
+        _ = await batched.send(add)
+        #expect(try await batched.state() == (try await straight.state()))
+    }
+
     /// A replay from a header taken in the middle of a session (as a snapshot's, or an export's) draws what the
     /// session drew after it: every entry's changes are the same (they were not: its generator started afresh).
     @Test func aReplayFromALaterPointDrawsWhatTheSessionDrew() async throws {
