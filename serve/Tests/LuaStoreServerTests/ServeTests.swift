@@ -386,6 +386,43 @@ import Testing
         #expect(try await served.stop().status == 0)
     }
 
+    /// A key whose reducer draws ids with `math.random`, hibernated between its actions: it resumes drawing where it
+    /// left off, so every item stays (it drew the same ids again after each resume, overwriting the items keyed by
+    /// them), and its items are those a key that never slept has.
+    @Test func aHibernatedKeyDrawsOnWhereItLeftMathRandom() async throws {
+        let folder = try ServedApp.temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let app = folder.appendingPathComponent("ids")
+        try FileManager.default.createDirectory(at: app, withIntermediateDirectories: true)
+        try Data("""
+            local app = {}
+            function app.init() return { items = {} } end
+            function app.reduce(state, action) state.items[tostring(math.random(1, 1 << 40))] = action.n end
+            function app.props(state)
+              local count = 0
+              for _ in pairs(state.items) do count = count + 1 end
+              return { count = count }
+            end
+            return app
+            """.utf8).write(to: app.appendingPathComponent("app.lua"))
+        let data = folder.appendingPathComponent("data")
+        let served = try await ServedApp(app: app, data: data, ["--no-auth", "--idle-seconds", "0.2"])
+        let awake = try await ServedApp(app: app, data: folder.appendingPathComponent("awake"), ["--no-auth"])
+        for n in 1...6 {
+            #expect(try await served.request("POST", "/stores/k/actions", body: #"{"type":"add","n":\#(n)}"#).status == 200)
+            #expect(try await awake.request("POST", "/stores/k/actions", body: #"{"type":"add","n":\#(n)}"#).status == 200)
+            if n % 2 == 0 { // (hibernated: the key's file let go — SQLite removes its log when the last connection closes)
+                let wal = data.appendingPathComponent("k.db-wal").path
+                #expect(await eventually(timeout: .seconds(30)) { !FileManager.default.fileExists(atPath: wal) })
+            }
+        }
+        #expect(try ServedApp.json(try await served.request("GET", "/stores/k/props").body)["count"] as? Int == 6)
+        let slept = try await served.request("GET", "/stores/k/state").body
+        #expect(slept == (try await awake.request("GET", "/stores/k/state").body), "the same ids as a key that never slept")
+        #expect(try await served.stop().status == 0)
+        #expect(try await awake.stop().status == 0)
+    }
+
     /// At most `--max-live-stores` stores are live: a new key takes the place of the one used longest ago that nothing
     /// uses (hibernated, its state kept); while every live store is in use (a live client holds it), a new key is
     /// refused for now — 503 with Retry-After, a WebSocket closed 1013 — and nothing else changes.
