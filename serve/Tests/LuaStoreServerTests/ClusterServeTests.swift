@@ -90,6 +90,45 @@ struct ClusterServeTests {
         #expect(try await one.stop().status == 0)
     }
 
+    /// A key whose reducer draws ids with `math.random`, taken over after its node is killed: the second node draws
+    /// on where the first's journal left the generator — every acknowledged item kept (it drew the first node's ids
+    /// again and overwrote their items) — and the journal, from its latest snapshot, replays without a divergence.
+    @Test func aTakenOverKeyDrawsOnWhereItsJournalLeftMathRandom() async throws {
+        let app = try ServedApp.temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: app) }
+        try Data("""
+            local app = {}
+            function app.init() return { items = {} } end
+            function app.reduce(state, action) state.items[tostring(math.random(1, 1 << 40))] = action.n end
+            function app.props(state)
+              local count = 0
+              for _ in pairs(state.items) do count = count + 1 end
+              return { count = count }
+            end
+            return app
+            """.utf8).write(to: app.appendingPathComponent("app.lua"))
+        let cluster = try await Cluster(app: app, leaseSeconds: 4)
+        defer { cluster.remove() }
+        let one = try await cluster.node("one", ["--persist-snapshot-every", "3"])
+        let two = try await cluster.node("two", ["--persist-snapshot-every", "3"])
+        for n in 0..<7 {
+            #expect(try await one.request("POST", "/stores/ids/actions", body: #"{"id":"i\#(n)","action":{"type":"add","n":\#(n)}}"#).status == 200)
+        }
+        #expect(try await one.stop(SIGKILL).status == SIGKILL)
+        let deadline = ContinuousClock.now + .seconds(60)
+        for n in 7..<10 {
+            while ContinuousClock.now < deadline {
+                let response = try await two.request("POST", "/stores/ids/actions", body: #"{"id":"i\#(n)","action":{"type":"add","n":\#(n)}}"#)
+                if response.status == 200 { break }
+                try await Task.sleep(for: .milliseconds(200))
+            }
+        }
+        #expect(try ServedApp.json(try await two.request("GET", "/stores/ids/props").body)["count"] as? Int == 10)
+        let (status, report) = try await cluster.replayJournal(of: "ids")
+        #expect(status == 0 && (try? ServedApp.json(report))?["matches"] as? Bool == true, "\(report)")
+        #expect(try await two.stop().status == 0)
+    }
+
     /// `luastore publish` reaches every node: a signed newer version is installed into the live stores of each (their
     /// counts kept) and runs the keys opened after; a version that does not load, or that no trusted key signed, is
     /// refused by each node, which keeps the version it runs and says why; `publish` refuses a version that is not
