@@ -94,19 +94,8 @@ struct ClusterServeTests {
     /// on where the first's journal left the generator — every acknowledged item kept (it drew the first node's ids
     /// again and overwrote their items) — and the journal, from its latest snapshot, replays without a divergence.
     @Test func aTakenOverKeyDrawsOnWhereItsJournalLeftMathRandom() async throws {
-        let app = try ServedApp.temporaryFolder()
+        let app = try ServedApp.randomIdsApp()
         defer { try? FileManager.default.removeItem(at: app) }
-        try Data("""
-            local app = {}
-            function app.init() return { items = {} } end
-            function app.reduce(state, action) state.items[tostring(math.random(1, 1 << 40))] = action.n end
-            function app.props(state)
-              local count = 0
-              for _ in pairs(state.items) do count = count + 1 end
-              return { count = count }
-            end
-            return app
-            """.utf8).write(to: app.appendingPathComponent("app.lua"))
         let cluster = try await Cluster(app: app, leaseSeconds: 4)
         defer { cluster.remove() }
         let one = try await cluster.node("one", ["--persist-snapshot-every", "3"])

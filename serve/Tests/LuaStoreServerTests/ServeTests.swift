@@ -392,19 +392,8 @@ import Testing
     @Test func aHibernatedKeyDrawsOnWhereItLeftMathRandom() async throws {
         let folder = try ServedApp.temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
-        let app = folder.appendingPathComponent("ids")
-        try FileManager.default.createDirectory(at: app, withIntermediateDirectories: true)
-        try Data("""
-            local app = {}
-            function app.init() return { items = {} } end
-            function app.reduce(state, action) state.items[tostring(math.random(1, 1 << 40))] = action.n end
-            function app.props(state)
-              local count = 0
-              for _ in pairs(state.items) do count = count + 1 end
-              return { count = count }
-            end
-            return app
-            """.utf8).write(to: app.appendingPathComponent("app.lua"))
+        let app = try ServedApp.randomIdsApp()
+        defer { try? FileManager.default.removeItem(at: app) }
         let data = folder.appendingPathComponent("data")
         let served = try await ServedApp(app: app, data: data, ["--no-auth", "--idle-seconds", "0.2"])
         let awake = try await ServedApp(app: app, data: folder.appendingPathComponent("awake"), ["--no-auth"])

@@ -98,6 +98,24 @@ final class ServedApp: @unchecked Sendable { // (its fields are set once, before
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         return folder
     }
+
+    /// An app (in a temporary folder of its own) whose reducer keys each action's `n` by an id drawn with
+    /// `math.random`; its props count the items (an id drawn twice overwrites one).
+    static func randomIdsApp() throws -> URL {
+        let app = try temporaryFolder()
+        try Data("""
+            local app = {}
+            function app.init() return { items = {} } end
+            function app.reduce(state, action) state.items[tostring(math.random(1, 1 << 40))] = action.n end
+            function app.props(state)
+              local count = 0
+              for _ in pairs(state.items) do count = count + 1 end
+              return { count = count }
+            end
+            return app
+            """.utf8).write(to: app.appendingPathComponent("app.lua"))
+        return app
+    }
 }
 
 extension RawWebSocket {
