@@ -603,28 +603,13 @@ import Testing
         defer { try? FileManager.default.removeItem(at: folder) }
         let served = try await ServedApp(app: counter, data: folder.appendingPathComponent("data"), ["--no-auth", "--request-head-seconds", "1"])
         let port = served.port
-        let large = try await offPool { () throws -> String in
-            let socket = try RawSocket(port: port)
-            defer { socket.close() }
-            try socket.write("GET /health HTTP/1.1\r\nHost: x\r\nX-Large: " + String(repeating: "a", count: 100_000) + "\r\n\r\n")
-            var received: [UInt8] = []
-            while let more = try? socket.readSome() { received += more }
-            return String(decoding: received, as: UTF8.self)
-        }
+        let large = try await ServedApp.exchange(port: port, "GET /health HTTP/1.1\r\nHost: x\r\nX-Large: " + String(repeating: "a", count: 100_000) + "\r\n\r\n")
         #expect(large.hasPrefix("HTTP/1.1 431") && large.contains("too large"), "\(large.prefix(200))")
         // The same for a later request of a connection, once the answer before it came: refused in words.
         for (after, said) in [("X-Large: " + String(repeating: "a", count: 100_000) + "\r\n\r\n", "HTTP/1.1 431"),
                               ("NOT HTTP AT ALL\r\n\r\n", "HTTP/1.1 400")] {
-            let answered = try await offPool { () throws -> String in
-                let socket = try RawSocket(port: port)
-                defer { socket.close() }
-                try socket.write("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-                var received: [UInt8] = []
-                while !String(decoding: received, as: UTF8.self).contains(#"{"ok":true}"#) { received += try socket.readSome() }
-                try socket.write(after.hasPrefix("X-") ? "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n" + after : after)
-                while let more = try? socket.readSome() { received += more }
-                return String(decoding: received, as: UTF8.self)
-            }
+            let answered = try await ServedApp.exchange(port: port, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", waitingFor: #"{"ok":true}"#,
+                                                        then: after.hasPrefix("X-") ? "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n" + after : after)
             #expect(answered.hasPrefix("HTTP/1.1 200") && answered.contains(said) && answered.contains(#"{"error":{"message":"the request"#),
                     "\(answered.prefix(400))")
         }
@@ -677,17 +662,10 @@ import Testing
             ("/health", [version, key], "HTTP/1.1 404", "/health is not a WebSocket"),
         ]
         for (path, headers, status, said) in cases {
-            let answered = try await offPool { () throws -> String in
-                let socket = try RawSocket(port: port)
-                defer { socket.close() }
-                // (A second request right behind it: not read, not answered.)
-                let host = headers.contains { $0.hasPrefix("Host:") } ? "" : "Host: 127.0.0.1\r\n"
-                try socket.write("GET \(path) HTTP/1.1\r\n\(host)Upgrade: websocket\r\nConnection: Upgrade\r\n"
-                                 + headers.map { $0 + "\r\n" }.joined() + "\r\nGET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-                var received: [UInt8] = []
-                while let more = try? socket.readSome() { received += more }
-                return String(decoding: received, as: UTF8.self)
-            }
+            // (A second request right behind it: not read, not answered.)
+            let host = headers.contains { $0.hasPrefix("Host:") } ? "" : "Host: 127.0.0.1\r\n"
+            let answered = try await ServedApp.exchange(port: port, "GET \(path) HTTP/1.1\r\n\(host)Upgrade: websocket\r\nConnection: Upgrade\r\n"
+                                                        + headers.map { $0 + "\r\n" }.joined() + "\r\nGET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             #expect(answered.hasPrefix(status) && answered.contains(said) && answered.contains(#"{"error":{"message":"#)
                     && !answered.contains(#"{"ok":true}"#), "\(path) \(headers): \(answered.prefix(400))")
             #expect(status != "HTTP/1.1 426" || answered.contains("Sec-WebSocket-Version: 13\r\n"), "\(path) \(headers): \(answered.prefix(400))")
@@ -729,19 +707,9 @@ import Testing
         let action = #"{"id":"a1","action":{"type":"increment"}}"#
         let failClose: [UInt8] = [0x88, UInt8(2 + "a client's frames are masked (RFC 6455, 5.1)".utf8.count), 0x03, 0xEA]
         for (first, later) in [(frame(action, key: nil), [UInt8]()), ([], frame("hi", opcode: 9, key: nil)), ([], frame(action, key: nil))] {
-            let received = try await offPool { () throws -> [UInt8] in
-                let socket = try RawSocket(port: port)
-                defer { socket.close() }
-                try socket.write(Array(upgrade.utf8) + first)
-                var received: [UInt8] = []
-                if !later.isEmpty {
-                    // (Once the snapshot came: the live handler is in place.)
-                    while !String(decoding: received, as: UTF8.self).contains(#""snapshot":true"#) { received += try socket.readSome() }
-                    try socket.write(later)
-                }
-                while let more = try? socket.readSome() { received += more }
-                return received
-            }
+            // (A later frame once the snapshot came: the live handler is in place.)
+            let received = try await ServedApp.exchange(port: port, Array(upgrade.utf8) + first,
+                                                        waitingFor: later.isEmpty ? nil : #""snapshot":true"#, then: later)
             let text = String(decoding: received, as: UTF8.self)
             #expect(text.hasPrefix("HTTP/1.1 101") && received.indices.contains { received[$0...].starts(with: failClose) }
                     && text.hasSuffix("a client's frames are masked (RFC 6455, 5.1)") && !text.contains(#""outcome""#), "\(text)")

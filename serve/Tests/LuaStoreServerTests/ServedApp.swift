@@ -99,6 +99,29 @@ final class ServedApp: @unchecked Sendable { // (its fields are set once, before
         return folder
     }
 
+    /// Writes `first` on a connection of its own to 127.0.0.1:`port`; once what came back holds `waitingFor` (when
+    /// given), writes `then`; then reads until the connection ends (or a read waits past the socket's timeout).
+    /// Everything that came back.
+    static func exchange(port: UInt16, _ first: [UInt8], waitingFor: String? = nil, then: [UInt8] = []) async throws -> [UInt8] {
+        try await offPool { () throws -> [UInt8] in
+            let socket = try RawSocket(port: port)
+            defer { socket.close() }
+            try socket.write(first)
+            var received: [UInt8] = []
+            if let waitingFor {
+                while !String(decoding: received, as: UTF8.self).contains(waitingFor) { received += try socket.readSome() }
+                try socket.write(then)
+            }
+            while let more = try? socket.readSome() { received += more }
+            return received
+        }
+    }
+
+    /// `exchange`, in text.
+    static func exchange(port: UInt16, _ first: String, waitingFor: String? = nil, then: String = "") async throws -> String {
+        String(decoding: try await exchange(port: port, Array(first.utf8), waitingFor: waitingFor, then: Array(then.utf8)), as: UTF8.self)
+    }
+
     /// An app (in a temporary folder of its own) whose reducer keys each action's `n` by an id drawn with
     /// `math.random`; its props count the items (an id drawn twice overwrites one).
     static func randomIdsApp() throws -> URL {
