@@ -105,6 +105,8 @@ static int clua_make_barrier(lua_State *L) {
         memset(b, 0, sizeof *b);
         lua_newtable(L);
         lua_setiuservalue(L, -2, SPARE_SETS);
+        b->journalThread = lua_newthread(L);
+        lua_setiuservalue(L, -2, JOURNAL_THREAD);
         set_mode(b, MODE_CLOSED);
         b->pathGeneration = 1;
         b->epoch = 1; /* (slots never used hold epoch 0) */
@@ -156,6 +158,7 @@ static int clua_make_barrier(lua_State *L) {
         { "made", proxies_made, NULL, 0 },
         { "renew", proxies_renew, NULL, 0 },
         { "count", journal_count, NULL, 0 },
+        { "journalview", journal_view, journalUpvalues, COUNT(journalUpvalues) },
         { "setmoved", journal_setmoved, NULL, 0 },
         { "recordmove", moves_record, NULL, 0 },
         { "movecounts", moves_counts, NULL, 0 },

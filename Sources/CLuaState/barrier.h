@@ -117,7 +117,12 @@ typedef struct StampSlot {
 typedef struct Barrier {
     lua_Integer mode;           /* MODE_CLOSED; MODE_WRITE (reduce, migrate); MODE_READ (props, selectors) */
     lua_Integer count;          /* journal slots the open (or last) transaction filled */
-    lua_Integer filled;         /* journal slots that may hold something (from earlier transactions) */
+    lua_Integer stacked;        /* of those, the first ones, on `journalThread`'s stack (see `journal_push`) */
+    lua_Integer filled;         /* slots of the journal's table that may hold something (from earlier
+                                   transactions, or a copy `journalview` made) */
+    lua_State *journalThread;   /* the thread whose stack holds a transaction's first `JOURNAL_STACKED` slots
+                                   (the control's `JOURNAL_THREAD`, which keeps it) */
+    lua_Integer journalRoom;    /* the height up to which that thread's stack has room (`reserve_journal_room`) */
     lua_Integer position;       /* the action of a run being reduced */
     lua_Integer flushes;        /* how many times the readers due were handed over to a flush */
     lua_Integer due;            /* readers in the list of readers due (`DUE`) */
@@ -323,6 +328,23 @@ enum { FLUSH_BEFORE_FIRST = FIRST_OWN_UPVALUE - 1, FLUSH_UPVALUES(UPVALUE_ENUM) 
 /// [-0, +0, -] The barrier of the running function.
 static inline Barrier *barrier(lua_State *L) { return (Barrier *)lua_touserdata(L, UPVALUE(CONTROL)); }
 
+/// Slots of a transaction's journal kept on the stack of a thread of the barrier's own (`journalThread`), before
+/// the rest go to the journal's table: an entry is moved there (`lua_xmove`) instead of stored in a table, which
+/// costs three table writes and, the journal being old to a generational collector, makes it traverse that table
+/// again at each minor collection; and beginning a transaction lets the last one's entries go at once. (A stack
+/// holds far fewer slots than a table can: a long transaction goes on in the table.)
+#define JOURNAL_STACKED (CLUA_JOURNAL_ENTRY_LENGTH * 1024)
+
+/// [-0, +1, -] Pushes the journal's slot `slot` (from 1: `CLUA_JOURNAL_ENTRY`'s offsets from the slot before an
+/// entry) — from the journal's thread, or the table at `journal` (an absolute index or an upvalue) past what the
+/// thread holds — and returns its type. The thread has a slot to spare at all times (see `journal_append`).
+static inline int journal_push(lua_State *L, Barrier *b, int journal, lua_Integer slot) {
+    if (slot > b->stacked) return lua_rawgeti(L, journal, slot);
+    lua_pushvalue(b->journalThread, (int)slot);
+    lua_xmove(b->journalThread, L, 1);
+    return lua_type(L, -1);
+}
+
 /// The barrier's user values, while a reader runs (READ mode): the record of what it read last time (real table
 /// -> set of keys read; given to `setmode`, nil for a first run), in which the reads it repeats are marked
 /// (`readStamp`), and the record of the reads that record does not hold (made at the first). And always the key
@@ -330,8 +352,9 @@ static inline Barrier *barrier(lua_State *L) { return (Barrier *)lua_touserdata(
 /// sets are reused rather than left to the collector).
 /// And the slots of `stamps` (`STAMPS`); the real table `__newindex` found last (`LAST_REAL`: see
 /// `push_last_real`); and, while a long transaction journals each place once, the places it journaled
-/// (`JOURNALED`: real table -> set of keys; see `journaled_already`).
-enum { LAST_READS = 1, FRESH_READS, SPARE_SETS, STAMPS, LAST_REAL, JOURNALED, USER_VALUES = JOURNALED };
+/// (`JOURNALED`: real table -> set of keys; see `journaled_already`). And the thread the journal's first slots are
+/// kept on (`JOURNAL_THREAD`: see `journal_push`).
+enum { LAST_READS = 1, FRESH_READS, SPARE_SETS, STAMPS, LAST_REAL, JOURNALED, JOURNAL_THREAD, USER_VALUES = JOURNAL_THREAD };
 #define SPARE_SETS_MAX 256
 
 // MARK: Helpers every part uses
@@ -420,11 +443,14 @@ static inline void set_mode(Barrier *b, lua_Integer mode) {
     b->mode = mode;
 }
 
-/// [-0, +0, -] Drops the last transaction's journal (its slots are overwritten, not emptied) and opens a new one.
+/// [-0, +0, -] Drops the last transaction's journal (the slots on the journal's thread are let go; those of its
+/// table are overwritten, not emptied) and opens a new one.
 static inline void begin_transaction(Barrier *b) {
     next_call(b);
     b->committed = 0;
     b->count = 0;
+    b->stacked = 0;
+    lua_settop(b->journalThread, 0);
     b->scalarWrites = 0;
     b->journalOnce = 0;
     b->tablesLeftNoted = 0;
@@ -501,6 +527,7 @@ BARRIER_INTERNAL void journal_clear_tail(lua_State *L, Barrier *b, int journal);
 BARRIER_INTERNAL int journal_newindex(lua_State *L);
 BARRIER_INTERNAL int journal_notechange(lua_State *L);
 BARRIER_INTERNAL int journal_count(lua_State *L);
+BARRIER_INTERNAL int journal_view(lua_State *L);
 BARRIER_INTERNAL int journal_begin(lua_State *L);
 BARRIER_INTERNAL int journal_record(lua_State *L);
 BARRIER_INTERNAL int journal_rollback(lua_State *L);

@@ -13,12 +13,12 @@
 
 /// [-0, +0, -] Where the first write to (table at `t`, key at `k`) among the first `count` slots is (the slot
 /// before its entry: 0, 3, 6, …), or -1. Uses one stack slot.
-static lua_Integer first_write(lua_State *L, lua_Integer count, int t, int k) {
+static lua_Integer first_write(lua_State *L, Barrier *b, lua_Integer count, int t, int k) {
     for (lua_Integer j = 0; j < count; j += CLUA_JOURNAL_ENTRY_LENGTH) {
         int same = 0;
-        if (lua_rawgeti(L, UPVALUE(RUN_JOURNAL), j + CLUA_JOURNAL_TABLE) == LUA_TTABLE && lua_rawequal(L, -1, t)) {
+        if (journal_push(L, b, UPVALUE(RUN_JOURNAL), j + CLUA_JOURNAL_TABLE) == LUA_TTABLE && lua_rawequal(L, -1, t)) {
             lua_pop(L, 1);
-            lua_rawgeti(L, UPVALUE(RUN_JOURNAL), j + CLUA_JOURNAL_KEY);
+            journal_push(L, b, UPVALUE(RUN_JOURNAL), j + CLUA_JOURNAL_KEY);
             same = lua_rawequal(L, -1, k);
         }
         lua_pop(L, 1);
@@ -29,8 +29,8 @@ static lua_Integer first_write(lua_State *L, lua_Integer count, int t, int k) {
 
 /// [-0, +0, -] Whether the journaled write whose entry follows slot `position` stored something else than what it
 /// found: its table holds the value at `now`.
-static int changed_at(lua_State *L, lua_Integer position, int now) {
-    lua_rawgeti(L, UPVALUE(RUN_JOURNAL), position + CLUA_JOURNAL_OLD);
+static int changed_at(lua_State *L, Barrier *b, lua_Integer position, int now) {
+    journal_push(L, b, UPVALUE(RUN_JOURNAL), position + CLUA_JOURNAL_OLD);
     int changed = !is_same(L, -1, now);
     lua_pop(L, 1);
     return changed;
@@ -68,12 +68,12 @@ static lua_Integer write_changes(lua_State *L, Barrier *b, CLuaJSON *o) {
     clua_json_byte(o, '[');
     for (lua_Integer i = 0; i < count; i += CLUA_JOURNAL_ENTRY_LENGTH) {
         lua_settop(L, base);
-        lua_rawgeti(L, UPVALUE(RUN_JOURNAL), i + CLUA_JOURNAL_TABLE); /* base+1: the table */
-        lua_rawgeti(L, UPVALUE(RUN_JOURNAL), i + CLUA_JOURNAL_KEY);   /* base+2: the key */
-        if (first_write(L, i, base + 1, base + 2) >= 0) continue;
+        journal_push(L, b, UPVALUE(RUN_JOURNAL), i + CLUA_JOURNAL_TABLE); /* base+1: the table */
+        journal_push(L, b, UPVALUE(RUN_JOURNAL), i + CLUA_JOURNAL_KEY);   /* base+2: the key */
+        if (first_write(L, b, i, base + 1, base + 2) >= 0) continue;
         lua_pushvalue(L, base + 2);
         lua_rawget(L, base + 1);                                      /* base+3: the value now */
-        lua_rawgeti(L, UPVALUE(RUN_JOURNAL), i + CLUA_JOURNAL_OLD);   /* base+4: the value before */
+        journal_push(L, b, UPVALUE(RUN_JOURNAL), i + CLUA_JOURNAL_OLD);   /* base+4: the value before */
         if (is_same(L, base + 3, base + 4)) continue;
         // The path, leaf first: the key, then each parent's key up to the root (base+5 on: the keys).
         lua_pushvalue(L, base + 2);
@@ -93,8 +93,8 @@ static lua_Integer write_changes(lua_State *L, Barrier *b, CLuaJSON *o) {
                 if (depth > 1000) { reportable = 0; break; } /* only a cycle in the records goes this deep */
                 luaL_checkstack(L, 8, "a state this deep");
                 if (!push_place(L, current)) { reportable = 0; break; } /* parent, key */
-                lua_Integer written = first_write(L, count, lua_gettop(L) - 1, lua_gettop(L));
-                if (written >= 0 && changed_at(L, written, current)) { reportable = 0; break; } /* a change further up carries it */
+                lua_Integer written = first_write(L, b, count, lua_gettop(L) - 1, lua_gettop(L));
+                if (written >= 0 && changed_at(L, b, written, current)) { reportable = 0; break; } /* a change further up carries it */
                 // Keep the key among the path's keys (before `root`), and walk on from the parent.
                 lua_insert(L, root);   /* parent, key -> key before root */
                 root++;
@@ -105,9 +105,9 @@ static lua_Integer write_changes(lua_State *L, Barrier *b, CLuaJSON *o) {
             if (reportable) {
                 lua_pushvalue(L, UPVALUE(RUN_STATE));
                 lua_pushvalue(L, UPVALUE(RUN_HOLDER));
-                lua_Integer written = first_write(L, count, lua_gettop(L), lua_gettop(L) - 1);
+                lua_Integer written = first_write(L, b, count, lua_gettop(L), lua_gettop(L) - 1);
                 lua_pop(L, 2);
-                if (written >= 0 && changed_at(L, written, current)) reportable = 0;
+                if (written >= 0 && changed_at(L, b, written, current)) reportable = 0;
             }
         }
         if (!reportable) continue;
@@ -199,14 +199,14 @@ static lua_Integer write_changes_unmoved(lua_State *L, Barrier *b, CLuaJSON *o) 
     clua_json_byte(o, '[');
     for (lua_Integer i = 0; i < count; i += CLUA_JOURNAL_ENTRY_LENGTH) {
         lua_settop(L, root);
-        lua_rawgeti(L, UPVALUE(RUN_JOURNAL), i + CLUA_JOURNAL_TABLE); /* root+1: the table */
+        journal_push(L, b, UPVALUE(RUN_JOURNAL), i + CLUA_JOURNAL_TABLE); /* root+1: the table */
         if (lua_rawequal(L, root + 1, UPVALUE(RUN_HOLDER))) return lua_settop(L, base), -2; /* the state replaced */
-        lua_rawgeti(L, UPVALUE(RUN_JOURNAL), i + CLUA_JOURNAL_KEY);   /* root+2: the key */
+        journal_push(L, b, UPVALUE(RUN_JOURNAL), i + CLUA_JOURNAL_KEY);   /* root+2: the key */
         lua_pushvalue(L, root + 2);
         lua_rawget(L, root + 1);                                      /* root+3: the value now */
-        lua_rawgeti(L, UPVALUE(RUN_JOURNAL), i + CLUA_JOURNAL_OLD);   /* root+4: the value before */
+        journal_push(L, b, UPVALUE(RUN_JOURNAL), i + CLUA_JOURNAL_OLD);   /* root+4: the value before */
         if (lua_type(L, root + 3) == LUA_TTABLE || lua_type(L, root + 4) == LUA_TTABLE) return lua_settop(L, base), -2;
-        if (first_write(L, i, root + 1, root + 2) >= 0 || is_same(L, root + 3, root + 4)) continue;
+        if (first_write(L, b, i, root + 1, root + 2) >= 0 || is_same(L, root + 3, root + 4)) continue;
         size_t length = 0;
         int found = path_prefix(L, b, o, root + 1, root, prefix, &length);
         if (found < 0) return lua_settop(L, base), -1;
@@ -255,7 +255,7 @@ static lua_Integer write_scalar_changes(lua_State *L, Barrier *b, CLuaJSON *o) {
                 lua_rawget(L, UPVALUE(RUN_HOLDER));
                 root = lua_gettop(L);
             }
-            lua_rawgeti(L, UPVALUE(RUN_JOURNAL), CLUA_JOURNAL_ENTRY_LENGTH * i + CLUA_JOURNAL_TABLE); /* the table */
+            journal_push(L, b, UPVALUE(RUN_JOURNAL), CLUA_JOURNAL_ENTRY_LENGTH * i + CLUA_JOURNAL_TABLE); /* the table */
             int found = path_prefix(L, b, o, lua_gettop(L), root, walked, &length);
             lua_pop(L, 1);
             if (found < 0) return lua_settop(L, base), -1;

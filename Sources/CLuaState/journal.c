@@ -47,8 +47,8 @@ static int journaled_already(lua_State *L, Barrier *b, int journal, int t, int k
         lua_newtable(L);
         int set = lua_gettop(L);
         for (lua_Integer i = 0; i < b->count; i += CLUA_JOURNAL_ENTRY_LENGTH) {
-            lua_rawgeti(L, journal, i + CLUA_JOURNAL_TABLE);
-            lua_rawgeti(L, journal, i + CLUA_JOURNAL_KEY);
+            journal_push(L, b, journal, i + CLUA_JOURNAL_TABLE);
+            journal_push(L, b, journal, i + CLUA_JOURNAL_KEY);
             add_journaled(L, set, set + 1, set + 2);
             lua_settop(L, set);
         }
@@ -76,36 +76,74 @@ static void note_journaled(lua_State *L, Barrier *b, int t, int k) {
     lua_pop(L, 1);
 }
 
-/// [-0, +0, m] Appends (table, key, old value) at the given stack indices to the journal, as `CLUA_JOURNAL_ENTRY`
-/// lays an entry out. May raise (memory) before anything is recorded.
-static void journal_append(lua_State *L, Barrier *b, int journal, int table, int key, int old) {
-    if (journaled_already(L, b, journal, table, key)) return;
-    /* first: a slot filled before a raise is emptied too */
-    if (b->count + CLUA_JOURNAL_ENTRY_LENGTH > b->filled) b->filled = b->count + CLUA_JOURNAL_ENTRY_LENGTH;
-    lua_pushvalue(L, table);
-    lua_rawseti(L, journal, b->count + CLUA_JOURNAL_TABLE);
-    lua_pushvalue(L, key);
-    lua_rawseti(L, journal, b->count + CLUA_JOURNAL_KEY);
-    lua_pushvalue(L, old);
-    lua_rawseti(L, journal, b->count + CLUA_JOURNAL_OLD);
+_Static_assert(CLUA_JOURNAL_TABLE == 1 && CLUA_JOURNAL_KEY == 2 && CLUA_JOURNAL_OLD == 3,
+               "journal_put pushes an entry's slots in the order CLUA_JOURNAL_ENTRY lays them out");
+
+/// Slots the journal's thread makes room for at a time (`reserve_journal_room`).
+#define JOURNAL_ROOM_STEP 96
+
+/// [-0, +0, -] Makes room on the journal's thread for the next entries (and the slot `journal_push` spares), and
+/// returns whether it could. The room made stays (a thread's reserved slots are kept as its stack shrinks).
+static int reserve_journal_room(Barrier *b) {
+    if (!lua_checkstack(b->journalThread, CLUA_JOURNAL_ENTRY_LENGTH + 1 + JOURNAL_ROOM_STEP)) return 0;
+    b->journalRoom = b->stacked + CLUA_JOURNAL_ENTRY_LENGTH + 1 + JOURNAL_ROOM_STEP;
+    return 1;
+}
+
+/// [-0, +0, m] Appends (table, key, old value) at the given absolute stack indices to the journal (its table at
+/// `journal`), as `CLUA_JOURNAL_ENTRY` lays an entry out: on the journal's thread while the transaction's slots
+/// fit there (`JOURNAL_STACKED`), else in the table. May raise (memory) before anything is recorded. The thread
+/// keeps a slot to spare beyond its entries, for `journal_push`. Uses three stack slots.
+static void journal_put(lua_State *L, Barrier *b, int journal, int table, int key, int old) {
+    lua_State *J = b->journalThread;
+    if (b->stacked == b->count && b->count + CLUA_JOURNAL_ENTRY_LENGTH <= JOURNAL_STACKED
+        && (b->stacked + CLUA_JOURNAL_ENTRY_LENGTH + 1 <= b->journalRoom || reserve_journal_room(b))) {
+        lua_pushvalue(L, table);
+        lua_pushvalue(L, key);
+        lua_pushvalue(L, old);
+        lua_xmove(L, J, CLUA_JOURNAL_ENTRY_LENGTH);
+        b->stacked += CLUA_JOURNAL_ENTRY_LENGTH;
+    } else {
+        /* first: a slot filled before a raise is emptied too */
+        if (b->count + CLUA_JOURNAL_ENTRY_LENGTH > b->filled) b->filled = b->count + CLUA_JOURNAL_ENTRY_LENGTH;
+        lua_pushvalue(L, table);
+        lua_rawseti(L, journal, b->count + CLUA_JOURNAL_TABLE);
+        lua_pushvalue(L, key);
+        lua_rawseti(L, journal, b->count + CLUA_JOURNAL_KEY);
+        lua_pushvalue(L, old);
+        lua_rawseti(L, journal, b->count + CLUA_JOURNAL_OLD);
+    }
     b->count += CLUA_JOURNAL_ENTRY_LENGTH;
+}
+
+/// [-0, +0, m] Appends (table, key, old value) at the given stack indices to the journal (`journal_put`), unless a
+/// long transaction journaled that place already. May raise (memory) before anything is recorded.
+static void journal_append(lua_State *L, Barrier *b, int journal, int table, int key, int old) {
+    table = lua_absindex(L, table);
+    key = lua_absindex(L, key);
+    old = lua_absindex(L, old);
+    if (journaled_already(L, b, journal, table, key)) return;
+    luaL_checkstack(L, CLUA_JOURNAL_ENTRY_LENGTH, NULL);
+    journal_put(L, b, journal, table, key, old);
     note_journaled(L, b, table, key);
 }
 
-/// [-0, +0, -] Empties the journal's slots past the open transaction's, so what earlier transactions replaced
-/// can be collected, and drops the set of places a long transaction journaled once it is over. Not needed for
-/// correctness (only the first `count` slots are ever read), so it is done at flushes and rollbacks, not at every
-/// transaction. (Assigning nil to an existing slot never allocates.)
+/// [-0, +0, -] Empties the slots of the journal's table that are not the open transaction's (those past the slots
+/// on the journal's thread, up to `count`): what earlier transactions replaced, and the copies `journalview` made,
+/// can then be collected. Drops the set of places a long transaction journaled once it is over. Not needed for
+/// correctness (only the open transaction's slots are ever read), so it is done at flushes and rollbacks, not at
+/// every transaction. (Assigning nil to an existing slot never allocates.)
 void journal_clear_tail(lua_State *L, Barrier *b, int journal) {
     if (!b->journalOnce) {
         lua_pushnil(L);
         lua_setiuservalue(L, UPVALUE(CONTROL), JOURNALED);
     }
-    for (lua_Integer i = b->count + 1; i <= b->filled; i++) {
+    for (lua_Integer i = 1; i <= b->filled; i++) {
+        if (i > b->stacked && i <= b->count) continue; /* (the open transaction's own) */
         lua_pushnil(L);
         lua_rawseti(L, journal, i);
     }
-    b->filled = b->count;
+    b->filled = b->count > b->stacked ? b->count : 0;
 }
 
 // MARK: `__newindex`
@@ -387,21 +425,13 @@ int journal_newindex(lua_State *L) {
         clua_scalar_read(L, 5, 0, &write.before);
         clua_scalar_read(L, 3, 0, &write.after);
     }
-    // Journaled first: growing the journal may raise, and then nothing has changed yet. (The old value is on
-    // top, where the journal takes it from; its slots are filled last to first.) A long transaction journals
-    // each place once (`journaled_already`).
-    if (journaled_already(L, b, UPVALUE(WRITE_JOURNAL), 4, 2)) {
-        lua_pop(L, 1);
-    } else {
-        if (b->count + CLUA_JOURNAL_ENTRY_LENGTH > b->filled) b->filled = b->count + CLUA_JOURNAL_ENTRY_LENGTH;
-        lua_rawseti(L, UPVALUE(WRITE_JOURNAL), b->count + CLUA_JOURNAL_OLD);
-        lua_pushvalue(L, 2);
-        lua_rawseti(L, UPVALUE(WRITE_JOURNAL), b->count + CLUA_JOURNAL_KEY);
-        lua_pushvalue(L, 4);
-        lua_rawseti(L, UPVALUE(WRITE_JOURNAL), b->count + CLUA_JOURNAL_TABLE);
-        b->count += CLUA_JOURNAL_ENTRY_LENGTH;
+    // Journaled first: growing the journal may raise, and then nothing has changed yet. A long transaction
+    // journals each place once (`journaled_already`).
+    if (!journaled_already(L, b, UPVALUE(WRITE_JOURNAL), 4, 2)) {
+        journal_put(L, b, UPVALUE(WRITE_JOURNAL), 4, 2, 5);
         note_journaled(L, b, 4, 2);
     }
+    lua_settop(L, 4);
     if (keep) b->writes[b->scalarWrites++] = write;
     lua_pushvalue(L, 2);
     lua_pushvalue(L, 3);
@@ -425,6 +455,21 @@ int journal_notechange(lua_State *L) {
 /// 1..count (the Lua side reads them to tell what the transaction changed).
 int journal_count(lua_State *L) {
     lua_pushinteger(L, barrier(L)->count);
+    return 1;
+}
+
+/// `journalview()` [-0, +1, m]: `count()`, once the journal's table holds every slot of the open (or last)
+/// transaction — those on the journal's thread copied into it — for the Lua side to read (`state_journal.lua`);
+/// the copies go at the next flush or rollback (`journal_clear_tail`).
+int journal_view(lua_State *L) {
+    Barrier *b = barrier(L);
+    luaL_checkstack(L, 1, NULL);
+    if (b->stacked > b->filled) b->filled = b->stacked; /* first: a slot filled before a raise is emptied too */
+    for (lua_Integer i = 1; i <= b->stacked; i++) {
+        journal_push(L, b, UPVALUE(JOURNAL), i);
+        lua_rawseti(L, UPVALUE(JOURNAL), i);
+    }
+    lua_pushinteger(L, b->count);
     return 1;
 }
 
@@ -453,13 +498,15 @@ int journal_rollback(lua_State *L) {
     b->committed = 0;
     lua_settop(L, 0);
     for (lua_Integer i = b->count - CLUA_JOURNAL_ENTRY_LENGTH; i >= 0; i -= CLUA_JOURNAL_ENTRY_LENGTH) {
-        lua_rawgeti(L, UPVALUE(JOURNAL), i + CLUA_JOURNAL_TABLE);
-        lua_rawgeti(L, UPVALUE(JOURNAL), i + CLUA_JOURNAL_KEY);
-        lua_rawgeti(L, UPVALUE(JOURNAL), i + CLUA_JOURNAL_OLD);
+        journal_push(L, b, UPVALUE(JOURNAL), i + CLUA_JOURNAL_TABLE);
+        journal_push(L, b, UPVALUE(JOURNAL), i + CLUA_JOURNAL_KEY);
+        journal_push(L, b, UPVALUE(JOURNAL), i + CLUA_JOURNAL_OLD);
         if (lua_type(L, -3) == LUA_TTABLE && !lua_isnil(L, -2)) lua_rawset(L, -3);
         lua_settop(L, 0);
     }
     b->count = 0;
+    b->stacked = 0;
+    lua_settop(b->journalThread, 0);
     b->scalarWrites = 0;
     b->journalOnce = 0;
     journal_clear_tail(L, b, UPVALUE(JOURNAL));

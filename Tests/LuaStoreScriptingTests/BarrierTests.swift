@@ -159,14 +159,42 @@ import Testing
             B.begin()
             state = B.proxy(real) -- (a proxy is good in the call it was handed out in)
             state.count = 5
-            local written, slots = real.count, #journal
+            local written, slots = real.count, B.journalview() -- (the table holds the journal once asked for it)
             local t, k, old = journal[\(CLUA_JOURNAL_TABLE)], journal[\(CLUA_JOURNAL_KEY)], journal[\(CLUA_JOURNAL_OLD)]
             B.rollback()
             return written, slots, t == real, k, old, real.count, B.mode() == B.CLOSED, handed.newindex, #journal
             """)
-        // 5 written, one entry (table, key, old value, where `CLUA_JOURNAL_ENTRY` puts them), undone to 1, the Lua
-        // fallback never called, and the journal emptied by the rollback.
+        // 5 written, one entry (table, key, old value, where `CLUA_JOURNAL_ENTRY` puts them, copied into the journal's
+        // table by `journalview`), undone to 1, the Lua fallback never called, and the journal's table emptied by the
+        // rollback.
         #expect(results == [5, .integer(Int64(CLUA_JOURNAL_ENTRY_LENGTH)), true, "count", 1, 1, true, 0, 0])
+    }
+
+    /// The journal keeps what it holds alive: a value overwritten in a transaction, which nothing else refers to,
+    /// survives full collections until a rollback puts it back — on the journal's thread and, past its first
+    /// slots, in its table — and so do the values of the last transaction once it committed, for `rollback(true)`.
+    @Test func theJournalKeepsWhatItHoldsThroughCollections() async throws {
+        let results = try await run("""
+            real.items = {}
+            for i = 1, 1500 do real.items[i] = string.rep("item ", 3) .. i end
+            real.count = string.rep("n", 40)
+            B.begin()
+            local items = B.proxy(real).items
+            for i = 1, 1500 do items[i] = "x" end -- (1,500 entries: more than the journal's thread keeps)
+            B.proxy(real).count = "replaced"
+            collectgarbage("collect"); collectgarbage("collect")
+            local slots = B.count()
+            B.rollback()
+            local restored = real.count == string.rep("n", 40)
+            for i = 1, 1500 do restored = restored and real.items[i] == string.rep("item ", 3) .. i end
+            B.begin()
+            B.proxy(real).count = string.rep("m", 40)
+            B.commit()
+            collectgarbage("collect")
+            B.rollback(true)
+            return slots, restored, real.count == string.rep("n", 40), #journal
+            """)
+        #expect(results == [.integer(Int64(CLUA_JOURNAL_ENTRY_LENGTH) * 1501), true, true, 0])
     }
 
     /// A key that appears or goes away, and a table the call made, all new data, stored (its tables become the
@@ -385,6 +413,7 @@ import Testing
             local empty = next(mine) == nil
             local title = mine.title
             mine.title = "eggs"                 -- through the barrier: journaled
+            B.journalview()
             local journaled = journal[\(CLUA_JOURNAL_TABLE)] == kept and journal[\(CLUA_JOURNAL_KEY)] == "title"
               and journal[\(CLUA_JOURNAL_OLD)] == "milk"
             B.rollback()

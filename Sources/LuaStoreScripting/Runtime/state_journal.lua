@@ -133,7 +133,7 @@ function S.collect(position, historyOnly, forget)
     if historyLimit > 0 then M.dropNewestHistory() end
     return
   end
-  local count = B.count()
+  local count = B.journalview()
   if historyOnly then
     if historyLimit > 0 then keepHistory(count, true) end
     return
