@@ -470,11 +470,11 @@ static inline void integral_key(lua_State *L) {
     lua_replace(L, 2);
 }
 
-/// [-0, +0, -] Whether the value at `index` is a UTF-8 string, a boolean or a finite number: data the fast path
+/// [-0, +0, -] Whether the value at `index`, of `type`, is a UTF-8 string, a boolean or a finite number: data the fast path
 /// may store. (Everything else — a table, nil, a function, NaN, bytes that are not UTF-8 text — is the Lua half's
 /// to store or refuse.)
-static inline int is_plain_data(lua_State *L, int index) {
-    switch (lua_type(L, index)) {
+static inline int is_plain_value(lua_State *L, int index, int type) {
+    switch (type) {
     case LUA_TSTRING: {
         size_t count;
         const char *bytes = lua_tolstring(L, index, &count);
@@ -487,6 +487,11 @@ static inline int is_plain_data(lua_State *L, int index) {
     default:
         return 0;
     }
+}
+
+/// [-0, +0, -] `is_plain_value` for the value at `index`, whatever its type.
+static inline int is_plain_data(lua_State *L, int index) {
+    return is_plain_value(L, index, lua_type(L, index));
 }
 
 /// [-0, +0, -] Whether storing the value at `b` where `a` is changes nothing: raw equality, and for numbers the

@@ -148,9 +148,10 @@ void journal_clear_tail(lua_State *L, Barrier *b, int journal) {
 
 // MARK: `__newindex`
 
-/// [-0, +0, -] The key at 2 as `noted` remembers it (`*remembered` 0 for a key it does not remember).
-static NotedSlot noted_slot(lua_State *L, Barrier *b, int keyType, int *remembered) {
-    NotedSlot slot = { lua_topointer(L, 4), NULL, 0, b->flushes, b->readsGeneration };
+/// [-0, +0, -] The key at 2 of the table at 4 (whose address is `table`) as `noted` remembers it (`*remembered`
+/// 0 for a key it does not remember).
+static NotedSlot noted_place(lua_State *L, Barrier *b, const void *table, int keyType, int *remembered) {
+    NotedSlot slot = { table, NULL, 0, b->flushes, b->readsGeneration };
     *remembered = 1;
     if (keyType == LUA_TSTRING) slot.key = lua_topointer(L, 2);
     else if (keyType == LUA_TNUMBER && lua_isinteger(L, 2)) slot.integer = lua_tointeger(L, 2);
@@ -158,22 +159,23 @@ static NotedSlot noted_slot(lua_State *L, Barrier *b, int keyType, int *remember
     return slot;
 }
 
-/// [-0, +0, -] Remembers that the change of `real[key]` (at 4 and 2) was noted since the last flush.
-static void remember_noted(lua_State *L, Barrier *b, int keyType) {
-    int remembered;
-    NotedSlot slot = noted_slot(L, b, keyType, &remembered);
-    if (remembered) b->noted[b->notedNext++ % NOTED_SLOTS] = slot;
+/// [-0, +0, -] `noted_place` for the table at 4.
+static NotedSlot noted_slot(lua_State *L, Barrier *b, int keyType, int *remembered) {
+    return noted_place(L, b, lua_topointer(L, 4), keyType, remembered);
 }
 
-/// [-0, +0, -] Whether `noted` holds (the table at 4, the key at 2) for this flush.
-static int seen_noted(lua_State *L, Barrier *b, int keyType) {
-    int remembered;
-    NotedSlot wanted = noted_slot(L, b, keyType, &remembered);
-    if (!remembered) return 0;
+/// [-0, +0, -] Remembers that the change of the place `slot` names (a remembered one: see `noted_place`) was noted
+/// since the last flush.
+static void remember_noted(Barrier *b, const NotedSlot *slot) {
+    b->noted[b->notedNext++ % NOTED_SLOTS] = *slot;
+}
+
+/// [-0, +0, -] Whether `noted` holds the place `wanted` names (a remembered one) for this flush.
+static int seen_noted(const Barrier *b, const NotedSlot *wanted) {
     for (int i = 0; i < NOTED_SLOTS; i++) {
         const NotedSlot *slot = &b->noted[i];
-        if (slot->at == wanted.at && slot->table == wanted.table && slot->key == wanted.key &&
-            slot->integer == wanted.integer && slot->reads == wanted.reads) {
+        if (slot->at == wanted->at && slot->table == wanted->table && slot->key == wanted->key &&
+            slot->integer == wanted->integer && slot->reads == wanted->reads) {
             return 1;
         }
     }
@@ -253,10 +255,10 @@ static void keep_due_place(lua_State *L, DuePlace *place, const NotedSlot *wante
 /// value and the real table): its readers are found in `duePlaces` when this place was written before and no
 /// reader's record changed since; else nothing is to be added when the change is noted already (the same field
 /// written since the last flush: `noted`); else they are found in the index of readers (and kept in `duePlaces`
-/// for the next write).
-static void note_scalar_change(lua_State *L, Barrier *b, int keyType) {
+/// for the next write). `table` is the address of the real table.
+static void note_scalar_change(lua_State *L, Barrier *b, const void *table, int keyType) {
     int remembered;
-    NotedSlot wanted = noted_slot(L, b, keyType, &remembered);
+    NotedSlot wanted = noted_place(L, b, table, keyType, &remembered);
     DuePlace *place = remembered ? due_place(b, &wanted) : NULL;
     if (place != NULL && place->count >= 0 && place->reads == wanted.reads && place->table == wanted.table &&
         place->key == wanted.key && place->integer == wanted.integer) {
@@ -265,7 +267,7 @@ static void note_scalar_change(lua_State *L, Barrier *b, int keyType) {
         b->observed = 1;
         return;
     }
-    if (seen_noted(L, b, keyType)) return;
+    if (remembered && seen_noted(b, &wanted)) return;
     lua_settop(L, 4);
     lua_pushvalue(L, 4);
     if (lua_rawget(L, UPVALUE(WRITE_DEPENDENTS)) == LUA_TNIL) { /* 5: who reads this table */
@@ -275,7 +277,7 @@ static void note_scalar_change(lua_State *L, Barrier *b, int keyType) {
         return;
     }
     note_change(L, b, 5, 2, 0);
-    remember_noted(L, b, keyType);
+    if (remembered) remember_noted(b, &wanted);
     if (place != NULL) keep_due_place(L, place, &wanted, 5, 2);
 }
 
@@ -326,12 +328,14 @@ static int journal_move(lua_State *L, Barrier *b, int keyType) {
     lua_pushvalue(L, 2);
     lua_pushvalue(L, 5);
     lua_rawset(L, 4);
-    if (seen_noted(L, b, keyType)) return 0;
+    int remembered;
+    NotedSlot wanted = noted_slot(L, b, keyType, &remembered);
+    if (remembered && seen_noted(b, &wanted)) return 0;
     lua_settop(L, 4);
     lua_pushvalue(L, 4);
     if (lua_rawget(L, UPVALUE(WRITE_DEPENDENTS)) == LUA_TNIL) return 0; /* 5: who reads this table */
     note_change(L, b, 5, 2, 0);
-    remember_noted(L, b, keyType);
+    if (remembered) remember_noted(b, &wanted);
     return 0;
 }
 
@@ -405,22 +409,23 @@ int journal_newindex(lua_State *L) {
         lua_pop(L, 1);
         return journal_move(L, b, keyType); /* (a proxy, or a table that cannot be data) */
     }
-    if (valueType != LUA_TTABLE && valueType != LUA_TNIL && !is_plain_data(L, 3)) {
+    if (valueType != LUA_TTABLE && valueType != LUA_TNIL && !is_plain_value(L, 3, valueType)) {
         return fall_back(L, UPVALUE(WRITE_FALLBACK), 3, 0);
     }
     if (!push_written_real(L, b)) return fall_back(L, UPVALUE(WRITE_FALLBACK), 3, 0); /* 4: real */
     lua_pushvalue(L, 2);
-    int oldType = lua_rawget(L, 4); /* 5: the old value (taken by the journal below) */
+    int oldType = lua_rawget(L, 4); /* 5: the old value */
     if (oldType == LUA_TNIL || oldType == LUA_TTABLE || valueType == LUA_TNIL || valueType == LUA_TTABLE) {
         return journal_reshape(L, b, valueType, oldType);
     }
-    if (is_same(L, 5, 3)) return 0;
+    if (oldType == valueType && is_same(L, 5, 3)) return 0;
+    const void *real = lua_topointer(L, 4);
     // While journaling, the write is kept as it is on the stack too, when every write of the transaction so far
     // was (`ScalarWrite`).
     ScalarWrite write;
     int keep = b->journaling && b->scalarWrites < SCALAR_WRITES && CLUA_JOURNAL_ENTRY_LENGTH * b->scalarWrites == b->count;
     if (keep) {
-        write.table = lua_topointer(L, 4);
+        write.table = real;
         clua_scalar_read(L, 2, 1, &write.key);
         clua_scalar_read(L, 5, 0, &write.before);
         clua_scalar_read(L, 3, 0, &write.after);
@@ -436,7 +441,7 @@ int journal_newindex(lua_State *L) {
     lua_pushvalue(L, 2);
     lua_pushvalue(L, 3);
     lua_rawset(L, 4); /* the key exists: no allocation, no error */
-    note_scalar_change(L, b, keyType);
+    note_scalar_change(L, b, real, keyType);
     return 0;
 }
 
