@@ -197,21 +197,48 @@ int clua_read_flat_fields(lua_State *L, int index, CLuaFlatField *fields, int ca
 void clua_push_short_string(lua_State *L, uint64_t low, uint64_t high, const char *bytes, size_t length) {
     CLuaGuard *g = clua_guard(L);
     uint64_t mixed = (low ^ (high * 0x9E3779B97F4A7C15u)) * 0xD6E8FEB86659FD93u;
+    // Two slots a string may be in (a pair): the one its form names, where the string pushed last of the two
+    // goes, and its neighbour, where the one it displaced goes.
     unsigned slot = (unsigned)(mixed >> 58) & (CLUA_SHORT_STRING_SLOTS - 1);
-    int ref = g->shortStringRefs[slot];
-    if (ref > 0 && g->shortStringForms[slot][0] == low && g->shortStringForms[slot][1] == high) {
-        lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
-        return;
+    const unsigned pair[2] = { slot, slot ^ 1u };
+    for (int i = 0; i < 2; i++) {
+        unsigned probe = pair[i];
+        int ref = g->shortStringRefs[probe];
+        if (ref > 0 && g->shortStringForms[probe][0] == low && g->shortStringForms[probe][1] == high) {
+            lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
+            return;
+        }
     }
     lua_pushlstring(L, bytes, length);
     lua_pushvalue(L, -1);
+    unsigned other = pair[1];
+    int ref = g->shortStringRefs[other]; /* (the registry slot the neighbour's string held is reused) */
+    g->shortStringRefs[other] = g->shortStringRefs[slot];
+    g->shortStringForms[other][0] = g->shortStringForms[slot][0];
+    g->shortStringForms[other][1] = g->shortStringForms[slot][1];
+    g->shortStringRefs[slot] = 0; /* (empty until the string is in the registry) */
     if (ref > 0) {
         lua_rawseti(L, LUA_REGISTRYINDEX, ref); /* (the key exists: no allocation) */
     } else {
-        g->shortStringRefs[slot] = luaL_ref(L, LUA_REGISTRYINDEX);
+        ref = luaL_ref(L, LUA_REGISTRYINDEX);
     }
+    g->shortStringRefs[slot] = ref;
     g->shortStringForms[slot][0] = low;
     g->shortStringForms[slot][1] = high;
+}
+
+/// [-0, +1, -] Pushes the value of `field`.
+static void push_small_value(lua_State *L, const CLuaSmallField *field) {
+    switch (field->type) {
+    case LUA_TBOOLEAN: lua_pushboolean(L, field->integer != 0); break;
+    case LUA_TNUMBER:
+        if (field->isInteger) lua_pushinteger(L, field->integer);
+        else lua_pushnumber(L, field->number);
+        break;
+    default:
+        clua_push_short_string(L, field->string[0], field->string[1], (const char *)field->string,
+                               (size_t)((field->string[1] >> 56) & 0xF));
+    }
 }
 
 void clua_push_small_fields(lua_State *L, const CLuaSmallField *fields, int count) {
@@ -219,16 +246,52 @@ void clua_push_small_fields(lua_State *L, const CLuaSmallField *fields, int coun
     for (int i = 0; i < count; i++) {
         const CLuaSmallField *field = &fields[i];
         clua_push_short_string(L, field->key[0], field->key[1], (const char *)field->key, (size_t)((field->key[1] >> 56) & 0xF));
-        switch (field->type) {
-        case LUA_TBOOLEAN: lua_pushboolean(L, field->integer != 0); break;
-        case LUA_TNUMBER:
-            if (field->isInteger) lua_pushinteger(L, field->integer);
-            else lua_pushnumber(L, field->number);
-            break;
-        default:
-            clua_push_short_string(L, field->string[0], field->string[1], (const char *)field->string,
-                                   (size_t)((field->string[1] >> 56) & 0xF));
-        }
+        push_small_value(L, field);
         lua_rawset(L, -3);
     }
+}
+
+/// The most distinct keys `clua_push_small_tables` keeps on the stack for the tables of one call.
+#define SMALL_TABLE_KEYS 8
+
+int clua_push_small_tables(lua_State *L, int list, lua_Integer position, const CLuaSmallField *fields,
+                           const int *counts, int tables) {
+    if (!lua_checkstack(L, SMALL_TABLE_KEYS + 3)) return 0;
+    list = lua_absindex(L, list);
+    int base = lua_gettop(L), keys = 0;
+    uint64_t forms[SMALL_TABLE_KEYS][2];
+    int lastSlot[SMALL_TABLE_KEYS] = { 0 }; /* the stack slot of the key the table before had at each place */
+    const CLuaSmallField *field = fields;
+    for (int t = 0; t < tables; t++) {
+        lua_createtable(L, 0, counts[t]);
+        for (int i = 0; i < counts[t]; i++, field++) {
+            // The key: the one the table before had here, or another of the call's, or a new one kept on the stack
+            // (past `SMALL_TABLE_KEYS` of them, from the VM's cache each time).
+            int slot = i < SMALL_TABLE_KEYS ? lastSlot[i] : 0;
+            if (slot == 0 || forms[slot - base - 1][0] != field->key[0] || forms[slot - base - 1][1] != field->key[1]) {
+                slot = 0;
+                for (int k = 0; k < keys && slot == 0; k++) {
+                    if (forms[k][0] == field->key[0] && forms[k][1] == field->key[1]) slot = base + 1 + k;
+                }
+                if (slot == 0 && keys < SMALL_TABLE_KEYS) {
+                    clua_push_short_string(L, field->key[0], field->key[1], (const char *)field->key,
+                                           (size_t)((field->key[1] >> 56) & 0xF));
+                    lua_insert(L, base + 1 + keys); /* below the table being made */
+                    forms[keys][0] = field->key[0];
+                    forms[keys][1] = field->key[1];
+                    keys++;
+                    slot = base + keys;
+                }
+                if (i < SMALL_TABLE_KEYS) lastSlot[i] = slot;
+            }
+            if (slot != 0) lua_pushvalue(L, slot);
+            else clua_push_short_string(L, field->key[0], field->key[1], (const char *)field->key,
+                                        (size_t)((field->key[1] >> 56) & 0xF));
+            push_small_value(L, field);
+            lua_rawset(L, -3);
+        }
+        lua_rawseti(L, list, position + t);
+    }
+    lua_settop(L, base);
+    return 1;
 }

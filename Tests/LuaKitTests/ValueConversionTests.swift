@@ -356,6 +356,56 @@ import Testing
         }
     }
 
+    /// Values made anew, each a table of a few small fields (actions dispatched one by one), are converted many in
+    /// one call: whatever their keys, their order, their number and their values, each arrives as it is, a table of
+    /// its own — beside repeats, longer strings, nested tables and wide tables, which take the other ways in.
+    @Test func listsConvertTablesMadeAnewManyAtATime() async throws {
+        var values: [LuaValue] = []
+        for index in 0..<150 {
+            let small: LuaValue
+            switch index % 7 {
+            case 0: small = ["type": "add", "by": .integer(Int64(index)), "note": .string("note \(index % 16)"), "flag": .boolean(index % 2 == 0)]
+            case 1: small = ["flag": false, "type": "add", "note": "", "by": -0.5] // the same keys, another order
+            case 2: small = ["type": "x"]
+            case 3: small = ["a": 1, "b": 2, "c": 3, "d": 4, "e": 5, "f": 6, "g": 7, "h": .number(8.25)] // eight
+            case 4: small = ["a": 1, "b": 2, "c": 3, "d": 4, "e": 5, "f": 6, "g": 7, "h": 8, "i": 9] // nine: another way
+            case 5: small = ["type": "a string longer than fifteen bytes", "n": .integer(Int64.min)]
+            default: small = ["type": "nested", "at": ["x": .integer(Int64(index))]]
+            }
+            values.append(small)
+            if index % 11 == 0 { values.append(small) } // a repeat: copied inside the VM
+        }
+        values.insert(["k1": 1, "k2": 2, "k3": 3, "k4": 4, "k5": 5, "k6": 6, "k7": 7, "k8": 8], at: 3)
+        values.insert(["k9": 9, "k10": 10, "k11": 11, "k12": 12, "k13": 13, "k14": 14, "k15": 15, "k16": 16], at: 4) // past the keys one call keeps
+        try await withVM { vm throws in
+            let list = try vm.reference(toList: values[...])
+            let probe = try vm.load("""
+                local list, count = ...
+                local seen = {}
+                for i = 1, count do
+                  if type(list[i]) ~= "table" or seen[list[i]] then return false, i end
+                  seen[list[i]] = true
+                end
+                return #list == count, 0
+                """, chunkName: "distinct.lua")
+            #expect(try vm.call(probe, arguments: [.reference(list), .value(.integer(Int64(values.count)))]) == [true, 0], "each a table of its own")
+            let element = try vm.load("local list, i = ... return list[i]", chunkName: "element.lua")
+            for index in values.indices {
+                let read = try vm.call(element, arguments: [.reference(list), .value(.integer(Int64(index + 1)))])
+                #expect(read == [values[index]], "element \(index + 1)")
+            }
+        }
+        // Under the memory cap, as every conversion is.
+        var limits = LuaLimits()
+        limits.memoryBytes = 2 << 20
+        let many: [LuaValue] = (0..<60_000).map { index -> LuaValue in ["type": "add", "n": .integer(Int64(index)), "note": "a note", "ok": true] }
+        try await withVM(limits: limits) { vm throws in
+            let error = luaError { _ = try vm.reference(toList: many[...]) }
+            #expect(error?.kind == .memory, "tables made in one call count against the cap")
+            #expect(try vm.run("return 1", chunkName: "after.lua") == [1])
+        }
+    }
+
     @Test func referencesKeepValuesInTheVM() async throws {
         try await withVM { vm throws in
             let make = try vm.load("local state = {items = {1, 2}}\nreturn function() return state end, function(s) return #s.items end", chunkName: "r.lua")

@@ -313,7 +313,8 @@ void clua_budget_exclude(lua_State *L, int64_t nanos);
 /// [-0, +1, m] Pushes the string of `length` bytes at `bytes` (at most 15), whose host form is (`low`, `high`): 16
 /// bytes that are the same for two strings exactly when their bytes are (a Swift small string's bits). One the
 /// host pushed lately is taken from the registry, where the cache keeps it, without hashing or interning it again:
-/// the keys and names of actions, converted for every dispatch, are a few strings over and over.
+/// the keys and names of actions, converted for every dispatch, are a few strings over and over. (Each string has
+/// two slots it may be kept in, so that two the host pushes in turn do not keep displacing each other.)
 void clua_push_short_string(lua_State *L, uint64_t low, uint64_t high, const char *bytes, size_t length);
 
 /// One field of a table the host pushes in one call (`clua_push_small_fields`): its key, and its value when that is
@@ -332,6 +333,14 @@ typedef struct CLuaSmallField {
 /// of short strings (`clua_push_short_string`): what the host pushes for an action of a few fields, in one call. The
 /// caller has made sure of 3 stack slots.
 void clua_push_small_fields(lua_State *L, const CLuaSmallField *fields, int count);
+
+/// [-0, +0, -] Makes `tables` tables of a few fields — the first `counts[0]` of `fields`, then the next
+/// `counts[1]`, … (distinct keys in each) — as `clua_push_small_fields` makes one, and stores them in the list at
+/// `list` from `position` on: what the host converts for a run of actions made anew, in one call. A key the
+/// tables share is made once for the call (kept on the stack), not taken from the cache for each table. Returns
+/// 0, doing nothing, when the stack cannot grow for it.
+int clua_push_small_tables(lua_State *L, int list, lua_Integer position, const CLuaSmallField *fields,
+                           const int *counts, int tables);
 
 typedef struct CLuaCopyShape {
     int sequence;

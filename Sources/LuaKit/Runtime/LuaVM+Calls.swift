@@ -152,6 +152,14 @@ extension LuaVM {
                         continue
                     }
                     shape = CLuaCopyShape(sequence: -1, others: -1, entries: 0, flat: 0)
+                    // Actions made anew, of a few small fields each: many converted in one call.
+                    let made = pushSmallTables(buffer, from: index, list: list, position: position)
+                    if made > 0 {
+                        try refuseIfOverCap(above: list + 1)
+                        position += lua_Integer(made)
+                        index += made
+                        continue
+                    }
                     try push(buffer[index], path: "list[\(position)]")
                 } catch {
                     failure = error

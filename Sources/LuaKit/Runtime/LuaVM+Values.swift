@@ -119,35 +119,80 @@ extension LuaVM {
         return table.withStringPairs { pairs -> Bool in
             withUnsafeTemporaryAllocation(of: CLuaSmallField.self, capacity: pairs.count) { fields -> Bool in
                 for index in pairs.indices {
-                    let key = unsafeBitCast(pairs[index].0, to: (UInt64, UInt64).self)
-                    guard key.1 & Self.smallStringFlag != 0 else { return false }
-                    var field = CLuaSmallField()
-                    field.key = key
-                    switch pairs[index].1 {
-                    case .boolean(let flag):
-                        field.type = LUA_TBOOLEAN
-                        field.integer = flag ? 1 : 0
-                    case .integer(let integer):
-                        field.type = LUA_TNUMBER
-                        field.isInteger = 1
-                        field.integer = integer
-                    case .number(let number):
-                        field.type = LUA_TNUMBER
-                        field.number = number
-                    case .string(let text):
-                        let form = unsafeBitCast(text, to: (UInt64, UInt64).self)
-                        guard form.1 & Self.smallStringFlag != 0 else { return false }
-                        field.type = LUA_TSTRING
-                        field.string = form
-                    case .nil, .table:
-                        return false
-                    }
+                    guard let field = Self.smallField(pairs[index].0, pairs[index].1) else { return false }
                     fields.initializeElement(at: index, to: field)
                 }
                 clua_push_small_fields(state, fields.baseAddress, Int32(pairs.count))
                 return true
             }
         } ?? false
+    }
+
+    /// The most actions `pushSmallTables` converts in one call, and the most fields each may have.
+    private static let smallTablesAtOnce = 16, smallTableFields = 8
+
+    /// [-0, +0, -] Converts the values of `buffer` from `start` on that are tables `pushSmallFields` would push —
+    /// up to the first that is not one, or that is the very value before it (a repeat, which the caller copies
+    /// inside the VM), at most `smallTablesAtOnce` — in one call (`clua_push_small_tables`), storing them in the
+    /// list at `list` from `position` on. Returns how many it converted (0 when the first is not such a table).
+    func pushSmallTables(_ buffer: UnsafeBufferPointer<LuaValue>, from start: Int, list: Int32, position: lua_Integer) -> Int {
+        guard cachesSmallStrings else { return 0 }
+        let scratch = smallTablesScratch ?? {
+            let made = (fields: UnsafeMutablePointer<CLuaSmallField>.allocate(capacity: Self.smallTablesAtOnce * Self.smallTableFields),
+                        counts: UnsafeMutablePointer<Int32>.allocate(capacity: Self.smallTablesAtOnce))
+            smallTablesScratch = made
+            return made
+        }()
+        var tables = 0, filled = 0
+        var index = start
+        while index < buffer.count, tables < Self.smallTablesAtOnce {
+            if index > start, Self.isSameValue(buffer, index, index - 1) { break }
+            guard case .table(let table) = buffer[index], table.array.isEmpty else { break }
+            let count: Int? = table.withStringPairs { pairs -> Int? in
+                guard pairs.count <= Self.smallTableFields else { return nil }
+                for pair in pairs.indices {
+                    guard let field = Self.smallField(pairs[pair].0, pairs[pair].1) else { return nil }
+                    (scratch.fields + filled + pair).initialize(to: field)
+                }
+                return pairs.count
+            } ?? nil
+            guard let count else { break }
+            scratch.counts[tables] = Int32(count)
+            filled += count
+            tables += 1
+            index += 1
+        }
+        guard tables > 0, clua_push_small_tables(state, list, position, scratch.fields, scratch.counts, Int32(tables)) != 0 else { return 0 }
+        return tables
+    }
+
+    /// A string-keyed field as `clua_push_small_fields` takes it, when its key and any string value are small
+    /// strings and its value is not a table or `nil`.
+    private static func smallField(_ key: String, _ value: LuaValue) -> CLuaSmallField? {
+        let form = unsafeBitCast(key, to: (UInt64, UInt64).self)
+        guard form.1 & Self.smallStringFlag != 0 else { return nil }
+        var field = CLuaSmallField()
+        field.key = form
+        switch value {
+        case .boolean(let flag):
+            field.type = LUA_TBOOLEAN
+            field.integer = flag ? 1 : 0
+        case .integer(let integer):
+            field.type = LUA_TNUMBER
+            field.isInteger = 1
+            field.integer = integer
+        case .number(let number):
+            field.type = LUA_TNUMBER
+            field.number = number
+        case .string(let text):
+            let form = unsafeBitCast(text, to: (UInt64, UInt64).self)
+            guard form.1 & Self.smallStringFlag != 0 else { return nil }
+            field.type = LUA_TSTRING
+            field.string = form
+        case .nil, .table:
+            return nil
+        }
+        return field
     }
 
     /// [-0, +1, -]

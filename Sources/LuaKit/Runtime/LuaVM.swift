@@ -62,6 +62,9 @@ public final class LuaVM {
     public private(set) var startingRandomState: LuaRandomState?
     /// Whether `pushString` takes small strings from the VM's cache (`smallStringsHoldTheirBytes`, read once).
     let cachesSmallStrings = LuaVM.smallStringsHoldTheirBytes
+    /// Room for the fields of the tables `pushSmallTables` converts in one call (and their counts), made at its
+    /// first use and kept: a run of actions is converted without allocating.
+    var smallTablesScratch: (fields: UnsafeMutablePointer<CLuaSmallField>, counts: UnsafeMutablePointer<Int32>)?
     var hostFunctions: [Unmanaged<HostFunction>] = []
     /// The compiled chunks of host modules defined by their source (`define(module:source:)`), run at their first
     /// `require`, and their chunk names.
@@ -168,6 +171,10 @@ public final class LuaVM {
         clua_closestate(guardState)
         for function in hostFunctions { function.release() }
         guardState.deallocate()
+        if let smallTablesScratch {
+            smallTablesScratch.fields.deallocate()
+            smallTablesScratch.counts.deallocate()
+        }
     }
 
     /// Memory the VM's heap uses now, at most, and may use.
