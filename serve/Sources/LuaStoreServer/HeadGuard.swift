@@ -13,21 +13,23 @@ import NIOWebSocket
 /// connection was neither answered nor closed — the upgrade handler does not handle the parser's errors, and
 /// Hummingbird's idle timeout starts only after the first head and counts a byte a second as life — so a client
 /// could hold sockets open for ever; a later request that did not parse got an empty 400.) After an upgrade, every
-/// frame the client sends is masked or the connection fails (`MaskGuard`).
+/// frame the client sends is masked and at most `messageBytes` long, or the connection fails (`MaskGuard`).
 struct GuardedUpgradeChannel: ServerChildChannel {
     typealias Value = HTTP1WebSocketUpgradeChannel.Value
 
     let channel: HTTP1WebSocketUpgradeChannel
     let headTimeout: TimeAmount
+    /// The longest message a client may send (the frame decoder's limit too).
+    let messageBytes: Int
     /// Why a head asking for the WebSocket upgrade is refused before it (the server's rules), or nil.
     let upgradeRefusal: @Sendable (HTTPRequestHead) -> HeadGuard.Refusal?
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
-        self.channel.setup(channel: channel, logger: logger).flatMapThrowing { [headTimeout, upgradeRefusal] value in
+        self.channel.setup(channel: channel, logger: logger).flatMapThrowing { [headTimeout, upgradeRefusal, messageBytes] value in
             let pipeline = channel.pipeline.syncOperations
             let decoder = try pipeline.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
             try pipeline.addHandler(HeadGuard(timeout: headTimeout, upgradeRefusal: upgradeRefusal), position: .after(decoder))
-            try pipeline.addHandler(UpgradeWatcher())
+            try pipeline.addHandler(UpgradeWatcher(messageBytes: messageBytes))
             return value
         }
     }
@@ -193,6 +195,13 @@ final class HeadGuard: ChannelDuplexHandler, RemovableChannelHandler {
 final class UpgradeWatcher: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = NIOAny
 
+    /// The longest message a client may send (`MaskGuard` says so when a frame is longer).
+    private let messageBytes: Int
+
+    init(messageBytes: Int) {
+        self.messageBytes = messageBytes
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         context.fireChannelRead(data)
         context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
@@ -201,7 +210,7 @@ final class UpgradeWatcher: ChannelInboundHandler, RemovableChannelHandler {
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if case HTTPServerUpgradeEvents.upgradeComplete = event,
            let frames = try? context.pipeline.syncOperations.context(handlerType: ByteToMessageHandler<WebSocketFrameDecoder>.self) {
-            try? context.pipeline.syncOperations.addHandler(MaskGuard(), position: .after(frames.handler))
+            try? context.pipeline.syncOperations.addHandler(MaskGuard(messageBytes: messageBytes), position: .after(frames.handler))
             context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
         }
         context.fireUserInboundEventTriggered(event)
@@ -211,21 +220,43 @@ final class UpgradeWatcher: ChannelInboundHandler, RemovableChannelHandler {
 /// Right after the WebSocket frame decoder: a frame the client did not mask — data or control, the first that came
 /// with the upgrade's request or any later one — fails the connection (RFC 6455, 5.1): a close with 1002 saying
 /// why, and nothing of it or after it is read. (Hummingbird's WebSocket layer reads frames without asking; the live
-/// handler asked of the frames that reached it, not of those read before it was in place.)
+/// handler asked of the frames that reached it, not of those read before it was in place.) So does a frame longer
+/// than a message may be, which the decoder refuses: 1009 saying so (the WebSocket layer closed without a reason),
+/// on a live connection served here or relayed to the node that holds its key.
 final class MaskGuard: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = WebSocketFrame
     typealias InboundOut = WebSocketFrame
     typealias OutboundOut = WebSocketFrame
 
+    private let messageBytes: Int
     private var failed = false
+
+    init(messageBytes: Int) {
+        self.messageBytes = messageBytes
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !failed else { return }
         guard unwrapInboundIn(data).maskKey == nil else { return context.fireChannelRead(data) }
+        fail(context: context, .protocolError, "a client's frames are masked (RFC 6455, 5.1)")
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        guard case NIOWebSocketError.invalidFrameLength = error else { return context.fireErrorCaught(error) }
+        if !failed { fail(context: context, .messageTooLarge, Self.tooLarge(messageBytes)) }
+    }
+
+    /// Why a message longer than `messageBytes` ends a live connection.
+    static func tooLarge(_ messageBytes: Int) -> String {
+        "a message has at most \(messageBytes) bytes"
+    }
+
+    /// Fails the connection: a close with `code` and `reason`; nothing after it is read.
+    private func fail(context: ChannelHandlerContext, _ code: WebSocketErrorCode, _ reason: String) {
         failed = true
         var payload = context.channel.allocator.buffer(capacity: 64)
-        payload.write(webSocketErrorCode: .protocolError)
-        payload.writeString("a client's frames are masked (RFC 6455, 5.1)")
+        payload.write(webSocketErrorCode: code)
+        payload.writeString(reason)
         // The close, then the end of what the server sends; the socket closes a moment later (closed at once with
         // bytes unread, it is reset: the client may never read why).
         let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)

@@ -219,8 +219,8 @@ final class LiveChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var heldFrames: [(opcode: WebSocketOpcode, fin: Bool, data: ByteBuffer)] = []
     /// Messages read and not yet in line, in the order they came.
     private var held: [String] = []
-    /// A text message arriving in fragments.
-    private var fragments: ByteBuffer?
+    /// The messages its frames make.
+    private var messages: LiveMessages
     private var inFlight = 0
     private var readPending = false
     private var closed = false
@@ -229,6 +229,7 @@ final class LiveChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
         self.store = store
         self.settings = settings
         bucket = TokenBucket(perSecond: settings.actionsPerSecond)
+        messages = LiveMessages(messageBytes: settings.messageBytes)
     }
 
     func attach(_ connection: LiveConnection) { self.connection = connection }
@@ -266,40 +267,17 @@ final class LiveChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    /// A frame longer than a message may be is refused by NIO's decoder before any of it is read (the WebSocket
-    /// layer closed with 1009 and no reason): closed with 1009 and the words a message grown too long by its
-    /// fragments gets.
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        guard case NIOWebSocketError.invalidFrameLength = error else { return context.fireErrorCaught(error) }
-        if !closed { close(.messageTooLarge, "a message has at most \(settings.messageBytes) bytes") }
-    }
-
-    /// A data frame, in the order the client sent it: a message's fragments are joined, and a whole message is
-    /// put in line — JSON text, UTF-8 (RFC 6455 closes with 1007 otherwise: nothing is read with other bytes than
-    /// the client sent).
+    /// A data frame, in the order the client sent it: a whole message is put in line (`LiveMessages`: one that
+    /// breaks the protocol's rules closes the connection, saying why).
     private func read(_ opcode: WebSocketOpcode, fin: Bool, _ data: ByteBuffer) {
         guard !closed else { return }
-        switch opcode {
-        case .binary:
-            return close(.unacceptableData, "the live protocol speaks JSON text")
-        case .text where fragments != nil, .continuation where fragments == nil:
-            return close(.protocolError, "a fragmented message was interrupted")
-        case .text:
-            fragments = data
-        default:
-            var data = data
-            fragments?.writeBuffer(&data)
+        switch messages.add(opcode, fin: fin, data) {
+        case .failure(let refusal): close(refusal.code, refusal.reason)
+        case .success(let text?):
+            held.append(text)
+            release()
+        case .success(nil): break
         }
-        guard (fragments?.readableBytes ?? 0) <= settings.messageBytes else {
-            return close(.messageTooLarge, "a message has at most \(settings.messageBytes) bytes")
-        }
-        guard fin, let message = fragments else { return }
-        fragments = nil
-        guard let text = String(validating: message.readableBytesView, as: UTF8.self) else {
-            return close(.dataInconsistentWithMessage, "a text message is UTF-8 text")
-        }
-        held.append(text)
-        release()
     }
 
     /// Puts held messages in line while there is room.
@@ -384,7 +362,7 @@ final class LiveChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
         closed = true
         held.removeAll()
         heldFrames.removeAll()
-        fragments = nil
+        messages = LiveMessages(messageBytes: settings.messageBytes)
         connection?.close(code, reason)
     }
 
@@ -393,5 +371,50 @@ final class LiveChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
         context = nil
         held.removeAll()
         heldFrames.removeAll()
+    }
+}
+
+/// A live connection's messages, made of its data frames as they come, by the protocol's rules (docs/serve.md):
+/// text, a message's fragments joined, at most `messageBytes` long, UTF-8 (RFC 6455 closes with 1007 otherwise:
+/// nothing is read with other bytes than the client sent). The connection served here and the one relayed to the
+/// key's holder read them so.
+struct LiveMessages {
+    /// Why a frame ends the connection: the close's code and its reason.
+    struct Refusal: Error {
+        let code: WebSocketErrorCode
+        let reason: String
+    }
+
+    let messageBytes: Int
+    /// A text message arriving in fragments.
+    private var fragments: ByteBuffer?
+
+    init(messageBytes: Int) {
+        self.messageBytes = messageBytes
+    }
+
+    /// Takes one data frame: the message it completes, nil while a message's fragments are still coming, or why
+    /// the connection ends.
+    mutating func add(_ opcode: WebSocketOpcode, fin: Bool, _ data: ByteBuffer) -> Result<String?, Refusal> {
+        switch opcode {
+        case .binary:
+            return .failure(Refusal(code: .unacceptableData, reason: "the live protocol speaks JSON text"))
+        case .text where fragments != nil, .continuation where fragments == nil:
+            return .failure(Refusal(code: .protocolError, reason: "a fragmented message was interrupted"))
+        case .text:
+            fragments = data
+        default:
+            var data = data
+            fragments?.writeBuffer(&data)
+        }
+        guard (fragments?.readableBytes ?? 0) <= messageBytes else {
+            return .failure(Refusal(code: .messageTooLarge, reason: MaskGuard.tooLarge(messageBytes)))
+        }
+        guard fin, let message = fragments else { return .success(nil) }
+        fragments = nil
+        guard let text = String(validating: message.readableBytesView, as: UTF8.self) else {
+            return .failure(Refusal(code: .dataInconsistentWithMessage, reason: "a text message is UTF-8 text"))
+        }
+        return .success(text)
     }
 }

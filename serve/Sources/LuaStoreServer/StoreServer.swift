@@ -96,7 +96,7 @@ public final class StoreServer: Sendable {
                     responder: respond, webSocketResponder: responder,
                     configuration: .init(http1: .init(idleTimeout: .seconds(Int64(limits.idleConnectionSeconds))),
                                          ws: .init(maxFrameSize: limits.messageBytes, closeTimeout: Self.closeTimeout))),
-                headTimeout: .seconds(Int64(limits.headSeconds)), upgradeRefusal: upgradeRefusal)
+                headTimeout: .seconds(Int64(limits.headSeconds)), messageBytes: limits.messageBytes, upgradeRefusal: upgradeRefusal)
         }
     }
 
@@ -416,14 +416,27 @@ public final class StoreServer: Sendable {
                         try await outbound.close(.goingAway, reason: "the node serving key \(key) closed the connection; reconnect with ?since=SEQ")
                     }
                     group.addTask {
-                        for try await message in inbound.messages(maxSize: limit) {
-                            if case .text(let text) = message { try await upstreamOutbound.writeTextMessage(text) }
+                        // (Read here by the rules of a connection served here, and closed in the same words.)
+                        var messages = LiveMessages(messageBytes: limit)
+                        for try await frame in inbound {
+                            let opcode: WebSocketOpcode = switch frame.opcode {
+                            case .text: .text
+                            case .binary: .binary
+                            case .continuation: .continuation
+                            }
+                            switch messages.add(opcode, fin: frame.fin, frame.data) {
+                            case .success(let text?): try await upstreamOutbound.writeTextMessage(text)
+                            case .success(nil): break
+                            case .failure(let refusal): throw refusal
+                            }
                         }
                     }
                     _ = try await group.next()
                     group.cancelAll()
                 }
             }
+        } catch let refusal as LiveMessages.Refusal {
+            try? await outbound.close(refusal.code, reason: refusal.reason)
         } catch {
             try? await outbound.close(.goingAway, reason: "the node serving key \(key) at \(address) cannot be reached; reconnect")
         }

@@ -236,8 +236,8 @@ struct ClusterServeTests {
     @Test func aLiveClientOfAnotherNodeIsForwardedToTheHolder() async throws {
         let cluster = try await Cluster(app: counter, leaseSeconds: 6)
         defer { cluster.remove() }
-        let one = try await cluster.node("one")
-        let two = try await cluster.node("two")
+        let one = try await cluster.node("one", ["--max-message-bytes", "256"])
+        let two = try await cluster.node("two", ["--max-message-bytes", "256"])
         #expect(try await one.request("POST", "/stores/doc/actions", body: #"{"type":"increment","by":5}"#).status == 200)
         let live = try await two.live("/stores/doc/live")
         let snapshot = try #require(try await live.read(1).first)
@@ -252,6 +252,26 @@ struct ClusterServeTests {
         _ = try await one.request("POST", "/stores/doc/actions", body: #"{"type":"increment"}"#)
         #expect((try #require(try await live.read(1).first)["props"] as? [String: Any])?["count"] as? Int == 7)
         live.close()
+        // A message over the limit ends a relayed connection as it ends a direct one: 1009, saying why (one frame
+        // longer than the limit, and a message of frames that grows past it); so does a binary frame (1003); and
+        // nothing of them is applied.
+        let big = #"{"id":"big","action":{"type":"increment","pad":""# + String(repeating: "x", count: 400) + #""}}"#
+        let oneFrame = try await two.live("/stores/doc/live")
+        _ = try await oneFrame.read(1)
+        try await oneFrame.send(big)
+        await oneFrame.expectClose(1009, saying: "a message has at most 256 bytes", otherwise: "a relayed message over the limit was answered")
+        oneFrame.close()
+        let fragments = try await two.live("/stores/doc/live")
+        _ = try await fragments.read(1)
+        try await offPool { try fragments.sendText(big, inPieces: 3) }
+        await fragments.expectClose(1009, saying: "a message has at most 256 bytes", otherwise: "a relayed message of frames over the limit was answered")
+        fragments.close()
+        let binary = try await two.live("/stores/doc/live")
+        _ = try await binary.read(1)
+        try await offPool { try binary.send(opcode: 0x2, Array(#"{"type":"increment"}"#.utf8)) }
+        await binary.expectClose(1003, saying: "the live protocol speaks JSON text", otherwise: "a relayed binary frame was taken")
+        binary.close()
+        #expect(try ServedApp.json(try await one.request("GET", "/stores/doc/props").body)["count"] as? Int == 7)
         #expect(try await two.stop().status == 0)
         #expect(try await one.stop().status == 0)
     }
