@@ -3,6 +3,7 @@ import HummingbirdCore
 import HummingbirdWebSocket
 import Logging
 import LuaKit
+import LuaStoreConcurrency
 import NIOCore
 import NIOHTTP1
 import NIOWebSocket
@@ -15,7 +16,13 @@ import NIOWebSocket
 /// could hold sockets open for ever; a later request that did not parse got an empty 400.) After an upgrade, every
 /// frame the client sends is masked and at most `messageBytes` long, or the connection fails (`MaskGuard`).
 struct GuardedUpgradeChannel: ServerChildChannel {
-    typealias Value = HTTP1WebSocketUpgradeChannel.Value
+    /// Hummingbird's, and the mark `HeadGuard` leaves on a connection it ended itself.
+    struct Value: ServerChildChannelValue {
+        let upgrade: HTTP1WebSocketUpgradeChannel.Value
+        let ended: EndedByGuard
+
+        var channel: any Channel { upgrade.channel }
+    }
 
     let channel: HTTP1WebSocketUpgradeChannel
     let headTimeout: TimeAmount
@@ -28,14 +35,60 @@ struct GuardedUpgradeChannel: ServerChildChannel {
         self.channel.setup(channel: channel, logger: logger).flatMapThrowing { [headTimeout, upgradeRefusal, messageBytes] value in
             let pipeline = channel.pipeline.syncOperations
             let decoder = try pipeline.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
-            try pipeline.addHandler(HeadGuard(timeout: headTimeout, upgradeRefusal: upgradeRefusal), position: .after(decoder))
+            let ended = EndedByGuard()
+            try pipeline.addHandler(HeadGuard(timeout: headTimeout, upgradeRefusal: upgradeRefusal, ended: ended), position: .after(decoder))
             try pipeline.addHandler(UpgradeWatcher(messageBytes: messageBytes))
-            return value
+            return Value(upgrade: value, ended: ended)
         }
     }
 
+    /// Hummingbird's handling, whose report of an upgrade that did not happen is left out for a connection
+    /// `HeadGuard` ended itself — answered in words (a refused handshake, a head that does not parse) or closed for a
+    /// shutdown: that is no error of the server's (it was logged as one for every such request).
     func handle(value: Value, logger: Logger) async {
-        await channel.handle(value: value, logger: logger)
+        var quieted = logger
+        quieted.handler = EndedByGuard.Quieting(wrapped: logger.handler, ended: value.ended)
+        await channel.handle(value: value.upgrade, logger: quieted)
+    }
+}
+
+/// Whether `HeadGuard` ended a connection itself (its answer written, or closed for a shutdown).
+final class EndedByGuard: Sendable {
+    private let ended = Protected(false)
+
+    var isEnded: Bool { ended.withLock { $0 } }
+
+    func mark() { ended.withLock { $0 = true } }
+
+    /// A log handler that leaves out what is logged of a connection once `HeadGuard` ended it.
+    struct Quieting: LogHandler {
+        var wrapped: any LogHandler
+        let ended: EndedByGuard
+
+        func log(event: LogEvent) {
+            guard !ended.isEnded else { return }
+            wrapped.log(event: event)
+        }
+
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { wrapped[metadataKey: key] }
+            set { wrapped[metadataKey: key] = newValue }
+        }
+
+        var metadata: Logger.Metadata {
+            get { wrapped.metadata }
+            set { wrapped.metadata = newValue }
+        }
+
+        var logLevel: Logger.Level {
+            get { wrapped.logLevel }
+            set { wrapped.logLevel = newValue }
+        }
+
+        var metadataProvider: Logger.MetadataProvider? {
+            get { wrapped.metadataProvider }
+            set { wrapped.metadataProvider = newValue }
+        }
     }
 }
 
@@ -67,12 +120,16 @@ final class HeadGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private var deadline: Scheduled<Void>?
     /// Request heads read, and answers whose end was written: the connection waits for a head while they are even.
     private var heads = 0, answers = 0
-    private var refused = false
+    private var refused = false {
+        didSet { if refused { ended.mark() } }
+    }
     private var waiting: Bool { heads == answers && !refused }
+    private let ended: EndedByGuard
 
-    init(timeout: TimeAmount, upgradeRefusal: @escaping @Sendable (HTTPRequestHead) -> Refusal? = { _ in nil }) {
+    init(timeout: TimeAmount, upgradeRefusal: @escaping @Sendable (HTTPRequestHead) -> Refusal? = { _ in nil }, ended: EndedByGuard = EndedByGuard()) {
         self.timeout = timeout
         self.upgradeRefusal = upgradeRefusal
+        self.ended = ended
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
