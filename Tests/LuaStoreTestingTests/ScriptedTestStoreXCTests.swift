@@ -16,6 +16,6 @@ final class ScriptedTestStoreXCTests: XCTestCase {
         } catch let failure as TestStoreFailure {
             XCTAssertTrue(failure.message.hasSuffix("+ state.todos[1].done = true"), failure.message)
         }
-        try await store.finish()
+        try await store.finish(timeout: .seconds(60))
     }
 }

@@ -25,7 +25,8 @@ import Testing
     @Test func stepsAreWrittenOnTheGeneratedTypes() async throws {
         let store = try await ScriptedTestStore(app: Self.todos, effects: Self.storage)
         try await store.send(.appStarted, commands: [["kind": "load", "key": "todos", "success": "todosLoaded"]])
-        try await store.receive(.todosLoaded(key: "todos", value: Self.saved)) {
+        // (A bound no loaded machine reaches: the action comes as soon as the effect's task runs.)
+        try await store.receive(.todosLoaded(key: "todos", value: Self.saved), timeout: .seconds(60)) {
             $0.loaded = true
             $0.todos = Self.saved.todos
             $0.nextId = 2
@@ -38,7 +39,7 @@ import Testing
         try await store.send(.filterChanged(filter: "done")) { $0.filter = .done }
         #expect(try store.decodedState().todos.map(\.title) == ["milk", "bread"])
         #expect(try await store.store.decodedProps().items.isEmpty) // (nothing done yet)
-        try await store.finish()
+        try await store.finish(timeout: .seconds(60))
     }
 
     @Test func aWrongTypedUpdateFailsNamingThePath() async throws {
@@ -63,6 +64,6 @@ import Testing
         let failure = try await store.sendFailing(["type": "todoAdded", "title": 3])
         #expect(failure.stage == .undeclared)
         #expect(failure.error.message == "action.title is 3, not string")
-        try await store.finish()
+        try await store.finish(timeout: .seconds(60))
     }
 }
