@@ -227,6 +227,11 @@ void clua_push_short_string(lua_State *L, uint64_t low, uint64_t high, const cha
     g->shortStringForms[slot][1] = high;
 }
 
+/// [-0, +1, -] Pushes the key of `field` (from the cache of short strings).
+static void push_small_key(lua_State *L, const CLuaSmallField *field) {
+    clua_push_short_string(L, field->key[0], field->key[1], (const char *)field->key, (size_t)((field->key[1] >> 56) & 0xF));
+}
+
 /// [-0, +1, -] Pushes the value of `field`.
 static void push_small_value(lua_State *L, const CLuaSmallField *field) {
     switch (field->type) {
@@ -245,7 +250,7 @@ void clua_push_small_fields(lua_State *L, const CLuaSmallField *fields, int coun
     lua_createtable(L, 0, count);
     for (int i = 0; i < count; i++) {
         const CLuaSmallField *field = &fields[i];
-        clua_push_short_string(L, field->key[0], field->key[1], (const char *)field->key, (size_t)((field->key[1] >> 56) & 0xF));
+        push_small_key(L, field);
         push_small_value(L, field);
         lua_rawset(L, -3);
     }
@@ -274,8 +279,7 @@ int clua_push_small_tables(lua_State *L, int list, lua_Integer position, const C
                     if (forms[k][0] == field->key[0] && forms[k][1] == field->key[1]) slot = base + 1 + k;
                 }
                 if (slot == 0 && keys < SMALL_TABLE_KEYS) {
-                    clua_push_short_string(L, field->key[0], field->key[1], (const char *)field->key,
-                                           (size_t)((field->key[1] >> 56) & 0xF));
+                    push_small_key(L, field);
                     lua_insert(L, base + 1 + keys); /* below the table being made */
                     forms[keys][0] = field->key[0];
                     forms[keys][1] = field->key[1];
@@ -285,8 +289,7 @@ int clua_push_small_tables(lua_State *L, int list, lua_Integer position, const C
                 if (i < SMALL_TABLE_KEYS) lastSlot[i] = slot;
             }
             if (slot != 0) lua_pushvalue(L, slot);
-            else clua_push_short_string(L, field->key[0], field->key[1], (const char *)field->key,
-                                        (size_t)((field->key[1] >> 56) & 0xF));
+            else push_small_key(L, field);
             push_small_value(L, field);
             lua_rawset(L, -3);
         }

@@ -337,7 +337,7 @@ static inline Barrier *barrier(lua_State *L) { return (Barrier *)lua_touserdata(
 
 /// [-0, +1, -] Pushes the journal's slot `slot` (from 1: `CLUA_JOURNAL_ENTRY`'s offsets from the slot before an
 /// entry) — from the journal's thread, or the table at `journal` (an absolute index or an upvalue) past what the
-/// thread holds — and returns its type. The thread has a slot to spare at all times (see `journal_append`).
+/// thread holds — and returns its type. The thread has a slot to spare at all times (see `journal_put`).
 static inline int journal_push(lua_State *L, Barrier *b, int journal, lua_Integer slot) {
     if (slot > b->stacked) return lua_rawgeti(L, journal, slot);
     lua_pushvalue(b->journalThread, (int)slot);
