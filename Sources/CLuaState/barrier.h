@@ -119,7 +119,8 @@ typedef struct Barrier {
     lua_Integer count;          /* journal slots the open (or last) transaction filled */
     lua_Integer stacked;        /* of those, the first ones, on `journalThread`'s stack (see `journal_push`) */
     lua_Integer filled;         /* slots of the journal's table that may hold something (from earlier
-                                   transactions, or a copy `journalview` made) */
+                                   transactions, or a copy `journalview` made) ... */
+    lua_Integer filledFrom;     /* ... from this one on (the slots before it are empty; 0 reads as 1) */
     lua_State *journalThread;   /* the thread whose stack holds a transaction's first `JOURNAL_STACKED` slots
                                    (the control's `JOURNAL_THREAD`, which keeps it) */
     lua_Integer journalRoom;    /* the height up to which that thread's stack has room (`reserve_journal_room`) */

@@ -106,6 +106,7 @@ static void journal_put(lua_State *L, Barrier *b, int journal, int table, int ke
     } else {
         /* first: a slot filled before a raise is emptied too */
         if (b->count + CLUA_JOURNAL_ENTRY_LENGTH > b->filled) b->filled = b->count + CLUA_JOURNAL_ENTRY_LENGTH;
+        if (b->filledFrom > b->count + 1) b->filledFrom = b->count + 1;
         lua_pushvalue(L, table);
         lua_rawseti(L, journal, b->count + CLUA_JOURNAL_TABLE);
         lua_pushvalue(L, key);
@@ -138,12 +139,23 @@ void journal_clear_tail(lua_State *L, Barrier *b, int journal) {
         lua_pushnil(L);
         lua_setiuservalue(L, UPVALUE(CONTROL), JOURNALED);
     }
-    for (lua_Integer i = 1; i <= b->filled; i++) {
-        if (i > b->stacked && i <= b->count) continue; /* (the open transaction's own) */
+    for (lua_Integer i = b->filledFrom > 1 ? b->filledFrom : 1; i <= b->filled; i++) {
+        if (i > b->stacked && i <= b->count) { /* (the open transaction's own) */
+            i = b->count;
+            continue;
+        }
         lua_pushnil(L);
         lua_rawseti(L, journal, i);
     }
-    b->filled = b->count > b->stacked ? b->count : 0;
+    // What stays is the open transaction's own (past the thread's): a transaction of thousands of writes is not
+    // walked again at each flush until the next one begins.
+    if (b->count > b->stacked) {
+        b->filled = b->count;
+        b->filledFrom = b->stacked + 1;
+    } else {
+        b->filled = 0;
+        b->filledFrom = 1;
+    }
 }
 
 // MARK: `__newindex`
@@ -470,6 +482,7 @@ int journal_view(lua_State *L) {
     Barrier *b = barrier(L);
     luaL_checkstack(L, 1, NULL);
     if (b->stacked > b->filled) b->filled = b->stacked; /* first: a slot filled before a raise is emptied too */
+    b->filledFrom = 1;
     for (lua_Integer i = 1; i <= b->stacked; i++) {
         journal_push(L, b, UPVALUE(JOURNAL), i);
         lua_rawseti(L, UPVALUE(JOURNAL), i);
