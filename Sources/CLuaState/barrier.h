@@ -132,6 +132,9 @@ typedef struct Barrier {
     lua_Integer dueIDs[DUE_SCANNED];
     lua_Integer made;           /* proxies made since the caches were last renewed */
     lua_Integer flushed;        /* the outcomes in `flushed`'s lists (what the readers gave, in order) */
+    lua_Integer flushedReader;  /* the reader each of them is from, when `flushedUniform` */
+    int flushedUniform;         /* all of them are from one reader (an integer id), none failed, and the C appended
+                                   each (`append_flushed`) */
     lua_Integer byKeys;         /* readers a flush ran by the keys they read (`run_by_keys`), ever */
     int subscriptionsDirty;     /* `subscriptions` must run again before its result is used */
     int observed;               /* since the last flush, a write changed something a reader read */

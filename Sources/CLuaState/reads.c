@@ -382,7 +382,10 @@ int reads_takedue(lua_State *L) {
 /// with `n`, that they hold `n` now (the Lua side appends and empties them too).
 int reads_flushedcount(lua_State *L) {
     Barrier *b = barrier(L);
-    if (lua_gettop(L) >= 1) b->flushed = luaL_checkinteger(L, 1);
+    if (lua_gettop(L) >= 1) {
+        b->flushed = luaL_checkinteger(L, 1);
+        b->flushedUniform = 0; /* (what the Lua side appended is not told apart) */
+    }
     lua_pushinteger(L, b->flushed);
     return 1;
 }
@@ -413,6 +416,14 @@ int reads_observed(lua_State *L) {
 /// its lists at `ids`, `values`, `failed`, which hold `b->flushed` outcomes).
 static void append_flushed(lua_State *L, Barrier *b, int ids, int values, int failed, int id, int didFail) {
     lua_Integer count = ++b->flushed;
+    int one = !didFail && lua_isinteger(L, id);
+    lua_Integer reader = one ? lua_tointeger(L, id) : 0;
+    if (count == 1) {
+        b->flushedUniform = one;
+        b->flushedReader = reader;
+    } else if (!one || reader != b->flushedReader) {
+        b->flushedUniform = 0;
+    }
     lua_rawseti(L, values, count);
     lua_pushvalue(L, id);
     lua_rawseti(L, ids, count);

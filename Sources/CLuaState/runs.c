@@ -31,6 +31,10 @@ static void put_flushed(lua_State *L, Barrier *b, int slot) {
     lua_getfield(L, flushed, "failed");
     put(L, slot + CLUA_FLUSH_FAILED);
     lua_pop(L, 1);
+    if (b->flushed > 0 && b->flushedUniform) {
+        lua_pushinteger(L, b->flushedReader);
+        put(L, slot + CLUA_FLUSH_UNIFORM);
+    }
 }
 
 /// How a run ended, for `run_results`.
@@ -304,7 +308,7 @@ int runs_position(lua_State *L) {
     return 1;
 }
 
-/// `refusal(position, flush)` [-2, +(6|13), e]: a run's results for an action refused before it ran (not even a
+/// `refusal(position, flush)` [-2, +(6|14), e]: a run's results for an action refused before it ran (not even a
 /// table), at `position`; with `flush`, with the readers' part (nothing ran).
 int runs_refusal(lua_State *L) {
     Barrier *b = barrier(L);
@@ -314,7 +318,7 @@ int runs_refusal(lua_State *L) {
     return run_results(L, b, (RunEnd){ .position = position, .dirty = 0, .refused = 1 }, flush);
 }
 
-/// `positionresults()` [-0, +5, e]: which action of the last run was being reduced (a run that raised), and what
+/// `positionresults()` [-0, +6, e]: which action of the last run was being reduced (a run that raised), and what
 /// the readers gave before it, laid out as `CLUA_RUN_POSITION_RESULTS`.
 int runs_positionresults(lua_State *L) {
     int base = lua_gettop(L);

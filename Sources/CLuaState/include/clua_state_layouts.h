@@ -7,17 +7,19 @@
 
 /// What a flush gives (`flush`; within a run's results from `FLUSHED` on, within `runPosition`'s from its
 /// `FLUSHED`): how many readers ran, their ids, their values (or error messages), and which of them failed (lists
-/// of that length). Offsets from where the layout starts.
+/// of that length); and the id of the one reader every value is from when none failed (nil otherwise: the host
+/// then reads neither list). Offsets from where the layout starts.
 #define CLUA_FLUSH_RESULTS(X) \
     X(COUNT, 0)   \
     X(READERS, 1) \
     X(VALUES, 2)  \
-    X(FAILED, 3)
+    X(FAILED, 3)  \
+    X(UNIFORM, 4)
 
 /// What `reduceRun` and `reduce` give: the position of the action the run stopped after, its commands (or nil),
 /// whether `subscriptions` must run again, whether the action was refused (no string `type`); while journaling,
 /// the run's journal records (`changes_record`) and their length; when the readers ran within the run, whether
-/// nothing is left for a flush, what they gave (a flush's layout, 4 slots), the message of a flush that failed,
+/// nothing is left for a flush, what they gave (a flush's layout, 5 slots), the message of a flush that failed,
 /// and whether it ran out of time.
 #define CLUA_RUN_RESULTS(X)  \
     X(POSITION, 1)           \
@@ -28,8 +30,8 @@
     X(RECORDS_LENGTH, 6)     \
     X(SETTLED, 7)            \
     X(FLUSHED, 8)            \
-    X(FLUSH_FAILURE, 12)     \
-    X(FLUSH_TIMED_OUT, 13)
+    X(FLUSH_FAILURE, 13)     \
+    X(FLUSH_TIMED_OUT, 14)
 
 /// What `runPosition` gives (a run that raised): the action being reduced, and what the readers gave before it (a
 /// flush's layout).
@@ -90,11 +92,11 @@
 #define CLUA_FLUSH_RESULT_ENUM(name, position) CLUA_FLUSH_##name = position,
 #define CLUA_RUN_RESULT_ENUM(name, position) CLUA_RUN_##name = position,
 #define CLUA_RUN_POSITION_RESULT_ENUM(name, position) CLUA_RUN_POSITION_##name = position,
-enum { CLUA_FLUSH_RESULTS(CLUA_FLUSH_RESULT_ENUM) CLUA_FLUSH_RESULT_COUNT = 4 };
-enum { CLUA_RUN_RESULTS(CLUA_RUN_RESULT_ENUM) CLUA_RUN_RESULT_COUNT = 13 };
+enum { CLUA_FLUSH_RESULTS(CLUA_FLUSH_RESULT_ENUM) CLUA_FLUSH_RESULT_COUNT = 5 };
+enum { CLUA_RUN_RESULTS(CLUA_RUN_RESULT_ENUM) CLUA_RUN_RESULT_COUNT = 14 };
 /// A run without readers within it ends its results at the records.
 enum { CLUA_RUN_RESULT_COUNT_WITHOUT_FLUSH = 6 };
-enum { CLUA_RUN_POSITION_RESULTS(CLUA_RUN_POSITION_RESULT_ENUM) CLUA_RUN_POSITION_RESULT_COUNT = 5 };
+enum { CLUA_RUN_POSITION_RESULTS(CLUA_RUN_POSITION_RESULT_ENUM) CLUA_RUN_POSITION_RESULT_COUNT = 6 };
 #define CLUA_READER_SLOT_ENUM(name, position) CLUA_READER_##name = position,
 #define CLUA_COLLECTED_ENUM(name, position) CLUA_COLLECTED_##name = position,
 enum { CLUA_READER_SLOTS(CLUA_READER_SLOT_ENUM) CLUA_READER_SLOT_COUNT = 6 };

@@ -30,6 +30,7 @@ private enum FlushResult {
     static let readers = Int32(CLUA_FLUSH_READERS)
     static let values = Int32(CLUA_FLUSH_VALUES)
     static let failed = Int32(CLUA_FLUSH_FAILED)
+    static let uniform = Int32(CLUA_FLUSH_UNIFORM)
 }
 
 /// Where `runPosition` puts its results: the action being reduced, and what the readers gave before it.
@@ -412,6 +413,19 @@ extension StateRuntime {
         let count = results.integer(first + FlushResult.count) ?? 0
         guard count > 0 else { return flushed }
         flushed.outcomes.reserveCapacity(Int(count))
+        // Every value from one reader, none failed (a store's props, flushed after each action): its kind is
+        // looked up once, and neither the ids nor the failures are read.
+        if let readerID = results.integer(first + FlushResult.uniform) {
+            guard let kind = readers(readerID) else { return flushed }
+            for position in stride(from: Int64(1), through: count, by: 1) {
+                do throws(LuaError) {
+                    flushed.outcomes.append(.value(id: readerID, try results.value(first + FlushResult.values, at: position, root: kind.rootName)))
+                } catch {
+                    flushed.outcomes.append(.failure(id: readerID, error))
+                }
+            }
+            return flushed
+        }
         for position in stride(from: Int64(1), through: count, by: 1) {
             guard let readerID = results.integer(first + FlushResult.readers, at: position), let kind = readers(readerID) else {
                 continue
