@@ -24,4 +24,30 @@ import Testing
             #expect(bytes.withUnsafeBytes { String(utf8: $0) } == expected, "\(bytes)")
         }
     }
+
+    /// Up to 15 bytes of ASCII (a key, a tag) are made as a small string straight from their bytes: on this
+    /// platform that path is taken, and what it makes is, bit for bit, the string `String(decoding:)` makes — one
+    /// that compares, hashes, grows and bridges as any other.
+    @Test func smallASCIIStringsAreMadeFromTheirBytes() {
+        #expect(String.smallASCIIDiscriminator != 0, "the layout check passed: the fast path is in use")
+        var generator = SystemRandomNumberGenerator()
+        for count in 0...16 {
+            for _ in 0..<200 {
+                let bytes = (0..<count).map { _ in UInt8.random(in: 0...0x7F, using: &generator) } // NUL and DEL too
+                guard let made = String(utf8: bytes) else {
+                    Issue.record("ASCII refused: \(bytes)")
+                    continue
+                }
+                let decoded = String(decoding: bytes, as: UTF8.self)
+                #expect(made == decoded && made.hashValue == decoded.hashValue && Array(made.utf8) == bytes)
+                if count <= 15 { // (a longer one is stored apart: its address differs)
+                    #expect(withUnsafeBytes(of: made) { Array($0) } == withUnsafeBytes(of: decoded) { Array($0) }, "\(bytes)")
+                }
+                #expect(made + "é" == decoded + "é" && made.count == decoded.count)
+            }
+        }
+        // A byte past ASCII in a short string goes the validating way, and is refused when it is not UTF-8.
+        #expect(String(utf8: Array("caf".utf8) + [0xC3, 0xA9]) == "café")
+        #expect(String(utf8: Array("abc".utf8) + [0xFF]) == nil)
+    }
 }

@@ -36,12 +36,45 @@ extension String {
     /// bytes at a time; other text is decoded and must come out as the very bytes it came from (decoding
     /// replaces any ill-formed sequence, so only valid UTF-8 does).
     package init?(utf8 bytes: UnsafeRawBufferPointer) {
+        if let small = Self.smallASCII(bytes, discriminator: Self.smallASCIIDiscriminator) {
+            self = small
+            return
+        }
         let text = String(decoding: bytes, as: UTF8.self)
         if !Self.isASCII(bytes) {
             guard text.utf8.count == bytes.count, text.utf8.elementsEqual(bytes) else { return nil }
         }
         self = text
     }
+
+    /// At most 15 bytes of ASCII as the platform lays a small string out — the bytes in the string's own 16 bytes,
+    /// the count in the top byte under `discriminator`'s flags — made without `String(decoding:)`'s pass (a key or a
+    /// tag converted from Lua, for every value read); nil for any other bytes, and with a `discriminator` of 0.
+    private static func smallASCII(_ bytes: UnsafeRawBufferPointer, discriminator: UInt64) -> String? {
+        guard discriminator != 0, bytes.count <= 15 else { return nil }
+        var words: (UInt64, UInt64) = (0, 0)
+        if let base = bytes.baseAddress { withUnsafeMutableBytes(of: &words) { $0.baseAddress!.copyMemory(from: base, byteCount: bytes.count) } }
+        guard (words.0 | words.1) & 0x8080_8080_8080_8080 == 0 else { return nil }
+        words.1 |= (discriminator | UInt64(bytes.count)) << 56
+        return unsafeBitCast(words, to: String.self)
+    }
+
+    /// The flags of a small ASCII string's top byte where `smallASCII` makes, for every count, the very string
+    /// `String(decoding:)` makes (checked once, on strings of every small length); 0 anywhere else, which leaves
+    /// every string to `String(decoding:)`.
+    package static let smallASCIIDiscriminator: UInt64 = {
+        guard MemoryLayout<String>.size == 16, 1.littleEndian == 1 else { return 0 }
+        let flags = unsafeBitCast("", to: (UInt64, UInt64).self).1 >> 56
+        guard flags & 0x0F == 0, flags != 0 else { return 0 }
+        for count in 0...15 {
+            let bytes = (0..<count).map { UInt8(0x41 + $0) }
+            let made = bytes.withUnsafeBytes { smallASCII($0, discriminator: flags) }
+            let decoded = String(decoding: bytes, as: UTF8.self)
+            guard let made, unsafeBitCast(made, to: (UInt64, UInt64).self) == unsafeBitCast(decoded, to: (UInt64, UInt64).self),
+                  made == decoded, made.utf8.count == count else { return 0 }
+        }
+        return flags
+    }()
 
     /// `String(utf8:)` for the bytes of an array.
     package init?(utf8 bytes: [UInt8]) {
