@@ -27,7 +27,7 @@ import Testing
 
     /// Up to 15 bytes of ASCII (a key, a tag) are made as a small string straight from their bytes: on this
     /// platform that path is taken, and what it makes is, bit for bit, the string `String(decoding:)` makes — one
-    /// that compares, hashes, grows and bridges as any other.
+    /// that compares, hashes and grows as any other.
     @Test func smallASCIIStringsAreMadeFromTheirBytes() {
         #expect(String.smallASCIIDiscriminator != 0, "the layout check passed: the fast path is in use")
         var generator = SystemRandomNumberGenerator()

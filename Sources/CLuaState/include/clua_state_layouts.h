@@ -7,8 +7,8 @@
 
 /// What a flush gives (`flush`; within a run's results from `FLUSHED` on, within `runPosition`'s from its
 /// `FLUSHED`): how many readers ran, their ids, their values (or error messages), and which of them failed (lists
-/// of that length); and the id of the one reader every value is from when none failed (nil otherwise: the host
-/// then reads neither list). Offsets from where the layout starts.
+/// of that length); and, when every value is from one reader and none failed, that reader's id (the host then
+/// reads the values alone, not the ids and the failures; nil otherwise). Offsets from where the layout starts.
 #define CLUA_FLUSH_RESULTS(X) \
     X(COUNT, 0)   \
     X(READERS, 1) \
