@@ -415,25 +415,25 @@ extension StateRuntime {
         flushed.outcomes.reserveCapacity(Int(count))
         // Every value from one reader, none failed (a store's props, flushed after each action): its kind is
         // looked up once, and neither the ids nor the failures are read.
-        if let readerID = results.integer(first + FlushResult.uniform) {
-            guard let kind = readers(readerID) else { return flushed }
-            for position in stride(from: Int64(1), through: count, by: 1) {
-                do throws(LuaError) {
-                    flushed.outcomes.append(.value(id: readerID, try results.value(first + FlushResult.values, at: position, root: kind.rootName)))
-                } catch {
-                    flushed.outcomes.append(.failure(id: readerID, error))
-                }
-            }
-            return flushed
+        var uniform: (id: Int64, kind: ReaderKind)?
+        if let id = results.integer(first + FlushResult.uniform) {
+            guard let kind = readers(id) else { return flushed }
+            uniform = (id, kind)
         }
         for position in stride(from: Int64(1), through: count, by: 1) {
-            guard let readerID = results.integer(first + FlushResult.readers, at: position), let kind = readers(readerID) else {
-                continue
-            }
-            if results.boolean(first + FlushResult.failed, at: position) == true {
-                let message = try results.value(first + FlushResult.values, at: position, root: "message")
-                flushed.outcomes.append(.failure(id: readerID, LuaError(.runtime, parsing: message.string ?? "\(message)")))
-                continue
+            let readerID: Int64, kind: ReaderKind
+            if let uniform {
+                (readerID, kind) = uniform
+            } else {
+                guard let id = results.integer(first + FlushResult.readers, at: position), let found = readers(id) else {
+                    continue
+                }
+                (readerID, kind) = (id, found)
+                if results.boolean(first + FlushResult.failed, at: position) == true {
+                    let message = try results.value(first + FlushResult.values, at: position, root: "message")
+                    flushed.outcomes.append(.failure(id: readerID, LuaError(.runtime, parsing: message.string ?? "\(message)")))
+                    continue
+                }
             }
             do throws(LuaError) {
                 flushed.outcomes.append(.value(id: readerID, try results.value(first + FlushResult.values, at: position, root: kind.rootName)))
